@@ -1,0 +1,59 @@
+// Package stats summarises samples the way wakebench reports them:
+// n, median, min, max and the 95th percentile by nearest rank.
+package stats
+
+import (
+	"errors"
+	"math"
+	"slices"
+)
+
+// PercentileMethod names the percentile rule used by Summarize, for the report.
+const PercentileMethod = "nearest-rank; small sample"
+
+// ErrEmpty is returned when there is nothing to summarise.
+var ErrEmpty = errors.New("stats: no samples")
+
+// Summary is the five-number description of a sample set used throughout the report.
+type Summary struct {
+	N      int     `json:"n"`
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	P95    float64 `json:"p95"`
+}
+
+// Summarize computes the Summary of xs. The median is the mean of the two middle
+// values when n is even; p95 is the value at rank ceil(0.95·n) of the sorted
+// samples (nearest rank). Empty input and NaN values are errors, never NaN output.
+func Summarize(xs []float64) (Summary, error) {
+	if len(xs) == 0 {
+		return Summary{}, ErrEmpty
+	}
+	s := slices.Clone(xs)
+	for _, x := range s {
+		if math.IsNaN(x) {
+			return Summary{}, errors.New("stats: NaN sample")
+		}
+	}
+	slices.Sort(s)
+	n := len(s)
+	med := s[n/2]
+	if n%2 == 0 {
+		med = (s[n/2-1] + s[n/2]) / 2
+	}
+	return Summary{N: n, Median: med, Min: s[0], Max: s[n-1], P95: NearestRank(s, 95)}, nil
+}
+
+// NearestRank returns the p-th percentile (0 < p ≤ 100) of sorted by the
+// nearest-rank rule: the value at rank ceil(p/100·n), ranks counted from 1.
+func NearestRank(sorted []float64, p float64) float64 {
+	n := len(sorted)
+	rank := int(math.Ceil(p / 100 * float64(n)))
+	// Guard against floating-point error pushing e.g. 0.95*20 to 19.000000000000004.
+	if r := p / 100 * float64(n); math.Abs(r-math.Round(r)) < 1e-9 {
+		rank = int(math.Round(r))
+	}
+	rank = max(1, min(rank, n))
+	return sorted[rank-1]
+}

@@ -1,0 +1,102 @@
+package stats
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSummarizeHandChecked(t *testing.T) {
+	seq := func(n int) []float64 {
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = float64(n - i) // descending: Summarize must sort
+		}
+		return xs
+	}
+	tests := []struct {
+		name string
+		in   []float64
+		want Summary
+	}{
+		{"one", []float64{219.19701036345214}, Summary{1, 219.19701036345214, 219.19701036345214, 219.19701036345214, 219.19701036345214}},
+		// n=5: median is the 3rd value, p95 rank ceil(4.75)=5.
+		{"five", []float64{1.3361948309466243, 18.466762921772897, 1.3325311271473765, 1.34, 1.35}, Summary{5, 1.34, 1.3325311271473765, 18.466762921772897, 18.466762921772897}},
+		// n=16: median = mean of 8th and 9th, p95 rank ceil(15.2)=16.
+		{"sixteen", seq(16), Summary{16, 8.5, 1, 16, 16}},
+		// n=20: rank 0.95*20 = 19 exactly (not 20 through float error).
+		{"twenty", seq(20), Summary{20, 10.5, 1, 20, 19}},
+		// n=1574 (the reference's sample count): p95 rank ceil(1495.3)=1496.
+		{"1574", seq(1574), Summary{1574, 787.5, 1, 1574, 1496}},
+		// n=3: p95 rank ceil(2.85)=3.
+		{"three", []float64{0.5860766898840666, 0.6025053225457668, 0.5871797641739249}, Summary{3, 0.5871797641739249, 0.5860766898840666, 0.6025053225457668, 0.6025053225457668}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Summarize(tt.in)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestSummarizeDoesNotReorderInput(t *testing.T) {
+	in := []float64{3, 1, 2}
+	_, err := Summarize(in)
+	require.NoError(t, err)
+	assert.Equal(t, []float64{3, 1, 2}, in)
+}
+
+func TestSummarizeRejectsEmptyAndNaN(t *testing.T) {
+	_, err := Summarize(nil)
+	assert.ErrorIs(t, err, ErrEmpty)
+	_, err = Summarize([]float64{1, nan()})
+	assert.Error(t, err)
+}
+
+func nan() float64 { var z float64; return z / z }
+
+// TestReferenceSummariesRecomputed recomputes every n=1 and n=2 summary of the
+// L20 reference report from its recoverable inputs (for n ≤ 2 the samples are
+// exactly min and max) and checks the rule gives back the reported summary.
+func TestReferenceSummariesRecomputed(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "l20-reference-report.json"))
+	require.NoError(t, err)
+	var doc any
+	require.NoError(t, json.Unmarshal(raw, &doc))
+
+	checked := 0
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if n, ok := v["n"].(float64); ok && (n == 1 || n == 2) {
+				var in []float64
+				if n == 1 {
+					in = []float64{v["min"].(float64)}
+				} else {
+					in = []float64{v["max"].(float64), v["min"].(float64)}
+				}
+				got, err := Summarize(in)
+				require.NoError(t, err, path)
+				assert.InDelta(t, v["median"].(float64), got.Median, 1e-9, "median of %s", path)
+				assert.InDelta(t, v["p95"].(float64), got.P95, 1e-12, "p95 of %s", path)
+				checked++
+			}
+			for k, c := range v {
+				walk(path+"."+k, c)
+			}
+		case []any:
+			for i, c := range v {
+				walk(path+"["+string(rune('0'+i))+"]", c)
+			}
+		}
+	}
+	walk("$", doc)
+	// 2 models × (restart_initial + restart_warm + 4 output_tps summaries).
+	assert.Equal(t, 12, checked, "summaries with n ≤ 2 in the reference report")
+}

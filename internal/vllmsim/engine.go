@@ -1,0 +1,233 @@
+package vllmsim
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// token is one generated token handed to a request's stream.
+type token struct {
+	text   string
+	finish string // "", "length", "stop" or "abort"
+	at     time.Time
+}
+
+// seq is one request inside the engine.
+type seq struct {
+	ctx          context.Context
+	promptTokens int
+	maxTokens    int
+	stopAt       int // tokens after which the model emits EOS (≥ maxTokens when ignore_eos)
+	textFor      func(i int) string
+	out          chan token // buffered for every token: the engine never blocks on a slow reader
+	emitted      int
+	queuedAt     time.Time
+}
+
+// engine is a continuous-batching scheduler over a simulated clock: each step
+// admits every waiting sequence in one prefill step, or runs one decode step
+// that gives every running sequence one token. Steps are scheduled on
+// absolute deadlines so rounding does not accumulate.
+type engine struct {
+	phys  Physics
+	clock clock
+	m     *metrics
+
+	deadline time.Time // end of the current step; only the run goroutine touches it
+
+	mu      sync.Mutex
+	kick    chan struct{} // signalled when work arrives or the engine is resumed
+	waiting []*seq
+	running []*seq
+	paused  bool
+}
+
+func newEngine(p Physics, c clock, m *metrics) *engine {
+	return &engine{phys: p, clock: c, m: m, kick: make(chan struct{}, 1)}
+}
+
+func (e *engine) signal() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// submit queues s; it is scheduled once the engine is awake.
+func (e *engine) submit(s *seq) {
+	s.out = make(chan token, s.maxTokens+1)
+	s.queuedAt = time.Now()
+	e.mu.Lock()
+	e.waiting = append(e.waiting, s)
+	e.m.setQueue(len(e.running), len(e.waiting))
+	e.mu.Unlock()
+	e.signal()
+}
+
+// pause stops scheduling and aborts every request in flight (vLLM's
+// default sleep mode "abort"); requests submitted later wait for resume.
+func (e *engine) pause() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.paused = true
+	now := time.Now()
+	for _, s := range append(e.running, e.waiting...) {
+		s.out <- token{finish: "abort", at: now}
+		close(s.out)
+		e.m.finished("abort")
+	}
+	e.running, e.waiting = nil, nil
+	e.m.setQueue(0, 0)
+}
+
+func (e *engine) resume() {
+	e.mu.Lock()
+	e.paused = false
+	e.mu.Unlock()
+	e.signal()
+}
+
+// run schedules until ctx ends.
+func (e *engine) run(ctx context.Context) {
+	for {
+		e.mu.Lock()
+		idle := e.paused || (len(e.waiting) == 0 && len(e.running) == 0)
+		e.mu.Unlock()
+		if idle {
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.kick:
+				continue
+			}
+		}
+		if !e.step(ctx) {
+			return
+		}
+	}
+}
+
+// step runs one prefill or decode step; false when ctx ended.
+func (e *engine) step(ctx context.Context) bool {
+	e.mu.Lock()
+	e.dropCancelled()
+	admit := e.waiting
+	e.waiting = nil
+	batch := len(e.running)
+	e.mu.Unlock()
+
+	if len(admit) > 0 {
+		tokens := 0
+		for _, s := range admit {
+			tokens += s.promptTokens
+		}
+		if !e.wait(ctx, e.phys.Prefill(tokens)) {
+			return false
+		}
+		e.mu.Lock()
+		e.running = append(e.running, admit...)
+		e.m.setQueue(len(e.running), len(e.waiting))
+		e.mu.Unlock()
+		e.m.prompt(tokens)
+		return true
+	}
+	if batch == 0 {
+		return true
+	}
+	if !e.wait(ctx, e.phys.DecodeStep(batch)) {
+		return false
+	}
+	now := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.paused { // put to sleep during the step: pause already aborted everything
+		return true
+	}
+	kept := e.running[:0]
+	for _, s := range e.running {
+		t := token{text: s.textFor(s.emitted), at: now}
+		s.emitted++
+		switch {
+		case s.emitted >= s.maxTokens:
+			t.finish = "length"
+		case s.emitted >= s.stopAt:
+			t.finish = "stop"
+		}
+		if s.emitted == 1 {
+			e.m.ttft(now.Sub(s.queuedAt))
+		}
+		s.out <- t
+		e.m.generated()
+		if t.finish != "" {
+			close(s.out)
+			e.m.finished(t.finish)
+			continue
+		}
+		kept = append(kept, s)
+	}
+	clear(e.running[len(kept):])
+	e.running = kept
+	e.m.setQueue(len(e.running), len(e.waiting))
+	return true
+}
+
+// wait ends the current step seconds (modelled) after the previous step's
+// planned end, or after now if the engine was idle, so timer overshoot does
+// not accumulate over a stream.
+func (e *engine) wait(ctx context.Context, seconds float64) bool {
+	if now := time.Now(); e.deadline.Before(now) {
+		e.deadline = now
+	}
+	e.deadline = e.deadline.Add(e.clock.dur(seconds))
+	return e.clock.sleepUntil(ctx, e.deadline)
+}
+
+// dropCancelled removes sequences whose client went away. Caller holds mu.
+func (e *engine) dropCancelled() {
+	keep := func(list []*seq) []*seq {
+		out := list[:0]
+		for _, s := range list {
+			if s.ctx.Err() != nil {
+				close(s.out)
+				e.m.finished("abort")
+				continue
+			}
+			out = append(out, s)
+		}
+		clear(list[len(out):])
+		return out
+	}
+	e.running = keep(e.running)
+	e.waiting = keep(e.waiting)
+}
+
+// clock scales modelled durations onto the wall clock.
+type clock struct {
+	scale float64
+}
+
+func (c clock) dur(seconds float64) time.Duration {
+	return time.Duration(seconds * c.scale * float64(time.Second))
+}
+
+// sleep waits the scaled duration; false if ctx ended first.
+func (c clock) sleep(ctx context.Context, seconds float64) bool {
+	return c.sleepUntil(ctx, time.Now().Add(c.dur(seconds)))
+}
+
+// sleepUntil waits until t; false if ctx ended first.
+func (c clock) sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-tm.C:
+		return true
+	}
+}

@@ -1,0 +1,73 @@
+package vllmsim
+
+// Physics turns a GPU and a model into the durations (seconds, unscaled) and
+// byte counts vllmsim simulates. Every formula here is documented in README.md
+// ("What vllmsim models").
+type Physics struct {
+	GPU   GPU
+	Model Model
+	// KVBytes is the KV-cache pool size (--kv-cache-memory-bytes or derived).
+	KVBytes uint64
+}
+
+func gb(bytes float64) float64 { return bytes / 1e9 }
+
+// WeightBytes is the size of the weight pool.
+func (p Physics) WeightBytes() uint64 { return uint64(p.Model.WeightGiB * GiB) }
+
+// ResidualBytes is the memory that stays on the device while asleep.
+func (p Physics) ResidualBytes() uint64 { return uint64(p.Model.ResidualGiB * GiB) }
+
+// flopsPerToken is 2·P.
+func (p Physics) flopsPerToken() float64 { return 2 * p.Model.ParamsB * 1e9 }
+
+// weightPass is one read of every weight from device memory plus the per-layer launch cost.
+func (p Physics) weightPass() float64 {
+	return gb(float64(p.WeightBytes()))/p.GPU.HBMGBps + float64(p.Model.Layers)*p.GPU.LayerLaunchS
+}
+
+// DecodeStep is one decode step with batch sequences running: memory-bound on
+// the weights, plus a compute share per sequence.
+func (p Physics) DecodeStep(batch int) float64 {
+	return p.weightPass() + float64(batch)*p.flopsPerToken()/(p.GPU.DecodeTFLOPS[p.Model.Dtype]*1e12)
+}
+
+// Prefill is one prefill step over tokens prompt tokens (all newly admitted sequences together).
+func (p Physics) Prefill(tokens int) float64 {
+	return p.weightPass() + float64(tokens)*p.flopsPerToken()/(p.GPU.PrefillTFLOPS[p.Model.Dtype]*1e12)
+}
+
+// Sleep is the duration of /sleep at level 1 (weights copied to host) or 2 (discarded).
+func (p Physics) Sleep(level int) float64 {
+	w := gb(float64(p.WeightBytes()))
+	if level == 1 {
+		return p.GPU.SleepFixedS + w/p.GPU.PCIeD2HGBps
+	}
+	return p.GPU.SleepFixedS + w/p.GPU.ReleaseGBps
+}
+
+// WakeWeights is waking the weight pool: a host→device copy after level 1,
+// a bare re-mapping (contents undefined) after level 2.
+func (p Physics) WakeWeights(fromLevel int) float64 {
+	if fromLevel == 1 {
+		return p.GPU.WakeFixedS + gb(float64(p.WeightBytes()))/p.GPU.PCIeH2DGBps
+	}
+	return p.GPU.WakeFixedS
+}
+
+// WakeKV is re-mapping the KV-cache pool (its contents are discarded either way).
+func (p Physics) WakeKV() float64 { return p.GPU.WakeFixedS }
+
+// Reload is collective_rpc reload_weights: the checkpoint read again from host storage.
+func (p Physics) Reload() float64 {
+	return p.GPU.ReloadFixedS + gb(float64(p.WeightBytes()))/p.GPU.LoadGBps
+}
+
+// Start is spawn → ready: the start-up cost plus reading the weights once.
+func (p Physics) Start(warm bool) float64 {
+	s := p.Model.StartInitialS
+	if warm {
+		s = p.Model.StartWarmS
+	}
+	return s + gb(float64(p.WeightBytes()))/p.GPU.LoadGBps
+}

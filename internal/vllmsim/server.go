@@ -1,0 +1,474 @@
+package vllmsim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/simgpu"
+)
+
+// Version is what /version reports: the vLLM API version vllmsim follows,
+// marked as simulated.
+const Version = "0.31.0+vllmsim"
+
+// server is one simulated `vllm serve` process after start-up.
+type server struct {
+	args    Args
+	phys    Physics
+	clock   clock
+	dev     *device
+	eng     *engine
+	m       *metrics
+	log     *log.Logger
+	devMode bool
+	created int64
+	reqID   atomic.Uint64
+
+	opMu sync.Mutex // one sleep/wake/rpc at a time, as vLLM's engine core serialises them
+
+	mu            sync.Mutex
+	level         int // level of the current sleep, 0 when awake
+	weightsAsleep bool
+	kvAsleep      bool
+	weightsValid  bool
+}
+
+func (s *server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /version", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"version": Version})
+	})
+	mux.Handle("GET /metrics", s.m.handler())
+	mux.HandleFunc("GET /v1/models", s.auth(s.handleModels))
+	mux.HandleFunc("POST /v1/completions", s.auth(s.handleCompletions))
+	if s.devMode {
+		mux.HandleFunc("POST /sleep", s.handleSleep)
+		mux.HandleFunc("POST /wake_up", s.handleWake)
+		mux.HandleFunc("GET /is_sleeping", s.handleIsSleeping)
+		mux.HandleFunc("POST /collective_rpc", s.handleRPC)
+		mux.HandleFunc("POST /reset_prefix_cache", func(w http.ResponseWriter, r *http.Request) {
+			s.log.Printf("Resetting prefix cache...")
+			w.WriteHeader(http.StatusOK)
+		})
+	}
+	return mux
+}
+
+// auth guards /v1 with --api-key, as vLLM does (dev endpoints stay open).
+func (s *server) auth(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.args.APIKey != "" && r.Header.Get("Authorization") != "Bearer "+s.args.APIKey {
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// writeError writes vLLM's (v0.10.1+) error body.
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": status}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *server) handleModels(w http.ResponseWriter, r *http.Request) {
+	names := s.args.ServedNames
+	if len(names) == 0 {
+		names = []string{s.args.Model}
+	}
+	var data []map[string]any
+	for _, n := range names {
+		data = append(data, map[string]any{"id": n, "object": "model", "created": s.created, "owned_by": "vllm",
+			"root": s.args.Model, "parent": nil, "max_model_len": s.args.MaxModelLen})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+type completionRequest struct {
+	Model         string  `json:"model"`
+	Prompt        any     `json:"prompt"`
+	MaxTokens     *int    `json:"max_tokens"`
+	MinTokens     int     `json:"min_tokens"`
+	IgnoreEOS     bool    `json:"ignore_eos"`
+	Temperature   *float64 `json:"temperature"`
+	Stream        bool    `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage         *bool `json:"include_usage"`
+		ContinuousUsageStats bool  `json:"continuous_usage_stats"`
+	} `json:"stream_options"`
+}
+
+func (s *server) servesName(n string) bool {
+	if n == s.args.Model && len(s.args.ServedNames) == 0 {
+		return true
+	}
+	for _, x := range s.args.ServedNames {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	var req completionRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "BadRequestError", "JSON decode error: "+err.Error())
+		return
+	}
+	if !s.servesName(req.Model) {
+		writeError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
+		return
+	}
+	prompt, ok := req.Prompt.(string)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "BadRequestError", "1 validation error: prompt must be a string")
+		return
+	}
+	if req.StreamOptions != nil && !req.Stream {
+		writeError(w, http.StatusBadRequest, "BadRequestError", "Stream options can only be defined when `stream=True`.")
+		return
+	}
+	promptTokens := countTokens(prompt)
+	if promptTokens >= s.args.MaxModelLen {
+		writeError(w, http.StatusBadRequest, "BadRequestError",
+			fmt.Sprintf("Input length (%d) exceeds model's maximum context length (%d).", promptTokens, s.args.MaxModelLen))
+		return
+	}
+	maxTokens := 16
+	if req.MaxTokens != nil {
+		maxTokens = *req.MaxTokens
+	}
+	if maxTokens < 1 {
+		writeError(w, http.StatusBadRequest, "BadRequestError", "max_tokens must be at least 1, got "+strconv.Itoa(maxTokens))
+		return
+	}
+	maxTokens = min(maxTokens, s.args.MaxModelLen-promptTokens)
+	stopAt := maxTokens
+	if !req.IgnoreEOS {
+		// Without ignore_eos the model ends on its own: a prompt-determined length.
+		stopAt = max(req.MinTokens, 1+int(countTokens(prompt)*7)%max(maxTokens, 1))
+	}
+	s.mu.Lock()
+	valid := s.weightsValid
+	s.mu.Unlock()
+	sq := &seq{ctx: r.Context(), promptTokens: promptTokens, maxTokens: maxTokens, stopAt: stopAt, textFor: textFunc(prompt, valid)}
+	s.eng.submit(sq)
+
+	id := fmt.Sprintf("cmpl-%016x", s.reqID.Add(1))
+	name := s.args.ServedName()
+	usage := map[string]int{"prompt_tokens": promptTokens}
+	if !req.Stream {
+		var text strings.Builder
+		finish, n := "", 0
+		for t := range sq.out {
+			text.WriteString(t.text)
+			finish = t.finish
+			if t.finish != "abort" {
+				n++
+			}
+		}
+		usage["completion_tokens"], usage["total_tokens"] = n, n+promptTokens
+		writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "text_completion", "created": time.Now().Unix(), "model": name,
+			"choices": []map[string]any{{"index": 0, "text": text.String(), "logprobs": nil, "finish_reason": finish, "stop_reason": nil}},
+			"usage": usage})
+		return
+	}
+
+	includeUsage := req.StreamOptions != nil && (req.StreamOptions.IncludeUsage == nil || *req.StreamOptions.IncludeUsage)
+	fl, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if fl != nil {
+		fl.Flush()
+	}
+	created := time.Now().Unix()
+	n := 0
+	send := func(v any) bool {
+		b, _ := json.Marshal(v)
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return false
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		return true
+	}
+	for t := range sq.out {
+		var fr any
+		if t.finish != "" {
+			fr = t.finish
+		}
+		if t.finish != "abort" {
+			n++
+		}
+		if !send(map[string]any{"id": id, "object": "text_completion", "created": created, "model": name,
+			"choices": []map[string]any{{"index": 0, "text": t.text, "logprobs": nil, "finish_reason": fr, "stop_reason": nil}},
+			"usage": nil}) {
+			return // client gone; the engine drops the sequence at its next step
+		}
+	}
+	if includeUsage {
+		usage["completion_tokens"], usage["total_tokens"] = n, n+promptTokens
+		send(map[string]any{"id": id, "object": "text_completion", "created": created, "model": name, "choices": []any{}, "usage": usage})
+	}
+	_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
+	if fl != nil {
+		fl.Flush()
+	}
+}
+
+func (s *server) handleIsSleeping(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	asleep := s.level != 0 || s.weightsAsleep || s.kvAsleep
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]bool{"is_sleeping": asleep})
+}
+
+func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
+	if !s.args.EnableSleepMode {
+		writeError(w, http.StatusInternalServerError, "InternalServerError", "Sleep mode is not enabled: start the server with --enable-sleep-mode")
+		return
+	}
+	lv := r.URL.Query().Get("level")
+	if lv == "" {
+		lv = "1"
+	}
+	level, err := strconv.Atoi(lv)
+	if err != nil || level < 0 || level > 2 {
+		writeError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("invalid sleep level %q: want 0, 1 or 2", lv))
+		return
+	}
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	s.mu.Lock()
+	already := s.level != 0
+	s.mu.Unlock()
+	if already {
+		s.log.Printf("WARNING Executor is already sleeping.")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	start := time.Now()
+	s.eng.pause()
+	if level > 0 {
+		if !s.clock.sleep(r.Context(), s.phys.Sleep(level)) {
+			return
+		}
+	}
+	s.mu.Lock()
+	s.level = level
+	if level > 0 {
+		s.weightsAsleep, s.kvAsleep = true, true
+		// Level 1 keeps a host copy of the weights; level 2 discards them.
+		s.weightsValid = level == 1
+	}
+	s.mu.Unlock()
+	s.publish()
+	s.m.setSleepState(level)
+	s.log.Printf("It took %.6f seconds to fall asleep.", time.Since(start).Seconds())
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *server) handleWake(w http.ResponseWriter, r *http.Request) {
+	tags := r.URL.Query()["tags"]
+	if len(tags) == 0 {
+		tags = []string{"weights", "kv_cache"}
+	}
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	start := time.Now()
+	s.log.Printf("wake up the engine with tags: %v", r.URL.Query()["tags"])
+	for _, tag := range tags {
+		s.mu.Lock()
+		var asleep *bool
+		var bytes uint64
+		var cost float64
+		switch tag {
+		case "weights":
+			asleep, bytes, cost = &s.weightsAsleep, s.phys.WeightBytes(), s.phys.WakeWeights(s.level)
+		case "kv_cache":
+			asleep, bytes, cost = &s.kvAsleep, s.phys.KVBytes, s.phys.WakeKV()
+		}
+		if asleep == nil || !*asleep {
+			s.mu.Unlock()
+			s.log.Printf("WARNING Tag %s is not in sleeping tags", tag)
+			continue
+		}
+		s.mu.Unlock()
+		if free, err := s.dev.free(); err != nil {
+			writeError(w, http.StatusInternalServerError, "InternalServerError", err.Error())
+			return
+		} else if free < bytes {
+			writeError(w, http.StatusInternalServerError, "InternalServerError",
+				fmt.Sprintf("CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:163 (wake %s needs %.2f GiB, %.2f GiB free)",
+					tag, float64(bytes)/GiB, float64(free)/GiB))
+			return
+		}
+		if !s.clock.sleep(r.Context(), cost) {
+			return
+		}
+		s.mu.Lock()
+		*asleep = false
+		s.mu.Unlock()
+		s.publish()
+	}
+	s.mu.Lock()
+	awake := !s.weightsAsleep && !s.kvAsleep
+	if awake {
+		s.level = 0
+	}
+	s.mu.Unlock()
+	if awake {
+		s.eng.resume()
+		s.m.setSleepState(0)
+	}
+	s.log.Printf("It took %.6f seconds to wake up tags %v.", time.Since(start).Seconds(), tags)
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *server) handleRPC(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Method *string `json:"method"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeError(w, http.StatusBadRequest, "BadRequestError", "JSON decode error: "+err.Error())
+		return
+	}
+	if body.Method == nil {
+		writeError(w, http.StatusBadRequest, "BadRequestError", "Missing 'method' in request body")
+		return
+	}
+	if *body.Method != "reload_weights" {
+		writeError(w, http.StatusInternalServerError, "InternalServerError", fmt.Sprintf("'Worker' object has no attribute '%s'", *body.Method))
+		return
+	}
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	s.mu.Lock()
+	asleep := s.weightsAsleep
+	s.mu.Unlock()
+	if asleep {
+		writeError(w, http.StatusInternalServerError, "InternalServerError", "reload_weights: the weight pool is asleep; call /wake_up?tags=weights first")
+		return
+	}
+	s.log.Printf("Reloading weights inplace...")
+	if !s.clock.sleep(r.Context(), s.phys.Reload()) {
+		return
+	}
+	s.mu.Lock()
+	s.weightsValid = true
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"results": []any{nil}})
+}
+
+// used is the device memory this process holds now.
+func (s *server) used() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.phys.ResidualBytes()
+	if !s.weightsAsleep {
+		u += s.phys.WeightBytes()
+	}
+	if !s.kvAsleep {
+		u += s.phys.KVBytes
+	}
+	return u
+}
+
+func (s *server) publish() {
+	if err := s.dev.publish(s.used()); err != nil {
+		s.log.Printf("ERROR publishing simulated GPU memory: %v", err)
+	}
+}
+
+// device is this process's view of the simulated GPU.
+type device struct {
+	dir   string
+	pid   int
+	model string
+	info  simgpu.Device
+}
+
+func (d *device) publish(used uint64) error {
+	return simgpu.Publish(d.dir, simgpu.Process{PID: d.pid, Model: d.model, UsedBytes: used})
+}
+
+// free is the device memory not held by anyone.
+func (d *device) free() (uint64, error) {
+	procs, err := simgpu.Processes(d.dir)
+	if err != nil {
+		return 0, fmt.Errorf("read simulated GPU: %w", err)
+	}
+	used := simgpu.Used(d.info, procs)
+	if used >= d.info.TotalBytes {
+		return 0, nil
+	}
+	return d.info.TotalBytes - used, nil
+}
+
+var errStartup = errors.New("start-up failed")
+
+// startup walks through vLLM's start: CUDA context, weight load, the
+// free-memory check, KV-cache allocation; each step shows on the device.
+func (s *server) startup(ctx context.Context, warm bool) error {
+	s.weightsAsleep, s.kvAsleep = true, true // nothing of the pools mapped yet
+	s.publish()                             // CUDA context (the residual) exists from the first moment
+	util := s.args.GPUMemUtilization
+	free, err := s.dev.free()
+	if err != nil {
+		return err
+	}
+	if want := util * float64(s.dev.info.TotalBytes); float64(free) < want {
+		return fmt.Errorf("%w: ValueError: Free memory on device (%.2f/%.2f GiB) on startup is less than desired GPU memory utilization (%.2f, %.2f GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes",
+			errStartup, float64(free)/GiB, float64(s.dev.info.TotalBytes)/GiB, util, want/GiB)
+	}
+	load := s.phys.Start(warm) - s.phys.Model.startCost(warm)
+	if !s.clock.sleep(ctx, 0.3*s.phys.Model.startCost(warm)) || !s.clock.sleep(ctx, load) {
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	s.weightsAsleep = false
+	s.mu.Unlock()
+	s.publish()
+	s.log.Printf("Loading weights took %.2f seconds", load*s.clock.scale)
+	if !s.clock.sleep(ctx, 0.7*s.phys.Model.startCost(warm)) {
+		return ctx.Err()
+	}
+	if free, err := s.dev.free(); err != nil {
+		return err
+	} else if free < s.phys.KVBytes {
+		return fmt.Errorf("%w: CUDA out of memory allocating the KV cache (%.2f GiB, %.2f GiB free)", errStartup, float64(s.phys.KVBytes)/GiB, float64(free)/GiB)
+	}
+	s.mu.Lock()
+	s.kvAsleep = false
+	s.weightsValid = true
+	s.mu.Unlock()
+	s.publish()
+	s.log.Printf("Available KV cache memory: %.2f GiB", float64(s.phys.KVBytes)/GiB)
+	return nil
+}
+
+func (m Model) startCost(warm bool) float64 {
+	if warm {
+		return m.StartWarmS
+	}
+	return m.StartInitialS
+}

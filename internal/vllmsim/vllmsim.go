@@ -1,0 +1,216 @@
+// Package vllmsim is a simulated vLLM server: the `vllm serve` command line,
+// vLLM's OpenAI-compatible and sleep-mode HTTP API with its status codes and
+// bodies, and a time and memory model derived from a GPU and model profile
+// (bandwidths, weight bytes, start-up costs). It publishes the device memory
+// it holds to a simulated GPU (package simgpu) that wakebench samples like
+// NVML. It imports nothing of the harness: it is the other side of the wire.
+//
+// Settings that real vLLM does not have come from the environment, so the
+// command line stays exactly vLLM's:
+//
+//	VLLMSIM_PROFILE     built-in profile (tiny, demo, l20); default tiny
+//	VLLMSIM_TIME_SCALE  factor on every modelled duration; default 1
+//	VLLMSIM_GPU_DIR     simulated GPU directory; default a private one
+//	VLLMSIM_CACHE_DIR   compile-cache markers (initial vs warm start)
+package vllmsim
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/simgpu"
+)
+
+// Environment variables read by Main.
+const (
+	EnvProfile   = "VLLMSIM_PROFILE"
+	EnvTimeScale = "VLLMSIM_TIME_SCALE"
+	EnvCacheDir  = "VLLMSIM_CACHE_DIR"
+	EnvDevMode   = "VLLM_SERVER_DEV_MODE"
+)
+
+// Settings are vllmsim's own settings, read from the environment.
+type Settings struct {
+	Profile   Profile
+	TimeScale float64
+	GPUDir    string
+	CacheDir  string
+	DevMode   bool
+}
+
+// SettingsFromEnv reads Settings; errors name the variable to fix.
+func SettingsFromEnv(getenv func(string) string) (Settings, error) {
+	var st Settings
+	name := getenv(EnvProfile)
+	if name == "" {
+		name = "tiny"
+	}
+	p, err := LookupProfile(name)
+	if err != nil {
+		return st, fmt.Errorf("%s: %w", EnvProfile, err)
+	}
+	st.Profile = p
+	st.TimeScale = 1
+	if v := getenv(EnvTimeScale); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0) || f > 1000 {
+			return st, fmt.Errorf("%s=%q: want a number > 0 (e.g. 0.1 runs ten times faster)", EnvTimeScale, v)
+		}
+		st.TimeScale = f
+	}
+	// vLLM parses this with bool(int(...)): "true" is a ValueError there, so here too.
+	if v := getenv(EnvDevMode); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return st, fmt.Errorf("ValueError: invalid literal for int() with base 10: %q (set %s=1)", v, EnvDevMode)
+		}
+		st.DevMode = n != 0
+	}
+	st.GPUDir = getenv(simgpu.EnvDir)
+	st.CacheDir = getenv(EnvCacheDir)
+	if st.CacheDir == "" {
+		d, err := os.UserCacheDir()
+		if err != nil {
+			d = os.TempDir()
+		}
+		st.CacheDir = filepath.Join(d, "vllmsim")
+	}
+	return st, nil
+}
+
+// Main runs `vllmsim serve MODEL [flags]` until ctx ends; it returns the exit code.
+func Main(ctx context.Context, argv []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	lg := log.New(stdout, "INFO ", log.LstdFlags|log.Lmicroseconds)
+	args, err := ParseArgs(argv, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "vllm serve: error: %v\n", err)
+		return 2
+	}
+	st, err := SettingsFromEnv(getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "vllmsim: %v\n", err)
+		return 1
+	}
+	if err := serve(ctx, args, st, lg); err != nil {
+		fmt.Fprintf(stderr, "ERROR %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
+	model, err := st.Profile.Model(args.Model)
+	if err != nil {
+		return err
+	}
+	if args.MaxModelLen == 0 {
+		args.MaxModelLen = 32768
+	}
+	gpuDir := st.GPUDir
+	if gpuDir == "" {
+		gpuDir, err = os.MkdirTemp("", "vllmsim-gpu-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(gpuDir)
+	}
+	info, err := simgpu.ReadDevice(gpuDir)
+	if err != nil {
+		info = simgpu.Device{Name: st.Profile.GPU.Name, TotalBytes: uint64(st.Profile.GPU.MemoryGiB * GiB), ReservedBytes: uint64(st.Profile.GPU.ReservedGiB * GiB)}
+		if err := simgpu.Create(gpuDir, info); err != nil {
+			return err
+		}
+	}
+	phys := Physics{GPU: st.Profile.GPU, Model: model, KVBytes: args.KVCacheBytes}
+	if phys.KVBytes == 0 {
+		avail := args.GPUMemUtilization*float64(info.TotalBytes) - float64(phys.WeightBytes()+phys.ResidualBytes())
+		if avail <= 0 {
+			return errors.New("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine")
+		}
+		phys.KVBytes = uint64(avail)
+	}
+
+	host := args.Host
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(args.Port))
+	// vLLM binds the port before loading: an address in use fails at once.
+	probe, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("[Errno 98] error while attempting to bind on address %s: address already in use (%v)", addr, err)
+	}
+	probe.Close() // closed while loading: connection refused until ready, as vLLM
+
+	pid := os.Getpid()
+	dev := &device{dir: gpuDir, pid: pid, model: args.ServedName(), info: info}
+	defer simgpu.Remove(gpuDir, pid)
+
+	lg.Printf("vllmsim %s serving %s (profile %s, time scale %g, simulated GPU %s)", Version, args.Model, st.Profile.Name, st.TimeScale, info.Name)
+	if st.DevMode {
+		lg.Printf("WARNING SECURITY WARNING: Development endpoints are enabled! This should NOT be used in production!")
+	}
+	c := clock{scale: st.TimeScale}
+	kvPerSeq := func(running int) float64 {
+		// 4 KiB per token per layer (GQA-8, bf16) at an average of half the context.
+		perSeq := float64(args.MaxModelLen) / 2 * float64(model.Layers) * 4096
+		return min(1, float64(running)*perSeq/float64(phys.KVBytes))
+	}
+	s := &server{args: args, phys: phys, clock: c, dev: dev, log: lg, devMode: st.DevMode, created: time.Now().Unix(),
+		m: newMetrics(args.ServedName(), kvPerSeq)}
+	s.eng = newEngine(phys, c, s.m)
+
+	marker := filepath.Join(st.CacheDir, "compiled-"+strings.NewReplacer("/", "_", " ", "_").Replace(args.Model))
+	_, statErr := os.Stat(marker)
+	warm := statErr == nil
+	if err := s.startup(ctx, warm); err != nil {
+		return err
+	}
+	if !warm {
+		if err := os.MkdirAll(st.CacheDir, 0o755); err == nil {
+			_ = os.WriteFile(marker, []byte(Version+"\n"), 0o644)
+		}
+	}
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s after start-up: %w", addr, err)
+	}
+	engCtx, stopEngine := context.WithCancel(context.Background())
+	defer stopEngine()
+	go s.eng.run(engCtx)
+	hs := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	lg.Printf("Started server process [%d]", pid)
+	lg.Printf("Uvicorn running on http://%s (Press CTRL+C to quit)", addr)
+	lg.Printf("Application startup complete.")
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	lg.Printf("Shutting down")
+	stopEngine()
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+	}
+	return nil
+}
