@@ -135,7 +135,7 @@ func profiles() map[string]Profile {
 			GPU: GPU{
 				Name: "Tiny Sim GPU", MemoryGiB: 16, ReservedGiB: 0.25, HBMGBps: 1000,
 				PCIeD2HGBps: 25, PCIeH2DGBps: 25, ReleaseGBps: 50, LoadGBps: 4,
-				LayerLaunchS: 100e-6,
+				LayerLaunchS:  100e-6,
 				PrefillTFLOPS: map[string]float64{"fp8": 20, "bf16": 10},
 				DecodeTFLOPS:  map[string]float64{"fp8": 20, "bf16": 10},
 				SleepFixedS:   0.005, WakeFixedS: 0.005, ReloadFixedS: 0.02,

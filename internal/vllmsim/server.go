@@ -101,13 +101,13 @@ func (s *server) handleModels(w http.ResponseWriter, r *http.Request) {
 }
 
 type completionRequest struct {
-	Model         string  `json:"model"`
-	Prompt        any     `json:"prompt"`
-	MaxTokens     *int    `json:"max_tokens"`
-	MinTokens     int     `json:"min_tokens"`
-	IgnoreEOS     bool    `json:"ignore_eos"`
+	Model         string   `json:"model"`
+	Prompt        any      `json:"prompt"`
+	MaxTokens     *int     `json:"max_tokens"`
+	MinTokens     int      `json:"min_tokens"`
+	IgnoreEOS     bool     `json:"ignore_eos"`
 	Temperature   *float64 `json:"temperature"`
-	Stream        bool    `json:"stream"`
+	Stream        bool     `json:"stream"`
 	StreamOptions *struct {
 		IncludeUsage         *bool `json:"include_usage"`
 		ContinuousUsageStats bool  `json:"continuous_usage_stats"`
@@ -187,7 +187,7 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		usage["completion_tokens"], usage["total_tokens"] = n, n+promptTokens
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "text_completion", "created": time.Now().Unix(), "model": name,
 			"choices": []map[string]any{{"index": 0, "text": text.String(), "logprobs": nil, "finish_reason": finish, "stop_reason": nil}},
-			"usage": usage})
+			"usage":   usage})
 		return
 	}
 
@@ -221,7 +221,7 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		if !send(map[string]any{"id": id, "object": "text_completion", "created": created, "model": name,
 			"choices": []map[string]any{{"index": 0, "text": t.text, "logprobs": nil, "finish_reason": fr, "stop_reason": nil}},
-			"usage": nil}) {
+			"usage":   nil}) {
 			return // client gone; the engine drops the sequence at its next step
 		}
 	}
@@ -430,7 +430,7 @@ var errStartup = errors.New("start-up failed")
 // free-memory check, KV-cache allocation; each step shows on the device.
 func (s *server) startup(ctx context.Context, warm bool) error {
 	s.weightsAsleep, s.kvAsleep = true, true // nothing of the pools mapped yet
-	s.publish()                             // CUDA context (the residual) exists from the first moment
+	s.publish()                              // CUDA context (the residual) exists from the first moment
 	util := s.args.GPUMemUtilization
 	free, err := s.dev.free()
 	if err != nil {
