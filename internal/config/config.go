@@ -1,0 +1,285 @@
+// Package config is wakebench's suite configuration: the models, the protocol
+// counts, thresholds, backends and output directory. It loads from the JSON
+// file named by WAKEBENCH_CONFIG, applies WAKEBENCH_* environment overrides
+// and validates everything before any server starts.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+)
+
+// EnvFile names the environment variable holding the config file path.
+const EnvFile = "WAKEBENCH_CONFIG"
+
+// Config is the whole suite configuration. JSON keys are the documented names.
+type Config struct {
+	// Command is the server program: "vllmsim" (built from this module), "vllm",
+	// or a path. It is started as `COMMAND serve MODEL …`.
+	Command string `json:"command"`
+	// Memory is the GPU memory source: "sim" (vllmsim's simulated GPU) or "none".
+	Memory string `json:"memory"`
+	// Sim configures vllmsim when Command is vllmsim.
+	Sim        Sim        `json:"sim"`
+	Models     []Model    `json:"models"`
+	Protocol   Protocol   `json:"protocol"`
+	Timeouts   Timeouts   `json:"timeouts"`
+	Thresholds Thresholds `json:"thresholds"`
+	// OutDir receives report.json, bench.txt, samples.csv and the server logs.
+	OutDir string `json:"out_dir"`
+}
+
+// Sim is the simulator's profile and time scale.
+type Sim struct {
+	Profile   string  `json:"profile"`
+	TimeScale float64 `json:"time_scale"`
+}
+
+// Model is one server.
+type Model struct {
+	Label string `json:"label"` // A, B, … : report key, log and benchmark name
+	Name  string `json:"name"`  // model name or path given to `serve`
+	Port  int    `json:"port"`  // 0 picks a free port
+	// GPUMemoryUtilization is the per-instance share of GPU memory vLLM checks
+	// as free at start-up.
+	GPUMemoryUtilization float64  `json:"gpu_memory_utilization"`
+	ExtraArgs            []string `json:"extra_args"`
+}
+
+// Protocol holds the counts of the measurement protocol (DESIGN.md).
+type Protocol struct {
+	RestartWarm      int     `json:"restart_warm"`       // warm starts after the initial one
+	SleepL1Cycles    int     `json:"sleep_l1_cycles"`    // level-1 sleep/wake cycles per model
+	SleepL2Cycles    int     `json:"sleep_l2_cycles"`    // level-2 sleep/wake cycles per model
+	Concurrency      []int   `json:"concurrency"`        // serving concurrencies
+	Rounds           int     `json:"rounds"`             // rounds per concurrency
+	RequestsPerRound int     `json:"requests_per_round"` // requests per round
+	Handoffs         int     `json:"handoffs"`           // switch handoffs after the initial activation
+	ContextTokens    int     `json:"context_tokens"`     // --max-model-len
+	KVGiB            float64 `json:"kv_gib"`             // --kv-cache-memory-bytes, in GiB
+	MaxTokens        int     `json:"max_tokens"`         // output tokens per request (ignore_eos)
+	ProbeMaxTokens   int     `json:"probe_max_tokens"`   // output tokens of a first-token probe
+	Prompt           string  `json:"prompt"`
+	SettleS          float64 `json:"settle_s"`     // hold after a sleep and after a wake, for memory to settle
+	WindowPadS       float64 `json:"window_pad_s"` // phase windows are widened by this much on each side
+	SampleHz         float64 `json:"sample_hz"`    // GPU memory sampling rate
+}
+
+// Timeouts bound every blocking step, in seconds.
+type Timeouts struct {
+	StartS   float64 `json:"start_s"`   // spawn → /health 200
+	RequestS float64 `json:"request_s"` // one inference request
+	SleepS   float64 `json:"sleep_s"`   // one /sleep call
+	WakeS    float64 `json:"wake_s"`    // one wake call (each of the level-2 steps)
+	StopS    float64 `json:"stop_s"`    // SIGTERM → SIGKILL grace
+	PollMS   float64 `json:"poll_ms"`   // readiness poll interval
+}
+
+// Thresholds are the PASS/FAIL limits. A zero limit is off.
+type Thresholds struct {
+	MaxFailedRequests       int     `json:"max_failed_requests"`
+	MinL1ReleasePercent     float64 `json:"min_l1_release_percent"`      // median, per model
+	MaxResidualGiB          float64 `json:"max_residual_gib"`            // median, per model and level
+	MaxL1WakeToFirstTokenS  float64 `json:"max_l1_wake_to_first_token_s"` // p95
+	MaxL2WakeToFirstTokenS  float64 `json:"max_l2_wake_to_first_token_s"` // p95
+	MinAfterWakeTPSRatio    float64 `json:"min_after_wake_tps_ratio"`    // after-wake / baseline median tok/s, per concurrency
+	MaxSwitchToFirstTokenS  float64 `json:"max_switch_to_first_token_s"` // p95, per direction
+}
+
+// DefaultPrompt is about 26 tokens, like the reference run's prompt.
+const DefaultPrompt = "Explain in two short paragraphs why a model server that sleeps between requests can share one GPU with another model."
+
+// Default is the reference run's protocol (testdata/l20-reference-report.json)
+// on vllmsim's tiny profile, the suite's embedded default.
+func Default() Config {
+	return Config{
+		Command: "vllmsim",
+		Memory:  "sim",
+		Sim:     Sim{Profile: "tiny", TimeScale: 1},
+		Models: []Model{
+			{Label: "A", Name: "tiny-a", GPUMemoryUtilization: 0.45},
+			{Label: "B", Name: "tiny-b", GPUMemoryUtilization: 0.45},
+		},
+		Protocol: Protocol{
+			RestartWarm: 2, SleepL1Cycles: 5, SleepL2Cycles: 3,
+			Concurrency: []int{1, 4}, Rounds: 2, RequestsPerRound: 8,
+			Handoffs: 19, ContextTokens: 4096, KVGiB: 4, MaxTokens: 128, ProbeMaxTokens: 8,
+			Prompt: DefaultPrompt, SettleS: 0.1, WindowPadS: 2, SampleHz: 20,
+		},
+		Timeouts: Timeouts{StartS: 600, RequestS: 300, SleepS: 300, WakeS: 300, StopS: 10, PollMS: 20},
+		Thresholds: Thresholds{
+			MaxFailedRequests: 0, MinL1ReleasePercent: 50, MinAfterWakeTPSRatio: 0.9,
+		},
+		OutDir: "out",
+	}
+}
+
+// Load reads the config: defaults, then the file named by WAKEBENCH_CONFIG
+// (if set), then WAKEBENCH_* overrides; then validates it.
+func Load(getenv func(string) string) (Config, error) {
+	cfg := Default()
+	if path := getenv(EnvFile); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, fmt.Errorf("config: %s=%s: %w", EnvFile, path, err)
+		}
+		if err := Decode(b, &cfg); err != nil {
+			return cfg, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if err := applyEnv(&cfg, getenv); err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	return cfg, nil
+}
+
+// Decode parses JSON strictly over cfg: unknown keys and wrong types are
+// errors naming the key. Keys present replace the defaults; a "models" list
+// replaces the default models whole.
+func Decode(b []byte, cfg *Config) error {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return fmt.Errorf("not a JSON object: %w", err)
+	}
+	if _, ok := probe["models"]; ok {
+		cfg.Models = nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(cfg); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te):
+			return fmt.Errorf("key %q: want %s, got JSON %s", te.Field, te.Type, te.Value)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return fmt.Errorf("unknown key %s (see testdata/example-config.json for the keys)", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		}
+		return err
+	}
+	return nil
+}
+
+var labelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+
+// Validate checks every value; the error names the key and what to change.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
+	}
+	if c.Command == "" {
+		bad("command", `empty: set "vllmsim", "vllm" or a path`)
+	}
+	switch c.Memory {
+	case "sim", "none":
+	default:
+		bad("memory", `%q: want "sim" or "none"`, c.Memory)
+	}
+	if c.Memory == "sim" && c.Command != "vllmsim" {
+		bad("memory", `"sim" reads vllmsim's simulated GPU, but command is %q: use "none"`, c.Command)
+	}
+	if !(c.Sim.TimeScale > 0) {
+		bad("sim.time_scale", "%v: must be > 0", c.Sim.TimeScale)
+	}
+	if len(c.Models) == 0 {
+		bad("models", "empty: list at least one model")
+	}
+	labels, ports := map[string]bool{}, map[int]string{}
+	for i, m := range c.Models {
+		key := fmt.Sprintf("models[%d]", i)
+		if !labelRE.MatchString(m.Label) {
+			bad(key+".label", "%q: use letters, digits, - or _ (e.g. \"A\")", m.Label)
+		} else if labels[m.Label] {
+			bad(key+".label", "%q used twice: labels must be unique", m.Label)
+		}
+		labels[m.Label] = true
+		if strings.TrimSpace(m.Name) == "" {
+			bad(key+".name", "missing: the model name or path to serve")
+		}
+		if m.Port < 0 || m.Port > 65535 {
+			bad(key+".port", "%d: want 1-65535, or 0 for a free port", m.Port)
+		} else if m.Port != 0 {
+			if other, ok := ports[m.Port]; ok {
+				bad(key+".port", "%d already used by model %s", m.Port, other)
+			}
+			ports[m.Port] = m.Label
+		}
+		if !(m.GPUMemoryUtilization > 0 && m.GPUMemoryUtilization <= 1) {
+			bad(key+".gpu_memory_utilization", "%v: want a share in (0, 1]", m.GPUMemoryUtilization)
+		}
+	}
+	p := c.Protocol
+	atLeast := func(key string, v, lo int) {
+		if v < lo {
+			bad("protocol."+key, "%d: must be at least %d", v, lo)
+		}
+	}
+	atLeast("restart_warm", p.RestartWarm, 0)
+	atLeast("sleep_l1_cycles", p.SleepL1Cycles, 1)
+	atLeast("sleep_l2_cycles", p.SleepL2Cycles, 1)
+	atLeast("rounds", p.Rounds, 1)
+	atLeast("requests_per_round", p.RequestsPerRound, 1)
+	atLeast("handoffs", p.Handoffs, 1)
+	atLeast("max_tokens", p.MaxTokens, 2) // TPOT needs two tokens
+	atLeast("probe_max_tokens", p.ProbeMaxTokens, 1)
+	if len(p.Concurrency) == 0 {
+		bad("protocol.concurrency", "empty: list at least one concurrency, e.g. [1, 4]")
+	}
+	for i, cc := range p.Concurrency {
+		if cc < 1 {
+			bad(fmt.Sprintf("protocol.concurrency[%d]", i), "%d: must be at least 1", cc)
+		}
+	}
+	if p.ContextTokens < p.MaxTokens+1 {
+		bad("protocol.context_tokens", "%d: must exceed max_tokens (%d) plus the prompt", p.ContextTokens, p.MaxTokens)
+	}
+	if !(p.KVGiB > 0) {
+		bad("protocol.kv_gib", "%v: must be > 0", p.KVGiB)
+	}
+	if strings.TrimSpace(p.Prompt) == "" {
+		bad("protocol.prompt", "empty")
+	}
+	if p.SettleS < 0 || p.WindowPadS < 0 {
+		bad("protocol.settle_s/window_pad_s", "must not be negative")
+	}
+	if !(p.SampleHz > 0 && p.SampleHz <= 1000) {
+		bad("protocol.sample_hz", "%v: want 0 < Hz ≤ 1000", p.SampleHz)
+	}
+	t := c.Timeouts
+	for _, kv := range []struct {
+		k string
+		v float64
+	}{{"start_s", t.StartS}, {"request_s", t.RequestS}, {"sleep_s", t.SleepS}, {"wake_s", t.WakeS}, {"stop_s", t.StopS}, {"poll_ms", t.PollMS}} {
+		if !(kv.v > 0) {
+			bad("timeouts."+kv.k, "%v: must be > 0", kv.v)
+		}
+	}
+	if c.Thresholds.MaxFailedRequests < 0 {
+		bad("thresholds.max_failed_requests", "must not be negative")
+	}
+	if c.OutDir == "" {
+		bad("out_dir", "empty: name a directory for the report")
+	}
+	return errors.Join(errs...)
+}
+
+// KVBytes is protocol.kv_gib in bytes, as the plain integer vLLM accepts.
+func (c Config) KVBytes() uint64 { return uint64(c.Protocol.KVGiB * (1 << 30)) }
+
+// Model returns the model with label l.
+func (c Config) Model(l string) (Model, bool) {
+	for _, m := range c.Models {
+		if m.Label == l {
+			return m, true
+		}
+	}
+	return Model{}, false
+}

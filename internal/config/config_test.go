@@ -1,0 +1,114 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func env(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.json")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+	return p
+}
+
+func TestDefaultIsTheReferenceProtocol(t *testing.T) {
+	c, err := Load(env(nil))
+	require.NoError(t, err)
+	p := c.Protocol
+	assert.Equal(t, 2, p.RestartWarm)
+	assert.Equal(t, 5, p.SleepL1Cycles)
+	assert.Equal(t, 3, p.SleepL2Cycles)
+	assert.Equal(t, []int{1, 4}, p.Concurrency)
+	assert.Equal(t, 2*8, p.Rounds*p.RequestsPerRound)
+	assert.Equal(t, 19, p.Handoffs)
+	assert.Equal(t, 4096, p.ContextTokens)
+	assert.Equal(t, uint64(4<<30), c.KVBytes())
+	assert.Equal(t, 128, p.MaxTokens)
+	assert.Equal(t, "vllmsim", c.Command)
+	assert.Len(t, c.Models, 2)
+}
+
+func TestShippedConfigsLoad(t *testing.T) {
+	for _, f := range []string{"example-config.json", "demo.json"} {
+		t.Run(f, func(t *testing.T) {
+			c, err := Load(env(map[string]string{EnvFile: filepath.Join("..", "..", "testdata", f)}))
+			require.NoError(t, err)
+			assert.Len(t, c.Models, 2)
+		})
+	}
+}
+
+func TestFileOverridesDefaultsAndEnvOverridesFile(t *testing.T) {
+	p := writeFile(t, `{"protocol": {"handoffs": 3, "concurrency": [2]}, "models": [{"label": "X", "name": "tiny-a", "gpu_memory_utilization": 0.5}]}`)
+	c, err := Load(env(map[string]string{
+		EnvFile:                              p,
+		"WAKEBENCH_PROTOCOL_SLEEP_L1_CYCLES": "2",
+		"WAKEBENCH_PROTOCOL_CONCURRENCY":     "1, 8",
+		"WAKEBENCH_SIM_TIME_SCALE":           "0.5",
+		"WAKEBENCH_OUT_DIR":                  "/tmp/x",
+	}))
+	require.NoError(t, err)
+	assert.Equal(t, 3, c.Protocol.Handoffs)
+	assert.Equal(t, 2, c.Protocol.SleepL1Cycles)
+	assert.Equal(t, []int{1, 8}, c.Protocol.Concurrency)
+	assert.Equal(t, 0.5, c.Sim.TimeScale)
+	assert.Equal(t, "/tmp/x", c.OutDir)
+	require.Len(t, c.Models, 1, "a models list replaces the defaults whole")
+	assert.Equal(t, "X", c.Models[0].Label)
+	assert.Equal(t, 128, c.Protocol.MaxTokens, "keys absent from the file keep their defaults")
+}
+
+func TestBadInputNamesTheKey(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		env  map[string]string
+		want []string
+	}{
+		{"unknown key", `{"protocol": {"handofs": 3}}`, nil, []string{`unknown key "handofs"`}},
+		{"wrong type", `{"protocol": {"rounds": "two"}}`, nil, []string{`key "protocol.rounds"`, "int", "string"}},
+		{"not an object", `[1]`, nil, []string{"not a JSON object"}},
+		{"zero count", `{"protocol": {"sleep_l1_cycles": 0}}`, nil, []string{"protocol.sleep_l1_cycles: 0: must be at least 1"}},
+		{"negative concurrency", `{"protocol": {"concurrency": [1, -4]}}`, nil, []string{"protocol.concurrency[1]"}},
+		{"duplicate label", `{"models": [{"label":"A","name":"x","gpu_memory_utilization":0.4},{"label":"A","name":"y","gpu_memory_utilization":0.4}]}`, nil, []string{`models[1].label: "A" used twice`}},
+		{"duplicate port", `{"models": [{"label":"A","name":"x","port":8001,"gpu_memory_utilization":0.4},{"label":"B","name":"y","port":8001,"gpu_memory_utilization":0.4}]}`, nil, []string{"models[1].port: 8001 already used by model A"}},
+		{"missing name", `{"models": [{"label":"A","gpu_memory_utilization":0.4}]}`, nil, []string{"models[0].name: missing"}},
+		{"bad share", `{"models": [{"label":"A","name":"x","gpu_memory_utilization":1.5}]}`, nil, []string{"models[0].gpu_memory_utilization: 1.5"}},
+		{"sim memory with real vllm", `{"command": "vllm"}`, nil, []string{`memory: "sim" reads vllmsim`}},
+		{"bad env", `{}`, map[string]string{"WAKEBENCH_PROTOCOL_ROUNDS": "many"}, []string{"WAKEBENCH_PROTOCOL_ROUNDS", "want an integer"}},
+		{"bad env list", `{}`, map[string]string{"WAKEBENCH_PROTOCOL_CONCURRENCY": "1,x"}, []string{"comma-separated integers"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := map[string]string{EnvFile: writeFile(t, tt.file)}
+			for k, v := range tt.env {
+				e[k] = v
+			}
+			_, err := Load(env(e))
+			require.Error(t, err)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestMissingFileIsAnError(t *testing.T) {
+	_, err := Load(env(map[string]string{EnvFile: "/nonexistent/wakebench.json"}))
+	require.Error(t, err)
+	assert.True(t, strings.Contains(err.Error(), "WAKEBENCH_CONFIG=/nonexistent/wakebench.json"), err.Error())
+}
+
+func TestEnvName(t *testing.T) {
+	assert.Equal(t, "WAKEBENCH_PROTOCOL_SLEEP_L1_CYCLES", EnvName("protocol", "sleep_l1_cycles"))
+}

@@ -1,0 +1,243 @@
+// Package vllm is the client for a vLLM OpenAI-compatible server and its
+// sleep-mode development endpoints (see README and ../shared/vllm-api.md):
+// readiness, models, version, /sleep, /wake_up, /is_sleeping,
+// /collective_rpc, /reset_prefix_cache, /metrics, and streaming completions
+// that record the receive time of every chunk. Every call takes a context.
+package vllm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Client talks to one server.
+type Client struct {
+	base   string
+	hc     *http.Client
+	apiKey string
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithAPIKey sends the key as a Bearer token on /v1 requests.
+func WithAPIKey(k string) Option { return func(c *Client) { c.apiKey = k } }
+
+// WithHTTPClient replaces the HTTP client.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// New returns a client for baseURL, e.g. http://127.0.0.1:8001.
+func New(baseURL string, opts ...Option) *Client {
+	c := &Client{base: baseURL, hc: &http.Client{Transport: &http.Transport{
+		Proxy:               nil, // loopback servers: never through a proxy
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 1024,
+		IdleConnTimeout:     90 * time.Second,
+	}}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// BaseURL is the server's address.
+func (c *Client) BaseURL() string { return c.base }
+
+// CloseIdle closes idle keep-alive connections.
+func (c *Client) CloseIdle() { c.hc.CloseIdleConnections() }
+
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, body any) (int, []byte, error) {
+	u := c.base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("read %s %s: %w", method, path, err)
+	}
+	return resp.StatusCode, b, nil
+}
+
+// call is do plus: status ≥ 400 becomes an *APIError.
+func (c *Client) call(ctx context.Context, method, path string, query url.Values, body any) ([]byte, error) {
+	st, b, err := c.do(ctx, method, path, query, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if st >= 400 {
+		return nil, fmt.Errorf("%s %s: %w", method, path, ParseError(st, b))
+	}
+	return b, nil
+}
+
+// Health is GET /health: nil on 200. A refused or reset connection (the
+// server is loading) and a non-200 status wrap ErrNotReady.
+func (c *Client) Health(ctx context.Context) error {
+	st, _, err := c.do(ctx, http.MethodGet, "/health", nil, nil)
+	if err != nil {
+		if isConnErr(err) {
+			return fmt.Errorf("GET /health: %w: %v", ErrNotReady, err)
+		}
+		return fmt.Errorf("GET /health: %w", err)
+	}
+	if st != http.StatusOK {
+		return fmt.Errorf("GET /health: %w: HTTP %d", ErrNotReady, st)
+	}
+	return nil
+}
+
+func isConnErr(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)
+}
+
+// WaitReady polls /health every poll until it returns 200 and reports when it
+// did. Errors other than not-ready end the wait; so does ctx.
+func (c *Client) WaitReady(ctx context.Context, poll time.Duration) (time.Time, error) {
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		err := c.Health(ctx)
+		if err == nil {
+			return time.Now(), nil
+		}
+		if !errors.Is(err, ErrNotReady) {
+			return time.Time{}, err
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("wait for %s/health: %w (last: %v)", c.base, context.Cause(ctx), err)
+		case <-t.C:
+		}
+	}
+}
+
+// Models is GET /v1/models: the served model ids.
+func (c *Client) Models(ctx context.Context) ([]string, error) {
+	b, err := c.call(ctx, http.MethodGet, "/v1/models", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var ml struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(b, &ml); err != nil {
+		return nil, fmt.Errorf("GET /v1/models: %w", err)
+	}
+	ids := make([]string, len(ml.Data))
+	for i, d := range ml.Data {
+		ids[i] = d.ID
+	}
+	return ids, nil
+}
+
+// Version is GET /version.
+func (c *Client) Version(ctx context.Context) (string, error) {
+	b, err := c.call(ctx, http.MethodGet, "/version", nil, nil)
+	if err != nil {
+		return "", err
+	}
+	var v struct {
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return "", fmt.Errorf("GET /version: %w", err)
+	}
+	return v.Version, nil
+}
+
+// Sleep is POST /sleep?level=N; it returns when the server has fallen asleep.
+func (c *Client) Sleep(ctx context.Context, level int) error {
+	_, err := c.call(ctx, http.MethodPost, "/sleep", url.Values{"level": {strconv.Itoa(level)}}, nil)
+	return err
+}
+
+// WakeUp is POST /wake_up, with ?tags=… for each tag (none: wake everything).
+func (c *Client) WakeUp(ctx context.Context, tags ...string) error {
+	var q url.Values
+	if len(tags) > 0 {
+		q = url.Values{"tags": tags}
+	}
+	_, err := c.call(ctx, http.MethodPost, "/wake_up", q, nil)
+	return err
+}
+
+// IsSleeping is GET /is_sleeping.
+func (c *Client) IsSleeping(ctx context.Context) (bool, error) {
+	b, err := c.call(ctx, http.MethodGet, "/is_sleeping", nil, nil)
+	if err != nil {
+		return false, err
+	}
+	var v struct {
+		IsSleeping *bool `json:"is_sleeping"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil || v.IsSleeping == nil {
+		return false, fmt.Errorf("GET /is_sleeping: unexpected body %q", b)
+	}
+	return *v.IsSleeping, nil
+}
+
+// CollectiveRPC is POST /collective_rpc {"method": method}: the per-worker
+// results (nil when the server answered with an empty body).
+func (c *Client) CollectiveRPC(ctx context.Context, method string) ([]json.RawMessage, error) {
+	b, err := c.call(ctx, http.MethodPost, "/collective_rpc", nil, map[string]string{"method": method})
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, nil
+	}
+	var v struct {
+		Results []json.RawMessage `json:"results"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("POST /collective_rpc %s: unexpected body %q", method, b)
+	}
+	return v.Results, nil
+}
+
+// ResetPrefixCache is POST /reset_prefix_cache.
+func (c *Client) ResetPrefixCache(ctx context.Context) error {
+	_, err := c.call(ctx, http.MethodPost, "/reset_prefix_cache", nil, nil)
+	return err
+}
+
+// Metrics is GET /metrics, the Prometheus text as served.
+func (c *Client) Metrics(ctx context.Context) ([]byte, error) {
+	return c.call(ctx, http.MethodGet, "/metrics", nil, nil)
+}

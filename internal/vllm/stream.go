@@ -1,0 +1,183 @@
+package vllm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	sse "github.com/tmaxmax/go-sse"
+)
+
+// CompletionRequest is a /v1/completions request. Stream and usage are
+// always on: token counts come from the server's usage chunk.
+type CompletionRequest struct {
+	Model     string
+	Prompt    string
+	MaxTokens int
+	// IgnoreEOS (with MinTokens = MaxTokens) makes every output exactly MaxTokens long.
+	IgnoreEOS bool
+}
+
+type wireRequest struct {
+	Model         string        `json:"model"`
+	Prompt        string        `json:"prompt"`
+	MaxTokens     int           `json:"max_tokens"`
+	MinTokens     int           `json:"min_tokens,omitempty"`
+	IgnoreEOS     bool          `json:"ignore_eos,omitempty"`
+	Temperature   float64       `json:"temperature"`
+	Stream        bool          `json:"stream"`
+	StreamOptions streamOptions `json:"stream_options"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// Stream is what one streamed completion returned, with receive times.
+type Stream struct {
+	Sent         time.Time   // just before the request was written
+	Tokens       []time.Time // receive time of each chunk that carried non-empty text
+	FirstChunk   time.Time   // first chunk with non-empty choices (vllm bench's TTFT event)
+	Text         string
+	FinishReason string
+	PromptTokens int // from usage
+	OutputTokens int // usage.completion_tokens
+}
+
+// TTFT is request sent → first chunk with a non-empty token.
+func (s *Stream) TTFT() time.Duration {
+	if len(s.Tokens) == 0 {
+		return 0
+	}
+	return s.Tokens[0].Sub(s.Sent)
+}
+
+// TPOT is (last token − first token) / (output tokens − 1); false when fewer than two tokens.
+func (s *Stream) TPOT() (time.Duration, bool) {
+	if len(s.Tokens) < 1 || s.OutputTokens < 2 {
+		return 0, false
+	}
+	return s.Tokens[len(s.Tokens)-1].Sub(s.Tokens[0]) / time.Duration(s.OutputTokens-1), true
+}
+
+// Last is the receive time of the last token.
+func (s *Stream) Last() time.Time {
+	if len(s.Tokens) == 0 {
+		return time.Time{}
+	}
+	return s.Tokens[len(s.Tokens)-1]
+}
+
+type wireChunk struct {
+	Choices []struct {
+		Text         string  `json:"text"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// Complete streams a completion and records when each chunk arrived. The
+// stream must end with [DONE] and carry a usage chunk; an error event inside
+// the stream, a truncated stream or a malformed chunk is an error, returned
+// together with what was received so far.
+func (c *Client) Complete(ctx context.Context, r CompletionRequest) (*Stream, error) {
+	wr := wireRequest{Model: r.Model, Prompt: r.Prompt, MaxTokens: r.MaxTokens, IgnoreEOS: r.IgnoreEOS,
+		Temperature: 0, Stream: true, StreamOptions: streamOptions{IncludeUsage: true}}
+	if r.IgnoreEOS {
+		wr.MinTokens = r.MaxTokens
+	}
+	body, err := json.Marshal(wr)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/completions", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if c.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	s := &Stream{Sent: time.Now()}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return s, fmt.Errorf("POST /v1/completions: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return s, fmt.Errorf("POST /v1/completions: %w", ParseError(resp.StatusCode, b))
+	}
+	if err := s.read(resp.Body); err != nil {
+		return s, fmt.Errorf("POST /v1/completions: %w", err)
+	}
+	return s, nil
+}
+
+// read consumes the SSE body into s.
+func (s *Stream) read(body io.Reader) error {
+	var text strings.Builder
+	defer func() { s.Text = text.String() }()
+	done, sawUsage := false, false
+	for ev, err := range sse.Read(body, &sse.ReadConfig{MaxEventSize: 1 << 20}) {
+		if err != nil {
+			return fmt.Errorf("read stream: %w", err)
+		}
+		now := time.Now()
+		data := strings.TrimSpace(ev.Data)
+		if data == "[DONE]" {
+			done = true
+			break
+		}
+		if data == "" {
+			continue
+		}
+		var ch wireChunk
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			return fmt.Errorf("malformed chunk %.80q: %w", data, err)
+		}
+		if len(ch.Error) > 0 && string(ch.Error) != "null" {
+			e := ParseError(http.StatusOK, []byte(data))
+			e.InStream = true
+			return e
+		}
+		if len(ch.Choices) > 0 && s.FirstChunk.IsZero() {
+			s.FirstChunk = now
+		}
+		for _, c := range ch.Choices {
+			if c.Text != "" {
+				s.Tokens = append(s.Tokens, now)
+				text.WriteString(c.Text)
+			}
+			if c.FinishReason != nil {
+				s.FinishReason = *c.FinishReason
+			}
+		}
+		if ch.Usage != nil {
+			sawUsage = true
+			s.PromptTokens = ch.Usage.PromptTokens
+			s.OutputTokens = ch.Usage.CompletionTokens
+		}
+	}
+	switch {
+	case !done:
+		return ErrTruncated
+	case s.FinishReason == "abort":
+		return fmt.Errorf("request aborted by the server (finish_reason abort)")
+	case !sawUsage:
+		return fmt.Errorf("stream had no usage chunk (server ignored stream_options.include_usage)")
+	case len(s.Tokens) == 0:
+		return fmt.Errorf("stream carried no token")
+	}
+	return nil
+}
