@@ -82,13 +82,13 @@ type Timeouts struct {
 
 // Thresholds are the PASS/FAIL limits. A zero limit is off.
 type Thresholds struct {
-	MaxFailedRequests       int     `json:"max_failed_requests"`
-	MinL1ReleasePercent     float64 `json:"min_l1_release_percent"`      // median, per model
-	MaxResidualGiB          float64 `json:"max_residual_gib"`            // median, per model and level
-	MaxL1WakeToFirstTokenS  float64 `json:"max_l1_wake_to_first_token_s"` // p95
-	MaxL2WakeToFirstTokenS  float64 `json:"max_l2_wake_to_first_token_s"` // p95
-	MinAfterWakeTPSRatio    float64 `json:"min_after_wake_tps_ratio"`    // after-wake / baseline median tok/s, per concurrency
-	MaxSwitchToFirstTokenS  float64 `json:"max_switch_to_first_token_s"` // p95, per direction
+	MaxFailedRequests      int     `json:"max_failed_requests"`
+	MinL1ReleasePercent    float64 `json:"min_l1_release_percent"`       // median, per model
+	MaxResidualGiB         float64 `json:"max_residual_gib"`             // median, per model and level
+	MaxL1WakeToFirstTokenS float64 `json:"max_l1_wake_to_first_token_s"` // p95
+	MaxL2WakeToFirstTokenS float64 `json:"max_l2_wake_to_first_token_s"` // p95
+	MinAfterWakeTPSRatio   float64 `json:"min_after_wake_tps_ratio"`     // after-wake / baseline median tok/s, per concurrency
+	MaxSwitchToFirstTokenS float64 `json:"max_switch_to_first_token_s"`  // p95, per direction
 }
 
 // DefaultPrompt is about 26 tokens, like the reference run's prompt.

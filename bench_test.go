@@ -1,0 +1,148 @@
+package wakebench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/protocol"
+	"github.com/wakebench/wakebench/internal/report"
+)
+
+// suite is the run TestMain owns. Tests read it; only TestMain sets it.
+var suite struct {
+	h   *protocol.Harness
+	ctx context.Context
+
+	mu     sync.Mutex
+	failed []report.Failure
+}
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "wakebench: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	h, err := protocol.Setup(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "wakebench: %v\n", err)
+		return 2
+	}
+	suite.h, suite.ctx = h, ctx
+	code := m.Run()
+
+	suite.mu.Lock()
+	failed := suite.failed
+	suite.mu.Unlock()
+	rep, err := h.Close(failed)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "wakebench: %v\n", err)
+		code = max(code, 1)
+	}
+	if rep.Status != "PASS" {
+		code = max(code, 1)
+	}
+	sim := ""
+	if rep.Simulated != nil {
+		sim = fmt.Sprintf(" [simulated: vllmsim profile %s, time scale %g]", rep.Simulated.Profile, rep.Simulated.TimeScale)
+	}
+	fmt.Printf("wakebench: status %s%s\nwakebench: report %s\nwakebench: benchstat file %s, samples %s, server logs in %s\n",
+		rep.Status, sim, filepath.Join(cfg.OutDir, "report.json"), filepath.Join(cfg.OutDir, "bench.txt"),
+		filepath.Join(cfg.OutDir, "samples.csv"), cfg.OutDir)
+	return code
+}
+
+// begin marks t as a phase test: if it fails, the report says so.
+func begin(t *testing.T) (*protocol.Harness, context.Context) {
+	t.Helper()
+	t.Cleanup(func() {
+		if t.Failed() {
+			suite.mu.Lock()
+			suite.failed = append(suite.failed, report.Failure{Phase: t.Name(), Error: "test failed (see the go test output and failures above)"})
+			suite.mu.Unlock()
+		}
+	})
+	return suite.h, suite.ctx
+}
+
+// check asserts value op limit, records it in the report's checks and names
+// metric, value and limit in the failure message.
+func check(t testing.TB, name, model string, value float64, op string, limit float64) bool {
+	t.Helper()
+	var ok bool
+	switch op {
+	case "<=":
+		ok = value <= limit
+	case ">=":
+		ok = value >= limit
+	case "==":
+		ok = value == limit
+	default:
+		panic("check: unknown op " + op)
+	}
+	verdict := "PASS"
+	if !ok {
+		verdict = "FAIL"
+	}
+	suite.h.Rec.Update(func(r *report.Raw) {
+		r.Checks = append(r.Checks, report.Check{Name: name, Model: model, Value: value, Op: op, Limit: limit, Verdict: verdict})
+	})
+	return assert.Truef(t, ok, "%s (model %s) = %.6g, limit %s %.6g", name, model, value, op, limit)
+}
+
+// TestRestart measures the initial and warm starts of every model:
+// spawn → /health 200 → first token.
+func TestRestart(t *testing.T) {
+	h, ctx := begin(t)
+	for _, l := range h.Labels() {
+		t.Run(l, func(t *testing.T) {
+			rs, err := h.Restart(ctx, l, t.Logf)
+			require.NoError(t, err)
+			check(t, "restart.starts", l, float64(len(rs)), "==", float64(1+h.Config().Protocol.RestartWarm))
+			for _, r := range rs {
+				assert.Positive(t, r.ReadyS, "spawn → ready")
+				assert.GreaterOrEqual(t, r.FirstTokenS, r.ReadyS, "first token comes after ready")
+			}
+		})
+	}
+}
+
+// TestBaseline measures serving on each model before it ever sleeps.
+func TestBaseline(t *testing.T) {
+	h, ctx := begin(t)
+	for _, l := range h.Labels() {
+		t.Run(l, func(t *testing.T) {
+			runs, err := h.Baseline(ctx, l, t.Logf)
+			assert.NoError(t, err)
+			checkServing(t, h, l, runs)
+		})
+	}
+}
+
+func checkServing(t *testing.T, h *protocol.Harness, label string, runs []report.PerfRun) {
+	t.Helper()
+	p := h.Config().Protocol
+	require.Len(t, runs, len(p.Concurrency), "one run per concurrency")
+	for _, r := range runs {
+		check(t, fmt.Sprintf("%s.conc%d.failed_requests", r.Stage, r.Concurrency), label,
+			float64(r.Planned-r.Success), "<=", float64(h.Config().Thresholds.MaxFailedRequests))
+		check(t, fmt.Sprintf("%s.conc%d.rounds_passed", r.Stage, r.Concurrency), label, float64(r.RoundsPassed), "==", float64(r.Rounds))
+		for _, tps := range r.RoundTPS {
+			assert.Positive(t, tps, "output tok/s per round")
+		}
+	}
+}

@@ -1,0 +1,192 @@
+// Package gpu samples device memory in the background over a small Source
+// interface. Sources: the simulated GPU that vllmsim publishes (package
+// simgpu); NVML on real hardware plugs in behind the same interface.
+package gpu
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/simgpu"
+)
+
+// Reading is one look at the device.
+type Reading struct {
+	Used, Total uint64
+	Procs       map[int]uint64 // per-process device memory, by pid
+}
+
+// Source reads device memory.
+type Source interface {
+	// Describe names the device, e.g. "NVIDIA L20 (simulated)".
+	Describe() (string, error)
+	Read(ctx context.Context) (Reading, error)
+}
+
+// SimSource reads vllmsim's simulated GPU directory.
+type SimSource struct{ Dir string }
+
+// Describe names the simulated device.
+func (s SimSource) Describe() (string, error) {
+	d, err := simgpu.ReadDevice(s.Dir)
+	if err != nil {
+		return "", err
+	}
+	return d.Name + " (simulated)", nil
+}
+
+// Read returns the device's used and total memory and every live process's share.
+func (s SimSource) Read(context.Context) (Reading, error) {
+	d, err := simgpu.ReadDevice(s.Dir)
+	if err != nil {
+		return Reading{}, err
+	}
+	procs, err := simgpu.Processes(s.Dir)
+	if err != nil {
+		return Reading{}, err
+	}
+	r := Reading{Used: simgpu.Used(d, procs), Total: d.TotalBytes, Procs: make(map[int]uint64, len(procs))}
+	for _, p := range procs {
+		r.Procs[p.PID] += p.UsedBytes
+	}
+	return r, nil
+}
+
+// Sample is a timestamped Reading.
+type Sample struct {
+	Time time.Time
+	Reading
+}
+
+// Sampler reads a Source at a fixed interval and keeps every sample.
+type Sampler struct {
+	src      Source
+	interval time.Duration
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	samples []Sample
+	errs    int
+	lastErr error
+	stopped bool
+}
+
+// NewSampler samples src every interval once Run is called.
+func NewSampler(src Source, interval time.Duration) *Sampler {
+	s := &Sampler{src: src, interval: interval}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+// Run samples until ctx ends. Ticks are on a fixed schedule (a slow read
+// does not shift later ones); read errors are counted, not fatal.
+func (s *Sampler) Run(ctx context.Context) {
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	defer func() {
+		s.mu.Lock()
+		s.stopped = true
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}()
+	for {
+		_, _ = s.sampleOnce(ctx) // errors are counted in Errors
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Sampler) sampleOnce(ctx context.Context) (Sample, error) {
+	r, err := s.src.Read(ctx)
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.errs++
+		s.lastErr = err
+		return Sample{}, err
+	}
+	x := Sample{Time: now, Reading: r}
+	// A sample taken now (SampleNow) may race a tick; keep the list sorted.
+	i, _ := slices.BinarySearchFunc(s.samples, now, func(x Sample, t time.Time) int { return x.Time.Compare(t) })
+	s.samples = slices.Insert(s.samples, i, x)
+	s.cond.Broadcast()
+	return x, nil
+}
+
+// SampleNow reads the source at once, records the sample and returns it:
+// for the moments a measurement needs (just before and after a sleep).
+func (s *Sampler) SampleNow(ctx context.Context) (Sample, error) {
+	x, err := s.sampleOnce(ctx)
+	if err != nil {
+		return x, fmt.Errorf("read GPU memory: %w", err)
+	}
+	return x, nil
+}
+
+// Samples returns a copy of every sample so far.
+func (s *Sampler) Samples() []Sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.samples)
+}
+
+// Errors is how many reads failed, and the last failure.
+func (s *Sampler) Errors() (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.errs, s.lastErr
+}
+
+// After waits for the first sample taken at or after t.
+func (s *Sampler) After(ctx context.Context, t time.Time) (Sample, error) {
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if i, ok := slices.BinarySearchFunc(s.samples, t, func(x Sample, t time.Time) int { return x.Time.Compare(t) }); ok || i < len(s.samples) {
+			return s.samples[i], nil
+		}
+		if s.stopped {
+			return Sample{}, fmt.Errorf("gpu sampler stopped before a sample at %s", t.Format(time.RFC3339Nano))
+		}
+		if err := ctx.Err(); err != nil {
+			return Sample{}, fmt.Errorf("wait for a GPU sample: %w (last read error: %v)", err, s.lastErr)
+		}
+		s.cond.Wait()
+	}
+}
+
+// Before returns the last sample taken at or before t.
+func (s *Sampler) Before(t time.Time) (Sample, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, ok := slices.BinarySearchFunc(s.samples, t, func(x Sample, t time.Time) int { return x.Time.Compare(t) })
+	if ok {
+		return s.samples[i], true
+	}
+	if i == 0 {
+		return Sample{}, false
+	}
+	return s.samples[i-1], true
+}
+
+// ProcsUsed sums the device memory of pids in a reading.
+func ProcsUsed(r Reading, pids []int) uint64 {
+	var u uint64
+	for _, p := range pids {
+		u += r.Procs[p]
+	}
+	return u
+}

@@ -1,0 +1,275 @@
+// Package protocol drives the wakebench protocol against running servers:
+// it owns the server processes, the GPU memory sampler, the host RSS
+// sampler and the record of every measurement, and implements each phase
+// (restart, serving, sleep cycles, switching) as a method that measures and
+// records. The go test suite calls the phases and asserts thresholds.
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/report"
+	"github.com/wakebench/wakebench/internal/server"
+	"github.com/wakebench/wakebench/internal/simgpu"
+	"github.com/wakebench/wakebench/internal/vllm"
+	"github.com/wakebench/wakebench/internal/vllmsim"
+)
+
+// Logf prints a progress line.
+type Logf func(format string, args ...any)
+
+// model is the harness's view of one model's server.
+type model struct {
+	cfg     config.Model
+	port    int
+	srv     *server.Server
+	client  *vllm.Client
+	pids    []int
+	asleep  bool
+	level   int // level of the current sleep
+	rssPeak uint64
+}
+
+// Harness owns servers, samplers and the record of one run.
+type Harness struct {
+	cfg     config.Config
+	Rec     *report.Recorder
+	sampler *gpu.Sampler
+	cmdPath string
+	env     []string
+	tmp     string // private directory: simulated GPU, compile cache, built vllmsim
+
+	stopBG context.CancelFunc
+	bg     sync.WaitGroup
+
+	mu     sync.Mutex
+	models map[string]*model
+	order  []string
+	rss    []report.RSSSample
+	pidOf  map[int]string
+}
+
+// Setup prepares a run: output directory, server program (vllmsim is built
+// from this module), simulated GPU, samplers. Nothing is started yet.
+func Setup(ctx context.Context, cfg config.Config) (*Harness, error) {
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("out_dir %s: %w", cfg.OutDir, err)
+	}
+	tmp, err := os.MkdirTemp("", "wakebench-")
+	if err != nil {
+		return nil, err
+	}
+	h := &Harness{cfg: cfg, tmp: tmp, models: map[string]*model{}, pidOf: map[int]string{}}
+	fail := func(err error) (*Harness, error) {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	names := map[string]string{}
+	for _, m := range cfg.Models {
+		h.order = append(h.order, m.Label)
+		names[m.Label] = m.Name
+		h.models[m.Label] = &model{cfg: m, port: m.Port}
+	}
+	h.Rec = report.NewRecorder(h.order, names)
+
+	h.env = server.Env()
+	switch cfg.Command {
+	case "vllmsim":
+		h.cmdPath = filepath.Join(tmp, "vllmsim")
+		build := exec.CommandContext(ctx, "go", "build", "-o", h.cmdPath, "github.com/wakebench/wakebench/cmd/vllmsim")
+		if out, err := build.CombinedOutput(); err != nil {
+			return fail(fmt.Errorf("build vllmsim: %v\n%s", err, out))
+		}
+		prof, err := vllmsim.LookupProfile(cfg.Sim.Profile)
+		if err != nil {
+			return fail(fmt.Errorf("config sim.profile: %w", err))
+		}
+		h.env = append(h.env,
+			vllmsim.EnvProfile+"="+cfg.Sim.Profile,
+			vllmsim.EnvTimeScale+"="+strconv.FormatFloat(cfg.Sim.TimeScale, 'g', -1, 64),
+			vllmsim.EnvCacheDir+"="+filepath.Join(tmp, "compile-cache"))
+		h.Rec.Update(func(r *report.Raw) {
+			r.Simulated = &report.Simulated{Profile: cfg.Sim.Profile, TimeScale: cfg.Sim.TimeScale,
+				Note: "simulated: servers are vllmsim and GPU memory is modelled (" + prof.Source + "); times are wall-clock at this time scale"}
+		})
+		if cfg.Memory == "sim" {
+			dir := filepath.Join(tmp, "gpu")
+			g := prof.GPU
+			if err := simgpu.Create(dir, simgpu.Device{Name: g.Name, TotalBytes: uint64(g.MemoryGiB * vllmsim.GiB), ReservedBytes: uint64(g.ReservedGiB * vllmsim.GiB)}); err != nil {
+				return fail(err)
+			}
+			h.env = append(h.env, simgpu.EnvDir+"="+dir)
+			h.sampler = gpu.NewSampler(gpu.SimSource{Dir: dir}, time.Duration(float64(time.Second)/cfg.Protocol.SampleHz))
+		}
+	default:
+		p, err := exec.LookPath(cfg.Command)
+		if err != nil {
+			return fail(fmt.Errorf("config command %q: %w (install vLLM or set command to a path)", cfg.Command, err))
+		}
+		h.cmdPath = p
+	}
+
+	gpuName, memSource, note := "unknown GPU (memory source none)", cfg.Memory, ""
+	if h.sampler != nil {
+		src := gpu.SimSource{Dir: filepath.Join(tmp, "gpu")}
+		d, err := src.Describe()
+		if err != nil {
+			return fail(err)
+		}
+		gpuName = "1 × " + d
+	} else {
+		note = "memory source none: no GPU memory was sampled, so residual, release and peak figures are absent (n = 0)"
+	}
+	h.Rec.Update(func(r *report.Raw) {
+		r.GPU, r.ContextTokens, r.KVGiB = gpuName, cfg.Protocol.ContextTokens, cfg.Protocol.KVGiB
+		r.MemorySource, r.MemoryNote = memSource, note
+		r.Runtime = "unknown (no server reached)"
+	})
+
+	bgCtx, cancel := context.WithCancel(context.Background())
+	h.stopBG = cancel
+	if h.sampler != nil {
+		h.bg.Go(func() { h.sampler.Run(bgCtx) })
+	}
+	h.bg.Go(func() { h.sampleRSS(bgCtx, 250*time.Millisecond) })
+	return h, nil
+}
+
+// Config is the run's configuration.
+func (h *Harness) Config() config.Config { return h.cfg }
+
+// Labels are the model labels in config order.
+func (h *Harness) Labels() []string { return h.order }
+
+func (h *Harness) sampleRSS(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		for _, l := range h.order {
+			m := h.models[l]
+			if m.srv == nil {
+				continue
+			}
+			if b, err := m.srv.RSS(); err == nil {
+				m.rssPeak = max(m.rssPeak, b)
+				h.rss = append(h.rss, report.RSSSample{Time: time.Now(), Label: l, Bytes: b})
+			}
+		}
+		h.mu.Unlock()
+	}
+}
+
+// Close stops every server (SIGTERM, then SIGKILL after timeouts.stop_s),
+// stops the samplers and writes report.json, bench.txt and samples.csv.
+// testFailures are added to the report's failures (and make it FAIL).
+// It returns the report and the first error met while writing.
+func (h *Harness) Close(testFailures []report.Failure) (report.Report, error) {
+	var errs []error
+	grace := seconds(h.cfg.Timeouts.StopS)
+	for _, l := range h.order {
+		if err := h.stop(l, grace); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	h.stopBG()
+	h.bg.Wait()
+	defer os.RemoveAll(h.tmp)
+
+	var samples []gpu.Sample
+	if h.sampler != nil {
+		samples = h.sampler.Samples()
+	}
+	h.mu.Lock()
+	rss := h.rss
+	h.Rec.Update(func(r *report.Raw) {
+		for _, s := range samples {
+			r.DeviceUsedGiB = append(r.DeviceUsedGiB, float64(s.Used)/report.GiB)
+		}
+		for l, m := range h.models {
+			r.RSSPeak[l] = m.rssPeak
+		}
+		r.Failures = append(r.Failures, testFailures...)
+	})
+	pidOf := func(pid int) string { return h.pidOf[pid] }
+	h.mu.Unlock()
+
+	raw := h.Rec.Raw()
+	rep := report.Build(raw)
+	out := h.cfg.OutDir
+	write := func(name string, f func(io.Writer) error) {
+		if err := report.WriteFile(filepath.Join(out, name), f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	write("samples.csv", func(w io.Writer) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return report.WriteSamples(w, samples, rss, pidOf)
+	})
+	write("bench.txt", func(w io.Writer) error { return report.WriteBench(w, raw) })
+	write("report.json", func(w io.Writer) error { return report.WriteJSON(w, rep) })
+	return rep, errors.Join(errs...)
+}
+
+// Fail records a failure and returns it as an error naming phase, model and step.
+func (h *Harness) Fail(phase, label, step string, err error) error {
+	h.Rec.Fail(report.Failure{Phase: phase, Model: label, Step: step, Error: err.Error()})
+	return fmt.Errorf("%s %s: %s: %w", phase, label, step, err)
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// GiB of the model's processes in a sample.
+func (h *Harness) modelGiB(m *model, s gpu.Sample) float64 {
+	return float64(gpu.ProcsUsed(s.Reading, m.pids)) / report.GiB
+}
+
+// Sampler is the GPU memory sampler, nil when memory is "none".
+func (h *Harness) Sampler() *gpu.Sampler { return h.sampler }
+
+// garbage reports whether text is what vLLM emits from uninitialised weights
+// (a level-2 wake without reload_weights): one character repeated, e.g. "!!!!".
+func garbage(text string) bool {
+	t := strings.Join(strings.Fields(text), "")
+	if len([]rune(t)) < 4 {
+		return false
+	}
+	r := []rune(t)
+	for _, c := range r[1:] {
+		if c != r[0] {
+			return false
+		}
+	}
+	return true
+}
+
+var nan = math.NaN()

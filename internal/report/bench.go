@@ -1,0 +1,124 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+
+	"golang.org/x/perf/benchfmt"
+)
+
+// Benchmark units. Times are "sec/…" (benchfmt's base unit for time), so
+// benchstat scales them (e.g. 218ms).
+const (
+	UnitReady      = "sec/ready"
+	UnitFirstToken = "sec/first-token"
+	UnitSleep      = "sec/sleep"
+	UnitWake       = "sec/wake"
+	UnitTTFT       = "sec/ttft"
+	UnitTPOT       = "sec/tpot"
+	UnitTPS        = "tok/s"
+	UnitResidual   = "GiB/residual"
+	UnitRelease    = "%-released"
+	UnitPeak       = "GiB/peak"
+)
+
+// unitMeta is what benchstat should assume about each unit.
+var unitMeta = []struct{ unit, key, value string }{
+	{UnitTPS, "better", "higher"},
+	{UnitRelease, "better", "higher"},
+	{UnitReady, "better", "lower"},
+	{UnitFirstToken, "better", "lower"},
+	{UnitSleep, "better", "lower"},
+	{UnitWake, "better", "lower"},
+	{UnitTTFT, "better", "lower"},
+	{UnitTPOT, "better", "lower"},
+	{UnitResidual, "better", "lower"},
+	{UnitPeak, "better", "lower"},
+}
+
+// WriteBench writes raw as benchfmt: config lines, unit metadata, then one
+// result line per sample (each cycle, round, request, handoff), named with
+// sub-name keys so `benchstat -col /stage` or `-col /level` compare them:
+//
+//	BenchmarkRestart/model=A/kind=warm
+//	BenchmarkSleep/model=A/level=1
+//	BenchmarkServe/model=A/stage=baseline/conc=4
+//	BenchmarkSwitch/dir=A→B
+//	BenchmarkMemory/model=A
+func WriteBench(w io.Writer, raw Raw) error {
+	bw := benchfmt.NewWriter(w)
+	cfg := []benchfmt.Config{
+		{Key: "gpu", Value: []byte(raw.GPU), File: true},
+		{Key: "runtime", Value: []byte(raw.Runtime), File: true},
+	}
+	for _, l := range raw.Labels {
+		cfg = append(cfg, benchfmt.Config{Key: "model-" + l, Value: []byte(raw.Names[l]), File: true})
+	}
+	sim := "no"
+	if raw.Simulated != nil {
+		sim = fmt.Sprintf("yes (vllmsim profile %s, time scale %g)", raw.Simulated.Profile, raw.Simulated.TimeScale)
+	}
+	cfg = append(cfg, benchfmt.Config{Key: "simulated", Value: []byte(sim), File: true})
+
+	for _, m := range unitMeta {
+		if err := bw.Write(&benchfmt.UnitMetadata{UnitMetadataKey: benchfmt.UnitMetadataKey{Unit: m.unit, Key: m.key}, OrigUnit: m.unit, Value: m.value}); err != nil {
+			return err
+		}
+	}
+	var werr error
+	line := func(name string, vals ...benchfmt.Value) {
+		if werr != nil || len(vals) == 0 {
+			return
+		}
+		werr = bw.Write(&benchfmt.Result{Config: cfg, Name: benchfmt.Name(name), Iters: 1, Values: vals})
+	}
+	v := func(x float64, unit string) benchfmt.Value { return benchfmt.Value{Value: x, Unit: unit} }
+
+	for _, l := range raw.Labels {
+		for _, rs := range raw.Restarts[l] {
+			kind := "initial"
+			if rs.Warm {
+				kind = "warm"
+			}
+			line("Restart/model="+l+"/kind="+kind, v(rs.ReadyS, UnitReady), v(rs.FirstTokenS, UnitFirstToken))
+		}
+		for _, c := range raw.Cycles[l] {
+			if !c.OK {
+				continue
+			}
+			vals := []benchfmt.Value{v(c.SleepS, UnitSleep), v(c.WakeAPIS, UnitWake), v(c.ToFirstTokenS, UnitFirstToken)}
+			if !math.IsNaN(c.ResidualGiB) {
+				vals = append(vals, v(c.ResidualGiB, UnitResidual))
+			}
+			line("Sleep/model="+l+"/level="+strconv.Itoa(c.Level), vals...)
+		}
+		for _, p := range raw.Perf[l] {
+			name := fmt.Sprintf("Serve/model=%s/stage=%s/conc=%d", l, p.Stage, p.Concurrency)
+			for _, tps := range p.RoundTPS {
+				line(name, v(tps, UnitTPS))
+			}
+			for i := range p.TTFT {
+				vals := []benchfmt.Value{v(p.TTFT[i], UnitTTFT)}
+				if i < len(p.TPOT) {
+					vals = append(vals, v(p.TPOT[i], UnitTPOT))
+				}
+				line(name, vals...)
+			}
+		}
+		for _, pct := range raw.Release[l] {
+			line("Memory/model="+l, v(pct, UnitRelease))
+		}
+	}
+	for _, h := range raw.Handoffs {
+		if h.Initial || !h.OK {
+			continue
+		}
+		line("Switch/dir="+DirectionKey(h.From, h.To), v(h.SleepS, UnitSleep), v(h.WakeS, UnitWake), v(h.ToFirstTokenS, UnitFirstToken))
+	}
+	if peak := summary(raw.DeviceUsedGiB); peak.N > 0 {
+		line("Memory/device", v(peak.Max, UnitPeak))
+	}
+	return werr
+}

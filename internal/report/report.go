@@ -1,0 +1,134 @@
+// Package report holds what a run measured and writes it out: the reference
+// report (report.json, the shape of testdata/l20-reference-report.json plus
+// extra keys), the benchstat-compatible bench.txt, and samples.csv.
+package report
+
+import (
+	"github.com/wakebench/wakebench/internal/stats"
+)
+
+// Report is report.json. Keys up to Windows are the reference report's;
+// the rest are wakebench's additions.
+type Report struct {
+	Status           string            `json:"status"`
+	Runtime          string            `json:"runtime"`
+	GPU              string            `json:"gpu"`
+	ContextTokens    int               `json:"context_tokens"`
+	KVGiB            float64           `json:"kv_gib"`
+	Models           map[string]*Model `json:"models"`
+	Requests         Requests          `json:"requests"`
+	PercentileMethod string            `json:"percentile_method"`
+	RestartBaseline  string            `json:"restart_baseline"`
+	DRA              string            `json:"dra"`
+	Switch           Switch            `json:"switch"`
+	Memory           Memory            `json:"memory"`
+	Windows          map[string]Window `json:"windows"`
+
+	Simulated *Simulated `json:"simulated,omitempty"`
+	Phases    []string   `json:"phases"`   // phases that ran, in order
+	Checks    []Check    `json:"checks"`   // every threshold with its verdict
+	Failures  []Failure  `json:"failures"` // what went wrong, where
+	Started   float64    `json:"started"`  // Unix seconds
+	Finished  float64    `json:"finished"`
+}
+
+// Model is one model's figures.
+type Model struct {
+	Name           string                 `json:"name"`
+	RestartInitial stats.Summary          `json:"restart_initial"`
+	RestartWarm    stats.Summary          `json:"restart_warm"`
+	Sleep          map[string]*SleepLevel `json:"sleep"`
+	Performance    []Perf                 `json:"performance"`
+
+	// RestartReady is spawn → /health 200 (restart_* run on to the first token).
+	RestartReadyInitial stats.Summary `json:"restart_ready_initial"`
+	RestartReadyWarm    stats.Summary `json:"restart_ready_warm"`
+}
+
+// SleepLevel is the figures of one sleep level's cycles.
+type SleepLevel struct {
+	SuccessfulCycles int           `json:"successful_cycles"`
+	SleepS           stats.Summary `json:"sleep_s"`
+	WakeAPIS         stats.Summary `json:"wake_api_s"`
+	ToFirstTokenS    stats.Summary `json:"to_first_token_s"`
+	ResidualGiB      stats.Summary `json:"residual_gib"`
+	PlannedCycles    int           `json:"planned_cycles"`
+}
+
+// Perf is one stage × concurrency of serving.
+type Perf struct {
+	Stage             string        `json:"stage"`
+	Concurrency       int           `json:"concurrency"`
+	Rounds            int           `json:"rounds"`
+	Planned           int           `json:"planned"`
+	Success           int           `json:"success"`
+	RoundsPassed      int           `json:"rounds_passed"`
+	OutputTPS         stats.Summary `json:"output_tps"`
+	TTFTS             stats.Summary `json:"ttft_s"`
+	TPOTS             stats.Summary `json:"tpot_s"`
+	PromptTokenCounts []int         `json:"prompt_token_counts"`
+}
+
+// Requests is the request accounting.
+type Requests struct {
+	PlannedPerformance int `json:"planned_performance"`
+	Executed           int `json:"executed"`
+	Success            int `json:"success"`
+	Failure            int `json:"failure"`
+}
+
+// Switch is the switching phase.
+type Switch struct {
+	InitialActivation int                   `json:"initial_activation"`
+	Handoffs          int                   `json:"handoffs"`
+	Success           int                   `json:"success"`
+	Directions        map[string]*Direction `json:"directions"`
+}
+
+// Direction is one handoff direction, e.g. "A→B".
+type Direction struct {
+	N             int           `json:"n"`
+	ToFirstTokenS stats.Summary `json:"to_first_token_s"`
+	SleepS        stats.Summary `json:"sleep_s"`
+	WakeS         stats.Summary `json:"wake_s"`
+}
+
+// Memory is the memory figures.
+type Memory struct {
+	PhysicalPeakGiB   stats.Summary            `json:"physical_peak_gib"`
+	RSSPeakGiB        map[string]float64       `json:"rss_peak_gib"`
+	L1ReleaseFraction map[string]stats.Summary `json:"l1_release_fraction"`
+	Source            string                   `json:"source"`         // where GPU memory came from
+	Note              string                   `json:"note,omitempty"` // why figures are missing, if they are
+}
+
+// Window is a phase's time window (Unix seconds), widened by the configured pad.
+type Window struct {
+	Start float64 `json:"start"`
+	End   float64 `json:"end"`
+}
+
+// Simulated says the numbers come from vllmsim, not hardware.
+type Simulated struct {
+	Profile   string  `json:"profile"`
+	TimeScale float64 `json:"time_scale"`
+	Note      string  `json:"note"`
+}
+
+// Check is one threshold's verdict.
+type Check struct {
+	Name    string  `json:"name"`
+	Model   string  `json:"model,omitempty"`
+	Value   float64 `json:"value"`
+	Op      string  `json:"op"` // "<=", ">=", "=="
+	Limit   float64 `json:"limit"`
+	Verdict string  `json:"verdict"` // PASS or FAIL
+}
+
+// Failure is one thing that went wrong.
+type Failure struct {
+	Phase string `json:"phase"`
+	Model string `json:"model,omitempty"`
+	Step  string `json:"step,omitempty"`
+	Error string `json:"error"`
+}

@@ -1,0 +1,73 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ShapeDiff lists every key path of reference that ours lacks or holds with
+// another JSON type. Objects are compared key by key (extra keys in ours are
+// fine); every element of an array in ours is compared with the reference's
+// first element. Paths look like models.A.sleep.1.wake_api_s.median.
+func ShapeDiff(reference, ours []byte) ([]string, error) {
+	var ref, got any
+	if err := json.Unmarshal(reference, &ref); err != nil {
+		return nil, fmt.Errorf("reference: %w", err)
+	}
+	if err := json.Unmarshal(ours, &got); err != nil {
+		return nil, fmt.Errorf("ours: %w", err)
+	}
+	var diffs []string
+	var walk func(path string, r, g any)
+	walk = func(path string, r, g any) {
+		if jsonType(r) != jsonType(g) {
+			diffs = append(diffs, fmt.Sprintf("%s: reference has %s, ours %s", strings.TrimPrefix(path, "."), jsonType(r), jsonType(g)))
+			return
+		}
+		switch r := r.(type) {
+		case map[string]any:
+			gm := g.(map[string]any)
+			keys := make([]string, 0, len(r))
+			for k := range r {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				walk(path+"."+k, r[k], gm[k])
+			}
+		case []any:
+			ga := g.([]any)
+			if len(r) == 0 {
+				return
+			}
+			if len(ga) == 0 {
+				diffs = append(diffs, fmt.Sprintf("%s: reference has elements, ours is empty", strings.TrimPrefix(path, ".")))
+			}
+			for i, e := range ga {
+				walk(fmt.Sprintf("%s[%d]", path, i), r[0], e)
+			}
+		}
+	}
+	walk("", ref, got)
+	return diffs, nil
+}
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "missing/null"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case float64:
+		return "number"
+	case bool:
+		return "boolean"
+	}
+	return fmt.Sprintf("%T", v)
+}

@@ -1,0 +1,231 @@
+// Package server starts and stops model servers (`vllm serve …` or vllmsim)
+// as child processes in their own process group, captures their output to a
+// log file, detects early exits, measures the host RSS of the whole process
+// tree, and stops them with SIGTERM then SIGKILL, so none is left behind.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/procfs"
+
+	"github.com/wakebench/wakebench/internal/config"
+)
+
+// Spec is how to start one server.
+type Spec struct {
+	Label   string
+	Path    string   // program to run
+	Args    []string // arguments after the program name
+	Env     []string // added to the harness's environment
+	LogPath string   // stdout and stderr are appended here
+}
+
+// Argv is the `serve` command line for a model, exactly as vLLM takes it
+// (../shared/vllm-api.md §1): loopback only, sleep mode on, the KV cache as a
+// plain byte count (vLLM rejects "4GiB"), no removed flags.
+func Argv(m config.Model, p config.Protocol, kvBytes uint64, port int) []string {
+	args := []string{"serve", m.Name,
+		"--served-model-name", m.Name,
+		"--host", "127.0.0.1",
+		"--port", strconv.Itoa(port),
+		"--enable-sleep-mode",
+		"--max-model-len", strconv.Itoa(p.ContextTokens),
+		"--kv-cache-memory-bytes", strconv.FormatUint(kvBytes, 10),
+		"--gpu-memory-utilization", strconv.FormatFloat(m.GPUMemoryUtilization, 'f', -1, 64),
+	}
+	return append(args, m.ExtraArgs...)
+}
+
+// Env is the environment every server needs: the development endpoints
+// (/sleep, /wake_up, …) exist only with VLLM_SERVER_DEV_MODE=1.
+func Env() []string { return []string{"VLLM_SERVER_DEV_MODE=1"} }
+
+// Server is one running server process group.
+type Server struct {
+	spec    Spec
+	cmd     *exec.Cmd
+	log     *os.File
+	Spawned time.Time
+
+	done    chan struct{} // closed when the process has exited
+	waitErr error
+
+	mu      sync.Mutex
+	rssPeak uint64
+}
+
+// Start spawns the server. The process leads a new process group, so Stop
+// reaches every process it starts (vLLM's engine core is a child process).
+func Start(spec Spec) (*Server, error) {
+	lf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: log file: %w", spec.Label, err)
+	}
+	fmt.Fprintf(lf, "=== wakebench: %s start at %s: %s %v\n", spec.Label, time.Now().Format(time.RFC3339Nano), spec.Path, spec.Args)
+	cmd := exec.Command(spec.Path, spec.Args...)
+	cmd.Env = append(os.Environ(), spec.Env...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	// Pdeathsig: if the harness itself dies, the kernel kills the server.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	s := &Server{spec: spec, cmd: cmd, log: lf, done: make(chan struct{})}
+	s.Spawned = time.Now()
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("start %s: %w", spec.Label, err)
+	}
+	go func() {
+		s.waitErr = cmd.Wait()
+		lf.Close()
+		close(s.done)
+	}()
+	return s, nil
+}
+
+// PID is the server's process id (and process group id).
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
+// Label is the model label the server runs for.
+func (s *Server) Label() string { return s.spec.Label }
+
+// LogPath is where its output goes.
+func (s *Server) LogPath() string { return s.spec.LogPath }
+
+// Done is closed when the process has exited.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// ExitErr describes how the process ended; nil while it runs.
+func (s *Server) ExitErr() error {
+	select {
+	case <-s.done:
+		if s.waitErr == nil {
+			return fmt.Errorf("server %s exited with status 0 (see %s)", s.spec.Label, s.spec.LogPath)
+		}
+		return fmt.Errorf("server %s exited: %v (see %s)", s.spec.Label, s.waitErr, s.spec.LogPath)
+	default:
+		return nil
+	}
+}
+
+// Alive runs f with a context that is cancelled if the process exits; the
+// exit is then the error. Use it around every call that waits on the server.
+func (s *Server) Alive(ctx context.Context, f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-s.done:
+			cancel(s.ExitErr())
+		case <-stop:
+		}
+	}()
+	err := f(ctx)
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && ctx.Err() != nil {
+			return fmt.Errorf("%w (while: %v)", cause, err)
+		}
+	}
+	return err
+}
+
+// Stop sends SIGTERM to the process group, then SIGKILL after grace, and
+// waits for the leader to exit. Safe to call more than once.
+func (s *Server) Stop(grace time.Duration) error {
+	pgid := s.cmd.Process.Pid
+	select {
+	case <-s.done:
+		// The leader is gone; make sure nothing of its group lingers.
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		return nil
+	default:
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-s.done:
+		_ = syscall.Kill(-pgid, syscall.SIGKILL) // children that ignored SIGTERM
+		return nil
+	case <-t.C:
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	select {
+	case <-s.done:
+		return fmt.Errorf("stop %s: did not exit within %v of SIGTERM; killed", s.spec.Label, grace)
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("stop %s: pid %d survived SIGKILL", s.spec.Label, pgid)
+	}
+}
+
+// PIDs lists the processes of the server's process group.
+func (s *Server) PIDs() ([]int, error) {
+	procs, err := groupProcs(s.cmd.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
+	pids := make([]int, len(procs))
+	for i, p := range procs {
+		pids[i] = p.PID
+	}
+	return pids, nil
+}
+
+// RSS is the resident memory of every process in the server's group, in
+// bytes; it also raises the recorded peak.
+func (s *Server) RSS() (uint64, error) {
+	procs, err := groupProcs(s.cmd.Process.Pid)
+	if err != nil {
+		return 0, err
+	}
+	var sum uint64
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err != nil {
+			continue // exited meanwhile
+		}
+		sum += uint64(st.ResidentMemory())
+	}
+	s.mu.Lock()
+	s.rssPeak = max(s.rssPeak, sum)
+	s.mu.Unlock()
+	return sum, nil
+}
+
+// PeakRSS is the largest RSS seen by RSS.
+func (s *Server) PeakRSS() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rssPeak
+}
+
+func groupProcs(pgid int) ([]procfs.Proc, error) {
+	all, err := procfs.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var out []procfs.Proc
+	for _, p := range all {
+		st, err := p.Stat()
+		if err != nil || st.PGRP != pgid {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// GroupAlive reports whether any process of group pgid still exists.
+func GroupAlive(pgid int) bool {
+	err := syscall.Kill(-pgid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}

@@ -1,0 +1,100 @@
+package wakebench
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/perf/benchfmt"
+
+	"github.com/wakebench/wakebench/internal/protocol"
+	"github.com/wakebench/wakebench/internal/report"
+)
+
+// TestOutputs checks what the run will write, after every phase ran: the
+// report has every key path of the L20 reference report with the same JSON
+// type, the request accounting adds up, and bench.txt parses as benchfmt
+// with a result for every phase.
+func TestOutputs(t *testing.T) {
+	h, _ := begin(t)
+	raw := h.Rec.Raw()
+	all := []string{protocol.PhaseRestart, protocol.PhaseBaseline, protocol.PhaseSleepL1, protocol.PhaseAfterWake, protocol.PhaseSleepL2, protocol.PhaseSwitch}
+	for _, p := range all {
+		if !slices.Contains(raw.Phases, p) {
+			t.Skipf("phase %s did not run (a -run filter?): the output checks need every phase; ran %v", p, raw.Phases)
+		}
+	}
+	rep := report.Build(raw)
+
+	ours, err := json.Marshal(rep)
+	require.NoError(t, err)
+	ref, err := os.ReadFile(filepath.Join("testdata", "l20-reference-report.json"))
+	require.NoError(t, err)
+	diffs, err := report.ShapeDiff(ref, ours)
+	require.NoError(t, err)
+	assert.Empty(t, diffs, "key paths of the reference report missing or of another type in ours")
+
+	cfg := h.Config()
+	p := cfg.Protocol
+	perModel := 2 * len(p.Concurrency) * p.Rounds * p.RequestsPerRound
+	assert.Equal(t, len(cfg.Models)*perModel, rep.Requests.PlannedPerformance, "planned_performance")
+	assert.Equal(t, rep.Requests.Executed, rep.Requests.Success+rep.Requests.Failure, "executed = success + failure")
+	// Performance requests plus one probe per start, cycle and handoff
+	// (the reference run: 128 + 42 = 170).
+	probes := len(cfg.Models)*(1+p.RestartWarm+p.SleepL1Cycles+p.SleepL2Cycles) + 1 + p.Handoffs
+	assert.Equal(t, rep.Requests.PlannedPerformance+probes, rep.Requests.Executed, "executed requests")
+
+	for _, l := range h.Labels() {
+		n := p.SleepL1Cycles + 1 // cycles + the after-wake sleep
+		got := rep.Memory.L1ReleaseFraction[l].N
+		assert.GreaterOrEqual(t, got, n, "level-1 sleeps measured for %s", l)
+	}
+	for _, w := range []string{"A-baseline", "A-sleep-level1", "A-after-wake", "B-baseline", "AB-switch"} {
+		if len(cfg.Models) == 2 && cfg.Models[0].Label == "A" && cfg.Models[1].Label == "B" {
+			assert.Contains(t, rep.Windows, w)
+		}
+	}
+
+	var buf bytes.Buffer
+	require.NoError(t, report.WriteBench(&buf, raw))
+	text := buf.String()
+	rd := benchfmt.NewReader(strings.NewReader(text), "bench.txt")
+	names := map[string]int{}
+	units := map[string]bool{}
+	for rd.Scan() {
+		switch rec := rd.Result().(type) {
+		case *benchfmt.SyntaxError:
+			t.Errorf("bench.txt: %v", rec)
+		case *benchfmt.Result:
+			base, _ := rec.Name.Parts()
+			names[string(base)]++
+			for _, v := range rec.Values {
+				units[v.OrigUnit+v.Unit] = true
+			}
+			if !strings.Contains(rec.Name.String(), "model=") && !strings.HasPrefix(rec.Name.String(), "Switch/dir=") {
+				assert.Equal(t, "Memory/device", rec.Name.String())
+			}
+		}
+	}
+	require.NoError(t, rd.Err())
+	for _, b := range []string{"Restart", "Sleep", "Serve", "Switch", "Memory"} {
+		assert.Positive(t, names[b], "bench.txt has Benchmark%s results", b)
+	}
+	assert.Equal(t, p.Handoffs, countPrefix(text, "BenchmarkSwitch/"), "one line per handoff")
+}
+
+func countPrefix(s, prefix string) int {
+	n := 0
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			n++
+		}
+	}
+	return n
+}
