@@ -95,6 +95,7 @@ func (e *engine) run(ctx context.Context) {
 		idle := e.paused || (len(e.waiting) == 0 && len(e.running) == 0)
 		e.mu.Unlock()
 		if idle {
+			e.deadline = time.Time{} // the next step starts a fresh schedule
 			select {
 			case <-ctx.Done():
 				return
@@ -173,11 +174,11 @@ func (e *engine) step(ctx context.Context) bool {
 }
 
 // wait ends the current step seconds (modelled) after the previous step's
-// planned end, or after now if the engine was idle, so timer overshoot does
-// not accumulate over a stream.
+// planned end (after now if the engine was idle), so timer overshoot does
+// not accumulate over a stream: a late step is followed by a shorter one.
 func (e *engine) wait(ctx context.Context, seconds float64) bool {
-	if now := time.Now(); e.deadline.Before(now) {
-		e.deadline = now
+	if e.deadline.IsZero() {
+		e.deadline = time.Now()
 	}
 	e.deadline = e.deadline.Add(e.clock.dur(seconds))
 	return e.clock.sleepUntil(ctx, e.deadline)

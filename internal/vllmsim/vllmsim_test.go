@@ -1,0 +1,337 @@
+package vllmsim
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/simgpu"
+	"github.com/wakebench/wakebench/internal/vllm"
+)
+
+func TestParseHumanInt(t *testing.T) {
+	good := map[string]int64{"4096": 4096, "1k": 1000, "1K": 1024, "25.6k": 25600, "4G": 4 << 30, "4g": 4e9, "2.5g": 2.5e9, "4294967296": 4294967296}
+	for in, want := range good {
+		got, err := ParseHumanInt(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"4GiB", "4Gi", "2.5G", "", "x"} {
+		_, err := ParseHumanInt(in)
+		assert.Error(t, err, "%q must be rejected as vLLM rejects it", in)
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	a, err := ParseArgs([]string{"serve", "Qwen3-1.7B", "--port", "8001", "--enable_sleep_mode", "--max-model-len=4k",
+		"--kv-cache-memory-bytes", "4G", "--gpu-memory-utilization", "0.4", "--served-model-name", "qwen", "--dtype", "bfloat16"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "Qwen3-1.7B", a.Model)
+	assert.Equal(t, 8001, a.Port)
+	assert.True(t, a.EnableSleepMode, "underscores and dashes are the same")
+	assert.Equal(t, 4000, a.MaxModelLen)
+	assert.Equal(t, uint64(4<<30), a.KVCacheBytes)
+	assert.Equal(t, "qwen", a.ServedName())
+
+	for _, bad := range [][]string{
+		{"serve", "m", "--disable-log-requests"}, // removed in vLLM 0.17
+		{"serve", "m", "--kv-cache-memory-bytes", "4GiB"},
+		{"serve", "m", "--gpu-memory-utilization", "1.5"},
+		{"serve"},
+		{"run", "m"},
+		{"serve", "m", "n"},
+	} {
+		_, err := ParseArgs(bad, io.Discard)
+		assert.Error(t, err, "%v", bad)
+	}
+}
+
+func TestSettingsFromEnv(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	st, err := SettingsFromEnv(env(EnvDevMode, "1", EnvProfile, "l20", EnvTimeScale, "0.1"))
+	require.NoError(t, err)
+	assert.True(t, st.DevMode)
+	assert.Equal(t, "l20", st.Profile.Name)
+	assert.Equal(t, 0.1, st.TimeScale)
+	_, err = SettingsFromEnv(env(EnvDevMode, "true"))
+	assert.ErrorContains(t, err, "invalid literal for int()", "vLLM parses VLLM_SERVER_DEV_MODE with int()")
+	_, err = SettingsFromEnv(env(EnvProfile, "h100"))
+	assert.ErrorContains(t, err, "known: demo, l20, tiny")
+	_, err = SettingsFromEnv(env(EnvTimeScale, "0"))
+	assert.ErrorContains(t, err, EnvTimeScale)
+}
+
+// sim runs Main in-process on a free port and returns its client once ready.
+type sim struct {
+	c      *vllm.Client
+	url    string
+	dir    string
+	stderr *bytes.Buffer
+	done   chan int
+}
+
+func startSim(t *testing.T, model string, env map[string]string, extra ...string) *sim {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	s := &sim{dir: t.TempDir(), stderr: &bytes.Buffer{}, done: make(chan int, 1)}
+	e := map[string]string{EnvDevMode: "1", simgpu.EnvDir: s.dir, EnvCacheDir: t.TempDir()}
+	for k, v := range env {
+		e[k] = v
+	}
+	args := append([]string{"serve", model, "--host", "127.0.0.1", "--port", fmt.Sprint(port), "--enable-sleep-mode",
+		"--max-model-len", "4096", "--kv-cache-memory-bytes", "1073741824"}, extra...)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { s.done <- Main(ctx, args, func(k string) string { return e[k] }, io.Discard, s.stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-s.done:
+		case <-time.After(5 * time.Second):
+			t.Error("vllmsim did not stop")
+		}
+	})
+	s.url = fmt.Sprintf("http://127.0.0.1:%d", port)
+	s.c = vllm.New(s.url)
+	return s
+}
+
+func (s *sim) ready(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err := s.c.WaitReady(ctx, 5*time.Millisecond)
+	require.NoError(t, err, "stderr: %s", s.stderr)
+}
+
+func post(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestServerContract(t *testing.T) {
+	s := startSim(t, "tiny-a", nil, "--served-model-name", "tiny")
+	ctx := t.Context()
+	assert.ErrorIs(t, s.c.Health(ctx), vllm.ErrNotReady, "port closed while loading")
+	s.ready(t)
+
+	ids, err := s.c.Models(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"tiny"}, ids)
+	v, err := s.c.Version(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, Version, v)
+
+	st, err := s.c.Complete(ctx, vllm.CompletionRequest{Model: "tiny", Prompt: "Hello there, how are you?", MaxTokens: 5, IgnoreEOS: true})
+	require.NoError(t, err)
+	assert.Equal(t, 5, st.OutputTokens)
+	assert.Len(t, st.Tokens, 5)
+	assert.Equal(t, "length", st.FinishReason)
+	assert.Equal(t, countTokens("Hello there, how are you?"), st.PromptTokens)
+
+	code, body := post(t, s.url+"/v1/completions", `{"model":"other","prompt":"x"}`)
+	assert.Equal(t, 404, code)
+	assert.Contains(t, body, `"type":"NotFoundError"`)
+	code, body = post(t, s.url+"/v1/completions", `{"model":"tiny","prompt":"x","stream_options":{"include_usage":true}}`)
+	assert.Equal(t, 400, code)
+	assert.Contains(t, body, "Stream options can only be defined when `stream=True`.")
+	code, body = post(t, s.url+"/v1/completions", `{"model":"tiny","prompt":"x","max_tokens":3,"ignore_eos":true}`)
+	assert.Equal(t, 200, code, "non-streaming")
+	assert.Contains(t, body, `"completion_tokens":3`)
+
+	// Level 1: sleep, asleep, wake, awake, valid text.
+	require.NoError(t, s.c.Sleep(ctx, 1))
+	asleep, err := s.c.IsSleeping(ctx)
+	require.NoError(t, err)
+	assert.True(t, asleep)
+	require.NoError(t, s.c.Sleep(ctx, 1), "sleeping again is a no-op")
+	procs, err := simgpu.Processes(s.dir)
+	require.NoError(t, err)
+	require.Len(t, procs, 1)
+	assert.Equal(t, uint64(0.25*GiB), procs[0].UsedBytes, "only the residual stays while asleep")
+	require.NoError(t, s.c.WakeUp(ctx))
+	asleep, _ = s.c.IsSleeping(ctx)
+	assert.False(t, asleep)
+	procs, _ = simgpu.Processes(s.dir)
+	assert.Equal(t, uint64(0.25*GiB+0.5*GiB+1*GiB), procs[0].UsedBytes, "residual + weights + KV once awake")
+
+	// Level 2 without reload: garbage, as real vLLM.
+	require.NoError(t, s.c.Sleep(ctx, 2))
+	require.NoError(t, s.c.WakeUp(ctx, "weights"))
+	asleep, _ = s.c.IsSleeping(ctx)
+	assert.True(t, asleep, "still asleep until every tag is awake")
+	require.NoError(t, s.c.WakeUp(ctx, "kv_cache"))
+	st, err = s.c.Complete(ctx, vllm.CompletionRequest{Model: "tiny", Prompt: "hi", MaxTokens: 4, IgnoreEOS: true})
+	require.NoError(t, err)
+	assert.Equal(t, "!!!!", st.Text)
+	// With the documented sequence the text is right again.
+	require.NoError(t, s.c.Sleep(ctx, 2))
+	require.NoError(t, s.c.WakeUp(ctx, "weights"))
+	res, err := s.c.CollectiveRPC(ctx, "reload_weights")
+	require.NoError(t, err)
+	assert.Len(t, res, 1)
+	require.NoError(t, s.c.WakeUp(ctx, "kv_cache"))
+	require.NoError(t, s.c.ResetPrefixCache(ctx))
+	st, err = s.c.Complete(ctx, vllm.CompletionRequest{Model: "tiny", Prompt: "hi", MaxTokens: 4, IgnoreEOS: true})
+	require.NoError(t, err)
+	assert.NotContains(t, st.Text, "!")
+
+	code, body = post(t, s.url+"/collective_rpc", `{}`)
+	assert.Equal(t, 400, code)
+	assert.Contains(t, body, "Missing 'method' in request body")
+	code, body = post(t, s.url+"/collective_rpc", `{not json`)
+	assert.Equal(t, 400, code)
+	assert.Contains(t, body, "JSON decode error")
+	code, _ = post(t, s.url+"/sleep?level=x", "")
+	assert.Equal(t, 400, code)
+
+	metrics, err := s.c.Metrics(ctx)
+	require.NoError(t, err)
+	for _, name := range []string{"vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:time_to_first_token_seconds_bucket",
+		"vllm:generation_tokens_total", `vllm:engine_sleep_state{engine="0",model_name="tiny",sleep_state="awake"} 1`} {
+		assert.Contains(t, string(metrics), name)
+	}
+}
+
+func TestRequestWhileAsleepWaitsForWake(t *testing.T) {
+	s := startSim(t, "tiny-b", nil)
+	s.ready(t)
+	ctx := t.Context()
+	require.NoError(t, s.c.Sleep(ctx, 1))
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err := s.c.Complete(short, vllm.CompletionRequest{Model: "tiny-b", Prompt: "hi", MaxTokens: 2})
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "current vLLM queues requests while asleep: the client hangs")
+
+	got := make(chan error, 1)
+	go func() {
+		_, err := s.c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-b", Prompt: "hi", MaxTokens: 2, IgnoreEOS: true})
+		got <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, s.c.WakeUp(ctx))
+	select {
+	case err := <-got:
+		assert.NoError(t, err, "the queued request runs after the wake")
+	case <-time.After(5 * time.Second):
+		t.Fatal("queued request never finished after wake")
+	}
+}
+
+func TestWakeOutOfMemory(t *testing.T) {
+	s := startSim(t, "tiny-a", nil)
+	s.ready(t)
+	ctx := t.Context()
+	require.NoError(t, s.c.Sleep(ctx, 1))
+	// Another process (pid 1 stands in; it is alive) takes almost all memory.
+	dev, err := simgpu.ReadDevice(s.dir)
+	require.NoError(t, err)
+	require.NoError(t, simgpu.Publish(s.dir, simgpu.Process{PID: 1, Model: "other", UsedBytes: dev.TotalBytes - dev.ReservedBytes - uint64(0.5*GiB)}))
+	err = s.c.WakeUp(ctx)
+	var ae *vllm.APIError
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, 500, ae.Status)
+	assert.Contains(t, ae.Message, "CUDA Error: out of memory")
+	require.NoError(t, simgpu.Remove(s.dir, 1))
+	require.NoError(t, s.c.WakeUp(ctx), "wakes once memory is free")
+}
+
+func TestDevEndpointsNeedDevMode(t *testing.T) {
+	s := startSim(t, "tiny-b", map[string]string{EnvDevMode: "0"}, "--api-key", "sekret")
+	s.ready(t)
+	code, _ := post(t, s.url+"/sleep?level=1", "")
+	assert.Equal(t, 404, code, "/sleep exists only with VLLM_SERVER_DEV_MODE=1")
+	code, body := post(t, s.url+"/v1/completions", `{"model":"tiny-b","prompt":"x"}`)
+	assert.Equal(t, 401, code)
+	assert.JSONEq(t, `{"error":"Unauthorized"}`, body)
+	c := vllm.New(s.url, vllm.WithAPIKey("sekret"))
+	_, err := c.Complete(t.Context(), vllm.CompletionRequest{Model: "tiny-b", Prompt: "x", MaxTokens: 2})
+	assert.NoError(t, err)
+}
+
+func TestStartupFailures(t *testing.T) {
+	t.Run("unknown model", func(t *testing.T) {
+		s := startSim(t, "nope", nil)
+		select {
+		case code := <-s.done:
+			s.done <- code
+			assert.Equal(t, 1, code)
+			assert.Contains(t, s.stderr.String(), `profile "tiny" has no model "nope"`)
+		case <-time.After(5 * time.Second):
+			t.Fatal("did not exit")
+		}
+	})
+	t.Run("port in use", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		port := ln.Addr().(*net.TCPAddr).Port
+		stderr := &bytes.Buffer{}
+		code := Main(t.Context(), []string{"serve", "tiny-a", "--host", "127.0.0.1", "--port", fmt.Sprint(port)},
+			func(k string) string { return map[string]string{simgpu.EnvDir: t.TempDir()}[k] }, io.Discard, stderr)
+		assert.Equal(t, 1, code)
+		assert.Contains(t, stderr.String(), "address already in use")
+	})
+	t.Run("not enough free memory", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, simgpu.Create(dir, simgpu.Device{Name: "g", TotalBytes: 16 * GiB}))
+		require.NoError(t, simgpu.Publish(dir, simgpu.Process{PID: 1, UsedBytes: 12 * GiB}))
+		s := startSim(t, "tiny-a", map[string]string{simgpu.EnvDir: dir}, "--gpu-memory-utilization", "0.5")
+		select {
+		case code := <-s.done:
+			s.done <- code
+			assert.Equal(t, 1, code)
+			assert.Contains(t, s.stderr.String(), "is less than desired GPU memory utilization")
+		case <-time.After(5 * time.Second):
+			t.Fatal("did not exit")
+		}
+	})
+}
+
+// TestEngineFollowsTheModel runs the l20 profile at a reduced time scale and
+// checks that measured TTFT and TPOT, rescaled, match the Physics formulas:
+// the engine implements the model the calibration test checks.
+func TestEngineFollowsTheModel(t *testing.T) {
+	const scale = 0.05
+	// A warm start (compile cache present) takes 56 s modelled, 2.8 s here.
+	cache := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(cache, "compiled-Qwen3.8-27B-FP8"), nil, 0o644))
+	s := startSim(t, "Qwen3.8-27B-FP8", map[string]string{EnvProfile: "l20", EnvTimeScale: fmt.Sprint(scale), EnvCacheDir: cache}, "--gpu-memory-utilization", "0.9")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err := s.c.WaitReady(ctx, 10*time.Millisecond)
+	require.NoError(t, err, s.stderr.String())
+	prof, _ := LookupProfile("l20")
+	p := Physics{GPU: prof.GPU, Model: prof.Models["Qwen3.8-27B-FP8"], KVBytes: GiB}
+	prompt := "Explain in two short paragraphs why a model server that sleeps between requests can share one GPU with another model."
+	st, err := s.c.Complete(t.Context(), vllm.CompletionRequest{Model: "Qwen3.8-27B-FP8", Prompt: prompt, MaxTokens: 40, IgnoreEOS: true})
+	require.NoError(t, err)
+	tpot, ok := st.TPOT()
+	require.True(t, ok)
+	n := countTokens(prompt)
+	assert.InEpsilon(t, p.DecodeStep(1), tpot.Seconds()/scale, 0.15, "TPOT")
+	assert.InEpsilon(t, p.Prefill(n)+p.DecodeStep(1), st.TTFT().Seconds()/scale, 0.25, "TTFT (adds HTTP overhead)")
+}
