@@ -15,7 +15,7 @@ import (
 type refReport struct {
 	KVGiB  float64 `json:"kv_gib"`
 	Models map[string]struct {
-		Name           string  `json:"name"`
+		Name           string `json:"name"`
 		RestartInitial median `json:"restart_initial"`
 		RestartWarm    median `json:"restart_warm"`
 		Sleep          map[string]struct {
