@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 
 	"golang.org/x/perf/benchfmt"
 )
@@ -38,7 +39,8 @@ var unitMeta = []struct{ unit, key, value string }{
 	{UnitPeak, "better", "lower"},
 }
 
-// WriteBench writes raw as benchfmt: config lines, unit metadata, then one
+// WriteBench writes raw as benchfmt: config lines (gpu, runtime,
+// model-<label> in lower case, simulated), unit metadata, then one
 // result line per sample (each cycle, round, request, handoff), named with
 // sub-name keys so `benchstat -col /stage` or `-col /level` compare them:
 //
@@ -54,7 +56,8 @@ func WriteBench(w io.Writer, raw Raw) error {
 		{Key: "runtime", Value: []byte(raw.Runtime), File: true},
 	}
 	for _, l := range raw.Labels {
-		cfg = append(cfg, benchfmt.Config{Key: "model-" + l, Value: []byte(raw.Names[l]), File: true})
+		// benchfmt config keys may hold no upper-case letter: "model-a", not "model-A".
+		cfg = append(cfg, benchfmt.Config{Key: "model-" + strings.ToLower(l), Value: []byte(raw.Names[l]), File: true})
 	}
 	sim := "no"
 	if raw.Simulated != nil {

@@ -1,0 +1,211 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/perf/benchfmt"
+
+	"github.com/wakebench/wakebench/internal/gpu"
+)
+
+// sampleRaw is a small but complete run of two models.
+func sampleRaw() Raw {
+	r := NewRecorder([]string{"A", "B"}, map[string]string{"A": "big", "B": "small"})
+	r.Update(func(w *Raw) {
+		w.GPU, w.Runtime, w.ContextTokens, w.KVGiB = "1 × G (simulated)", "vLLM x", 4096, 4
+		w.Simulated = &Simulated{Profile: "tiny", TimeScale: 1}
+		for _, l := range []string{"A", "B"} {
+			w.Restarts[l] = []Restart{{ReadyS: 10, FirstTokenS: 11}, {Warm: true, ReadyS: 4, FirstTokenS: 5}, {Warm: true, ReadyS: 6, FirstTokenS: 7}}
+			w.Planned[l] = map[int]int{1: 2, 2: 1}
+			w.Cycles[l] = []Cycle{
+				{Level: 1, OK: true, SleepS: 1, WakeAPIS: 2, ToFirstTokenS: 2.1, ResidualGiB: 0.5},
+				{Level: 1, OK: true, SleepS: 3, WakeAPIS: 4, ToFirstTokenS: 4.1, ResidualGiB: 0.5},
+				{Level: 2, OK: true, SleepS: 0.5, WakeAPIS: 9, ToFirstTokenS: 9.1, ResidualGiB: math.NaN()},
+			}
+			for _, st := range []string{"baseline", "after-wake"} {
+				w.Perf[l] = append(w.Perf[l], PerfRun{Stage: st, Concurrency: 1, Rounds: 2, Planned: 4, Success: 4, RoundsPassed: 2,
+					RoundTPS: []float64{100, 110}, TTFT: []float64{.1, .1, .2, .1}, TPOT: []float64{.01, .01, .01, .02}, PromptTokens: []int{26, 26, 26, 26}})
+			}
+			w.Release[l] = []float64{90, 92, 91}
+		}
+		w.Handoffs = []Handoff{
+			{From: "B", To: "A", Initial: true, OK: true, ToFirstTokenS: 1},
+			{From: "A", To: "B", OK: true, SleepS: 1, WakeS: 0.2, ToFirstTokenS: 1.3},
+			{From: "B", To: "A", OK: true, SleepS: 0.2, WakeS: 1, ToFirstTokenS: 1.3},
+			{From: "A", To: "B", OK: false},
+		}
+		w.Requests = Requests{Executed: 30, Success: 30}
+		w.DeviceUsedGiB = []float64{0, 10, 20, 12}
+		w.RSSPeak = map[string]uint64{"A": 2 << 30, "B": 1 << 30}
+	})
+	r.Window("A-baseline", time.Unix(100, 0), time.Unix(110, 0), 2*time.Second)
+	return r.Raw()
+}
+
+func TestBuildSummarises(t *testing.T) {
+	rep := Build(sampleRaw())
+	assert.Equal(t, "PASS", rep.Status)
+	a := rep.Models["A"]
+	assert.Equal(t, "big", a.Name)
+	assert.Equal(t, 1, a.RestartInitial.N)
+	assert.Equal(t, 11.0, a.RestartInitial.Median)
+	assert.Equal(t, 6.0, a.RestartWarm.Median, "mean of the two warm starts")
+	assert.Equal(t, 5.0, a.RestartReadyWarm.Median)
+	l1 := a.Sleep["1"]
+	assert.Equal(t, 2, l1.SuccessfulCycles)
+	assert.Equal(t, 2.0, l1.SleepS.Median)
+	assert.Equal(t, 0.5, l1.ResidualGiB.Median)
+	assert.Equal(t, 0, a.Sleep["2"].ResidualGiB.N, "unknown residuals are left out, not zero")
+	require.Len(t, a.Performance, 2)
+	assert.Equal(t, []int{26}, a.Performance[0].PromptTokenCounts)
+	assert.Equal(t, 105.0, a.Performance[0].OutputTPS.Median)
+	assert.Equal(t, 16, rep.Requests.PlannedPerformance)
+	assert.Equal(t, 1, rep.Switch.InitialActivation)
+	assert.Equal(t, 3, rep.Switch.Handoffs)
+	assert.Equal(t, 2, rep.Switch.Success)
+	assert.Equal(t, 1, rep.Switch.Directions["A→B"].N)
+	assert.Equal(t, 20.0, rep.Memory.PhysicalPeakGiB.Max)
+	assert.Equal(t, 2.0, rep.Memory.RSSPeakGiB["A"])
+	assert.Equal(t, 91.0, rep.Memory.L1ReleaseFraction["B"].Median)
+	assert.Equal(t, Window{Start: 98, End: 112}, rep.Windows["A-baseline"])
+}
+
+func TestBuildFailsOnFailureOrFailedCheck(t *testing.T) {
+	raw := sampleRaw()
+	raw.Checks = []Check{{Name: "x", Verdict: "FAIL"}}
+	assert.Equal(t, "FAIL", Build(raw).Status)
+	raw = sampleRaw()
+	raw.Failures = []Failure{{Phase: "switch", Model: "B", Step: "wake", Error: "boom"}}
+	assert.Equal(t, "FAIL", Build(raw).Status)
+}
+
+func TestShapeDiff(t *testing.T) {
+	ref, err := os.ReadFile(filepath.Join("..", "..", "testdata", "l20-reference-report.json"))
+	require.NoError(t, err)
+	diffs, err := ShapeDiff(ref, ref)
+	require.NoError(t, err)
+	assert.Empty(t, diffs)
+
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(ref, &doc))
+	delete(doc["models"].(map[string]any)["A"].(map[string]any), "restart_warm")
+	doc["kv_gib"] = "4"
+	doc["extra"] = true
+	b, _ := json.Marshal(doc)
+	diffs, err = ShapeDiff(ref, b)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{
+		"kv_gib: reference has number, ours string",
+		"models.A.restart_warm: reference has object, ours missing/null",
+	}, diffs)
+}
+
+func TestReportHasTheReferenceShape(t *testing.T) {
+	ref, err := os.ReadFile(filepath.Join("..", "..", "testdata", "l20-reference-report.json"))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, WriteJSON(&buf, Build(sampleRaw())))
+	assert.Contains(t, buf.String(), `"A→B"`, "direction keys are written unescaped")
+	diffs, err := ShapeDiff(ref, buf.Bytes())
+	require.NoError(t, err)
+	// sampleRaw records only A-baseline of the reference's windows.
+	for _, d := range diffs {
+		assert.True(t, strings.HasPrefix(d, "windows."), d)
+	}
+}
+
+func TestWriteBenchIsBenchfmt(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, WriteBench(&buf, sampleRaw()))
+	rd := benchfmt.NewReader(bytes.NewReader(buf.Bytes()), "bench.txt")
+	perName := map[string]int{}
+	for rd.Scan() {
+		switch rec := rd.Result().(type) {
+		case *benchfmt.SyntaxError:
+			t.Fatalf("syntax error: %v", rec)
+		case *benchfmt.Result:
+			perName[rec.Name.String()]++
+			assert.Equal(t, "yes (vllmsim profile tiny, time scale 1)", rec.GetConfig("simulated"))
+			assert.Equal(t, "big", rec.GetConfig("model-a"))
+		}
+	}
+	require.NoError(t, rd.Err())
+	assert.Equal(t, 2, perName["Sleep/model=A/level=1"], "one line per cycle")
+	assert.Equal(t, 2+4, perName["Serve/model=A/stage=baseline/conc=1"], "one line per round and per request")
+	assert.Equal(t, 2, perName["Restart/model=B/kind=warm"])
+	assert.Equal(t, 1, perName["Switch/dir=A→B"], "failed handoffs and the initial activation are not samples")
+	assert.Equal(t, 3, perName["Memory/model=A"])
+	assert.Equal(t, 1, perName["Memory/device"])
+	assert.Contains(t, buf.String(), "Unit tok/s better=higher\n")
+}
+
+// TestBenchstatReadsIt runs the real benchstat (a go tool of this module) on
+// two files and checks it compares them without complaint.
+func TestBenchstatReadsIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds benchstat")
+	}
+	dir := t.TempDir()
+	raw := sampleRaw()
+	for _, name := range []string{"old.txt", "new.txt"} {
+		require.NoError(t, WriteFile(filepath.Join(dir, name), func(w io.Writer) error { return WriteBench(w, raw) }))
+	}
+	cmd := exec.Command("go", "tool", "benchstat", "-col", "/stage", filepath.Join(dir, "old.txt"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), stderr.String())
+	assert.Empty(t, stderr.String())
+	assert.Contains(t, stdout.String(), "after-wake")
+	assert.Contains(t, stdout.String(), "tok/s")
+
+	cmd = exec.Command("go", "tool", "benchstat", filepath.Join(dir, "old.txt"), filepath.Join(dir, "new.txt"))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "Sleep/model=A/level=1")
+	assert.Contains(t, string(out), "new.txt")
+}
+
+func TestWriteFileIsAtomic(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r.json")
+	require.NoError(t, os.WriteFile(p, []byte("old"), 0o644))
+	err := WriteFile(p, func(w io.Writer) error {
+		w.Write([]byte("half"))
+		return errors.New("disk full")
+	})
+	assert.ErrorContains(t, err, "disk full")
+	b, _ := os.ReadFile(p)
+	assert.Equal(t, "old", string(b), "a failed write leaves the old file")
+	entries, _ := os.ReadDir(filepath.Dir(p))
+	assert.Len(t, entries, 1, "no temporary file left behind")
+	require.NoError(t, WriteFile(p, func(w io.Writer) error { _, err := w.Write([]byte("new")); return err }))
+	b, _ = os.ReadFile(p)
+	assert.Equal(t, "new", string(b))
+}
+
+func TestWriteSamples(t *testing.T) {
+	at := time.Unix(1700000000, 500000000)
+	var buf bytes.Buffer
+	require.NoError(t, WriteSamples(&buf,
+		[]gpu.Sample{{Time: at, Reading: gpu.Reading{Used: 30, Total: 100, Procs: map[int]uint64{7: 20, 3: 10}}}},
+		[]RSSSample{{Time: at, Label: "A", Bytes: 5}},
+		func(pid int) string { return map[int]string{7: "A"}[pid] }))
+	assert.Equal(t, `unix_s,source,label,pid,bytes
+1700000000.500000,device_used,,,30
+1700000000.500000,device_total,,,100
+1700000000.500000,process_gpu,,3,10
+1700000000.500000,process_gpu,A,7,20
+1700000000.500000,host_rss,A,,5
+`, buf.String())
+}
