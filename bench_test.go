@@ -79,6 +79,12 @@ func begin(t *testing.T) (*protocol.Harness, context.Context) {
 	return suite.h, suite.ctx
 }
 
+// progress writes a phase's progress lines to the test's output (shown by
+// go test -v), without source locations.
+func progress(t testing.TB) protocol.Logf {
+	return func(format string, args ...any) { fmt.Fprintf(t.Output(), format+"\n", args...) }
+}
+
 // check asserts value op limit, records it in the report's checks and names
 // metric, value and limit in the failure message.
 func check(t testing.TB, name, model string, value float64, op string, limit float64) bool {
@@ -110,7 +116,7 @@ func TestRestart(t *testing.T) {
 	h, ctx := begin(t)
 	for _, l := range h.Labels() {
 		t.Run(l, func(t *testing.T) {
-			rs, err := h.Restart(ctx, l, t.Logf)
+			rs, err := h.Restart(ctx, l, progress(t))
 			require.NoError(t, err)
 			check(t, "restart.starts", l, float64(len(rs)), "==", float64(1+h.Config().Protocol.RestartWarm))
 			for _, r := range rs {
@@ -126,7 +132,7 @@ func TestBaseline(t *testing.T) {
 	h, ctx := begin(t)
 	for _, l := range h.Labels() {
 		t.Run(l, func(t *testing.T) {
-			runs, err := h.Baseline(ctx, l, t.Logf)
+			runs, err := h.Baseline(ctx, l, progress(t))
 			assert.NoError(t, err)
 			checkServing(t, h, l, runs)
 		})

@@ -19,7 +19,7 @@ func TestAfterWake(t *testing.T) {
 	h, ctx := begin(t)
 	for _, l := range h.Labels() {
 		t.Run(l, func(t *testing.T) {
-			runs, err := h.AfterWake(ctx, l, t.Logf)
+			runs, err := h.AfterWake(ctx, l, progress(t))
 			assert.NoError(t, err)
 			checkServing(t, h, l, runs)
 			min := h.Config().Thresholds.MinAfterWakeTPSRatio
@@ -53,7 +53,7 @@ func testSleep(t *testing.T, level int) {
 	}
 	for _, l := range h.Labels() {
 		t.Run(l, func(t *testing.T) {
-			cycles, err := h.SleepCycles(ctx, l, level, t.Logf)
+			cycles, err := h.SleepCycles(ctx, l, level, progress(t))
 			assert.NoError(t, err)
 			ok, prefix := 0, fmt.Sprintf("sleep.level%d", level)
 			var ftt, resid []float64

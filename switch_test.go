@@ -13,7 +13,7 @@ import (
 // protocol.handoffs handoffs A→B, B→A, …
 func TestSwitch(t *testing.T) {
 	h, ctx := begin(t)
-	handoffs, err := h.Switch(ctx, t.Logf)
+	handoffs, err := h.Switch(ctx, progress(t))
 	assert.NoError(t, err)
 	ok := 0
 	byDir := map[string][]float64{}

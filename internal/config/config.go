@@ -92,7 +92,7 @@ type Thresholds struct {
 }
 
 // DefaultPrompt is about 26 tokens, like the reference run's prompt.
-const DefaultPrompt = "Explain in two short paragraphs why a model server that sleeps between requests can share one GPU with another model."
+const DefaultPrompt = "Explain why a model server that sleeps between requests can share one GPU with another model."
 
 // Default is the reference run's protocol (testdata/l20-reference-report.json)
 // on vllmsim's tiny profile, the suite's embedded default.

@@ -272,14 +272,18 @@ func (h *Harness) makeRoom(ctx context.Context, label string) error {
 
 // Activate makes label the awake model: its server running (started if
 // needed, after the others are asleep), every other model asleep, label
-// awake. A server found dead is restarted.
+// awake. A server that has died is an error (its exit and log tail), never
+// silently restarted; the next Activate starts it afresh.
 func (h *Harness) Activate(ctx context.Context, label string) error {
 	m, err := h.model(label)
 	if err != nil {
 		return err
 	}
-	if m.srv != nil && m.srv.ExitErr() != nil {
-		h.stop(label, seconds(h.cfg.Timeouts.StopS))
+	if m.srv != nil {
+		if exit := m.srv.ExitErr(); exit != nil {
+			h.stop(label, seconds(h.cfg.Timeouts.StopS))
+			return exit
+		}
 	}
 	if err := h.makeRoom(ctx, label); err != nil {
 		return err

@@ -8,9 +8,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -102,17 +104,48 @@ func (s *Server) LogPath() string { return s.spec.LogPath }
 // Done is closed when the process has exited.
 func (s *Server) Done() <-chan struct{} { return s.done }
 
-// ExitErr describes how the process ended; nil while it runs.
+// ExitErr describes how the process ended, with the last lines of its log;
+// nil while it runs.
 func (s *Server) ExitErr() error {
 	select {
 	case <-s.done:
-		if s.waitErr == nil {
-			return fmt.Errorf("server %s exited with status 0 (see %s)", s.spec.Label, s.spec.LogPath)
-		}
-		return fmt.Errorf("server %s exited: %v (see %s)", s.spec.Label, s.waitErr, s.spec.LogPath)
 	default:
 		return nil
 	}
+	how := "with status 0"
+	if s.waitErr != nil {
+		how = s.waitErr.Error()
+	}
+	tail := ""
+	if t := logTail(s.spec.LogPath, 3); t != "" {
+		tail = "; last log lines: " + t
+	}
+	return fmt.Errorf("server %s exited: %s (log %s)%s", s.spec.Label, how, s.spec.LogPath, tail)
+}
+
+// logTail returns the last n non-empty lines of a log (from its last 4 KiB), joined by " | ".
+func logTail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(0, st.Size()-4096)
+	buf := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return ""
+	}
+	var lines []string
+	for _, l := range strings.Split(string(buf), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "=== wakebench:") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], " | ")
 }
 
 // Alive runs f with a context that is cancelled if the process exits; the

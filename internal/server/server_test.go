@@ -67,6 +67,7 @@ func TestExitIsReportedWithTheLog(t *testing.T) {
 	}
 	assert.ErrorContains(t, s.ExitErr(), "exit status 3")
 	assert.ErrorContains(t, s.ExitErr(), log)
+	assert.ErrorContains(t, s.ExitErr(), "last log lines: ValueError: bad flag | env=1", "the cause is in the error")
 	b, err := os.ReadFile(log)
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "ValueError: bad flag", "stderr goes to the log")

@@ -326,7 +326,7 @@ func TestEngineFollowsTheModel(t *testing.T) {
 	require.NoError(t, err, s.stderr.String())
 	prof, _ := LookupProfile("l20")
 	p := Physics{GPU: prof.GPU, Model: prof.Models["Qwen3.8-27B-FP8"], KVBytes: GiB}
-	prompt := "Explain in two short paragraphs why a model server that sleeps between requests can share one GPU with another model."
+	prompt := "Explain why a model server that sleeps between requests can share one GPU with another model."
 	st, err := s.c.Complete(t.Context(), vllm.CompletionRequest{Model: "Qwen3.8-27B-FP8", Prompt: prompt, MaxTokens: 40, IgnoreEOS: true})
 	require.NoError(t, err)
 	tpot, ok := st.TPOT()

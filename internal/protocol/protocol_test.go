@@ -1,0 +1,150 @@
+package protocol
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/report"
+	"github.com/wakebench/wakebench/internal/server"
+)
+
+// small is the default config shrunk to a few seconds of work.
+func small(t *testing.T) config.Config {
+	cfg := config.Default()
+	cfg.OutDir = t.TempDir()
+	p := &cfg.Protocol
+	p.RestartWarm, p.SleepL1Cycles, p.SleepL2Cycles, p.Handoffs = 1, 2, 1, 3
+	p.Concurrency, p.Rounds, p.RequestsPerRound, p.MaxTokens = []int{2}, 1, 4, 8
+	p.SettleS = 0.02
+	cfg.Timeouts.StartS = 20
+	cfg.Timeouts.RequestS = 10
+	require.NoError(t, cfg.Validate())
+	return cfg
+}
+
+func readReport(t *testing.T, dir string) report.Report {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	require.NoError(t, err)
+	var rep report.Report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	return rep
+}
+
+func TestGarbage(t *testing.T) {
+	assert.True(t, garbage("!!!!!!!!"))
+	assert.True(t, garbage(" ! ! ! !"))
+	assert.False(t, garbage("!!!"), "too short to tell")
+	assert.False(t, garbage(" the model wakes"))
+}
+
+// TestPhasesRecordEverything runs every phase on a small protocol and
+// checks the record and the files Close writes.
+func TestPhasesRecordEverything(t *testing.T) {
+	cfg := small(t)
+	h, err := Setup(t.Context(), cfg)
+	require.NoError(t, err)
+	ctx := t.Context()
+	for _, l := range h.Labels() {
+		rs, err := h.Restart(ctx, l, t.Logf)
+		require.NoError(t, err)
+		require.Len(t, rs, 2)
+		assert.False(t, rs[0].Warm)
+		assert.True(t, rs[1].Warm)
+		assert.Less(t, rs[1].ReadyS, rs[0].ReadyS, "a warm start skips compilation")
+	}
+	assert.Equal(t, []string{"B"}, h.Awake(), "the last started model is awake, the others asleep")
+	_, err = h.Baseline(ctx, "A", t.Logf)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"A"}, h.Awake())
+	cycles, err := h.SleepCycles(ctx, "A", 2, t.Logf)
+	require.NoError(t, err)
+	require.Len(t, cycles, 1)
+	assert.Greater(t, cycles[0].WakeAPIS, cycles[0].SleepS, "a level-2 wake reloads the weights")
+	handoffs, err := h.Switch(ctx, t.Logf)
+	require.NoError(t, err)
+	require.Len(t, handoffs, 4)
+	assert.True(t, handoffs[0].Initial)
+	assert.Equal(t, "A", handoffs[0].To)
+	assert.Equal(t, []string{"A→B", "B→A", "A→B"}, []string{
+		report.DirectionKey(handoffs[1].From, handoffs[1].To),
+		report.DirectionKey(handoffs[2].From, handoffs[2].To),
+		report.DirectionKey(handoffs[3].From, handoffs[3].To)})
+
+	pids := []int{h.models["A"].srv.PID(), h.models["B"].srv.PID()}
+	rep, err := h.Close(nil)
+	require.NoError(t, err)
+	for _, pid := range pids {
+		assert.False(t, server.GroupAlive(pid), "Close leaves no server process")
+	}
+	assert.Equal(t, "PASS", rep.Status)
+	assert.Equal(t, rep, readReport(t, cfg.OutDir), "report.json is what Close returned")
+	assert.Equal(t, 4, rep.Requests.PlannedPerformance, "A's baseline: 1 round × 4 requests")
+	// probes: 2 starts × 2 models + 1 level-2 cycle + 1 activation + 3 handoffs.
+	assert.Equal(t, 4+4+1+4, rep.Requests.Executed)
+	assert.Equal(t, rep.Requests.Executed, rep.Requests.Success)
+	assert.Equal(t, 2, rep.Switch.Directions["A→B"].N)
+	assert.InDelta(t, 0.25, rep.Models["A"].Sleep["2"].ResidualGiB.Median, 1e-9, "tiny-a's residual")
+	// A was awake at the initial activation (nothing to sleep); then A→B
+	// twice and B→A once. Sleeps that only make room are not measured.
+	assert.Equal(t, 2, rep.Memory.L1ReleaseFraction["A"].N)
+	assert.Equal(t, 1, rep.Memory.L1ReleaseFraction["B"].N)
+	assert.InDelta(t, 100*(1-0.25/4.75), rep.Memory.L1ReleaseFraction["A"].Median, 0.01, "tiny-a: 0.25 of 0.25 + 0.5 + 4 (KV) GiB stays")
+	assert.Greater(t, rep.Memory.PhysicalPeakGiB.N, 10)
+	assert.Greater(t, rep.Memory.RSSPeakGiB["A"], 0.0)
+	for _, f := range []string{"bench.txt", "samples.csv", "A.log", "B.log"} {
+		st, err := os.Stat(filepath.Join(cfg.OutDir, f))
+		require.NoError(t, err, f)
+		assert.Positive(t, st.Size(), f)
+	}
+}
+
+// TestFailuresAreNamedAndNothingIsLost: a model that cannot start and a
+// server that dies mid-run are failures with phase, model and step; the
+// report is still written, with every sample taken, and no process is left.
+func TestFailuresAreNamedAndNothingIsLost(t *testing.T) {
+	cfg := small(t)
+	cfg.Models[1].Name = "no-such-model"
+	h, err := Setup(t.Context(), cfg)
+	require.NoError(t, err)
+	ctx := t.Context()
+
+	_, err = h.Restart(ctx, "A", t.Logf)
+	require.NoError(t, err)
+	_, err = h.Restart(ctx, "B", t.Logf)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "restart B: start")
+	assert.ErrorContains(t, err, `profile "tiny" has no model "no-such-model"`, "the server's own message is in the error")
+
+	// A dies (kill -9): the next phase says so instead of hanging or restarting it.
+	require.NoError(t, h.Activate(ctx, "A"))
+	pidA := h.models["A"].srv.PID()
+	require.NoError(t, syscall.Kill(pidA, syscall.SIGKILL))
+	<-h.models["A"].srv.Done()
+	start := time.Now()
+	_, err = h.SleepCycles(ctx, "A", 1, t.Logf)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "server A exited: signal: killed")
+	assert.Less(t, time.Since(start), 5*time.Second)
+
+	rep, err := h.Close([]report.Failure{{Phase: "TestX", Error: "test failed"}})
+	require.NoError(t, err)
+	assert.False(t, server.GroupAlive(pidA))
+	assert.Equal(t, "FAIL", rep.Status)
+	written := readReport(t, cfg.OutDir)
+	assert.Equal(t, "FAIL", written.Status)
+	require.Len(t, written.Failures, 3)
+	assert.Equal(t, report.Failure{Phase: "restart", Model: "B", Step: "start", Error: written.Failures[0].Error}, written.Failures[0])
+	assert.Equal(t, "sleep-level1", written.Failures[1].Phase)
+	assert.Equal(t, "activate", written.Failures[1].Step)
+	assert.Equal(t, "TestX", written.Failures[2].Phase)
+	assert.Equal(t, 2, written.Models["A"].RestartInitial.N+written.Models["A"].RestartWarm.N, "A's restarts are kept")
+}
