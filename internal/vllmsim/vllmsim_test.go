@@ -7,8 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -311,27 +309,38 @@ func TestStartupFailures(t *testing.T) {
 	})
 }
 
-// TestEngineFollowsTheModel runs the l20 profile at a reduced time scale and
-// checks that measured TTFT and TPOT, rescaled, match the Physics formulas:
-// the engine implements the model the calibration test checks.
+// TestEngineFollowsTheModel drives the engine of the l20 profile's 27B
+// model at time scale 0.2 and checks that measured TTFT and TPOT, rescaled,
+// match the Physics formulas the calibration test checks: alone and with
+// four requests batched.
 func TestEngineFollowsTheModel(t *testing.T) {
-	const scale = 0.05
-	// A warm start (compile cache present) takes 56 s modelled, 2.8 s here.
-	cache := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(cache, "compiled-Qwen3.8-27B-FP8"), nil, 0o644))
-	s := startSim(t, "Qwen3.8-27B-FP8", map[string]string{EnvProfile: "l20", EnvTimeScale: fmt.Sprint(scale), EnvCacheDir: cache}, "--gpu-memory-utilization", "0.9")
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	_, err := s.c.WaitReady(ctx, 10*time.Millisecond)
-	require.NoError(t, err, s.stderr.String())
-	prof, _ := LookupProfile("l20")
-	p := Physics{GPU: prof.GPU, Model: prof.Models["Qwen3.8-27B-FP8"], KVBytes: GiB}
-	prompt := "Explain why a model server that sleeps between requests can share one GPU with another model."
-	st, err := s.c.Complete(t.Context(), vllm.CompletionRequest{Model: "Qwen3.8-27B-FP8", Prompt: prompt, MaxTokens: 40, IgnoreEOS: true})
+	const scale = 0.2
+	prof, err := LookupProfile("l20")
 	require.NoError(t, err)
-	tpot, ok := st.TPOT()
-	require.True(t, ok)
-	n := countTokens(prompt)
-	assert.InEpsilon(t, p.DecodeStep(1), tpot.Seconds()/scale, 0.15, "TPOT")
-	assert.InEpsilon(t, p.Prefill(n)+p.DecodeStep(1), st.TTFT().Seconds()/scale, 0.25, "TTFT (adds HTTP overhead)")
+	p := Physics{GPU: prof.GPU, Model: prof.Models["Qwen3.8-27B-FP8"], KVBytes: 4 * GiB}
+	e := newEngine(p, clock{scale: scale}, newMetrics("m", func(int) float64 { return 0 }))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go e.run(ctx)
+
+	const prompt, tokens = 26, 30
+	for _, batch := range []int{1, 4} {
+		seqs := make([]*seq, batch)
+		start := time.Now()
+		for i := range seqs {
+			seqs[i] = &seq{ctx: ctx, promptTokens: prompt, maxTokens: tokens, stopAt: tokens, textFor: func(int) string { return " x" }}
+			e.submit(seqs[i])
+		}
+		for _, s := range seqs {
+			var times []time.Time
+			for tok := range s.out {
+				times = append(times, tok.at)
+			}
+			require.Len(t, times, tokens)
+			ttft := times[0].Sub(start).Seconds() / scale
+			tpot := times[tokens-1].Sub(times[0]).Seconds() / float64(tokens-1) / scale
+			assert.InEpsilon(t, p.Prefill(prompt*batch)+p.DecodeStep(batch), ttft, 0.25, "TTFT at batch %d", batch)
+			assert.InEpsilon(t, p.DecodeStep(batch), tpot, 0.05, "TPOT at batch %d", batch)
+		}
+	}
 }
