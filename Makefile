@@ -1,8 +1,10 @@
 # wakebench: see README.md.
 GO     ?= go
 CONFIG ?= testdata/demo.json
+# go-nvml's cgo build warns about every NVML 13 deprecation; silence them.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: bench test vet ci
+.PHONY: bench test vet gpu ci
 
 ## bench: the whole protocol on vllmsim (demo profile); writes out/
 bench:
@@ -12,9 +14,14 @@ bench:
 test:
 	$(GO) test -count=1 -race ./...
 
-## vet: go vet and gofmt
+## vet: go vet with and without the gpu tag, and gofmt
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags gpu ./...
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+
+## gpu: on a GPU runner with vLLM: make gpu CONFIG=gpu.json
+gpu:
+	WAKEBENCH_CONFIG=$(CONFIG) $(GO) test -tags gpu -count=1 -timeout 0 -v ./...
 
 ci: vet test

@@ -22,8 +22,11 @@ type Config struct {
 	// Command is the server program: "vllmsim" (built from this module), "vllm",
 	// or a path. It is started as `COMMAND serve MODEL …`.
 	Command string `json:"command"`
-	// Memory is the GPU memory source: "sim" (vllmsim's simulated GPU) or "none".
+	// Memory is the GPU memory source: "nvml" (the real device), "sim"
+	// (vllmsim's simulated GPU) or "none".
 	Memory string `json:"memory"`
+	// GPUIndex is the NVML index of the GPU the servers share.
+	GPUIndex int `json:"gpu_index"`
 	// Sim configures vllmsim when Command is vllmsim.
 	Sim        Sim        `json:"sim"`
 	Models     []Model    `json:"models"`
@@ -95,16 +98,11 @@ type Thresholds struct {
 const DefaultPrompt = "Explain why a model server that sleeps between requests can share one GPU with another model."
 
 // Default is the reference run's protocol (testdata/l20-reference-report.json)
-// on vllmsim's tiny profile, the suite's embedded default.
+// on the build's backends: vllmsim's tiny profile and simulated GPU, or with
+// the gpu tag real vLLM, NVML and no default models.
 func Default() Config {
-	return Config{
-		Command: "vllmsim",
-		Memory:  "sim",
-		Sim:     Sim{Profile: "tiny", TimeScale: 1},
-		Models: []Model{
-			{Label: "A", Name: "tiny-a", GPUMemoryUtilization: 0.45},
-			{Label: "B", Name: "tiny-b", GPUMemoryUtilization: 0.45},
-		},
+	c := Config{
+		Sim: Sim{Profile: "tiny", TimeScale: 1},
 		Protocol: Protocol{
 			RestartWarm: 2, SleepL1Cycles: 5, SleepL2Cycles: 3,
 			Concurrency: []int{1, 4}, Rounds: 2, RequestsPerRound: 8,
@@ -117,6 +115,8 @@ func Default() Config {
 		},
 		OutDir: "out",
 	}
+	backendDefaults(&c)
+	return c
 }
 
 // Load reads the config: defaults, then the file named by WAKEBENCH_CONFIG
@@ -179,9 +179,12 @@ func (c Config) Validate() error {
 		bad("command", `empty: set "vllmsim", "vllm" or a path`)
 	}
 	switch c.Memory {
-	case "sim", "none":
+	case "nvml", "sim", "none":
 	default:
-		bad("memory", `%q: want "sim" or "none"`, c.Memory)
+		bad("memory", `%q: want "nvml", "sim" or "none"`, c.Memory)
+	}
+	if c.GPUIndex < 0 {
+		bad("gpu_index", "%d: want an NVML device index (0 for the first GPU)", c.GPUIndex)
 	}
 	if c.Memory == "sim" && c.Command != "vllmsim" {
 		bad("memory", `"sim" reads vllmsim's simulated GPU, but command is %q: use "none"`, c.Command)
@@ -190,7 +193,7 @@ func (c Config) Validate() error {
 		bad("sim.time_scale", "%v: must be > 0", c.Sim.TimeScale)
 	}
 	if len(c.Models) == 0 {
-		bad("models", "empty: list at least one model")
+		bad("models", "empty: list the models to serve in the file named by %s (see README, GPU runners)", EnvFile)
 	}
 	labels, ports := map[string]bool{}, map[int]string{}
 	for i, m := range c.Models {

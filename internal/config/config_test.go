@@ -22,9 +22,7 @@ func writeFile(t *testing.T, body string) string {
 }
 
 func TestDefaultIsTheReferenceProtocol(t *testing.T) {
-	c, err := Load(env(nil))
-	require.NoError(t, err)
-	p := c.Protocol
+	p := Default().Protocol
 	assert.Equal(t, 2, p.RestartWarm)
 	assert.Equal(t, 5, p.SleepL1Cycles)
 	assert.Equal(t, 3, p.SleepL2Cycles)
@@ -32,14 +30,29 @@ func TestDefaultIsTheReferenceProtocol(t *testing.T) {
 	assert.Equal(t, 2*8, p.Rounds*p.RequestsPerRound)
 	assert.Equal(t, 19, p.Handoffs)
 	assert.Equal(t, 4096, p.ContextTokens)
-	assert.Equal(t, uint64(4<<30), c.KVBytes())
+	assert.Equal(t, uint64(4<<30), Default().KVBytes())
 	assert.Equal(t, 128, p.MaxTokens)
+}
+
+func TestBackendDefaultsFollowTheBuildTag(t *testing.T) {
+	c := Default()
+	if GPUTag {
+		assert.Equal(t, "vllm", c.Command)
+		assert.Equal(t, "nvml", c.Memory)
+		assert.Empty(t, c.Models, "a GPU run names its models")
+		_, err := Load(env(nil))
+		assert.ErrorContains(t, err, "models: empty: list the models to serve in the file named by WAKEBENCH_CONFIG")
+		return
+	}
 	assert.Equal(t, "vllmsim", c.Command)
+	assert.Equal(t, "sim", c.Memory)
 	assert.Len(t, c.Models, 2)
+	_, err := Load(env(nil))
+	assert.NoError(t, err, "go test ./... runs with no config at all")
 }
 
 func TestShippedConfigsLoad(t *testing.T) {
-	for _, f := range []string{"example-config.json", "demo.json"} {
+	for _, f := range []string{"example-config.json", "demo.json", "gpu-example.json"} {
 		t.Run(f, func(t *testing.T) {
 			c, err := Load(env(map[string]string{EnvFile: filepath.Join("..", "..", "testdata", f)}))
 			require.NoError(t, err)
@@ -84,7 +97,9 @@ func TestBadInputNamesTheKey(t *testing.T) {
 		{"duplicate port", `{"models": [{"label":"A","name":"x","port":8001,"gpu_memory_utilization":0.4},{"label":"B","name":"y","port":8001,"gpu_memory_utilization":0.4}]}`, nil, []string{"models[1].port: 8001 already used by model A"}},
 		{"missing name", `{"models": [{"label":"A","gpu_memory_utilization":0.4}]}`, nil, []string{"models[0].name: missing"}},
 		{"bad share", `{"models": [{"label":"A","name":"x","gpu_memory_utilization":1.5}]}`, nil, []string{"models[0].gpu_memory_utilization: 1.5"}},
-		{"sim memory with real vllm", `{"command": "vllm"}`, nil, []string{`memory: "sim" reads vllmsim`}},
+		{"sim memory with real vllm", `{"command": "vllm", "memory": "sim"}`, nil, []string{`memory: "sim" reads vllmsim`}},
+		{"unknown memory source", `{"memory": "dcgm"}`, nil, []string{`memory: "dcgm": want "nvml", "sim" or "none"`}},
+		{"negative gpu index", `{"gpu_index": -1}`, nil, []string{"gpu_index: -1"}},
 		{"bad env", `{}`, map[string]string{"WAKEBENCH_PROTOCOL_ROUNDS": "many"}, []string{"WAKEBENCH_PROTOCOL_ROUNDS", "want an integer"}},
 		{"bad env list", `{}`, map[string]string{"WAKEBENCH_PROTOCOL_CONCURRENCY": "1,x"}, []string{"comma-separated integers"}},
 	}

@@ -6,6 +6,7 @@ package gpu
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -189,4 +190,13 @@ func ProcsUsed(r Reading, pids []int) uint64 {
 		u += r.Procs[p]
 	}
 	return u
+}
+
+// ReleasePercent is the share of memory a sleep released: 100 × (before −
+// asleep) / before, NaN when before is not positive.
+func ReleasePercent(before, asleep float64) float64 {
+	if !(before > 0) {
+		return math.NaN()
+	}
+	return (before - asleep) / before * 100
 }

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/report"
@@ -49,6 +51,9 @@ type Harness struct {
 	cfg     config.Config
 	Rec     *report.Recorder
 	sampler *gpu.Sampler
+	nvml    *gpu.NVMLSource // when memory is "nvml"
+	cuda    string          // CUDA driver version from NVML, for the runtime string
+	metrics *metricsLog
 	cmdPath string
 	env     []string
 	tmp     string // private directory: simulated GPU, compile cache, built vllmsim
@@ -75,6 +80,9 @@ func Setup(ctx context.Context, cfg config.Config) (*Harness, error) {
 	}
 	h := &Harness{cfg: cfg, tmp: tmp, models: map[string]*model{}, pidOf: map[int]string{}}
 	fail := func(err error) (*Harness, error) {
+		if h.nvml != nil {
+			h.nvml.Close()
+		}
 		os.RemoveAll(tmp)
 		return nil, err
 	}
@@ -87,6 +95,7 @@ func Setup(ctx context.Context, cfg config.Config) (*Harness, error) {
 	h.Rec = report.NewRecorder(h.order, names)
 
 	h.env = server.Env()
+	var src gpu.Source
 	switch cfg.Command {
 	case "vllmsim":
 		h.cmdPath = filepath.Join(tmp, "vllmsim")
@@ -113,7 +122,7 @@ func Setup(ctx context.Context, cfg config.Config) (*Harness, error) {
 				return fail(err)
 			}
 			h.env = append(h.env, simgpu.EnvDir+"="+dir)
-			h.sampler = gpu.NewSampler(gpu.SimSource{Dir: dir}, time.Duration(float64(time.Second)/cfg.Protocol.SampleHz))
+			src = gpu.SimSource{Dir: dir}
 		}
 	default:
 		p, err := exec.LookPath(cfg.Command)
@@ -123,22 +132,44 @@ func Setup(ctx context.Context, cfg config.Config) (*Harness, error) {
 		h.cmdPath = p
 	}
 
-	gpuName, memSource, note := "unknown GPU (memory source none)", cfg.Memory, ""
-	if h.sampler != nil {
-		src := gpu.SimSource{Dir: filepath.Join(tmp, "gpu")}
+	gpuName, note := "unknown GPU (memory source none)", ""
+	var facts *report.GPUFacts
+	switch cfg.Memory {
+	case "nvml":
+		ns, err := gpu.OpenNVML(nvml.New(), cfg.GPUIndex)
+		if err != nil {
+			return fail(fmt.Errorf("config memory \"nvml\": %w", err))
+		}
+		h.nvml, src = ns, ns
+		f := ns.Facts()
+		h.cuda = f.CUDAVersion
+		gpuName = "1 × " + f.Name
+		facts = &report.GPUFacts{Name: f.Name, UUID: f.UUID, MemoryGiB: float64(f.TotalBytes) / report.GiB,
+			DriverVersion: f.DriverVersion, CUDAVersion: f.CUDAVersion, PCIeGen: f.PCIeGen, PCIeWidth: f.PCIeWidth,
+			PCIeGBps: gpu.PCIeGBps(f.PCIeGen, f.PCIeWidth)}
+	case "none":
+		note = "memory source none: no GPU memory was sampled, so residual, release and peak figures are absent (n = 0)"
+	}
+	if src != nil {
 		d, err := src.Describe()
 		if err != nil {
 			return fail(err)
 		}
-		gpuName = "1 × " + d
-	} else {
-		note = "memory source none: no GPU memory was sampled, so residual, release and peak figures are absent (n = 0)"
+		if cfg.Memory == "sim" {
+			gpuName = "1 × " + d
+		}
+		h.sampler = gpu.NewSampler(src, time.Duration(float64(time.Second)/cfg.Protocol.SampleHz))
 	}
 	h.Rec.Update(func(r *report.Raw) {
-		r.GPU, r.ContextTokens, r.KVGiB = gpuName, cfg.Protocol.ContextTokens, cfg.Protocol.KVGiB
-		r.MemorySource, r.MemoryNote = memSource, note
+		r.GPU, r.GPUFacts, r.ContextTokens, r.KVGiB = gpuName, facts, cfg.Protocol.ContextTokens, cfg.Protocol.KVGiB
+		r.MemorySource, r.MemoryNote = cfg.Memory, note
 		r.Runtime = "unknown (no server reached)"
 	})
+	ml, err := openMetricsLog(filepath.Join(cfg.OutDir, "metrics.jsonl"))
+	if err != nil {
+		return fail(err)
+	}
+	h.metrics = ml
 
 	bgCtx, cancel := context.WithCancel(context.Background())
 	h.stopBG = cancel
@@ -194,6 +225,14 @@ func (h *Harness) Close(testFailures []report.Failure) (report.Report, error) {
 	h.stopBG()
 	h.bg.Wait()
 	defer os.RemoveAll(h.tmp)
+	if err := h.metrics.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if h.nvml != nil {
+		if err := h.nvml.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 
 	var samples []gpu.Sample
 	if h.sampler != nil {
@@ -248,9 +287,36 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// GiB of the model's processes in a sample.
-func (h *Harness) modelGiB(m *model, s gpu.Sample) float64 {
-	return float64(gpu.ProcsUsed(s.Reading, m.pids)) / report.GiB
+// modelGiB is the GPU memory of the model's processes in a sample; false
+// when the source lists none of them (NVML in another PID namespace, or no
+// per-process support).
+func (h *Harness) modelGiB(m *model, s gpu.Sample) (float64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	found := false
+	for _, p := range m.pids {
+		_, ok := s.Procs[p]
+		found = found || ok
+	}
+	return float64(gpu.ProcsUsed(s.Reading, m.pids)) / report.GiB, found
+}
+
+// refreshPIDs re-reads the processes of the model's server group (vLLM
+// starts its engine core as a child) for memory attribution and samples.csv.
+func (h *Harness) refreshPIDs(m *model) {
+	if m.srv == nil {
+		return
+	}
+	pids, err := m.srv.PIDs()
+	if err != nil || len(pids) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m.pids = pids
+	for _, p := range pids {
+		h.pidOf[p] = m.cfg.Label
+	}
 }
 
 // Sampler is the GPU memory sampler, nil when memory is "none".

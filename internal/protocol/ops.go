@@ -97,7 +97,14 @@ func (h *Harness) start(ctx context.Context, label string) (ready time.Duration,
 			return fmt.Errorf("/v1/models lists %v, not %q", ids, m.cfg.Name)
 		}
 		if v, err := m.client.Version(ctx); err == nil {
-			h.Rec.Update(func(r *report.Raw) { r.Runtime = runtimeString(v, r.Simulated != nil) })
+			h.Rec.Update(func(r *report.Raw) {
+				if r.Simulated == nil && strings.Contains(v, "vllmsim") {
+					// A vllmsim binary named by path: still label it simulated.
+					r.Simulated = &report.Simulated{Profile: "unknown (set by the server's VLLMSIM_PROFILE)",
+						Note: "simulated: the server reports version " + v}
+				}
+				r.Runtime = runtimeString(v, r.Simulated != nil, h.cuda)
+			})
 		}
 		return nil
 	})
@@ -107,11 +114,17 @@ func (h *Harness) start(ctx context.Context, label string) (ready time.Duration,
 	return ready, nil
 }
 
-func runtimeString(version string, simulated bool) string {
-	if simulated {
+// runtimeString is the report's runtime, e.g. "vLLM 0.31.0 / CUDA 13.0".
+func runtimeString(version string, simulated bool, cuda string) string {
+	switch {
+	case simulated && cuda == "":
 		return "vLLM " + version + " (vllmsim) / simulated GPU"
+	case simulated:
+		return "vLLM " + version + " (vllmsim) / CUDA " + cuda
+	case cuda == "":
+		return "vLLM " + version
 	}
-	return "vLLM " + version
+	return "vLLM " + version + " / CUDA " + cuda
 }
 
 // stop ends the model's server; nothing of its process group survives.

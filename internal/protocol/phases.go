@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/load"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/vllm"
@@ -48,9 +49,7 @@ func (h *Harness) settle(ctx context.Context) {
 // spawn → /health 200 → first token of a probe. Other models are put to
 // sleep first; the last start is left running and awake.
 func (h *Harness) Restart(ctx context.Context, label string, logf Logf) ([]report.Restart, error) {
-	h.phaseRan(PhaseRestart)
-	start := time.Now()
-	defer func() { h.Rec.Window(label+"-restart", start, time.Now(), seconds(h.cfg.Protocol.WindowPadS)) }()
+	defer h.begin(ctx, PhaseRestart, label)()
 	grace := seconds(h.cfg.Timeouts.StopS)
 	var out []report.Restart
 	for i := range 1 + h.cfg.Protocol.RestartWarm {
@@ -87,6 +86,9 @@ func (h *Harness) Serve(ctx context.Context, label, stage string, logf Logf) ([]
 	m, err := h.model(label)
 	if err != nil {
 		return nil, err
+	}
+	if m.asleep || m.srv == nil {
+		return nil, h.Fail(stage, label, "serve", fmt.Errorf("model %s is not awake; refusing to send inference (a request to a sleeping vLLM hangs)", label))
 	}
 	p := h.cfg.Protocol
 	var out []report.PerfRun
@@ -152,9 +154,7 @@ func round2(xs []float64) []float64 {
 
 // Baseline activates label and measures serving before any sleep.
 func (h *Harness) Baseline(ctx context.Context, label string, logf Logf) ([]report.PerfRun, error) {
-	h.phaseRan(PhaseBaseline)
-	start := time.Now()
-	defer func() { h.Rec.Window(label+"-baseline", start, time.Now(), seconds(h.cfg.Protocol.WindowPadS)) }()
+	defer h.begin(ctx, PhaseBaseline, label)()
 	if err := h.Activate(ctx, label); err != nil {
 		return nil, h.Fail(PhaseBaseline, label, "activate", err)
 	}
@@ -169,12 +169,14 @@ func (h *Harness) Baseline(ctx context.Context, label string, logf Logf) ([]repo
 func (h *Harness) measuredSleep(ctx context.Context, label string, level int, settle bool) (time.Duration, float64, error) {
 	m := h.models[label]
 	var before float64
+	var found bool
 	if h.sampler != nil {
+		h.refreshPIDs(m)
 		s, err := h.sampler.SampleNow(ctx)
 		if err != nil {
 			return 0, nan, err
 		}
-		before = h.modelGiB(m, s)
+		before, found = h.modelGiB(m, s)
 	}
 	d, err := h.sleep(ctx, label, level)
 	if err != nil {
@@ -190,10 +192,19 @@ func (h *Harness) measuredSleep(ctx context.Context, label string, level int, se
 	if err != nil {
 		return d, nan, err
 	}
-	asleep := h.modelGiB(m, s)
-	if level == 1 && before > 0 {
-		pct := (before - asleep) / before * 100
-		h.Rec.Update(func(r *report.Raw) { r.Release[label] = append(r.Release[label], pct) })
+	asleep, foundAsleep := h.modelGiB(m, s)
+	if !found || !foundAsleep {
+		h.Rec.Update(func(r *report.Raw) {
+			if r.MemoryNote == "" {
+				r.MemoryNote = fmt.Sprintf("the %s memory source listed none of model %s's processes %v (NVML in another PID namespace?): residual and release need per-process figures and are absent", h.cfg.Memory, label, m.pids)
+			}
+		})
+		return d, nan, nil
+	}
+	if level == 1 {
+		if pct := gpu.ReleasePercent(before, asleep); !math.IsNaN(pct) {
+			h.Rec.Update(func(r *report.Raw) { r.Release[label] = append(r.Release[label], pct) })
+		}
 	}
 	return d, asleep, nil
 }
@@ -207,17 +218,13 @@ func (h *Harness) SleepCycles(ctx context.Context, label string, level int, logf
 	if level == 2 {
 		phase, n = PhaseSleepL2, h.cfg.Protocol.SleepL2Cycles
 	}
-	h.phaseRan(phase)
+	defer h.begin(ctx, phase, label)()
 	h.Rec.Update(func(r *report.Raw) {
 		if r.Planned[label] == nil {
 			r.Planned[label] = map[int]int{}
 		}
 		r.Planned[label][level] += n
 	})
-	start := time.Now()
-	defer func() {
-		h.Rec.Window(fmt.Sprintf("%s-sleep-level%d", label, level), start, time.Now(), seconds(h.cfg.Protocol.WindowPadS))
-	}()
 	if err := h.Activate(ctx, label); err != nil {
 		return nil, h.Fail(phase, label, "activate", err)
 	}
@@ -258,9 +265,7 @@ func (h *Harness) SleepCycles(ctx context.Context, label string, level int, logf
 
 // AfterWake puts label through one level-1 sleep and wake, then measures serving again.
 func (h *Harness) AfterWake(ctx context.Context, label string, logf Logf) ([]report.PerfRun, error) {
-	h.phaseRan(PhaseAfterWake)
-	start := time.Now()
-	defer func() { h.Rec.Window(label+"-after-wake", start, time.Now(), seconds(h.cfg.Protocol.WindowPadS)) }()
+	defer h.begin(ctx, PhaseAfterWake, label)()
 	if err := h.Activate(ctx, label); err != nil {
 		return nil, h.Fail(PhaseAfterWake, label, "activate", err)
 	}
@@ -277,15 +282,11 @@ func (h *Harness) AfterWake(ctx context.Context, label string, logf Logf) ([]rep
 // then hands the GPU on protocol.handoffs times round-robin (A→B, B→A, …):
 // sleep the active model at level 1, wake the next, first token.
 func (h *Harness) Switch(ctx context.Context, logf Logf) ([]report.Handoff, error) {
-	h.phaseRan(PhaseSwitch)
 	labels := h.order
+	defer h.begin(ctx, PhaseSwitch, labels...)()
 	if len(labels) < 2 {
 		return nil, h.Fail(PhaseSwitch, "", "plan", fmt.Errorf("switching needs at least two models, the config has %d", len(labels)))
 	}
-	start := time.Now()
-	defer func() {
-		h.Rec.Window(join(labels)+"-switch", start, time.Now(), seconds(h.cfg.Protocol.WindowPadS))
-	}()
 	first := labels[0]
 	// Every server up, the last one started left awake.
 	for _, l := range labels[1:] {

@@ -2,7 +2,9 @@ package protocol
 
 import (
 	"encoding/json"
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -147,4 +149,52 @@ func TestFailuresAreNamedAndNothingIsLost(t *testing.T) {
 	assert.Equal(t, "activate", written.Failures[1].Step)
 	assert.Equal(t, "TestX", written.Failures[2].Phase)
 	assert.Equal(t, 2, written.Models["A"].RestartInitial.N+written.Models["A"].RestartWarm.N, "A's restarts are kept")
+}
+
+// TestAnyServerProgramAndNoMemory points command at a vllmsim binary by
+// path (the code path real vLLM takes) with memory "none": it runs, labels
+// itself simulated from /version, and says why memory figures are absent.
+func TestAnyServerProgramAndNoMemory(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "some-vllm")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/wakebench/wakebench/cmd/vllmsim").CombinedOutput()
+	require.NoError(t, err, string(out))
+	cfg := small(t)
+	cfg.Command, cfg.Memory = bin, "none"
+	require.NoError(t, cfg.Validate())
+	h, err := Setup(t.Context(), cfg)
+	require.NoError(t, err)
+	_, err = h.Restart(t.Context(), "A", t.Logf)
+	require.NoError(t, err)
+	cycles, err := h.SleepCycles(t.Context(), "A", 1, t.Logf)
+	require.NoError(t, err)
+	require.Len(t, cycles, 2)
+	assert.True(t, math.IsNaN(cycles[0].ResidualGiB))
+	rep, err := h.Close(nil)
+	require.NoError(t, err)
+	assert.Equal(t, "PASS", rep.Status)
+	require.NotNil(t, rep.Simulated, "a server reporting vllmsim is labelled simulated")
+	assert.Contains(t, rep.Runtime, "(vllmsim)")
+	assert.Equal(t, "unknown GPU (memory source none)", rep.GPU)
+	assert.Equal(t, "none", rep.Memory.Source)
+	assert.Contains(t, rep.Memory.Note, "no GPU memory was sampled")
+	assert.Zero(t, rep.Models["A"].Sleep["1"].ResidualGiB.N)
+	assert.Zero(t, rep.Memory.L1ReleaseFraction["A"].N)
+	assert.Zero(t, rep.Memory.PhysicalPeakGiB.N)
+	assert.Equal(t, 2, rep.Models["A"].Sleep["1"].SuccessfulCycles)
+}
+
+func TestNVMLWithoutDriverIsAClearSetupError(t *testing.T) {
+	if _, err := os.Stat("/dev/nvidiactl"); err == nil {
+		t.Skip("this machine has an NVIDIA driver")
+	}
+	cfg := small(t)
+	cfg.Memory = "nvml"
+	_, err := Setup(t.Context(), cfg)
+	assert.ErrorContains(t, err, `config memory "nvml": NVML init: ERROR_LIBRARY_NOT_FOUND`)
+}
+
+func TestRuntimeString(t *testing.T) {
+	assert.Equal(t, "vLLM 0.31.0 / CUDA 13.0", runtimeString("0.31.0", false, "13.0"))
+	assert.Equal(t, "vLLM 0.31.0", runtimeString("0.31.0", false, ""))
+	assert.Equal(t, "vLLM 0.31.0+vllmsim (vllmsim) / simulated GPU", runtimeString("0.31.0+vllmsim", true, ""))
 }

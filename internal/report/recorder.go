@@ -70,6 +70,7 @@ type Raw struct {
 	ContextTokens int
 	KVGiB         float64
 	Simulated     *Simulated
+	GPUFacts      *GPUFacts
 	MemorySource  string
 	MemoryNote    string
 
@@ -182,7 +183,7 @@ func Build(raw Raw) Report {
 		Models: map[string]*Model{}, Requests: raw.Requests, PercentileMethod: stats.PercentileMethod,
 		RestartBaseline: "same host, warm local caches, servers started one at a time; not a cold node or container start",
 		DRA:             "not executed; shared GPU within one host",
-		Windows:         raw.Windows, Simulated: raw.Simulated,
+		Windows:         raw.Windows, Simulated: raw.Simulated, GPUFacts: raw.GPUFacts,
 		Phases: raw.Phases, Checks: raw.Checks, Failures: raw.Failures,
 		Started: unix(raw.Started), Finished: unix(time.Now()),
 	}

@@ -25,10 +25,11 @@ type Report struct {
 	Windows          map[string]Window `json:"windows"`
 
 	Simulated *Simulated `json:"simulated,omitempty"`
-	Phases    []string   `json:"phases"`   // phases that ran, in order
-	Checks    []Check    `json:"checks"`   // every threshold with its verdict
-	Failures  []Failure  `json:"failures"` // what went wrong, where
-	Started   float64    `json:"started"`  // Unix seconds
+	GPUFacts  *GPUFacts  `json:"gpu_facts,omitempty"` // from NVML
+	Phases    []string   `json:"phases"`              // phases that ran, in order
+	Checks    []Check    `json:"checks"`              // every threshold with its verdict
+	Failures  []Failure  `json:"failures"`            // what went wrong, where
+	Started   float64    `json:"started"`             // Unix seconds
 	Finished  float64    `json:"finished"`
 }
 
@@ -113,6 +114,18 @@ type Simulated struct {
 	Profile   string  `json:"profile"`
 	TimeScale float64 `json:"time_scale"`
 	Note      string  `json:"note"`
+}
+
+// GPUFacts is what NVML says about the device and its driver.
+type GPUFacts struct {
+	Name          string  `json:"name"`
+	UUID          string  `json:"uuid"`
+	MemoryGiB     float64 `json:"memory_gib"`
+	DriverVersion string  `json:"driver_version"`
+	CUDAVersion   string  `json:"cuda_version"`
+	PCIeGen       int     `json:"pcie_gen"`
+	PCIeWidth     int     `json:"pcie_width"`
+	PCIeGBps      float64 `json:"pcie_gbps"` // raw one-direction link bandwidth from generation × width
 }
 
 // Check is one threshold's verdict.

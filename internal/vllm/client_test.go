@@ -180,3 +180,26 @@ func TestWaitReadyGivesUpAtDeadline(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.ErrorContains(t, err, "/health")
 }
+
+func TestParseMetrics(t *testing.T) {
+	m, err := ParseMetrics(fixture(t, "metrics.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, Metrics{
+		"vllm:num_requests_running":                                0,
+		"vllm:gpu_cache_usage_perc":                                0.25,
+		`vllm:engine_sleep_state{sleep_state="awake"}`:             0,
+		`vllm:engine_sleep_state{sleep_state="weights_offloaded"}`: 1,
+		`vllm:engine_sleep_state{sleep_state="discard_all"}`:       0,
+		"vllm:time_to_first_token_seconds_sum":                     0.12,
+		"vllm:time_to_first_token_seconds_count":                   3,
+		"vllm:generation_tokens_total":                             384,
+	}, m, "only vllm:* series, without model_name and engine labels")
+	kv, ok := m.KVCacheUsage()
+	assert.True(t, ok)
+	assert.Equal(t, 0.25, kv, "falls back to the old gpu_cache_usage_perc name")
+	assert.Equal(t, "weights_offloaded", m.SleepState())
+	assert.Equal(t, "", Metrics{}.SleepState())
+
+	_, err = ParseMetrics([]byte("vllm:x{ 1\n"))
+	assert.ErrorContains(t, err, "parse /metrics")
+}

@@ -1,0 +1,170 @@
+package gpu
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// NVMLSource reads one device through NVML (github.com/NVIDIA/go-nvml).
+//
+// go-nvml binds NVML lazily: calling anything but Init before a successful
+// Init kills the process (an unresolved symbol, not a Go panic), so every
+// call here happens only after OpenNVML's Init succeeded, and the optional
+// v2 memory call only where the library has its symbol.
+type NVMLSource struct {
+	lib   nvml.Interface
+	dev   nvml.Device
+	index int
+	memV2 bool
+
+	once  sync.Once
+	facts DeviceFacts
+}
+
+// DeviceFacts are what the report says about the GPU and its driver.
+type DeviceFacts struct {
+	Name          string
+	UUID          string
+	TotalBytes    uint64
+	DriverVersion string // e.g. 580.65.06
+	CUDAVersion   string // CUDA driver API version, e.g. 13.0
+	PCIeGen       int    // current link generation (0 when unknown)
+	PCIeWidth     int    // current link width (lanes)
+}
+
+// OpenNVML initialises NVML on lib (nvml.New() on real hardware, a mock in
+// tests) and opens the device at index.
+func OpenNVML(lib nvml.Interface, index int) (*NVMLSource, error) {
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		hint := ""
+		if ret == nvml.ERROR_LIBRARY_NOT_FOUND {
+			hint = ": libnvidia-ml.so.1 not found (no NVIDIA driver here?); set memory to \"none\" or \"sim\""
+		}
+		return nil, fmt.Errorf("NVML init: %s%s", nvml.ErrorString(ret), hint)
+	}
+	s := &NVMLSource{lib: lib, index: index}
+	fail := func(what string, ret nvml.Return) (*NVMLSource, error) {
+		lib.Shutdown()
+		return nil, fmt.Errorf("NVML %s: %s", what, nvml.ErrorString(ret))
+	}
+	n, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return fail("device count", ret)
+	}
+	if index < 0 || index >= n {
+		lib.Shutdown()
+		return nil, fmt.Errorf("NVML: gpu_index %d out of range: %d device(s)", index, n)
+	}
+	if s.dev, ret = lib.DeviceGetHandleByIndex(index); ret != nvml.SUCCESS {
+		return fail(fmt.Sprintf("device %d", index), ret)
+	}
+	s.memV2 = lib.Extensions().LookupSymbol("nvmlDeviceGetMemoryInfo_v2") == nil
+	if _, err := s.memory(); err != nil {
+		lib.Shutdown()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close shuts NVML down (each successful Init needs one Shutdown).
+func (s *NVMLSource) Close() error {
+	if ret := s.lib.Shutdown(); ret != nvml.SUCCESS {
+		return fmt.Errorf("NVML shutdown: %s", nvml.ErrorString(ret))
+	}
+	return nil
+}
+
+// Describe is the device name, e.g. "NVIDIA L20".
+func (s *NVMLSource) Describe() (string, error) { return s.Facts().Name, nil }
+
+// Facts reads the device's fixed facts once; a fact NVML does not support stays empty.
+func (s *NVMLSource) Facts() DeviceFacts {
+	s.once.Do(func() {
+		f := &s.facts
+		if v, ret := s.dev.GetName(); ret == nvml.SUCCESS {
+			f.Name = v
+		} else {
+			f.Name = fmt.Sprintf("GPU %d", s.index)
+		}
+		if v, ret := s.dev.GetUUID(); ret == nvml.SUCCESS {
+			f.UUID = v
+		}
+		if m, err := s.memory(); err == nil {
+			f.TotalBytes = m.total
+		}
+		if v, ret := s.lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
+			f.DriverVersion = v
+		}
+		if v, ret := s.lib.SystemGetCudaDriverVersion(); ret == nvml.SUCCESS {
+			f.CUDAVersion = CUDAVersion(v)
+		}
+		if v, ret := s.dev.GetCurrPcieLinkGeneration(); ret == nvml.SUCCESS {
+			f.PCIeGen = v
+		}
+		if v, ret := s.dev.GetCurrPcieLinkWidth(); ret == nvml.SUCCESS {
+			f.PCIeWidth = v
+		}
+	})
+	return s.facts
+}
+
+// CUDAVersion formats NVML's CUDA driver version (13000 → "13.0").
+func CUDAVersion(v int) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10) }
+
+// PCIeGBps is the raw one-direction bandwidth of a PCIe link in GB/s
+// (after line coding), 0 for an unknown generation.
+func PCIeGBps(gen, width int) float64 {
+	perLane := map[int]float64{1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}[gen]
+	return perLane * float64(width)
+}
+
+type mem struct{ used, total uint64 }
+
+func (s *NVMLSource) memory() (mem, error) {
+	if s.memV2 {
+		m, ret := s.dev.GetMemoryInfo_v2()
+		if ret == nvml.SUCCESS {
+			// v2 separates driver-reserved memory from Used; count it as
+			// used, as v1 does, so both give the same device figure.
+			return mem{used: m.Used + m.Reserved, total: m.Total}, nil
+		}
+		if ret != nvml.ERROR_NOT_SUPPORTED && ret != nvml.ERROR_FUNCTION_NOT_FOUND {
+			return mem{}, fmt.Errorf("NVML memory info v2: %s", nvml.ErrorString(ret))
+		}
+		s.memV2 = false
+	}
+	m, ret := s.dev.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return mem{}, fmt.Errorf("NVML memory info: %s", nvml.ErrorString(ret))
+	}
+	return mem{used: m.Used, total: m.Total}, nil
+}
+
+// Read returns device memory and the compute processes' memory. Processes
+// whose memory NVML cannot report (VALUE_NOT_AVAILABLE) are left out; when
+// NVML does not support the process list at all, Procs is empty.
+func (s *NVMLSource) Read(context.Context) (Reading, error) {
+	m, err := s.memory()
+	if err != nil {
+		return Reading{}, err
+	}
+	r := Reading{Used: m.used, Total: m.total, Procs: map[int]uint64{}}
+	procs, ret := s.dev.GetComputeRunningProcesses()
+	switch ret {
+	case nvml.SUCCESS:
+		for _, p := range procs {
+			if p.UsedGpuMemory == math.MaxUint64 {
+				continue
+			}
+			r.Procs[int(p.Pid)] += p.UsedGpuMemory
+		}
+	case nvml.ERROR_NOT_SUPPORTED:
+	default:
+		return Reading{}, fmt.Errorf("NVML compute processes: %s", nvml.ErrorString(ret))
+	}
+	return r, nil
+}

@@ -1,0 +1,129 @@
+//go:build gpu
+
+package gpu
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// These tests need a real NVIDIA GPU: go test -tags gpu ./internal/gpu.
+// WAKEBENCH_GPU_INDEX picks the device (default 0).
+
+func openReal(t *testing.T) *NVMLSource {
+	t.Helper()
+	idx, _ := strconv.Atoi(os.Getenv("WAKEBENCH_GPU_INDEX"))
+	s, err := OpenNVML(nvml.New(), idx)
+	require.NoError(t, err, "the gpu tag needs an NVIDIA driver")
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestRealDeviceFacts(t *testing.T) {
+	s := openReal(t)
+	f := s.Facts()
+	t.Logf("NVML facts: %+v", f)
+	assert.NotEmpty(t, f.Name)
+	assert.NotEmpty(t, f.UUID)
+	assert.Greater(t, f.TotalBytes, uint64(1<<30))
+	assert.NotEmpty(t, f.CUDAVersion)
+	assert.NotEmpty(t, f.DriverVersion)
+	r, err := s.Read(t.Context())
+	require.NoError(t, err)
+	assert.LessOrEqual(t, r.Used, r.Total)
+	assert.Equal(t, f.TotalBytes, r.Total)
+	t.Logf("used %.3f GiB of %.3f GiB, %d compute processes, v2 memory call: %v", float64(r.Used)/(1<<30), float64(r.Total)/(1<<30), len(r.Procs), s.memV2)
+}
+
+// allocator is a PyTorch process that holds GiB on the GPU until told to
+// free it (like a level-2 sleep), then exits.
+const allocator = `
+import sys, torch
+x = torch.empty(int(sys.argv[1]) << 30, dtype=torch.uint8, device="cuda")
+x.fill_(1); torch.cuda.synchronize()
+print("allocated", flush=True)
+sys.stdin.readline()
+del x; torch.cuda.empty_cache(); torch.cuda.synchronize()
+print("freed", flush=True)
+sys.stdin.readline()
+`
+
+// TestNVMLSeesMemoryMove: the sampler sees a process take GPU memory and
+// give it back, per process and on the device: what residual and release
+// figures rest on.
+func TestNVMLSeesMemoryMove(t *testing.T) {
+	if err := exec.Command("python3", "-c", "import torch; assert torch.cuda.is_available()").Run(); err != nil {
+		t.Skip("needs python3 with CUDA PyTorch to allocate GPU memory: ", err)
+	}
+	s := openReal(t)
+	base, err := s.Read(t.Context())
+	require.NoError(t, err)
+
+	const gib = 4
+	cmd := exec.CommandContext(t.Context(), "python3", "-c", allocator, strconv.Itoa(gib))
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := bufio.NewScanner(stdout)
+	expect := func(word string) {
+		t.Helper()
+		require.True(t, lines.Scan(), "allocator ended before %q", word)
+		require.Equal(t, word, lines.Text())
+	}
+	pid := cmd.Process.Pid
+
+	expect("allocated")
+	var held Reading
+	require.Eventually(t, func() bool {
+		held, err = s.Read(t.Context())
+		return err == nil && held.Procs[pid] >= gib<<30
+	}, 10*time.Second, 50*time.Millisecond, "NVML lists the process with its memory")
+	t.Logf("allocated: process %.3f GiB, device %.3f → %.3f GiB", float64(held.Procs[pid])/(1<<30), float64(base.Used)/(1<<30), float64(held.Used)/(1<<30))
+	assert.GreaterOrEqual(t, held.Used-base.Used, uint64(gib<<30), "device used grows by the allocation")
+
+	io.WriteString(stdin, "free\n")
+	expect("freed")
+	var freed Reading
+	require.Eventually(t, func() bool {
+		freed, err = s.Read(t.Context())
+		return err == nil && freed.Procs[pid] < 1<<30
+	}, 10*time.Second, 50*time.Millisecond, "freed memory leaves the process")
+	residual := float64(freed.Procs[pid]) / (1 << 30)
+	release := ReleasePercent(float64(held.Procs[pid])/(1<<30), residual)
+	t.Logf("freed: process residual %.3f GiB (CUDA context), released %.2f %%, device %.3f GiB", residual, release, float64(freed.Used)/(1<<30))
+	assert.Greater(t, release, 75.0)
+
+	io.WriteString(stdin, "exit\n")
+	require.NoError(t, cmd.Wait())
+	require.Eventually(t, func() bool {
+		r, err := s.Read(t.Context())
+		_, listed := r.Procs[pid]
+		return err == nil && !listed
+	}, 10*time.Second, 50*time.Millisecond, "an exited process holds nothing")
+}
+
+// TestSamplerRate: the background sampler keeps its rate against the real device.
+func TestSamplerRate(t *testing.T) {
+	s := openReal(t)
+	smp := NewSampler(s, 20*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	smp.Run(ctx)
+	n := len(smp.Samples())
+	errs, last := smp.Errors()
+	t.Logf("%d samples in 1 s at 50 Hz, %d errors (last: %v)", n, errs, last)
+	assert.GreaterOrEqual(t, n, 40)
+	assert.Zero(t, errs)
+}

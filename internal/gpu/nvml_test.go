@@ -1,0 +1,155 @@
+package gpu
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const gib = 1 << 30
+
+// fakeNVML is a mock L20 whose used memory and process list follow a script.
+type fakeNVML struct {
+	lib       *mock.Interface
+	dev       *mock.Device
+	used      uint64
+	procs     []nvml.ProcessInfo
+	hasV2     bool
+	shutdowns int
+}
+
+func newFake() *fakeNVML {
+	f := &fakeNVML{hasV2: true}
+	f.dev = &mock.Device{
+		GetNameFunc: func() (string, nvml.Return) { return "NVIDIA L20", nvml.SUCCESS },
+		GetUUIDFunc: func() (string, nvml.Return) { return "GPU-1234", nvml.SUCCESS },
+		GetMemoryInfo_v2Func: func() (nvml.Memory_v2, nvml.Return) {
+			return nvml.Memory_v2{Total: 48 * gib, Reserved: gib / 2, Used: f.used, Free: 48*gib - f.used - gib/2}, nvml.SUCCESS
+		},
+		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
+			return nvml.Memory{Total: 48 * gib, Used: f.used + gib/2}, nvml.SUCCESS
+		},
+		GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return f.procs, nvml.SUCCESS },
+		GetCurrPcieLinkGenerationFunc:  func() (int, nvml.Return) { return 4, nvml.SUCCESS },
+		GetCurrPcieLinkWidthFunc:       func() (int, nvml.Return) { return 16, nvml.SUCCESS },
+	}
+	f.lib = &mock.Interface{
+		InitFunc:                       func() nvml.Return { return nvml.SUCCESS },
+		ShutdownFunc:                   func() nvml.Return { f.shutdowns++; return nvml.SUCCESS },
+		DeviceGetCountFunc:             func() (int, nvml.Return) { return 1, nvml.SUCCESS },
+		DeviceGetHandleByIndexFunc:     func(int) (nvml.Device, nvml.Return) { return f.dev, nvml.SUCCESS },
+		SystemGetDriverVersionFunc:     func() (string, nvml.Return) { return "580.65.06", nvml.SUCCESS },
+		SystemGetCudaDriverVersionFunc: func() (int, nvml.Return) { return 13000, nvml.SUCCESS },
+		ExtensionsFunc: func() nvml.ExtendedInterface {
+			return &mock.ExtendedInterface{LookupSymbolFunc: func(s string) error {
+				if s == "nvmlDeviceGetMemoryInfo_v2" && f.hasV2 {
+					return nil
+				}
+				return errors.New("undefined symbol " + s)
+			}}
+		},
+	}
+	return f
+}
+
+func TestNVMLFacts(t *testing.T) {
+	f := newFake()
+	s, err := OpenNVML(f.lib, 0)
+	require.NoError(t, err)
+	assert.Equal(t, DeviceFacts{Name: "NVIDIA L20", UUID: "GPU-1234", TotalBytes: 48 * gib, DriverVersion: "580.65.06",
+		CUDAVersion: "13.0", PCIeGen: 4, PCIeWidth: 16}, s.Facts())
+	name, err := s.Describe()
+	require.NoError(t, err)
+	assert.Equal(t, "NVIDIA L20", name)
+	require.NoError(t, s.Close())
+	assert.Equal(t, 1, f.shutdowns)
+	assert.Equal(t, "12.4", CUDAVersion(12040))
+	assert.InDelta(t, 31.5, PCIeGBps(4, 16), 0.01)
+	assert.Zero(t, PCIeGBps(0, 16))
+}
+
+// TestNVMLScriptedSleep scripts a model's memory through a level-1 sleep:
+// the readings give the residual and the share released, as the harness
+// computes them.
+func TestNVMLScriptedSleep(t *testing.T) {
+	f := newFake()
+	s, err := OpenNVML(f.lib, 0)
+	require.NoError(t, err)
+	const pid = 4242
+	awake, asleep := uint64(31.5*gib), uint64(0.5830078125*gib)
+	other := nvml.ProcessInfo{Pid: 77, UsedGpuMemory: uint64(1.02734375 * gib)}
+
+	f.used = awake + other.UsedGpuMemory
+	f.procs = []nvml.ProcessInfo{{Pid: pid, UsedGpuMemory: awake}, other}
+	before, err := s.Read(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, f.used+gib/2, before.Used, "v2: reserved counts as used, as in v1")
+	assert.Equal(t, uint64(48*gib), before.Total)
+
+	f.used = asleep + other.UsedGpuMemory
+	f.procs = []nvml.ProcessInfo{{Pid: pid, UsedGpuMemory: asleep}, other, {Pid: 9, UsedGpuMemory: math.MaxUint64}}
+	after, err := s.Read(t.Context())
+	require.NoError(t, err)
+	assert.NotContains(t, after.Procs, 9, "VALUE_NOT_AVAILABLE is left out, not counted as 16 EiB")
+
+	b, a := float64(ProcsUsed(before, []int{pid}))/gib, float64(ProcsUsed(after, []int{pid}))/gib
+	assert.InDelta(t, 0.5830078125, a, 1e-12, "residual GiB")
+	assert.InDelta(t, 98.149, ReleasePercent(b, a), 0.001, "share released")
+}
+
+func TestNVMLFallsBackToV1(t *testing.T) {
+	f := newFake()
+	f.hasV2 = false
+	f.used = 10 * gib
+	s, err := OpenNVML(f.lib, 0)
+	require.NoError(t, err)
+	r, err := s.Read(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, uint64(10*gib+gib/2), r.Used)
+	assert.Empty(t, f.dev.GetMemoryInfo_v2Calls(), "the v2 call is never made where the library lacks it")
+}
+
+func TestNVMLProcessesNotSupported(t *testing.T) {
+	f := newFake()
+	f.dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
+	s, err := OpenNVML(f.lib, 0)
+	require.NoError(t, err)
+	r, err := s.Read(t.Context())
+	require.NoError(t, err, "device memory still reads")
+	assert.Empty(t, r.Procs)
+}
+
+func TestNVMLErrors(t *testing.T) {
+	f := newFake()
+	f.lib.InitFunc = func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }
+	_, err := OpenNVML(f.lib, 0)
+	assert.ErrorContains(t, err, "NVML init: ERROR_LIBRARY_NOT_FOUND")
+	assert.ErrorContains(t, err, `set memory to "none" or "sim"`)
+	assert.Empty(t, f.lib.DeviceGetCountCalls(), "nothing is called after a failed Init")
+
+	f = newFake()
+	_, err = OpenNVML(f.lib, 3)
+	assert.ErrorContains(t, err, "gpu_index 3 out of range: 1 device(s)")
+	assert.Equal(t, 1, f.shutdowns, "a failed open shuts NVML down again")
+
+	f = newFake()
+	f.dev.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) { return nvml.Memory_v2{}, nvml.ERROR_GPU_IS_LOST }
+	_, err = OpenNVML(f.lib, 0)
+	assert.ErrorContains(t, err, "NVML memory info v2: ERROR_GPU_IS_LOST")
+}
+
+// TestRealNVMLWithoutDriver: on a machine without the NVIDIA library, Init
+// fails cleanly (and nothing else is called, which would kill the process).
+func TestRealNVMLWithoutDriver(t *testing.T) {
+	s, err := OpenNVML(nvml.New(), 0)
+	if err == nil {
+		s.Close()
+		t.Skip("an NVIDIA driver is present: the gpu-tag tests cover this machine")
+	}
+	assert.ErrorContains(t, err, "NVML init")
+}
