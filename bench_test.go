@@ -2,6 +2,7 @@ package wakebench
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -9,9 +10,11 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/protocol"
@@ -30,20 +33,40 @@ var suite struct {
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
+	flag.Parse()
 	cfg, err := config.Load(os.Getenv)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "wakebench: %v\n", err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// Ctrl-C and SIGTERM end the phases; Close then stops every server and
+	// writes the report.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	stop := func() { signal.Stop(sigs); close(sigs) }
+	go func() {
+		if sig, ok := <-sigs; ok {
+			fmt.Fprintf(os.Stderr, "wakebench: %v: stopping the run\n", sig)
+			cancel(fmt.Errorf("interrupted by %v", sig))
+		}
+	}()
 	h, err := protocol.Setup(ctx, cfg)
 	if err != nil {
+		cancel(nil)
+		stop()
 		fmt.Fprintf(os.Stderr, "wakebench: %v\n", err)
 		return 2
 	}
 	suite.h, suite.ctx = h, ctx
+	// go test -timeout panics without running deferred code: stop short of
+	// it so the servers are stopped and the report is written.
+	if guard := timeoutGuard(cfg, cancel, h); guard != nil {
+		defer guard.Stop()
+	}
 	code := m.Run()
+	cancel(nil)
+	stop()
 
 	suite.mu.Lock()
 	failed := suite.failed
@@ -56,6 +79,10 @@ func run(m *testing.M) int {
 	if rep.Status != "PASS" {
 		code = max(code, 1)
 	}
+	if err := goleak.Find(); err != nil {
+		fmt.Fprintf(os.Stderr, "wakebench: goroutines left behind: %v\n", err)
+		code = max(code, 1)
+	}
 	sim := ""
 	if rep.Simulated != nil {
 		sim = fmt.Sprintf(" [simulated: vllmsim profile %s, time scale %g]", rep.Simulated.Profile, rep.Simulated.TimeScale)
@@ -64,6 +91,26 @@ func run(m *testing.M) int {
 		rep.Status, sim, filepath.Join(cfg.OutDir, "report.json"), filepath.Join(cfg.OutDir, "bench.txt"),
 		filepath.Join(cfg.OutDir, "samples.csv"), cfg.OutDir)
 	return code
+}
+
+// timeoutGuard arms a timer that ends the run before go test's -timeout
+// fires: the phases are cancelled, and if they do not return in time every
+// server is stopped anyway.
+func timeoutGuard(cfg config.Config, cancel context.CancelCauseFunc, h *protocol.Harness) *time.Timer {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return nil
+	}
+	d, ok := f.Value.(flag.Getter).Get().(time.Duration)
+	if !ok || d <= 0 {
+		return nil
+	}
+	grace := time.Duration(cfg.Timeouts.StopS*float64(time.Second)) + 5*time.Second
+	return time.AfterFunc(max(d-2*grace, d/2), func() {
+		fmt.Fprintf(os.Stderr, "wakebench: go test -timeout %v is near: stopping the run\n", d)
+		cancel(fmt.Errorf("go test -timeout %v is near", d))
+		time.AfterFunc(grace, h.StopAll)
+	})
 }
 
 // begin marks t as a phase test: if it fails, the report says so.

@@ -1,20 +1,26 @@
 package wakebench
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/procfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/perf/benchfmt"
 
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/report"
+	"github.com/wakebench/wakebench/internal/server"
 )
 
 // TestOutputs checks what the run will write, after every phase ran: the
@@ -97,4 +103,69 @@ func countPrefix(s, prefix string) int {
 		}
 	}
 	return n
+}
+
+// TestInterruptStopsEverything runs the suite as a child process, sends it
+// SIGINT in the middle of the level-1 cycles, and checks that it exits,
+// writes a FAIL report naming the interrupt and leaves no server behind.
+func TestInterruptStopsEverything(t *testing.T) {
+	if os.Getenv("WAKEBENCH_INTERRUPT_CHILD") != "" {
+		t.Skip("this is the child run")
+	}
+	out := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSleepLevel1$", "-test.v")
+	cmd.Env = append(os.Environ(), "WAKEBENCH_INTERRUPT_CHILD=1", "WAKEBENCH_CONFIG=", "WAKEBENCH_OUT_DIR="+out,
+		"WAKEBENCH_PROTOCOL_SLEEP_L1_CYCLES=100000")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+
+	lines := bufio.NewScanner(stdout)
+	for lines.Scan() {
+		if strings.Contains(lines.Text(), "level 1 cycle 3/") {
+			break
+		}
+	}
+	servers := childrenOf(t, cmd.Process.Pid)
+	require.NotEmpty(t, servers, "the child runs servers")
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	go io.Copy(io.Discard, stdout)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "an interrupted run fails")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the interrupted run did not exit")
+	}
+	for _, pid := range servers {
+		assert.False(t, server.GroupAlive(pid), "server process group %d is gone", pid)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "report.json"))
+	require.NoError(t, err, "the report is written")
+	var rep report.Report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	assert.Equal(t, "FAIL", rep.Status)
+	require.NotEmpty(t, rep.Failures)
+	assert.Contains(t, rep.Failures[0].Error, "interrupted by interrupt")
+	assert.GreaterOrEqual(t, rep.Models["A"].Sleep["1"].SuccessfulCycles, 3, "cycles done before the interrupt are kept")
+	csv, err := os.ReadFile(filepath.Join(out, "samples.csv"))
+	require.NoError(t, err)
+	assert.Greater(t, strings.Count(string(csv), "\n"), 20, "samples are on disk")
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(t *testing.T, pid int) []int {
+	t.Helper()
+	procs, err := procfs.AllProcs()
+	require.NoError(t, err)
+	var out []int
+	for _, p := range procs {
+		if st, err := p.Stat(); err == nil && st.PPID == pid {
+			out = append(out, p.PID)
+		}
+	}
+	return out
 }

@@ -27,6 +27,11 @@ type Config struct {
 	Memory string `json:"memory"`
 	// GPUIndex is the NVML index of the GPU the servers share.
 	GPUIndex int `json:"gpu_index"`
+	// Host is the address servers bind to and are reached at; loopback unless set.
+	Host string `json:"host"`
+	// APIKey, if set, is given to every server (as VLLM_API_KEY, never on the
+	// command line) and sent by the client; it never appears in any output.
+	APIKey string `json:"api_key"`
 	// Sim configures vllmsim when Command is vllmsim.
 	Sim        Sim        `json:"sim"`
 	Models     []Model    `json:"models"`
@@ -52,6 +57,9 @@ type Model struct {
 	// as free at start-up.
 	GPUMemoryUtilization float64  `json:"gpu_memory_utilization"`
 	ExtraArgs            []string `json:"extra_args"`
+	// SimFaults are vllmsim faults to inject into this model's server
+	// (VLLMSIM_FAULTS syntax, e.g. "wake-fail=2"); vllmsim only.
+	SimFaults string `json:"sim_faults"`
 }
 
 // Protocol holds the counts of the measurement protocol (DESIGN.md).
@@ -102,7 +110,8 @@ const DefaultPrompt = "Explain why a model server that sleeps between requests c
 // the gpu tag real vLLM, NVML and no default models.
 func Default() Config {
 	c := Config{
-		Sim: Sim{Profile: "tiny", TimeScale: 1},
+		Host: "127.0.0.1",
+		Sim:  Sim{Profile: "tiny", TimeScale: 1},
 		Protocol: Protocol{
 			RestartWarm: 2, SleepL1Cycles: 5, SleepL2Cycles: 3,
 			Concurrency: []int{1, 4}, Rounds: 2, RequestsPerRound: 8,
@@ -175,6 +184,9 @@ func (c Config) Validate() error {
 	bad := func(key, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
 	}
+	if c.Host == "" {
+		bad("host", `empty: use "127.0.0.1" (loopback) or the address to bind`)
+	}
 	if c.Command == "" {
 		bad("command", `empty: set "vllmsim", "vllm" or a path`)
 	}
@@ -214,6 +226,14 @@ func (c Config) Validate() error {
 				bad(key+".port", "%d already used by model %s", m.Port, other)
 			}
 			ports[m.Port] = m.Label
+		}
+		if m.SimFaults != "" && c.Command != "vllmsim" {
+			bad(key+".sim_faults", "faults are injected by vllmsim only, but command is %q", c.Command)
+		}
+		for _, a := range m.ExtraArgs {
+			if strings.HasPrefix(a, "--api-key") || strings.HasPrefix(a, "--api_key") {
+				bad(key+".extra_args", "pass the key as api_key (it would show in logs as an argument)")
+			}
 		}
 		if !(m.GPUMemoryUtilization > 0 && m.GPUMemoryUtilization <= 1) {
 			bad(key+".gpu_memory_utilization", "%v: want a share in (0, 1]", m.GPUMemoryUtilization)

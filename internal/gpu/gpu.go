@@ -73,6 +73,15 @@ type Sampler struct {
 	errs    int
 	lastErr error
 	stopped bool
+	sink    func(Sample)
+}
+
+// OnSample sets a function called with every sample as it is taken, in
+// order (e.g. to stream samples to disk). Set it before Run.
+func (s *Sampler) OnSample(f func(Sample)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sink = f
 }
 
 // NewSampler samples src every interval once Run is called.
@@ -118,6 +127,9 @@ func (s *Sampler) sampleOnce(ctx context.Context) (Sample, error) {
 	i, _ := slices.BinarySearchFunc(s.samples, now, func(x Sample, t time.Time) int { return x.Time.Compare(t) })
 	s.samples = slices.Insert(s.samples, i, x)
 	s.cond.Broadcast()
+	if s.sink != nil {
+		s.sink(x)
+	}
 	return x, nil
 }
 

@@ -54,6 +54,7 @@ type Harness struct {
 	nvml    *gpu.NVMLSource // when memory is "nvml"
 	cuda    string          // CUDA driver version from NVML, for the runtime string
 	metrics *metricsLog
+	samples *samplesLog
 	cmdPath string
 	env     []string
 	tmp     string // private directory: simulated GPU, compile cache, built vllmsim
@@ -64,7 +65,6 @@ type Harness struct {
 	mu     sync.Mutex
 	models map[string]*model
 	order  []string
-	rss    []report.RSSSample
 	pidOf  map[int]string
 }
 
@@ -94,7 +94,7 @@ func Setup(ctx context.Context, cfg config.Config) (*Harness, error) {
 	}
 	h.Rec = report.NewRecorder(h.order, names)
 
-	h.env = server.Env()
+	h.env = server.Env(cfg.APIKey)
 	var src gpu.Source
 	switch cfg.Command {
 	case "vllmsim":
@@ -170,6 +170,20 @@ func Setup(ctx context.Context, cfg config.Config) (*Harness, error) {
 		return fail(err)
 	}
 	h.metrics = ml
+	if h.samples, err = openSamplesLog(filepath.Join(cfg.OutDir, "samples.csv")); err != nil {
+		ml.Close()
+		return fail(err)
+	}
+	if h.sampler != nil {
+		h.sampler.OnSample(func(s gpu.Sample) {
+			// Resolve labels first: never hold h.mu and the log's lock together.
+			labels := make(map[int]string, len(s.Procs))
+			for pid := range s.Procs {
+				labels[pid] = h.labelOf(pid)
+			}
+			h.samples.gpu(s, func(pid int) string { return labels[pid] })
+		})
+	}
 
 	bgCtx, cancel := context.WithCancel(context.Background())
 	h.stopBG = cancel
@@ -177,7 +191,28 @@ func Setup(ctx context.Context, cfg config.Config) (*Harness, error) {
 		h.bg.Go(func() { h.sampler.Run(bgCtx) })
 	}
 	h.bg.Go(func() { h.sampleRSS(bgCtx, 250*time.Millisecond) })
+	h.bg.Go(func() { h.flushEvery(bgCtx, time.Second) })
 	return h, nil
+}
+
+// labelOf is the model owning a process, "" if none.
+func (h *Harness) labelOf(pid int) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pidOf[pid]
+}
+
+func (h *Harness) flushEvery(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = h.samples.flush() // a write error shows again at Close
+		}
+	}
 }
 
 // Config is the run's configuration.
@@ -195,6 +230,7 @@ func (h *Harness) sampleRSS(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
+		var got []report.RSSSample
 		h.mu.Lock()
 		for _, l := range h.order {
 			m := h.models[l]
@@ -203,15 +239,19 @@ func (h *Harness) sampleRSS(ctx context.Context, every time.Duration) {
 			}
 			if b, err := m.srv.RSS(); err == nil {
 				m.rssPeak = max(m.rssPeak, b)
-				h.rss = append(h.rss, report.RSSSample{Time: time.Now(), Label: l, Bytes: b})
+				got = append(got, report.RSSSample{Time: time.Now(), Label: l, Bytes: b})
 			}
 		}
 		h.mu.Unlock()
+		for _, r := range got {
+			h.samples.rss(r)
+		}
 	}
 }
 
 // Close stops every server (SIGTERM, then SIGKILL after timeouts.stop_s),
-// stops the samplers and writes report.json, bench.txt and samples.csv.
+// stops the samplers, completes samples.csv and metrics.jsonl and writes
+// report.json and bench.txt (atomically).
 // testFailures are added to the report's failures (and make it FAIL).
 // It returns the report and the first error met while writing.
 func (h *Harness) Close(testFailures []report.Failure) (report.Report, error) {
@@ -225,8 +265,15 @@ func (h *Harness) Close(testFailures []report.Failure) (report.Report, error) {
 	h.stopBG()
 	h.bg.Wait()
 	defer os.RemoveAll(h.tmp)
-	if err := h.metrics.Close(); err != nil {
-		errs = append(errs, err)
+	for _, c := range []io.Closer{h.metrics, h.samples} {
+		if err := c.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, m := range h.models {
+		if m.client != nil {
+			m.client.CloseIdle()
+		}
 	}
 	if h.nvml != nil {
 		if err := h.nvml.Close(); err != nil {
@@ -239,7 +286,6 @@ func (h *Harness) Close(testFailures []report.Failure) (report.Report, error) {
 		samples = h.sampler.Samples()
 	}
 	h.mu.Lock()
-	rss := h.rss
 	h.Rec.Update(func(r *report.Raw) {
 		for _, s := range samples {
 			r.DeviceUsedGiB = append(r.DeviceUsedGiB, float64(s.Used)/report.GiB)
@@ -249,7 +295,6 @@ func (h *Harness) Close(testFailures []report.Failure) (report.Report, error) {
 		}
 		r.Failures = append(r.Failures, testFailures...)
 	})
-	pidOf := func(pid int) string { return h.pidOf[pid] }
 	h.mu.Unlock()
 
 	raw := h.Rec.Raw()
@@ -260,14 +305,17 @@ func (h *Harness) Close(testFailures []report.Failure) (report.Report, error) {
 			errs = append(errs, err)
 		}
 	}
-	write("samples.csv", func(w io.Writer) error {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return report.WriteSamples(w, samples, rss, pidOf)
-	})
 	write("bench.txt", func(w io.Writer) error { return report.WriteBench(w, raw) })
 	write("report.json", func(w io.Writer) error { return report.WriteJSON(w, rep) })
 	return rep, errors.Join(errs...)
+}
+
+// StopAll stops every server now (SIGTERM, SIGKILL after timeouts.stop_s):
+// for a deadline that cannot wait for the phases to end. Safe beside Close.
+func (h *Harness) StopAll() {
+	for _, l := range h.order {
+		_ = h.stop(l, seconds(h.cfg.Timeouts.StopS))
+	}
 }
 
 // Fail records a failure and returns it as an error naming phase, model and step.

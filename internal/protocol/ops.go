@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/server"
 	"github.com/wakebench/wakebench/internal/vllm"
+	"github.com/wakebench/wakebench/internal/vllmsim"
 )
 
 // ErrGarbage means a model answered with the text of uninitialised weights.
@@ -55,10 +58,14 @@ func (h *Harness) start(ctx context.Context, label string) (ready time.Duration,
 			return 0, err
 		}
 	}
+	env := h.env
+	if m.cfg.SimFaults != "" {
+		env = append(slices.Clip(env), vllmsim.EnvFaults+"="+m.cfg.SimFaults)
+	}
 	spec := server.Spec{
 		Label: label, Path: h.cmdPath,
-		Args:    server.Argv(m.cfg, h.cfg.Protocol, h.cfg.KVBytes(), m.port),
-		Env:     h.env,
+		Args:    server.Argv(m.cfg, h.cfg.Protocol, h.cfg.KVBytes(), h.cfg.Host, m.port),
+		Env:     env,
 		LogPath: filepath.Join(h.cfg.OutDir, label+".log"),
 	}
 	srv, err := server.Start(spec)
@@ -69,7 +76,7 @@ func (h *Harness) start(ctx context.Context, label string) (ready time.Duration,
 	m.srv, m.asleep, m.level, m.pids = srv, false, 0, []int{srv.PID()}
 	h.pidOf[srv.PID()] = label
 	h.mu.Unlock()
-	m.client = vllm.New(fmt.Sprintf("http://127.0.0.1:%d", m.port))
+	m.client = vllm.New("http://"+net.JoinHostPort(h.cfg.Host, strconv.Itoa(m.port)), vllm.WithAPIKey(h.cfg.APIKey))
 	var readyAt time.Time
 	err = h.timeout(ctx, m, seconds(h.cfg.Timeouts.StartS), func(ctx context.Context) error {
 		t, err := m.client.WaitReady(ctx, time.Duration(h.cfg.Timeouts.PollMS*float64(time.Millisecond)))

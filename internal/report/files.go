@@ -54,30 +54,61 @@ func WriteJSON(w io.Writer, rep Report) error {
 	return enc.Encode(rep)
 }
 
-// WriteSamples writes every GPU and RSS sample as CSV, one value per row:
+// SamplesWriter writes samples.csv as samples come, one value per row:
 //
 //	unix_s,source,label,pid,bytes
 //
 // source is device_used, device_total, process_gpu or host_rss; label is the
-// model label owning the process (empty if none).
-func WriteSamples(w io.Writer, samples []gpu.Sample, rss []RSSSample, labelOf func(pid int) string) error {
+// model label owning the process (empty if none). It is not safe for
+// concurrent use; callers serialise.
+type SamplesWriter struct {
+	cw *csv.Writer
+}
+
+// NewSamplesWriter writes the header.
+func NewSamplesWriter(w io.Writer) (*SamplesWriter, error) {
 	cw := csv.NewWriter(w)
 	if err := cw.Write([]string{"unix_s", "source", "label", "pid", "bytes"}); err != nil {
+		return nil, err
+	}
+	return &SamplesWriter{cw: cw}, nil
+}
+
+func ts(t time.Time) string { return strconv.FormatFloat(unix(t), 'f', 6, 64) }
+func u64(b uint64) string   { return strconv.FormatUint(b, 10) }
+
+// GPU writes one GPU sample: device used and total, then each process.
+func (w *SamplesWriter) GPU(s gpu.Sample, labelOf func(pid int) string) {
+	t := ts(s.Time)
+	w.cw.Write([]string{t, "device_used", "", "", u64(s.Used)})
+	w.cw.Write([]string{t, "device_total", "", "", u64(s.Total)})
+	for _, pid := range slices.Sorted(maps.Keys(s.Procs)) {
+		w.cw.Write([]string{t, "process_gpu", labelOf(pid), strconv.Itoa(pid), u64(s.Procs[pid])})
+	}
+}
+
+// RSS writes one host RSS sample.
+func (w *SamplesWriter) RSS(r RSSSample) {
+	w.cw.Write([]string{ts(r.Time), "host_rss", r.Label, "", u64(r.Bytes)})
+}
+
+// Flush writes buffered rows to the underlying writer.
+func (w *SamplesWriter) Flush() error {
+	w.cw.Flush()
+	return w.cw.Error()
+}
+
+// WriteSamples writes a whole samples.csv at once.
+func WriteSamples(w io.Writer, samples []gpu.Sample, rss []RSSSample, labelOf func(pid int) string) error {
+	sw, err := NewSamplesWriter(w)
+	if err != nil {
 		return err
 	}
-	ts := func(t time.Time) string { return strconv.FormatFloat(unix(t), 'f', 6, 64) }
-	u := func(b uint64) string { return strconv.FormatUint(b, 10) }
 	for _, s := range samples {
-		t := ts(s.Time)
-		cw.Write([]string{t, "device_used", "", "", u(s.Used)})
-		cw.Write([]string{t, "device_total", "", "", u(s.Total)})
-		for _, pid := range slices.Sorted(maps.Keys(s.Procs)) {
-			cw.Write([]string{t, "process_gpu", labelOf(pid), strconv.Itoa(pid), u(s.Procs[pid])})
-		}
+		sw.GPU(s, labelOf)
 	}
 	for _, r := range rss {
-		cw.Write([]string{ts(r.Time), "host_rss", r.Label, "", u(r.Bytes)})
+		sw.RSS(r)
 	}
-	cw.Flush()
-	return cw.Error()
+	return sw.Flush()
 }

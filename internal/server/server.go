@@ -34,10 +34,10 @@ type Spec struct {
 // Argv is the `serve` command line for a model, exactly as vLLM takes it
 // (../shared/vllm-api.md §1): loopback only, sleep mode on, the KV cache as a
 // plain byte count (vLLM rejects "4GiB"), no removed flags.
-func Argv(m config.Model, p config.Protocol, kvBytes uint64, port int) []string {
+func Argv(m config.Model, p config.Protocol, kvBytes uint64, host string, port int) []string {
 	args := []string{"serve", m.Name,
 		"--served-model-name", m.Name,
-		"--host", "127.0.0.1",
+		"--host", host,
 		"--port", strconv.Itoa(port),
 		"--enable-sleep-mode",
 		"--max-model-len", strconv.Itoa(p.ContextTokens),
@@ -48,8 +48,16 @@ func Argv(m config.Model, p config.Protocol, kvBytes uint64, port int) []string 
 }
 
 // Env is the environment every server needs: the development endpoints
-// (/sleep, /wake_up, …) exist only with VLLM_SERVER_DEV_MODE=1.
-func Env() []string { return []string{"VLLM_SERVER_DEV_MODE=1"} }
+// (/sleep, /wake_up, …) exist only with VLLM_SERVER_DEV_MODE=1. An API key
+// goes in VLLM_API_KEY, which vLLM reads like --api-key, so it never shows
+// on a command line or in a log.
+func Env(apiKey string) []string {
+	env := []string{"VLLM_SERVER_DEV_MODE=1"}
+	if apiKey != "" {
+		env = append(env, "VLLM_API_KEY="+apiKey)
+	}
+	return env
+}
 
 // Server is one running server process group.
 type Server struct {

@@ -17,7 +17,7 @@ import (
 func TestArgvIsWhatVLLMTakes(t *testing.T) {
 	m := config.Model{Label: "A", Name: "Qwen/Qwen3-1.7B", GPUMemoryUtilization: 0.3, ExtraArgs: []string{"--enforce-eager"}}
 	p := config.Default().Protocol
-	got := Argv(m, p, 4<<30, 8001)
+	got := Argv(m, p, 4<<30, "127.0.0.1", 8001)
 	assert.Equal(t, []string{"serve", "Qwen/Qwen3-1.7B",
 		"--served-model-name", "Qwen/Qwen3-1.7B",
 		"--host", "127.0.0.1", "--port", "8001",
@@ -27,7 +27,8 @@ func TestArgvIsWhatVLLMTakes(t *testing.T) {
 		"--gpu-memory-utilization", "0.3",
 		"--enforce-eager"}, got)
 	assert.NotContains(t, strings.Join(got, " "), "--disable-log-requests", "removed in vLLM 0.17")
-	assert.Equal(t, []string{"VLLM_SERVER_DEV_MODE=1"}, Env(), "vLLM parses it with int(): 1, never true")
+	assert.Equal(t, []string{"VLLM_SERVER_DEV_MODE=1"}, Env(""), "vLLM parses it with int(): 1, never true")
+	assert.Equal(t, []string{"VLLM_SERVER_DEV_MODE=1", "VLLM_API_KEY=k"}, Env("k"))
 }
 
 func sh(t *testing.T, script string) (*Server, string) {

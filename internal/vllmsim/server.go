@@ -32,6 +32,8 @@ type server struct {
 	devMode bool
 	created int64
 	reqID   atomic.Uint64
+	faults  *Faults
+	exit    func(code int) // os.Exit after cleaning up; injected crashes use it
 
 	opMu sync.Mutex // one sleep/wake/rpc at a time, as vLLM's engine core serialises them
 
@@ -132,6 +134,22 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "BadRequestError", "JSON decode error: "+err.Error())
 		return
 	}
+	nth := s.faults.nextCompletion()
+	if nth == s.faults.CrashAfter {
+		s.log.Printf("ERROR injected fault crash-after=%d: engine core died", nth)
+		s.exit(3)
+	}
+	if nth == s.faults.ErrorStatusN {
+		writeError(w, s.faults.ErrorStatusCode, http.StatusText(s.faults.ErrorStatusCode), fmt.Sprintf("injected fault error-status=%d:%d", nth, s.faults.ErrorStatusCode))
+		return
+	}
+	s.mu.Lock()
+	asleep := s.level != 0
+	s.mu.Unlock()
+	if asleep && s.faults.AsleepCrash {
+		s.log.Printf("ERROR injected fault asleep-crash: CUDA error: an illegal memory access was encountered")
+		s.exit(1)
+	}
 	if !s.servesName(req.Model) {
 		writeError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
 		return
@@ -219,6 +237,25 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		if t.finish != "abort" {
 			n++
 		}
+		switch {
+		case n == 3 && nth == s.faults.CrashMidStream:
+			s.log.Printf("ERROR injected fault crash-mid-stream=%d", nth)
+			s.exit(3)
+		case n == 3 && nth == s.faults.TruncateStream:
+			s.log.Printf("WARNING injected fault truncate-stream=%d: ending the stream without [DONE]", nth)
+			return
+		case n == 2 && nth == s.faults.ErrorEvent:
+			send(map[string]any{"error": map[string]any{"message": "injected fault error-event", "type": "InternalServerError", "param": nil, "code": 500}})
+			_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
+			return
+		case n == 2 && nth == s.faults.StallStreamN:
+			s.log.Printf("WARNING injected fault stall-stream=%d: stalling %gs", nth, s.faults.StallStreamS)
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(time.Duration(s.faults.StallStreamS * float64(time.Second))):
+			}
+		}
 		if !send(map[string]any{"id": id, "object": "text_completion", "created": created, "model": name,
 			"choices": []map[string]any{{"index": 0, "text": t.text, "logprobs": nil, "finish_reason": fr, "stop_reason": nil}},
 			"usage":   nil}) {
@@ -291,6 +328,16 @@ func (s *server) handleWake(w http.ResponseWriter, r *http.Request) {
 	tags := r.URL.Query()["tags"]
 	if len(tags) == 0 {
 		tags = []string{"weights", "kv_cache"}
+	}
+	nth := s.faults.nextWake()
+	if hits(s.faults.WakeHang, nth) {
+		s.log.Printf("WARNING injected fault wake-hang: /wake_up #%d will never answer", nth)
+		<-r.Context().Done()
+		return
+	}
+	if hits(s.faults.WakeFail, nth) {
+		writeError(w, http.StatusInternalServerError, "InternalServerError", "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:163 (injected fault wake-fail)")
+		return
 	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
@@ -374,7 +421,7 @@ func (s *server) handleRPC(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	s.weightsValid = true
+	s.weightsValid = !s.faults.NoReload
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"results": []any{nil}})
 }
@@ -384,7 +431,7 @@ func (s *server) used() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u := s.phys.ResidualBytes()
-	if !s.weightsAsleep {
+	if !s.weightsAsleep || (s.level != 0 && s.faults.NoRelease) {
 		u += s.phys.WeightBytes()
 	}
 	if !s.kvAsleep {
@@ -443,6 +490,9 @@ func (s *server) startup(ctx context.Context, warm bool) error {
 	load := s.phys.Start(warm) - s.phys.Model.startCost(warm)
 	if !s.clock.sleep(ctx, 0.3*s.phys.Model.startCost(warm)) || !s.clock.sleep(ctx, load) {
 		return ctx.Err()
+	}
+	if s.faults.CrashAtStart {
+		return fmt.Errorf("%w: injected fault crash-at-start: RuntimeError: Engine core initialization failed", errStartup)
 	}
 	s.mu.Lock()
 	s.weightsAsleep = false

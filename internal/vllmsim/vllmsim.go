@@ -12,6 +12,7 @@
 //	VLLMSIM_TIME_SCALE  factor on every modelled duration; default 1
 //	VLLMSIM_GPU_DIR     simulated GPU directory; default a private one
 //	VLLMSIM_CACHE_DIR   compile-cache markers (initial vs warm start)
+//	VLLMSIM_FAULTS      failures to inject (see Faults)
 package vllmsim
 
 import (
@@ -47,6 +48,8 @@ type Settings struct {
 	GPUDir    string
 	CacheDir  string
 	DevMode   bool
+	Faults    *Faults
+	APIKey    string // VLLM_API_KEY, used when --api-key is not given (as vLLM does)
 }
 
 // SettingsFromEnv reads Settings; errors name the variable to fix.
@@ -77,6 +80,10 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 		}
 		st.DevMode = n != 0
 	}
+	if st.Faults, err = ParseFaults(getenv(EnvFaults)); err != nil {
+		return st, err
+	}
+	st.APIKey = getenv("VLLM_API_KEY")
 	st.GPUDir = getenv(simgpu.EnvDir)
 	st.CacheDir = getenv(EnvCacheDir)
 	if st.CacheDir == "" {
@@ -113,6 +120,9 @@ func Main(ctx context.Context, argv []string, getenv func(string) string, stdout
 }
 
 func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
+	if args.APIKey == "" {
+		args.APIKey = st.APIKey
+	}
 	model, err := st.Profile.Model(args.Model)
 	if err != nil {
 		return err
@@ -171,7 +181,13 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 		return min(1, float64(running)*perSeq/float64(phys.KVBytes))
 	}
 	s := &server{args: args, phys: phys, clock: c, dev: dev, log: lg, devMode: st.DevMode, created: time.Now().Unix(),
-		m: newMetrics(args.ServedName(), kvPerSeq)}
+		m: newMetrics(args.ServedName(), kvPerSeq), faults: st.Faults, exit: func(code int) {
+			simgpu.Remove(gpuDir, pid)
+			os.Exit(code)
+		}}
+	if s.faults == nil {
+		s.faults = &Faults{}
+	}
 	s.eng = newEngine(phys, c, s.m)
 
 	marker := filepath.Join(st.CacheDir, "compiled-"+strings.NewReplacer("/", "_", " ", "_").Replace(args.Model))

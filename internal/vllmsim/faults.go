@@ -1,0 +1,131 @@
+package vllmsim
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+)
+
+// EnvFaults names the environment variable holding the faults to inject.
+const EnvFaults = "VLLMSIM_FAULTS"
+
+// Faults are failures vllmsim injects on demand, each one seen in real vLLM.
+// VLLMSIM_FAULTS is a comma-separated list of:
+//
+//	crash-at-start         exit 1 halfway through start-up
+//	crash-after=N          exit 3 when the Nth completion request arrives
+//	crash-mid-stream=N     the Nth completion stream stops after 2 tokens and the process exits
+//	truncate-stream=N      the Nth stream ends without [DONE]; the server lives on
+//	error-status=N:CODE    the Nth completion is answered with HTTP CODE
+//	error-event=N          the Nth stream carries an error event after 1 token
+//	stall-stream=N:S       the Nth stream stalls S seconds (not scaled) after its first token
+//	wake-fail[=N]          /wake_up answers 500 CUDA out of memory (every time, or the Nth)
+//	wake-hang[=N]          /wake_up never answers (every time, or the Nth)
+//	no-reload              reload_weights answers 200 but loads nothing (level-2 garbage)
+//	no-release             sleep keeps the weights on the device (vLLM 0.14/0.15 regression)
+//	asleep-crash           a request while asleep crashes the engine (vLLM before 2026-02):
+//	                       the process exits 1
+type Faults struct {
+	CrashAtStart    bool
+	CrashAfter      int
+	CrashMidStream  int
+	TruncateStream  int
+	ErrorStatusN    int
+	ErrorStatusCode int
+	ErrorEvent      int
+	StallStreamN    int
+	StallStreamS    float64
+	WakeFail        int // -1: every wake
+	WakeHang        int // -1: every wake
+	NoReload        bool
+	NoRelease       bool
+	AsleepCrash     bool
+	completions     atomic.Int64
+	wakes           atomic.Int64
+}
+
+// ParseFaults parses VLLMSIM_FAULTS.
+func ParseFaults(s string) (*Faults, error) {
+	f := &Faults{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, arg, hasArg := strings.Cut(item, "=")
+		n := func() (int, error) {
+			v, err := strconv.Atoi(arg)
+			if err != nil || v < 1 {
+				return 0, fmt.Errorf("%s: %q: want a request number ≥ 1", name, arg)
+			}
+			return v, nil
+		}
+		pair := func() (int, string, error) {
+			a, b, ok := strings.Cut(arg, ":")
+			v, err := strconv.Atoi(a)
+			if !ok || err != nil || v < 1 {
+				return 0, "", fmt.Errorf("%s: %q: want N:VALUE", name, arg)
+			}
+			return v, b, nil
+		}
+		everyOr := func() (int, error) {
+			if !hasArg {
+				return -1, nil
+			}
+			return n()
+		}
+		var err error
+		switch name {
+		case "crash-at-start":
+			f.CrashAtStart = true
+		case "crash-after":
+			f.CrashAfter, err = n()
+		case "crash-mid-stream":
+			f.CrashMidStream, err = n()
+		case "truncate-stream":
+			f.TruncateStream, err = n()
+		case "error-event":
+			f.ErrorEvent, err = n()
+		case "error-status":
+			var code string
+			f.ErrorStatusN, code, err = pair()
+			if err == nil {
+				f.ErrorStatusCode, err = strconv.Atoi(code)
+				if err != nil || f.ErrorStatusCode < 400 || f.ErrorStatusCode > 599 {
+					err = fmt.Errorf("error-status: %q: want an HTTP status 400-599", code)
+				}
+			}
+		case "stall-stream":
+			var secs string
+			f.StallStreamN, secs, err = pair()
+			if err == nil {
+				f.StallStreamS, err = strconv.ParseFloat(secs, 64)
+			}
+		case "wake-fail":
+			f.WakeFail, err = everyOr()
+		case "wake-hang":
+			f.WakeHang, err = everyOr()
+		case "no-reload":
+			f.NoReload = true
+		case "no-release":
+			f.NoRelease = true
+		case "asleep-crash":
+			f.AsleepCrash = true
+		default:
+			err = fmt.Errorf("unknown fault %q", name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvFaults, err)
+		}
+	}
+	return f, nil
+}
+
+// nextCompletion counts a completion request and returns its number (from 1).
+func (f *Faults) nextCompletion() int { return int(f.completions.Add(1)) }
+
+// nextWake counts a /wake_up call and returns its number (from 1).
+func (f *Faults) nextWake() int { return int(f.wakes.Add(1)) }
+
+func hits(rule, n int) bool { return rule == -1 || (rule > 0 && rule == n) }
