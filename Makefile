@@ -4,7 +4,8 @@ CONFIG ?= testdata/demo.json
 # go-nvml's cgo build warns about every NVML 13 deprecation; silence them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: bench test vet gpu ci
+.PHONY: bench test vet fuzz gpu ci
+FUZZTIME ?= 10s
 
 ## bench: the whole protocol on vllmsim (demo profile); writes out/
 bench:
@@ -20,8 +21,14 @@ vet:
 	$(GO) vet -tags gpu ./...
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
+## fuzz: the SSE parser, the error-body parser and the config loader, FUZZTIME each
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzStreamRead$$' -fuzztime $(FUZZTIME) ./internal/vllm
+	$(GO) test -run '^$$' -fuzz '^FuzzParseError$$' -fuzztime $(FUZZTIME) ./internal/vllm
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./internal/config
+
 ## gpu: on a GPU runner with vLLM: make gpu CONFIG=gpu.json
 gpu:
 	WAKEBENCH_CONFIG=$(CONFIG) $(GO) test -tags gpu -count=1 -timeout 0 -v ./...
 
-ci: vet test
+ci: vet fuzz test

@@ -40,7 +40,25 @@ func (h *Harness) timeout(ctx context.Context, m *model, d time.Duration, f func
 	if err != nil && errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("no answer within %v (raise timeouts in the config if that is expected): %w", d, err)
 	}
-	return err
+	return h.explain(m, err)
+}
+
+// explain puts a server's exit in front of an error it caused: a crash
+// shows to the client as a reset or a cut stream a moment before the exit.
+func (h *Harness) explain(m *model, err error) error {
+	if err == nil || m.srv == nil {
+		return err
+	}
+	select {
+	case <-m.srv.Done():
+	case <-time.After(300 * time.Millisecond):
+		return err
+	}
+	exit := m.srv.ExitErr()
+	if errors.Is(err, exit) || strings.Contains(err.Error(), exit.Error()) {
+		return err
+	}
+	return fmt.Errorf("%w (the client saw: %v)", exit, err)
 }
 
 // start spawns the model's server, waits for /health and checks /v1/models.

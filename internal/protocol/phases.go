@@ -135,7 +135,7 @@ func (h *Harness) Serve(ctx context.Context, label, stage string, logf Logf) ([]
 		out = append(out, run)
 		logf("%s %s conc=%d: %d/%d ok, rounds passed %d/%d, tok/s %v", label, stage, c, run.Success, run.Planned, run.RoundsPassed, run.Rounds, round2(run.RoundTPS))
 		if err == nil && firstErr != nil {
-			err = fmt.Errorf("%d of %d requests failed, first: %w", run.Planned-run.Success, run.Planned, firstErr)
+			err = h.explain(m, fmt.Errorf("%d of %d requests failed, first: %w", run.Planned-run.Success, run.Planned, firstErr))
 		}
 		if err != nil {
 			return out, h.Fail(stage, label, fmt.Sprintf("serve at concurrency %d", c), err)

@@ -4,6 +4,8 @@
 package report
 
 import (
+	"fmt"
+
 	"github.com/wakebench/wakebench/internal/stats"
 )
 
@@ -144,4 +146,34 @@ type Failure struct {
 	Model string `json:"model,omitempty"`
 	Step  string `json:"step,omitempty"`
 	Error string `json:"error"`
+}
+
+// Evaluate compares value with limit by op ("<=", ">=" or "==").
+func Evaluate(name, model string, value float64, op string, limit float64) Check {
+	var ok bool
+	switch op {
+	case "<=":
+		ok = value <= limit
+	case ">=":
+		ok = value >= limit
+	case "==":
+		ok = value == limit
+	default:
+		panic("report.Evaluate: unknown op " + op)
+	}
+	c := Check{Name: name, Model: model, Value: value, Op: op, Limit: limit, Verdict: "PASS"}
+	if !ok {
+		c.Verdict = "FAIL"
+	}
+	return c
+}
+
+// String names metric, model, value and limit, e.g.
+// "sleep.level1.successful_cycles (model A) = 3, limit == 5: FAIL".
+func (c Check) String() string {
+	m := ""
+	if c.Model != "" {
+		m = " (model " + c.Model + ")"
+	}
+	return fmt.Sprintf("%s%s = %.6g, limit %s %.6g: %s", c.Name, m, c.Value, c.Op, c.Limit, c.Verdict)
 }

@@ -7,6 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -342,5 +345,58 @@ func TestEngineFollowsTheModel(t *testing.T) {
 			assert.InEpsilon(t, p.Prefill(prompt*batch)+p.DecodeStep(batch), ttft, 0.25, "TTFT at batch %d", batch)
 			assert.InEpsilon(t, p.DecodeStep(batch), tpot, 0.05, "TPOT at batch %d", batch)
 		}
+	}
+}
+
+func TestParseFaults(t *testing.T) {
+	f, err := ParseFaults("crash-after=3, wake-fail, wake-hang=2,error-status=4:503,stall-stream=2:1.5,no-reload,no-release,asleep-crash,crash-at-start")
+	require.NoError(t, err)
+	assert.Equal(t, 3, f.CrashAfter)
+	assert.Equal(t, -1, f.WakeFail, "no number: every wake")
+	assert.Equal(t, 2, f.WakeHang)
+	assert.Equal(t, 4, f.ErrorStatusN)
+	assert.Equal(t, 503, f.ErrorStatusCode)
+	assert.Equal(t, 1.5, f.StallStreamS)
+	assert.True(t, f.NoReload && f.NoRelease && f.AsleepCrash && f.CrashAtStart)
+	assert.True(t, hits(f.WakeFail, 7))
+	assert.False(t, hits(f.WakeHang, 1))
+	for _, bad := range []string{"crash-after=0", "error-status=1:200", "explode", "stall-stream=x"} {
+		_, err := ParseFaults(bad)
+		assert.ErrorContains(t, err, EnvFaults, bad)
+	}
+}
+
+// TestCrashFaults runs the vllmsim binary (crashes end the process) and
+// checks the old-vLLM behaviour: a request while asleep kills the engine.
+func TestCrashFaults(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "vllmsim")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/wakebench/wakebench/cmd/vllmsim").CombinedOutput()
+	require.NoError(t, err, string(out))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(bin, "serve", "tiny-b", "--host", "127.0.0.1", "--port", fmt.Sprint(port), "--enable-sleep-mode", "--kv-cache-memory-bytes", "1G")
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.Env = append(os.Environ(), EnvDevMode+"=1", EnvFaults+"=asleep-crash", simgpu.EnvDir+"="+t.TempDir(), EnvCacheDir+"="+t.TempDir())
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill() })
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	c := vllm.New(fmt.Sprintf("http://127.0.0.1:%d", port))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err = c.WaitReady(ctx, 10*time.Millisecond)
+	require.NoError(t, err)
+	require.NoError(t, c.Sleep(ctx, 1))
+	_, err = c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-b", Prompt: "hi", MaxTokens: 2})
+	assert.Error(t, err)
+	select {
+	case err := <-done:
+		assert.ErrorContains(t, err, "exit status 1")
+		assert.Contains(t, logs.String(), "an illegal memory access was encountered")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the engine did not crash")
 	}
 }

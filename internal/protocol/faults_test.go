@@ -1,0 +1,198 @@
+package protocol
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/report"
+	"github.com/wakebench/wakebench/internal/server"
+)
+
+// faultRun sets up a small run with faults injected into model A's server,
+// runs phase, closes the harness and returns the phase error and the report
+// as written to disk. It checks the guarantees every fault must keep: the
+// report is valid JSON with status FAIL, and no server process survives.
+func faultRun(t *testing.T, faults string, tweak func(*config.Config), phase func(ctx context.Context, h *Harness) error) (error, report.Report) {
+	t.Helper()
+	cfg := small(t)
+	cfg.Models[0].SimFaults = faults
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	require.NoError(t, cfg.Validate())
+	h, err := Setup(t.Context(), cfg)
+	require.NoError(t, err)
+	var pids []int
+	h.Rec.Update(func(*report.Raw) {}) // the record exists from Setup on
+	phaseErr := phase(t.Context(), h)
+	for _, m := range h.models {
+		if m.srv != nil {
+			pids = append(pids, m.srv.PID())
+		}
+	}
+	_, err = h.Close(nil)
+	require.NoError(t, err)
+	for _, pid := range pids {
+		assert.False(t, server.GroupAlive(pid), "no server process survives")
+	}
+	rep := readReport(t, cfg.OutDir)
+	assert.Equal(t, "FAIL", rep.Status)
+	return phaseErr, rep
+}
+
+func restartThen(f func(ctx context.Context, h *Harness) error) func(ctx context.Context, h *Harness) error {
+	return func(ctx context.Context, h *Harness) error {
+		if _, err := h.Restart(ctx, "A", func(string, ...any) {}); err != nil {
+			return err
+		}
+		return f(ctx, h)
+	}
+}
+
+func baseline(ctx context.Context, h *Harness) error {
+	_, err := h.Baseline(ctx, "A", func(string, ...any) {})
+	return err
+}
+
+func cycles(level int) func(ctx context.Context, h *Harness) error {
+	return func(ctx context.Context, h *Harness) error {
+		cs, err := h.SleepCycles(ctx, "A", level, func(string, ...any) {})
+		h.SleepChecks("A", level, cs)
+		return err
+	}
+}
+
+func TestFaultsAreNamed(t *testing.T) {
+	tests := []struct {
+		name   string
+		faults string
+		tweak  func(*config.Config)
+		phase  func(ctx context.Context, h *Harness) error
+		want   []string       // in the phase error
+		where  report.Failure // phase, model, step of the first failure
+	}{
+		{"server exits during start-up", "crash-at-start", nil,
+			func(ctx context.Context, h *Harness) error {
+				_, err := h.Restart(ctx, "A", func(string, ...any) {})
+				return err
+			},
+			[]string{"server A exited: exit status 1", "injected fault crash-at-start"}, report.Failure{Phase: "restart", Model: "A", Step: "start"}},
+		// 2 starts = 2 probes; the 3rd completion is in the baseline.
+		{"server exits during a phase", "crash-after=3", nil, restartThen(baseline),
+			[]string{"server A exited: exit status 3"}, report.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
+		{"server exits during a stream", "crash-mid-stream=3", nil, restartThen(baseline),
+			[]string{"server A exited: exit status 3"}, report.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
+		{"truncated stream", "truncate-stream=3", nil, restartThen(baseline),
+			[]string{"1 of 4 requests failed", "stream ended without [DONE]"}, report.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
+		{"HTTP 503", "error-status=4:503", nil, restartThen(baseline),
+			[]string{"1 of 4 requests failed", "HTTP 503"}, report.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
+		{"error event inside a 200 stream", "error-event=3", nil, restartThen(baseline),
+			[]string{"error event in stream", "injected fault error-event"}, report.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
+		{"stalled stream", "stall-stream=3:30", func(c *config.Config) { c.Timeouts.RequestS = 0.5 }, restartThen(baseline),
+			[]string{"1 of 4 requests failed", "context deadline exceeded"}, report.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
+		{"wake answers 500", "wake-fail=2", nil, restartThen(cycles(1)),
+			[]string{"wake A from level 1: wake_up", "HTTP 500", "CUDA Error: out of memory"}, report.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 2 wake"}},
+		{"wake never returns", "wake-hang", func(c *config.Config) { c.Timeouts.WakeS = 0.5 }, restartThen(cycles(1)),
+			[]string{"wake A from level 1: wake_up: no answer within 500ms"}, report.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
+		{"level-2 wake without a real reload", "no-reload", nil, restartThen(cycles(2)),
+			[]string{"garbage output", "reload_weights"}, report.Failure{Phase: "sleep-level2", Model: "A", Step: "cycle 1 first token after wake"}},
+		{"port already in use", "", func(c *config.Config) { c.Models[0].Port = busyPort(t) },
+			func(ctx context.Context, h *Harness) error {
+				_, err := h.Restart(ctx, "A", func(string, ...any) {})
+				return err
+			},
+			[]string{"address already in use"}, report.Failure{Phase: "restart", Model: "A", Step: "start"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // independent runs: own out dir, ports and simulated GPU
+			start := time.Now()
+			err, rep := faultRun(t, tt.faults, tt.tweak, tt.phase)
+			require.Error(t, err)
+			for _, w := range tt.want {
+				assert.ErrorContains(t, err, w)
+			}
+			assert.Less(t, time.Since(start), 20*time.Second, "a fault ends the phase promptly")
+			require.NotEmpty(t, rep.Failures)
+			got := rep.Failures[0]
+			assert.Equal(t, tt.where, report.Failure{Phase: got.Phase, Model: got.Model, Step: got.Step})
+			assert.NotEmpty(t, got.Error)
+		})
+	}
+}
+
+// busyPort holds a loopback port for the test's duration.
+func busyPort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestMemoryNotReleasedFailsItsThreshold: a sleep that frees nothing (the
+// vLLM 0.14/0.15 regression) passes every step but fails the residual and
+// release thresholds, by name.
+func TestMemoryNotReleasedFailsItsThreshold(t *testing.T) {
+	err, rep := faultRun(t, "no-release", func(c *config.Config) {
+		c.Thresholds.MaxResidualGiB = 0.5
+		c.Thresholds.MinL1ReleasePercent = 80
+	}, restartThen(cycles(1)))
+	require.NoError(t, err, "every call succeeded")
+	assert.InDelta(t, 0.75, rep.Models["A"].Sleep["1"].ResidualGiB.Median, 1e-9, "0.25 residual + 0.5 GiB of weights kept")
+	var failed []string
+	for _, c := range rep.Checks {
+		if c.Verdict == "FAIL" {
+			failed = append(failed, c.String())
+		}
+	}
+	// 0.75 of 4.75 GiB stays: 84 % released passes 80 %, the residual fails.
+	assert.Equal(t, []string{"sleep.level1.residual_gib.median (model A) = 0.75, limit <= 0.5: FAIL"}, failed)
+	assert.Empty(t, rep.Failures, "nothing failed outright: the thresholds say what is wrong")
+}
+
+func TestBadSetup(t *testing.T) {
+	cfg := small(t)
+	cfg.Command = "/nonexistent/vllm"
+	cfg.Memory = "none"
+	_, err := Setup(t.Context(), cfg)
+	assert.ErrorContains(t, err, `config command "/nonexistent/vllm"`)
+
+	cfg = small(t)
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	cfg.OutDir = filepath.Join(file, "out")
+	_, err = Setup(t.Context(), cfg)
+	assert.ErrorContains(t, err, "out_dir "+cfg.OutDir)
+}
+
+// TestAPIKeyNeverWritten: with an API key the run works and the key
+// appears in no output file.
+func TestAPIKeyNeverWritten(t *testing.T) {
+	cfg := small(t)
+	cfg.APIKey = "sk-wakebench-secret-4242"
+	h, err := Setup(t.Context(), cfg)
+	require.NoError(t, err)
+	_, err = h.Restart(t.Context(), "A", t.Logf)
+	require.NoError(t, err)
+	_, err = h.Baseline(t.Context(), "A", t.Logf)
+	require.NoError(t, err)
+	_, err = h.Close(nil)
+	require.NoError(t, err)
+	entries, err := os.ReadDir(cfg.OutDir)
+	require.NoError(t, err)
+	require.NotEmpty(t, entries)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(cfg.OutDir, e.Name()))
+		require.NoError(t, err)
+		assert.False(t, strings.Contains(string(b), cfg.APIKey), "%s holds the API key", e.Name())
+	}
+}
