@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -168,4 +169,39 @@ func childrenOf(t *testing.T, pid int) []int {
 		}
 	}
 	return out
+}
+
+// TestRegressionGate compares this run with the baseline run named by
+// WAKEBENCH_BASELINE (its bench.txt) with benchstat's statistics, prints the
+// table (also to out/compare.txt) and fails on every metric worse by more
+// than thresholds.regression_percent that is also significant.
+func TestRegressionGate(t *testing.T) {
+	h, _ := begin(t)
+	cfg := h.Config()
+	if cfg.Baseline == "" {
+		t.Skip("no baseline: set WAKEBENCH_BASELINE=path/to/old/bench.txt to gate this run on regressions")
+	}
+	old, err := os.ReadFile(cfg.Baseline)
+	require.NoError(t, err)
+	var cur bytes.Buffer
+	require.NoError(t, report.WriteBench(&cur, h.Rec.Raw()))
+	ds, err := report.CompareBench(bytes.NewReader(old), &cur, cfg.Thresholds.RegressionPercent, cfg.Thresholds.RegressionAlpha)
+	require.NoError(t, err, "compare with %s", cfg.Baseline)
+	var table bytes.Buffer
+	fmt.Fprintf(&table, "baseline %s vs this run (regression: worse by > %g %% and p ≤ %g)\n", cfg.Baseline, cfg.Thresholds.RegressionPercent, cfg.Thresholds.RegressionAlpha)
+	require.NoError(t, report.WriteDeltas(&table, ds))
+	t.Output().Write(table.Bytes())
+	require.NoError(t, report.WriteFile(filepath.Join(cfg.OutDir, "compare.txt"), func(w io.Writer) error {
+		_, err := w.Write(table.Bytes())
+		return err
+	}))
+	n := 0
+	for _, d := range ds {
+		if d.Regression {
+			n++
+			c := h.Check("regression "+d.Name+" "+d.Unit, "", d.ChangePct, "within", cfg.Thresholds.RegressionPercent)
+			assert.Fail(t, "regression", "%s %s: %+.1f%% (%s), tolerance %g%%: %s", d.Name, d.Unit, d.ChangePct, d.Cmp, cfg.Thresholds.RegressionPercent, c.Verdict)
+		}
+	}
+	h.Check("regressions against baseline", "", float64(n), "==", 0)
 }

@@ -40,6 +40,9 @@ type Config struct {
 	Thresholds Thresholds `json:"thresholds"`
 	// OutDir receives report.json, bench.txt, samples.csv and the server logs.
 	OutDir string `json:"out_dir"`
+	// Baseline is a previous run's bench.txt to gate regressions against
+	// (WAKEBENCH_BASELINE); empty: no gate.
+	Baseline string `json:"baseline"`
 }
 
 // Sim is the simulator's profile and time scale.
@@ -100,6 +103,10 @@ type Thresholds struct {
 	MaxL2WakeToFirstTokenS float64 `json:"max_l2_wake_to_first_token_s"` // p95
 	MinAfterWakeTPSRatio   float64 `json:"min_after_wake_tps_ratio"`     // after-wake / baseline median tok/s, per concurrency
 	MaxSwitchToFirstTokenS float64 `json:"max_switch_to_first_token_s"`  // p95, per direction
+	// RegressionPercent: against the baseline, a metric worse by more than
+	// this (and significantly so, at RegressionAlpha) fails the run.
+	RegressionPercent float64 `json:"regression_percent"`
+	RegressionAlpha   float64 `json:"regression_alpha"`
 }
 
 // DefaultPrompt is about 26 tokens, like the reference run's prompt.
@@ -121,6 +128,7 @@ func Default() Config {
 		Timeouts: Timeouts{StartS: 600, RequestS: 300, SleepS: 300, WakeS: 300, StopS: 10, PollMS: 20},
 		Thresholds: Thresholds{
 			MaxFailedRequests: 0, MinL1ReleasePercent: 50, MinAfterWakeTPSRatio: 0.9,
+			RegressionPercent: 10, RegressionAlpha: 0.05,
 		},
 		OutDir: "out",
 	}
@@ -283,6 +291,17 @@ func (c Config) Validate() error {
 	}{{"start_s", t.StartS}, {"request_s", t.RequestS}, {"sleep_s", t.SleepS}, {"wake_s", t.WakeS}, {"stop_s", t.StopS}, {"poll_ms", t.PollMS}} {
 		if !(kv.v > 0) {
 			bad("timeouts."+kv.k, "%v: must be > 0", kv.v)
+		}
+	}
+	if !(c.Thresholds.RegressionPercent >= 0) {
+		bad("thresholds.regression_percent", "%v: must not be negative", c.Thresholds.RegressionPercent)
+	}
+	if !(c.Thresholds.RegressionAlpha > 0 && c.Thresholds.RegressionAlpha < 1) {
+		bad("thresholds.regression_alpha", "%v: want a significance level in (0, 1), e.g. 0.05", c.Thresholds.RegressionAlpha)
+	}
+	if c.Baseline != "" {
+		if _, err := os.Stat(c.Baseline); err != nil {
+			bad("baseline", "%v (a previous run's bench.txt)", err)
 		}
 	}
 	if c.Thresholds.MaxFailedRequests < 0 {

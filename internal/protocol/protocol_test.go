@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"os"
@@ -197,4 +198,47 @@ func TestRuntimeString(t *testing.T) {
 	assert.Equal(t, "vLLM 0.31.0 / CUDA 13.0", runtimeString("0.31.0", false, "13.0"))
 	assert.Equal(t, "vLLM 0.31.0", runtimeString("0.31.0", false, ""))
 	assert.Equal(t, "vLLM 0.31.0+vllmsim (vllmsim) / simulated GPU", runtimeString("0.31.0+vllmsim", true, ""))
+}
+
+// gateRun runs restarts, five level-1 cycles and a baseline of model A at
+// the given time scale and returns its bench.txt.
+func gateRun(t *testing.T, scale float64) []byte {
+	t.Helper()
+	cfg := small(t)
+	cfg.Sim.TimeScale = scale
+	cfg.Protocol.SleepL1Cycles = 5
+	h, err := Setup(t.Context(), cfg)
+	require.NoError(t, err)
+	_, err = h.Restart(t.Context(), "A", t.Logf)
+	require.NoError(t, err)
+	_, err = h.SleepCycles(t.Context(), "A", 1, t.Logf)
+	require.NoError(t, err)
+	_, err = h.Baseline(t.Context(), "A", t.Logf)
+	require.NoError(t, err)
+	_, err = h.Close(nil)
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(cfg.OutDir, "bench.txt"))
+	require.NoError(t, err)
+	return b
+}
+
+// TestRegressionGateEndToEnd: two runs of the same profile pass the gate;
+// a run whose every modelled duration is 25 % longer fails it on the wake.
+func TestRegressionGateEndToEnd(t *testing.T) {
+	base, same, slow := gateRun(t, 2), gateRun(t, 2), gateRun(t, 2.5)
+	ds, err := report.CompareBench(bytes.NewReader(base), bytes.NewReader(same), 10, 0.05)
+	require.NoError(t, err)
+	for _, d := range ds {
+		assert.False(t, d.Regression, "same profile: %s %s %+.1f%% (%s)", d.Name, d.Unit, d.ChangePct, d.Cmp)
+	}
+	ds, err = report.CompareBench(bytes.NewReader(base), bytes.NewReader(slow), 10, 0.05)
+	require.NoError(t, err)
+	found := false
+	for _, d := range ds {
+		if d.Name == "Sleep/model=A/level=1" && d.Unit == "sec/wake" {
+			found = true
+			assert.True(t, d.Regression, "25 %% slower wake: %+.1f%% (%s)", d.ChangePct, d.Cmp)
+		}
+	}
+	assert.True(t, found)
 }

@@ -158,6 +158,8 @@ func Evaluate(name, model string, value float64, op string, limit float64) Check
 		ok = value >= limit
 	case "==":
 		ok = value == limit
+	case "within": // a change in percent against a tolerance: failed by construction of the caller
+		ok = value >= -limit && value <= limit
 	default:
 		panic("report.Evaluate: unknown op " + op)
 	}

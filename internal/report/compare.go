@@ -1,0 +1,133 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"golang.org/x/perf/benchfmt"
+	"golang.org/x/perf/benchmath"
+)
+
+// Delta is one benchmark × unit compared between a baseline run and this
+// one with benchstat's statistics (golang.org/x/perf/benchmath).
+type Delta struct {
+	Name, Unit string
+	Old, New   benchmath.Summary
+	Cmp        benchmath.Comparison
+	ChangePct  float64 // (new center / old center − 1) × 100
+	Better     int     // +1 higher is better, −1 lower is better, 0 unknown
+	// Significant is benchstat's rule: the p-value is not above alpha.
+	Significant bool
+	// Why is set when the samples are too few for any difference to be
+	// significant (e.g. two rounds per side), or the unit has no direction.
+	Why        string
+	Regression bool // worse by more than the tolerance, and significant
+}
+
+type benchKey struct{ name, unit string }
+
+var procsSuffix = regexp.MustCompile(`-\d+$`)
+
+// readBench collects the values of a benchfmt stream per name (without a
+// -GOMAXPROCS suffix, so go test -bench output compares with bench.txt)
+// and unit, with its unit metadata.
+func readBench(r io.Reader, file string) (map[benchKey][]float64, benchfmt.UnitMetadataMap, error) {
+	vals := map[benchKey][]float64{}
+	meta := benchfmt.UnitMetadataMap{}
+	rd := benchfmt.NewReader(r, file)
+	for rd.Scan() {
+		switch rec := rd.Result().(type) {
+		case *benchfmt.SyntaxError:
+			return nil, nil, fmt.Errorf("%s: %v", file, rec)
+		case *benchfmt.UnitMetadata:
+			m := *rec
+			meta[rec.UnitMetadataKey] = &m
+		case *benchfmt.Result:
+			name := procsSuffix.ReplaceAllString(rec.Name.String(), "")
+			for _, v := range rec.Values {
+				k := benchKey{name, v.OrigUnit}
+				if k.unit == "" {
+					k.unit = v.Unit
+				}
+				vals[k] = append(vals[k], v.Value)
+			}
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if len(vals) == 0 {
+		return nil, nil, fmt.Errorf("%s: no benchmark results", file)
+	}
+	return vals, meta, nil
+}
+
+// CompareBench compares every benchmark × unit present in both streams. A
+// regression is a change in the worse direction of more than tolerancePct
+// percent that is also significant at alpha. Units without a better=
+// direction are reported, never gated.
+func CompareBench(old, cur io.Reader, tolerancePct, alpha float64) ([]Delta, error) {
+	ov, _, err := readBench(old, "baseline")
+	if err != nil {
+		return nil, err
+	}
+	nv, meta, err := readBench(cur, "this run")
+	if err != nil {
+		return nil, err
+	}
+	thr := benchmath.Thresholds{CompareAlpha: alpha}
+	var out []Delta
+	for _, k := range slices.SortedFunc(maps.Keys(nv), func(a, b benchKey) int {
+		return strings.Compare(a.name+"\x00"+a.unit, b.name+"\x00"+b.unit)
+	}) {
+		o, ok := ov[k]
+		if !ok {
+			continue
+		}
+		a := meta.GetAssumption(k.unit)
+		s1, s2 := benchmath.NewSample(o, &thr), benchmath.NewSample(nv[k], &thr)
+		d := Delta{Name: k.name, Unit: k.unit, Old: a.Summary(s1, 0.95), New: a.Summary(s2, 0.95), Cmp: a.Compare(s1, s2), Better: meta.GetBetter(k.unit)}
+		if d.Old.Center != 0 {
+			d.ChangePct = (d.New.Center/d.Old.Center - 1) * 100
+		}
+		d.Significant = !(d.Cmp.P > d.Cmp.Alpha)
+		for _, w := range d.Cmp.Warnings {
+			d.Why = w.Error()
+		}
+		if d.Better == 0 {
+			d.Why = "unit has no better= direction: not gated"
+		}
+		worse := (d.Better < 0 && d.ChangePct > tolerancePct) || (d.Better > 0 && d.ChangePct < -tolerancePct)
+		d.Regression = worse && d.Significant && d.Better != 0
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the baseline and this run share no benchmark: are they from the same protocol?")
+	}
+	return out, nil
+}
+
+// WriteDeltas prints the comparison as a benchstat-like table, regressions
+// marked, with the reason when a change cannot be significant.
+func WriteDeltas(w io.Writer, ds []Delta) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "benchmark\tunit\tbaseline\tthis run\tdelta\tp, n\tverdict")
+	for _, d := range ds {
+		delta := d.Cmp.FormatDelta(d.Old.Center, d.New.Center)
+		verdict := ""
+		switch {
+		case d.Regression:
+			verdict = "REGRESSION"
+		case d.Why != "":
+			verdict = "(" + d.Why + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.4g ± %s\t%.4g ± %s\t%s\t%s\t%s\n", d.Name, d.Unit,
+			d.Old.Center, d.Old.PctRangeString(), d.New.Center, d.New.PctRangeString(), delta, d.Cmp.String(), verdict)
+	}
+	return tw.Flush()
+}
