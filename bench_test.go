@@ -83,6 +83,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "wakebench: goroutines left behind: %v\n", err)
 		code = max(code, 1)
 	}
+	_ = report.WriteSummary(os.Stdout, rep)
 	sim := ""
 	if rep.Simulated != nil {
 		sim = fmt.Sprintf(" [simulated: vllmsim profile %s, time scale %g]", rep.Simulated.Profile, rep.Simulated.TimeScale)

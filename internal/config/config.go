@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 )
@@ -63,6 +64,9 @@ type Model struct {
 	// SimFaults are vllmsim faults to inject into this model's server
 	// (VLLMSIM_FAULTS syntax, e.g. "wake-fail=2"); vllmsim only.
 	SimFaults string `json:"sim_faults"`
+	// Thresholds override the global thresholds for this model, by key
+	// (e.g. {"max_residual_gib": 2}).
+	Thresholds map[string]float64 `json:"thresholds"`
 }
 
 // Protocol holds the counts of the measurement protocol (DESIGN.md).
@@ -127,7 +131,7 @@ func Default() Config {
 		},
 		Timeouts: Timeouts{StartS: 600, RequestS: 300, SleepS: 300, WakeS: 300, StopS: 10, PollMS: 20},
 		Thresholds: Thresholds{
-			MaxFailedRequests: 0, MinL1ReleasePercent: 50, MinAfterWakeTPSRatio: 0.9,
+			MaxFailedRequests: 0, MinL1ReleasePercent: 50, MinAfterWakeTPSRatio: 0.95,
 			RegressionPercent: 10, RegressionAlpha: 0.05,
 		},
 		OutDir: "out",
@@ -235,6 +239,11 @@ func (c Config) Validate() error {
 			}
 			ports[m.Port] = m.Label
 		}
+		for k := range m.Thresholds {
+			if _, ok := thresholdField(k); !ok {
+				bad(key+".thresholds", "unknown threshold %q (keys as in thresholds)", k)
+			}
+		}
 		if m.SimFaults != "" && c.Command != "vllmsim" {
 			bad(key+".sim_faults", "faults are injected by vllmsim only, but command is %q", c.Command)
 		}
@@ -324,4 +333,34 @@ func (c Config) Model(l string) (Model, bool) {
 		}
 	}
 	return Model{}, false
+}
+
+// ThresholdsFor is the thresholds for the model labelled l: the global ones
+// with the model's overrides applied.
+func (c Config) ThresholdsFor(l string) Thresholds {
+	t := c.Thresholds
+	m, _ := c.Model(l)
+	v := reflect.ValueOf(&t).Elem()
+	for k, x := range m.Thresholds {
+		if i, ok := thresholdField(k); ok {
+			f := v.Field(i)
+			if f.Kind() == reflect.Int {
+				f.SetInt(int64(x))
+			} else {
+				f.SetFloat(x)
+			}
+		}
+	}
+	return t
+}
+
+// thresholdField is the index of the Thresholds field with JSON key k.
+func thresholdField(k string) (int, bool) {
+	t := reflect.TypeOf(Thresholds{})
+	for i := range t.NumField() {
+		if strings.Split(t.Field(i).Tag.Get("json"), ",")[0] == k {
+			return i, true
+		}
+	}
+	return 0, false
 }

@@ -127,3 +127,19 @@ func TestMissingFileIsAnError(t *testing.T) {
 func TestEnvName(t *testing.T) {
 	assert.Equal(t, "WAKEBENCH_PROTOCOL_SLEEP_L1_CYCLES", EnvName("protocol", "sleep_l1_cycles"))
 }
+
+func TestPerModelThresholds(t *testing.T) {
+	p := writeFile(t, `{"thresholds": {"max_residual_gib": 1}, "models": [
+		{"label": "A", "name": "a", "gpu_memory_utilization": 0.4, "thresholds": {"max_residual_gib": 2.5, "max_failed_requests": 3}},
+		{"label": "B", "name": "b", "gpu_memory_utilization": 0.4}]}`)
+	c, err := Load(env(map[string]string{EnvFile: p}))
+	require.NoError(t, err)
+	assert.Equal(t, 2.5, c.ThresholdsFor("A").MaxResidualGiB)
+	assert.Equal(t, 3, c.ThresholdsFor("A").MaxFailedRequests)
+	assert.Equal(t, 1.0, c.ThresholdsFor("B").MaxResidualGiB)
+	assert.Equal(t, 0.95, c.ThresholdsFor("B").MinAfterWakeTPSRatio)
+
+	p = writeFile(t, `{"models": [{"label": "A", "name": "a", "gpu_memory_utilization": 0.4, "thresholds": {"max_residul_gib": 2}}]}`)
+	_, err = Load(env(map[string]string{EnvFile: p}))
+	assert.ErrorContains(t, err, `models[0].thresholds: unknown threshold "max_residul_gib"`)
+}

@@ -31,7 +31,7 @@ func (h *Harness) ServeChecks(label string, runs []report.PerfRun) []report.Chec
 	for _, r := range runs {
 		out = append(out,
 			h.check(fmt.Sprintf("%s.conc%d.failed_requests", r.Stage, r.Concurrency), label,
-				float64(r.Planned-r.Success), "<=", float64(h.cfg.Thresholds.MaxFailedRequests)),
+				float64(r.Planned-r.Success), "<=", float64(h.cfg.ThresholdsFor(label).MaxFailedRequests)),
 			h.check(fmt.Sprintf("%s.conc%d.rounds_passed", r.Stage, r.Concurrency), label, float64(r.RoundsPassed), "==", float64(r.Rounds)))
 	}
 	return out
@@ -41,7 +41,7 @@ func (h *Harness) ServeChecks(label string, runs []report.PerfRun) []report.Chec
 // concurrency that has a baseline, when min_after_wake_tps_ratio is set.
 func (h *Harness) AfterWakeChecks(label string, runs []report.PerfRun) []report.Check {
 	out := h.ServeChecks(label, runs)
-	min := h.cfg.Thresholds.MinAfterWakeTPSRatio
+	min := h.cfg.ThresholdsFor(label).MinAfterWakeTPSRatio
 	if min == 0 {
 		return out
 	}
@@ -63,7 +63,7 @@ func (h *Harness) AfterWakeChecks(label string, runs []report.PerfRun) []report.
 // SleepChecks: every cycle succeeded; wake → first token p95, residual
 // median and (level 1) release median within their limits when set.
 func (h *Harness) SleepChecks(label string, level int, cycles []report.Cycle) []report.Check {
-	t := h.cfg.Thresholds
+	t := h.cfg.ThresholdsFor(label)
 	planned, maxFTT := h.cfg.Protocol.SleepL1Cycles, t.MaxL1WakeToFirstTokenS
 	if level == 2 {
 		planned, maxFTT = h.cfg.Protocol.SleepL2Cycles, t.MaxL2WakeToFirstTokenS

@@ -306,6 +306,17 @@ func (h *Harness) Close(testFailures []report.Failure) (report.Report, error) {
 		}
 	}
 	write("bench.txt", func(w io.Writer) error { return report.WriteBench(w, raw) })
+	write("summary.md", func(w io.Writer) error { return report.WriteSummary(w, rep) })
+	if len(samples) > 0 {
+		title := "wakebench: GPU memory, " + raw.GPU
+		if raw.Simulated != nil {
+			title += fmt.Sprintf(" — vllmsim profile %s, time scale %g", raw.Simulated.Profile, raw.Simulated.TimeScale)
+		}
+		write("timeline.svg", func(w io.Writer) error {
+			return report.WriteTimelineSVG(w, report.Timeline{Samples: samples, LabelOf: h.labelOf, Names: raw.Names,
+				Windows: raw.Windows, Pad: seconds(h.cfg.Protocol.WindowPadS), Events: raw.Events, Title: title})
+		})
+	}
 	write("report.json", func(w io.Writer) error { return report.WriteJSON(w, rep) })
 	return rep, errors.Join(errs...)
 }

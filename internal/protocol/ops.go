@@ -228,6 +228,9 @@ func (h *Harness) sleep(ctx context.Context, label string, level int) (time.Dura
 	h.mu.Lock()
 	m.asleep, m.level = true, level
 	h.mu.Unlock()
+	h.Rec.Update(func(r *report.Raw) {
+		r.Events = append(r.Events, report.Event{Time: time.Now().Add(-d), Label: label, Kind: fmt.Sprintf("sleep L%d", level)})
+	})
 	return d, nil
 }
 
@@ -282,6 +285,9 @@ func (h *Harness) wake(ctx context.Context, label string) (time.Duration, error)
 	h.mu.Lock()
 	m.asleep, m.level = false, 0
 	h.mu.Unlock()
+	h.Rec.Update(func(r *report.Raw) {
+		r.Events = append(r.Events, report.Event{Time: time.Now().Add(-d), Label: label, Kind: "wake"})
+	})
 	return d, nil
 }
 

@@ -62,6 +62,13 @@ type RSSSample struct {
 	Bytes uint64
 }
 
+// Event is a sleep or wake of a model, for the timeline.
+type Event struct {
+	Time  time.Time
+	Label string
+	Kind  string // "sleep L1", "sleep L2", "wake"
+}
+
 // Raw is everything a run measured, before summarising.
 type Raw struct {
 	Labels        []string          // model labels in config order
@@ -86,6 +93,7 @@ type Raw struct {
 	Failures []Failure
 	Requests Requests
 
+	Events        []Event
 	DeviceUsedGiB []float64 // every device sample
 	RSSPeak       map[string]uint64
 	Started       time.Time
@@ -131,6 +139,7 @@ func (r *Recorder) Raw() Raw {
 	c.Checks = slices.Clone(r.raw.Checks)
 	c.Failures = slices.Clone(r.raw.Failures)
 	c.DeviceUsedGiB = slices.Clone(r.raw.DeviceUsedGiB)
+	c.Events = slices.Clone(r.raw.Events)
 	return c
 }
 

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"io"
 	"math"
@@ -208,4 +209,64 @@ func TestWriteSamples(t *testing.T) {
 1700000000.500000,process_gpu,A,7,20
 1700000000.500000,host_rss,A,,5
 `, buf.String())
+}
+
+func TestSummaryPutsFailuresFirst(t *testing.T) {
+	raw := sampleRaw()
+	raw.Checks = []Check{Evaluate("sleep.level1.residual_gib.median", "A", 0.75, "<=", 0.5), Evaluate("x", "B", 1, "==", 1)}
+	raw.Failures = []Failure{{Phase: "switch", Model: "B", Step: "wake A→B", Error: "HTTP 500"}}
+	var b strings.Builder
+	require.NoError(t, WriteSummary(&b, Build(raw)))
+	s := b.String()
+	assert.True(t, strings.HasPrefix(s, "# wakebench: FAIL — simulated (vllmsim profile tiny, time scale 1)"), s)
+	failedAt := strings.Index(s, "check sleep.level1.residual_gib.median (model A) = 0.75, limit <= 0.5: FAIL")
+	modelsAt := strings.Index(s, "## Models")
+	assert.True(t, failedAt > 0 && failedAt < modelsAt, "failed checks come before the figures")
+	assert.Contains(t, s, "- switch / B / wake A→B: HTTP 500")
+	assert.Contains(t, s, "2 checks, 1 failed")
+	assert.Contains(t, s, "| A big | 11 / 6 |")
+	assert.Contains(t, s, "| A→B | 1 |")
+}
+
+func TestTimelineSVG(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	var samples []gpu.Sample
+	for i := range 50 {
+		a := uint64(10 << 30)
+		if i >= 20 && i < 30 { // A asleep
+			a = 1 << 29
+		}
+		samples = append(samples, gpu.Sample{Time: t0.Add(time.Duration(i) * 100 * time.Millisecond),
+			Reading: gpu.Reading{Used: a + 2<<30, Total: 48 << 30, Procs: map[int]uint64{11: a, 22: 2 << 30}}})
+	}
+	var b bytes.Buffer
+	err := WriteTimelineSVG(&b, Timeline{Samples: samples,
+		LabelOf: func(pid int) string { return map[int]string{11: "A", 22: "B"}[pid] },
+		Names:   map[string]string{"A": "big", "B": "small"},
+		Windows: map[string]Window{"A-sleep-level1": {Start: 1700000001.5, End: 1700000003.5}}, Pad: 0,
+		Events: []Event{{Time: t0.Add(2 * time.Second), Label: "A", Kind: "sleep L1"}, {Time: t0.Add(3 * time.Second), Label: "A", Kind: "wake"}},
+		Title:  "t"})
+	require.NoError(t, err)
+	var texts []string
+	dec := xml.NewDecoder(&b)
+	inText := false
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err, "the SVG is well-formed XML")
+		switch el := tok.(type) {
+		case xml.StartElement:
+			inText = el.Name.Local == "text"
+		case xml.CharData:
+			if inText {
+				texts = append(texts, strings.TrimSpace(string(el)))
+			}
+		}
+	}
+	for _, want := range []string{"A (big)", "B (small)", "device used", "A-sleep-level1", "sleep sent", "wake sent"} {
+		assert.Contains(t, texts, want, "one series per model, the window and the event marks are labelled")
+	}
+	assert.ErrorContains(t, WriteTimelineSVG(io.Discard, Timeline{}), "no GPU samples")
 }

@@ -1,0 +1,114 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/wakebench/wakebench/internal/stats"
+)
+
+// WriteSummary writes the run's headline figures as Markdown (readable as
+// plain text too, fit for a CI step summary): status, every failed check
+// and failure first, then per model restarts, sleep levels, serving and
+// memory, then switching.
+func WriteSummary(w io.Writer, rep Report) error {
+	var b strings.Builder
+	sim := ""
+	if rep.Simulated != nil {
+		sim = fmt.Sprintf(" — simulated (vllmsim profile %s, time scale %g)", rep.Simulated.Profile, rep.Simulated.TimeScale)
+	}
+	fmt.Fprintf(&b, "# wakebench: %s%s\n\n%s · %s · phases: %s\n\n", rep.Status, sim, rep.GPU, rep.Runtime, strings.Join(rep.Phases, ", "))
+
+	var failed []Check
+	for _, c := range rep.Checks {
+		if c.Verdict != "PASS" {
+			failed = append(failed, c)
+		}
+	}
+	if len(failed) > 0 || len(rep.Failures) > 0 {
+		b.WriteString("## What failed\n\n")
+		for _, c := range failed {
+			fmt.Fprintf(&b, "- check %s\n", c)
+		}
+		for _, f := range rep.Failures {
+			where := strings.Trim(strings.Join([]string{f.Phase, f.Model, f.Step}, " / "), " /")
+			fmt.Fprintf(&b, "- %s: %s\n", where, f.Error)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "%d checks, %d failed. Requests: %d executed, %d failed (%d planned for serving).\n\n",
+		len(rep.Checks), len(failed), rep.Requests.Executed, rep.Requests.Failure, rep.Requests.PlannedPerformance)
+
+	labels := slices.Sorted(maps.Keys(rep.Models))
+	b.WriteString("## Models (medians; seconds unless noted)\n\n")
+	b.WriteString("| model | restart initial / warm | L1 sleep / wake / first token | L2 sleep / wake / first token | residual GiB | L1 released % | RSS peak GiB |\n|---|---|---|---|---|---|---|\n")
+	for _, l := range labels {
+		m := rep.Models[l]
+		l1, l2 := m.Sleep["1"], m.Sleep["2"]
+		fmt.Fprintf(&b, "| %s %s | %s / %s | %s | %s | %s | %s | %.3g |\n", l, m.Name, num(m.RestartInitial), num(m.RestartWarm),
+			level(l1), level(l2), num(l1.ResidualGiB), num(rep.Memory.L1ReleaseFraction[l]), rep.Memory.RSSPeakGiB[l])
+	}
+	b.WriteString("\n## Serving (median output tok/s; TTFT and TPOT median / p95)\n\n")
+	b.WriteString("| model | concurrency | tok/s baseline → after-wake | TTFT baseline | TTFT after-wake | TPOT baseline | TPOT after-wake |\n|---|---|---|---|---|---|---|\n")
+	for _, l := range labels {
+		perf := map[string]map[int]Perf{}
+		var concs []int
+		for _, p := range rep.Models[l].Performance {
+			if perf[p.Stage] == nil {
+				perf[p.Stage] = map[int]Perf{}
+			}
+			perf[p.Stage][p.Concurrency] = p
+			if !slices.Contains(concs, p.Concurrency) {
+				concs = append(concs, p.Concurrency)
+			}
+		}
+		slices.Sort(concs)
+		for _, c := range concs {
+			bl, aw := perf["baseline"][c], perf["after-wake"][c]
+			fmt.Fprintf(&b, "| %s | %d | %s → %s | %s | %s | %s | %s |\n", l, c, num(bl.OutputTPS), num(aw.OutputTPS),
+				spread(bl.TTFTS), spread(aw.TTFTS), spread(bl.TPOTS), spread(aw.TPOTS))
+		}
+	}
+	if len(rep.Switch.Directions) > 0 {
+		fmt.Fprintf(&b, "\n## Switching (%d of %d handoffs succeeded)\n\n", rep.Switch.Success, rep.Switch.Handoffs)
+		b.WriteString("| direction | n | sleep | wake | switch → first token (median / p95) |\n|---|---|---|---|---|\n")
+		for _, k := range slices.Sorted(maps.Keys(rep.Switch.Directions)) {
+			d := rep.Switch.Directions[k]
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", k, d.N, num(d.SleepS), num(d.WakeS), spread(d.ToFirstTokenS))
+		}
+	}
+	fmt.Fprintf(&b, "\nGPU memory: peak %s GiB over %d samples (source %s).", num(Summary1(rep.Memory.PhysicalPeakGiB.Max, rep.Memory.PhysicalPeakGiB.N)), rep.Memory.PhysicalPeakGiB.N, rep.Memory.Source)
+	if rep.Memory.Note != "" {
+		fmt.Fprintf(&b, " %s.", rep.Memory.Note)
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Summary1 is a summary whose median is v (n = 0 when n is 0): for printing one number.
+func Summary1(v float64, n int) stats.Summary { return stats.Summary{N: n, Median: v} }
+
+func num(s stats.Summary) string {
+	if s.N == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.4g", s.Median)
+}
+
+func spread(s stats.Summary) string {
+	if s.N == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.4g / %.4g", s.Median, s.P95)
+}
+
+func level(l *SleepLevel) string {
+	if l == nil || l.SuccessfulCycles == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%s / %s / %s (%d/%d ok)", num(l.SleepS), num(l.WakeAPIS), num(l.ToFirstTokenS), l.SuccessfulCycles, l.PlannedCycles)
+}
