@@ -59,6 +59,9 @@ func run(m *testing.M) int {
 		return 2
 	}
 	suite.h, suite.ctx = h, ctx
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		report.WriteUnitMetadata(os.Stdout) // benchstat reads units' better= from go test output too
+	}
 	// go test -timeout panics without running deferred code: stop short of
 	// it so the servers are stopped and the report is written.
 	if guard := timeoutGuard(cfg, cancel, h); guard != nil {

@@ -50,25 +50,12 @@ func (h *Harness) settle(ctx context.Context) {
 // sleep first; the last start is left running and awake.
 func (h *Harness) Restart(ctx context.Context, label string, logf Logf) ([]report.Restart, error) {
 	defer h.begin(ctx, PhaseRestart, label)()
-	grace := seconds(h.cfg.Timeouts.StopS)
 	var out []report.Restart
 	for i := range 1 + h.cfg.Protocol.RestartWarm {
-		if err := h.stop(label, grace); err != nil {
-			return out, h.Fail(PhaseRestart, label, "stop before restart", err)
-		}
-		if err := h.makeRoom(ctx, label); err != nil {
-			return out, h.Fail(PhaseRestart, label, "make room", err)
-		}
-		ready, err := h.start(ctx, label)
+		rs, step, err := h.startOnce(ctx, label, i > 0)
 		if err != nil {
-			return out, h.Fail(PhaseRestart, label, "start", err)
+			return out, h.Fail(PhaseRestart, label, step, err)
 		}
-		m := h.models[label]
-		s, err := h.probe(ctx, label)
-		if err != nil {
-			return out, h.Fail(PhaseRestart, label, restartFirstTok, err)
-		}
-		rs := report.Restart{Warm: i > 0, ReadyS: ready.Seconds(), FirstTokenS: s.Tokens[0].Sub(m.srv.Spawned).Seconds()}
 		out = append(out, rs)
 		h.Rec.Update(func(r *report.Raw) { r.Restarts[label] = append(r.Restarts[label], rs) })
 		kind := "initial"
@@ -78,6 +65,61 @@ func (h *Harness) Restart(ctx context.Context, label string, logf Logf) ([]repor
 		logf("%s restart %s: ready %.3fs, first token %.3fs", label, kind, rs.ReadyS, rs.FirstTokenS)
 	}
 	return out, nil
+}
+
+// startOnce stops label's server if it runs, puts the other models to
+// sleep, starts it and probes its first token.
+func (h *Harness) startOnce(ctx context.Context, label string, warm bool) (report.Restart, string, error) {
+	if err := h.stop(label, seconds(h.cfg.Timeouts.StopS)); err != nil {
+		return report.Restart{}, "stop before restart", err
+	}
+	if err := h.makeRoom(ctx, label); err != nil {
+		return report.Restart{}, "make room", err
+	}
+	ready, err := h.start(ctx, label)
+	if err != nil {
+		return report.Restart{}, "start", err
+	}
+	spawned := h.models[label].srv.Spawned
+	s, err := h.probe(ctx, label)
+	if err != nil {
+		return report.Restart{}, restartFirstTok, err
+	}
+	return report.Restart{Warm: warm, ReadyS: ready.Seconds(), FirstTokenS: s.Tokens[0].Sub(spawned).Seconds()}, "", nil
+}
+
+// WarmStart measures one restart of label (after its first start, so warm),
+// for benchmarks; it is not added to the report's restarts.
+func (h *Harness) WarmStart(ctx context.Context, label string) (report.Restart, error) {
+	if !h.running(label) {
+		if err := h.Activate(ctx, label); err != nil {
+			return report.Restart{}, err
+		}
+	}
+	rs, step, err := h.startOnce(ctx, label, true)
+	if err != nil {
+		return rs, fmt.Errorf("restart %s: %s: %w", label, step, err)
+	}
+	return rs, nil
+}
+
+// ServeRound activates label and runs one serving round at concurrency c
+// (protocol.requests_per_round requests), for benchmarks.
+func (h *Harness) ServeRound(ctx context.Context, label string, c int) (load.Result, error) {
+	if err := h.Activate(ctx, label); err != nil {
+		return load.Result{}, err
+	}
+	m := h.models[label]
+	p := h.cfg.Protocol
+	res := load.Run(ctx, m.client, load.Plan{Concurrency: c, Rounds: 1, RequestsPerRound: p.RequestsPerRound,
+		Request: vllm.CompletionRequest{Model: m.cfg.Name, Prompt: p.Prompt, MaxTokens: p.MaxTokens, IgnoreEOS: true},
+		Timeout: seconds(h.cfg.Timeouts.RequestS)})
+	for _, q := range res.Requests {
+		if q.Err != nil {
+			return res, h.explain(m, fmt.Errorf("serve %s at concurrency %d: %w", label, c, q.Err))
+		}
+	}
+	return res, nil
 }
 
 // Serve runs the serving measurement at every configured concurrency on an
@@ -230,37 +272,55 @@ func (h *Harness) SleepCycles(ctx context.Context, label string, level int, logf
 	}
 	var out []report.Cycle
 	for i := range n {
-		c := report.Cycle{Level: level, ResidualGiB: nan}
-		record := func() {
-			out = append(out, c)
-			h.Rec.Update(func(r *report.Raw) { r.Cycles[label] = append(r.Cycles[label], c) })
-		}
-		sd, resid, err := h.measuredSleep(ctx, label, level, true)
-		c.SleepS, c.ResidualGiB = sd.Seconds(), resid
+		c, step, err := h.cycle(ctx, label, level)
+		out = append(out, c)
+		h.Rec.Update(func(r *report.Raw) { r.Cycles[label] = append(r.Cycles[label], c) })
 		if err != nil {
-			record()
-			return out, h.Fail(phase, label, fmt.Sprintf("cycle %d sleep", i+1), err)
+			return out, h.Fail(phase, label, fmt.Sprintf("cycle %d %s", i+1, step), err)
 		}
-		tw := time.Now()
-		wd, err := h.wake(ctx, label)
-		c.WakeAPIS = wd.Seconds()
-		if err != nil {
-			record()
-			return out, h.Fail(phase, label, fmt.Sprintf("cycle %d wake", i+1), err)
-		}
-		s, err := h.probe(ctx, label)
-		if err != nil {
-			record()
-			return out, h.Fail(phase, label, fmt.Sprintf("cycle %d first token after wake", i+1), err)
-		}
-		c.ToFirstTokenS = s.Tokens[0].Sub(tw).Seconds()
-		c.OK = true
-		record()
 		logf("%s level %d cycle %d/%d: sleep %.3fs, wake %.3fs, first token %.3fs, residual %.3f GiB",
 			label, level, i+1, n, c.SleepS, c.WakeAPIS, c.ToFirstTokenS, c.ResidualGiB)
 		h.settle(ctx)
 	}
 	return out, nil
+}
+
+// cycle is one sleep/wake cycle of an awake model: sleep, hold settle_s
+// and read the residual, wake, probe the first token. On error it names the
+// step that failed.
+func (h *Harness) cycle(ctx context.Context, label string, level int) (report.Cycle, string, error) {
+	c := report.Cycle{Level: level, ResidualGiB: nan}
+	sd, resid, err := h.measuredSleep(ctx, label, level, true)
+	c.SleepS, c.ResidualGiB = sd.Seconds(), resid
+	if err != nil {
+		return c, "sleep", err
+	}
+	tw := time.Now()
+	wd, err := h.wake(ctx, label)
+	c.WakeAPIS = wd.Seconds()
+	if err != nil {
+		return c, "wake", err
+	}
+	s, err := h.probe(ctx, label)
+	if err != nil {
+		return c, "first token after wake", err
+	}
+	c.ToFirstTokenS = s.Tokens[0].Sub(tw).Seconds()
+	c.OK = true
+	return c, "", nil
+}
+
+// Cycle activates label and measures one sleep/wake cycle at level, for
+// benchmarks; it is not added to the report's cycles.
+func (h *Harness) Cycle(ctx context.Context, label string, level int) (report.Cycle, error) {
+	if err := h.Activate(ctx, label); err != nil {
+		return report.Cycle{}, err
+	}
+	c, step, err := h.cycle(ctx, label, level)
+	if err != nil {
+		return c, fmt.Errorf("%s level %d: %s: %w", label, level, step, err)
+	}
+	return c, nil
 }
 
 // AfterWake puts label through one level-1 sleep and wake, then measures serving again.
@@ -276,6 +336,59 @@ func (h *Harness) AfterWake(ctx context.Context, label string, logf Logf) ([]rep
 		return nil, h.Fail(PhaseAfterWake, label, "wake", err)
 	}
 	return h.Serve(ctx, label, stageAfterWake, logf)
+}
+
+// handoff hands the GPU from one model (none: "") to another: sleep from at
+// level 1, put any other awake model to sleep, wake to, probe its first
+// token. On error it names the model and step that failed.
+func (h *Harness) handoff(ctx context.Context, from, to string) (ho report.Handoff, who, step string, err error) {
+	ho = report.Handoff{From: from, To: to}
+	dir := report.DirectionKey(from, to)
+	t0 := time.Now()
+	if from != "" {
+		sd, _, err := h.measuredSleep(ctx, from, 1, false)
+		ho.SleepS = sd.Seconds()
+		if err != nil {
+			return ho, from, "sleep " + dir, err
+		}
+	}
+	if err := h.makeRoom(ctx, to); err != nil {
+		return ho, to, "make room", err
+	}
+	if h.models[to].asleep {
+		wd, err := h.wake(ctx, to)
+		ho.WakeS = wd.Seconds()
+		if err != nil {
+			return ho, to, "wake " + dir, err
+		}
+	}
+	s, err := h.probe(ctx, to)
+	if err != nil {
+		return ho, to, "first token " + dir, err
+	}
+	ho.ToFirstTokenS = s.Tokens[0].Sub(t0).Seconds()
+	ho.OK = true
+	return ho, "", "", nil
+}
+
+// Handoff measures one handoff from → to (from awake, to running), for
+// benchmarks; it is not added to the report's handoffs.
+func (h *Harness) Handoff(ctx context.Context, from, to string) (report.Handoff, error) {
+	for _, l := range []string{to, from} {
+		if !h.running(l) {
+			if err := h.Activate(ctx, l); err != nil {
+				return report.Handoff{}, err
+			}
+		}
+	}
+	if err := h.Activate(ctx, from); err != nil {
+		return report.Handoff{}, err
+	}
+	ho, who, step, err := h.handoff(ctx, from, to)
+	if err != nil {
+		return ho, fmt.Errorf("%s: %s: %w", who, step, err)
+	}
+	return ho, nil
 }
 
 // Switch starts every model, activates the first (the initial activation),
@@ -315,36 +428,13 @@ func (h *Harness) Switch(ctx context.Context, logf Logf) ([]report.Handoff, erro
 		}
 	}
 	hand := func(from, to string, initial bool) (report.Handoff, error) {
-		ho := report.Handoff{From: from, To: to, Initial: initial}
-		defer func() {
-			out = append(out, ho)
-			h.Rec.Update(func(r *report.Raw) { r.Handoffs = append(r.Handoffs, ho) })
-		}()
-		t0 := time.Now()
-		if from != "" {
-			sd, _, err := h.measuredSleep(ctx, from, 1, false)
-			ho.SleepS = sd.Seconds()
-			if err != nil {
-				return ho, h.Fail(PhaseSwitch, from, "sleep "+report.DirectionKey(from, to), err)
-			}
-		}
-		// Other awake models (more than two) also go to sleep, unmeasured.
-		if err := h.makeRoom(ctx, to); err != nil {
-			return ho, h.Fail(PhaseSwitch, to, "make room", err)
-		}
-		if h.models[to].asleep {
-			wd, err := h.wake(ctx, to)
-			ho.WakeS = wd.Seconds()
-			if err != nil {
-				return ho, h.Fail(PhaseSwitch, to, "wake "+report.DirectionKey(from, to), err)
-			}
-		}
-		s, err := h.probe(ctx, to)
+		ho, who, step, err := h.handoff(ctx, from, to)
+		ho.Initial = initial
+		out = append(out, ho)
+		h.Rec.Update(func(r *report.Raw) { r.Handoffs = append(r.Handoffs, ho) })
 		if err != nil {
-			return ho, h.Fail(PhaseSwitch, to, "first token "+report.DirectionKey(from, to), err)
+			return ho, h.Fail(PhaseSwitch, who, step, err)
 		}
-		ho.ToFirstTokenS = s.Tokens[0].Sub(t0).Seconds()
-		ho.OK = true
 		return ho, nil
 	}
 	if _, err := hand(from, first, true); err != nil {

@@ -39,6 +39,17 @@ var unitMeta = []struct{ unit, key, value string }{
 	{UnitPeak, "better", "lower"},
 }
 
+// WriteUnitMetadata writes the unit metadata lines (Unit tok/s better=higher, …).
+func WriteUnitMetadata(w io.Writer) error {
+	bw := benchfmt.NewWriter(w)
+	for _, m := range unitMeta {
+		if err := bw.Write(&benchfmt.UnitMetadata{UnitMetadataKey: benchfmt.UnitMetadataKey{Unit: m.unit, Key: m.key}, OrigUnit: m.unit, Value: m.value}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // WriteBench writes raw as benchfmt: config lines (gpu, runtime,
 // model-<label> in lower case, simulated), unit metadata, then one
 // result line per sample (each cycle, round, request, handoff), named with
@@ -65,10 +76,8 @@ func WriteBench(w io.Writer, raw Raw) error {
 	}
 	cfg = append(cfg, benchfmt.Config{Key: "simulated", Value: []byte(sim), File: true})
 
-	for _, m := range unitMeta {
-		if err := bw.Write(&benchfmt.UnitMetadata{UnitMetadataKey: benchfmt.UnitMetadataKey{Unit: m.unit, Key: m.key}, OrigUnit: m.unit, Value: m.value}); err != nil {
-			return err
-		}
+	if err := WriteUnitMetadata(w); err != nil {
+		return err
 	}
 	var werr error
 	line := func(name string, vals ...benchfmt.Value) {
