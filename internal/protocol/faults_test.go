@@ -32,7 +32,6 @@ func faultRun(t *testing.T, faults string, tweak func(*config.Config), phase fun
 	h, err := Setup(t.Context(), cfg)
 	require.NoError(t, err)
 	var pids []int
-	h.Rec.Update(func(*report.Raw) {}) // the record exists from Setup on
 	phaseErr := phase(t.Context(), h)
 	for _, m := range h.models {
 		if m.srv != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/gpu"
@@ -27,12 +28,9 @@ const (
 
 func (h *Harness) phaseRan(name string) {
 	h.Rec.Update(func(r *report.Raw) {
-		for _, p := range r.Phases {
-			if p == name {
-				return
-			}
+		if !slices.Contains(r.Phases, name) {
+			r.Phases = append(r.Phases, name)
 		}
-		r.Phases = append(r.Phases, name)
 	})
 }
 

@@ -20,13 +20,13 @@ type metrics struct {
 	genTok     prometheus.Counter
 	success    *prometheus.CounterVec
 	sleepState *prometheus.GaugeVec
-	kvPerSeq   func(running int) float64
+	kvUsageOf  func(running int) float64
 }
 
 func newMetrics(model string, kvUsage func(running int) float64) *metrics {
 	labels := prometheus.Labels{"model_name": model, "engine": "0"}
 	reg := prometheus.NewRegistry()
-	m := &metrics{reg: reg, kvPerSeq: kvUsage}
+	m := &metrics{reg: reg, kvUsageOf: kvUsage}
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
 	m.running = prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm:num_requests_running", Help: "Number of requests in model execution batches.", ConstLabels: labels})
 	m.waiting = prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm:num_requests_waiting", Help: "Number of requests waiting to be processed.", ConstLabels: labels})
@@ -50,7 +50,7 @@ func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, pro
 func (m *metrics) setQueue(running, waiting int) {
 	m.running.Set(float64(running))
 	m.waiting.Set(float64(waiting))
-	m.kvUsage.Set(m.kvPerSeq(running))
+	m.kvUsage.Set(m.kvUsageOf(running))
 }
 
 func (m *metrics) ttft(d time.Duration) { m.ttftHist.Observe(d.Seconds()) }

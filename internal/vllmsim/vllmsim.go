@@ -175,13 +175,13 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 		lg.Printf("WARNING SECURITY WARNING: Development endpoints are enabled! This should NOT be used in production!")
 	}
 	c := clock{scale: st.TimeScale}
-	kvPerSeq := func(running int) float64 {
+	kvUsage := func(running int) float64 {
 		// 4 KiB per token per layer (GQA-8, bf16) at an average of half the context.
 		perSeq := float64(args.MaxModelLen) / 2 * float64(model.Layers) * 4096
 		return min(1, float64(running)*perSeq/float64(phys.KVBytes))
 	}
 	s := &server{args: args, phys: phys, clock: c, dev: dev, log: lg, devMode: st.DevMode, created: time.Now().Unix(),
-		m: newMetrics(args.ServedName(), kvPerSeq), faults: st.Faults, exit: func(code int) {
+		m: newMetrics(args.ServedName(), kvUsage), faults: st.Faults, exit: func(code int) {
 			simgpu.Remove(gpuDir, pid)
 			os.Exit(code)
 		}}
