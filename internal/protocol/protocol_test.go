@@ -242,3 +242,53 @@ func TestRegressionGateEndToEnd(t *testing.T) {
 	}
 	assert.True(t, found)
 }
+
+// TestEveryThresholdIsChecked: with every threshold set, each one appears
+// in the report's checks, per model (and per concurrency or direction).
+func TestEveryThresholdIsChecked(t *testing.T) {
+	cfg := small(t)
+	cfg.Protocol.SleepL1Cycles, cfg.Protocol.Handoffs = 1, 2
+	cfg.Thresholds = config.Thresholds{MaxFailedRequests: 0, MinL1ReleasePercent: 50, MaxResidualGiB: 5,
+		MaxL1WakeToFirstTokenS: 30, MaxL2WakeToFirstTokenS: 30, MinAfterWakeTPSRatio: 0.5, MaxSwitchToFirstTokenS: 30,
+		RegressionPercent: 10, RegressionAlpha: 0.05}
+	h, err := Setup(t.Context(), cfg)
+	require.NoError(t, err)
+	ctx, logf := t.Context(), func(string, ...any) {}
+	var checks []report.Check
+	for _, l := range h.Labels() {
+		rs, err := h.Restart(ctx, l, logf)
+		require.NoError(t, err)
+		checks = append(checks, h.RestartChecks(l, rs)...)
+	}
+	runs, err := h.Baseline(ctx, "A", logf)
+	require.NoError(t, err)
+	checks = append(checks, h.ServeChecks("A", runs)...)
+	for _, level := range []int{1, 2} {
+		cs, err := h.SleepCycles(ctx, "A", level, logf)
+		require.NoError(t, err)
+		checks = append(checks, h.SleepChecks("A", level, cs)...)
+	}
+	runs, err = h.AfterWake(ctx, "A", logf)
+	require.NoError(t, err)
+	checks = append(checks, h.AfterWakeChecks("A", runs)...)
+	hos, err := h.Switch(ctx, logf)
+	require.NoError(t, err)
+	checks = append(checks, h.SwitchChecks(hos)...)
+	rep, err := h.Close(nil)
+	require.NoError(t, err)
+
+	var names []string
+	for _, c := range checks {
+		names = append(names, c.Name+"/"+c.Model)
+		assert.Equal(t, "PASS", c.Verdict, c.String())
+	}
+	assert.ElementsMatch(t, []string{
+		"restart.starts/A", "restart.starts/B",
+		"baseline.conc2.failed_requests/A", "baseline.conc2.rounds_passed/A",
+		"sleep.level1.successful_cycles/A", "sleep.level1.to_first_token_s.p95/A", "sleep.level1.residual_gib.median/A", "memory.l1_release_fraction.median/A",
+		"sleep.level2.successful_cycles/A", "sleep.level2.to_first_token_s.p95/A", "sleep.level2.residual_gib.median/A",
+		"after-wake.conc2.failed_requests/A", "after-wake.conc2.rounds_passed/A", "after-wake.conc2.tps_ratio/A",
+		"switch.successful_handoffs/", "switch.A→B.to_first_token_s.p95/", "switch.B→A.to_first_token_s.p95/",
+	}, names)
+	assert.Equal(t, checks, rep.Checks, "report.json's checks are the ones evaluated")
+}

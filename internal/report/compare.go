@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"maps"
@@ -37,9 +38,13 @@ var procsSuffix = regexp.MustCompile(`-\d+$`)
 // -GOMAXPROCS suffix, so go test -bench output compares with bench.txt)
 // and unit, with its unit metadata.
 func readBench(r io.Reader, file string) (map[benchKey][]float64, benchfmt.UnitMetadataMap, error) {
+	br := bufio.NewReader(r)
+	if b, err := br.Peek(1); err == nil && b[0] == '{' {
+		return nil, nil, fmt.Errorf("%s is JSON (a report.json?): it holds summaries, not samples, so no difference can be tested; use that run's bench.txt", file)
+	}
 	vals := map[benchKey][]float64{}
 	meta := benchfmt.UnitMetadataMap{}
-	rd := benchfmt.NewReader(r, file)
+	rd := benchfmt.NewReader(br, file)
 	for rd.Scan() {
 		switch rec := rd.Result().(type) {
 		case *benchfmt.SyntaxError:

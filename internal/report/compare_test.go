@@ -80,6 +80,8 @@ func TestGateErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "baseline: no benchmark results")
 	_, err = CompareBench(strings.NewReader("BenchmarkOther 1 3 sec/x\n"), bench(t, run(1)), 10, 0.05)
 	assert.ErrorContains(t, err, "share no benchmark")
+	_, err = CompareBench(strings.NewReader(`{"status": "PASS"}`), bench(t, run(1)), 10, 0.05)
+	assert.ErrorContains(t, err, "baseline is JSON (a report.json?): it holds summaries, not samples")
 	// go test -bench output carries a -GOMAXPROCS suffix: it still matches.
 	ds, err := CompareBench(strings.NewReader("BenchmarkSleep/model=A/level=1-16 1 1.0 sec/sleep\n"), bench(t, run(1)), 10, 0.05)
 	require.NoError(t, err)
