@@ -190,8 +190,9 @@ func Setup(ctx context.Context, cfg config.Config) (*Harness, error) {
 	if h.sampler != nil {
 		h.bg.Go(func() { h.sampler.Run(bgCtx) })
 	}
-	h.bg.Go(func() { h.sampleRSS(bgCtx, 250*time.Millisecond) })
-	h.bg.Go(func() { h.flushEvery(bgCtx, time.Second) })
+	h.bg.Go(func() { every(bgCtx, 250*time.Millisecond, h.sampleRSS) })
+	// A write error here shows again at Close.
+	h.bg.Go(func() { every(bgCtx, time.Second, func() { _ = h.samples.flush() }) })
 	return h, nil
 }
 
@@ -202,15 +203,16 @@ func (h *Harness) labelOf(pid int) string {
 	return h.pidOf[pid]
 }
 
-func (h *Harness) flushEvery(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			_ = h.samples.flush() // a write error shows again at Close
+			f()
 		}
 	}
 }
@@ -221,31 +223,23 @@ func (h *Harness) Config() config.Config { return h.cfg }
 // Labels are the model labels in config order.
 func (h *Harness) Labels() []string { return h.order }
 
-func (h *Harness) sampleRSS(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+// sampleRSS records the host RSS of every running server's process group.
+func (h *Harness) sampleRSS() {
+	var got []report.RSSSample
+	h.mu.Lock()
+	for _, l := range h.order {
+		m := h.models[l]
+		if m.srv == nil {
+			continue
 		}
-		var got []report.RSSSample
-		h.mu.Lock()
-		for _, l := range h.order {
-			m := h.models[l]
-			if m.srv == nil {
-				continue
-			}
-			if b, err := m.srv.RSS(); err == nil {
-				m.rssPeak = max(m.rssPeak, b)
-				got = append(got, report.RSSSample{Time: time.Now(), Label: l, Bytes: b})
-			}
+		if b, err := m.srv.RSS(); err == nil {
+			m.rssPeak = max(m.rssPeak, b)
+			got = append(got, report.RSSSample{Time: time.Now(), Label: l, Bytes: b})
 		}
-		h.mu.Unlock()
-		for _, r := range got {
-			h.samples.rss(r)
-		}
+	}
+	h.mu.Unlock()
+	for _, r := range got { // outside h.mu: never hold it and the log's lock together
+		h.samples.rss(r)
 	}
 }
 
