@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -194,4 +195,30 @@ func TestAPIKeyNeverWritten(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, strings.Contains(string(b), cfg.APIKey), "%s holds the API key", e.Name())
 	}
+}
+
+// TestDiskFull puts out_dir on a 16 KiB tmpfs: the run goes on, Close says
+// which output could not be written and why, and no server is left.
+func TestDiskFull(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("needs root to mount a small tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	cfg := small(t)
+	cfg.OutDir = dir
+	cfg.Protocol.SleepL1Cycles = 8
+	h, err := Setup(t.Context(), cfg)
+	require.NoError(t, err)
+	_, err = h.Restart(t.Context(), "A", t.Logf)
+	require.NoError(t, err)
+	_, err = h.SleepCycles(t.Context(), "A", 1, func(string, ...any) {})
+	require.NoError(t, err, "a full disk does not stop the measurements")
+	pid := h.models["A"].srv.PID()
+	_, err = h.Close(nil)
+	require.Error(t, err)
+	t.Log(err)
+	assert.ErrorContains(t, err, "no space left on device")
+	assert.ErrorContains(t, err, dir, "the error names the output")
+	assert.False(t, server.GroupAlive(pid))
 }
