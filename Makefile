@@ -7,9 +7,12 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 .PHONY: bench test vet fuzz gpu ci
 FUZZTIME ?= 10s
 
+# The protocol's tests (not the harness's own robustness tests).
+PROTOCOL := '^Test(Restart|Baseline|SleepLevel1|AfterWake|SleepLevel2|Switch|GPUFacts|Outputs|RegressionGate)$$'
+
 ## bench: the whole protocol on vllmsim (demo profile); writes out/
 bench:
-	WAKEBENCH_CONFIG=$(CONFIG) $(GO) test -count=1 -timeout 30m -v -run . .
+	WAKEBENCH_CONFIG=$(CONFIG) $(GO) test -count=1 -timeout 30m -v -run $(PROTOCOL) .
 
 ## test: every package, race detector on (what CI runs)
 test:
@@ -27,8 +30,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseError$$' -fuzztime $(FUZZTIME) ./internal/vllm
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./internal/config
 
-## gpu: on a GPU runner with vLLM: make gpu CONFIG=gpu.json
+## gpu: on a GPU runner with vLLM and a gpu.json (see README): the protocol, then the NVML hardware tests
+GPU_CONFIG ?= gpu.json
 gpu:
-	WAKEBENCH_CONFIG=$(CONFIG) $(GO) test -tags gpu -count=1 -timeout 0 -v ./...
+	WAKEBENCH_CONFIG=$(GPU_CONFIG) $(GO) test -tags gpu -count=1 -timeout 0 -v -run $(PROTOCOL) .
+	$(GO) test -tags gpu -count=1 -v ./internal/gpu
 
 ci: vet fuzz test

@@ -115,9 +115,14 @@ func childRun(t *testing.T, args ...string) (cmd *exec.Cmd, out string, servers 
 		t.Skip("this is a child run")
 	}
 	out = t.TempDir()
+	// Whatever this run's config and build tags, the child runs vllmsim's
+	// tiny models on the simulated GPU.
+	cfg := filepath.Join(t.TempDir(), "child.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"command": "vllmsim", "memory": "sim", "sim": {"profile": "tiny", "time_scale": 1},
+		"models": [{"label": "A", "name": "tiny-a", "gpu_memory_utilization": 0.45}, {"label": "B", "name": "tiny-b", "gpu_memory_utilization": 0.45}],
+		"protocol": {"sleep_l1_cycles": 100000, "settle_s": 0.1}}`), 0o644))
 	cmd = exec.Command(os.Args[0], append([]string{"-test.run=^TestSleepLevel1$", "-test.v"}, args...)...)
-	cmd.Env = append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_CONFIG=", "WAKEBENCH_OUT_DIR="+out,
-		"WAKEBENCH_PROTOCOL_SLEEP_L1_CYCLES=100000")
+	cmd.Env = append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_CONFIG="+cfg, "WAKEBENCH_OUT_DIR="+out)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
