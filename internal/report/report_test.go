@@ -111,6 +111,24 @@ func TestShapeDiff(t *testing.T) {
 		"kv_gib: reference has number, ours string",
 		"models.A.restart_warm: reference has object, ours missing/null",
 	}, diffs)
+
+	// Three models C, D, E match the reference's A, B by shape.
+	require.NoError(t, json.Unmarshal(ref, &doc))
+	models := doc["models"].(map[string]any)
+	doc["models"] = map[string]any{"C": models["A"], "D": models["B"], "E": models["A"]}
+	b, _ = json.Marshal(doc)
+	diffs, err = ShapeDiff(ref, b)
+	require.NoError(t, err)
+	assert.Contains(t, diffs, "models.A: reference has object, ours missing/null", "exact keys by default")
+	diffs, err = ShapeDiff(ref, b, DataKeyed...)
+	require.NoError(t, err)
+	assert.Empty(t, diffs)
+	delete(models["A"].(map[string]any), "sleep")
+	doc["models"] = map[string]any{"C": models["A"]}
+	b, _ = json.Marshal(doc)
+	diffs, err = ShapeDiff(ref, b, DataKeyed...)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"models.C.sleep: reference has object, ours missing/null"}, diffs)
 }
 
 func TestReportHasTheReferenceShape(t *testing.T) {

@@ -3,15 +3,23 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
 
+// DataKeyed are the report's objects whose keys are data (model labels,
+// directions, window names), not field names.
+var DataKeyed = []string{"models", "switch.directions", "windows", "memory.rss_peak_gib", "memory.l1_release_fraction"}
+
 // ShapeDiff lists every key path of reference that ours lacks or holds with
 // another JSON type. Objects are compared key by key (extra keys in ours are
 // fine); every element of an array in ours is compared with the reference's
-// first element. Paths look like models.A.sleep.1.wake_api_s.median.
-func ShapeDiff(reference, ours []byte) ([]string, error) {
+// first element. Objects at the dataKeyed paths are compared by shape only:
+// ours must have at least one entry, and each is compared with the
+// reference's first (so a run of models A, B, C matches a reference of A, B).
+// Paths look like models.A.sleep.1.wake_api_s.median.
+func ShapeDiff(reference, ours []byte, dataKeyed ...string) ([]string, error) {
 	var ref, got any
 	if err := json.Unmarshal(reference, &ref); err != nil {
 		return nil, fmt.Errorf("reference: %w", err)
@@ -29,6 +37,16 @@ func ShapeDiff(reference, ours []byte) ([]string, error) {
 		switch r := r.(type) {
 		case map[string]any:
 			gm := g.(map[string]any)
+			if slices.Contains(dataKeyed, strings.TrimPrefix(path, ".")) && len(r) > 0 {
+				first := slices.Sorted(maps.Keys(r))[0]
+				if len(gm) == 0 {
+					diffs = append(diffs, fmt.Sprintf("%s: reference has entries, ours none", strings.TrimPrefix(path, ".")))
+				}
+				for _, k := range slices.Sorted(maps.Keys(gm)) {
+					walk(path+"."+k, r[first], gm[k])
+				}
+				return
+			}
 			keys := make([]string, 0, len(r))
 			for k := range r {
 				keys = append(keys, k)
