@@ -11,7 +11,7 @@ import (
 
 // Check evaluates value op limit, records it in the report's checks and returns it.
 func (h *Harness) Check(name, model string, value float64, op string, limit float64) report.Check {
-	return h.check(name, model, value, op, limit)
+	return h.Check(name, model, value, op, limit)
 }
 
 func (h *Harness) check(name, model string, value float64, op string, limit float64) report.Check {
@@ -22,7 +22,7 @@ func (h *Harness) check(name, model string, value float64, op string, limit floa
 
 // RestartChecks: every planned start happened.
 func (h *Harness) RestartChecks(label string, rs []report.Restart) []report.Check {
-	return []report.Check{h.check("restart.starts", label, float64(len(rs)), "==", float64(1+h.cfg.Protocol.RestartWarm))}
+	return []report.Check{h.Check("restart.starts", label, float64(len(rs)), "==", float64(1+h.cfg.Protocol.RestartWarm))}
 }
 
 // ServeChecks: failed requests within the limit and every round passed, per concurrency.
@@ -30,9 +30,9 @@ func (h *Harness) ServeChecks(label string, runs []report.PerfRun) []report.Chec
 	var out []report.Check
 	for _, r := range runs {
 		out = append(out,
-			h.check(fmt.Sprintf("%s.conc%d.failed_requests", r.Stage, r.Concurrency), label,
+			h.Check(fmt.Sprintf("%s.conc%d.failed_requests", r.Stage, r.Concurrency), label,
 				float64(r.Planned-r.Success), "<=", float64(h.cfg.ThresholdsFor(label).MaxFailedRequests)),
-			h.check(fmt.Sprintf("%s.conc%d.rounds_passed", r.Stage, r.Concurrency), label, float64(r.RoundsPassed), "==", float64(r.Rounds)))
+			h.Check(fmt.Sprintf("%s.conc%d.rounds_passed", r.Stage, r.Concurrency), label, float64(r.RoundsPassed), "==", float64(r.Rounds)))
 	}
 	return out
 }
@@ -54,7 +54,7 @@ func (h *Harness) AfterWakeChecks(label string, runs []report.PerfRun) []report.
 	for _, r := range runs {
 		aw, err := stats.Summarize(r.RoundTPS)
 		if b, ok := base[r.Concurrency]; ok && err == nil && b > 0 {
-			out = append(out, h.check(fmt.Sprintf("after-wake.conc%d.tps_ratio", r.Concurrency), label, aw.Median/b, ">=", min))
+			out = append(out, h.Check(fmt.Sprintf("after-wake.conc%d.tps_ratio", r.Concurrency), label, aw.Median/b, ">=", min))
 		}
 	}
 	return out
@@ -78,16 +78,16 @@ func (h *Harness) SleepChecks(label string, level int, cycles []report.Cycle) []
 			}
 		}
 	}
-	out := []report.Check{h.check(prefix+".successful_cycles", label, float64(len(ftt)), "==", float64(planned))}
+	out := []report.Check{h.Check(prefix+".successful_cycles", label, float64(len(ftt)), "==", float64(planned))}
 	if s, err := stats.Summarize(ftt); err == nil && maxFTT > 0 {
-		out = append(out, h.check(prefix+".to_first_token_s.p95", label, s.P95, "<=", maxFTT))
+		out = append(out, h.Check(prefix+".to_first_token_s.p95", label, s.P95, "<=", maxFTT))
 	}
 	if s, err := stats.Summarize(resid); err == nil && t.MaxResidualGiB > 0 {
-		out = append(out, h.check(prefix+".residual_gib.median", label, s.Median, "<=", t.MaxResidualGiB))
+		out = append(out, h.Check(prefix+".residual_gib.median", label, s.Median, "<=", t.MaxResidualGiB))
 	}
 	if level == 1 && t.MinL1ReleasePercent > 0 {
 		if s, err := stats.Summarize(h.Rec.Raw().Release[label]); err == nil {
-			out = append(out, h.check("memory.l1_release_fraction.median", label, s.Median, ">=", t.MinL1ReleasePercent))
+			out = append(out, h.Check("memory.l1_release_fraction.median", label, s.Median, ">=", t.MinL1ReleasePercent))
 		}
 	}
 	return out
@@ -106,11 +106,11 @@ func (h *Harness) SwitchChecks(handoffs []report.Handoff) []report.Check {
 		k := report.DirectionKey(ho.From, ho.To)
 		byDir[k] = append(byDir[k], ho.ToFirstTokenS)
 	}
-	out := []report.Check{h.check("switch.successful_handoffs", "", float64(ok), "==", float64(h.cfg.Protocol.Handoffs))}
+	out := []report.Check{h.Check("switch.successful_handoffs", "", float64(ok), "==", float64(h.cfg.Protocol.Handoffs))}
 	if limit := h.cfg.Thresholds.MaxSwitchToFirstTokenS; limit > 0 {
 		for _, k := range slices.Sorted(maps.Keys(byDir)) {
 			s, _ := stats.Summarize(byDir[k])
-			out = append(out, h.check("switch."+k+".to_first_token_s.p95", "", s.P95, "<=", limit))
+			out = append(out, h.Check("switch."+k+".to_first_token_s.p95", "", s.P95, "<=", limit))
 		}
 	}
 	return out
