@@ -11,10 +11,6 @@ import (
 
 // Check evaluates value op limit, records it in the report's checks and returns it.
 func (h *Harness) Check(name, model string, value float64, op string, limit float64) report.Check {
-	return h.Check(name, model, value, op, limit)
-}
-
-func (h *Harness) check(name, model string, value float64, op string, limit float64) report.Check {
 	c := report.Evaluate(name, model, value, op, limit)
 	h.Rec.Update(func(r *report.Raw) { r.Checks = append(r.Checks, c) })
 	return c
