@@ -113,7 +113,7 @@ func timeoutGuard(cfg config.Config, cancel context.CancelCauseFunc, h *protocol
 	return time.AfterFunc(max(d-2*grace, d/2), func() {
 		fmt.Fprintf(os.Stderr, "wakebench: go test -timeout %v is near: stopping the run\n", d)
 		cancel(fmt.Errorf("go test -timeout %v is near", d))
-		time.AfterFunc(grace, h.StopAll)
+		time.AfterFunc(grace, func() { _ = h.StopAll() }) // Close reports stop errors
 	})
 }
 

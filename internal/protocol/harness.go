@@ -250,11 +250,8 @@ func (h *Harness) sampleRSS() {
 // It returns the report and the first error met while writing.
 func (h *Harness) Close(testFailures []report.Failure) (report.Report, error) {
 	var errs []error
-	grace := seconds(h.cfg.Timeouts.StopS)
-	for _, l := range h.order {
-		if err := h.stop(l, grace); err != nil {
-			errs = append(errs, err)
-		}
+	if err := h.StopAll(); err != nil {
+		errs = append(errs, err)
 	}
 	h.stopBG()
 	h.bg.Wait()
@@ -317,10 +314,14 @@ func (h *Harness) Close(testFailures []report.Failure) (report.Report, error) {
 
 // StopAll stops every server now (SIGTERM, SIGKILL after timeouts.stop_s):
 // for a deadline that cannot wait for the phases to end. Safe beside Close.
-func (h *Harness) StopAll() {
+func (h *Harness) StopAll() error {
+	var errs []error
 	for _, l := range h.order {
-		_ = h.stop(l, seconds(h.cfg.Timeouts.StopS))
+		if err := h.stop(l, seconds(h.cfg.Timeouts.StopS)); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	return errors.Join(errs...)
 }
 
 // Fail records a failure and returns it as an error naming phase, model and step.
@@ -372,8 +373,13 @@ func (h *Harness) refreshPIDs(m *model) {
 	}
 }
 
-// Sampler is the GPU memory sampler, nil when memory is "none".
-func (h *Harness) Sampler() *gpu.Sampler { return h.sampler }
+// checkOutput fails a response whose text is garbage.
+func checkOutput(s *vllm.Stream) error {
+	if garbage(s.Text) {
+		return fmt.Errorf("%w: %.40q", ErrGarbage, s.Text)
+	}
+	return nil
+}
 
 // garbage reports whether text is what vLLM emits from uninitialised weights
 // (a level-2 wake without reload_weights): one character repeated, e.g. "!!!!".

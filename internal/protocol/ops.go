@@ -105,14 +105,7 @@ func (h *Harness) start(ctx context.Context, label string) (ready time.Duration,
 		return 0, fmt.Errorf("start %s (%s): %w; server log: %s", label, m.cfg.Name, err, spec.LogPath)
 	}
 	ready = readyAt.Sub(srv.Spawned)
-	if pids, err := srv.PIDs(); err == nil && len(pids) > 0 {
-		h.mu.Lock()
-		m.pids = pids
-		for _, p := range pids {
-			h.pidOf[p] = label
-		}
-		h.mu.Unlock()
-	}
+	h.refreshPIDs(m)
 	err = h.timeout(ctx, m, seconds(h.cfg.Timeouts.RequestS), func(ctx context.Context) error {
 		ids, err := m.client.Models(ctx)
 		if err != nil {
@@ -187,8 +180,8 @@ func (h *Harness) probe(ctx context.Context, label string) (*vllm.Stream, error)
 		var err error
 		s, err = m.client.Complete(ctx, vllm.CompletionRequest{Model: m.cfg.Name, Prompt: h.cfg.Protocol.Prompt,
 			MaxTokens: h.cfg.Protocol.ProbeMaxTokens, IgnoreEOS: true})
-		if err == nil && garbage(s.Text) {
-			err = fmt.Errorf("%w: %.40q", ErrGarbage, s.Text)
+		if err == nil {
+			err = checkOutput(s)
 		}
 		return err
 	})
@@ -344,18 +337,6 @@ func (h *Harness) Activate(ctx context.Context, label string) error {
 		}
 	}
 	return nil
-}
-
-// ActivateAll starts every model's server (one at a time) and leaves label awake.
-func (h *Harness) ActivateAll(ctx context.Context, label string) error {
-	for _, l := range h.order {
-		if l != label && !h.running(l) {
-			if err := h.Activate(ctx, l); err != nil {
-				return err
-			}
-		}
-	}
-	return h.Activate(ctx, label)
 }
 
 // Awake lists the models whose servers run and are awake.

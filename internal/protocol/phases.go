@@ -108,16 +108,23 @@ func (h *Harness) ServeRound(ctx context.Context, label string, c int) (load.Res
 		return load.Result{}, err
 	}
 	m := h.models[label]
-	p := h.cfg.Protocol
-	res := load.Run(ctx, m.client, load.Plan{Concurrency: c, Rounds: 1, RequestsPerRound: p.RequestsPerRound,
-		Request: vllm.CompletionRequest{Model: m.cfg.Name, Prompt: p.Prompt, MaxTokens: p.MaxTokens, IgnoreEOS: true},
-		Timeout: seconds(h.cfg.Timeouts.RequestS)})
+	res := load.Run(ctx, m.client, h.plan(m, c, 1))
 	for _, q := range res.Requests {
 		if q.Err != nil {
 			return res, h.explain(m, fmt.Errorf("serve %s at concurrency %d: %w", label, c, q.Err))
 		}
 	}
 	return res, nil
+}
+
+// plan is the protocol's serving load on m at concurrency c: fixed-length
+// outputs (ignore_eos), each checked for garbage.
+func (h *Harness) plan(m *model, c, rounds int) load.Plan {
+	p := h.cfg.Protocol
+	return load.Plan{Concurrency: c, Rounds: rounds, RequestsPerRound: p.RequestsPerRound,
+		Request:  vllm.CompletionRequest{Model: m.cfg.Name, Prompt: p.Prompt, MaxTokens: p.MaxTokens, IgnoreEOS: true},
+		Timeout:  seconds(h.cfg.Timeouts.RequestS),
+		Validate: checkOutput}
 }
 
 // Serve runs the serving measurement at every configured concurrency on an
@@ -133,15 +140,7 @@ func (h *Harness) Serve(ctx context.Context, label, stage string, logf Logf) ([]
 	p := h.cfg.Protocol
 	var out []report.PerfRun
 	for _, c := range p.Concurrency {
-		plan := load.Plan{Concurrency: c, Rounds: p.Rounds, RequestsPerRound: p.RequestsPerRound,
-			Request: vllm.CompletionRequest{Model: m.cfg.Name, Prompt: p.Prompt, MaxTokens: p.MaxTokens, IgnoreEOS: true},
-			Timeout: seconds(h.cfg.Timeouts.RequestS),
-			Validate: func(s *vllm.Stream) error {
-				if garbage(s.Text) {
-					return fmt.Errorf("%w: %.40q", ErrGarbage, s.Text)
-				}
-				return nil
-			}}
+		plan := h.plan(m, c, p.Rounds)
 		var res load.Result
 		err := h.timeout(ctx, m, time.Duration(plan.Planned()+1)*plan.Timeout, func(ctx context.Context) error {
 			res = load.Run(ctx, m.client, plan)

@@ -80,7 +80,9 @@ func WriteSummary(w io.Writer, rep Report) error {
 			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", k, d.N, num(d.SleepS), num(d.WakeS), spread(d.ToFirstTokenS))
 		}
 	}
-	fmt.Fprintf(&b, "\nGPU memory: peak %s GiB over %d samples (source %s).", num(Summary1(rep.Memory.PhysicalPeakGiB.Max, rep.Memory.PhysicalPeakGiB.N)), rep.Memory.PhysicalPeakGiB.N, rep.Memory.Source)
+	peak := rep.Memory.PhysicalPeakGiB
+	peak.Median = peak.Max // num prints the median
+	fmt.Fprintf(&b, "\nGPU memory: peak %s GiB over %d samples (source %s).", num(peak), peak.N, rep.Memory.Source)
 	if rep.Memory.Note != "" {
 		fmt.Fprintf(&b, " %s.", rep.Memory.Note)
 	}
@@ -88,9 +90,6 @@ func WriteSummary(w io.Writer, rep Report) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
-
-// Summary1 is a summary whose median is v (n = 0 when n is 0): for printing one number.
-func Summary1(v float64, n int) stats.Summary { return stats.Summary{N: n, Median: v} }
 
 func num(s stats.Summary) string {
 	if s.N == 0 {

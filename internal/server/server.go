@@ -103,12 +103,6 @@ func Start(spec Spec) (*Server, error) {
 // PID is the server's process id (and process group id).
 func (s *Server) PID() int { return s.cmd.Process.Pid }
 
-// Label is the model label the server runs for.
-func (s *Server) Label() string { return s.spec.Label }
-
-// LogPath is where its output goes.
-func (s *Server) LogPath() string { return s.spec.LogPath }
-
 // Done is closed when the process has exited.
 func (s *Server) Done() <-chan struct{} { return s.done }
 

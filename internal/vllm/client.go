@@ -51,9 +51,6 @@ func New(baseURL string, opts ...Option) *Client {
 	return c
 }
 
-// BaseURL is the server's address.
-func (c *Client) BaseURL() string { return c.base }
-
 // CloseIdle closes idle keep-alive connections.
 func (c *Client) CloseIdle() { c.hc.CloseIdleConnections() }
 
