@@ -63,11 +63,17 @@ func (p Physics) Reload() float64 {
 	return p.GPU.ReloadFixedS + gb(float64(p.WeightBytes()))/p.GPU.LoadGBps
 }
 
-// Start is spawn → ready: the start-up cost plus reading the weights once.
-func (p Physics) Start(warm bool) float64 {
-	s := p.Model.StartInitialS
+// StartCost is start-up without the weight load: process, imports,
+// profiling, compilation (initial only) and CUDA-graph capture.
+func (p Physics) StartCost(warm bool) float64 {
 	if warm {
-		s = p.Model.StartWarmS
+		return p.Model.StartWarmS
 	}
-	return s + gb(float64(p.WeightBytes()))/p.GPU.LoadGBps
+	return p.Model.StartInitialS
 }
+
+// LoadWeights is reading the checkpoint once from host storage.
+func (p Physics) LoadWeights() float64 { return gb(float64(p.WeightBytes())) / p.GPU.LoadGBps }
+
+// Start is spawn → ready: the start-up cost plus reading the weights once.
+func (p Physics) Start(warm bool) float64 { return p.StartCost(warm) + p.LoadWeights() }

@@ -487,8 +487,8 @@ func (s *server) startup(ctx context.Context, warm bool) error {
 		return fmt.Errorf("%w: ValueError: Free memory on device (%.2f/%.2f GiB) on startup is less than desired GPU memory utilization (%.2f, %.2f GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes",
 			errStartup, float64(free)/GiB, float64(s.dev.info.TotalBytes)/GiB, util, want/GiB)
 	}
-	load := s.phys.Start(warm) - s.phys.Model.startCost(warm)
-	if !s.clock.sleep(ctx, 0.3*s.phys.Model.startCost(warm)) || !s.clock.sleep(ctx, load) {
+	load := s.phys.LoadWeights()
+	if !s.clock.sleep(ctx, 0.3*s.phys.StartCost(warm)) || !s.clock.sleep(ctx, load) {
 		return ctx.Err()
 	}
 	if s.faults.CrashAtStart {
@@ -499,7 +499,7 @@ func (s *server) startup(ctx context.Context, warm bool) error {
 	s.mu.Unlock()
 	s.publish()
 	s.log.Printf("Loading weights took %.2f seconds", load*s.clock.scale)
-	if !s.clock.sleep(ctx, 0.7*s.phys.Model.startCost(warm)) {
+	if !s.clock.sleep(ctx, 0.7*s.phys.StartCost(warm)) {
 		return ctx.Err()
 	}
 	if free, err := s.dev.free(); err != nil {
@@ -514,11 +514,4 @@ func (s *server) startup(ctx context.Context, warm bool) error {
 	s.publish()
 	s.log.Printf("Available KV cache memory: %.2f GiB", float64(s.phys.KVBytes)/GiB)
 	return nil
-}
-
-func (m Model) startCost(warm bool) float64 {
-	if warm {
-		return m.StartWarmS
-	}
-	return m.StartInitialS
 }
