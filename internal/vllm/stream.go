@@ -13,14 +13,17 @@ import (
 	sse "github.com/tmaxmax/go-sse"
 )
 
-// CompletionRequest is a /v1/completions request. Stream and usage are
-// always on: token counts come from the server's usage chunk.
+// CompletionRequest is a /v1/completions request. Streamed, with usage:
+// token counts come from the server's usage chunk.
 type CompletionRequest struct {
 	Model     string
 	Prompt    string
 	MaxTokens int
 	// IgnoreEOS (with MinTokens = MaxTokens) makes every output exactly MaxTokens long.
 	IgnoreEOS bool
+	// NoStream asks for one JSON response instead of a stream (request-rate
+	// benchmarks): the Stream then holds one receive time, for the whole text.
+	NoStream bool
 }
 
 type wireRequest struct {
@@ -31,7 +34,7 @@ type wireRequest struct {
 	IgnoreEOS     bool          `json:"ignore_eos,omitempty"`
 	Temperature   float64       `json:"temperature"`
 	Stream        bool          `json:"stream"`
-	StreamOptions streamOptions `json:"stream_options"`
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
 }
 
 type streamOptions struct {
@@ -47,6 +50,10 @@ type Stream struct {
 	FinishReason string
 	PromptTokens int // from usage
 	OutputTokens int // usage.completion_tokens
+	// Stamps, when the server is vllmsim with VLLMSIM_STAMP=1, is when it
+	// wrote each chunk of Tokens: Tokens[i] − Stamps[i] is the delay the
+	// measurement itself adds (write, loopback, read, parse).
+	Stamps []time.Time
 }
 
 // TTFT is request sent → first chunk with a non-empty token.
@@ -83,6 +90,8 @@ type wireChunk struct {
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
 	Error json.RawMessage `json:"error"`
+	// SentNS is vllmsim's send stamp (VLLMSIM_STAMP=1); real vLLM has no such field.
+	SentNS int64 `json:"vllmsim_sent_ns"`
 }
 
 // Complete streams a completion and records when each chunk arrived. The
@@ -91,7 +100,10 @@ type wireChunk struct {
 // together with what was received so far.
 func (c *Client) Complete(ctx context.Context, r CompletionRequest) (*Stream, error) {
 	wr := wireRequest{Model: r.Model, Prompt: r.Prompt, MaxTokens: r.MaxTokens, IgnoreEOS: r.IgnoreEOS,
-		Temperature: 0, Stream: true, StreamOptions: streamOptions{IncludeUsage: true}}
+		Temperature: 0, Stream: !r.NoStream}
+	if !r.NoStream {
+		wr.StreamOptions = &streamOptions{IncludeUsage: true}
+	}
 	if r.IgnoreEOS {
 		wr.MinTokens = r.MaxTokens
 	}
@@ -104,7 +116,9 @@ func (c *Client) Complete(ctx context.Context, r CompletionRequest) (*Stream, er
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
+	if !r.NoStream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
 	if c.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
@@ -118,10 +132,32 @@ func (c *Client) Complete(ctx context.Context, r CompletionRequest) (*Stream, er
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return s, fmt.Errorf("POST /v1/completions: %w", ParseError(resp.StatusCode, b))
 	}
-	if err := s.read(resp.Body); err != nil {
+	read := s.read
+	if r.NoStream {
+		read = s.readWhole
+	}
+	if err := read(resp.Body); err != nil {
 		return s, fmt.Errorf("POST /v1/completions: %w", err)
 	}
 	return s, nil
+}
+
+// readWhole reads a non-streamed completion into s.
+func (s *Stream) readWhole(body io.Reader) error {
+	var c wireChunk
+	if err := json.NewDecoder(body).Decode(&c); err != nil {
+		return fmt.Errorf("malformed completion: %w", err)
+	}
+	now := time.Now()
+	if len(c.Choices) == 0 || c.Usage == nil {
+		return fmt.Errorf("completion without choices or usage")
+	}
+	s.FirstChunk, s.Tokens, s.Text = now, []time.Time{now}, c.Choices[0].Text
+	if f := c.Choices[0].FinishReason; f != nil {
+		s.FinishReason = *f
+	}
+	s.PromptTokens, s.OutputTokens = c.Usage.PromptTokens, c.Usage.CompletionTokens
+	return nil
 }
 
 // read consumes the SSE body into s.
@@ -157,6 +193,9 @@ func (s *Stream) read(body io.Reader) error {
 		for _, c := range ch.Choices {
 			if c.Text != "" {
 				s.Tokens = append(s.Tokens, now)
+				if ch.SentNS != 0 {
+					s.Stamps = append(s.Stamps, time.Unix(0, ch.SentNS))
+				}
 				text.WriteString(c.Text)
 			}
 			if c.FinishReason != nil {

@@ -33,6 +33,7 @@ type server struct {
 	created int64
 	reqID   atomic.Uint64
 	faults  *Faults
+	stamp   bool           // VLLMSIM_STAMP
 	exit    func(code int) // os.Exit after cleaning up; injected crashes use it
 
 	opMu sync.Mutex // one sleep/wake/rpc at a time, as vLLM's engine core serialises them
@@ -217,11 +218,10 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	if fl != nil {
 		fl.Flush()
 	}
-	created := time.Now().Unix()
+	enc := newChunkEncoder(id, time.Now().Unix(), name, s.stamp)
 	n := 0
-	send := func(v any) bool {
-		b, _ := json.Marshal(v)
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+	write := func(b []byte) bool {
+		if _, err := w.Write(b); err != nil {
 			return false
 		}
 		if fl != nil {
@@ -230,10 +230,6 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return true
 	}
 	for t := range sq.out {
-		var fr any
-		if t.finish != "" {
-			fr = t.finish
-		}
 		if t.finish != "abort" {
 			n++
 		}
@@ -245,8 +241,8 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			s.log.Printf("WARNING injected fault truncate-stream=%d: ending the stream without [DONE]", nth)
 			return
 		case n == 2 && nth == s.faults.ErrorEvent:
-			send(map[string]any{"error": map[string]any{"message": "injected fault error-event", "type": "InternalServerError", "param": nil, "code": 500}})
-			_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
+			b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "injected fault error-event", "type": "InternalServerError", "param": nil, "code": 500}})
+			_, _ = fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", b)
 			return
 		case n == 2 && nth == s.faults.StallStreamN:
 			s.log.Printf("WARNING injected fault stall-stream=%d: stalling %gs", nth, s.faults.StallStreamS)
@@ -256,20 +252,14 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			case <-time.After(time.Duration(s.faults.StallStreamS * float64(time.Second))):
 			}
 		}
-		if !send(map[string]any{"id": id, "object": "text_completion", "created": created, "model": name,
-			"choices": []map[string]any{{"index": 0, "text": t.text, "logprobs": nil, "finish_reason": fr, "stop_reason": nil}},
-			"usage":   nil}) {
+		if !write(enc.token(t.text, t.finish)) {
 			return // client gone; the engine drops the sequence at its next step
 		}
 	}
 	if includeUsage {
-		usage["completion_tokens"], usage["total_tokens"] = n, n+promptTokens
-		send(map[string]any{"id": id, "object": "text_completion", "created": created, "model": name, "choices": []any{}, "usage": usage})
+		write(enc.usage(promptTokens, n))
 	}
-	_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
-	if fl != nil {
-		fl.Flush()
-	}
+	write([]byte("data: [DONE]\n\n"))
 }
 
 func (s *server) handleIsSleeping(w http.ResponseWriter, r *http.Request) {
@@ -498,7 +488,8 @@ func (s *server) startup(ctx context.Context, warm bool) error {
 	s.weightsAsleep = false
 	s.mu.Unlock()
 	s.publish()
-	s.log.Printf("Loading weights took %.2f seconds", load*s.clock.scale)
+	// vLLM's gpu_model_runner line: wakebench reads the weight size from it.
+	s.log.Printf("Model loading took %.4f GiB and %.6f seconds", float64(s.phys.WeightBytes())/GiB, load*s.clock.scale)
 	if !s.clock.sleep(ctx, 0.7*s.phys.StartCost(warm)) {
 		return ctx.Err()
 	}

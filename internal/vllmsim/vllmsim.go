@@ -9,7 +9,11 @@
 // command line stays exactly vLLM's:
 //
 //	VLLMSIM_PROFILE     built-in profile (tiny, demo, l20); default tiny
-//	VLLMSIM_TIME_SCALE  factor on every modelled duration; default 1
+//	VLLMSIM_TIME_SCALE  factor on every modelled duration; default 1; 0 runs
+//	                    with no modelled delay at all (harness overhead benchmarks)
+//	VLLMSIM_STAMP       1 adds "vllmsim_sent_ns" (Unix ns, taken just before
+//	                    the write) to every streamed chunk, so a client can
+//	                    measure its own receive delay
 //	VLLMSIM_GPU_DIR     simulated GPU directory; default a private one
 //	VLLMSIM_CACHE_DIR   compile-cache markers (initial vs warm start)
 //	VLLMSIM_FAULTS      failures to inject (see Faults)
@@ -39,6 +43,7 @@ const (
 	EnvTimeScale = "VLLMSIM_TIME_SCALE"
 	EnvCacheDir  = "VLLMSIM_CACHE_DIR"
 	EnvDevMode   = "VLLM_SERVER_DEV_MODE"
+	EnvStamp     = "VLLMSIM_STAMP"
 )
 
 // Settings are vllmsim's own settings, read from the environment.
@@ -48,6 +53,7 @@ type Settings struct {
 	GPUDir    string
 	CacheDir  string
 	DevMode   bool
+	Stamp     bool // VLLMSIM_STAMP: stamp each streamed chunk with its send time
 	Faults    *Faults
 	APIKey    string // VLLM_API_KEY, used when --api-key is not given (as vLLM does)
 }
@@ -67,8 +73,8 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 	st.TimeScale = 1
 	if v := getenv(EnvTimeScale); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(f > 0) || f > 1000 {
-			return st, fmt.Errorf("%s=%q: want a number > 0 (e.g. 0.1 runs ten times faster)", EnvTimeScale, v)
+		if err != nil || !(f >= 0) || f > 1000 {
+			return st, fmt.Errorf("%s=%q: want a number ≥ 0 (e.g. 0.1 runs ten times faster, 0 without any modelled delay)", EnvTimeScale, v)
 		}
 		st.TimeScale = f
 	}
@@ -79,6 +85,13 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 			return st, fmt.Errorf("ValueError: invalid literal for int() with base 10: %q (set %s=1)", v, EnvDevMode)
 		}
 		st.DevMode = n != 0
+	}
+	switch v := getenv(EnvStamp); v {
+	case "", "0":
+	case "1":
+		st.Stamp = true
+	default:
+		return st, fmt.Errorf("%s=%q: want 1 (stamp every streamed chunk) or 0", EnvStamp, v)
 	}
 	if st.Faults, err = ParseFaults(getenv(EnvFaults)); err != nil {
 		return st, err
@@ -181,7 +194,7 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 		return min(1, float64(running)*perSeq/float64(phys.KVBytes))
 	}
 	s := &server{args: args, phys: phys, clock: c, dev: dev, log: lg, devMode: st.DevMode, created: time.Now().Unix(),
-		m: newMetrics(args.ServedName(), kvUsage), faults: st.Faults, exit: func(code int) {
+		m: newMetrics(args.ServedName(), kvUsage), faults: st.Faults, stamp: st.Stamp, exit: func(code int) {
 			simgpu.Remove(gpuDir, pid)
 			os.Exit(code)
 		}}

@@ -3,6 +3,7 @@ package vllmsim
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -75,8 +76,55 @@ func TestSettingsFromEnv(t *testing.T) {
 	assert.ErrorContains(t, err, "invalid literal for int()", "vLLM parses VLLM_SERVER_DEV_MODE with int()")
 	_, err = SettingsFromEnv(env(EnvProfile, "h100"))
 	assert.ErrorContains(t, err, "known: demo, l20, tiny")
-	_, err = SettingsFromEnv(env(EnvTimeScale, "0"))
+	_, err = SettingsFromEnv(env(EnvTimeScale, "-1"))
 	assert.ErrorContains(t, err, EnvTimeScale)
+	st, err = SettingsFromEnv(env(EnvTimeScale, "0", EnvStamp, "1"))
+	require.NoError(t, err, "time scale 0: no modelled delay")
+	assert.Zero(t, st.TimeScale)
+	assert.True(t, st.Stamp)
+	_, err = SettingsFromEnv(env(EnvStamp, "yes"))
+	assert.ErrorContains(t, err, EnvStamp)
+}
+
+// TestStreamChunks checks the streamed chunks byte for byte against vLLM's
+// shape (the fixture testdata/vllm/stream-ok.sse follows vLLM's field order),
+// with and without the send stamp, and that the client reads the stamps.
+func TestStreamChunks(t *testing.T) {
+	for _, stamp := range []bool{false, true} {
+		t.Run(fmt.Sprint("stamp=", stamp), func(t *testing.T) {
+			enc := newChunkEncoder("cmpl-1", 1730000000, `qwen "q"`, stamp)
+			tok := string(enc.token(" \"the\"\n", ""))
+			fin := string(enc.token(" cat", "length"))
+			use := string(enc.usage(3, 2))
+			want := `data: {"id":"cmpl-1","object":"text_completion","created":1730000000,"model":"qwen \"q\"","choices":[{"index":0,"text":" \"the\"\n","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null`
+			if !stamp {
+				assert.Equal(t, want+"}\n\n", tok)
+				assert.Contains(t, fin, `"finish_reason":"length"`)
+				assert.Equal(t, `data: {"id":"cmpl-1","object":"text_completion","created":1730000000,"model":"qwen \"q\"","choices":[],"usage":{"prompt_tokens":3,"total_tokens":5,"completion_tokens":2}}`+"\n\n", use)
+				return
+			}
+			assert.True(t, strings.HasPrefix(tok, want+`,"vllmsim_sent_ns":`), tok)
+			var v struct {
+				Sent int64 `json:"vllmsim_sent_ns"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(strings.TrimSpace(use), "data: ")), &v))
+			assert.InDelta(t, time.Now().UnixNano(), v.Sent, float64(time.Minute))
+		})
+	}
+	s := startSim(t, "tiny-a", map[string]string{EnvStamp: "1"})
+	s.ready(t)
+	st, err := s.c.Complete(t.Context(), vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 6, IgnoreEOS: true})
+	require.NoError(t, err)
+	require.Len(t, st.Stamps, 6, "one stamp per token chunk")
+	for i, at := range st.Stamps {
+		assert.False(t, st.Tokens[i].Before(at), "token %d read before it was sent", i)
+		assert.Less(t, st.Tokens[i].Sub(at), time.Second)
+	}
+	whole, err := s.c.Complete(t.Context(), vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 6, IgnoreEOS: true, NoStream: true})
+	require.NoError(t, err, "non-streamed completion")
+	assert.Equal(t, 6, whole.OutputTokens)
+	assert.Equal(t, st.Text, whole.Text, "same text streamed or not")
+	assert.Len(t, whole.Tokens, 1)
 }
 
 // sim runs Main in-process on a free port and returns its client once ready.
