@@ -80,20 +80,6 @@ func (s *Stream) Last() time.Time {
 	return s.Tokens[len(s.Tokens)-1]
 }
 
-type wireChunk struct {
-	Choices []struct {
-		Text         string  `json:"text"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
-	Error json.RawMessage `json:"error"`
-	// SentNS is vllmsim's send stamp (VLLMSIM_STAMP=1); real vLLM has no such field.
-	SentNS int64 `json:"vllmsim_sent_ns"`
-}
-
 // Complete streams a completion and records when each chunk arrived. The
 // stream must end with [DONE] and carry a usage chunk; an error event inside
 // the stream, a truncated stream or a malformed chunk is an error, returned
@@ -142,21 +128,24 @@ func (c *Client) Complete(ctx context.Context, r CompletionRequest) (*Stream, er
 	return s, nil
 }
 
-// readWhole reads a non-streamed completion into s.
+// readWhole reads a non-streamed completion into s: one receive time for
+// the whole text.
 func (s *Stream) readWhole(body io.Reader) error {
-	var c wireChunk
-	if err := json.NewDecoder(body).Decode(&c); err != nil {
-		return fmt.Errorf("malformed completion: %w", err)
+	b, err := io.ReadAll(io.LimitReader(body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("read completion: %w", err)
 	}
-	now := time.Now()
-	if len(c.Choices) == 0 || c.Usage == nil {
-		return fmt.Errorf("completion without choices or usage")
+	var dec chunkDecoder
+	c, err := dec.decode(string(b))
+	switch {
+	case err != nil:
+		return fmt.Errorf("malformed completion %.80q: %w", b, err)
+	case c.choices == 0 || !c.usage:
+		return fmt.Errorf("completion without choices or usage: %.80q", b)
 	}
-	s.FirstChunk, s.Tokens, s.Text = now, []time.Time{now}, c.Choices[0].Text
-	if f := c.Choices[0].FinishReason; f != nil {
-		s.FinishReason = *f
-	}
-	s.PromptTokens, s.OutputTokens = c.Usage.PromptTokens, c.Usage.CompletionTokens
+	var text strings.Builder
+	s.apply(c, time.Now(), &text)
+	s.Text = text.String()
 	return nil
 }
 
@@ -165,6 +154,7 @@ func (s *Stream) read(body io.Reader) error {
 	var text strings.Builder
 	defer func() { s.Text = text.String() }()
 	done, sawUsage := false, false
+	var dec chunkDecoder
 	for ev, err := range sse.Read(body, &sse.ReadConfig{MaxEventSize: 1 << 20}) {
 		if err != nil {
 			return fmt.Errorf("read stream: %w", err)
@@ -178,35 +168,17 @@ func (s *Stream) read(body io.Reader) error {
 		if data == "" {
 			continue
 		}
-		var ch wireChunk
-		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+		c, err := dec.decode(data)
+		if err != nil {
 			return fmt.Errorf("malformed chunk %.80q: %w", data, err)
 		}
-		if len(ch.Error) > 0 && string(ch.Error) != "null" {
+		if c.isError {
 			e := ParseError(http.StatusOK, []byte(data))
 			e.InStream = true
 			return e
 		}
-		if len(ch.Choices) > 0 && s.FirstChunk.IsZero() {
-			s.FirstChunk = now
-		}
-		for _, c := range ch.Choices {
-			if c.Text != "" {
-				s.Tokens = append(s.Tokens, now)
-				if ch.SentNS != 0 {
-					s.Stamps = append(s.Stamps, time.Unix(0, ch.SentNS))
-				}
-				text.WriteString(c.Text)
-			}
-			if c.FinishReason != nil {
-				s.FinishReason = *c.FinishReason
-			}
-		}
-		if ch.Usage != nil {
-			sawUsage = true
-			s.PromptTokens = ch.Usage.PromptTokens
-			s.OutputTokens = ch.Usage.CompletionTokens
-		}
+		s.apply(c, now, &text)
+		sawUsage = sawUsage || c.usage
 	}
 	switch {
 	case !done:
