@@ -27,13 +27,13 @@ type CompletionRequest struct {
 }
 
 type wireRequest struct {
-	Model         string        `json:"model"`
-	Prompt        string        `json:"prompt"`
-	MaxTokens     int           `json:"max_tokens"`
-	MinTokens     int           `json:"min_tokens,omitempty"`
-	IgnoreEOS     bool          `json:"ignore_eos,omitempty"`
-	Temperature   float64       `json:"temperature"`
-	Stream        bool          `json:"stream"`
+	Model         string         `json:"model"`
+	Prompt        string         `json:"prompt"`
+	MaxTokens     int            `json:"max_tokens"`
+	MinTokens     int            `json:"min_tokens,omitempty"`
+	IgnoreEOS     bool           `json:"ignore_eos,omitempty"`
+	Temperature   float64        `json:"temperature"`
+	Stream        bool           `json:"stream"`
 	StreamOptions *streamOptions `json:"stream_options,omitempty"`
 }
 
