@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -117,7 +118,7 @@ func BenchmarkStreamRead(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		s := &Stream{}
-		if err := s.read(strings.NewReader(body)); err != nil {
+		if err := s.read(strings.NewReader(body), time.Now); err != nil {
 			b.Fatal(err)
 		}
 	}

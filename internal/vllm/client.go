@@ -40,7 +40,7 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc
 func New(baseURL string, opts ...Option) *Client {
 	c := &Client{base: baseURL, hc: &http.Client{Transport: &http.Transport{
 		Proxy:               nil, // loopback servers: never through a proxy
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dialRx(&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}),
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 1024,
 		IdleConnTimeout:     90 * time.Second,

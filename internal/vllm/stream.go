@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"time"
 
@@ -108,6 +110,8 @@ func (c *Client) Complete(ctx context.Context, r CompletionRequest) (*Stream, er
 	if c.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
+	var conn net.Conn
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { conn = i.Conn }}))
 	s := &Stream{Sent: time.Now()}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -118,9 +122,10 @@ func (c *Client) Complete(ctx context.Context, r CompletionRequest) (*Stream, er
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return s, fmt.Errorf("POST /v1/completions: %w", ParseError(resp.StatusCode, b))
 	}
-	read := s.read
+	now := func() time.Time { return receiveTime(conn) }
+	read := func(body io.Reader) error { return s.read(body, now) }
 	if r.NoStream {
-		read = s.readWhole
+		read = func(body io.Reader) error { return s.readWhole(body, now) }
 	}
 	if err := read(resp.Body); err != nil {
 		return s, fmt.Errorf("POST /v1/completions: %w", err)
@@ -130,7 +135,7 @@ func (c *Client) Complete(ctx context.Context, r CompletionRequest) (*Stream, er
 
 // readWhole reads a non-streamed completion into s: one receive time for
 // the whole text.
-func (s *Stream) readWhole(body io.Reader) error {
+func (s *Stream) readWhole(body io.Reader, now func() time.Time) error {
 	b, err := io.ReadAll(io.LimitReader(body, 16<<20))
 	if err != nil {
 		return fmt.Errorf("read completion: %w", err)
@@ -144,13 +149,24 @@ func (s *Stream) readWhole(body io.Reader) error {
 		return fmt.Errorf("completion without choices or usage: %.80q", b)
 	}
 	var text strings.Builder
-	s.apply(c, time.Now(), &text)
+	s.apply(c, now(), &text)
 	s.Text = text.String()
 	return nil
 }
 
-// read consumes the SSE body into s.
-func (s *Stream) read(body io.Reader) error {
+// receiveTime is when the data last read from conn reached this host (the
+// kernel's receive timestamp), or now where that is not known. Token times
+// are receive times: the client's own scheduling delay stays out of them.
+func receiveTime(conn net.Conn) time.Time {
+	now := time.Now()
+	if t := received(conn); !t.IsZero() && t.Before(now) {
+		return t
+	}
+	return now
+}
+
+// read consumes the SSE body into s; now says when the data just read arrived.
+func (s *Stream) read(body io.Reader, now func() time.Time) error {
 	var text strings.Builder
 	defer func() { s.Text = text.String() }()
 	done, sawUsage := false, false
@@ -159,7 +175,7 @@ func (s *Stream) read(body io.Reader) error {
 		if err != nil {
 			return fmt.Errorf("read stream: %w", err)
 		}
-		now := time.Now()
+		at := now()
 		data := strings.TrimSpace(ev.Data)
 		if data == "[DONE]" {
 			done = true
@@ -177,7 +193,7 @@ func (s *Stream) read(body io.Reader) error {
 			e.InStream = true
 			return e
 		}
-		s.apply(c, now, &text)
+		s.apply(c, at, &text)
 		sawUsage = sawUsage || c.usage
 	}
 	switch {
