@@ -4,7 +4,7 @@ CONFIG ?= testdata/demo.json
 # go-nvml's cgo build warns about every NVML 13 deprecation; silence them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: bench test vet fuzz gpu ci
+.PHONY: bench test vet fuzz gpu perf ci
 FUZZTIME ?= 10s
 
 # The protocol's tests (not the harness's own robustness tests).
@@ -35,5 +35,9 @@ GPU_CONFIG ?= gpu.json
 gpu:
 	WAKEBENCH_CONFIG=$(GPU_CONFIG) $(GO) test -tags gpu -count=1 -timeout 0 -v -run $(PROTOCOL) .
 	$(GO) test -tags gpu -count=1 -v ./internal/gpu
+
+## perf: the harness's own overhead against its goals and against wrk and vegeta (installs them); prints one table
+perf:
+	scripts/perf.sh
 
 ci: vet fuzz test

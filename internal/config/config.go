@@ -129,7 +129,7 @@ func Default() Config {
 			Handoffs: 19, ContextTokens: 4096, KVGiB: 4, MaxTokens: 128, ProbeMaxTokens: 8,
 			Prompt: DefaultPrompt, SettleS: 0.1, WindowPadS: 2, SampleHz: 20,
 		},
-		Timeouts: Timeouts{StartS: 600, RequestS: 300, SleepS: 300, WakeS: 300, StopS: 10, PollMS: 20},
+		Timeouts: Timeouts{StartS: 600, RequestS: 300, SleepS: 300, WakeS: 300, StopS: 10, PollMS: 5},
 		Thresholds: Thresholds{
 			MaxFailedRequests: 0, MinL1ReleasePercent: 50, MinAfterWakeTPSRatio: 0.95,
 			RegressionPercent: 10, RegressionAlpha: 0.05,

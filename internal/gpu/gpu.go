@@ -27,12 +27,36 @@ type Source interface {
 	Read(ctx context.Context) (Reading, error)
 }
 
-// SimSource reads vllmsim's simulated GPU directory.
-type SimSource struct{ Dir string }
+// SimSource reads vllmsim's simulated GPU directory. The device itself
+// (name, total, reserved) is fixed once created and is read once; the
+// processes are read at every sample.
+type SimSource struct {
+	dir    string
+	mu     sync.Mutex
+	dev    simgpu.Device
+	loaded bool
+}
+
+// NewSimSource reads the simulated GPU in dir.
+func NewSimSource(dir string) *SimSource { return &SimSource{dir: dir} }
+
+// device is the device, read at the first call that finds it.
+func (s *SimSource) device() (simgpu.Device, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.loaded {
+		d, err := simgpu.ReadDevice(s.dir)
+		if err != nil {
+			return d, err
+		}
+		s.dev, s.loaded = d, true
+	}
+	return s.dev, nil
+}
 
 // Describe names the simulated device.
-func (s SimSource) Describe() (string, error) {
-	d, err := simgpu.ReadDevice(s.Dir)
+func (s *SimSource) Describe() (string, error) {
+	d, err := s.device()
 	if err != nil {
 		return "", err
 	}
@@ -40,12 +64,12 @@ func (s SimSource) Describe() (string, error) {
 }
 
 // Read returns the device's used and total memory and every live process's share.
-func (s SimSource) Read(context.Context) (Reading, error) {
-	d, err := simgpu.ReadDevice(s.Dir)
+func (s *SimSource) Read(context.Context) (Reading, error) {
+	d, err := s.device()
 	if err != nil {
 		return Reading{}, err
 	}
-	procs, err := simgpu.Processes(s.Dir)
+	procs, err := simgpu.Processes(s.dir)
 	if err != nil {
 		return Reading{}, err
 	}

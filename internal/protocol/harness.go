@@ -122,7 +122,7 @@ func Setup(ctx context.Context, cfg config.Config) (*Harness, error) {
 				return fail(err)
 			}
 			h.env = append(h.env, simgpu.EnvDir+"="+dir)
-			src = gpu.SimSource{Dir: dir}
+			src = gpu.NewSimSource(dir)
 		}
 	default:
 		p, err := exec.LookPath(cfg.Command)

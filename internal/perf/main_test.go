@@ -1,0 +1,116 @@
+package perf_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/server"
+	"github.com/wakebench/wakebench/internal/simgpu"
+	"github.com/wakebench/wakebench/internal/stats"
+	"github.com/wakebench/wakebench/internal/vllm"
+	"github.com/wakebench/wakebench/internal/vllmsim"
+)
+
+// simPath is the vllmsim binary built for this package's benchmarks.
+var simPath string
+
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(envPinger); addr != "" {
+		os.Exit(pinger(addr))
+	}
+	dir, err := os.MkdirTemp("", "wakebench-perf-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	simPath = filepath.Join(dir, "vllmsim")
+	if out, err := exec.Command("go", "build", "-o", simPath, "github.com/wakebench/wakebench/cmd/vllmsim").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build vllmsim: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// sim is a vllmsim process serving tiny-a on loopback.
+type sim struct {
+	url    string
+	client *vllm.Client
+	model  string
+}
+
+// startSim starts vllmsim (tiny profile) at the time scale given ("0": no
+// modelled delay) and waits until it is ready. With more than one CPU the
+// server is pinned to CPU 0 (taskset), so that a client with GOMAXPROCS=1
+// has a core of its own. The process is stopped when tb ends.
+func startSim(tb testing.TB, scale string, stamp bool) *sim {
+	tb.Helper()
+	port := freePort(tb)
+	dir := tb.TempDir()
+	args := []string{"serve", "tiny-a", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--enable-sleep-mode",
+		"--max-model-len", "4096", "--kv-cache-memory-bytes", "1073741824"}
+	path := simPath
+	if runtime.NumCPU() > 1 {
+		if ts, err := exec.LookPath("taskset"); err == nil {
+			path, args = ts, append([]string{"-c", "0", simPath}, args...)
+		}
+	}
+	env := []string{vllmsim.EnvProfile + "=tiny", vllmsim.EnvTimeScale + "=" + scale, vllmsim.EnvDevMode + "=1",
+		simgpu.EnvDir + "=" + filepath.Join(dir, "gpu"), vllmsim.EnvCacheDir + "=" + filepath.Join(dir, "cache")}
+	if stamp {
+		env = append(env, vllmsim.EnvStamp+"=1")
+	}
+	srv, err := server.Start(server.Spec{Label: "perf", Path: path, Args: args, Env: env, LogPath: filepath.Join(dir, "vllmsim.log")})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = srv.Stop(5 * time.Second) })
+	s := &sim{url: fmt.Sprintf("http://127.0.0.1:%d", port), model: "tiny-a"}
+	s.client = vllm.New(s.url)
+	tb.Cleanup(s.client.CloseIdle)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Alive(ctx, func(ctx context.Context) error { _, err := s.client.WaitReady(ctx, 5*time.Millisecond); return err }); err != nil {
+		tb.Fatalf("vllmsim: %v", err)
+	}
+	return s
+}
+
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// cpuTime is the CPU time (user + system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// percentile is the nearest-rank percentile p (0 < p ≤ 100) of xs, 0 for none.
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return stats.NearestRank(slices.Sorted(slices.Values(xs)), p)
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# perf.sh — `make perf`: the harness overhead benchmarks (internal/perf and
+# the client's parse benchmark), the request-rate comparison with wrk and
+# vegeta (scripts/peers.sh), then one table: figure, goal, measured, ratio.
+# Files land in $PERF_OUT (default out/perf). Exit 1 when a goal is missed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${PERF_OUT:-out/perf}
+mkdir -p "$out"
+out=$(realpath "$out")
+benchtime=${PERF_BENCHTIME:-2s}
+
+tags=${PERF_TAGS:-} # "gpu" on a GPU runner adds the NVML sampler
+go test -tags "$tags" -c -o "$out/perf.test" ./internal/perf
+# vllmsim is pinned to CPU 0 by the benchmarks; the harness runs on CPU 1.
+pin=() machine="not pinned (one CPU or no taskset)"
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+	pin=(taskset -c 1) machine="vllmsim on CPU 0, harness on CPU 1"
+fi
+(cd internal/perf && "${pin[@]}" "$out/perf.test" -test.run '^$' -test.benchtime "$benchtime" \
+	-test.bench '^Benchmark(StreamOverhead|LoopbackFloor|StreamCapacity|Sampler|SamplerNVML|ReadyResolution|WakeResolution)$') | tee "$out/bench.txt"
+"${pin[@]}" go test -run '^$' -bench '^BenchmarkStreamRead$' -benchtime "$benchtime" ./internal/vllm | tee "$out/client.txt"
+scripts/peers.sh "$out/perf.test" "$out/peers.txt"
+echo
+go run ./cmd/perftable -machine "$machine" "$out/bench.txt" "$out/client.txt" "$out/peers.txt" | tee "$out/table.txt"
