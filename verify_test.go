@@ -69,6 +69,27 @@ func TestOutputs(t *testing.T) {
 		got := rep.Memory.L1ReleaseFraction[l].N
 		assert.GreaterOrEqual(t, got, n, "level-1 sleeps measured for %s", l)
 	}
+	// Physical limits: every model's level-1 wake and TPOT at c=1 against
+	// the link and memory bandwidths, below the limit (fraction ≤ 1), each
+	// source named (and simulated ones labelled so).
+	for _, l := range h.Labels() {
+		lim := rep.Models[l].PhysicalLimits
+		if !assert.NotNil(t, lim, "physical_limits of %s", l) {
+			continue
+		}
+		if !slices.Contains(p.Concurrency, 1) || cfg.Memory == "none" {
+			continue
+		}
+		assert.Empty(t, lim.Note, l)
+		for name, f := range map[string]float64{"l1 wake / PCIe": lim.L1WakeFractionOfPCIe, "tpot / HBM": lim.TPOTFractionOfHBM} {
+			assert.True(t, f > 0 && f <= 1, "%s %s fraction %v in (0, 1]", l, name, f)
+		}
+		assert.NotEmpty(t, lim.WeightSource)
+		if rep.Simulated != nil {
+			assert.Contains(t, lim.PCIeSource, "simulated")
+			assert.Contains(t, lim.HBMSource, "simulated")
+		}
+	}
 	for _, w := range []string{"A-baseline", "A-sleep-level1", "A-after-wake", "B-baseline", "AB-switch"} {
 		if len(cfg.Models) == 2 && cfg.Models[0].Label == "A" && cfg.Models[1].Label == "B" {
 			assert.Contains(t, rep.Windows, w)

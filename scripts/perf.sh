@@ -18,7 +18,7 @@ if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
 	pin=(taskset -c 1) machine="vllmsim on CPU 0, harness on CPU 1"
 fi
 (cd internal/perf && "${pin[@]}" "$out/perf.test" -test.run '^$' -test.benchtime "$benchtime" \
-	-test.bench '^Benchmark(StreamOverhead|LoopbackFloor|StreamCapacity|Sampler|SamplerNVML|ReadyResolution|WakeResolution)$') | tee "$out/bench.txt"
+	-test.bench '^Benchmark(StreamOverhead|LoopbackFloor|StreamCapacity|Sampler|SamplerNVML|ReadyResolution|WakeResolution|PhysicalLimits)$') | tee "$out/bench.txt"
 "${pin[@]}" go test -run '^$' -bench '^BenchmarkStreamRead$' -benchtime "$benchtime" ./internal/vllm | tee "$out/client.txt"
 scripts/peers.sh "$out/perf.test" "$out/peers.txt"
 echo

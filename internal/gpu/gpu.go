@@ -63,6 +63,17 @@ func (s *SimSource) Describe() (string, error) {
 	return d.Name + " (simulated)", nil
 }
 
+// Facts are the simulated device's, as NVML would report them.
+func (s *SimSource) Facts() DeviceFacts {
+	d, err := s.device()
+	if err != nil {
+		return DeviceFacts{Simulated: true}
+	}
+	return DeviceFacts{Name: d.Name + " (simulated)", TotalBytes: d.TotalBytes, Simulated: true,
+		PCIeGen: d.PCIeGen, PCIeWidth: d.PCIeWidth, MaxPCIeGen: d.PCIeGen, MaxPCIeWidth: d.PCIeWidth,
+		MemBusWidth: d.MemBusWidthBits, MaxMemClock: d.MemClockMHz}
+}
+
 // Read returns the device's used and total memory and every live process's share.
 func (s *SimSource) Read(context.Context) (Reading, error) {
 	d, err := s.device()

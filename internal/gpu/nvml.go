@@ -32,8 +32,35 @@ type DeviceFacts struct {
 	TotalBytes    uint64
 	DriverVersion string // e.g. 580.65.06
 	CUDAVersion   string // CUDA driver API version, e.g. 13.0
-	PCIeGen       int    // current link generation (0 when unknown)
+	PCIeGen       int    // current link generation (0 when unknown); idle links train down
 	PCIeWidth     int    // current link width (lanes)
+	MaxPCIeGen    int    // the link's maximum generation (device and system)
+	MaxPCIeWidth  int    // the link's maximum width
+	MemBusWidth   int    // device memory bus width, bits
+	MaxMemClock   int    // maximum memory clock, MHz
+	Simulated     bool   // the facts of vllmsim's simulated GPU, not of hardware
+}
+
+// FactSource is a Source that also knows the device's fixed facts.
+type FactSource interface {
+	Source
+	Facts() DeviceFacts
+}
+
+// PCIeLimitGBps is the host↔device link's raw one-direction bandwidth at its
+// maximum generation and width (the current ones when those are unknown).
+func (f DeviceFacts) PCIeLimitGBps() float64 {
+	if f.MaxPCIeGen > 0 && f.MaxPCIeWidth > 0 {
+		return PCIeGBps(f.MaxPCIeGen, f.MaxPCIeWidth)
+	}
+	return PCIeGBps(f.PCIeGen, f.PCIeWidth)
+}
+
+// MemoryGBps is the device memory's peak bandwidth, bus width × memory
+// clock × 2 (NVML reports half the transfer rate for HBM and GDDR alike),
+// 0 when either is unknown.
+func (f DeviceFacts) MemoryGBps() float64 {
+	return float64(f.MemBusWidth) / 8 * float64(f.MaxMemClock) * 2 / 1e3
 }
 
 // OpenNVML initialises NVML on lib (nvml.New() on real hardware, a mock in
@@ -107,6 +134,18 @@ func (s *NVMLSource) Facts() DeviceFacts {
 		}
 		if v, ret := s.dev.GetCurrPcieLinkWidth(); ret == nvml.SUCCESS {
 			f.PCIeWidth = v
+		}
+		if v, ret := s.dev.GetMaxPcieLinkGeneration(); ret == nvml.SUCCESS {
+			f.MaxPCIeGen = v
+		}
+		if v, ret := s.dev.GetMaxPcieLinkWidth(); ret == nvml.SUCCESS {
+			f.MaxPCIeWidth = v
+		}
+		if v, ret := s.dev.GetMemoryBusWidth(); ret == nvml.SUCCESS {
+			f.MemBusWidth = int(v)
+		}
+		if v, ret := s.dev.GetMaxClockInfo(nvml.CLOCK_MEM); ret == nvml.SUCCESS {
+			f.MaxMemClock = int(v)
 		}
 	})
 	return s.facts

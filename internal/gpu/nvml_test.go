@@ -35,8 +35,18 @@ func newFake() *fakeNVML {
 			return nvml.Memory{Total: 48 * gib, Used: f.used + gib/2}, nvml.SUCCESS
 		},
 		GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return f.procs, nvml.SUCCESS },
-		GetCurrPcieLinkGenerationFunc:  func() (int, nvml.Return) { return 4, nvml.SUCCESS },
-		GetCurrPcieLinkWidthFunc:       func() (int, nvml.Return) { return 16, nvml.SUCCESS },
+		// An idle link trains down: gen 1 now, gen 4 at most.
+		GetCurrPcieLinkGenerationFunc: func() (int, nvml.Return) { return 1, nvml.SUCCESS },
+		GetCurrPcieLinkWidthFunc:      func() (int, nvml.Return) { return 16, nvml.SUCCESS },
+		GetMaxPcieLinkGenerationFunc:  func() (int, nvml.Return) { return 4, nvml.SUCCESS },
+		GetMaxPcieLinkWidthFunc:       func() (int, nvml.Return) { return 16, nvml.SUCCESS },
+		GetMemoryBusWidthFunc:         func() (uint32, nvml.Return) { return 384, nvml.SUCCESS },
+		GetMaxClockInfoFunc: func(c nvml.ClockType) (uint32, nvml.Return) {
+			if c != nvml.CLOCK_MEM {
+				return 0, nvml.ERROR_INVALID_ARGUMENT
+			}
+			return 9001, nvml.SUCCESS
+		},
 	}
 	f.lib = &mock.Interface{
 		InitFunc:                       func() nvml.Return { return nvml.SUCCESS },
@@ -62,7 +72,11 @@ func TestNVMLFacts(t *testing.T) {
 	s, err := OpenNVML(f.lib, 0)
 	require.NoError(t, err)
 	assert.Equal(t, DeviceFacts{Name: "NVIDIA L20", UUID: "GPU-1234", TotalBytes: 48 * gib, DriverVersion: "580.65.06",
-		CUDAVersion: "13.0", PCIeGen: 4, PCIeWidth: 16}, s.Facts())
+		CUDAVersion: "13.0", PCIeGen: 1, PCIeWidth: 16, MaxPCIeGen: 4, MaxPCIeWidth: 16, MemBusWidth: 384, MaxMemClock: 9001}, s.Facts())
+	assert.InDelta(t, 31.5, s.Facts().PCIeLimitGBps(), 0.01, "the maximum link, not the idle one")
+	assert.InDelta(t, 864.1, s.Facts().MemoryGBps(), 0.01, "L20: 384 bit × 9001 MHz × 2 = 864 GB/s")
+	assert.InDelta(t, 4, DeviceFacts{PCIeGen: 1, PCIeWidth: 16}.PCIeLimitGBps(), 0.01, "the current link when the maximum is unknown")
+	assert.Zero(t, DeviceFacts{MemBusWidth: 384}.MemoryGBps())
 	name, err := s.Describe()
 	require.NoError(t, err)
 	assert.Equal(t, "NVIDIA L20", name)

@@ -18,6 +18,7 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/load"
+	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/simgpu"
 	"github.com/wakebench/wakebench/internal/vllm"
@@ -289,4 +290,43 @@ func BenchmarkWakeResolution(b *testing.B) {
 	}
 	b.ReportMetric(percentile(late, 50), "late-p50-ms")
 	b.ReportMetric(percentile(late, 99), "late-p99-ms")
+}
+
+// BenchmarkPhysicalLimits runs a short protocol (start, baseline at c=1,
+// three level-1 cycles) on vllmsim's demo profile (the L20's links,
+// Qwen3-4B) and reports the model's physical-limit figures from its
+// report: level-1 wake and TPOT at c=1 as fractions of the PCIe and memory
+// bandwidth limits. Simulated: they check the pipeline from NVML-style
+// facts and the server's log to the report; on a GPU runner every report
+// carries the real ones.
+func BenchmarkPhysicalLimits(b *testing.B) {
+	for b.Loop() {
+		cfg := config.Default()
+		cfg.OutDir = b.TempDir()
+		cfg.Sim = config.Sim{Profile: "demo", TimeScale: 0.1}
+		cfg.Models = []config.Model{{Label: "A", Name: "Qwen3-4B", GPUMemoryUtilization: 0.5}}
+		p := &cfg.Protocol
+		p.Concurrency, p.Rounds, p.RequestsPerRound, p.MaxTokens, p.SleepL1Cycles = []int{1}, 1, 4, 32, 3
+		if err := cfg.Validate(); err != nil {
+			b.Fatal(err)
+		}
+		h, err := protocol.Setup(b.Context(), cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = h.Baseline(b.Context(), "A", b.Logf)
+		if err == nil {
+			_, err = h.SleepCycles(b.Context(), "A", 1, b.Logf)
+		}
+		rep, cerr := h.Close(nil)
+		if err != nil || cerr != nil {
+			b.Fatal(err, cerr)
+		}
+		lim := rep.Models["A"].PhysicalLimits
+		if lim == nil || lim.Note != "" {
+			b.Fatalf("physical limits: %+v", lim)
+		}
+		b.ReportMetric(lim.L1WakeFractionOfPCIe, "l1-wake/pcie-limit")
+		b.ReportMetric(lim.TPOTFractionOfHBM, "tpot-c1/hbm-limit")
+	}
 }

@@ -57,6 +57,8 @@ var Goals = []Goal{
 	{Figure: "same at 50 Hz reading nothing (this machine's wake-up cost)", Bench: "Sampler/src=noop/hz=50", Unit: "core-%"},
 	{Figure: "NVML sampler CPU at 50 Hz (gpu tag, GPU runners)", Bench: "SamplerNVML/hz=50", Unit: "core-%", Op: "<=", Limit: 2, GPUOnly: true},
 	{Figure: "NVML sampler CPU at 200 Hz (gpu tag, GPU runners)", Bench: "SamplerNVML/hz=200", Unit: "core-%", GPUOnly: true},
+	{Figure: "level-1 wake, fraction of the PCIe limit (demo profile, simulated)", Bench: "PhysicalLimits", Unit: "l1-wake/pcie-limit"},
+	{Figure: "TPOT at c=1, fraction of the memory limit (demo profile, simulated)", Bench: "PhysicalLimits", Unit: "tpot-c1/hbm-limit"},
 	{Figure: "readiness noticed late, p99", Bench: "ReadyResolution", Unit: "late-p99-ms", Op: "<=", Limit: 10},
 	{Figure: "wake noticed late (zero-cost wake), p99", Bench: "WakeResolution", Unit: "late-p99-ms", Op: "<=", Limit: 10},
 }

@@ -118,7 +118,8 @@ func Setup(ctx context.Context, cfg config.Config) (*Harness, error) {
 		if cfg.Memory == "sim" {
 			dir := filepath.Join(tmp, "gpu")
 			g := prof.GPU
-			if err := simgpu.Create(dir, simgpu.Device{Name: g.Name, TotalBytes: uint64(g.MemoryGiB * vllmsim.GiB), ReservedBytes: uint64(g.ReservedGiB * vllmsim.GiB)}); err != nil {
+			if err := simgpu.Create(dir, simgpu.Device{Name: g.Name, TotalBytes: uint64(g.MemoryGiB * vllmsim.GiB), ReservedBytes: uint64(g.ReservedGiB * vllmsim.GiB),
+				PCIeGen: g.PCIeGen, PCIeWidth: g.PCIeWidth, MemBusWidthBits: g.MemBusWidthBits, MemClockMHz: g.MemClockMHz}); err != nil {
 				return fail(err)
 			}
 			h.env = append(h.env, simgpu.EnvDir+"="+dir)
@@ -141,14 +142,17 @@ func Setup(ctx context.Context, cfg config.Config) (*Harness, error) {
 			return fail(fmt.Errorf("config memory \"nvml\": %w", err))
 		}
 		h.nvml, src = ns, ns
-		f := ns.Facts()
-		h.cuda = f.CUDAVersion
-		gpuName = "1 × " + f.Name
-		facts = &report.GPUFacts{Name: f.Name, UUID: f.UUID, MemoryGiB: float64(f.TotalBytes) / report.GiB,
-			DriverVersion: f.DriverVersion, CUDAVersion: f.CUDAVersion, PCIeGen: f.PCIeGen, PCIeWidth: f.PCIeWidth,
-			PCIeGBps: gpu.PCIeGBps(f.PCIeGen, f.PCIeWidth)}
+		h.cuda = ns.Facts().CUDAVersion
+		gpuName = "1 × " + ns.Facts().Name
 	case "none":
 		note = "memory source none: no GPU memory was sampled, so residual, release and peak figures are absent (n = 0)"
+	}
+	if fs, ok := src.(gpu.FactSource); ok {
+		f := fs.Facts()
+		facts = &report.GPUFacts{Name: f.Name, UUID: f.UUID, MemoryGiB: float64(f.TotalBytes) / report.GiB,
+			DriverVersion: f.DriverVersion, CUDAVersion: f.CUDAVersion, PCIeGen: f.PCIeGen, PCIeWidth: f.PCIeWidth,
+			MaxPCIeGen: f.MaxPCIeGen, MaxPCIeWidth: f.MaxPCIeWidth, PCIeGBps: f.PCIeLimitGBps(),
+			MemBusWidthBits: f.MemBusWidth, MaxMemClockMHz: f.MaxMemClock, MemoryGBps: f.MemoryGBps(), Simulated: f.Simulated}
 	}
 	if src != nil {
 		d, err := src.Describe()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -106,6 +107,7 @@ func (h *Harness) start(ctx context.Context, label string) (ready time.Duration,
 	}
 	ready = readyAt.Sub(srv.Spawned)
 	h.refreshPIDs(m)
+	h.recordWeights(label, spec.LogPath)
 	err = h.timeout(ctx, m, seconds(h.cfg.Timeouts.RequestS), func(ctx context.Context) error {
 		ids, err := m.client.Models(ctx)
 		if err != nil {
@@ -130,6 +132,20 @@ func (h *Harness) start(ctx context.Context, label string) (ready time.Duration,
 		return ready, fmt.Errorf("start %s: %w", label, err)
 	}
 	return ready, nil
+}
+
+// recordWeights takes the model's weight size from the "Model loading took
+// X GiB" line the server has just logged, for the physical limits.
+func (h *Harness) recordWeights(label, logPath string) {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return
+	}
+	if gib, line, ok := vllm.WeightGiB(b); ok {
+		h.Rec.Update(func(r *report.Raw) {
+			r.Weights[label] = report.Weight{GiB: gib, Source: "server log: " + line}
+		})
+	}
 }
 
 // runtimeString is the report's runtime, e.g. "vLLM 0.31.0 / CUDA 13.0".

@@ -17,6 +17,7 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/server"
+	"github.com/wakebench/wakebench/internal/vllmsim"
 )
 
 // small is the default config shrunk to a few seconds of work.
@@ -103,6 +104,20 @@ func TestPhasesRecordEverything(t *testing.T) {
 	assert.InDelta(t, 100*(1-0.25/4.75), rep.Memory.L1ReleaseFraction["A"].Median, 0.01, "tiny-a: 0.25 of 0.25 + 0.5 + 4 (KV) GiB stays")
 	assert.Greater(t, rep.Memory.PhysicalPeakGiB.N, 10)
 	assert.Greater(t, rep.Memory.RSSPeakGiB["A"], 0.0)
+	// Physical limits: tiny-a's 0.5 GiB over the simulated PCIe gen 4 x16
+	// link and ≈ 1000 GB/s memory, from its own log line.
+	lim := rep.Models["A"].PhysicalLimits
+	require.NotNil(t, lim)
+	assert.InDelta(t, 0.5, lim.WeightGiB, 1e-9)
+	assert.Contains(t, lim.WeightSource, "Model loading took 0.5000 GiB")
+	assert.Contains(t, lim.PCIeSource, "simulated GPU")
+	require.NotNil(t, rep.GPUFacts)
+	assert.True(t, rep.GPUFacts.Simulated)
+	assert.InDelta(t, 31.504, rep.GPUFacts.PCIeGBps, 1e-9)
+	assert.InDelta(t, 0.5*vllmsim.GiB/31.504e9, lim.L1WakeFloorS, 1e-9)
+	assert.InDelta(t, 0.5*vllmsim.GiB/(4096/8*977*2e6), lim.TPOTFloorS, 1e-9)
+	assert.Zero(t, lim.TPOTFractionOfHBM, "this run has no baseline at concurrency 1")
+	assert.Contains(t, lim.Note, "not measured: level-1 wake (no successful level-1 cycle); TPOT at concurrency 1")
 	for _, f := range []string{"bench.txt", "samples.csv", "A.log", "B.log"} {
 		st, err := os.Stat(filepath.Join(cfg.OutDir, f))
 		require.NoError(t, err, f)

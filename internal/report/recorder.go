@@ -96,6 +96,7 @@ type Raw struct {
 	Events        []Event
 	DeviceUsedGiB []float64 // every device sample
 	RSSPeak       map[string]uint64
+	Weights       map[string]Weight // label → weight size, for the physical limits
 	Started       time.Time
 }
 
@@ -111,7 +112,7 @@ func NewRecorder(labels []string, names map[string]string) *Recorder {
 		Labels: labels, Names: names, Started: time.Now(),
 		Restarts: map[string][]Restart{}, Cycles: map[string][]Cycle{}, Planned: map[string]map[int]int{},
 		Perf: map[string][]PerfRun{}, Release: map[string][]float64{}, Windows: map[string]Window{},
-		RSSPeak: map[string]uint64{},
+		RSSPeak: map[string]uint64{}, Weights: map[string]Weight{},
 	}}
 }
 
@@ -134,6 +135,7 @@ func (r *Recorder) Raw() Raw {
 	c.Planned = maps.Clone(r.raw.Planned)
 	c.Windows = maps.Clone(r.raw.Windows)
 	c.RSSPeak = maps.Clone(r.raw.RSSPeak)
+	c.Weights = maps.Clone(r.raw.Weights)
 	c.Handoffs = slices.Clone(r.raw.Handoffs)
 	c.Phases = slices.Clone(r.raw.Phases)
 	c.Checks = slices.Clone(r.raw.Checks)
@@ -249,6 +251,7 @@ func Build(raw Raw) Report {
 			})
 			rep.Requests.PlannedPerformance += p.Planned
 		}
+		m.PhysicalLimits = limits(raw, l, m)
 		rep.Models[l] = m
 	}
 

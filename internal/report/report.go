@@ -46,6 +46,7 @@ type Model struct {
 	// RestartReady is spawn → /health 200 (restart_* run on to the first token).
 	RestartReadyInitial stats.Summary `json:"restart_ready_initial"`
 	RestartReadyWarm    stats.Summary `json:"restart_ready_warm"`
+	PhysicalLimits      *Limits       `json:"physical_limits,omitempty"`
 }
 
 // SleepLevel is the figures of one sleep level's cycles.
@@ -118,16 +119,45 @@ type Simulated struct {
 	Note      string  `json:"note"`
 }
 
-// GPUFacts is what NVML says about the device and its driver.
+// GPUFacts is what NVML says about the device and its driver (or, with
+// simulated true, what the simulated GPU says as NVML would).
 type GPUFacts struct {
-	Name          string  `json:"name"`
-	UUID          string  `json:"uuid"`
-	MemoryGiB     float64 `json:"memory_gib"`
-	DriverVersion string  `json:"driver_version"`
-	CUDAVersion   string  `json:"cuda_version"`
-	PCIeGen       int     `json:"pcie_gen"`
-	PCIeWidth     int     `json:"pcie_width"`
-	PCIeGBps      float64 `json:"pcie_gbps"` // raw one-direction link bandwidth from generation × width
+	Name            string  `json:"name"`
+	UUID            string  `json:"uuid"`
+	MemoryGiB       float64 `json:"memory_gib"`
+	DriverVersion   string  `json:"driver_version"`
+	CUDAVersion     string  `json:"cuda_version"`
+	PCIeGen         int     `json:"pcie_gen"`   // current link (idle links train down)
+	PCIeWidth       int     `json:"pcie_width"` // current link
+	MaxPCIeGen      int     `json:"max_pcie_gen"`
+	MaxPCIeWidth    int     `json:"max_pcie_width"`
+	PCIeGBps        float64 `json:"pcie_gbps"` // raw one-direction bandwidth of the link at its maximum generation × width
+	MemBusWidthBits int     `json:"mem_bus_width_bits"`
+	MaxMemClockMHz  int     `json:"max_mem_clock_mhz"`
+	MemoryGBps      float64 `json:"memory_gbps"` // bus width / 8 × memory clock × 2
+	Simulated       bool    `json:"simulated,omitempty"`
+}
+
+// Limits are a model's physical-limit figures: level-1 wake against the
+// host→device link, TPOT at concurrency 1 against device memory bandwidth,
+// each with where its inputs came from. A fraction is limit / measured: 1
+// would be at the physical limit. Absent figures are 0 with Note saying why.
+type Limits struct {
+	WeightGiB    float64 `json:"weight_gib"`
+	WeightSource string  `json:"weight_source"`
+
+	PCIeGBps             float64 `json:"pcie_gbps"`
+	PCIeSource           string  `json:"pcie_source"`
+	L1WakeFloorS         float64 `json:"l1_wake_floor_s"` // weight bytes / PCIe bandwidth (× time scale when simulated)
+	L1WakeS              float64 `json:"l1_wake_s"`       // median level-1 wake API time
+	L1WakeFractionOfPCIe float64 `json:"l1_wake_fraction_of_pcie_limit"`
+
+	HBMGBps           float64 `json:"hbm_gbps"`
+	HBMSource         string  `json:"hbm_source"`
+	TPOTFloorS        float64 `json:"tpot_floor_s"` // weight bytes / memory bandwidth (× time scale when simulated)
+	TPOTC1S           float64 `json:"tpot_c1_s"`    // median baseline TPOT at concurrency 1
+	TPOTFractionOfHBM float64 `json:"tpot_c1_fraction_of_hbm_limit"`
+	Note              string  `json:"note,omitempty"`
 }
 
 // Check is one threshold's verdict.

@@ -288,3 +288,41 @@ func TestTimelineSVG(t *testing.T) {
 	}
 	assert.ErrorContains(t, WriteTimelineSVG(io.Discard, Timeline{}), "no GPU samples")
 }
+
+// TestPhysicalLimits: the floors are weight bytes over the link and memory
+// bandwidths (scaled like every simulated time), the fractions floor over
+// the measured medians, and each says where its inputs came from.
+func TestPhysicalLimits(t *testing.T) {
+	raw := sampleRaw()
+	raw.Simulated.TimeScale = 0.5
+	raw.Weights["A"] = Weight{GiB: 10, Source: "server log: Model loading took 10.0000 GiB"}
+	raw.GPUFacts = &GPUFacts{Name: "G (simulated)", MaxPCIeGen: 4, MaxPCIeWidth: 16, PCIeGBps: 31.5,
+		MemBusWidthBits: 384, MaxMemClockMHz: 9001, MemoryGBps: 864.048, Simulated: true}
+	rep := Build(raw)
+	a := rep.Models["A"].PhysicalLimits
+	require.NotNil(t, a)
+	weight := 10.0 * GiB
+	assert.InDelta(t, weight/31.5e9*0.5, a.L1WakeFloorS, 1e-12)
+	assert.Equal(t, 3.0, a.L1WakeS, "median level-1 wake API time")
+	assert.InDelta(t, a.L1WakeFloorS/3, a.L1WakeFractionOfPCIe, 1e-12)
+	assert.InDelta(t, weight/864.048e9*0.5, a.TPOTFloorS, 1e-12)
+	assert.Equal(t, 0.01, a.TPOTC1S, "median baseline TPOT at concurrency 1")
+	assert.InDelta(t, a.TPOTFloorS/0.01, a.TPOTFractionOfHBM, 1e-12)
+	assert.Contains(t, a.PCIeSource, "simulated GPU (vllmsim profile tiny)")
+	assert.Contains(t, a.PCIeSource, "PCIe gen 4 x16")
+	assert.Contains(t, a.HBMSource, "384-bit memory bus × 9001 MHz maximum memory clock × 2")
+	assert.Contains(t, a.PCIeSource, "time scale 0.5")
+	assert.Empty(t, a.Note)
+
+	b := rep.Models["B"].PhysicalLimits
+	require.NotNil(t, b, "the GPU's limits are known even without B's weight size")
+	assert.Zero(t, b.L1WakeFloorS)
+	assert.Zero(t, b.L1WakeFractionOfPCIe)
+	assert.Contains(t, b.Note, "weight size")
+
+	raw.GPUFacts, raw.Simulated = nil, nil
+	a = Build(raw).Models["A"].PhysicalLimits
+	assert.Contains(t, a.Note, "GPU facts")
+	assert.Zero(t, a.TPOTFractionOfHBM)
+	assert.Nil(t, Build(sampleRaw()).Models["A"].PhysicalLimits, "nothing known, nothing said")
+}

@@ -28,6 +28,12 @@ type Device struct {
 	// ReservedBytes is memory the driver keeps for itself; it counts as used
 	// (NVML's v1 "used" includes it too).
 	ReservedBytes uint64 `json:"reserved_bytes"`
+	// What NVML would say of the links (0 when not modelled): the maximum
+	// PCIe generation and width, the memory bus width and maximum memory clock.
+	PCIeGen         int `json:"pcie_gen,omitempty"`
+	PCIeWidth       int `json:"pcie_width,omitempty"`
+	MemBusWidthBits int `json:"mem_bus_width_bits,omitempty"`
+	MemClockMHz     int `json:"mem_clock_mhz,omitempty"`
 }
 
 // Process is the memory one simulated server holds on the device.

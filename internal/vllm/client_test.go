@@ -203,3 +203,20 @@ func TestParseMetrics(t *testing.T) {
 	_, err = ParseMetrics([]byte("vllm:x{ 1\n"))
 	assert.ErrorContains(t, err, "parse /metrics")
 }
+
+func TestWeightGiBFromServerLog(t *testing.T) {
+	log := []byte(`INFO 12-02 10:00:01 [api_server.py:1] vLLM API server version 0.31.0
+(EngineCore_DP0 pid=4242) INFO 12-02 10:00:09 [gpu_model_runner.py:2602] Model loading took 7.5488 GiB and 3.214133 seconds
+INFO 12-02 10:01:02 [launcher.py:46] Route: /sleep, Methods: POST
+(EngineCore_DP0 pid=4343) INFO 12-02 10:05:09 [gpu_model_runner.py:2602] Model loading took 7.5490 GiB and 2.9 seconds
+INFO Application startup complete.`)
+	gib, line, ok := WeightGiB(log)
+	require.True(t, ok)
+	assert.Equal(t, 7.549, gib, "the last start's line")
+	assert.Equal(t, "(EngineCore_DP0 pid=4343) INFO 12-02 10:05:09 [gpu_model_runner.py:2602] Model loading took 7.5490 GiB and 2.9 seconds", line)
+	gib, _, ok = WeightGiB([]byte("Model loading took 1.5 GiB and 1 seconds"))
+	assert.True(t, ok)
+	assert.Equal(t, 1.5, gib, "a log that ends on the line")
+	_, _, ok = WeightGiB([]byte("INFO Loading weights took 3.2 seconds\n"))
+	assert.False(t, ok)
+}

@@ -36,6 +36,12 @@ type GPU struct {
 	SleepFixedS  float64 `json:"sleep_fixed_s"`
 	WakeFixedS   float64 `json:"wake_fixed_s"`
 	ReloadFixedS float64 `json:"reload_fixed_s"`
+	// What NVML reports of the device's links, for wakebench's physical
+	// limits: PCIe generation × width, memory bus width × memory clock.
+	PCIeGen         int `json:"pcie_gen"`
+	PCIeWidth       int `json:"pcie_width"`
+	MemBusWidthBits int `json:"mem_bus_width_bits"`
+	MemClockMHz     int `json:"mem_clock_mhz"`
 }
 
 // Model is the physical model of one served model.
@@ -101,6 +107,8 @@ func l20GPU() GPU {
 		SleepFixedS:   0.025,
 		WakeFixedS:    0.005,
 		ReloadFixedS:  0.395,
+		// NVML on an L20: PCIe Gen4 x16; 384-bit GDDR6 at 9001 MHz (18 Gb/s per pin): 864 GB/s.
+		PCIeGen: 4, PCIeWidth: 16, MemBusWidthBits: 384, MemClockMHz: 9001,
 	}
 }
 
@@ -139,6 +147,7 @@ func profiles() map[string]Profile {
 				PrefillTFLOPS: map[string]float64{"fp8": 20, "bf16": 10},
 				DecodeTFLOPS:  map[string]float64{"fp8": 20, "bf16": 10},
 				SleepFixedS:   0.005, WakeFixedS: 0.005, ReloadFixedS: 0.02,
+				PCIeGen: 4, PCIeWidth: 16, MemBusWidthBits: 4096, MemClockMHz: 977, // ≈ 1000 GB/s
 			},
 			Models: map[string]Model{
 				"tiny-a": {Name: "tiny-a", ParamsB: 0.5, Dtype: "bf16", Layers: 4,

@@ -1,0 +1,88 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Weight is how much device memory a model's weights take, and where that
+// figure came from.
+type Weight struct {
+	GiB    float64
+	Source string
+}
+
+// limits computes a model's physical-limit figures from its weight size,
+// the GPU's facts and what the run measured; nil without any input.
+func limits(raw Raw, label string, m *Model) *Limits {
+	w, haveW := raw.Weights[label]
+	f := raw.GPUFacts
+	if !haveW && f == nil {
+		return nil
+	}
+	lim := &Limits{WeightGiB: w.GiB, WeightSource: w.Source}
+	var missing []string
+	if !haveW {
+		missing = append(missing, "weight size (no \"Model loading took … GiB\" line in the server log)")
+	}
+	scale, how, scaled := 1.0, "NVML", ""
+	if raw.Simulated != nil {
+		scale = raw.Simulated.TimeScale
+		how = fmt.Sprintf("simulated GPU (vllmsim profile %s), as NVML would report it", raw.Simulated.Profile)
+		scaled = fmt.Sprintf("; floor × time scale %g, like every simulated time", scale)
+	}
+	floor := func(gbps float64) float64 { return w.GiB * GiB / (gbps * 1e9) * scale }
+	frac := func(floor, measured float64) float64 {
+		if floor > 0 && measured > 0 {
+			return floor / measured
+		}
+		return 0
+	}
+
+	if l1 := m.Sleep[levelKey(1)]; l1 != nil && l1.WakeAPIS.N > 0 {
+		lim.L1WakeS = l1.WakeAPIS.Median
+	}
+	for _, p := range m.Performance {
+		if p.Stage == "baseline" && p.Concurrency == 1 && p.TPOTS.N > 0 {
+			lim.TPOTC1S = p.TPOTS.Median
+		}
+	}
+	switch {
+	case f == nil:
+		missing = append(missing, "GPU facts (memory source is not nvml or sim)")
+	default:
+		if lim.PCIeGBps = f.PCIeGBps; lim.PCIeGBps > 0 {
+			lim.PCIeSource = fmt.Sprintf("%s: PCIe gen %d x%d (maximum link), raw one-direction rate after line coding%s", how, f.MaxPCIeGen, f.MaxPCIeWidth, scaled)
+		} else {
+			missing = append(missing, "PCIe generation and width")
+		}
+		if lim.HBMGBps = f.MemoryGBps; lim.HBMGBps > 0 {
+			lim.HBMSource = fmt.Sprintf("%s: %d-bit memory bus × %d MHz maximum memory clock × 2%s", how, f.MemBusWidthBits, f.MaxMemClockMHz, scaled)
+		} else {
+			missing = append(missing, "memory bus width and clock")
+		}
+	}
+	if haveW && lim.PCIeGBps > 0 {
+		lim.L1WakeFloorS = floor(lim.PCIeGBps)
+		lim.L1WakeFractionOfPCIe = frac(lim.L1WakeFloorS, lim.L1WakeS)
+	}
+	if haveW && lim.HBMGBps > 0 {
+		lim.TPOTFloorS = floor(lim.HBMGBps)
+		lim.TPOTFractionOfHBM = frac(lim.TPOTFloorS, lim.TPOTC1S)
+	}
+	var notes, notRun []string
+	if len(missing) > 0 {
+		notes = append(notes, "unknown: "+strings.Join(missing, "; "))
+	}
+	if lim.L1WakeS == 0 {
+		notRun = append(notRun, "level-1 wake (no successful level-1 cycle)")
+	}
+	if lim.TPOTC1S == 0 {
+		notRun = append(notRun, "TPOT at concurrency 1 (no baseline at concurrency 1)")
+	}
+	if len(notRun) > 0 {
+		notes = append(notes, "not measured: "+strings.Join(notRun, "; "))
+	}
+	lim.Note = strings.Join(notes, ". ")
+	return lim
+}

@@ -1,0 +1,34 @@
+package vllm
+
+import (
+	"bytes"
+	"regexp"
+	"strconv"
+)
+
+// modelLoading is the line vLLM's model runner logs once the weights are on
+// the device (gpu_model_runner.py: "Model loading took %.4f GiB and %.6f
+// seconds"), with the memory the load took.
+var modelLoading = regexp.MustCompile(`Model loading took ([0-9]+(?:\.[0-9]+)?) GiB`)
+
+// WeightGiB finds the last "Model loading took X GiB" line in a server log
+// (the most recent start), and returns X and the line. With tensor
+// parallelism each worker logs its own share; the first of the last start's
+// lines is one GPU's.
+func WeightGiB(log []byte) (gib float64, line string, ok bool) {
+	locs := modelLoading.FindAllSubmatchIndex(log, -1)
+	if len(locs) == 0 {
+		return 0, "", false
+	}
+	loc := locs[len(locs)-1]
+	v, err := strconv.ParseFloat(string(log[loc[2]:loc[3]]), 64)
+	if err != nil || v <= 0 {
+		return 0, "", false
+	}
+	start := bytes.LastIndexByte(log[:loc[0]], '\n') + 1
+	end := len(log)
+	if i := bytes.IndexByte(log[loc[1]:], '\n'); i >= 0 {
+		end = loc[1] + i
+	}
+	return v, string(bytes.TrimSpace(log[start:end])), true
+}
