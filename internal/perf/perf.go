@@ -49,6 +49,7 @@ var Goals = []Goal{
 	{Figure: "bytes allocated per streamed token", Bench: "StreamCapacity", Unit: "B/tok"},
 	{Figure: "non-streamed requests/s vs wrk, vegeta", Bench: "RequestRate/gen=wakebench", Unit: "req/s", Op: ">=", Limit: 0.5,
 		Peers: []string{"RequestRate/gen=wrk", "RequestRate/gen=vegeta"}},
+	{Figure: "sampler CPU at the default 20 Hz (% of one core)", Bench: "Sampler/src=sim/hz=20", Unit: "core-%"},
 	{Figure: "sampler CPU at 50 Hz (% of one core)", Bench: "Sampler/src=sim/hz=50", Unit: "core-%", Op: "<=", Limit: 2},
 	{Figure: "sampler CPU per sample at 50 Hz", Bench: "Sampler/src=sim/hz=50", Unit: "cpu-µs/sample"},
 	{Figure: "sampler interval jitter p99 at 50 Hz", Bench: "Sampler/src=sim/hz=50", Unit: "jitter-p99-µs"},
