@@ -17,6 +17,11 @@ import (
 // include how long the client took to be scheduled and read: at high
 // concurrency the last of a step's 256 chunks would otherwise carry the
 // time the client spent on the other 255 (README "Harness overhead").
+//
+// Linux stamps received packets only while some socket on the host asks
+// for it, and turns stamping on asynchronously when the first one does:
+// data that arrives in that moment carries no time and is stamped when
+// read, as without this connection type.
 type rxConn struct {
 	*net.TCPConn
 	raw  syscall.RawConn

@@ -19,6 +19,15 @@ func TestReceiveTimeIsArrivalNotRead(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
+	// The kernel turns packet stamping on a moment after the first socket
+	// asks for it (when no other socket on the host has): ask first, wait.
+	keep, err := dialRx(&net.Dialer{})(t.Context(), "tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer keep.Close()
+	first, err := ln.Accept()
+	require.NoError(t, err)
+	first.Close()
+	time.Sleep(20 * time.Millisecond)
 	sent, dialed := make(chan time.Time, 1), make(chan struct{})
 	go func() {
 		c, err := ln.Accept()
@@ -28,8 +37,9 @@ func TestReceiveTimeIsArrivalNotRead(t *testing.T) {
 		}
 		defer c.Close()
 		<-dialed // data that arrives before the option is set carries no time
-		sent <- time.Now()
+		at := time.Now()
 		c.Write([]byte("first"))
+		sent <- at // after the write: the client's 50 ms start once the data is on its way
 		time.Sleep(100 * time.Millisecond)
 	}()
 	conn, err := dialRx(&net.Dialer{})(t.Context(), "tcp", ln.Addr().String())
