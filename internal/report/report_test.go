@@ -325,4 +325,12 @@ func TestPhysicalLimits(t *testing.T) {
 	assert.Contains(t, a.Note, "GPU facts")
 	assert.Zero(t, a.TPOTFractionOfHBM)
 	assert.Nil(t, Build(sampleRaw()).Models["A"].PhysicalLimits, "nothing known, nothing said")
+
+	raw = sampleRaw()
+	raw.Weights["A"] = Weight{GiB: 10, Source: "log"}
+	raw.GPUFacts = &GPUFacts{PCIeGBps: 31.5, MemoryGBps: 864}
+	var sb strings.Builder
+	require.NoError(t, WriteSummary(&sb, Build(raw)))
+	assert.Contains(t, sb.String(), "| A | 0.11 (3 s vs floor 0.3409 s at 31.5 GB/s) | 1.24 (0.01 s vs floor 0.01243 s at 864 GB/s) |")
+	assert.Contains(t, sb.String(), "| B | – | – |")
 }

@@ -72,6 +72,19 @@ func WriteSummary(w io.Writer, rep Report) error {
 				spread(bl.TTFTS), spread(aw.TTFTS), spread(bl.TPOTS), spread(aw.TPOTS))
 		}
 	}
+	var limits []string
+	for _, l := range labels {
+		if lim := rep.Models[l].PhysicalLimits; lim != nil {
+			limits = append(limits, fmt.Sprintf("| %s | %s | %s |", l,
+				fraction(lim.L1WakeFractionOfPCIe, lim.L1WakeS, lim.L1WakeFloorS, lim.PCIeGBps),
+				fraction(lim.TPOTFractionOfHBM, lim.TPOTC1S, lim.TPOTFloorS, lim.HBMGBps)))
+		}
+	}
+	if len(limits) > 0 {
+		b.WriteString("\n## Physical limits (fraction of the limit: 1 = at the hardware's raw rate; see report.json for sources)\n\n")
+		b.WriteString("| model | L1 wake vs PCIe host→device | TPOT c=1 vs memory bandwidth |\n|---|---|---|\n")
+		b.WriteString(strings.Join(limits, "\n") + "\n")
+	}
 	if len(rep.Switch.Directions) > 0 {
 		fmt.Fprintf(&b, "\n## Switching (%d of %d handoffs succeeded)\n\n", rep.Switch.Success, rep.Switch.Handoffs)
 		b.WriteString("| direction | n | sleep | wake | switch → first token (median / p95) |\n|---|---|---|---|---|\n")
@@ -103,6 +116,14 @@ func spread(s stats.Summary) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.4g / %.4g", s.Median, s.P95)
+}
+
+// fraction is "0.49 (0.52 s vs floor 0.26 s at 31.5 GB/s)", or "–".
+func fraction(f, measured, floor, gbps float64) string {
+	if f == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f (%.4g s vs floor %.4g s at %.4g GB/s)", f, measured, floor, gbps)
 }
 
 func level(l *SleepLevel) string {
