@@ -4,7 +4,11 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,4 +71,34 @@ func TestReceiveTimeIsArrivalNotRead(t *testing.T) {
 	_, err = conn.Read(buf)
 	assert.ErrorIs(t, err, io.EOF, "peer closed")
 	assert.Zero(t, rxTime(nil), "no control message, no time")
+}
+
+// TestCompleteUsesArrivalTimes: a stream that arrives in one write has one
+// arrival time for all its tokens, though the client parses them one after
+// another; stamped at read time they would all differ.
+func TestCompleteUsesArrivalTimes(t *testing.T) {
+	var body strings.Builder
+	for range 20 {
+		body.WriteString(`data: {"choices":[{"text":" w","finish_reason":null}],"usage":null}` + "\n\n")
+	}
+	body.WriteString(`data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":20}}` + "\n\ndata: [DONE]\n\n")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Content-Length", strconv.Itoa(body.Len())) // one write, no chunking
+		io.WriteString(w, body.String())
+	}))
+	defer srv.Close()
+	c := New(srv.URL)
+	defer c.CloseIdle()
+	// Warm up: a first connection turns the kernel's stamping on.
+	_, err := c.Complete(t.Context(), CompletionRequest{Model: "m", Prompt: "p", MaxTokens: 20})
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond)
+	s, err := c.Complete(t.Context(), CompletionRequest{Model: "m", Prompt: "p", MaxTokens: 20})
+	require.NoError(t, err)
+	require.Len(t, s.Tokens, 20)
+	for i, at := range s.Tokens {
+		assert.True(t, at.Equal(s.Tokens[0]), "token %d arrived with the others: %v after", i, at.Sub(s.Tokens[0]))
+	}
+	assert.True(t, s.Tokens[0].After(s.Sent), "and after the request was sent")
 }
