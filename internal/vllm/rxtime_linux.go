@@ -64,7 +64,12 @@ func (c *rxConn) Read(p []byte) (int, error) {
 	var n, oobn int
 	var rerr error
 	err := c.raw.Read(func(fd uintptr) bool {
-		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), p, c.oob, 0)
+		for { // as poll.FD.Read: an interrupted call is retried at once (the poller is edge-triggered)
+			n, oobn, _, _, rerr = unix.Recvmsg(int(fd), p, c.oob, 0)
+			if rerr != unix.EINTR {
+				break
+			}
+		}
 		if raceEnabled && rerr == nil {
 			// syscall.Read tells the race detector that what the peer
 			// wrote before sending happened before this read; recvmsg
