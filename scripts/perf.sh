@@ -9,6 +9,7 @@ out=${PERF_OUT:-out/perf}
 mkdir -p "$out"
 out=$(realpath "$out")
 benchtime=${PERF_BENCHTIME:-2s}
+count=${PERF_COUNT:-1} # runs of each benchmark: the table shows medians; benchstat wants 6+
 
 tags=${PERF_TAGS:-} # "gpu" on a GPU runner adds the NVML sampler
 go test -tags "$tags" -c -o "$out/perf.test" ./internal/perf
@@ -17,9 +18,9 @@ pin=() machine="not pinned (one CPU or no taskset)"
 if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
 	pin=(taskset -c 1) machine="vllmsim on CPU 0, harness on CPU 1"
 fi
-(cd internal/perf && "${pin[@]}" "$out/perf.test" -test.run '^$' -test.benchtime "$benchtime" \
+(cd internal/perf && "${pin[@]}" "$out/perf.test" -test.run '^$' -test.benchtime "$benchtime" -test.count "$count" \
 	-test.bench '^Benchmark(StreamOverhead|LoopbackFloor|StreamCapacity|Sampler|SamplerNVML|ReadyResolution|WakeResolution|PhysicalLimits)$') | tee "$out/bench.txt"
-"${pin[@]}" go test -run '^$' -bench '^BenchmarkStreamRead$' -benchtime "$benchtime" ./internal/vllm | tee "$out/client.txt"
+"${pin[@]}" go test -run '^$' -bench '^BenchmarkStreamRead$' -benchtime "$benchtime" -count "$count" ./internal/vllm | tee "$out/client.txt"
 scripts/peers.sh "$out/perf.test" "$out/peers.txt"
 echo
 go run ./cmd/perftable -machine "$machine" "$out/bench.txt" "$out/client.txt" "$out/peers.txt" | tee "$out/table.txt"
