@@ -21,6 +21,7 @@ fi
 (cd internal/perf && "${pin[@]}" "$out/perf.test" -test.run '^$' -test.benchtime "$benchtime" -test.count "$count" \
 	-test.bench '^Benchmark(StreamOverhead|LoopbackFloor|StreamCapacity|Sampler|SamplerNVML|ReadyResolution|WakeResolution|PhysicalLimits)$') | tee "$out/bench.txt"
 "${pin[@]}" go test -run '^$' -bench '^BenchmarkStreamRead$' -benchtime "$benchtime" -count "$count" ./internal/vllm | tee "$out/client.txt"
-scripts/peers.sh "$out/perf.test" "$out/peers.txt"
+# Without the peers (no root for apt, no network) the table still prints; their row says "not measured".
+scripts/peers.sh "$out/perf.test" "$out/peers.txt" || echo "perf: scripts/peers.sh failed (above); the request-rate goal is not measured" >&2
 echo
 go run ./cmd/perftable -machine "$machine" "$out/bench.txt" "$out/client.txt" "$out/peers.txt" | tee "$out/table.txt"
