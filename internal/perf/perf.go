@@ -136,7 +136,7 @@ func Table(goals []Goal, vals map[string][]float64) []Row {
 			r.Limit = g.Limit * best
 			if len(missing) > 0 {
 				r.Limit = math.NaN()
-				r.Note = "not measured: " + strings.Join(missing, ", ")
+				r.Note = "peers not measured: " + strings.Join(missing, ", ")
 			} else {
 				r.Note = fmt.Sprintf("best peer %s %s %s", bestName, num(best), g.Unit)
 			}
@@ -180,7 +180,9 @@ func Write(w io.Writer, rows []Row, machine string) (missed int, err error) {
 					goal += fmt.Sprintf(" = %s %s", num(r.Limit), r.Goal.Unit)
 				}
 			}
-			ratio = fmt.Sprintf("%.2f", r.Ratio)
+			if !math.IsNaN(r.Ratio) {
+				ratio = fmt.Sprintf("%.2f", r.Ratio)
+			}
 			verdict = "PASS"
 			if !r.Met {
 				verdict = "MISS"
