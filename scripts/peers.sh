@@ -93,4 +93,10 @@ if r["success"] < 1:
 with open(sys.argv[2], "a") as f:
     f.write(f"BenchmarkRequestRate/gen=vegeta 1 {r['throughput']:.1f} req/s\n")
 PY
+awk '/^BenchmarkRequestRate\/gen=/ { split($1, a, "="); sub(/-[0-9]+$/, "", a[2]); rate[a[2]] = $(NF-1) }
+	END {
+		best = rate["wrk"] > rate["vegeta"] ? "wrk" : "vegeta"
+		printf "peers: wakebench %.0f req/s, wrk %.0f, vegeta %.0f: %.2f x the best (%s); goal >= 0.5\n",
+			rate["wakebench"], rate["wrk"], rate["vegeta"], rate["wakebench"] / rate[best], best
+	}' "$out" >&2
 log "done: $out"
