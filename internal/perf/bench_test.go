@@ -126,7 +126,7 @@ func firstErr(res load.Result) error {
 // targets that server (the script's) instead of starting one.
 func BenchmarkRequestRate(b *testing.B) {
 	b.Run("gen=wakebench", func(b *testing.B) {
-		c, model := (*vllm.Client)(nil), "tiny-a"
+		var c *vllm.Client
 		if u := os.Getenv("WAKEBENCH_PERF_URL"); u != "" {
 			c = vllm.New(u)
 			b.Cleanup(c.CloseIdle)
@@ -135,7 +135,7 @@ func BenchmarkRequestRate(b *testing.B) {
 		}
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 		plan := load.Plan{Concurrency: 32, Rounds: 1, RequestsPerRound: 1024, Timeout: time.Minute,
-			Request: vllm.CompletionRequest{Model: model, Prompt: config.DefaultPrompt, MaxTokens: 16, IgnoreEOS: true, NoStream: true}}
+			Request: vllm.CompletionRequest{Model: "tiny-a", Prompt: config.DefaultPrompt, MaxTokens: 16, IgnoreEOS: true, NoStream: true}}
 		load.Run(b.Context(), c, plan)
 		n := 0
 		for b.Loop() {

@@ -16,6 +16,35 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// stampingOn waits until the kernel stamps received packets. It turns
+// stamping on a moment after the first socket asks for it (when no other
+// socket on the host has) and off when the last one closes: the socket
+// that asks stays open until the test ends.
+func stampingOn(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	keep, err := dialRx(&net.Dialer{})(t.Context(), "tcp", ln.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { keep.Close() })
+	peer, err := ln.Accept()
+	require.NoError(t, err)
+	t.Cleanup(func() { peer.Close() })
+	buf := make([]byte, 8)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		_, err := peer.Write([]byte("x"))
+		require.NoError(t, err)
+		_, err = keep.Read(buf)
+		require.NoError(t, err)
+		if !received(keep).IsZero() {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "the kernel never stamped a received packet")
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestReceiveTimeIsArrivalNotRead: data that waited in the socket while the
 // client was busy keeps the time it arrived; the connection otherwise reads
 // like any net.Conn (deadline, EOF).
@@ -23,15 +52,7 @@ func TestReceiveTimeIsArrivalNotRead(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
-	// The kernel turns packet stamping on a moment after the first socket
-	// asks for it (when no other socket on the host has): ask first, wait.
-	keep, err := dialRx(&net.Dialer{})(t.Context(), "tcp", ln.Addr().String())
-	require.NoError(t, err)
-	defer keep.Close()
-	first, err := ln.Accept()
-	require.NoError(t, err)
-	first.Close()
-	time.Sleep(20 * time.Millisecond)
+	stampingOn(t)
 	sent, dialed := make(chan time.Time, 1), make(chan struct{})
 	go func() {
 		c, err := ln.Accept()
@@ -90,10 +111,7 @@ func TestCompleteUsesArrivalTimes(t *testing.T) {
 	defer srv.Close()
 	c := New(srv.URL)
 	defer c.CloseIdle()
-	// Warm up: a first connection turns the kernel's stamping on.
-	_, err := c.Complete(t.Context(), CompletionRequest{Model: "m", Prompt: "p", MaxTokens: 20})
-	require.NoError(t, err)
-	time.Sleep(20 * time.Millisecond)
+	stampingOn(t)
 	s, err := c.Complete(t.Context(), CompletionRequest{Model: "m", Prompt: "p", MaxTokens: 20})
 	require.NoError(t, err)
 	require.Len(t, s.Tokens, 20)
