@@ -24,10 +24,11 @@ vet:
 	$(GO) vet -tags gpu ./...
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
-## fuzz: the SSE parser, the error-body parser and the config loader, FUZZTIME each
+## fuzz: the SSE parser, the error-body parser, the chunk decoder (against encoding/json) and the config loader, FUZZTIME each
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzStreamRead$$' -fuzztime $(FUZZTIME) ./internal/vllm
 	$(GO) test -run '^$$' -fuzz '^FuzzParseError$$' -fuzztime $(FUZZTIME) ./internal/vllm
+	$(GO) test -run '^$$' -fuzz '^FuzzChunkDecode$$' -fuzztime $(FUZZTIME) ./internal/vllm
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./internal/config
 
 ## gpu: on a GPU runner with vLLM and a gpu.json (see README): the protocol, then the NVML hardware tests

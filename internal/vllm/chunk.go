@@ -41,7 +41,11 @@ func field(obj *fastjson.Value, key string) *fastjson.Value {
 
 // decode parses data as a chunk: a JSON object whose choices (if any) are
 // objects with a string text and a string-or-null finish_reason, whose
-// usage (if any) has integer counts. Anything else is an error.
+// usage (if any) has integer counts. Anything else is an error. On valid
+// JSON it decides as encoding/json does (FuzzChunkDecode); on invalid JSON
+// it is more lenient in places (raw control characters in strings, numbers
+// like 00), which vLLM's encoder never produces. fastjson.Validate would
+// close that gap only partly, at 40 % more CPU per chunk.
 func (d *chunkDecoder) decode(data string) (chunk, error) {
 	v, err := d.p.Parse(data)
 	if err != nil {
