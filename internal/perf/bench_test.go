@@ -25,7 +25,7 @@ import (
 )
 
 // stampCollector is a load.Completer that keeps, for every token chunk,
-// how long after vllmsim wrote it the client had read and parsed it.
+// the time the harness records for it minus the time vllmsim wrote it.
 type stampCollector struct {
 	c      *vllm.Client
 	mu     sync.Mutex
@@ -52,8 +52,8 @@ func (s *stampCollector) Complete(ctx context.Context, r vllm.CompletionRequest)
 
 // BenchmarkStreamOverhead measures what the measurement adds to TTFT and
 // TPOT: for every token chunk, vllmsim's send stamp (taken just before the
-// write) against the time the client has read and parsed it, through the
-// harness's own load generator. The server runs the tiny profile at time
+// write) against the time the harness records for the token (its arrival),
+// through the harness's own load generator. The server runs the tiny profile at time
 // scale 1 (a 1 ms decode step at c=1, 26 ms at c=256, like a GPU), in its
 // own process on loopback. One op is one round of c requests of 32 tokens.
 func BenchmarkStreamOverhead(b *testing.B) {
