@@ -7,11 +7,12 @@ import (
 )
 
 // modelLoading is the line vLLM's model runner logs once the weights are on
-// the device (gpu_model_runner.py: "Model loading took %.4f GiB and %.6f
-// seconds"), with the memory the load took.
-var modelLoading = regexp.MustCompile(`Model loading took ([0-9]+(?:\.[0-9]+)?) GiB`)
+// the device, with the memory the load took: "Model loading took %.4f GiB
+// and %.6f seconds" (gpu_model_runner.py), or in older versions "Loading
+// model weights took %.4f GB" (the same 2^30-byte unit, named GB).
+var modelLoading = regexp.MustCompile(`(?:Model loading took|Loading model weights took) ([0-9]+(?:\.[0-9]+)?) Gi?B`)
 
-// WeightGiB finds the last "Model loading took X GiB" line in a server log
+// WeightGiB finds the last such line in a server log
 // (the most recent start), and returns X and the line. With tensor
 // parallelism each worker logs its own share; the first of the last start's
 // lines is one GPU's.
