@@ -83,6 +83,12 @@ func limits(raw Raw, label string, m *Model) *Limits {
 	if len(notRun) > 0 {
 		notes = append(notes, "not measured: "+strings.Join(notRun, "; "))
 	}
+	if lim.L1WakeFractionOfPCIe > 1 {
+		notes = append(notes, "level-1 wake faster than the PCIe floor: the host link is not PCIe (NVLink-C2C?) or the weight size is wrong")
+	}
+	if lim.TPOTFractionOfHBM > 1 {
+		notes = append(notes, "TPOT below the memory floor: a decode step reads less than every weight (mixture of experts?) or the weight size is wrong")
+	}
 	lim.Note = strings.Join(notes, ". ")
 	return lim
 }

@@ -333,4 +333,6 @@ func TestPhysicalLimits(t *testing.T) {
 	require.NoError(t, WriteSummary(&sb, Build(raw)))
 	assert.Contains(t, sb.String(), "| A | 0.11 (3 s vs floor 0.3409 s at 31.5 GB/s) | 1.24 (0.01 s vs floor 0.01243 s at 864 GB/s) |")
 	assert.Contains(t, sb.String(), "| B | – | – |")
+	assert.Contains(t, Build(raw).Models["A"].PhysicalLimits.Note, "TPOT below the memory floor",
+		"a fraction above 1 says the floor does not hold")
 }
