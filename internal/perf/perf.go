@@ -8,6 +8,7 @@
 package perf
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -79,14 +80,23 @@ var procsSuffix = regexp.MustCompile(`-[0-9]+$`)
 
 // Read collects every value per "bench unit" from benchmark output
 // (benchfmt: `go test -bench` output, or lines written by scripts/peers.sh),
-// and the cpu the benchmarks ran on (go test's "cpu:" line).
+// and the cpu the benchmarks ran on (go test's "cpu:" line). A malformed
+// benchmark line (e.g. a peer's rate that a script failed to extract) is an
+// error naming the file and line; the rest is still read.
 func Read(r io.Reader, name string) (vals map[string][]float64, cpu string, err error) {
 	vals = map[string][]float64{}
+	var errs []error
 	br := benchfmt.NewReader(r, name)
 	for br.Scan() {
-		res, ok := br.Result().(*benchfmt.Result)
-		if !ok {
-			continue // syntax errors and unit metadata
+		var res *benchfmt.Result
+		switch x := br.Result().(type) {
+		case *benchfmt.SyntaxError:
+			errs = append(errs, x)
+			continue
+		case *benchfmt.Result:
+			res = x
+		default:
+			continue // unit metadata
 		}
 		if c := res.GetConfig("cpu"); c != "" {
 			cpu = c
@@ -100,7 +110,7 @@ func Read(r io.Reader, name string) (vals map[string][]float64, cpu string, err 
 			vals[bench+" "+unit] = append(vals[bench+" "+unit], val)
 		}
 	}
-	return vals, cpu, br.Err()
+	return vals, cpu, errors.Join(append(errs, br.Err())...)
 }
 
 func median(xs []float64) float64 {

@@ -71,6 +71,13 @@ func TestTableJudgesEveryGoal(t *testing.T) {
 	}
 }
 
+func TestReadNamesMalformedLines(t *testing.T) {
+	vals, _, err := perf.Read(strings.NewReader("BenchmarkRequestRate/gen=wrk 1  req/s\nBenchmarkRequestRate/gen=vegeta 1 9 req/s\n"), "peers.txt")
+	require.Error(t, err, "a rate the script failed to extract")
+	assert.Contains(t, err.Error(), "peers.txt:1")
+	assert.Equal(t, []float64{9}, vals["RequestRate/gen=vegeta req/s"], "the rest is read")
+}
+
 func TestGoalsNameDistinctFigures(t *testing.T) {
 	seen := map[string]bool{}
 	for _, g := range perf.Goals {
