@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/wakebench/wakebench/internal/server"
 	"github.com/wakebench/wakebench/internal/simgpu"
 	"github.com/wakebench/wakebench/internal/stats"
@@ -40,6 +42,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil { // benchmarks too: every server, client and sampler they start is stopped
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
