@@ -143,7 +143,6 @@ func Setup(ctx context.Context, cfg config.Config) (*Harness, error) {
 		}
 		h.nvml, src = ns, ns
 		h.cuda = ns.Facts().CUDAVersion
-		gpuName = "1 × " + ns.Facts().Name
 	case "none":
 		note = "memory source none: no GPU memory was sampled, so residual, release and peak figures are absent (n = 0)"
 	}
@@ -159,9 +158,7 @@ func Setup(ctx context.Context, cfg config.Config) (*Harness, error) {
 		if err != nil {
 			return fail(err)
 		}
-		if cfg.Memory == "sim" {
-			gpuName = "1 × " + d
-		}
+		gpuName = "1 × " + d
 		h.sampler = gpu.NewSampler(src, time.Duration(float64(time.Second)/cfg.Protocol.SampleHz))
 	}
 	h.Rec.Update(func(r *report.Raw) {
