@@ -122,12 +122,11 @@ func (c *Client) Complete(ctx context.Context, r CompletionRequest) (*Stream, er
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return s, fmt.Errorf("POST /v1/completions: %w", ParseError(resp.StatusCode, b))
 	}
-	now := func() time.Time { return receiveTime(conn) }
-	read := func(body io.Reader) error { return s.read(body, now) }
+	read := s.read
 	if r.NoStream {
-		read = func(body io.Reader) error { return s.readWhole(body, now) }
+		read = s.readWhole
 	}
-	if err := read(resp.Body); err != nil {
+	if err := read(resp.Body, func() time.Time { return receiveTime(conn) }); err != nil {
 		return s, fmt.Errorf("POST /v1/completions: %w", err)
 	}
 	return s, nil
