@@ -89,16 +89,12 @@ func BenchmarkStreamCapacity(b *testing.B) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	plan := load.Plan{Concurrency: 16, Rounds: 1, RequestsPerRound: 64, Timeout: time.Minute,
 		Request: vllm.CompletionRequest{Model: s.model, Prompt: config.DefaultPrompt, MaxTokens: 256, IgnoreEOS: true}}
-	load.Run(b.Context(), s.client, plan)
+	runAll(b, s.client, plan)
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	cpu0, tokens := cpuTime(), 0
 	for b.Loop() {
-		res := load.Run(b.Context(), s.client, plan)
-		if res.Success() != plan.Planned() {
-			b.Fatalf("%d of %d requests failed: %v", plan.Planned()-res.Success(), plan.Planned(), firstErr(res))
-		}
-		for _, q := range res.Requests {
+		for _, q := range runAll(b, s.client, plan).Requests {
 			tokens += q.OutputTokens
 		}
 	}
@@ -110,13 +106,15 @@ func BenchmarkStreamCapacity(b *testing.B) {
 	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(tokens), "B/tok")
 }
 
-func firstErr(res load.Result) error {
+// runAll runs the plan and fails the benchmark unless every request succeeded.
+func runAll(b *testing.B, c load.Completer, p load.Plan) load.Result {
+	res := load.Run(b.Context(), c, p)
 	for _, q := range res.Requests {
 		if q.Err != nil {
-			return q.Err
+			b.Fatalf("%d of %d requests failed, first: %v", p.Planned()-res.Success(), p.Planned(), q.Err)
 		}
 	}
-	return nil
+	return res
 }
 
 // BenchmarkRequestRate is the harness's generator sending non-streamed
@@ -136,14 +134,10 @@ func BenchmarkRequestRate(b *testing.B) {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 		plan := load.Plan{Concurrency: 32, Rounds: 1, RequestsPerRound: 1024, Timeout: time.Minute,
 			Request: vllm.CompletionRequest{Model: "tiny-a", Prompt: config.DefaultPrompt, MaxTokens: 16, IgnoreEOS: true, NoStream: true}}
-		load.Run(b.Context(), c, plan)
+		runAll(b, c, plan)
 		n := 0
 		for b.Loop() {
-			res := load.Run(b.Context(), c, plan)
-			if res.Success() != plan.Planned() {
-				b.Fatalf("%d of %d requests failed: %v", plan.Planned()-res.Success(), plan.Planned(), firstErr(res))
-			}
-			n += res.Success()
+			n += runAll(b, c, plan).Success()
 		}
 		b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "req/s")
 	})

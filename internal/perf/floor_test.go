@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,12 +47,7 @@ func BenchmarkLoopbackFloor(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ln.Close()
-	path, args := os.Args[0], []string{"-test.run=^$"}
-	if runtime.NumCPU() > 1 {
-		if ts, err := exec.LookPath("taskset"); err == nil {
-			path, args = ts, append([]string{"-c", "0", os.Args[0]}, args...)
-		}
-	}
+	path, args := onCPU0(os.Args[0], "-test.run=^$")
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(os.Environ(), envPinger+"="+ln.Addr().String())
 	cmd.Stderr = os.Stderr

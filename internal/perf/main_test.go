@@ -69,12 +69,7 @@ func startSim(tb testing.TB, scale string, stamp bool) *sim {
 	dir := tb.TempDir()
 	args := []string{"serve", "tiny-a", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--enable-sleep-mode",
 		"--max-model-len", "4096", "--kv-cache-memory-bytes", "1073741824"}
-	path := simPath
-	if runtime.NumCPU() > 1 {
-		if ts, err := exec.LookPath("taskset"); err == nil {
-			path, args = ts, append([]string{"-c", "0", simPath}, args...)
-		}
-	}
+	path, args := onCPU0(simPath, args...)
 	env := []string{vllmsim.EnvProfile + "=tiny", vllmsim.EnvTimeScale + "=" + scale, vllmsim.EnvDevMode + "=1",
 		simgpu.EnvDir + "=" + filepath.Join(dir, "gpu"), vllmsim.EnvCacheDir + "=" + filepath.Join(dir, "cache")}
 	if stamp {
@@ -94,6 +89,17 @@ func startSim(tb testing.TB, scale string, stamp bool) *sim {
 		tb.Fatalf("vllmsim: %v", err)
 	}
 	return s
+}
+
+// onCPU0 is the command line that runs path with args on CPU 0 (taskset)
+// where there is more than one CPU and taskset is installed, else as it is.
+func onCPU0(path string, args ...string) (string, []string) {
+	if runtime.NumCPU() > 1 {
+		if ts, err := exec.LookPath("taskset"); err == nil {
+			return ts, append([]string{"-c", "0", path}, args...)
+		}
+	}
+	return path, args
 }
 
 func freePort(tb testing.TB) int {
