@@ -98,6 +98,7 @@ type Raw struct {
 	RSSPeak       map[string]uint64
 	Weights       map[string]Weight // label → weight size, for the physical limits
 	Started       time.Time
+	Finished      time.Time // zero: Build takes the time it runs
 }
 
 // Recorder collects Raw from concurrent phases.
@@ -196,7 +197,10 @@ func Build(raw Raw) Report {
 		DRA:             "not executed; shared GPU within one host",
 		Windows:         raw.Windows, Simulated: raw.Simulated, GPUFacts: raw.GPUFacts,
 		Phases: raw.Phases, Checks: raw.Checks, Failures: raw.Failures,
-		Started: unix(raw.Started), Finished: unix(time.Now()),
+		Started: unix(raw.Started), Finished: unix(raw.Finished),
+	}
+	if raw.Finished.IsZero() {
+		rep.Finished = unix(time.Now())
 	}
 	if rep.Checks == nil {
 		rep.Checks = []Check{}
