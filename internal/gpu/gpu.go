@@ -1,6 +1,6 @@
 // Package gpu samples device memory in the background over a small Source
-// interface. Sources: the simulated GPU that vllmsim publishes (package
-// simgpu); NVML on real hardware plugs in behind the same interface.
+// interface, and names the device facts a source may know. It knows no
+// source: NVML and the simulated GPU live in package backend.
 package gpu
 
 import (
@@ -10,8 +10,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/wakebench/wakebench/internal/simgpu"
 )
 
 // Reading is one look at the device.
@@ -25,70 +23,6 @@ type Source interface {
 	// Describe names the device, e.g. "NVIDIA L20 (simulated)".
 	Describe() (string, error)
 	Read(ctx context.Context) (Reading, error)
-}
-
-// SimSource reads vllmsim's simulated GPU directory. The device itself
-// (name, total, reserved) is fixed once created and is read once; the
-// processes are read at every sample.
-type SimSource struct {
-	dir    string
-	mu     sync.Mutex
-	dev    simgpu.Device
-	loaded bool
-}
-
-// NewSimSource reads the simulated GPU in dir.
-func NewSimSource(dir string) *SimSource { return &SimSource{dir: dir} }
-
-// device is the device, read at the first call that finds it.
-func (s *SimSource) device() (simgpu.Device, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.loaded {
-		d, err := simgpu.ReadDevice(s.dir)
-		if err != nil {
-			return d, err
-		}
-		s.dev, s.loaded = d, true
-	}
-	return s.dev, nil
-}
-
-// Describe names the simulated device.
-func (s *SimSource) Describe() (string, error) {
-	d, err := s.device()
-	if err != nil {
-		return "", err
-	}
-	return d.Name + " (simulated)", nil
-}
-
-// Facts are the simulated device's, as NVML would report them.
-func (s *SimSource) Facts() DeviceFacts {
-	d, err := s.device()
-	if err != nil {
-		return DeviceFacts{Simulated: true}
-	}
-	return DeviceFacts{Name: d.Name + " (simulated)", TotalBytes: d.TotalBytes, Simulated: true,
-		PCIeGen: d.PCIeGen, PCIeWidth: d.PCIeWidth, MaxPCIeGen: d.PCIeGen, MaxPCIeWidth: d.PCIeWidth,
-		MemBusWidth: d.MemBusWidthBits, MaxMemClock: d.MemClockMHz}
-}
-
-// Read returns the device's used and total memory and every live process's share.
-func (s *SimSource) Read(context.Context) (Reading, error) {
-	d, err := s.device()
-	if err != nil {
-		return Reading{}, err
-	}
-	procs, err := simgpu.Processes(s.dir)
-	if err != nil {
-		return Reading{}, err
-	}
-	r := Reading{Used: simgpu.Used(d, procs), Total: d.TotalBytes, Procs: make(map[int]uint64, len(procs))}
-	for _, p := range procs {
-		r.Procs[p.PID] += p.UsedBytes
-	}
-	return r, nil
 }
 
 // Sample is a timestamped Reading.

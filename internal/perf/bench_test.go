@@ -15,10 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/harness"
 	"github.com/wakebench/wakebench/internal/load"
-	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/simgpu"
 	"github.com/wakebench/wakebench/internal/vllm"
@@ -177,7 +178,7 @@ func simSource(b *testing.B) gpu.Source {
 			b.Fatal(err)
 		}
 	}
-	return gpu.NewSimSource(dir)
+	return backend.NewSimSource(dir)
 }
 
 func benchSampler(b *testing.B, src gpu.Source, hz int) {
@@ -304,7 +305,7 @@ func BenchmarkPhysicalLimits(b *testing.B) {
 		if err := cfg.Validate(); err != nil {
 			b.Fatal(err)
 		}
-		h, err := protocol.Setup(b.Context(), cfg)
+		h, err := harness.Open(b.Context(), cfg)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -8,13 +8,13 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/backend"
 )
 
 // BenchmarkSamplerNVML is BenchmarkSampler on the real device 0 through
 // NVML (gpu tag, on a GPU runner: `make perf PERF_TAGS=gpu`).
 func BenchmarkSamplerNVML(b *testing.B) {
-	src, err := gpu.OpenNVML(nvml.New(), 0)
+	src, err := backend.OpenNVML(nvml.New(), 0)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,29 +16,22 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/server"
-	"github.com/wakebench/wakebench/internal/simgpu"
 	"github.com/wakebench/wakebench/internal/stats"
 	"github.com/wakebench/wakebench/internal/vllm"
-	"github.com/wakebench/wakebench/internal/vllmsim"
 )
 
-// simPath is the vllmsim binary built for this package's benchmarks.
+// simPath is the vllmsim binary (backend.BuildSim) the benchmarks run.
 var simPath string
 
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(envPinger); addr != "" {
 		os.Exit(pinger(addr))
 	}
-	dir, err := os.MkdirTemp("", "wakebench-perf-")
-	if err != nil {
+	var err error
+	if simPath, err = backend.BuildSim(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	simPath = filepath.Join(dir, "vllmsim")
-	if out, err := exec.Command("go", "build", "-o", simPath, "github.com/wakebench/wakebench/cmd/vllmsim").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build vllmsim: %v\n%s", err, out)
-		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -48,7 +41,6 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
@@ -70,11 +62,7 @@ func startSim(tb testing.TB, scale string, stamp bool) *sim {
 	args := []string{"serve", "tiny-a", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--enable-sleep-mode",
 		"--max-model-len", "4096", "--kv-cache-memory-bytes", "1073741824"}
 	path, args := onCPU0(simPath, args...)
-	env := []string{vllmsim.EnvProfile + "=tiny", vllmsim.EnvTimeScale + "=" + scale, vllmsim.EnvDevMode + "=1",
-		simgpu.EnvDir + "=" + filepath.Join(dir, "gpu"), vllmsim.EnvCacheDir + "=" + filepath.Join(dir, "cache")}
-	if stamp {
-		env = append(env, vllmsim.EnvStamp+"=1")
-	}
+	env := backend.SimEnv("tiny", scale, dir, stamp)
 	srv, err := server.Start(server.Spec{Label: "perf", Path: path, Args: args, Env: env, LogPath: filepath.Join(dir, "vllmsim.log")})
 	if err != nil {
 		tb.Fatal(err)

@@ -8,15 +8,13 @@
 package perf
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"regexp"
 	"strings"
 	"text/tabwriter"
 
-	"golang.org/x/perf/benchfmt"
+	"github.com/wakebench/wakebench/internal/gate"
 
 	"github.com/wakebench/wakebench/internal/stats"
 )
@@ -75,42 +73,19 @@ type Row struct {
 	Met      bool
 }
 
-// procsSuffix is the -GOMAXPROCS suffix of a benchmark name.
-var procsSuffix = regexp.MustCompile(`-[0-9]+$`)
-
 // Read collects every value per "bench unit" from benchmark output
-// (benchfmt: `go test -bench` output, or lines written by scripts/peers.sh),
-// and the cpu the benchmarks ran on (go test's "cpu:" line). A malformed
-// benchmark line (e.g. a peer's rate that a script failed to extract) is an
-// error naming the file and line; the rest is still read.
+// (benchfmt: `go test -bench` output, or lines written by scripts/peers.sh)
+// with gate.ReadBench, the one benchfmt reader, and the cpu the benchmarks
+// ran on (go test's "cpu:" line). A malformed benchmark line (e.g. a
+// peer's rate that a script failed to extract) is an error naming the file
+// and line; the rest is still read.
 func Read(r io.Reader, name string) (vals map[string][]float64, cpu string, err error) {
-	vals = map[string][]float64{}
-	var errs []error
-	br := benchfmt.NewReader(r, name)
-	for br.Scan() {
-		var res *benchfmt.Result
-		switch x := br.Result().(type) {
-		case *benchfmt.SyntaxError:
-			errs = append(errs, x)
-			continue
-		case *benchfmt.Result:
-			res = x
-		default:
-			continue // unit metadata
-		}
-		if c := res.GetConfig("cpu"); c != "" {
-			cpu = c
-		}
-		bench := procsSuffix.ReplaceAllString(strings.TrimPrefix(string(res.Name.Full()), "Benchmark"), "")
-		for _, v := range res.Values {
-			unit, val := v.Unit, v.Value
-			if v.OrigUnit != "" { // benchfmt tidies ns/chunk into sec/chunk; goals use the unit as reported
-				unit, val = v.OrigUnit, v.OrigValue
-			}
-			vals[bench+" "+unit] = append(vals[bench+" "+unit], val)
-		}
+	b, err := gate.ReadBench(r, name)
+	vals = make(map[string][]float64, len(b.Values))
+	for k, v := range b.Values {
+		vals[k.Name+" "+k.Unit] = v
 	}
-	return vals, cpu, errors.Join(append(errs, br.Err())...)
+	return vals, b.CPU, err
 }
 
 func median(xs []float64) float64 {

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"github.com/wakebench/wakebench/internal/record"
 	"io"
 	"math"
 	"strconv"
@@ -60,7 +61,7 @@ func WriteUnitMetadata(w io.Writer) error {
 //	BenchmarkServe/model=A/stage=baseline/conc=4
 //	BenchmarkSwitch/dir=A→B
 //	BenchmarkMemory/model=A
-func WriteBench(w io.Writer, raw Raw) error {
+func WriteBench(w io.Writer, raw record.Raw) error {
 	bw := benchfmt.NewWriter(w)
 	cfg := []benchfmt.Config{
 		{Key: "gpu", Value: []byte(raw.GPU), File: true},
@@ -127,7 +128,7 @@ func WriteBench(w io.Writer, raw Raw) error {
 		if h.Initial || !h.OK {
 			continue
 		}
-		line("Switch/dir="+DirectionKey(h.From, h.To), v(h.SleepS, UnitSleep), v(h.WakeS, UnitWake), v(h.ToFirstTokenS, UnitFirstToken))
+		line("Switch/dir="+record.DirectionKey(h.From, h.To), v(h.SleepS, UnitSleep), v(h.WakeS, UnitWake), v(h.ToFirstTokenS, UnitFirstToken))
 	}
 	if peak := summary(raw.DeviceUsedGiB); peak.N > 0 {
 		line("Memory/device", v(peak.Max, UnitPeak))

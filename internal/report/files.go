@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"github.com/wakebench/wakebench/internal/record"
 	"io"
 	"maps"
 	"os"
@@ -92,7 +93,7 @@ func (w *SamplesWriter) GPU(s gpu.Sample, labelOf func(pid int) string) {
 }
 
 // RSS writes one host RSS sample.
-func (w *SamplesWriter) RSS(r RSSSample) {
+func (w *SamplesWriter) RSS(r record.RSSSample) {
 	w.cw.Write([]string{ts(r.Time), "host_rss", r.Label, "", u64(r.Bytes)})
 }
 
@@ -103,7 +104,7 @@ func (w *SamplesWriter) Flush() error {
 }
 
 // WriteSamples writes a whole samples.csv at once.
-func WriteSamples(w io.Writer, samples []gpu.Sample, rss []RSSSample, labelOf func(pid int) string) error {
+func WriteSamples(w io.Writer, samples []gpu.Sample, rss []record.RSSSample, labelOf func(pid int) string) error {
 	sw, err := NewSamplesWriter(w)
 	if err != nil {
 		return err

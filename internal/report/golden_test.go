@@ -3,6 +3,8 @@ package report
 import (
 	"bytes"
 	"flag"
+	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/record"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,19 +19,19 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/ f
 
 // goldenRaw is sampleRaw with fixed times, checks, a failure and the
 // physical-limit inputs, so every writer has something to write.
-func goldenRaw() Raw {
+func goldenRaw() record.Raw {
 	raw := sampleRaw()
 	raw.Started, raw.Finished = time.Unix(1_700_000_000, 0), time.Unix(1_700_000_600, 500_000_000)
-	raw.Checks = []Check{
-		Evaluate("restart.starts", "A", 3, "==", 3),
-		Evaluate("sleep.level1.to_first_token_s.p95", "A", 4.1, "<=", 3),
+	raw.Checks = []record.Check{
+		gate.Evaluate("restart.starts", "A", 3, "==", 3),
+		gate.Evaluate("sleep.level1.to_first_token_s.p95", "A", 4.1, "<=", 3),
 	}
-	raw.Failures = []Failure{{Phase: "sleep-level1", Model: "A", Step: "cycle 2 wake", Error: "wake A from level 1: wake_up: no answer"}}
+	raw.Failures = []record.Failure{{Phase: "sleep-level1", Model: "A", Step: "cycle 2 wake", Error: "wake A from level 1: wake_up: no answer"}}
 	raw.MemorySource = "sim"
 	raw.Phases = []string{"restart", "baseline", "sleep-level1"}
-	raw.GPUFacts = &GPUFacts{Name: "G (simulated)", MemoryGiB: 48, PCIeGen: 4, PCIeWidth: 16, MaxPCIeGen: 4, MaxPCIeWidth: 16,
+	raw.GPUFacts = &record.GPUFacts{Name: "G (simulated)", MemoryGiB: 48, PCIeGen: 4, PCIeWidth: 16, MaxPCIeGen: 4, MaxPCIeWidth: 16,
 		PCIeGBps: 32, MemBusWidthBits: 384, MaxMemClockMHz: 9001, MemoryGBps: 864.1, Simulated: true}
-	raw.Weights = map[string]Weight{"A": {GiB: 8, Source: "server log: Model loading took 8.0 GiB"}}
+	raw.Weights = map[string]record.Weight{"A": {GiB: 8, Source: "server log: Model loading took 8.0 GiB"}}
 	return raw
 }
 

@@ -2,19 +2,13 @@ package report
 
 import (
 	"fmt"
+	"github.com/wakebench/wakebench/internal/record"
 	"strings"
 )
 
-// Weight is how much device memory a model's weights take, and where that
-// figure came from.
-type Weight struct {
-	GiB    float64
-	Source string
-}
-
 // limits computes a model's physical-limit figures from its weight size,
 // the GPU's facts and what the run measured; nil without any input.
-func limits(raw Raw, label string, m *Model) *Limits {
+func limits(raw record.Raw, label string, m *Model) *Limits {
 	w, haveW := raw.Weights[label]
 	f := raw.GPUFacts
 	if !haveW && f == nil {

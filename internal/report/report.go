@@ -1,10 +1,12 @@
-// Package report holds what a run measured and writes it out: the reference
-// report (report.json, the shape of testdata/l20-reference-report.json plus
-// extra keys), the benchstat-compatible bench.txt, and samples.csv.
+// Package report builds and writes a run's outputs from its record
+// (package record): the reference report (report.json, the shape of
+// testdata/l20-reference-report.json plus extra keys), the
+// benchstat-compatible bench.txt, summary.md, samples.csv and timeline.svg.
+// It measures and judges nothing itself.
 package report
 
 import (
-	"fmt"
+	"github.com/wakebench/wakebench/internal/record"
 
 	"github.com/wakebench/wakebench/internal/stats"
 )
@@ -12,27 +14,27 @@ import (
 // Report is report.json. Keys up to Windows are the reference report's;
 // the rest are wakebench's additions.
 type Report struct {
-	Status           string            `json:"status"`
-	Runtime          string            `json:"runtime"`
-	GPU              string            `json:"gpu"`
-	ContextTokens    int               `json:"context_tokens"`
-	KVGiB            float64           `json:"kv_gib"`
-	Models           map[string]*Model `json:"models"`
-	Requests         Requests          `json:"requests"`
-	PercentileMethod string            `json:"percentile_method"`
-	RestartBaseline  string            `json:"restart_baseline"`
-	DRA              string            `json:"dra"`
-	Switch           Switch            `json:"switch"`
-	Memory           Memory            `json:"memory"`
-	Windows          map[string]Window `json:"windows"`
+	Status           string                   `json:"status"`
+	Runtime          string                   `json:"runtime"`
+	GPU              string                   `json:"gpu"`
+	ContextTokens    int                      `json:"context_tokens"`
+	KVGiB            float64                  `json:"kv_gib"`
+	Models           map[string]*Model        `json:"models"`
+	Requests         record.Requests          `json:"requests"`
+	PercentileMethod string                   `json:"percentile_method"`
+	RestartBaseline  string                   `json:"restart_baseline"`
+	DRA              string                   `json:"dra"`
+	Switch           Switch                   `json:"switch"`
+	Memory           Memory                   `json:"memory"`
+	Windows          map[string]record.Window `json:"windows"`
 
-	Simulated *Simulated `json:"simulated,omitempty"`
-	GPUFacts  *GPUFacts  `json:"gpu_facts,omitempty"` // from NVML
-	Phases    []string   `json:"phases"`              // phases that ran, in order
-	Checks    []Check    `json:"checks"`              // every threshold with its verdict
-	Failures  []Failure  `json:"failures"`            // what went wrong, where
-	Started   float64    `json:"started"`             // Unix seconds
-	Finished  float64    `json:"finished"`
+	Simulated *record.Simulated `json:"simulated,omitempty"`
+	GPUFacts  *record.GPUFacts  `json:"gpu_facts,omitempty"` // from NVML
+	Phases    []string          `json:"phases"`              // phases that ran, in order
+	Checks    []record.Check    `json:"checks"`              // every threshold with its verdict
+	Failures  []record.Failure  `json:"failures"`            // what went wrong, where
+	Started   float64           `json:"started"`             // Unix seconds
+	Finished  float64           `json:"finished"`
 }
 
 // Model is one model's figures.
@@ -73,14 +75,6 @@ type Perf struct {
 	PromptTokenCounts []int         `json:"prompt_token_counts"`
 }
 
-// Requests is the request accounting.
-type Requests struct {
-	PlannedPerformance int `json:"planned_performance"`
-	Executed           int `json:"executed"`
-	Success            int `json:"success"`
-	Failure            int `json:"failure"`
-}
-
 // Switch is the switching phase.
 type Switch struct {
 	InitialActivation int                   `json:"initial_activation"`
@@ -106,38 +100,6 @@ type Memory struct {
 	Note              string                   `json:"note,omitempty"` // why figures are missing, if they are
 }
 
-// Window is a phase's time window (Unix seconds), widened by the configured pad.
-type Window struct {
-	Start float64 `json:"start"`
-	End   float64 `json:"end"`
-}
-
-// Simulated says the numbers come from vllmsim, not hardware.
-type Simulated struct {
-	Profile   string  `json:"profile"`
-	TimeScale float64 `json:"time_scale"`
-	Note      string  `json:"note"`
-}
-
-// GPUFacts is what NVML says about the device and its driver (or, with
-// simulated true, what the simulated GPU says as NVML would).
-type GPUFacts struct {
-	Name            string  `json:"name"`
-	UUID            string  `json:"uuid"`
-	MemoryGiB       float64 `json:"memory_gib"`
-	DriverVersion   string  `json:"driver_version"`
-	CUDAVersion     string  `json:"cuda_version"`
-	PCIeGen         int     `json:"pcie_gen"`   // current link (idle links train down)
-	PCIeWidth       int     `json:"pcie_width"` // current link
-	MaxPCIeGen      int     `json:"max_pcie_gen"`
-	MaxPCIeWidth    int     `json:"max_pcie_width"`
-	PCIeGBps        float64 `json:"pcie_gbps"` // raw one-direction bandwidth of the link at its maximum generation × width
-	MemBusWidthBits int     `json:"mem_bus_width_bits"`
-	MaxMemClockMHz  int     `json:"max_mem_clock_mhz"`
-	MemoryGBps      float64 `json:"memory_gbps"` // bus width / 8 × memory clock × 2
-	Simulated       bool    `json:"simulated,omitempty"`
-}
-
 // Limits are a model's physical-limit figures: level-1 wake against the
 // host→device link, TPOT at concurrency 1 against device memory bandwidth,
 // each with where its inputs came from. A fraction is limit / measured: 1
@@ -160,52 +122,7 @@ type Limits struct {
 	Note              string  `json:"note,omitempty"`
 }
 
-// Check is one threshold's verdict.
-type Check struct {
-	Name    string  `json:"name"`
-	Model   string  `json:"model,omitempty"`
-	Value   float64 `json:"value"`
-	Op      string  `json:"op"` // "<=", ">=", "=="
-	Limit   float64 `json:"limit"`
-	Verdict string  `json:"verdict"` // PASS or FAIL
-}
-
-// Failure is one thing that went wrong.
-type Failure struct {
-	Phase string `json:"phase"`
-	Model string `json:"model,omitempty"`
-	Step  string `json:"step,omitempty"`
-	Error string `json:"error"`
-}
-
-// Evaluate compares value with limit by op ("<=", ">=" or "==").
-func Evaluate(name, model string, value float64, op string, limit float64) Check {
-	var ok bool
-	switch op {
-	case "<=":
-		ok = value <= limit
-	case ">=":
-		ok = value >= limit
-	case "==":
-		ok = value == limit
-	case "within": // a change in percent against a tolerance: failed by construction of the caller
-		ok = value >= -limit && value <= limit
-	default:
-		panic("report.Evaluate: unknown op " + op)
-	}
-	c := Check{Name: name, Model: model, Value: value, Op: op, Limit: limit, Verdict: "PASS"}
-	if !ok {
-		c.Verdict = "FAIL"
-	}
-	return c
-}
-
-// String names metric, model, value and limit, e.g.
-// "sleep.level1.successful_cycles (model A) = 3, limit == 5: FAIL".
-func (c Check) String() string {
-	m := ""
-	if c.Model != "" {
-		m = " (model " + c.Model + ")"
-	}
-	return fmt.Sprintf("%s%s = %.6g, limit %s %.6g: %s", c.Name, m, c.Value, c.Op, c.Limit, c.Verdict)
-}
+// DataKeyed are the report's objects whose keys are data (model labels,
+// directions, window names), not field names: shape.Diff compares them by
+// shape when a run's labels differ from the reference's.
+var DataKeyed = []string{"models", "switch.directions", "windows", "memory.rss_peak_gib", "memory.l1_release_fraction"}

@@ -2,9 +2,11 @@ package report
 
 import (
 	"bytes"
-	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/shape"
 	"io"
 	"math"
 	"os"
@@ -22,37 +24,37 @@ import (
 )
 
 // sampleRaw is a small but complete run of two models.
-func sampleRaw() Raw {
-	r := NewRecorder([]string{"A", "B"}, map[string]string{"A": "big", "B": "small"})
-	r.Update(func(w *Raw) {
+func sampleRaw() record.Raw {
+	raw := record.NewRaw([]string{"A", "B"}, map[string]string{"A": "big", "B": "small"})
+	func(w *record.Raw) {
 		w.GPU, w.Runtime, w.ContextTokens, w.KVGiB = "1 × G (simulated)", "vLLM x", 4096, 4
-		w.Simulated = &Simulated{Profile: "tiny", TimeScale: 1}
+		w.Simulated = &record.Simulated{Profile: "tiny", TimeScale: 1}
 		for _, l := range []string{"A", "B"} {
-			w.Restarts[l] = []Restart{{ReadyS: 10, FirstTokenS: 11}, {Warm: true, ReadyS: 4, FirstTokenS: 5}, {Warm: true, ReadyS: 6, FirstTokenS: 7}}
+			w.Restarts[l] = []record.Restart{{ReadyS: 10, FirstTokenS: 11}, {Warm: true, ReadyS: 4, FirstTokenS: 5}, {Warm: true, ReadyS: 6, FirstTokenS: 7}}
 			w.Planned[l] = map[int]int{1: 2, 2: 1}
-			w.Cycles[l] = []Cycle{
+			w.Cycles[l] = []record.Cycle{
 				{Level: 1, OK: true, SleepS: 1, WakeAPIS: 2, ToFirstTokenS: 2.1, ResidualGiB: 0.5},
 				{Level: 1, OK: true, SleepS: 3, WakeAPIS: 4, ToFirstTokenS: 4.1, ResidualGiB: 0.5},
 				{Level: 2, OK: true, SleepS: 0.5, WakeAPIS: 9, ToFirstTokenS: 9.1, ResidualGiB: math.NaN()},
 			}
 			for _, st := range []string{"baseline", "after-wake"} {
-				w.Perf[l] = append(w.Perf[l], PerfRun{Stage: st, Concurrency: 1, Rounds: 2, Planned: 4, Success: 4, RoundsPassed: 2,
+				w.Perf[l] = append(w.Perf[l], record.PerfRun{Stage: st, Concurrency: 1, Rounds: 2, Planned: 4, Success: 4, RoundsPassed: 2,
 					RoundTPS: []float64{100, 110}, TTFT: []float64{.1, .1, .2, .1}, TPOT: []float64{.01, .01, .01, .02}, PromptTokens: []int{26, 26, 26, 26}})
 			}
 			w.Release[l] = []float64{90, 92, 91}
 		}
-		w.Handoffs = []Handoff{
+		w.Handoffs = []record.Handoff{
 			{From: "B", To: "A", Initial: true, OK: true, ToFirstTokenS: 1},
 			{From: "A", To: "B", OK: true, SleepS: 1, WakeS: 0.2, ToFirstTokenS: 1.3},
 			{From: "B", To: "A", OK: true, SleepS: 0.2, WakeS: 1, ToFirstTokenS: 1.3},
 			{From: "A", To: "B", OK: false},
 		}
-		w.Requests = Requests{Executed: 30, Success: 30}
+		w.Requests = record.Requests{Executed: 30, Success: 30}
 		w.DeviceUsedGiB = []float64{0, 10, 20, 12}
 		w.RSSPeak = map[string]uint64{"A": 2 << 30, "B": 1 << 30}
-	})
-	r.Window("A-baseline", time.Unix(100, 0), time.Unix(110, 0), 2*time.Second)
-	return r.Raw()
+	}(&raw)
+	raw.Windows["A-baseline"] = record.Window{Start: 98, End: 112}
+	return raw
 }
 
 func TestBuildSummarises(t *testing.T) {
@@ -80,55 +82,16 @@ func TestBuildSummarises(t *testing.T) {
 	assert.Equal(t, 20.0, rep.Memory.PhysicalPeakGiB.Max)
 	assert.Equal(t, 2.0, rep.Memory.RSSPeakGiB["A"])
 	assert.Equal(t, 91.0, rep.Memory.L1ReleaseFraction["B"].Median)
-	assert.Equal(t, Window{Start: 98, End: 112}, rep.Windows["A-baseline"])
+	assert.Equal(t, record.Window{Start: 98, End: 112}, rep.Windows["A-baseline"])
 }
 
 func TestBuildFailsOnFailureOrFailedCheck(t *testing.T) {
 	raw := sampleRaw()
-	raw.Checks = []Check{{Name: "x", Verdict: "FAIL"}}
+	raw.Checks = []record.Check{{Name: "x", Verdict: "FAIL"}}
 	assert.Equal(t, "FAIL", Build(raw).Status)
 	raw = sampleRaw()
-	raw.Failures = []Failure{{Phase: "switch", Model: "B", Step: "wake", Error: "boom"}}
+	raw.Failures = []record.Failure{{Phase: "switch", Model: "B", Step: "wake", Error: "boom"}}
 	assert.Equal(t, "FAIL", Build(raw).Status)
-}
-
-func TestShapeDiff(t *testing.T) {
-	ref, err := os.ReadFile(filepath.Join("..", "..", "testdata", "l20-reference-report.json"))
-	require.NoError(t, err)
-	diffs, err := ShapeDiff(ref, ref)
-	require.NoError(t, err)
-	assert.Empty(t, diffs)
-
-	var doc map[string]any
-	require.NoError(t, json.Unmarshal(ref, &doc))
-	delete(doc["models"].(map[string]any)["A"].(map[string]any), "restart_warm")
-	doc["kv_gib"] = "4"
-	doc["extra"] = true
-	b, _ := json.Marshal(doc)
-	diffs, err = ShapeDiff(ref, b)
-	require.NoError(t, err)
-	assert.ElementsMatch(t, []string{
-		"kv_gib: reference has number, ours string",
-		"models.A.restart_warm: reference has object, ours missing/null",
-	}, diffs)
-
-	// Three models C, D, E match the reference's A, B by shape.
-	require.NoError(t, json.Unmarshal(ref, &doc))
-	models := doc["models"].(map[string]any)
-	doc["models"] = map[string]any{"C": models["A"], "D": models["B"], "E": models["A"]}
-	b, _ = json.Marshal(doc)
-	diffs, err = ShapeDiff(ref, b)
-	require.NoError(t, err)
-	assert.Contains(t, diffs, "models.A: reference has object, ours missing/null", "exact keys by default")
-	diffs, err = ShapeDiff(ref, b, DataKeyed...)
-	require.NoError(t, err)
-	assert.Empty(t, diffs)
-	delete(models["A"].(map[string]any), "sleep")
-	doc["models"] = map[string]any{"C": models["A"]}
-	b, _ = json.Marshal(doc)
-	diffs, err = ShapeDiff(ref, b, DataKeyed...)
-	require.NoError(t, err)
-	assert.Equal(t, []string{"models.C.sleep: reference has object, ours missing/null"}, diffs)
 }
 
 func TestReportHasTheReferenceShape(t *testing.T) {
@@ -137,7 +100,7 @@ func TestReportHasTheReferenceShape(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, WriteJSON(&buf, Build(sampleRaw())))
 	assert.Contains(t, buf.String(), `"A→B"`, "direction keys are written unescaped")
-	diffs, err := ShapeDiff(ref, buf.Bytes())
+	diffs, err := shape.Diff(ref, buf.Bytes())
 	require.NoError(t, err)
 	// sampleRaw records only A-baseline of the reference's windows.
 	for _, d := range diffs {
@@ -218,7 +181,7 @@ func TestWriteSamples(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, WriteSamples(&buf,
 		[]gpu.Sample{{Time: at, Reading: gpu.Reading{Used: 30, Total: 100, Procs: map[int]uint64{7: 20, 3: 10}}}},
-		[]RSSSample{{Time: at, Label: "A", Bytes: 5}},
+		[]record.RSSSample{{Time: at, Label: "A", Bytes: 5}},
 		func(pid int) string { return map[int]string{7: "A"}[pid] }))
 	assert.Equal(t, `unix_s,source,label,pid,bytes
 1700000000.500000,device_used,,,30
@@ -231,8 +194,8 @@ func TestWriteSamples(t *testing.T) {
 
 func TestSummaryPutsFailuresFirst(t *testing.T) {
 	raw := sampleRaw()
-	raw.Checks = []Check{Evaluate("sleep.level1.residual_gib.median", "A", 0.75, "<=", 0.5), Evaluate("x", "B", 1, "==", 1)}
-	raw.Failures = []Failure{{Phase: "switch", Model: "B", Step: "wake A→B", Error: "HTTP 500"}}
+	raw.Checks = []record.Check{gate.Evaluate("sleep.level1.residual_gib.median", "A", 0.75, "<=", 0.5), gate.Evaluate("x", "B", 1, "==", 1)}
+	raw.Failures = []record.Failure{{Phase: "switch", Model: "B", Step: "wake A→B", Error: "HTTP 500"}}
 	var b strings.Builder
 	require.NoError(t, WriteSummary(&b, Build(raw)))
 	s := b.String()
@@ -261,8 +224,8 @@ func TestTimelineSVG(t *testing.T) {
 	err := WriteTimelineSVG(&b, Timeline{Samples: samples,
 		LabelOf: func(pid int) string { return map[int]string{11: "A", 22: "B"}[pid] },
 		Names:   map[string]string{"A": "big", "B": "small"},
-		Windows: map[string]Window{"A-sleep-level1": {Start: 1700000001.5, End: 1700000003.5}}, Pad: 0,
-		Events: []Event{{Time: t0.Add(2 * time.Second), Label: "A", Kind: "sleep L1"}, {Time: t0.Add(3 * time.Second), Label: "A", Kind: "wake"}},
+		Windows: map[string]record.Window{"A-sleep-level1": {Start: 1700000001.5, End: 1700000003.5}}, Pad: 0,
+		Events: []record.Event{{Time: t0.Add(2 * time.Second), Label: "A", Kind: "sleep L1"}, {Time: t0.Add(3 * time.Second), Label: "A", Kind: "wake"}},
 		Title:  "t"})
 	require.NoError(t, err)
 	var texts []string
@@ -295,8 +258,8 @@ func TestTimelineSVG(t *testing.T) {
 func TestPhysicalLimits(t *testing.T) {
 	raw := sampleRaw()
 	raw.Simulated.TimeScale = 0.5
-	raw.Weights["A"] = Weight{GiB: 10, Source: "server log: Model loading took 10.0000 GiB"}
-	raw.GPUFacts = &GPUFacts{Name: "G (simulated)", MaxPCIeGen: 4, MaxPCIeWidth: 16, PCIeGBps: 31.5,
+	raw.Weights["A"] = record.Weight{GiB: 10, Source: "server log: Model loading took 10.0000 GiB"}
+	raw.GPUFacts = &record.GPUFacts{Name: "G (simulated)", MaxPCIeGen: 4, MaxPCIeWidth: 16, PCIeGBps: 31.5,
 		MemBusWidthBits: 384, MaxMemClockMHz: 9001, MemoryGBps: 864.048, Simulated: true}
 	rep := Build(raw)
 	a := rep.Models["A"].PhysicalLimits
@@ -327,8 +290,8 @@ func TestPhysicalLimits(t *testing.T) {
 	assert.Nil(t, Build(sampleRaw()).Models["A"].PhysicalLimits, "nothing known, nothing said")
 
 	raw = sampleRaw()
-	raw.Weights["A"] = Weight{GiB: 10, Source: "log"}
-	raw.GPUFacts = &GPUFacts{PCIeGBps: 31.5, MemoryGBps: 864}
+	raw.Weights["A"] = record.Weight{GiB: 10, Source: "log"}
+	raw.GPUFacts = &record.GPUFacts{PCIeGBps: 31.5, MemoryGBps: 864}
 	var sb strings.Builder
 	require.NoError(t, WriteSummary(&sb, Build(raw)))
 	assert.Contains(t, sb.String(), "| A | 0.11 (3 s vs floor 0.3409 s at 31.5 GB/s) | 1.24 (0.01 s vs floor 0.01243 s at 864 GB/s) |")

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"github.com/wakebench/wakebench/internal/record"
 	"io"
 	"maps"
 	"slices"
@@ -22,7 +23,7 @@ func WriteSummary(w io.Writer, rep Report) error {
 	}
 	fmt.Fprintf(&b, "# wakebench: %s%s\n\n%s · %s · phases: %s\n\n", rep.Status, sim, rep.GPU, rep.Runtime, strings.Join(rep.Phases, ", "))
 
-	var failed []Check
+	var failed []record.Check
 	for _, c := range rep.Checks {
 		if c.Verdict != "PASS" {
 			failed = append(failed, c)

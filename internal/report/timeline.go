@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"github.com/wakebench/wakebench/internal/record"
 	"image/color"
 	"io"
 	"maps"
@@ -21,9 +22,9 @@ type Timeline struct {
 	Samples []gpu.Sample
 	LabelOf func(pid int) string // model label of a process, "" if none
 	Names   map[string]string    // label → model name
-	Windows map[string]Window
+	Windows map[string]record.Window
 	Pad     time.Duration // the windows' padding, taken off again for the picture
-	Events  []Event
+	Events  []record.Event
 	Title   string
 }
 

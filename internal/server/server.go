@@ -11,15 +11,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/procfs"
-
-	"github.com/wakebench/wakebench/internal/config"
 )
 
 // Spec is how to start one server.
@@ -29,34 +26,6 @@ type Spec struct {
 	Args    []string // arguments after the program name
 	Env     []string // added to the harness's environment
 	LogPath string   // stdout and stderr are appended here
-}
-
-// Argv is the `serve` command line for a model, exactly as vLLM takes it
-// (../shared/vllm-api.md §1): loopback only, sleep mode on, the KV cache as a
-// plain byte count (vLLM rejects "4GiB"), no removed flags.
-func Argv(m config.Model, p config.Protocol, kvBytes uint64, host string, port int) []string {
-	args := []string{"serve", m.Name,
-		"--served-model-name", m.Name,
-		"--host", host,
-		"--port", strconv.Itoa(port),
-		"--enable-sleep-mode",
-		"--max-model-len", strconv.Itoa(p.ContextTokens),
-		"--kv-cache-memory-bytes", strconv.FormatUint(kvBytes, 10),
-		"--gpu-memory-utilization", strconv.FormatFloat(m.GPUMemoryUtilization, 'f', -1, 64),
-	}
-	return append(args, m.ExtraArgs...)
-}
-
-// Env is the environment every server needs: the development endpoints
-// (/sleep, /wake_up, …) exist only with VLLM_SERVER_DEV_MODE=1. An API key
-// goes in VLLM_API_KEY, which vLLM reads like --api-key, so it never shows
-// on a command line or in a log.
-func Env(apiKey string) []string {
-	env := []string{"VLLM_SERVER_DEV_MODE=1"}
-	if apiKey != "" {
-		env = append(env, "VLLM_API_KEY="+apiKey)
-	}
-	return env
 }
 
 // Server is one running server process group.

@@ -4,32 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/wakebench/wakebench/internal/config"
 )
-
-func TestArgvIsWhatVLLMTakes(t *testing.T) {
-	m := config.Model{Label: "A", Name: "Qwen/Qwen3-1.7B", GPUMemoryUtilization: 0.3, ExtraArgs: []string{"--enforce-eager"}}
-	p := config.Default().Protocol
-	got := Argv(m, p, 4<<30, "127.0.0.1", 8001)
-	assert.Equal(t, []string{"serve", "Qwen/Qwen3-1.7B",
-		"--served-model-name", "Qwen/Qwen3-1.7B",
-		"--host", "127.0.0.1", "--port", "8001",
-		"--enable-sleep-mode",
-		"--max-model-len", "4096",
-		"--kv-cache-memory-bytes", "4294967296",
-		"--gpu-memory-utilization", "0.3",
-		"--enforce-eager"}, got)
-	assert.NotContains(t, strings.Join(got, " "), "--disable-log-requests", "removed in vLLM 0.17")
-	assert.Equal(t, []string{"VLLM_SERVER_DEV_MODE=1"}, Env(""), "vLLM parses it with int(): 1, never true")
-	assert.Equal(t, []string{"VLLM_SERVER_DEV_MODE=1", "VLLM_API_KEY=k"}, Env("k"))
-}
 
 func sh(t *testing.T, script string) (*Server, string) {
 	t.Helper()

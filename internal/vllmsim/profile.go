@@ -2,6 +2,7 @@ package vllmsim
 
 import (
 	"fmt"
+	"github.com/wakebench/wakebench/internal/simgpu"
 	"maps"
 	"slices"
 	"strings"
@@ -42,6 +43,14 @@ type GPU struct {
 	PCIeWidth       int `json:"pcie_width"`
 	MemBusWidthBits int `json:"mem_bus_width_bits"`
 	MemClockMHz     int `json:"mem_clock_mhz"`
+}
+
+// Device is the simulated device of this GPU as the simulated GPU
+// directory holds it, with the link facts NVML would report: the one
+// description both vllmsim and wakebench's backend create it from.
+func (g GPU) Device() simgpu.Device {
+	return simgpu.Device{Name: g.Name, TotalBytes: uint64(g.MemoryGiB * GiB), ReservedBytes: uint64(g.ReservedGiB * GiB),
+		PCIeGen: g.PCIeGen, PCIeWidth: g.PCIeWidth, MemBusWidthBits: g.MemBusWidthBits, MemClockMHz: g.MemClockMHz}
 }
 
 // Model is the physical model of one served model.

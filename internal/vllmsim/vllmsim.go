@@ -153,7 +153,7 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	}
 	info, err := simgpu.ReadDevice(gpuDir)
 	if err != nil {
-		info = simgpu.Device{Name: st.Profile.GPU.Name, TotalBytes: uint64(st.Profile.GPU.MemoryGiB * GiB), ReservedBytes: uint64(st.Profile.GPU.ReservedGiB * GiB)}
+		info = st.Profile.GPU.Device()
 		if err := simgpu.Create(gpuDir, info); err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package protocol
+package harness
 
 import (
 	"bufio"
@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 )
 
@@ -39,7 +40,7 @@ func (l *samplesLog) gpu(s gpu.Sample, labelOf func(int) string) {
 	l.sw.GPU(s, labelOf)
 }
 
-func (l *samplesLog) rss(r report.RSSSample) {
+func (l *samplesLog) rss(r record.RSSSample) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sw.RSS(r)

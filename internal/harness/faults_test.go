@@ -1,4 +1,4 @@
-package protocol
+package harness
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/server"
 )
@@ -22,7 +23,7 @@ import (
 // runs phase, closes the harness and returns the phase error and the report
 // as written to disk. It checks the guarantees every fault must keep: the
 // report is valid JSON with status FAIL, and no server process survives.
-func faultRun(t *testing.T, faults string, tweak func(*config.Config), phase func(ctx context.Context, h *Harness) error) (error, report.Report) {
+func faultRun(t *testing.T, faults string, tweak func(*config.Config), phase func(ctx context.Context, h *Run) error) (error, report.Report) {
 	t.Helper()
 	cfg := small(t)
 	cfg.Models[0].SimFaults = faults
@@ -30,13 +31,13 @@ func faultRun(t *testing.T, faults string, tweak func(*config.Config), phase fun
 		tweak(&cfg)
 	}
 	require.NoError(t, cfg.Validate())
-	h, err := Setup(t.Context(), cfg)
+	h, err := Open(t.Context(), cfg)
 	require.NoError(t, err)
 	var pids []int
 	phaseErr := phase(t.Context(), h)
-	for _, m := range h.models {
-		if m.srv != nil {
-			pids = append(pids, m.srv.PID())
+	for _, l := range h.Labels() {
+		if pid := h.fleet.PID(l); pid != 0 {
+			pids = append(pids, pid)
 		}
 	}
 	_, err = h.Close(nil)
@@ -49,8 +50,8 @@ func faultRun(t *testing.T, faults string, tweak func(*config.Config), phase fun
 	return phaseErr, rep
 }
 
-func restartThen(f func(ctx context.Context, h *Harness) error) func(ctx context.Context, h *Harness) error {
-	return func(ctx context.Context, h *Harness) error {
+func restartThen(f func(ctx context.Context, h *Run) error) func(ctx context.Context, h *Run) error {
+	return func(ctx context.Context, h *Run) error {
 		if _, err := h.Restart(ctx, "A", func(string, ...any) {}); err != nil {
 			return err
 		}
@@ -58,13 +59,13 @@ func restartThen(f func(ctx context.Context, h *Harness) error) func(ctx context
 	}
 }
 
-func baseline(ctx context.Context, h *Harness) error {
+func baseline(ctx context.Context, h *Run) error {
 	_, err := h.Baseline(ctx, "A", func(string, ...any) {})
 	return err
 }
 
-func cycles(level int) func(ctx context.Context, h *Harness) error {
-	return func(ctx context.Context, h *Harness) error {
+func cycles(level int) func(ctx context.Context, h *Run) error {
+	return func(ctx context.Context, h *Run) error {
 		cs, err := h.SleepCycles(ctx, "A", level, func(string, ...any) {})
 		h.SleepChecks("A", level, cs)
 		return err
@@ -76,41 +77,41 @@ func TestFaultsAreNamed(t *testing.T) {
 		name   string
 		faults string
 		tweak  func(*config.Config)
-		phase  func(ctx context.Context, h *Harness) error
+		phase  func(ctx context.Context, h *Run) error
 		want   []string       // in the phase error
-		where  report.Failure // phase, model, step of the first failure
+		where  record.Failure // phase, model, step of the first failure
 	}{
 		{"server exits during start-up", "crash-at-start", nil,
-			func(ctx context.Context, h *Harness) error {
+			func(ctx context.Context, h *Run) error {
 				_, err := h.Restart(ctx, "A", func(string, ...any) {})
 				return err
 			},
-			[]string{"server A exited: exit status 1", "injected fault crash-at-start"}, report.Failure{Phase: "restart", Model: "A", Step: "start"}},
+			[]string{"server A exited: exit status 1", "injected fault crash-at-start"}, record.Failure{Phase: "restart", Model: "A", Step: "start"}},
 		// 2 starts = 2 probes; the 3rd completion is in the baseline.
 		{"server exits during a phase", "crash-after=3", nil, restartThen(baseline),
-			[]string{"server A exited: exit status 3"}, report.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
+			[]string{"server A exited: exit status 3"}, record.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
 		{"server exits during a stream", "crash-mid-stream=3", nil, restartThen(baseline),
-			[]string{"server A exited: exit status 3"}, report.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
+			[]string{"server A exited: exit status 3"}, record.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
 		{"truncated stream", "truncate-stream=3", nil, restartThen(baseline),
-			[]string{"1 of 4 requests failed", "stream ended without [DONE]"}, report.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
+			[]string{"1 of 4 requests failed", "stream ended without [DONE]"}, record.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
 		{"HTTP 503", "error-status=4:503", nil, restartThen(baseline),
-			[]string{"1 of 4 requests failed", "HTTP 503"}, report.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
+			[]string{"1 of 4 requests failed", "HTTP 503"}, record.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
 		{"error event inside a 200 stream", "error-event=3", nil, restartThen(baseline),
-			[]string{"error event in stream", "injected fault error-event"}, report.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
+			[]string{"error event in stream", "injected fault error-event"}, record.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
 		{"stalled stream", "stall-stream=3:30", func(c *config.Config) { c.Timeouts.RequestS = 0.5 }, restartThen(baseline),
-			[]string{"1 of 4 requests failed", "context deadline exceeded"}, report.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
+			[]string{"1 of 4 requests failed", "context deadline exceeded"}, record.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
 		{"wake answers 500", "wake-fail=2", nil, restartThen(cycles(1)),
-			[]string{"wake A from level 1: wake_up", "HTTP 500", "CUDA Error: out of memory"}, report.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 2 wake"}},
+			[]string{"wake A from level 1: wake_up", "HTTP 500", "CUDA Error: out of memory"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 2 wake"}},
 		{"wake never returns", "wake-hang", func(c *config.Config) { c.Timeouts.WakeS = 0.5 }, restartThen(cycles(1)),
-			[]string{"wake A from level 1: wake_up: no answer within 500ms"}, report.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
+			[]string{"wake A from level 1: wake_up: no answer within 500ms"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
 		{"level-2 wake without a real reload", "no-reload", nil, restartThen(cycles(2)),
-			[]string{"garbage output", "reload_weights"}, report.Failure{Phase: "sleep-level2", Model: "A", Step: "cycle 1 first token after wake"}},
+			[]string{"garbage output", "reload_weights"}, record.Failure{Phase: "sleep-level2", Model: "A", Step: "cycle 1 first token after wake"}},
 		{"port already in use", "", func(c *config.Config) { c.Models[0].Port = busyPort(t) },
-			func(ctx context.Context, h *Harness) error {
+			func(ctx context.Context, h *Run) error {
 				_, err := h.Restart(ctx, "A", func(string, ...any) {})
 				return err
 			},
-			[]string{"address already in use"}, report.Failure{Phase: "restart", Model: "A", Step: "start"}},
+			[]string{"address already in use"}, record.Failure{Phase: "restart", Model: "A", Step: "start"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,7 +125,7 @@ func TestFaultsAreNamed(t *testing.T) {
 			assert.Less(t, time.Since(start), 20*time.Second, "a fault ends the phase promptly")
 			require.NotEmpty(t, rep.Failures)
 			got := rep.Failures[0]
-			assert.Equal(t, tt.where, report.Failure{Phase: got.Phase, Model: got.Model, Step: got.Step})
+			assert.Equal(t, tt.where, record.Failure{Phase: got.Phase, Model: got.Model, Step: got.Step})
 			assert.NotEmpty(t, got.Error)
 		})
 	}
@@ -163,14 +164,14 @@ func TestBadSetup(t *testing.T) {
 	cfg := small(t)
 	cfg.Command = "/nonexistent/vllm"
 	cfg.Memory = "none"
-	_, err := Setup(t.Context(), cfg)
+	_, err := Open(t.Context(), cfg)
 	assert.ErrorContains(t, err, `config command "/nonexistent/vllm"`)
 
 	cfg = small(t)
 	file := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	cfg.OutDir = filepath.Join(file, "out")
-	_, err = Setup(t.Context(), cfg)
+	_, err = Open(t.Context(), cfg)
 	assert.ErrorContains(t, err, "out_dir "+cfg.OutDir)
 }
 
@@ -179,7 +180,7 @@ func TestBadSetup(t *testing.T) {
 func TestAPIKeyNeverWritten(t *testing.T) {
 	cfg := small(t)
 	cfg.APIKey = "sk-wakebench-secret-4242"
-	h, err := Setup(t.Context(), cfg)
+	h, err := Open(t.Context(), cfg)
 	require.NoError(t, err)
 	_, err = h.Restart(t.Context(), "A", t.Logf)
 	require.NoError(t, err)
@@ -208,13 +209,13 @@ func TestDiskFull(t *testing.T) {
 	cfg := small(t)
 	cfg.OutDir = dir
 	cfg.Protocol.SleepL1Cycles = 8
-	h, err := Setup(t.Context(), cfg)
+	h, err := Open(t.Context(), cfg)
 	require.NoError(t, err)
 	_, err = h.Restart(t.Context(), "A", t.Logf)
 	require.NoError(t, err)
 	_, err = h.SleepCycles(t.Context(), "A", 1, func(string, ...any) {})
 	require.NoError(t, err, "a full disk does not stop the measurements")
-	pid := h.models["A"].srv.PID()
+	pid := h.fleet.PID("A")
 	_, err = h.Close(nil)
 	require.Error(t, err)
 	t.Log(err)

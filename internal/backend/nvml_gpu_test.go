@@ -1,6 +1,6 @@
 //go:build gpu
 
-package gpu
+package backend
 
 import (
 	"bufio"
@@ -15,9 +15,11 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/gpu"
 )
 
-// These tests need a real NVIDIA GPU: go test -tags gpu ./internal/gpu.
+// These tests need a real NVIDIA GPU: go test -tags gpu ./internal/backend.
 // WAKEBENCH_GPU_INDEX picks the device (default 0).
 
 func openReal(t *testing.T) *NVMLSource {
@@ -91,7 +93,7 @@ func TestNVMLSeesMemoryMove(t *testing.T) {
 	pid := cmd.Process.Pid
 
 	expect("allocated")
-	var held Reading
+	var held gpu.Reading
 	require.Eventually(t, func() bool {
 		held, err = s.Read(t.Context())
 		return err == nil && held.Procs[pid] >= gib<<30
@@ -101,13 +103,13 @@ func TestNVMLSeesMemoryMove(t *testing.T) {
 
 	io.WriteString(stdin, "free\n")
 	expect("freed")
-	var freed Reading
+	var freed gpu.Reading
 	require.Eventually(t, func() bool {
 		freed, err = s.Read(t.Context())
 		return err == nil && freed.Procs[pid] < 1<<30
 	}, 10*time.Second, 50*time.Millisecond, "freed memory leaves the process")
 	residual := float64(freed.Procs[pid]) / (1 << 30)
-	release := ReleasePercent(float64(held.Procs[pid])/(1<<30), residual)
+	release := gpu.ReleasePercent(float64(held.Procs[pid])/(1<<30), residual)
 	t.Logf("freed: process residual %.3f GiB (CUDA context), released %.2f %%, device %.3f GiB", residual, release, float64(freed.Used)/(1<<30))
 	assert.Greater(t, release, 75.0)
 
@@ -123,7 +125,7 @@ func TestNVMLSeesMemoryMove(t *testing.T) {
 // TestSamplerRate: the background sampler keeps its rate against the real device.
 func TestSamplerRate(t *testing.T) {
 	s := openReal(t)
-	smp := NewSampler(s, 20*time.Millisecond)
+	smp := gpu.NewSampler(s, 20*time.Millisecond)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	smp.Run(ctx)

@@ -1,4 +1,6 @@
-package report
+// Package shape compares the key paths and JSON types of two documents:
+// how a run's report.json is held to the reference report's shape.
+package shape
 
 import (
 	"encoding/json"
@@ -8,18 +10,14 @@ import (
 	"strings"
 )
 
-// DataKeyed are the report's objects whose keys are data (model labels,
-// directions, window names), not field names.
-var DataKeyed = []string{"models", "switch.directions", "windows", "memory.rss_peak_gib", "memory.l1_release_fraction"}
-
-// ShapeDiff lists every key path of reference that ours lacks or holds with
+// Diff lists every key path of reference that ours lacks or holds with
 // another JSON type. Objects are compared key by key (extra keys in ours are
 // fine); every element of an array in ours is compared with the reference's
 // first element. Objects at the dataKeyed paths are compared by shape only:
 // ours must have at least one entry, and each is compared with the
 // reference's first (so a run of models A, B, C matches a reference of A, B).
 // Paths look like models.A.sleep.1.wake_api_s.median.
-func ShapeDiff(reference, ours []byte, dataKeyed ...string) ([]string, error) {
+func Diff(reference, ours []byte, dataKeyed ...string) ([]string, error) {
 	var ref, got any
 	if err := json.Unmarshal(reference, &ref); err != nil {
 		return nil, fmt.Errorf("reference: %w", err)

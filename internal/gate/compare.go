@@ -1,7 +1,8 @@
-package report
+package gate
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -30,46 +31,60 @@ type Delta struct {
 	Regression bool // worse by more than the tolerance, and significant
 }
 
-type benchKey struct{ name, unit string }
+// BenchKey is a benchmark name (without "Benchmark" and without go test's
+// -GOMAXPROCS suffix, so go test -bench output compares with bench.txt)
+// and a unit as written.
+type BenchKey struct{ Name, Unit string }
+
+// Bench is what a benchfmt stream holds, per benchmark and unit.
+type Bench struct {
+	Values map[BenchKey][]float64
+	Meta   benchfmt.UnitMetadataMap
+	CPU    string // go test's "cpu:" line, "" when absent
+}
 
 var procsSuffix = regexp.MustCompile(`-\d+$`)
 
-// readBench collects the values of a benchfmt stream per name (without a
-// -GOMAXPROCS suffix, so go test -bench output compares with bench.txt)
-// and unit, with its unit metadata.
-func readBench(r io.Reader, file string) (map[benchKey][]float64, benchfmt.UnitMetadataMap, error) {
+// ReadBench collects every value of a benchfmt stream (bench.txt, go test
+// -bench output, scripts/peers.sh lines) per benchmark and unit as
+// written: benchfmt tidies ns/op into sec/op, but units and goals are
+// compared as the file names them. A malformed result line is an error
+// naming the file and line; the rest is still read, so a caller can choose
+// to go on.
+func ReadBench(r io.Reader, file string) (Bench, error) {
 	br := bufio.NewReader(r)
 	if b, err := br.Peek(1); err == nil && b[0] == '{' {
-		return nil, nil, fmt.Errorf("%s is JSON (a report.json?): it holds summaries, not samples, so no difference can be tested; use that run's bench.txt", file)
+		return Bench{}, fmt.Errorf("%s is JSON (a report.json?): it holds summaries, not samples, so no difference can be tested; use that run's bench.txt", file)
 	}
-	vals := map[benchKey][]float64{}
-	meta := benchfmt.UnitMetadataMap{}
+	out := Bench{Values: map[BenchKey][]float64{}, Meta: benchfmt.UnitMetadataMap{}}
+	var errs []error
 	rd := benchfmt.NewReader(br, file)
 	for rd.Scan() {
 		switch rec := rd.Result().(type) {
 		case *benchfmt.SyntaxError:
-			return nil, nil, fmt.Errorf("%s: %v", file, rec)
+			errs = append(errs, rec)
 		case *benchfmt.UnitMetadata:
 			m := *rec
-			meta[rec.UnitMetadataKey] = &m
+			out.Meta[rec.UnitMetadataKey] = &m
 		case *benchfmt.Result:
+			if c := rec.GetConfig("cpu"); c != "" {
+				out.CPU = c
+			}
 			name := procsSuffix.ReplaceAllString(rec.Name.String(), "")
 			for _, v := range rec.Values {
-				k := benchKey{name, v.OrigUnit}
-				if k.unit == "" {
-					k.unit = v.Unit
+				unit, val := v.Unit, v.Value
+				if v.OrigUnit != "" {
+					unit, val = v.OrigUnit, v.OrigValue
 				}
-				vals[k] = append(vals[k], v.Value)
+				k := BenchKey{name, unit}
+				out.Values[k] = append(out.Values[k], val)
 			}
 		}
 	}
 	if err := rd.Err(); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", file, err)
+		errs = append(errs, fmt.Errorf("%s: %w", file, err))
 	}
-	if len(vals) == 0 {
-		return nil, nil, fmt.Errorf("%s: no benchmark results", file)
-	}
-	return vals, meta, nil
+	return out, errors.Join(errs...)
 }
 
 // CompareBench compares every benchmark × unit present in both streams. A
@@ -77,26 +92,32 @@ func readBench(r io.Reader, file string) (map[benchKey][]float64, benchfmt.UnitM
 // percent that is also significant at alpha. Units without a better=
 // direction are reported, never gated.
 func CompareBench(old, cur io.Reader, tolerancePct, alpha float64) ([]Delta, error) {
-	ov, _, err := readBench(old, "baseline")
+	ob, err := ReadBench(old, "baseline")
 	if err != nil {
 		return nil, err
 	}
-	nv, meta, err := readBench(cur, "this run")
+	nb, err := ReadBench(cur, "this run")
 	if err != nil {
 		return nil, err
 	}
+	for file, b := range map[string]Bench{"baseline": ob, "this run": nb} {
+		if len(b.Values) == 0 {
+			return nil, fmt.Errorf("%s: no benchmark results", file)
+		}
+	}
+	ov, nv, meta := ob.Values, nb.Values, nb.Meta
 	thr := benchmath.Thresholds{CompareAlpha: alpha}
 	var out []Delta
-	for _, k := range slices.SortedFunc(maps.Keys(nv), func(a, b benchKey) int {
-		return strings.Compare(a.name+"\x00"+a.unit, b.name+"\x00"+b.unit)
+	for _, k := range slices.SortedFunc(maps.Keys(nv), func(a, b BenchKey) int {
+		return strings.Compare(a.Name+"\x00"+a.Unit, b.Name+"\x00"+b.Unit)
 	}) {
 		o, ok := ov[k]
 		if !ok {
 			continue
 		}
-		a := meta.GetAssumption(k.unit)
+		a := meta.GetAssumption(k.Unit)
 		s1, s2 := benchmath.NewSample(o, &thr), benchmath.NewSample(nv[k], &thr)
-		d := Delta{Name: k.name, Unit: k.unit, Old: a.Summary(s1, 0.95), New: a.Summary(s2, 0.95), Cmp: a.Compare(s1, s2), Better: meta.GetBetter(k.unit)}
+		d := Delta{Name: k.Name, Unit: k.Unit, Old: a.Summary(s1, 0.95), New: a.Summary(s2, 0.95), Cmp: a.Compare(s1, s2), Better: meta.GetBetter(k.Unit)}
 		if d.Old.Center != 0 {
 			d.ChangePct = (d.New.Center/d.Old.Center - 1) * 100
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/stats"
 )
@@ -95,7 +96,7 @@ func BenchmarkSwitch(b *testing.B) {
 	}
 	for i, from := range labels {
 		to := labels[(i+1)%len(labels)]
-		b.Run("dir="+report.DirectionKey(from, to), func(b *testing.B) {
+		b.Run("dir="+record.DirectionKey(from, to), func(b *testing.B) {
 			var sleep, wake, first []float64
 			for b.Loop() {
 				ho, err := h.Handoff(ctx, from, to)

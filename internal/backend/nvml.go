@@ -1,4 +1,4 @@
-package gpu
+package backend
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/wakebench/wakebench/internal/gpu"
 )
 
 // NVMLSource reads one device through NVML (github.com/NVIDIA/go-nvml).
@@ -22,45 +24,7 @@ type NVMLSource struct {
 	memV2 bool
 
 	once  sync.Once
-	facts DeviceFacts
-}
-
-// DeviceFacts are what the report says about the GPU and its driver.
-type DeviceFacts struct {
-	Name          string
-	UUID          string
-	TotalBytes    uint64
-	DriverVersion string // e.g. 580.65.06
-	CUDAVersion   string // CUDA driver API version, e.g. 13.0
-	PCIeGen       int    // current link generation (0 when unknown); idle links train down
-	PCIeWidth     int    // current link width (lanes)
-	MaxPCIeGen    int    // the link's maximum generation (device and system)
-	MaxPCIeWidth  int    // the link's maximum width
-	MemBusWidth   int    // device memory bus width, bits
-	MaxMemClock   int    // maximum memory clock, MHz
-	Simulated     bool   // the facts of vllmsim's simulated GPU, not of hardware
-}
-
-// FactSource is a Source that also knows the device's fixed facts.
-type FactSource interface {
-	Source
-	Facts() DeviceFacts
-}
-
-// PCIeLimitGBps is the host↔device link's raw one-direction bandwidth at its
-// maximum generation and width (the current ones when those are unknown).
-func (f DeviceFacts) PCIeLimitGBps() float64 {
-	if f.MaxPCIeGen > 0 && f.MaxPCIeWidth > 0 {
-		return PCIeGBps(f.MaxPCIeGen, f.MaxPCIeWidth)
-	}
-	return PCIeGBps(f.PCIeGen, f.PCIeWidth)
-}
-
-// MemoryGBps is the device memory's peak bandwidth, bus width × memory
-// clock × 2 (NVML reports half the transfer rate for HBM and GDDR alike),
-// 0 when either is unknown.
-func (f DeviceFacts) MemoryGBps() float64 {
-	return float64(f.MemBusWidth) / 8 * float64(f.MaxMemClock) * 2 / 1e3
+	facts gpu.DeviceFacts
 }
 
 // OpenNVML initialises NVML on lib (nvml.New() on real hardware, a mock in
@@ -109,7 +73,7 @@ func (s *NVMLSource) Close() error {
 func (s *NVMLSource) Describe() (string, error) { return s.Facts().Name, nil }
 
 // Facts reads the device's fixed facts once; a fact NVML does not support stays empty.
-func (s *NVMLSource) Facts() DeviceFacts {
+func (s *NVMLSource) Facts() gpu.DeviceFacts {
 	s.once.Do(func() {
 		f := &s.facts
 		if v, ret := s.dev.GetName(); ret == nvml.SUCCESS {
@@ -154,13 +118,6 @@ func (s *NVMLSource) Facts() DeviceFacts {
 // CUDAVersion formats NVML's CUDA driver version (13000 → "13.0").
 func CUDAVersion(v int) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10) }
 
-// PCIeGBps is the raw one-direction bandwidth of a PCIe link in GB/s
-// (after line coding), 0 for an unknown generation.
-func PCIeGBps(gen, width int) float64 {
-	perLane := map[int]float64{1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}[gen]
-	return perLane * float64(width)
-}
-
 type mem struct{ used, total uint64 }
 
 func (s *NVMLSource) memory() (mem, error) {
@@ -186,12 +143,12 @@ func (s *NVMLSource) memory() (mem, error) {
 // Read returns device memory and the compute processes' memory. Processes
 // whose memory NVML cannot report (VALUE_NOT_AVAILABLE) are left out; when
 // NVML does not support the process list at all, Procs is empty.
-func (s *NVMLSource) Read(context.Context) (Reading, error) {
+func (s *NVMLSource) Read(context.Context) (gpu.Reading, error) {
 	m, err := s.memory()
 	if err != nil {
-		return Reading{}, err
+		return gpu.Reading{}, err
 	}
-	r := Reading{Used: m.used, Total: m.total, Procs: map[int]uint64{}}
+	r := gpu.Reading{Used: m.used, Total: m.total, Procs: map[int]uint64{}}
 	procs, ret := s.dev.GetComputeRunningProcesses()
 	switch ret {
 	case nvml.SUCCESS:
@@ -203,7 +160,7 @@ func (s *NVMLSource) Read(context.Context) (Reading, error) {
 		}
 	case nvml.ERROR_NOT_SUPPORTED:
 	default:
-		return Reading{}, fmt.Errorf("NVML compute processes: %s", nvml.ErrorString(ret))
+		return gpu.Reading{}, fmt.Errorf("NVML compute processes: %s", nvml.ErrorString(ret))
 	}
 	return r, nil
 }

@@ -1,4 +1,4 @@
-package report
+package gate
 
 import (
 	"bytes"
@@ -7,27 +7,28 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/report"
 )
 
 // run is a synthetic run: five level-1 cycles whose wake takes wake s
 // (with a little spread), and two serving rounds.
-func run(wake float64) Raw {
-	r := NewRecorder([]string{"A"}, map[string]string{"A": "m"})
-	r.Update(func(w *Raw) {
-		w.GPU, w.Runtime = "g", "r"
-		for _, jitter := range []float64{-0.02, -0.01, 0, 0.01, 0.02} {
-			w.Cycles["A"] = append(w.Cycles["A"], Cycle{Level: 1, OK: true, SleepS: 1 + jitter, WakeAPIS: wake * (1 + jitter),
-				ToFirstTokenS: wake*(1+jitter) + 0.1, ResidualGiB: 0.5})
-		}
-		w.Perf["A"] = []PerfRun{{Stage: "baseline", Concurrency: 1, Rounds: 2, Planned: 2, Success: 2, RoundsPassed: 2,
-			RoundTPS: []float64{100, 101}, TTFT: []float64{0.1, 0.1}, TPOT: []float64{0.01, 0.01}}}
-	})
+func run(wake float64) record.Raw {
+	r := record.New([]string{"A"}, map[string]string{"A": "m"})
+	r.SetSetup(record.Setup{GPU: "g", Runtime: "r"})
+	for _, jitter := range []float64{-0.02, -0.01, 0, 0.01, 0.02} {
+		r.AddCycle("A", record.Cycle{Level: 1, OK: true, SleepS: 1 + jitter, WakeAPIS: wake * (1 + jitter),
+			ToFirstTokenS: wake*(1+jitter) + 0.1, ResidualGiB: 0.5})
+	}
+	r.AddPerf("A", record.PerfRun{Stage: "baseline", Concurrency: 1, Rounds: 2, Planned: 2, Success: 2, RoundsPassed: 2,
+		RoundTPS: []float64{100, 101}, TTFT: []float64{0.1, 0.1}, TPOT: []float64{0.01, 0.01}})
 	return r.Raw()
 }
 
-func bench(t *testing.T, raw Raw) *bytes.Buffer {
+func bench(t *testing.T, raw record.Raw) *bytes.Buffer {
 	var b bytes.Buffer
-	require.NoError(t, WriteBench(&b, raw))
+	require.NoError(t, report.WriteBench(&b, raw))
 	return &b
 }
 

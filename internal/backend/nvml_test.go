@@ -1,4 +1,4 @@
-package gpu
+package backend
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/gpu"
 )
 
 const gib = 1 << 30
@@ -71,20 +73,20 @@ func TestNVMLFacts(t *testing.T) {
 	f := newFake()
 	s, err := OpenNVML(f.lib, 0)
 	require.NoError(t, err)
-	assert.Equal(t, DeviceFacts{Name: "NVIDIA L20", UUID: "GPU-1234", TotalBytes: 48 * gib, DriverVersion: "580.65.06",
+	assert.Equal(t, gpu.DeviceFacts{Name: "NVIDIA L20", UUID: "GPU-1234", TotalBytes: 48 * gib, DriverVersion: "580.65.06",
 		CUDAVersion: "13.0", PCIeGen: 1, PCIeWidth: 16, MaxPCIeGen: 4, MaxPCIeWidth: 16, MemBusWidth: 384, MaxMemClock: 9001}, s.Facts())
 	assert.InDelta(t, 31.5, s.Facts().PCIeLimitGBps(), 0.01, "the maximum link, not the idle one")
 	assert.InDelta(t, 864.1, s.Facts().MemoryGBps(), 0.01, "L20: 384 bit × 9001 MHz × 2 = 864 GB/s")
-	assert.InDelta(t, 4, DeviceFacts{PCIeGen: 1, PCIeWidth: 16}.PCIeLimitGBps(), 0.01, "the current link when the maximum is unknown")
-	assert.Zero(t, DeviceFacts{MemBusWidth: 384}.MemoryGBps())
+	assert.InDelta(t, 4, gpu.DeviceFacts{PCIeGen: 1, PCIeWidth: 16}.PCIeLimitGBps(), 0.01, "the current link when the maximum is unknown")
+	assert.Zero(t, gpu.DeviceFacts{MemBusWidth: 384}.MemoryGBps())
 	name, err := s.Describe()
 	require.NoError(t, err)
 	assert.Equal(t, "NVIDIA L20", name)
 	require.NoError(t, s.Close())
 	assert.Equal(t, 1, f.shutdowns)
 	assert.Equal(t, "12.4", CUDAVersion(12040))
-	assert.InDelta(t, 31.5, PCIeGBps(4, 16), 0.01)
-	assert.Zero(t, PCIeGBps(0, 16))
+	assert.InDelta(t, 31.5, gpu.PCIeGBps(4, 16), 0.01)
+	assert.Zero(t, gpu.PCIeGBps(0, 16))
 }
 
 // TestNVMLScriptedSleep scripts a model's memory through a level-1 sleep:
@@ -111,9 +113,9 @@ func TestNVMLScriptedSleep(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, after.Procs, 9, "VALUE_NOT_AVAILABLE is left out, not counted as 16 EiB")
 
-	b, a := float64(ProcsUsed(before, []int{pid}))/gib, float64(ProcsUsed(after, []int{pid}))/gib
+	b, a := float64(gpu.ProcsUsed(before, []int{pid}))/gib, float64(gpu.ProcsUsed(after, []int{pid}))/gib
 	assert.InDelta(t, 0.5830078125, a, 1e-12, "residual GiB")
-	assert.InDelta(t, 98.149, ReleasePercent(b, a), 0.001, "share released")
+	assert.InDelta(t, 98.149, gpu.ReleasePercent(b, a), 0.001, "share released")
 }
 
 func TestNVMLFallsBackToV1(t *testing.T) {

@@ -13,21 +13,22 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/harness"
 	"github.com/wakebench/wakebench/internal/protocol"
+	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 )
 
 // suite is the run TestMain owns. Tests read it; only TestMain sets it.
 var suite struct {
-	h   *protocol.Harness
+	h   *harness.Run
 	ctx context.Context
 
 	mu     sync.Mutex
-	failed []report.Failure
+	failed []record.Failure
 }
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -51,7 +52,7 @@ func run(m *testing.M) int {
 			cancel(fmt.Errorf("interrupted by %v", sig))
 		}
 	}()
-	h, err := protocol.Setup(ctx, cfg)
+	h, err := harness.Open(ctx, cfg)
 	if err != nil {
 		cancel(nil)
 		stop()
@@ -100,7 +101,7 @@ func run(m *testing.M) int {
 // timeoutGuard arms a timer that ends the run before go test's -timeout
 // fires: the phases are cancelled, and if they do not return in time every
 // server is stopped anyway.
-func timeoutGuard(cfg config.Config, cancel context.CancelCauseFunc, h *protocol.Harness) *time.Timer {
+func timeoutGuard(cfg config.Config, cancel context.CancelCauseFunc, h *harness.Run) *time.Timer {
 	f := flag.Lookup("test.timeout")
 	if f == nil {
 		return nil
@@ -117,17 +118,21 @@ func timeoutGuard(cfg config.Config, cancel context.CancelCauseFunc, h *protocol
 	})
 }
 
-// begin marks t as a phase test: if it fails, the report says so.
-func begin(t *testing.T) (*protocol.Harness, context.Context) {
+// begin marks t as the test of phase (a protocol phase, or another name
+// such as "outputs"): if it fails and the phase recorded no failure of its
+// own, the report says the test failed; a phase that recorded its failure
+// is not recorded twice.
+func begin(t *testing.T, phase string) (*harness.Run, context.Context) {
 	t.Helper()
+	h := suite.h
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() && !h.Failed(phase) {
 			suite.mu.Lock()
-			suite.failed = append(suite.failed, report.Failure{Phase: t.Name(), Error: "test failed (see the go test output and failures above)"})
+			suite.failed = append(suite.failed, record.Failure{Phase: phase, Error: "test " + t.Name() + " failed (see the go test output)"})
 			suite.mu.Unlock()
 		}
 	})
-	return suite.h, suite.ctx
+	return h, suite.ctx
 }
 
 // progress writes a phase's progress lines to the test's output (shown by
@@ -139,39 +144,9 @@ func progress(t testing.TB) protocol.Logf {
 // passes asserts that every threshold check passed; each failure message
 // names the metric, the model, the value and the limit. The checks are in
 // report.json's checks either way.
-func passes(t testing.TB, checks []report.Check) {
+func passes(t testing.TB, checks []record.Check) {
 	t.Helper()
 	for _, c := range checks {
 		assert.Equal(t, "PASS", c.Verdict, c.String())
-	}
-}
-
-// TestRestart measures the initial and warm starts of every model:
-// spawn → /health 200 → first token.
-func TestRestart(t *testing.T) {
-	h, ctx := begin(t)
-	for _, l := range h.Labels() {
-		t.Run(l, func(t *testing.T) {
-			rs, err := h.Restart(ctx, l, progress(t))
-			require.NoError(t, err)
-			passes(t, h.RestartChecks(l, rs))
-			for _, r := range rs {
-				assert.Positive(t, r.ReadyS, "spawn → ready")
-				assert.GreaterOrEqual(t, r.FirstTokenS, r.ReadyS, "first token comes after ready")
-			}
-		})
-	}
-}
-
-// TestBaseline measures serving on each model before it ever sleeps.
-func TestBaseline(t *testing.T) {
-	h, ctx := begin(t)
-	for _, l := range h.Labels() {
-		t.Run(l, func(t *testing.T) {
-			runs, err := h.Baseline(ctx, l, progress(t))
-			assert.NoError(t, err)
-			require.Len(t, runs, len(h.Config().Protocol.Concurrency), "one run per concurrency")
-			passes(t, h.ServeChecks(l, runs))
-		})
 	}
 }

@@ -1,0 +1,182 @@
+// Package backend is the only package that knows what serves the models and
+// what measures the GPU in a run: vllmsim (built from this module) or a
+// vLLM command, and the simulated GPU (package simgpu), NVML (go-nvml) or no
+// memory source. Open turns a config into a server program, the servers'
+// environment and a gpu.Source, and says what the report should call them.
+package backend
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/simgpu"
+	"github.com/wakebench/wakebench/internal/vllm"
+	"github.com/wakebench/wakebench/internal/vllmsim"
+)
+
+// Backend is a run's server program and memory source.
+type Backend struct {
+	// Command is the server program: the vllmsim binary, or vLLM.
+	Command string
+	// Source reads GPU memory; nil when the memory source is "none".
+	Source gpu.Source
+	// Setup is what the report says of device and runtime before any
+	// server answers.
+	Setup record.Setup
+	// CUDA is the CUDA driver version NVML reports, "" without NVML.
+	CUDA string
+
+	env  []string
+	nvml *NVMLSource
+}
+
+// Open prepares cfg's backend. dir is a private directory for the
+// simulated GPU and vllmsim's compile cache; the caller removes it.
+// Nothing is started.
+func Open(ctx context.Context, cfg config.Config, dir string) (*Backend, error) {
+	b := &Backend{env: vllm.ServerEnv(cfg.APIKey)}
+	b.Setup = record.Setup{GPU: "unknown GPU (memory source none)", Runtime: "unknown (no server reached)",
+		ContextTokens: cfg.Protocol.ContextTokens, KVGiB: cfg.Protocol.KVGiB, MemorySource: cfg.Memory}
+	switch cfg.Command {
+	case "vllmsim":
+		prof, err := vllmsim.LookupProfile(cfg.Sim.Profile)
+		if err != nil {
+			return nil, fmt.Errorf("config sim.profile: %w", err)
+		}
+		if b.Command, err = BuildSim(ctx); err != nil {
+			return nil, err
+		}
+		b.env = append(b.env,
+			vllmsim.EnvProfile+"="+cfg.Sim.Profile,
+			vllmsim.EnvTimeScale+"="+strconv.FormatFloat(cfg.Sim.TimeScale, 'g', -1, 64),
+			vllmsim.EnvCacheDir+"="+filepath.Join(dir, "compile-cache"))
+		b.Setup.Simulated = &record.Simulated{Profile: cfg.Sim.Profile, TimeScale: cfg.Sim.TimeScale,
+			Note: "simulated: servers are vllmsim and GPU memory is modelled (" + prof.Source + "); times are wall-clock at this time scale"}
+		if cfg.Memory == "sim" {
+			gpuDir := filepath.Join(dir, "gpu")
+			if err := simgpu.Create(gpuDir, prof.GPU.Device()); err != nil {
+				return nil, err
+			}
+			b.env = append(b.env, simgpu.EnvDir+"="+gpuDir)
+			b.Source = NewSimSource(gpuDir)
+		}
+	default:
+		p, err := exec.LookPath(cfg.Command)
+		if err != nil {
+			return nil, fmt.Errorf("config command %q: %w (install vLLM or set command to a path)", cfg.Command, err)
+		}
+		b.Command = p
+	}
+
+	switch cfg.Memory {
+	case "nvml":
+		ns, err := OpenNVML(nvml.New(), cfg.GPUIndex)
+		if err != nil {
+			return nil, fmt.Errorf("config memory \"nvml\": %w", err)
+		}
+		b.nvml, b.Source, b.CUDA = ns, ns, ns.Facts().CUDAVersion
+	case "none":
+		b.Setup.MemoryNote = "memory source none: no GPU memory was sampled, so residual, release and peak figures are absent (n = 0)"
+	}
+	if fs, ok := b.Source.(gpu.FactSource); ok {
+		f := fs.Facts()
+		b.Setup.GPUFacts = &record.GPUFacts{Name: f.Name, UUID: f.UUID, MemoryGiB: float64(f.TotalBytes) / record.GiB,
+			DriverVersion: f.DriverVersion, CUDAVersion: f.CUDAVersion, PCIeGen: f.PCIeGen, PCIeWidth: f.PCIeWidth,
+			MaxPCIeGen: f.MaxPCIeGen, MaxPCIeWidth: f.MaxPCIeWidth, PCIeGBps: f.PCIeLimitGBps(),
+			MemBusWidthBits: f.MemBusWidth, MaxMemClockMHz: f.MaxMemClock, MemoryGBps: f.MemoryGBps(), Simulated: f.Simulated}
+	}
+	if b.Source != nil {
+		d, err := b.Source.Describe()
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		b.Setup.GPU = "1 × " + d
+	}
+	return b, nil
+}
+
+// ServerEnv is the environment of m's server: vLLM's (dev mode, API key),
+// vllmsim's settings, and the faults the config injects into m.
+func (b *Backend) ServerEnv(m config.Model) []string {
+	env := slices.Clip(b.env)
+	if m.SimFaults != "" {
+		env = append(env, vllmsim.EnvFaults+"="+m.SimFaults)
+	}
+	return env
+}
+
+// Close releases the memory source (NVML needs one Shutdown per Init).
+func (b *Backend) Close() error {
+	if b.nvml != nil {
+		return b.nvml.Close()
+	}
+	return nil
+}
+
+// SimEnv is the environment of a vllmsim server on its own (benchmarks of
+// the harness): profile, time scale, development endpoints, a simulated
+// GPU directory and a compile cache under dir, and per-chunk send stamps
+// when stamp is set.
+func SimEnv(profile, timeScale, dir string, stamp bool) []string {
+	env := []string{vllmsim.EnvProfile + "=" + profile, vllmsim.EnvTimeScale + "=" + timeScale, vllmsim.EnvDevMode + "=1",
+		simgpu.EnvDir + "=" + filepath.Join(dir, "gpu"), vllmsim.EnvCacheDir + "=" + filepath.Join(dir, "cache")}
+	if stamp {
+		env = append(env, vllmsim.EnvStamp+"=1")
+	}
+	return env
+}
+
+// simBuild is the one build of vllmsim per process: a memo of an
+// idempotent build, written once and only read afterwards.
+var simBuild = sync.OnceValues(buildSim)
+
+// BuildSim returns the path of the vllmsim program built from this
+// module. It is built once per process (go build's cache makes later
+// processes cheap) into the user's cache directory and swapped in
+// atomically, so concurrent test processes each see a whole binary.
+func BuildSim(ctx context.Context) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("build vllmsim: %w", err)
+	}
+	return simBuild()
+}
+
+func buildSim() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	dir := filepath.Join(base, "wakebench")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("build vllmsim: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".vllmsim-*")
+	if err != nil {
+		return "", fmt.Errorf("build vllmsim: %w", err)
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	// Not under the caller's context: a cancelled first caller must not
+	// leave a failed build memoised for every later one.
+	out, err := exec.Command("go", "build", "-o", tmp.Name(), "github.com/wakebench/wakebench/cmd/vllmsim").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build vllmsim (go build github.com/wakebench/wakebench/cmd/vllmsim): %w\n%s", err, out)
+	}
+	path := filepath.Join(dir, "vllmsim")
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", fmt.Errorf("build vllmsim: %w", err)
+	}
+	return path, nil
+}

@@ -1,0 +1,72 @@
+package backend
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/simgpu"
+	"github.com/wakebench/wakebench/internal/vllmsim"
+)
+
+// TestOpenSim: the default config is vllmsim on the simulated GPU, built
+// once per process, with the device described once for both sides (the
+// link facts NVML would report included) and labelled simulated.
+func TestOpenSim(t *testing.T) {
+	cfg := config.Default()
+	cfg.APIKey = "k"
+	dir := t.TempDir()
+	b, err := Open(t.Context(), cfg, dir)
+	require.NoError(t, err)
+	defer b.Close()
+
+	again, err := BuildSim(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, b.Command, again, "built once per process")
+	st, err := os.Stat(b.Command)
+	require.NoError(t, err)
+	assert.NotZero(t, st.Mode()&0o111, "executable")
+
+	prof, err := vllmsim.LookupProfile(cfg.Sim.Profile)
+	require.NoError(t, err)
+	dev, err := simgpu.ReadDevice(filepath.Join(dir, "gpu"))
+	require.NoError(t, err)
+	assert.Equal(t, prof.GPU.Device(), dev)
+	assert.NotZero(t, dev.PCIeGen, "link facts are part of the device")
+
+	require.NotNil(t, b.Setup.Simulated)
+	assert.Equal(t, "1 × "+prof.GPU.Name+" (simulated)", b.Setup.GPU)
+	require.NotNil(t, b.Setup.GPUFacts)
+	assert.Positive(t, b.Setup.GPUFacts.PCIeGBps)
+	assert.True(t, b.Setup.GPUFacts.Simulated)
+
+	env := b.ServerEnv(config.Model{Label: "A", SimFaults: "crash-after=3"})
+	assert.Contains(t, env, "VLLM_SERVER_DEV_MODE=1")
+	assert.Contains(t, env, "VLLM_API_KEY=k")
+	assert.Contains(t, env, vllmsim.EnvFaults+"=crash-after=3")
+	assert.NotContains(t, b.ServerEnv(config.Model{Label: "B"}), vllmsim.EnvFaults+"=crash-after=3", "faults are per model")
+}
+
+func TestOpenErrorsNameTheSetting(t *testing.T) {
+	cfg := config.Default()
+	cfg.Command, cfg.Memory = "/nonexistent/vllm", "none"
+	_, err := Open(t.Context(), cfg, t.TempDir())
+	assert.ErrorContains(t, err, `config command "/nonexistent/vllm"`)
+
+	cfg = config.Default()
+	cfg.Sim.Profile = "no-such-profile"
+	_, err = Open(t.Context(), cfg, t.TempDir())
+	assert.ErrorContains(t, err, "config sim.profile")
+
+	cfg = config.Default()
+	cfg.Command, cfg.Memory = "/bin/true", "none"
+	b, err := Open(t.Context(), cfg, t.TempDir())
+	require.NoError(t, err)
+	assert.Nil(t, b.Source)
+	assert.Nil(t, b.Setup.Simulated, "a command by path is not labelled simulated until its /version says so")
+	assert.Contains(t, b.Setup.MemoryNote, "no GPU memory was sampled")
+}

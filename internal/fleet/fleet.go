@@ -1,0 +1,656 @@
+// Package fleet runs the model servers of one run on one GPU: start, stop,
+// sleep, wake (vLLM's level-2 sequence included), probe, serve, and
+// activate one model while the others sleep. It keeps each server's state
+// (running, asleep and at which level, its processes and peak RSS), counts
+// every inference request it sends, and measures the model's GPU memory
+// around a sleep. It knows nothing of phases or thresholds.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/load"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/server"
+	"github.com/wakebench/wakebench/internal/vllm"
+)
+
+// ErrGarbage means a model answered with the text of uninitialised weights.
+var ErrGarbage = errors.New("garbage output (uninitialised weights: was reload_weights skipped after a level-2 wake?)")
+
+// Options are what the fleet needs besides the config.
+type Options struct {
+	Command string                      // the server program
+	Env     func(config.Model) []string // each server's environment
+	Sampler *gpu.Sampler                // nil: no memory measured
+	CUDA    string                      // CUDA driver version for the runtime string, "" when unknown
+}
+
+// model is the fleet's view of one model's server.
+type model struct {
+	cfg     config.Model
+	port    int
+	srv     *server.Server
+	client  *vllm.Client
+	pids    []int
+	asleep  bool
+	level   int // level of the current sleep
+	rssPeak uint64
+}
+
+// Fleet is the servers of one run.
+type Fleet struct {
+	cfg config.Config
+	opt Options
+	rec *record.Recorder
+
+	mu     sync.Mutex
+	models map[string]*model
+	order  []string
+	pidOf  map[int]string
+}
+
+// New is a fleet of cfg's models, none started; measurements go to rec.
+func New(cfg config.Config, opt Options, rec *record.Recorder) *Fleet {
+	f := &Fleet{cfg: cfg, opt: opt, rec: rec, models: map[string]*model{}, pidOf: map[int]string{}}
+	for _, m := range cfg.Models {
+		f.order = append(f.order, m.Label)
+		f.models[m.Label] = &model{cfg: m, port: m.Port}
+	}
+	return f
+}
+
+// Labels are the model labels in config order.
+func (f *Fleet) Labels() []string { return slices.Clone(f.order) }
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+func (f *Fleet) model(label string) (*model, error) {
+	m, ok := f.models[label]
+	if !ok {
+		return nil, fmt.Errorf("no model labelled %q in the config", label)
+	}
+	return m, nil
+}
+
+// timeout runs fn under a deadline and under the server's liveness: if the
+// server process exits, fn's context ends and the exit is the error.
+func (f *Fleet) timeout(ctx context.Context, m *model, d time.Duration, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if m.srv == nil {
+		return fmt.Errorf("server %s is not running", m.cfg.Label)
+	}
+	err := m.srv.Alive(ctx, fn)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no answer within %v (raise timeouts in the config if that is expected): %w", d, err)
+	}
+	return explain(m, err)
+}
+
+// Explain puts label's server exit in front of an error it caused.
+func (f *Fleet) Explain(label string, err error) error {
+	m, merr := f.model(label)
+	if merr != nil {
+		return err
+	}
+	return explain(m, err)
+}
+
+// explain puts a server's exit in front of an error it caused: a crash
+// shows to the client as a reset or a cut stream a moment before the exit.
+func explain(m *model, err error) error {
+	if err == nil || m.srv == nil {
+		return err
+	}
+	select {
+	case <-m.srv.Done():
+	case <-time.After(300 * time.Millisecond):
+		return err
+	}
+	exit := m.srv.ExitErr()
+	if errors.Is(err, exit) || strings.Contains(err.Error(), exit.Error()) {
+		return err
+	}
+	return fmt.Errorf("%w (the client saw: %v)", exit, err)
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start spawns the model's server, waits for /health and checks
+// /v1/models. It returns spawn → ready.
+func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, err error) {
+	m, err := f.model(label)
+	if err != nil {
+		return 0, err
+	}
+	if m.srv != nil {
+		return 0, fmt.Errorf("server %s already running", label)
+	}
+	if m.port == 0 {
+		if m.port, err = freePort(); err != nil {
+			return 0, err
+		}
+	}
+	p := f.cfg.Protocol
+	spec := server.Spec{
+		Label: label, Path: f.opt.Command,
+		Args: vllm.ServeArgs(vllm.ServeOptions{Model: m.cfg.Name, Host: f.cfg.Host, Port: m.port, MaxModelLen: p.ContextTokens,
+			KVCacheBytes: f.cfg.KVBytes(), GPUMemoryUtilization: m.cfg.GPUMemoryUtilization, Extra: m.cfg.ExtraArgs}),
+		Env:     f.opt.Env(m.cfg),
+		LogPath: filepath.Join(f.cfg.OutDir, label+".log"),
+	}
+	srv, err := server.Start(spec)
+	if err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	m.srv, m.asleep, m.level, m.pids = srv, false, 0, []int{srv.PID()}
+	f.pidOf[srv.PID()] = label
+	f.mu.Unlock()
+	m.client = vllm.New("http://"+net.JoinHostPort(f.cfg.Host, strconv.Itoa(m.port)), vllm.WithAPIKey(f.cfg.APIKey))
+	var readyAt time.Time
+	err = f.timeout(ctx, m, seconds(f.cfg.Timeouts.StartS), func(ctx context.Context) error {
+		t, err := m.client.WaitReady(ctx, time.Duration(f.cfg.Timeouts.PollMS*float64(time.Millisecond)))
+		readyAt = t
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("start %s (%s): %w; server log: %s", label, m.cfg.Name, err, spec.LogPath)
+	}
+	ready = readyAt.Sub(srv.Spawned)
+	f.refreshPIDs(m)
+	f.recordWeights(label, spec.LogPath)
+	err = f.timeout(ctx, m, seconds(f.cfg.Timeouts.RequestS), func(ctx context.Context) error {
+		ids, err := m.client.Models(ctx)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(ids, m.cfg.Name) {
+			return fmt.Errorf("/v1/models lists %v, not %q", ids, m.cfg.Name)
+		}
+		if v, err := m.client.Version(ctx); err == nil {
+			f.rec.SetServerVersion(v, f.opt.CUDA)
+		}
+		return nil
+	})
+	if err != nil {
+		return ready, fmt.Errorf("start %s: %w", label, err)
+	}
+	return ready, nil
+}
+
+// Spawned is when label's running server was spawned (zero when none runs).
+func (f *Fleet) Spawned(label string) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m := f.models[label]; m != nil && m.srv != nil {
+		return m.srv.Spawned
+	}
+	return time.Time{}
+}
+
+// PID is the process-group leader of label's running server, 0 when none runs.
+func (f *Fleet) PID(label string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m := f.models[label]; m != nil && m.srv != nil {
+		return m.srv.PID()
+	}
+	return 0
+}
+
+// recordWeights takes the model's weight size from the "Model loading took
+// X GiB" line the server has just logged, for the physical limits.
+func (f *Fleet) recordWeights(label, logPath string) {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return
+	}
+	if gib, line, ok := vllm.WeightGiB(b); ok {
+		f.rec.SetWeight(label, record.Weight{GiB: gib, Source: "server log: " + line})
+	}
+}
+
+// Stop ends the model's server (SIGTERM, SIGKILL after timeouts.stop_s);
+// nothing of its process group survives.
+func (f *Fleet) Stop(label string) error {
+	m, err := f.model(label)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	srv := m.srv
+	f.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	err = srv.Stop(seconds(f.cfg.Timeouts.StopS))
+	f.mu.Lock()
+	m.rssPeak = max(m.rssPeak, srv.PeakRSS())
+	m.srv, m.asleep, m.level = nil, false, 0
+	f.mu.Unlock()
+	return err
+}
+
+// StopAll stops every server now: for a deadline that cannot wait for the
+// phases to end. Safe beside a phase in flight.
+func (f *Fleet) StopAll() error {
+	var errs []error
+	for _, l := range f.order {
+		if err := f.Stop(l); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CloseIdle closes the clients' idle connections.
+func (f *Fleet) CloseIdle() {
+	for _, m := range f.models {
+		if m.client != nil {
+			m.client.CloseIdle()
+		}
+	}
+}
+
+// Probe sends one short streaming request and checks its output; it counts
+// as an executed request.
+func (f *Fleet) Probe(ctx context.Context, label string) (*vllm.Stream, error) {
+	m, err := f.model(label)
+	if err != nil {
+		return nil, err
+	}
+	if m.asleep {
+		return nil, fmt.Errorf("probe %s: the harness believes it is asleep; refusing to send inference", label)
+	}
+	var s *vllm.Stream
+	err = f.timeout(ctx, m, seconds(f.cfg.Timeouts.RequestS), func(ctx context.Context) error {
+		var err error
+		s, err = m.client.Complete(ctx, vllm.CompletionRequest{Model: m.cfg.Name, Prompt: f.cfg.Protocol.Prompt,
+			MaxTokens: f.cfg.Protocol.ProbeMaxTokens, IgnoreEOS: true})
+		if err == nil {
+			err = checkOutput(s)
+		}
+		return err
+	})
+	f.rec.Request(err == nil)
+	if err != nil {
+		return s, fmt.Errorf("probe %s: %w", label, err)
+	}
+	return s, nil
+}
+
+// plan is the protocol's serving load on m at concurrency c: fixed-length
+// outputs (ignore_eos), each checked for garbage.
+func (f *Fleet) plan(m *model, c, rounds int) load.Plan {
+	p := f.cfg.Protocol
+	return load.Plan{Concurrency: c, Rounds: rounds, RequestsPerRound: p.RequestsPerRound,
+		Request:  vllm.CompletionRequest{Model: m.cfg.Name, Prompt: p.Prompt, MaxTokens: p.MaxTokens, IgnoreEOS: true},
+		Timeout:  seconds(f.cfg.Timeouts.RequestS),
+		Validate: checkOutput}
+}
+
+// Serve runs rounds × protocol.requests_per_round requests at concurrency
+// c on an awake label and counts each request sent. The error is the
+// server's (it died, or the whole plan overran); failed requests are in
+// the result.
+func (f *Fleet) Serve(ctx context.Context, label string, c, rounds int) (load.Result, error) {
+	m, err := f.model(label)
+	if err != nil {
+		return load.Result{}, err
+	}
+	if m.asleep || m.srv == nil {
+		return load.Result{}, fmt.Errorf("model %s is not awake; refusing to send inference (a request to a sleeping vLLM hangs)", label)
+	}
+	plan := f.plan(m, c, rounds)
+	var res load.Result
+	err = f.timeout(ctx, m, time.Duration(plan.Planned()+1)*plan.Timeout, func(ctx context.Context) error {
+		res = load.Run(ctx, m.client, plan)
+		return nil
+	})
+	for _, q := range res.Requests {
+		if !q.Sent.IsZero() || q.Err == nil {
+			f.rec.Request(q.Err == nil)
+		}
+	}
+	return res, err
+}
+
+// Sleep puts the model to sleep and confirms it with /is_sleeping. It
+// returns the duration of the /sleep call.
+func (f *Fleet) Sleep(ctx context.Context, label string, level int) (time.Duration, error) {
+	m, err := f.model(label)
+	if err != nil {
+		return 0, err
+	}
+	var d time.Duration
+	err = f.timeout(ctx, m, seconds(f.cfg.Timeouts.SleepS), func(ctx context.Context) error {
+		t0 := time.Now()
+		if err := m.client.Sleep(ctx, level); err != nil {
+			return err
+		}
+		d = time.Since(t0)
+		asleep, err := m.client.IsSleeping(ctx)
+		if err != nil {
+			return err
+		}
+		if !asleep {
+			return fmt.Errorf("/sleep?level=%d answered 200 but /is_sleeping is false", level)
+		}
+		return nil
+	})
+	if err != nil {
+		return d, fmt.Errorf("sleep %s level %d: %w", label, level, err)
+	}
+	f.mu.Lock()
+	m.asleep, m.level = true, level
+	f.mu.Unlock()
+	f.rec.AddEvent(record.Event{Time: time.Now().Add(-d), Label: label, Kind: fmt.Sprintf("sleep L%d", level)})
+	return d, nil
+}
+
+// MeasuredSleep sleeps label at level. With a memory source it reads the
+// model's GPU memory just before the sleep and once asleep (after settle),
+// records the share released by a level-1 sleep, and returns the memory
+// left asleep in GiB (NaN when memory is not sampled or the source lists
+// none of the model's processes; the record's memory note says why).
+func (f *Fleet) MeasuredSleep(ctx context.Context, label string, level int, settle time.Duration) (time.Duration, float64, error) {
+	m, err := f.model(label)
+	if err != nil {
+		return 0, math.NaN(), err
+	}
+	smp := f.opt.Sampler
+	var before float64
+	var found bool
+	if smp != nil {
+		f.refreshPIDs(m)
+		s, err := smp.SampleNow(ctx)
+		if err != nil {
+			return 0, math.NaN(), err
+		}
+		before, found = f.modelGiB(m, s)
+	}
+	d, err := f.Sleep(ctx, label, level)
+	if err != nil {
+		return d, math.NaN(), err
+	}
+	if settle > 0 {
+		wait(ctx, settle)
+	}
+	if smp == nil {
+		return d, math.NaN(), nil
+	}
+	s, err := smp.SampleNow(ctx)
+	if err != nil {
+		return d, math.NaN(), err
+	}
+	asleep, foundAsleep := f.modelGiB(m, s)
+	if !found || !foundAsleep {
+		f.mu.Lock()
+		pids := slices.Clone(m.pids)
+		f.mu.Unlock()
+		f.rec.NoteMemory(fmt.Sprintf("the %s memory source listed none of model %s's processes %v (NVML in another PID namespace?): residual and release need per-process figures and are absent", f.cfg.Memory, label, pids))
+		return d, math.NaN(), nil
+	}
+	if level == 1 {
+		if pct := gpu.ReleasePercent(before, asleep); !math.IsNaN(pct) {
+			f.rec.AddRelease(label, pct)
+		}
+	}
+	return d, asleep, nil
+}
+
+// wait sleeps d or until ctx ends.
+func wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Wake wakes the model with vLLM's sequence for the level it sleeps at
+// (vllm.WakeSteps) and confirms it with /is_sleeping. It returns the time
+// from the first wake request to the last step's answer.
+func (f *Fleet) Wake(ctx context.Context, label string) (time.Duration, error) {
+	m, err := f.model(label)
+	if err != nil {
+		return 0, err
+	}
+	level := m.level
+	var d time.Duration
+	step := "wake_up"
+	err = f.timeout(ctx, m, seconds(f.cfg.Timeouts.WakeS), func(ctx context.Context) error {
+		t0 := time.Now()
+		failed, err := m.client.Wake(ctx, level)
+		if err != nil {
+			step = failed
+			return err
+		}
+		d = time.Since(t0)
+		step = "is_sleeping"
+		asleep, err := m.client.IsSleeping(ctx)
+		if err != nil {
+			return err
+		}
+		if asleep {
+			return errors.New("wake answered 200 but /is_sleeping is still true")
+		}
+		return nil
+	})
+	if err != nil {
+		return d, fmt.Errorf("wake %s from level %d: %s: %w", label, level, step, err)
+	}
+	f.mu.Lock()
+	m.asleep, m.level = false, 0
+	f.mu.Unlock()
+	f.rec.AddEvent(record.Event{Time: time.Now().Add(-d), Label: label, Kind: "wake"})
+	return d, nil
+}
+
+// Running reports whether the model's server is up.
+func (f *Fleet) Running(label string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := f.models[label]
+	return m != nil && m.srv != nil && m.srv.ExitErr() == nil
+}
+
+// Asleep reports whether the fleet put the model to sleep and has not woken it.
+func (f *Fleet) Asleep(label string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := f.models[label]
+	return m != nil && m.asleep
+}
+
+// Awake lists the models whose servers run and are awake.
+func (f *Fleet) Awake() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, l := range f.order {
+		m := f.models[l]
+		if m.srv != nil && !m.asleep {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// MakeRoom puts every other awake model to sleep (level 1) so label can
+// start or wake: models share the GPU, and vLLM must not sleep or wake one
+// instance while another is starting. These sleeps are not measured.
+func (f *Fleet) MakeRoom(ctx context.Context, label string) error {
+	for _, o := range f.order {
+		if o == label || !f.Running(o) || f.Asleep(o) {
+			continue
+		}
+		if _, err := f.Sleep(ctx, o, 1); err != nil {
+			return fmt.Errorf("make room for %s: %w", label, err)
+		}
+	}
+	return nil
+}
+
+// Activate makes label the awake model: its server running (started if
+// needed, after the others are asleep), every other model asleep, label
+// awake. A server that has died is an error (its exit and log tail), never
+// silently restarted; the next Activate starts it afresh.
+func (f *Fleet) Activate(ctx context.Context, label string) error {
+	m, err := f.model(label)
+	if err != nil {
+		return err
+	}
+	if m.srv != nil {
+		if exit := m.srv.ExitErr(); exit != nil {
+			_ = f.Stop(label) // it has exited: the error is its exit
+			return exit
+		}
+	}
+	if err := f.MakeRoom(ctx, label); err != nil {
+		return err
+	}
+	if m.srv == nil {
+		_, err := f.Start(ctx, label)
+		return err
+	}
+	if m.asleep {
+		if _, err := f.Wake(ctx, label); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Metrics scrapes label's /metrics.
+func (f *Fleet) Metrics(ctx context.Context, label string) (vllm.Metrics, error) {
+	m, err := f.model(label)
+	if err != nil {
+		return nil, err
+	}
+	var out vllm.Metrics
+	err = f.timeout(ctx, m, 10*time.Second, func(ctx context.Context) error {
+		text, err := m.client.Metrics(ctx)
+		if err != nil {
+			return err
+		}
+		out, err = vllm.ParseMetrics(text)
+		return err
+	})
+	return out, err
+}
+
+// LabelOf is the model owning a process, "" if none.
+func (f *Fleet) LabelOf(pid int) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pidOf[pid]
+}
+
+// SampleRSS reads the host RSS of every running server's process group.
+func (f *Fleet) SampleRSS() []record.RSSSample {
+	var got []record.RSSSample
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range f.order {
+		m := f.models[l]
+		if m.srv == nil {
+			continue
+		}
+		if b, err := m.srv.RSS(); err == nil {
+			m.rssPeak = max(m.rssPeak, b)
+			got = append(got, record.RSSSample{Time: time.Now(), Label: l, Bytes: b})
+		}
+	}
+	return got
+}
+
+// RSSPeaks is each model's peak host RSS so far.
+func (f *Fleet) RSSPeaks() map[string]uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]uint64, len(f.models))
+	for l, m := range f.models {
+		out[l] = m.rssPeak
+	}
+	return out
+}
+
+// modelGiB is the GPU memory of the model's processes in a sample; false
+// when the source lists none of them (NVML in another PID namespace, or no
+// per-process support).
+func (f *Fleet) modelGiB(m *model, s gpu.Sample) (float64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	found := false
+	for _, p := range m.pids {
+		_, ok := s.Procs[p]
+		found = found || ok
+	}
+	return float64(gpu.ProcsUsed(s.Reading, m.pids)) / record.GiB, found
+}
+
+// refreshPIDs re-reads the processes of the model's server group (vLLM
+// starts its engine core as a child) for memory attribution and samples.csv.
+func (f *Fleet) refreshPIDs(m *model) {
+	if m.srv == nil {
+		return
+	}
+	pids, err := m.srv.PIDs()
+	if err != nil || len(pids) == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m.pids = pids
+	for _, p := range pids {
+		f.pidOf[p] = m.cfg.Label
+	}
+}
+
+// checkOutput fails a response whose text is garbage.
+func checkOutput(s *vllm.Stream) error {
+	if garbage(s.Text) {
+		return fmt.Errorf("%w: %.40q", ErrGarbage, s.Text)
+	}
+	return nil
+}
+
+// garbage reports whether text is what vLLM emits from uninitialised weights
+// (a level-2 wake without reload_weights): one character repeated, e.g. "!!!!".
+func garbage(text string) bool {
+	t := strings.Join(strings.Fields(text), "")
+	if len([]rune(t)) < 4 {
+		return false
+	}
+	r := []rune(t)
+	for _, c := range r[1:] {
+		if c != r[0] {
+			return false
+		}
+	}
+	return true
+}

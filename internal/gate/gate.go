@@ -1,0 +1,143 @@
+// Package gate decides PASS or FAIL: pure functions from a phase's
+// measurements and the config's thresholds to record.Checks, and the
+// regression gate that compares two benchfmt files with benchstat's
+// statistics. It records nothing itself and reads the one benchfmt reader
+// (ReadBench) that the regression gate and make perf share.
+package gate
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/stats"
+)
+
+// Stage names of the serving measurements.
+const (
+	StageBaseline  = "baseline"
+	StageAfterWake = "after-wake"
+)
+
+// Evaluate compares value with limit by op: "<=", ">=", "==", or "within"
+// (a change in percent no further than limit from zero either way).
+func Evaluate(name, model string, value float64, op string, limit float64) record.Check {
+	var ok bool
+	switch op {
+	case "<=":
+		ok = value <= limit
+	case ">=":
+		ok = value >= limit
+	case "==":
+		ok = value == limit
+	case "within":
+		ok = value >= -limit && value <= limit
+	default:
+		panic("gate.Evaluate: unknown op " + op)
+	}
+	c := record.Check{Name: name, Model: model, Value: value, Op: op, Limit: limit, Verdict: "PASS"}
+	if !ok {
+		c.Verdict = "FAIL"
+	}
+	return c
+}
+
+// Restart: every planned start happened.
+func Restart(cfg config.Config, label string, rs []record.Restart) []record.Check {
+	return []record.Check{Evaluate("restart.starts", label, float64(len(rs)), "==", float64(1+cfg.Protocol.RestartWarm))}
+}
+
+// Serve: failed requests within the limit and every round passed, per concurrency.
+func Serve(cfg config.Config, label string, runs []record.PerfRun) []record.Check {
+	var out []record.Check
+	for _, r := range runs {
+		out = append(out,
+			Evaluate(fmt.Sprintf("%s.conc%d.failed_requests", r.Stage, r.Concurrency), label,
+				float64(r.Planned-r.Success), "<=", float64(cfg.ThresholdsFor(label).MaxFailedRequests)),
+			Evaluate(fmt.Sprintf("%s.conc%d.rounds_passed", r.Stage, r.Concurrency), label, float64(r.RoundsPassed), "==", float64(r.Rounds)))
+	}
+	return out
+}
+
+// AfterWake is Serve's checks plus, when min_after_wake_tps_ratio is set,
+// the after-wake median tok/s against the baseline's (from all, the
+// model's serving runs so far) for each concurrency that has a baseline.
+func AfterWake(cfg config.Config, label string, runs, all []record.PerfRun) []record.Check {
+	out := Serve(cfg, label, runs)
+	min := cfg.ThresholdsFor(label).MinAfterWakeTPSRatio
+	if min == 0 {
+		return out
+	}
+	base := map[int]float64{}
+	for _, p := range all {
+		if s, err := stats.Summarize(p.RoundTPS); err == nil && p.Stage == StageBaseline {
+			base[p.Concurrency] = s.Median
+		}
+	}
+	for _, r := range runs {
+		aw, err := stats.Summarize(r.RoundTPS)
+		if b, ok := base[r.Concurrency]; ok && err == nil && b > 0 {
+			out = append(out, Evaluate(fmt.Sprintf("after-wake.conc%d.tps_ratio", r.Concurrency), label, aw.Median/b, ">=", min))
+		}
+	}
+	return out
+}
+
+// Sleep: every cycle succeeded; wake → first token p95, residual median
+// and (level 1) the median share released (release: every level-1 release
+// of the model so far) within their limits when set.
+func Sleep(cfg config.Config, label string, level int, cycles []record.Cycle, release []float64) []record.Check {
+	t := cfg.ThresholdsFor(label)
+	planned, maxFTT := cfg.Protocol.SleepL1Cycles, t.MaxL1WakeToFirstTokenS
+	if level == 2 {
+		planned, maxFTT = cfg.Protocol.SleepL2Cycles, t.MaxL2WakeToFirstTokenS
+	}
+	prefix := fmt.Sprintf("sleep.level%d", level)
+	var ftt, resid []float64
+	for _, c := range cycles {
+		if c.OK {
+			ftt = append(ftt, c.ToFirstTokenS)
+			if c.ResidualGiB == c.ResidualGiB { // not NaN
+				resid = append(resid, c.ResidualGiB)
+			}
+		}
+	}
+	out := []record.Check{Evaluate(prefix+".successful_cycles", label, float64(len(ftt)), "==", float64(planned))}
+	if s, err := stats.Summarize(ftt); err == nil && maxFTT > 0 {
+		out = append(out, Evaluate(prefix+".to_first_token_s.p95", label, s.P95, "<=", maxFTT))
+	}
+	if s, err := stats.Summarize(resid); err == nil && t.MaxResidualGiB > 0 {
+		out = append(out, Evaluate(prefix+".residual_gib.median", label, s.Median, "<=", t.MaxResidualGiB))
+	}
+	if level == 1 && t.MinL1ReleasePercent > 0 {
+		if s, err := stats.Summarize(release); err == nil {
+			out = append(out, Evaluate("memory.l1_release_fraction.median", label, s.Median, ">=", t.MinL1ReleasePercent))
+		}
+	}
+	return out
+}
+
+// Switch: every handoff succeeded; switch → first token p95 per direction
+// within its limit when set.
+func Switch(cfg config.Config, handoffs []record.Handoff) []record.Check {
+	ok := 0
+	byDir := map[string][]float64{}
+	for _, ho := range handoffs {
+		if ho.Initial || !ho.OK {
+			continue
+		}
+		ok++
+		k := record.DirectionKey(ho.From, ho.To)
+		byDir[k] = append(byDir[k], ho.ToFirstTokenS)
+	}
+	out := []record.Check{Evaluate("switch.successful_handoffs", "", float64(ok), "==", float64(cfg.Protocol.Handoffs))}
+	if limit := cfg.Thresholds.MaxSwitchToFirstTokenS; limit > 0 {
+		for _, k := range slices.Sorted(maps.Keys(byDir)) {
+			s, _ := stats.Summarize(byDir[k])
+			out = append(out, Evaluate("switch."+k+".to_first_token_s.p95", "", s.P95, "<=", limit))
+		}
+	}
+	return out
+}

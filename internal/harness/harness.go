@@ -1,0 +1,216 @@
+// Package harness assembles one run: it opens the backend (server program
+// and memory source), starts the GPU memory and host RSS samplers, creates
+// the fleet, the record and the protocol, streams samples.csv and
+// metrics.jsonl while the run goes, and at Close stops every server and
+// writes every output. TestMain owns one Run.
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/backend"
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/fleet"
+	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/protocol"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/report"
+)
+
+// Run is one run of the protocol: its phases (the embedded Protocol), its
+// servers, samplers, record and output files.
+type Run struct {
+	*protocol.Protocol
+
+	cfg     config.Config
+	be      *backend.Backend
+	fleet   *fleet.Fleet
+	rec     *record.Recorder
+	sampler *gpu.Sampler
+	metrics *metricsLog
+	samples *samplesLog
+	tmp     string // private directory: simulated GPU, compile cache
+
+	stopBG context.CancelFunc
+	bg     sync.WaitGroup
+}
+
+// Open prepares a run: output directory, backend, samplers and output
+// streams. No server is started yet.
+func Open(ctx context.Context, cfg config.Config) (*Run, error) {
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("out_dir %s: %w", cfg.OutDir, err)
+	}
+	tmp, err := os.MkdirTemp("", "wakebench-")
+	if err != nil {
+		return nil, err
+	}
+	r := &Run{cfg: cfg, tmp: tmp}
+	fail := func(err error) (*Run, error) {
+		if r.metrics != nil {
+			r.metrics.Close()
+		}
+		if r.samples != nil {
+			r.samples.Close()
+		}
+		if r.be != nil {
+			r.be.Close()
+		}
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	if r.be, err = backend.Open(ctx, cfg, tmp); err != nil {
+		return fail(err)
+	}
+	names := map[string]string{}
+	var labels []string
+	for _, m := range cfg.Models {
+		labels = append(labels, m.Label)
+		names[m.Label] = m.Name
+	}
+	r.rec = record.New(labels, names)
+	r.rec.SetSetup(r.be.Setup)
+	if r.be.Source != nil {
+		r.sampler = gpu.NewSampler(r.be.Source, time.Duration(float64(time.Second)/cfg.Protocol.SampleHz))
+	}
+	r.fleet = fleet.New(cfg, fleet.Options{Command: r.be.Command, Env: r.be.ServerEnv, Sampler: r.sampler, CUDA: r.be.CUDA}, r.rec)
+	r.Protocol = protocol.New(cfg, r.fleet, r.rec, r)
+
+	if r.metrics, err = openMetricsLog(filepath.Join(cfg.OutDir, "metrics.jsonl")); err != nil {
+		return fail(err)
+	}
+	if r.samples, err = openSamplesLog(filepath.Join(cfg.OutDir, "samples.csv")); err != nil {
+		return fail(err)
+	}
+	if r.sampler != nil {
+		r.sampler.OnSample(func(s gpu.Sample) {
+			// Resolve labels first: never hold the fleet's lock and the log's together.
+			labels := make(map[int]string, len(s.Procs))
+			for pid := range s.Procs {
+				labels[pid] = r.fleet.LabelOf(pid)
+			}
+			r.samples.gpu(s, func(pid int) string { return labels[pid] })
+		})
+	}
+
+	bgCtx, cancel := context.WithCancel(context.Background())
+	r.stopBG = cancel
+	if r.sampler != nil {
+		r.bg.Go(func() { r.sampler.Run(bgCtx) })
+	}
+	r.bg.Go(func() {
+		every(bgCtx, 250*time.Millisecond, func() {
+			for _, s := range r.fleet.SampleRSS() {
+				r.samples.rss(s)
+			}
+		})
+	})
+	// A write error here shows again at Close.
+	r.bg.Go(func() { every(bgCtx, time.Second, func() { _ = r.samples.flush() }) })
+	return r, nil
+}
+
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}
+
+// ObservePhase scrapes /metrics of every running model among labels into
+// metrics.jsonl, before and after each phase (protocol.Observer).
+func (r *Run) ObservePhase(ctx context.Context, phase, when string, labels []string) {
+	for _, l := range labels {
+		if !r.fleet.Running(l) {
+			continue
+		}
+		s := scrape{UnixS: record.Unix(time.Now()), Model: l, Phase: phase, When: when}
+		m, err := r.fleet.Metrics(ctx, l)
+		if err != nil {
+			s.Error = err.Error()
+		} else {
+			s.Metrics, s.SleepState = m, m.SleepState()
+			if v, ok := m.KVCacheUsage(); ok {
+				s.KVCacheUsage = &v
+			}
+		}
+		r.metrics.write(s)
+	}
+}
+
+// StopAll stops every server now (SIGTERM, SIGKILL after timeouts.stop_s):
+// for a deadline that cannot wait for the phases to end. Safe beside Close.
+func (r *Run) StopAll() error { return r.fleet.StopAll() }
+
+// Close stops every server (SIGTERM, then SIGKILL after timeouts.stop_s),
+// stops the samplers, completes samples.csv and metrics.jsonl and writes
+// report.json, bench.txt, summary.md and timeline.svg (atomically).
+// testFailures are added to the report's failures (and make it FAIL).
+// It returns the report and the first error met while writing.
+func (r *Run) Close(testFailures []record.Failure) (report.Report, error) {
+	var errs []error
+	if err := r.fleet.StopAll(); err != nil {
+		errs = append(errs, err)
+	}
+	r.stopBG()
+	r.bg.Wait()
+	defer os.RemoveAll(r.tmp)
+	for _, c := range []io.Closer{r.metrics, r.samples} {
+		if err := c.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	r.fleet.CloseIdle()
+	if err := r.be.Close(); err != nil {
+		errs = append(errs, err)
+	}
+
+	var samples []gpu.Sample
+	if r.sampler != nil {
+		samples = r.sampler.Samples()
+	}
+	used := make([]float64, len(samples))
+	for i, s := range samples {
+		used[i] = float64(s.Used) / record.GiB
+	}
+	for _, f := range testFailures {
+		r.rec.Fail(f)
+	}
+	r.rec.Finish(used, r.fleet.RSSPeaks(), time.Now())
+
+	raw := r.rec.Raw()
+	rep := report.Build(raw)
+	write := func(name string, f func(io.Writer) error) {
+		if err := report.WriteFile(filepath.Join(r.cfg.OutDir, name), f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	write("bench.txt", func(w io.Writer) error { return report.WriteBench(w, raw) })
+	write("summary.md", func(w io.Writer) error { return report.WriteSummary(w, rep) })
+	if len(samples) > 0 {
+		title := "wakebench: GPU memory, " + raw.GPU
+		if raw.Simulated != nil {
+			title += fmt.Sprintf(" — vllmsim profile %s, time scale %g", raw.Simulated.Profile, raw.Simulated.TimeScale)
+		}
+		write("timeline.svg", func(w io.Writer) error {
+			return report.WriteTimelineSVG(w, report.Timeline{Samples: samples, LabelOf: r.fleet.LabelOf, Names: raw.Names,
+				Windows: raw.Windows, Pad: time.Duration(r.cfg.Protocol.WindowPadS * float64(time.Second)), Events: raw.Events, Title: title})
+		})
+	}
+	write("report.json", func(w io.Writer) error { return report.WriteJSON(w, rep) })
+	return rep, errors.Join(errs...)
+}

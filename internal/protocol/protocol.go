@@ -1,0 +1,149 @@
+// Package protocol is wakebench's protocol: the phases (restart, baseline,
+// sleep levels 1 and 2, after-wake, switching) in their run order, each a
+// method that drives the fleet, writes what it measured to the record and
+// says where it failed; and each phase's threshold checks (package gate),
+// recorded once. The go test suite calls the phases and asserts the checks.
+package protocol
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/fleet"
+	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+// Phase is one step of the protocol.
+type Phase struct {
+	Name string // as the report's phases, windows and failures give it
+	Doc  string // what it does per model, as the README's phase table says (Markdown)
+}
+
+// Phase names.
+const (
+	PhaseRestart   = "restart"
+	PhaseBaseline  = "baseline"
+	PhaseSleepL1   = "sleep-level1"
+	PhaseAfterWake = "after-wake"
+	PhaseSleepL2   = "sleep-level2"
+	PhaseSwitch    = "switch"
+)
+
+// Phases is the protocol in run order: the one list the suite runs, the
+// Makefile and README name, and TestOutputs expects in the report.
+func Phases() []Phase {
+	return []Phase{
+		{PhaseRestart, "1 initial + `restart_warm` (2) warm starts: spawn → `/health` 200 → first token; other models asleep; the last start stays up"},
+		{PhaseBaseline, "serving at each `concurrency` (1, 4): `rounds` (2) × `requests_per_round` (8), prompt ≈ 26 tokens, `max_tokens` 128 with `ignore_eos`; other models asleep"},
+		{PhaseSleepL1, "`sleep_l1_cycles` (5) × (sleep level 1, hold `settle_s`, read residual, wake, probe first token, hold)"},
+		{PhaseAfterWake, "one level-1 sleep and wake, then serving again as in baseline, against the baseline's tok/s"},
+		{PhaseSleepL2, "`sleep_l2_cycles` (3) cycles at level 2; the wake is `wake_up?tags=weights`, `collective_rpc {\"method\":\"reload_weights\"}`, `wake_up?tags=kv_cache`, `reset_prefix_cache`; every first token is checked for garbage"},
+		{PhaseSwitch, "all models: 1 initial activation (A awake, others asleep), then `handoffs` (19) handoffs A→B, B→A, … (round-robin for more models): sleep the active model at level 1, wake the next, first token"},
+	}
+}
+
+// PhaseNames are the names of Phases, in order.
+func PhaseNames() []string {
+	var out []string
+	for _, p := range Phases() {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+// Logf prints a progress line.
+type Logf func(format string, args ...any)
+
+// Observer is told when a phase starts and ends (when is "before" or
+// "after"), with the models it covers: the harness scrapes /metrics then.
+type Observer interface {
+	ObservePhase(ctx context.Context, phase, when string, labels []string)
+}
+
+// Protocol runs the phases on a fleet and records them.
+type Protocol struct {
+	cfg   config.Config
+	fleet *fleet.Fleet
+	rec   *record.Recorder
+	obs   Observer
+}
+
+// New is the protocol of cfg on f, recording into rec; obs may be nil.
+func New(cfg config.Config, f *fleet.Fleet, rec *record.Recorder, obs Observer) *Protocol {
+	return &Protocol{cfg: cfg, fleet: f, rec: rec, obs: obs}
+}
+
+// Config is the run's configuration.
+func (p *Protocol) Config() config.Config { return p.cfg }
+
+// Labels are the model labels in config order.
+func (p *Protocol) Labels() []string { return p.fleet.Labels() }
+
+// Raw is a copy of what the run has recorded so far.
+func (p *Protocol) Raw() record.Raw { return p.rec.Raw() }
+
+// Fail records a failure and returns it as an error naming phase, model and step.
+func (p *Protocol) Fail(phase, label, step string, err error) error {
+	p.rec.Fail(record.Failure{Phase: phase, Model: label, Step: step, Error: err.Error()})
+	return fmt.Errorf("%s %s: %s: %w", phase, label, step, err)
+}
+
+// Failed reports whether a failure of phase is recorded.
+func (p *Protocol) Failed(phase string) bool { return p.rec.Failed(phase) }
+
+// begin starts a phase for labels: it is listed in the report, the
+// observer is told, and the returned end records the phase window (named
+// <label>-<phase>, or the labels joined for several) and tells the
+// observer again.
+func (p *Protocol) begin(ctx context.Context, phase string, labels ...string) (end func()) {
+	p.rec.PhaseRan(phase)
+	if p.obs != nil {
+		p.obs.ObservePhase(ctx, phase, "before", labels)
+	}
+	start := time.Now()
+	return func() {
+		p.rec.Window(strings.Join(labels, "")+"-"+phase, start, time.Now(), seconds(p.cfg.Protocol.WindowPadS))
+		if p.obs != nil {
+			p.obs.ObservePhase(ctx, phase, "after", labels)
+		}
+	}
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Record records threshold verdicts (a check evaluated again replaces the
+// earlier one) and returns them.
+func (p *Protocol) Record(cs ...record.Check) []record.Check {
+	p.rec.AddChecks(cs...)
+	return cs
+}
+
+// RestartChecks: every planned start happened.
+func (p *Protocol) RestartChecks(label string, rs []record.Restart) []record.Check {
+	return p.Record(gate.Restart(p.cfg, label, rs)...)
+}
+
+// ServeChecks: failed requests within the limit and every round passed, per concurrency.
+func (p *Protocol) ServeChecks(label string, runs []record.PerfRun) []record.Check {
+	return p.Record(gate.Serve(p.cfg, label, runs)...)
+}
+
+// AfterWakeChecks: ServeChecks and after-wake tok/s against the baseline's.
+func (p *Protocol) AfterWakeChecks(label string, runs []record.PerfRun) []record.Check {
+	return p.Record(gate.AfterWake(p.cfg, label, runs, p.rec.Raw().Perf[label])...)
+}
+
+// SleepChecks: every cycle succeeded; wake → first token, residual and
+// (level 1) release within their limits.
+func (p *Protocol) SleepChecks(label string, level int, cycles []record.Cycle) []record.Check {
+	return p.Record(gate.Sleep(p.cfg, label, level, cycles, p.rec.Raw().Release[label])...)
+}
+
+// SwitchChecks: every handoff succeeded; switch → first token per direction.
+func (p *Protocol) SwitchChecks(handoffs []record.Handoff) []record.Check {
+	return p.Record(gate.Switch(p.cfg, handoffs)...)
+}

@@ -1,0 +1,421 @@
+// Package record holds what a run measured, as it is measured: one Recorder
+// per run, written by the phases through typed methods (AddCycle,
+// AddHandoff, …) and read as a Raw copy by the report writers and the gate.
+// Methods a retry could repeat (checks, failures, phases) are idempotent.
+package record
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// GiB is 2^30 bytes.
+const GiB = 1 << 30
+
+// Restart is one start: spawn → /health 200 → first token of a probe.
+type Restart struct {
+	Warm        bool
+	ReadyS      float64
+	FirstTokenS float64
+}
+
+// Cycle is one sleep/wake cycle.
+type Cycle struct {
+	Level         int
+	OK            bool
+	SleepS        float64 // sleep request sent → response
+	WakeAPIS      float64 // first wake request sent → last wake step answered
+	ToFirstTokenS float64 // first wake request sent → first token of the probe
+	ResidualGiB   float64 // model's GPU memory while asleep; NaN when unknown
+}
+
+// PerfRun is one stage × concurrency of serving.
+type PerfRun struct {
+	Stage        string
+	Concurrency  int
+	Rounds       int
+	Planned      int
+	Success      int
+	RoundsPassed int
+	RoundTPS     []float64
+	TTFT         []float64 // per successful request
+	TPOT         []float64
+	PromptTokens []int
+}
+
+// Handoff is one switch from one model to another.
+type Handoff struct {
+	From, To      string
+	Initial       bool // the initial activation, not a counted handoff
+	OK            bool
+	SleepS        float64 // sleep of From: request → response
+	WakeS         float64 // wake of To: request → response
+	ToFirstTokenS float64 // sleep request sent → To's first token
+}
+
+// RSSSample is one host RSS reading of a server's process tree.
+type RSSSample struct {
+	Time  time.Time
+	Label string
+	Bytes uint64
+}
+
+// Event is a sleep or wake of a model, for the timeline.
+type Event struct {
+	Time  time.Time
+	Label string
+	Kind  string // "sleep L1", "sleep L2", "wake"
+}
+
+// Weight is how much device memory a model's weights take, and where that
+// figure came from.
+type Weight struct {
+	GiB    float64
+	Source string
+}
+
+// Requests is the request accounting.
+type Requests struct {
+	PlannedPerformance int `json:"planned_performance"`
+	Executed           int `json:"executed"`
+	Success            int `json:"success"`
+	Failure            int `json:"failure"`
+}
+
+// Window is a phase's time window (Unix seconds), widened by the configured pad.
+type Window struct {
+	Start float64 `json:"start"`
+	End   float64 `json:"end"`
+}
+
+// Simulated says the numbers come from vllmsim, not hardware.
+type Simulated struct {
+	Profile   string  `json:"profile"`
+	TimeScale float64 `json:"time_scale"`
+	Note      string  `json:"note"`
+}
+
+// GPUFacts is what NVML says about the device and its driver (or, with
+// simulated true, what the simulated GPU says as NVML would).
+type GPUFacts struct {
+	Name            string  `json:"name"`
+	UUID            string  `json:"uuid"`
+	MemoryGiB       float64 `json:"memory_gib"`
+	DriverVersion   string  `json:"driver_version"`
+	CUDAVersion     string  `json:"cuda_version"`
+	PCIeGen         int     `json:"pcie_gen"`   // current link (idle links train down)
+	PCIeWidth       int     `json:"pcie_width"` // current link
+	MaxPCIeGen      int     `json:"max_pcie_gen"`
+	MaxPCIeWidth    int     `json:"max_pcie_width"`
+	PCIeGBps        float64 `json:"pcie_gbps"` // raw one-direction bandwidth of the link at its maximum generation × width
+	MemBusWidthBits int     `json:"mem_bus_width_bits"`
+	MaxMemClockMHz  int     `json:"max_mem_clock_mhz"`
+	MemoryGBps      float64 `json:"memory_gbps"` // bus width / 8 × memory clock × 2
+	Simulated       bool    `json:"simulated,omitempty"`
+}
+
+// Check is one threshold's verdict.
+type Check struct {
+	Name    string  `json:"name"`
+	Model   string  `json:"model,omitempty"`
+	Value   float64 `json:"value"`
+	Op      string  `json:"op"` // "<=", ">=", "==", "within"
+	Limit   float64 `json:"limit"`
+	Verdict string  `json:"verdict"` // PASS or FAIL
+}
+
+// String names metric, model, value and limit, e.g.
+// "sleep.level1.successful_cycles (model A) = 3, limit == 5: FAIL".
+func (c Check) String() string {
+	m := ""
+	if c.Model != "" {
+		m = " (model " + c.Model + ")"
+	}
+	return fmt.Sprintf("%s%s = %.6g, limit %s %.6g: %s", c.Name, m, c.Value, c.Op, c.Limit, c.Verdict)
+}
+
+// Failure is one thing that went wrong.
+type Failure struct {
+	Phase string `json:"phase"`
+	Model string `json:"model,omitempty"`
+	Step  string `json:"step,omitempty"`
+	Error string `json:"error"`
+}
+
+// Setup is what the run knows before any server starts: the device, the
+// memory source, the protocol's context and KV sizes, and whether it is
+// simulated.
+type Setup struct {
+	GPU           string // e.g. "1 × NVIDIA L20"
+	GPUFacts      *GPUFacts
+	Runtime       string // until a server answers /version
+	ContextTokens int
+	KVGiB         float64
+	Simulated     *Simulated
+	MemorySource  string
+	MemoryNote    string
+}
+
+// Raw is everything a run measured, before summarising.
+type Raw struct {
+	Labels        []string          // model labels in config order
+	Names         map[string]string // label → model name
+	GPU, Runtime  string
+	ContextTokens int
+	KVGiB         float64
+	Simulated     *Simulated
+	GPUFacts      *GPUFacts
+	MemorySource  string
+	MemoryNote    string
+
+	Restarts map[string][]Restart
+	Cycles   map[string][]Cycle
+	Planned  map[string]map[int]int // label → level → planned cycles
+	Perf     map[string][]PerfRun
+	Handoffs []Handoff
+	Release  map[string][]float64 // label → percent released by each level-1 sleep
+	Windows  map[string]Window
+	Phases   []string
+	Checks   []Check
+	Failures []Failure
+	Requests Requests
+
+	Events        []Event
+	DeviceUsedGiB []float64 // every device sample
+	RSSPeak       map[string]uint64
+	Weights       map[string]Weight // label → weight size, for the physical limits
+	Started       time.Time
+	Finished      time.Time // zero: the report takes the time it is built
+}
+
+// NewRaw is an empty record of the labelled models, started now.
+func NewRaw(labels []string, names map[string]string) Raw {
+	return Raw{
+		Labels: labels, Names: names, Started: time.Now(),
+		Restarts: map[string][]Restart{}, Cycles: map[string][]Cycle{}, Planned: map[string]map[int]int{},
+		Perf: map[string][]PerfRun{}, Release: map[string][]float64{}, Windows: map[string]Window{},
+		RSSPeak: map[string]uint64{}, Weights: map[string]Weight{},
+	}
+}
+
+// Clone is a deep copy of r.
+func (r Raw) Clone() Raw {
+	c := r
+	c.Restarts = cloneMap(r.Restarts)
+	c.Cycles = cloneMap(r.Cycles)
+	c.Perf = cloneMap(r.Perf)
+	c.Release = cloneMap(r.Release)
+	c.Planned = make(map[string]map[int]int, len(r.Planned))
+	for k, v := range r.Planned {
+		c.Planned[k] = maps.Clone(v)
+	}
+	c.Windows = maps.Clone(r.Windows)
+	c.RSSPeak = maps.Clone(r.RSSPeak)
+	c.Weights = maps.Clone(r.Weights)
+	c.Names = maps.Clone(r.Names)
+	c.Labels = slices.Clone(r.Labels)
+	c.Handoffs = slices.Clone(r.Handoffs)
+	c.Phases = slices.Clone(r.Phases)
+	c.Checks = slices.Clone(r.Checks)
+	c.Failures = slices.Clone(r.Failures)
+	c.DeviceUsedGiB = slices.Clone(r.DeviceUsedGiB)
+	c.Events = slices.Clone(r.Events)
+	return c
+}
+
+func cloneMap[V any](m map[string][]V) map[string][]V {
+	out := make(map[string][]V, len(m))
+	for k, v := range m {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+// DirectionKey is the report key of a handoff direction, e.g. "A→B".
+func DirectionKey(from, to string) string { return from + "→" + to }
+
+// Unix is t in Unix seconds.
+func Unix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// Recorder collects one run's Raw from concurrent phases and samplers.
+type Recorder struct {
+	mu  sync.Mutex
+	raw Raw
+}
+
+// New starts a record for the labelled models.
+func New(labels []string, names map[string]string) *Recorder {
+	return &Recorder{raw: NewRaw(labels, names)}
+}
+
+func (r *Recorder) lock() func() {
+	r.mu.Lock()
+	return r.mu.Unlock
+}
+
+// Raw returns a copy of the record.
+func (r *Recorder) Raw() Raw {
+	defer r.lock()()
+	return r.raw.Clone()
+}
+
+// SetSetup records what is known before any server starts.
+func (r *Recorder) SetSetup(s Setup) {
+	defer r.lock()()
+	w := &r.raw
+	w.GPU, w.GPUFacts, w.Runtime, w.ContextTokens, w.KVGiB = s.GPU, s.GPUFacts, s.Runtime, s.ContextTokens, s.KVGiB
+	w.Simulated, w.MemorySource, w.MemoryNote = s.Simulated, s.MemorySource, s.MemoryNote
+}
+
+// SetServerVersion records the runtime from the version a server reports
+// and the CUDA driver version NVML reports ("" when unknown). A server that
+// reports a vllmsim version is labelled simulated even when the run did not
+// start it as vllmsim (a vllmsim binary named by path).
+func (r *Recorder) SetServerVersion(version, cuda string) {
+	defer r.lock()()
+	if r.raw.Simulated == nil && strings.Contains(version, "vllmsim") {
+		r.raw.Simulated = &Simulated{Profile: "unknown (set by the server's VLLMSIM_PROFILE)",
+			Note: "simulated: the server reports version " + version}
+	}
+	r.raw.Runtime = RuntimeString(version, r.raw.Simulated != nil, cuda)
+}
+
+// RuntimeString is the report's runtime, e.g. "vLLM 0.31.0 / CUDA 13.0".
+func RuntimeString(version string, simulated bool, cuda string) string {
+	switch {
+	case simulated && cuda == "":
+		return "vLLM " + version + " (vllmsim) / simulated GPU"
+	case simulated:
+		return "vLLM " + version + " (vllmsim) / CUDA " + cuda
+	case cuda == "":
+		return "vLLM " + version
+	}
+	return "vLLM " + version + " / CUDA " + cuda
+}
+
+// NoteMemory explains missing memory figures; the first note is kept.
+func (r *Recorder) NoteMemory(note string) {
+	defer r.lock()()
+	if r.raw.MemoryNote == "" {
+		r.raw.MemoryNote = note
+	}
+}
+
+// SetWeight records a model's weight size.
+func (r *Recorder) SetWeight(label string, w Weight) {
+	defer r.lock()()
+	r.raw.Weights[label] = w
+}
+
+// PhaseRan lists a phase in the report's phases, once.
+func (r *Recorder) PhaseRan(name string) {
+	defer r.lock()()
+	if !slices.Contains(r.raw.Phases, name) {
+		r.raw.Phases = append(r.raw.Phases, name)
+	}
+}
+
+// Window records a phase window, widened by pad on both sides. A phase
+// run again replaces its window.
+func (r *Recorder) Window(name string, start, end time.Time, pad time.Duration) {
+	defer r.lock()()
+	r.raw.Windows[name] = Window{Start: Unix(start.Add(-pad)), End: Unix(end.Add(pad))}
+}
+
+// AddRestart records one start of label.
+func (r *Recorder) AddRestart(label string, rs Restart) {
+	defer r.lock()()
+	r.raw.Restarts[label] = append(r.raw.Restarts[label], rs)
+}
+
+// PlanCycles adds n planned cycles at level to label's count.
+func (r *Recorder) PlanCycles(label string, level, n int) {
+	defer r.lock()()
+	if r.raw.Planned[label] == nil {
+		r.raw.Planned[label] = map[int]int{}
+	}
+	r.raw.Planned[label][level] += n
+}
+
+// AddCycle records one sleep/wake cycle of label (failed ones too).
+func (r *Recorder) AddCycle(label string, c Cycle) {
+	defer r.lock()()
+	r.raw.Cycles[label] = append(r.raw.Cycles[label], c)
+}
+
+// AddPerf records one stage × concurrency of serving on label.
+func (r *Recorder) AddPerf(label string, p PerfRun) {
+	defer r.lock()()
+	r.raw.Perf[label] = append(r.raw.Perf[label], p)
+}
+
+// AddRelease records the percent of label's memory a level-1 sleep released.
+func (r *Recorder) AddRelease(label string, pct float64) {
+	defer r.lock()()
+	r.raw.Release[label] = append(r.raw.Release[label], pct)
+}
+
+// AddHandoff records one handoff (failed ones too).
+func (r *Recorder) AddHandoff(h Handoff) {
+	defer r.lock()()
+	r.raw.Handoffs = append(r.raw.Handoffs, h)
+}
+
+// AddEvent records a sleep or wake for the timeline.
+func (r *Recorder) AddEvent(e Event) {
+	defer r.lock()()
+	r.raw.Events = append(r.raw.Events, e)
+}
+
+// Request counts one executed inference request.
+func (r *Recorder) Request(ok bool) {
+	defer r.lock()()
+	r.raw.Requests.Executed++
+	if ok {
+		r.raw.Requests.Success++
+	} else {
+		r.raw.Requests.Failure++
+	}
+}
+
+// AddChecks records threshold verdicts. A check of the same name and model
+// replaces the earlier one: evaluating a phase's checks again (a retry, a
+// second call) records them once, with the latest value.
+func (r *Recorder) AddChecks(cs ...Check) {
+	defer r.lock()()
+	for _, c := range cs {
+		i := slices.IndexFunc(r.raw.Checks, func(o Check) bool { return o.Name == c.Name && o.Model == c.Model })
+		if i >= 0 {
+			r.raw.Checks[i] = c
+		} else {
+			r.raw.Checks = append(r.raw.Checks, c)
+		}
+	}
+}
+
+// Fail records a failure, once: the same failure recorded again is kept once.
+func (r *Recorder) Fail(f Failure) {
+	defer r.lock()()
+	if !slices.Contains(r.raw.Failures, f) {
+		r.raw.Failures = append(r.raw.Failures, f)
+	}
+}
+
+// Failed reports whether a failure of phase is recorded.
+func (r *Recorder) Failed(phase string) bool {
+	defer r.lock()()
+	return slices.ContainsFunc(r.raw.Failures, func(f Failure) bool { return f.Phase == phase })
+}
+
+// Finish records what the run's end knows: every device memory sample in
+// GiB, each model's peak host RSS, and the end time.
+func (r *Recorder) Finish(deviceUsedGiB []float64, rssPeak map[string]uint64, at time.Time) {
+	defer r.lock()()
+	r.raw.DeviceUsedGiB = append(r.raw.DeviceUsedGiB, deviceUsedGiB...)
+	maps.Copy(r.raw.RSSPeak, rssPeak)
+	r.raw.Finished = at
+}

@@ -1,0 +1,78 @@
+package record
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRuntimeString(t *testing.T) {
+	assert.Equal(t, "vLLM 0.31.0 / CUDA 13.0", RuntimeString("0.31.0", false, "13.0"))
+	assert.Equal(t, "vLLM 0.31.0", RuntimeString("0.31.0", false, ""))
+	assert.Equal(t, "vLLM 0.31.0+vllmsim (vllmsim) / simulated GPU", RuntimeString("0.31.0+vllmsim", true, ""))
+	assert.Equal(t, "vLLM 0.31.0+vllmsim (vllmsim) / CUDA 13.0", RuntimeString("0.31.0+vllmsim", true, "13.0"))
+}
+
+// TestServerVersionLabelsSimulated: a server reporting a vllmsim version is
+// labelled simulated even when the run started it by path.
+func TestServerVersionLabelsSimulated(t *testing.T) {
+	r := New([]string{"A"}, map[string]string{"A": "m"})
+	r.SetServerVersion("0.31.0", "13.0")
+	assert.Nil(t, r.Raw().Simulated)
+	assert.Equal(t, "vLLM 0.31.0 / CUDA 13.0", r.Raw().Runtime)
+	r.SetServerVersion("0.31.0+vllmsim", "")
+	require.NotNil(t, r.Raw().Simulated)
+	assert.Equal(t, "vLLM 0.31.0+vllmsim (vllmsim) / simulated GPU", r.Raw().Runtime)
+}
+
+// TestRepeatsAreRecordedOnce: checks evaluated twice, the same failure
+// twice and a phase run twice each appear once; the latest check wins.
+func TestRepeatsAreRecordedOnce(t *testing.T) {
+	r := New([]string{"A"}, map[string]string{"A": "m"})
+	r.AddChecks(Check{Name: "sleep.level1.successful_cycles", Model: "A", Value: 4, Verdict: "FAIL"}, Check{Name: "x", Model: "B", Verdict: "PASS"})
+	r.AddChecks(Check{Name: "sleep.level1.successful_cycles", Model: "A", Value: 5, Verdict: "PASS"})
+	r.AddChecks(Check{Name: "sleep.level1.successful_cycles", Model: "B", Value: 5, Verdict: "PASS"})
+	raw := r.Raw()
+	require.Len(t, raw.Checks, 3)
+	assert.Equal(t, 5.0, raw.Checks[0].Value, "re-evaluated in place")
+	assert.Equal(t, "PASS", raw.Checks[0].Verdict)
+
+	f := Failure{Phase: "switch", Model: "B", Step: "wake A→B", Error: "boom"}
+	r.Fail(f)
+	r.Fail(f)
+	r.Fail(Failure{Phase: "switch", Model: "B", Step: "wake B→A", Error: "boom"})
+	assert.Len(t, r.Raw().Failures, 2)
+	assert.True(t, r.Failed("switch"))
+	assert.False(t, r.Failed("restart"))
+
+	r.PhaseRan("restart")
+	r.PhaseRan("baseline")
+	r.PhaseRan("restart")
+	assert.Equal(t, []string{"restart", "baseline"}, r.Raw().Phases)
+}
+
+// TestRawIsACopy: what a reader holds does not change under later writes.
+func TestRawIsACopy(t *testing.T) {
+	r := New([]string{"A"}, map[string]string{"A": "m"})
+	r.AddCycle("A", Cycle{Level: 1, OK: true, ResidualGiB: math.NaN()})
+	r.PlanCycles("A", 1, 5)
+	got := r.Raw()
+	r.AddCycle("A", Cycle{Level: 2})
+	r.PlanCycles("A", 1, 5)
+	got.Names["A"] = "changed"
+	assert.Len(t, got.Cycles["A"], 1)
+	assert.Equal(t, 5, got.Planned["A"][1])
+	assert.Equal(t, 10, r.Raw().Planned["A"][1])
+	assert.Equal(t, "m", r.Raw().Names["A"])
+
+	r.Window("A-restart", time.Unix(100, 0), time.Unix(110, 0), 2*time.Second)
+	r.Finish([]float64{1, 2}, map[string]uint64{"A": 7}, time.Unix(120, 0))
+	raw := r.Raw()
+	assert.Equal(t, Window{Start: 98, End: 112}, raw.Windows["A-restart"])
+	assert.Equal(t, []float64{1, 2}, raw.DeviceUsedGiB)
+	assert.Equal(t, uint64(7), raw.RSSPeak["A"])
+	assert.Equal(t, time.Unix(120, 0), raw.Finished)
+}

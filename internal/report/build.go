@@ -1,0 +1,139 @@
+package report
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/stats"
+)
+
+// GiB is 2^30 bytes.
+const GiB = record.GiB
+
+func unix(t time.Time) float64 { return record.Unix(t) }
+
+// summary is stats.Summarize with the zero Summary (n = 0) for no samples.
+func summary(xs []float64) stats.Summary {
+	s, err := stats.Summarize(xs)
+	if err != nil {
+		return stats.Summary{}
+	}
+	return s
+}
+
+// Build summarises raw into the report. Status is PASS only when there is no
+// failure and no failed check; the caller adds test failures as Failures.
+func Build(raw record.Raw) Report {
+	rep := Report{
+		Runtime: raw.Runtime, GPU: raw.GPU, ContextTokens: raw.ContextTokens, KVGiB: raw.KVGiB,
+		Models: map[string]*Model{}, Requests: raw.Requests, PercentileMethod: stats.PercentileMethod,
+		RestartBaseline: "same host, warm local caches, servers started one at a time; not a cold node or container start",
+		DRA:             "not executed; shared GPU within one host",
+		Windows:         raw.Windows, Simulated: raw.Simulated, GPUFacts: raw.GPUFacts,
+		Phases: raw.Phases, Checks: raw.Checks, Failures: raw.Failures,
+		Started: unix(raw.Started), Finished: unix(raw.Finished),
+	}
+	if raw.Finished.IsZero() {
+		rep.Finished = unix(time.Now())
+	}
+	if rep.Checks == nil {
+		rep.Checks = []record.Check{}
+	}
+	if rep.Failures == nil {
+		rep.Failures = []record.Failure{}
+	}
+	if rep.Phases == nil {
+		rep.Phases = []string{}
+	}
+	if rep.Windows == nil {
+		rep.Windows = map[string]record.Window{}
+	}
+	for _, l := range raw.Labels {
+		m := &Model{Name: raw.Names[l], Sleep: map[string]*SleepLevel{}, Performance: []Perf{}}
+		var ini, warm, iniReady, warmReady []float64
+		for _, rs := range raw.Restarts[l] {
+			if rs.Warm {
+				warm, warmReady = append(warm, rs.FirstTokenS), append(warmReady, rs.ReadyS)
+			} else {
+				ini, iniReady = append(ini, rs.FirstTokenS), append(iniReady, rs.ReadyS)
+			}
+		}
+		m.RestartInitial, m.RestartWarm = summary(ini), summary(warm)
+		m.RestartReadyInitial, m.RestartReadyWarm = summary(iniReady), summary(warmReady)
+		for _, level := range []int{1, 2} {
+			sl := &SleepLevel{PlannedCycles: raw.Planned[l][level]}
+			var sleep, wake, ftt, resid []float64
+			for _, c := range raw.Cycles[l] {
+				if c.Level != level || !c.OK {
+					continue
+				}
+				sl.SuccessfulCycles++
+				sleep, wake, ftt = append(sleep, c.SleepS), append(wake, c.WakeAPIS), append(ftt, c.ToFirstTokenS)
+				if !math.IsNaN(c.ResidualGiB) {
+					resid = append(resid, c.ResidualGiB)
+				}
+			}
+			sl.SleepS, sl.WakeAPIS, sl.ToFirstTokenS, sl.ResidualGiB = summary(sleep), summary(wake), summary(ftt), summary(resid)
+			m.Sleep[levelKey(level)] = sl
+		}
+		for _, p := range raw.Perf[l] {
+			counts := slices.Compact(slices.Sorted(slices.Values(p.PromptTokens)))
+			if counts == nil {
+				counts = []int{}
+			}
+			m.Performance = append(m.Performance, Perf{
+				Stage: p.Stage, Concurrency: p.Concurrency, Rounds: p.Rounds, Planned: p.Planned,
+				Success: p.Success, RoundsPassed: p.RoundsPassed,
+				OutputTPS: summary(p.RoundTPS), TTFTS: summary(p.TTFT), TPOTS: summary(p.TPOT),
+				PromptTokenCounts: counts,
+			})
+			rep.Requests.PlannedPerformance += p.Planned
+		}
+		m.PhysicalLimits = limits(raw, l, m)
+		rep.Models[l] = m
+	}
+
+	rep.Switch.Directions = map[string]*Direction{}
+	dirs := map[string][3][]float64{}
+	for _, h := range raw.Handoffs {
+		if h.Initial {
+			rep.Switch.InitialActivation++
+			continue
+		}
+		rep.Switch.Handoffs++
+		if !h.OK {
+			continue
+		}
+		rep.Switch.Success++
+		k := record.DirectionKey(h.From, h.To)
+		d := dirs[k]
+		d[0], d[1], d[2] = append(d[0], h.ToFirstTokenS), append(d[1], h.SleepS), append(d[2], h.WakeS)
+		dirs[k] = d
+	}
+	for k, d := range dirs {
+		rep.Switch.Directions[k] = &Direction{N: len(d[0]), ToFirstTokenS: summary(d[0]), SleepS: summary(d[1]), WakeS: summary(d[2])}
+	}
+
+	rep.Memory = Memory{PhysicalPeakGiB: summary(raw.DeviceUsedGiB), RSSPeakGiB: map[string]float64{},
+		L1ReleaseFraction: map[string]stats.Summary{}, Source: raw.MemorySource, Note: raw.MemoryNote}
+	for _, l := range raw.Labels {
+		rep.Memory.RSSPeakGiB[l] = float64(raw.RSSPeak[l]) / GiB
+		rep.Memory.L1ReleaseFraction[l] = summary(raw.Release[l])
+	}
+
+	rep.Status = "PASS"
+	if len(rep.Failures) > 0 {
+		rep.Status = "FAIL"
+	}
+	for _, c := range rep.Checks {
+		if c.Verdict != "PASS" {
+			rep.Status = "FAIL"
+		}
+	}
+	return rep
+}
+
+func levelKey(level int) string { return strconv.Itoa(level) }

@@ -1,0 +1,274 @@
+package wakebench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/perf/benchfmt"
+
+	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/protocol"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/report"
+	"github.com/wakebench/wakebench/internal/shape"
+)
+
+// phaseTests are the tests of the protocol's phases, by phase name.
+var phaseTests = map[string]func(*testing.T){
+	protocol.PhaseRestart:   testRestart,
+	protocol.PhaseBaseline:  testBaseline,
+	protocol.PhaseSleepL1:   func(t *testing.T) { testSleep(t, 1) },
+	protocol.PhaseAfterWake: testAfterWake,
+	protocol.PhaseSleepL2:   func(t *testing.T) { testSleep(t, 2) },
+	protocol.PhaseSwitch:    testSwitch,
+}
+
+// TestProtocol runs the protocol's phases in protocol.Phases' order, one
+// subtest each (TestProtocol/restart, TestProtocol/sleep-level1, …), each
+// over every model. A phase run alone (-run 'TestProtocol/switch') puts the
+// GPU in the state it needs: servers started, the other models asleep.
+func TestProtocol(t *testing.T) {
+	for _, ph := range protocol.Phases() {
+		test, ok := phaseTests[ph.Name]
+		require.True(t, ok, "phase %s has no test", ph.Name)
+		t.Run(ph.Name, test)
+	}
+	assert.Len(t, phaseTests, len(protocol.Phases()), "a test for a phase the protocol does not list")
+}
+
+// testRestart measures the initial and warm starts of every model:
+// spawn → /health 200 → first token.
+func testRestart(t *testing.T) {
+	h, ctx := begin(t, protocol.PhaseRestart)
+	for _, l := range h.Labels() {
+		t.Run(l, func(t *testing.T) {
+			rs, err := h.Restart(ctx, l, progress(t))
+			require.NoError(t, err)
+			passes(t, h.RestartChecks(l, rs))
+			for _, r := range rs {
+				assert.Positive(t, r.ReadyS, "spawn → ready")
+				assert.GreaterOrEqual(t, r.FirstTokenS, r.ReadyS, "first token comes after ready")
+			}
+		})
+	}
+}
+
+// testBaseline measures serving on each model before it ever sleeps.
+func testBaseline(t *testing.T) {
+	h, _ := begin(t, protocol.PhaseBaseline)
+	testServing(t, h.Baseline, h.ServeChecks)
+}
+
+// testAfterWake measures serving again right after a level-1 sleep and wake
+// and compares output tok/s with the baseline.
+func testAfterWake(t *testing.T) {
+	h, _ := begin(t, protocol.PhaseAfterWake)
+	testServing(t, h.AfterWake, h.AfterWakeChecks)
+}
+
+// testServing runs a serving phase on every model: one run per
+// concurrency, each passing its checks.
+func testServing(t *testing.T, serve func(context.Context, string, protocol.Logf) ([]record.PerfRun, error),
+	checks func(string, []record.PerfRun) []record.Check) {
+	h, ctx := suite.h, suite.ctx
+	for _, l := range h.Labels() {
+		t.Run(l, func(t *testing.T) {
+			runs, err := serve(ctx, l, progress(t))
+			assert.NoError(t, err)
+			require.Len(t, runs, len(h.Config().Protocol.Concurrency), "one run per concurrency")
+			passes(t, checks(l, runs))
+		})
+	}
+}
+
+// testSleep runs the sleep/wake cycles of every model at level; at level 2
+// the wake reloads the weights and every first token is checked for garbage.
+func testSleep(t *testing.T, level int) {
+	phase := protocol.PhaseSleepL1
+	if level == 2 {
+		phase = protocol.PhaseSleepL2
+	}
+	h, ctx := begin(t, phase)
+	for _, l := range h.Labels() {
+		t.Run(l, func(t *testing.T) {
+			cycles, err := h.SleepCycles(ctx, l, level, progress(t))
+			assert.NoError(t, err)
+			for _, c := range cycles {
+				if c.OK {
+					assert.GreaterOrEqual(t, c.ToFirstTokenS, c.WakeAPIS, "first token comes after the wake calls")
+				}
+			}
+			passes(t, h.SleepChecks(l, level, cycles))
+		})
+	}
+}
+
+// testSwitch hands the GPU back and forth: one initial activation, then
+// protocol.handoffs handoffs A→B, B→A, …
+func testSwitch(t *testing.T) {
+	h, ctx := begin(t, protocol.PhaseSwitch)
+	if n := len(h.Labels()); n < 2 {
+		t.Skipf("switching needs two models; the config has %d", n)
+	}
+	handoffs, err := h.Switch(ctx, progress(t))
+	assert.NoError(t, err)
+	for _, ho := range handoffs {
+		if ho.OK && !ho.Initial {
+			assert.GreaterOrEqual(t, ho.ToFirstTokenS, ho.SleepS+ho.WakeS, "switch → first token covers sleep and wake (%s)", record.DirectionKey(ho.From, ho.To))
+		}
+	}
+	passes(t, h.SwitchChecks(handoffs))
+}
+
+// TestOutputs checks what the run will write, after every phase ran: the
+// report has every key path of the L20 reference report with the same JSON
+// type, the request accounting adds up, and bench.txt parses as benchfmt
+// with a result for every phase.
+func TestOutputs(t *testing.T) {
+	h, _ := begin(t, "outputs")
+	raw := h.Raw()
+	for _, p := range protocol.PhaseNames() {
+		if !slices.Contains(raw.Phases, p) {
+			t.Skipf("phase %s did not run (a -run filter?): the output checks need every phase; ran %v", p, raw.Phases)
+		}
+	}
+	rep := report.Build(raw)
+
+	ours, err := json.Marshal(rep)
+	require.NoError(t, err)
+	ref, err := os.ReadFile(filepath.Join("testdata", "l20-reference-report.json"))
+	require.NoError(t, err)
+	// The reference ran models A and B: a run of the same labels must have
+	// exactly its keys; other labels are compared by shape.
+	var dataKeyed []string
+	if !slices.Equal(h.Labels(), []string{"A", "B"}) {
+		dataKeyed = report.DataKeyed
+	}
+	diffs, err := shape.Diff(ref, ours, dataKeyed...)
+	require.NoError(t, err)
+	assert.Empty(t, diffs, "key paths of the reference report missing or of another type in ours")
+
+	cfg := h.Config()
+	p := cfg.Protocol
+	perModel := 2 * len(p.Concurrency) * p.Rounds * p.RequestsPerRound
+	assert.Equal(t, len(cfg.Models)*perModel, rep.Requests.PlannedPerformance, "planned_performance")
+	assert.Equal(t, rep.Requests.Executed, rep.Requests.Success+rep.Requests.Failure, "executed = success + failure")
+	// Performance requests plus one probe per start, cycle and handoff
+	// (the reference run: 128 + 42 = 170).
+	probes := len(cfg.Models)*(1+p.RestartWarm+p.SleepL1Cycles+p.SleepL2Cycles) + 1 + p.Handoffs
+	assert.Equal(t, rep.Requests.PlannedPerformance+probes, rep.Requests.Executed, "executed requests")
+
+	for _, l := range h.Labels() {
+		n := p.SleepL1Cycles + 1 // cycles + the after-wake sleep
+		got := rep.Memory.L1ReleaseFraction[l].N
+		assert.GreaterOrEqual(t, got, n, "level-1 sleeps measured for %s", l)
+	}
+	// Physical limits: every model's level-1 wake and TPOT at c=1 against
+	// the link and memory bandwidths, below the limit (fraction ≤ 1), each
+	// source named (and simulated ones labelled so).
+	for _, l := range h.Labels() {
+		lim := rep.Models[l].PhysicalLimits
+		if !assert.NotNil(t, lim, "physical_limits of %s", l) {
+			continue
+		}
+		if !slices.Contains(p.Concurrency, 1) || cfg.Memory == "none" {
+			continue
+		}
+		assert.Empty(t, lim.Note, l)
+		for name, f := range map[string]float64{"l1 wake / PCIe": lim.L1WakeFractionOfPCIe, "tpot / HBM": lim.TPOTFractionOfHBM} {
+			assert.True(t, f > 0 && f <= 1, "%s %s fraction %v in (0, 1]", l, name, f)
+		}
+		assert.NotEmpty(t, lim.WeightSource)
+		if rep.Simulated != nil {
+			assert.Contains(t, lim.PCIeSource, "simulated")
+			assert.Contains(t, lim.HBMSource, "simulated")
+		}
+	}
+	for _, w := range []string{"A-baseline", "A-sleep-level1", "A-after-wake", "B-baseline", "AB-switch"} {
+		if len(cfg.Models) == 2 && cfg.Models[0].Label == "A" && cfg.Models[1].Label == "B" {
+			assert.Contains(t, rep.Windows, w)
+		}
+	}
+
+	var buf bytes.Buffer
+	require.NoError(t, report.WriteBench(&buf, raw))
+	text := buf.String()
+	rd := benchfmt.NewReader(strings.NewReader(text), "bench.txt")
+	names := map[string]int{}
+	units := map[string]bool{}
+	for rd.Scan() {
+		switch rec := rd.Result().(type) {
+		case *benchfmt.SyntaxError:
+			t.Errorf("bench.txt: %v", rec)
+		case *benchfmt.Result:
+			base, _ := rec.Name.Parts()
+			names[string(base)]++
+			for _, v := range rec.Values {
+				units[v.OrigUnit+v.Unit] = true
+			}
+			if !strings.Contains(rec.Name.String(), "model=") && !strings.HasPrefix(rec.Name.String(), "Switch/dir=") {
+				assert.Equal(t, "Memory/device", rec.Name.String())
+			}
+		}
+	}
+	require.NoError(t, rd.Err())
+	for _, b := range []string{"Restart", "Sleep", "Serve", "Switch", "Memory"} {
+		assert.Positive(t, names[b], "bench.txt has Benchmark%s results", b)
+	}
+	assert.Equal(t, p.Handoffs, countPrefix(text, "BenchmarkSwitch/"), "one line per handoff")
+}
+
+func countPrefix(s, prefix string) int {
+	n := 0
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRegressionGate compares this run with the baseline run named by
+// WAKEBENCH_BASELINE (its bench.txt) with benchstat's statistics, prints the
+// table (also to out/compare.txt) and fails on every metric worse by more
+// than thresholds.regression_percent that is also significant.
+func TestRegressionGate(t *testing.T) {
+	h, _ := begin(t, "regression-gate")
+	cfg := h.Config()
+	if cfg.Baseline == "" {
+		t.Skip("no baseline: set WAKEBENCH_BASELINE=path/to/old/bench.txt to gate this run on regressions")
+	}
+	old, err := os.ReadFile(cfg.Baseline)
+	require.NoError(t, err)
+	var cur bytes.Buffer
+	require.NoError(t, report.WriteBench(&cur, h.Raw()))
+	ds, err := gate.CompareBench(bytes.NewReader(old), &cur, cfg.Thresholds.RegressionPercent, cfg.Thresholds.RegressionAlpha)
+	require.NoError(t, err, "compare with %s", cfg.Baseline)
+	var table bytes.Buffer
+	fmt.Fprintf(&table, "baseline %s vs this run (regression: worse by > %g %% and p ≤ %g)\n", cfg.Baseline, cfg.Thresholds.RegressionPercent, cfg.Thresholds.RegressionAlpha)
+	require.NoError(t, gate.WriteDeltas(&table, ds))
+	t.Output().Write(table.Bytes())
+	require.NoError(t, report.WriteFile(filepath.Join(cfg.OutDir, "compare.txt"), func(w io.Writer) error {
+		_, err := w.Write(table.Bytes())
+		return err
+	}))
+	n := 0
+	for _, d := range ds {
+		if d.Regression {
+			n++
+			c := h.Record(gate.Evaluate("regression "+d.Name+" "+d.Unit, "", d.ChangePct, "within", cfg.Thresholds.RegressionPercent))[0]
+			assert.Fail(t, "regression", "%s %s: %+.1f%% (%s), tolerance %g%%: %s", d.Name, d.Unit, d.ChangePct, d.Cmp, cfg.Thresholds.RegressionPercent, c.Verdict)
+		}
+	}
+	h.Record(gate.Evaluate("regressions against baseline", "", float64(n), "==", 0))
+}
