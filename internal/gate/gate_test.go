@@ -1,0 +1,110 @@
+package gate
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+func verdicts(cs []record.Check) map[string]string {
+	out := map[string]string{}
+	for _, c := range cs {
+		out[c.Name+"/"+c.Model] = c.Verdict
+	}
+	return out
+}
+
+// TestSleepChecks: a failed cycle fails successful_cycles; residual and
+// release are judged on their medians, unknown residuals left out.
+func TestSleepChecks(t *testing.T) {
+	cfg := config.Default()
+	cfg.Protocol.SleepL1Cycles = 3
+	cfg.Thresholds.MaxResidualGiB = 1
+	cfg.Thresholds.MaxL1WakeToFirstTokenS = 2
+	cycles := []record.Cycle{
+		{Level: 1, OK: true, ToFirstTokenS: 1, ResidualGiB: 0.5},
+		{Level: 1, OK: true, ToFirstTokenS: 3, ResidualGiB: math.NaN()},
+		{Level: 1, OK: false},
+	}
+	got := verdicts(Sleep(cfg, "A", 1, cycles, []float64{40, 45, 90}))
+	assert.Equal(t, map[string]string{
+		"sleep.level1.successful_cycles/A":    "FAIL",
+		"sleep.level1.to_first_token_s.p95/A": "FAIL",
+		"sleep.level1.residual_gib.median/A":  "PASS",
+		"memory.l1_release_fraction.median/A": "FAIL",
+	}, got)
+	cycles[2].OK, cycles[1].ToFirstTokenS = true, 1.5
+	got = verdicts(Sleep(cfg, "A", 1, cycles, []float64{60, 70, 90}))
+	for k, v := range got {
+		assert.Equal(t, "PASS", v, k)
+	}
+}
+
+// TestAfterWakeAgainstBaseline: the ratio is after-wake median tok/s over
+// the baseline's at the same concurrency; a concurrency without a
+// baseline has no ratio check.
+func TestAfterWakeAgainstBaseline(t *testing.T) {
+	cfg := config.Default()
+	cfg.Thresholds.MinAfterWakeTPSRatio = 0.9
+	base := record.PerfRun{Stage: StageBaseline, Concurrency: 1, Rounds: 2, Planned: 4, Success: 4, RoundsPassed: 2, RoundTPS: []float64{100, 100}}
+	aw := record.PerfRun{Stage: StageAfterWake, Concurrency: 1, Rounds: 2, Planned: 4, Success: 4, RoundsPassed: 2, RoundTPS: []float64{80, 90}}
+	aw4 := aw
+	aw4.Concurrency = 4
+	cs := AfterWake(cfg, "A", []record.PerfRun{aw, aw4}, []record.PerfRun{base, aw, aw4})
+	var ratios []record.Check
+	for _, c := range cs {
+		if strings.HasSuffix(c.Name, "tps_ratio") {
+			ratios = append(ratios, c)
+		}
+	}
+	require.Len(t, ratios, 1)
+	assert.Equal(t, "after-wake.conc1.tps_ratio", ratios[0].Name)
+	assert.InDelta(t, 0.85, ratios[0].Value, 1e-9)
+	assert.Equal(t, "FAIL", ratios[0].Verdict)
+}
+
+// TestSwitchChecks: the initial activation is not a handoff; p95 per
+// direction, sorted.
+func TestSwitchChecks(t *testing.T) {
+	cfg := config.Default()
+	cfg.Protocol.Handoffs = 2
+	cfg.Thresholds.MaxSwitchToFirstTokenS = 1
+	cs := Switch(cfg, []record.Handoff{
+		{From: "B", To: "A", Initial: true, OK: true, ToFirstTokenS: 9},
+		{From: "A", To: "B", OK: true, ToFirstTokenS: 0.5},
+		{From: "B", To: "A", OK: true, ToFirstTokenS: 1.5},
+	})
+	require.Len(t, cs, 3)
+	assert.Equal(t, []string{"switch.successful_handoffs", "switch.A→B.to_first_token_s.p95", "switch.B→A.to_first_token_s.p95"},
+		[]string{cs[0].Name, cs[1].Name, cs[2].Name})
+	assert.Equal(t, []string{"PASS", "PASS", "FAIL"}, []string{cs[0].Verdict, cs[1].Verdict, cs[2].Verdict})
+}
+
+func TestEvaluate(t *testing.T) {
+	assert.Equal(t, "PASS", Evaluate("x", "", 5, "within", 10).Verdict)
+	assert.Equal(t, "FAIL", Evaluate("x", "", -11, "within", 10).Verdict)
+	assert.Equal(t, "FAIL", Evaluate("x", "A", 3, "==", 5).Verdict)
+	assert.Panics(t, func() { Evaluate("x", "", 1, "<", 2) })
+}
+
+// TestReadBench: go test output and bench.txt read alike (the -N suffix
+// dropped, units as written); a malformed line is an error naming file and
+// line, and the rest is still read.
+func TestReadBench(t *testing.T) {
+	in := "cpu: Some CPU\nBenchmarkSleep/model=A/level=1-8 1 0.5 sec/wake\nBenchmarkX 1 200 ns/op\nBenchmarkBad 1 x tok/s\nBenchmarkSleep/model=A/level=1 1 0.7 sec/wake\n"
+	b, err := ReadBench(strings.NewReader(in), "old.txt")
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "old.txt:4")
+	assert.Equal(t, "Some CPU", b.CPU)
+	assert.Equal(t, []float64{0.5, 0.7}, b.Values[BenchKey{"Sleep/model=A/level=1", "sec/wake"}])
+	assert.Equal(t, []float64{200}, b.Values[BenchKey{"X", "ns/op"}], "units as written, not tidied")
+
+	_, err = ReadBench(strings.NewReader(`{"status": "PASS"}`), "report.json")
+	assert.ErrorContains(t, err, "is JSON")
+}
