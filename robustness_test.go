@@ -90,6 +90,9 @@ func TestInterruptStopsEverything(t *testing.T) {
 	require.NotEmpty(t, rep.Failures)
 	assert.Contains(t, rep.Failures[0].Error, "interrupted by interrupt")
 	assert.GreaterOrEqual(t, rep.Models["A"].Sleep["1"].SuccessfulCycles, 3, "cycles done before the interrupt are kept")
+	for _, f := range rep.Failures {
+		assert.NotContains(t, f.Error, "see the go test output", "a phase that recorded its own failure is not recorded again by its test: %+v", f)
+	}
 	csv, err := os.ReadFile(filepath.Join(out, "samples.csv"))
 	require.NoError(t, err)
 	assert.Greater(t, strings.Count(string(csv), "\n"), 20, "samples are on disk")
