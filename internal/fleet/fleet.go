@@ -34,7 +34,7 @@ var ErrGarbage = errors.New("garbage output (uninitialised weights: was reload_w
 // Options are what the fleet needs besides the config.
 type Options struct {
 	Command string                      // the server program
-	Env     func(config.Model) []string // each server's environment
+	Env     func(config.Model) []string // each server's environment; nil: vLLM's own (vllm.ServerEnv)
 	Sampler *gpu.Sampler                // nil: no memory measured
 	CUDA    string                      // CUDA driver version for the runtime string, "" when unknown
 }
@@ -65,6 +65,9 @@ type Fleet struct {
 
 // New is a fleet of cfg's models, none started; measurements go to rec.
 func New(cfg config.Config, opt Options, rec *record.Recorder) *Fleet {
+	if opt.Env == nil {
+		opt.Env = func(config.Model) []string { return vllm.ServerEnv(cfg.APIKey) }
+	}
 	f := &Fleet{cfg: cfg, opt: opt, rec: rec, models: map[string]*model{}, pidOf: map[int]string{}}
 	for _, m := range cfg.Models {
 		f.order = append(f.order, m.Label)
