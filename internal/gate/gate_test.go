@@ -108,3 +108,15 @@ func TestReadBench(t *testing.T) {
 	_, err = ReadBench(strings.NewReader(`{"status": "PASS"}`), "report.json")
 	assert.ErrorContains(t, err, "is JSON")
 }
+
+// TestServeChecksFollowMaxFailedRequests: with failures allowed, a round
+// spoilt by an allowed failure does not fail the run.
+func TestServeChecksFollowMaxFailedRequests(t *testing.T) {
+	cfg := config.Default()
+	run := record.PerfRun{Stage: StageBaseline, Concurrency: 4, Rounds: 2, Planned: 16, Success: 15, RoundsPassed: 1}
+	assert.Equal(t, map[string]string{"baseline.conc4.failed_requests/A": "FAIL", "baseline.conc4.rounds_passed/A": "FAIL"},
+		verdicts(Serve(cfg, "A", []record.PerfRun{run})))
+	cfg.Thresholds.MaxFailedRequests = 1
+	assert.Equal(t, map[string]string{"baseline.conc4.failed_requests/A": "PASS", "baseline.conc4.rounds_passed/A": "PASS"},
+		verdicts(Serve(cfg, "A", []record.PerfRun{run})))
+}

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -222,4 +223,49 @@ func TestDiskFull(t *testing.T) {
 	assert.ErrorContains(t, err, "no space left on device")
 	assert.ErrorContains(t, err, dir, "the error names the output")
 	assert.False(t, server.GroupAlive(pid))
+}
+
+// TestOneFailedRequestCostsOneRequest: a truncated stream at the first
+// concurrency fails one request; every concurrency still runs and is
+// recorded (planned_performance stays whole), and max_failed_requests
+// decides: within it the phase passes, beyond it the failure names the
+// concurrency and the first error.
+func TestOneFailedRequestCostsOneRequest(t *testing.T) {
+	for _, limit := range []int{0, 1} {
+		t.Run(fmt.Sprint("max_failed_requests=", limit), func(t *testing.T) {
+			t.Parallel()
+			cfg := small(t)
+			cfg.Models[0].SimFaults = "truncate-stream=3" // 2 probes at start, then the third completion
+			cfg.Protocol.Concurrency = []int{2, 4}
+			cfg.Thresholds.MaxFailedRequests = limit
+			require.NoError(t, cfg.Validate())
+			h, err := Open(t.Context(), cfg)
+			require.NoError(t, err)
+			_, err = h.Restart(t.Context(), "A", t.Logf)
+			require.NoError(t, err)
+			runs, err := h.Baseline(t.Context(), "A", t.Logf)
+			checks := h.ServeChecks("A", runs)
+			rep, cerr := h.Close(nil)
+			require.NoError(t, cerr)
+
+			require.Len(t, runs, 2, "the concurrency after the failed request runs too")
+			assert.Equal(t, 3, runs[0].Success)
+			assert.Equal(t, 4, runs[1].Success)
+			assert.Equal(t, 8, rep.Requests.PlannedPerformance)
+			assert.Equal(t, 1, rep.Requests.Failure, "one failed request is one failed request")
+			assert.Len(t, checks, 4, "both concurrencies are checked")
+			if limit == 0 {
+				require.Error(t, err)
+				assert.ErrorContains(t, err, "1 of 4 requests failed")
+				assert.ErrorContains(t, err, "(max_failed_requests 0)")
+				assert.Equal(t, "FAIL", rep.Status)
+				require.Len(t, rep.Failures, 1)
+				assert.Equal(t, "serve at concurrency 2", rep.Failures[0].Step)
+			} else {
+				assert.NoError(t, err)
+				assert.Empty(t, rep.Failures)
+				assert.Equal(t, "PASS", rep.Status)
+			}
+		})
+	}
 }

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -100,14 +101,21 @@ func (p *Protocol) ServeRound(ctx context.Context, label string, c int) (load.Re
 }
 
 // Serve runs the serving measurement at every configured concurrency on an
-// awake label (others asleep) and records it under stage.
+// awake label (others asleep) and records it under stage. A failed request
+// is one failed request: its round finishes, every concurrency runs and is
+// recorded, and thresholds.max_failed_requests decides; a concurrency with
+// more failures than that is a failure naming the first error. Only a
+// server that dies (or a plan that overruns) ends the phase early.
 func (p *Protocol) Serve(ctx context.Context, label, stage string, logf Logf) ([]record.PerfRun, error) {
 	if !p.fleet.Running(label) || p.fleet.Asleep(label) {
 		return nil, p.Fail(stage, label, "serve", fmt.Errorf("model %s is not awake; refusing to send inference (a request to a sleeping vLLM hangs)", label))
 	}
 	pc := p.cfg.Protocol
+	limit := p.cfg.ThresholdsFor(label).MaxFailedRequests
 	var out []record.PerfRun
+	var errs []error
 	for _, c := range pc.Concurrency {
+		step := fmt.Sprintf("serve at concurrency %d", c)
 		res, err := p.fleet.Serve(ctx, label, c, pc.Rounds)
 		run := record.PerfRun{Stage: stage, Concurrency: c, Rounds: pc.Rounds, Planned: pc.Rounds * pc.RequestsPerRound, Success: res.Success()}
 		var firstErr error
@@ -133,14 +141,23 @@ func (p *Protocol) Serve(ctx context.Context, label, stage string, logf Logf) ([
 		p.rec.AddPerf(label, run)
 		out = append(out, run)
 		logf("%s %s conc=%d: %d/%d ok, rounds passed %d/%d, tok/s %v", label, stage, c, run.Success, run.Planned, run.RoundsPassed, run.Rounds, round2(run.RoundTPS))
+		failed := run.Planned - run.Success
 		if err == nil && firstErr != nil {
-			err = p.fleet.Explain(label, fmt.Errorf("%d of %d requests failed, first: %w", run.Planned-run.Success, run.Planned, firstErr))
+			reqErr := p.fleet.Explain(label, fmt.Errorf("%d of %d requests failed, first: %w", failed, run.Planned, firstErr))
+			switch {
+			case !p.fleet.Running(label) || ctx.Err() != nil:
+				err = reqErr // the server died or the run was stopped: nothing more to measure
+			case failed > limit:
+				errs = append(errs, p.Fail(stage, label, step, fmt.Errorf("%w (max_failed_requests %d)", reqErr, limit)))
+			default:
+				logf("%s %s conc=%d: %v (within max_failed_requests %d)", label, stage, c, reqErr, limit)
+			}
 		}
 		if err != nil {
-			return out, p.Fail(stage, label, fmt.Sprintf("serve at concurrency %d", c), err)
+			return out, errors.Join(append(errs, p.Fail(stage, label, step, err))...)
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 func round2(xs []float64) []float64 {
