@@ -7,6 +7,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -53,6 +54,15 @@ func Open(ctx context.Context, cfg config.Config, dir string) (*Backend, error) 
 		prof, err := vllmsim.LookupProfile(cfg.Sim.Profile)
 		if err != nil {
 			return nil, fmt.Errorf("config sim.profile: %w", err)
+		}
+		var bad []error
+		for i, m := range cfg.Models {
+			if _, err := vllmsim.ParseFaults(m.SimFaults); err != nil {
+				bad = append(bad, fmt.Errorf("config models[%d].sim_faults: %w", i, err))
+			}
+		}
+		if len(bad) > 0 { // before anything is built or started
+			return nil, errors.Join(bad...)
 		}
 		if b.Command, err = BuildSim(ctx); err != nil {
 			return nil, err

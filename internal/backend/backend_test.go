@@ -63,6 +63,13 @@ func TestOpenErrorsNameTheSetting(t *testing.T) {
 	assert.ErrorContains(t, err, "config sim.profile")
 
 	cfg = config.Default()
+	cfg.Models[0].SimFaults, cfg.Models[1].SimFaults = "wake-fial=2", "crash-after=x"
+	_, err = Open(t.Context(), cfg, t.TempDir())
+	assert.ErrorContains(t, err, "config models[0].sim_faults:")
+	assert.ErrorContains(t, err, "config models[1].sim_faults:")
+	assert.ErrorContains(t, err, "wake-fial", "the typo is named")
+
+	cfg = config.Default()
 	cfg.Command, cfg.Memory = "/bin/true", "none"
 	b, err := Open(t.Context(), cfg, t.TempDir())
 	require.NoError(t, err)

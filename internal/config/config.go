@@ -9,10 +9,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
+	"unicode"
 )
 
 // EnvFile names the environment variable holding the config file path.
@@ -166,6 +170,9 @@ func Load(getenv func(string) string) (Config, error) {
 // errors naming the key. Keys present replace the defaults; a "models" list
 // replaces the default models whole.
 func Decode(b []byte, cfg *Config) error {
+	if errs := checkJSON(b); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(b, &probe); err != nil {
 		return fmt.Errorf("not a JSON object: %w", err)
@@ -176,14 +183,7 @@ func Decode(b []byte, cfg *Config) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(cfg); err != nil {
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &te):
-			return fmt.Errorf("key %q: want %s, got JSON %s", te.Field, te.Type, te.Value)
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return fmt.Errorf("unknown key %s (see testdata/example-config.json for the keys)", strings.TrimPrefix(err.Error(), "json: unknown field "))
-		}
-		return err
+		return fmt.Errorf("not a valid config: %w", err) // checkJSON should have named it
 	}
 	return nil
 }
@@ -239,9 +239,15 @@ func (c Config) Validate() error {
 			}
 			ports[m.Port] = m.Label
 		}
-		for k := range m.Thresholds {
-			if _, ok := thresholdField(k); !ok {
+		for _, k := range slices.Sorted(maps.Keys(m.Thresholds)) {
+			x := m.Thresholds[k]
+			switch _, ok := thresholdField(k); {
+			case !ok:
 				bad(key+".thresholds", "unknown threshold %q (keys as in thresholds)", k)
+			case slices.Contains(globalThresholds, k):
+				bad(key+".thresholds."+k, "applies to the whole run, not to one model: set it in thresholds")
+			default:
+				checkThreshold(bad, key+".thresholds."+k, k, x)
 			}
 		}
 		if m.SimFaults != "" && c.Command != "vllmsim" {
@@ -257,25 +263,34 @@ func (c Config) Validate() error {
 		}
 	}
 	p := c.Protocol
-	atLeast := func(key string, v, lo int) {
-		if v < lo {
+	// Upper bounds keep a typo (HANDOFFS=1000000000) from running until a
+	// timeout: each is far beyond any useful run.
+	within := func(key string, v, lo, hi int) {
+		switch {
+		case v < lo:
 			bad("protocol."+key, "%d: must be at least %d", v, lo)
+		case v > hi:
+			bad("protocol."+key, "%d: at most %d (a run that long is a typo; split it)", v, hi)
 		}
 	}
-	atLeast("restart_warm", p.RestartWarm, 0)
-	atLeast("sleep_l1_cycles", p.SleepL1Cycles, 1)
-	atLeast("sleep_l2_cycles", p.SleepL2Cycles, 1)
-	atLeast("rounds", p.Rounds, 1)
-	atLeast("requests_per_round", p.RequestsPerRound, 1)
-	atLeast("handoffs", p.Handoffs, 1)
-	atLeast("max_tokens", p.MaxTokens, 2) // TPOT needs two tokens
-	atLeast("probe_max_tokens", p.ProbeMaxTokens, 1)
+	within("restart_warm", p.RestartWarm, 0, 100)
+	within("sleep_l1_cycles", p.SleepL1Cycles, 1, MaxCycles)
+	within("sleep_l2_cycles", p.SleepL2Cycles, 1, MaxCycles)
+	within("rounds", p.Rounds, 1, 1000)
+	within("requests_per_round", p.RequestsPerRound, 1, 100_000)
+	within("handoffs", p.Handoffs, 1, MaxCycles)
+	within("max_tokens", p.MaxTokens, 2, 1<<20) // TPOT needs two tokens
+	within("probe_max_tokens", p.ProbeMaxTokens, 1, 1<<20)
 	if len(p.Concurrency) == 0 {
 		bad("protocol.concurrency", "empty: list at least one concurrency, e.g. [1, 4]")
 	}
 	for i, cc := range p.Concurrency {
-		if cc < 1 {
-			bad(fmt.Sprintf("protocol.concurrency[%d]", i), "%d: must be at least 1", cc)
+		key := fmt.Sprintf("protocol.concurrency[%d]", i)
+		switch {
+		case cc < 1:
+			bad(key, "%d: must be at least 1", cc)
+		case cc > p.RequestsPerRound && p.RequestsPerRound >= 1:
+			bad(key, "%d exceeds requests_per_round %d: a round never has more than %d requests in flight; raise requests_per_round to at least %d or lower the concurrency", cc, p.RequestsPerRound, p.RequestsPerRound, cc)
 		}
 	}
 	if p.ContextTokens < p.MaxTokens+1 {
@@ -302,6 +317,23 @@ func (c Config) Validate() error {
 			bad("timeouts."+kv.k, "%v: must be > 0", kv.v)
 		}
 	}
+	tv := reflect.ValueOf(c.Thresholds)
+	for i := range tv.NumField() {
+		k := strings.Split(tv.Type().Field(i).Tag.Get("json"), ",")[0]
+		f := tv.Field(i)
+		x := 0.0
+		if f.Kind() == reflect.Int {
+			x = float64(f.Int())
+		} else {
+			x = f.Float()
+		}
+		if k != "regression_percent" && k != "regression_alpha" {
+			checkThreshold(bad, "thresholds."+k, k, x)
+		}
+	}
+	if strings.ContainsFunc(c.APIKey, unicode.IsControl) || strings.TrimSpace(c.APIKey) != c.APIKey {
+		bad("api_key", "holds a control character or surrounding space (a newline from a secrets file?): it would break the Authorization header")
+	}
 	if !(c.Thresholds.RegressionPercent >= 0) {
 		bad("thresholds.regression_percent", "%v: must not be negative", c.Thresholds.RegressionPercent)
 	}
@@ -313,13 +345,33 @@ func (c Config) Validate() error {
 			bad("baseline", "%v (a previous run's bench.txt)", err)
 		}
 	}
-	if c.Thresholds.MaxFailedRequests < 0 {
-		bad("thresholds.max_failed_requests", "must not be negative")
-	}
 	if c.OutDir == "" {
 		bad("out_dir", "empty: name a directory for the report")
 	}
 	return errors.Join(errs...)
+}
+
+// MaxCycles bounds the sleep cycles and handoffs of a run.
+const MaxCycles = 10_000
+
+// globalThresholds apply to the whole run, so a model cannot override them.
+var globalThresholds = []string{"max_switch_to_first_token_s", "regression_percent", "regression_alpha"}
+
+// checkThreshold reports a threshold value that cannot mean what its key
+// says: negative (0 turns a limit off; a negative one would pass or turn
+// off silently), NaN, a fraction of memory above 100 %, or a failure count
+// that is not whole.
+func checkThreshold(bad func(key, format string, a ...any), key, name string, x float64) {
+	switch {
+	case math.IsNaN(x) || math.IsInf(x, 0):
+		bad(key, "%v: want a number", x)
+	case x < 0:
+		bad(key, "%v: must not be negative (0 turns the limit off)", x)
+	case name == "min_l1_release_percent" && x > 100:
+		bad(key, "%v: a percent of the model's memory, at most 100", x)
+	case name == "max_failed_requests" && x != math.Trunc(x):
+		bad(key, "%v: a number of requests, want a whole number", x)
+	}
 }
 
 // KVBytes is protocol.kv_gib in bytes, as the plain integer vLLM accepts.

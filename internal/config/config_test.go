@@ -90,7 +90,22 @@ func TestBadInputNamesTheKey(t *testing.T) {
 		env  map[string]string
 		want []string
 	}{
-		{"unknown key", `{"protocol": {"handofs": 3}}`, nil, []string{`unknown key "handofs"`}},
+		{"unknown key", `{"protocol": {"handofs": 3}}`, nil, []string{`unknown key "protocol.handofs"`}},
+		{"keys are case-sensitive", `{"protocol": {"HANDOFFS": 3}}`, nil, []string{`unknown key "protocol.HANDOFFS"`}},
+		{"every type error, not the first", `{"protocol": {"rounds": "two", "handoffs": 2.5}, "sim": {"time_scale": "fast"}, "models": [{"label": 1}]}`, nil,
+			[]string{`key "protocol.rounds": want an integer, got JSON string`, `key "protocol.handoffs": want an integer, got 2.5`,
+				`key "sim.time_scale": want a number, got JSON string`, `key "models[0].label": want a string, got JSON number`}},
+		{"negative threshold", `{"thresholds": {"max_residual_gib": -1, "min_after_wake_tps_ratio": -0.5}}`, nil,
+			[]string{"thresholds.max_residual_gib: -1: must not be negative", "thresholds.min_after_wake_tps_ratio: -0.5: must not be negative"}},
+		{"release over 100 %", `{"thresholds": {"min_l1_release_percent": 150}}`, nil, []string{"thresholds.min_l1_release_percent: 150: a percent"}},
+		{"per-model threshold checked", `{"models": [{"label":"A","name":"x","gpu_memory_utilization":0.4,"thresholds":{"max_residual_gib":-2,"max_failed_requests":1.5}}]}`, nil,
+			[]string{"models[0].thresholds.max_residual_gib: -2: must not be negative", "models[0].thresholds.max_failed_requests: 1.5: a number of requests"}},
+		{"per-model override of a run-wide threshold", `{"models": [{"label":"A","name":"x","gpu_memory_utilization":0.4,"thresholds":{"max_switch_to_first_token_s":5,"regression_percent":5}}]}`, nil,
+			[]string{"models[0].thresholds.max_switch_to_first_token_s: applies to the whole run", "models[0].thresholds.regression_percent: applies to the whole run"}},
+		{"absurd count", `{}`, map[string]string{"WAKEBENCH_PROTOCOL_HANDOFFS": "1000000000"}, []string{"protocol.handoffs: 1000000000: at most 10000"}},
+		{"concurrency a round never reaches", `{"protocol": {"concurrency": [4, 64], "requests_per_round": 8}}`, nil,
+			[]string{"protocol.concurrency[1]: 64 exceeds requests_per_round 8"}},
+		{"api key with a newline", `{"api_key": "secret\n"}`, nil, []string{"api_key: holds a control character"}},
 		{"wrong type", `{"protocol": {"rounds": "two"}}`, nil, []string{`key "protocol.rounds"`, "int", "string"}},
 		{"not an object", `[1]`, nil, []string{"not a JSON object"}},
 		{"zero count", `{"protocol": {"sleep_l1_cycles": 0}}`, nil, []string{"protocol.sleep_l1_cycles: 0: must be at least 1"}},
@@ -116,6 +131,7 @@ func TestBadInputNamesTheKey(t *testing.T) {
 			for _, w := range tt.want {
 				assert.Contains(t, err.Error(), w)
 			}
+			assert.LessOrEqual(t, len(strings.Split(err.Error(), "\n")), len(tt.want), "one line per problem")
 		})
 	}
 }

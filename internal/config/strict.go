@@ -1,0 +1,125 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// checkJSON lists every problem of a config file at once, by key path:
+// keys Config does not have (matched exactly: encoding/json would take
+// "HANDOFFS" for "handoffs") and values of the wrong JSON type
+// (encoding/json reports only the first).
+func checkJSON(b []byte) []error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return []error{fmt.Errorf("not a JSON object: %w", err)}
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return []error{fmt.Errorf("not a JSON object: the file holds a JSON %s", jsonKind(v))}
+	}
+	var errs []error
+	walkJSON(v, reflect.TypeOf(Config{}), "", &errs)
+	return errs
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func walkJSON(v any, t reflect.Type, path string, errs *[]error) {
+	if v == nil { // null leaves the default, as encoding/json does
+		return
+	}
+	wrong := func(want string) {
+		*errs = append(*errs, fmt.Errorf("key %q: want %s, got JSON %s", path, want, jsonKind(v)))
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			wrong("an object")
+			return
+		}
+		fields := map[string]reflect.StructField{}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if name := strings.Split(f.Tag.Get("json"), ",")[0]; name != "" && name != "-" {
+				fields[name] = f
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			f, ok := fields[k]
+			if !ok {
+				*errs = append(*errs, fmt.Errorf("unknown key %q (keys are lower case, as in testdata/example-config.json)", join(path, k)))
+				continue
+			}
+			walkJSON(obj[k], f.Type, join(path, k), errs)
+		}
+	case reflect.Map:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			wrong("an object")
+			return
+		}
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			walkJSON(obj[k], t.Elem(), join(path, k), errs)
+		}
+	case reflect.Slice:
+		arr, ok := v.([]any)
+		if !ok {
+			wrong("a list")
+			return
+		}
+		for i, x := range arr {
+			walkJSON(x, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
+		}
+	case reflect.String:
+		if _, ok := v.(string); !ok {
+			wrong("a string")
+		}
+	case reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			wrong("true or false")
+		}
+	case reflect.Int, reflect.Int64:
+		n, ok := v.(json.Number)
+		if !ok {
+			wrong("an integer")
+			return
+		}
+		if f, err := n.Float64(); err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+			*errs = append(*errs, fmt.Errorf("key %q: want an integer, got %s", path, n))
+		}
+	case reflect.Float64:
+		if _, ok := v.(json.Number); !ok {
+			wrong("a number")
+		}
+	}
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "bool"
+	case json.Number:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "list"
+	}
+	return "object"
+}
