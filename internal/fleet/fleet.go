@@ -141,7 +141,8 @@ func freePort() (int, error) {
 }
 
 // Start spawns the model's server, waits for /health and checks
-// /v1/models. It returns spawn → ready.
+// /v1/models. It returns spawn → ready. A start that fails is stopped:
+// nothing of it runs on beside the next model.
 func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, err error) {
 	m, err := f.model(label)
 	if err != nil {
@@ -179,6 +180,10 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 		return err
 	})
 	if err != nil {
+		// A start that failed must not run on beside the next model's.
+		if serr := f.Stop(label); serr != nil {
+			err = errors.Join(err, fmt.Errorf("stopping it: %w", serr))
+		}
 		return 0, fmt.Errorf("start %s (%s): %w; server log: %s", label, m.cfg.Name, err, spec.LogPath)
 	}
 	ready = readyAt.Sub(srv.Spawned)
@@ -198,6 +203,9 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 		return nil
 	})
 	if err != nil {
+		if serr := f.Stop(label); serr != nil {
+			err = errors.Join(err, fmt.Errorf("stopping it: %w", serr))
+		}
 		return ready, fmt.Errorf("start %s: %w", label, err)
 	}
 	return ready, nil

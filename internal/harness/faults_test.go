@@ -269,3 +269,30 @@ func TestOneFailedRequestCostsOneRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedStartIsStopped: a start that never becomes ready is stopped
+// when it times out, so the next model starts alone, its own start is not
+// blamed on making room, and no phase serves the model that failed.
+func TestFailedStartIsStopped(t *testing.T) {
+	cfg := small(t)
+	cfg.Models[0].SimFaults = "start-hang"
+	cfg.Timeouts.StartS = 2
+	require.NoError(t, cfg.Validate())
+	h, err := Open(t.Context(), cfg)
+	require.NoError(t, err)
+	defer h.Close(nil)
+
+	_, err = h.Restart(t.Context(), "A", t.Logf)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "no answer within 2s")
+	assert.False(t, h.fleet.Running("A"))
+	assert.Zero(t, h.fleet.PID("A"), "the server that failed to start is stopped")
+
+	_, err = h.Restart(t.Context(), "B", t.Logf)
+	require.NoError(t, err, "B starts alone; nothing is blamed on making room for it")
+	assert.Equal(t, []string{"B"}, h.fleet.Awake())
+	_, err = h.Baseline(t.Context(), "A", t.Logf)
+	require.Error(t, err, "A is started afresh by the next phase, and hangs again")
+	assert.ErrorContains(t, err, "baseline A: activate")
+	assert.Zero(t, h.fleet.PID("A"))
+}

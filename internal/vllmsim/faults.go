@@ -14,6 +14,7 @@ const EnvFaults = "VLLMSIM_FAULTS"
 // VLLMSIM_FAULTS is a comma-separated list of:
 //
 //	crash-at-start         exit 1 halfway through start-up
+//	start-hang             start-up never finishes (a stuck compile or NCCL init): /health never answers
 //	crash-after=N          exit 3 when the Nth completion request arrives
 //	crash-mid-stream=N     the Nth completion stream stops after 2 tokens and the process exits
 //	truncate-stream=N      the Nth stream ends without [DONE]; the server lives on
@@ -28,6 +29,7 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	                       the process exits 1
 type Faults struct {
 	CrashAtStart    bool
+	StartHang       bool
 	CrashAfter      int
 	CrashMidStream  int
 	TruncateStream  int
@@ -79,6 +81,8 @@ func ParseFaults(s string) (*Faults, error) {
 		switch name {
 		case "crash-at-start":
 			f.CrashAtStart = true
+		case "start-hang":
+			f.StartHang = true
 		case "crash-after":
 			f.CrashAfter, err = n()
 		case "crash-mid-stream":

@@ -484,6 +484,11 @@ func (s *server) startup(ctx context.Context, warm bool) error {
 	if s.faults.CrashAtStart {
 		return fmt.Errorf("%w: injected fault crash-at-start: RuntimeError: Engine core initialization failed", errStartup)
 	}
+	if s.faults.StartHang {
+		s.log.Printf("injected fault start-hang: start-up stops here")
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	s.mu.Lock()
 	s.weightsAsleep = false
 	s.mu.Unlock()
