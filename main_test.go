@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -35,16 +34,24 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
 	flag.Parse()
+	// A CI job that ends (a cancelled job, timeout, kill -TERM of the
+	// process group) kills go test, which held this binary's stdout: the
+	// next write would kill the run with SIGPIPE before its report. Ignored,
+	// such writes fail and the run ends as for any signal.
+	signal.Ignore(syscall.SIGPIPE)
 	cfg, err := config.Load(os.Getenv)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "wakebench: %v\n", err)
+		if werr := harness.WriteAborted(cfg, "config", err); werr != nil {
+			fmt.Fprintf(os.Stderr, "wakebench: %v\n", werr)
+		}
 		return 2
 	}
-	// Ctrl-C and SIGTERM end the phases; Close then stops every server and
-	// writes the report.
+	// Ctrl-C, SIGTERM and SIGHUP end the phases; Close then stops every
+	// server and writes the report.
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	stop := func() { signal.Stop(sigs); close(sigs) }
 	go func() {
 		if sig, ok := <-sigs; ok {
@@ -57,6 +64,9 @@ func run(m *testing.M) int {
 		cancel(nil)
 		stop()
 		fmt.Fprintf(os.Stderr, "wakebench: %v\n", err)
+		if werr := harness.WriteAborted(cfg, "setup", err); werr != nil {
+			fmt.Fprintf(os.Stderr, "wakebench: %v\n", werr)
+		}
 		return 2
 	}
 	suite.h, suite.ctx = h, ctx
@@ -77,24 +87,18 @@ func run(m *testing.M) int {
 	suite.mu.Unlock()
 	rep, err := h.Close(failed)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "wakebench: %v\n", err)
 		code = max(code, 1)
 	}
 	if rep.Status != "PASS" {
 		code = max(code, 1)
 	}
 	if err := goleak.Find(); err != nil {
+		// After Close: the report cannot say so; the exit code does.
 		fmt.Fprintf(os.Stderr, "wakebench: goroutines left behind: %v\n", err)
 		code = max(code, 1)
 	}
 	_ = report.WriteSummary(os.Stdout, rep)
-	sim := ""
-	if rep.Simulated != nil {
-		sim = fmt.Sprintf(" [simulated: vllmsim profile %s, time scale %g]", rep.Simulated.Profile, rep.Simulated.TimeScale)
-	}
-	fmt.Printf("wakebench: status %s%s\nwakebench: report %s\nwakebench: benchstat file %s, samples %s, server logs in %s\n",
-		rep.Status, sim, filepath.Join(cfg.OutDir, "report.json"), filepath.Join(cfg.OutDir, "bench.txt"),
-		filepath.Join(cfg.OutDir, "samples.csv"), cfg.OutDir)
+	fmt.Print(harness.Ending(rep, err, cfg.OutDir))
 	return code
 }
 

@@ -199,11 +199,13 @@ func TestAPIKeyNeverWritten(t *testing.T) {
 	}
 }
 
-// TestDiskFull puts out_dir on a 16 KiB tmpfs: the run goes on, Close says
-// which output could not be written and why, and no server is left.
+// TestDiskFull puts out_dir on a 32 KiB tmpfs: the run goes on, Close says
+// which output could not be written and why, the streamed files hold only
+// whole lines, the status is FAIL and what the run prints names what is
+// missing, and no server is left.
 func TestDiskFull(t *testing.T) {
 	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=32k", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Skipf("needs root to mount a small tmpfs: %v %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
@@ -217,12 +219,25 @@ func TestDiskFull(t *testing.T) {
 	_, err = h.SleepCycles(t.Context(), "A", 1, func(string, ...any) {})
 	require.NoError(t, err, "a full disk does not stop the measurements")
 	pid := h.fleet.PID("A")
-	_, err = h.Close(nil)
+	rep, err := h.Close(nil)
 	require.Error(t, err)
 	t.Log(err)
 	assert.ErrorContains(t, err, "no space left on device")
 	assert.ErrorContains(t, err, dir, "the error names the output")
 	assert.False(t, server.GroupAlive(pid))
+	assert.Equal(t, "FAIL", rep.Status, "an output that could not be written fails the run")
+
+	for _, name := range []string{"samples.csv", "metrics.jsonl"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		if len(b) > 0 {
+			assert.Equal(t, byte('\n'), b[len(b)-1], "%s ends with a whole line", name)
+		}
+	}
+	end := Ending(rep, err, dir)
+	assert.Contains(t, end, "wakebench: status FAIL")
+	assert.Contains(t, end, "not all outputs were written")
+	assert.NotContains(t, end, "status PASS")
 }
 
 // TestOneFailedRequestCostsOneRequest: a truncated stream at the first
@@ -295,4 +310,51 @@ func TestFailedStartIsStopped(t *testing.T) {
 	require.Error(t, err, "A is started afresh by the next phase, and hangs again")
 	assert.ErrorContains(t, err, "baseline A: activate")
 	assert.Zero(t, h.fleet.PID("A"))
+}
+
+// TestLineFileKeepsWholeLines fills an 8 KiB tmpfs with lines of a size
+// that does not divide a page: the write that hits the end is cut back, so
+// the file ends with a whole line, and Close says how many were lost.
+func TestLineFileKeepsWholeLines(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("needs root to mount a small tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	lf, err := createLineFile(filepath.Join(dir, "m.jsonl"), "m.jsonl")
+	require.NoError(t, err)
+	line := []byte(strings.Repeat("x", 999) + "\n")
+	for range 12 {
+		lf.write(line)
+	}
+	err = lf.Close()
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "m.jsonl: 4 write(s) lost")
+	assert.ErrorContains(t, err, "no space left on device")
+	b, rerr := os.ReadFile(filepath.Join(dir, "m.jsonl"))
+	require.NoError(t, rerr)
+	assert.Equal(t, 8*len(line), len(b), "8 whole lines fit in 8 KiB; the 9th was cut back")
+}
+
+// TestACrashIsReportedOnce: a server that crashes in the baseline fails
+// the baseline, naming the exit; the next phase starts it afresh instead
+// of failing a second time on the same crash.
+func TestACrashIsReportedOnce(t *testing.T) {
+	cfg := small(t)
+	cfg.Models[0].SimFaults = "crash-after=3" // 2 probes at start; the baseline's first request
+	require.NoError(t, cfg.Validate())
+	h, err := Open(t.Context(), cfg)
+	require.NoError(t, err)
+	_, err = h.Restart(t.Context(), "A", t.Logf)
+	require.NoError(t, err)
+	_, err = h.Baseline(t.Context(), "A", t.Logf)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "server A exited: exit status 3")
+	cycles, err := h.SleepCycles(t.Context(), "A", 1, t.Logf) // 2 cycles, 2 probes: the fresh server lives
+	require.NoError(t, err, "the next phase runs on a fresh server")
+	assert.Len(t, cycles, 2)
+	rep, err := h.Close(nil)
+	require.NoError(t, err)
+	require.Len(t, rep.Failures, 1, "one crash, one failure: %+v", rep.Failures)
+	assert.Equal(t, "baseline", rep.Failures[0].Phase)
 }

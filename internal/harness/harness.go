@@ -43,7 +43,10 @@ type Run struct {
 }
 
 // Open prepares a run: output directory, backend, samplers and output
-// streams. No server is started yet.
+// streams. It claims out_dir (an earlier run's outputs are removed) and
+// writes a provisional FAIL report that Close replaces, so a run killed
+// outright still leaves a report saying it did not finish. No server is
+// started yet.
 func Open(ctx context.Context, cfg config.Config) (*Run, error) {
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("out_dir %s: %w", cfg.OutDir, err)
@@ -77,6 +80,12 @@ func Open(ctx context.Context, cfg config.Config) (*Run, error) {
 	}
 	r.rec = record.New(labels, names)
 	r.rec.SetSetup(r.be.Setup)
+	if err := claim(cfg); err != nil {
+		return fail(err)
+	}
+	if err := provisional(cfg.OutDir, r.rec.Raw()); err != nil {
+		return fail(err)
+	}
 	if r.be.Source != nil {
 		r.sampler = gpu.NewSampler(r.be.Source, time.Duration(float64(time.Second)/cfg.Protocol.SampleHz))
 	}
@@ -113,7 +122,7 @@ func Open(ctx context.Context, cfg config.Config) (*Run, error) {
 		})
 	})
 	// A write error here shows again at Close.
-	r.bg.Go(func() { every(bgCtx, time.Second, func() { _ = r.samples.flush() }) })
+	r.bg.Go(func() { every(bgCtx, time.Second, r.samples.flush) })
 	return r, nil
 }
 
@@ -158,7 +167,9 @@ func (r *Run) StopAll() error { return r.fleet.StopAll() }
 
 // Close stops every server (SIGTERM, then SIGKILL after timeouts.stop_s),
 // stops the samplers, completes samples.csv and metrics.jsonl and writes
-// report.json, bench.txt, summary.md and timeline.svg (atomically).
+// bench.txt, timeline.svg, then summary.md and report.json (atomically,
+// replacing the provisional ones Open wrote), which name any output that
+// could not be written.
 // testFailures are added to the report's failures (and make it FAIL).
 // It returns the report and the first error met while writing.
 func (r *Run) Close(testFailures []record.Failure) (report.Report, error) {
@@ -193,14 +204,12 @@ func (r *Run) Close(testFailures []record.Failure) (report.Report, error) {
 	r.rec.Finish(used, r.fleet.RSSPeaks(), time.Now())
 
 	raw := r.rec.Raw()
-	rep := report.Build(raw)
 	write := func(name string, f func(io.Writer) error) {
 		if err := report.WriteFile(filepath.Join(r.cfg.OutDir, name), f); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	write("bench.txt", func(w io.Writer) error { return report.WriteBench(w, raw) })
-	write("summary.md", func(w io.Writer) error { return report.WriteSummary(w, rep) })
 	if len(samples) > 0 {
 		title := "wakebench: GPU memory, " + raw.GPU
 		if raw.Simulated != nil {
@@ -211,6 +220,14 @@ func (r *Run) Close(testFailures []record.Failure) (report.Report, error) {
 				Windows: raw.Windows, Pad: time.Duration(r.cfg.Protocol.WindowPadS * float64(time.Second)), Events: raw.Events, Title: title})
 		})
 	}
-	write("report.json", func(w io.Writer) error { return report.WriteJSON(w, rep) })
+	// The report comes last and says what could not be written before it.
+	for _, err := range errs {
+		r.rec.Fail(record.Failure{Phase: "outputs", Error: err.Error()})
+	}
+	rep, err := writeReport(r.cfg.OutDir, r.rec.Raw())
+	if err != nil {
+		errs = append(errs, err)
+		rep.Status = "FAIL"
+	}
 	return rep, errors.Join(errs...)
 }

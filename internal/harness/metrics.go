@@ -2,8 +2,6 @@ package harness
 
 import (
 	"encoding/json"
-	"fmt"
-	"os"
 	"sync"
 
 	"github.com/wakebench/wakebench/internal/vllm"
@@ -11,9 +9,8 @@ import (
 
 // metricsLog appends /metrics scrapes to metrics.jsonl, one JSON object a line.
 type metricsLog struct {
-	mu  sync.Mutex
-	f   *os.File
-	enc *json.Encoder
+	mu sync.Mutex
+	lf *lineFile
 }
 
 type scrape struct {
@@ -29,21 +26,27 @@ type scrape struct {
 }
 
 func openMetricsLog(path string) (*metricsLog, error) {
-	f, err := os.Create(path)
+	lf, err := createLineFile(path, "metrics.jsonl")
 	if err != nil {
-		return nil, fmt.Errorf("metrics log: %w", err)
+		return nil, err
 	}
-	return &metricsLog{f: f, enc: json.NewEncoder(f)}, nil
+	return &metricsLog{lf: lf}, nil
 }
 
+// write appends one scrape as a whole line (or, on a full disk, nothing:
+// Close says how many were lost).
 func (l *metricsLog) write(s scrape) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return // a scrape is plain data: cannot happen
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_ = l.enc.Encode(s) // auxiliary data: a full disk shows in report.json's own write
+	l.lf.write(append(b, '\n'))
 }
 
 func (l *metricsLog) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.f.Close()
+	return l.lf.Close()
 }

@@ -1,9 +1,8 @@
 package harness
 
 import (
-	"bufio"
+	"bytes"
 	"fmt"
-	"os"
 	"sync"
 
 	"github.com/wakebench/wakebench/internal/gpu"
@@ -12,26 +11,26 @@ import (
 )
 
 // samplesLog streams samples.csv to disk as samples are taken; the harness
-// flushes it every second, so a killed harness loses at most the last second.
+// flushes it every second, so a killed harness loses at most the last
+// second, and a full disk costs whole rows, never half of one.
 type samplesLog struct {
-	mu sync.Mutex
-	f  *os.File
-	bw *bufio.Writer
-	sw *report.SamplesWriter
+	mu  sync.Mutex
+	lf  *lineFile
+	buf bytes.Buffer
+	sw  *report.SamplesWriter
 }
 
 func openSamplesLog(path string) (*samplesLog, error) {
-	f, err := os.Create(path)
+	lf, err := createLineFile(path, "samples.csv")
 	if err != nil {
-		return nil, fmt.Errorf("samples: %w", err)
+		return nil, err
 	}
-	bw := bufio.NewWriter(f)
-	sw, err := report.NewSamplesWriter(bw)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("samples: %w", err)
+	l := &samplesLog{lf: lf}
+	if l.sw, err = report.NewSamplesWriter(&l.buf); err != nil {
+		lf.f.Close()
+		return nil, fmt.Errorf("samples.csv: %w", err)
 	}
-	return &samplesLog{f: f, bw: bw, sw: sw}, nil
+	return l, nil
 }
 
 func (l *samplesLog) gpu(s gpu.Sample, labelOf func(int) string) {
@@ -46,22 +45,16 @@ func (l *samplesLog) rss(r record.RSSSample) {
 	l.sw.RSS(r)
 }
 
-func (l *samplesLog) flush() error {
+// flush writes the rows taken since the last flush.
+func (l *samplesLog) flush() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.sw.Flush(); err != nil {
-		return fmt.Errorf("samples.csv: %w", err)
-	}
-	if err := l.bw.Flush(); err != nil {
-		return fmt.Errorf("samples.csv: %w", err)
-	}
-	return nil
+	_ = l.sw.Flush() // into memory: cannot fail
+	l.lf.write(l.buf.Bytes())
+	l.buf.Reset()
 }
 
 func (l *samplesLog) Close() error {
-	err := l.flush()
-	if cerr := l.f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("samples.csv: %w", cerr)
-	}
-	return err
+	l.flush()
+	return l.lf.Close()
 }

@@ -1,0 +1,110 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/report"
+)
+
+// Outputs are the files a run writes into out_dir (besides a log per model).
+var Outputs = []string{"report.json", "summary.md", "bench.txt", "timeline.svg", "compare.txt", "samples.csv", "metrics.jsonl"}
+
+// NotFinished is the failure of the provisional report a run writes when it
+// starts: a run killed outright (SIGKILL, the OOM killer) leaves it.
+const NotFinished = "the run did not finish: wakebench writes this report when a run starts and replaces it when the run ends, so a run that was killed (SIGKILL, out of memory) or is still going leaves this one; samples.csv and metrics.jsonl hold what was measured until then"
+
+// claim makes out_dir this run's: every output an earlier run left there,
+// and the logs of this run's models, are removed, so no stale PASS can be
+// read beside this run's files.
+func claim(cfg config.Config) error {
+	var errs []error
+	names := append([]string{}, Outputs...)
+	for _, m := range cfg.Models {
+		names = append(names, m.Label+".log")
+	}
+	for _, n := range names {
+		if err := os.Remove(filepath.Join(cfg.OutDir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("out_dir: remove the earlier run's %s: %w", n, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeReport writes report.json and summary.md of raw (atomically).
+func writeReport(dir string, raw record.Raw) (report.Report, error) {
+	rep := report.Build(raw)
+	return rep, errors.Join(
+		report.WriteFile(filepath.Join(dir, "summary.md"), func(w io.Writer) error { return report.WriteSummary(w, rep) }),
+		report.WriteFile(filepath.Join(dir, "report.json"), func(w io.Writer) error { return report.WriteJSON(w, rep) }))
+}
+
+// provisional writes the report a run leaves if it never reaches Close.
+func provisional(dir string, raw record.Raw) error {
+	raw.Failures = append(raw.Failures, record.Failure{Phase: "run", Error: NotFinished})
+	_, err := writeReport(dir, raw)
+	return err
+}
+
+// WriteAborted is for a run that ends before it starts (a config error, a
+// setup that fails): out_dir gets a FAIL report.json and summary.md naming
+// the error, and loses any earlier run's outputs, so a CI step reading it
+// never finds a stale PASS. phase names what failed ("config", "setup").
+func WriteAborted(cfg config.Config, phase string, cause error) error {
+	if cfg.OutDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return fmt.Errorf("out_dir %s: %w", cfg.OutDir, err)
+	}
+	claimErr := claim(cfg)
+	names := map[string]string{}
+	var labels []string
+	for _, m := range cfg.Models {
+		labels, names[m.Label] = append(labels, m.Label), m.Name
+	}
+	rec := record.New(labels, names)
+	rec.SetSetup(record.Setup{GPU: "unknown (the run did not start)", Runtime: "unknown (no server reached)", MemorySource: cfg.Memory})
+	rec.Fail(record.Failure{Phase: phase, Error: cause.Error()})
+	_, err := writeReport(cfg.OutDir, rec.Raw())
+	return errors.Join(claimErr, err)
+}
+
+// Ending is what a run prints when it ends: the status (FAIL whenever an
+// output could not be written, whatever the report says) and where each
+// output is, naming those that could not be written.
+func Ending(rep report.Report, closeErr error, outDir string) string {
+	var b strings.Builder
+	status := rep.Status
+	if closeErr != nil {
+		status = "FAIL"
+	}
+	sim := ""
+	if rep.Simulated != nil {
+		sim = fmt.Sprintf(" [simulated: vllmsim profile %s, time scale %g]", rep.Simulated.Profile, rep.Simulated.TimeScale)
+	}
+	fmt.Fprintf(&b, "wakebench: status %s%s\n", status, sim)
+	var lost []string
+	for _, n := range []string{"report.json", "bench.txt", "summary.md", "samples.csv", "metrics.jsonl"} {
+		if closeErr != nil && strings.Contains(closeErr.Error(), n) {
+			lost = append(lost, n)
+		}
+	}
+	if closeErr != nil {
+		fmt.Fprintf(&b, "wakebench: not all outputs were written (%s): %v\n", strings.Join(lost, ", "), closeErr)
+	}
+	if !strings.Contains(strings.Join(lost, " "), "report.json") {
+		fmt.Fprintf(&b, "wakebench: report %s\n", filepath.Join(outDir, "report.json"))
+	} else {
+		fmt.Fprintf(&b, "wakebench: report %s was NOT replaced: it may hold this run's provisional FAIL report\n", filepath.Join(outDir, "report.json"))
+	}
+	fmt.Fprintf(&b, "wakebench: benchstat file %s, samples %s, server logs in %s\n",
+		filepath.Join(outDir, "bench.txt"), filepath.Join(outDir, "samples.csv"), outDir)
+	return b.String()
+}
