@@ -41,9 +41,20 @@ func TestProtocol(t *testing.T) {
 	for _, ph := range protocol.Phases() {
 		test, ok := phaseTests[ph.Name]
 		require.True(t, ok, "phase %s has no test", ph.Name)
-		t.Run(ph.Name, test)
+		t.Run(ph.Name, func(t *testing.T) {
+			skipIfStopped(t)
+			test(t)
+		})
 	}
 	assert.Len(t, phaseTests, len(protocol.Phases()), "a test for a phase the protocol does not list")
+}
+
+// skipIfStopped skips what is left of a run that was stopped (a signal,
+// the -timeout guard): the phase in flight has reported the cause, once.
+func skipIfStopped(t *testing.T) {
+	if ctx := suite.ctx; ctx.Err() != nil {
+		t.Skipf("not run: %v", context.Cause(ctx))
+	}
 }
 
 // testRestart measures the initial and warm starts of every model:
@@ -52,6 +63,7 @@ func testRestart(t *testing.T) {
 	h, ctx := begin(t, protocol.PhaseRestart)
 	for _, l := range h.Labels() {
 		t.Run(l, func(t *testing.T) {
+			skipIfStopped(t)
 			rs, err := h.Restart(ctx, l, progress(t))
 			require.NoError(t, err)
 			passes(t, h.RestartChecks(l, rs))
@@ -83,6 +95,7 @@ func testServing(t *testing.T, serve func(context.Context, string, protocol.Logf
 	h, ctx := suite.h, suite.ctx
 	for _, l := range h.Labels() {
 		t.Run(l, func(t *testing.T) {
+			skipIfStopped(t)
 			runs, err := serve(ctx, l, progress(t))
 			assert.NoError(t, err)
 			require.Len(t, runs, len(h.Config().Protocol.Concurrency), "one run per concurrency")
@@ -101,6 +114,7 @@ func testSleep(t *testing.T, level int) {
 	h, ctx := begin(t, phase)
 	for _, l := range h.Labels() {
 		t.Run(l, func(t *testing.T) {
+			skipIfStopped(t)
 			cycles, err := h.SleepCycles(ctx, l, level, progress(t))
 			assert.NoError(t, err)
 			for _, c := range cycles {

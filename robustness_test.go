@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,30 +17,62 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wakebench/wakebench/internal/harness"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/server"
 )
 
-// childRun starts the suite as a child process on the level-1 cycles
-// (endless) with extra arguments, and returns once it is in its third cycle.
-func childRun(t *testing.T, args ...string) (cmd *exec.Cmd, out string, servers []int) {
+// child is how a child run of the suite is started.
+type child struct {
+	run   string   // -test.run pattern; default: the level-1 cycles alone
+	args  []string // more test flags
+	env   []string // more environment
+	piped bool     // as CI runs it: in its own process group, stdout through a pipe (go test's, here cat) that dies with the group
+	out   string   // out_dir; default: a new temporary directory
+}
+
+// childConfig is the child's config: whatever this run's config and build
+// tags, vllmsim's tiny models on the simulated GPU, level-1 cycles without
+// end, a short stop grace.
+const childConfig = `{"command": "vllmsim", "memory": "sim", "sim": {"profile": "tiny", "time_scale": 1},
+	"models": [{"label": "A", "name": "tiny-a", "gpu_memory_utilization": 0.45}, {"label": "B", "name": "tiny-b", "gpu_memory_utilization": 0.45}],
+	"protocol": {"sleep_l1_cycles": 10000, "settle_s": 0.1}, "timeouts": {"stop_s": 1}}`
+
+// start starts the child run and returns once it is in its third level-1
+// cycle, with the process that runs the suite and its servers.
+func (c child) start(t *testing.T) (cmd *exec.Cmd, suitePID int, out string, servers []int) {
 	t.Helper()
 	if os.Getenv("WAKEBENCH_CHILD") != "" {
 		t.Skip("this is a child run")
 	}
-	out = t.TempDir()
-	// Whatever this run's config and build tags, the child runs vllmsim's
-	// tiny models on the simulated GPU.
+	out = c.out
+	if out == "" {
+		out = t.TempDir()
+	}
 	cfg := filepath.Join(t.TempDir(), "child.json")
-	require.NoError(t, os.WriteFile(cfg, []byte(`{"command": "vllmsim", "memory": "sim", "sim": {"profile": "tiny", "time_scale": 1},
-		"models": [{"label": "A", "name": "tiny-a", "gpu_memory_utilization": 0.45}, {"label": "B", "name": "tiny-b", "gpu_memory_utilization": 0.45}],
-		"protocol": {"sleep_l1_cycles": 100000, "settle_s": 0.1}}`), 0o644))
-	cmd = exec.Command(os.Args[0], append([]string{"-test.run=^TestProtocol$/^sleep-level1$", "-test.v"}, args...)...)
-	cmd.Env = append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_CONFIG="+cfg, "WAKEBENCH_OUT_DIR="+out)
+	require.NoError(t, os.WriteFile(cfg, []byte(childConfig), 0o644))
+	run := c.run
+	if run == "" {
+		run = "^TestProtocol$/^sleep-level1$"
+	}
+	args := append([]string{"-test.run=" + run, "-test.v"}, c.args...)
+	if c.piped {
+		cmd = exec.Command("sh", append([]string{"-c", `"$0" "$@" | cat`, os.Args[0]}, args...)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	} else {
+		cmd = exec.Command(os.Args[0], args...)
+	}
+	cmd.Env = append(append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_CONFIG="+cfg, "WAKEBENCH_OUT_DIR="+out), c.env...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		if c.piped {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
 	lines := bufio.NewScanner(stdout)
 	for lines.Scan() {
 		if strings.Contains(lines.Text(), "level 1 cycle 3/") {
@@ -47,8 +80,24 @@ func childRun(t *testing.T, args ...string) (cmd *exec.Cmd, out string, servers 
 		}
 	}
 	go io.Copy(io.Discard, stdout)
-	servers = childrenOf(t, cmd.Process.Pid)
+	suitePID = cmd.Process.Pid
+	if c.piped { // sh's children: the suite and cat
+		for _, pid := range childrenOf(t, cmd.Process.Pid) {
+			if comm, err := procfs.NewProc(pid); err == nil {
+				if name, _ := comm.Comm(); name != "cat" {
+					suitePID = pid
+				}
+			}
+		}
+	}
+	servers = childrenOf(t, suitePID)
 	require.NotEmpty(t, servers, "the child runs servers")
+	return cmd, suitePID, out, servers
+}
+
+// childRun starts the level-1 cycles as a child run with extra test flags.
+func childRun(t *testing.T, args ...string) (cmd *exec.Cmd, out string, servers []int) {
+	cmd, _, out, servers = child{args: args}.start(t)
 	return cmd, out, servers
 }
 
@@ -74,28 +123,96 @@ func readChildReport(t *testing.T, out string) report.Report {
 	return rep
 }
 
-// TestInterruptStopsEverything sends SIGINT to a run in the middle of the
-// level-1 cycles: it exits, writes a FAIL report naming the interrupt with
-// the cycles done so far, and leaves no server behind.
+// TestInterruptStopsEverything sends SIGINT to a run of the whole protocol
+// in the middle of the level-1 cycles: it exits within 2 s plus stop_s per
+// live server, writes a FAIL report naming the interrupt once (the phases
+// after it are skipped, not failed) with the cycles done so far, and
+// leaves no server behind.
 func TestInterruptStopsEverything(t *testing.T) {
-	cmd, out, servers := childRun(t)
+	cmd, _, out, servers := child{run: "^TestProtocol$"}.start(t)
+	sent := time.Now()
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
 	var ee *exec.ExitError
 	require.ErrorAs(t, waitExit(t, cmd, 30*time.Second), &ee, "an interrupted run fails")
+	took := time.Since(sent)
+	assert.Less(t, took, 2*time.Second+time.Duration(len(servers))*time.Second, "stopping took %v (stop_s 1, %d servers)", took, len(servers))
 	for _, pid := range servers {
 		assert.False(t, server.GroupAlive(pid), "server process group %d is gone", pid)
 	}
 	rep := readChildReport(t, out)
 	assert.Equal(t, "FAIL", rep.Status)
-	require.NotEmpty(t, rep.Failures)
+	require.Len(t, rep.Failures, 1, "the cause, once: %+v", rep.Failures)
 	assert.Contains(t, rep.Failures[0].Error, "interrupted by interrupt")
 	assert.GreaterOrEqual(t, rep.Models["A"].Sleep["1"].SuccessfulCycles, 3, "cycles done before the interrupt are kept")
-	for _, f := range rep.Failures {
-		assert.NotContains(t, f.Error, "see the go test output", "a phase that recorded its own failure is not recorded again by its test: %+v", f)
-	}
 	csv, err := os.ReadFile(filepath.Join(out, "samples.csv"))
 	require.NoError(t, err)
 	assert.Greater(t, strings.Count(string(csv), "\n"), 20, "samples are on disk")
+}
+
+// TestCIJobEndsWritesEverything ends a run as a cancelled CI job or
+// `timeout` does: SIGTERM to the whole process group, go test (here cat)
+// dying with it, so the suite's stdout is a broken pipe. The run still
+// writes its FAIL report, removes its temporary directory and leaves no
+// server.
+func TestCIJobEndsWritesEverything(t *testing.T) {
+	tmp := t.TempDir()
+	cmd, suite, out, servers := child{piped: true, env: []string{"TMPDIR=" + tmp}}.start(t)
+	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM))
+	waitExit(t, cmd, 10*time.Second)
+	require.Eventually(t, func() bool { return !processAlive(suite) }, 20*time.Second, 20*time.Millisecond, "the suite ends")
+	rep := readChildReport(t, out)
+	assert.Equal(t, "FAIL", rep.Status)
+	require.NotEmpty(t, rep.Failures)
+	assert.Contains(t, rep.Failures[0].Error, "interrupted by terminated", "the final report, not the provisional one: %+v", rep.Failures)
+	for _, name := range []string{"bench.txt", "summary.md", "samples.csv"} {
+		assert.FileExists(t, filepath.Join(out, name))
+	}
+	left, err := filepath.Glob(filepath.Join(tmp, "wakebench-*"))
+	require.NoError(t, err)
+	assert.Empty(t, left, "the run's temporary directory is removed")
+	for _, pid := range servers {
+		assert.Eventually(t, func() bool { return !server.GroupAlive(pid) }, 5*time.Second, 20*time.Millisecond, "server %d is gone", pid)
+	}
+}
+
+// processAlive reports whether pid exists and is not a zombie.
+func processAlive(pid int) bool {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return false
+	}
+	st, err := p.Stat()
+	return err == nil && st.State != "Z"
+}
+
+// TestStaleOutputsAreReplaced: an out_dir holding an earlier run's PASS
+// outputs, and a run that stops at a bad config: the report there now says
+// FAIL with the config error, and no earlier output is left to be read.
+func TestStaleOutputsAreReplaced(t *testing.T) {
+	if os.Getenv("WAKEBENCH_CHILD") != "" {
+		t.Skip("this is a child run")
+	}
+	out := t.TempDir()
+	for _, name := range []string{"report.json", "summary.md", "bench.txt", "A.log", "compare.txt"} {
+		require.NoError(t, os.WriteFile(filepath.Join(out, name), []byte(`{"status": "PASS"}`), 0o644))
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestProtocol$")
+	cmd.Env = append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_CONFIG=", "WAKEBENCH_OUT_DIR="+out, "WAKEBENCH_PROTOCOL_HANDOFFS=0")
+	b, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, string(b))
+	assert.Equal(t, 2, ee.ExitCode())
+	rep := readChildReport(t, out)
+	assert.Equal(t, "FAIL", rep.Status)
+	require.Len(t, rep.Failures, 1)
+	assert.Equal(t, "config", rep.Failures[0].Phase)
+	assert.Contains(t, rep.Failures[0].Error, "protocol.handoffs: 0")
+	summary, err := os.ReadFile(filepath.Join(out, "summary.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(summary), "FAIL")
+	for _, name := range []string{"bench.txt", "A.log", "compare.txt"} {
+		assert.NoFileExists(t, filepath.Join(out, name), "an earlier run's %s is removed", name)
+	}
 }
 
 // TestGoTestTimeoutStillCleansUp: a run about to hit go test -timeout stops
@@ -115,7 +232,8 @@ func TestGoTestTimeoutStillCleansUp(t *testing.T) {
 }
 
 // TestKilledHarnessLosesAtMostASecond: kill -9 of the harness. Its servers
-// die with it (Pdeathsig) and samples.csv holds all but the last second.
+// die with it (Pdeathsig), samples.csv holds all but the last second, and
+// report.json is the provisional FAIL report saying the run did not finish.
 func TestKilledHarnessLosesAtMostASecond(t *testing.T) {
 	cmd, out, servers := childRun(t)
 	time.Sleep(1500 * time.Millisecond)
@@ -134,6 +252,10 @@ func TestKilledHarnessLosesAtMostASecond(t *testing.T) {
 	require.NoError(t, err)
 	lost := float64(killedAt.UnixNano())/1e9 - last
 	assert.Less(t, lost, 1.5, "samples lost at the end: %.2f s", lost)
+	rep := readChildReport(t, out)
+	assert.Equal(t, "FAIL", rep.Status, "the report written when the run started")
+	require.NotEmpty(t, rep.Failures)
+	assert.Equal(t, harness.NotFinished, rep.Failures[len(rep.Failures)-1].Error)
 }
 
 // childrenOf lists the processes whose parent is pid.

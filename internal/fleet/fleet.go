@@ -49,6 +49,9 @@ type model struct {
 	asleep  bool
 	level   int // level of the current sleep
 	rssPeak uint64
+	// exitReported: an error naming this server's exit was returned, so
+	// the phase that met the crash has reported it.
+	exitReported bool
 }
 
 // Fleet is the servers of one run.
@@ -101,7 +104,7 @@ func (f *Fleet) timeout(ctx context.Context, m *model, d time.Duration, fn func(
 	if err != nil && errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("no answer within %v (raise timeouts in the config if that is expected): %w", d, err)
 	}
-	return explain(m, err)
+	return f.explain(m, err)
 }
 
 // Explain puts label's server exit in front of an error it caused.
@@ -110,13 +113,15 @@ func (f *Fleet) Explain(label string, err error) error {
 	if merr != nil {
 		return err
 	}
-	return explain(m, err)
+	return f.explain(m, err)
 }
 
 // explain puts a server's exit in front of an error it caused: a crash
 // shows to the client as a reset or a cut stream a moment before the exit.
-func explain(m *model, err error) error {
-	if err == nil || m.srv == nil {
+// An error of a stopped run (context canceled) is its own cause: it does
+// not wait for an exit. An exit it names counts as reported (Activate).
+func (f *Fleet) explain(m *model, err error) error {
+	if err == nil || m.srv == nil || errors.Is(err, context.Canceled) {
 		return err
 	}
 	select {
@@ -124,6 +129,9 @@ func explain(m *model, err error) error {
 	case <-time.After(300 * time.Millisecond):
 		return err
 	}
+	f.mu.Lock()
+	m.exitReported = true
+	f.mu.Unlock()
 	exit := m.srv.ExitErr()
 	if errors.Is(err, exit) || strings.Contains(err.Error(), exit.Error()) {
 		return err
@@ -169,7 +177,7 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 		return 0, err
 	}
 	f.mu.Lock()
-	m.srv, m.asleep, m.level, m.pids = srv, false, 0, []int{srv.PID()}
+	m.srv, m.asleep, m.level, m.pids, m.exitReported = srv, false, 0, []int{srv.PID()}, false
 	f.pidOf[srv.PID()] = label
 	f.mu.Unlock()
 	m.client = vllm.New("http://"+net.JoinHostPort(f.cfg.Host, strconv.Itoa(m.port)), vllm.WithAPIKey(f.cfg.APIKey))
@@ -528,8 +536,9 @@ func (f *Fleet) MakeRoom(ctx context.Context, label string) error {
 
 // Activate makes label the awake model: its server running (started if
 // needed, after the others are asleep), every other model asleep, label
-// awake. A server that has died is an error (its exit and log tail), never
-// silently restarted; the next Activate starts it afresh.
+// awake. A server that has died is an error (its exit and log tail) unless
+// an earlier error already named that exit: then it is started afresh, so
+// one crash is reported once, by the phase that met it.
 func (f *Fleet) Activate(ctx context.Context, label string) error {
 	m, err := f.model(label)
 	if err != nil {
@@ -537,8 +546,15 @@ func (f *Fleet) Activate(ctx context.Context, label string) error {
 	}
 	if m.srv != nil {
 		if exit := m.srv.ExitErr(); exit != nil {
+			f.mu.Lock()
+			reported := m.exitReported
+			f.mu.Unlock()
 			_ = f.Stop(label) // it has exited: the error is its exit
-			return exit
+			if !reported {
+				return exit
+			}
+			// The phase that met the crash reported it; this one starts
+			// the server afresh rather than failing on it a second time.
 		}
 	}
 	if err := f.MakeRoom(ctx, label); err != nil {
