@@ -46,7 +46,12 @@ func limits(raw record.Raw, label string, m *Model) *Limits {
 		missing = append(missing, "GPU facts (memory source is not nvml or sim)")
 	default:
 		if lim.PCIeGBps = f.PCIeGBps; lim.PCIeGBps > 0 {
-			lim.PCIeSource = fmt.Sprintf("%s: PCIe gen %d x%d (maximum link), raw one-direction rate after line coding%s", how, f.MaxPCIeGen, f.MaxPCIeWidth, scaled)
+			link := fmt.Sprintf("PCIe gen %d x%d (maximum link)", f.MaxPCIeGen, f.MaxPCIeWidth)
+			if f.MaxPCIeGen <= 0 || f.MaxPCIeWidth <= 0 {
+				// gpu.DeviceFacts.PCIeLimitGBps fell back to the current link.
+				link = fmt.Sprintf("PCIe gen %d x%d (the current link: NVML gave no maximum, and an idle link trains down, so this floor may be too slow)", f.PCIeGen, f.PCIeWidth)
+			}
+			lim.PCIeSource = fmt.Sprintf("%s: %s, raw one-direction rate after line coding%s", how, link, scaled)
 		} else {
 			missing = append(missing, "PCIe generation and width")
 		}

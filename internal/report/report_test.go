@@ -283,6 +283,13 @@ func TestPhysicalLimits(t *testing.T) {
 	assert.Zero(t, b.L1WakeFractionOfPCIe)
 	assert.Contains(t, b.Note, "weight size")
 
+	// NVML without the maximum link: the floor says it used the current one.
+	raw.GPUFacts = &record.GPUFacts{Name: "G", PCIeGen: 1, PCIeWidth: 16, PCIeGBps: 4, MemoryGBps: 864}
+	a = Build(raw).Models["A"].PhysicalLimits
+	assert.Contains(t, a.PCIeSource, "PCIe gen 1 x16 (the current link: NVML gave no maximum")
+	assert.NotContains(t, a.PCIeSource, "gen 0 x0")
+	assert.NotContains(t, a.PCIeSource, "maximum link")
+
 	raw.GPUFacts, raw.Simulated = nil, nil
 	a = Build(raw).Models["A"].PhysicalLimits
 	assert.Contains(t, a.Note, "GPU facts")
