@@ -95,7 +95,7 @@ func Open(ctx context.Context, cfg config.Config) (*Run, error) {
 	if r.metrics, err = openMetricsLog(filepath.Join(cfg.OutDir, "metrics.jsonl")); err != nil {
 		return fail(err)
 	}
-	if r.samples, err = openSamplesLog(filepath.Join(cfg.OutDir, "samples.csv")); err != nil {
+	if r.samples, err = openSamplesLog(filepath.Join(cfg.OutDir, "samples.csv"), r.rec.Simulated); err != nil {
 		return fail(err)
 	}
 	if r.sampler != nil {
@@ -147,7 +147,7 @@ func (r *Run) ObservePhase(ctx context.Context, phase, when string, labels []str
 		if !r.fleet.Running(l) {
 			continue
 		}
-		s := scrape{UnixS: record.Unix(time.Now()), Model: l, Phase: phase, When: when}
+		s := scrape{UnixS: record.Unix(time.Now()), Model: l, Phase: phase, When: when, Simulated: r.rec.Simulated()}
 		m, err := r.fleet.Metrics(ctx, l)
 		if err != nil {
 			s.Error = err.Error()

@@ -1,11 +1,11 @@
 package harness
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,7 +15,6 @@ import (
 
 	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/config"
-	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/server"
@@ -206,7 +205,9 @@ func TestNVMLWithoutDriverIsAClearSetupError(t *testing.T) {
 
 // gateRun runs restarts, five level-1 cycles and a baseline of model A at
 // the given time scale and returns its bench.txt.
-func gateRun(t *testing.T, scale float64) []byte {
+// gateRun runs restarts, level-1 cycles and a baseline of A at the time
+// scale given, and returns the open run (the caller closes it).
+func gateRun(t *testing.T, scale float64) (*Run, config.Config) {
 	t.Helper()
 	cfg := small(t)
 	cfg.Sim.TimeScale = scale
@@ -219,23 +220,35 @@ func gateRun(t *testing.T, scale float64) []byte {
 	require.NoError(t, err)
 	_, err = h.Baseline(t.Context(), "A", t.Logf)
 	require.NoError(t, err)
-	_, err = h.Close(nil)
+	return h, cfg
+}
+
+// closedGateRun is gateRun closed: the path of its bench.txt.
+func closedGateRun(t *testing.T, scale float64) string {
+	h, cfg := gateRun(t, scale)
+	_, err := h.Close(nil)
 	require.NoError(t, err)
-	b, err := os.ReadFile(filepath.Join(cfg.OutDir, "bench.txt"))
-	require.NoError(t, err)
-	return b
+	return filepath.Join(cfg.OutDir, "bench.txt")
 }
 
 // TestRegressionGateEndToEnd: two runs of the same profile pass the gate;
-// a run whose every modelled duration is 25 % longer fails it on the wake.
+// a run whose every modelled duration is 25 % longer fails it on the wake,
+// with a FAIL check; compare.txt, samples.csv and metrics.jsonl of the
+// simulated runs say they are simulated.
 func TestRegressionGateEndToEnd(t *testing.T) {
-	base, same, slow := gateRun(t, 2), gateRun(t, 2), gateRun(t, 2.5)
-	ds, err := gate.CompareBench(bytes.NewReader(base), bytes.NewReader(same), 10, 0.05)
+	base := closedGateRun(t, 2)
+	same, _ := gateRun(t, 2)
+	ds, _, err := same.Gate(base)
 	require.NoError(t, err)
 	for _, d := range ds {
 		assert.False(t, d.Regression, "same profile: %s %s %+.1f%% (%s)", d.Name, d.Unit, d.ChangePct, d.Cmp)
 	}
-	ds, err = gate.CompareBench(bytes.NewReader(base), bytes.NewReader(slow), 10, 0.05)
+	rep, err := same.Close(nil)
+	require.NoError(t, err)
+	assert.Equal(t, "PASS", rep.Status)
+
+	slow, cfg := gateRun(t, 2.5)
+	ds, table, err := slow.Gate(base)
 	require.NoError(t, err)
 	found := false
 	for _, d := range ds {
@@ -245,6 +258,30 @@ func TestRegressionGateEndToEnd(t *testing.T) {
 		}
 	}
 	assert.True(t, found)
+	rep, err = slow.Close(nil)
+	require.NoError(t, err)
+	assert.Equal(t, "FAIL", rep.Status)
+	assert.Contains(t, table, "this run is simulated: vllmsim profile tiny, time scale 2.5")
+	assert.Contains(t, table, "the baseline is simulated")
+	written, err := os.ReadFile(filepath.Join(cfg.OutDir, "compare.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, table, string(written))
+
+	csv, err := os.ReadFile(filepath.Join(cfg.OutDir, "samples.csv"))
+	require.NoError(t, err)
+	rows := strings.Split(strings.TrimSpace(string(csv)), "\n")
+	assert.Equal(t, "unix_s,source,label,pid,bytes,simulated", rows[0])
+	require.Greater(t, len(rows), 10)
+	for _, row := range rows[1:] {
+		require.True(t, strings.HasSuffix(row, ",1"), "every row of a simulated run says so: %s", row)
+	}
+	metrics, err := os.ReadFile(filepath.Join(cfg.OutDir, "metrics.jsonl"))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(metrics)), "\n")
+	require.NotEmpty(t, lines)
+	for _, l := range lines {
+		require.Contains(t, l, `"simulated":true`)
+	}
 }
 
 // TestEveryThresholdIsChecked: with every threshold set, each one appears

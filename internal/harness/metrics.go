@@ -14,12 +14,14 @@ type metricsLog struct {
 }
 
 type scrape struct {
-	UnixS   float64      `json:"unix_s"`
-	Model   string       `json:"model"`
-	Phase   string       `json:"phase"`
-	When    string       `json:"when"` // before or after
-	Error   string       `json:"error,omitempty"`
-	Metrics vllm.Metrics `json:"metrics,omitempty"`
+	UnixS float64 `json:"unix_s"`
+	Model string  `json:"model"`
+	Phase string  `json:"phase"`
+	When  string  `json:"when"` // before or after
+	// Simulated: the server is vllmsim, its figures modelled.
+	Simulated bool         `json:"simulated,omitempty"`
+	Error     string       `json:"error,omitempty"`
+	Metrics   vllm.Metrics `json:"metrics,omitempty"`
 	// Derived, with vLLM's renames handled.
 	SleepState   string   `json:"sleep_state,omitempty"`
 	KVCacheUsage *float64 `json:"kv_cache_usage,omitempty"`

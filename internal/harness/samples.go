@@ -14,19 +14,20 @@ import (
 // flushes it every second, so a killed harness loses at most the last
 // second, and a full disk costs whole rows, never half of one.
 type samplesLog struct {
-	mu  sync.Mutex
-	lf  *lineFile
-	buf bytes.Buffer
-	sw  *report.SamplesWriter
+	mu        sync.Mutex
+	lf        *lineFile
+	buf       bytes.Buffer
+	sw        *report.SamplesWriter
+	simulated func() bool // read at each flush: the next rows' simulated column
 }
 
-func openSamplesLog(path string) (*samplesLog, error) {
+func openSamplesLog(path string, simulated func() bool) (*samplesLog, error) {
 	lf, err := createLineFile(path, "samples.csv")
 	if err != nil {
 		return nil, err
 	}
-	l := &samplesLog{lf: lf}
-	if l.sw, err = report.NewSamplesWriter(&l.buf); err != nil {
+	l := &samplesLog{lf: lf, simulated: simulated}
+	if l.sw, err = report.NewSamplesWriter(&l.buf, simulated()); err != nil {
 		lf.f.Close()
 		return nil, fmt.Errorf("samples.csv: %w", err)
 	}
@@ -52,6 +53,7 @@ func (l *samplesLog) flush() {
 	_ = l.sw.Flush() // into memory: cannot fail
 	l.lf.write(l.buf.Bytes())
 	l.buf.Reset()
+	l.sw.SetSimulated(l.simulated())
 }
 
 func (l *samplesLog) Close() error {

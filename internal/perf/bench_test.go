@@ -188,7 +188,7 @@ func benchSampler(b *testing.B, src gpu.Source, hz int) {
 	time.Sleep(window)
 	idle := cpuTime() - cpu0
 
-	sw, err := report.NewSamplesWriter(bufio.NewWriter(io.Discard))
+	sw, err := report.NewSamplesWriter(bufio.NewWriter(io.Discard), true)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -297,6 +297,12 @@ func RuntimeString(version string, simulated bool, cuda string) string {
 	return "vLLM " + version + " / CUDA " + cuda
 }
 
+// Simulated reports whether the run is labelled simulated.
+func (r *Recorder) Simulated() bool {
+	defer r.lock()()
+	return r.raw.Simulated != nil
+}
+
 // NoteMemory explains missing memory figures; the first note is kept.
 func (r *Recorder) NoteMemory(note string) {
 	defer r.lock()()

@@ -61,22 +61,26 @@ func WriteJSON(w io.Writer, rep Report) error {
 
 // SamplesWriter writes samples.csv as samples come, one value per row:
 //
-//	unix_s,source,label,pid,bytes
+//	unix_s,source,label,pid,bytes,simulated
 //
 // source is device_used, device_total, process_gpu or host_rss; label is the
-// model label owning the process (empty if none). It is not safe for
-// concurrent use; callers serialise.
+// model label owning the process (empty if none); simulated is 1 on every
+// row of a simulated run (vllmsim's modelled memory), 0 otherwise. It is
+// not safe for concurrent use; callers serialise.
 type SamplesWriter struct {
-	cw *csv.Writer
+	cw  *csv.Writer
+	sim string
 }
 
 // NewSamplesWriter writes the header.
-func NewSamplesWriter(w io.Writer) (*SamplesWriter, error) {
+func NewSamplesWriter(w io.Writer, simulated bool) (*SamplesWriter, error) {
 	cw := csv.NewWriter(w)
-	if err := cw.Write([]string{"unix_s", "source", "label", "pid", "bytes"}); err != nil {
+	if err := cw.Write([]string{"unix_s", "source", "label", "pid", "bytes", "simulated"}); err != nil {
 		return nil, err
 	}
-	return &SamplesWriter{cw: cw}, nil
+	sw := &SamplesWriter{cw: cw}
+	sw.SetSimulated(simulated)
+	return sw, nil
 }
 
 func ts(t time.Time) string { return strconv.FormatFloat(unix(t), 'f', 6, 64) }
@@ -85,16 +89,25 @@ func u64(b uint64) string   { return strconv.FormatUint(b, 10) }
 // GPU writes one GPU sample: device used and total, then each process.
 func (w *SamplesWriter) GPU(s gpu.Sample, labelOf func(pid int) string) {
 	t := ts(s.Time)
-	w.cw.Write([]string{t, "device_used", "", "", u64(s.Used)})
-	w.cw.Write([]string{t, "device_total", "", "", u64(s.Total)})
+	w.cw.Write([]string{t, "device_used", "", "", u64(s.Used), w.sim})
+	w.cw.Write([]string{t, "device_total", "", "", u64(s.Total), w.sim})
 	for _, pid := range slices.Sorted(maps.Keys(s.Procs)) {
-		w.cw.Write([]string{t, "process_gpu", labelOf(pid), strconv.Itoa(pid), u64(s.Procs[pid])})
+		w.cw.Write([]string{t, "process_gpu", labelOf(pid), strconv.Itoa(pid), u64(s.Procs[pid]), w.sim})
+	}
+}
+
+// SetSimulated sets the simulated column of the rows written from now on
+// (a server run by path can reveal it is vllmsim only once it answers).
+func (w *SamplesWriter) SetSimulated(simulated bool) {
+	w.sim = "0"
+	if simulated {
+		w.sim = "1"
 	}
 }
 
 // RSS writes one host RSS sample.
 func (w *SamplesWriter) RSS(r record.RSSSample) {
-	w.cw.Write([]string{ts(r.Time), "host_rss", r.Label, "", u64(r.Bytes)})
+	w.cw.Write([]string{ts(r.Time), "host_rss", r.Label, "", u64(r.Bytes), w.sim})
 }
 
 // Flush writes buffered rows to the underlying writer.
@@ -104,8 +117,8 @@ func (w *SamplesWriter) Flush() error {
 }
 
 // WriteSamples writes a whole samples.csv at once.
-func WriteSamples(w io.Writer, samples []gpu.Sample, rss []record.RSSSample, labelOf func(pid int) string) error {
-	sw, err := NewSamplesWriter(w)
+func WriteSamples(w io.Writer, samples []gpu.Sample, rss []record.RSSSample, labelOf func(pid int) string, simulated bool) error {
+	sw, err := NewSamplesWriter(w, simulated)
 	if err != nil {
 		return err
 	}

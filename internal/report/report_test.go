@@ -182,14 +182,17 @@ func TestWriteSamples(t *testing.T) {
 	require.NoError(t, WriteSamples(&buf,
 		[]gpu.Sample{{Time: at, Reading: gpu.Reading{Used: 30, Total: 100, Procs: map[int]uint64{7: 20, 3: 10}}}},
 		[]record.RSSSample{{Time: at, Label: "A", Bytes: 5}},
-		func(pid int) string { return map[int]string{7: "A"}[pid] }))
-	assert.Equal(t, `unix_s,source,label,pid,bytes
-1700000000.500000,device_used,,,30
-1700000000.500000,device_total,,,100
-1700000000.500000,process_gpu,,3,10
-1700000000.500000,process_gpu,A,7,20
-1700000000.500000,host_rss,A,,5
+		func(pid int) string { return map[int]string{7: "A"}[pid] }, true))
+	assert.Equal(t, `unix_s,source,label,pid,bytes,simulated
+1700000000.500000,device_used,,,30,1
+1700000000.500000,device_total,,,100,1
+1700000000.500000,process_gpu,,3,10,1
+1700000000.500000,process_gpu,A,7,20,1
+1700000000.500000,host_rss,A,,5,1
 `, buf.String())
+	buf.Reset()
+	require.NoError(t, WriteSamples(&buf, nil, []record.RSSSample{{Time: at, Label: "A", Bytes: 5}}, nil, false))
+	assert.Equal(t, "unix_s,source,label,pid,bytes,simulated\n1700000000.500000,host_rss,A,,5,0\n", buf.String())
 }
 
 func TestSummaryPutsFailuresFirst(t *testing.T) {
