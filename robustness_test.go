@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/harness"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/server"
@@ -270,4 +271,33 @@ func childrenOf(t *testing.T, pid int) []int {
 		}
 	}
 	return out
+}
+
+// TestAnyServerWithoutMemoryPasses runs the whole protocol and TestOutputs
+// as the README documents running real vLLM without NVML: `command` a
+// program by path (vllmsim, built here), `memory` none. It passes, with the
+// memory figures absent and said so.
+func TestAnyServerWithoutMemoryPasses(t *testing.T) {
+	if os.Getenv("WAKEBENCH_CHILD") != "" {
+		t.Skip("this is a child run")
+	}
+	bin, err := backend.BuildSim(t.Context())
+	require.NoError(t, err)
+	out := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "any.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"command": "`+bin+`", "memory": "none",
+		"models": [{"label": "A", "name": "tiny-a", "gpu_memory_utilization": 0.45}, {"label": "B", "name": "tiny-b", "gpu_memory_utilization": 0.45}],
+		"protocol": {"restart_warm": 1, "sleep_l1_cycles": 2, "sleep_l2_cycles": 1, "handoffs": 3, "concurrency": [1, 2], "rounds": 1,
+			"requests_per_round": 2, "max_tokens": 8, "settle_s": 0.02}}`), 0o644))
+	cmd := exec.Command(os.Args[0], "-test.run=^Test(Protocol|Outputs)$", "-test.v")
+	cmd.Env = append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_CONFIG="+cfg, "WAKEBENCH_OUT_DIR="+out)
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "the run passes:\n%s", b)
+	assert.Contains(t, string(b), "--- PASS: TestOutputs", "the output checks ran, not skipped")
+	rep := readChildReport(t, out)
+	assert.Equal(t, "PASS", rep.Status)
+	assert.Equal(t, "none", rep.Memory.Source)
+	assert.Contains(t, rep.Memory.Note, "no GPU memory was sampled")
+	assert.Zero(t, rep.Memory.L1ReleaseFraction["A"].N)
+	require.NotNil(t, rep.Simulated, "the server said it is vllmsim")
 }
