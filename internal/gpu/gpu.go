@@ -36,13 +36,14 @@ type Sampler struct {
 	src      Source
 	interval time.Duration
 
-	mu      sync.Mutex
-	cond    *sync.Cond
-	samples []Sample
-	errs    int
-	lastErr error
-	stopped bool
-	sink    func(Sample)
+	mu       sync.Mutex
+	cond     *sync.Cond
+	samples  []Sample
+	errs     int
+	lastErr  error
+	firstErr error
+	stopped  bool
+	sink     func(Sample)
 }
 
 // OnSample sets a function called with every sample as it is taken, in
@@ -88,6 +89,9 @@ func (s *Sampler) sampleOnce(ctx context.Context) (Sample, error) {
 	defer s.mu.Unlock()
 	if err != nil {
 		s.errs++
+		if s.firstErr == nil {
+			s.firstErr = err
+		}
 		s.lastErr = err
 		return Sample{}, err
 	}
@@ -124,6 +128,13 @@ func (s *Sampler) Errors() (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.errs, s.lastErr
+}
+
+// FirstError is the first failed read's error, nil if none failed.
+func (s *Sampler) FirstError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.firstErr
 }
 
 // After waits for the first sample taken at or after t.

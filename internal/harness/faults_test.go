@@ -358,3 +358,29 @@ func TestACrashIsReportedOnce(t *testing.T) {
 	require.Len(t, rep.Failures, 1, "one crash, one failure: %+v", rep.Failures)
 	assert.Equal(t, "baseline", rep.Failures[0].Phase)
 }
+
+// TestSamplerErrorsAreReported: GPU memory reads that fail mid-run (here
+// the simulated GPU disappears, as a GPU that falls off the bus) are
+// counted in memory.note with the first error, and fail a check.
+func TestSamplerErrorsAreReported(t *testing.T) {
+	cfg := small(t)
+	cfg.Protocol.SampleHz = 100
+	h, err := Open(t.Context(), cfg)
+	require.NoError(t, err)
+	_, err = h.Restart(t.Context(), "A", t.Logf)
+	require.NoError(t, err)
+	require.NoError(t, os.RemoveAll(filepath.Join(h.tmp, "gpu")))
+	time.Sleep(200 * time.Millisecond)
+	rep, err := h.Close(nil)
+	require.NoError(t, err)
+	assert.Equal(t, "FAIL", rep.Status)
+	assert.Contains(t, rep.Memory.Note, "GPU memory reads failed (first: ")
+	var c record.Check
+	for _, x := range rep.Checks {
+		if x.Name == "memory.sampler_errors" {
+			c = x
+		}
+	}
+	assert.Equal(t, "FAIL", c.Verdict)
+	assert.Positive(t, c.Value)
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/fleet"
+	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
@@ -193,6 +194,14 @@ func (r *Run) Close(testFailures []record.Failure) (report.Report, error) {
 	var samples []gpu.Sample
 	if r.sampler != nil {
 		samples = r.sampler.Samples()
+		// A failed read (a GPU lost mid-run, a driver error) leaves a gap:
+		// the peak and the figures cover only the samples that were read.
+		n, last := r.sampler.Errors()
+		if n > 0 {
+			r.rec.AddMemoryNote(fmt.Sprintf("%d of %d GPU memory reads failed (first: %v; last: %v): the peak and every memory figure cover only the %d samples read",
+				n, n+len(samples), r.sampler.FirstError(), last, len(samples)))
+		}
+		r.rec.AddChecks(gate.Evaluate("memory.sampler_errors", "", float64(n), "==", 0))
 	}
 	used := make([]float64, len(samples))
 	for i, s := range samples {

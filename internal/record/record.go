@@ -311,6 +311,16 @@ func (r *Recorder) NoteMemory(note string) {
 	}
 }
 
+// AddMemoryNote adds a note on the memory figures (after any already there).
+func (r *Recorder) AddMemoryNote(note string) {
+	defer r.lock()()
+	if r.raw.MemoryNote == "" {
+		r.raw.MemoryNote = note
+	} else if !strings.Contains(r.raw.MemoryNote, note) {
+		r.raw.MemoryNote += "; " + note
+	}
+}
+
 // SetWeight records a model's weight size.
 func (r *Recorder) SetWeight(label string, w Weight) {
 	defer r.lock()()
