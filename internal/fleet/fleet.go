@@ -359,17 +359,22 @@ func (f *Fleet) Serve(ctx context.Context, label string, c, rounds int) (load.Re
 // Sleep puts the model to sleep and confirms it with /is_sleeping. It
 // returns the duration of the /sleep call.
 func (f *Fleet) Sleep(ctx context.Context, label string, level int) (time.Duration, error) {
+	_, d, err := f.sleep(ctx, label, level)
+	return d, err
+}
+
+// sleep is Sleep, also returning when /sleep was sent.
+func (f *Fleet) sleep(ctx context.Context, label string, level int) (sent time.Time, d time.Duration, err error) {
 	m, err := f.model(label)
 	if err != nil {
-		return 0, err
+		return sent, 0, err
 	}
-	var d time.Duration
 	err = f.timeout(ctx, m, seconds(f.cfg.Timeouts.SleepS), func(ctx context.Context) error {
-		t0 := time.Now()
+		sent = time.Now()
 		if err := m.client.Sleep(ctx, level); err != nil {
 			return err
 		}
-		d = time.Since(t0)
+		d = time.Since(sent)
 		asleep, err := m.client.IsSleeping(ctx)
 		if err != nil {
 			return err
@@ -380,64 +385,96 @@ func (f *Fleet) Sleep(ctx context.Context, label string, level int) (time.Durati
 		return nil
 	})
 	if err != nil {
-		return d, fmt.Errorf("sleep %s level %d: %w", label, level, err)
+		return sent, d, fmt.Errorf("sleep %s level %d: %w", label, level, err)
 	}
 	f.mu.Lock()
 	m.asleep, m.level = true, level
 	f.mu.Unlock()
-	f.rec.AddEvent(record.Event{Time: time.Now().Add(-d), Label: label, Kind: fmt.Sprintf("sleep L%d", level)})
-	return d, nil
+	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: fmt.Sprintf("sleep L%d", level)})
+	return sent, d, nil
 }
 
-// MeasuredSleep sleeps label at level. With a memory source it reads the
-// model's GPU memory just before the sleep and once asleep (after settle),
-// records the share released by a level-1 sleep, and returns the memory
-// left asleep in GiB (NaN when memory is not sampled or the source lists
-// none of the model's processes; the record's memory note says why).
-func (f *Fleet) MeasuredSleep(ctx context.Context, label string, level int, settle time.Duration) (time.Duration, float64, error) {
+// MeasuredSleep is a sleep with the model's GPU memory read just before it
+// (Sleep) and once asleep (Finish): the reads (a process scan, a device
+// read) stay outside the measured interval, which starts at Sent.
+type MeasuredSleep struct {
+	Sent  time.Time     // /sleep sent
+	Took  time.Duration // /sleep sent → answered
+	f     *Fleet
+	m     *model
+	level int
+	// before is the model's memory just before the sleep; found says
+	// whether the source listed any of its processes (read says it read).
+	before      float64
+	found, read bool
+}
+
+// StartMeasuredSleep reads label's GPU memory (when a memory source is set)
+// and puts it to sleep at level. Finish completes the measurement.
+func (f *Fleet) StartMeasuredSleep(ctx context.Context, label string, level int) (*MeasuredSleep, error) {
 	m, err := f.model(label)
 	if err != nil {
-		return 0, math.NaN(), err
+		return nil, err
 	}
-	smp := f.opt.Sampler
-	var before float64
-	var found bool
-	if smp != nil {
+	ms := &MeasuredSleep{f: f, m: m, level: level}
+	if smp := f.opt.Sampler; smp != nil {
 		f.refreshPIDs(m)
 		s, err := smp.SampleNow(ctx)
 		if err != nil {
-			return 0, math.NaN(), err
+			return nil, err
 		}
-		before, found = f.modelGiB(m, s)
+		ms.before, ms.found = f.modelGiB(m, s)
+		ms.read = true
 	}
-	d, err := f.Sleep(ctx, label, level)
+	ms.Sent, ms.Took, err = f.sleep(ctx, label, level)
+	return ms, err
+}
+
+// Finish reads the model's memory asleep, records the share released by a
+// level-1 sleep, and returns the memory left asleep in GiB (NaN when memory
+// is not sampled or the source lists none of the model's processes; the
+// record's memory note says why).
+func (ms *MeasuredSleep) Finish(ctx context.Context) (float64, error) {
+	f, m := ms.f, ms.m
+	if !ms.read {
+		return math.NaN(), nil
+	}
+	s, err := f.opt.Sampler.SampleNow(ctx)
 	if err != nil {
-		return d, math.NaN(), err
+		return math.NaN(), err
+	}
+	asleep, foundAsleep := f.modelGiB(m, s)
+	if !ms.found || !foundAsleep {
+		f.mu.Lock()
+		pids := slices.Clone(m.pids)
+		f.mu.Unlock()
+		f.rec.NoteMemory(fmt.Sprintf("the %s memory source listed none of model %s's processes %v (NVML in another PID namespace?): residual and release need per-process figures and are absent", f.cfg.Memory, m.cfg.Label, pids))
+		return math.NaN(), nil
+	}
+	if ms.level == 1 {
+		if pct := gpu.ReleasePercent(ms.before, asleep); !math.IsNaN(pct) {
+			f.rec.AddRelease(m.cfg.Label, pct)
+		}
+	}
+	return asleep, nil
+}
+
+// MeasureSleep sleeps label at level with its memory read before and, after
+// settle, asleep: it returns the /sleep call's duration and the memory left
+// asleep in GiB (see MeasuredSleep).
+func (f *Fleet) MeasureSleep(ctx context.Context, label string, level int, settle time.Duration) (time.Duration, float64, error) {
+	ms, err := f.StartMeasuredSleep(ctx, label, level)
+	if err != nil {
+		if ms != nil {
+			return ms.Took, math.NaN(), err
+		}
+		return 0, math.NaN(), err
 	}
 	if settle > 0 {
 		wait(ctx, settle)
 	}
-	if smp == nil {
-		return d, math.NaN(), nil
-	}
-	s, err := smp.SampleNow(ctx)
-	if err != nil {
-		return d, math.NaN(), err
-	}
-	asleep, foundAsleep := f.modelGiB(m, s)
-	if !found || !foundAsleep {
-		f.mu.Lock()
-		pids := slices.Clone(m.pids)
-		f.mu.Unlock()
-		f.rec.NoteMemory(fmt.Sprintf("the %s memory source listed none of model %s's processes %v (NVML in another PID namespace?): residual and release need per-process figures and are absent", f.cfg.Memory, label, pids))
-		return d, math.NaN(), nil
-	}
-	if level == 1 {
-		if pct := gpu.ReleasePercent(before, asleep); !math.IsNaN(pct) {
-			f.rec.AddRelease(label, pct)
-		}
-	}
-	return d, asleep, nil
+	resid, err := ms.Finish(ctx)
+	return ms.Took, resid, err
 }
 
 // wait sleeps d or until ctx ends.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/wakebench/wakebench/internal/fleet"
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/load"
 	"github.com/wakebench/wakebench/internal/record"
@@ -211,7 +212,7 @@ func (p *Protocol) SleepCycles(ctx context.Context, label string, level int, log
 // step that failed.
 func (p *Protocol) cycle(ctx context.Context, label string, level int) (record.Cycle, string, error) {
 	c := record.Cycle{Level: level, ResidualGiB: math.NaN()}
-	sd, resid, err := p.fleet.MeasuredSleep(ctx, label, level, seconds(p.cfg.Protocol.SettleS))
+	sd, resid, err := p.fleet.MeasureSleep(ctx, label, level, seconds(p.cfg.Protocol.SettleS))
 	c.SleepS, c.ResidualGiB = sd.Seconds(), resid
 	if err != nil {
 		return c, "sleep", err
@@ -250,7 +251,7 @@ func (p *Protocol) AfterWake(ctx context.Context, label string, logf Logf) ([]re
 	if err := p.fleet.Activate(ctx, label); err != nil {
 		return nil, p.Fail(PhaseAfterWake, label, "activate", err)
 	}
-	if _, _, err := p.fleet.MeasuredSleep(ctx, label, 1, seconds(p.cfg.Protocol.SettleS)); err != nil {
+	if _, _, err := p.fleet.MeasureSleep(ctx, label, 1, seconds(p.cfg.Protocol.SettleS)); err != nil {
 		return nil, p.Fail(PhaseAfterWake, label, "sleep", err)
 	}
 	if _, err := p.fleet.Wake(ctx, label); err != nil {
@@ -266,9 +267,15 @@ func (p *Protocol) handoff(ctx context.Context, from, to string) (ho record.Hand
 	ho = record.Handoff{From: from, To: to}
 	dir := record.DirectionKey(from, to)
 	t0 := time.Now()
+	var ms *fleet.MeasuredSleep
 	if from != "" {
-		sd, _, err := p.fleet.MeasuredSleep(ctx, from, 1, 0)
-		ho.SleepS = sd.Seconds()
+		// The memory reads around the sleep stay outside the interval: it
+		// starts when /sleep is sent, and from's memory asleep is read
+		// after to's first token.
+		ms, err = p.fleet.StartMeasuredSleep(ctx, from, 1)
+		if ms != nil {
+			t0, ho.SleepS = ms.Sent, ms.Took.Seconds()
+		}
 		if err != nil {
 			return ho, from, "sleep " + dir, err
 		}
@@ -288,6 +295,11 @@ func (p *Protocol) handoff(ctx context.Context, from, to string) (ho record.Hand
 		return ho, to, "first token " + dir, err
 	}
 	ho.ToFirstTokenS = s.Tokens[0].Sub(t0).Seconds()
+	if ms != nil {
+		if _, err := ms.Finish(ctx); err != nil {
+			return ho, from, "memory of " + from + " asleep", err
+		}
+	}
 	ho.OK = true
 	return ho, "", "", nil
 }
