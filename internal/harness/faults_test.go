@@ -107,6 +107,8 @@ func TestFaultsAreNamed(t *testing.T) {
 			[]string{"wake A from level 1: wake_up: no answer within 500ms"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
 		{"level-2 wake without a real reload", "no-reload", nil, restartThen(cycles(2)),
 			[]string{"garbage output", "reload_weights"}, record.Failure{Phase: "sleep-level2", Model: "A", Step: "cycle 1 first token after wake"}},
+		{"prefix cache never reset after a level-2 wake", "prefix-reset-false", nil, restartThen(cycles(2)),
+			[]string{"wake A from level 2: reset_prefix_cache", `{"success": false}`}, record.Failure{Phase: "sleep-level2", Model: "A", Step: "cycle 1 wake"}},
 		{"port already in use", "", func(c *config.Config) { c.Models[0].Port = busyPort(t) },
 			func(ctx context.Context, h *Run) error {
 				_, err := h.Restart(ctx, "A", func(string, ...any) {})

@@ -228,10 +228,43 @@ func (c *Client) CollectiveRPC(ctx context.Context, method string) ([]json.RawMe
 	return v.Results, nil
 }
 
-// ResetPrefixCache is POST /reset_prefix_cache.
+// ErrPrefixCacheNotReset is a /reset_prefix_cache that answered
+// {"success": false} (the engine still held blocks) on every try.
+var ErrPrefixCacheNotReset = errors.New(`POST /reset_prefix_cache answered {"success": false}: the engine kept prefix-cache blocks (requests still running?)`)
+
+// ResetPrefixCache is POST /reset_prefix_cache. vLLM's source (up to
+// 708d0f28) answers 200 with an empty body and does not check the reset;
+// a server that answers {"success": false} is asked again (five tries, 100
+// ms apart) before the reset fails with ErrPrefixCacheNotReset.
 func (c *Client) ResetPrefixCache(ctx context.Context) error {
-	_, err := c.call(ctx, http.MethodPost, "/reset_prefix_cache", nil, nil)
-	return err
+	for try := 1; ; try++ {
+		b, err := c.call(ctx, http.MethodPost, "/reset_prefix_cache", nil, nil)
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(b)) == 0 {
+			return nil
+		}
+		var v struct {
+			Success *bool `json:"success"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil || v.Success == nil {
+			return fmt.Errorf("POST /reset_prefix_cache: unexpected body %q", b)
+		}
+		if *v.Success {
+			return nil
+		}
+		if try == 5 {
+			return ErrPrefixCacheNotReset
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("POST /reset_prefix_cache: %w", context.Cause(ctx))
+		case <-t.C:
+		}
+	}
 }
 
 // Metrics is GET /metrics, the Prometheus text as served.

@@ -73,3 +73,39 @@ func TestWakeOrder(t *testing.T) {
 	assert.Equal(t, "collective_rpc reload_weights", step)
 	assert.Equal(t, []string{"/wake_up?tags=weights", "/collective_rpc"}, got(), "nothing after the failed step")
 }
+
+// TestResetPrefixCacheChecksTheAnswer: vLLM's empty 200 is a reset; a
+// {"success": false} is asked again and, if it stays so, an error.
+func TestResetPrefixCacheChecksTheAnswer(t *testing.T) {
+	var mu sync.Mutex
+	answers := []string{}
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if len(answers) > 0 {
+			w.Write([]byte(answers[0]))
+			if len(answers) > 1 {
+				answers = answers[1:]
+			}
+		}
+	}))
+	defer srv.Close()
+	c := New(srv.URL)
+	defer c.CloseIdle()
+	set := func(a ...string) { mu.Lock(); defer mu.Unlock(); answers, calls = a, 0 }
+	count := func() int { mu.Lock(); defer mu.Unlock(); return calls }
+
+	set()
+	require.NoError(t, c.ResetPrefixCache(t.Context()), "an empty 200, as vLLM answers")
+	set(`{"success": false}`, `{"success": false}`, `{"success": true}`)
+	require.NoError(t, c.ResetPrefixCache(t.Context()), "false, false, then true")
+	assert.Equal(t, 3, count())
+	set(`{"success": false}`)
+	err := c.ResetPrefixCache(t.Context())
+	assert.ErrorIs(t, err, ErrPrefixCacheNotReset)
+	assert.Equal(t, 5, count(), "five tries")
+	set(`<html>`)
+	assert.ErrorContains(t, c.ResetPrefixCache(t.Context()), "unexpected body")
+}

@@ -24,27 +24,30 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	wake-fail[=N]          /wake_up answers 500 CUDA out of memory (every time, or the Nth)
 //	wake-hang[=N]          /wake_up never answers (every time, or the Nth)
 //	no-reload              reload_weights answers 200 but loads nothing (level-2 garbage)
+//	prefix-reset-false[=N] /reset_prefix_cache answers {"success": false} (every time, or the first N)
 //	no-release             sleep keeps the weights on the device (vLLM 0.14/0.15 regression)
 //	asleep-crash           a request while asleep crashes the engine (vLLM before 2026-02):
 //	                       the process exits 1
 type Faults struct {
-	CrashAtStart    bool
-	StartHang       bool
-	CrashAfter      int
-	CrashMidStream  int
-	TruncateStream  int
-	ErrorStatusN    int
-	ErrorStatusCode int
-	ErrorEvent      int
-	StallStreamN    int
-	StallStreamS    float64
-	WakeFail        int // -1: every wake
-	WakeHang        int // -1: every wake
-	NoReload        bool
-	NoRelease       bool
-	AsleepCrash     bool
-	completions     atomic.Int64
-	wakes           atomic.Int64
+	CrashAtStart     bool
+	StartHang        bool
+	CrashAfter       int
+	CrashMidStream   int
+	TruncateStream   int
+	ErrorStatusN     int
+	ErrorStatusCode  int
+	ErrorEvent       int
+	StallStreamN     int
+	StallStreamS     float64
+	WakeFail         int // -1: every wake
+	WakeHang         int // -1: every wake
+	NoReload         bool
+	PrefixResetFalse int // -1: every reset; N: the first N
+	NoRelease        bool
+	AsleepCrash      bool
+	completions      atomic.Int64
+	wakes            atomic.Int64
+	resets           atomic.Int64
 }
 
 // ParseFaults parses VLLMSIM_FAULTS.
@@ -112,6 +115,8 @@ func ParseFaults(s string) (*Faults, error) {
 			f.WakeHang, err = everyOr()
 		case "no-reload":
 			f.NoReload = true
+		case "prefix-reset-false":
+			f.PrefixResetFalse, err = everyOr()
 		case "no-release":
 			f.NoRelease = true
 		case "asleep-crash":
@@ -128,6 +133,13 @@ func ParseFaults(s string) (*Faults, error) {
 
 // nextCompletion counts a completion request and returns its number (from 1).
 func (f *Faults) nextCompletion() int { return int(f.completions.Add(1)) }
+
+// resetFails counts a /reset_prefix_cache call and reports whether it
+// answers {"success": false}.
+func (f *Faults) resetFails() bool {
+	n := int(f.resets.Add(1))
+	return f.PrefixResetFalse == -1 || n <= f.PrefixResetFalse
+}
 
 // nextWake counts a /wake_up call and returns its number (from 1).
 func (f *Faults) nextWake() int { return int(f.wakes.Add(1)) }

@@ -62,7 +62,11 @@ func (s *server) routes() http.Handler {
 		mux.HandleFunc("POST /collective_rpc", s.handleRPC)
 		mux.HandleFunc("POST /reset_prefix_cache", func(w http.ResponseWriter, r *http.Request) {
 			s.log.Printf("Resetting prefix cache...")
-			w.WriteHeader(http.StatusOK)
+			if s.faults.resetFails() { // as a vLLM that reports the engine's answer might
+				writeJSON(w, http.StatusOK, map[string]bool{"success": false})
+				return
+			}
+			w.WriteHeader(http.StatusOK) // vLLM's own answer: 200, empty body
 		})
 	}
 	return mux

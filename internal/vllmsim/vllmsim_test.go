@@ -394,7 +394,7 @@ func TestEngineFollowsTheModel(t *testing.T) {
 }
 
 func TestParseFaults(t *testing.T) {
-	f, err := ParseFaults("crash-after=3, wake-fail, wake-hang=2,error-status=4:503,stall-stream=2:1.5,no-reload,no-release,asleep-crash,crash-at-start,start-hang")
+	f, err := ParseFaults("crash-after=3, wake-fail, wake-hang=2,error-status=4:503,stall-stream=2:1.5,no-reload,no-release,asleep-crash,crash-at-start,start-hang,prefix-reset-false=2")
 	require.NoError(t, err)
 	assert.Equal(t, 3, f.CrashAfter)
 	assert.Equal(t, -1, f.WakeFail, "no number: every wake")
@@ -403,6 +403,7 @@ func TestParseFaults(t *testing.T) {
 	assert.Equal(t, 503, f.ErrorStatusCode)
 	assert.Equal(t, 1.5, f.StallStreamS)
 	assert.True(t, f.NoReload && f.NoRelease && f.AsleepCrash && f.CrashAtStart && f.StartHang)
+	assert.Equal(t, 2, f.PrefixResetFalse)
 	assert.True(t, hits(f.WakeFail, 7))
 	assert.False(t, hits(f.WakeHang, 1))
 	for _, bad := range []string{"crash-after=0", "error-status=1:200", "explode", "stall-stream=x"} {
