@@ -85,16 +85,21 @@ func run(m *testing.M) int {
 	suite.mu.Lock()
 	failed := suite.failed
 	suite.mu.Unlock()
-	rep, err := h.Close(failed)
+	if code != 0 && len(failed) == 0 && report.Build(h.Raw()).Status == "PASS" {
+		// A failed test outside the phases (a child run, TestOutputs) has
+		// recorded nothing itself: the report must not say PASS.
+		failed = append(failed, record.Failure{Phase: "go test", Error: fmt.Sprintf("go test exits %d: a test failed (see its output)", code)})
+	}
+	h.Stop()
+	if err := goleak.Find(); err != nil {
+		failed = append(failed, record.Failure{Phase: "go test", Error: fmt.Sprintf("goroutines left behind: %v", err)})
+		code = max(code, 1)
+	}
+	rep, err := h.Write(failed)
 	if err != nil {
 		code = max(code, 1)
 	}
 	if rep.Status != "PASS" {
-		code = max(code, 1)
-	}
-	if err := goleak.Find(); err != nil {
-		// After Close: the report cannot say so; the exit code does.
-		fmt.Fprintf(os.Stderr, "wakebench: goroutines left behind: %v\n", err)
 		code = max(code, 1)
 	}
 	_ = report.WriteSummary(os.Stdout, rep)

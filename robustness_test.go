@@ -301,3 +301,28 @@ func TestAnyServerWithoutMemoryPasses(t *testing.T) {
 	assert.Zero(t, rep.Memory.L1ReleaseFraction["A"].N)
 	require.NotNil(t, rep.Simulated, "the server said it is vllmsim")
 }
+
+// TestExitAndStatusAgree runs itself as a child whose only test fails
+// outside the phases (as a child-run test can): the child exits 1 and its
+// report says FAIL, naming go test, instead of PASS beside a failed exit.
+func TestExitAndStatusAgree(t *testing.T) {
+	if os.Getenv("WAKEBENCH_CHILD_FAIL") != "" {
+		t.Error("failing on purpose: the parent checks that the report says so")
+		return
+	}
+	if os.Getenv("WAKEBENCH_CHILD") != "" {
+		t.Skip("this is a child run")
+	}
+	out := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestExitAndStatusAgree$")
+	cmd.Env = append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_CHILD_FAIL=1", "WAKEBENCH_OUT_DIR="+out, "WAKEBENCH_CONFIG=")
+	b, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, string(b))
+	assert.Equal(t, 1, ee.ExitCode())
+	rep := readChildReport(t, out)
+	assert.Equal(t, "FAIL", rep.Status)
+	require.NotEmpty(t, rep.Failures)
+	assert.Equal(t, "go test", rep.Failures[len(rep.Failures)-1].Phase)
+	assert.Contains(t, string(b), "wakebench: status FAIL")
+}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,8 +40,10 @@ type Run struct {
 	samples *samplesLog
 	tmp     string // private directory: simulated GPU, compile cache
 
-	stopBG context.CancelFunc
-	bg     sync.WaitGroup
+	stopBG   context.CancelFunc
+	bg       sync.WaitGroup
+	stopOnce sync.Once
+	stopErrs []error // met while stopping, reported by Write
 }
 
 // Open prepares a run: output directory, backend, samplers and output
@@ -174,22 +177,38 @@ func (r *Run) StopAll() error { return r.fleet.StopAll() }
 // testFailures are added to the report's failures (and make it FAIL).
 // It returns the report and the first error met while writing.
 func (r *Run) Close(testFailures []record.Failure) (report.Report, error) {
-	var errs []error
-	if err := r.fleet.StopAll(); err != nil {
-		errs = append(errs, err)
-	}
-	r.stopBG()
-	r.bg.Wait()
-	defer os.RemoveAll(r.tmp)
-	for _, c := range []io.Closer{r.metrics, r.samples} {
-		if err := c.Close(); err != nil {
-			errs = append(errs, err)
+	r.Stop()
+	return r.Write(testFailures)
+}
+
+// Stop is Close's first half: every server, sampler and stream is stopped
+// and closed, so the caller can check that nothing is left running (goleak)
+// and say so in the report that Write writes. Safe to call twice.
+func (r *Run) Stop() {
+	r.stopOnce.Do(func() {
+		if err := r.fleet.StopAll(); err != nil {
+			r.stopErrs = append(r.stopErrs, err)
 		}
-	}
-	r.fleet.CloseIdle()
-	if err := r.be.Close(); err != nil {
-		errs = append(errs, err)
-	}
+		r.stopBG()
+		r.bg.Wait()
+		for _, c := range []io.Closer{r.metrics, r.samples} {
+			if err := c.Close(); err != nil {
+				r.stopErrs = append(r.stopErrs, err)
+			}
+		}
+		r.fleet.CloseIdle()
+		if err := r.be.Close(); err != nil {
+			r.stopErrs = append(r.stopErrs, err)
+		}
+	})
+}
+
+// Write is Close's second half: after Stop, it writes bench.txt,
+// timeline.svg, summary.md and report.json with failures added.
+func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
+	r.Stop()
+	defer os.RemoveAll(r.tmp)
+	errs := slices.Clone(r.stopErrs)
 
 	var samples []gpu.Sample
 	if r.sampler != nil {
