@@ -44,8 +44,13 @@ func TestRealDeviceFacts(t *testing.T) {
 	// any datacenter GPU is above these floors.
 	t.Logf("PCIe limit %.1f GB/s (max gen %d x%d, now gen %d x%d), memory %.0f GB/s (%d bit × %d MHz × 2)",
 		f.PCIeLimitGBps(), f.MaxPCIeGen, f.MaxPCIeWidth, f.PCIeGen, f.PCIeWidth, f.MemoryGBps(), f.MemBusWidth, f.MaxMemClock)
-	assert.Greater(t, f.PCIeLimitGBps(), 7.0, "at least PCIe gen 3 x8")
-	assert.Greater(t, f.MemoryGBps(), 200.0, "device memory bandwidth")
+	if !checkDatasheet(t, f) {
+		// Not in the table: only what any datacenter GPU exceeds. Add it
+		// to datasheet (datasheet_test.go) from the product page.
+		t.Logf("%q is not in the datasheet table: only the floors are checked", f.Name)
+		assert.Greater(t, f.PCIeLimitGBps(), 7.0, "at least PCIe gen 3 x8")
+		assert.Greater(t, f.MemoryGBps(), 200.0, "device memory bandwidth")
+	}
 	r, err := s.Read(t.Context())
 	require.NoError(t, err)
 	assert.LessOrEqual(t, r.Used, r.Total)

@@ -2,6 +2,7 @@ package stats
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -99,4 +100,47 @@ func TestReferenceSummariesRecomputed(t *testing.T) {
 	walk("$", doc)
 	// 2 models × (restart_initial + restart_warm + 4 output_tps summaries).
 	assert.Equal(t, 12, checked, "summaries with n ≤ 2 in the reference report")
+}
+
+// TestReferenceSummariesFollowTheRule checks the n ≥ 3 summaries of the L20
+// reference report against the rule: an n = 3 summary is its samples (min,
+// median, max) and is recomputed whole; for n ≤ 19 the nearest-rank p95 is
+// the maximum (rank ceil(0.95·n) = n); and always min ≤ median ≤ p95 ≤ max.
+func TestReferenceSummariesFollowTheRule(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "l20-reference-report.json"))
+	require.NoError(t, err)
+	var doc any
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	recomputed, bounded := 0, 0
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if n, ok := v["n"].(float64); ok && n >= 3 && v["median"] != nil { // (a direction holds n beside its summaries)
+				lo, med, p95, hi := v["min"].(float64), v["median"].(float64), v["p95"].(float64), v["max"].(float64)
+				assert.True(t, lo <= med && med <= p95 && p95 <= hi, "%s: min ≤ median ≤ p95 ≤ max: %v", path, v)
+				if n <= 19 {
+					assert.Equal(t, hi, p95, "%s: nearest-rank p95 of %v samples is the maximum", path, n)
+				}
+				if n == 3 {
+					got, err := Summarize([]float64{hi, lo, med})
+					require.NoError(t, err)
+					assert.Equal(t, Summary{N: 3, Median: med, Min: lo, Max: hi, P95: p95}, got, path)
+					recomputed++
+				}
+				bounded++
+			}
+			for k, c := range v {
+				walk(path+"."+k, c)
+			}
+		case []any:
+			for i, c := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), c)
+			}
+		}
+	}
+	walk("$", doc)
+	t.Logf("%d summaries with n ≥ 3 checked, %d of them (n = 3) recomputed whole", bounded, recomputed)
+	assert.Positive(t, recomputed)
+	assert.Greater(t, bounded, 20)
 }

@@ -1,0 +1,84 @@
+package protocol_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/backend"
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/fleet"
+	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/protocol"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+// slowSource is a memory source that takes its time, as an NVML read
+// beside a whole-host process scan can.
+type slowSource struct {
+	gpu.Source
+	delay time.Duration
+}
+
+func (s slowSource) Read(ctx context.Context) (gpu.Reading, error) {
+	time.Sleep(s.delay)
+	return s.Source.Read(ctx)
+}
+
+// simFleet is a fleet of vllmsim's tiny A and B whose memory source is
+// wrapped by wrap, with its record and protocol; stopped when t ends.
+func simFleet(t *testing.T, wrap func(gpu.Source) gpu.Source) (*fleet.Fleet, *record.Recorder, *protocol.Protocol) {
+	t.Helper()
+	bin, err := backend.BuildSim(t.Context())
+	require.NoError(t, err)
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.OutDir = t.TempDir()
+	cfg.Timeouts.StartS, cfg.Timeouts.RequestS = 20, 10
+	require.NoError(t, cfg.Validate())
+	smp := gpu.NewSampler(wrap(backend.NewSimSource(filepath.Join(dir, "gpu"))), time.Hour)
+	rec := record.New([]string{"A", "B"}, map[string]string{"A": "tiny-a", "B": "tiny-b"})
+	env := append(backend.SimEnv("tiny", "1", dir, false), os.Environ()...)
+	f := fleet.New(cfg, fleet.Options{Command: bin, Env: func(config.Model) []string { return env }, Sampler: smp}, rec)
+	t.Cleanup(func() { f.StopAll(); f.CloseIdle() })
+	return f, rec, protocol.New(cfg, f, rec, nil)
+}
+
+// TestHandoffClockStartsAtSleepSent: switch → first token runs from the
+// /sleep request to the first token; the memory reads around the sleep
+// (here 150 ms each) are outside it, and the release is still measured.
+func TestHandoffClockStartsAtSleepSent(t *testing.T) {
+	const delay = 150 * time.Millisecond
+	_, rec, p := simFleet(t, func(s gpu.Source) gpu.Source { return slowSource{s, delay} })
+	ho, err := p.Handoff(t.Context(), "A", "B")
+	require.NoError(t, err)
+	overhead := time.Duration((ho.ToFirstTokenS - ho.SleepS - ho.WakeS) * float64(time.Second))
+	t.Logf("sleep %.3fs, wake %.3fs, switch → first token %.3fs", ho.SleepS, ho.WakeS, ho.ToFirstTokenS)
+	assert.Less(t, overhead, delay, "confirmations and a probe's first token, not the memory reads")
+	assert.Len(t, rec.Raw().Release["A"], 1, "A's release is measured all the same")
+}
+
+// TestNoInferenceToASleepingModel: a probe, a serving round and a serving
+// phase on a model the harness put to sleep are refused before any request
+// is sent (an old vLLM crashed on one), and nothing is counted as executed.
+func TestNoInferenceToASleepingModel(t *testing.T) {
+	f, rec, p := simFleet(t, func(s gpu.Source) gpu.Source { return s })
+	require.NoError(t, f.Activate(t.Context(), "A"))
+	_, err := f.Sleep(t.Context(), "A", 1)
+	require.NoError(t, err)
+	before := rec.Raw().Requests
+
+	_, err = f.Probe(t.Context(), "A")
+	assert.ErrorContains(t, err, "refusing to send inference")
+	_, err = f.Serve(t.Context(), "A", 1, 1)
+	assert.ErrorContains(t, err, "refusing to send inference")
+	_, err = p.Serve(t.Context(), "A", "baseline", t.Logf)
+	assert.ErrorContains(t, err, "refusing to send inference")
+	assert.Equal(t, before, rec.Raw().Requests, "no request was sent")
+	assert.True(t, f.Asleep("A") && f.Running("A"), "A still sleeps, its server alive")
+}
