@@ -85,7 +85,7 @@ func run(m *testing.M) int {
 	suite.mu.Lock()
 	failed := suite.failed
 	suite.mu.Unlock()
-	if code != 0 && len(failed) == 0 && report.Build(h.Raw()).Status == "PASS" {
+	if code != 0 && len(failed) == 0 && report.Build(h.Raw()).Status != "FAIL" {
 		// A failed test outside the phases (a child run, TestOutputs) has
 		// recorded nothing itself: the report must not say PASS.
 		failed = append(failed, record.Failure{Phase: "go test", Error: fmt.Sprintf("go test exits %d: a test failed (see its output)", code)})
@@ -99,7 +99,7 @@ func run(m *testing.M) int {
 	if err != nil {
 		code = max(code, 1)
 	}
-	if rep.Status != "PASS" {
+	if rep.Status == "FAIL" { // NOT RUN (no phase ran: benchmarks only) is no failure
 		code = max(code, 1)
 	}
 	_ = report.WriteSummary(os.Stdout, rep)

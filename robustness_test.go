@@ -326,3 +326,28 @@ func TestExitAndStatusAgree(t *testing.T) {
 	assert.Equal(t, "go test", rep.Failures[len(rep.Failures)-1].Phase)
 	assert.Contains(t, string(b), "wakebench: status FAIL")
 }
+
+// TestBenchmarksLeaveTheReportAlone runs one benchmark alone: its steps
+// drive the servers but write nothing into the protocol's record, and a
+// run in which no phase ran is NOT RUN, not PASS (it exits 0: the
+// benchmark itself passed).
+func TestBenchmarksLeaveTheReportAlone(t *testing.T) {
+	if os.Getenv("WAKEBENCH_CHILD") != "" {
+		t.Skip("this is a child run")
+	}
+	out := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "child.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(childConfig), 0o644))
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^BenchmarkSleep$/^model=A$/^level=1$", "-test.benchtime=3x")
+	cmd.Env = append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_CONFIG="+cfg, "WAKEBENCH_OUT_DIR="+out)
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(b))
+	assert.Contains(t, string(b), "BenchmarkSleep/model=A/level=1")
+	assert.Contains(t, string(b), "wakebench: status NOT RUN")
+	rep := readChildReport(t, out)
+	assert.Equal(t, report.StatusNotRun, rep.Status)
+	assert.Empty(t, rep.Phases)
+	assert.Zero(t, rep.Requests.Executed, "benchmark probes are not the protocol's requests")
+	assert.Zero(t, rep.Memory.L1ReleaseFraction["A"].N, "nor its releases")
+	assert.Zero(t, rep.Models["A"].Sleep["1"].SuccessfulCycles)
+}

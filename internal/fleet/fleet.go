@@ -56,9 +56,14 @@ type model struct {
 
 // Fleet is the servers of one run.
 type Fleet struct {
+	*servers
+	rec *record.Recorder // where this view's measurements go
+}
+
+// servers is the state every view of a fleet shares.
+type servers struct {
 	cfg config.Config
 	opt Options
-	rec *record.Recorder
 
 	mu     sync.Mutex
 	models map[string]*model
@@ -71,12 +76,19 @@ func New(cfg config.Config, opt Options, rec *record.Recorder) *Fleet {
 	if opt.Env == nil {
 		opt.Env = func(config.Model) []string { return vllm.ServerEnv(cfg.APIKey) }
 	}
-	f := &Fleet{cfg: cfg, opt: opt, rec: rec, models: map[string]*model{}, pidOf: map[int]string{}}
+	s := &servers{cfg: cfg, opt: opt, models: map[string]*model{}, pidOf: map[int]string{}}
 	for _, m := range cfg.Models {
-		f.order = append(f.order, m.Label)
-		f.models[m.Label] = &model{cfg: m, port: m.Port}
+		s.order = append(s.order, m.Label)
+		s.models[m.Label] = &model{cfg: m, port: m.Port}
 	}
-	return f
+	return &Fleet{servers: s, rec: rec}
+}
+
+// Recording is the same servers, with measurements (requests, events,
+// releases, weights) going to rec instead: benchmarks drive the servers
+// without touching the run's record.
+func (f *Fleet) Recording(rec *record.Recorder) *Fleet {
+	return &Fleet{servers: f.servers, rec: rec}
 }
 
 // Labels are the model labels in config order.

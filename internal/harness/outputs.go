@@ -90,6 +90,9 @@ func Ending(rep report.Report, closeErr error, outDir string) string {
 		sim = fmt.Sprintf(" [simulated: vllmsim profile %s, time scale %g]", rep.Simulated.Profile, rep.Simulated.TimeScale)
 	}
 	fmt.Fprintf(&b, "wakebench: status %s%s\n", status, sim)
+	if status == report.StatusNotRun {
+		fmt.Fprintf(&b, "wakebench: no protocol phase ran (benchmarks only, or a -run filter that matched none): the report measured nothing to pass\n")
+	}
 	var lost []string
 	for _, n := range []string{"report.json", "bench.txt", "summary.md", "samples.csv", "metrics.jsonl"} {
 		if closeErr != nil && strings.Contains(closeErr.Error(), n) {

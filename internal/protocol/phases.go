@@ -71,6 +71,7 @@ func (p *Protocol) startOnce(ctx context.Context, label string, warm bool) (reco
 // WarmStart measures one restart of label (after its first start, so warm),
 // for benchmarks; it is not added to the report's restarts.
 func (p *Protocol) WarmStart(ctx context.Context, label string) (record.Restart, error) {
+	p = p.bench()
 	if !p.fleet.Running(label) {
 		if err := p.fleet.Activate(ctx, label); err != nil {
 			return record.Restart{}, err
@@ -86,6 +87,7 @@ func (p *Protocol) WarmStart(ctx context.Context, label string) (record.Restart,
 // ServeRound activates label and runs one serving round at concurrency c
 // (protocol.requests_per_round requests), for benchmarks.
 func (p *Protocol) ServeRound(ctx context.Context, label string, c int) (load.Result, error) {
+	p = p.bench()
 	if err := p.fleet.Activate(ctx, label); err != nil {
 		return load.Result{}, err
 	}
@@ -235,6 +237,7 @@ func (p *Protocol) cycle(ctx context.Context, label string, level int) (record.C
 // Cycle activates label and measures one sleep/wake cycle at level, for
 // benchmarks; it is not added to the report's cycles.
 func (p *Protocol) Cycle(ctx context.Context, label string, level int) (record.Cycle, error) {
+	p = p.bench()
 	if err := p.fleet.Activate(ctx, label); err != nil {
 		return record.Cycle{}, err
 	}
@@ -307,6 +310,7 @@ func (p *Protocol) handoff(ctx context.Context, from, to string) (ho record.Hand
 // Handoff measures one handoff from → to (from awake, to running), for
 // benchmarks; it is not added to the report's handoffs.
 func (p *Protocol) Handoff(ctx context.Context, from, to string) (record.Handoff, error) {
+	p = p.bench()
 	for _, l := range []string{to, from} {
 		if !p.fleet.Running(l) {
 			if err := p.fleet.Activate(ctx, l); err != nil {

@@ -77,6 +77,15 @@ func New(cfg config.Config, f *fleet.Fleet, rec *record.Recorder, obs Observer) 
 	return &Protocol{cfg: cfg, fleet: f, rec: rec, obs: obs}
 }
 
+// bench is p for benchmarks: the same servers, but the measurements a
+// benchmark step makes (requests, releases, events) go to a record of its
+// own, never into the run's report.
+func (p *Protocol) bench() *Protocol {
+	raw := p.rec.Raw()
+	scratch := record.New(raw.Labels, raw.Names)
+	return &Protocol{cfg: p.cfg, fleet: p.fleet.Recording(scratch), rec: scratch}
+}
+
 // Config is the run's configuration.
 func (p *Protocol) Config() config.Config { return p.cfg }
 

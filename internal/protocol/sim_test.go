@@ -32,7 +32,7 @@ func (s slowSource) Read(ctx context.Context) (gpu.Reading, error) {
 
 // simFleet is a fleet of vllmsim's tiny A and B whose memory source is
 // wrapped by wrap, with its record and protocol; stopped when t ends.
-func simFleet(t *testing.T, wrap func(gpu.Source) gpu.Source) (*fleet.Fleet, *record.Recorder, *protocol.Protocol) {
+func simFleet(t *testing.T, wrap func(gpu.Source) gpu.Source, handoffs int) (*fleet.Fleet, *record.Recorder, *protocol.Protocol) {
 	t.Helper()
 	bin, err := backend.BuildSim(t.Context())
 	require.NoError(t, err)
@@ -40,6 +40,7 @@ func simFleet(t *testing.T, wrap func(gpu.Source) gpu.Source) (*fleet.Fleet, *re
 	cfg := config.Default()
 	cfg.OutDir = t.TempDir()
 	cfg.Timeouts.StartS, cfg.Timeouts.RequestS = 20, 10
+	cfg.Protocol.Handoffs = handoffs
 	require.NoError(t, cfg.Validate())
 	smp := gpu.NewSampler(wrap(backend.NewSimSource(filepath.Join(dir, "gpu"))), time.Hour)
 	rec := record.New([]string{"A", "B"}, map[string]string{"A": "tiny-a", "B": "tiny-b"})
@@ -54,20 +55,22 @@ func simFleet(t *testing.T, wrap func(gpu.Source) gpu.Source) (*fleet.Fleet, *re
 // (here 150 ms each) are outside it, and the release is still measured.
 func TestHandoffClockStartsAtSleepSent(t *testing.T) {
 	const delay = 150 * time.Millisecond
-	_, rec, p := simFleet(t, func(s gpu.Source) gpu.Source { return slowSource{s, delay} })
-	ho, err := p.Handoff(t.Context(), "A", "B")
+	_, rec, p := simFleet(t, func(s gpu.Source) gpu.Source { return slowSource{s, delay} }, 1)
+	handoffs, err := p.Switch(t.Context(), t.Logf)
 	require.NoError(t, err)
+	require.Len(t, handoffs, 2, "the initial activation and one handoff")
+	ho := handoffs[1]
 	overhead := time.Duration((ho.ToFirstTokenS - ho.SleepS - ho.WakeS) * float64(time.Second))
-	t.Logf("sleep %.3fs, wake %.3fs, switch → first token %.3fs", ho.SleepS, ho.WakeS, ho.ToFirstTokenS)
+	t.Logf("%s→%s: sleep %.3fs, wake %.3fs, switch → first token %.3fs", ho.From, ho.To, ho.SleepS, ho.WakeS, ho.ToFirstTokenS)
 	assert.Less(t, overhead, delay, "confirmations and a probe's first token, not the memory reads")
-	assert.Len(t, rec.Raw().Release["A"], 1, "A's release is measured all the same")
+	assert.Len(t, rec.Raw().Release[ho.From], 1, "the release is measured all the same")
 }
 
 // TestNoInferenceToASleepingModel: a probe, a serving round and a serving
 // phase on a model the harness put to sleep are refused before any request
 // is sent (an old vLLM crashed on one), and nothing is counted as executed.
 func TestNoInferenceToASleepingModel(t *testing.T) {
-	f, rec, p := simFleet(t, func(s gpu.Source) gpu.Source { return s })
+	f, rec, p := simFleet(t, func(s gpu.Source) gpu.Source { return s }, 1)
 	require.NoError(t, f.Activate(t.Context(), "A"))
 	_, err := f.Sleep(t.Context(), "A", 1)
 	require.NoError(t, err)

@@ -124,16 +124,30 @@ func Build(raw record.Raw) Report {
 		rep.Memory.L1ReleaseFraction[l] = summary(raw.Release[l])
 	}
 
-	rep.Status = "PASS"
-	if len(rep.Failures) > 0 {
-		rep.Status = "FAIL"
-	}
-	for _, c := range rep.Checks {
-		if c.Verdict != "PASS" {
-			rep.Status = "FAIL"
-		}
-	}
+	rep.Status = status(rep)
 	return rep
 }
 
 func levelKey(level int) string { return strconv.Itoa(level) }
+
+// StatusNotRun is the status of a run in which no phase ran and nothing
+// failed (a -run filter that matched no phase, or benchmarks only): it
+// measured nothing to pass, so it is not PASS.
+const StatusNotRun = "NOT RUN"
+
+// status is FAIL on any failure or failed check, NOT RUN when no phase ran,
+// else PASS.
+func status(rep Report) string {
+	if len(rep.Failures) > 0 {
+		return "FAIL"
+	}
+	for _, c := range rep.Checks {
+		if c.Verdict != "PASS" {
+			return "FAIL"
+		}
+	}
+	if len(rep.Phases) == 0 {
+		return StatusNotRun
+	}
+	return "PASS"
+}

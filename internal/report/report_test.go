@@ -54,6 +54,7 @@ func sampleRaw() record.Raw {
 		w.RSSPeak = map[string]uint64{"A": 2 << 30, "B": 1 << 30}
 	}(&raw)
 	raw.Windows["A-baseline"] = record.Window{Start: 98, End: 112}
+	raw.Phases = []string{"restart", "baseline", "sleep-level1", "after-wake", "sleep-level2", "switch"}
 	return raw
 }
 
@@ -83,6 +84,16 @@ func TestBuildSummarises(t *testing.T) {
 	assert.Equal(t, 2.0, rep.Memory.RSSPeakGiB["A"])
 	assert.Equal(t, 91.0, rep.Memory.L1ReleaseFraction["B"].Median)
 	assert.Equal(t, record.Window{Start: 98, End: 112}, rep.Windows["A-baseline"])
+}
+
+// TestNoPhaseIsNotPass: a run in which no phase ran (benchmarks only, a
+// -run filter matching none) is NOT RUN, not PASS; a failure still fails.
+func TestNoPhaseIsNotPass(t *testing.T) {
+	raw := sampleRaw()
+	raw.Phases = nil
+	assert.Equal(t, StatusNotRun, Build(raw).Status)
+	raw.Failures = []record.Failure{{Phase: "config", Error: "bad"}}
+	assert.Equal(t, "FAIL", Build(raw).Status)
 }
 
 func TestBuildFailsOnFailureOrFailedCheck(t *testing.T) {
