@@ -9,11 +9,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -38,8 +40,9 @@ type Backend struct {
 	// CUDA is the CUDA driver version NVML reports, "" without NVML.
 	CUDA string
 
-	env  []string
-	nvml *NVMLSource
+	env    []string
+	nvml   *NVMLSource
+	caches string // each model's fresh compile caches under it; "" to leave the runner's
 }
 
 // Open prepares cfg's backend. dir is a private directory for the
@@ -47,6 +50,9 @@ type Backend struct {
 // Nothing is started.
 func Open(ctx context.Context, cfg config.Config, dir string) (*Backend, error) {
 	b := &Backend{env: vllm.ServerEnv(cfg.APIKey)}
+	if cfg.FreshCaches {
+		b.caches = filepath.Join(dir, "caches")
+	}
 	b.Setup = record.Setup{GPU: "unknown GPU (memory source none)", Runtime: "unknown (no server reached)",
 		ContextTokens: cfg.Protocol.ContextTokens, KVGiB: cfg.Protocol.KVGiB, MemorySource: cfg.Memory}
 	switch cfg.Command {
@@ -69,8 +75,7 @@ func Open(ctx context.Context, cfg config.Config, dir string) (*Backend, error) 
 		}
 		b.env = append(b.env,
 			vllmsim.EnvProfile+"="+cfg.Sim.Profile,
-			vllmsim.EnvTimeScale+"="+strconv.FormatFloat(cfg.Sim.TimeScale, 'g', -1, 64),
-			vllmsim.EnvCacheDir+"="+filepath.Join(dir, "compile-cache"))
+			vllmsim.EnvTimeScale+"="+strconv.FormatFloat(cfg.Sim.TimeScale, 'g', -1, 64))
 		b.Setup.Simulated = &record.Simulated{Profile: cfg.Sim.Profile, TimeScale: cfg.Sim.TimeScale,
 			Note: "simulated: servers are vllmsim and GPU memory is modelled (" + prof.Source + "); times are wall-clock at this time scale"}
 		if cfg.Memory == "sim" {
@@ -118,13 +123,76 @@ func Open(ctx context.Context, cfg config.Config, dir string) (*Backend, error) 
 }
 
 // ServerEnv is the environment of m's server: vLLM's (dev mode, API key),
-// vllmsim's settings, and the faults the config injects into m.
+// vllmsim's settings, the faults the config injects into m, and with
+// fresh_caches m's own compile caches, empty at its initial start and
+// reused by its warm starts.
 func (b *Backend) ServerEnv(m config.Model) []string {
 	env := slices.Clip(b.env)
 	if m.SimFaults != "" {
 		env = append(env, vllmsim.EnvFaults+"="+m.SimFaults)
 	}
+	if b.caches != "" {
+		d := filepath.Join(b.caches, m.Label)
+		env = append(env, "VLLM_CACHE_ROOT="+filepath.Join(d, "vllm"), "TORCHINDUCTOR_CACHE_DIR="+filepath.Join(d, "inductor"),
+			"TRITON_CACHE_DIR="+filepath.Join(d, "triton"), "CUDA_CACHE_PATH="+filepath.Join(d, "cuda"))
+	}
 	return env
+}
+
+// RestartBaseline says what the run's starts were, as measured: whether
+// each model's initial start compiled its graphs (initial, from vLLM's log:
+// model label → "compiled", "loaded from cache" or ""), and with fresh
+// caches how much each model's starts wrote into them.
+func (b *Backend) RestartBaseline(labels []string, initial map[string]string) string {
+	var parts []string
+	for _, l := range labels {
+		state, ok := initial[l]
+		var part string
+		switch {
+		case !ok:
+			part = l + ": no initial start measured"
+		case state == "":
+			part = l + ": initial start logged no torch.compile (eager?)"
+		default:
+			part = l + ": initial start " + state
+		}
+		if b.caches != "" && ok {
+			if n, err := dirBytes(filepath.Join(b.caches, l)); err == nil {
+				part += fmt.Sprintf(", %s written into its fresh caches", bytesString(n))
+			}
+		}
+		parts = append(parts, part)
+	}
+	caches := "each model's initial start had fresh, empty compile caches (VLLM_CACHE_ROOT, TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR, CUDA_CACHE_PATH) that its warm starts reused"
+	if b.caches == "" {
+		caches = "the runner's own compile caches (fresh_caches off)"
+	}
+	return "same host, servers started one at a time, " + caches + " (" + strings.Join(parts, "; ") +
+		"); weights read from the host's files; not a cold node or container start"
+}
+
+func bytesString(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+// dirBytes is the size of the files under dir (an error if dir is absent).
+func dirBytes(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n, err
 }
 
 // Close releases the memory source (NVML needs one Shutdown per Init).

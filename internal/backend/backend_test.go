@@ -77,3 +77,24 @@ func TestOpenErrorsNameTheSetting(t *testing.T) {
 	assert.Nil(t, b.Setup.Simulated, "a command by path is not labelled simulated until its /version says so")
 	assert.Contains(t, b.Setup.MemoryNote, "no GPU memory was sampled")
 }
+
+// TestFreshCachesPerModel: with fresh_caches each model's server gets its
+// own compile caches under the run's directory; without, none are set.
+func TestFreshCachesPerModel(t *testing.T) {
+	cfg := config.Default()
+	cfg.Command, cfg.Memory = "/bin/true", "none"
+	dir := t.TempDir()
+	b, err := Open(t.Context(), cfg, dir)
+	require.NoError(t, err)
+	a, bb := b.ServerEnv(cfg.Models[0]), b.ServerEnv(cfg.Models[1])
+	for _, v := range []string{"VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUDA_CACHE_PATH"} {
+		assert.Contains(t, a, v+"="+filepath.Join(dir, "caches", "A", map[string]string{"VLLM_CACHE_ROOT": "vllm", "TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton", "CUDA_CACHE_PATH": "cuda"}[v]))
+		assert.NotContains(t, bb, a[len(a)-1], "B's caches are its own")
+	}
+	cfg.FreshCaches = false
+	b, err = Open(t.Context(), cfg, dir)
+	require.NoError(t, err)
+	for _, e := range b.ServerEnv(cfg.Models[0]) {
+		assert.NotContains(t, e, "CACHE", "the runner's own caches")
+	}
+}

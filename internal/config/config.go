@@ -48,6 +48,11 @@ type Config struct {
 	// Baseline is a previous run's bench.txt to gate regressions against
 	// (WAKEBENCH_BASELINE); empty: no gate.
 	Baseline string `json:"baseline"`
+	// FreshCaches gives each model's initial start empty compile caches
+	// (VLLM_CACHE_ROOT, TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR,
+	// CUDA_CACHE_PATH) that its warm starts reuse, so restart_initial is a
+	// first start on any runner; false leaves the runner's own caches.
+	FreshCaches bool `json:"fresh_caches"`
 }
 
 // Sim is the simulator's profile and time scale.
@@ -138,7 +143,8 @@ func Default() Config {
 			MaxFailedRequests: 0, MinL1ReleasePercent: 90, MinAfterWakeTPSRatio: 0.95,
 			RegressionPercent: 10, RegressionAlpha: 0.05,
 		},
-		OutDir: "out",
+		OutDir:      "out",
+		FreshCaches: true,
 	}
 	backendDefaults(&c)
 	return c

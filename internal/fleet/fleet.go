@@ -52,6 +52,7 @@ type model struct {
 	// exitReported: an error naming this server's exit was returned, so
 	// the phase that met the crash has reported it.
 	exitReported bool
+	compile      string // the last start's compile state (vllm.CompileState)
 }
 
 // Fleet is the servers of one run.
@@ -177,12 +178,17 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 		}
 	}
 	p := f.cfg.Protocol
+	logPath := filepath.Join(f.cfg.OutDir, label+".log")
+	var logFrom int64 // this start's part of the log, appended to over starts
+	if st, err := os.Stat(logPath); err == nil {
+		logFrom = st.Size()
+	}
 	spec := server.Spec{
 		Label: label, Path: f.opt.Command,
 		Args: vllm.ServeArgs(vllm.ServeOptions{Model: m.cfg.Name, Host: f.cfg.Host, Port: m.port, MaxModelLen: p.ContextTokens,
 			KVCacheBytes: f.cfg.KVBytes(), GPUMemoryUtilization: m.cfg.GPUMemoryUtilization, Extra: m.cfg.ExtraArgs}),
 		Env:     f.opt.Env(m.cfg),
-		LogPath: filepath.Join(f.cfg.OutDir, label+".log"),
+		LogPath: logPath,
 	}
 	srv, err := server.Start(spec)
 	if err != nil {
@@ -208,7 +214,7 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 	}
 	ready = readyAt.Sub(srv.Spawned)
 	f.refreshPIDs(m)
-	f.recordWeights(label, spec.LogPath)
+	f.readStartLog(m, spec.LogPath, logFrom)
 	err = f.timeout(ctx, m, seconds(f.cfg.Timeouts.RequestS), func(ctx context.Context) error {
 		ids, err := m.client.Models(ctx)
 		if err != nil {
@@ -251,16 +257,35 @@ func (f *Fleet) PID(label string) int {
 	return 0
 }
 
-// recordWeights takes the model's weight size from the "Model loading took
-// X GiB" line the server has just logged, for the physical limits.
-func (f *Fleet) recordWeights(label, logPath string) {
-	b, err := os.ReadFile(logPath)
+// readStartLog reads what the server logged since it was spawned: its
+// weight size ("Model loading took X GiB", for the physical limits) and
+// whether it compiled its graphs or loaded them from the compile cache.
+func (f *Fleet) readStartLog(m *model, path string, from int64) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return
 	}
-	if gib, line, ok := vllm.WeightGiB(b); ok {
-		f.rec.SetWeight(label, record.Weight{GiB: gib, Source: "server log: " + line})
+	if from <= int64(len(b)) {
+		b = b[from:]
 	}
+	if gib, line, ok := vllm.WeightGiB(b); ok {
+		f.rec.SetWeight(m.cfg.Label, record.Weight{GiB: gib, Source: "server log: " + line})
+	}
+	f.mu.Lock()
+	m.compile = vllm.CompileState(b)
+	f.mu.Unlock()
+}
+
+// StartCompile says whether label's last start compiled its graphs
+// (vllm.Compiled) or loaded them from the compile cache
+// (vllm.LoadedFromCache); "" when its log says neither.
+func (f *Fleet) StartCompile(label string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m := f.models[label]; m != nil {
+		return m.compile
+	}
+	return ""
 }
 
 // Stop ends the model's server (SIGTERM, SIGKILL after timeouts.stop_s);

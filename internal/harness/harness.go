@@ -229,6 +229,15 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 	for _, f := range testFailures {
 		r.rec.Fail(f)
 	}
+	initial := map[string]string{}
+	for l, rs := range r.rec.Raw().Restarts {
+		for _, x := range rs {
+			if !x.Warm {
+				initial[l] = x.Compile
+			}
+		}
+	}
+	r.rec.SetRestartBaseline(r.be.RestartBaseline(r.fleet.Labels(), initial))
 	r.rec.Finish(used, r.fleet.RSSPeaks(), time.Now())
 
 	raw := r.rec.Raw()

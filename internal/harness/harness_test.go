@@ -19,6 +19,7 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/server"
+	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // small is the default config shrunk to a few seconds of work.
@@ -334,4 +335,39 @@ func TestEveryThresholdIsChecked(t *testing.T) {
 	}, names)
 	// Close adds the memory source's own check.
 	assert.Equal(t, append(checks, gate.Evaluate("memory.sampler_errors", "", 0, "==", 0)), rep.Checks, "report.json's checks are the ones evaluated")
+}
+
+// TestInitialStartIsColdAndSaysSo: with fresh_caches (the default) every
+// run's initial start compiles, whatever ran on the runner before, and
+// restart_baseline says so from the server's own log; without, a second
+// run's initial start loads from the runner's cache and the report says
+// that instead of calling it cold.
+func TestInitialStartIsColdAndSaysSo(t *testing.T) {
+	_, err := backend.BuildSim(t.Context()) // before the cache home moves: go build's cache lives there too
+	require.NoError(t, err)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // the runner's own caches, for this test alone
+	run := func(fresh bool) (report.Report, []record.Restart) {
+		cfg := small(t)
+		cfg.FreshCaches = fresh
+		h, err := Open(t.Context(), cfg)
+		require.NoError(t, err)
+		rs, err := h.Restart(t.Context(), "A", t.Logf)
+		require.NoError(t, err)
+		rep, err := h.Close(nil)
+		require.NoError(t, err)
+		return rep, rs
+	}
+	run(false) // fills the runner's cache
+	rep, rs := run(false)
+	assert.Equal(t, vllm.LoadedFromCache, rs[0].Compile, "the runner's cache makes the initial start warm")
+	assert.Contains(t, rep.RestartBaseline, "the runner's own compile caches (fresh_caches off)")
+	assert.Contains(t, rep.RestartBaseline, "A: initial start loaded from cache")
+
+	rep, rs = run(true) // the runner's cache is warm, the run's are not
+	assert.Equal(t, vllm.Compiled, rs[0].Compile, "initial start")
+	assert.Equal(t, vllm.LoadedFromCache, rs[1].Compile, "warm start")
+	assert.Contains(t, rep.RestartBaseline, "fresh, empty compile caches")
+	assert.Contains(t, rep.RestartBaseline, "A: initial start compiled, ")
+	assert.Contains(t, rep.RestartBaseline, "KiB written into its fresh caches")
+	assert.Contains(t, rep.RestartBaseline, "B: no initial start measured")
 }

@@ -65,7 +65,8 @@ func (p *Protocol) startOnce(ctx context.Context, label string, warm bool) (reco
 	if err != nil {
 		return record.Restart{}, restartFirstTok, err
 	}
-	return record.Restart{Warm: warm, ReadyS: ready.Seconds(), FirstTokenS: s.Tokens[0].Sub(spawned).Seconds()}, "", nil
+	return record.Restart{Warm: warm, ReadyS: ready.Seconds(), FirstTokenS: s.Tokens[0].Sub(spawned).Seconds(),
+		Compile: p.fleet.StartCompile(label)}, "", nil
 }
 
 // WarmStart measures one restart of label (after its first start, so warm),

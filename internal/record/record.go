@@ -21,6 +21,7 @@ type Restart struct {
 	Warm        bool
 	ReadyS      float64
 	FirstTokenS float64
+	Compile     string // what the server logged: "compiled", "loaded from cache" or "" (neither)
 }
 
 // Cycle is one sleep/wake cycle.
@@ -188,8 +189,11 @@ type Raw struct {
 	DeviceUsedGiB []float64 // every device sample
 	RSSPeak       map[string]uint64
 	Weights       map[string]Weight // label → weight size, for the physical limits
-	Started       time.Time
-	Finished      time.Time // zero: the report takes the time it is built
+	// RestartBaseline says what the starts were (fresh caches or not, as
+	// measured); "" for the report's default sentence.
+	RestartBaseline string
+	Started         time.Time
+	Finished        time.Time // zero: the report takes the time it is built
 }
 
 // NewRaw is an empty record of the labelled models, started now.
@@ -319,6 +323,12 @@ func (r *Recorder) AddMemoryNote(note string) {
 	} else if !strings.Contains(r.raw.MemoryNote, note) {
 		r.raw.MemoryNote += "; " + note
 	}
+}
+
+// SetRestartBaseline records what the run's starts were.
+func (r *Recorder) SetRestartBaseline(s string) {
+	defer r.lock()()
+	r.raw.RestartBaseline = s
 }
 
 // SetWeight records a model's weight size.

@@ -39,6 +39,9 @@ func Build(raw record.Raw) Report {
 	if raw.Finished.IsZero() {
 		rep.Finished = unix(time.Now())
 	}
+	if raw.RestartBaseline != "" {
+		rep.RestartBaseline = raw.RestartBaseline
+	}
 	if rep.Checks == nil {
 		rep.Checks = []record.Check{}
 	}

@@ -33,3 +33,26 @@ func WeightGiB(log []byte) (gib float64, line string, ok bool) {
 	}
 	return v, string(bytes.TrimSpace(log[start:end])), true
 }
+
+// Compile states of a start, from vLLM's torch.compile log lines
+// (backends.py).
+const (
+	Compiled        = "compiled"          // "Compiling a graph for … takes X s": the caches were cold
+	LoadedFromCache = "loaded from cache" // "Directly load the compiled graph(s) for … from the cache"
+)
+
+var compileLine = regexp.MustCompile(`Compiling a graph for [^\n]* takes|Directly load the compiled graph\(s\) for [^\n]* from the cache`)
+
+// CompileState reads a start's log (what the server logged since it was
+// spawned) and says whether it compiled its graphs or loaded them from the
+// compile cache; "" when it logged neither (no torch.compile: eager mode).
+func CompileState(log []byte) string {
+	locs := compileLine.FindAllIndex(log, -1)
+	if len(locs) == 0 {
+		return ""
+	}
+	if bytes.HasPrefix(log[locs[0][0]:], []byte("Compiling")) {
+		return Compiled
+	}
+	return LoadedFromCache
+}

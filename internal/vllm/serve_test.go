@@ -109,3 +109,14 @@ func TestResetPrefixCacheChecksTheAnswer(t *testing.T) {
 	set(`<html>`)
 	assert.ErrorContains(t, c.ResetPrefixCache(t.Context()), "unexpected body")
 }
+
+func TestCompileState(t *testing.T) {
+	cold := "(EngineCore_DP0 pid=1) INFO 09-23 18:12:27 [backends.py:550] Dynamo bytecode transform time: 4.99 s\n" +
+		"(EngineCore_DP0 pid=1) INFO 09-23 18:12:40 [backends.py:215] Compiling a graph for dynamic shape takes 12.31 s\n"
+	warm := "(EngineCore_DP0 pid=3021) INFO 09-23 18:12:30 [backends.py:161] Directly load the compiled graph(s) for dynamic shape from the cache, took 2.810 s\n"
+	ranged := "(Worker_TP0 pid=57) INFO 06-21 07:20:13 [backends.py:292] Directly load the compiled graph(s) for compile range (1, 8192) from the cache, took 0.717 s\n"
+	assert.Equal(t, Compiled, CompileState([]byte(cold)))
+	assert.Equal(t, LoadedFromCache, CompileState([]byte(warm)))
+	assert.Equal(t, LoadedFromCache, CompileState([]byte(ranged)), "newer vLLM names a compile range")
+	assert.Equal(t, "", CompileState([]byte("INFO Model loading took 8.0 GiB\n")), "eager mode compiles nothing")
+}

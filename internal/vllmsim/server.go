@@ -502,6 +502,12 @@ func (s *server) startup(ctx context.Context, warm bool) error {
 	if !s.clock.sleep(ctx, 0.7*s.phys.StartCost(warm)) {
 		return ctx.Err()
 	}
+	// vLLM's backends.py lines: wakebench reads whether a start compiled.
+	if took := 0.7 * s.phys.StartCost(warm) * s.clock.scale; warm {
+		s.log.Printf("Directly load the compiled graph(s) for dynamic shape from the cache, took %.3f s", took)
+	} else {
+		s.log.Printf("Compiling a graph for dynamic shape takes %.2f s", took)
+	}
 	if free, err := s.dev.free(); err != nil {
 		return err
 	} else if free < s.phys.KVBytes {

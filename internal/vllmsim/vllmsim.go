@@ -99,6 +99,10 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 	st.APIKey = getenv("VLLM_API_KEY")
 	st.GPUDir = getenv(simgpu.EnvDir)
 	st.CacheDir = getenv(EnvCacheDir)
+	if st.CacheDir == "" && getenv("VLLM_CACHE_ROOT") != "" {
+		// vLLM keeps its torch.compile cache under VLLM_CACHE_ROOT.
+		st.CacheDir = filepath.Join(getenv("VLLM_CACHE_ROOT"), "torch_compile_cache")
+	}
 	if st.CacheDir == "" {
 		d, err := os.UserCacheDir()
 		if err != nil {
