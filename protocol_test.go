@@ -252,7 +252,7 @@ func TestOutputs(t *testing.T) {
 	}
 	require.NoError(t, rd.Err())
 	benches := []string{"Restart", "Sleep", "Serve", "Switch"}
-	wantUnits := []string{report.UnitReady, report.UnitFirstToken, report.UnitSleep, report.UnitWake, report.UnitTTFT, report.UnitTPOT, report.UnitTPS}
+	wantUnits := []string{report.UnitReady, report.UnitFirstToken, report.UnitSleep, report.UnitWake, report.UnitTTFT, report.UnitTPOT, report.UnitTPS, report.UnitReqTPS}
 	if haveMemory {
 		benches = append(benches, "Memory")
 		// GiB/peak (Memory/device) is summed from every sample at Close,
@@ -296,7 +296,7 @@ func TestRegressionGate(t *testing.T) {
 	t.Output().Write([]byte(table))
 	for _, d := range ds {
 		if d.Regression {
-			assert.Fail(t, "regression", "%s %s: %+.1f%% (%s), tolerance %g%%", d.Name, d.Unit, d.ChangePct, d.Cmp, cfg.Thresholds.RegressionPercent)
+			assert.Fail(t, "regression", "%s %s: %+.1f%% (%s), tolerance %g%% %s", d.Name, d.Unit, d.ChangePct, d.Cmp, d.Limit, d.Why)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -29,6 +30,11 @@ type Delta struct {
 	// significant (e.g. two rounds per side), or the unit has no direction.
 	Why        string
 	Regression bool // worse by more than the tolerance, and significant
+	// ToleranceOnly: the samples are too few for any difference to be
+	// significant at alpha (Mann-Whitney's smallest p for these sizes is
+	// above it), so the medians are judged against twice the tolerance.
+	ToleranceOnly bool
+	Limit         float64 // the tolerance the change was judged against, in percent
 }
 
 // BenchKey is a benchmark name (without "Benchmark" and without go test's
@@ -128,8 +134,17 @@ func CompareBench(old, cur io.Reader, tolerancePct, alpha float64) ([]Delta, err
 		if d.Better == 0 {
 			d.Why = "unit has no better= direction: not gated"
 		}
-		worse := (d.Better < 0 && d.ChangePct > tolerancePct) || (d.Better > 0 && d.ChangePct < -tolerancePct)
-		d.Regression = worse && d.Significant && d.Better != 0
+		d.Limit = tolerancePct
+		if n1, n2 := len(o), len(nv[k]); minP(n1, n2) > alpha {
+			// No test can be significant: a regression of any size would
+			// pass. Judge the medians alone, with a wider band.
+			d.ToleranceOnly, d.Limit = true, 2*tolerancePct
+			if d.Better != 0 {
+				d.Why = fmt.Sprintf("n = %d vs %d cannot be significant at %g: medians judged on ±%g %%", n1, n2, alpha, d.Limit)
+			}
+		}
+		worse := (d.Better < 0 && d.ChangePct > d.Limit) || (d.Better > 0 && d.ChangePct < -d.Limit)
+		d.Regression = worse && (d.Significant || d.ToleranceOnly) && d.Better != 0
 		out = append(out, d)
 	}
 	if len(out) == 0 {
@@ -145,8 +160,13 @@ func WriteDeltas(w io.Writer, ds []Delta) error {
 	fmt.Fprintln(tw, "benchmark\tunit\tbaseline\tthis run\tdelta\tp, n\tverdict")
 	for _, d := range ds {
 		delta := d.Cmp.FormatDelta(d.Old.Center, d.New.Center)
+		if d.ToleranceOnly && d.Old.Center != 0 {
+			delta = fmt.Sprintf("%+.2f%% (medians)", d.ChangePct)
+		}
 		verdict := ""
 		switch {
+		case d.Regression && d.ToleranceOnly:
+			verdict = "REGRESSION (tolerance only: " + d.Why + ")"
 		case d.Regression:
 			verdict = "REGRESSION"
 		case d.Why != "":
@@ -156,4 +176,18 @@ func WriteDeltas(w io.Writer, ds []Delta) error {
 			d.Old.Center, d.Old.PctRangeString(), d.New.Center, d.New.PctRangeString(), delta, d.Cmp.String(), verdict)
 	}
 	return tw.Flush()
+}
+
+// minP is the smallest two-sided p-value a Mann-Whitney U test (benchstat's)
+// can give samples of sizes n1 and n2: every value of one below every value
+// of the other, 2 / C(n1+n2, n1).
+func minP(n1, n2 int) float64 {
+	if n1 == 0 || n2 == 0 {
+		return 1
+	}
+	c := 1.0 // C(n1+n2, n1), as a float: it only needs to be compared
+	for i := 1; i <= n1; i++ {
+		c = c * float64(n2+i) / float64(i)
+	}
+	return math.Min(1, 2/c)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -46,7 +47,7 @@ func TestGateCatchesAPlantedWakeRegression(t *testing.T) {
 	require.NoError(t, WriteDeltas(&out, ds))
 	assert.Contains(t, out.String(), "+20.00%")
 	assert.Contains(t, out.String(), "REGRESSION")
-	assert.Contains(t, out.String(), "need >= 4 samples", "two rounds cannot be significant, and the table says so")
+	assert.Contains(t, out.String(), "n = 2 vs 2 cannot be significant at 0.05: medians judged on ±20 %", "two rounds cannot be significant, and the table says so")
 }
 
 func TestGatePassesTheSameRun(t *testing.T) {
@@ -87,4 +88,84 @@ func TestGateErrors(t *testing.T) {
 	ds, err := CompareBench(strings.NewReader("BenchmarkSleep/model=A/level=1-16 1 1.0 sec/sleep\n"), bench(t, run(1)), 10, 0.05)
 	require.NoError(t, err)
 	assert.Equal(t, "Sleep/model=A/level=1", ds[0].Name)
+}
+
+// slowRun is a full synthetic run (the default protocol's counts: 1 + 2
+// starts, 3 level-2 cycles, 2 rounds, 16 requests, one device peak), every
+// figure scaled by worse: durations × worse, rates ÷ worse, memory × worse.
+func slowRun(worse float64) record.Raw {
+	r := record.New([]string{"A"}, map[string]string{"A": "m"})
+	r.SetSetup(record.Setup{GPU: "g", Runtime: "r"})
+	for i, warm := range []bool{false, true, true} {
+		r.AddRestart("A", record.Restart{Warm: warm, ReadyS: (20 + float64(i)) * worse, FirstTokenS: (21 + float64(i)) * worse})
+	}
+	for i := range 3 {
+		r.AddCycle("A", record.Cycle{Level: 2, OK: true, SleepS: 1, WakeAPIS: (9 + float64(i)/10) * worse, ToFirstTokenS: (9.5 + float64(i)/10) * worse, ResidualGiB: 0.5})
+	}
+	run := record.PerfRun{Stage: "baseline", Concurrency: 4, Rounds: 2, Planned: 16, Success: 16, RoundsPassed: 2, RoundTPS: []float64{3000 / worse, 3050 / worse}}
+	for i := range 16 {
+		run.TTFT = append(run.TTFT, 0.05)
+		run.TPOT = append(run.TPOT, 0.01)
+		run.ReqTPS = append(run.ReqTPS, (750+float64(i))/worse)
+	}
+	r.AddPerf("A", run)
+	r.Finish([]float64{10, 20 * worse}, nil, time.Unix(0, 0))
+	return r.Raw()
+}
+
+// TestGateCatchesWhatSmallSamplesHide: at the default counts no
+// Mann-Whitney test of a level-2 wake (n = 3), a restart (n = 1, 2), a
+// round's tok/s (n = 2) or the device peak (n = 1) can be significant, so a
+// 10× slower wake and restart, 90 % fewer tok/s and a doubled peak used to
+// pass. They are caught now: on the medians with twice the tolerance, said
+// so, and per-request tok/s (n = 16) significantly.
+func TestGateCatchesWhatSmallSamplesHide(t *testing.T) {
+	ds, err := CompareBench(bench(t, slowRun(1)), bench(t, slowRun(1)), 10, 0.05)
+	require.NoError(t, err)
+	for _, d := range ds {
+		assert.False(t, d.Regression, "the same run: %s %s", d.Name, d.Unit)
+	}
+	for _, c := range []struct {
+		worse float64
+		want  []string
+	}{
+		{10, []string{"Restart/model=A/kind=initial sec/ready", "Restart/model=A/kind=initial sec/first-token",
+			"Restart/model=A/kind=warm sec/ready", "Restart/model=A/kind=warm sec/first-token",
+			"Sleep/model=A/level=2 sec/wake", "Sleep/model=A/level=2 sec/first-token",
+			"Serve/model=A/stage=baseline/conc=4 tok/s", "Serve/model=A/stage=baseline/conc=4 req-tok/s", "Memory/device GiB/peak"}},
+	} {
+		ds, err := CompareBench(bench(t, slowRun(1)), bench(t, slowRun(c.worse)), 10, 0.05)
+		require.NoError(t, err)
+		got := map[string]Delta{}
+		for _, d := range ds {
+			if d.Regression {
+				got[d.Name+" "+d.Unit] = d
+			}
+		}
+		for _, w := range c.want {
+			d, ok := got[w]
+			if assert.True(t, ok, "%s is a regression at %g× worse", w, c.worse) {
+				assert.Equal(t, w != "Serve/model=A/stage=baseline/conc=4 req-tok/s", d.ToleranceOnly, "%s: judged on the medians only when n is too small", w)
+			}
+		}
+		var out strings.Builder
+		require.NoError(t, WriteDeltas(&out, ds))
+		assert.Contains(t, out.String(), "REGRESSION (tolerance only: n = 3 vs 3 cannot be significant at 0.05: medians judged on ±20 %)")
+	}
+	// 15 % worse: within twice the tolerance where only medians are judged.
+	ds, err = CompareBench(bench(t, slowRun(1)), bench(t, slowRun(1.15)), 10, 0.05)
+	require.NoError(t, err)
+	for _, d := range ds {
+		if d.ToleranceOnly {
+			assert.False(t, d.Regression, "%s %s: 15 %% is inside the ±20 %% band", d.Name, d.Unit)
+		}
+	}
+}
+
+func TestMinP(t *testing.T) {
+	assert.InDelta(t, 1.0/3, minP(2, 2), 1e-12)
+	assert.InDelta(t, 0.1, minP(3, 3), 1e-12)
+	assert.InDelta(t, 2.0/252, minP(5, 5), 1e-12)
+	assert.Equal(t, 1.0, minP(1, 1))
+	assert.Equal(t, 1.0, minP(0, 5))
 }

@@ -46,7 +46,11 @@ func (r *Run) Gate(baseline string) ([]gate.Delta, string, error) {
 	for _, d := range ds {
 		if d.Regression {
 			n++
-			r.rec.AddChecks(gate.Evaluate("regression "+d.Name+" "+d.Unit, "", d.ChangePct, "within", cfg.Thresholds.RegressionPercent))
+			name := "regression " + d.Name + " " + d.Unit
+			if d.ToleranceOnly {
+				name += " (tolerance only: too few samples for significance)"
+			}
+			r.rec.AddChecks(gate.Evaluate(name, "", d.ChangePct, "within", d.Limit))
 		}
 	}
 	r.rec.AddChecks(gate.Evaluate("regressions against baseline", "", float64(n), "==", 0))

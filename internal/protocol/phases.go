@@ -131,6 +131,9 @@ func (p *Protocol) Serve(ctx context.Context, label, stage string, logf Logf) ([
 				continue
 			}
 			run.TTFT = append(run.TTFT, q.TTFT.Seconds())
+			if d := q.Done.Sub(q.Sent); d > 0 {
+				run.ReqTPS = append(run.ReqTPS, float64(q.OutputTokens)/d.Seconds())
+			}
 			if q.HasTPOT {
 				run.TPOT = append(run.TPOT, q.TPOT.Seconds())
 			}

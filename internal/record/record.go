@@ -45,6 +45,7 @@ type PerfRun struct {
 	RoundTPS     []float64
 	TTFT         []float64 // per successful request
 	TPOT         []float64
+	ReqTPS       []float64 // per successful request: output tokens / (sent → done)
 	PromptTokens []int
 }
 

@@ -21,6 +21,7 @@ const (
 	UnitTTFT       = "sec/ttft"
 	UnitTPOT       = "sec/tpot"
 	UnitTPS        = "tok/s"
+	UnitReqTPS     = "req-tok/s" // one request's output tokens / its sent → done time
 	UnitResidual   = "GiB/residual"
 	UnitRelease    = "%-released"
 	UnitPeak       = "GiB/peak"
@@ -29,6 +30,7 @@ const (
 // unitMeta is what benchstat should assume about each unit.
 var unitMeta = []struct{ unit, key, value string }{
 	{UnitTPS, "better", "higher"},
+	{UnitReqTPS, "better", "higher"},
 	{UnitRelease, "better", "higher"},
 	{UnitReady, "better", "lower"},
 	{UnitFirstToken, "better", "lower"},
@@ -116,6 +118,9 @@ func WriteBench(w io.Writer, raw record.Raw) error {
 				vals := []benchfmt.Value{v(p.TTFT[i], UnitTTFT)}
 				if i < len(p.TPOT) {
 					vals = append(vals, v(p.TPOT[i], UnitTPOT))
+				}
+				if i < len(p.ReqTPS) {
+					vals = append(vals, v(p.ReqTPS[i], UnitReqTPS))
 				}
 				line(name, vals...)
 			}

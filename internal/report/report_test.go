@@ -39,7 +39,7 @@ func sampleRaw() record.Raw {
 			}
 			for _, st := range []string{"baseline", "after-wake"} {
 				w.Perf[l] = append(w.Perf[l], record.PerfRun{Stage: st, Concurrency: 1, Rounds: 2, Planned: 4, Success: 4, RoundsPassed: 2,
-					RoundTPS: []float64{100, 110}, TTFT: []float64{.1, .1, .2, .1}, TPOT: []float64{.01, .01, .01, .02}, PromptTokens: []int{26, 26, 26, 26}})
+					RoundTPS: []float64{100, 110}, TTFT: []float64{.1, .1, .2, .1}, TPOT: []float64{.01, .01, .01, .02}, ReqTPS: []float64{80, 81, 79, 80}, PromptTokens: []int{26, 26, 26, 26}})
 			}
 			w.Release[l] = []float64{90, 92, 91}
 		}
