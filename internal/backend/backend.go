@@ -49,6 +49,11 @@ type Backend struct {
 // simulated GPU and vllmsim's compile cache; the caller removes it.
 // Nothing is started.
 func Open(ctx context.Context, cfg config.Config, dir string) (*Backend, error) {
+	return open(ctx, cfg, dir, os.Getenv, func() nvml.Interface { return nvml.New() })
+}
+
+// open is Open with the environment and the NVML library given (tests).
+func open(ctx context.Context, cfg config.Config, dir string, getenv func(string) string, nvmlLib func() nvml.Interface) (*Backend, error) {
 	b := &Backend{env: vllm.ServerEnv(cfg.APIKey)}
 	if cfg.FreshCaches {
 		b.caches = filepath.Join(dir, "caches")
@@ -94,9 +99,13 @@ func Open(ctx context.Context, cfg config.Config, dir string) (*Backend, error) 
 		b.Command = p
 	}
 
+	ref, how, err := deviceRef(cfg.GPUIndex, getenv("CUDA_VISIBLE_DEVICES"), getenv("CUDA_DEVICE_ORDER"))
+	if err != nil && (cfg.Command != "vllmsim" || cfg.Memory == "nvml") {
+		return nil, fmt.Errorf("config gpu_index: %w", err)
+	}
 	switch cfg.Memory {
 	case "nvml":
-		ns, err := OpenNVML(nvml.New(), cfg.GPUIndex)
+		ns, err := OpenNVMLDevice(nvmlLib(), ref)
 		if err != nil {
 			return nil, fmt.Errorf("config memory \"nvml\": %w", err)
 		}
@@ -118,6 +127,21 @@ func Open(ctx context.Context, cfg config.Config, dir string) (*Backend, error) 
 			return nil, err
 		}
 		b.Setup.GPU = "1 × " + d
+	}
+	// Every server on the GPU the memory source watches.
+	switch {
+	case cfg.Command == "vllmsim":
+		b.Setup.GPUPlacement = "simulated GPU (vllmsim runs on no GPU)"
+	case b.nvml != nil:
+		uuid := b.nvml.Facts().UUID
+		b.env = append(b.env, "CUDA_VISIBLE_DEVICES="+uuid)
+		b.Setup.GPUPlacement = fmt.Sprintf("CUDA_VISIBLE_DEVICES=%s: NVML index %d, %s", uuid, b.nvml.Index(), how)
+	case ref.UUID != "":
+		b.env = append(b.env, "CUDA_VISIBLE_DEVICES="+ref.UUID)
+		b.Setup.GPUPlacement = fmt.Sprintf("CUDA_VISIBLE_DEVICES=%s (%s; no NVML to check it)", ref.UUID, how)
+	default:
+		b.env = append(b.env, "CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES="+strconv.Itoa(ref.Index))
+		b.Setup.GPUPlacement = fmt.Sprintf("CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=%d (%s; no NVML to check it)", ref.Index, how)
 	}
 	return b, nil
 }

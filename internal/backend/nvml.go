@@ -27,9 +27,21 @@ type NVMLSource struct {
 	facts gpu.DeviceFacts
 }
 
+// DeviceRef names the GPU to open: by UUID when set, else by NVML index.
+type DeviceRef struct {
+	Index int
+	UUID  string
+}
+
 // OpenNVML initialises NVML on lib (nvml.New() on real hardware, a mock in
 // tests) and opens the device at index.
 func OpenNVML(lib nvml.Interface, index int) (*NVMLSource, error) {
+	return OpenNVMLDevice(lib, DeviceRef{Index: index})
+}
+
+// OpenNVMLDevice initialises NVML on lib and opens the device ref names.
+func OpenNVMLDevice(lib nvml.Interface, ref DeviceRef) (*NVMLSource, error) {
+	index := ref.Index
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		hint := ""
 		if ret == nvml.ERROR_LIBRARY_NOT_FOUND {
@@ -46,12 +58,21 @@ func OpenNVML(lib nvml.Interface, index int) (*NVMLSource, error) {
 	if ret != nvml.SUCCESS {
 		return fail("device count", ret)
 	}
-	if index < 0 || index >= n {
-		lib.Shutdown()
-		return nil, fmt.Errorf("NVML: gpu_index %d out of range: %d device(s)", index, n)
-	}
-	if s.dev, ret = lib.DeviceGetHandleByIndex(index); ret != nvml.SUCCESS {
-		return fail(fmt.Sprintf("device %d", index), ret)
+	if ref.UUID != "" {
+		if s.dev, ret = lib.DeviceGetHandleByUUID(ref.UUID); ret != nvml.SUCCESS {
+			return fail("device "+ref.UUID, ret)
+		}
+		if s.index, ret = s.dev.GetIndex(); ret != nvml.SUCCESS {
+			return fail("index of device "+ref.UUID, ret)
+		}
+	} else {
+		if index < 0 || index >= n {
+			lib.Shutdown()
+			return nil, fmt.Errorf("NVML: gpu_index %d out of range: %d device(s)", index, n)
+		}
+		if s.dev, ret = lib.DeviceGetHandleByIndex(index); ret != nvml.SUCCESS {
+			return fail(fmt.Sprintf("device %d", index), ret)
+		}
 	}
 	s.memV2 = lib.Extensions().LookupSymbol("nvmlDeviceGetMemoryInfo_v2") == nil
 	if _, err := s.memory(); err != nil {
@@ -164,3 +185,6 @@ func (s *NVMLSource) Read(context.Context) (gpu.Reading, error) {
 	}
 	return r, nil
 }
+
+// Index is the device's NVML index.
+func (s *NVMLSource) Index() int { return s.index }

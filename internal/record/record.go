@@ -153,6 +153,7 @@ type Failure struct {
 // simulated.
 type Setup struct {
 	GPU           string // e.g. "1 × NVIDIA L20"
+	GPUPlacement  string // how the servers were put on that GPU (CUDA_VISIBLE_DEVICES)
 	GPUFacts      *GPUFacts
 	Runtime       string // until a server answers /version
 	ContextTokens int
@@ -167,6 +168,7 @@ type Raw struct {
 	Labels        []string          // model labels in config order
 	Names         map[string]string // label → model name
 	GPU, Runtime  string
+	GPUPlacement  string
 	ContextTokens int
 	KVGiB         float64
 	Simulated     *Simulated
@@ -273,6 +275,7 @@ func (r *Recorder) SetSetup(s Setup) {
 	defer r.lock()()
 	w := &r.raw
 	w.GPU, w.GPUFacts, w.Runtime, w.ContextTokens, w.KVGiB = s.GPU, s.GPUFacts, s.Runtime, s.ContextTokens, s.KVGiB
+	w.GPUPlacement = s.GPUPlacement
 	w.Simulated, w.MemorySource, w.MemoryNote = s.Simulated, s.MemorySource, s.MemoryNote
 }
 

@@ -39,6 +39,7 @@ func Build(raw record.Raw) Report {
 	if raw.Finished.IsZero() {
 		rep.Finished = unix(time.Now())
 	}
+	rep.GPUPlacement = raw.GPUPlacement
 	if raw.RestartBaseline != "" {
 		rep.RestartBaseline = raw.RestartBaseline
 	}

@@ -30,11 +30,14 @@ type Report struct {
 
 	Simulated *record.Simulated `json:"simulated,omitempty"`
 	GPUFacts  *record.GPUFacts  `json:"gpu_facts,omitempty"` // from NVML
-	Phases    []string          `json:"phases"`              // phases that ran, in order
-	Checks    []record.Check    `json:"checks"`              // every threshold with its verdict
-	Failures  []record.Failure  `json:"failures"`            // what went wrong, where
-	Started   float64           `json:"started"`             // Unix seconds
-	Finished  float64           `json:"finished"`
+	// GPUPlacement is how every server was put on the GPU measured
+	// (CUDA_VISIBLE_DEVICES by UUID, and where gpu_index came from).
+	GPUPlacement string           `json:"gpu_placement,omitempty"`
+	Phases       []string         `json:"phases"`   // phases that ran, in order
+	Checks       []record.Check   `json:"checks"`   // every threshold with its verdict
+	Failures     []record.Failure `json:"failures"` // what went wrong, where
+	Started      float64          `json:"started"`  // Unix seconds
+	Finished     float64          `json:"finished"`
 }
 
 // Model is one model's figures.
