@@ -28,8 +28,8 @@ type fakeNVML struct {
 func newFake() *fakeNVML {
 	f := &fakeNVML{hasV2: true}
 	f.dev = &mock.Device{
-		GetNameFunc: func() (string, nvml.Return) { return "NVIDIA L20", nvml.SUCCESS },
-		GetUUIDFunc: func() (string, nvml.Return) { return "GPU-1234", nvml.SUCCESS },
+		GetNameFunc:  func() (string, nvml.Return) { return "NVIDIA L20", nvml.SUCCESS },
+		GetUUIDFunc:  func() (string, nvml.Return) { return "GPU-1234", nvml.SUCCESS },
 		GetIndexFunc: func() (int, nvml.Return) { return 2, nvml.SUCCESS },
 		GetMemoryInfo_v2Func: func() (nvml.Memory_v2, nvml.Return) {
 			return nvml.Memory_v2{Total: 48 * gib, Reserved: gib / 2, Used: f.used, Free: 48*gib - f.used - gib/2}, nvml.SUCCESS
@@ -52,10 +52,10 @@ func newFake() *fakeNVML {
 		},
 	}
 	f.lib = &mock.Interface{
-		InitFunc:                       func() nvml.Return { return nvml.SUCCESS },
-		ShutdownFunc:                   func() nvml.Return { f.shutdowns++; return nvml.SUCCESS },
-		DeviceGetCountFunc:             func() (int, nvml.Return) { return 1, nvml.SUCCESS },
-		DeviceGetHandleByIndexFunc:     func(int) (nvml.Device, nvml.Return) { return f.dev, nvml.SUCCESS },
+		InitFunc:                   func() nvml.Return { return nvml.SUCCESS },
+		ShutdownFunc:               func() nvml.Return { f.shutdowns++; return nvml.SUCCESS },
+		DeviceGetCountFunc:         func() (int, nvml.Return) { return 1, nvml.SUCCESS },
+		DeviceGetHandleByIndexFunc: func(int) (nvml.Device, nvml.Return) { return f.dev, nvml.SUCCESS },
 		DeviceGetHandleByUUIDFunc: func(u string) (nvml.Device, nvml.Return) {
 			if u != "GPU-1234" {
 				return nil, nvml.ERROR_NOT_FOUND
