@@ -150,12 +150,14 @@ func progress(t testing.TB) protocol.Logf {
 	return func(format string, args ...any) { fmt.Fprintf(t.Output(), format+"\n", args...) }
 }
 
-// passes asserts that every threshold check passed; each failure message
+// passes asserts that no threshold check fails the run; each failure message
 // names the metric, the model, the value and the limit. The checks are in
 // report.json's checks either way.
 func passes(t testing.TB, checks []record.Check) {
 	t.Helper()
 	for _, c := range checks {
-		assert.Equal(t, "PASS", c.Verdict, c.String())
+		// A threshold left at its default whose figure is absent (no
+		// memory source) is reported, not failed.
+		assert.False(t, c.Fails(), c.String())
 	}
 }

@@ -53,6 +53,11 @@ type Config struct {
 	// CUDA_CACHE_PATH) that its warm starts reuse, so restart_initial is a
 	// first start on any runner; false leaves the runner's own caches.
 	FreshCaches bool `json:"fresh_caches"`
+
+	// UserThresholds are the thresholds keys the config file or the
+	// environment set (not left at their defaults): a threshold the user
+	// set that cannot be evaluated fails the run.
+	UserThresholds []string `json:"-"`
 }
 
 // Sim is the simulator's profile and time scale.
@@ -166,6 +171,13 @@ func Load(getenv func(string) string) (Config, error) {
 	if err := applyEnv(&cfg, getenv); err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
+	t := reflect.TypeOf(Thresholds{})
+	for i := range t.NumField() {
+		k := strings.Split(t.Field(i).Tag.Get("json"), ",")[0]
+		if getenv(EnvName("thresholds", k)) != "" && !slices.Contains(cfg.UserThresholds, k) {
+			cfg.UserThresholds = append(cfg.UserThresholds, k)
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
@@ -185,6 +197,17 @@ func Decode(b []byte, cfg *Config) error {
 	}
 	if _, ok := probe["models"]; ok {
 		cfg.Models = nil
+	}
+	if raw, ok := probe["thresholds"]; ok {
+		var keys map[string]json.RawMessage
+		if json.Unmarshal(raw, &keys) == nil {
+			for k := range keys {
+				if !slices.Contains(cfg.UserThresholds, k) {
+					cfg.UserThresholds = append(cfg.UserThresholds, k)
+				}
+			}
+			slices.Sort(cfg.UserThresholds)
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -410,6 +433,18 @@ func (c Config) ThresholdsFor(l string) Thresholds {
 		}
 	}
 	return t
+}
+
+// ThresholdSetByUser reports whether the threshold key of the model labelled
+// l was set by the user (the file, the environment or the model's own
+// thresholds), not left at its default.
+func (c Config) ThresholdSetByUser(l, key string) bool {
+	if m, ok := c.Model(l); ok {
+		if _, ok := m.Thresholds[key]; ok {
+			return true
+		}
+	}
+	return slices.Contains(c.UserThresholds, key)
 }
 
 // thresholdField is the index of the Thresholds field with JSON key k.

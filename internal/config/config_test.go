@@ -161,3 +161,17 @@ func TestPerModelThresholds(t *testing.T) {
 	_, err = Load(env(map[string]string{EnvFile: p}))
 	assert.ErrorContains(t, err, `models[0].thresholds: unknown threshold "max_residul_gib"`)
 }
+
+// TestThresholdSetByUser: thresholds from the file, the environment or a
+// model's own are the user's; the rest are defaults.
+func TestThresholdSetByUser(t *testing.T) {
+	p := writeFile(t, `{"thresholds": {"max_residual_gib": 1}, "models": [
+		{"label": "A", "name": "a", "gpu_memory_utilization": 0.4, "thresholds": {"min_l1_release_percent": 95}},
+		{"label": "B", "name": "b", "gpu_memory_utilization": 0.4}]}`)
+	c, err := Load(env(map[string]string{EnvFile: p, "WAKEBENCH_THRESHOLDS_MAX_L1_WAKE_TO_FIRST_TOKEN_S": "5"}))
+	require.NoError(t, err)
+	assert.True(t, c.ThresholdSetByUser("B", "max_residual_gib"), "file")
+	assert.True(t, c.ThresholdSetByUser("B", "max_l1_wake_to_first_token_s"), "environment")
+	assert.True(t, c.ThresholdSetByUser("A", "min_l1_release_percent"), "the model's own")
+	assert.False(t, c.ThresholdSetByUser("B", "min_l1_release_percent"), "a default")
+}

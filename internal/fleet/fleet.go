@@ -53,6 +53,14 @@ type model struct {
 	// the phase that met the crash has reported it.
 	exitReported bool
 	compile      string // the last start's compile state (vllm.CompileState)
+	// Device-delta attribution, for a memory source that lists none of the
+	// server's processes: the device's used bytes just before the server
+	// was spawned (every other model asleep), and the model's awake
+	// footprint read from it after the start.
+	deviceBefore uint64
+	deviceRead   bool
+	footprint    float64 // GiB; valid when footprintOK
+	footprintOK  bool
 }
 
 // Fleet is the servers of one run.
@@ -189,6 +197,14 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 			KVCacheBytes: f.cfg.KVBytes(), GPUMemoryUtilization: m.cfg.GPUMemoryUtilization, Extra: m.cfg.ExtraArgs}),
 		Env:     f.opt.Env(m.cfg),
 		LogPath: logPath,
+	}
+	m.deviceRead, m.footprintOK = false, false
+	if smp := f.opt.Sampler; smp != nil {
+		// Every other model is asleep (MakeRoom): what the device holds now
+		// is all but this model, for device-delta attribution.
+		if d, err := smp.SampleNow(ctx); err == nil {
+			m.deviceBefore, m.deviceRead = d.Used, true
+		}
 	}
 	srv, err := server.Start(spec)
 	if err != nil {
@@ -431,6 +447,35 @@ func (f *Fleet) sleep(ctx context.Context, label string, level int) (sent time.T
 	return sent, d, nil
 }
 
+// MeasureFootprint reads the device once a started model is up (after its
+// first token, outside any measured interval) and settles how its memory
+// is attributed: per process where the memory source lists its processes,
+// else by the device's change since just before its spawn ("device-delta":
+// only one model changes state at a time). A restart phase calls it after
+// its probe; Activate after a start.
+func (f *Fleet) MeasureFootprint(ctx context.Context, label string) error {
+	m, err := f.model(label)
+	if err != nil || f.opt.Sampler == nil || m.srv == nil {
+		return err
+	}
+	f.refreshPIDs(m)
+	s, err := f.opt.Sampler.SampleNow(ctx)
+	if err != nil {
+		return err
+	}
+	if _, found := f.modelGiB(m, s); found {
+		f.rec.SetAttribution(label, "process")
+		return nil
+	}
+	if m.deviceRead && s.Used >= m.deviceBefore {
+		f.mu.Lock()
+		m.footprint, m.footprintOK = float64(s.Used-m.deviceBefore)/record.GiB, true
+		f.mu.Unlock()
+		f.rec.SetAttribution(label, "device-delta")
+	}
+	return nil
+}
+
 // MeasuredSleep is a sleep with the model's GPU memory read just before it
 // (Sleep) and once asleep (Finish): the reads (a process scan, a device
 // read) stay outside the measured interval, which starts at Sent.
@@ -444,6 +489,11 @@ type MeasuredSleep struct {
 	// whether the source listed any of its processes (read says it read).
 	before      float64
 	found, read bool
+	// Device-delta mode (the source lists none of its processes): the
+	// device before and once asleep, read at once after the sleep (no other
+	// model may change state in between).
+	delta                    bool
+	deviceBefore, deviceLeft uint64
 }
 
 // StartMeasuredSleep reads label's GPU memory (when a memory source is set)
@@ -454,7 +504,8 @@ func (f *Fleet) StartMeasuredSleep(ctx context.Context, label string, level int)
 		return nil, err
 	}
 	ms := &MeasuredSleep{f: f, m: m, level: level}
-	if smp := f.opt.Sampler; smp != nil {
+	smp := f.opt.Sampler
+	if smp != nil {
 		f.refreshPIDs(m)
 		s, err := smp.SampleNow(ctx)
 		if err != nil {
@@ -462,8 +513,19 @@ func (f *Fleet) StartMeasuredSleep(ctx context.Context, label string, level int)
 		}
 		ms.before, ms.found = f.modelGiB(m, s)
 		ms.read = true
+		f.mu.Lock()
+		ms.delta = !ms.found && m.footprintOK
+		f.mu.Unlock()
+		ms.deviceBefore = s.Used
 	}
 	ms.Sent, ms.Took, err = f.sleep(ctx, label, level)
+	if err == nil && ms.delta {
+		s, serr := smp.SampleNow(ctx)
+		if serr != nil {
+			return ms, serr
+		}
+		ms.deviceLeft = s.Used
+	}
 	return ms, err
 }
 
@@ -475,6 +537,9 @@ func (ms *MeasuredSleep) Finish(ctx context.Context) (float64, error) {
 	f, m := ms.f, ms.m
 	if !ms.read {
 		return math.NaN(), nil
+	}
+	if ms.delta {
+		return ms.finishDelta(), nil
 	}
 	s, err := f.opt.Sampler.SampleNow(ctx)
 	if err != nil {
@@ -494,6 +559,26 @@ func (ms *MeasuredSleep) Finish(ctx context.Context) (float64, error) {
 		}
 	}
 	return asleep, nil
+}
+
+// finishDelta attributes by the device's change: released is what the
+// device gave back over the sleep, the residual the awake footprint less it.
+func (ms *MeasuredSleep) finishDelta() float64 {
+	f, m := ms.f, ms.m
+	f.mu.Lock()
+	footprint := m.footprint
+	f.mu.Unlock()
+	var released float64
+	if ms.deviceBefore > ms.deviceLeft {
+		released = float64(ms.deviceBefore-ms.deviceLeft) / record.GiB
+	}
+	residual := max(0, footprint-released)
+	if ms.level == 1 {
+		if pct := gpu.ReleasePercent(footprint, residual); !math.IsNaN(pct) {
+			f.rec.AddRelease(m.cfg.Label, pct)
+		}
+	}
+	return residual
 }
 
 // MeasureSleep sleeps label at level with its memory read before and, after
@@ -635,8 +720,10 @@ func (f *Fleet) Activate(ctx context.Context, label string) error {
 		return err
 	}
 	if m.srv == nil {
-		_, err := f.Start(ctx, label)
-		return err
+		if _, err := f.Start(ctx, label); err != nil {
+			return err
+		}
+		return f.MeasureFootprint(ctx, label)
 	}
 	if m.asleep {
 		if _, err := f.Wake(ctx, label); err != nil {

@@ -111,15 +111,29 @@ func Sleep(cfg config.Config, label string, level int, cycles []record.Cycle, re
 	if s, err := stats.Summarize(ftt); err == nil && maxFTT > 0 {
 		out = append(out, Evaluate(prefix+".to_first_token_s.p95", label, s.P95, "<=", maxFTT))
 	}
-	if s, err := stats.Summarize(resid); err == nil && t.MaxResidualGiB > 0 {
-		out = append(out, Evaluate(prefix+".residual_gib.median", label, s.Median, "<=", t.MaxResidualGiB))
+	if t.MaxResidualGiB > 0 {
+		if s, err := stats.Summarize(resid); err == nil {
+			out = append(out, Evaluate(prefix+".residual_gib.median", label, s.Median, "<=", t.MaxResidualGiB))
+		} else if len(ftt) > 0 {
+			out = append(out, notEvaluated(cfg, prefix+".residual_gib.median", label, "<=", t.MaxResidualGiB, "max_residual_gib"))
+		}
 	}
 	if level == 1 && t.MinL1ReleasePercent > 0 {
 		if s, err := stats.Summarize(release); err == nil {
 			out = append(out, Evaluate("memory.l1_release_fraction.median", label, s.Median, ">=", t.MinL1ReleasePercent))
+		} else if len(ftt) > 0 {
+			out = append(out, notEvaluated(cfg, "memory.l1_release_fraction.median", label, ">=", t.MinL1ReleasePercent, "min_l1_release_percent"))
 		}
 	}
 	return out
+}
+
+// notEvaluated is the check of a threshold whose figure is absent (no
+// memory source, or none that could attribute memory to the model): it
+// fails the run only when the user set the threshold (key).
+func notEvaluated(cfg config.Config, name, label, op string, limit float64, key string) record.Check {
+	return record.Check{Name: name, Model: label, Op: op, Limit: limit, Verdict: record.NotEvaluated,
+		Reason: "no figure: memory was not sampled, or could not be attributed to the model (see memory.note)", Required: cfg.ThresholdSetByUser(label, key)}
 }
 
 // Switch: every handoff succeeded; switch → first token p95 per direction

@@ -133,3 +133,25 @@ func TestDefaultReleaseThresholdCatches32714(t *testing.T) {
 	got = verdicts(Sleep(cfg, "A", 1, []record.Cycle{{Level: 1, OK: true, ResidualGiB: 1}}, []float64{97}))
 	assert.Equal(t, "PASS", got["memory.l1_release_fraction.median/A"], "a healthy release as in the L20 reference")
 }
+
+// TestAbsentFiguresAreNotEvaluated: with cycles but no memory figures, the
+// residual and release thresholds are NOT EVALUATED, failing the run only
+// when the user set them.
+func TestAbsentFiguresAreNotEvaluated(t *testing.T) {
+	cfg := config.Default()
+	cfg.Protocol.SleepL1Cycles = 1
+	cfg.Thresholds.MaxResidualGiB = 2
+	cycles := []record.Cycle{{Level: 1, OK: true, ToFirstTokenS: 1, ResidualGiB: math.NaN()}}
+	cs := Sleep(cfg, "A", 1, cycles, nil)
+	require.Len(t, cs, 3)
+	for _, c := range cs[1:] {
+		assert.Equal(t, record.NotEvaluated, c.Verdict, c.Name)
+		assert.NotEmpty(t, c.Reason)
+		assert.False(t, c.Fails(), "%s: a default threshold not evaluated does not fail the run", c.Name)
+	}
+	cfg.UserThresholds = []string{"max_residual_gib"}
+	cs = Sleep(cfg, "A", 1, cycles, nil)
+	assert.True(t, cs[1].Fails(), "the user's threshold not evaluated fails the run: %s", cs[1])
+	assert.False(t, cs[2].Fails(), "the default one does not")
+	assert.Contains(t, cs[1].String(), "NOT EVALUATED (no figure")
+}

@@ -240,9 +240,11 @@ func closedGateRun(t *testing.T, scale float64) string {
 // simulated runs say they are simulated.
 func TestRegressionGateEndToEnd(t *testing.T) {
 	base := closedGateRun(t, 2)
-	// Single samples (a start, a round) are judged on ±2 × the tolerance:
-	// 25 % gives a band wide enough for this shared box's noise.
-	same, _ := gateRun(t, 2, 25)
+	// Single samples (a start, a round) are judged on ±2 × the tolerance
+	// alone; a start on this shared 2-core box, beside other packages'
+	// tests, varies by 60 %: 50 % (a ±100 % band) keeps this check about the
+	// same run passing, not about the box.
+	same, _ := gateRun(t, 2, 50)
 	ds, _, err := same.Gate(base)
 	require.NoError(t, err)
 	for _, d := range ds {

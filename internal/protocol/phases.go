@@ -65,6 +65,9 @@ func (p *Protocol) startOnce(ctx context.Context, label string, warm bool) (reco
 	if err != nil {
 		return record.Restart{}, restartFirstTok, err
 	}
+	if err := p.fleet.MeasureFootprint(ctx, label); err != nil { // after the first token: outside the interval
+		return record.Restart{}, "read GPU memory", err
+	}
 	return record.Restart{Warm: warm, ReadyS: ready.Seconds(), FirstTokenS: s.Tokens[0].Sub(spawned).Seconds(),
 		Compile: p.fleet.StartCompile(label)}, "", nil
 }

@@ -85,3 +85,41 @@ func TestNoInferenceToASleepingModel(t *testing.T) {
 	assert.Equal(t, before, rec.Raw().Requests, "no request was sent")
 	assert.True(t, f.Asleep("A") && f.Running("A"), "A still sleeps, its server alive")
 }
+
+// noProcs is a memory source that lists no processes, as NVML does for a
+// server in another PID namespace (a Pod, MPS).
+type noProcs struct{ gpu.Source }
+
+func (s noProcs) Read(ctx context.Context) (gpu.Reading, error) {
+	r, err := s.Source.Read(ctx)
+	r.Procs = map[int]uint64{}
+	return r, err
+}
+
+// TestDeviceDeltaAttribution: where the memory source lists none of the
+// servers' processes, residual and release come from the device's changes
+// (only one model changes state at a time) and say so; on the simulated
+// GPU they equal the per-process figures.
+func TestDeviceDeltaAttribution(t *testing.T) {
+	measure := func(wrap func(gpu.Source) gpu.Source) (record.Raw, []record.Cycle) {
+		_, rec, p := simFleet(t, wrap, 1)
+		_, err := p.Restart(t.Context(), "A", t.Logf)
+		require.NoError(t, err)
+		cycles, err := p.SleepCycles(t.Context(), "A", 1, t.Logf)
+		require.NoError(t, err)
+		return rec.Raw(), cycles
+	}
+	byProcess, pc := measure(func(s gpu.Source) gpu.Source { return s })
+	byDevice, dc := measure(func(s gpu.Source) gpu.Source { return noProcs{s} })
+	assert.Equal(t, "process", byProcess.Attribution["A"])
+	assert.Equal(t, "device-delta", byDevice.Attribution["A"])
+	assert.Empty(t, byDevice.MemoryNote, "nothing is missing")
+	require.Len(t, dc, len(pc))
+	for i := range pc {
+		assert.InDelta(t, pc[i].ResidualGiB, dc[i].ResidualGiB, 1e-6, "cycle %d residual", i+1)
+	}
+	require.Len(t, byDevice.Release["A"], len(byProcess.Release["A"]))
+	for i := range byProcess.Release["A"] {
+		assert.InDelta(t, byProcess.Release["A"][i], byDevice.Release["A"][i], 1e-6, "release %d", i+1)
+	}
+}

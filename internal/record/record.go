@@ -127,7 +127,21 @@ type Check struct {
 	Value   float64 `json:"value"`
 	Op      string  `json:"op"` // "<=", ">=", "==", "within"
 	Limit   float64 `json:"limit"`
-	Verdict string  `json:"verdict"` // PASS or FAIL
+	Verdict string  `json:"verdict"` // PASS, FAIL or NOT EVALUATED
+	// Reason says why a check was not evaluated (its figure is absent).
+	Reason string `json:"reason,omitempty"`
+	// Required: the user set this threshold, so not evaluating it fails
+	// the run.
+	Required bool `json:"required,omitempty"`
+}
+
+// NotEvaluated is the verdict of a threshold whose figure is absent.
+const NotEvaluated = "NOT EVALUATED"
+
+// Fails reports whether c fails the run: a FAIL, or a required threshold
+// that could not be evaluated.
+func (c Check) Fails() bool {
+	return c.Verdict == "FAIL" || (c.Verdict == NotEvaluated && c.Required)
 }
 
 // String names metric, model, value and limit, e.g.
@@ -136,6 +150,9 @@ func (c Check) String() string {
 	m := ""
 	if c.Model != "" {
 		m = " (model " + c.Model + ")"
+	}
+	if c.Verdict == NotEvaluated {
+		return fmt.Sprintf("%s%s, limit %s %.6g: %s (%s)", c.Name, m, c.Op, c.Limit, c.Verdict, c.Reason)
 	}
 	return fmt.Sprintf("%s%s = %.6g, limit %s %.6g: %s", c.Name, m, c.Value, c.Op, c.Limit, c.Verdict)
 }
@@ -182,11 +199,15 @@ type Raw struct {
 	Perf     map[string][]PerfRun
 	Handoffs []Handoff
 	Release  map[string][]float64 // label → percent released by each level-1 sleep
-	Windows  map[string]Window
-	Phases   []string
-	Checks   []Check
-	Failures []Failure
-	Requests Requests
+	// Attribution says how each model's memory figures were attributed:
+	// "process" (per-process figures of the memory source) or
+	// "device-delta" (the device's change while only this model changed).
+	Attribution map[string]string
+	Windows     map[string]Window
+	Phases      []string
+	Checks      []Check
+	Failures    []Failure
+	Requests    Requests
 
 	Events        []Event
 	DeviceUsedGiB []float64 // every device sample
@@ -205,7 +226,7 @@ func NewRaw(labels []string, names map[string]string) Raw {
 		Labels: labels, Names: names, Started: time.Now(),
 		Restarts: map[string][]Restart{}, Cycles: map[string][]Cycle{}, Planned: map[string]map[int]int{},
 		Perf: map[string][]PerfRun{}, Release: map[string][]float64{}, Windows: map[string]Window{},
-		RSSPeak: map[string]uint64{}, Weights: map[string]Weight{},
+		RSSPeak: map[string]uint64{}, Weights: map[string]Weight{}, Attribution: map[string]string{},
 	}
 }
 
@@ -223,6 +244,7 @@ func (r Raw) Clone() Raw {
 	c.Windows = maps.Clone(r.Windows)
 	c.RSSPeak = maps.Clone(r.RSSPeak)
 	c.Weights = maps.Clone(r.Weights)
+	c.Attribution = maps.Clone(r.Attribution)
 	c.Names = maps.Clone(r.Names)
 	c.Labels = slices.Clone(r.Labels)
 	c.Handoffs = slices.Clone(r.Handoffs)
@@ -333,6 +355,12 @@ func (r *Recorder) AddMemoryNote(note string) {
 func (r *Recorder) SetRestartBaseline(s string) {
 	defer r.lock()()
 	r.raw.RestartBaseline = s
+}
+
+// SetAttribution records how label's memory figures were attributed.
+func (r *Recorder) SetAttribution(label, how string) {
+	defer r.lock()()
+	r.raw.Attribution[label] = how
 }
 
 // SetWeight records a model's weight size.

@@ -123,6 +123,9 @@ func Build(raw record.Raw) Report {
 
 	rep.Memory = Memory{PhysicalPeakGiB: summary(raw.DeviceUsedGiB), RSSPeakGiB: map[string]float64{},
 		L1ReleaseFraction: map[string]stats.Summary{}, Source: raw.MemorySource, Note: raw.MemoryNote}
+	if len(raw.Attribution) > 0 {
+		rep.Memory.Attribution = raw.Attribution
+	}
 	for _, l := range raw.Labels {
 		rep.Memory.RSSPeakGiB[l] = float64(raw.RSSPeak[l]) / GiB
 		rep.Memory.L1ReleaseFraction[l] = summary(raw.Release[l])
@@ -146,7 +149,7 @@ func status(rep Report) string {
 		return "FAIL"
 	}
 	for _, c := range rep.Checks {
-		if c.Verdict != "PASS" {
+		if c.Fails() {
 			return "FAIL"
 		}
 	}

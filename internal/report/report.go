@@ -99,8 +99,10 @@ type Memory struct {
 	PhysicalPeakGiB   stats.Summary            `json:"physical_peak_gib"`
 	RSSPeakGiB        map[string]float64       `json:"rss_peak_gib"`
 	L1ReleaseFraction map[string]stats.Summary `json:"l1_release_fraction"`
-	Source            string                   `json:"source"`         // where GPU memory came from
-	Note              string                   `json:"note,omitempty"` // why figures are missing, if they are
+	// Attribution per model: "process" or "device-delta" (see record.Raw).
+	Attribution map[string]string `json:"attribution,omitempty"`
+	Source      string            `json:"source"`         // where GPU memory came from
+	Note        string            `json:"note,omitempty"` // why figures are missing, if they are
 }
 
 // Limits are a model's physical-limit figures: level-1 wake against the

@@ -23,10 +23,13 @@ func WriteSummary(w io.Writer, rep Report) error {
 	}
 	fmt.Fprintf(&b, "# wakebench: %s%s\n\n%s · %s · phases: %s\n\n", rep.Status, sim, rep.GPU, rep.Runtime, strings.Join(rep.Phases, ", "))
 
-	var failed []record.Check
+	var failed, notEvaluated []record.Check
 	for _, c := range rep.Checks {
-		if c.Verdict != "PASS" {
+		switch {
+		case c.Fails():
 			failed = append(failed, c)
+		case c.Verdict != "PASS":
+			notEvaluated = append(notEvaluated, c)
 		}
 	}
 	if len(failed) > 0 || len(rep.Failures) > 0 {
@@ -37,6 +40,13 @@ func WriteSummary(w io.Writer, rep Report) error {
 		for _, f := range rep.Failures {
 			where := strings.Trim(strings.Join([]string{f.Phase, f.Model, f.Step}, " / "), " /")
 			fmt.Fprintf(&b, "- %s: %s\n", where, f.Error)
+		}
+		b.WriteString("\n")
+	}
+	if len(notEvaluated) > 0 {
+		b.WriteString("## Not evaluated (thresholds left at their defaults, so the run does not fail on them)\n\n")
+		for _, c := range notEvaluated {
+			fmt.Fprintf(&b, "- check %s\n", c)
 		}
 		b.WriteString("\n")
 	}
