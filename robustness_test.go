@@ -176,6 +176,16 @@ func TestCIJobEndsWritesEverything(t *testing.T) {
 	}
 }
 
+// runChild runs the suite once more as a child with test flags and extra
+// environment (the child run marker and out_dir set), waits for it and
+// returns its combined output.
+func runChild(t *testing.T, out string, env []string, args ...string) ([]byte, error) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_OUT_DIR="+out), env...)
+	return cmd.CombinedOutput()
+}
+
 // processAlive reports whether pid exists and is not a zombie.
 func processAlive(pid int) bool {
 	p, err := procfs.NewProc(pid)
@@ -197,9 +207,7 @@ func TestStaleOutputsAreReplaced(t *testing.T) {
 	for _, name := range []string{"report.json", "summary.md", "bench.txt", "A.log", "compare.txt"} {
 		require.NoError(t, os.WriteFile(filepath.Join(out, name), []byte(`{"status": "PASS"}`), 0o644))
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestProtocol$")
-	cmd.Env = append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_CONFIG=", "WAKEBENCH_OUT_DIR="+out, "WAKEBENCH_PROTOCOL_HANDOFFS=0")
-	b, err := cmd.CombinedOutput()
+	b, err := runChild(t, out, []string{"WAKEBENCH_CONFIG=", "WAKEBENCH_PROTOCOL_HANDOFFS=0"}, "-test.run=^TestProtocol$")
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee, string(b))
 	assert.Equal(t, 2, ee.ExitCode())
@@ -289,9 +297,7 @@ func TestAnyServerWithoutMemoryPasses(t *testing.T) {
 		"models": [{"label": "A", "name": "tiny-a", "gpu_memory_utilization": 0.45}, {"label": "B", "name": "tiny-b", "gpu_memory_utilization": 0.45}],
 		"protocol": {"restart_warm": 1, "sleep_l1_cycles": 2, "sleep_l2_cycles": 1, "handoffs": 3, "concurrency": [1, 2], "rounds": 1,
 			"requests_per_round": 2, "max_tokens": 8, "settle_s": 0.02}}`), 0o644))
-	cmd := exec.Command(os.Args[0], "-test.run=^Test(Protocol|Outputs)$", "-test.v")
-	cmd.Env = append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_CONFIG="+cfg, "WAKEBENCH_OUT_DIR="+out)
-	b, err := cmd.CombinedOutput()
+	b, err := runChild(t, out, []string{"WAKEBENCH_CONFIG=" + cfg}, "-test.run=^Test(Protocol|Outputs)$", "-test.v")
 	require.NoError(t, err, "the run passes:\n%s", b)
 	assert.Contains(t, string(b), "--- PASS: TestOutputs", "the output checks ran, not skipped")
 	rep := readChildReport(t, out)
@@ -314,9 +320,7 @@ func TestExitAndStatusAgree(t *testing.T) {
 		t.Skip("this is a child run")
 	}
 	out := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestExitAndStatusAgree$")
-	cmd.Env = append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_CHILD_FAIL=1", "WAKEBENCH_OUT_DIR="+out, "WAKEBENCH_CONFIG=")
-	b, err := cmd.CombinedOutput()
+	b, err := runChild(t, out, []string{"WAKEBENCH_CHILD_FAIL=1", "WAKEBENCH_CONFIG="}, "-test.run=^TestExitAndStatusAgree$")
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee, string(b))
 	assert.Equal(t, 1, ee.ExitCode())
@@ -338,9 +342,7 @@ func TestBenchmarksLeaveTheReportAlone(t *testing.T) {
 	out := t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "child.json")
 	require.NoError(t, os.WriteFile(cfg, []byte(childConfig), 0o644))
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^BenchmarkSleep$/^model=A$/^level=1$", "-test.benchtime=3x")
-	cmd.Env = append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_CONFIG="+cfg, "WAKEBENCH_OUT_DIR="+out)
-	b, err := cmd.CombinedOutput()
+	b, err := runChild(t, out, []string{"WAKEBENCH_CONFIG=" + cfg}, "-test.run=^$", "-test.bench=^BenchmarkSleep$/^model=A$/^level=1$", "-test.benchtime=3x")
 	require.NoError(t, err, string(b))
 	assert.Contains(t, string(b), "BenchmarkSleep/model=A/level=1")
 	assert.Contains(t, string(b), "wakebench: status NOT RUN")
