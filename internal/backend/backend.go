@@ -41,8 +41,8 @@ type Backend struct {
 	CUDA string
 
 	env    []string
-	nvml   *NVMLSource
-	caches string // each model's fresh compile caches under it; "" to leave the runner's
+	nvml   []*NVMLSource // one per GPU of the run, when memory is nvml
+	caches string        // each model's fresh compile caches under it; "" to leave the runner's
 }
 
 // Open prepares cfg's backend. dir is a private directory for the
@@ -99,17 +99,31 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 		b.Command = p
 	}
 
-	ref, how, err := deviceRef(cfg.GPUIndex, getenv("CUDA_VISIBLE_DEVICES"), getenv("CUDA_DEVICE_ORDER"))
-	if err != nil && (cfg.Command != "vllmsim" || cfg.Memory == "nvml") {
-		return nil, fmt.Errorf("config gpu_index: %w", err)
+	// The run's GPUs: gpu_index and, for models spanning GPUs, the next
+	// gpus − 1 (in NVML's order, or the runner's CUDA_VISIBLE_DEVICES).
+	n := max(1, cfg.GPUs)
+	refs, hows := make([]DeviceRef, n), make([]string, n)
+	for i := range n {
+		ref, how, err := deviceRef(cfg.GPUIndex+i, getenv("CUDA_VISIBLE_DEVICES"), getenv("CUDA_DEVICE_ORDER"))
+		if err != nil && (cfg.Command != "vllmsim" || cfg.Memory == "nvml") {
+			return nil, fmt.Errorf("config gpu_index: %w", err)
+		}
+		refs[i], hows[i] = ref, how
 	}
 	switch cfg.Memory {
 	case "nvml":
-		ns, err := OpenNVMLDevice(nvmlLib(), ref)
-		if err != nil {
-			return nil, fmt.Errorf("config memory \"nvml\": %w", err)
+		for _, ref := range refs {
+			ns, err := OpenNVMLDevice(nvmlLib(), ref)
+			if err != nil {
+				b.Close()
+				return nil, fmt.Errorf("config memory \"nvml\": %w", err)
+			}
+			b.nvml = append(b.nvml, ns)
 		}
-		b.nvml, b.Source, b.CUDA = ns, ns, ns.Facts().CUDAVersion
+		b.Source, b.CUDA = b.nvml[0], b.nvml[0].Facts().CUDAVersion
+		if len(b.nvml) > 1 {
+			b.Source = multiSource{devs: b.nvml}
+		}
 	case "none":
 		b.Setup.MemoryNote = "memory source none: no GPU memory was sampled, so residual, release and peak figures are absent (n = 0)"
 	}
@@ -126,22 +140,39 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 			b.Close()
 			return nil, err
 		}
-		b.Setup.GPU = "1 × " + d
+		b.Setup.GPU = fmt.Sprintf("%d × %s", n, d)
 	}
-	// Every server on the GPU the memory source watches.
+	// Every server on the GPU(s) the memory source watches.
+	var ids, places []string
 	switch {
 	case cfg.Command == "vllmsim":
 		b.Setup.GPUPlacement = "simulated GPU (vllmsim runs on no GPU)"
+		return b, nil
 	case b.nvml != nil:
-		uuid := b.nvml.Facts().UUID
-		b.env = append(b.env, "CUDA_VISIBLE_DEVICES="+uuid)
-		b.Setup.GPUPlacement = fmt.Sprintf("CUDA_VISIBLE_DEVICES=%s: NVML index %d, %s", uuid, b.nvml.Index(), how)
-	case ref.UUID != "":
-		b.env = append(b.env, "CUDA_VISIBLE_DEVICES="+ref.UUID)
-		b.Setup.GPUPlacement = fmt.Sprintf("CUDA_VISIBLE_DEVICES=%s (%s; no NVML to check it)", ref.UUID, how)
+		for i, ns := range b.nvml {
+			ids = append(ids, ns.Facts().UUID)
+			places = append(places, fmt.Sprintf("NVML index %d, %s", ns.Index(), hows[i]))
+		}
 	default:
-		b.env = append(b.env, "CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES="+strconv.Itoa(ref.Index))
-		b.Setup.GPUPlacement = fmt.Sprintf("CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=%d (%s; no NVML to check it)", ref.Index, how)
+		byUUID := refs[0].UUID != ""
+		for i, ref := range refs {
+			id := ref.UUID
+			if !byUUID {
+				id = strconv.Itoa(ref.Index)
+			}
+			ids = append(ids, id)
+			places = append(places, hows[i])
+		}
+		places = append(places, "no NVML to check it")
+		if !byUUID {
+			b.env = append(b.env, "CUDA_DEVICE_ORDER=PCI_BUS_ID")
+		}
+	}
+	visible := strings.Join(ids, ",")
+	b.env = append(b.env, "CUDA_VISIBLE_DEVICES="+visible)
+	b.Setup.GPUPlacement = fmt.Sprintf("CUDA_VISIBLE_DEVICES=%s: %s", visible, strings.Join(places, "; "))
+	if b.nvml == nil && refs[0].UUID == "" {
+		b.Setup.GPUPlacement = "CUDA_DEVICE_ORDER=PCI_BUS_ID " + b.Setup.GPUPlacement
 	}
 	return b, nil
 }
@@ -221,10 +252,11 @@ func dirBytes(dir string) (int64, error) {
 
 // Close releases the memory source (NVML needs one Shutdown per Init).
 func (b *Backend) Close() error {
-	if b.nvml != nil {
-		return b.nvml.Close()
+	var errs []error
+	for _, ns := range b.nvml {
+		errs = append(errs, ns.Close())
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // SimEnv is the environment of a vllmsim server on its own (benchmarks of

@@ -66,3 +66,31 @@ func TestServersRunOnTheWatchedGPU(t *testing.T) {
 	_, err = open(t.Context(), cfg, t.TempDir(), env(map[string]string{"CUDA_VISIBLE_DEVICES": "0,1"}), nil)
 	assert.ErrorContains(t, err, "config gpu_index: gpu_index 3: the runner's CUDA_VISIBLE_DEVICES=0,1 lists 2 GPU(s)")
 }
+
+// TestTwoGPUs: gpus 2 opens both, sums their memory (each kept per GPU),
+// and puts every server on both.
+func TestTwoGPUs(t *testing.T) {
+	f := newFake()
+	second := newFake().dev // a device of its own, reading its own (empty) memory
+	second.GetUUIDFunc = func() (string, nvml.Return) { return "GPU-5678", nvml.SUCCESS }
+	devs := []nvml.Device{f.dev, second}
+	f.lib.DeviceGetCountFunc = func() (int, nvml.Return) { return 2, nvml.SUCCESS }
+	f.lib.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) { return devs[i], nvml.SUCCESS }
+	f.used = 5 << 30
+
+	cfg := config.Default()
+	cfg.Command, cfg.Memory, cfg.GPUs = "/bin/true", "nvml", 2
+	require.NoError(t, cfg.Validate())
+	b, err := open(t.Context(), cfg, t.TempDir(), func(string) string { return "" }, func() nvml.Interface { return f.lib })
+	require.NoError(t, err)
+	assert.Equal(t, "2 × NVIDIA L20", b.Setup.GPU)
+	assert.Contains(t, b.ServerEnv(cfg.Models[0]), "CUDA_VISIBLE_DEVICES=GPU-1234,GPU-5678")
+	assert.Contains(t, b.Setup.GPUPlacement, "NVML index 0, gpu_index 0")
+	assert.Contains(t, b.Setup.GPUPlacement, "NVML index 1, gpu_index 1")
+	r, err := b.Source.Read(t.Context())
+	require.NoError(t, err)
+	require.Len(t, r.Devices, 2)
+	assert.Equal(t, r.Devices[0].Used+r.Devices[1].Used, r.Used)
+	require.NoError(t, b.Close())
+	assert.Equal(t, 2, f.shutdowns, "one NVML shutdown per device opened")
+}

@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -32,6 +33,10 @@ type Config struct {
 	Memory string `json:"memory"`
 	// GPUIndex is the NVML index of the GPU the servers share.
 	GPUIndex int `json:"gpu_index"`
+	// GPUs is how many GPUs the run uses, from gpu_index on: more than one
+	// for models that span GPUs (--tensor-parallel-size). Every server sees
+	// all of them; every one is sampled.
+	GPUs int `json:"gpus"`
 	// Host is the address servers bind to and are reached at; loopback unless set.
 	Host string `json:"host"`
 	// APIKey, if set, is given to every server (as VLLM_API_KEY, never on the
@@ -150,6 +155,7 @@ func Default() Config {
 		},
 		OutDir:      "out",
 		FreshCaches: true,
+		GPUs:        1,
 	}
 	backendDefaults(&c)
 	return c
@@ -235,6 +241,14 @@ func (c Config) Validate() error {
 	case "nvml", "sim", "none":
 	default:
 		bad("memory", `%q: want "nvml", "sim" or "none"`, c.Memory)
+	}
+	if c.GPUs < 1 || c.GPUs > 64 {
+		bad("gpus", "%d: want the number of GPUs the run uses, 1 to 64", c.GPUs)
+	}
+	for i, m := range c.Models {
+		if tp, ok := TensorParallel(m.ExtraArgs); ok && tp > c.GPUs {
+			bad(fmt.Sprintf("models[%d].extra_args", i), "--tensor-parallel-size %d needs %d GPUs, but gpus is %d: set gpus to %d", tp, tp, c.GPUs, tp)
+		}
 	}
 	if c.GPUIndex < 0 {
 		bad("gpu_index", "%d: want an NVML device index (0 for the first GPU)", c.GPUIndex)
@@ -433,6 +447,27 @@ func (c Config) ThresholdsFor(l string) Thresholds {
 		}
 	}
 	return t
+}
+
+// TensorParallel is the --tensor-parallel-size (or -tp) in a model's extra
+// arguments, false when it has none.
+func TensorParallel(args []string) (int, bool) {
+	for i, a := range args {
+		for _, flag := range []string{"--tensor-parallel-size", "-tp"} {
+			v, ok := "", false
+			switch {
+			case a == flag && i+1 < len(args):
+				v, ok = args[i+1], true
+			case strings.HasPrefix(a, flag+"="):
+				v, ok = strings.TrimPrefix(a, flag+"="), true
+			}
+			if ok {
+				n, err := strconv.Atoi(v)
+				return n, err == nil
+			}
+		}
+	}
+	return 0, false
 }
 
 // ThresholdSetByUser reports whether the threshold key of the model labelled

@@ -105,6 +105,9 @@ func TestBadInputNamesTheKey(t *testing.T) {
 		{"absurd count", `{}`, map[string]string{"WAKEBENCH_PROTOCOL_HANDOFFS": "1000000000"}, []string{"protocol.handoffs: 1000000000: at most 10000"}},
 		{"concurrency a round never reaches", `{"protocol": {"concurrency": [4, 64], "requests_per_round": 8}}`, nil,
 			[]string{"protocol.concurrency[1]: 64 exceeds requests_per_round 8"}},
+		{"no GPU", `{"gpus": 0}`, nil, []string{"gpus: 0: want the number of GPUs the run uses"}},
+		{"tensor parallel beyond the run's GPUs", `{"models": [{"label":"A","name":"x","gpu_memory_utilization":0.4,"extra_args":["--tensor-parallel-size","2"]}]}`, nil,
+			[]string{"models[0].extra_args: --tensor-parallel-size 2 needs 2 GPUs, but gpus is 1: set gpus to 2"}},
 		{"api key with a newline", `{"api_key": "secret\n"}`, nil, []string{"api_key: holds a control character"}},
 		{"wrong type", `{"protocol": {"rounds": "two"}}`, nil, []string{`key "protocol.rounds"`, "int", "string"}},
 		{"not an object", `[1]`, nil, []string{"not a JSON object"}},
@@ -174,4 +177,16 @@ func TestThresholdSetByUser(t *testing.T) {
 	assert.True(t, c.ThresholdSetByUser("B", "max_l1_wake_to_first_token_s"), "environment")
 	assert.True(t, c.ThresholdSetByUser("A", "min_l1_release_percent"), "the model's own")
 	assert.False(t, c.ThresholdSetByUser("B", "min_l1_release_percent"), "a default")
+}
+
+func TestTensorParallel(t *testing.T) {
+	for args, want := range map[string]int{"--tensor-parallel-size 4": 4, "--tensor-parallel-size=2": 2, "-tp 8": 8, "--enforce-eager": 0} {
+		n, ok := TensorParallel(strings.Fields(args))
+		assert.Equal(t, want, n, args)
+		assert.Equal(t, want > 0, ok, args)
+	}
+	c := Default()
+	c.GPUs = 2
+	c.Models[0].ExtraArgs = []string{"--tensor-parallel-size", "2"}
+	assert.NoError(t, c.Validate())
 }

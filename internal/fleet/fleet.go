@@ -61,6 +61,9 @@ type model struct {
 	deviceRead   bool
 	footprint    float64 // GiB; valid when footprintOK
 	footprintOK  bool
+	// The same per GPU of the run.
+	deviceBeforeGPU []uint64
+	footprintGPU    []float64
 }
 
 // Fleet is the servers of one run.
@@ -203,7 +206,7 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 		// Every other model is asleep (MakeRoom): what the device holds now
 		// is all but this model, for device-delta attribution.
 		if d, err := smp.SampleNow(ctx); err == nil {
-			m.deviceBefore, m.deviceRead = d.Used, true
+			m.deviceBefore, m.deviceRead, m.deviceBeforeGPU = d.Used, true, usedPerGPU(d)
 		}
 	}
 	srv, err := server.Start(spec)
@@ -468,8 +471,13 @@ func (f *Fleet) MeasureFootprint(ctx context.Context, label string) error {
 		return nil
 	}
 	if m.deviceRead && s.Used >= m.deviceBefore {
+		now := usedPerGPU(s)
 		f.mu.Lock()
 		m.footprint, m.footprintOK = float64(s.Used-m.deviceBefore)/record.GiB, true
+		m.footprintGPU = nil
+		for i := range min(len(now), len(m.deviceBeforeGPU)) {
+			m.footprintGPU = append(m.footprintGPU, max(0, float64(now[i])-float64(m.deviceBeforeGPU[i]))/record.GiB)
+		}
 		f.mu.Unlock()
 		f.rec.SetAttribution(label, "device-delta")
 	}
@@ -494,6 +502,13 @@ type MeasuredSleep struct {
 	// model may change state in between).
 	delta                    bool
 	deviceBefore, deviceLeft uint64
+	// Per GPU of the run: the model's memory before (process mode), the
+	// devices' before and left (delta mode), and the residual Finish found.
+	beforeGPU                      []float64
+	deviceBeforeGPU, deviceLeftGPU []uint64
+	// ResidualPerGPU is the memory left asleep on each GPU, set by Finish
+	// when the run has more than one GPU.
+	ResidualPerGPU []float64
 }
 
 // StartMeasuredSleep reads label's GPU memory (when a memory source is set)
@@ -512,6 +527,7 @@ func (f *Fleet) StartMeasuredSleep(ctx context.Context, label string, level int)
 			return nil, err
 		}
 		ms.before, ms.found = f.modelGiB(m, s)
+		ms.beforeGPU, ms.deviceBeforeGPU = f.modelGiBPerGPU(m, s), usedPerGPU(s)
 		ms.read = true
 		f.mu.Lock()
 		ms.delta = !ms.found && m.footprintOK
@@ -524,7 +540,7 @@ func (f *Fleet) StartMeasuredSleep(ctx context.Context, label string, level int)
 		if serr != nil {
 			return ms, serr
 		}
-		ms.deviceLeft = s.Used
+		ms.deviceLeft, ms.deviceLeftGPU = s.Used, usedPerGPU(s)
 	}
 	return ms, err
 }
@@ -558,7 +574,24 @@ func (ms *MeasuredSleep) Finish(ctx context.Context) (float64, error) {
 			f.rec.AddRelease(m.cfg.Label, pct)
 		}
 	}
+	ms.perGPU(ms.beforeGPU, f.modelGiBPerGPU(m, s))
 	return asleep, nil
+}
+
+// perGPU records, on a run of several GPUs, the model's memory left asleep
+// on each and (level 1) the share each released.
+func (ms *MeasuredSleep) perGPU(before, asleep []float64) {
+	if len(before) < 2 || len(before) != len(asleep) {
+		return
+	}
+	ms.ResidualPerGPU = asleep
+	if ms.level == 1 {
+		pcts := make([]float64, len(before))
+		for i := range before {
+			pcts[i] = gpu.ReleasePercent(before[i], asleep[i])
+		}
+		ms.f.rec.AddReleasePerGPU(ms.m.cfg.Label, pcts)
+	}
 }
 
 // finishDelta attributes by the device's change: released is what the
@@ -573,6 +606,17 @@ func (ms *MeasuredSleep) finishDelta() float64 {
 		released = float64(ms.deviceBefore-ms.deviceLeft) / record.GiB
 	}
 	residual := max(0, footprint-released)
+	f.mu.Lock()
+	footGPU := slices.Clone(m.footprintGPU)
+	f.mu.Unlock()
+	if n := len(footGPU); n > 1 && len(ms.deviceBeforeGPU) == n && len(ms.deviceLeftGPU) == n {
+		left := make([]float64, n)
+		for i := range n {
+			rel := max(0, float64(ms.deviceBeforeGPU[i])-float64(ms.deviceLeftGPU[i])) / record.GiB
+			left[i] = max(0, footGPU[i]-rel)
+		}
+		ms.perGPU(footGPU, left)
+	}
 	if ms.level == 1 {
 		if pct := gpu.ReleasePercent(footprint, residual); !math.IsNaN(pct) {
 			f.rec.AddRelease(m.cfg.Label, pct)
@@ -584,19 +628,19 @@ func (ms *MeasuredSleep) finishDelta() float64 {
 // MeasureSleep sleeps label at level with its memory read before and, after
 // settle, asleep: it returns the /sleep call's duration and the memory left
 // asleep in GiB (see MeasuredSleep).
-func (f *Fleet) MeasureSleep(ctx context.Context, label string, level int, settle time.Duration) (time.Duration, float64, error) {
+func (f *Fleet) MeasureSleep(ctx context.Context, label string, level int, settle time.Duration) (took time.Duration, residual float64, perGPU []float64, err error) {
 	ms, err := f.StartMeasuredSleep(ctx, label, level)
 	if err != nil {
 		if ms != nil {
-			return ms.Took, math.NaN(), err
+			return ms.Took, math.NaN(), nil, err
 		}
-		return 0, math.NaN(), err
+		return 0, math.NaN(), nil, err
 	}
 	if settle > 0 {
 		wait(ctx, settle)
 	}
 	resid, err := ms.Finish(ctx)
-	return ms.Took, resid, err
+	return ms.Took, resid, ms.ResidualPerGPU, err
 }
 
 // wait sleeps d or until ctx ends.
@@ -799,6 +843,26 @@ func (f *Fleet) modelGiB(m *model, s gpu.Sample) (float64, bool) {
 		found = found || ok
 	}
 	return float64(gpu.ProcsUsed(s.Reading, m.pids)) / record.GiB, found
+}
+
+// modelGiBPerGPU is modelGiB on each GPU of the sample.
+func (f *Fleet) modelGiBPerGPU(m *model, s gpu.Sample) []float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []float64
+	for _, d := range s.PerDevice() {
+		out = append(out, float64(gpu.ProcsUsed(d, m.pids))/record.GiB)
+	}
+	return out
+}
+
+// usedPerGPU is each GPU's used bytes in a sample.
+func usedPerGPU(s gpu.Sample) []uint64 {
+	var out []uint64
+	for _, d := range s.PerDevice() {
+		out = append(out, d.Used)
+	}
+	return out
 }
 
 // refreshPIDs re-reads the processes of the model's server group (vLLM

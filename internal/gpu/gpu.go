@@ -12,10 +12,36 @@ import (
 	"time"
 )
 
-// Reading is one look at the device.
+// Reading is one look at the device (or, over several GPUs, at all of
+// them: Used, Total and Procs summed, Devices each GPU's own).
 type Reading struct {
 	Used, Total uint64
 	Procs       map[int]uint64 // per-process device memory, by pid
+	Devices     []Reading      // per GPU, in the run's order; nil for one GPU
+}
+
+// PerDevice is r's readings per GPU: Devices, or r itself for one GPU.
+func (r Reading) PerDevice() []Reading {
+	if len(r.Devices) > 0 {
+		return r.Devices
+	}
+	return []Reading{r}
+}
+
+// Merge sums per-GPU readings into one, keeping each in Devices.
+func Merge(devs []Reading) Reading {
+	if len(devs) == 1 {
+		return devs[0]
+	}
+	out := Reading{Procs: map[int]uint64{}, Devices: devs}
+	for _, d := range devs {
+		out.Used += d.Used
+		out.Total += d.Total
+		for pid, b := range d.Procs {
+			out.Procs[pid] += b
+		}
+	}
+	return out
 }
 
 // Source reads device memory.

@@ -221,8 +221,8 @@ func (p *Protocol) SleepCycles(ctx context.Context, label string, level int, log
 // step that failed.
 func (p *Protocol) cycle(ctx context.Context, label string, level int) (record.Cycle, string, error) {
 	c := record.Cycle{Level: level, ResidualGiB: math.NaN()}
-	sd, resid, err := p.fleet.MeasureSleep(ctx, label, level, seconds(p.cfg.Protocol.SettleS))
-	c.SleepS, c.ResidualGiB = sd.Seconds(), resid
+	sd, resid, perGPU, err := p.fleet.MeasureSleep(ctx, label, level, seconds(p.cfg.Protocol.SettleS))
+	c.SleepS, c.ResidualGiB, c.ResidualPerGPU = sd.Seconds(), resid, perGPU
 	if err != nil {
 		return c, "sleep", err
 	}
@@ -261,7 +261,7 @@ func (p *Protocol) AfterWake(ctx context.Context, label string, logf Logf) ([]re
 	if err := p.fleet.Activate(ctx, label); err != nil {
 		return nil, p.Fail(PhaseAfterWake, label, "activate", err)
 	}
-	if _, _, err := p.fleet.MeasureSleep(ctx, label, 1, seconds(p.cfg.Protocol.SettleS)); err != nil {
+	if _, _, _, err := p.fleet.MeasureSleep(ctx, label, 1, seconds(p.cfg.Protocol.SettleS)); err != nil {
 		return nil, p.Fail(PhaseAfterWake, label, "sleep", err)
 	}
 	if _, err := p.fleet.Wake(ctx, label); err != nil {

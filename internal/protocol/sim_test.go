@@ -123,3 +123,52 @@ func TestDeviceDeltaAttribution(t *testing.T) {
 		assert.InDelta(t, byProcess.Release["A"][i], byDevice.Release["A"][i], 1e-6, "release %d", i+1)
 	}
 }
+
+// splitSource shows the simulated GPU as two, every process holding half
+// its memory on each, as a model in tensor parallel over two GPUs does.
+type splitSource struct{ gpu.Source }
+
+func (s splitSource) Read(ctx context.Context) (gpu.Reading, error) {
+	r, err := s.Source.Read(ctx)
+	if err != nil {
+		return r, err
+	}
+	half := func() gpu.Reading {
+		d := gpu.Reading{Used: r.Used / 2, Total: r.Total / 2, Procs: map[int]uint64{}}
+		for pid, b := range r.Procs {
+			d.Procs[pid] = b / 2
+		}
+		return d
+	}
+	return gpu.Merge([]gpu.Reading{half(), half()}), nil
+}
+
+// TestPerGPUFigures: on a run of two GPUs every residual and level-1
+// release is also given per GPU, by process or by device delta, and they
+// add up to the model's.
+func TestPerGPUFigures(t *testing.T) {
+	for name, wrap := range map[string]func(gpu.Source) gpu.Source{
+		"process":      func(s gpu.Source) gpu.Source { return splitSource{s} },
+		"device-delta": func(s gpu.Source) gpu.Source { return noProcs{splitSource{s}} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, rec, p := simFleet(t, wrap, 1)
+			_, err := p.Restart(t.Context(), "A", t.Logf)
+			require.NoError(t, err)
+			cycles, err := p.SleepCycles(t.Context(), "A", 1, t.Logf)
+			require.NoError(t, err)
+			raw := rec.Raw()
+			assert.Equal(t, name, raw.Attribution["A"])
+			for _, c := range cycles {
+				require.Len(t, c.ResidualPerGPU, 2)
+				assert.InDelta(t, c.ResidualGiB, c.ResidualPerGPU[0]+c.ResidualPerGPU[1], 1e-6, "the GPUs' residuals add up")
+				assert.InDelta(t, c.ResidualPerGPU[0], c.ResidualPerGPU[1], 1e-6, "half on each")
+			}
+			require.Len(t, raw.ReleasePerGPU["A"], len(raw.Release["A"]))
+			for i, pcts := range raw.ReleasePerGPU["A"] {
+				require.Len(t, pcts, 2)
+				assert.InDelta(t, raw.Release["A"][i], pcts[0], 1e-3, "each GPU released the model's share")
+			}
+		})
+	}
+}

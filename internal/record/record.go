@@ -32,6 +32,8 @@ type Cycle struct {
 	WakeAPIS      float64 // first wake request sent → last wake step answered
 	ToFirstTokenS float64 // first wake request sent → first token of the probe
 	ResidualGiB   float64 // model's GPU memory while asleep; NaN when unknown
+	// ResidualPerGPU is ResidualGiB on each GPU of a run of several.
+	ResidualPerGPU []float64
 }
 
 // PerfRun is one stage × concurrency of serving.
@@ -199,6 +201,9 @@ type Raw struct {
 	Perf     map[string][]PerfRun
 	Handoffs []Handoff
 	Release  map[string][]float64 // label → percent released by each level-1 sleep
+	// ReleasePerGPU is, on a run of several GPUs, label → each level-1
+	// sleep's percent released on each GPU.
+	ReleasePerGPU map[string][][]float64
 	// Attribution says how each model's memory figures were attributed:
 	// "process" (per-process figures of the memory source) or
 	// "device-delta" (the device's change while only this model changed).
@@ -211,8 +216,11 @@ type Raw struct {
 
 	Events        []Event
 	DeviceUsedGiB []float64 // every device sample
-	RSSPeak       map[string]uint64
-	Weights       map[string]Weight // label → weight size, for the physical limits
+	// DeviceUsedGiBPerGPU is, on a run of several GPUs, every sample's used
+	// memory on each GPU: [gpu][sample].
+	DeviceUsedGiBPerGPU [][]float64
+	RSSPeak             map[string]uint64
+	Weights             map[string]Weight // label → weight size, for the physical limits
 	// RestartBaseline says what the starts were (fresh caches or not, as
 	// measured); "" for the report's default sentence.
 	RestartBaseline string
@@ -227,6 +235,7 @@ func NewRaw(labels []string, names map[string]string) Raw {
 		Restarts: map[string][]Restart{}, Cycles: map[string][]Cycle{}, Planned: map[string]map[int]int{},
 		Perf: map[string][]PerfRun{}, Release: map[string][]float64{}, Windows: map[string]Window{},
 		RSSPeak: map[string]uint64{}, Weights: map[string]Weight{}, Attribution: map[string]string{},
+		ReleasePerGPU: map[string][][]float64{},
 	}
 }
 
@@ -245,6 +254,8 @@ func (r Raw) Clone() Raw {
 	c.RSSPeak = maps.Clone(r.RSSPeak)
 	c.Weights = maps.Clone(r.Weights)
 	c.Attribution = maps.Clone(r.Attribution)
+	c.ReleasePerGPU = cloneMap(r.ReleasePerGPU)
+	c.DeviceUsedGiBPerGPU = slices.Clone(r.DeviceUsedGiBPerGPU)
 	c.Names = maps.Clone(r.Names)
 	c.Labels = slices.Clone(r.Labels)
 	c.Handoffs = slices.Clone(r.Handoffs)
@@ -415,6 +426,19 @@ func (r *Recorder) AddPerf(label string, p PerfRun) {
 func (r *Recorder) AddRelease(label string, pct float64) {
 	defer r.lock()()
 	r.raw.Release[label] = append(r.raw.Release[label], pct)
+}
+
+// AddReleasePerGPU records the percent each GPU released in a level-1 sleep
+// of label (runs of several GPUs).
+func (r *Recorder) AddReleasePerGPU(label string, pcts []float64) {
+	defer r.lock()()
+	r.raw.ReleasePerGPU[label] = append(r.raw.ReleasePerGPU[label], slices.Clone(pcts))
+}
+
+// SetDevicePerGPU records every sample's used memory per GPU ([gpu][sample]).
+func (r *Recorder) SetDevicePerGPU(used [][]float64) {
+	defer r.lock()()
+	r.raw.DeviceUsedGiBPerGPU = used
 }
 
 // AddHandoff records one handoff (failed ones too).

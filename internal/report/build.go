@@ -81,6 +81,7 @@ func Build(raw record.Raw) Report {
 				}
 			}
 			sl.SleepS, sl.WakeAPIS, sl.ToFirstTokenS, sl.ResidualGiB = summary(sleep), summary(wake), summary(ftt), summary(resid)
+			sl.ResidualGiBPerGPU = perGPU(raw.Cycles[l], level)
 			m.Sleep[levelKey(level)] = sl
 		}
 		for _, p := range raw.Perf[l] {
@@ -126,6 +127,15 @@ func Build(raw record.Raw) Report {
 	if len(raw.Attribution) > 0 {
 		rep.Memory.Attribution = raw.Attribution
 	}
+	for _, xs := range raw.DeviceUsedGiBPerGPU {
+		rep.Memory.PhysicalPeakGiBPerGPU = append(rep.Memory.PhysicalPeakGiBPerGPU, summary(xs))
+	}
+	for l, sleeps := range raw.ReleasePerGPU {
+		if rep.Memory.L1ReleaseFractionPerGPU == nil {
+			rep.Memory.L1ReleaseFractionPerGPU = map[string][]stats.Summary{}
+		}
+		rep.Memory.L1ReleaseFractionPerGPU[l] = columns(sleeps)
+	}
 	for _, l := range raw.Labels {
 		rep.Memory.RSSPeakGiB[l] = float64(raw.RSSPeak[l]) / GiB
 		rep.Memory.L1ReleaseFraction[l] = summary(raw.Release[l])
@@ -157,4 +167,31 @@ func status(rep Report) string {
 		return StatusNotRun
 	}
 	return "PASS"
+}
+
+// perGPU summarises the successful cycles' per-GPU residuals at level, one
+// summary per GPU; nil on a run of one GPU.
+func perGPU(cycles []record.Cycle, level int) []stats.Summary {
+	var rows [][]float64
+	for _, c := range cycles {
+		if c.Level == level && c.OK && len(c.ResidualPerGPU) > 1 {
+			rows = append(rows, c.ResidualPerGPU)
+		}
+	}
+	return columns(rows)
+}
+
+// columns summarises rows (one per sample, a value per GPU) by column.
+func columns(rows [][]float64) []stats.Summary {
+	var out []stats.Summary
+	for g := 0; len(rows) > 0 && g < len(rows[0]); g++ {
+		var xs []float64
+		for _, r := range rows {
+			if g < len(r) && !math.IsNaN(r[g]) {
+				xs = append(xs, r[g])
+			}
+		}
+		out = append(out, summary(xs))
+	}
+	return out
 }

@@ -63,8 +63,9 @@ func WriteJSON(w io.Writer, rep Report) error {
 //
 //	unix_s,source,label,pid,bytes,simulated
 //
-// source is device_used, device_total, process_gpu or host_rss; label is the
-// model label owning the process (empty if none); simulated is 1 on every
+// source is device_used, device_total, process_gpu, host_rss, or on a run
+// of several GPUs gpu_used (label gpu0, gpu1, …); label is the model label
+// owning the process (empty if none); simulated is 1 on every
 // row of a simulated run (vllmsim's modelled memory), 0 otherwise. It is
 // not safe for concurrent use; callers serialise.
 type SamplesWriter struct {
@@ -93,6 +94,11 @@ func (w *SamplesWriter) GPU(s gpu.Sample, labelOf func(pid int) string) {
 	w.cw.Write([]string{t, "device_total", "", "", u64(s.Total), w.sim})
 	for _, pid := range slices.Sorted(maps.Keys(s.Procs)) {
 		w.cw.Write([]string{t, "process_gpu", labelOf(pid), strconv.Itoa(pid), u64(s.Procs[pid]), w.sim})
+	}
+	if len(s.Devices) > 1 { // each GPU of a run of several: label gpu0, gpu1, …
+		for i, d := range s.Devices {
+			w.cw.Write([]string{t, "gpu_used", "gpu" + strconv.Itoa(i), "", u64(d.Used), w.sim})
+		}
 	}
 }
 

@@ -62,6 +62,8 @@ type SleepLevel struct {
 	ToFirstTokenS    stats.Summary `json:"to_first_token_s"`
 	ResidualGiB      stats.Summary `json:"residual_gib"`
 	PlannedCycles    int           `json:"planned_cycles"`
+	// ResidualGiBPerGPU is residual_gib on each GPU, for models spanning several.
+	ResidualGiBPerGPU []stats.Summary `json:"residual_gib_per_gpu,omitempty"`
 }
 
 // Perf is one stage × concurrency of serving.
@@ -99,6 +101,10 @@ type Memory struct {
 	PhysicalPeakGiB   stats.Summary            `json:"physical_peak_gib"`
 	RSSPeakGiB        map[string]float64       `json:"rss_peak_gib"`
 	L1ReleaseFraction map[string]stats.Summary `json:"l1_release_fraction"`
+	// Per GPU, on a run of several: the device peak, and each model's
+	// level-1 release.
+	PhysicalPeakGiBPerGPU   []stats.Summary            `json:"physical_peak_gib_per_gpu,omitempty"`
+	L1ReleaseFractionPerGPU map[string][]stats.Summary `json:"l1_release_fraction_per_gpu,omitempty"`
 	// Attribution per model: "process" or "device-delta" (see record.Raw).
 	Attribution map[string]string `json:"attribution,omitempty"`
 	Source      string            `json:"source"`         // where GPU memory came from

@@ -202,6 +202,16 @@ func TestWriteSamples(t *testing.T) {
 1700000000.500000,host_rss,A,,5,1
 `, buf.String())
 	buf.Reset()
+	two := gpu.Merge([]gpu.Reading{{Used: 10, Total: 50, Procs: map[int]uint64{7: 8}}, {Used: 12, Total: 50, Procs: map[int]uint64{7: 8}}})
+	require.NoError(t, WriteSamples(&buf, []gpu.Sample{{Time: at, Reading: two}}, nil, func(int) string { return "A" }, false))
+	assert.Equal(t, `unix_s,source,label,pid,bytes,simulated
+1700000000.500000,device_used,,,22,0
+1700000000.500000,device_total,,,100,0
+1700000000.500000,process_gpu,A,7,16,0
+1700000000.500000,gpu_used,gpu0,,10,0
+1700000000.500000,gpu_used,gpu1,,12,0
+`, buf.String(), "a run of two GPUs: the sum, then each GPU")
+	buf.Reset()
 	require.NoError(t, WriteSamples(&buf, nil, []record.RSSSample{{Time: at, Label: "A", Bytes: 5}}, nil, false))
 	assert.Equal(t, "unix_s,source,label,pid,bytes,simulated\n1700000000.500000,host_rss,A,,5,0\n", buf.String())
 }
@@ -319,4 +329,28 @@ func TestPhysicalLimits(t *testing.T) {
 	assert.Contains(t, sb.String(), "| B | – | – |")
 	assert.Contains(t, Build(raw).Models["A"].PhysicalLimits.Note, "TPOT below the memory floor",
 		"a fraction above 1 says the floor does not hold")
+}
+
+// TestPerGPUSummaries: a run of two GPUs reports the residual, the level-1
+// release and the device peak per GPU beside the totals; a run of one GPU
+// has no such keys.
+func TestPerGPUSummaries(t *testing.T) {
+	raw := sampleRaw()
+	raw.Cycles["A"] = []record.Cycle{
+		{Level: 1, OK: true, ResidualGiB: 1, ResidualPerGPU: []float64{0.4, 0.6}},
+		{Level: 1, OK: true, ResidualGiB: 1.2, ResidualPerGPU: []float64{0.5, 0.7}},
+	}
+	raw.ReleasePerGPU = map[string][][]float64{"A": {{90, 80}, {92, 82}}}
+	raw.DeviceUsedGiBPerGPU = [][]float64{{1, 9, 3}, {2, 8, 4}}
+	rep := Build(raw)
+	l1 := rep.Models["A"].Sleep["1"]
+	require.Len(t, l1.ResidualGiBPerGPU, 2)
+	assert.InDelta(t, 0.45, l1.ResidualGiBPerGPU[0].Median, 1e-12)
+	assert.InDelta(t, 0.65, l1.ResidualGiBPerGPU[1].Median, 1e-12)
+	require.Len(t, rep.Memory.L1ReleaseFractionPerGPU["A"], 2)
+	assert.Equal(t, 81.0, rep.Memory.L1ReleaseFractionPerGPU["A"][1].Median)
+	require.Len(t, rep.Memory.PhysicalPeakGiBPerGPU, 2)
+	assert.Equal(t, 9.0, rep.Memory.PhysicalPeakGiBPerGPU[0].Max)
+	assert.Equal(t, 8.0, rep.Memory.PhysicalPeakGiBPerGPU[1].Max)
+	assert.Nil(t, Build(sampleRaw()).Models["B"].Sleep["1"].ResidualGiBPerGPU, "one GPU: no per-GPU keys")
 }

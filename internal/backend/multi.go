@@ -1,0 +1,55 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/wakebench/wakebench/internal/gpu"
+)
+
+// multiSource reads every GPU of a run whose models span several (tensor
+// parallel): the reading is their sum, with each GPU's in Devices.
+type multiSource struct {
+	devs []*NVMLSource
+}
+
+// Describe names the GPUs: "NVIDIA H200" when all are the same product.
+func (m multiSource) Describe() (string, error) {
+	var names []string
+	for _, d := range m.devs {
+		n, err := d.Describe()
+		if err != nil {
+			return "", err
+		}
+		if len(names) == 0 || names[len(names)-1] != n {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, " + "), nil
+}
+
+// Facts are the first GPU's (the facts of a run are one GPU's).
+func (m multiSource) Facts() gpu.DeviceFacts { return m.devs[0].Facts() }
+
+func (m multiSource) Read(ctx context.Context) (gpu.Reading, error) {
+	devs := make([]gpu.Reading, len(m.devs))
+	for i, d := range m.devs {
+		r, err := d.Read(ctx)
+		if err != nil {
+			return gpu.Reading{}, fmt.Errorf("GPU %d of %d: %w", i+1, len(m.devs), err)
+		}
+		devs[i] = r
+	}
+	return gpu.Merge(devs), nil
+}
+
+// Close shuts NVML down once per device opened.
+func (m multiSource) Close() error {
+	var errs []error
+	for _, d := range m.devs {
+		errs = append(errs, d.Close())
+	}
+	return errors.Join(errs...)
+}
