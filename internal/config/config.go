@@ -150,7 +150,7 @@ func Default() Config {
 		},
 		Timeouts: Timeouts{StartS: 600, RequestS: 300, SleepS: 300, WakeS: 300, StopS: 10, PollMS: 5},
 		Thresholds: Thresholds{
-			MaxFailedRequests: 0, MinL1ReleasePercent: 90, MinAfterWakeTPSRatio: 0.95,
+			MaxFailedRequests: 0, MinL1ReleasePercent: 80, MaxResidualGiB: 4, MinAfterWakeTPSRatio: 0.95,
 			RegressionPercent: 10, RegressionAlpha: 0.05,
 		},
 		OutDir:      "out",

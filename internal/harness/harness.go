@@ -43,7 +43,8 @@ type Run struct {
 	stopBG   context.CancelFunc
 	bg       sync.WaitGroup
 	stopOnce sync.Once
-	stopErrs []error // met while stopping, reported by Write
+	stopErrs []error // outputs that could not be completed while stopping, reported by Write
+	exitErrs []error // servers or NVML that did not stop cleanly (recorded at once)
 }
 
 // Open prepares a run: output directory, backend, samplers and output
@@ -186,8 +187,11 @@ func (r *Run) Close(testFailures []record.Failure) (report.Report, error) {
 // and say so in the report that Write writes. Safe to call twice.
 func (r *Run) Stop() {
 	r.stopOnce.Do(func() {
+		// A server that needed SIGKILL, or NVML that would not shut down:
+		// nothing is left running, but the run did not end cleanly.
 		if err := r.fleet.StopAll(); err != nil {
-			r.stopErrs = append(r.stopErrs, err)
+			r.rec.Fail(record.Failure{Phase: "stop", Error: err.Error()})
+			r.exitErrs = append(r.exitErrs, err)
 		}
 		r.stopBG()
 		r.bg.Wait()
@@ -198,7 +202,8 @@ func (r *Run) Stop() {
 		}
 		r.fleet.CloseIdle()
 		if err := r.be.Close(); err != nil {
-			r.stopErrs = append(r.stopErrs, err)
+			r.rec.Fail(record.Failure{Phase: "stop", Error: err.Error()})
+			r.exitErrs = append(r.exitErrs, err)
 		}
 	})
 }
@@ -278,5 +283,5 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 		errs = append(errs, err)
 		rep.Status = "FAIL"
 	}
-	return rep, errors.Join(errs...)
+	return rep, errors.Join(append(errs, r.exitErrs...)...)
 }
