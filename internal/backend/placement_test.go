@@ -44,12 +44,12 @@ func TestServersRunOnTheWatchedGPU(t *testing.T) {
 	cfg.Command, cfg.Memory = "/bin/true", "nvml"
 	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
 	f := newFake()
-	b, err := open(t.Context(), cfg, t.TempDir(), env(map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-9999,GPU-1234"}), func() nvml.Interface { return f.lib })
+	_, err := open(t.Context(), cfg, t.TempDir(), env(map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-9999,GPU-1234"}), func() nvml.Interface { return f.lib })
 	require.Error(t, err, "gpu_index 0 is GPU-9999, which NVML does not have")
 	assert.ErrorContains(t, err, "device GPU-9999")
 
 	cfg.GPUIndex = 1
-	b, err = open(t.Context(), cfg, t.TempDir(), env(map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-9999,GPU-1234"}), func() nvml.Interface { return f.lib })
+	b, err := open(t.Context(), cfg, t.TempDir(), env(map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-9999,GPU-1234"}), func() nvml.Interface { return f.lib })
 	require.NoError(t, err)
 	defer b.Close()
 	assert.Contains(t, b.ServerEnv(cfg.Models[0]), "CUDA_VISIBLE_DEVICES=GPU-1234")
