@@ -24,7 +24,7 @@ import (
 // runs phase, closes the harness and returns the phase error and the report
 // as written to disk. It checks the guarantees every fault must keep: the
 // report is valid JSON with status FAIL, and no server process survives.
-func faultRun(t *testing.T, faults string, tweak func(*config.Config), phase func(ctx context.Context, h *Run) error) (error, report.Report) {
+func faultRun(t *testing.T, faults string, tweak func(*config.Config), phase func(ctx context.Context, h *Run) error) (report.Report, error) {
 	t.Helper()
 	cfg := small(t)
 	cfg.Models[0].SimFaults = faults
@@ -48,7 +48,7 @@ func faultRun(t *testing.T, faults string, tweak func(*config.Config), phase fun
 	}
 	rep := readReport(t, cfg.OutDir)
 	assert.Equal(t, "FAIL", rep.Status)
-	return phaseErr, rep
+	return rep, phaseErr
 }
 
 func restartThen(f func(ctx context.Context, h *Run) error) func(ctx context.Context, h *Run) error {
@@ -120,7 +120,7 @@ func TestFaultsAreNamed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel() // independent runs: own out dir, ports and simulated GPU
 			start := time.Now()
-			err, rep := faultRun(t, tt.faults, tt.tweak, tt.phase)
+			rep, err := faultRun(t, tt.faults, tt.tweak, tt.phase)
 			require.Error(t, err)
 			for _, w := range tt.want {
 				assert.ErrorContains(t, err, w)
@@ -146,7 +146,7 @@ func busyPort(t *testing.T) int {
 // vLLM 0.14/0.15 regression) passes every step but fails the residual and
 // release thresholds, by name.
 func TestMemoryNotReleasedFailsItsThreshold(t *testing.T) {
-	err, rep := faultRun(t, "no-release", func(c *config.Config) {
+	rep, err := faultRun(t, "no-release", func(c *config.Config) {
 		c.Thresholds.MaxResidualGiB = 0.5
 		c.Thresholds.MinL1ReleasePercent = 80
 	}, restartThen(cycles(1)))
