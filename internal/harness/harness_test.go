@@ -235,7 +235,10 @@ func closedGateRun(t *testing.T, scale float64) string {
 }
 
 // TestRegressionGateEndToEnd: two runs of the same profile pass the gate;
-// a run whose every modelled duration is 25 % longer fails it on the wake,
+// a run whose every modelled duration is twice as long fails it on the wake
+// (the 10 % boundary itself is tested on fixed samples in package gate: a
+// wake of tens of ms on this shared box jitters by 20 ms, enough to make
+// five samples 25 % apart overlap),
 // with a FAIL check; compare.txt, samples.csv and metrics.jsonl of the
 // simulated runs say they are simulated.
 func TestRegressionGateEndToEnd(t *testing.T) {
@@ -254,21 +257,21 @@ func TestRegressionGateEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "PASS", rep.Status)
 
-	slow, cfg := gateRun(t, 2.5, 10)
+	slow, cfg := gateRun(t, 4, 10)
 	ds, table, err := slow.Gate(base)
 	require.NoError(t, err)
 	found := false
 	for _, d := range ds {
 		if d.Name == "Sleep/model=A/level=1" && d.Unit == "sec/wake" {
 			found = true
-			assert.True(t, d.Regression, "25 %% slower wake: %+.1f%% (%s)", d.ChangePct, d.Cmp)
+			assert.True(t, d.Regression, "a twice slower wake: %+.1f%% (%s)", d.ChangePct, d.Cmp)
 		}
 	}
 	assert.True(t, found)
 	rep, err = slow.Close(nil)
 	require.NoError(t, err)
 	assert.Equal(t, "FAIL", rep.Status)
-	assert.Contains(t, table, "this run is simulated: vllmsim profile tiny, time scale 2.5")
+	assert.Contains(t, table, "this run is simulated: vllmsim profile tiny, time scale 4")
 	assert.Contains(t, table, "the baseline is simulated")
 	written, err := os.ReadFile(filepath.Join(cfg.OutDir, "compare.txt"))
 	require.NoError(t, err)

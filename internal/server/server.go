@@ -228,8 +228,21 @@ func groupProcs(pgid int) ([]procfs.Proc, error) {
 	return out, nil
 }
 
-// GroupAlive reports whether any process of group pgid still exists.
+// GroupAlive reports whether any process of group pgid still runs. A
+// zombie does not count: it is dead, and whether it is reaped at once is up
+// to whoever inherited it (PID 1 in a container may take its time).
 func GroupAlive(pgid int) bool {
-	err := syscall.Kill(-pgid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err := syscall.Kill(-pgid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	procs, err := groupProcs(pgid)
+	if err != nil {
+		return true // cannot tell: say alive
+	}
+	for _, p := range procs {
+		if st, err := p.Stat(); err == nil && st.State != "Z" && st.State != "X" {
+			return true
+		}
+	}
+	return false
 }
