@@ -52,9 +52,9 @@ func simFleet(t *testing.T, wrap func(gpu.Source) gpu.Source, handoffs int) (*fl
 
 // TestHandoffClockStartsAtSleepSent: switch → first token runs from the
 // /sleep request to the first token; the memory reads around the sleep
-// (here 150 ms each) are outside it, and the release is still measured.
+// (here 300 ms each) are outside it, and the release is still measured.
 func TestHandoffClockStartsAtSleepSent(t *testing.T) {
-	const delay = 150 * time.Millisecond
+	const delay = 300 * time.Millisecond
 	_, rec, p := simFleet(t, func(s gpu.Source) gpu.Source { return slowSource{s, delay} }, 1)
 	handoffs, err := p.Switch(t.Context(), t.Logf)
 	require.NoError(t, err)
