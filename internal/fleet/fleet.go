@@ -625,34 +625,6 @@ func (ms *MeasuredSleep) finishDelta() float64 {
 	return residual
 }
 
-// MeasureSleep sleeps label at level with its memory read before and, after
-// settle, asleep: it returns the /sleep call's duration and the memory left
-// asleep in GiB (see MeasuredSleep).
-func (f *Fleet) MeasureSleep(ctx context.Context, label string, level int, settle time.Duration) (took time.Duration, residual float64, perGPU []float64, err error) {
-	ms, err := f.StartMeasuredSleep(ctx, label, level)
-	if err != nil {
-		if ms != nil {
-			return ms.Took, math.NaN(), nil, err
-		}
-		return 0, math.NaN(), nil, err
-	}
-	if settle > 0 {
-		wait(ctx, settle)
-	}
-	resid, err := ms.Finish(ctx)
-	return ms.Took, resid, ms.ResidualPerGPU, err
-}
-
-// wait sleeps d or until ctx ends.
-func wait(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
 // Wake wakes the model with vLLM's sequence for the level it sleeps at
 // (vllm.WakeSteps) and confirms it with /is_sleeping. It returns the time
 // from the first wake request to the last step's answer.

@@ -25,6 +25,23 @@ func (p *Protocol) settle(ctx context.Context) {
 	}
 }
 
+// measureSleep sleeps label at level with its memory read before and,
+// after protocol.settle_s, asleep (fleet.MeasuredSleep): it returns the
+// /sleep call's duration, the memory left asleep in GiB and, on a run of
+// several GPUs, that memory per GPU.
+func (p *Protocol) measureSleep(ctx context.Context, label string, level int) (time.Duration, float64, []float64, error) {
+	ms, err := p.fleet.StartMeasuredSleep(ctx, label, level)
+	if err != nil {
+		if ms != nil {
+			return ms.Took, math.NaN(), nil, err
+		}
+		return 0, math.NaN(), nil, err
+	}
+	p.settle(ctx)
+	resid, err := ms.Finish(ctx)
+	return ms.Took, resid, ms.ResidualPerGPU, err
+}
+
 // Restart measures 1 initial and protocol.restart_warm warm starts of label:
 // spawn → /health 200 → first token of a probe. Other models are put to
 // sleep first; the last start is left running and awake.
@@ -221,7 +238,7 @@ func (p *Protocol) SleepCycles(ctx context.Context, label string, level int, log
 // step that failed.
 func (p *Protocol) cycle(ctx context.Context, label string, level int) (record.Cycle, string, error) {
 	c := record.Cycle{Level: level, ResidualGiB: math.NaN()}
-	sd, resid, perGPU, err := p.fleet.MeasureSleep(ctx, label, level, seconds(p.cfg.Protocol.SettleS))
+	sd, resid, perGPU, err := p.measureSleep(ctx, label, level)
 	c.SleepS, c.ResidualGiB, c.ResidualPerGPU = sd.Seconds(), resid, perGPU
 	if err != nil {
 		return c, "sleep", err
@@ -261,7 +278,7 @@ func (p *Protocol) AfterWake(ctx context.Context, label string, logf Logf) ([]re
 	if err := p.fleet.Activate(ctx, label); err != nil {
 		return nil, p.Fail(PhaseAfterWake, label, "activate", err)
 	}
-	if _, _, _, err := p.fleet.MeasureSleep(ctx, label, 1, seconds(p.cfg.Protocol.SettleS)); err != nil {
+	if _, _, _, err := p.measureSleep(ctx, label, 1); err != nil {
 		return nil, p.Fail(PhaseAfterWake, label, "sleep", err)
 	}
 	if _, err := p.fleet.Wake(ctx, label); err != nil {
