@@ -54,15 +54,12 @@ type model struct {
 	exitReported bool
 	compile      string // the last start's compile state (vllm.CompileState)
 	// Device-delta attribution, for a memory source that lists none of the
-	// server's processes: the device's used bytes just before the server
-	// was spawned (every other model asleep), and the model's awake
-	// footprint read from it after the start.
-	deviceBefore uint64
-	deviceRead   bool
-	footprint    float64 // GiB; valid when footprintOK
-	footprintOK  bool
-	// The same per GPU of the run.
+	// server's processes: each GPU's used bytes just before the server was
+	// spawned (every other model asleep; nil when not read), and the
+	// model's awake footprint read from them after the start, in all and
+	// per GPU (nil when unknown).
 	deviceBeforeGPU []uint64
+	footprint       float64 // GiB
 	footprintGPU    []float64
 }
 
@@ -201,12 +198,12 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 		Env:     f.opt.Env(m.cfg),
 		LogPath: logPath,
 	}
-	m.deviceRead, m.footprintOK = false, false
+	m.deviceBeforeGPU, m.footprintGPU = nil, nil
 	if smp := f.opt.Sampler; smp != nil {
 		// Every other model is asleep (MakeRoom): what the device holds now
 		// is all but this model, for device-delta attribution.
 		if d, err := smp.SampleNow(ctx); err == nil {
-			m.deviceBefore, m.deviceRead, m.deviceBeforeGPU = d.Used, true, usedPerGPU(d)
+			m.deviceBeforeGPU = usedPerGPU(d)
 		}
 	}
 	srv, err := server.Start(spec)
@@ -217,6 +214,14 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 	m.srv, m.asleep, m.level, m.pids, m.exitReported = srv, false, 0, []int{srv.PID()}, false
 	f.pidOf[srv.PID()] = label
 	f.mu.Unlock()
+	defer func() {
+		// A start that failed must not run on beside the next model's.
+		if err != nil {
+			if serr := f.Stop(label); serr != nil {
+				err = errors.Join(err, fmt.Errorf("stopping it: %w", serr))
+			}
+		}
+	}()
 	m.client = vllm.New("http://"+net.JoinHostPort(f.cfg.Host, strconv.Itoa(m.port)), vllm.WithAPIKey(f.cfg.APIKey))
 	var readyAt time.Time
 	err = f.timeout(ctx, m, seconds(f.cfg.Timeouts.StartS), func(ctx context.Context) error {
@@ -225,10 +230,6 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 		return err
 	})
 	if err != nil {
-		// A start that failed must not run on beside the next model's.
-		if serr := f.Stop(label); serr != nil {
-			err = errors.Join(err, fmt.Errorf("stopping it: %w", serr))
-		}
 		return 0, fmt.Errorf("start %s (%s): %w; server log: %s", label, m.cfg.Name, err, spec.LogPath)
 	}
 	ready = readyAt.Sub(srv.Spawned)
@@ -248,9 +249,6 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 		return nil
 	})
 	if err != nil {
-		if serr := f.Stop(label); serr != nil {
-			err = errors.Join(err, fmt.Errorf("stopping it: %w", serr))
-		}
 		return ready, fmt.Errorf("start %s: %w", label, err)
 	}
 	return ready, nil
@@ -470,14 +468,14 @@ func (f *Fleet) MeasureFootprint(ctx context.Context, label string) error {
 		f.rec.SetAttribution(label, "process")
 		return nil
 	}
-	if m.deviceRead && s.Used >= m.deviceBefore {
+	if before := m.deviceBeforeGPU; before != nil && s.Used >= sum(before) {
 		now := usedPerGPU(s)
-		f.mu.Lock()
-		m.footprint, m.footprintOK = float64(s.Used-m.deviceBefore)/record.GiB, true
-		m.footprintGPU = nil
-		for i := range min(len(now), len(m.deviceBeforeGPU)) {
-			m.footprintGPU = append(m.footprintGPU, max(0, float64(now[i])-float64(m.deviceBeforeGPU[i]))/record.GiB)
+		perGPU := make([]float64, 0, len(now))
+		for i := range min(len(now), len(before)) {
+			perGPU = append(perGPU, max(0, float64(now[i])-float64(before[i]))/record.GiB)
 		}
+		f.mu.Lock()
+		m.footprint, m.footprintGPU = float64(s.Used-sum(before))/record.GiB, perGPU
 		f.mu.Unlock()
 		f.rec.SetAttribution(label, "device-delta")
 	}
@@ -497,15 +495,13 @@ type MeasuredSleep struct {
 	// whether the source listed any of its processes (read says it read).
 	before      float64
 	found, read bool
-	// Device-delta mode (the source lists none of its processes): the
-	// device before and once asleep, read at once after the sleep (no other
-	// model may change state in between).
-	delta                    bool
-	deviceBefore, deviceLeft uint64
-	// Per GPU of the run: the model's memory before (process mode), the
-	// devices' before and left (delta mode), and the residual Finish found.
-	beforeGPU                      []float64
+	// Device-delta mode (the source lists none of its processes): each
+	// GPU's used bytes before and once asleep, read at once after the
+	// sleep (no other model may change state in between).
+	delta                          bool
 	deviceBeforeGPU, deviceLeftGPU []uint64
+	// beforeGPU is the model's memory on each GPU before (process mode).
+	beforeGPU []float64
 	// ResidualPerGPU is the memory left asleep on each GPU, set by Finish
 	// when the run has more than one GPU.
 	ResidualPerGPU []float64
@@ -530,9 +526,8 @@ func (f *Fleet) StartMeasuredSleep(ctx context.Context, label string, level int)
 		ms.beforeGPU, ms.deviceBeforeGPU = f.modelGiBPerGPU(m, s), usedPerGPU(s)
 		ms.read = true
 		f.mu.Lock()
-		ms.delta = !ms.found && m.footprintOK
+		ms.delta = !ms.found && m.footprintGPU != nil
 		f.mu.Unlock()
-		ms.deviceBefore = s.Used
 	}
 	ms.Sent, ms.Took, err = f.sleep(ctx, label, level)
 	if err == nil && ms.delta {
@@ -540,7 +535,7 @@ func (f *Fleet) StartMeasuredSleep(ctx context.Context, label string, level int)
 		if serr != nil {
 			return ms, serr
 		}
-		ms.deviceLeft, ms.deviceLeftGPU = s.Used, usedPerGPU(s)
+		ms.deviceLeftGPU = usedPerGPU(s)
 	}
 	return ms, err
 }
@@ -599,16 +594,13 @@ func (ms *MeasuredSleep) perGPU(before, asleep []float64) {
 func (ms *MeasuredSleep) finishDelta() float64 {
 	f, m := ms.f, ms.m
 	f.mu.Lock()
-	footprint := m.footprint
+	footprint, footGPU := m.footprint, m.footprintGPU // replaced whole at each start, never changed in place
 	f.mu.Unlock()
 	var released float64
-	if ms.deviceBefore > ms.deviceLeft {
-		released = float64(ms.deviceBefore-ms.deviceLeft) / record.GiB
+	if before, left := sum(ms.deviceBeforeGPU), sum(ms.deviceLeftGPU); before > left {
+		released = float64(before-left) / record.GiB
 	}
 	residual := max(0, footprint-released)
-	f.mu.Lock()
-	footGPU := slices.Clone(m.footprintGPU)
-	f.mu.Unlock()
 	if n := len(footGPU); n > 1 && len(ms.deviceBeforeGPU) == n && len(ms.deviceLeftGPU) == n {
 		left := make([]float64, n)
 		for i := range n {
@@ -828,7 +820,16 @@ func (f *Fleet) modelGiBPerGPU(m *model, s gpu.Sample) []float64 {
 	return out
 }
 
-// usedPerGPU is each GPU's used bytes in a sample.
+// sum adds byte counts.
+func sum(xs []uint64) uint64 {
+	var n uint64
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+// usedPerGPU is each GPU's used bytes in a sample (their sum is its Used).
 func usedPerGPU(s gpu.Sample) []uint64 {
 	var out []uint64
 	for _, d := range s.PerDevice() {
