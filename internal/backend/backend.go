@@ -144,6 +144,7 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 	}
 	// Every server on the GPU(s) the memory source watches.
 	var ids, places []string
+	order := "" // the CUDA_DEVICE_ORDER set, as the placement says it
 	switch {
 	case cfg.Command == "vllmsim":
 		b.Setup.GPUPlacement = "simulated GPU (vllmsim runs on no GPU)"
@@ -164,16 +165,14 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 			places = append(places, hows[i])
 		}
 		places = append(places, "no NVML to check it")
-		if !byUUID {
+		if !byUUID { // indices mean NVML's order only under PCI_BUS_ID
 			b.env = append(b.env, "CUDA_DEVICE_ORDER=PCI_BUS_ID")
+			order = "CUDA_DEVICE_ORDER=PCI_BUS_ID "
 		}
 	}
 	visible := strings.Join(ids, ",")
 	b.env = append(b.env, "CUDA_VISIBLE_DEVICES="+visible)
-	b.Setup.GPUPlacement = fmt.Sprintf("CUDA_VISIBLE_DEVICES=%s: %s", visible, strings.Join(places, "; "))
-	if b.nvml == nil && refs[0].UUID == "" {
-		b.Setup.GPUPlacement = "CUDA_DEVICE_ORDER=PCI_BUS_ID " + b.Setup.GPUPlacement
-	}
+	b.Setup.GPUPlacement = fmt.Sprintf("%sCUDA_VISIBLE_DEVICES=%s: %s", order, visible, strings.Join(places, "; "))
 	return b, nil
 }
 

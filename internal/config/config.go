@@ -420,6 +420,15 @@ func checkThreshold(bad func(key, format string, a ...any), key, name string, x 
 // KVBytes is protocol.kv_gib in bytes, as the plain integer vLLM accepts.
 func (c Config) KVBytes() uint64 { return uint64(c.Protocol.KVGiB * (1 << 30)) }
 
+// ModelNames are the model labels in config order and each label's model name.
+func (c Config) ModelNames() (labels []string, names map[string]string) {
+	names = make(map[string]string, len(c.Models))
+	for _, m := range c.Models {
+		labels, names[m.Label] = append(labels, m.Label), m.Name
+	}
+	return labels, names
+}
+
 // Model returns the model with label l.
 func (c Config) Model(l string) (Model, bool) {
 	for _, m := range c.Models {

@@ -77,13 +77,7 @@ func Open(ctx context.Context, cfg config.Config) (*Run, error) {
 	if r.be, err = backend.Open(ctx, cfg, tmp); err != nil {
 		return fail(err)
 	}
-	names := map[string]string{}
-	var labels []string
-	for _, m := range cfg.Models {
-		labels = append(labels, m.Label)
-		names[m.Label] = m.Name
-	}
-	r.rec = record.New(labels, names)
+	r.rec = record.New(cfg.ModelNames())
 	r.rec.SetSetup(r.be.Setup)
 	if err := claim(cfg); err != nil {
 		return fail(err)

@@ -64,12 +64,7 @@ func WriteAborted(cfg config.Config, phase string, cause error) error {
 		return fmt.Errorf("out_dir %s: %w", cfg.OutDir, err)
 	}
 	claimErr := claim(cfg)
-	names := map[string]string{}
-	var labels []string
-	for _, m := range cfg.Models {
-		labels, names[m.Label] = append(labels, m.Label), m.Name
-	}
-	rec := record.New(labels, names)
+	rec := record.New(cfg.ModelNames())
 	rec.SetSetup(record.Setup{GPU: "unknown (the run did not start)", Runtime: "unknown (no server reached)", MemorySource: cfg.Memory})
 	rec.Fail(record.Failure{Phase: phase, Error: cause.Error()})
 	_, err := writeReport(cfg.OutDir, rec.Raw())

@@ -81,8 +81,7 @@ func New(cfg config.Config, f *fleet.Fleet, rec *record.Recorder, obs Observer) 
 // benchmark step makes (requests, releases, events) go to a record of its
 // own, never into the run's report.
 func (p *Protocol) bench() *Protocol {
-	raw := p.rec.Raw()
-	scratch := record.New(raw.Labels, raw.Names)
+	scratch := record.New(p.cfg.ModelNames()) // not a copy of the whole record per step
 	return &Protocol{cfg: p.cfg, fleet: p.fleet.Recording(scratch), rec: scratch}
 }
 
