@@ -194,26 +194,20 @@ func Load(getenv func(string) string) (Config, error) {
 // errors naming the key. Keys present replace the defaults; a "models" list
 // replaces the default models whole.
 func Decode(b []byte, cfg *Config) error {
-	if errs := checkJSON(b); len(errs) > 0 {
+	obj, errs := checkJSON(b)
+	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return fmt.Errorf("not a JSON object: %w", err)
-	}
-	if _, ok := probe["models"]; ok {
+	if _, ok := obj["models"]; ok {
 		cfg.Models = nil
 	}
-	if raw, ok := probe["thresholds"]; ok {
-		var keys map[string]json.RawMessage
-		if json.Unmarshal(raw, &keys) == nil {
-			for k := range keys {
-				if !slices.Contains(cfg.UserThresholds, k) {
-					cfg.UserThresholds = append(cfg.UserThresholds, k)
-				}
+	if t, ok := obj["thresholds"].(map[string]any); ok {
+		for k := range t {
+			if !slices.Contains(cfg.UserThresholds, k) {
+				cfg.UserThresholds = append(cfg.UserThresholds, k)
 			}
-			slices.Sort(cfg.UserThresholds)
 		}
+		slices.Sort(cfg.UserThresholds)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

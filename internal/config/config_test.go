@@ -111,6 +111,7 @@ func TestBadInputNamesTheKey(t *testing.T) {
 		{"api key with a newline", `{"api_key": "secret\n"}`, nil, []string{"api_key: holds a control character"}},
 		{"wrong type", `{"protocol": {"rounds": "two"}}`, nil, []string{`key "protocol.rounds"`, "int", "string"}},
 		{"not an object", `[1]`, nil, []string{"not a JSON object"}},
+		{"text after the object", `{"protocol": {}} {}`, nil, []string{"not a JSON object: text follows the object"}},
 		{"zero count", `{"protocol": {"sleep_l1_cycles": 0}}`, nil, []string{"protocol.sleep_l1_cycles: 0: must be at least 1"}},
 		{"negative concurrency", `{"protocol": {"concurrency": [1, -4]}}`, nil, []string{"protocol.concurrency[1]"}},
 		{"duplicate label", `{"models": [{"label":"A","name":"x","gpu_memory_utilization":0.4},{"label":"A","name":"y","gpu_memory_utilization":0.4}]}`, nil, []string{`models[1].label: "A" used twice`}},

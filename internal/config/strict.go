@@ -3,7 +3,9 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"reflect"
@@ -15,19 +17,24 @@ import (
 // keys Config does not have (matched exactly: encoding/json would take
 // "HANDOFFS" for "handoffs") and values of the wrong JSON type
 // (encoding/json reports only the first).
-func checkJSON(b []byte) []error {
+// It returns the file's top-level object for the caller to read its keys.
+func checkJSON(b []byte) (map[string]any, []error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return []error{fmt.Errorf("not a JSON object: %w", err)}
+		return nil, []error{fmt.Errorf("not a JSON object: %w", err)}
 	}
-	if _, ok := v.(map[string]any); !ok {
-		return []error{fmt.Errorf("not a JSON object: the file holds a JSON %s", jsonKind(v))}
+	if _, err := dec.Token(); err != io.EOF { // json.Unmarshal refuses trailing text too
+		return nil, []error{errors.New("not a JSON object: text follows the object")}
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, []error{fmt.Errorf("not a JSON object: the file holds a JSON %s", jsonKind(v))}
 	}
 	var errs []error
 	walkJSON(v, reflect.TypeOf(Config{}), "", &errs)
-	return errs
+	return obj, errs
 }
 
 func join(path, key string) string {
