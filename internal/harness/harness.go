@@ -222,16 +222,15 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 		r.rec.AddChecks(gate.Evaluate("memory.sampler_errors", "", float64(n), "==", 0))
 	}
 	used := make([]float64, len(samples))
-	var perGPU [][]float64 // [gpu][sample], runs of several GPUs
+	var perGPU [][]float64 // a row per sample, on runs of several GPUs
 	for i, s := range samples {
 		used[i] = float64(s.Used) / record.GiB
-		if devs := s.Devices; len(devs) > 1 {
-			for len(perGPU) < len(devs) {
-				perGPU = append(perGPU, nil)
+		if len(s.Devices) > 1 {
+			row := make([]float64, len(s.Devices))
+			for g, d := range s.Devices {
+				row[g] = float64(d.Used) / record.GiB
 			}
-			for g, d := range devs {
-				perGPU[g] = append(perGPU[g], float64(d.Used)/record.GiB)
-			}
+			perGPU = append(perGPU, row)
 		}
 	}
 	if perGPU != nil {

@@ -217,7 +217,7 @@ type Raw struct {
 	Events        []Event
 	DeviceUsedGiB []float64 // every device sample
 	// DeviceUsedGiBPerGPU is, on a run of several GPUs, every sample's used
-	// memory on each GPU: [gpu][sample].
+	// memory on each GPU: a row per sample, a value per GPU.
 	DeviceUsedGiBPerGPU [][]float64
 	RSSPeak             map[string]uint64
 	Weights             map[string]Weight // label → weight size, for the physical limits
@@ -435,7 +435,7 @@ func (r *Recorder) AddReleasePerGPU(label string, pcts []float64) {
 	r.raw.ReleasePerGPU[label] = append(r.raw.ReleasePerGPU[label], slices.Clone(pcts))
 }
 
-// SetDevicePerGPU records every sample's used memory per GPU ([gpu][sample]).
+// SetDevicePerGPU records every sample's used memory per GPU (a row per sample).
 func (r *Recorder) SetDevicePerGPU(used [][]float64) {
 	defer r.lock()()
 	r.raw.DeviceUsedGiBPerGPU = used

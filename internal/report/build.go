@@ -127,9 +127,7 @@ func Build(raw record.Raw) Report {
 	if len(raw.Attribution) > 0 {
 		rep.Memory.Attribution = raw.Attribution
 	}
-	for _, xs := range raw.DeviceUsedGiBPerGPU {
-		rep.Memory.PhysicalPeakGiBPerGPU = append(rep.Memory.PhysicalPeakGiBPerGPU, summary(xs))
-	}
+	rep.Memory.PhysicalPeakGiBPerGPU = columns(raw.DeviceUsedGiBPerGPU)
 	for l, sleeps := range raw.ReleasePerGPU {
 		if rep.Memory.L1ReleaseFractionPerGPU == nil {
 			rep.Memory.L1ReleaseFractionPerGPU = map[string][]stats.Summary{}

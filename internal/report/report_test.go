@@ -341,7 +341,7 @@ func TestPerGPUSummaries(t *testing.T) {
 		{Level: 1, OK: true, ResidualGiB: 1.2, ResidualPerGPU: []float64{0.5, 0.7}},
 	}
 	raw.ReleasePerGPU = map[string][][]float64{"A": {{90, 80}, {92, 82}}}
-	raw.DeviceUsedGiBPerGPU = [][]float64{{1, 9, 3}, {2, 8, 4}}
+	raw.DeviceUsedGiBPerGPU = [][]float64{{1, 2}, {9, 8}, {3, 4}} // three samples of two GPUs
 	rep := Build(raw)
 	l1 := rep.Models["A"].Sleep["1"]
 	require.Len(t, l1.ResidualGiBPerGPU, 2)
