@@ -111,19 +111,21 @@ func Sleep(cfg config.Config, label string, level int, cycles []record.Cycle, re
 	if s, err := stats.Summarize(ftt); err == nil && maxFTT > 0 {
 		out = append(out, Evaluate(prefix+".to_first_token_s.p95", label, s.P95, "<=", maxFTT))
 	}
-	if t.MaxResidualGiB > 0 {
-		if s, err := stats.Summarize(resid); err == nil {
-			out = append(out, Evaluate(prefix+".residual_gib.median", label, s.Median, "<=", t.MaxResidualGiB))
+	// A memory median against its limit (key), when set; not evaluated when
+	// cycles succeeded but left no figure.
+	median := func(name string, xs []float64, op string, limit float64, key string) {
+		if limit <= 0 {
+			return
+		}
+		if s, err := stats.Summarize(xs); err == nil {
+			out = append(out, Evaluate(name, label, s.Median, op, limit))
 		} else if len(ftt) > 0 {
-			out = append(out, notEvaluated(cfg, prefix+".residual_gib.median", label, "<=", t.MaxResidualGiB, "max_residual_gib"))
+			out = append(out, notEvaluated(cfg, name, label, op, limit, key))
 		}
 	}
-	if level == 1 && t.MinL1ReleasePercent > 0 {
-		if s, err := stats.Summarize(release); err == nil {
-			out = append(out, Evaluate("memory.l1_release_fraction.median", label, s.Median, ">=", t.MinL1ReleasePercent))
-		} else if len(ftt) > 0 {
-			out = append(out, notEvaluated(cfg, "memory.l1_release_fraction.median", label, ">=", t.MinL1ReleasePercent, "min_l1_release_percent"))
-		}
+	median(prefix+".residual_gib.median", resid, "<=", t.MaxResidualGiB, "max_residual_gib")
+	if level == 1 {
+		median("memory.l1_release_fraction.median", release, ">=", t.MinL1ReleasePercent, "min_l1_release_percent")
 	}
 	return out
 }
