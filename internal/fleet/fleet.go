@@ -618,7 +618,7 @@ func (ms *MeasuredSleep) finishDelta() float64 {
 }
 
 // Wake wakes the model with vLLM's sequence for the level it sleeps at
-// (vllm.WakeSteps) and confirms it with /is_sleeping. It returns the time
+// (vllm.Client.Wake) and confirms it with /is_sleeping. It returns the time
 // from the first wake request to the last step's answer.
 func (f *Fleet) Wake(ctx context.Context, label string) (time.Duration, error) {
 	m, err := f.model(label)

@@ -2,7 +2,6 @@ package vllm
 
 import (
 	"context"
-	"errors"
 	"strconv"
 )
 
@@ -46,38 +45,38 @@ func ServerEnv(apiKey string) []string {
 	return env
 }
 
-// WakeSteps are the calls that wake a server asleep at level, in vLLM's
+// wakeStep is one call of a wake, named as errors name it.
+type wakeStep struct {
+	name string
+	call func(*Client, context.Context) error
+}
+
+// wakeSteps are the calls that wake a server asleep at level, in vLLM's
 // documented order. Level 1: one /wake_up. Level 2 (the weights were
 // discarded): wake_up?tags=weights, collective_rpc reload_weights,
 // wake_up?tags=kv_cache, reset_prefix_cache — without the reload the model
 // answers from uninitialised weights.
-func WakeSteps(level int) []string {
+func wakeSteps(level int) []wakeStep {
 	if level == 2 {
-		return []string{"wake_up?tags=weights", "collective_rpc reload_weights", "wake_up?tags=kv_cache", "reset_prefix_cache"}
+		return []wakeStep{
+			{"wake_up?tags=weights", func(c *Client, ctx context.Context) error { return c.WakeUp(ctx, "weights") }},
+			{"collective_rpc reload_weights", func(c *Client, ctx context.Context) error {
+				_, err := c.CollectiveRPC(ctx, "reload_weights")
+				return err
+			}},
+			{"wake_up?tags=kv_cache", func(c *Client, ctx context.Context) error { return c.WakeUp(ctx, "kv_cache") }},
+			{"reset_prefix_cache", (*Client).ResetPrefixCache},
+		}
 	}
-	return []string{"wake_up"}
+	return []wakeStep{{"wake_up", func(c *Client, ctx context.Context) error { return c.WakeUp(ctx) }}}
 }
 
-// Wake wakes a server asleep at level with WakeSteps(level). On error it
-// returns the step that failed.
+// Wake wakes a server asleep at level with vLLM's sequence for it (see
+// wakeSteps). On error it returns the step that failed.
 func (c *Client) Wake(ctx context.Context, level int) (step string, err error) {
-	for _, step := range WakeSteps(level) {
-		switch step {
-		case "wake_up":
-			err = c.WakeUp(ctx)
-		case "wake_up?tags=weights":
-			err = c.WakeUp(ctx, "weights")
-		case "collective_rpc reload_weights":
-			_, err = c.CollectiveRPC(ctx, "reload_weights")
-		case "wake_up?tags=kv_cache":
-			err = c.WakeUp(ctx, "kv_cache")
-		case "reset_prefix_cache":
-			err = c.ResetPrefixCache(ctx)
-		default:
-			err = errors.New("unknown wake step")
-		}
-		if err != nil {
-			return step, err
+	for _, s := range wakeSteps(level) {
+		if err := s.call(c, ctx); err != nil {
+			return s.name, err
 		}
 	}
 	return "", nil
