@@ -2,7 +2,6 @@ package protocol_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -44,7 +43,7 @@ func simFleet(t *testing.T, wrap func(gpu.Source) gpu.Source, handoffs int) (*fl
 	require.NoError(t, cfg.Validate())
 	smp := gpu.NewSampler(wrap(backend.NewSimSource(filepath.Join(dir, "gpu"))), time.Hour)
 	rec := record.New([]string{"A", "B"}, map[string]string{"A": "tiny-a", "B": "tiny-b"})
-	env := append(backend.SimEnv("tiny", "1", dir, false), os.Environ()...)
+	env := backend.SimEnv("tiny", "1", dir, false) // server.Start adds it to this process's environment
 	f := fleet.New(cfg, fleet.Options{Command: bin, Env: func(config.Model) []string { return env }, Sampler: smp}, rec)
 	t.Cleanup(func() { f.StopAll(); f.CloseIdle() })
 	return f, rec, protocol.New(cfg, f, rec, nil)
