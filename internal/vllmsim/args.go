@@ -1,6 +1,7 @@
 package vllmsim
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +23,68 @@ type Args struct {
 	GPUMemUtilization float64
 	APIKey            string
 	EnforceEager      bool
+	EnableLoRA        bool
+	LoRAModules       []LoRAModule // --lora-modules
+}
+
+// LoRAModule is one adapter served beside the base model, requested by its name.
+type LoRAModule struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+	Base string `json:"base_model_name"`
+}
+
+// Adapter returns the LoRA module served under name.
+func (a Args) Adapter(name string) (LoRAModule, bool) {
+	for _, m := range a.LoRAModules {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return LoRAModule{}, false
+}
+
+// parseLoRAModules takes --lora-modules' values out of args: like vLLM's
+// argparse (nargs='+'), the flag takes every following argument that is not
+// a flag, each `name=path` or a JSON object {"name", "path",
+// "base_model_name"}; given again, it replaces the list.
+func parseLoRAModules(args []string) (rest []string, mods []LoRAModule, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, val, hasVal := strings.Cut(a, "=")
+		if name != "--lora-modules" {
+			rest = append(rest, a)
+			continue
+		}
+		var vals []string
+		if hasVal {
+			vals = append(vals, val)
+		}
+		for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			i++
+			vals = append(vals, args[i])
+		}
+		if len(vals) == 0 {
+			return nil, nil, errors.New("argument --lora-modules: expected at least one argument")
+		}
+		mods = nil
+		for _, v := range vals {
+			var m LoRAModule
+			if strings.HasPrefix(strings.TrimSpace(v), "{") {
+				if err := json.Unmarshal([]byte(v), &m); err != nil || m.Name == "" || m.Path == "" {
+					return nil, nil, fmt.Errorf("argument --lora-modules: invalid JSON format %q: want {\"name\": …, \"path\": …}", v)
+				}
+			} else {
+				n, p, ok := strings.Cut(v, "=")
+				if !ok || n == "" || p == "" {
+					return nil, nil, fmt.Errorf("argument --lora-modules: %q: want name=path", v)
+				}
+				m = LoRAModule{Name: n, Path: p}
+			}
+			mods = append(mods, m)
+		}
+	}
+	return rest, mods, nil
 }
 
 // ServedName is the name responses carry: the first served name, else the model.
@@ -108,15 +171,20 @@ func ParseArgs(argv []string, stderr io.Writer) (Args, error) {
 	fs.Float64Var(&a.GPUMemUtilization, "gpu-memory-utilization", 0.92, "per-instance share of GPU memory")
 	fs.StringVar(&a.APIKey, "api-key", "", "API key for /v1")
 	fs.BoolVar(&a.EnforceEager, "enforce-eager", false, "no CUDA graphs")
+	fs.BoolVar(&a.EnableLoRA, "enable-lora", false, "serve LoRA adapters")
 	// Accepted and ignored: they change nothing vllmsim models.
-	for _, n := range []string{"dtype", "tensor-parallel-size", "seed", "generation-config", "uvicorn-log-level", "load-format", "quantization", "kv-cache-dtype"} {
+	for _, n := range []string{"dtype", "tensor-parallel-size", "seed", "generation-config", "uvicorn-log-level", "load-format", "quantization", "kv-cache-dtype", "max-lora-rank", "max-loras"} {
 		fs.String(n, "", "accepted, not modelled")
 	}
 	for _, n := range []string{"disable-log-stats", "trust-remote-code", "enable-log-requests", "no-enable-log-requests", "disable-uvicorn-access-log", "enable-prefix-caching"} {
 		fs.Bool(n, false, "accepted, not modelled")
 	}
 
-	rest := normalize(argv[1:])
+	rest, loras, err := parseLoRAModules(normalize(argv[1:]))
+	if err != nil {
+		return Args{}, err
+	}
+	a.LoRAModules = loras
 	var positional []string
 	for {
 		if err := fs.Parse(rest); err != nil {

@@ -8,7 +8,7 @@ import (
 
 // token is one generated token handed to a request's stream.
 type token struct {
-	text   string
+	genToken
 	finish string // "", "length", "stop" or "abort"
 	at     time.Time
 }
@@ -18,8 +18,8 @@ type seq struct {
 	ctx          context.Context
 	promptTokens int
 	maxTokens    int
-	stopAt       int // tokens after which the model emits EOS (≥ maxTokens when ignore_eos)
-	textFor      func(i int) string
+	stopAt       int        // tokens after which the model emits EOS (≥ maxTokens when ignore_eos)
+	gen          generator  // the tokens it generates
 	out          chan token // buffered for every token: the engine never blocks on a slow reader
 	emitted      int
 	queuedAt     time.Time
@@ -147,7 +147,7 @@ func (e *engine) step(ctx context.Context) bool {
 	}
 	kept := e.running[:0]
 	for _, s := range e.running {
-		t := token{text: s.textFor(s.emitted), at: now}
+		t := token{genToken: s.gen.token(s.emitted), at: now}
 		s.emitted++
 		switch {
 		case s.emitted >= s.maxTokens:

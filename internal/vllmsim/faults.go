@@ -2,6 +2,7 @@ package vllmsim
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -28,6 +29,20 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	no-release             sleep keeps the weights on the device (vLLM 0.14/0.15 regression)
 //	asleep-crash           a request while asleep crashes the engine (vLLM before 2026-02):
 //	                       the process exits 1
+//
+// Silent corruption after a wake: every answer is HTTP 200 and plausible
+// text, only a replay of a request from before the sleep tells:
+//
+//	diverge-after-wake=K   after a wake, greedy output differs from the Kth token on
+//	                       (hybrid-model state collapse, vLLM PR #44972)
+//	lora-ignored           after a wake, requests to a LoRA adapter get the base
+//	                       model's answer (the adapter is no longer applied, #53888)
+//	logprob-drift=X        after a wake, the same tokens with every logprob X nats
+//	                       lower (FP8 KV scales reset, PR #45617, #28783)
+//
+// Drift over many cycles:
+//
+//	leak-per-cycle=MiB     every sleep leaves MiB more device memory held (#36651)
 type Faults struct {
 	CrashAtStart     bool
 	StartHang        bool
@@ -45,6 +60,10 @@ type Faults struct {
 	PrefixResetFalse int // -1: every reset; N: the first N
 	NoRelease        bool
 	AsleepCrash      bool
+	DivergeAfterWake int
+	LoRAIgnored      bool
+	LogprobDrift     float64
+	LeakPerCycleMiB  float64
 	completions      atomic.Int64
 	wakes            atomic.Int64
 	resets           atomic.Int64
@@ -73,6 +92,13 @@ func ParseFaults(s string) (*Faults, error) {
 				return 0, "", fmt.Errorf("%s: %q: want N:VALUE", name, arg)
 			}
 			return v, b, nil
+		}
+		positive := func() (float64, error) {
+			v, err := strconv.ParseFloat(arg, 64)
+			if err != nil || !(v > 0) || math.IsInf(v, 0) {
+				return 0, fmt.Errorf("%s: %q: want a number > 0", name, arg)
+			}
+			return v, nil
 		}
 		everyOr := func() (int, error) {
 			if !hasArg {
@@ -121,6 +147,14 @@ func ParseFaults(s string) (*Faults, error) {
 			f.NoRelease = true
 		case "asleep-crash":
 			f.AsleepCrash = true
+		case "diverge-after-wake":
+			f.DivergeAfterWake, err = n()
+		case "lora-ignored":
+			f.LoRAIgnored = true
+		case "logprob-drift":
+			f.LogprobDrift, err = positive()
+		case "leak-per-cycle":
+			f.LeakPerCycleMiB, err = positive()
 		default:
 			err = fmt.Errorf("unknown fault %q", name)
 		}

@@ -20,6 +20,7 @@ type metrics struct {
 	genTok     prometheus.Counter
 	success    *prometheus.CounterVec
 	sleepState *prometheus.GaugeVec
+	sleepOps   *prometheus.HistogramVec
 	kvUsageOf  func(running int) float64
 }
 
@@ -38,7 +39,10 @@ func newMetrics(model string, kvUsage func(running int) float64) *metrics {
 	m.genTok = prometheus.NewCounter(prometheus.CounterOpts{Name: "vllm:generation_tokens_total", Help: "Number of generation tokens processed.", ConstLabels: labels})
 	m.success = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm:request_success_total", Help: "Count of successfully processed requests.", ConstLabels: labels}, []string{"finished_reason"})
 	m.sleepState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:engine_sleep_state", Help: "Engine sleep state; awake = 0 means engine is sleeping.", ConstLabels: labels}, []string{"sleep_state"})
-	for _, c := range []prometheus.Collector{m.running, m.waiting, m.kvUsage, h, m.promptTok, m.genTok, m.success, m.sleepState} {
+	// vLLM's frontend histogram of sleep-mode calls (serve/dev/sleep/metrics.py).
+	m.sleepOps = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vllm:sleep_mode_operation_duration_seconds", Help: "Duration of one sleep-mode operation.",
+		Buckets: []float64{0.01, 0.1, 1, 10, 30, 60, 120, 300, 600}}, []string{"operation"})
+	for _, c := range []prometheus.Collector{m.running, m.waiting, m.kvUsage, h, m.promptTok, m.genTok, m.success, m.sleepState, m.sleepOps} {
 		f(c)
 	}
 	m.setSleepState(0)
@@ -58,6 +62,11 @@ func (m *metrics) prompt(n int)         { m.promptTok.Add(float64(n)) }
 func (m *metrics) generated()           { m.genTok.Inc() }
 func (m *metrics) finished(reason string) {
 	m.success.WithLabelValues(reason).Inc()
+}
+
+// sleepOp observes one sleep-mode call ("sleep" or "wake") of seconds.
+func (m *metrics) sleepOp(op string, seconds float64) {
+	m.sleepOps.WithLabelValues(op).Observe(seconds)
 }
 
 // setSleepState sets awake (level 0), weights_offloaded (1) or discard_all (2).

@@ -46,6 +46,15 @@ func (p Physics) Sleep(level int) float64 {
 	return p.GPU.SleepFixedS + w/p.GPU.ReleaseGBps
 }
 
+// PinAlloc is the extra cost of the first level-1 sleep of a process:
+// allocating the pinned host buffer the weights are copied to.
+func (p Physics) PinAlloc() float64 {
+	if p.GPU.PinAllocGBps <= 0 {
+		return 0
+	}
+	return gb(float64(p.WeightBytes())) / p.GPU.PinAllocGBps
+}
+
 // WakeWeights is waking the weight pool: a host→device copy after level 1,
 // a bare re-mapping (contents undefined) after level 2.
 func (p Physics) WakeWeights(fromLevel int) float64 {

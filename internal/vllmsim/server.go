@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +44,9 @@ type server struct {
 	weightsAsleep bool
 	kvAsleep      bool
 	weightsValid  bool
+	woken         bool // woken at least once: the after-wake faults apply
+	sleeps        int  // sleeps at level ≥ 1 so far (fault leak-per-cycle)
+	pinned        bool // the pinned host buffer for level-1 offload is allocated
 }
 
 func (s *server) routes() http.Handler {
@@ -104,34 +108,53 @@ func (s *server) handleModels(w http.ResponseWriter, r *http.Request) {
 		data = append(data, map[string]any{"id": n, "object": "model", "created": s.created, "owned_by": "vllm",
 			"root": s.args.Model, "parent": nil, "max_model_len": s.args.MaxModelLen})
 	}
+	for _, l := range s.args.LoRAModules { // vLLM lists each adapter with the base model as parent
+		parent := l.Base
+		if parent == "" {
+			parent = names[0]
+		}
+		data = append(data, map[string]any{"id": l.Name, "object": "model", "created": s.created, "owned_by": "vllm",
+			"root": l.Path, "parent": parent, "max_model_len": s.args.MaxModelLen})
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 type completionRequest struct {
-	Model         string   `json:"model"`
-	Prompt        any      `json:"prompt"`
-	MaxTokens     *int     `json:"max_tokens"`
-	MinTokens     int      `json:"min_tokens"`
-	IgnoreEOS     bool     `json:"ignore_eos"`
-	Temperature   *float64 `json:"temperature"`
-	Stream        bool     `json:"stream"`
-	StreamOptions *struct {
+	Model       string   `json:"model"`
+	Prompt      any      `json:"prompt"`
+	MaxTokens   *int     `json:"max_tokens"`
+	MinTokens   int      `json:"min_tokens"`
+	IgnoreEOS   bool     `json:"ignore_eos"`
+	Temperature *float64 `json:"temperature"`
+	Stream      bool     `json:"stream"`
+	// Logprobs asks for the top-k logprobs of every generated token
+	// (non-streamed answers only in vllmsim).
+	Logprobs               *int `json:"logprobs"`
+	ReturnTokenIDs         bool `json:"return_token_ids"`
+	ReturnTokensAsTokenIDs bool `json:"return_tokens_as_token_ids"`
+	StreamOptions          *struct {
 		IncludeUsage         *bool `json:"include_usage"`
 		ContinuousUsageStats bool  `json:"continuous_usage_stats"`
 	} `json:"stream_options"`
 }
 
-func (s *server) servesName(n string) bool {
+// resolve is the base model or LoRA adapter a request's model names:
+// adapter is "" for the base model; ok is false for a name not served.
+func (s *server) resolve(n string) (adapter string, ok bool) {
 	if n == s.args.Model && len(s.args.ServedNames) == 0 {
-		return true
+		return "", true
 	}
-	for _, x := range s.args.ServedNames {
-		if x == n {
-			return true
-		}
+	if slices.Contains(s.args.ServedNames, n) {
+		return "", true
 	}
-	return false
+	if _, ok := s.args.Adapter(n); ok {
+		return n, true
+	}
+	return "", false
 }
+
+// maxLogprobs is vLLM's default --max-logprobs.
+const maxLogprobs = 20
 
 func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	var req completionRequest
@@ -155,7 +178,8 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		s.log.Printf("ERROR injected fault asleep-crash: CUDA error: an illegal memory access was encountered")
 		s.exit(1)
 	}
-	if !s.servesName(req.Model) {
+	adapter, served := s.resolve(req.Model)
+	if !served {
 		writeError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
 		return
 	}
@@ -182,16 +206,18 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "BadRequestError", "max_tokens must be at least 1, got "+strconv.Itoa(maxTokens))
 		return
 	}
+	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > maxLogprobs) {
+		writeError(w, http.StatusBadRequest, "BadRequestError",
+			fmt.Sprintf("Requested sample logprobs of %d, which is greater than max allowed: %d", *req.Logprobs, maxLogprobs))
+		return
+	}
 	maxTokens = min(maxTokens, s.args.MaxModelLen-promptTokens)
 	stopAt := maxTokens
 	if !req.IgnoreEOS {
 		// Without ignore_eos the model ends on its own: a prompt-determined length.
 		stopAt = max(req.MinTokens, 1+int(countTokens(prompt)*7)%max(maxTokens, 1))
 	}
-	s.mu.Lock()
-	valid := s.weightsValid
-	s.mu.Unlock()
-	sq := &seq{ctx: r.Context(), promptTokens: promptTokens, maxTokens: maxTokens, stopAt: stopAt, textFor: textFunc(prompt, valid)}
+	sq := &seq{ctx: r.Context(), promptTokens: promptTokens, maxTokens: maxTokens, stopAt: stopAt, gen: s.generator(prompt, adapter)}
 	s.eng.submit(sq)
 
 	id := fmt.Sprintf("cmpl-%016x", s.reqID.Add(1))
@@ -199,18 +225,31 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	usage := map[string]int{"prompt_tokens": promptTokens}
 	if !req.Stream {
 		var text strings.Builder
-		finish, n := "", 0
+		var toks []token
+		finish := ""
 		for t := range sq.out {
-			text.WriteString(t.text)
 			finish = t.finish
 			if t.finish != "abort" {
-				n++
+				text.WriteString(t.text)
+				toks = append(toks, t)
 			}
 		}
+		n := len(toks)
 		usage["completion_tokens"], usage["total_tokens"] = n, n+promptTokens
+		choice := map[string]any{"index": 0, "text": text.String(), "logprobs": nil, "finish_reason": finish, "stop_reason": nil}
+		if req.Logprobs != nil {
+			choice["logprobs"] = logprobsOf(sq.gen, toks, *req.Logprobs, req.ReturnTokensAsTokenIDs)
+		}
+		if req.ReturnTokenIDs {
+			ids := make([]int, n)
+			for i, t := range toks {
+				ids[i] = t.id
+			}
+			choice["token_ids"] = ids
+			choice["prompt_token_ids"] = promptIDs(prompt, promptTokens)
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "text_completion", "created": time.Now().Unix(), "model": name,
-			"choices": []map[string]any{{"index": 0, "text": text.String(), "logprobs": nil, "finish_reason": finish, "stop_reason": nil}},
-			"usage":   usage})
+			"choices": []map[string]any{choice}, "usage": usage})
 		return
 	}
 
@@ -299,8 +338,18 @@ func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	s.eng.pause()
+	freeBefore, _ := s.dev.free()
 	if level > 0 {
-		if !s.clock.sleep(r.Context(), s.phys.Sleep(level)) {
+		cost := s.phys.Sleep(level)
+		s.mu.Lock()
+		if level == 1 && !s.pinned {
+			// The first level-1 sleep allocates the pinned host buffer the
+			// weights are copied to (vLLM PR #58066); later ones reuse it.
+			cost += s.phys.PinAlloc()
+			s.pinned = true
+		}
+		s.mu.Unlock()
+		if !s.clock.sleep(r.Context(), cost) {
 			return
 		}
 	}
@@ -310,11 +359,23 @@ func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
 		s.weightsAsleep, s.kvAsleep = true, true
 		// Level 1 keeps a host copy of the weights; level 2 discards them.
 		s.weightsValid = level == 1
+		s.sleeps++
 	}
 	s.mu.Unlock()
 	s.publish()
 	s.m.setSleepState(level)
-	s.log.Printf("It took %.6f seconds to fall asleep.", time.Since(start).Seconds())
+	if level > 0 {
+		// gpu_worker.py's line, from the device's free memory before and after.
+		freeAfter, _ := s.dev.free()
+		freed := float64(0)
+		if freeAfter > freeBefore {
+			freed = float64(freeAfter - freeBefore)
+		}
+		s.log.Printf("Sleep mode freed %.2f GiB memory, %.2f GiB memory is still in use.", freed/GiB, float64(s.dev.info.TotalBytes-freeAfter)/GiB)
+	}
+	took := time.Since(start).Seconds()
+	s.log.Printf("It took %.6f seconds to fall asleep.", took)
+	s.m.sleepOp("sleep", took)
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -375,13 +436,16 @@ func (s *server) handleWake(w http.ResponseWriter, r *http.Request) {
 	awake := !s.weightsAsleep && !s.kvAsleep
 	if awake {
 		s.level = 0
+		s.woken = true
 	}
 	s.mu.Unlock()
 	if awake {
 		s.eng.resume()
 		s.m.setSleepState(0)
 	}
-	s.log.Printf("It took %.6f seconds to wake up tags %v.", time.Since(start).Seconds(), tags)
+	took := time.Since(start).Seconds()
+	s.log.Printf("It took %.6f seconds to wake up tags %s.", took, pyList(tags))
+	s.m.sleepOp("wake", took)
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -424,7 +488,7 @@ func (s *server) handleRPC(w http.ResponseWriter, r *http.Request) {
 func (s *server) used() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := s.phys.ResidualBytes()
+	u := s.phys.ResidualBytes() + uint64(float64(s.sleeps)*s.faults.LeakPerCycleMiB*(1<<20))
 	if !s.weightsAsleep || (s.level != 0 && s.faults.NoRelease) {
 		u += s.phys.WeightBytes()
 	}
@@ -520,4 +584,64 @@ func (s *server) startup(ctx context.Context, warm bool) error {
 	s.publish()
 	s.log.Printf("Available KV cache memory: %.2f GiB", float64(s.phys.KVBytes)/GiB)
 	return nil
+}
+
+// generator is the output of prompt through adapter ("" for the base model)
+// in the server's present state: "!" from uninitialised weights, and after
+// a wake the corruption faults.
+func (s *server) generator(prompt, adapter string) generator {
+	s.mu.Lock()
+	valid, woken := s.weightsValid, s.woken
+	s.mu.Unlock()
+	if woken && s.faults.LoRAIgnored {
+		adapter = ""
+	}
+	g := newGenerator(prompt, adapter, valid)
+	if woken {
+		g.divergeFrom, g.drift = s.faults.DivergeAfterWake, s.faults.LogprobDrift
+	}
+	return g
+}
+
+// logprobsOf is a non-streamed choice's "logprobs" (vLLM's
+// CompletionLogProbs) for the generated tokens, with k alternatives each;
+// asIDs writes every token as "token_id:N" (return_tokens_as_token_ids).
+func logprobsOf(g generator, toks []token, k int, asIDs bool) map[string]any {
+	name := func(t genToken) string {
+		if asIDs {
+			return "token_id:" + strconv.Itoa(t.id)
+		}
+		return t.text
+	}
+	offsets, lps, names, tops := []int{}, []float64{}, []string{}, []map[string]float64{}
+	off := 0
+	for i, t := range toks {
+		offsets, lps, names = append(offsets, off), append(lps, t.logprob), append(names, name(t.genToken))
+		off += len(t.text)
+		top := map[string]float64{}
+		for _, a := range g.top(i, max(k, 1)) {
+			top[name(a)] = a.logprob
+		}
+		tops = append(tops, top)
+	}
+	return map[string]any{"text_offset": offsets, "token_logprobs": lps, "tokens": names, "top_logprobs": tops}
+}
+
+// promptIDs are stand-in ids of a prompt's n tokens.
+func promptIDs(prompt string, n int) []int {
+	g := newGenerator(prompt, "", true)
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = int(mix(g.seed^0x5bd1e995, i) % uint64(len(words)))
+	}
+	return ids
+}
+
+// pyList writes tags as Python prints a list of strings: ['weights', 'kv_cache'].
+func pyList(tags []string) string {
+	q := make([]string, len(tags))
+	for i, t := range tags {
+		q[i] = "'" + t + "'"
+	}
+	return "[" + strings.Join(q, ", ") + "]"
 }

@@ -135,6 +135,12 @@ type sim struct {
 
 func startSim(t *testing.T, model string, env map[string]string, extra ...string) *sim {
 	t.Helper()
+	return startSimLog(t, model, env, io.Discard, extra...)
+}
+
+// startSimLog is startSim with the server's log written to stdout.
+func startSimLog(t *testing.T, model string, env map[string]string, stdout io.Writer, extra ...string) *sim {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
@@ -147,7 +153,7 @@ func startSim(t *testing.T, model string, env map[string]string, extra ...string
 	args := append([]string{"serve", model, "--host", "127.0.0.1", "--port", fmt.Sprint(port), "--enable-sleep-mode",
 		"--max-model-len", "4096", "--kv-cache-memory-bytes", "1073741824"}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { s.done <- Main(ctx, args, func(k string) string { return e[k] }, io.Discard, s.stderr) }()
+	go func() { s.done <- Main(ctx, args, func(k string) string { return e[k] }, stdout, s.stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -376,7 +382,7 @@ func TestEngineFollowsTheModel(t *testing.T) {
 		seqs := make([]*seq, batch)
 		start := time.Now()
 		for i := range seqs {
-			seqs[i] = &seq{ctx: ctx, promptTokens: prompt, maxTokens: tokens, stopAt: tokens, textFor: func(int) string { return " x" }}
+			seqs[i] = &seq{ctx: ctx, promptTokens: prompt, maxTokens: tokens, stopAt: tokens, gen: newGenerator("x", "", true)}
 			e.submit(seqs[i])
 		}
 		for _, s := range seqs {
@@ -406,7 +412,13 @@ func TestParseFaults(t *testing.T) {
 	assert.Equal(t, 2, f.PrefixResetFalse)
 	assert.True(t, hits(f.WakeFail, 7))
 	assert.False(t, hits(f.WakeHang, 1))
-	for _, bad := range []string{"crash-after=0", "error-status=1:200", "explode", "stall-stream=x"} {
+	f, err = ParseFaults("diverge-after-wake=4,lora-ignored,logprob-drift=0.25,leak-per-cycle=32")
+	require.NoError(t, err)
+	assert.Equal(t, 4, f.DivergeAfterWake)
+	assert.True(t, f.LoRAIgnored)
+	assert.Equal(t, 0.25, f.LogprobDrift)
+	assert.Equal(t, 32.0, f.LeakPerCycleMiB)
+	for _, bad := range []string{"crash-after=0", "error-status=1:200", "explode", "stall-stream=x", "diverge-after-wake=0", "logprob-drift=-1", "leak-per-cycle=NaN", "leak-per-cycle"} {
 		_, err := ParseFaults(bad)
 		assert.ErrorContains(t, err, EnvFaults, bad)
 	}

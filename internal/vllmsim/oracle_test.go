@@ -1,0 +1,167 @@
+package vllmsim
+
+import (
+	"bytes"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/simgpu"
+	"github.com/wakebench/wakebench/internal/vllm"
+)
+
+// lockedBuffer is a log the server writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
+}
+
+func gen(t *testing.T, s *sim, model, prompt string) vllm.Generation {
+	t.Helper()
+	g, err := s.c.Generate(t.Context(), vllm.GenerateRequest{Model: model, Prompt: prompt, MaxTokens: 8, Logprobs: 5})
+	require.NoError(t, err)
+	return g
+}
+
+// TestGreedyAnswersAreReplayable: the simulated model answers a greedy
+// request with token ids and top-k logprobs as vLLM does, the same before
+// and after sleeps of either level; a LoRA adapter answers differently
+// from its base model.
+func TestGreedyAnswersAreReplayable(t *testing.T) {
+	s := startSim(t, "tiny-a", nil, "--enable-lora", "--lora-modules", "sql=/adapters/sql", `{"name": "chat", "path": "/adapters/chat"}`)
+	s.ready(t)
+	ctx := t.Context()
+	ids, err := s.c.Models(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"tiny-a", "sql", "chat"}, ids, "the base model and each adapter")
+
+	ref := gen(t, s, "tiny-a", "The capital of France is")
+	require.Len(t, ref.IDs, 8)
+	require.Len(t, ref.Logprobs, 8)
+	require.Len(t, ref.Top, 8)
+	for i, top := range ref.Top {
+		assert.Len(t, top, 5, "top-5 at token %d", i+1)
+		chosen := ref.Tokens[i]
+		assert.Equal(t, "token_id:"+strconv.Itoa(ref.IDs[i]), chosen, "return_tokens_as_token_ids names tokens by id")
+		for name, lp := range top {
+			assert.LessOrEqual(t, lp, top[chosen], "greedy: %s is no likelier than the chosen token", name)
+		}
+	}
+	lora := gen(t, s, "sql", "The capital of France is")
+	assert.NotEqual(t, ref.IDs, lora.IDs, "an adapter changes the answer")
+
+	require.NoError(t, s.c.Sleep(ctx, 1))
+	require.NoError(t, s.c.WakeUp(ctx))
+	assert.Equal(t, ref, gen(t, s, "tiny-a", "The capital of France is"), "level 1: the same ids and logprobs")
+	assert.Equal(t, lora, gen(t, s, "sql", "The capital of France is"))
+	require.NoError(t, s.c.Sleep(ctx, 2))
+	_, err = s.c.Wake(ctx, 2)
+	require.NoError(t, err)
+	assert.Equal(t, ref, gen(t, s, "tiny-a", "The capital of France is"), "level 2 with reload_weights: the same")
+
+	code, body := post(t, s.url+"/v1/completions", `{"model":"tiny-a","prompt":"x","logprobs":21}`)
+	assert.Equal(t, 400, code)
+	assert.Contains(t, body, "greater than max allowed: 20")
+	_, err = ParseArgs([]string{"serve", "m", "--lora-modules", "nopath"}, &bytes.Buffer{})
+	assert.ErrorContains(t, err, "want name=path")
+}
+
+// TestCorruptionFaults: each fault answers plausibly (no "!!!!") and
+// leaves the answers before any sleep alone; after a wake it corrupts them
+// as its bug does.
+func TestCorruptionFaults(t *testing.T) {
+	const prompt = "A longer prompt for the oracle to replay after the wake."
+	clean := startSim(t, "tiny-a", nil, "--enable-lora", "--lora-modules", "sql=/a/sql")
+	clean.ready(t)
+	base, lora := gen(t, clean, "tiny-a", prompt), gen(t, clean, "sql", prompt)
+
+	for fault, check := range map[string]func(t *testing.T, before, after, loraAfter vllm.Generation){
+		"diverge-after-wake=3": func(t *testing.T, before, after, _ vllm.Generation) {
+			assert.Equal(t, before.IDs[:2], after.IDs[:2], "tokens 1 and 2 unchanged")
+			assert.NotEqual(t, before.IDs[2], after.IDs[2], "token 3 differs")
+		},
+		"lora-ignored": func(t *testing.T, _, after, loraAfter vllm.Generation) {
+			assert.Equal(t, base.IDs, loraAfter.IDs, "the adapter's request gets the base model's answer")
+			assert.Equal(t, base, after)
+		},
+		"logprob-drift=0.3": func(t *testing.T, before, after, _ vllm.Generation) {
+			assert.Equal(t, before.IDs, after.IDs, "the same tokens")
+			for i := range before.Logprobs {
+				assert.InDelta(t, before.Logprobs[i]-0.3, after.Logprobs[i], 1e-9)
+			}
+		},
+	} {
+		t.Run(fault, func(t *testing.T) {
+			s := startSim(t, "tiny-a", map[string]string{EnvFaults: fault}, "--enable-lora", "--lora-modules", "sql=/a/sql")
+			s.ready(t)
+			before := gen(t, s, "tiny-a", prompt)
+			assert.Equal(t, base, before, "before any sleep the fault changes nothing")
+			assert.Equal(t, lora, gen(t, s, "sql", prompt))
+			require.NoError(t, s.c.Sleep(t.Context(), 1))
+			require.NoError(t, s.c.WakeUp(t.Context()))
+			after, loraAfter := gen(t, s, "tiny-a", prompt), gen(t, s, "sql", prompt)
+			assert.NotContains(t, after.Text, "!!", "plausible text: the garbage check cannot see it")
+			check(t, before, after, loraAfter)
+		})
+	}
+}
+
+// TestSleepAsTheEngineLogsIt: vLLM's own lines for a sleep and a wake,
+// the sleep-mode metric, a leak that grows the residual each sleep, and
+// the first level-1 sleep's pinned-buffer cost.
+func TestSleepAsTheEngineLogsIt(t *testing.T) {
+	logs := &lockedBuffer{}
+	s := startSimLog(t, "tiny-a", map[string]string{EnvFaults: "leak-per-cycle=64", EnvTimeScale: "4"}, logs)
+	s.ready(t)
+	ctx := t.Context()
+	for range 3 {
+		require.NoError(t, s.c.Sleep(ctx, 1))
+		require.NoError(t, s.c.WakeUp(ctx))
+	}
+	require.NoError(t, s.c.Sleep(ctx, 2))
+	_, err := s.c.Wake(ctx, 2)
+	require.NoError(t, err)
+
+	e := vllm.ParseEngineLog(logs.Bytes())
+	require.Len(t, e.SleepS, 4)
+	require.Len(t, e.WakeS, 5, "one line per /wake_up: three level-1 wakes, two level-2 calls")
+	require.Len(t, e.FreedGiB, 4)
+	// Each sleep frees the weights (0.5 GiB) and the KV cache (1 GiB)
+	// less what the leak keeps: 64 MiB more every sleep.
+	assert.InDelta(t, 1.5-1.0/16, e.FreedGiB[0], 0.005)
+	assert.InDelta(t, 1.5-1.0/16, e.FreedGiB[2], 0.005)
+	procs, err := simgpu.Processes(s.dir)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(0.25*GiB+4*64<<20+1.5*GiB), procs[0].UsedBytes, "awake after 4 sleeps: 4 × 64 MiB leaked")
+	// The first level-1 sleep also allocates the pinned buffer: 0.537 GB
+	// at 10 GB/s, × 4 time scale = 0.215 s more than the others.
+	assert.Greater(t, e.SleepS[0]-e.SleepS[1], 0.1, "first sleep %v, second %v", e.SleepS[0], e.SleepS[1])
+	assert.Contains(t, string(logs.Bytes()), "It took", "seconds to wake up tags ['weights', 'kv_cache'].")
+	assert.Contains(t, string(logs.Bytes()), "seconds to wake up tags ['weights'].")
+
+	text, err := s.c.Metrics(ctx)
+	require.NoError(t, err)
+	m, err := vllm.ParseMetrics(text)
+	require.NoError(t, err)
+	sum, n, ok := m.SleepOp("sleep")
+	require.True(t, ok, "vllm:sleep_mode_operation_duration_seconds")
+	assert.Equal(t, 4.0, n)
+	assert.InDelta(t, e.SleepS[0]+e.SleepS[1]+e.SleepS[2]+e.SleepS[3], sum, 0.004, "the metric observes what the log says")
+	_, n, _ = m.SleepOp("wake")
+	assert.Equal(t, 5.0, n)
+}
