@@ -144,3 +144,26 @@ func TestReferenceSummariesFollowTheRule(t *testing.T) {
 	assert.Positive(t, recomputed)
 	assert.Greater(t, bounded, 20)
 }
+
+func TestFitTrend(t *testing.T) {
+	// An exact line: slope 2, no spread, interval of width 0.
+	tr, err := FitTrend([]float64{1, 3, 5, 7, 9})
+	require.NoError(t, err)
+	assert.InDelta(t, 2, tr.Slope, 1e-12)
+	assert.InDelta(t, 2, tr.CILow, 1e-9)
+	assert.InDelta(t, 2, tr.CIHigh, 1e-9)
+	assert.InDelta(t, 9, tr.Last, 1e-9)
+
+	// y = 0, 1, 0, 1, 0, 1 on x = 0..5, by hand: slope 1.5 / 17.5, residual
+	// sum of squares 1.3714286, stderr √(1.3714286 / 4 / 17.5) = 0.1399708;
+	// t(0.975, 4) = 2.7764451 (tables).
+	tr, err = FitTrend([]float64{0, 1, 0, 1, 0, 1})
+	require.NoError(t, err)
+	assert.InDelta(t, 0.0857142857, tr.Slope, 1e-9)
+	half := 2.7764451052 * 0.1399708424
+	assert.InDelta(t, 0.0857142857-half, tr.CILow, 1e-6)
+	assert.InDelta(t, 0.0857142857+half, tr.CIHigh, 1e-6)
+
+	_, err = FitTrend([]float64{1, 2})
+	assert.ErrorIs(t, err, ErrTooShort)
+}

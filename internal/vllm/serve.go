@@ -13,7 +13,14 @@ type ServeOptions struct {
 	MaxModelLen          int
 	KVCacheBytes         uint64
 	GPUMemoryUtilization float64
+	LoRA                 []LoRA   // adapters served beside the model (--enable-lora --lora-modules)
 	Extra                []string // appended as given
+}
+
+// LoRA is an adapter: requests name it as their model.
+type LoRA struct {
+	Name string
+	Path string
 }
 
 // ServeArgs is the `serve` command line, exactly as vLLM takes it
@@ -28,6 +35,14 @@ func ServeArgs(o ServeOptions) []string {
 		"--max-model-len", strconv.Itoa(o.MaxModelLen),
 		"--kv-cache-memory-bytes", strconv.FormatUint(o.KVCacheBytes, 10),
 		"--gpu-memory-utilization", strconv.FormatFloat(o.GPUMemoryUtilization, 'f', -1, 64),
+	}
+	if len(o.LoRA) > 0 {
+		// One --lora-modules with every adapter: vLLM's argparse takes the
+		// flag's values as a list (nargs='+') and a repeated flag replaces it.
+		args = append(args, "--enable-lora", "--lora-modules")
+		for _, l := range o.LoRA {
+			args = append(args, l.Name+"="+l.Path)
+		}
 	}
 	return append(args, o.Extra...)
 }
