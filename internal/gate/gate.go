@@ -127,7 +127,13 @@ func Sleep(cfg config.Config, label string, level int, cycles []record.Cycle, re
 	if level == 1 {
 		median("memory.l1_release_fraction.median", release, ">=", t.MinL1ReleasePercent, "min_l1_release_percent")
 	}
-	return out
+	var engines []*record.Engine
+	for _, c := range cycles {
+		if c.OK {
+			engines = append(engines, c.Engine)
+		}
+	}
+	return append(out, EngineAgreement(prefix, label, engines)...)
 }
 
 // notEvaluated is the check of a threshold whose figure is absent (no

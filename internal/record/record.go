@@ -34,6 +34,8 @@ type Cycle struct {
 	ResidualGiB   float64 // model's GPU memory while asleep; NaN when unknown
 	// ResidualPerGPU is ResidualGiB on each GPU of a run of several.
 	ResidualPerGPU []float64
+	// Engine is the server's own account of the cycle (nil: none read).
+	Engine *Engine
 }
 
 // PerfRun is one stage × concurrency of serving.
@@ -226,6 +228,13 @@ type Raw struct {
 	RestartBaseline string
 	Started         time.Time
 	Finished        time.Time // zero: the report takes the time it is built
+
+	References  map[string]Reference    // label → probe set answered before the first sleep
+	Replays     map[string][]Replay     // label → every replay after a wake
+	FirstSleeps map[string][]FirstSleep // label → each server process's first sleep
+	Soak        []SoakCycle
+	SoakPlanned int
+	SoakLevel   int
 }
 
 // NewRaw is an empty record of the labelled models, started now.
@@ -236,6 +245,7 @@ func NewRaw(labels []string, names map[string]string) Raw {
 		Perf: map[string][]PerfRun{}, Release: map[string][]float64{}, Windows: map[string]Window{},
 		RSSPeak: map[string]uint64{}, Weights: map[string]Weight{}, Attribution: map[string]string{},
 		ReleasePerGPU: map[string][][]float64{},
+		References:    map[string]Reference{}, Replays: map[string][]Replay{}, FirstSleeps: map[string][]FirstSleep{},
 	}
 }
 
@@ -264,6 +274,7 @@ func (r Raw) Clone() Raw {
 	c.Failures = slices.Clone(r.Failures)
 	c.DeviceUsedGiB = slices.Clone(r.DeviceUsedGiB)
 	c.Events = slices.Clone(r.Events)
+	cloneCorrectness(&c, r)
 	return c
 }
 

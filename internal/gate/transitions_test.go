@@ -1,0 +1,86 @@
+package gate
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+func TestDisagreements(t *testing.T) {
+	nan := math.NaN()
+	agree := record.Engine{SleepS: 0.9, WakeS: 1.9, FreedGiB: 7.5, MetricSleepS: 0.95, MetricWakeS: 1.95}
+	assert.Empty(t, Disagreements(&agree, 1, 2, 7.6, 10), "engine times inside the HTTP calls, freed within 0.1 GiB")
+
+	for name, tc := range map[string]struct {
+		e                     record.Engine
+		sleep, wake, released float64
+		want                  string
+	}{
+		"the log's sleep outlasts the call": {record.Engine{SleepS: 1.5, WakeS: nan, FreedGiB: nan, MetricSleepS: nan, MetricWakeS: nan}, 1, 2, nan,
+			"engine log: sleep 1.500s is longer than the /sleep call 1.000s"},
+		"the metric's wake outlasts the calls": {record.Engine{SleepS: nan, WakeS: nan, FreedGiB: nan, MetricSleepS: nan, MetricWakeS: 2.5}, 1, 2, nan,
+			"metric: wake 2.500s is longer than the wake calls 2.000s"},
+		"the log's inner time outlasts the metric's": {record.Engine{SleepS: 0.9, WakeS: nan, FreedGiB: nan, MetricSleepS: 0.5, MetricWakeS: nan}, 1, 2, nan,
+			"engine log: sleep 0.900s is longer than the metric's 0.500s"},
+		"freed is not what was released": {record.Engine{SleepS: nan, WakeS: nan, FreedGiB: 2, MetricSleepS: nan, MetricWakeS: nan}, 1, 2, 7.5,
+			"engine log: freed 2.00 GiB, the harness measured 7.50 GiB released"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, []string{tc.want}, Disagreements(&tc.e, tc.sleep, tc.wake, tc.released, 10))
+		})
+	}
+	// 10 % of 20 GiB is 2 GiB: 19 freed of 20 released agrees.
+	assert.Empty(t, Disagreements(&record.Engine{SleepS: nan, WakeS: nan, FreedGiB: 19, MetricSleepS: nan, MetricWakeS: nan}, 1, 1, 20, 10))
+	// 5 ms of clock granularity is not a disagreement.
+	assert.Empty(t, Disagreements(&record.Engine{SleepS: 1.005, WakeS: nan, FreedGiB: nan, MetricSleepS: nan, MetricWakeS: nan}, 1, 1, nan, 0))
+
+	cs := EngineAgreement("sleep.level1", "A", []*record.Engine{nil, {Disagreements: []string{"x"}}, {}})
+	assert.Equal(t, []record.Check{{Name: "sleep.level1.engine_disagreements", Model: "A", Value: 1, Op: "==", Limit: 0, Verdict: "FAIL"}}, cs)
+	assert.Nil(t, EngineAgreement("sleep.level1", "A", []*record.Engine{nil, nil}), "no engine figures: no check")
+}
+
+func TestCorrectnessCheck(t *testing.T) {
+	match := record.ProbeResult{Probe: "short", Match: true}
+	miss := record.ProbeResult{Probe: "long", Position: 3, Kind: "token"}
+	replays := []record.Replay{
+		{Stage: record.ReplayLevel1, Results: []record.ProbeResult{match, match}},
+		{Stage: record.ReplayLevel1, Results: []record.ProbeResult{match, miss}},
+		{Stage: record.ReplaySwitch, Results: []record.ProbeResult{match, match}},
+		{Stage: record.ReplaySwitch, Err: "server gone"},
+	}
+	assert.Equal(t, map[string]string{"correctness.level1.mismatches/A": "FAIL"}, verdicts(Correctness("A", record.ReplayLevel1, replays)))
+	assert.Equal(t, 1.0, Correctness("A", record.ReplayLevel1, replays)[0].Value)
+	assert.Equal(t, map[string]string{"correctness.switch.mismatches/A": "PASS"}, verdicts(Correctness("A", record.ReplaySwitch, replays)))
+	assert.Nil(t, Correctness("A", record.ReplayLevel2, replays), "nothing replayed: no check")
+}
+
+func TestSoakChecks(t *testing.T) {
+	cfg := config.Default()
+	cfg.Protocol.SoakCycles = 9
+	cfg.Thresholds.MaxResidualGrowthMiBPerCycle = 1
+	var cycles []record.SoakCycle
+	labels := []string{"A", "B", "C"}
+	for i := range 9 {
+		resid := 0.5
+		if labels[i%3] == "B" {
+			resid += float64(i/3) * 4.0 / 1024 // 4 MiB more each of B's sleeps
+		}
+		cycles = append(cycles, record.SoakCycle{Cycle: i + 1, From: labels[i%3], To: labels[(i+1)%3], OK: true, ResidualGiB: resid})
+	}
+	v := verdicts(Soak(cfg, cycles))
+	assert.Equal(t, map[string]string{"soak.successful_cycles/": "PASS",
+		"soak.residual_growth_mib_per_cycle/A": "PASS", "soak.residual_growth_mib_per_cycle/B": "FAIL", "soak.residual_growth_mib_per_cycle/C": "PASS"}, v)
+
+	cycles[8].OK = false
+	cycles[2].ResidualGiB = math.NaN() // C keeps one residual: no trend
+	cs := Soak(cfg, cycles)
+	v = verdicts(cs)
+	assert.Equal(t, "FAIL", v["soak.successful_cycles/"])
+	assert.Equal(t, record.NotEvaluated, v["soak.residual_growth_mib_per_cycle/C"])
+	cfg.Thresholds.MaxResidualGrowthMiBPerCycle = 0
+	assert.NotContains(t, verdicts(Soak(cfg, cycles)), "soak.residual_growth_mib_per_cycle/B", "0 turns the limit off")
+}
