@@ -83,6 +83,10 @@ type Model struct {
 	// SimFaults are vllmsim faults to inject into this model's server
 	// (VLLMSIM_FAULTS syntax, e.g. "wake-fail=2"); vllmsim only.
 	SimFaults string `json:"sim_faults"`
+	// LoRAModules are LoRA adapters served beside the model, name → path
+	// (--enable-lora --lora-modules name=path …); each gets a correctness
+	// probe of its own.
+	LoRAModules map[string]string `json:"lora_modules"`
 	// Thresholds override the global thresholds for this model, by key
 	// (e.g. {"max_residual_gib": 2}).
 	Thresholds map[string]float64 `json:"thresholds"`
@@ -105,6 +109,19 @@ type Protocol struct {
 	SettleS          float64 `json:"settle_s"`     // hold after a sleep and after a wake, for memory to settle
 	WindowPadS       float64 `json:"window_pad_s"` // phase windows are widened by this much on each side
 	SampleHz         float64 `json:"sample_hz"`    // GPU memory sampling rate
+	// The correctness oracle: a fixed probe set generated greedily before
+	// each model's first sleep and replayed after every wake.
+	CorrectnessMaxTokens int     `json:"correctness_max_tokens"` // tokens per probe; 0 turns the oracle off
+	CorrectnessLogprobs  int     `json:"correctness_logprobs"`   // top-k logprobs per token (vLLM allows up to 20); 0: ids only
+	LogprobTolerance     float64 `json:"logprob_tolerance"`      // nats a replayed token's logprob may differ by
+	// SoakCycles > 0 runs the soak phase: that many handoffs rotating over
+	// every model (three or more), sleeping at SoakLevel.
+	SoakCycles int `json:"soak_cycles"`
+	SoakLevel  int `json:"soak_level"`
+	// EngineTolerancePercent: the server's own account of a sleep (its log
+	// lines, its metric) disagrees with the harness's when they differ by
+	// more than this (and by more than 10 ms or 0.1 GiB).
+	EngineTolerancePercent float64 `json:"engine_tolerance_percent"`
 }
 
 // Timeouts bound every blocking step, in seconds.
@@ -128,8 +145,11 @@ type Thresholds struct {
 	MaxSwitchToFirstTokenS float64 `json:"max_switch_to_first_token_s"`  // p95, per direction
 	// RegressionPercent: against the baseline, a metric worse by more than
 	// this (and significantly so, at RegressionAlpha) fails the run.
-	RegressionPercent float64 `json:"regression_percent"`
-	RegressionAlpha   float64 `json:"regression_alpha"`
+	// MaxResidualGrowthMiBPerCycle: a model's residual memory may grow by
+	// at most this much per soak cycle (the fitted slope).
+	MaxResidualGrowthMiBPerCycle float64 `json:"max_residual_growth_mib_per_cycle"`
+	RegressionPercent            float64 `json:"regression_percent"`
+	RegressionAlpha              float64 `json:"regression_alpha"`
 }
 
 // DefaultPrompt is about 26 tokens, like the reference run's prompt.
@@ -147,11 +167,13 @@ func Default() Config {
 			Concurrency: []int{1, 4}, Rounds: 2, RequestsPerRound: 8,
 			Handoffs: 19, ContextTokens: 4096, KVGiB: 4, MaxTokens: 128, ProbeMaxTokens: 8,
 			Prompt: DefaultPrompt, SettleS: 0.1, WindowPadS: 2, SampleHz: 20,
+			CorrectnessMaxTokens: 16, CorrectnessLogprobs: 5, LogprobTolerance: 0.05,
+			SoakLevel: 1, EngineTolerancePercent: 10,
 		},
 		Timeouts: Timeouts{StartS: 600, RequestS: 300, SleepS: 300, WakeS: 300, StopS: 10, PollMS: 5},
 		Thresholds: Thresholds{
 			MaxFailedRequests: 0, MinL1ReleasePercent: 80, MaxResidualGiB: 4, MinAfterWakeTPSRatio: 0.95,
-			RegressionPercent: 10, RegressionAlpha: 0.05,
+			MaxResidualGrowthMiBPerCycle: 1, RegressionPercent: 10, RegressionAlpha: 0.05,
 		},
 		OutDir:      "out",
 		FreshCaches: true,
@@ -295,6 +317,16 @@ func (c Config) Validate() error {
 				bad(key+".extra_args", "pass the key as api_key (it would show in logs as an argument)")
 			}
 		}
+		for _, n := range slices.Sorted(maps.Keys(m.LoRAModules)) {
+			switch {
+			case !labelRE.MatchString(n):
+				bad(key+".lora_modules", "adapter name %q: use letters, digits, - or _", n)
+			case n == m.Name:
+				bad(key+".lora_modules", "adapter name %q is the model's own name: requests could not tell them apart", n)
+			case strings.TrimSpace(m.LoRAModules[n]) == "":
+				bad(key+".lora_modules."+n, "empty path: the adapter's directory or Hugging Face id")
+			}
+		}
 		if !(m.GPUMemoryUtilization > 0 && m.GPUMemoryUtilization <= 1) {
 			bad(key+".gpu_memory_utilization", "%v: want a share in (0, 1]", m.GPUMemoryUtilization)
 		}
@@ -318,6 +350,21 @@ func (c Config) Validate() error {
 	within("handoffs", p.Handoffs, 1, MaxCycles)
 	within("max_tokens", p.MaxTokens, 2, 1<<20) // TPOT needs two tokens
 	within("probe_max_tokens", p.ProbeMaxTokens, 1, 1<<20)
+	within("correctness_max_tokens", p.CorrectnessMaxTokens, 0, 4096)
+	within("correctness_logprobs", p.CorrectnessLogprobs, 0, 20) // vLLM's default --max-logprobs
+	within("soak_cycles", p.SoakCycles, 0, MaxCycles)
+	if p.SoakLevel != 1 && p.SoakLevel != 2 {
+		bad("protocol.soak_level", "%d: want 1 or 2", p.SoakLevel)
+	}
+	if p.SoakCycles > 0 && len(c.Models) < 3 {
+		bad("protocol.soak_cycles", "%d: the soak rotates over at least 3 models, the config has %d: add models or set soak_cycles 0", p.SoakCycles, len(c.Models))
+	}
+	if !(p.LogprobTolerance >= 0) || math.IsInf(p.LogprobTolerance, 0) {
+		bad("protocol.logprob_tolerance", "%v: want nats ≥ 0 (0: exact)", p.LogprobTolerance)
+	}
+	if !(p.EngineTolerancePercent >= 0) || math.IsInf(p.EngineTolerancePercent, 0) {
+		bad("protocol.engine_tolerance_percent", "%v: want a percent ≥ 0", p.EngineTolerancePercent)
+	}
 	if len(p.Concurrency) == 0 {
 		bad("protocol.concurrency", "empty: list at least one concurrency, e.g. [1, 4]")
 	}

@@ -54,11 +54,11 @@ func TestBackendDefaultsFollowTheBuildTag(t *testing.T) {
 }
 
 func TestShippedConfigsLoad(t *testing.T) {
-	for _, f := range []string{"example-config.json", "demo.json", "gpu-example.json"} {
+	for f, models := range map[string]int{"example-config.json": 2, "demo.json": 2, "gpu-example.json": 2, "soak.json": 3} {
 		t.Run(f, func(t *testing.T) {
 			c, err := Load(env(map[string]string{EnvFile: filepath.Join("..", "..", "testdata", f)}))
 			require.NoError(t, err)
-			assert.Len(t, c.Models, 2)
+			assert.Len(t, c.Models, models)
 		})
 	}
 }
@@ -123,6 +123,14 @@ func TestBadInputNamesTheKey(t *testing.T) {
 		{"negative gpu index", `{"gpu_index": -1}`, nil, []string{"gpu_index: -1"}},
 		{"bad env", `{}`, map[string]string{"WAKEBENCH_PROTOCOL_ROUNDS": "many"}, []string{"WAKEBENCH_PROTOCOL_ROUNDS", "want an integer"}},
 		{"bad env list", `{}`, map[string]string{"WAKEBENCH_PROTOCOL_CONCURRENCY": "1,x"}, []string{"comma-separated integers"}},
+		{"soak over two models", `{"protocol": {"soak_cycles": 10}}`, nil, []string{"protocol.soak_cycles: 10: the soak rotates over at least 3 models, the config has 2"}},
+		{"soak level", `{"protocol": {"soak_level": 3}}`, nil, []string{"protocol.soak_level: 3: want 1 or 2"}},
+		{"more logprobs than vLLM gives", `{"protocol": {"correctness_logprobs": 21}}`, nil, []string{"protocol.correctness_logprobs: 21: at most 20"}},
+		{"negative tolerances", `{"protocol": {"logprob_tolerance": -0.1, "engine_tolerance_percent": -5}}`, nil,
+			[]string{"protocol.logprob_tolerance: -0.1", "protocol.engine_tolerance_percent: -5"}},
+		{"bad LoRA modules", `{"models": [{"label":"A","name":"x","gpu_memory_utilization":0.4,"lora_modules":{"x":"/a","ok":" ","b c":"/d"}}]}`, nil,
+			[]string{`models[0].lora_modules: adapter name "b c"`, `models[0].lora_modules: adapter name "x" is the model's own name`, "models[0].lora_modules.ok: empty path"}},
+		{"negative growth limit", `{"thresholds": {"max_residual_growth_mib_per_cycle": -1}}`, nil, []string{"thresholds.max_residual_growth_mib_per_cycle: -1: must not be negative"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
