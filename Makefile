@@ -4,7 +4,7 @@ CONFIG ?= testdata/demo.json
 # go-nvml's cgo build warns about every NVML 13 deprecation; silence them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: bench test vet fuzz gpu perf ci
+.PHONY: bench test vet fuzz gpu perf ci soak
 FUZZTIME ?= 10s
 
 # The protocol's tests (not the harness's own robustness tests). TestProtocol
@@ -14,6 +14,11 @@ PROTOCOL := '^Test(GPUFacts|Protocol|Outputs|RegressionGate)$$'
 ## bench: the whole protocol on vllmsim (demo profile); writes out/
 bench:
 	WAKEBENCH_CONFIG=$(CONFIG) $(GO) test -count=1 -timeout 30m -v -run $(PROTOCOL) .
+
+## soak: the soak phase alone, 200 handoffs over three tiny models (testdata/soak.json); writes out/soak
+SOAK_CONFIG ?= testdata/soak.json
+soak:
+	WAKEBENCH_CONFIG=$(SOAK_CONFIG) $(GO) test -count=1 -timeout 30m -v -run '^TestSoak$$' .
 
 ## test: every package, race detector on (what CI runs)
 test:

@@ -141,6 +141,24 @@ func testSwitch(t *testing.T) {
 	passes(t, h.SwitchChecks(handoffs))
 }
 
+// TestSoak is the soak phase: hundreds of handoffs round-robin over three
+// or more models, every sleep's residual fitted for growth, the headroom
+// before every wake, a correctness replay after it. Off unless
+// protocol.soak_cycles is set (make soak): it is a phase of its own, not
+// one of the protocol's.
+func TestSoak(t *testing.T) {
+	h, ctx := begin(t, protocol.PhaseSoak)
+	n := h.Config().Protocol.SoakCycles
+	if n == 0 {
+		t.Skip("soak off (protocol.soak_cycles 0): run make soak, or set WAKEBENCH_PROTOCOL_SOAK_CYCLES with three or more models")
+	}
+	skipIfStopped(t)
+	cycles, err := h.Soak(ctx, progress(t))
+	assert.NoError(t, err)
+	assert.Len(t, cycles, n, "every planned cycle ran")
+	passes(t, h.SoakChecks(cycles))
+}
+
 // TestOutputs checks what the run will write, after every phase ran: the
 // report has every key path of the L20 reference report with the same JSON
 // type, the request accounting adds up, and bench.txt parses as benchfmt
@@ -175,8 +193,33 @@ func TestOutputs(t *testing.T) {
 	assert.Equal(t, len(cfg.Models)*perModel, rep.Requests.PlannedPerformance, "planned_performance")
 	assert.Equal(t, rep.Requests.Executed, rep.Requests.Success+rep.Requests.Failure, "executed = success + failure")
 	// Performance requests plus one probe per start, cycle and handoff
-	// (the reference run: 128 + 42 = 170).
+	// (the reference run: 128 + 42 = 170), plus the correctness probe set
+	// (2 prompts and one per LoRA adapter) once before each model's first
+	// sleep and once after each of its wakes: every cycle, the after-wake
+	// wake, every handoff to it (the initial activation too).
 	probes := len(cfg.Models)*(1+p.RestartWarm+p.SleepL1Cycles+p.SleepL2Cycles) + 1 + p.Handoffs
+	if p.CorrectnessMaxTokens > 0 {
+		for _, m := range cfg.Models {
+			wakes := p.SleepL1Cycles + p.SleepL2Cycles + 1
+			for _, ho := range raw.Handoffs {
+				if ho.To == m.Label {
+					wakes++
+				}
+			}
+			probes += (1 + wakes) * (2 + len(m.LoRAModules))
+			c := rep.Models[m.Label].Correctness
+			if assert.NotNil(t, c, "correctness of %s", m.Label) {
+				for _, st := range []string{record.ReplayLevel1, record.ReplayLevel2, record.ReplayAfterWake, record.ReplaySwitch} {
+					assert.Contains(t, c.Stages, st, "%s replayed after its %s wakes", m.Label, st)
+				}
+			}
+		}
+	}
+	for _, ph := range raw.Phases {
+		if ph == protocol.PhaseSoak { // a soak in the same run adds its own probes and replays
+			probes = rep.Requests.Executed - rep.Requests.PlannedPerformance
+		}
+	}
 	assert.Equal(t, rep.Requests.PlannedPerformance+probes, rep.Requests.Executed, "executed requests")
 
 	// Memory figures: present when a memory source listed the servers'

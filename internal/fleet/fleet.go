@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"os"
@@ -61,6 +62,13 @@ type model struct {
 	deviceBeforeGPU []uint64
 	footprint       float64 // GiB
 	footprintGPU    []float64
+	// awakeGiB is the model's memory before its last measured sleep (or
+	// its footprint after its start): what a wake must find free.
+	awakeGiB float64
+	// reference is the probe set's answers before the first sleep (nil:
+	// not taken yet); sleeps counts this process's sleeps.
+	reference []vllm.Generation
+	sleeps    int
 }
 
 // Fleet is the servers of one run.
@@ -194,7 +202,7 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 	spec := server.Spec{
 		Label: label, Path: f.opt.Command,
 		Args: vllm.ServeArgs(vllm.ServeOptions{Model: m.cfg.Name, Host: f.cfg.Host, Port: m.port, MaxModelLen: p.ContextTokens,
-			KVCacheBytes: f.cfg.KVBytes(), GPUMemoryUtilization: m.cfg.GPUMemoryUtilization, Extra: m.cfg.ExtraArgs}),
+			KVCacheBytes: f.cfg.KVBytes(), GPUMemoryUtilization: m.cfg.GPUMemoryUtilization, LoRA: loras(m.cfg.LoRAModules), Extra: m.cfg.ExtraArgs}),
 		Env:     f.opt.Env(m.cfg),
 		LogPath: logPath,
 	}
@@ -211,7 +219,7 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 		return 0, err
 	}
 	f.mu.Lock()
-	m.srv, m.asleep, m.level, m.pids, m.exitReported = srv, false, 0, []int{srv.PID()}, false
+	m.srv, m.asleep, m.level, m.pids, m.exitReported, m.sleeps = srv, false, 0, []int{srv.PID()}, false, 0
 	f.pidOf[srv.PID()] = label
 	f.mu.Unlock()
 	defer func() {
@@ -242,6 +250,11 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 		}
 		if !slices.Contains(ids, m.cfg.Name) {
 			return fmt.Errorf("/v1/models lists %v, not %q", ids, m.cfg.Name)
+		}
+		for _, a := range slices.Sorted(maps.Keys(m.cfg.LoRAModules)) {
+			if !slices.Contains(ids, a) {
+				return fmt.Errorf("/v1/models lists %v, not the LoRA adapter %q (lora_modules): was it loaded?", ids, a)
+			}
 		}
 		if v, err := m.client.Version(ctx); err == nil {
 			f.rec.SetServerVersion(v, f.opt.CUDA)
@@ -423,6 +436,9 @@ func (f *Fleet) sleep(ctx context.Context, label string, level int) (sent time.T
 	if err != nil {
 		return sent, 0, err
 	}
+	if err := f.ensureReference(ctx, m); err != nil {
+		return sent, 0, fmt.Errorf("sleep %s level %d: %w", label, level, err)
+	}
 	err = f.timeout(ctx, m, seconds(f.cfg.Timeouts.SleepS), func(ctx context.Context) error {
 		sent = time.Now()
 		if err := m.client.Sleep(ctx, level); err != nil {
@@ -443,7 +459,12 @@ func (f *Fleet) sleep(ctx context.Context, label string, level int) (sent time.T
 	}
 	f.mu.Lock()
 	m.asleep, m.level = true, level
+	m.sleeps++
+	first := m.sleeps == 1
 	f.mu.Unlock()
+	if first {
+		f.rec.AddFirstSleep(label, record.FirstSleep{Level: level, SleepS: d.Seconds()})
+	}
 	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: fmt.Sprintf("sleep L%d", level)})
 	return sent, d, nil
 }
@@ -464,7 +485,10 @@ func (f *Fleet) MeasureFootprint(ctx context.Context, label string) error {
 	if err != nil {
 		return err
 	}
-	if _, found := f.modelGiB(m, s); found {
+	if gib, found := f.modelGiB(m, s); found {
+		f.mu.Lock()
+		m.awakeGiB = gib
+		f.mu.Unlock()
 		f.rec.SetAttribution(label, "process")
 		return nil
 	}
@@ -476,6 +500,7 @@ func (f *Fleet) MeasureFootprint(ctx context.Context, label string) error {
 		}
 		f.mu.Lock()
 		m.footprint, m.footprintGPU = float64(s.Used-sum(before))/record.GiB, perGPU
+		m.awakeGiB = m.footprint
 		f.mu.Unlock()
 		f.rec.SetAttribution(label, "device-delta")
 	}
@@ -505,6 +530,9 @@ type MeasuredSleep struct {
 	// ResidualPerGPU is the memory left asleep on each GPU, set by Finish
 	// when the run has more than one GPU.
 	ResidualPerGPU []float64
+	// ReleasedGiB is what the sleep released of the model's memory, set by
+	// Finish (NaN when unknown).
+	ReleasedGiB float64
 }
 
 // StartMeasuredSleep reads label's GPU memory (when a memory source is set)
@@ -514,7 +542,12 @@ func (f *Fleet) StartMeasuredSleep(ctx context.Context, label string, level int)
 	if err != nil {
 		return nil, err
 	}
-	ms := &MeasuredSleep{f: f, m: m, level: level}
+	ms := &MeasuredSleep{f: f, m: m, level: level, ReleasedGiB: math.NaN()}
+	// The reference answers come before the memory read: the read and
+	// the sleep belong together.
+	if err := f.ensureReference(ctx, m); err != nil {
+		return nil, fmt.Errorf("sleep %s level %d: %w", label, level, err)
+	}
 	smp := f.opt.Sampler
 	if smp != nil {
 		f.refreshPIDs(m)
@@ -527,6 +560,9 @@ func (f *Fleet) StartMeasuredSleep(ctx context.Context, label string, level int)
 		ms.read = true
 		f.mu.Lock()
 		ms.delta = !ms.found && m.footprintGPU != nil
+		if ms.found {
+			m.awakeGiB = ms.before
+		}
 		f.mu.Unlock()
 	}
 	ms.Sent, ms.Took, err = f.sleep(ctx, label, level)
@@ -564,6 +600,7 @@ func (ms *MeasuredSleep) Finish(ctx context.Context) (float64, error) {
 		f.rec.NoteMemory(fmt.Sprintf("the %s memory source listed none of model %s's processes %v (NVML in another PID namespace?): residual and release need per-process figures and are absent", f.cfg.Memory, m.cfg.Label, pids))
 		return math.NaN(), nil
 	}
+	ms.ReleasedGiB = max(0, ms.before-asleep)
 	if ms.level == 1 {
 		if pct := gpu.ReleasePercent(ms.before, asleep); !math.IsNaN(pct) {
 			f.rec.AddRelease(m.cfg.Label, pct)
@@ -601,6 +638,7 @@ func (ms *MeasuredSleep) finishDelta() float64 {
 		released = float64(before-left) / record.GiB
 	}
 	residual := max(0, footprint-released)
+	ms.ReleasedGiB = released
 	if n := len(footGPU); n > 1 && len(ms.deviceBeforeGPU) == n && len(ms.deviceLeftGPU) == n {
 		left := make([]float64, n)
 		for i := range n {
@@ -854,6 +892,15 @@ func (f *Fleet) refreshPIDs(m *model) {
 	for _, p := range pids {
 		f.pidOf[p] = m.cfg.Label
 	}
+}
+
+// loras are a model's adapters for its command line, in name order.
+func loras(mods map[string]string) []vllm.LoRA {
+	var out []vllm.LoRA
+	for _, n := range slices.Sorted(maps.Keys(mods)) {
+		out = append(out, vllm.LoRA{Name: n, Path: mods[n]})
+	}
+	return out
 }
 
 // checkOutput fails a response whose text is garbage.

@@ -257,6 +257,9 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 		}
 	}
 	write("bench.txt", func(w io.Writer) error { return report.WriteBench(w, raw) })
+	if len(raw.Soak) > 0 {
+		write("soak.csv", func(w io.Writer) error { return report.WriteSoakCSV(w, raw) })
+	}
 	if len(samples) > 0 {
 		title := "wakebench: GPU memory, " + raw.GPU
 		if raw.Simulated != nil {

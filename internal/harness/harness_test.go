@@ -87,8 +87,11 @@ func TestPhasesRecordEverything(t *testing.T) {
 	assert.Equal(t, "PASS", rep.Status)
 	assert.Equal(t, rep, readReport(t, cfg.OutDir), "report.json is what Close returned")
 	assert.Equal(t, 4, rep.Requests.PlannedPerformance, "A's baseline: 1 round × 4 requests")
-	// probes: 2 starts × 2 models + 1 level-2 cycle + 1 activation + 3 handoffs.
-	assert.Equal(t, 4+4+1+4, rep.Requests.Executed)
+	// probes: 2 starts × 2 models + 1 level-2 cycle + 1 activation + 3
+	// handoffs; correctness: the 2-probe set before each model's first
+	// sleep, and after each wake (A: its cycle, the activation, B→A; B:
+	// A→B twice).
+	assert.Equal(t, 4+4+1+4+2*2+2*(3+2), rep.Requests.Executed)
 	assert.Equal(t, rep.Requests.Executed, rep.Requests.Success)
 	assert.Equal(t, 2, rep.Switch.Directions["A→B"].N)
 	assert.InDelta(t, 0.25, rep.Models["A"].Sleep["2"].ResidualGiB.Median, 1e-9, "tiny-a's residual")
@@ -337,9 +340,13 @@ func TestEveryThresholdIsChecked(t *testing.T) {
 		"restart.starts/A", "restart.starts/B",
 		"baseline.conc2.failed_requests/A", "baseline.conc2.rounds_passed/A",
 		"sleep.level1.successful_cycles/A", "sleep.level1.to_first_token_s.p95/A", "sleep.level1.residual_gib.median/A", "memory.l1_release_fraction.median/A",
+		"sleep.level1.engine_disagreements/A", "correctness.level1.mismatches/A",
 		"sleep.level2.successful_cycles/A", "sleep.level2.to_first_token_s.p95/A", "sleep.level2.residual_gib.median/A",
+		"sleep.level2.engine_disagreements/A", "correctness.level2.mismatches/A",
 		"after-wake.conc2.failed_requests/A", "after-wake.conc2.rounds_passed/A", "after-wake.conc2.tps_ratio/A",
+		"correctness.after-wake.mismatches/A",
 		"switch.successful_handoffs/", "switch.A→B.to_first_token_s.p95/", "switch.B→A.to_first_token_s.p95/",
+		"correctness.switch.mismatches/A", "correctness.switch.mismatches/B",
 	}, names)
 	// Close adds the memory source's own check.
 	assert.Equal(t, append(checks, gate.Evaluate("memory.sampler_errors", "", 0, "==", 0)), rep.Checks, "report.json's checks are the ones evaluated")

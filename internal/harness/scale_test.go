@@ -65,7 +65,10 @@ func TestLongSwitchStaysFlat(t *testing.T) {
 	assert.Equal(t, 301, ok, "the initial activation and 300 handoffs")
 	raw := h.Raw()
 	assert.Equal(t, raw.Requests.Executed, raw.Requests.Success, "no request failed")
-	assert.Equal(t, 1+30+1+300, raw.Requests.Executed, "one probe per activation and handoff, nothing else")
+	// One probe per activation and handoff, a replay of the 2-probe
+	// correctness set after each, the set once per model before its first
+	// sleep; nothing else.
+	assert.Equal(t, 3*(1+30+1+300)+2*2, raw.Requests.Executed, "one probe and one 2-probe replay per activation and handoff, 2 references")
 	heap, th := heapMiB(), threads(t)
 	t.Logf("after 30 handoffs: heap %.1f MiB, %d threads; after 300 more: heap %.1f MiB, %d threads", heap0, threads0, heap, th)
 	assert.Less(t, heap-heap0, 8.0, "heap grows by less than 8 MiB over 300 handoffs")

@@ -27,19 +27,67 @@ func (p *Protocol) settle(ctx context.Context) {
 
 // measureSleep sleeps label at level with its memory read before and,
 // after protocol.settle_s, asleep (fleet.MeasuredSleep): it returns the
-// /sleep call's duration, the memory left asleep in GiB and, on a run of
-// several GPUs, that memory per GPU.
-func (p *Protocol) measureSleep(ctx context.Context, label string, level int) (time.Duration, float64, []float64, error) {
+// sleep (its duration, what it released and, on a run of several GPUs,
+// the memory left on each; nil when /sleep was never sent) and the memory
+// left asleep in GiB.
+func (p *Protocol) measureSleep(ctx context.Context, label string, level int) (*fleet.MeasuredSleep, float64, error) {
 	ms, err := p.fleet.StartMeasuredSleep(ctx, label, level)
 	if err != nil {
-		if ms != nil {
-			return ms.Took, math.NaN(), nil, err
-		}
-		return 0, math.NaN(), nil, err
+		return ms, math.NaN(), err
 	}
 	p.settle(ctx)
 	resid, err := ms.Finish(ctx)
-	return ms.Took, resid, ms.ResidualPerGPU, err
+	return ms, resid, err
+}
+
+// verify replays label's correctness probes after a wake (stage) and
+// records the first mismatch of each model and stage as a failure of
+// phase naming the probe and token; every mismatch counts in the check.
+// The error is a replay that could not be made.
+func (p *Protocol) verify(ctx context.Context, phase, label, stage string) error {
+	rp, err := p.fleet.Replay(ctx, label, stage)
+	if err != nil || rp == nil {
+		return err
+	}
+	for _, r := range rp.Results {
+		key := label + "/" + stage
+		if r.Match || p.mismatched[key] {
+			continue
+		}
+		if p.mismatched == nil {
+			p.mismatched = map[string]bool{}
+		}
+		p.mismatched[key] = true
+		p.rec.Fail(record.Failure{Phase: phase, Model: label, Step: fmt.Sprintf("correctness after %s wake %d", stage, rp.Cycle),
+			Error: fmt.Sprintf("probe %q diverged from its answer before the first sleep at token %d (%s): %s", r.Probe, r.Position, r.Kind, r.Detail)})
+	}
+	return nil
+}
+
+// engine is the server's own account of a sleep (marked by from) and the
+// wake that followed (marked by to; the same mark in a cycle), judged
+// against the harness's HTTP times and the GiB released; nil when the
+// servers reported nothing.
+func (p *Protocol) engine(ctx context.Context, from, to fleet.EngineMark, sameServer bool, httpSleep, httpWake, released float64) *record.Engine {
+	e := p.fleet.EngineSince(ctx, from)
+	if !sameServer {
+		w := p.fleet.EngineSince(ctx, to)
+		switch {
+		case e == nil:
+			e = w
+			if e != nil {
+				e.SleepS, e.FreedGiB, e.InUseGiB, e.MetricSleepS = math.NaN(), math.NaN(), math.NaN(), math.NaN()
+			}
+		case w != nil:
+			e.WakeS, e.MetricWakeS = w.WakeS, w.MetricWakeS
+		default:
+			e.WakeS, e.MetricWakeS = math.NaN(), math.NaN()
+		}
+	}
+	if e != nil {
+		e.Disagreements = gate.Disagreements(e, httpSleep, httpWake, released, p.cfg.Protocol.EngineTolerancePercent)
+	}
+	return e
 }
 
 // Restart measures 1 initial and protocol.restart_warm warm starts of label:
@@ -238,8 +286,16 @@ func (p *Protocol) SleepCycles(ctx context.Context, label string, level int, log
 // step that failed.
 func (p *Protocol) cycle(ctx context.Context, label string, level int) (record.Cycle, string, error) {
 	c := record.Cycle{Level: level, ResidualGiB: math.NaN()}
-	sd, resid, perGPU, err := p.measureSleep(ctx, label, level)
-	c.SleepS, c.ResidualGiB, c.ResidualPerGPU = sd.Seconds(), resid, perGPU
+	phase, stage := PhaseSleepL1, record.ReplayLevel1
+	if level == 2 {
+		phase, stage = PhaseSleepL2, record.ReplayLevel2
+	}
+	mark := p.fleet.MarkEngine(ctx, label)
+	ms, resid, err := p.measureSleep(ctx, label, level)
+	if ms != nil {
+		c.SleepS, c.ResidualPerGPU = ms.Took.Seconds(), ms.ResidualPerGPU
+	}
+	c.ResidualGiB = resid
 	if err != nil {
 		return c, "sleep", err
 	}
@@ -254,6 +310,10 @@ func (p *Protocol) cycle(ctx context.Context, label string, level int) (record.C
 		return c, "first token after wake", err
 	}
 	c.ToFirstTokenS = s.Tokens[0].Sub(tw).Seconds()
+	c.Engine = p.engine(ctx, mark, mark, true, c.SleepS, c.WakeAPIS, ms.ReleasedGiB)
+	if err := p.verify(ctx, phase, label, stage); err != nil {
+		return c, "correctness replay", err
+	}
 	c.OK = true
 	return c, "", nil
 }
@@ -278,11 +338,14 @@ func (p *Protocol) AfterWake(ctx context.Context, label string, logf Logf) ([]re
 	if err := p.fleet.Activate(ctx, label); err != nil {
 		return nil, p.Fail(PhaseAfterWake, label, "activate", err)
 	}
-	if _, _, _, err := p.measureSleep(ctx, label, 1); err != nil {
+	if _, _, err := p.measureSleep(ctx, label, 1); err != nil {
 		return nil, p.Fail(PhaseAfterWake, label, "sleep", err)
 	}
 	if _, err := p.fleet.Wake(ctx, label); err != nil {
 		return nil, p.Fail(PhaseAfterWake, label, "wake", err)
+	}
+	if err := p.verify(ctx, PhaseAfterWake, label, record.ReplayAfterWake); err != nil {
+		return nil, p.Fail(PhaseAfterWake, label, "correctness replay", err)
 	}
 	return p.Serve(ctx, label, gate.StageAfterWake, logf)
 }
@@ -326,6 +389,9 @@ func (p *Protocol) handoff(ctx context.Context, from, to string) (ho record.Hand
 		if _, err := ms.Finish(ctx); err != nil {
 			return ho, from, "memory of " + from + " asleep", err
 		}
+	}
+	if err := p.verify(ctx, PhaseSwitch, to, record.ReplaySwitch); err != nil {
+		return ho, to, "correctness replay " + dir, err
 	}
 	ho.OK = true
 	return ho, "", "", nil

@@ -70,6 +70,9 @@ type Protocol struct {
 	fleet *fleet.Fleet
 	rec   *record.Recorder
 	obs   Observer
+	// mismatched: a correctness mismatch of this model/stage was
+	// recorded as a failure (the check counts the rest).
+	mismatched map[string]bool
 }
 
 // New is the protocol of cfg on f, recording into rec; obs may be nil.
@@ -142,16 +145,27 @@ func (p *Protocol) ServeChecks(label string, runs []record.PerfRun) []record.Che
 
 // AfterWakeChecks: ServeChecks and after-wake tok/s against the baseline's.
 func (p *Protocol) AfterWakeChecks(label string, runs []record.PerfRun) []record.Check {
-	return p.Record(gate.AfterWake(p.cfg, label, runs, p.rec.Raw().Perf[label])...)
+	raw := p.rec.Raw()
+	return p.Record(append(gate.AfterWake(p.cfg, label, runs, raw.Perf[label]), gate.Correctness(label, record.ReplayAfterWake, raw.Replays[label])...)...)
 }
 
 // SleepChecks: every cycle succeeded; wake → first token, residual and
 // (level 1) release within their limits.
 func (p *Protocol) SleepChecks(label string, level int, cycles []record.Cycle) []record.Check {
-	return p.Record(gate.Sleep(p.cfg, label, level, cycles, p.rec.Raw().Release[label])...)
+	raw := p.rec.Raw()
+	stage := record.ReplayLevel1
+	if level == 2 {
+		stage = record.ReplayLevel2
+	}
+	return p.Record(append(gate.Sleep(p.cfg, label, level, cycles, raw.Release[label]), gate.Correctness(label, stage, raw.Replays[label])...)...)
 }
 
 // SwitchChecks: every handoff succeeded; switch → first token per direction.
 func (p *Protocol) SwitchChecks(handoffs []record.Handoff) []record.Check {
-	return p.Record(gate.Switch(p.cfg, handoffs)...)
+	out := gate.Switch(p.cfg, handoffs)
+	raw := p.rec.Raw()
+	for _, l := range p.Labels() {
+		out = append(out, gate.Correctness(l, record.ReplaySwitch, raw.Replays[l])...)
+	}
+	return p.Record(out...)
 }

@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/vllmsim"
 )
 
 // slowSource is a memory source that takes its time, as an NVML read
@@ -33,18 +35,27 @@ func (s slowSource) Read(ctx context.Context) (gpu.Reading, error) {
 // wrapped by wrap, with its record and protocol; stopped when t ends.
 func simFleet(t *testing.T, wrap func(gpu.Source) gpu.Source, handoffs int) (*fleet.Fleet, *record.Recorder, *protocol.Protocol) {
 	t.Helper()
+	return simFleetWith(t, wrap, func(cfg *config.Config) { cfg.Protocol.Handoffs = handoffs })
+}
+
+// simFleetWith is simFleet of the default config changed by mod (its
+// models, their sim_faults, the protocol).
+func simFleetWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*fleet.Fleet, *record.Recorder, *protocol.Protocol) {
+	t.Helper()
 	bin, err := backend.BuildSim(t.Context())
 	require.NoError(t, err)
 	dir := t.TempDir()
 	cfg := config.Default()
 	cfg.OutDir = t.TempDir()
 	cfg.Timeouts.StartS, cfg.Timeouts.RequestS = 20, 10
-	cfg.Protocol.Handoffs = handoffs
+	mod(&cfg)
 	require.NoError(t, cfg.Validate())
 	smp := gpu.NewSampler(wrap(backend.NewSimSource(filepath.Join(dir, "gpu"))), time.Hour)
-	rec := record.New([]string{"A", "B"}, map[string]string{"A": "tiny-a", "B": "tiny-b"})
+	rec := record.New(cfg.ModelNames())
 	env := backend.SimEnv("tiny", "1", dir, false) // server.Start adds it to this process's environment
-	f := fleet.New(cfg, fleet.Options{Command: bin, Env: func(config.Model) []string { return env }, Sampler: smp}, rec)
+	f := fleet.New(cfg, fleet.Options{Command: bin, Sampler: smp, Env: func(m config.Model) []string {
+		return append(slices.Clone(env), vllmsim.EnvFaults+"="+m.SimFaults)
+	}}, rec)
 	t.Cleanup(func() { f.StopAll(); f.CloseIdle() })
 	return f, rec, protocol.New(cfg, f, rec, nil)
 }

@@ -70,17 +70,21 @@ func Build(raw record.Raw) Report {
 		for _, level := range []int{1, 2} {
 			sl := &SleepLevel{PlannedCycles: raw.Planned[l][level]}
 			var sleep, wake, ftt, resid []float64
+			var engines []*record.Engine
 			for _, c := range raw.Cycles[l] {
 				if c.Level != level || !c.OK {
 					continue
 				}
 				sl.SuccessfulCycles++
 				sleep, wake, ftt = append(sleep, c.SleepS), append(wake, c.WakeAPIS), append(ftt, c.ToFirstTokenS)
+				engines = append(engines, c.Engine)
 				if !math.IsNaN(c.ResidualGiB) {
 					resid = append(resid, c.ResidualGiB)
 				}
 			}
 			sl.SleepS, sl.WakeAPIS, sl.ToFirstTokenS, sl.ResidualGiB = summary(sleep), summary(wake), summary(ftt), summary(resid)
+			sl.FirstCycle, sl.SteadyState = firstSteady(sleep, wake, ftt)
+			sl.Engine = engineFigures(engines, sleep, wake)
 			sl.ResidualGiBPerGPU = perGPU(raw.Cycles[l], level)
 			m.Sleep[levelKey(level)] = sl
 		}
@@ -98,11 +102,14 @@ func Build(raw record.Raw) Report {
 			rep.Requests.PlannedPerformance += p.Planned
 		}
 		m.PhysicalLimits = limits(raw, l, m)
+		m.FirstSleep = firstSleep(raw.FirstSleeps[l], m.Sleep[levelKey(1)])
+		ref, ok := raw.References[l]
+		m.Correctness = correctness(ref, ok, raw.Replays[l])
 		rep.Models[l] = m
 	}
 
 	rep.Switch.Directions = map[string]*Direction{}
-	dirs := map[string][3][]float64{}
+	dirs := map[string][3][]float64{} // first token, sleep, wake
 	for _, h := range raw.Handoffs {
 		if h.Initial {
 			rep.Switch.InitialActivation++
@@ -119,7 +126,9 @@ func Build(raw record.Raw) Report {
 		dirs[k] = d
 	}
 	for k, d := range dirs {
-		rep.Switch.Directions[k] = &Direction{N: len(d[0]), ToFirstTokenS: summary(d[0]), SleepS: summary(d[1]), WakeS: summary(d[2])}
+		dir := &Direction{N: len(d[0]), ToFirstTokenS: summary(d[0]), SleepS: summary(d[1]), WakeS: summary(d[2])}
+		dir.FirstCycle, dir.SteadyState = firstSteady(d[1], d[2], d[0])
+		rep.Switch.Directions[k] = dir
 	}
 
 	rep.Memory = Memory{PhysicalPeakGiB: summary(raw.DeviceUsedGiB), RSSPeakGiB: map[string]float64{},
@@ -139,6 +148,7 @@ func Build(raw record.Raw) Report {
 		rep.Memory.L1ReleaseFraction[l] = summary(raw.Release[l])
 	}
 
+	rep.Soak = soak(raw)
 	rep.Status = status(rep)
 	return rep
 }
@@ -190,6 +200,28 @@ func columns(rows [][]float64) []stats.Summary {
 			}
 		}
 		out = append(out, summary(xs))
+	}
+	return out
+}
+
+// firstSleep summarises the level-1 first sleeps of label's processes
+// against its level-1 steady state; nil when none slept at level 1 first.
+func firstSleep(fs []record.FirstSleep, l1 *SleepLevel) *FirstSleep {
+	var xs []float64
+	for _, f := range fs {
+		if f.Level == 1 {
+			xs = append(xs, f.SleepS)
+		}
+	}
+	if len(xs) == 0 {
+		return nil
+	}
+	out := &FirstSleep{Processes: len(xs), L1SleepS: summary(xs)}
+	if l1 != nil && l1.SteadyState != nil && l1.SteadyState.SleepS.N > 0 {
+		out.SteadyL1SleepS = l1.SteadyState.SleepS.Median
+		if out.SteadyL1SleepS > 0 {
+			out.RatioToSteadyState = out.L1SleepS.Median / out.SteadyL1SleepS
+		}
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/record"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -32,7 +33,37 @@ func goldenRaw() record.Raw {
 	raw.GPUFacts = &record.GPUFacts{Name: "G (simulated)", MemoryGiB: 48, PCIeGen: 4, PCIeWidth: 16, MaxPCIeGen: 4, MaxPCIeWidth: 16,
 		PCIeGBps: 32, MemBusWidthBits: 384, MaxMemClockMHz: 9001, MemoryGBps: 864.1, Simulated: true}
 	raw.Weights = map[string]record.Weight{"A": {GiB: 8, Source: "server log: Model loading took 8.0 GiB"}}
+	addTransitions(&raw)
 	return raw
+}
+
+// addTransitions adds to raw what the oracle, the servers' logs and a
+// three-model soak record: A's reference and replays (one diverging), the
+// engine's account of A's level-1 cycles (one disagreeing), each process's
+// first sleep, and a soak of 9 cycles whose residual grows.
+func addTransitions(raw *record.Raw) {
+	nan := math.NaN()
+	raw.References["A"] = record.Reference{Basis: "token ids + logprobs", Probes: []string{"short", "long", "lora:sql"}, Seconds: 0.2}
+	ok := func(p string) record.ProbeResult { return record.ProbeResult{Probe: p, Match: true, MaxDelta: 0.001} }
+	raw.Replays["A"] = []record.Replay{
+		{Stage: record.ReplayLevel1, Cycle: 1, Seconds: 0.2, Results: []record.ProbeResult{ok("short"), ok("long"), ok("lora:sql")}},
+		{Stage: record.ReplayLevel1, Cycle: 2, Seconds: 0.3, Results: []record.ProbeResult{ok("short"), ok("long"),
+			{Probe: "lora:sql", Position: 1, Kind: "token", Detail: "token 1 is id 7 (logprob -0.2000), reference id 9 (logprob -0.1000)"}}},
+		{Stage: record.ReplaySwitch, Cycle: 1, Seconds: 0.2, Results: []record.ProbeResult{ok("short"), {Probe: "long", Match: true, Tie: 5}, ok("lora:sql")}},
+	}
+	raw.Cycles["A"][0].Engine = &record.Engine{SleepS: 0.9, WakeS: 1.8, FreedGiB: 7.5, InUseGiB: 9, MetricSleepS: 0.95, MetricWakeS: 1.9}
+	raw.Cycles["A"][1].Engine = &record.Engine{SleepS: 2.9, WakeS: 3.9, FreedGiB: 2, InUseGiB: 9, MetricSleepS: nan, MetricWakeS: nan,
+		Disagreements: []string{"engine log: freed 2.00 GiB, the harness measured 7.50 GiB released"}}
+	raw.FirstSleeps["A"] = []record.FirstSleep{{Level: 1, SleepS: 20}, {Level: 1, SleepS: 22}}
+	raw.FirstSleeps["B"] = []record.FirstSleep{{Level: 1, SleepS: 1}}
+	raw.SoakPlanned, raw.SoakLevel = 9, 1
+	labels := []string{"A", "B", "C"}
+	for i := range 9 {
+		c := record.SoakCycle{Cycle: i + 1, From: labels[i%3], To: labels[(i+1)%3], Level: 1, OK: true,
+			SleepS: 1 + float64(i/3), WakeS: 2, ToFirstTokenS: 3.5, ResidualGiB: 0.5 + float64(i/3)*0.25, ReleasePct: 90,
+			FreeGiB: 20 - float64(i), NeedGiB: 8, HeadroomGiB: 12 - float64(i), RSSGiB: 1}
+		raw.Soak = append(raw.Soak, c)
+	}
 }
 
 // TestGoldenOutputs holds report.json, bench.txt and summary.md of a fixed

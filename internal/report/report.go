@@ -38,6 +38,8 @@ type Report struct {
 	Failures     []record.Failure `json:"failures"` // what went wrong, where
 	Started      float64          `json:"started"`  // Unix seconds
 	Finished     float64          `json:"finished"`
+	// Soak is the soak phase (absent when it did not run).
+	Soak *Soak `json:"soak,omitempty"`
 }
 
 // Model is one model's figures.
@@ -52,6 +54,10 @@ type Model struct {
 	RestartReadyInitial stats.Summary `json:"restart_ready_initial"`
 	RestartReadyWarm    stats.Summary `json:"restart_ready_warm"`
 	PhysicalLimits      *Limits       `json:"physical_limits,omitempty"`
+	// FirstSleep is each server process's first sleep against the steady state.
+	FirstSleep *FirstSleep `json:"first_sleep,omitempty"`
+	// Correctness is the oracle's probe set and what its replays found.
+	Correctness *Correctness `json:"correctness,omitempty"`
 }
 
 // SleepLevel is the figures of one sleep level's cycles.
@@ -64,6 +70,11 @@ type SleepLevel struct {
 	PlannedCycles    int           `json:"planned_cycles"`
 	// ResidualGiBPerGPU is residual_gib on each GPU, for models spanning several.
 	ResidualGiBPerGPU []stats.Summary `json:"residual_gib_per_gpu,omitempty"`
+	// The first successful cycle apart from the rest (wake_s: the wake API time).
+	FirstCycle  *FirstCycle `json:"first_cycle,omitempty"`
+	SteadyState *Steady     `json:"steady_state,omitempty"`
+	// Engine is the server's own account of the cycles.
+	Engine *EngineFigures `json:"engine,omitempty"`
 }
 
 // Perf is one stage × concurrency of serving.
@@ -94,6 +105,8 @@ type Direction struct {
 	ToFirstTokenS stats.Summary `json:"to_first_token_s"`
 	SleepS        stats.Summary `json:"sleep_s"`
 	WakeS         stats.Summary `json:"wake_s"`
+	FirstCycle    *FirstCycle   `json:"first_cycle,omitempty"`
+	SteadyState   *Steady       `json:"steady_state,omitempty"`
 }
 
 // Memory is the memory figures.

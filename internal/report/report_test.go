@@ -354,3 +354,68 @@ func TestPerGPUSummaries(t *testing.T) {
 	assert.Equal(t, 8.0, rep.Memory.PhysicalPeakGiBPerGPU[1].Max)
 	assert.Nil(t, Build(sampleRaw()).Models["B"].Sleep["1"].ResidualGiBPerGPU, "one GPU: no per-GPU keys")
 }
+
+// TestTransitionsSummarised: the oracle's replays, the engine's account,
+// first sleeps and the soak, summarised as worked out by hand from
+// addTransitions.
+func TestTransitionsSummarised(t *testing.T) {
+	raw := sampleRaw()
+	addTransitions(&raw)
+	rep := Build(raw)
+	a := rep.Models["A"]
+
+	c := a.Correctness
+	require.NotNil(t, c)
+	assert.Equal(t, []string{"short", "long", "lora:sql"}, c.Probes)
+	l1 := c.Stages[record.ReplayLevel1]
+	assert.Equal(t, 2, l1.Replays)
+	assert.Equal(t, 6, l1.Probes)
+	assert.Equal(t, 1, l1.Mismatches)
+	require.NotNil(t, l1.FirstDivergence)
+	assert.Equal(t, Divergence{Cycle: 2, Probe: "lora:sql", Position: 1, Kind: "token", Detail: "token 1 is id 7 (logprob -0.2000), reference id 9 (logprob -0.1000)"}, *l1.FirstDivergence)
+	assert.Equal(t, 0.25, l1.ReplayS.Median)
+	sw := c.Stages[record.ReplaySwitch]
+	assert.Equal(t, 0, sw.Mismatches, "a near-tie is not a mismatch")
+	assert.Equal(t, 1, sw.Ties)
+	assert.Nil(t, rep.Models["B"].Correctness, "no reference, no correctness")
+
+	e := a.Sleep["1"].Engine
+	require.NotNil(t, e)
+	assert.Equal(t, 2, e.Cycles)
+	assert.Equal(t, 1.9, e.SleepS.Median) // (0.9 + 2.9) / 2
+	assert.InDelta(t, 0.1, e.SleepOverheadS.Median, 1e-12, "HTTP 1 − 0.9 and 3 − 2.9")
+	assert.Equal(t, 1, e.MetricSleepS.N, "a NaN metric is left out")
+	assert.Equal(t, 1, e.Disagreements)
+	assert.Contains(t, e.FirstDisagreement, "cycle 2: engine log: freed 2.00 GiB")
+
+	first, steady := a.Sleep["1"].FirstCycle, a.Sleep["1"].SteadyState
+	assert.Equal(t, FirstCycle{SleepS: 1, WakeS: 2, ToFirstTokenS: 2.1}, *first)
+	assert.Equal(t, 1, steady.N)
+	assert.Equal(t, 3.0, steady.SleepS.Median)
+	assert.Equal(t, 21.0, a.FirstSleep.L1SleepS.Median)
+	assert.Equal(t, 7.0, a.FirstSleep.RatioToSteadyState, "21 s against the steady 3 s")
+	d := rep.Switch.Directions["A→B"]
+	assert.Equal(t, 1.0, d.FirstCycle.SleepS)
+	assert.Equal(t, 0, d.SteadyState.N, "one handoff A→B succeeded: no steady state")
+
+	sk := rep.Soak
+	require.NotNil(t, sk)
+	assert.Equal(t, 9, sk.Successful)
+	for _, l := range []string{"A", "B", "C"} {
+		m := sk.Models[l]
+		assert.Equal(t, 3, m.Sleeps, l)
+		require.NotNil(t, m.ResidualSlope, l)
+		assert.InDelta(t, 256, m.ResidualSlope.Slope, 1e-9, "0.5, 0.75, 1 GiB: 256 MiB per cycle (%s)", l)
+		assert.Equal(t, 1.0, m.First.SleepS)
+		assert.Equal(t, 2.5, m.Steady.SleepS.Median)
+	}
+	assert.Equal(t, 4.0, sk.MinHeadroomGiB)
+	require.NotNil(t, sk.ProjectedCyclesToOOM)
+	assert.Equal(t, 4.0, *sk.ProjectedCyclesToOOM, "headroom 12 … 4 GiB falls 1 GiB a cycle")
+
+	var buf bytes.Buffer
+	require.NoError(t, WriteSoakCSV(&buf, raw))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 10, "a header and a row per cycle")
+	assert.True(t, strings.HasPrefix(lines[1], "1,A,B,1,true,1,2,3.5,0.5,90,20,8,12,1,NaN,NaN,NaN,0,,true"), lines[1])
+}

@@ -104,6 +104,7 @@ func WriteSummary(w io.Writer, rep Report) error {
 			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", k, d.N, num(d.SleepS), num(d.WakeS), spread(d.ToFirstTokenS))
 		}
 	}
+	writeTransitions(&b, rep, labels)
 	peak := rep.Memory.PhysicalPeakGiB
 	peak.Median = peak.Max // num prints the median
 	fmt.Fprintf(&b, "\nGPU memory: peak %s GiB over %d samples (source %s).", num(peak), peak.N, rep.Memory.Source)
@@ -142,4 +143,71 @@ func level(l *SleepLevel) string {
 		return "–"
 	}
 	return fmt.Sprintf("%s / %s / %s (%d/%d ok)", num(l.SleepS), num(l.WakeAPIS), num(l.ToFirstTokenS), l.SuccessfulCycles, l.PlannedCycles)
+}
+
+// writeTransitions adds the first sleep against the steady state, the
+// correctness replays, the servers' own account and the soak.
+func writeTransitions(b *strings.Builder, rep Report, labels []string) {
+	var rows []string
+	for _, l := range labels {
+		m := rep.Models[l]
+		first := "–"
+		if f := m.FirstSleep; f != nil {
+			first = fmt.Sprintf("%s s over %d processes", num(f.L1SleepS), f.Processes)
+			if f.RatioToSteadyState > 0 {
+				first += fmt.Sprintf(" (%.3g× the steady %.4g s)", f.RatioToSteadyState, f.SteadyL1SleepS)
+			}
+		}
+		corr := "off"
+		if c := m.Correctness; c != nil {
+			var parts []string
+			for _, k := range slices.Sorted(maps.Keys(c.Stages)) {
+				st := c.Stages[k]
+				p := fmt.Sprintf("%s %d/%d", k, st.Probes-st.Mismatches, st.Probes)
+				if d := st.FirstDivergence; d != nil {
+					p += fmt.Sprintf(" (first: %s token %d, %s)", d.Probe, d.Position, d.Kind)
+				}
+				parts = append(parts, p)
+			}
+			corr = fmt.Sprintf("%s; %s", c.Basis, strings.Join(parts, ", "))
+		}
+		eng := "–"
+		if e := m.Sleep["1"].Engine; e != nil {
+			eng = fmt.Sprintf("sleep %s + %s, wake %s + %s; %d disagreements", num(e.SleepS), num(e.SleepOverheadS), num(e.WakeS), num(e.WakeOverheadS), e.Disagreements)
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s |", l, first, corr, eng))
+	}
+	b.WriteString("\n## After the wake (first level-1 sleep of each process; probes matching their answers before the first sleep; L1 engine time + HTTP overhead, medians)\n\n")
+	b.WriteString("| model | first sleep | correctness (matching / replayed) | engine (L1) |\n|---|---|---|---|\n")
+	b.WriteString(strings.Join(rows, "\n") + "\n")
+	sk := rep.Soak
+	if sk == nil {
+		return
+	}
+	fmt.Fprintf(b, "\n## Soak (%d of %d cycles succeeded, level %d)\n\n", sk.Successful, sk.PlannedCycles, sk.Level)
+	b.WriteString("| model | sleeps | residual GiB | residual slope MiB/cycle (95 % CI) | first sleep / steady | RSS slope MiB/cycle |\n|---|---|---|---|---|---|\n")
+	for _, l := range slices.Sorted(maps.Keys(sk.Models)) {
+		m := sk.Models[l]
+		first := "–"
+		if m.First != nil && m.Steady != nil {
+			first = fmt.Sprintf("%.4g / %s", m.First.SleepS, num(m.Steady.SleepS))
+		}
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s |\n", l, m.Sleeps, num(m.ResidualGiB), slope(m.ResidualSlope, true), first, slope(m.RSSSlope, false))
+	}
+	oom := "headroom is not falling"
+	if sk.ProjectedCyclesToOOM != nil {
+		oom = fmt.Sprintf("at this trend a wake runs out of memory in about %.0f cycles", *sk.ProjectedCyclesToOOM)
+	}
+	fmt.Fprintf(b, "\nHeadroom before a wake: min %.3g GiB, trend %s GiB/cycle; %s.\n", sk.MinHeadroomGiB, slope(sk.HeadroomTrendGiB, false), oom)
+}
+
+// slope is a trend's slope (with its 95 % interval), or "–" when too short.
+func slope(tr *stats.Trend, ci bool) string {
+	if tr == nil {
+		return "–"
+	}
+	if ci {
+		return fmt.Sprintf("%.3g (%.3g, %.3g)", tr.Slope, tr.CILow, tr.CIHigh)
+	}
+	return fmt.Sprintf("%.3g", tr.Slope)
 }

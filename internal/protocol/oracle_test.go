@@ -1,0 +1,152 @@
+package protocol_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+func same(s gpu.Source) gpu.Source { return s }
+
+func byName(cs []record.Check) map[string]record.Check {
+	out := map[string]record.Check{}
+	for _, c := range cs {
+		out[c.Name+"/"+c.Model] = c
+	}
+	return out
+}
+
+// TestCorruptionIsCaughtByName: each fault answers every request with 200
+// and plausible text, so the cycles succeed and the garbage check passes;
+// the replay of the probe set after each wake fails the correctness check
+// and names the probe and the token. Without a fault the same cycles pass.
+func TestCorruptionIsCaughtByName(t *testing.T) {
+	for fault, want := range map[string]struct {
+		perReplay int // probes that diverge in each replay
+		failure   string
+	}{
+		"":                     {0, ""},
+		"diverge-after-wake=3": {3, `probe "short" diverged from its answer before the first sleep at token 3 (token)`},
+		"lora-ignored":         {1, `probe "lora:sql" diverged from its answer before the first sleep at token 1 (token)`},
+		"logprob-drift=0.3":    {3, `probe "short" diverged from its answer before the first sleep at token 1 (logprob)`},
+	} {
+		t.Run("fault="+fault, func(t *testing.T) {
+			_, rec, p := simFleetWith(t, same, func(cfg *config.Config) {
+				cfg.Protocol.SleepL1Cycles = 2
+				cfg.Models = cfg.Models[:1]
+				cfg.Models[0].SimFaults = fault
+				cfg.Models[0].LoRAModules = map[string]string{"sql": "/adapters/sql"}
+			})
+			cycles, err := p.SleepCycles(t.Context(), "A", 1, t.Logf)
+			require.NoError(t, err, "every cycle's wake and first token succeed: a 200 hides the fault")
+			require.Len(t, cycles, 2)
+			c := byName(p.SleepChecks("A", 1, cycles))["correctness.level1.mismatches/A"]
+			assert.Equal(t, float64(2*want.perReplay), c.Value, "mismatching probes over 2 replays")
+			raw := rec.Raw()
+			assert.Equal(t, []string{"short", "long", "lora:sql"}, raw.References["A"].Probes)
+			assert.Equal(t, "token ids + logprobs", raw.References["A"].Basis)
+			if want.perReplay == 0 {
+				assert.Equal(t, "PASS", c.Verdict)
+				assert.Empty(t, raw.Failures)
+				return
+			}
+			assert.Equal(t, "FAIL", c.Verdict)
+			require.Len(t, raw.Failures, 1, "the first mismatch is a failure; the check counts the rest")
+			f := raw.Failures[0]
+			assert.Equal(t, "correctness after level1 wake 1", f.Step)
+			assert.Contains(t, f.Error, want.failure)
+		})
+	}
+}
+
+// TestEngineAccountAgrees: each cycle carries the server's own account
+// (log lines and metric), inside the HTTP times and matching the release.
+func TestEngineAccountAgrees(t *testing.T) {
+	_, _, p := simFleetWith(t, same, func(cfg *config.Config) { cfg.Protocol.SleepL2Cycles = 2 })
+	for _, level := range []int{1, 2} {
+		cycles, err := p.SleepCycles(t.Context(), "A", level, t.Logf)
+		require.NoError(t, err)
+		for i, c := range cycles {
+			e := c.Engine
+			require.NotNil(t, e, "level %d cycle %d", level, i+1)
+			assert.Empty(t, e.Disagreements)
+			assert.Positive(t, e.SleepS)
+			assert.LessOrEqual(t, e.SleepS, c.SleepS, "the engine's sleep is inside the /sleep call")
+			assert.LessOrEqual(t, e.WakeS, c.WakeAPIS, "the wake calls' engine time inside the wake")
+			assert.InDelta(t, e.SleepS, e.MetricSleepS, 0.001, "log and metric")
+			assert.InDelta(t, 4.5, e.FreedGiB, 0.01, "tiny-a frees its 0.5 GiB of weights and its 4 GiB KV cache")
+		}
+		assert.Equal(t, "PASS", byName(p.SleepChecks("A", level, cycles))[fmt.Sprintf("sleep.level%d.engine_disagreements/A", level)].Verdict)
+	}
+}
+
+// three is the default config with a third tiny model and the soak on.
+func three(cycles int, faults map[string]string) func(*config.Config) {
+	return func(cfg *config.Config) {
+		cfg.Models = append(cfg.Models, config.Model{Label: "C", Name: "tiny-c", GPUMemoryUtilization: 0.3})
+		for i := range cfg.Models {
+			cfg.Models[i].GPUMemoryUtilization = 0.3
+			cfg.Models[i].SimFaults = faults[cfg.Models[i].Label]
+		}
+		cfg.Protocol.KVGiB, cfg.Protocol.SettleS = 1, 0.01
+		cfg.Protocol.SoakCycles = cycles
+	}
+}
+
+// TestSoakFindsALeak: a server that keeps 64 MiB more after every sleep
+// shows a residual slope of 64 MiB per cycle and fails its growth limit;
+// the others grow by nothing. Every process's first level-1 sleep pays
+// for its pinned buffer and is kept apart from the steady state.
+func TestSoakFindsALeak(t *testing.T) {
+	_, rec, p := simFleetWith(t, same, three(12, map[string]string{"B": "leak-per-cycle=64"}))
+	cycles, err := p.Soak(t.Context(), t.Logf)
+	require.NoError(t, err)
+	require.Len(t, cycles, 12)
+	cs := byName(p.SoakChecks(cycles))
+	assert.Equal(t, "PASS", cs["soak.successful_cycles/"].Verdict)
+	b := cs["soak.residual_growth_mib_per_cycle/B"]
+	assert.Equal(t, "FAIL", b.Verdict)
+	assert.InDelta(t, 64, b.Value, 0.5, "64 MiB per sleep of B")
+	for _, l := range []string{"A", "C"} {
+		assert.Equal(t, "PASS", cs["soak.residual_growth_mib_per_cycle/"+l].Verdict, l)
+		assert.InDelta(t, 0, cs["soak.residual_growth_mib_per_cycle/"+l].Value, 0.01, l)
+		assert.Equal(t, "PASS", cs["soak.engine_disagreements/"+l].Verdict, l)
+		assert.Equal(t, "PASS", cs["correctness.soak.mismatches/"+l].Verdict, l)
+	}
+	raw := rec.Raw()
+	for _, c := range cycles {
+		assert.Positive(t, c.HeadroomGiB, "cycle %d", c.Cycle)
+		assert.False(t, c.RSSGiB != c.RSSGiB, "host RSS of %s read", c.From)
+	}
+	for _, l := range []string{"A", "B", "C"} {
+		require.NotEmpty(t, raw.FirstSleeps[l], l)
+		assert.Equal(t, 1, raw.FirstSleeps[l][0].Level)
+	}
+}
+
+// TestSoakNamesAnOOMBeforeTheWake: a server leaking 3 GiB a sleep eats the
+// headroom; the soak stops at the cycle whose wake could not fit, before
+// sending it, and names the model and the memory.
+func TestSoakNamesAnOOMBeforeTheWake(t *testing.T) {
+	_, rec, p := simFleetWith(t, same, three(30, map[string]string{"A": "leak-per-cycle=3072"}))
+	cycles, err := p.Soak(t.Context(), t.Logf)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "the wake would run out of memory")
+	last := cycles[len(cycles)-1]
+	assert.False(t, last.OK)
+	assert.Negative(t, last.HeadroomGiB)
+	assert.Less(t, len(cycles), 30)
+	assert.Zero(t, last.WakeS, "the wake was not sent")
+	f := rec.Raw().Failures
+	require.Len(t, f, 1)
+	assert.Equal(t, "soak", f[0].Phase)
+	assert.Equal(t, last.To, f[0].Model)
+	assert.True(t, strings.HasSuffix(f[0].Step, "headroom before the wake"), f[0].Step)
+}

@@ -1,0 +1,125 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+// PhaseSoak is the soak phase (TestSoak): not in Phases, it runs only when
+// protocol.soak_cycles is set.
+const PhaseSoak = "soak"
+
+// SoakDoc is the soak phase's line in the README's phase table.
+const SoakDoc = "off unless `soak_cycles` > 0 (TestSoak, `make soak`): `soak_cycles` handoffs round-robin over every model (three or more) at `soak_level`: sleep the awake model (residual, release, host RSS), check the free memory against the next model's awake footprint, wake it, first token, correctness replay"
+
+// Soak hands the GPU round-robin over every model protocol.soak_cycles
+// times (A→B, B→C, C→A, …), each sleep at protocol.soak_level, and
+// records per cycle the slept model's residual, release and host RSS, the
+// free memory against the woken model's awake footprint before its wake
+// (a wake that cannot fit is named before it is tried), the sleep, wake
+// and switch → first token times, the servers' own account and a
+// correctness replay.
+func (p *Protocol) Soak(ctx context.Context, logf Logf) ([]record.SoakCycle, error) {
+	labels := p.fleet.Labels()
+	n, level := p.cfg.Protocol.SoakCycles, p.cfg.Protocol.SoakLevel
+	defer p.begin(ctx, PhaseSoak, labels...)()
+	p.rec.PlanSoak(n, level)
+	if len(labels) < 3 {
+		return nil, p.Fail(PhaseSoak, "", "plan", fmt.Errorf("the soak rotates over at least 3 models, the config has %d", len(labels)))
+	}
+	for _, l := range labels[1:] {
+		if !p.fleet.Running(l) {
+			if err := p.fleet.Activate(ctx, l); err != nil {
+				return nil, p.Fail(PhaseSoak, l, "start", err)
+			}
+		}
+	}
+	if err := p.fleet.Activate(ctx, labels[0]); err != nil {
+		return nil, p.Fail(PhaseSoak, labels[0], "activate", err)
+	}
+	var out []record.SoakCycle
+	every := max(1, n/10)
+	t0 := time.Now()
+	for i := range n {
+		from, to := labels[i%len(labels)], labels[(i+1)%len(labels)]
+		c, who, step, err := p.soakCycle(ctx, i+1, from, to, level)
+		out = append(out, c)
+		p.rec.AddSoakCycle(c)
+		if err != nil {
+			return out, p.Fail(PhaseSoak, who, fmt.Sprintf("cycle %d %s", i+1, step), err)
+		}
+		if (i+1)%every == 0 || i+1 == n {
+			logf("soak %d/%d (%.1fs): %s→%s sleep %.3fs, wake %.3fs, %s residual %.3f GiB, headroom %.2f GiB",
+				i+1, n, time.Since(t0).Seconds(), from, to, c.SleepS, c.WakeS, from, c.ResidualGiB, c.HeadroomGiB)
+		}
+	}
+	return out, nil
+}
+
+// soakCycle is one soak handoff from → to; on error it names the model and
+// step that failed.
+func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level int) (c record.SoakCycle, who, step string, err error) {
+	nan := math.NaN()
+	c = record.SoakCycle{Cycle: i, From: from, To: to, Level: level, ResidualGiB: nan, ReleasePct: nan,
+		FreeGiB: nan, NeedGiB: nan, HeadroomGiB: nan, RSSGiB: nan}
+	fail := func(who, step string, err error) (record.SoakCycle, string, string, error) {
+		c.Err = err.Error()
+		return c, who, step, err
+	}
+	markFrom, markTo := p.fleet.MarkEngine(ctx, from), p.fleet.MarkEngine(ctx, to)
+	ms, resid, err := p.measureSleep(ctx, from, level)
+	if ms != nil {
+		c.SleepS = ms.Took.Seconds()
+	}
+	if err != nil {
+		return fail(from, "sleep", err)
+	}
+	c.ResidualGiB = resid
+	if !math.IsNaN(ms.ReleasedGiB) && !math.IsNaN(resid) && ms.ReleasedGiB+resid > 0 {
+		c.ReleasePct = 100 * ms.ReleasedGiB / (ms.ReleasedGiB + resid)
+	}
+	c.RSSGiB = p.fleet.RSSGiB(from)
+	free, need, err := p.fleet.Headroom(ctx, to)
+	if err != nil {
+		return fail(to, "read GPU memory before the wake", err)
+	}
+	c.FreeGiB, c.NeedGiB, c.HeadroomGiB = free, need, free-need
+	if c.HeadroomGiB < 0 {
+		return fail(to, "headroom before the wake", fmt.Errorf("waking %s needs %.2f GiB (its memory awake) but the GPU has %.2f GiB free: the wake would run out of memory (CUDA out of memory at cumem_allocator); the residuals of the sleeping models grew (see soak.models.*.residual_slope_mib_per_cycle)", to, need, free))
+	}
+	if err := p.fleet.MakeRoom(ctx, to); err != nil {
+		return fail(to, "make room", err)
+	}
+	wd, err := p.fleet.Wake(ctx, to)
+	c.WakeS = wd.Seconds()
+	if err != nil {
+		return fail(to, "wake", err)
+	}
+	s, err := p.fleet.Probe(ctx, to)
+	if err != nil {
+		return fail(to, "first token", err)
+	}
+	c.ToFirstTokenS = s.Tokens[0].Sub(ms.Sent).Seconds()
+	c.Engine = p.engine(ctx, markFrom, markTo, false, c.SleepS, c.WakeS, ms.ReleasedGiB)
+	if err := p.verify(ctx, PhaseSoak, to, record.ReplaySoak); err != nil {
+		return fail(to, "correctness replay", err)
+	}
+	c.OK = true
+	return c, "", "", nil
+}
+
+// SoakChecks: every cycle succeeded, residual growth within its limit,
+// the servers' account agrees, no correctness mismatch.
+func (p *Protocol) SoakChecks(cycles []record.SoakCycle) []record.Check {
+	out := gate.Soak(p.cfg, cycles)
+	raw := p.rec.Raw()
+	for _, l := range p.Labels() {
+		out = append(out, gate.Correctness(l, record.ReplaySoak, raw.Replays[l])...)
+	}
+	return p.Record(out...)
+}

@@ -1,0 +1,300 @@
+package report
+
+import (
+	"encoding/csv"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/stats"
+)
+
+// FirstCycle is the first cycle of a series (a level's cycles, a
+// direction's handoffs, a model's soak sleeps), kept apart from the steady
+// state: vLLM's first level-1 sleep of a process allocates its pinned host
+// buffer (PR #58066) and can take ten times the steady state.
+type FirstCycle struct {
+	SleepS        float64 `json:"sleep_s"`
+	WakeS         float64 `json:"wake_s"` // the wake API time (wake_api_s of a level)
+	ToFirstTokenS float64 `json:"to_first_token_s"`
+}
+
+// Steady is the series without its first cycle.
+type Steady struct {
+	N             int           `json:"n"`
+	SleepS        stats.Summary `json:"sleep_s"`
+	WakeS         stats.Summary `json:"wake_s"`
+	ToFirstTokenS stats.Summary `json:"to_first_token_s"`
+}
+
+// firstSteady splits a series of (sleep, wake, first token) triples.
+func firstSteady(sleep, wake, ftt []float64) (*FirstCycle, *Steady) {
+	if len(sleep) == 0 {
+		return nil, nil
+	}
+	f := &FirstCycle{SleepS: sleep[0], WakeS: wake[0], ToFirstTokenS: ftt[0]}
+	return f, &Steady{N: len(sleep) - 1, SleepS: summary(sleep[1:]), WakeS: summary(wake[1:]), ToFirstTokenS: summary(ftt[1:])}
+}
+
+// FirstSleep is a model's first sleep of each server process (level 1
+// ones), whichever step made it (often an unmeasured sleep that made room
+// for another model), against the level-1 steady state.
+type FirstSleep struct {
+	Processes          int           `json:"processes"`
+	L1SleepS           stats.Summary `json:"level1_sleep_s"`
+	SteadyL1SleepS     float64       `json:"steady_level1_sleep_s"` // median of the level-1 cycles after the first
+	RatioToSteadyState float64       `json:"ratio_to_steady_state"` // median first / steady median (0 when either is absent)
+}
+
+// Correctness is a model's correctness oracle: its probe set and, per
+// stage, what the replays after each wake found.
+type Correctness struct {
+	Basis      string                       `json:"basis"` // "token ids + logprobs", "token ids" or "text"
+	Probes     []string                     `json:"probes"`
+	ReferenceS float64                      `json:"reference_s"` // the probe set's wall time before the first sleep
+	Stages     map[string]*CorrectnessStage `json:"stages"`      // "level1", "level2", "after-wake", "switch", "soak"
+}
+
+// CorrectnessStage is the replays of one stage.
+type CorrectnessStage struct {
+	Replays         int           `json:"replays"`
+	Probes          int           `json:"probes"`     // probes compared, all replays
+	Mismatches      int           `json:"mismatches"` // probes that diverged
+	Ties            int           `json:"ties"`       // probes that took the other side of a near-tie (not mismatches)
+	Errors          int           `json:"errors"`     // replays that could not be made
+	MaxLogprobDelta float64       `json:"max_logprob_delta"`
+	ReplayS         stats.Summary `json:"replay_s"` // the oracle's cost per wake
+	FirstDivergence *Divergence   `json:"first_divergence,omitempty"`
+}
+
+// Divergence is where a replay first differed from its reference.
+type Divergence struct {
+	Cycle    int    `json:"cycle"` // the stage's wake, 1-based
+	Probe    string `json:"probe"`
+	Position int    `json:"position"` // 1-based generated token
+	Kind     string `json:"kind"`     // "token", "logprob", "length", "text"
+	Detail   string `json:"detail"`
+}
+
+// correctness summarises a model's reference and replays; nil without a reference.
+func correctness(ref record.Reference, ok bool, replays []record.Replay) *Correctness {
+	if !ok {
+		return nil
+	}
+	c := &Correctness{Basis: ref.Basis, Probes: ref.Probes, ReferenceS: ref.Seconds, Stages: map[string]*CorrectnessStage{}}
+	costs := map[string][]float64{}
+	for _, rp := range replays {
+		st := c.Stages[rp.Stage]
+		if st == nil {
+			st = &CorrectnessStage{}
+			c.Stages[rp.Stage] = st
+		}
+		st.Replays++
+		if rp.Err != "" {
+			st.Errors++
+			continue
+		}
+		costs[rp.Stage] = append(costs[rp.Stage], rp.Seconds)
+		for _, r := range rp.Results {
+			st.Probes++
+			st.MaxLogprobDelta = max(st.MaxLogprobDelta, r.MaxDelta)
+			if r.Tie > 0 {
+				st.Ties++
+			}
+			if !r.Match {
+				st.Mismatches++
+				if st.FirstDivergence == nil {
+					st.FirstDivergence = &Divergence{Cycle: rp.Cycle, Probe: r.Probe, Position: r.Position, Kind: r.Kind, Detail: r.Detail}
+				}
+			}
+		}
+	}
+	for k, xs := range costs {
+		c.Stages[k].ReplayS = summary(xs)
+	}
+	return c
+}
+
+// EngineFigures is the servers' own account of a series of sleeps and
+// wakes beside the harness's: their log lines ("It took X seconds to fall
+// asleep", "… to wake up tags", "Sleep mode freed X GiB") and their
+// vllm:sleep_mode_operation_duration_seconds, and the HTTP time around
+// each (overhead = HTTP − engine log).
+type EngineFigures struct {
+	Cycles            int           `json:"cycles"` // cycles with any engine figure
+	SleepS            stats.Summary `json:"sleep_s"`
+	WakeS             stats.Summary `json:"wake_s"`
+	MetricSleepS      stats.Summary `json:"metric_sleep_s"`
+	MetricWakeS       stats.Summary `json:"metric_wake_s"`
+	SleepOverheadS    stats.Summary `json:"sleep_http_overhead_s"`
+	WakeOverheadS     stats.Summary `json:"wake_http_overhead_s"`
+	FreedGiB          stats.Summary `json:"freed_gib"`
+	Disagreements     int           `json:"disagreements"`
+	FirstDisagreement string        `json:"first_disagreement,omitempty"`
+}
+
+// engineFigures summarises engines against the HTTP sleep and wake times
+// of the same cycles; nil when no cycle has an engine figure.
+func engineFigures(engines []*record.Engine, httpSleep, httpWake []float64) *EngineFigures {
+	var f EngineFigures
+	var sl, wk, msl, mwk, osl, owk, fr []float64
+	add := func(xs *[]float64, x float64) {
+		if !math.IsNaN(x) {
+			*xs = append(*xs, x)
+		}
+	}
+	for i, e := range engines {
+		if e == nil {
+			continue
+		}
+		f.Cycles++
+		add(&sl, e.SleepS)
+		add(&wk, e.WakeS)
+		add(&msl, e.MetricSleepS)
+		add(&mwk, e.MetricWakeS)
+		add(&osl, httpSleep[i]-e.SleepS)
+		add(&owk, httpWake[i]-e.WakeS)
+		add(&fr, e.FreedGiB)
+		if len(e.Disagreements) > 0 {
+			f.Disagreements++
+			if f.FirstDisagreement == "" {
+				f.FirstDisagreement = "cycle " + strconv.Itoa(i+1) + ": " + e.Disagreements[0]
+			}
+		}
+	}
+	if f.Cycles == 0 {
+		return nil
+	}
+	f.SleepS, f.WakeS, f.MetricSleepS, f.MetricWakeS = summary(sl), summary(wk), summary(msl), summary(mwk)
+	f.SleepOverheadS, f.WakeOverheadS, f.FreedGiB = summary(osl), summary(owk), summary(fr)
+	return &f
+}
+
+// Soak is the soak phase.
+type Soak struct {
+	PlannedCycles int                   `json:"planned_cycles"`
+	Cycles        int                   `json:"cycles"`
+	Successful    int                   `json:"successful"`
+	Level         int                   `json:"level"`
+	Models        map[string]*SoakModel `json:"models"`
+	// Headroom is the free memory before each wake less the woken model's
+	// awake footprint: its minimum, its trend per cycle, and where the
+	// trend is falling the cycles until it reaches zero (an OOM on wake).
+	MinHeadroomGiB       float64      `json:"min_headroom_gib"`
+	HeadroomTrendGiB     *stats.Trend `json:"headroom_trend_gib_per_cycle"` // null under 3 cycles
+	ProjectedCyclesToOOM *float64     `json:"projected_cycles_to_oom"`      // null: headroom is not falling
+}
+
+// SoakModel is one model's sleeps in the soak.
+type SoakModel struct {
+	Sleeps         int            `json:"sleeps"`
+	ResidualGiB    stats.Summary  `json:"residual_gib"`
+	ResidualSlope  *stats.Trend   `json:"residual_slope_mib_per_cycle"` // per sleep of this model, CI 95 %; null under 3 sleeps
+	ReleasePercent stats.Summary  `json:"release_percent"`
+	RSSGiB         stats.Summary  `json:"rss_gib"`
+	RSSSlope       *stats.Trend   `json:"rss_slope_mib_per_cycle"`
+	First          *FirstCycle    `json:"first_cycle"`
+	Steady         *Steady        `json:"steady_state"`
+	Engine         *EngineFigures `json:"engine,omitempty"`
+}
+
+// soak summarises the soak cycles; nil when no soak was planned.
+func soak(raw record.Raw) *Soak {
+	if raw.SoakPlanned == 0 && len(raw.Soak) == 0 {
+		return nil
+	}
+	s := &Soak{PlannedCycles: raw.SoakPlanned, Cycles: len(raw.Soak), Level: raw.SoakLevel, Models: map[string]*SoakModel{},
+		MinHeadroomGiB: math.NaN()}
+	type series struct {
+		resid, rel, rss, sleep, wake, ftt []float64
+		engines                           []*record.Engine
+	}
+	by := map[string]*series{}
+	var headroom []float64
+	for _, c := range raw.Soak {
+		if !math.IsNaN(c.HeadroomGiB) {
+			headroom = append(headroom, c.HeadroomGiB)
+		}
+		if !c.OK {
+			continue
+		}
+		s.Successful++
+		m := by[c.From]
+		if m == nil {
+			m = &series{}
+			by[c.From] = m
+		}
+		for _, kv := range []struct {
+			xs *[]float64
+			x  float64
+		}{{&m.resid, c.ResidualGiB}, {&m.rel, c.ReleasePct}, {&m.rss, c.RSSGiB}} {
+			if !math.IsNaN(kv.x) {
+				*kv.xs = append(*kv.xs, kv.x)
+			}
+		}
+		m.sleep, m.wake, m.ftt = append(m.sleep, c.SleepS), append(m.wake, c.WakeS), append(m.ftt, c.ToFirstTokenS)
+		m.engines = append(m.engines, c.Engine)
+	}
+	residuals := record.ResidualSeriesMiB(raw.Soak)
+	for _, l := range slices.Sorted(maps.Keys(by)) {
+		m := by[l]
+		sm := &SoakModel{Sleeps: len(m.sleep), ResidualGiB: summary(m.resid),
+			ReleasePercent: summary(m.rel), RSSGiB: summary(m.rss)}
+		sm.ResidualSlope = trend(residuals[l])
+		mib := make([]float64, len(m.rss))
+		for i, x := range m.rss {
+			mib[i] = x * 1024
+		}
+		sm.RSSSlope = trend(mib)
+		sm.First, sm.Steady = firstSteady(m.sleep, m.wake, m.ftt)
+		sm.Engine = engineFigures(m.engines, m.sleep, m.wake)
+		s.Models[l] = sm
+	}
+	if len(headroom) > 0 {
+		s.MinHeadroomGiB = slices.Min(headroom)
+	}
+	if tr := trend(headroom); tr != nil {
+		s.HeadroomTrendGiB = tr
+		if tr.Slope < 0 && tr.CIHigh < 0 && tr.Last > 0 {
+			n := math.Ceil(tr.Last / -tr.Slope)
+			s.ProjectedCyclesToOOM = &n
+		}
+	}
+	if math.IsNaN(s.MinHeadroomGiB) {
+		s.MinHeadroomGiB = 0
+	}
+	return s
+}
+
+// trend is stats.FitTrend, nil for a series too short to fit.
+func trend(ys []float64) *stats.Trend {
+	tr, err := stats.FitTrend(ys)
+	if err != nil {
+		return nil
+	}
+	return &tr
+}
+
+// WriteSoakCSV writes soak.csv: one row per soak cycle, every figure raw
+// (NaN where unknown), with the simulated column of samples.csv.
+func WriteSoakCSV(w io.Writer, raw record.Raw) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"cycle", "from", "to", "level", "ok", "sleep_s", "wake_s", "to_first_token_s", "residual_gib", "release_percent",
+		"free_gib", "need_gib", "headroom_gib", "rss_gib", "engine_sleep_s", "engine_wake_s", "engine_freed_gib", "disagreements", "error", "simulated"})
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 8, 64) }
+	sim := strconv.FormatBool(raw.Simulated != nil)
+	for _, c := range raw.Soak {
+		es, ew, ef, dis := math.NaN(), math.NaN(), math.NaN(), 0
+		if e := c.Engine; e != nil {
+			es, ew, ef, dis = e.SleepS, e.WakeS, e.FreedGiB, len(e.Disagreements)
+		}
+		_ = cw.Write([]string{strconv.Itoa(c.Cycle), c.From, c.To, strconv.Itoa(c.Level), strconv.FormatBool(c.OK),
+			f(c.SleepS), f(c.WakeS), f(c.ToFirstTokenS), f(c.ResidualGiB), f(c.ReleasePct),
+			f(c.FreeGiB), f(c.NeedGiB), f(c.HeadroomGiB), f(c.RSSGiB), f(es), f(ew), f(ef), strconv.Itoa(dis), c.Err, sim})
+	}
+	cw.Flush()
+	return cw.Error()
+}
