@@ -163,6 +163,40 @@ func TestMemoryNotReleasedFailsItsThreshold(t *testing.T) {
 	assert.Empty(t, rep.Failures, "nothing failed outright: the thresholds say what is wrong")
 }
 
+// TestSilentCorruptionFailsTheRun: after a wake the model answers with
+// status 200 and plausible text, other tokens than before it slept: every
+// step succeeds, the garbage check passes, and the run fails all the same,
+// naming the probe, the token and the wake, in report.json and summary.md.
+func TestSilentCorruptionFailsTheRun(t *testing.T) {
+	for fault, want := range map[string]string{
+		"diverge-after-wake=5": `probe "short" diverged from its answer before the first sleep at token 5 (token)`,
+		"logprob-drift=0.2":    `probe "short" diverged from its answer before the first sleep at token 1 (logprob)`,
+	} {
+		t.Run(fault, func(t *testing.T) {
+			t.Parallel()
+			var dir string
+			rep, err := faultRun(t, fault, func(c *config.Config) { dir = c.OutDir }, restartThen(cycles(2)))
+			require.NoError(t, err, "every step succeeded")
+			require.Len(t, rep.Failures, 1)
+			f := rep.Failures[0]
+			assert.Equal(t, record.Failure{Phase: "sleep-level2", Model: "A", Step: "correctness after level2 wake 1"}, record.Failure{Phase: f.Phase, Model: f.Model, Step: f.Step})
+			assert.Contains(t, f.Error, want)
+			var failed []string
+			for _, c := range rep.Checks {
+				if c.Fails() {
+					failed = append(failed, c.Name)
+				}
+			}
+			assert.Equal(t, []string{"correctness.level2.mismatches"}, failed)
+			st := rep.Models["A"].Correctness.Stages["level2"]
+			assert.Equal(t, 2, st.Mismatches, "both probes, in the one level-2 cycle")
+			summary, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+			require.NoError(t, err)
+			assert.Contains(t, string(summary), "sleep-level2 / A / correctness after level2 wake 1: "+want)
+		})
+	}
+}
+
 func TestBadSetup(t *testing.T) {
 	cfg := small(t)
 	cfg.Command = "/nonexistent/vllm"
