@@ -153,7 +153,7 @@ func writeTransitions(b *strings.Builder, rep Report, labels []string) {
 		m := rep.Models[l]
 		first := "–"
 		if f := m.FirstSleep; f != nil {
-			first = fmt.Sprintf("%s s over %d processes", num(f.L1SleepS), f.Processes)
+			first = fmt.Sprintf("%s s (%d server processes)", num(f.L1SleepS), f.Processes)
 			if f.RatioToSteadyState > 0 {
 				first += fmt.Sprintf(" (%.3g× the steady %.4g s)", f.RatioToSteadyState, f.SteadyL1SleepS)
 			}
