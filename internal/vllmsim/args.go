@@ -154,7 +154,7 @@ func ParseHumanInt(s string) (int64, error) {
 // --model may name it). Underscores and dashes in flag names are the same, as in vLLM.
 func ParseArgs(argv []string, stderr io.Writer) (Args, error) {
 	if len(argv) == 0 || argv[0] != "serve" {
-		return Args{}, errors.New("usage: vllmsim serve MODEL [--port N] [--enable-sleep-mode] ...")
+		return Args{}, errors.New("usage: vllmsim serve MODEL [--port N] [--enable-sleep-mode] [other vllm serve flags]")
 	}
 	var a Args
 	var maxLen, kv int64
