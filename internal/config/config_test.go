@@ -1,8 +1,10 @@
 package config
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -198,4 +200,53 @@ func TestTensorParallel(t *testing.T) {
 	c.GPUs = 2
 	c.Models[0].ExtraArgs = []string{"--tensor-parallel-size", "2"}
 	assert.NoError(t, c.Validate())
+}
+
+// TestExampleListsEveryKey: testdata/example-config.json, which the README
+// points to for the list of keys, holds every key the config has.
+func TestExampleListsEveryKey(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "example-config.json"))
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(b, &doc))
+	have := map[string]bool{}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if strings.HasSuffix(prefix, "thresholds") && strings.HasPrefix(prefix, "models") || strings.HasSuffix(prefix, "lora_modules") {
+				return // keyed by data
+			}
+			for k, e := range x {
+				have[prefix+k] = true
+				walk(prefix+k+".", e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(strings.TrimSuffix(prefix, ".")+"[].", e)
+			}
+		}
+	}
+	walk("", doc)
+	var missing []string
+	var want func(prefix string, t reflect.Type)
+	want = func(prefix string, ty reflect.Type) {
+		for i := range ty.NumField() {
+			k, _, _ := strings.Cut(ty.Field(i).Tag.Get("json"), ",")
+			if k == "" || k == "-" {
+				continue
+			}
+			if !have[prefix+k] {
+				missing = append(missing, prefix+k)
+			}
+			switch f := ty.Field(i).Type; {
+			case f.Kind() == reflect.Struct:
+				want(prefix+k+".", f)
+			case f.Kind() == reflect.Slice && f.Elem().Kind() == reflect.Struct:
+				want(prefix+k+"[].", f.Elem())
+			}
+		}
+	}
+	want("", reflect.TypeOf(Config{}))
+	assert.Empty(t, missing, "keys the example does not show")
 }
