@@ -147,6 +147,9 @@ func (f *Fleet) logPath(label string) string { return filepath.Join(f.cfg.OutDir
 // mk: its log lines and its sleep-mode metric's growth. nil when it
 // reported neither.
 func (f *Fleet) EngineSince(ctx context.Context, mk EngineMark) *record.Engine {
+	if mk.label == "" { // no mark: no server
+		return nil
+	}
 	e := record.Engine{SleepS: math.NaN(), WakeS: math.NaN(), FreedGiB: math.NaN(), InUseGiB: math.NaN(),
 		MetricSleepS: math.NaN(), MetricWakeS: math.NaN()}
 	found := false

@@ -149,6 +149,7 @@ func notEvaluated(cfg config.Config, name, label, op string, limit float64, key 
 func Switch(cfg config.Config, handoffs []record.Handoff) []record.Check {
 	ok := 0
 	byDir := map[string][]float64{}
+	engines := map[string][]*record.Engine{}
 	for _, ho := range handoffs {
 		if ho.Initial || !ho.OK {
 			continue
@@ -156,6 +157,7 @@ func Switch(cfg config.Config, handoffs []record.Handoff) []record.Check {
 		ok++
 		k := record.DirectionKey(ho.From, ho.To)
 		byDir[k] = append(byDir[k], ho.ToFirstTokenS)
+		engines[k] = append(engines[k], ho.Engine)
 	}
 	out := []record.Check{Evaluate("switch.successful_handoffs", "", float64(ok), "==", float64(cfg.Protocol.Handoffs))}
 	if limit := cfg.Thresholds.MaxSwitchToFirstTokenS; limit > 0 {
@@ -163,6 +165,9 @@ func Switch(cfg config.Config, handoffs []record.Handoff) []record.Check {
 			s, _ := stats.Summarize(byDir[k])
 			out = append(out, Evaluate("switch."+k+".to_first_token_s.p95", "", s.P95, "<=", limit))
 		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(engines)) {
+		out = append(out, EngineAgreement("switch."+k, "", engines[k])...)
 	}
 	return out
 }

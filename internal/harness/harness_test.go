@@ -346,6 +346,7 @@ func TestEveryThresholdIsChecked(t *testing.T) {
 		"after-wake.conc2.failed_requests/A", "after-wake.conc2.rounds_passed/A", "after-wake.conc2.tps_ratio/A",
 		"correctness.after-wake.mismatches/A",
 		"switch.successful_handoffs/", "switch.A→B.to_first_token_s.p95/", "switch.B→A.to_first_token_s.p95/",
+		"switch.A→B.engine_disagreements/", "switch.B→A.engine_disagreements/",
 		"correctness.switch.mismatches/A", "correctness.switch.mismatches/B",
 	}, names)
 	// Close adds the memory source's own check.

@@ -87,6 +87,30 @@ func TestEngineAccountAgrees(t *testing.T) {
 	}
 }
 
+// TestHandoffEngineAccount: each handoff carries the sleep of the model
+// handing over and the wake of the one taking over, as their servers
+// logged them; the initial activation, with nothing to sleep, only the wake.
+func TestHandoffEngineAccount(t *testing.T) {
+	_, _, p := simFleet(t, same, 2)
+	handoffs, err := p.Switch(t.Context(), t.Logf)
+	require.NoError(t, err)
+	require.Len(t, handoffs, 3)
+	for _, ho := range handoffs {
+		e := ho.Engine
+		require.NotNil(t, e, "%s→%s", ho.From, ho.To)
+		assert.Empty(t, e.Disagreements)
+		assert.LessOrEqual(t, e.WakeS, ho.WakeS, "the engine's wake is inside the HTTP call")
+		if ho.Initial && ho.From == "" {
+			assert.True(t, e.SleepS != e.SleepS, "no sleep in an activation from nothing")
+			continue
+		}
+		assert.LessOrEqual(t, e.SleepS, ho.SleepS)
+		assert.Positive(t, e.FreedGiB)
+	}
+	cs := byName(p.SwitchChecks(handoffs))
+	assert.Equal(t, "PASS", cs["switch.A→B.engine_disagreements/"].Verdict)
+}
+
 // three is the default config with a third tiny model and the soak on.
 func three(cycles int, faults map[string]string) func(*config.Config) {
 	return func(cfg *config.Config) {

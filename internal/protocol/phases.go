@@ -356,6 +356,11 @@ func (p *Protocol) AfterWake(ctx context.Context, label string, logf Logf) ([]re
 func (p *Protocol) handoff(ctx context.Context, from, to string) (ho record.Handoff, who, step string, err error) {
 	ho = record.Handoff{From: from, To: to}
 	dir := record.DirectionKey(from, to)
+	var markFrom fleet.EngineMark
+	if from != "" {
+		markFrom = p.fleet.MarkEngine(ctx, from)
+	}
+	markTo := p.fleet.MarkEngine(ctx, to)
 	t0 := time.Now()
 	var ms *fleet.MeasuredSleep
 	if from != "" {
@@ -385,11 +390,14 @@ func (p *Protocol) handoff(ctx context.Context, from, to string) (ho record.Hand
 		return ho, to, "first token " + dir, err
 	}
 	ho.ToFirstTokenS = s.Tokens[0].Sub(t0).Seconds()
+	released := math.NaN()
 	if ms != nil {
 		if _, err := ms.Finish(ctx); err != nil {
 			return ho, from, "memory of " + from + " asleep", err
 		}
+		released = ms.ReleasedGiB
 	}
+	ho.Engine = p.engine(ctx, markFrom, markTo, false, ho.SleepS, ho.WakeS, released)
 	if err := p.verify(ctx, PhaseSwitch, to, record.ReplaySwitch); err != nil {
 		return ho, to, "correctness replay " + dir, err
 	}

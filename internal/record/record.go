@@ -61,6 +61,9 @@ type Handoff struct {
 	SleepS        float64 // sleep of From: request → response
 	WakeS         float64 // wake of To: request → response
 	ToFirstTokenS float64 // sleep request sent → To's first token
+	// Engine is the servers' own account of From's sleep and To's wake
+	// (nil: none read).
+	Engine *Engine
 }
 
 // RSSSample is one host RSS reading of a server's process tree.

@@ -110,6 +110,7 @@ func Build(raw record.Raw) Report {
 
 	rep.Switch.Directions = map[string]*Direction{}
 	dirs := map[string][3][]float64{} // first token, sleep, wake
+	dirEngines := map[string][]*record.Engine{}
 	for _, h := range raw.Handoffs {
 		if h.Initial {
 			rep.Switch.InitialActivation++
@@ -124,10 +125,12 @@ func Build(raw record.Raw) Report {
 		d := dirs[k]
 		d[0], d[1], d[2] = append(d[0], h.ToFirstTokenS), append(d[1], h.SleepS), append(d[2], h.WakeS)
 		dirs[k] = d
+		dirEngines[k] = append(dirEngines[k], h.Engine)
 	}
 	for k, d := range dirs {
 		dir := &Direction{N: len(d[0]), ToFirstTokenS: summary(d[0]), SleepS: summary(d[1]), WakeS: summary(d[2])}
 		dir.FirstCycle, dir.SteadyState = firstSteady(d[1], d[2], d[0])
+		dir.Engine = engineFigures(dirEngines[k], d[1], d[2])
 		rep.Switch.Directions[k] = dir
 	}
 

@@ -107,6 +107,9 @@ type Direction struct {
 	WakeS         stats.Summary `json:"wake_s"`
 	FirstCycle    *FirstCycle   `json:"first_cycle,omitempty"`
 	SteadyState   *Steady       `json:"steady_state,omitempty"`
+	// Engine is the servers' own account: the sleep of the model handing
+	// over, the wake of the one taking over.
+	Engine *EngineFigures `json:"engine,omitempty"`
 }
 
 // Memory is the memory figures.
