@@ -19,7 +19,7 @@ if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
 	pin=(taskset -c 1) machine="vllmsim on CPU 0, harness on CPU 1"
 fi
 (cd internal/perf && "${pin[@]}" "$out/perf.test" -test.run '^$' -test.benchtime "$benchtime" -test.count "$count" \
-	-test.bench '^Benchmark(StreamOverhead|LoopbackFloor|StreamCapacity|Sampler|SamplerNVML|ReadyResolution|WakeResolution|PhysicalLimits)$') | tee "$out/bench.txt"
+	-test.bench '^Benchmark(StreamOverhead|LoopbackFloor|StreamCapacity|Sampler|SamplerNVML|ReadyResolution|WakeResolution|PhysicalLimits|OpenLoopSchedule)$') | tee "$out/bench.txt"
 "${pin[@]}" go test -run '^$' -bench '^BenchmarkStreamRead$' -benchtime "$benchtime" -count "$count" ./internal/vllm | tee "$out/client.txt"
 # Without the peers (no root for apt, no network) the table still prints; their row says "not measured".
 scripts/peers.sh "$out/perf.test" "$out/peers.txt" || echo "perf: scripts/peers.sh failed (above); the request-rate goal is not measured" >&2

@@ -325,3 +325,55 @@ func BenchmarkPhysicalLimits(b *testing.B) {
 		b.ReportMetric(lim.TPOTFractionOfHBM, "tpot-c1/hbm-limit")
 	}
 }
+
+// clientSender sends every arrival straight to one server.
+type clientSender struct{ c *vllm.Client }
+
+func (s clientSender) Send(ctx context.Context, a load.Arrival) (*vllm.Stream, time.Time, error) {
+	now := time.Now()
+	st, err := s.c.Complete(ctx, a.Request)
+	return st, now, err
+}
+
+// BenchmarkOpenLoopSchedule is the open-loop generator on one core
+// (GOMAXPROCS=1) sending constant and Poisson arrivals at 2000 req/s,
+// non-streamed 8-token completions, to a vllmsim with no modelled delay in
+// its own process. schedule-p99-µs: the generator handing a request on
+// (Issued) against its planned time; send-p99-µs: the request written to
+// the connection (Stream.Sent) against it, HTTP client included. One op
+// is 2000 requests (one second).
+func BenchmarkOpenLoopSchedule(b *testing.B) {
+	c := startSim(b, "0", false).client
+	for _, process := range []string{load.Constant, load.Poisson} {
+		b.Run("arrivals="+process+"/rate=2000", func(b *testing.B) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			offsets, err := (load.Arrivals{Process: process, Rate: 2000, Seed: 1}).Offsets(2000)
+			if err != nil {
+				b.Fatal(err)
+			}
+			arrivals := make([]load.Arrival, len(offsets))
+			for i, at := range offsets {
+				arrivals[i] = load.Arrival{At: at, Model: "A", Request: vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 8, IgnoreEOS: true, NoStream: true}}
+			}
+			load.RunOpen(b.Context(), clientSender{c}, arrivals[:200], time.Minute) // warm the connections
+			var issue, sent []float64
+			failed := 0
+			for b.Loop() {
+				for _, o := range load.RunOpen(b.Context(), clientSender{c}, arrivals, time.Minute) {
+					if o.Err != nil {
+						failed++
+						continue
+					}
+					issue = append(issue, float64(o.Issued.Sub(o.Planned))/1e3)
+					sent = append(sent, float64(o.Sent.Sub(o.Planned))/1e3)
+				}
+			}
+			if failed > 0 {
+				b.Fatalf("%d requests failed", failed)
+			}
+			b.ReportMetric(percentile(issue, 99), "schedule-p99-µs")
+			b.ReportMetric(percentile(issue, 50), "schedule-p50-µs")
+			b.ReportMetric(percentile(sent, 99), "send-p99-µs")
+		})
+	}
+}
