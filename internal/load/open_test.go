@@ -192,8 +192,8 @@ func TestWorkload(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []Sample{{"hi", 3}, {"q", 3}}, s, "9 characters of reply ≈ 3 tokens")
 	for body, want := range map[string]string{
-		"{\"prompt\": \"\", \"output_tokens\": 3}\n":            "d.jsonl:1: want a non-empty prompt",
-		"\n{\"x\": 1}\n":                                      "d.jsonl:2: want",
+		"{\"prompt\": \"\", \"output_tokens\": 3}\n": "d.jsonl:1: want a non-empty prompt",
+		"\n{\"x\": 1}\n": "d.jsonl:2: want",
 		"{\"conversations\": [{\"from\": \"gpt\", \"value\": \"a\"}]}": "a human turn followed by a gpt reply",
 		"not json": "d.jsonl:1:",
 		"":         "no entries",
