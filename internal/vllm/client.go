@@ -179,8 +179,24 @@ func (c *Client) Version(ctx context.Context) (string, error) {
 }
 
 // Sleep is POST /sleep?level=N; it returns when the server has fallen asleep.
-func (c *Client) Sleep(ctx context.Context, level int) error {
-	_, err := c.call(ctx, http.MethodPost, "/sleep", url.Values{"level": {strconv.Itoa(level)}}, nil)
+func (c *Client) Sleep(ctx context.Context, level int) error { return c.SleepMode(ctx, level, "") }
+
+// Pause modes of /sleep (vLLM ≥ 2026-02, PR #34528): what becomes of the
+// requests in flight. Older servers ignore the parameter (and, with
+// requests running, may crash: #28714).
+const (
+	SleepAbort = "abort" // end them now with finish_reason "abort" (vLLM's default)
+	SleepWait  = "wait"  // admit nothing new, sleep once they have finished
+	SleepKeep  = "keep"  // freeze them; they go on after the wake
+)
+
+// SleepMode is POST /sleep?level=N&mode=M ("" sends no mode: the server's default).
+func (c *Client) SleepMode(ctx context.Context, level int, mode string) error {
+	q := url.Values{"level": {strconv.Itoa(level)}}
+	if mode != "" {
+		q.Set("mode", mode)
+	}
+	_, err := c.call(ctx, http.MethodPost, "/sleep", q, nil)
 	return err
 }
 

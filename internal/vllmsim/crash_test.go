@@ -19,9 +19,8 @@ import (
 	"github.com/wakebench/wakebench/internal/vllmsim"
 )
 
-// TestCrashFaults runs the vllmsim binary (crashes end the process) and
-// checks the old-vLLM behaviour: a request while asleep kills the engine.
-func TestCrashFaults(t *testing.T) {
+// crashSim runs the vllmsim binary with faults (crashes end the process).
+func crashSim(t *testing.T, faults string, env ...string) (c *vllm.Client, logs *bytes.Buffer, done chan error) {
 	bin, err := backend.BuildSim(t.Context())
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -29,25 +28,57 @@ func TestCrashFaults(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	cmd := exec.Command(bin, "serve", "tiny-b", "--host", "127.0.0.1", "--port", fmt.Sprint(port), "--enable-sleep-mode", "--kv-cache-memory-bytes", "1G")
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.Env = append(os.Environ(), vllmsim.EnvDevMode+"=1", vllmsim.EnvFaults+"=asleep-crash", simgpu.EnvDir+"="+t.TempDir(), vllmsim.EnvCacheDir+"="+t.TempDir())
+	logs = &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.Env = append(append(os.Environ(), vllmsim.EnvDevMode+"=1", vllmsim.EnvFaults+"="+faults, simgpu.EnvDir+"="+t.TempDir(), vllmsim.EnvCacheDir+"="+t.TempDir()), env...)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill() })
-	done := make(chan error, 1)
+	done = make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	c := vllm.New(fmt.Sprintf("http://127.0.0.1:%d", port))
+	c = vllm.New(fmt.Sprintf("http://127.0.0.1:%d", port))
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	_, err = c.WaitReady(ctx, 10*time.Millisecond)
 	require.NoError(t, err)
+	return c, logs, done
+}
+
+// TestCrashFaults checks the old-vLLM behaviour: a request while asleep
+// kills the engine.
+func TestCrashFaults(t *testing.T) {
+	c, logs, done := crashSim(t, "asleep-crash")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
 	require.NoError(t, c.Sleep(ctx, 1))
-	_, err = c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-b", Prompt: "hi", MaxTokens: 2})
+	_, err := c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-b", Prompt: "hi", MaxTokens: 2})
 	assert.Error(t, err)
 	select {
 	case err := <-done:
 		assert.ErrorContains(t, err, "exit status 1")
 		assert.Contains(t, logs.String(), "an illegal memory access was encountered")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the engine did not crash")
+	}
+}
+
+// TestInFlightCrash: vLLM before PR #34528 crashed when put to sleep with
+// requests running (#15483, #45520, #28714).
+func TestInFlightCrash(t *testing.T) {
+	c, logs, done := crashSim(t, "inflight-crash", vllmsim.EnvTimeScale+"=5")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	streamErr := make(chan error, 1)
+	go func() {
+		_, err := c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-b", Prompt: "hi", MaxTokens: 500, IgnoreEOS: true})
+		streamErr <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	assert.Error(t, c.SleepMode(ctx, 1, vllm.SleepWait), "the sleep never answers")
+	assert.Error(t, <-streamErr, "the stream is cut")
+	select {
+	case err := <-done:
+		assert.ErrorContains(t, err, "exit status 1")
+		assert.Contains(t, logs.String(), "injected fault inflight-crash")
 	case <-time.After(5 * time.Second):
 		t.Fatal("the engine did not crash")
 	}

@@ -23,6 +23,7 @@ type seq struct {
 	out          chan token // buffered for every token: the engine never blocks on a slow reader
 	emitted      int
 	queuedAt     time.Time
+	recompute    bool // frozen by a keep sleep: its prefill covers the tokens so far too
 }
 
 // engine is a continuous-batching scheduler over a simulated clock: each step
@@ -40,7 +41,11 @@ type engine struct {
 	kick    chan struct{} // signalled when work arrives or the engine is resumed
 	waiting []*seq
 	running []*seq
-	paused  bool
+	paused  bool // nothing is scheduled (an abort or keep pause, or asleep)
+	// drain: no new request is admitted, the running ones go on (a wait
+	// pause); idle is closed when none runs.
+	drain bool
+	idle  chan struct{}
 }
 
 func newEngine(p Physics, c clock, m *metrics) *engine {
@@ -65,25 +70,75 @@ func (e *engine) submit(s *seq) {
 	e.signal()
 }
 
-// pause stops scheduling and aborts every request in flight (vLLM's
-// default sleep mode "abort"); requests submitted later wait for resume.
-func (e *engine) pause() {
+// Pause modes of /sleep (vLLM's PauseMode, since PR #34528).
+const (
+	modeAbort = "abort" // abort every request in flight (the default)
+	modeWait  = "wait"  // admit nothing new; sleep once the running requests finish
+	modeKeep  = "keep"  // freeze every request; they go on after the wake
+)
+
+// pause stops scheduling as a sleep in mode does (vLLM's
+// EngineCore.pause_scheduler): abort ends every request in flight with
+// finish_reason "abort"; keep freezes them; wait admits nothing new and
+// returns, once the running requests have finished, when ctx ends first
+// with false. Requests submitted later wait for resume.
+func (e *engine) pause(ctx context.Context, mode string) bool {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.paused = true
-	now := time.Now()
-	for _, s := range append(e.running, e.waiting...) {
-		s.out <- token{finish: "abort", at: now}
-		close(s.out)
-		e.m.finished("abort")
+	switch mode {
+	case modeKeep:
+		e.paused = true
+	case modeWait:
+		e.drain = true
+		if len(e.running) > 0 {
+			e.idle = make(chan struct{})
+			idle := e.idle
+			e.mu.Unlock()
+			e.signal()
+			select {
+			case <-idle:
+			case <-ctx.Done():
+				e.mu.Lock()
+				e.drain = false // the sleep was called off: admit again
+				e.mu.Unlock()
+				e.signal()
+				return false
+			}
+			e.mu.Lock()
+		}
+		e.paused = true
+	default:
+		e.paused = true
+		now := time.Now()
+		for _, s := range append(e.running, e.waiting...) {
+			s.out <- token{finish: "abort", at: now}
+			close(s.out)
+			e.m.finished("abort")
+		}
+		e.running, e.waiting = nil, nil
+		e.m.setQueue(0, 0)
 	}
-	e.running, e.waiting = nil, nil
-	e.m.setQueue(0, 0)
+	e.mu.Unlock()
+	return true
 }
 
+// busy reports whether any request is running or waiting.
+func (e *engine) busy() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.running)+len(e.waiting) > 0
+}
+
+// resume schedules again. Requests frozen while running (keep) lost their
+// KV cache with the sleep: they are prefilled again, prompt and tokens so
+// far, before they go on.
 func (e *engine) resume() {
 	e.mu.Lock()
-	e.paused = false
+	e.paused, e.drain = false, false
+	for _, s := range e.running {
+		s.recompute = true
+	}
+	e.waiting = append(e.running, e.waiting...)
+	e.running = nil
 	e.mu.Unlock()
 	e.signal()
 }
@@ -92,7 +147,11 @@ func (e *engine) resume() {
 func (e *engine) run(ctx context.Context) {
 	for {
 		e.mu.Lock()
-		idle := e.paused || (len(e.waiting) == 0 && len(e.running) == 0)
+		idle := e.paused || (len(e.running) == 0 && (e.drain || len(e.waiting) == 0))
+		if len(e.running) == 0 && e.idle != nil {
+			close(e.idle) // a wait pause: nothing runs (finished, or its clients went away)
+			e.idle = nil
+		}
 		e.mu.Unlock()
 		if idle {
 			e.deadline = time.Time{} // the next step starts a fresh schedule
@@ -113,8 +172,10 @@ func (e *engine) run(ctx context.Context) {
 func (e *engine) step(ctx context.Context) bool {
 	e.mu.Lock()
 	e.dropCancelled()
-	admit := e.waiting
-	e.waiting = nil
+	var admit []*seq
+	if !e.drain {
+		admit, e.waiting = e.waiting, nil
+	}
 	batch := len(e.running)
 	e.mu.Unlock()
 
@@ -122,6 +183,9 @@ func (e *engine) step(ctx context.Context) bool {
 		tokens := 0
 		for _, s := range admit {
 			tokens += s.promptTokens
+			if s.recompute {
+				tokens += s.emitted
+			}
 		}
 		if !e.wait(ctx, e.phys.Prefill(tokens)) {
 			return false
@@ -170,6 +234,10 @@ func (e *engine) step(ctx context.Context) bool {
 	clear(e.running[len(kept):])
 	e.running = kept
 	e.m.setQueue(len(e.running), len(e.waiting))
+	if len(e.running) == 0 && e.idle != nil {
+		close(e.idle) // a wait pause: the last running request finished
+		e.idle = nil
+	}
 	return true
 }
 

@@ -29,6 +29,8 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	no-release             sleep keeps the weights on the device (vLLM 0.14/0.15 regression)
 //	asleep-crash           a request while asleep crashes the engine (vLLM before 2026-02):
 //	                       the process exits 1
+//	inflight-crash         a sleep while requests run crashes the engine (vLLM before
+//	                       PR #34528: #15483, #45520, #28714): the process exits 1
 //
 // Silent corruption after a wake: every answer is HTTP 200 and plausible
 // text, only a replay of a request from before the sleep tells:
@@ -60,6 +62,7 @@ type Faults struct {
 	PrefixResetFalse int // -1: every reset; N: the first N
 	NoRelease        bool
 	AsleepCrash      bool
+	InFlightCrash    bool
 	DivergeAfterWake int
 	LoRAIgnored      bool
 	LogprobDrift     float64
@@ -147,6 +150,8 @@ func ParseFaults(s string) (*Faults, error) {
 			f.NoRelease = true
 		case "asleep-crash":
 			f.AsleepCrash = true
+		case "inflight-crash":
+			f.InFlightCrash = true
 		case "diverge-after-wake":
 			f.DivergeAfterWake, err = n()
 		case "lora-ignored":

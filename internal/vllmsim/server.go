@@ -326,6 +326,14 @@ func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("invalid sleep level %q: want 0, 1 or 2", lv))
 		return
 	}
+	mode := r.URL.Query().Get("mode")
+	if mode == "" {
+		mode = modeAbort
+	}
+	if mode != modeAbort && mode != modeWait && mode != modeKeep {
+		writeError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("invalid pause mode %q: want abort, wait or keep", mode))
+		return
+	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
 	s.mu.Lock()
@@ -337,7 +345,16 @@ func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	s.eng.pause()
+	if s.faults.InFlightCrash && s.eng.busy() {
+		s.log.Printf("ERROR injected fault inflight-crash: CUDA error: an illegal memory access was encountered")
+		s.exit(1)
+	}
+	if mode == modeWait && s.eng.busy() {
+		s.log.Printf("Waiting for in-flight requests to complete before sleeping...")
+	}
+	if !s.eng.pause(r.Context(), mode) {
+		return
+	}
 	freeBefore, _ := s.dev.free()
 	if level > 0 {
 		cost := s.phys.Sleep(level)

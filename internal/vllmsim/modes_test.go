@@ -1,0 +1,93 @@
+package vllmsim
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/vllm"
+)
+
+type flight struct {
+	s   *vllm.Stream
+	err error
+}
+
+// inFlight starts n streams of 200 tokens and returns once they decode.
+func inFlight(t *testing.T, s *sim, n int) (wait func() []flight) {
+	t.Helper()
+	out := make([]flight, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := s.c.Complete(t.Context(), vllm.CompletionRequest{Model: "tiny-a", Prompt: "decode for a while", MaxTokens: 200, IgnoreEOS: true})
+			out[i] = flight{st, err}
+		}()
+	}
+	time.Sleep(150 * time.Millisecond) // 200 tokens take ≈ 0.9 s at time scale 5
+	return func() []flight { wg.Wait(); return out }
+}
+
+// TestSleepModes: a sleep with requests decoding, in each of vLLM's pause
+// modes (PR #34528): abort ends them with finish_reason "abort"; wait
+// answers once they have finished; keep freezes them until the wake, after
+// which they finish.
+func TestSleepModes(t *testing.T) {
+	env := map[string]string{EnvTimeScale: "5"}
+	t.Run("abort", func(t *testing.T) {
+		s := startSim(t, "tiny-a", env)
+		s.ready(t)
+		wait := inFlight(t, s, 3)
+		require.NoError(t, s.c.SleepMode(t.Context(), 1, vllm.SleepAbort))
+		for _, f := range wait() {
+			assert.ErrorContains(t, f.err, "aborted")
+			assert.Equal(t, "abort", f.s.FinishReason)
+			assert.Less(t, len(f.s.Tokens), 200)
+		}
+	})
+	t.Run("wait", func(t *testing.T) {
+		s := startSim(t, "tiny-a", env)
+		s.ready(t)
+		wait := inFlight(t, s, 3)
+		require.NoError(t, s.c.SleepMode(t.Context(), 1, vllm.SleepWait))
+		answered := time.Now()
+		for _, f := range wait() {
+			require.NoError(t, f.err)
+			assert.Equal(t, 200, f.s.OutputTokens)
+			assert.False(t, f.s.Last().After(answered), "finished before /sleep answered")
+		}
+		asleep, err := s.c.IsSleeping(t.Context())
+		require.NoError(t, err)
+		assert.True(t, asleep)
+	})
+	t.Run("keep", func(t *testing.T) {
+		s := startSim(t, "tiny-a", env)
+		s.ready(t)
+		wait := inFlight(t, s, 3)
+		require.NoError(t, s.c.SleepMode(t.Context(), 1, vllm.SleepKeep))
+		time.Sleep(300 * time.Millisecond)
+		woke := time.Now()
+		require.NoError(t, s.c.WakeUp(t.Context()))
+		for _, f := range wait() {
+			require.NoError(t, f.err, "held through the sleep, then finished")
+			assert.Equal(t, 200, f.s.OutputTokens)
+			assert.True(t, f.s.Last().After(woke), "its last token came after the wake")
+			gap := time.Duration(0)
+			for i := 1; i < len(f.s.Tokens); i++ {
+				gap = max(gap, f.s.Tokens[i].Sub(f.s.Tokens[i-1]))
+			}
+			assert.Greater(t, gap, 300*time.Millisecond, "frozen while asleep")
+		}
+	})
+	t.Run("bad mode", func(t *testing.T) {
+		s := startSim(t, "tiny-a", env)
+		s.ready(t)
+		err := s.c.SleepMode(t.Context(), 1, "later")
+		assert.ErrorContains(t, err, "invalid pause mode")
+	})
+}
