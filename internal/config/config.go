@@ -48,6 +48,7 @@ type Config struct {
 	Protocol   Protocol   `json:"protocol"`
 	Timeouts   Timeouts   `json:"timeouts"`
 	Thresholds Thresholds `json:"thresholds"`
+	Traffic    Traffic    `json:"traffic"`
 	// OutDir receives report.json, bench.txt, samples.csv and the server logs.
 	OutDir string `json:"out_dir"`
 	// Baseline is a previous run's bench.txt to gate regressions against
@@ -124,6 +125,61 @@ type Protocol struct {
 	EngineTolerancePercent float64 `json:"engine_tolerance_percent"`
 }
 
+// Traffic is the traffic phase: open-loop arrivals for every model through
+// a wake-on-demand router, the same arrivals with every model awake (the
+// ideal), and sleeps with requests in flight.
+type Traffic struct {
+	DurationS  float64            `json:"duration_s"` // arrivals span this long; 0 with no trace: no traffic run
+	Rate       float64            `json:"rate"`       // requests per second of each model not in rates
+	Rates      map[string]float64 `json:"rates"`      // label → requests per second
+	Arrivals   string             `json:"arrivals"`   // constant, poisson or gamma
+	Burstiness float64            `json:"burstiness"` // gamma shape (1 = Poisson, < 1 burstier)
+	Seed       int                `json:"seed"`
+	// WarmupRequests: each model's first requests are sent but not counted.
+	WarmupRequests int             `json:"warmup_requests"`
+	Workload       TrafficWorkload `json:"workload"`
+	// Trace, when set, replaces the arrivals: a CSV file of
+	// t_s,model,prompt_tokens,output_tokens (model: a label).
+	Trace      string `json:"trace"`
+	SleepLevel int    `json:"sleep_level"` // level the router puts an idle model to sleep at
+	SLO        SLO    `json:"slo"`
+	// Ideal runs the same arrivals again with every model awake where the
+	// GPU holds them all: the cost of sharing is the goodput ratio.
+	Ideal bool `json:"ideal"`
+	// InFlightRequests requests decode while the model is put to sleep in
+	// each of InFlightModes (vLLM's pause modes abort, wait, keep); 0: off.
+	InFlightRequests int      `json:"in_flight_requests"`
+	InFlightModes    []string `json:"in_flight_modes"`
+}
+
+// TrafficWorkload is the requests' lengths: fixed, uniform (between the
+// min_ and the plain keys) or dataset (a JSONL file), with a prefix every
+// prompt shares.
+type TrafficWorkload struct {
+	Kind               string `json:"kind"`
+	PromptTokens       int    `json:"prompt_tokens"`
+	OutputTokens       int    `json:"output_tokens"`
+	MinPromptTokens    int    `json:"min_prompt_tokens"`
+	MinOutputTokens    int    `json:"min_output_tokens"`
+	Dataset            string `json:"dataset"`
+	SharedPrefixTokens int    `json:"shared_prefix_tokens"`
+}
+
+// SLO is a per-request service-level objective, in seconds (0: not set).
+type SLO struct {
+	TTFTS float64 `json:"ttft_s"`
+	TPOTS float64 `json:"tpot_s"`
+	E2ES  float64 `json:"e2e_s"`
+}
+
+// RateOf is the traffic rate of the model labelled l.
+func (t Traffic) RateOf(l string) float64 {
+	if r, ok := t.Rates[l]; ok {
+		return r
+	}
+	return t.Rate
+}
+
 // Timeouts bound every blocking step, in seconds.
 type Timeouts struct {
 	StartS   float64 `json:"start_s"`   // spawn → /health 200
@@ -148,7 +204,12 @@ type Thresholds struct {
 	// MaxResidualGrowthMiBPerCycle: a model's residual memory may grow by
 	// at most this much per soak cycle (the fitted slope).
 	MaxResidualGrowthMiBPerCycle float64 `json:"max_residual_growth_mib_per_cycle"`
-	RegressionPercent            float64 `json:"regression_percent"`
+	// The traffic phase: goodput with the models sharing the GPU against
+	// goodput with all awake (the ideal), and the p99 arrival → first
+	// token of the requests that found their model asleep.
+	MinTrafficGoodputRatio  float64 `json:"min_traffic_goodput_ratio"`
+	MaxAsleepFirstTokenP99S float64 `json:"max_asleep_first_token_p99_s"`
+	RegressionPercent       float64 `json:"regression_percent"`
 	RegressionAlpha              float64 `json:"regression_alpha"`
 }
 
@@ -174,7 +235,12 @@ func Default() Config {
 		Thresholds: Thresholds{
 			MaxFailedRequests: 0, MinL1ReleasePercent: 80, MaxResidualGiB: 4, MinAfterWakeTPSRatio: 0.95,
 			MaxResidualGrowthMiBPerCycle: 1, RegressionPercent: 10, RegressionAlpha: 0.05,
+			MinTrafficGoodputRatio: 0.5, MaxAsleepFirstTokenP99S: 60,
 		},
+		Traffic: Traffic{DurationS: 6, Rate: 2, Arrivals: "poisson", Burstiness: 1, Seed: 1, WarmupRequests: 1,
+			Workload:   TrafficWorkload{Kind: "fixed", PromptTokens: 64, OutputTokens: 32},
+			SleepLevel: 1, SLO: SLO{TTFTS: 10, TPOTS: 0.5, E2ES: 60}, Ideal: true,
+			InFlightRequests: 4, InFlightModes: []string{"abort", "wait", "keep"}},
 		OutDir:      "out",
 		FreshCaches: true,
 		GPUs:        1,
@@ -392,6 +458,7 @@ func (c Config) Validate() error {
 	if !(p.SampleHz > 0 && p.SampleHz <= 1000) {
 		bad("protocol.sample_hz", "%v: want 0 < Hz ≤ 1000", p.SampleHz)
 	}
+	c.validateTraffic(bad)
 	t := c.Timeouts
 	for _, kv := range []struct {
 		k string
@@ -439,7 +506,7 @@ func (c Config) Validate() error {
 const MaxCycles = 10_000
 
 // globalThresholds apply to the whole run, so a model cannot override them.
-var globalThresholds = []string{"max_switch_to_first_token_s", "regression_percent", "regression_alpha"}
+var globalThresholds = []string{"max_switch_to_first_token_s", "regression_percent", "regression_alpha", "min_traffic_goodput_ratio"}
 
 // checkThreshold reports a threshold value that cannot mean what its key
 // says: negative (0 turns a limit off; a negative one would pass or turn
@@ -541,4 +608,81 @@ func thresholdField(k string) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// validateTraffic checks the traffic phase's keys.
+func (c Config) validateTraffic(bad func(key, format string, a ...any)) {
+	tr := c.Traffic
+	num := func(key string, v float64) bool {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			bad("traffic."+key, "%v: want a number ≥ 0", v)
+			return false
+		}
+		return true
+	}
+	if num("duration_s", tr.DurationS) && tr.DurationS > 24*3600 {
+		bad("traffic.duration_s", "%v: at most a day", tr.DurationS)
+	}
+	num("rate", tr.Rate)
+	for _, l := range slices.Sorted(maps.Keys(tr.Rates)) {
+		if _, ok := c.Model(l); !ok {
+			bad("traffic.rates", "%q is not a model label (labels: %v)", l, labelsOf(c.Models))
+		}
+		num("rates."+l, tr.Rates[l])
+	}
+	switch tr.Arrivals {
+	case "constant", "poisson", "gamma":
+	default:
+		bad("traffic.arrivals", `%q: want "constant", "poisson" or "gamma"`, tr.Arrivals)
+	}
+	if tr.Arrivals == "gamma" && !(tr.Burstiness > 0) {
+		bad("traffic.burstiness", "%v: want a gamma shape > 0 (1 is Poisson, below 1 burstier)", tr.Burstiness)
+	}
+	if tr.WarmupRequests < 0 || tr.InFlightRequests < 0 || tr.InFlightRequests > 1024 {
+		bad("traffic.warmup_requests/in_flight_requests", "must be ≥ 0 (in_flight_requests at most 1024)")
+	}
+	w := tr.Workload
+	switch w.Kind {
+	case "fixed":
+		if w.PromptTokens < 1 || w.OutputTokens < 1 {
+			bad("traffic.workload", "fixed lengths need prompt_tokens and output_tokens ≥ 1")
+		}
+	case "uniform":
+		if w.MinPromptTokens < 1 || w.MinPromptTokens > w.PromptTokens || w.MinOutputTokens < 1 || w.MinOutputTokens > w.OutputTokens {
+			bad("traffic.workload", "uniform lengths need 1 ≤ min_prompt_tokens ≤ prompt_tokens and 1 ≤ min_output_tokens ≤ output_tokens")
+		}
+	case "dataset":
+		if _, err := os.Stat(w.Dataset); err != nil {
+			bad("traffic.workload.dataset", "%v (a JSONL file: {\"prompt\", \"output_tokens\"} or ShareGPT conversations per line)", err)
+		}
+	default:
+		bad("traffic.workload.kind", `%q: want "fixed", "uniform" or "dataset"`, w.Kind)
+	}
+	if w.SharedPrefixTokens < 0 || w.PromptTokens+w.SharedPrefixTokens >= c.Protocol.ContextTokens && w.Kind != "dataset" {
+		bad("traffic.workload", "prompt_tokens + shared_prefix_tokens (%d) must stay below protocol.context_tokens (%d), with room for the output", w.PromptTokens+w.SharedPrefixTokens, c.Protocol.ContextTokens)
+	}
+	if tr.Trace != "" {
+		if _, err := os.Stat(tr.Trace); err != nil {
+			bad("traffic.trace", "%v (a CSV file of t_s,model,prompt_tokens,output_tokens)", err)
+		}
+	}
+	if tr.SleepLevel != 1 && tr.SleepLevel != 2 {
+		bad("traffic.sleep_level", "%d: want 1 or 2", tr.SleepLevel)
+	}
+	num("slo.ttft_s", tr.SLO.TTFTS)
+	num("slo.tpot_s", tr.SLO.TPOTS)
+	num("slo.e2e_s", tr.SLO.E2ES)
+	for i, m := range tr.InFlightModes {
+		if m != "abort" && m != "wait" && m != "keep" {
+			bad(fmt.Sprintf("traffic.in_flight_modes[%d]", i), `%q: want "abort", "wait" or "keep" (vLLM's pause modes)`, m)
+		}
+	}
+}
+
+func labelsOf(ms []Model) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Label)
+	}
+	return out
 }

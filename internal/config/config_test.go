@@ -132,6 +132,9 @@ func TestBadInputNamesTheKey(t *testing.T) {
 			[]string{"protocol.logprob_tolerance: -0.1", "protocol.engine_tolerance_percent: -5"}},
 		{"bad LoRA modules", `{"models": [{"label":"A","name":"x","gpu_memory_utilization":0.4,"lora_modules":{"x":"/a","ok":" ","b c":"/d"}}]}`, nil,
 			[]string{`models[0].lora_modules: adapter name "b c"`, `models[0].lora_modules: adapter name "x" is the model's own name`, "models[0].lora_modules.ok: empty path"}},
+		{"traffic", `{"traffic": {"arrivals": "bursty", "rates": {"Z": 1, "A": -1}, "sleep_level": 3, "in_flight_modes": ["later"], "workload": {"kind": "zipf"}, "trace": "/nonexistent.csv"}}`, nil,
+			[]string{`traffic.arrivals: "bursty"`, `traffic.rates: "Z" is not a model label`, "traffic.rates.A: -1", "traffic.sleep_level: 3", `traffic.in_flight_modes[0]: "later"`, `traffic.workload.kind: "zipf"`, "traffic.trace: stat /nonexistent.csv"}},
+		{"traffic prompt beyond the context", `{"traffic": {"workload": {"kind": "fixed", "prompt_tokens": 5000, "output_tokens": 8}}}`, nil, []string{"must stay below protocol.context_tokens (4096)"}},
 		{"negative growth limit", `{"thresholds": {"max_residual_growth_mib_per_cycle": -1}}`, nil, []string{"thresholds.max_residual_growth_mib_per_cycle: -1: must not be negative"}},
 	}
 	for _, tt := range tests {
