@@ -367,24 +367,49 @@ func (f *Fleet) Probe(ctx context.Context, label string) (*vllm.Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.asleep {
-		return nil, fmt.Errorf("probe %s: the harness believes it is asleep; refusing to send inference", label)
+	s, err := f.Stream(ctx, label, vllm.CompletionRequest{Model: m.cfg.Name, Prompt: f.cfg.Protocol.Prompt,
+		MaxTokens: f.cfg.Protocol.ProbeMaxTokens, IgnoreEOS: true})
+	if err != nil {
+		return s, fmt.Errorf("probe %s: %w", label, err)
+	}
+	return s, nil
+}
+
+// Stream sends one streaming request to label's server (its model name
+// filled in when empty) and checks its output; it counts as an executed
+// request. A model the fleet believes asleep gets none.
+func (f *Fleet) Stream(ctx context.Context, label string, r vllm.CompletionRequest) (*vllm.Stream, error) {
+	m, err := f.model(label)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	asleep := m.asleep
+	f.mu.Unlock()
+	if asleep {
+		return nil, fmt.Errorf("%s: the harness believes it is asleep; refusing to send inference", label)
+	}
+	if r.Model == "" {
+		r.Model = m.cfg.Name
 	}
 	var s *vllm.Stream
 	err = f.timeout(ctx, m, seconds(f.cfg.Timeouts.RequestS), func(ctx context.Context) error {
 		var err error
-		s, err = m.client.Complete(ctx, vllm.CompletionRequest{Model: m.cfg.Name, Prompt: f.cfg.Protocol.Prompt,
-			MaxTokens: f.cfg.Protocol.ProbeMaxTokens, IgnoreEOS: true})
+		s, err = m.client.Complete(ctx, r)
 		if err == nil {
 			err = checkOutput(s)
 		}
 		return err
 	})
 	f.rec.Request(err == nil)
-	if err != nil {
-		return s, fmt.Errorf("probe %s: %w", label, err)
-	}
-	return s, nil
+	return s, err
+}
+
+// SleepMode puts label to sleep at level in a pause mode (vllm.SleepAbort,
+// SleepWait, SleepKeep) while requests may be in flight, and confirms it.
+// It returns when /sleep was sent and its duration.
+func (f *Fleet) SleepMode(ctx context.Context, label string, level int, mode string) (time.Time, time.Duration, error) {
+	return f.sleepMode(ctx, label, level, mode)
 }
 
 // plan is the protocol's serving load on m at concurrency c: fixed-length
@@ -432,6 +457,11 @@ func (f *Fleet) Sleep(ctx context.Context, label string, level int) (time.Durati
 
 // sleep is Sleep, also returning when /sleep was sent.
 func (f *Fleet) sleep(ctx context.Context, label string, level int) (sent time.Time, d time.Duration, err error) {
+	return f.sleepMode(ctx, label, level, "")
+}
+
+// sleepMode is sleep in a pause mode ("": the server's default).
+func (f *Fleet) sleepMode(ctx context.Context, label string, level int, mode string) (sent time.Time, d time.Duration, err error) {
 	m, err := f.model(label)
 	if err != nil {
 		return sent, 0, err
@@ -441,7 +471,7 @@ func (f *Fleet) sleep(ctx context.Context, label string, level int) (sent time.T
 	}
 	err = f.timeout(ctx, m, seconds(f.cfg.Timeouts.SleepS), func(ctx context.Context) error {
 		sent = time.Now()
-		if err := m.client.Sleep(ctx, level); err != nil {
+		if err := m.client.SleepMode(ctx, level, mode); err != nil {
 			return err
 		}
 		d = time.Since(sent)

@@ -85,11 +85,17 @@ func Merge(lists ...[]Arrival) []Arrival {
 	return out
 }
 
-// Sender sends one arrival's request; a gate in front of several models
-// decides when (it may hold it while its model wakes). It returns what the
-// server streamed and when the request left the gate for the server.
+// Sender sends one arrival's request; a router in front of several
+// models decides when (it may hold it while its model wakes).
 type Sender interface {
-	Send(ctx context.Context, a Arrival) (s *vllm.Stream, dispatched time.Time, err error)
+	Send(ctx context.Context, a Arrival) (Delivery, error)
+}
+
+// Delivery is what became of a request a Sender sent.
+type Delivery struct {
+	Stream     *vllm.Stream // what the server streamed (nil if it never went out)
+	Dispatched time.Time    // when it left the router for the server
+	Waited     bool         // it was held: its model was asleep (or another was being woken)
 }
 
 // Open is one request of an open-loop load, as it went.
@@ -98,7 +104,8 @@ type Open struct {
 	Index      int
 	Planned    time.Time // start + At
 	Issued     time.Time // when the generator handed it on (Issued − Planned: its schedule error)
-	Dispatched time.Time // when it left the gate for the server
+	Dispatched time.Time // when it left the router for the server
+	Waited     bool      // the router held it while its model woke
 	Sent       time.Time // just before it was written to the server
 	FirstToken time.Time // arrival of the first non-empty token
 	Done       time.Time
@@ -182,8 +189,9 @@ func send(ctx context.Context, sender Sender, o *Open, timeout time.Duration) {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	s, dispatched, err := sender.Send(ctx, o.Arrival)
-	o.Done, o.Dispatched, o.Err = time.Now(), dispatched, err
+	d, err := sender.Send(ctx, o.Arrival)
+	s := d.Stream
+	o.Done, o.Dispatched, o.Waited, o.Err = time.Now(), d.Dispatched, d.Waited, err
 	if s == nil {
 		return
 	}

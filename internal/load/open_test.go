@@ -60,7 +60,7 @@ type slowSender struct {
 	peak       int
 }
 
-func (s *slowSender) Send(ctx context.Context, a Arrival) (*vllm.Stream, time.Time, error) {
+func (s *slowSender) Send(ctx context.Context, a Arrival) (Delivery, error) {
 	s.mu.Lock()
 	s.inflight++
 	s.peak = max(s.peak, s.inflight)
@@ -69,12 +69,12 @@ func (s *slowSender) Send(ctx context.Context, a Arrival) (*vllm.Stream, time.Ti
 	now := time.Now()
 	st := &vllm.Stream{Sent: now, PromptTokens: 5}
 	if a.Model == s.fail {
-		return st, now, errors.New("boom")
+		return Delivery{st, now, false}, errors.New("boom")
 	}
 	select {
 	case <-time.After(s.delay):
 	case <-ctx.Done():
-		return st, now, ctx.Err()
+		return Delivery{st, now, false}, ctx.Err()
 	}
 	t := time.Now()
 	for range s.tokens {
@@ -82,7 +82,7 @@ func (s *slowSender) Send(ctx context.Context, a Arrival) (*vllm.Stream, time.Ti
 		t = t.Add(s.gap)
 	}
 	st.OutputTokens, st.FinishReason = s.tokens, "length"
-	return st, now, nil
+	return Delivery{st, now, a.Model == "A" && a.At == 0}, nil
 }
 
 // TestRunOpenDoesNotWaitForAnswers: requests every 10 ms to a server that
@@ -105,6 +105,7 @@ func TestRunOpenDoesNotWaitForAnswers(t *testing.T) {
 	assert.GreaterOrEqual(t, s.peak, 8, "open loop: requests overlap")
 	for i, o := range out {
 		assert.Equal(t, i, o.Index)
+		assert.Equal(t, i == 0, o.Waited, "the sender's word on waiting is kept")
 		assert.Less(t, o.Issued.Sub(o.Planned), 20*time.Millisecond, "request %d sent on time, whatever the answers", i)
 		if o.Model == "B" {
 			assert.Error(t, o.Err)

@@ -1,0 +1,257 @@
+// Package router is the wake-on-demand router of the traffic phase: what
+// users put in front of several models sharing one GPU (llm-d,
+// production-stack, llama-swap). One model is awake at a time. A request
+// for it is sent at once; a request for a sleeping model waits in a queue
+// while the router drains the awake model's requests in flight, puts it to
+// sleep and wakes the model asked for, then releases the queue. Requests
+// queue first-come first-served: once one waits, the awake model takes no
+// new request ahead of it, so no model starves.
+package router
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/fleet"
+	"github.com/wakebench/wakebench/internal/load"
+)
+
+// Switch is one handover the router made.
+type Switch struct {
+	From, To      string // From "" when nothing was awake
+	Start, End    time.Time
+	SleepS, WakeS float64
+	Released      int // requests it released
+	Err           string
+}
+
+// Depth is the number of requests waiting, from At on.
+type Depth struct {
+	At     time.Time
+	Queued int
+}
+
+// Router sends each request to its model, waking it on demand.
+type Router struct {
+	f     *fleet.Fleet
+	level int
+
+	mu       sync.Mutex
+	active   string
+	inflight int
+	queue    []*waiter
+	kick     chan struct{}
+	switches []Switch
+	depth    []Depth
+}
+
+type waiter struct {
+	model string
+	ready chan error // closed (nil) when released, or the switch's error
+}
+
+// New is a router over f whose awake model is active ("" for none),
+// putting idle models to sleep at level.
+func New(f *fleet.Fleet, level int, active string) *Router {
+	return &Router{f: f, level: level, active: active, kick: make(chan struct{}, 1)}
+}
+
+func (r *Router) signal() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run makes the switches until ctx ends.
+func (r *Router) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			r.failAll(context.Cause(ctx))
+			return
+		case <-r.kick:
+		}
+		for r.step(ctx) {
+		}
+	}
+}
+
+// step releases or switches once; false when there is nothing to do now.
+func (r *Router) step(ctx context.Context) bool {
+	r.mu.Lock()
+	if len(r.queue) == 0 {
+		r.mu.Unlock()
+		return false
+	}
+	target := r.queue[0].model
+	if target == r.active {
+		r.release(target)
+		r.mu.Unlock()
+		return true
+	}
+	if r.inflight > 0 { // drain first: woken again when the last one ends
+		r.mu.Unlock()
+		return false
+	}
+	from := r.active
+	r.mu.Unlock()
+
+	sw := Switch{From: from, To: target, Start: time.Now()}
+	err := r.handover(ctx, &sw)
+	sw.End = time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		sw.Err = err.Error()
+		r.active = ""
+		r.failModel(target, fmt.Errorf("router: waking %s for this request: %w", target, err))
+	} else {
+		r.active = target
+		sw.Released = r.release(target)
+	}
+	r.switches = append(r.switches, sw)
+	return err == nil || ctx.Err() == nil
+}
+
+// handover puts from to sleep (if awake) and wakes to.
+func (r *Router) handover(ctx context.Context, sw *Switch) error {
+	if sw.From != "" {
+		d, err := r.f.Sleep(ctx, sw.From, r.level)
+		sw.SleepS = d.Seconds()
+		if err != nil {
+			return err
+		}
+	}
+	if err := r.f.MakeRoom(ctx, sw.To); err != nil {
+		return err
+	}
+	if r.f.Asleep(sw.To) {
+		d, err := r.f.Wake(ctx, sw.To)
+		sw.WakeS = d.Seconds()
+		return err
+	}
+	return r.f.Activate(ctx, sw.To) // not started yet, or crashed: start it
+}
+
+// release lets every waiting request of model go (they count in flight
+// from now); the caller holds mu. It returns how many.
+func (r *Router) release(model string) int {
+	kept := r.queue[:0]
+	n := 0
+	for _, w := range r.queue {
+		if w.model == model {
+			r.inflight++
+			close(w.ready)
+			n++
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(r.queue[len(kept):])
+	r.queue = kept
+	r.noteDepth()
+	return n
+}
+
+func (r *Router) failModel(model string, err error) {
+	kept := r.queue[:0]
+	for _, w := range r.queue {
+		if w.model == model {
+			w.ready <- err
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(r.queue[len(kept):])
+	r.queue = kept
+	r.noteDepth()
+}
+
+func (r *Router) failAll(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range r.queue {
+		w.ready <- fmt.Errorf("router stopped: %w", err)
+	}
+	r.queue = nil
+	r.noteDepth()
+}
+
+func (r *Router) noteDepth() { r.depth = append(r.depth, Depth{At: time.Now(), Queued: len(r.queue)}) }
+
+// Send sends a's request to its model: at once when that model is awake
+// and nothing waits, else after the switch that wakes it. It implements
+// load.Sender.
+func (r *Router) Send(ctx context.Context, a load.Arrival) (load.Delivery, error) {
+	r.mu.Lock()
+	waited := false
+	if a.Model != r.active || len(r.queue) > 0 {
+		waited = true
+		w := &waiter{model: a.Model, ready: make(chan error, 1)}
+		r.queue = append(r.queue, w)
+		r.noteDepth()
+		r.mu.Unlock()
+		r.signal()
+		select {
+		case err, ok := <-w.ready:
+			if ok && err != nil {
+				return load.Delivery{Waited: true}, err
+			}
+		case <-ctx.Done():
+			r.mu.Lock()
+			if r.drop(w) { // still queued: it never went out
+				r.mu.Unlock()
+				return load.Delivery{Waited: true}, fmt.Errorf("waiting for %s to wake: %w", a.Model, context.Cause(ctx))
+			}
+			r.mu.Unlock()
+			if err, ok := <-w.ready; ok && err != nil { // failed meanwhile
+				return load.Delivery{Waited: true}, err
+			} // released meanwhile: it counts in flight, send it
+		}
+	} else {
+		r.inflight++
+		r.mu.Unlock()
+	}
+	defer func() {
+		r.mu.Lock()
+		r.inflight--
+		idle := r.inflight == 0
+		r.mu.Unlock()
+		if idle {
+			r.signal()
+		}
+	}()
+	d := load.Delivery{Dispatched: time.Now(), Waited: waited}
+	s, err := r.f.Stream(ctx, a.Model, a.Request)
+	d.Stream = s
+	return d, err
+}
+
+// drop removes w from the queue; false if it was not there.
+func (r *Router) drop(w *waiter) bool {
+	for i, x := range r.queue {
+		if x == w {
+			r.queue = append(r.queue[:i], r.queue[i+1:]...)
+			r.noteDepth()
+			return true
+		}
+	}
+	return false
+}
+
+// Switches are the handovers so far.
+func (r *Router) Switches() []Switch {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Switch(nil), r.switches...)
+}
+
+// Depths is the queue depth after every change.
+func (r *Router) Depths() []Depth {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Depth(nil), r.depth...)
+}
