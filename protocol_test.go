@@ -28,6 +28,7 @@ var phaseTests = map[string]func(*testing.T){
 	protocol.PhaseAfterWake: testAfterWake,
 	protocol.PhaseSleepL2:   func(t *testing.T) { testSleep(t, 2) },
 	protocol.PhaseSwitch:    testSwitch,
+	protocol.PhaseTraffic:   testTraffic,
 }
 
 // TestProtocol runs the protocol's phases in protocol.Phases' order, one
@@ -141,6 +142,32 @@ func testSwitch(t *testing.T) {
 	passes(t, h.SwitchChecks(handoffs))
 }
 
+// testTraffic sends open-loop traffic to every model through the
+// wake-on-demand router, then with every model awake, then sleeps a model
+// with requests in flight in each pause mode.
+func testTraffic(t *testing.T) {
+	h, ctx := begin(t, protocol.PhaseTraffic)
+	tr, err := h.Traffic(ctx, progress(t))
+	assert.NoError(t, err)
+	shared := 0
+	for _, r := range tr.Requests {
+		if r.Run == record.RunShared {
+			shared++
+			if r.Err == "" && !r.FirstToken.IsZero() {
+				assert.False(t, r.FirstToken.Before(r.Dispatched), "request %d: first token after it left the router", r.Index)
+			}
+		}
+	}
+	arrivals, _, err := protocol.Arrivals(h.Config())
+	require.NoError(t, err)
+	assert.Equal(t, len(arrivals), shared, "every arrival sent once")
+	if len(h.Labels()) > 1 && len(arrivals) > 0 {
+		assert.NotEmpty(t, tr.Switches, "the router woke models on demand")
+	}
+	assert.Len(t, tr.InFlight, len(h.Config().Traffic.InFlightModes))
+	passes(t, h.TrafficChecks(tr))
+}
+
 // TestSoak is the soak phase: hundreds of handoffs round-robin over three
 // or more models, every sleep's residual fitted for growth, the headroom
 // before every wake, a correctness replay after it. Off unless
@@ -214,6 +241,11 @@ func TestOutputs(t *testing.T) {
 				}
 			}
 		}
+	}
+	if t := raw.Traffic; t != nil {
+		// Every traffic request (both runs), the in-flight requests of each
+		// mode and a probe after each of those wakes.
+		probes += len(t.Requests) + len(t.InFlight)*(cfg.Traffic.InFlightRequests+1)
 	}
 	for _, ph := range raw.Phases {
 		if ph == protocol.PhaseSoak { // a soak in the same run adds its own probes and replays

@@ -260,6 +260,9 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 	if len(raw.Soak) > 0 {
 		write("soak.csv", func(w io.Writer) error { return report.WriteSoakCSV(w, raw) })
 	}
+	if raw.Traffic != nil {
+		write("requests.jsonl", func(w io.Writer) error { return report.WriteRequestsJSONL(w, raw) })
+	}
 	if len(samples) > 0 {
 		title := "wakebench: GPU memory, " + raw.GPU
 		if raw.Simulated != nil {

@@ -31,6 +31,7 @@ const (
 	PhaseAfterWake = "after-wake"
 	PhaseSleepL2   = "sleep-level2"
 	PhaseSwitch    = "switch"
+	// PhaseTraffic is declared in traffic.go.
 )
 
 // Phases is the protocol in run order: the one list the suite runs, the
@@ -43,6 +44,7 @@ func Phases() []Phase {
 		{PhaseAfterWake, "one level-1 sleep and wake, then serving again as in baseline, against the baseline's tok/s"},
 		{PhaseSleepL2, "`sleep_l2_cycles` (3) cycles at level 2; the wake is `wake_up?tags=weights`, `collective_rpc {\"method\":\"reload_weights\"}`, `wake_up?tags=kv_cache`, `reset_prefix_cache`; every first token is checked for garbage"},
 		{PhaseSwitch, "all models: 1 initial activation (A awake, others asleep), then `handoffs` (19) handoffs A→B, B→A, … (round-robin for more models): sleep the active model at level 1, wake the next, first token"},
+		{PhaseTraffic, "all models: open-loop `traffic.arrivals` (Poisson) at `traffic.rate` (2 req/s) per model for `traffic.duration_s` (6 s) through a wake-on-demand router (one model awake, the others asleep at `traffic.sleep_level`); the same arrivals with every model awake (the ideal); then a sleep with `in_flight_requests` (4) decoding in each pause mode (abort, wait, keep)"},
 	}
 }
 

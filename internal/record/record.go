@@ -238,6 +238,7 @@ type Raw struct {
 	Soak        []SoakCycle
 	SoakPlanned int
 	SoakLevel   int
+	Traffic     *Traffic // the traffic phase; nil when it did not run
 }
 
 // NewRaw is an empty record of the labelled models, started now.
@@ -278,6 +279,7 @@ func (r Raw) Clone() Raw {
 	c.DeviceUsedGiB = slices.Clone(r.DeviceUsedGiB)
 	c.Events = slices.Clone(r.Events)
 	cloneCorrectness(&c, r)
+	c.Traffic = cloneTraffic(r.Traffic)
 	return c
 }
 

@@ -62,6 +62,7 @@ func WriteUnitMetadata(w io.Writer) error {
 //	BenchmarkSleep/model=A/level=1
 //	BenchmarkServe/model=A/stage=baseline/conc=4
 //	BenchmarkSwitch/dir=A→B
+//	BenchmarkTraffic/model=A/run=shared/found=asleep (one line per request: issued → first token, TPOT)
 //	BenchmarkMemory/model=A
 func WriteBench(w io.Writer, raw record.Raw) error {
 	bw := benchfmt.NewWriter(w)
@@ -134,6 +135,22 @@ func WriteBench(w io.Writer, raw record.Raw) error {
 			continue
 		}
 		line("Switch/dir="+record.DirectionKey(h.From, h.To), v(h.SleepS, UnitSleep), v(h.WakeS, UnitWake), v(h.ToFirstTokenS, UnitFirstToken))
+	}
+	if t := raw.Traffic; t != nil {
+		for _, r := range t.Requests {
+			if r.WarmUp || r.Err != "" {
+				continue
+			}
+			found := "awake"
+			if r.Waited {
+				found = "asleep"
+			}
+			vals := []benchfmt.Value{v(r.TTFTS, UnitFirstToken)}
+			if r.HasTPOT {
+				vals = append(vals, v(r.TPOTS, UnitTPOT))
+			}
+			line("Traffic/model="+r.Model+"/run="+r.Run+"/found="+found, vals...)
+		}
 	}
 	if peak := summary(raw.DeviceUsedGiB); peak.N > 0 {
 		line("Memory/device", v(peak.Max, UnitPeak))

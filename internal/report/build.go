@@ -152,6 +152,7 @@ func Build(raw record.Raw) Report {
 	}
 
 	rep.Soak = soak(raw)
+	rep.Traffic = traffic(raw.Traffic)
 	rep.Status = status(rep)
 	return rep
 }

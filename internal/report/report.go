@@ -40,6 +40,8 @@ type Report struct {
 	Finished     float64          `json:"finished"`
 	// Soak is the soak phase (absent when it did not run).
 	Soak *Soak `json:"soak,omitempty"`
+	// Traffic is the traffic phase (absent when it did not run).
+	Traffic *Traffic `json:"traffic,omitempty"`
 }
 
 // Model is one model's figures.

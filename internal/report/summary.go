@@ -105,6 +105,7 @@ func WriteSummary(w io.Writer, rep Report) error {
 		}
 	}
 	writeTransitions(&b, rep, labels)
+	writeTraffic(&b, rep.Traffic)
 	peak := rep.Memory.PhysicalPeakGiB
 	peak.Median = peak.Max // num prints the median
 	fmt.Fprintf(&b, "\nGPU memory: peak %s GiB over %d samples (source %s).", num(peak), peak.N, rep.Memory.Source)
@@ -210,4 +211,42 @@ func slope(tr *stats.Trend, ci bool) string {
 		return fmt.Sprintf("%.3g (%.3g, %.3g)", tr.Slope, tr.CILow, tr.CIHigh)
 	}
 	return fmt.Sprintf("%.3g", tr.Slope)
+}
+
+// writeTraffic adds the traffic phase: per model the requests that found
+// their model awake and asleep with their arrival → first token, the
+// queue, switches, goodput against the ideal, and the sleeps with requests
+// in flight.
+func writeTraffic(b *strings.Builder, t *Traffic) {
+	if t == nil {
+		return
+	}
+	ratio := "no ideal run"
+	if t.GoodputRatio != nil {
+		ratio = fmt.Sprintf("%.3g of the ideal's %.3g", *t.GoodputRatio, t.Ideal.GoodputRPS)
+	} else if t.Ideal != nil && t.Ideal.Note != "" {
+		ratio = "no ideal run: " + t.Ideal.Note
+	}
+	fmt.Fprintf(b, "\n## Traffic (%s; router sleeps at level %d)\n\n%d switches (%.3g a minute, median %s s each), queue up to %d; goodput %.3g req/s, %s.\n\n",
+		t.Arrivals, t.SleepLevel, t.Switches, t.SwitchesPerMin, num(t.SwitchS), t.MaxQueueDepth, t.GoodputRPS, ratio)
+	b.WriteString("| model | requests (failed) | found awake / asleep | first token awake (median / p95) | first token asleep (median / p95) | queue wait p95 | good |\n|---|---|---|---|---|---|---|\n")
+	for _, l := range slices.Sorted(maps.Keys(t.Models)) {
+		m := t.Models[l]
+		fmt.Fprintf(b, "| %s | %d (%d) | %d / %d | %s | %s | %s | %d |\n", l, m.Requests, m.Failure, m.AwakeHits, m.AsleepHits,
+			spread(m.FirstTokenAwakeS), spread(m.FirstTokenAsleepS), p95(m.QueueWaitS), m.Good)
+	}
+	if len(t.InFlight) > 0 {
+		b.WriteString("\n| sleep with requests in flight, mode | requests | aborted / finished / held / errors | sleep s | server lived on | unexpected |\n|---|---|---|---|---|---|\n")
+		for _, mode := range slices.Sorted(maps.Keys(t.InFlight)) {
+			f := t.InFlight[mode]
+			fmt.Fprintf(b, "| %s | %d | %d / %d / %d / %d | %.4g | %v | %d |\n", mode, f.Requests, f.Aborted, f.Finished, f.Held, f.Errors, f.SleepS, f.Survived, f.Unexpected)
+		}
+	}
+}
+
+func p95(s stats.Summary) string {
+	if s.N == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.4g", s.P95)
 }

@@ -1,0 +1,79 @@
+package gate
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/stats"
+)
+
+// AsleepFirstTokens is, per model, issued → first token of the shared
+// run's successful requests that had to wait for their model.
+func AsleepFirstTokens(t record.Traffic) map[string][]float64 {
+	out := map[string][]float64{}
+	for _, r := range t.Requests {
+		if r.Run == record.RunShared && !r.WarmUp && r.Waited && r.Err == "" {
+			out[r.Model] = append(out[r.Model], r.TTFTS)
+		}
+	}
+	return out
+}
+
+// Traffic: the shared run's failed requests within max_failed_requests;
+// goodput shared / ideal ≥ min_traffic_goodput_ratio (not evaluated
+// without an ideal run); per model, p99 issued → first token of requests
+// that found their model asleep ≤ max_asleep_first_token_p99_s; each
+// sleep with requests in flight survived, every request as its mode says.
+func Traffic(cfg config.Config, t record.Traffic) []record.Check {
+	var out []record.Check
+	failed, n := 0, 0
+	for _, r := range t.Requests {
+		if r.Run == record.RunShared && !r.WarmUp {
+			n++
+			if r.Err != "" {
+				failed++
+			}
+		}
+	}
+	if n > 0 {
+		out = append(out, Evaluate("traffic.failed_requests", "", float64(failed), "<=", float64(cfg.Thresholds.MaxFailedRequests)))
+		if limit := cfg.Thresholds.MinTrafficGoodputRatio; limit > 0 {
+			shared, ideal := t.GoodputRPS(record.RunShared), t.GoodputRPS(record.RunIdeal)
+			if t.IdealRan && ideal > 0 {
+				out = append(out, Evaluate("traffic.goodput_ratio", "", shared/ideal, ">=", limit))
+			} else {
+				reason := t.IdealNote
+				if reason == "" {
+					reason = "no ideal run (traffic.ideal off), or no good request in it"
+				}
+				out = append(out, record.Check{Name: "traffic.goodput_ratio", Op: ">=", Limit: limit, Verdict: record.NotEvaluated,
+					Reason: reason, Required: cfg.ThresholdSetByUser("", "min_traffic_goodput_ratio")})
+			}
+		}
+		asleep := AsleepFirstTokens(t)
+		for _, l := range slices.Sorted(maps.Keys(asleep)) {
+			if limit := cfg.ThresholdsFor(l).MaxAsleepFirstTokenP99S; limit > 0 {
+				out = append(out, Evaluate("traffic.asleep_first_token_s.p99", l, stats.NearestRank(sortedCopy(asleep[l]), 99), "<=", limit))
+			}
+		}
+	}
+	for _, f := range t.InFlight {
+		survived := 0.0
+		if f.Survived {
+			survived = 1
+		}
+		out = append(out,
+			Evaluate(fmt.Sprintf("traffic.in_flight.%s.survived", f.Mode), "", survived, "==", 1),
+			Evaluate(fmt.Sprintf("traffic.in_flight.%s.unexpected", f.Mode), "", float64(f.Unexpected), "==", 0))
+	}
+	return out
+}
+
+func sortedCopy(xs []float64) []float64 {
+	c := slices.Clone(xs)
+	slices.Sort(c)
+	return c
+}

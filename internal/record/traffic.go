@@ -1,0 +1,121 @@
+package record
+
+import (
+	"slices"
+	"time"
+)
+
+// Runs of the traffic phase.
+const (
+	RunShared = "shared" // through the wake-on-demand router, one model awake at a time
+	RunIdeal  = "ideal"  // the same arrivals, every model awake
+)
+
+// TrafficRequest is one request of the traffic phase.
+type TrafficRequest struct {
+	Run    string
+	Index  int
+	Model  string
+	WarmUp bool
+	// Planned, Issued (the generator sent it on), Dispatched (the router
+	// let it go to the server), FirstToken, Done; zero when not reached.
+	Planned, Issued, Dispatched, FirstToken, Done time.Time
+	Waited                                        bool // its model was asleep (or being woken) when it arrived
+	PromptTokens, OutputTokens                    int
+	TTFTS, TPOTS, E2ES                            float64 // issued → first token; TPOT; issued → last token
+	HasTPOT                                       bool
+	ITLS                                          []float64
+	Good                                          bool // succeeded within every SLO
+	Err                                           string
+}
+
+// RouterSwitch is one handover the router made.
+type RouterSwitch struct {
+	From, To      string
+	Start, End    time.Time
+	SleepS, WakeS float64
+	Released      int
+	Err           string
+}
+
+// QueueDepth is the router's queue from At on.
+type QueueDepth struct {
+	At     time.Time
+	Queued int
+}
+
+// InFlight is a sleep sent while requests decode, in one pause mode.
+type InFlight struct {
+	Mode     string `json:"mode"`
+	Requests int    `json:"requests"`
+	// What each request saw: aborted (finish_reason abort), finished before
+	// the sleep answered, held (its last token after the wake), error.
+	Aborted  int `json:"aborted"`
+	Finished int `json:"finished"`
+	Held     int `json:"held"`
+	Errors   int `json:"errors"`
+	// Unexpected counts requests whose outcome is not the mode's (abort:
+	// aborted or finished first; wait: finished; keep: held).
+	Unexpected int     `json:"unexpected"`
+	SleepS     float64 `json:"sleep_s"`  // /sleep sent → answered (wait: includes the drain)
+	Survived   bool    `json:"survived"` // the server answered a probe after the wake
+	Detail     string  `json:"detail,omitempty"`
+}
+
+// Traffic is the traffic phase.
+type Traffic struct {
+	Start     time.Time
+	DurationS float64 // of the shared run: first planned arrival → last request done
+	Arrivals  string  // how the arrivals were made, in words
+	Level     int     // the router's sleep level
+	Requests  []TrafficRequest
+	Switches  []RouterSwitch
+	Depth     []QueueDepth
+	IdealRan  bool
+	IdealNote string // why the ideal run did not run
+	IdealS    float64
+	InFlight  []InFlight
+}
+
+// SetTraffic records the traffic phase.
+func (r *Recorder) SetTraffic(t Traffic) {
+	defer r.lock()()
+	r.raw.Traffic = &t
+}
+
+func cloneTraffic(t *Traffic) *Traffic {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	c.Requests = slices.Clone(t.Requests)
+	c.Switches = slices.Clone(t.Switches)
+	c.Depth = slices.Clone(t.Depth)
+	c.InFlight = slices.Clone(t.InFlight)
+	return &c
+}
+
+// GoodputRPS is a run's good requests (every SLO met; warm-up left out)
+// per second of its span, first planned arrival → last request done.
+func (t Traffic) GoodputRPS(run string) float64 {
+	var first, last time.Time
+	good := 0
+	for _, r := range t.Requests {
+		if r.Run != run || r.WarmUp {
+			continue
+		}
+		if r.Good {
+			good++
+		}
+		if first.IsZero() || r.Planned.Before(first) {
+			first = r.Planned
+		}
+		if r.Done.After(last) {
+			last = r.Done
+		}
+	}
+	if !last.After(first) {
+		return 0
+	}
+	return float64(good) / last.Sub(first).Seconds()
+}

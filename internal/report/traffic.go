@@ -1,0 +1,190 @@
+package report
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/stats"
+)
+
+// Traffic is the traffic phase in report.json.
+type Traffic struct {
+	Arrivals       string                      `json:"arrivals"`
+	DurationS      float64                     `json:"duration_s"`
+	SleepLevel     int                         `json:"sleep_level"`
+	Models         map[string]*TrafficModel    `json:"models"` // the shared run
+	Switches       int                         `json:"switches"`
+	SwitchesPerMin float64                     `json:"switches_per_min"`
+	SwitchS        stats.Summary               `json:"switch_s"` // one handover: drain done → woken
+	FailedSwitches int                         `json:"failed_switches"`
+	MaxQueueDepth  int                         `json:"max_queue_depth"`
+	GoodputRPS     float64                     `json:"goodput_rps"`
+	Ideal          *TrafficIdeal               `json:"ideal"`
+	GoodputRatio   *float64                    `json:"goodput_ratio"` // shared / ideal; null without an ideal run
+	InFlight       map[string]*record.InFlight `json:"sleep_in_flight"`
+}
+
+// TrafficModel is one model's requests of a run.
+type TrafficModel struct {
+	Requests          int           `json:"requests"`
+	Success           int           `json:"success"`
+	Failure           int           `json:"failure"`
+	WarmUp            int           `json:"warmup"`      // sent, not counted
+	AwakeHits         int           `json:"awake_hits"`  // found their model awake, sent at once
+	AsleepHits        int           `json:"asleep_hits"` // waited for a wake
+	FirstTokenAwakeS  stats.Summary `json:"first_token_awake_s"`
+	FirstTokenAsleepS stats.Summary `json:"first_token_asleep_s"`
+	QueueWaitS        stats.Summary `json:"queue_wait_s"` // issued → left the router
+	TTFTS             stats.Summary `json:"ttft_s"`
+	TPOTS             stats.Summary `json:"tpot_s"`
+	ITLS              stats.Summary `json:"itl_s"`
+	E2ES              stats.Summary `json:"e2e_s"`
+	Good              int           `json:"good"`
+}
+
+// TrafficIdeal is the run with every model awake.
+type TrafficIdeal struct {
+	Executed   bool                     `json:"executed"`
+	Note       string                   `json:"note,omitempty"`
+	GoodputRPS float64                  `json:"goodput_rps"`
+	Models     map[string]*TrafficModel `json:"models,omitempty"`
+}
+
+func trafficModels(t *record.Traffic, run string) map[string]*TrafficModel {
+	type series struct{ awake, asleep, wait, ttft, tpot, itl, e2e []float64 }
+	out, by := map[string]*TrafficModel{}, map[string]*series{}
+	for _, r := range t.Requests {
+		if r.Run != run {
+			continue
+		}
+		m := out[r.Model]
+		if m == nil {
+			m, by[r.Model] = &TrafficModel{}, &series{}
+			out[r.Model] = m
+		}
+		if r.WarmUp {
+			m.WarmUp++
+			continue
+		}
+		s := by[r.Model]
+		m.Requests++
+		if r.Waited {
+			m.AsleepHits++
+		} else {
+			m.AwakeHits++
+		}
+		if r.Err != "" {
+			m.Failure++
+			continue
+		}
+		m.Success++
+		if r.Good {
+			m.Good++
+		}
+		if r.Waited {
+			s.asleep = append(s.asleep, r.TTFTS)
+		} else {
+			s.awake = append(s.awake, r.TTFTS)
+		}
+		if !r.Dispatched.IsZero() {
+			s.wait = append(s.wait, r.Dispatched.Sub(r.Issued).Seconds())
+		}
+		s.ttft, s.e2e = append(s.ttft, r.TTFTS), append(s.e2e, r.E2ES)
+		if r.HasTPOT {
+			s.tpot = append(s.tpot, r.TPOTS)
+		}
+		s.itl = append(s.itl, r.ITLS...)
+	}
+	for l, m := range out {
+		s := by[l]
+		m.FirstTokenAwakeS, m.FirstTokenAsleepS, m.QueueWaitS = summary(s.awake), summary(s.asleep), summary(s.wait)
+		m.TTFTS, m.TPOTS, m.ITLS, m.E2ES = summary(s.ttft), summary(s.tpot), summary(s.itl), summary(s.e2e)
+	}
+	return out
+}
+
+// traffic summarises the traffic phase; nil when it did not run.
+func traffic(t *record.Traffic) *Traffic {
+	if t == nil {
+		return nil
+	}
+	out := &Traffic{Arrivals: t.Arrivals, DurationS: t.DurationS, SleepLevel: t.Level, Models: trafficModels(t, record.RunShared),
+		Switches: len(t.Switches), GoodputRPS: t.GoodputRPS(record.RunShared), InFlight: map[string]*record.InFlight{}}
+	var sw []float64
+	for _, s := range t.Switches {
+		if s.Err != "" {
+			out.FailedSwitches++
+			continue
+		}
+		sw = append(sw, s.End.Sub(s.Start).Seconds())
+	}
+	out.SwitchS = summary(sw)
+	if t.DurationS > 0 {
+		out.SwitchesPerMin = float64(len(t.Switches)) / t.DurationS * 60
+	}
+	for _, d := range t.Depth {
+		out.MaxQueueDepth = max(out.MaxQueueDepth, d.Queued)
+	}
+	out.Ideal = &TrafficIdeal{Executed: t.IdealRan, Note: t.IdealNote}
+	if t.IdealRan {
+		out.Ideal.GoodputRPS = t.GoodputRPS(record.RunIdeal)
+		out.Ideal.Models = trafficModels(t, record.RunIdeal)
+		if out.Ideal.GoodputRPS > 0 {
+			r := out.GoodputRPS / out.Ideal.GoodputRPS
+			out.GoodputRatio = &r
+		}
+	}
+	for i := range t.InFlight {
+		f := t.InFlight[i]
+		out.InFlight[f.Mode] = &f
+	}
+	return out
+}
+
+// WriteRequestsJSONL writes requests.jsonl: every request of the traffic
+// phase, a JSON object a line: run, index, model, warmup, found (awake or
+// asleep), the times planned_s, issued_s, dispatched_s, first_token_s,
+// done_s (Unix seconds, 0 when not reached), queue_wait_s, ttft_s,
+// tpot_s (absent under two tokens), e2e_s, itl_s, the token counts, good,
+// error and simulated.
+func WriteRequestsJSONL(w io.Writer, raw record.Raw) error {
+	bw := bufio.NewWriter(w)
+	if raw.Traffic == nil {
+		return bw.Flush()
+	}
+	enc := json.NewEncoder(bw)
+	unix := func(t time.Time) float64 {
+		if t.IsZero() {
+			return 0
+		}
+		return record.Unix(t)
+	}
+	for _, r := range raw.Traffic.Requests {
+		found := "awake"
+		if r.Waited {
+			found = "asleep"
+		}
+		itl := r.ITLS
+		if itl == nil {
+			itl = []float64{}
+		}
+		line := map[string]any{"run": r.Run, "index": r.Index, "model": r.Model, "warmup": r.WarmUp, "found": found,
+			"planned_s": unix(r.Planned), "issued_s": unix(r.Issued), "dispatched_s": unix(r.Dispatched),
+			"first_token_s": unix(r.FirstToken), "done_s": unix(r.Done), "queue_wait_s": 0.0,
+			"prompt_tokens": r.PromptTokens, "output_tokens": r.OutputTokens, "ttft_s": r.TTFTS, "e2e_s": r.E2ES,
+			"itl_s": itl, "good": r.Good, "error": r.Err, "simulated": raw.Simulated != nil}
+		if r.HasTPOT {
+			line["tpot_s"] = r.TPOTS
+		}
+		if !r.Dispatched.IsZero() {
+			line["queue_wait_s"] = r.Dispatched.Sub(r.Issued).Seconds()
+		}
+		if err := enc.Encode(line); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
