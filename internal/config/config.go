@@ -210,7 +210,7 @@ type Thresholds struct {
 	MinTrafficGoodputRatio  float64 `json:"min_traffic_goodput_ratio"`
 	MaxAsleepFirstTokenP99S float64 `json:"max_asleep_first_token_p99_s"`
 	RegressionPercent       float64 `json:"regression_percent"`
-	RegressionAlpha              float64 `json:"regression_alpha"`
+	RegressionAlpha         float64 `json:"regression_alpha"`
 }
 
 // DefaultPrompt is about 26 tokens, like the reference run's prompt.

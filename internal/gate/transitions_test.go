@@ -3,6 +3,7 @@ package gate
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -83,4 +84,41 @@ func TestSoakChecks(t *testing.T) {
 	assert.Equal(t, record.NotEvaluated, v["soak.residual_growth_mib_per_cycle/C"])
 	cfg.Thresholds.MaxResidualGrowthMiBPerCycle = 0
 	assert.NotContains(t, verdicts(Soak(cfg, cycles)), "soak.residual_growth_mib_per_cycle/B", "0 turns the limit off")
+}
+
+func TestTrafficChecks(t *testing.T) {
+	cfg := config.Default()
+	cfg.Thresholds.MaxAsleepFirstTokenP99S = 0.5
+	t0 := time.Unix(1_700_000_000, 0)
+	r := func(run, model string, s int, waited, good bool, ttft float64) record.TrafficRequest {
+		return record.TrafficRequest{Run: run, Model: model, Planned: t0.Add(time.Duration(s) * time.Second), Done: t0.Add(time.Duration(s+1) * time.Second),
+			Waited: waited, Good: good, TTFTS: ttft}
+	}
+	tr := record.Traffic{
+		Requests: []record.TrafficRequest{
+			r(record.RunShared, "A", 0, true, true, 0.2), r(record.RunShared, "B", 1, true, false, 0.9), r(record.RunShared, "A", 2, false, true, 0.01),
+			r(record.RunIdeal, "A", 0, false, true, 0.01), r(record.RunIdeal, "B", 1, false, true, 0.01), r(record.RunIdeal, "A", 2, false, true, 0.01),
+		},
+		IdealRan: true,
+		InFlight: []record.InFlight{{Mode: "wait", Survived: true}, {Mode: "keep", Survived: false, Unexpected: 2}},
+	}
+	cs := Traffic(cfg, tr)
+	v := verdicts(cs)
+	assert.Equal(t, map[string]string{"traffic.failed_requests/": "PASS", "traffic.goodput_ratio/": "PASS",
+		"traffic.asleep_first_token_s.p99/A": "PASS", "traffic.asleep_first_token_s.p99/B": "FAIL",
+		"traffic.in_flight.wait.survived/": "PASS", "traffic.in_flight.wait.unexpected/": "PASS",
+		"traffic.in_flight.keep.survived/": "FAIL", "traffic.in_flight.keep.unexpected/": "FAIL"}, v)
+	for _, c := range cs {
+		if c.Name == "traffic.goodput_ratio" {
+			assert.InDelta(t, 2.0/3, c.Value, 1e-9, "2 good against 3, over the same 3 s")
+		}
+	}
+	tr.IdealRan, tr.IdealNote = false, "the models need 9 GiB more awake, the GPU has 4 GiB free"
+	for _, c := range Traffic(cfg, tr) {
+		if c.Name == "traffic.goodput_ratio" {
+			assert.Equal(t, record.NotEvaluated, c.Verdict)
+			assert.Equal(t, tr.IdealNote, c.Reason)
+			assert.False(t, c.Required, "left at its default")
+		}
+	}
 }

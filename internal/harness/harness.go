@@ -270,7 +270,8 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 		}
 		write("timeline.svg", func(w io.Writer) error {
 			return report.WriteTimelineSVG(w, report.Timeline{Samples: samples, LabelOf: r.fleet.LabelOf, Names: raw.Names,
-				Windows: raw.Windows, Pad: time.Duration(r.cfg.Protocol.WindowPadS * float64(time.Second)), Events: raw.Events, Title: title})
+				Windows: raw.Windows, Pad: time.Duration(r.cfg.Protocol.WindowPadS * float64(time.Second)), Events: raw.Events, Title: title,
+				Queue: trafficQueue(raw)})
 		})
 	}
 	// The report comes last and says what could not be written before it.
@@ -283,4 +284,12 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 		rep.Status = "FAIL"
 	}
 	return rep, errors.Join(append(errs, r.exitErrs...)...)
+}
+
+// trafficQueue is the traffic phase's router queue, if it ran.
+func trafficQueue(raw record.Raw) []record.QueueDepth {
+	if raw.Traffic == nil {
+		return nil
+	}
+	return raw.Traffic.Depth
 }

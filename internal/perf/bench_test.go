@@ -329,10 +329,10 @@ func BenchmarkPhysicalLimits(b *testing.B) {
 // clientSender sends every arrival straight to one server.
 type clientSender struct{ c *vllm.Client }
 
-func (s clientSender) Send(ctx context.Context, a load.Arrival) (*vllm.Stream, time.Time, error) {
+func (s clientSender) Send(ctx context.Context, a load.Arrival) (load.Delivery, error) {
 	now := time.Now()
 	st, err := s.c.Complete(ctx, a.Request)
-	return st, now, err
+	return load.Delivery{Stream: st, Dispatched: now}, err
 }
 
 // BenchmarkOpenLoopSchedule is the open-loop generator on one core

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"github.com/wakebench/wakebench/internal/gate"
@@ -273,7 +274,16 @@ func TestTimelineSVG(t *testing.T) {
 	for _, want := range []string{"A (big)", "B (small)", "device used", "A-sleep-level1", "sleep sent", "wake sent"} {
 		assert.Contains(t, texts, want, "one series per model, the window and the event marks are labelled")
 	}
+	assert.NotContains(t, texts, "router queue (traffic phase)", "no traffic, no queue panel")
 	assert.ErrorContains(t, WriteTimelineSVG(io.Discard, Timeline{}), "no GPU samples")
+
+	// With the traffic phase's queue: a second panel below, same time axis.
+	b.Reset()
+	err = WriteTimelineSVG(&b, Timeline{Samples: samples, LabelOf: func(int) string { return "" }, Title: "t",
+		Queue: []record.QueueDepth{{At: t0.Add(time.Second), Queued: 1}, {At: t0.Add(1500 * time.Millisecond), Queued: 3}, {At: t0.Add(2 * time.Second), Queued: 0}}})
+	require.NoError(t, err)
+	assert.Contains(t, b.String(), "router queue (traffic phase)")
+	assert.Contains(t, b.String(), "requests waiting for a wake")
 }
 
 // TestPhysicalLimits: the floors are weight bytes over the link and memory
@@ -418,4 +428,76 @@ func TestTransitionsSummarised(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	require.Len(t, lines, 10, "a header and a row per cycle")
 	assert.True(t, strings.HasPrefix(lines[1], "1,A,B,1,true,1,2,3.5,0.5,90,20,8,12,1,NaN,NaN,NaN,0,,true"), lines[1])
+}
+
+// TestTrafficSummarised: the traffic phase's figures as worked out by hand.
+func TestTrafficSummarised(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	req := func(run, model string, planned int, waited bool, ttft float64, good bool, err string) record.TrafficRequest {
+		return record.TrafficRequest{Run: run, Model: model, Planned: at(planned), Issued: at(planned), Dispatched: at(planned + 100*btoi(waited)),
+			FirstToken: at(planned + int(ttft*1000)), Done: at(planned + int(ttft*1000) + 100), Waited: waited, TTFTS: ttft, E2ES: ttft + 0.1,
+			HasTPOT: true, TPOTS: 0.01, ITLS: []float64{0.01, 0.01}, Good: good, Err: err}
+	}
+	raw := sampleRaw()
+	raw.Traffic = &record.Traffic{Start: t0, DurationS: 2.5, Arrivals: "x", Level: 1,
+		Requests: []record.TrafficRequest{
+			{Run: record.RunShared, Model: "A", WarmUp: true},
+			req(record.RunShared, "A", 0, false, 0.05, true, ""),
+			req(record.RunShared, "B", 500, true, 0.3, true, ""),
+			req(record.RunShared, "A", 1000, true, 0.4, false, ""),
+			req(record.RunShared, "B", 1900, false, 0.05, false, "boom"),
+			req(record.RunIdeal, "A", 0, false, 0.05, true, ""),
+			req(record.RunIdeal, "B", 500, false, 0.05, true, ""),
+			req(record.RunIdeal, "A", 1000, false, 0.05, true, ""),
+			req(record.RunIdeal, "B", 1900, false, 0.05, true, ""),
+		},
+		Switches: []record.RouterSwitch{{From: "A", To: "B", Start: at(500), End: at(700)}, {From: "B", To: "A", Start: at(1000), End: at(1300)}},
+		Depth:    []record.QueueDepth{{At: at(500), Queued: 1}, {At: at(700), Queued: 0}, {At: at(1000), Queued: 2}, {At: at(2200), Queued: 0}},
+		IdealRan: true,
+		InFlight: []record.InFlight{{Mode: "keep", Requests: 2, Held: 2, Survived: true}},
+	}
+	tr := Build(raw).Traffic
+	require.NotNil(t, tr)
+	a, b := tr.Models["A"], tr.Models["B"]
+	assert.Equal(t, 2, a.Requests, "the warm-up is not counted")
+	assert.Equal(t, 1, a.WarmUp)
+	assert.Equal(t, 1, a.AwakeHits)
+	assert.Equal(t, 1, a.AsleepHits)
+	assert.Equal(t, 0.4, a.FirstTokenAsleepS.Median)
+	assert.Equal(t, 1, b.Failure)
+	assert.Equal(t, 1, b.Good)
+	// Shared: 2 good of 4 over 0 → 2.05 s (the last Done); ideal: 4 good
+	// over the same span.
+	assert.InDelta(t, 2/2.05, tr.GoodputRPS, 1e-9)
+	assert.InDelta(t, 4/2.05, tr.Ideal.GoodputRPS, 1e-9)
+	require.NotNil(t, tr.GoodputRatio)
+	assert.InDelta(t, 0.5, *tr.GoodputRatio, 1e-9)
+	assert.Equal(t, 2, tr.Switches)
+	assert.InDelta(t, 2/2.5*60, tr.SwitchesPerMin, 1e-9)
+	assert.Equal(t, 0.25, tr.SwitchS.Median, "0.2 s and 0.3 s")
+	assert.Equal(t, 2, tr.MaxQueueDepth)
+	assert.Equal(t, []TrafficSecond{{0, 1, 1}, {1, 2, 1}, {2, 2, 0}}, tr.PerSecond)
+	assert.Equal(t, 2, tr.InFlight["keep"].Held)
+
+	var buf bytes.Buffer
+	require.NoError(t, WriteRequestsJSONL(&buf, raw))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 9)
+	var first map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[3]), &first))
+	assert.Equal(t, "asleep", first["found"])
+	assert.Equal(t, 0.1, first["queue_wait_s"])
+	assert.Equal(t, 0.4, first["ttft_s"])
+	assert.Equal(t, true, first["simulated"])
+	var s bytes.Buffer
+	require.NoError(t, WriteSummary(&s, Build(raw)))
+	assert.Contains(t, s.String(), "requests waiting for a wake (most) `1 2 2`; switches begun `1 1 0`")
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

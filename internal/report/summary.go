@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/wakebench/wakebench/internal/stats"
@@ -234,6 +235,13 @@ func writeTraffic(b *strings.Builder, t *Traffic) {
 		m := t.Models[l]
 		fmt.Fprintf(b, "| %s | %d (%d) | %d / %d | %s | %s | %s | %d |\n", l, m.Requests, m.Failure, m.AwakeHits, m.AsleepHits,
 			spread(m.FirstTokenAwakeS), spread(m.FirstTokenAsleepS), p95(m.QueueWaitS), m.Good)
+	}
+	if len(t.PerSecond) > 0 {
+		var q, sw []string
+		for _, x := range t.PerSecond {
+			q, sw = append(q, strconv.Itoa(x.MaxQueue)), append(sw, strconv.Itoa(x.Switches))
+		}
+		fmt.Fprintf(b, "\nSecond by second: requests waiting for a wake (most) `%s`; switches begun `%s`.\n", strings.Join(q, " "), strings.Join(sw, " "))
 	}
 	if len(t.InFlight) > 0 {
 		b.WriteString("\n| sleep with requests in flight, mode | requests | aborted / finished / held / errors | sleep s | server lived on | unexpected |\n|---|---|---|---|---|---|\n")

@@ -13,6 +13,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/wakebench/wakebench/internal/gpu"
 )
@@ -26,6 +27,9 @@ type Timeline struct {
 	Pad     time.Duration // the windows' padding, taken off again for the picture
 	Events  []record.Event
 	Title   string
+	// Queue is the traffic phase's router queue: drawn below the memory,
+	// on the same time axis, when there is one.
+	Queue []record.QueueDepth
 }
 
 var palette = []color.RGBA{{31, 119, 180, 255}, {214, 39, 40, 255}, {44, 160, 44, 255}, {148, 103, 189, 255}, {255, 127, 14, 255}}
@@ -145,12 +149,51 @@ func WriteTimelineSVG(w io.Writer, tl Timeline) error {
 		}
 	}
 	p.Y.Min, p.Y.Max = 0, ymax
-	wt, err := p.WriterTo(12*vg.Inch, 5*vg.Inch, "svg")
+	if len(tl.Queue) == 0 {
+		wt, err := p.WriterTo(12*vg.Inch, 5*vg.Inch, "svg")
+		if err != nil {
+			return err
+		}
+		_, err = wt.WriteTo(w)
+		return err
+	}
+	q, err := queuePlot(tl.Queue, sec, p.X.Min, p.X.Max)
 	if err != nil {
 		return err
 	}
-	_, err = wt.WriteTo(w)
+	c := vgsvg.New(12*vg.Inch, 7.5*vg.Inch)
+	tiles := draw.Tiles{Rows: 2, Cols: 1, PadY: vg.Points(6), PadTop: vg.Points(2), PadBottom: vg.Points(2)}
+	cs := plot.Align([][]*plot.Plot{{p}, {q}}, tiles, draw.New(c))
+	p.Draw(cs[0][0])
+	q.Draw(cs[1][0])
+	_, err = c.WriteTo(w)
 	return err
+}
+
+// queuePlot draws the router's queue depth as steps over the memory plot's
+// time axis (xmin … xmax).
+func queuePlot(depth []record.QueueDepth, sec func(time.Time) float64, xmin, xmax float64) (*plot.Plot, error) {
+	q := plot.New()
+	q.X.Label.Text = "seconds since the first sample"
+	q.Y.Label.Text = "requests waiting for a wake"
+	q.X.Min, q.X.Max = xmin, xmax
+	var xy plotter.XYs
+	prev, top := 0, 1
+	for _, d := range depth {
+		x := sec(d.At)
+		xy = append(xy, plotter.XY{X: x, Y: float64(prev)}, plotter.XY{X: x, Y: float64(d.Queued)})
+		prev, top = d.Queued, max(top, d.Queued)
+	}
+	line, err := plotter.NewLine(xy)
+	if err != nil {
+		return nil, err
+	}
+	line.Color = color.RGBA{90, 90, 90, 255}
+	q.Add(line)
+	q.Legend.Add("router queue (traffic phase)", line)
+	q.Legend.Top = true
+	q.Y.Min, q.Y.Max = 0, float64(top)*1.2
+	return q, nil
 }
 
 // valueAt is the line's value at x (the last point at or before x).

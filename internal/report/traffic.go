@@ -12,19 +12,22 @@ import (
 
 // Traffic is the traffic phase in report.json.
 type Traffic struct {
-	Arrivals       string                      `json:"arrivals"`
-	DurationS      float64                     `json:"duration_s"`
-	SleepLevel     int                         `json:"sleep_level"`
-	Models         map[string]*TrafficModel    `json:"models"` // the shared run
-	Switches       int                         `json:"switches"`
-	SwitchesPerMin float64                     `json:"switches_per_min"`
-	SwitchS        stats.Summary               `json:"switch_s"` // one handover: drain done → woken
-	FailedSwitches int                         `json:"failed_switches"`
-	MaxQueueDepth  int                         `json:"max_queue_depth"`
-	GoodputRPS     float64                     `json:"goodput_rps"`
-	Ideal          *TrafficIdeal               `json:"ideal"`
-	GoodputRatio   *float64                    `json:"goodput_ratio"` // shared / ideal; null without an ideal run
-	InFlight       map[string]*record.InFlight `json:"sleep_in_flight"`
+	Arrivals       string                   `json:"arrivals"`
+	DurationS      float64                  `json:"duration_s"`
+	SleepLevel     int                      `json:"sleep_level"`
+	Models         map[string]*TrafficModel `json:"models"` // the shared run
+	Switches       int                      `json:"switches"`
+	SwitchesPerMin float64                  `json:"switches_per_min"`
+	SwitchS        stats.Summary            `json:"switch_s"` // one handover: drain done → woken
+	FailedSwitches int                      `json:"failed_switches"`
+	MaxQueueDepth  int                      `json:"max_queue_depth"`
+	GoodputRPS     float64                  `json:"goodput_rps"`
+	Ideal          *TrafficIdeal            `json:"ideal"`
+	GoodputRatio   *float64                 `json:"goodput_ratio"` // shared / ideal; null without an ideal run
+	// PerSecond is the shared run second by second from its start: the
+	// most requests waiting for a wake, and the switches begun.
+	PerSecond []TrafficSecond             `json:"per_second"`
+	InFlight  map[string]*record.InFlight `json:"sleep_in_flight"`
 }
 
 // TrafficModel is one model's requests of a run.
@@ -43,6 +46,39 @@ type TrafficModel struct {
 	ITLS              stats.Summary `json:"itl_s"`
 	E2ES              stats.Summary `json:"e2e_s"`
 	Good              int           `json:"good"`
+}
+
+// TrafficSecond is one second of the shared run.
+type TrafficSecond struct {
+	T        int `json:"t_s"`
+	MaxQueue int `json:"max_queue"`
+	Switches int `json:"switches"`
+}
+
+// perSecond buckets the queue depth and switches by second from start.
+func perSecond(t *record.Traffic) []TrafficSecond {
+	if t.Start.IsZero() || t.DurationS <= 0 {
+		return nil
+	}
+	out := make([]TrafficSecond, int(t.DurationS)+1)
+	for i := range out {
+		out[i].T = i
+	}
+	at := func(x time.Time) int { return min(max(0, int(x.Sub(t.Start).Seconds())), len(out)-1) }
+	queued := 0
+	last := 0
+	for _, d := range t.Depth {
+		i := at(d.At)
+		for k := last + 1; k < i; k++ { // seconds without a change keep the depth
+			out[k].MaxQueue = max(out[k].MaxQueue, queued)
+		}
+		out[i].MaxQueue = max(out[i].MaxQueue, queued, d.Queued)
+		queued, last = d.Queued, i
+	}
+	for _, sw := range t.Switches {
+		out[at(sw.Start)].Switches++
+	}
+	return out
 }
 
 // TrafficIdeal is the run with every model awake.
@@ -128,6 +164,7 @@ func traffic(t *record.Traffic) *Traffic {
 	for _, d := range t.Depth {
 		out.MaxQueueDepth = max(out.MaxQueueDepth, d.Queued)
 	}
+	out.PerSecond = perSecond(t)
 	out.Ideal = &TrafficIdeal{Executed: t.IdealRan, Note: t.IdealNote}
 	if t.IdealRan {
 		out.Ideal.GoodputRPS = t.GoodputRPS(record.RunIdeal)
