@@ -4,57 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/config"
-	"github.com/wakebench/wakebench/internal/load"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
-	"github.com/wakebench/wakebench/internal/router"
-	"github.com/wakebench/wakebench/internal/vllm"
 )
-
-// TestRouterWakesOnDemand: a request for the awake model goes at once; one
-// for a sleeping model waits while the router puts the awake one to sleep
-// and wakes it; requests queue first come, first served.
-func TestRouterWakesOnDemand(t *testing.T) {
-	f, _, _ := simFleetWith(t, same, func(*config.Config) {})
-	require.NoError(t, f.Activate(t.Context(), "B"))
-	require.NoError(t, f.Activate(t.Context(), "A"))
-	rt := router.New(f, 1, "A")
-	done := make(chan struct{})
-	ctx := t.Context()
-	go func() { rt.Run(ctx); close(done) }()
-	req := vllm.CompletionRequest{Prompt: "hello", MaxTokens: 4, IgnoreEOS: true}
-	at := func(ms int, m string) load.Arrival {
-		return load.Arrival{At: time.Duration(ms) * time.Millisecond, Model: m, Request: req}
-	}
-	out := load.RunOpen(ctx, rt, []load.Arrival{at(0, "A"), at(300, "B"), at(600, "A"), at(600, "A"), at(900, "B")}, 10*time.Second)
-	var waited []bool
-	for _, o := range out {
-		require.NoError(t, o.Err, "request %d for %s", o.Index, o.Model)
-		waited = append(waited, o.Waited)
-		assert.False(t, o.Dispatched.Before(o.Issued))
-	}
-	assert.Equal(t, []bool{false, true, true, true, true}, waited, "only the first found its model awake")
-	var path []string
-	for _, s := range rt.Switches() {
-		assert.Empty(t, s.Err)
-		path = append(path, s.From+"→"+s.To)
-		assert.Positive(t, s.SleepS)
-		assert.Positive(t, s.WakeS)
-	}
-	assert.Equal(t, []string{"A→B", "B→A", "A→B"}, path, "one switch per change of model; the two A requests share one")
-	assert.True(t, f.Asleep("A") && !f.Asleep("B"), "B was asked for last")
-	depth := 0
-	for _, d := range rt.Depths() {
-		depth = max(depth, d.Queued)
-	}
-	assert.Equal(t, 2, depth, "the two A requests waited together")
-}
 
 // TestTrafficPhase runs the phase from a trace: every row sent through the
 // router, the same rows with both models awake, and a sleep with requests

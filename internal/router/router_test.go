@@ -1,0 +1,142 @@
+package router
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/wakebench/wakebench/internal/backend"
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/fleet"
+	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/load"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/vllm"
+)
+
+// TestMain fails the package's tests if any goroutine outlives them.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// simFleet is vllmsim's tiny A and B on a simulated GPU, stopped when t ends.
+func simFleet(t *testing.T) *fleet.Fleet {
+	t.Helper()
+	return simFleetFaults(t, "")
+}
+
+// simFleetFaults is simFleet with vllmsim faults in B's server.
+func simFleetFaults(t *testing.T, faultsB string) *fleet.Fleet {
+	t.Helper()
+	bin, err := backend.BuildSim(t.Context())
+	require.NoError(t, err)
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.OutDir = t.TempDir()
+	cfg.Timeouts.StartS, cfg.Timeouts.RequestS = 20, 10
+	require.NoError(t, cfg.Validate())
+	smp := gpu.NewSampler(backend.NewSimSource(filepath.Join(dir, "gpu")), time.Hour)
+	env := slices.Clone(backend.SimEnv("tiny", "1", dir, false))
+	f := fleet.New(cfg, fleet.Options{Command: bin, Sampler: smp, Env: func(m config.Model) []string {
+		if m.Label == "B" {
+			return append(slices.Clone(env), "VLLMSIM_FAULTS="+faultsB)
+		}
+		return env
+	}}, record.New(cfg.ModelNames()))
+	t.Cleanup(func() { f.StopAll(); f.CloseIdle() })
+	return f
+}
+
+// TestRouterWakesOnDemand: a request for the awake model goes at once; one
+// for a sleeping model waits while the router puts the awake one to sleep
+// and wakes it; requests queue first come, first served.
+func TestRouterWakesOnDemand(t *testing.T) {
+	f := simFleet(t)
+	require.NoError(t, f.Activate(t.Context(), "B"))
+	require.NoError(t, f.Activate(t.Context(), "A"))
+	rt := New(f, 1, "A")
+	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { rt.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	req := vllm.CompletionRequest{Prompt: "hello", MaxTokens: 4, IgnoreEOS: true}
+	at := func(ms int, m string) load.Arrival {
+		return load.Arrival{At: time.Duration(ms) * time.Millisecond, Model: m, Request: req}
+	}
+	out := load.RunOpen(ctx, rt, []load.Arrival{at(0, "A"), at(300, "B"), at(600, "A"), at(600, "A"), at(900, "B")}, 10*time.Second)
+	var waited []bool
+	for _, o := range out {
+		require.NoError(t, o.Err, "request %d for %s", o.Index, o.Model)
+		waited = append(waited, o.Waited)
+		assert.False(t, o.Dispatched.Before(o.Issued))
+	}
+	assert.Equal(t, []bool{false, true, true, true, true}, waited, "only the first found its model awake")
+	var path []string
+	for _, s := range rt.Switches() {
+		assert.Empty(t, s.Err)
+		path = append(path, s.From+"→"+s.To)
+		assert.Positive(t, s.SleepS)
+		assert.Positive(t, s.WakeS)
+	}
+	assert.Equal(t, []string{"A→B", "B→A", "A→B"}, path, "one switch per change of model; the two A requests share one")
+	assert.True(t, f.Asleep("A") && !f.Asleep("B"), "B was asked for last")
+	depth := 0
+	for _, d := range rt.Depths() {
+		depth = max(depth, d.Queued)
+	}
+	assert.Equal(t, 2, depth, "the two A requests waited together")
+}
+
+// TestAFailedWakeFailsItsRequests: a wake that fails (out of memory) fails
+// the requests waiting for it, naming the wake; the router goes on and
+// serves the next request for the other model.
+func TestAFailedWakeFailsItsRequests(t *testing.T) {
+	f := simFleetFaults(t, "wake-fail=1")
+	require.NoError(t, f.Activate(t.Context(), "B"))
+	require.NoError(t, f.Activate(t.Context(), "A"))
+	rt := New(f, 1, "A")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { rt.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	req := vllm.CompletionRequest{Prompt: "hello", MaxTokens: 4, IgnoreEOS: true}
+	out := load.RunOpen(ctx, rt, []load.Arrival{{Model: "B", Request: req}, {At: 400 * time.Millisecond, Model: "A", Request: req}}, 10*time.Second)
+	assert.ErrorContains(t, out[0].Err, "router: waking B for this request")
+	assert.ErrorContains(t, out[0].Err, "out of memory")
+	assert.NoError(t, out[1].Err, "the router goes on")
+	sw := rt.Switches()
+	require.Len(t, sw, 2)
+	assert.NotEmpty(t, sw[0].Err)
+	assert.Empty(t, sw[1].Err)
+}
+
+// TestStoppedRouterFailsWaiters: a router stopped while requests wait
+// fails them (they never reached a server) and leaves no goroutine.
+func TestStoppedRouterFailsWaiters(t *testing.T) {
+	rt := New(nil, 1, "A") // no fleet: it must never switch
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err := rt.Send(ctx, load.Arrival{Model: "B"})
+	assert.ErrorContains(t, err, "waiting for B to wake")
+	assert.Empty(t, rt.queue, "a request given up leaves the queue")
+
+	rt.mu.Lock()
+	rt.inflight = 1 // A's request that never ends: the router waits to drain
+	rt.mu.Unlock()
+	rctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { rt.Run(rctx); close(done) }()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := rt.Send(t.Context(), load.Arrival{Model: "B"})
+		errc <- err
+	}()
+	require.Eventually(t, func() bool { rt.mu.Lock(); defer rt.mu.Unlock(); return len(rt.queue) == 1 }, time.Second, time.Millisecond)
+	stop()
+	<-done
+	assert.ErrorContains(t, <-errc, "router stopped")
+}
