@@ -335,45 +335,63 @@ func (s clientSender) Send(ctx context.Context, a load.Arrival) (load.Delivery, 
 	return load.Delivery{Stream: st, Dispatched: now}, err
 }
 
+// nopSender answers at once with one token: the generator alone.
+type nopSender struct{}
+
+func (nopSender) Send(ctx context.Context, a load.Arrival) (load.Delivery, error) {
+	now := time.Now()
+	return load.Delivery{Stream: &vllm.Stream{Sent: now, Tokens: []time.Time{now}, OutputTokens: 1}, Dispatched: now}, nil
+}
+
 // BenchmarkOpenLoopSchedule is the open-loop generator on one core
-// (GOMAXPROCS=1) sending constant and Poisson arrivals at 2000 req/s,
-// non-streamed 8-token completions, to a vllmsim with no modelled delay in
-// its own process. schedule-p99-µs: the generator handing a request on
-// (Issued) against its planned time; send-p99-µs: the request written to
-// the connection (Stream.Sent) against it, HTTP client included. One op
-// is 2000 requests (one second).
+// (GOMAXPROCS=1) sending constant and Poisson arrivals at 2000 req/s.
+// sender=none: to a sender that answers at once (the generator's own
+// precision, its goroutine per request included); sender=http:
+// non-streamed 8-token completions to a vllmsim with no modelled delay in
+// its own process, the HTTP client's work on the same core.
+// schedule-p99-µs: the generator handing a request on (Issued) against
+// its planned time; send-p99-µs: the request written (Stream.Sent)
+// against it. One op is 2000 requests (one second).
 func BenchmarkOpenLoopSchedule(b *testing.B) {
-	c := startSim(b, "0", false).client
-	for _, process := range []string{load.Constant, load.Poisson} {
-		b.Run("arrivals="+process+"/rate=2000", func(b *testing.B) {
-			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-			offsets, err := (load.Arrivals{Process: process, Rate: 2000, Seed: 1}).Offsets(2000)
-			if err != nil {
-				b.Fatal(err)
-			}
-			arrivals := make([]load.Arrival, len(offsets))
-			for i, at := range offsets {
-				arrivals[i] = load.Arrival{At: at, Model: "A", Request: vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 8, IgnoreEOS: true, NoStream: true}}
-			}
-			load.RunOpen(b.Context(), clientSender{c}, arrivals[:200], time.Minute) // warm the connections
-			var issue, sent []float64
-			failed := 0
-			for b.Loop() {
-				for _, o := range load.RunOpen(b.Context(), clientSender{c}, arrivals, time.Minute) {
-					if o.Err != nil {
-						failed++
-						continue
-					}
-					issue = append(issue, float64(o.Issued.Sub(o.Planned))/1e3)
-					sent = append(sent, float64(o.Sent.Sub(o.Planned))/1e3)
+	senders := map[string]func(b *testing.B) load.Sender{
+		"none": func(*testing.B) load.Sender { return nopSender{} },
+		"http": func(b *testing.B) load.Sender { return clientSender{startSim(b, "0", false).client} },
+	}
+	for _, name := range []string{"none", "http"} {
+		for _, process := range []string{load.Constant, load.Poisson} {
+			b.Run("sender="+name+"/arrivals="+process+"/rate=2000", func(b *testing.B) {
+				sender := senders[name](b)
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+				offsets, err := (load.Arrivals{Process: process, Rate: 2000, Seed: 1}).Offsets(2000)
+				if err != nil {
+					b.Fatal(err)
 				}
-			}
-			if failed > 0 {
-				b.Fatalf("%d requests failed", failed)
-			}
-			b.ReportMetric(percentile(issue, 99), "schedule-p99-µs")
-			b.ReportMetric(percentile(issue, 50), "schedule-p50-µs")
-			b.ReportMetric(percentile(sent, 99), "send-p99-µs")
-		})
+				arrivals := make([]load.Arrival, len(offsets))
+				for i, at := range offsets {
+					arrivals[i] = load.Arrival{At: at, Model: "A", Request: vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 8, IgnoreEOS: true, NoStream: true}}
+				}
+				load.RunOpen(b.Context(), sender, arrivals[:200], time.Minute) // warm the connections
+				var issue, sent []float64
+				failed := 0
+				for b.Loop() {
+					for _, o := range load.RunOpen(b.Context(), sender, arrivals, time.Minute) {
+						if o.Err != nil {
+							failed++
+							continue
+						}
+						issue = append(issue, float64(o.Issued.Sub(o.Planned))/1e3)
+						sent = append(sent, float64(o.Sent.Sub(o.Planned))/1e3)
+					}
+				}
+				if failed > 0 {
+					b.Fatalf("%d requests failed", failed)
+				}
+				b.ReportMetric(percentile(issue, 99), "schedule-p99-µs")
+				b.ReportMetric(percentile(issue, 50), "schedule-p50-µs")
+				if name == "http" {
+					b.ReportMetric(percentile(sent, 99), "send-p99-µs")
+				}
+			})
+		}
 	}
 }
