@@ -230,11 +230,11 @@ func writeTraffic(b *strings.Builder, t *Traffic) {
 	}
 	fmt.Fprintf(b, "\n## Traffic (%s; router sleeps at level %d)\n\n%d switches (%.3g a minute, median %s s each), queue up to %d; goodput %.3g req/s, %s.\n\n",
 		t.Arrivals, t.SleepLevel, t.Switches, t.SwitchesPerMin, num(t.SwitchS), t.MaxQueueDepth, t.GoodputRPS, ratio)
-	b.WriteString("| model | requests (failed) | found awake / asleep | first token awake (median / p95) | first token asleep (median / p95) | queue wait p95 | good |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| model | requests (failed) | found awake / asleep | first token awake (p50 / p99) | first token asleep (p50 / p99) | queue wait p99 | good |\n|---|---|---|---|---|---|---|\n")
 	for _, l := range slices.Sorted(maps.Keys(t.Models)) {
 		m := t.Models[l]
 		fmt.Fprintf(b, "| %s | %d (%d) | %d / %d | %s | %s | %s | %d |\n", l, m.Requests, m.Failure, m.AwakeHits, m.AsleepHits,
-			spread(m.FirstTokenAwakeS), spread(m.FirstTokenAsleepS), p95(m.QueueWaitS), m.Good)
+			p50p99(m.FirstTokenAwakeS), p50p99(m.FirstTokenAsleepS), p99(m.QueueWaitS), m.Good)
 	}
 	if len(t.PerSecond) > 0 {
 		var q, sw []string
@@ -252,9 +252,16 @@ func writeTraffic(b *strings.Builder, t *Traffic) {
 	}
 }
 
-func p95(s stats.Summary) string {
-	if s.N == 0 {
+func p50p99(d stats.Distribution) string {
+	if d.N == 0 {
 		return "–"
 	}
-	return fmt.Sprintf("%.4g", s.P95)
+	return fmt.Sprintf("%.4g / %.4g", d.P50, d.P99)
+}
+
+func p99(d stats.Distribution) string {
+	if d.N == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.4g", d.P99)
 }

@@ -38,13 +38,13 @@ type TrafficModel struct {
 	WarmUp            int           `json:"warmup"`      // sent, not counted
 	AwakeHits         int           `json:"awake_hits"`  // found their model awake, sent at once
 	AsleepHits        int           `json:"asleep_hits"` // waited for a wake
-	FirstTokenAwakeS  stats.Summary `json:"first_token_awake_s"`
-	FirstTokenAsleepS stats.Summary `json:"first_token_asleep_s"`
-	QueueWaitS        stats.Summary `json:"queue_wait_s"` // issued → left the router
-	TTFTS             stats.Summary `json:"ttft_s"`
-	TPOTS             stats.Summary `json:"tpot_s"`
-	ITLS              stats.Summary `json:"itl_s"`
-	E2ES              stats.Summary `json:"e2e_s"`
+	FirstTokenAwakeS  stats.Distribution `json:"first_token_awake_s"`
+	FirstTokenAsleepS stats.Distribution `json:"first_token_asleep_s"`
+	QueueWaitS        stats.Distribution `json:"queue_wait_s"` // issued → left the router
+	TTFTS             stats.Distribution `json:"ttft_s"`
+	TPOTS             stats.Distribution `json:"tpot_s"`
+	ITLS              stats.Distribution `json:"itl_s"`
+	E2ES              stats.Distribution `json:"e2e_s"`
 	Good              int           `json:"good"`
 }
 
@@ -136,8 +136,9 @@ func trafficModels(t *record.Traffic, run string) map[string]*TrafficModel {
 	}
 	for l, m := range out {
 		s := by[l]
-		m.FirstTokenAwakeS, m.FirstTokenAsleepS, m.QueueWaitS = summary(s.awake), summary(s.asleep), summary(s.wait)
-		m.TTFTS, m.TPOTS, m.ITLS, m.E2ES = summary(s.ttft), summary(s.tpot), summary(s.itl), summary(s.e2e)
+		d := stats.Distribute
+		m.FirstTokenAwakeS, m.FirstTokenAsleepS, m.QueueWaitS = d(s.awake), d(s.asleep), d(s.wait)
+		m.TTFTS, m.TPOTS, m.ITLS, m.E2ES = d(s.ttft), d(s.tpot), d(s.itl), d(s.e2e)
 	}
 	return out
 }

@@ -57,3 +57,27 @@ func NearestRank(sorted []float64, p float64) float64 {
 	rank = max(1, min(rank, n))
 	return sorted[rank-1]
 }
+
+// Distribution is a latency distribution as serving benchmarks give it:
+// the Summary's figures plus p50, p90 and p99 by nearest rank, and the mean.
+type Distribution struct {
+	Summary
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	Mean float64 `json:"mean"`
+}
+
+// Distribute computes the Distribution of xs (the zero one, n = 0, for none).
+func Distribute(xs []float64) Distribution {
+	s, err := Summarize(xs)
+	if err != nil {
+		return Distribution{}
+	}
+	sorted := slices.Sorted(slices.Values(xs))
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	return Distribution{Summary: s, P50: NearestRank(sorted, 50), P90: NearestRank(sorted, 90), P99: NearestRank(sorted, 99), Mean: sum / float64(len(xs))}
+}

@@ -167,3 +167,22 @@ func TestFitTrend(t *testing.T) {
 	_, err = FitTrend([]float64{1, 2})
 	assert.ErrorIs(t, err, ErrTooShort)
 }
+
+func TestDistribute(t *testing.T) {
+	xs := make([]float64, 100)
+	for i := range xs {
+		xs[i] = float64(100 - i) // 100 … 1
+	}
+	d := Distribute(xs)
+	assert.Equal(t, 100, d.N)
+	assert.Equal(t, 50.0, d.P50, "rank ceil(0.5·100) = 50")
+	assert.Equal(t, 90.0, d.P90)
+	assert.Equal(t, 99.0, d.P99)
+	assert.Equal(t, 95.0, d.P95)
+	assert.Equal(t, 50.5, d.Median)
+	assert.Equal(t, 50.5, d.Mean)
+	b, err := json.Marshal(Distribute([]float64{1, 2, 3}))
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"n":3,"median":2,"min":1,"max":3,"p95":3,"p50":2,"p90":3,"p99":3,"mean":2}`, string(b))
+	assert.Zero(t, Distribute(nil).N)
+}
