@@ -32,12 +32,12 @@ type Traffic struct {
 
 // TrafficModel is one model's requests of a run.
 type TrafficModel struct {
-	Requests          int           `json:"requests"`
-	Success           int           `json:"success"`
-	Failure           int           `json:"failure"`
-	WarmUp            int           `json:"warmup"`      // sent, not counted
-	AwakeHits         int           `json:"awake_hits"`  // found their model awake, sent at once
-	AsleepHits        int           `json:"asleep_hits"` // waited for a wake
+	Requests          int                `json:"requests"`
+	Success           int                `json:"success"`
+	Failure           int                `json:"failure"`
+	WarmUp            int                `json:"warmup"`      // sent, not counted
+	AwakeHits         int                `json:"awake_hits"`  // found their model awake, sent at once
+	AsleepHits        int                `json:"asleep_hits"` // waited for a wake
 	FirstTokenAwakeS  stats.Distribution `json:"first_token_awake_s"`
 	FirstTokenAsleepS stats.Distribution `json:"first_token_asleep_s"`
 	QueueWaitS        stats.Distribution `json:"queue_wait_s"` // issued → left the router
@@ -45,7 +45,7 @@ type TrafficModel struct {
 	TPOTS             stats.Distribution `json:"tpot_s"`
 	ITLS              stats.Distribution `json:"itl_s"`
 	E2ES              stats.Distribution `json:"e2e_s"`
-	Good              int           `json:"good"`
+	Good              int                `json:"good"`
 }
 
 // TrafficSecond is one second of the shared run.
