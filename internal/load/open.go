@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/exp/rand"
-	"gonum.org/v1/gonum/stat/distuv"
+	"math/rand/v2"
 
 	"github.com/wakebench/wakebench/internal/vllm"
 )
@@ -53,8 +52,8 @@ func (a Arrivals) Offsets(n int) ([]time.Duration, error) {
 		if !(shape > 0) {
 			return nil, fmt.Errorf("burstiness %v: want > 0 (1 is Poisson)", a.Burstiness)
 		}
-		g := distuv.Gamma{Alpha: shape, Beta: shape * a.Rate, Src: rand.NewSource(a.Seed)}
-		gap = g.Rand
+		r := rand.New(rand.NewPCG(a.Seed, 0x5eed))
+		gap = func() float64 { return gammaRand(r, shape) / (shape * a.Rate) }
 	default:
 		return nil, fmt.Errorf("arrival process %q: want %q, %q or %q", a.Process, Constant, Poisson, Gamma)
 	}
@@ -65,6 +64,32 @@ func (a Arrivals) Offsets(n int) ([]time.Duration, error) {
 		t += gap()
 	}
 	return out, nil
+}
+
+// gammaRand draws from the gamma distribution of shape k and scale 1
+// (Marsaglia and Tsang, ACM TOMS 26(3), 2000; for k < 1 boosted by
+// U^(1/k)). The shape-1 case is the exponential.
+func gammaRand(r *rand.Rand, k float64) float64 {
+	if k == 1 {
+		return r.ExpFloat64()
+	}
+	if k < 1 {
+		return gammaRand(r, k+1) * math.Pow(r.Float64(), 1/k)
+	}
+	d := k - 1.0/3
+	c := 1 / math.Sqrt(9*d)
+	for {
+		x := r.NormFloat64()
+		v := 1 + c*x
+		if v <= 0 {
+			continue
+		}
+		v = v * v * v
+		u := r.Float64()
+		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
+			return d * v
+		}
+	}
 }
 
 // Arrival is one planned request of an open-loop load.

@@ -6,9 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
-
-	"golang.org/x/exp/rand"
 
 	"github.com/wakebench/wakebench/internal/vllm"
 )
@@ -49,19 +48,19 @@ girl guy moment air teacher force education`)
 func words(r *rand.Rand, n int) string {
 	w := make([]string, n)
 	for i := range w {
-		w[i] = promptWords[r.Intn(len(promptWords))]
+		w[i] = promptWords[r.IntN(len(promptWords))]
 	}
 	return strings.Join(w, " ")
 }
 
 // Requests makes n requests for model: the i-th is the same for a seed.
 func (w Workload) Requests(model string, n int) ([]vllm.CompletionRequest, error) {
-	r := rand.New(rand.NewSource(w.Seed))
+	r := rand.New(rand.NewPCG(w.Seed, 1))
 	prefix := ""
 	if w.SharedPrefixTokens > 0 {
-		prefix = words(rand.New(rand.NewSource(w.Seed^0x9e3779b9)), w.SharedPrefixTokens) + " "
+		prefix = words(rand.New(rand.NewPCG(w.Seed, 2)), w.SharedPrefixTokens) + " "
 	}
-	between := func(lo, hi int) int { return lo + r.Intn(hi-lo+1) }
+	between := func(lo, hi int) int { return lo + r.IntN(hi-lo+1) }
 	out := make([]vllm.CompletionRequest, n)
 	for i := range out {
 		var prompt string
@@ -78,7 +77,7 @@ func (w Workload) Requests(model string, n int) ([]vllm.CompletionRequest, error
 			if len(w.Samples) == 0 {
 				return nil, errors.New("dataset workload without samples")
 			}
-			s := w.Samples[r.Intn(len(w.Samples))]
+			s := w.Samples[r.IntN(len(w.Samples))]
 			prompt, tokens = s.Prompt, s.OutputTokens
 		default:
 			return nil, fmt.Errorf("workload %q: want %q, %q or %q", w.Kind, Fixed, Uniform, Dataset)

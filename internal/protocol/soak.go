@@ -32,15 +32,8 @@ func (p *Protocol) Soak(ctx context.Context, logf Logf) ([]record.SoakCycle, err
 	if len(labels) < 3 {
 		return nil, p.Fail(PhaseSoak, "", "plan", fmt.Errorf("the soak rotates over at least 3 models, the config has %d", len(labels)))
 	}
-	for _, l := range labels[1:] {
-		if !p.fleet.Running(l) {
-			if err := p.fleet.Activate(ctx, l); err != nil {
-				return nil, p.Fail(PhaseSoak, l, "start", err)
-			}
-		}
-	}
-	if err := p.fleet.Activate(ctx, labels[0]); err != nil {
-		return nil, p.Fail(PhaseSoak, labels[0], "activate", err)
+	if err := p.startAll(ctx, PhaseSoak); err != nil {
+		return nil, err
 	}
 	var out []record.SoakCycle
 	every := max(1, n/10)
@@ -59,6 +52,24 @@ func (p *Protocol) Soak(ctx context.Context, logf Logf) ([]record.SoakCycle, err
 		}
 	}
 	return out, nil
+}
+
+// startAll starts every model's server that is not running (one at a
+// time, the others asleep) and leaves the first model awake; an error is a
+// failure of phase naming the model.
+func (p *Protocol) startAll(ctx context.Context, phase string) error {
+	labels := p.fleet.Labels()
+	for _, l := range labels[1:] {
+		if !p.fleet.Running(l) {
+			if err := p.fleet.Activate(ctx, l); err != nil {
+				return p.Fail(phase, l, "start", err)
+			}
+		}
+	}
+	if err := p.fleet.Activate(ctx, labels[0]); err != nil {
+		return p.Fail(phase, labels[0], "activate", err)
+	}
+	return nil
 }
 
 // soakCycle is one soak handoff from → to; on error it names the model and

@@ -139,15 +139,8 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 	var errs []error
 	defer func() { p.rec.SetTraffic(out) }()
 	if len(arrivals) > 0 {
-		for _, l := range labels[1:] {
-			if !p.fleet.Running(l) {
-				if err := p.fleet.Activate(ctx, l); err != nil {
-					return out, p.Fail(PhaseTraffic, l, "start", err)
-				}
-			}
-		}
-		if err := p.fleet.Activate(ctx, labels[0]); err != nil {
-			return out, p.Fail(PhaseTraffic, labels[0], "activate", err)
+		if err := p.startAll(ctx, PhaseTraffic); err != nil {
+			return out, err
 		}
 		rt := router.New(p.fleet, tr.SleepLevel, labels[0])
 		rctx, stop := context.WithCancel(ctx)
