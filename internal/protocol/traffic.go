@@ -163,6 +163,9 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 			out.Depth = append(out.Depth, record.QueueDepth(d))
 		}
 		logf("traffic: %d switches in %.1fs", len(out.Switches), out.DurationS)
+		if ctx.Err() != nil { // stopped: what was measured is kept, nothing more is tried
+			return out, errors.Join(append(errs, p.Fail(PhaseTraffic, "", "traffic through the router", context.Cause(ctx)))...)
+		}
 		if tr.Ideal {
 			if note := p.wakeAll(ctx); note != "" {
 				out.IdealNote = note
@@ -173,6 +176,9 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 				out.IdealS = time.Since(t0).Seconds()
 				out.IdealRan = true
 				out.Requests = append(out.Requests, p.trafficRequests(record.RunIdeal, ideal)...)
+			}
+			if ctx.Err() != nil {
+				return out, errors.Join(append(errs, p.Fail(PhaseTraffic, "", "ideal run", context.Cause(ctx)))...)
 			}
 		}
 	}
