@@ -29,7 +29,15 @@ func inFlight(t *testing.T, s *sim, n int) (wait func() []flight) {
 			out[i] = flight{st, err}
 		}()
 	}
-	time.Sleep(150 * time.Millisecond) // 200 tokens take ≈ 0.9 s at time scale 5
+	// Until the engine runs them all (200 tokens take ≈ 0.9 s at time scale 5).
+	require.Eventually(t, func() bool {
+		text, err := s.c.Metrics(t.Context())
+		if err != nil {
+			return false
+		}
+		m, err := vllm.ParseMetrics(text)
+		return err == nil && m["vllm:num_requests_running"] == float64(n)
+	}, 5*time.Second, 2*time.Millisecond, "the requests never ran")
 	return func() []flight { wg.Wait(); return out }
 }
 
