@@ -142,7 +142,10 @@ type Traffic struct {
 	// t_s,model,prompt_tokens,output_tokens (model: a label).
 	Trace      string `json:"trace"`
 	SleepLevel int    `json:"sleep_level"` // level the router puts an idle model to sleep at
-	SLO        SLO    `json:"slo"`
+	// MinDwellS keeps a woken model awake at least this long, taking its
+	// own requests, before the router switches away (0: switch at once).
+	MinDwellS float64 `json:"min_dwell_s"`
+	SLO       SLO     `json:"slo"`
 	// Ideal runs the same arrivals again with every model awake where the
 	// GPU holds them all: the cost of sharing is the goodput ratio.
 	Ideal bool `json:"ideal"`
@@ -624,6 +627,7 @@ func (c Config) validateTraffic(bad func(key, format string, a ...any)) {
 		bad("traffic.duration_s", "%v: at most a day", tr.DurationS)
 	}
 	num("rate", tr.Rate)
+	num("min_dwell_s", tr.MinDwellS)
 	for _, l := range slices.Sorted(maps.Keys(tr.Rates)) {
 		if _, ok := c.Model(l); !ok {
 			bad("traffic.rates", "%q is not a model label (labels: %v)", l, labelsOf(c.Models))

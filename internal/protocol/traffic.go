@@ -142,7 +142,11 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 		if err := p.startAll(ctx, PhaseTraffic); err != nil {
 			return out, err
 		}
-		rt := router.New(p.fleet, tr.SleepLevel, labels[0])
+		rt := router.NewWith(p.fleet, router.Options{Level: tr.SleepLevel, MinDwell: seconds(tr.MinDwellS)}, labels[0])
+		out.Router = "first come, first served"
+		if tr.MinDwellS > 0 {
+			out.Router += fmt.Sprintf(", a woken model kept awake at least %gs", tr.MinDwellS)
+		}
 		rctx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		wg.Go(func() { rt.Run(rctx) })

@@ -68,6 +68,7 @@ type Traffic struct {
 	DurationS float64 // of the shared run: first planned arrival → last request done
 	Arrivals  string  // how the arrivals were made, in words
 	Level     int     // the router's sleep level
+	Router    string  // the router's policy, in words
 	Requests  []TrafficRequest
 	Switches  []RouterSwitch
 	Depth     []QueueDepth

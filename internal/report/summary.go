@@ -228,8 +228,8 @@ func writeTraffic(b *strings.Builder, t *Traffic) {
 	} else if t.Ideal != nil && t.Ideal.Note != "" {
 		ratio = "no ideal run: " + t.Ideal.Note
 	}
-	fmt.Fprintf(b, "\n## Traffic (%s; router sleeps at level %d)\n\n%d switches (%.3g a minute, median %s s each), queue up to %d; goodput %.3g req/s, %s.\n\n",
-		t.Arrivals, t.SleepLevel, t.Switches, t.SwitchesPerMin, num(t.SwitchS), t.MaxQueueDepth, t.GoodputRPS, ratio)
+	fmt.Fprintf(b, "\n## Traffic (%s; router %s, sleeping at level %d)\n\n%d switches (%.3g a minute, median %s s each), queue up to %d; goodput %.3g req/s, %s.\n\n",
+		t.Arrivals, t.Router, t.SleepLevel, t.Switches, t.SwitchesPerMin, num(t.SwitchS), t.MaxQueueDepth, t.GoodputRPS, ratio)
 	b.WriteString("| model | requests (failed) | found awake / asleep | first token awake (p50 / p99) | first token asleep (p50 / p99) | queue wait p99 | good |\n|---|---|---|---|---|---|---|\n")
 	for _, l := range slices.Sorted(maps.Keys(t.Models)) {
 		m := t.Models[l]

@@ -14,6 +14,7 @@ import (
 type Traffic struct {
 	Arrivals       string                   `json:"arrivals"`
 	DurationS      float64                  `json:"duration_s"`
+	Router         string                   `json:"router"` // its policy
 	SleepLevel     int                      `json:"sleep_level"`
 	Models         map[string]*TrafficModel `json:"models"` // the shared run
 	Switches       int                      `json:"switches"`
@@ -148,7 +149,7 @@ func traffic(t *record.Traffic) *Traffic {
 	if t == nil {
 		return nil
 	}
-	out := &Traffic{Arrivals: t.Arrivals, DurationS: t.DurationS, SleepLevel: t.Level, Models: trafficModels(t, record.RunShared),
+	out := &Traffic{Arrivals: t.Arrivals, DurationS: t.DurationS, SleepLevel: t.Level, Router: t.Router, Models: trafficModels(t, record.RunShared),
 		Switches: len(t.Switches), GoodputRPS: t.GoodputRPS(record.RunShared), InFlight: map[string]*record.InFlight{}}
 	var sw []float64
 	for _, s := range t.Switches {

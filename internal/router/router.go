@@ -5,7 +5,10 @@
 // while the router drains the awake model's requests in flight, puts it to
 // sleep and wakes the model asked for, then releases the queue. Requests
 // queue first-come first-served: once one waits, the awake model takes no
-// new request ahead of it, so no model starves.
+// new request ahead of it, so no model starves — except during a minimum
+// dwell after each wake (Options.MinDwell), when the awake model keeps
+// taking its requests and the switch waits for the dwell to end: fewer
+// switches, longer waits for the other models.
 package router
 
 import (
@@ -33,18 +36,27 @@ type Depth struct {
 	Queued int
 }
 
+// Options are a router's policy.
+type Options struct {
+	Level    int           // sleep level of an idle model
+	MinDwell time.Duration // a woken model stays awake at least this long (0: switch as soon as asked)
+}
+
 // Router sends each request to its model, waking it on demand.
 type Router struct {
 	f     *fleet.Fleet
 	level int
+	dwell time.Duration
 
-	mu       sync.Mutex
-	active   string
-	inflight int
-	queue    []*waiter
-	kick     chan struct{}
-	switches []Switch
-	depth    []Depth
+	mu          sync.Mutex
+	active      string
+	activeSince time.Time
+	dwellTimer  *time.Timer
+	inflight    int
+	queue       []*waiter
+	kick        chan struct{}
+	switches    []Switch
+	depth       []Depth
 }
 
 type waiter struct {
@@ -53,9 +65,20 @@ type waiter struct {
 }
 
 // New is a router over f whose awake model is active ("" for none),
-// putting idle models to sleep at level.
+// putting idle models to sleep at level, switching as soon as asked.
 func New(f *fleet.Fleet, level int, active string) *Router {
-	return &Router{f: f, level: level, active: active, kick: make(chan struct{}, 1)}
+	return NewWith(f, Options{Level: level}, active)
+}
+
+// NewWith is a router with the policy o; active's dwell starts now.
+func NewWith(f *fleet.Fleet, o Options, active string) *Router {
+	return &Router{f: f, level: o.Level, dwell: o.MinDwell, active: active, activeSince: time.Now(), kick: make(chan struct{}, 1)}
+}
+
+// dwelling reports whether the active model is within its minimum dwell;
+// the caller holds mu.
+func (r *Router) dwelling() bool {
+	return r.dwell > 0 && r.active != "" && time.Since(r.activeSince) < r.dwell
 }
 
 func (r *Router) signal() {
@@ -70,6 +93,11 @@ func (r *Router) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			r.mu.Lock()
+			if r.dwellTimer != nil {
+				r.dwellTimer.Stop()
+			}
+			r.mu.Unlock()
 			r.failAll(context.Cause(ctx))
 			return
 		case <-r.kick:
@@ -92,6 +120,18 @@ func (r *Router) step(ctx context.Context) bool {
 		r.mu.Unlock()
 		return true
 	}
+	if r.dwelling() { // the awake model's dwell: woken again when it ends
+		if r.dwellTimer == nil {
+			r.dwellTimer = time.AfterFunc(r.dwell-time.Since(r.activeSince), func() {
+				r.mu.Lock()
+				r.dwellTimer = nil
+				r.mu.Unlock()
+				r.signal()
+			})
+		}
+		r.mu.Unlock()
+		return false
+	}
 	if r.inflight > 0 { // drain first: woken again when the last one ends
 		r.mu.Unlock()
 		return false
@@ -109,7 +149,7 @@ func (r *Router) step(ctx context.Context) bool {
 		r.active = ""
 		r.failModel(target, fmt.Errorf("router: waking %s for this request: %w", target, err))
 	} else {
-		r.active = target
+		r.active, r.activeSince = target, time.Now()
 		sw.Released = r.release(target)
 	}
 	r.switches = append(r.switches, sw)
@@ -188,7 +228,7 @@ func (r *Router) noteDepth() { r.depth = append(r.depth, Depth{At: time.Now(), Q
 func (r *Router) Send(ctx context.Context, a load.Arrival) (load.Delivery, error) {
 	r.mu.Lock()
 	waited := false
-	if a.Model != r.active || len(r.queue) > 0 {
+	if a.Model != r.active || (len(r.queue) > 0 && !r.dwelling()) {
 		waited = true
 		w := &waiter{model: a.Model, ready: make(chan error, 1)}
 		r.queue = append(r.queue, w)

@@ -140,3 +140,33 @@ func TestStoppedRouterFailsWaiters(t *testing.T) {
 	<-done
 	assert.ErrorContains(t, <-errc, "router stopped")
 }
+
+// TestMinDwell: with a minimum dwell the awake model keeps taking its own
+// requests ahead of a waiting one until the dwell ends, then the router
+// switches once: fewer switches, a longer wait for the other model.
+func TestMinDwell(t *testing.T) {
+	f := simFleet(t)
+	require.NoError(t, f.Activate(t.Context(), "B"))
+	require.NoError(t, f.Activate(t.Context(), "A"))
+	rt := NewWith(f, Options{Level: 1, MinDwell: 800 * time.Millisecond}, "A")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { rt.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	req := vllm.CompletionRequest{Prompt: "hello", MaxTokens: 4, IgnoreEOS: true}
+	at := func(ms int, m string) load.Arrival {
+		return load.Arrival{At: time.Duration(ms) * time.Millisecond, Model: m, Request: req}
+	}
+	start := time.Now()
+	out := load.RunOpen(ctx, rt, []load.Arrival{at(0, "A"), at(100, "B"), at(200, "A"), at(1200, "B")}, 10*time.Second)
+	for _, o := range out {
+		require.NoError(t, o.Err)
+	}
+	assert.False(t, out[2].Waited, "within the dwell, A's request goes ahead of B's")
+	assert.True(t, out[1].Waited)
+	assert.GreaterOrEqual(t, out[1].Dispatched.Sub(start), 800*time.Millisecond, "B waited for the dwell to end")
+	assert.False(t, out[3].Waited, "B awake by then")
+	sw := rt.Switches()
+	require.Len(t, sw, 1, "one switch, not three")
+	assert.Equal(t, "A", sw[0].From)
+}
