@@ -2,21 +2,18 @@ package protocol_test
 
 import (
 	"context"
-	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/fleet"
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
-	"github.com/wakebench/wakebench/internal/vllmsim"
+	"github.com/wakebench/wakebench/internal/simtest"
 )
 
 // slowSource is a memory source that takes its time, as an NVML read
@@ -42,21 +39,7 @@ func simFleet(t *testing.T, wrap func(gpu.Source) gpu.Source, handoffs int) (*fl
 // models, their sim_faults, the protocol).
 func simFleetWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*fleet.Fleet, *record.Recorder, *protocol.Protocol) {
 	t.Helper()
-	bin, err := backend.BuildSim(t.Context())
-	require.NoError(t, err)
-	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.OutDir = t.TempDir()
-	cfg.Timeouts.StartS, cfg.Timeouts.RequestS = 20, 10
-	mod(&cfg)
-	require.NoError(t, cfg.Validate())
-	smp := gpu.NewSampler(wrap(backend.NewSimSource(filepath.Join(dir, "gpu"))), time.Hour)
-	rec := record.New(cfg.ModelNames())
-	env := backend.SimEnv("tiny", "1", dir, false) // server.Start adds it to this process's environment
-	f := fleet.New(cfg, fleet.Options{Command: bin, Sampler: smp, Env: func(m config.Model) []string {
-		return append(slices.Clone(env), vllmsim.EnvFaults+"="+m.SimFaults)
-	}}, rec)
-	t.Cleanup(func() { f.StopAll(); f.CloseIdle() })
+	f, rec, cfg := simtest.Fleet(t, wrap, mod)
 	return f, rec, protocol.New(cfg, f, rec, nil)
 }
 

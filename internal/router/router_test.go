@@ -2,8 +2,6 @@ package router
 
 import (
 	"context"
-	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -11,43 +9,23 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/fleet"
-	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/load"
-	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/simtest"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // TestMain fails the package's tests if any goroutine outlives them.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// simFleet is vllmsim's tiny A and B on a simulated GPU, stopped when t ends.
-func simFleet(t *testing.T) *fleet.Fleet {
-	t.Helper()
-	return simFleetFaults(t, "")
-}
+// simFleet is vllmsim's tiny A and B on a simulated GPU.
+func simFleet(t *testing.T) *fleet.Fleet { return simFleetFaults(t, "") }
 
 // simFleetFaults is simFleet with vllmsim faults in B's server.
 func simFleetFaults(t *testing.T, faultsB string) *fleet.Fleet {
 	t.Helper()
-	bin, err := backend.BuildSim(t.Context())
-	require.NoError(t, err)
-	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.OutDir = t.TempDir()
-	cfg.Timeouts.StartS, cfg.Timeouts.RequestS = 20, 10
-	require.NoError(t, cfg.Validate())
-	smp := gpu.NewSampler(backend.NewSimSource(filepath.Join(dir, "gpu")), time.Hour)
-	env := slices.Clone(backend.SimEnv("tiny", "1", dir, false))
-	f := fleet.New(cfg, fleet.Options{Command: bin, Sampler: smp, Env: func(m config.Model) []string {
-		if m.Label == "B" {
-			return append(slices.Clone(env), "VLLMSIM_FAULTS="+faultsB)
-		}
-		return env
-	}}, record.New(cfg.ModelNames()))
-	t.Cleanup(func() { f.StopAll(); f.CloseIdle() })
+	f, _, _ := simtest.Fleet(t, nil, func(c *config.Config) { c.Models[1].SimFaults = faultsB })
 	return f
 }
 

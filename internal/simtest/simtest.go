@@ -1,0 +1,50 @@
+// Package simtest starts the servers of a test on vllmsim: a fleet of the
+// default config's tiny models (changed as the test needs) on a private
+// simulated GPU, each server with its model's sim_faults, stopped when
+// the test ends. For the tests of the packages above fleet.
+package simtest
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/backend"
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/fleet"
+	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/vllmsim"
+)
+
+// Fleet is a fleet of config.Default's models changed by mod (nil: as
+// they are), its memory source the simulated GPU wrapped by wrap (nil: as
+// it is), with its record and the config it runs.
+func Fleet(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*fleet.Fleet, *record.Recorder, config.Config) {
+	t.Helper()
+	bin, err := backend.BuildSim(t.Context())
+	require.NoError(t, err)
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.OutDir = t.TempDir()
+	cfg.Timeouts.StartS, cfg.Timeouts.RequestS = 20, 10
+	if mod != nil {
+		mod(&cfg)
+	}
+	require.NoError(t, cfg.Validate())
+	var src gpu.Source = backend.NewSimSource(filepath.Join(dir, "gpu"))
+	if wrap != nil {
+		src = wrap(src)
+	}
+	smp := gpu.NewSampler(src, time.Hour)
+	rec := record.New(cfg.ModelNames())
+	env := backend.SimEnv("tiny", "1", dir, false) // server.Start adds it to this process's environment
+	f := fleet.New(cfg, fleet.Options{Command: bin, Sampler: smp, Env: func(m config.Model) []string {
+		return append(slices.Clone(env), vllmsim.EnvFaults+"="+m.SimFaults)
+	}}, rec)
+	t.Cleanup(func() { f.StopAll(); f.CloseIdle() })
+	return f, rec, cfg
+}
