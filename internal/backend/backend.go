@@ -183,7 +183,7 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 func (b *Backend) ServerEnv(m config.Model) []string {
 	env := slices.Clip(b.env)
 	if m.SimFaults != "" {
-		env = append(env, vllmsim.EnvFaults+"="+m.SimFaults)
+		env = append(env, SimFaultsEnv(m.SimFaults))
 	}
 	if b.caches != "" {
 		d := filepath.Join(b.caches, m.Label)
@@ -257,6 +257,10 @@ func (b *Backend) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// SimFaultsEnv is the environment entry that injects vllmsim faults
+// (config's sim_faults syntax) into a server.
+func SimFaultsEnv(faults string) string { return vllmsim.EnvFaults + "=" + faults }
 
 // SimEnv is the environment of a vllmsim server on its own (benchmarks of
 // the harness): profile, time scale, development endpoints, a simulated

@@ -17,7 +17,6 @@ import (
 	"github.com/wakebench/wakebench/internal/fleet"
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/record"
-	"github.com/wakebench/wakebench/internal/vllmsim"
 )
 
 // Fleet is a fleet of config.Default's models changed by mod (nil: as
@@ -43,7 +42,7 @@ func Fleet(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Conf
 	rec := record.New(cfg.ModelNames())
 	env := backend.SimEnv("tiny", "1", dir, false) // server.Start adds it to this process's environment
 	f := fleet.New(cfg, fleet.Options{Command: bin, Sampler: smp, Env: func(m config.Model) []string {
-		return append(slices.Clone(env), vllmsim.EnvFaults+"="+m.SimFaults)
+		return append(slices.Clone(env), backend.SimFaultsEnv(m.SimFaults))
 	}}, rec)
 	t.Cleanup(func() { f.StopAll(); f.CloseIdle() })
 	return f, rec, cfg
