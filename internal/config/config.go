@@ -630,7 +630,8 @@ func (c Config) validateTraffic(bad func(key, format string, a ...any)) {
 	num("min_dwell_s", tr.MinDwellS)
 	for _, l := range slices.Sorted(maps.Keys(tr.Rates)) {
 		if _, ok := c.Model(l); !ok {
-			bad("traffic.rates", "%q is not a model label (labels: %v)", l, labelsOf(c.Models))
+			labels, _ := c.ModelNames()
+			bad("traffic.rates", "%q is not a model label (labels: %v)", l, labels)
 		}
 		num("rates."+l, tr.Rates[l])
 	}
@@ -681,12 +682,4 @@ func (c Config) validateTraffic(bad func(key, format string, a ...any)) {
 			bad(fmt.Sprintf("traffic.in_flight_modes[%d]", i), `%q: want "abort", "wait" or "keep" (vLLM's pause modes)`, m)
 		}
 	}
-}
-
-func labelsOf(ms []Model) []string {
-	var out []string
-	for _, m := range ms {
-		out = append(out, m.Label)
-	}
-	return out
 }

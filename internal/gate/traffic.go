@@ -10,9 +10,9 @@ import (
 	"github.com/wakebench/wakebench/internal/stats"
 )
 
-// AsleepFirstTokens is, per model, issued → first token of the shared
+// asleepFirstTokens is, per model, issued → first token of the shared
 // run's successful requests that had to wait for their model.
-func AsleepFirstTokens(t record.Traffic) map[string][]float64 {
+func asleepFirstTokens(t record.Traffic) map[string][]float64 {
 	out := map[string][]float64{}
 	for _, r := range t.Requests {
 		if r.Run == record.RunShared && !r.WarmUp && r.Waited && r.Err == "" {
@@ -53,10 +53,10 @@ func Traffic(cfg config.Config, t record.Traffic) []record.Check {
 					Reason: reason, Required: cfg.ThresholdSetByUser("", "min_traffic_goodput_ratio")})
 			}
 		}
-		asleep := AsleepFirstTokens(t)
+		asleep := asleepFirstTokens(t)
 		for _, l := range slices.Sorted(maps.Keys(asleep)) {
 			if limit := cfg.ThresholdsFor(l).MaxAsleepFirstTokenP99S; limit > 0 {
-				out = append(out, Evaluate("traffic.asleep_first_token_s.p99", l, stats.NearestRank(sortedCopy(asleep[l]), 99), "<=", limit))
+				out = append(out, Evaluate("traffic.asleep_first_token_s.p99", l, stats.Distribute(asleep[l]).P99, "<=", limit))
 			}
 		}
 	}
@@ -70,10 +70,4 @@ func Traffic(cfg config.Config, t record.Traffic) []record.Check {
 			Evaluate(fmt.Sprintf("traffic.in_flight.%s.unexpected", f.Mode), "", float64(f.Unexpected), "==", 0))
 	}
 	return out
-}
-
-func sortedCopy(xs []float64) []float64 {
-	c := slices.Clone(xs)
-	slices.Sort(c)
-	return c
 }

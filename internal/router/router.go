@@ -176,38 +176,40 @@ func (r *Router) handover(ctx context.Context, sw *Switch) error {
 	return r.f.Activate(ctx, sw.To) // not started yet, or crashed: start it
 }
 
+// take removes model's waiting requests from the queue and returns them;
+// the caller holds mu.
+func (r *Router) take(model string) []*waiter {
+	var taken []*waiter
+	kept := r.queue[:0]
+	for _, w := range r.queue {
+		if w.model == model {
+			taken = append(taken, w)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(r.queue[len(kept):])
+	r.queue = kept
+	r.noteDepth()
+	return taken
+}
+
 // release lets every waiting request of model go (they count in flight
 // from now); the caller holds mu. It returns how many.
 func (r *Router) release(model string) int {
-	kept := r.queue[:0]
-	n := 0
-	for _, w := range r.queue {
-		if w.model == model {
-			r.inflight++
-			close(w.ready)
-			n++
-			continue
-		}
-		kept = append(kept, w)
+	ws := r.take(model)
+	for _, w := range ws {
+		r.inflight++
+		close(w.ready)
 	}
-	clear(r.queue[len(kept):])
-	r.queue = kept
-	r.noteDepth()
-	return n
+	return len(ws)
 }
 
+// failModel fails every waiting request of model with err; the caller holds mu.
 func (r *Router) failModel(model string, err error) {
-	kept := r.queue[:0]
-	for _, w := range r.queue {
-		if w.model == model {
-			w.ready <- err
-			continue
-		}
-		kept = append(kept, w)
+	for _, w := range r.take(model) {
+		w.ready <- err
 	}
-	clear(r.queue[len(kept):])
-	r.queue = kept
-	r.noteDepth()
 }
 
 func (r *Router) failAll(err error) {
