@@ -14,7 +14,6 @@ import (
 	"math"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,7 +193,7 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 		}
 	}
 	p := f.cfg.Protocol
-	logPath := filepath.Join(f.cfg.OutDir, label+".log")
+	logPath := f.logPath(label)
 	var logFrom int64 // this start's part of the log, appended to over starts
 	if st, err := os.Stat(logPath); err == nil {
 		logFrom = st.Size()
@@ -291,12 +290,9 @@ func (f *Fleet) PID(label string) int {
 // weight size ("Model loading took X GiB", for the physical limits) and
 // whether it compiled its graphs or loaded them from the compile cache.
 func (f *Fleet) readStartLog(m *model, path string, from int64) {
-	b, err := os.ReadFile(path)
+	b, err := readFrom(path, from)
 	if err != nil {
 		return
-	}
-	if from <= int64(len(b)) {
-		b = b[from:]
 	}
 	if gib, line, ok := vllm.WeightGiB(b); ok {
 		f.rec.SetWeight(m.cfg.Label, record.Weight{GiB: gib, Source: "server log: " + line})

@@ -61,18 +61,16 @@ func (f *Fleet) ensureReference(ctx context.Context, m *model) error {
 	if err != nil {
 		return fmt.Errorf("reference answers before the first sleep: %w", err)
 	}
-	for i, g := range gens {
-		if garbage(g.Text) {
-			return fmt.Errorf("reference probe %q of %s: %w: %.40q", f.probes(m)[i].Name, m.cfg.Label, ErrGarbage, g.Text)
+	var names []string
+	for i, p := range f.probes(m) {
+		if garbage(gens[i].Text) {
+			return fmt.Errorf("reference probe %q of %s: %w: %.40q", p.Name, m.cfg.Label, ErrGarbage, gens[i].Text)
 		}
+		names = append(names, p.Name)
 	}
 	f.mu.Lock()
 	m.reference = gens
 	f.mu.Unlock()
-	var names []string
-	for _, p := range f.probes(m) {
-		names = append(names, p.Name)
-	}
 	f.rec.SetReference(m.cfg.Label, record.Reference{Basis: oracle.Basis(gens[0]), Probes: names, Seconds: d.Seconds()})
 	return nil
 }
@@ -128,13 +126,17 @@ func (f *Fleet) MarkEngine(ctx context.Context, label string) EngineMark {
 	return mk
 }
 
-// readFrom reads a file from offset on.
+// readFrom reads a server log from offset on (the whole log if it is
+// shorter than offset).
 func readFrom(path string, offset int64) ([]byte, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
+	if st, err := fh.Stat(); err == nil && offset > st.Size() {
+		offset = 0 // shorter than when marked: a new file, read it all
+	}
 	if _, err := fh.Seek(offset, io.SeekStart); err != nil {
 		return nil, err
 	}
