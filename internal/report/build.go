@@ -78,9 +78,7 @@ func Build(raw record.Raw) Report {
 				sl.SuccessfulCycles++
 				sleep, wake, ftt = append(sleep, c.SleepS), append(wake, c.WakeAPIS), append(ftt, c.ToFirstTokenS)
 				engines = append(engines, c.Engine)
-				if !math.IsNaN(c.ResidualGiB) {
-					resid = append(resid, c.ResidualGiB)
-				}
+				resid = appendKnown(resid, c.ResidualGiB)
 			}
 			sl.SleepS, sl.WakeAPIS, sl.ToFirstTokenS, sl.ResidualGiB = summary(sleep), summary(wake), summary(ftt), summary(resid)
 			sl.FirstCycle, sl.SteadyState = firstSteady(sleep, wake, ftt)

@@ -141,23 +141,15 @@ type EngineFigures struct {
 func engineFigures(engines []*record.Engine, httpSleep, httpWake []float64) *EngineFigures {
 	var f EngineFigures
 	var sl, wk, msl, mwk, osl, owk, fr []float64
-	add := func(xs *[]float64, x float64) {
-		if !math.IsNaN(x) {
-			*xs = append(*xs, x)
-		}
-	}
 	for i, e := range engines {
 		if e == nil {
 			continue
 		}
 		f.Cycles++
-		add(&sl, e.SleepS)
-		add(&wk, e.WakeS)
-		add(&msl, e.MetricSleepS)
-		add(&mwk, e.MetricWakeS)
-		add(&osl, httpSleep[i]-e.SleepS)
-		add(&owk, httpWake[i]-e.WakeS)
-		add(&fr, e.FreedGiB)
+		sl, wk = appendKnown(sl, e.SleepS), appendKnown(wk, e.WakeS)
+		msl, mwk = appendKnown(msl, e.MetricSleepS), appendKnown(mwk, e.MetricWakeS)
+		osl, owk = appendKnown(osl, httpSleep[i]-e.SleepS), appendKnown(owk, httpWake[i]-e.WakeS)
+		fr = appendKnown(fr, e.FreedGiB)
 		if len(e.Disagreements) > 0 {
 			f.Disagreements++
 			if f.FirstDisagreement == "" {
@@ -206,8 +198,7 @@ func soak(raw record.Raw) *Soak {
 	if raw.SoakPlanned == 0 && len(raw.Soak) == 0 {
 		return nil
 	}
-	s := &Soak{PlannedCycles: raw.SoakPlanned, Cycles: len(raw.Soak), Level: raw.SoakLevel, Models: map[string]*SoakModel{},
-		MinHeadroomGiB: math.NaN()}
+	s := &Soak{PlannedCycles: raw.SoakPlanned, Cycles: len(raw.Soak), Level: raw.SoakLevel, Models: map[string]*SoakModel{}}
 	type series struct {
 		resid, rel, rss, sleep, wake, ftt []float64
 		engines                           []*record.Engine
@@ -215,9 +206,7 @@ func soak(raw record.Raw) *Soak {
 	by := map[string]*series{}
 	var headroom []float64
 	for _, c := range raw.Soak {
-		if !math.IsNaN(c.HeadroomGiB) {
-			headroom = append(headroom, c.HeadroomGiB)
-		}
+		headroom = appendKnown(headroom, c.HeadroomGiB)
 		if !c.OK {
 			continue
 		}
@@ -227,14 +216,7 @@ func soak(raw record.Raw) *Soak {
 			m = &series{}
 			by[c.From] = m
 		}
-		for _, kv := range []struct {
-			xs *[]float64
-			x  float64
-		}{{&m.resid, c.ResidualGiB}, {&m.rel, c.ReleasePct}, {&m.rss, c.RSSGiB}} {
-			if !math.IsNaN(kv.x) {
-				*kv.xs = append(*kv.xs, kv.x)
-			}
-		}
+		m.resid, m.rel, m.rss = appendKnown(m.resid, c.ResidualGiB), appendKnown(m.rel, c.ReleasePct), appendKnown(m.rss, c.RSSGiB)
 		m.sleep, m.wake, m.ftt = append(m.sleep, c.SleepS), append(m.wake, c.WakeS), append(m.ftt, c.ToFirstTokenS)
 		m.engines = append(m.engines, c.Engine)
 	}
@@ -263,10 +245,15 @@ func soak(raw record.Raw) *Soak {
 			s.ProjectedCyclesToOOM = &n
 		}
 	}
-	if math.IsNaN(s.MinHeadroomGiB) {
-		s.MinHeadroomGiB = 0
-	}
 	return s
+}
+
+// appendKnown appends x unless it is NaN (a figure not known).
+func appendKnown(xs []float64, x float64) []float64 {
+	if math.IsNaN(x) {
+		return xs
+	}
+	return append(xs, x)
 }
 
 // trend is stats.FitTrend, nil for a series too short to fit.
