@@ -316,8 +316,7 @@ func (p *Protocol) inFlight(ctx context.Context, label, mode string) (record.InF
 				outcome = "finished after /sleep answered"
 			}
 		}
-		want := map[string][]string{vllm.SleepAbort: {"aborted", "finished"}, vllm.SleepWait: {"finished"}, vllm.SleepKeep: {"held"}}[mode]
-		if !slices.Contains(want, outcome) {
+		if want := documented(mode); !slices.Contains(want, outcome) {
 			f.Unexpected++
 			if f.Detail == "" {
 				f.Detail = fmt.Sprintf("mode %s: a request %s (expected %s)", mode, outcome, strings.Join(want, " or "))
@@ -333,6 +332,19 @@ func (p *Protocol) inFlight(ctx context.Context, label, mode string) (record.InF
 	}
 	f.Survived = true
 	return f, nil
+}
+
+// documented is what each pause mode does to a request decoding when the
+// sleep is sent (vLLM's EngineCore.pause_scheduler): abort ends it (or it
+// finished first), wait lets it finish, keep holds it until the wake.
+func documented(mode string) []string {
+	switch mode {
+	case vllm.SleepAbort:
+		return []string{"aborted", "finished"}
+	case vllm.SleepWait:
+		return []string{"finished"}
+	}
+	return []string{"held"}
 }
 
 // waitRunning waits until label's server counts n requests running (or
