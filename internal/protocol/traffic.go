@@ -343,8 +343,10 @@ func documented(mode string) []string {
 		return []string{"aborted", "finished"}
 	case vllm.SleepWait:
 		return []string{"finished"}
+	case vllm.SleepKeep:
+		return []string{"held"}
 	}
-	return []string{"held"}
+	return nil // not a mode: config refuses it
 }
 
 // waitRunning waits until label's server counts n requests running (or
