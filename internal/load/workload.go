@@ -110,10 +110,7 @@ func ReadDataset(r io.Reader, name string) ([]Sample, error) {
 		var e struct {
 			Prompt        *string `json:"prompt"`
 			OutputTokens  int     `json:"output_tokens"`
-			Conversations []struct {
-				From  string `json:"from"`
-				Value string `json:"value"`
-			} `json:"conversations"`
+			Conversations []turn  `json:"conversations"`
 		}
 		if err := json.Unmarshal([]byte(text), &e); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
@@ -143,10 +140,15 @@ func ReadDataset(r io.Reader, name string) ([]Sample, error) {
 	return out, nil
 }
 
-func conversation(turns []struct {
+// turn is one turn of a ShareGPT conversation.
+type turn struct {
 	From  string `json:"from"`
 	Value string `json:"value"`
-}) (Sample, bool) {
+}
+
+// conversation is the sample of a conversation's first human turn and the
+// reply after it.
+func conversation(turns []turn) (Sample, bool) {
 	for i := 0; i+1 < len(turns); i++ {
 		if turns[i].From == "human" && turns[i].Value != "" && turns[i+1].From == "gpt" && turns[i+1].Value != "" {
 			return Sample{Prompt: turns[i].Value, OutputTokens: (len(turns[i+1].Value) + 3) / 4}, true
