@@ -72,6 +72,9 @@ func Start(spec Spec) (*Server, error) {
 // PID is the server's process id (and process group id).
 func (s *Server) PID() int { return s.cmd.Process.Pid }
 
+// Label is the server's label (Spec.Label).
+func (s *Server) Label() string { return s.spec.Label }
+
 // Done is closed when the process has exited.
 func (s *Server) Done() <-chan struct{} { return s.done }
 
@@ -168,6 +171,18 @@ func (s *Server) Stop(grace time.Duration) error {
 		return fmt.Errorf("stop %s: did not exit within %v of SIGTERM; killed", s.spec.Label, grace)
 	case <-time.After(5 * time.Second):
 		return fmt.Errorf("stop %s: pid %d survived SIGKILL", s.spec.Label, pgid)
+	}
+}
+
+// Kill kills the process group at once, as a crash or an OOM kill would,
+// and waits for the leader to exit.
+func (s *Server) Kill() error {
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-s.done:
+		return nil
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("kill %s: pid %d survived SIGKILL", s.spec.Label, s.cmd.Process.Pid)
 	}
 }
 
