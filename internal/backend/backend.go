@@ -193,6 +193,10 @@ func (b *Backend) ServerEnv(m config.Model) []string {
 	return env
 }
 
+// NodeEnv is the environment every server needs, without any one
+// model's faults or caches: what a node gives every container it runs.
+func (b *Backend) NodeEnv() []string { return slices.Clone(b.env) }
+
 // RestartBaseline says what the run's starts were, as measured: whether
 // each model's initial start compiled its graphs (initial, from vLLM's log:
 // model label → "compiled", "loaded from cache" or ""), and with fresh

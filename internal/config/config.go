@@ -49,6 +49,7 @@ type Config struct {
 	Timeouts   Timeouts   `json:"timeouts"`
 	Thresholds Thresholds `json:"thresholds"`
 	Traffic    Traffic    `json:"traffic"`
+	Kubernetes Kubernetes `json:"kubernetes"`
 	// OutDir receives report.json, bench.txt, samples.csv and the server logs.
 	OutDir string `json:"out_dir"`
 	// Baseline is a previous run's bench.txt to gate regressions against
@@ -155,6 +156,42 @@ type Traffic struct {
 	InFlightModes    []string `json:"in_flight_modes"`
 }
 
+// Kubernetes is the Kubernetes phase (TestKubernetes): the models as Pods
+// on a real control plane sharing one GPU through a DRA ResourceClaim. Off
+// while control_plane is "".
+type Kubernetes struct {
+	// ControlPlane is "local" (a control plane and a node agent started
+	// here on 127.0.0.1; make k8s) or "kubeconfig" (an existing cluster).
+	ControlPlane string `json:"control_plane"`
+	// BinDir holds etcd, kube-apiserver, kube-scheduler and
+	// kube-controller-manager for "local" (default: $WAKEBENCH_K8S_BIN).
+	BinDir string `json:"bin_dir"`
+	// Kubeconfig is the cluster's kubeconfig for "kubeconfig" ("":
+	// $KUBECONFIG, then ~/.kube/config).
+	Kubeconfig string `json:"kubeconfig"`
+	Namespace  string `json:"namespace"`
+	// Image is the Pods' container image; the local node agent runs the
+	// configured command (vllmsim or vllm) in its place.
+	Image string `json:"image"`
+	// DeviceClass is the DeviceClass the claims request: the NVIDIA DRA
+	// driver's gpu.nvidia.com on a cluster; the local phase creates its own.
+	DeviceClass string `json:"device_class"`
+	// HostNetwork runs the Pods on the node's network (always, locally):
+	// the harness reaches each Pod at its IP and port.
+	HostNetwork bool `json:"host_network"`
+	// Port is the Pods' container port when not on the host network.
+	Port     int `json:"port"`
+	Handoffs int `json:"handoffs"` // handoffs across Pods, alternating
+	// TimeoutS bounds each wait: scheduling, start, Ready, routable.
+	TimeoutS float64 `json:"timeout_s"`
+	// RefuseWaitS is how long an unschedulable verdict is waited for in the
+	// capacity accounting (the Pod that should be refused).
+	RefuseWaitS float64 `json:"refuse_wait_s"`
+}
+
+// On says whether the Kubernetes phase runs.
+func (k Kubernetes) On() bool { return k.ControlPlane != "" }
+
 // TrafficWorkload is the requests' lengths: fixed, uniform (between the
 // min_ and the plain keys) or dataset (a JSONL file), with a prefix every
 // prompt shares.
@@ -244,6 +281,8 @@ func Default() Config {
 			Workload:   TrafficWorkload{Kind: "fixed", PromptTokens: 64, OutputTokens: 32},
 			SleepLevel: 1, SLO: SLO{TTFTS: 10, TPOTS: 0.5, E2ES: 60}, Ideal: true,
 			InFlightRequests: 4, InFlightModes: []string{"abort", "wait", "keep"}},
+		Kubernetes: Kubernetes{Namespace: "wakebench", Image: "vllm/vllm-openai:latest", DeviceClass: "gpu.nvidia.com",
+			Port: 8000, Handoffs: 4, TimeoutS: 120, RefuseWaitS: 10},
 		OutDir:      "out",
 		FreshCaches: true,
 		GPUs:        1,
@@ -462,6 +501,7 @@ func (c Config) Validate() error {
 		bad("protocol.sample_hz", "%v: want 0 < Hz ≤ 1000", p.SampleHz)
 	}
 	c.validateTraffic(bad)
+	c.validateKubernetes(bad)
 	t := c.Timeouts
 	for _, kv := range []struct {
 		k string
@@ -611,6 +651,37 @@ func thresholdField(k string) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// validateKubernetes checks the Kubernetes phase's keys.
+func (c Config) validateKubernetes(bad func(key, format string, a ...any)) {
+	k := c.Kubernetes
+	switch k.ControlPlane {
+	case "", "local", "kubeconfig":
+	default:
+		bad("kubernetes.control_plane", "%q: want \"local\" (make k8s), \"kubeconfig\" (an existing cluster) or \"\" (off)", k.ControlPlane)
+	}
+	if !k.On() {
+		return
+	}
+	if len(c.Models) != 2 {
+		bad("kubernetes", "the Kubernetes phase runs two models on one claim, not %d: list two models", len(c.Models))
+	}
+	if k.Namespace == "" {
+		bad("kubernetes.namespace", "empty")
+	}
+	if k.DeviceClass == "" {
+		bad("kubernetes.device_class", "empty")
+	}
+	if k.Handoffs < 2 {
+		bad("kubernetes.handoffs", "%d: at least 2 (one each way)", k.Handoffs)
+	}
+	if !(k.TimeoutS > 0) || !(k.RefuseWaitS > 0) {
+		bad("kubernetes.timeout_s/refuse_wait_s", "must be > 0")
+	}
+	if !k.HostNetwork && k.ControlPlane == "kubeconfig" && (k.Port < 1 || k.Port > 65535) {
+		bad("kubernetes.port", "%d: want 1–65535", k.Port)
+	}
 }
 
 // validateTraffic checks the traffic phase's keys.

@@ -239,6 +239,8 @@ type Raw struct {
 	SoakPlanned int
 	SoakLevel   int
 	Traffic     *Traffic // the traffic phase; nil when it did not run
+	// Kubernetes is the Kubernetes phase; nil when it did not run.
+	Kubernetes *Kubernetes
 }
 
 // NewRaw is an empty record of the labelled models, started now.
@@ -280,6 +282,7 @@ func (r Raw) Clone() Raw {
 	c.Events = slices.Clone(r.Events)
 	cloneCorrectness(&c, r)
 	c.Traffic = cloneTraffic(r.Traffic)
+	c.Kubernetes = cloneKubernetes(r.Kubernetes)
 	return c
 }
 
