@@ -376,14 +376,14 @@ func TestInitialStartIsColdAndSaysSo(t *testing.T) {
 	run(false) // fills the runner's cache
 	rep, rs := run(false)
 	assert.Equal(t, vllm.LoadedFromCache, rs[0].Compile, "the runner's cache makes the initial start warm")
-	assert.Contains(t, rep.RestartBaseline, "the runner's own compile caches (fresh_caches off)")
-	assert.Contains(t, rep.RestartBaseline, "A: initial start loaded from cache")
+	assert.Contains(t, rep.RestartBaseline.Summary, "the runner's own compile caches (fresh_caches off)")
+	assert.Contains(t, rep.RestartBaseline.Summary, "A: initial start loaded from cache")
 
 	rep, rs = run(true) // the runner's cache is warm, the run's are not
 	assert.Equal(t, vllm.Compiled, rs[0].Compile, "initial start")
 	assert.Equal(t, vllm.LoadedFromCache, rs[1].Compile, "warm start")
-	assert.Contains(t, rep.RestartBaseline, "fresh, empty compile caches")
-	assert.Contains(t, rep.RestartBaseline, "A: initial start compiled, ")
-	assert.Contains(t, rep.RestartBaseline, "KiB written into its fresh caches")
-	assert.Contains(t, rep.RestartBaseline, "B: no initial start measured")
+	assert.Contains(t, rep.RestartBaseline.Summary, "fresh, empty compile caches")
+	assert.Contains(t, rep.RestartBaseline.Summary, "A: initial start compiled, ")
+	assert.Contains(t, rep.RestartBaseline.Summary, "KiB written into its fresh caches")
+	assert.Contains(t, rep.RestartBaseline.Summary, "B: no initial start measured")
 }

@@ -25,6 +25,8 @@ const (
 	UnitResidual   = "GiB/residual"
 	UnitRelease    = "%-released"
 	UnitPeak       = "GiB/peak"
+	UnitScheduled  = "sec/scheduled" // Pod created → scheduled
+	UnitRoutable   = "sec/routable"  // Pod created, or handoff begun → ready in its EndpointSlice
 )
 
 // unitMeta is what benchstat should assume about each unit.
@@ -40,6 +42,8 @@ var unitMeta = []struct{ unit, key, value string }{
 	{UnitTPOT, "better", "lower"},
 	{UnitResidual, "better", "lower"},
 	{UnitPeak, "better", "lower"},
+	{UnitScheduled, "better", "lower"},
+	{UnitRoutable, "better", "lower"},
 }
 
 // WriteUnitMetadata writes the unit metadata lines (Unit tok/s better=higher, …).
@@ -64,6 +68,7 @@ func WriteUnitMetadata(w io.Writer) error {
 //	BenchmarkSwitch/dir=A→B
 //	BenchmarkTraffic/model=A/run=shared/found=asleep (one line per request: issued → first token, TPOT)
 //	BenchmarkMemory/model=A
+//	BenchmarkPodStart/model=A/kind=cold, BenchmarkPodRestart/model=A, BenchmarkPodSwitch/dir=A→B (the Kubernetes phase)
 func WriteBench(w io.Writer, raw record.Raw) error {
 	bw := benchfmt.NewWriter(w)
 	cfg := []benchfmt.Config{
@@ -152,6 +157,7 @@ func WriteBench(w io.Writer, raw record.Raw) error {
 			line("Traffic/model="+r.Model+"/run="+r.Run+"/found="+found, vals...)
 		}
 	}
+	kubernetesBench(raw.Kubernetes, line)
 	if peak := summary(raw.DeviceUsedGiB); peak.N > 0 {
 		line("Memory/device", v(peak.Max, UnitPeak))
 	}

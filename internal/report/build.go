@@ -30,8 +30,7 @@ func Build(raw record.Raw) Report {
 	rep := Report{
 		Runtime: raw.Runtime, GPU: raw.GPU, ContextTokens: raw.ContextTokens, KVGiB: raw.KVGiB,
 		Models: map[string]*Model{}, Requests: raw.Requests, PercentileMethod: stats.PercentileMethod,
-		RestartBaseline: "same host, warm local caches, servers started one at a time; not a cold node or container start",
-		DRA:             "not executed; shared GPU within one host",
+		RestartBaseline: RestartBaseline{Summary: "same host, warm local caches, servers started one at a time; not a cold node or container start"},
 		Windows:         raw.Windows, Simulated: raw.Simulated, GPUFacts: raw.GPUFacts,
 		Phases: raw.Phases, Checks: raw.Checks, Failures: raw.Failures,
 		Started: unix(raw.Started), Finished: unix(raw.Finished),
@@ -41,7 +40,7 @@ func Build(raw record.Raw) Report {
 	}
 	rep.GPUPlacement = raw.GPUPlacement
 	if raw.RestartBaseline != "" {
-		rep.RestartBaseline = raw.RestartBaseline
+		rep.RestartBaseline.Summary = raw.RestartBaseline
 	}
 	if rep.Checks == nil {
 		rep.Checks = []record.Check{}
@@ -151,6 +150,7 @@ func Build(raw record.Raw) Report {
 
 	rep.Soak = soak(raw)
 	rep.Traffic = traffic(raw.Traffic)
+	kubernetes(&rep, raw.Labels, raw.Kubernetes)
 	rep.Status = status(rep)
 	return rep
 }

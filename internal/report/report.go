@@ -22,8 +22,8 @@ type Report struct {
 	Models           map[string]*Model        `json:"models"`
 	Requests         record.Requests          `json:"requests"`
 	PercentileMethod string                   `json:"percentile_method"`
-	RestartBaseline  string                   `json:"restart_baseline"`
-	DRA              string                   `json:"dra"`
+	RestartBaseline  RestartBaseline          `json:"restart_baseline"` // a string in the reference: see Widened
+	DRA              DRA                      `json:"dra"`              // a string in the reference: see Widened
 	Switch           Switch                   `json:"switch"`
 	Memory           Memory                   `json:"memory"`
 	Windows          map[string]record.Window `json:"windows"`

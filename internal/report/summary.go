@@ -107,6 +107,7 @@ func WriteSummary(w io.Writer, rep Report) error {
 	}
 	writeTransitions(&b, rep, labels)
 	writeTraffic(&b, rep.Traffic)
+	writeKubernetes(&b, rep, labels)
 	peak := rep.Memory.PhysicalPeakGiB
 	peak.Median = peak.Max // num prints the median
 	fmt.Fprintf(&b, "\nGPU memory: peak %s GiB over %d samples (source %s).", num(peak), peak.N, rep.Memory.Source)
