@@ -4,7 +4,7 @@ CONFIG ?= testdata/demo.json
 # go-nvml's cgo build warns about every NVML 13 deprecation; silence them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: bench test vet fuzz gpu perf ci soak
+.PHONY: bench test vet fuzz gpu perf ci soak k8s
 FUZZTIME ?= 10s
 
 # The protocol's tests (not the harness's own robustness tests). TestProtocol
@@ -43,8 +43,18 @@ gpu:
 	WAKEBENCH_CONFIG=$(GPU_CONFIG) $(GO) test -tags gpu -count=1 -timeout 0 -v -run $(PROTOCOL) .
 	$(GO) test -tags gpu -count=1 -v ./internal/backend
 
+## k8s: the Kubernetes phase on a local control plane (etcd, kube-apiserver, kube-scheduler,
+## kube-controller-manager v1.34.3, built once from source by scripts/k8s-build.sh: minutes the
+## first time) and wakebench's node agent: the control plane's and the phase's own tests, then
+## TestKubernetes with testdata/k8s.json; writes out/k8s
+K8S_CONFIG ?= testdata/k8s.json
+k8s:
+	@bin=$$(scripts/k8s-build.sh) && export WAKEBENCH_K8S_BIN=$$bin && \
+	$(GO) test -count=1 -race ./internal/controlplane ./internal/kubephase && \
+	WAKEBENCH_CONFIG=$(K8S_CONFIG) $(GO) test -count=1 -timeout 20m -v -run '^TestKubernetes$$' .
+
 ## perf: the harness's own overhead against its goals and against wrk and vegeta (installs them); prints one table
 perf:
 	scripts/perf.sh
 
-ci: vet fuzz test
+ci: vet fuzz test k8s
