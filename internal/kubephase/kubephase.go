@@ -786,6 +786,12 @@ func (p *phase) capacity(ctx context.Context, shared string) error {
 	}
 	cc.DeviceGiB = float64(total) / record.GiB
 	p.out.Capacity = cc
+	if !cc.Enabled {
+		// Without multiple allocations a device goes whole to one claim: a
+		// second Pod with its own claim could never share it, asleep or not.
+		p.out.Notes = append(p.out.Notes, fmt.Sprintf("per-Pod claims on one device not executed: device %s/%s/%s does not allow multiple allocations (the DRAConsumableCapacity feature gate is off in kube-apiserver or kube-scheduler, or the driver does not publish allowMultipleAllocations), so each Pod's own claim would take the whole GPU", dev.Driver, dev.Pool, dev.Device))
+		return nil
+	}
 	request := func(l string) int64 {
 		return int64(p.models[l].GPUMemoryUtilization*float64(total)) &^ (1<<20 - 1) // whole MiB
 	}
@@ -803,9 +809,6 @@ func (p *phase) capacity(ctx context.Context, shared string) error {
 	for _, l := range []string{a, b} {
 		ps, err := p.coldStart(ctx, l, claims[l], "per-pod-claim")
 		if err != nil {
-			if !cc.Enabled {
-				err = fmt.Errorf("%w (the device does not allow multiple allocations: is the DRAConsumableCapacity feature gate on in kube-apiserver and kube-scheduler?)", err)
-			}
 			return err
 		}
 		cc.Scheduled = append(cc.Scheduled, ps.Pod)

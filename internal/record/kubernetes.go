@@ -19,13 +19,13 @@ type Kubernetes struct {
 	Node      string
 	// ServerVersion is what the Pods' servers said of themselves (/version).
 	ServerVersion string
-	Starts    []PodStart
-	Restarts  []PodRestart
-	Handoffs  []PodHandoff
-	Shared    *SharedClaim
-	Capacity  *CapacityClaims
-	Scale     []ScaleToZero
-	Notes     []string
+	Starts        []PodStart
+	Restarts      []PodRestart
+	Handoffs      []PodHandoff
+	Shared        *SharedClaim
+	Capacity      *CapacityClaims
+	Scale         []ScaleToZero
+	Notes         []string
 }
 
 // PodStart is one Pod started from nothing: created → … → first token.
