@@ -45,12 +45,14 @@ gpu:
 
 ## k8s: the Kubernetes phase on a local control plane (etcd, kube-apiserver, kube-scheduler,
 ## kube-controller-manager v1.34.3, built once from source by scripts/k8s-build.sh: minutes the
-## first time) and wakebench's node agent: the control plane's and the phase's own tests, then
+## first time) and wakebench's node agent: the control plane's, the phase's and the harness's
+## Kubernetes tests (a broken scheduler is a named FAIL), then
 ## TestKubernetes with testdata/k8s.json; writes out/k8s
 K8S_CONFIG ?= testdata/k8s.json
 k8s:
 	@bin=$$(scripts/k8s-build.sh) && export WAKEBENCH_K8S_BIN=$$bin && \
 	$(GO) test -count=1 -race ./internal/controlplane ./internal/kubephase && \
+	$(GO) test -count=1 -race -run Kubernetes ./internal/harness && \
 	WAKEBENCH_CONFIG=$(K8S_CONFIG) $(GO) test -count=1 -timeout 20m -v -run '^TestKubernetes$$' .
 
 ## perf: the harness's own overhead against its goals and against wrk and vegeta (installs them); prints one table

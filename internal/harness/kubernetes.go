@@ -29,7 +29,9 @@ func (r *Run) Kubernetes(ctx context.Context, logf func(string, ...any)) (k reco
 	start := time.Now()
 	defer func() {
 		r.rec.Window(kubephase.Phase, start, time.Now(), time.Duration(cfg.Protocol.WindowPadS*float64(time.Second)))
-		r.rec.SetKubernetes(k)
+		if k.Cluster != "" { // a cluster was reached: the phase ran, however far
+			r.rec.SetKubernetes(k)
+		}
 		if err != nil {
 			err = r.Fail(kubephase.Phase, "", "run", err)
 		}
