@@ -104,9 +104,15 @@ func Start(ctx context.Context, o Options) (cp *ControlPlane, err error) {
 			return nil, fmt.Errorf("control plane: %w", err)
 		}
 	}
-	ports, err := freePorts(3)
-	if err != nil {
-		return nil, fmt.Errorf("control plane: %w", err)
+	var ports []int // etcd's client and peer ports, the API server's: three different ones
+	for len(ports) < 3 {
+		p, err := server.FreePort("127.0.0.1")
+		if err != nil {
+			return nil, fmt.Errorf("control plane: %w", err)
+		}
+		if !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
 	}
 	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
 	pki := filepath.Join(o.Dir, "pki")
@@ -243,25 +249,6 @@ func waitReady(ctx context.Context, srv *server.Server, host, token string, ca [
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func randomHex(n int) (string, error) {

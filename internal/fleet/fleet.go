@@ -167,15 +167,6 @@ func (f *Fleet) explain(m *model, err error) error {
 	return fmt.Errorf("%w (the client saw: %v)", exit, err)
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // Start spawns the model's server, waits for /health and checks
 // /v1/models. It returns spawn → ready. A start that fails is stopped:
 // nothing of it runs on beside the next model.
@@ -188,7 +179,7 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 		return 0, fmt.Errorf("server %s already running", label)
 	}
 	if m.port == 0 {
-		if m.port, err = freePort(); err != nil {
+		if m.port, err = server.FreePort(f.cfg.Host); err != nil {
 			return 0, err
 		}
 	}

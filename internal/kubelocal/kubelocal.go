@@ -17,6 +17,7 @@ import (
 	"github.com/wakebench/wakebench/internal/controlplane"
 	"github.com/wakebench/wakebench/internal/kube"
 	"github.com/wakebench/wakebench/internal/nodeagent"
+	"github.com/wakebench/wakebench/internal/server"
 )
 
 // The local node and the DRA driver its GPU is published under.
@@ -75,7 +76,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 func (c *Cluster) PhaseEnv(cfg config.Config, src gpu.Source, logf func(string, ...any)) kubephase.Env {
 	cfg.Kubernetes.HostNetwork = true // Pods are host processes: the node's network
 	return kubephase.Env{Cfg: cfg, Clients: c.Clients, Node: c.Agent, Memory: kubephase.MemoryFrom(src), Driver: Driver,
-		FreePort: freePort, HostIP: c.IP, Logf: logf}
+		FreePort: func() (int, error) { return server.FreePort(c.IP) }, HostIP: c.IP, Logf: logf}
 }
 
 // hostIP is the host's first non-loopback IPv4 address: the node's. A
@@ -92,15 +93,6 @@ func hostIP() (string, error) {
 		}
 	}
 	return "", errors.New("local node: the host has no non-loopback IPv4 address, and EndpointSlices refuse 127.0.0.0/8: the Kubernetes phase needs a network interface up")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Describe says what ran, for the report.

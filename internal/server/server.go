@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -172,6 +173,16 @@ func (s *Server) Stop(grace time.Duration) error {
 	case <-time.After(5 * time.Second):
 		return fmt.Errorf("stop %s: pid %d survived SIGKILL", s.spec.Label, pgid)
 	}
+}
+
+// FreePort is a TCP port free on host now, for a server to listen on.
+func FreePort(host string) (int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("free port on %s: %w", host, err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Kill kills the process group at once, as a crash or an OOM kill would,
