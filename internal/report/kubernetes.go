@@ -100,15 +100,13 @@ type SharedClaim struct {
 	DeallocatedS float64  `json:"deallocated_s"`
 }
 
-// PodSwitch is one direction's handoffs across Pods.
+// PodSwitch is one direction's handoffs across Pods: the switch's own
+// figures (as a direction's steady state), then the Pod's.
 type PodSwitch struct {
-	N             int           `json:"n"`
-	SleepS        stats.Summary `json:"sleep_s"`
-	WakeS         stats.Summary `json:"wake_s"`
-	ToFirstTokenS stats.Summary `json:"to_first_token_s"`
-	ReadyS        stats.Summary `json:"ready_s"`
-	RoutableS     stats.Summary `json:"routable_s"`
-	UnroutableS   stats.Summary `json:"unroutable_s"`
+	Steady
+	ReadyS      stats.Summary `json:"ready_s"`
+	RoutableS   stats.Summary `json:"routable_s"`
+	UnroutableS stats.Summary `json:"unroutable_s"`
 }
 
 // Capacity is the claim accounting in report.json.
@@ -190,7 +188,7 @@ func kubernetes(rep *Report, labels []string, k *record.Kubernetes) {
 		c.ready, c.route, c.unroute = appendSeen(c.ready, h.ReadyS), appendSeen(c.route, h.RoutableS), appendSeen(c.unroute, h.UnroutableS)
 	}
 	for dir, c := range cols {
-		d.Switch[dir] = &PodSwitch{N: len(c.ft), SleepS: summary(c.sleep), WakeS: summary(c.wake), ToFirstTokenS: summary(c.ft),
+		d.Switch[dir] = &PodSwitch{Steady: Steady{N: len(c.ft), SleepS: summary(c.sleep), WakeS: summary(c.wake), ToFirstTokenS: summary(c.ft)},
 			ReadyS: summary(c.ready), RoutableS: summary(c.route), UnroutableS: summary(c.unroute)}
 	}
 	var pods []string
