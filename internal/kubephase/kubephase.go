@@ -72,6 +72,7 @@ type phase struct {
 	ns     string
 	out    record.Kubernetes
 	n      map[string]int // Pods made per model
+	made   int            // Pods made in all
 	pods   map[string]*running
 	order  []string // model labels
 	models map[string]config.Model
@@ -331,13 +332,9 @@ func (p *phase) coldStart(ctx context.Context, label, claim, kind string) (*reco
 	m := p.models[label]
 	p.n[label]++
 	name := fmt.Sprintf("wakebench-%s-%d", lower(label), p.n[label])
-	port, host := p.k.Port, "0.0.0.0"
-	if p.FreePort != nil {
-		var err error
-		if port, err = p.FreePort(); err != nil {
-			return nil, err
-		}
-		host = p.HostIP
+	port, host, err := p.address()
+	if err != nil {
+		return nil, err
 	}
 	ps := &record.PodStart{Model: label, Pod: name, Kind: kind}
 	for _, r := range p.pods {
@@ -461,6 +458,22 @@ func (p *phase) coldStart(ctx context.Context, label, claim, kind string) (*reco
 	p.Logf("kubernetes: %s scheduled %.3fs, started %.3fs, /health %.3fs, first token %.3fs, Ready %.3fs, routable %.3fs",
 		name, ps.ScheduledS, ps.ContainerStarted, ps.HealthS, ps.FirstTokenS, ps.ReadyS, ps.RoutableS)
 	return ps, nil
+}
+
+// address is the next Pod's port and the address it binds: a free port
+// on the local node; kubernetes.port on a Pod network, where every Pod has
+// its own IP; successive ports from it on a cluster node's network, where
+// Pods of the phase may share a node.
+func (p *phase) address() (port int, host string, err error) {
+	p.made++
+	switch {
+	case p.FreePort != nil:
+		port, err = p.FreePort()
+		return port, p.HostIP, err
+	case p.k.HostNetwork:
+		return p.k.Port + p.made - 1, "0.0.0.0", nil
+	}
+	return p.k.Port, "0.0.0.0", nil
 }
 
 // explainPod turns a Pod that did not get where it should into an error
@@ -823,12 +836,9 @@ func (p *phase) capacity(ctx context.Context, shared string) error {
 	// The third Pod: model A's again, on a claim of its own.
 	p.n[a]++
 	name := fmt.Sprintf("wakebench-%s-%d", lower(a), p.n[a])
-	port, host := p.k.Port, "0.0.0.0"
-	if p.FreePort != nil {
-		if port, err = p.FreePort(); err != nil {
-			return err
-		}
-		host = p.HostIP
+	port, host, err := p.address()
+	if err != nil {
+		return err
 	}
 	cc.RequestedGi = float64(request(a)) / record.GiB
 	if p.Memory != nil {
