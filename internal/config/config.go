@@ -182,6 +182,8 @@ type Kubernetes struct {
 	// Port is the Pods' container port when not on the host network.
 	Port     int `json:"port"`
 	Handoffs int `json:"handoffs"` // handoffs across Pods, alternating
+	// SleepLevel is the level Pods are put to sleep at (1 or 2).
+	SleepLevel int `json:"sleep_level"`
 	// TimeoutS bounds each wait: scheduling, start, Ready, routable.
 	TimeoutS float64 `json:"timeout_s"`
 	// RefuseWaitS is how long an unschedulable verdict is waited for in the
@@ -282,7 +284,7 @@ func Default() Config {
 			SleepLevel: 1, SLO: SLO{TTFTS: 10, TPOTS: 0.5, E2ES: 60}, Ideal: true,
 			InFlightRequests: 4, InFlightModes: []string{"abort", "wait", "keep"}},
 		Kubernetes: Kubernetes{Namespace: "wakebench", Image: "vllm/vllm-openai:latest", DeviceClass: "gpu.nvidia.com",
-			Port: 8000, Handoffs: 4, TimeoutS: 120, RefuseWaitS: 10},
+			Port: 8000, Handoffs: 4, SleepLevel: 1, TimeoutS: 120, RefuseWaitS: 10},
 		OutDir:      "out",
 		FreshCaches: true,
 		GPUs:        1,
@@ -673,8 +675,11 @@ func (c Config) validateKubernetes(bad func(key, format string, a ...any)) {
 	if k.DeviceClass == "" {
 		bad("kubernetes.device_class", "empty")
 	}
-	if k.Handoffs < 2 {
-		bad("kubernetes.handoffs", "%d: at least 2 (one each way)", k.Handoffs)
+	if k.Handoffs < 2 || k.Handoffs > 10000 {
+		bad("kubernetes.handoffs", "%d: want 2 (one each way) to 10 000", k.Handoffs)
+	}
+	if k.SleepLevel != 1 && k.SleepLevel != 2 {
+		bad("kubernetes.sleep_level", "%d: want 1 or 2", k.SleepLevel)
 	}
 	if !(k.TimeoutS > 0) || !(k.RefuseWaitS > 0) {
 		bad("kubernetes.timeout_s/refuse_wait_s", "must be > 0")

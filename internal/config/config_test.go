@@ -56,7 +56,7 @@ func TestBackendDefaultsFollowTheBuildTag(t *testing.T) {
 }
 
 func TestShippedConfigsLoad(t *testing.T) {
-	for f, models := range map[string]int{"example-config.json": 2, "demo.json": 2, "gpu-example.json": 2, "soak.json": 3} {
+	for f, models := range map[string]int{"example-config.json": 2, "demo.json": 2, "gpu-example.json": 2, "soak.json": 3, "k8s.json": 2} {
 		t.Run(f, func(t *testing.T) {
 			c, err := Load(env(map[string]string{EnvFile: filepath.Join("..", "..", "testdata", f)}))
 			require.NoError(t, err)
@@ -136,6 +136,11 @@ func TestBadInputNamesTheKey(t *testing.T) {
 			[]string{`traffic.arrivals: "bursty"`, `traffic.rates: "Z" is not a model label`, "traffic.rates.A: -1", "traffic.sleep_level: 3", `traffic.in_flight_modes[0]: "later"`, `traffic.workload.kind: "zipf"`, "traffic.trace: stat /nonexistent.csv"}},
 		{"traffic prompt beyond the context", `{"traffic": {"workload": {"kind": "fixed", "prompt_tokens": 5000, "output_tokens": 8}}}`, nil, []string{"must stay below protocol.context_tokens (4096)"}},
 		{"negative growth limit", `{"thresholds": {"max_residual_growth_mib_per_cycle": -1}}`, nil, []string{"thresholds.max_residual_growth_mib_per_cycle: -1: must not be negative"}},
+		{"kubernetes control plane", `{"kubernetes": {"control_plane": "kind"}}`, nil, []string{`kubernetes.control_plane: "kind": want "local"`}},
+		{"kubernetes", `{"kubernetes": {"control_plane": "kubeconfig", "handoffs": 1, "sleep_level": 3, "port": 0, "namespace": ""}}`, nil,
+			[]string{"kubernetes.handoffs: 1: want 2", "kubernetes.sleep_level: 3: want 1 or 2", "kubernetes.port: 0", "kubernetes.namespace: empty"}},
+		{"kubernetes runs two models", `{"kubernetes": {"control_plane": "local"}, "models": [{"label":"A","name":"tiny-a","gpu_memory_utilization":0.3},{"label":"B","name":"tiny-b","gpu_memory_utilization":0.3},{"label":"C","name":"tiny-c","gpu_memory_utilization":0.3}]}`, nil,
+			[]string{"kubernetes: the Kubernetes phase runs two models on one claim, not 3"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

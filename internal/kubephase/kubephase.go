@@ -133,7 +133,7 @@ func (p *phase) run(ctx context.Context) error {
 	} else {
 		p.out.Notes = append(p.out.Notes, "in-Pod restart not executed: a cluster's kubelet restarts a container only when it exits, which the phase cannot cause without exec")
 	}
-	if err := p.sleep(ctx, a, 1); err != nil {
+	if err := p.sleep(ctx, a, p.k.SleepLevel); err != nil {
 		return err
 	}
 	if _, err := p.coldStart(ctx, b, claim, "cold"); err != nil {
@@ -145,7 +145,7 @@ func (p *phase) run(ctx context.Context) error {
 	}
 	from, to := b, a
 	for range p.k.Handoffs {
-		if err := p.handoff(ctx, from, to, 1); err != nil {
+		if err := p.handoff(ctx, from, to, p.k.SleepLevel); err != nil {
 			return err
 		}
 		from, to = to, from
@@ -552,12 +552,18 @@ func (p *phase) restartInPod(ctx context.Context, label string) error {
 	return nil
 }
 
-// sleep takes label's Pod out of its Service (gate False) and puts it to sleep.
+// sleep takes label's Pod out of its Service (gate False) and puts it to
+// sleep (outside a handoff: nothing routes to it meanwhile).
 func (p *phase) sleep(ctx context.Context, label string, level int) error {
 	r := p.pods[label]
 	if err := p.setGate(ctx, r.name, false); err != nil {
 		return err
 	}
+	return p.sleepServer(ctx, r, level)
+}
+
+// sleepServer sends r's server to sleep at level.
+func (p *phase) sleepServer(ctx context.Context, r *running, level int) error {
 	tctx, cancel := context.WithTimeout(ctx, time.Duration(p.Cfg.Timeouts.SleepS*float64(time.Second)))
 	defer cancel()
 	if err := r.client.Sleep(tctx, level); err != nil {
@@ -596,10 +602,12 @@ func (p *phase) handoff(ctx context.Context, from, to string, level int) error {
 		}
 		return nil
 	})
+	drained := make(chan struct{})
 	tr.goTrack(func() error {
 		var err error
 		outP, err = kube.Track(tctx, p.Clients.Discovery.EndpointSlices(p.ns).Watch, "", discoveryv1.LabelServiceName+"="+serviceName(from),
-			[]kube.Milestone[*discoveryv1.EndpointSlice]{{Name: "unroutable", Reached: endpointReady(rf.name, false)}}, nil)
+			[]kube.Milestone[*discoveryv1.EndpointSlice]{{Name: "unroutable", Reached: endpointReady(rf.name, false),
+				Then: func(*discoveryv1.EndpointSlice) { close(drained) }}}, nil)
 		if err != nil {
 			return fmt.Errorf("kubernetes: pod %s still routable while asleep (Service %s): %w", rf.name, serviceName(from), err)
 		}
@@ -609,8 +617,19 @@ func (p *phase) handoff(ctx context.Context, from, to string, level int) error {
 		cancel()
 		return errors.Join(err, tr.wait())
 	}
+	// Drain: From leaves its Service (gate off) and the phase waits until
+	// its EndpointSlice says so before the sleep, as a deployment must, or
+	// requests still routed to it would meet a sleeping server.
+	if err := p.setGate(tctx, rf.name, false); err != nil {
+		return fail(err)
+	}
+	select {
+	case <-drained:
+	case <-tctx.Done():
+		return fail(context.Cause(tctx))
+	}
 	s0 := time.Now()
-	if err := p.sleep(tctx, from, level); err != nil {
+	if err := p.sleepServer(tctx, rf, level); err != nil {
 		return fail(err)
 	}
 	ho.SleepS = time.Since(s0).Seconds()
@@ -827,7 +846,7 @@ func (p *phase) capacity(ctx context.Context, shared string) error {
 		cc.Scheduled = append(cc.Scheduled, ps.Pod)
 		cc.RequestGiB[ps.Pod] = float64(request(l)) / record.GiB
 		if l == a {
-			if err := p.sleep(ctx, a, 1); err != nil {
+			if err := p.sleep(ctx, a, p.k.SleepLevel); err != nil {
 				return err
 			}
 			cc.AsleepPods = append(cc.AsleepPods, ps.Pod)

@@ -56,8 +56,9 @@ type PodRestart struct {
 }
 
 // PodHandoff is one switch of the device from one model's Pod to the
-// other's: readiness gate of From off, sleep From, wake To, first token,
-// gate of To on, Pod Ready, EndpointSlice ready.
+// other's: readiness gate of From off and From drained (its endpoint not
+// ready in its EndpointSlice), sleep From, wake To, first token, gate of To
+// on, Pod Ready, EndpointSlice ready.
 type PodHandoff struct {
 	From, To    string
 	Level       int
@@ -66,8 +67,8 @@ type PodHandoff struct {
 	FirstTokenS float64 // handoff begun → first token from To
 	ReadyS      float64 // handoff begun → To's Pod Ready
 	RoutableS   float64 // handoff begun → To ready in its EndpointSlice
-	// UnroutableS is handoff begun → From's endpoint no longer ready (it
-	// stops taking traffic before its sleep is sent).
+	// UnroutableS is handoff begun → From's endpoint no longer ready: the
+	// drain, after which its sleep is sent.
 	UnroutableS float64
 	UsedGiB     float64 // device memory afterwards (−1 without a memory source)
 }
