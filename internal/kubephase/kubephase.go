@@ -660,7 +660,7 @@ func (p *phase) handoff(ctx context.Context, from, to string, level int) error {
 		}
 	}
 	p.out.Handoffs = append(p.out.Handoffs, ho)
-	p.Logf("kubernetes: handoff %s→%s: sleep %.3fs, wake %.3fs, first token %.3fs, Ready %.3fs, routable %.3fs", from, to, ho.SleepS, ho.WakeS, ho.FirstTokenS, ho.ReadyS, ho.RoutableS)
+	p.Logf("kubernetes: handoff %s→%s: drained %.3fs, sleep %.3fs, wake %.3fs, first token %.3fs, Ready %.3fs, routable %.3fs", from, to, ho.UnroutableS, ho.SleepS, ho.WakeS, ho.FirstTokenS, ho.ReadyS, ho.RoutableS)
 	return nil
 }
 
