@@ -23,6 +23,7 @@ func TestKubernetes(t *testing.T) {
 	skipIfStopped(t)
 	k, err := h.Kubernetes(ctx, progress(t))
 	require.NoError(t, err)
+	passes(t, h.KubernetesChecks(k))
 	for _, l := range h.Labels() {
 		var cold, wake bool
 		for _, s := range k.Starts {

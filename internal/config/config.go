@@ -251,8 +251,11 @@ type Thresholds struct {
 	// token of the requests that found their model asleep.
 	MinTrafficGoodputRatio  float64 `json:"min_traffic_goodput_ratio"`
 	MaxAsleepFirstTokenP99S float64 `json:"max_asleep_first_token_p99_s"`
-	RegressionPercent       float64 `json:"regression_percent"`
-	RegressionAlpha         float64 `json:"regression_alpha"`
+	// MaxPodSwitchRoutableS: the Kubernetes phase's handoffs across Pods,
+	// begun → the woken Pod ready in its EndpointSlice, p95 per direction.
+	MaxPodSwitchRoutableS float64 `json:"max_pod_switch_routable_s"`
+	RegressionPercent     float64 `json:"regression_percent"`
+	RegressionAlpha       float64 `json:"regression_alpha"`
 }
 
 // DefaultPrompt is about 26 tokens, like the reference run's prompt.
@@ -551,7 +554,7 @@ func (c Config) Validate() error {
 const MaxCycles = 10_000
 
 // globalThresholds apply to the whole run, so a model cannot override them.
-var globalThresholds = []string{"max_switch_to_first_token_s", "regression_percent", "regression_alpha", "min_traffic_goodput_ratio"}
+var globalThresholds = []string{"max_switch_to_first_token_s", "regression_percent", "regression_alpha", "min_traffic_goodput_ratio", "max_pod_switch_routable_s"}
 
 // checkThreshold reports a threshold value that cannot mean what its key
 // says: negative (0 turns a limit off; a negative one would pass or turn

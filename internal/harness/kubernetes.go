@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/kube"
 	"github.com/wakebench/wakebench/internal/kubelocal"
 	"github.com/wakebench/wakebench/internal/kubephase"
@@ -81,4 +82,9 @@ func (r *Run) Kubernetes(ctx context.Context, logf func(string, ...any)) (k reco
 		r.rec.SetServerVersion(got.ServerVersion, r.be.CUDA)
 	}
 	return got, err
+}
+
+// KubernetesChecks evaluates the Kubernetes phase's checks and records them.
+func (r *Run) KubernetesChecks(k record.Kubernetes) []record.Check {
+	return r.Record(gate.Kubernetes(r.cfg, k)...)
 }

@@ -1,0 +1,41 @@
+package gate
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/stats"
+)
+
+// Kubernetes: every planned handoff across Pods happened; per direction,
+// p95 handoff begun → the woken Pod ready in its EndpointSlice ≤
+// max_pod_switch_routable_s (when set; a handoff whose routable moment was
+// never seen counts as failing it).
+func Kubernetes(cfg config.Config, k record.Kubernetes) []record.Check {
+	out := []record.Check{Evaluate("kubernetes.handoffs", "", float64(len(k.Handoffs)), "==", float64(cfg.Kubernetes.Handoffs))}
+	limit := cfg.Thresholds.MaxPodSwitchRoutableS
+	if limit <= 0 {
+		return out
+	}
+	byDir := map[string][]float64{}
+	unseen := map[string]bool{}
+	for _, h := range k.Handoffs {
+		dir := record.DirectionKey(h.From, h.To)
+		if h.RoutableS < 0 {
+			unseen[dir] = true
+			continue
+		}
+		byDir[dir] = append(byDir[dir], h.RoutableS)
+	}
+	for _, dir := range slices.Sorted(maps.Keys(byDir)) {
+		s, _ := stats.Summarize(byDir[dir])
+		c := Evaluate("kubernetes.switch."+dir+".routable_s.p95", "", s.P95, "<=", limit)
+		if unseen[dir] {
+			c.Verdict = "FAIL"
+		}
+		out = append(out, c)
+	}
+	return out
+}
