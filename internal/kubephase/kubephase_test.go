@@ -176,3 +176,20 @@ func TestCrashingContainerIsNamed(t *testing.T) {
 	assert.Contains(t, err.Error(), "pod wakebench-a-1: container vllm exited with code")
 	assert.Less(t, time.Since(began).Seconds(), cfg.Kubernetes.TimeoutS, "failed before the timeout")
 }
+
+// Level-2 handoffs across Pods: the wake is vLLM's level-2 sequence
+// (weights, reload_weights, kv_cache, reset_prefix_cache), and the woken
+// Pod answers correctly (vllmsim answers "!!!!" to a level-2 wake that
+// skipped the reload, which the probe refuses).
+func TestLevel2HandoffsAcrossPods(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.Kubernetes.SleepLevel, cfg.Kubernetes.Handoffs = 2, 2
+	env, _ := local(t, cfg)
+	k, err := kubephase.Run(context.Background(), env)
+	require.NoError(t, err)
+	require.Len(t, k.Handoffs, 2)
+	for _, h := range k.Handoffs {
+		assert.Equal(t, 2, h.Level)
+		assert.Greater(t, h.RoutableS, h.FirstTokenS)
+	}
+}
