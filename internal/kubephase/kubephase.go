@@ -73,6 +73,7 @@ type phase struct {
 	out    record.Kubernetes
 	n      map[string]int // Pods made per model
 	made   int            // Pods made in all
+	conns  []*vllm.Client // every Pod's client, their idle connections closed at the end
 	pods   map[string]*running
 	order  []string // model labels
 	models map[string]config.Model
@@ -105,6 +106,9 @@ func Run(ctx context.Context, env Env) (record.Kubernetes, error) {
 	defer cancel()
 	if cerr := p.cleanup(cctx); cerr != nil {
 		err = errors.Join(err, cerr)
+	}
+	for _, c := range p.conns {
+		c.CloseIdle()
 	}
 	return p.out, err
 }
@@ -422,6 +426,7 @@ func (p *phase) coldStart(ctx context.Context, label, claim, kind string) (*reco
 	r := &running{label: label, name: name, uid: obj.UID,
 		client: vllm.New("http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)))}
 	p.pods[label] = r
+	p.conns = append(p.conns, r.client)
 	poll := time.Duration(p.Cfg.Timeouts.PollMS * float64(time.Millisecond))
 	health, err := r.client.WaitReady(tctx, poll)
 	if err != nil {
