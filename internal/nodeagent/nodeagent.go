@@ -275,11 +275,7 @@ func (a *Agent) sync(ctx context.Context, obj *corev1.Pod, deleted bool) {
 	a.mu.Unlock()
 	if p == nil {
 		if obj.DeletionTimestamp != nil && !deleted { // never started here: nothing to stop
-			err := a.c.Core.Pods(obj.Namespace).Delete(ctx, obj.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0)),
-				Preconditions: &metav1.Preconditions{UID: &obj.UID}})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
-				a.fail(fmt.Errorf("delete pod %s: %w", kube.Name(obj), err))
-			}
+			a.remove(ctx, obj)
 		}
 		return
 	}
@@ -291,16 +287,21 @@ func (a *Agent) sync(ctx context.Context, obj *corev1.Pod, deleted bool) {
 			if err := p.stop(); err != nil {
 				a.fail(err)
 			}
-			// The kubelet's last word: the Pod object goes once its containers have.
-			err := a.c.Core.Pods(obj.Namespace).Delete(ctx, obj.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0)),
-				Preconditions: &metav1.Preconditions{UID: &obj.UID}})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
-				a.fail(fmt.Errorf("delete pod %s: %w", kube.Name(obj), err))
-			}
+			a.remove(ctx, obj)
 			a.forget(p)
 		})
 	default:
 		p.observe(obj)
+	}
+}
+
+// remove is the kubelet's last word on a deleted Pod whose containers have
+// stopped: the object goes (grace 0, this very Pod only).
+func (a *Agent) remove(ctx context.Context, obj *corev1.Pod) {
+	err := a.c.Core.Pods(obj.Namespace).Delete(ctx, obj.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0)),
+		Preconditions: &metav1.Preconditions{UID: &obj.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
+		a.fail(fmt.Errorf("delete pod %s: %w", kube.Name(obj), err))
 	}
 }
 
