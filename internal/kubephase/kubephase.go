@@ -251,9 +251,18 @@ func condTrue(t corev1.PodConditionType) func(*corev1.Pod) bool {
 	}
 }
 
+// refusal is the scheduler's PodScheduled condition when it has refused
+// the Pod (Unschedulable), nil otherwise.
+func refusal(pod *corev1.Pod) *corev1.PodCondition {
+	if c := cond(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+		return c
+	}
+	return nil
+}
+
 // unschedulable fails a Pod the scheduler has refused, with its reason.
 func unschedulable(pod *corev1.Pod) error {
-	if c := cond(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+	if c := refusal(pod); c != nil {
 		return fmt.Errorf("pod %s unschedulable: %s", pod.Name, c.Message)
 	}
 	if cs := pod.Status.ContainerStatuses; len(cs) > 0 && cs[0].State.Waiting != nil && cs[0].State.Waiting.Message != "" {
@@ -289,16 +298,27 @@ func (p *phase) setGate(ctx context.Context, pod string, awake bool) error {
 	return nil
 }
 
-// tracker runs Track calls in the background; the first error cancels the
-// step (cancel), so it fails at once. Its error is the first-started
-// failing Track's: the others only echo the cancellation or timeout.
+// tracker runs Track calls in the background beside a step. The first
+// Track to fail cancels the step's context with its error as the cause,
+// so the step fails at once and says why.
 type tracker struct {
-	cancel context.CancelFunc
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	n      int
 	errs   map[int]error
 }
+
+// newTracker is a tracker for a step running under ctx; the step uses the
+// tracker's ctx from then on.
+func newTracker(ctx context.Context) *tracker {
+	c, cancel := context.WithCancelCause(ctx)
+	return &tracker{ctx: c, cancel: cancel}
+}
+
+// errStep cancels the Tracks of a step that failed on its own.
+var errStep = errors.New("the step failed")
 
 func (t *tracker) goTrack(f func() error) {
 	t.mu.Lock()
@@ -313,30 +333,52 @@ func (t *tracker) goTrack(f func() error) {
 			}
 			t.errs[i] = err
 			t.mu.Unlock()
-			if t.cancel != nil {
-				t.cancel()
-			}
+			t.cancel(err)
 		}
 	})
 }
 
+// wait waits for every Track and says why one failed (nil: none did): a
+// Track that failed on its own (a crash, a refusal) cancelled the others,
+// which only echo it; when the step's time ran out every Track saw it, and
+// the first-started one says what was missing (never scheduled, never
+// routable); when the run was cancelled, that.
 func (t *tracker) wait() error {
 	t.wg.Wait()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var first error
 	for i := range t.n {
-		if err := t.errs[i]; err != nil {
-			return err
+		if first = t.errs[i]; first != nil {
+			break
 		}
 	}
-	return nil
+	if first == nil {
+		return nil
+	}
+	if cause := context.Cause(t.ctx); cause != nil && cause != errStep && !errors.Is(cause, context.DeadlineExceeded) {
+		return cause
+	}
+	return first
+}
+
+// fail ends the step on err and says why it failed: err when the step
+// failed on its own (what the Tracks return once cancelled is the echo),
+// else what wait says.
+func (t *tracker) fail(err error) error {
+	t.cancel(errStep) // a no-op if a Track, the timeout or the run ended the step first
+	werr := t.wait()
+	if context.Cause(t.ctx) == errStep || werr == nil {
+		return err
+	}
+	return werr
 }
 
 // coldStart creates model label's next Pod on claim and follows it to its
 // first token, Ready and routable.
 func (p *phase) coldStart(ctx context.Context, label, claim, kind string) (*record.PodStart, error) {
 	m := p.models[label]
-	p.n[label]++
-	name := fmt.Sprintf("wakebench-%s-%d", lower(label), p.n[label])
-	port, host, err := p.address()
+	name, port, host, err := p.next(label)
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +398,8 @@ func (p *phase) coldStart(ctx context.Context, label, claim, kind string) (*reco
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: create pod %s: %w", name, err)
 	}
-	tr := tracker{cancel: cancel}
+	tr := newTracker(tctx)
+	tctx = tr.ctx
 	var podP kube.Progress[*corev1.Pod]
 	tr.goTrack(func() error {
 		var err error
@@ -392,9 +435,6 @@ func (p *phase) coldStart(ctx context.Context, label, claim, kind string) (*reco
 	tr.goTrack(func() error {
 		claimP, _ = kube.Track(claimCtx, p.Clients.Resource.ResourceClaims(p.ns).Watch, claim, "", []kube.Milestone[*resourcev1.ResourceClaim]{
 			{Name: "allocated", Reached: func(c *resourcev1.ResourceClaim) bool { return c.Status.Allocation != nil }},
-			{Name: "reserved", Reached: func(c *resourcev1.ResourceClaim) bool {
-				return slices.ContainsFunc(c.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool { return r.UID == obj.UID })
-			}},
 		}, nil)
 		return nil
 	})
@@ -408,20 +448,13 @@ func (p *phase) coldStart(ctx context.Context, label, claim, kind string) (*reco
 		}
 		return nil
 	})
-	fail := func(err error) (*record.PodStart, error) {
-		cancel()
-		if terr := tr.wait(); terr != nil {
-			return ps, terr // the tracker's is the cause (a crash, a refusal); err only its echo
-		}
-		return ps, err
-	}
+	fail := func(err error) (*record.PodStart, error) { return ps, tr.fail(err) }
 	var pod *corev1.Pod
 	select {
 	case pod = <-started:
 	case <-tctx.Done():
 		// The pod tracker says why (unschedulable, never scheduled, …).
-		cancel()
-		return ps, tr.wait()
+		return fail(context.Cause(tctx))
 	}
 	r := &running{label: label, name: name, uid: obj.UID,
 		client: vllm.New("http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)))}
@@ -447,10 +480,12 @@ func (p *phase) coldStart(ctx context.Context, label, claim, kind string) (*reco
 	if err := p.setGate(tctx, name, true); err != nil {
 		return fail(err)
 	}
+	// The claim was allocated before the Pod was bound, long ago: a claim
+	// watch still open only waits for nothing.
+	stopClaim()
 	if err := tr.wait(); err != nil {
 		return ps, err
 	}
-	stopClaim()
 	ps.ScheduledS, ps.ContainerStarted = since(t0, podP.At["scheduled"]), since(t0, podP.At["started"])
 	ps.ContainersReadyS, ps.ReadyS = since(t0, podP.At["containers-ready"]), since(t0, podP.At["ready"])
 	ps.HealthS, ps.ModelsS, ps.FirstTokenS = since(t0, health), since(t0, models), since(t0, ft)
@@ -463,6 +498,14 @@ func (p *phase) coldStart(ctx context.Context, label, claim, kind string) (*reco
 	p.Logf("kubernetes: %s scheduled %.3fs, started %.3fs, /health %.3fs, first token %.3fs, Ready %.3fs, routable %.3fs",
 		name, ps.ScheduledS, ps.ContainerStarted, ps.HealthS, ps.FirstTokenS, ps.ReadyS, ps.RoutableS)
 	return ps, nil
+}
+
+// next names model label's next Pod (wakebench-<label>-<n>) and gives it
+// its address.
+func (p *phase) next(label string) (name string, port int, host string, err error) {
+	p.n[label]++
+	port, host, err = p.address()
+	return fmt.Sprintf("wakebench-%s-%d", lower(label), p.n[label]), port, host, err
 }
 
 // address is the next Pod's port and the address it binds: a free port
@@ -584,7 +627,8 @@ func (p *phase) handoff(ctx context.Context, from, to string, level int) error {
 	tctx, cancel := p.timeout(ctx)
 	defer cancel()
 	ho := record.PodHandoff{From: from, To: to, Level: level, UsedGiB: -1}
-	tr := tracker{cancel: cancel}
+	tr := newTracker(tctx)
+	tctx = tr.ctx
 	var readyP kube.Progress[*corev1.Pod]
 	var inP, outP kube.Progress[*discoveryv1.EndpointSlice]
 	t0 := time.Now()
@@ -618,24 +662,20 @@ func (p *phase) handoff(ctx context.Context, from, to string, level int) error {
 		}
 		return nil
 	})
-	fail := func(err error) error {
-		cancel()
-		return errors.Join(err, tr.wait())
-	}
 	// Drain: From leaves its Service (gate off) and the phase waits until
 	// its EndpointSlice says so before the sleep, as a deployment must, or
 	// requests still routed to it would meet a sleeping server.
 	if err := p.setGate(tctx, rf.name, false); err != nil {
-		return fail(err)
+		return tr.fail(err)
 	}
 	select {
 	case <-drained:
 	case <-tctx.Done():
-		return fail(context.Cause(tctx))
+		return tr.fail(context.Cause(tctx))
 	}
 	s0 := time.Now()
 	if err := p.sleepServer(tctx, rf, level); err != nil {
-		return fail(err)
+		return tr.fail(err)
 	}
 	ho.SleepS = time.Since(s0).Seconds()
 	w0 := time.Now()
@@ -643,16 +683,16 @@ func (p *phase) handoff(ctx context.Context, from, to string, level int) error {
 	step, err := rt.client.Wake(wctx, level)
 	wcancel()
 	if err != nil {
-		return fail(fmt.Errorf("kubernetes: wake pod %s (%s): %w", rt.name, step, err))
+		return tr.fail(fmt.Errorf("kubernetes: wake pod %s (%s): %w", rt.name, step, err))
 	}
 	ho.WakeS = time.Since(w0).Seconds()
 	rt.asleep = false
 	ft, err := p.firstToken(tctx, rt)
 	if err != nil {
-		return fail(err)
+		return tr.fail(err)
 	}
 	if err := p.setGate(tctx, rt.name, true); err != nil {
-		return fail(err)
+		return tr.fail(err)
 	}
 	if err := tr.wait(); err != nil {
 		return err
@@ -709,7 +749,8 @@ func (p *phase) scaleToZero(ctx context.Context, label, claim string) error {
 			before = used
 		}
 	}
-	var tr tracker
+	tr := newTracker(tctx)
+	tctx = tr.ctx
 	var claimP kube.Progress[*resourcev1.ResourceClaim]
 	tr.goTrack(func() error {
 		var err error
@@ -732,8 +773,7 @@ func (p *phase) scaleToZero(ctx context.Context, label, claim string) error {
 	})
 	t0 := time.Now()
 	if err := p.Clients.Core.Pods(p.ns).Delete(tctx, r.name, metav1.DeleteOptions{}); err != nil {
-		cancel()
-		return errors.Join(fmt.Errorf("kubernetes: delete pod %s: %w", r.name, err), tr.wait())
+		return tr.fail(fmt.Errorf("kubernetes: delete pod %s: %w", r.name, err))
 	}
 	if err := tr.wait(); err != nil {
 		return err
@@ -858,9 +898,7 @@ func (p *phase) capacity(ctx context.Context, shared string) error {
 		}
 	}
 	// The third Pod: model A's again, on a claim of its own.
-	p.n[a]++
-	name := fmt.Sprintf("wakebench-%s-%d", lower(a), p.n[a])
-	port, host, err := p.address()
+	name, port, host, err := p.next(a)
 	if err != nil {
 		return err
 	}
@@ -878,7 +916,7 @@ func (p *phase) capacity(ctx context.Context, shared string) error {
 	defer rcancel()
 	_, err = kube.Track(rctx, c.Core.Pods(p.ns).Watch, name, "", []kube.Milestone[*corev1.Pod]{{Name: "scheduled", Reached: condTrue(corev1.PodScheduled)}},
 		func(pod *corev1.Pod) error {
-			if c := cond(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			if c := refusal(pod); c != nil {
 				cc.Refused, cc.Message = name, c.Message
 				return errRefused
 			}
