@@ -164,10 +164,16 @@ func (p *Protocol) SleepChecks(label string, level int, cycles []record.Cycle) [
 
 // SwitchChecks: every handoff succeeded; switch → first token per direction.
 func (p *Protocol) SwitchChecks(handoffs []record.Handoff) []record.Check {
-	out := gate.Switch(p.cfg, handoffs)
+	return p.Record(append(gate.Switch(p.cfg, handoffs), p.correctnessChecks(record.ReplaySwitch)...)...)
+}
+
+// correctnessChecks: every model's replays of stage (after the handoffs
+// or soak cycles that woke it) matched its reference.
+func (p *Protocol) correctnessChecks(stage string) []record.Check {
 	raw := p.rec.Raw()
+	var out []record.Check
 	for _, l := range p.Labels() {
-		out = append(out, gate.Correctness(l, record.ReplaySwitch, raw.Replays[l])...)
+		out = append(out, gate.Correctness(l, stage, raw.Replays[l])...)
 	}
-	return p.Record(out...)
+	return out
 }

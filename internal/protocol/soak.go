@@ -127,10 +127,5 @@ func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level 
 // SoakChecks: every cycle succeeded, residual growth within its limit,
 // the servers' account agrees, no correctness mismatch.
 func (p *Protocol) SoakChecks(cycles []record.SoakCycle) []record.Check {
-	out := gate.Soak(p.cfg, cycles)
-	raw := p.rec.Raw()
-	for _, l := range p.Labels() {
-		out = append(out, gate.Correctness(l, record.ReplaySoak, raw.Replays[l])...)
-	}
-	return p.Record(out...)
+	return p.Record(append(gate.Soak(p.cfg, cycles), p.correctnessChecks(record.ReplaySoak)...)...)
 }
