@@ -719,6 +719,16 @@ func (f *Fleet) Running(label string) bool {
 	return m != nil && m.srv != nil && m.srv.ExitErr() == nil
 }
 
+// Slept reports whether label's running server process has slept since
+// it started (false when none runs): a process that never slept is the
+// one a baseline "before any sleep" measures.
+func (f *Fleet) Slept(label string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := f.models[label]
+	return m != nil && m.srv != nil && m.sleeps > 0
+}
+
 // Asleep reports whether the fleet put the model to sleep and has not woken it.
 func (f *Fleet) Asleep(label string) bool {
 	f.mu.Lock()

@@ -243,9 +243,18 @@ func round2(xs []float64) []float64 {
 	return out
 }
 
-// Baseline activates label and measures serving before any sleep.
+// Baseline measures label's serving before any sleep: in a server process
+// that has never slept. The restart phase puts each model to sleep to start
+// the next, so a server that has slept is stopped and started afresh (the
+// other models asleep); that start is not one of the restart phase's.
 func (p *Protocol) Baseline(ctx context.Context, label string, logf Logf) ([]record.PerfRun, error) {
 	defer p.begin(ctx, PhaseBaseline, label)()
+	if p.fleet.Slept(label) {
+		logf("%s has slept since it started: a fresh server for a baseline before any sleep", label)
+		if err := p.fleet.Stop(label); err != nil {
+			return nil, p.Fail(PhaseBaseline, label, "stop a server that has slept", err)
+		}
+	}
 	if err := p.fleet.Activate(ctx, label); err != nil {
 		return nil, p.Fail(PhaseBaseline, label, "activate", err)
 	}
@@ -332,7 +341,9 @@ func (p *Protocol) Cycle(ctx context.Context, label string, level int) (record.C
 	return c, nil
 }
 
-// AfterWake puts label through one level-1 sleep and wake, then measures serving again.
+// AfterWake puts label through one level-1 sleep and wake, then measures
+// serving again, then replays the correctness probes: the serving comes
+// first, straight after the wake (a replay would warm the engine).
 func (p *Protocol) AfterWake(ctx context.Context, label string, logf Logf) ([]record.PerfRun, error) {
 	defer p.begin(ctx, PhaseAfterWake, label)()
 	if err := p.fleet.Activate(ctx, label); err != nil {
@@ -344,10 +355,14 @@ func (p *Protocol) AfterWake(ctx context.Context, label string, logf Logf) ([]re
 	if _, err := p.fleet.Wake(ctx, label); err != nil {
 		return nil, p.Fail(PhaseAfterWake, label, "wake", err)
 	}
-	if err := p.verify(ctx, PhaseAfterWake, label, record.ReplayAfterWake); err != nil {
-		return nil, p.Fail(PhaseAfterWake, label, "correctness replay", err)
+	runs, err := p.Serve(ctx, label, gate.StageAfterWake, logf)
+	if !p.fleet.Running(label) || ctx.Err() != nil {
+		return runs, err // nothing to replay on
 	}
-	return p.Serve(ctx, label, gate.StageAfterWake, logf)
+	if verr := p.verify(ctx, PhaseAfterWake, label, record.ReplayAfterWake); verr != nil {
+		err = errors.Join(err, p.Fail(PhaseAfterWake, label, "correctness replay", verr))
+	}
+	return runs, err
 }
 
 // handoff hands the GPU from one model (none: "") to another: sleep from at

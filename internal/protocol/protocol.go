@@ -39,9 +39,9 @@ const (
 func Phases() []Phase {
 	return []Phase{
 		{PhaseRestart, "1 initial + `restart_warm` (2) warm starts: spawn → `/health` 200 → first token; other models asleep; the last start stays up"},
-		{PhaseBaseline, "serving at each `concurrency` (1, 4): `rounds` (2) × `requests_per_round` (8), prompt ≈ 26 tokens, `max_tokens` 128 with `ignore_eos`; other models asleep"},
+		{PhaseBaseline, "serving at each `concurrency` (1, 4): `rounds` (2) × `requests_per_round` (8), prompt ≈ 26 tokens, `max_tokens` 128 with `ignore_eos`; other models asleep; in a server process that has never slept (one that has, as the restart phase leaves all but the last model, is started afresh first)"},
 		{PhaseSleepL1, "`sleep_l1_cycles` (5) × (sleep level 1, hold `settle_s`, read residual, wake, probe first token, hold)"},
-		{PhaseAfterWake, "one level-1 sleep and wake, then serving again as in baseline, against the baseline's tok/s"},
+		{PhaseAfterWake, "one level-1 sleep and wake, then serving again as in baseline straight after the wake, against the baseline's tok/s; then the correctness replay"},
 		{PhaseSleepL2, "`sleep_l2_cycles` (3) cycles at level 2; the wake is `wake_up?tags=weights`, `collective_rpc {\"method\":\"reload_weights\"}`, `wake_up?tags=kv_cache`, `reset_prefix_cache`; every first token is checked for garbage"},
 		{PhaseSwitch, "all models: 1 initial activation (A awake, others asleep), then `handoffs` (19) handoffs A→B, B→A, … (round-robin for more models): sleep the active model at level 1, wake the next, first token"},
 		{PhaseTraffic, "all models: open-loop `traffic.arrivals` (Poisson) at `traffic.rate` (2 req/s) per model for `traffic.duration_s` (6 s) through a wake-on-demand router (one model awake, the others asleep at `traffic.sleep_level`); the same arrivals with every model awake (the ideal); then a sleep with `in_flight_requests` (4) decoding in each pause mode (abort, wait, keep)"},

@@ -46,10 +46,20 @@ type engine struct {
 	// pause); idle is closed when none runs.
 	drain bool
 	idle  chan struct{}
+	// slowdown multiplies every decode step's cost (1 by default; the
+	// slow-decode-after-wake fault raises it at the first wake).
+	slowdown float64
 }
 
 func newEngine(p Physics, c clock, m *metrics) *engine {
-	return &engine{phys: p, clock: c, m: m, kick: make(chan struct{}, 1)}
+	return &engine{phys: p, clock: c, m: m, kick: make(chan struct{}, 1), slowdown: 1}
+}
+
+// slowDecode makes every later decode step factor times as long.
+func (e *engine) slowDecode(factor float64) {
+	e.mu.Lock()
+	e.slowdown = factor
+	e.mu.Unlock()
 }
 
 func (e *engine) signal() {
@@ -176,7 +186,7 @@ func (e *engine) step(ctx context.Context) bool {
 	if !e.drain {
 		admit, e.waiting = e.waiting, nil
 	}
-	batch := len(e.running)
+	batch, slowdown := len(e.running), e.slowdown
 	e.mu.Unlock()
 
 	if len(admit) > 0 {
@@ -200,7 +210,7 @@ func (e *engine) step(ctx context.Context) bool {
 	if batch == 0 {
 		return true
 	}
-	if !e.wait(ctx, e.phys.DecodeStep(batch)) {
+	if !e.wait(ctx, e.phys.DecodeStep(batch)*slowdown) {
 		return false
 	}
 	now := time.Now()

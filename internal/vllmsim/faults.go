@@ -42,6 +42,13 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	logprob-drift=X        after a wake, the same tokens with every logprob X nats
 //	                       lower (FP8 KV scales reset, PR #45617, #28783)
 //
+// Slower for good after a wake: every answer is right, only a comparison
+// with the serving of a process that never slept tells:
+//
+//	slow-decode-after-wake=F  from the process's first wake on, every decode step
+//	                       takes F times as long (prefill and the wake itself
+//	                       are unchanged)
+//
 // Drift over many cycles:
 //
 //	leak-per-cycle=MiB     every sleep leaves MiB more device memory held (#36651)
@@ -66,6 +73,7 @@ type Faults struct {
 	DivergeAfterWake int
 	LoRAIgnored      bool
 	LogprobDrift     float64
+	SlowDecodeAfter  float64 // slow-decode-after-wake: decode step cost factor after the first wake
 	LeakPerCycleMiB  float64
 	completions      atomic.Int64
 	wakes            atomic.Int64
@@ -158,6 +166,8 @@ func ParseFaults(s string) (*Faults, error) {
 			f.LoRAIgnored = true
 		case "logprob-drift":
 			f.LogprobDrift, err = positive()
+		case "slow-decode-after-wake":
+			f.SlowDecodeAfter, err = positive()
 		case "leak-per-cycle":
 			f.LeakPerCycleMiB, err = positive()
 		default:

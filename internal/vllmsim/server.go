@@ -457,6 +457,9 @@ func (s *server) handleWake(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if awake {
+		if f := s.faults.SlowDecodeAfter; f > 0 {
+			s.eng.slowDecode(f)
+		}
 		s.eng.resume()
 		s.m.setSleepState(0)
 	}

@@ -412,14 +412,54 @@ func TestParseFaults(t *testing.T) {
 	assert.Equal(t, 2, f.PrefixResetFalse)
 	assert.True(t, hits(f.WakeFail, 7))
 	assert.False(t, hits(f.WakeHang, 1))
-	f, err = ParseFaults("diverge-after-wake=4,lora-ignored,logprob-drift=0.25,leak-per-cycle=32")
+	f, err = ParseFaults("diverge-after-wake=4,lora-ignored,logprob-drift=0.25,leak-per-cycle=32,slow-decode-after-wake=1.5")
 	require.NoError(t, err)
+	assert.Equal(t, 1.5, f.SlowDecodeAfter)
 	assert.Equal(t, 4, f.DivergeAfterWake)
 	assert.True(t, f.LoRAIgnored)
 	assert.Equal(t, 0.25, f.LogprobDrift)
 	assert.Equal(t, 32.0, f.LeakPerCycleMiB)
-	for _, bad := range []string{"crash-after=0", "error-status=1:200", "explode", "stall-stream=x", "diverge-after-wake=0", "logprob-drift=-1", "leak-per-cycle=NaN", "leak-per-cycle"} {
+	for _, bad := range []string{"crash-after=0", "error-status=1:200", "explode", "stall-stream=x", "diverge-after-wake=0", "logprob-drift=-1", "leak-per-cycle=NaN", "leak-per-cycle", "slow-decode-after-wake=0"} {
 		_, err := ParseFaults(bad)
 		assert.ErrorContains(t, err, EnvFaults, bad)
+	}
+}
+
+// TestSlowDecodeAfterWake: the fault leaves a process's decoding slower
+// from its first wake on, and nothing before it; without the fault a wake
+// leaves decoding as it was.
+func TestSlowDecodeAfterWake(t *testing.T) {
+	env := map[string]string{EnvTimeScale: "15"} // decode steps of ~9 ms: the machine's noise is small beside them
+	tpot := func(t *testing.T, s *sim) time.Duration {
+		t.Helper()
+		st, err := s.c.Complete(t.Context(), vllm.CompletionRequest{Model: "tiny-a", Prompt: "decode for a while", MaxTokens: 20, IgnoreEOS: true})
+		require.NoError(t, err)
+		d, ok := st.TPOT()
+		require.True(t, ok, "a stream of 20 tokens has a TPOT")
+		return d
+	}
+	for name, tc := range map[string]struct {
+		faults   string
+		min, max float64 // after / before
+	}{
+		"fault":    {"slow-decode-after-wake=3", 2.5, 3.5},
+		"no fault": {"", 0.8, 1.25},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each start takes seconds at this time scale
+			e := map[string]string{EnvFaults: tc.faults}
+			for k, v := range env {
+				e[k] = v
+			}
+			s := startSim(t, "tiny-a", e)
+			s.ready(t)
+			before := tpot(t, s)
+			require.NoError(t, s.c.Sleep(t.Context(), 1))
+			require.NoError(t, s.c.WakeUp(t.Context()))
+			after := tpot(t, s)
+			ratio := float64(after) / float64(before)
+			assert.GreaterOrEqual(t, ratio, tc.min, "TPOT before %v, after the wake %v", before, after)
+			assert.LessOrEqual(t, ratio, tc.max, "TPOT before %v, after the wake %v", before, after)
+		})
 	}
 }

@@ -1,0 +1,87 @@
+package protocol_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+// sleepsSeen is what label's server process itself counts of its sleep
+// calls (vLLM's sleep-mode histogram, per process): not the harness's
+// own account.
+func sleepsSeen(t *testing.T, m map[string]float64) float64 {
+	t.Helper()
+	return m[`vllm:sleep_mode_operation_duration_seconds_count{operation="sleep"}`]
+}
+
+// servingConfig is a short serving protocol: one concurrency, one round.
+func servingConfig(cfg *config.Config) {
+	cfg.Protocol.RestartWarm = 0
+	cfg.Protocol.Concurrency, cfg.Protocol.Rounds, cfg.Protocol.RequestsPerRound = []int{1}, 1, 4
+}
+
+// TestBaselineBeforeAnySleep: after the restart phase of every model
+// (which puts A to sleep to start B), each model's baseline is served by
+// a process that has never slept, by the servers' own count.
+func TestBaselineBeforeAnySleep(t *testing.T) {
+	f, _, p := simFleetWith(t, nil, servingConfig)
+	ctx := t.Context()
+	for _, l := range p.Labels() {
+		_, err := p.Restart(ctx, l, t.Logf)
+		require.NoError(t, err)
+	}
+	require.True(t, f.Slept("A"), "the restart phase put A to sleep to start B")
+	for _, l := range p.Labels() {
+		runs, err := p.Baseline(ctx, l, t.Logf)
+		require.NoError(t, err)
+		require.Len(t, runs, 1)
+		m, err := f.Metrics(ctx, l)
+		require.NoError(t, err)
+		assert.Zero(t, sleepsSeen(t, m), "%s's baseline ran in a process that had slept", l)
+		assert.False(t, f.Slept(l))
+	}
+}
+
+// TestAfterWakeCatchesASlowerDecode: a wake that leaves decoding three
+// times slower for good (vllmsim's slow-decode-after-wake) fails
+// after-wake's tok/s ratio against a baseline from before any sleep; the
+// same run without the fault passes it.
+func TestAfterWakeCatchesASlowerDecode(t *testing.T) {
+	for _, tc := range []struct {
+		faults string
+		pass   bool
+	}{{"slow-decode-after-wake=3", false}, {"", true}} {
+		t.Run("faults="+tc.faults, func(t *testing.T) {
+			f, _, p := simFleetWith(t, nil, func(cfg *config.Config) {
+				servingConfig(cfg)
+				cfg.Models[0].SimFaults = tc.faults
+				cfg.Thresholds.MinAfterWakeTPSRatio = 0.7
+			})
+			ctx := t.Context()
+			for _, l := range p.Labels() {
+				_, err := p.Restart(ctx, l, t.Logf)
+				require.NoError(t, err)
+			}
+			_, err := p.Baseline(ctx, "A", t.Logf)
+			require.NoError(t, err)
+			runs, err := p.AfterWake(ctx, "A", t.Logf)
+			require.NoError(t, err)
+			m, err := f.Metrics(ctx, "A")
+			require.NoError(t, err)
+			assert.Equal(t, 1.0, sleepsSeen(t, m), "after-wake served after one sleep of a fresh process")
+			var ratio *record.Check
+			for _, c := range p.AfterWakeChecks("A", runs) {
+				if c.Name == "after-wake.conc1.tps_ratio" {
+					ratio = &c
+				}
+			}
+			require.NotNil(t, ratio, "the tok/s ratio was checked")
+			t.Logf("after-wake / baseline tok/s: %.3f", ratio.Value)
+			assert.Equal(t, tc.pass, ratio.Verdict == "PASS", "ratio %.3f, limit %v: %s", ratio.Value, ratio.Limit, ratio.Verdict)
+		})
+	}
+}
