@@ -85,3 +85,33 @@ func TestAfterWakeCatchesASlowerDecode(t *testing.T) {
 		})
 	}
 }
+
+// TestAfterWakeServesBeforeItsReplay: after the wake, the server's next
+// completion is a serving request, not a correctness probe (a replay
+// would warm the engine first). The witness is the server's own request
+// count: its 5th completion (after the baseline's 4) answers 500.
+func TestAfterWakeServesBeforeItsReplay(t *testing.T) {
+	_, rec, p := simFleetWith(t, nil, func(cfg *config.Config) {
+		servingConfig(cfg)
+		cfg.Models[0].SimFaults = "error-status=5:500"
+		cfg.Thresholds.MaxFailedRequests = 1
+	})
+	ctx := t.Context()
+	for _, l := range p.Labels() {
+		_, err := p.Restart(ctx, l, t.Logf)
+		require.NoError(t, err)
+	}
+	runs, err := p.Baseline(ctx, "A", t.Logf) // a fresh process: completions 1-4
+	require.NoError(t, err)
+	require.Equal(t, 4, runs[0].Success)
+	runs, err = p.AfterWake(ctx, "A", t.Logf)
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	assert.Equal(t, 3, runs[0].Success, "the first request after the wake was a serving request")
+	replays := rec.Raw().Replays["A"]
+	require.NotEmpty(t, replays)
+	last := replays[len(replays)-1]
+	assert.Equal(t, record.ReplayAfterWake, last.Stage)
+	assert.Empty(t, last.Err, "the replay came after the serving")
+	assert.Zero(t, last.Mismatches())
+}
