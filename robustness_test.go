@@ -204,7 +204,9 @@ func TestStaleOutputsAreReplaced(t *testing.T) {
 		t.Skip("this is a child run")
 	}
 	out := t.TempDir()
-	for _, name := range []string{"report.json", "summary.md", "bench.txt", "A.log", "compare.txt"} {
+	stale := []string{"bench.txt", "A.log", "compare.txt", "requests.jsonl", "soak.csv", "kubernetes/kube-apiserver.log"}
+	require.NoError(t, os.Mkdir(filepath.Join(out, "kubernetes"), 0o755))
+	for _, name := range append([]string{"report.json", "summary.md"}, stale...) {
 		require.NoError(t, os.WriteFile(filepath.Join(out, name), []byte(`{"status": "PASS"}`), 0o644))
 	}
 	b, err := runChild(t, out, []string{"WAKEBENCH_CONFIG=", "WAKEBENCH_PROTOCOL_HANDOFFS=0"}, "-test.run=^TestProtocol$")
@@ -219,9 +221,34 @@ func TestStaleOutputsAreReplaced(t *testing.T) {
 	summary, err := os.ReadFile(filepath.Join(out, "summary.md"))
 	require.NoError(t, err)
 	assert.Contains(t, string(summary), "FAIL")
-	for _, name := range []string{"bench.txt", "A.log", "compare.txt"} {
+	for _, name := range stale {
 		assert.NoFileExists(t, filepath.Join(out, name), "an earlier run's %s is removed", name)
 	}
+}
+
+// TestConfigErrorReportsInTheConfiguredOutDir: a config file that sets
+// out_dir and cannot be loaded (a type error stops it before the rest is
+// read) gets its FAIL report there, and the working directory's out/ is
+// not touched.
+func TestConfigErrorReportsInTheConfiguredOutDir(t *testing.T) {
+	if os.Getenv("WAKEBENCH_CHILD") != "" {
+		t.Skip("this is a child run")
+	}
+	wd, out := t.TempDir(), filepath.Join(t.TempDir(), "mine")
+	cfg := filepath.Join(wd, "bad.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"out_dir": "`+out+`", "protocol": {"rounds": "two"}}`), 0o644))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestProtocol$")
+	cmd.Dir = wd
+	cmd.Env = append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_OUT_DIR=", "WAKEBENCH_CONFIG="+cfg)
+	b, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, string(b))
+	assert.Equal(t, 2, ee.ExitCode())
+	rep := readChildReport(t, out)
+	assert.Equal(t, "FAIL", rep.Status)
+	require.Len(t, rep.Failures, 1)
+	assert.Contains(t, rep.Failures[0].Error, `key "protocol.rounds"`)
+	assert.NoDirExists(t, filepath.Join(wd, "out"), "nothing is written to ./out")
 }
 
 // TestGoTestTimeoutStillCleansUp: a run about to hit go test -timeout stops

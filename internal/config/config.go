@@ -300,17 +300,19 @@ func Default() Config {
 // (if set), then WAKEBENCH_* overrides; then validates it.
 func Load(getenv func(string) string) (Config, error) {
 	cfg := Default()
+	var file []byte
 	if path := getenv(EnvFile); path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return cfg, fmt.Errorf("config: %s=%s: %w", EnvFile, path, err)
+			return withOutDir(cfg, nil, getenv), fmt.Errorf("config: %s=%s: %w", EnvFile, path, err)
 		}
+		file = b
 		if err := Decode(b, &cfg); err != nil {
-			return cfg, fmt.Errorf("config %s: %w", path, err)
+			return withOutDir(cfg, file, getenv), fmt.Errorf("config %s: %w", path, err)
 		}
 	}
 	if err := applyEnv(&cfg, getenv); err != nil {
-		return cfg, fmt.Errorf("config: %w", err)
+		return withOutDir(cfg, file, getenv), fmt.Errorf("config: %w", err)
 	}
 	t := reflect.TypeOf(Thresholds{})
 	for i := range t.NumField() {
@@ -323,6 +325,25 @@ func Load(getenv func(string) string) (Config, error) {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
 	return cfg, nil
+}
+
+// withOutDir is cfg, from a config that could not be loaded, with the
+// out_dir its user asked for, so the run's FAIL report lands where they
+// look: WAKEBENCH_OUT_DIR when set, else the file's "out_dir" when that
+// much of it reads (the rest may be wrong), else cfg's.
+func withOutDir(cfg Config, file []byte, getenv func(string) string) Config {
+	if d := getenv(EnvName("out_dir")); d != "" {
+		cfg.OutDir = d
+		return cfg
+	}
+	var f struct {
+		OutDir json.RawMessage `json:"out_dir"`
+	}
+	var d string
+	if json.Unmarshal(file, &f) == nil && json.Unmarshal(f.OutDir, &d) == nil && d != "" {
+		cfg.OutDir = d
+	}
+	return cfg
 }
 
 // Decode parses JSON strictly over cfg: unknown keys and wrong types are

@@ -164,6 +164,38 @@ func TestMissingFileIsAnError(t *testing.T) {
 	assert.True(t, strings.Contains(err.Error(), "WAKEBENCH_CONFIG=/nonexistent/wakebench.json"), err.Error())
 }
 
+// TestFailedLoadKeepsTheOutDir: a config that cannot be loaded still says
+// where its user wants the FAIL report: the file's out_dir whatever else is
+// wrong in it, WAKEBENCH_OUT_DIR over it, the default when neither reads.
+func TestFailedLoadKeepsTheOutDir(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, envDir, want string
+	}{
+		{"type error", `{"out_dir": "/tmp/mine", "protocol": {"rounds": "x"}}`, "", "/tmp/mine"},
+		{"unknown key", `{"out_dir": "/tmp/mine", "protocl": {}}`, "", "/tmp/mine"},
+		{"invalid value", `{"out_dir": "/tmp/mine", "protocol": {"rounds": -1}}`, "", "/tmp/mine"},
+		{"env over file", `{"out_dir": "/tmp/mine", "protocol": {"rounds": "x"}}`, "/tmp/env", "/tmp/env"},
+		{"not JSON", `{"out_dir": "/tmp/mine",`, "", Default().OutDir},
+		{"out_dir of the wrong type", `{"out_dir": 3}`, "", Default().OutDir},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := map[string]string{EnvFile: writeFile(t, tc.file)}
+			if tc.envDir != "" {
+				e["WAKEBENCH_OUT_DIR"] = tc.envDir
+			}
+			c, err := Load(env(e))
+			require.Error(t, err)
+			assert.Equal(t, tc.want, c.OutDir)
+		})
+	}
+	c, err := Load(env(map[string]string{EnvFile: "/nonexistent/wakebench.json", "WAKEBENCH_OUT_DIR": "/tmp/env"}))
+	require.Error(t, err)
+	assert.Equal(t, "/tmp/env", c.OutDir, "a missing file")
+	c, err = Load(env(map[string]string{"WAKEBENCH_PROTOCOL_ROUNDS": "x", "WAKEBENCH_OUT_DIR": "/tmp/env"}))
+	require.Error(t, err)
+	assert.Equal(t, "/tmp/env", c.OutDir, "a bad override")
+}
+
 func TestEnvName(t *testing.T) {
 	assert.Equal(t, "WAKEBENCH_PROTOCOL_SLEEP_L1_CYCLES", EnvName("protocol", "sleep_l1_cycles"))
 }

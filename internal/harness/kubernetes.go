@@ -52,7 +52,7 @@ func (r *Run) Kubernetes(ctx context.Context, logf func(string, ...any)) (k reco
 			return k, err
 		}
 		cl, err := kubelocal.Start(ctx, kubelocal.Options{BinDir: bin, Dir: filepath.Join(r.tmp, "kubernetes"),
-			LogDir: filepath.Join(cfg.OutDir, "kubernetes"), Program: r.be.Command, Env: r.be.NodeEnv(), GPU: g})
+			LogDir: filepath.Join(cfg.OutDir, kubeLogs), Program: r.be.Command, Env: r.be.NodeEnv(), GPU: g})
 		if err != nil {
 			return k, err
 		}

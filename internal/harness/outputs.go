@@ -13,8 +13,15 @@ import (
 	"github.com/wakebench/wakebench/internal/report"
 )
 
-// Outputs are the files a run writes into out_dir (besides a log per model).
-var Outputs = []string{"report.json", "summary.md", "bench.txt", "timeline.svg", "compare.txt", "samples.csv", "metrics.jsonl"}
+// Outputs are the files a run may write into out_dir (besides a log per
+// model, and the Kubernetes phase's logs in kubeLogs): the ones of a phase
+// that did not run (soak.csv, requests.jsonl) too, so an earlier run's are
+// never read beside this run's report.
+var Outputs = []string{"report.json", "summary.md", "bench.txt", "timeline.svg", "compare.txt", "samples.csv", "metrics.jsonl",
+	"soak.csv", "requests.jsonl"}
+
+// kubeLogs is the directory of out_dir that holds the Kubernetes phase's logs.
+const kubeLogs = "kubernetes"
 
 // NotFinished is the failure of the provisional report a run writes when it
 // starts: a run killed outright (SIGKILL, the OOM killer) leaves it.
@@ -33,6 +40,9 @@ func claim(cfg config.Config) error {
 		if err := os.Remove(filepath.Join(cfg.OutDir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("out_dir: remove the earlier run's %s: %w", n, err))
 		}
+	}
+	if err := os.RemoveAll(filepath.Join(cfg.OutDir, kubeLogs)); err != nil {
+		errs = append(errs, fmt.Errorf("out_dir: remove the earlier run's %s/: %w", kubeLogs, err))
 	}
 	return errors.Join(errs...)
 }
