@@ -40,6 +40,13 @@ func run(m *testing.M) int {
 	// such writes fail and the run ends as for any signal.
 	signal.Ignore(syscall.SIGPIPE)
 	cfg, err := config.Load(os.Getenv)
+	var plan protocol.TrafficPlan
+	if err == nil { // the trace and the dataset, read and checked once, before any server starts
+		plan, err = protocol.PlanTraffic(cfg, testTimeout())
+		if err != nil {
+			err = fmt.Errorf("config: %w", err)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "wakebench: %v\n", err)
 		if werr := harness.WriteAborted(cfg, "config", err); werr != nil {
@@ -69,6 +76,7 @@ func run(m *testing.M) int {
 		}
 		return 2
 	}
+	h.UseTrafficPlan(plan)
 	suite.h, suite.ctx = h, ctx
 	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
 		report.WriteUnitMetadata(os.Stdout) // benchstat reads units' better= from go test output too
@@ -107,16 +115,22 @@ func run(m *testing.M) int {
 	return code
 }
 
+// testTimeout is go test's -timeout (0: none).
+func testTimeout() time.Duration {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return 0
+	}
+	d, _ := f.Value.(flag.Getter).Get().(time.Duration)
+	return max(d, 0)
+}
+
 // timeoutGuard arms a timer that ends the run before go test's -timeout
 // fires: the phases are cancelled, and if they do not return in time every
 // server is stopped anyway.
 func timeoutGuard(cfg config.Config, cancel context.CancelCauseFunc, h *harness.Run) *time.Timer {
-	f := flag.Lookup("test.timeout")
-	if f == nil {
-		return nil
-	}
-	d, ok := f.Value.(flag.Getter).Get().(time.Duration)
-	if !ok || d <= 0 {
+	d := testTimeout()
+	if d <= 0 {
 		return nil
 	}
 	grace := time.Duration(cfg.Timeouts.StopS*float64(time.Second)) + 5*time.Second

@@ -158,8 +158,9 @@ func testTraffic(t *testing.T) {
 			}
 		}
 	}
-	arrivals, _, err := protocol.Arrivals(h.Config())
-	require.NoError(t, err)
+	plan := h.TrafficPlan()
+	require.NotNil(t, plan, "TestMain planned the traffic before the run")
+	arrivals := plan.Arrivals
 	assert.Equal(t, len(arrivals), shared, "every arrival sent once")
 	if len(h.Labels()) > 1 && len(arrivals) > 0 {
 		assert.NotEmpty(t, tr.Switches, "the router woke models on demand")

@@ -380,3 +380,24 @@ func TestBenchmarksLeaveTheReportAlone(t *testing.T) {
 	assert.Zero(t, rep.Memory.L1ReleaseFraction["A"].N, "nor its releases")
 	assert.Zero(t, rep.Models["A"].Sleep["1"].SuccessfulCycles)
 }
+
+// TestBadTraceIsRefusedBeforeAnyServer: a trace with a bad row fails the
+// run at its start, naming the file and the line, before any server is
+// started (no server log), not after the phases before traffic ran.
+func TestBadTraceIsRefusedBeforeAnyServer(t *testing.T) {
+	if os.Getenv("WAKEBENCH_CHILD") != "" {
+		t.Skip("this is a child run")
+	}
+	out := t.TempDir()
+	trace := filepath.Join(t.TempDir(), "trace.csv")
+	require.NoError(t, os.WriteFile(trace, []byte("t_s,model,prompt_tokens,output_tokens\n0,A,8,8\n+Inf,B,8,8\n"), 0o644))
+	b, err := runChild(t, out, []string{"WAKEBENCH_CONFIG=", "WAKEBENCH_TRAFFIC_TRACE=" + trace}, "-test.run=^TestProtocol$")
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, string(b))
+	assert.Equal(t, 2, ee.ExitCode())
+	rep := readChildReport(t, out)
+	require.Len(t, rep.Failures, 1)
+	assert.Equal(t, "config", rep.Failures[0].Phase)
+	assert.Contains(t, rep.Failures[0].Error, "traffic.trace "+trace+":3:")
+	assert.NoFileExists(t, filepath.Join(out, "A.log"), "no server was started")
+}

@@ -713,6 +713,11 @@ func (c Config) validateKubernetes(bad func(key, format string, a ...any)) {
 	}
 }
 
+// MaxArrivals bounds the requests one traffic phase plans: each is held in
+// memory with its prompt, its result and its line of requests.jsonl
+// (about 2 KiB together), and the ideal run sends them all again.
+const MaxArrivals = 250_000
+
 // validateTraffic checks the traffic phase's keys.
 func (c Config) validateTraffic(bad func(key, format string, a ...any)) {
 	tr := c.Traffic
@@ -763,8 +768,17 @@ func (c Config) validateTraffic(bad func(key, format string, a ...any)) {
 	default:
 		bad("traffic.workload.kind", `%q: want "fixed", "uniform" or "dataset"`, w.Kind)
 	}
-	if w.SharedPrefixTokens < 0 || w.PromptTokens+w.SharedPrefixTokens >= c.Protocol.ContextTokens && w.Kind != "dataset" {
-		bad("traffic.workload", "prompt_tokens + shared_prefix_tokens (%d) must stay below protocol.context_tokens (%d), with room for the output", w.PromptTokens+w.SharedPrefixTokens, c.Protocol.ContextTokens)
+	if n := w.PromptTokens + w.SharedPrefixTokens + w.OutputTokens; w.SharedPrefixTokens < 0 || n > c.Protocol.ContextTokens && w.Kind != "dataset" {
+		bad("traffic.workload", "prompt_tokens + shared_prefix_tokens + output_tokens (%d) must fit protocol.context_tokens (%d): the server would refuse the prompt or cut the output short", n, c.Protocol.ContextTokens)
+	}
+	if tr.Trace == "" && tr.DurationS > 0 {
+		total := 0.0
+		for _, m := range c.Models {
+			total += float64(tr.WarmupRequests) + math.Round(tr.RateOf(m.Label)*tr.DurationS)
+		}
+		if total > MaxArrivals {
+			bad("traffic.rate/rates/duration_s/warmup_requests", "%.4g requests planned (rate × duration_s + warmup_requests, every model): at most %d in one run, each held in memory with its result", total, MaxArrivals)
+		}
 	}
 	if tr.Trace != "" {
 		if _, err := os.Stat(tr.Trace); err != nil {
@@ -781,5 +795,11 @@ func (c Config) validateTraffic(bad func(key, format string, a ...any)) {
 		if m != "abort" && m != "wait" && m != "keep" {
 			bad(fmt.Sprintf("traffic.in_flight_modes[%d]", i), `%q: want "abort", "wait" or "keep" (vLLM's pause modes)`, m)
 		}
+		if slices.Index(tr.InFlightModes, m) < i {
+			bad(fmt.Sprintf("traffic.in_flight_modes[%d]", i), "%q twice: each mode is one sleep, list it once", m)
+		}
+	}
+	if tr.InFlightRequests > 0 && len(tr.InFlightModes) == 0 {
+		bad("traffic.in_flight_modes", `empty beside in_flight_requests %d: list the modes to sleep in ("abort", "wait", "keep"), or set in_flight_requests to 0`, tr.InFlightRequests)
 	}
 }

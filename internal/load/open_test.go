@@ -177,7 +177,7 @@ func TestWorkload(t *testing.T) {
 	f, err := os.Open(filepath.Join("..", "..", "testdata", "traffic-sharegpt.jsonl"))
 	require.NoError(t, err)
 	defer f.Close()
-	samples, err := ReadDataset(f, "traffic-sharegpt.jsonl")
+	samples, err := ReadDataset(f, "traffic-sharegpt.jsonl", DatasetLimits{})
 	require.NoError(t, err)
 	assert.Len(t, samples, 48, "the shipped dataset")
 	ds, err := Workload{Kind: Dataset, Samples: samples, Seed: 3}.Requests("m", 10)
@@ -189,7 +189,7 @@ func TestWorkload(t *testing.T) {
 
 	s, err := ReadDataset(strings.NewReader(`{"prompt": "hi", "output_tokens": 3}
 {"conversations": [{"from": "system", "value": "x"}, {"from": "human", "value": "q"}, {"from": "gpt", "value": "123456789"}]}
-`), "d.jsonl")
+`), "d.jsonl", DatasetLimits{})
 	require.NoError(t, err)
 	assert.Equal(t, []Sample{{"hi", 3}, {"q", 3}}, s, "9 characters of reply ≈ 3 tokens")
 	for body, want := range map[string]string{
@@ -199,7 +199,7 @@ func TestWorkload(t *testing.T) {
 		"not json": "d.jsonl:1:",
 		"":         "no entries",
 	} {
-		_, err := ReadDataset(strings.NewReader(body), "d.jsonl")
+		_, err := ReadDataset(strings.NewReader(body), "d.jsonl", DatasetLimits{})
 		assert.ErrorContains(t, err, want, body)
 	}
 }

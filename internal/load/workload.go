@@ -90,16 +90,29 @@ func (w Workload) Requests(model string, n int) ([]vllm.CompletionRequest, error
 	return out, nil
 }
 
+// DatasetLimits are what a dataset's entries may ask of the run.
+type DatasetLimits struct {
+	// ContextTokens: an entry's prompt (estimated) plus its output tokens
+	// must fit (vLLM's --max-model-len); 0: unbounded.
+	ContextTokens int
+	MaxEntries    int // entries the run can hold (0: unbounded)
+}
+
+// maxDatasetLine bounds one line of a dataset (a conversation with a long
+// document in it fits; a file with no newlines does not).
+const maxDatasetLine = 16 << 20
+
 // ReadDataset reads a JSONL dataset, one entry a line, either
 // {"prompt": "…", "output_tokens": N} or a ShareGPT conversation
 // {"conversations": [{"from": "human", "value": "…"}, {"from": "gpt", "value": "…"}]}
 // whose first human turn is the prompt and whose first reply after it
 // gives the output length (its characters / 4, rounded up: about a BPE
-// token per 4 characters of English). A bad line is an error naming it.
-func ReadDataset(r io.Reader, name string) ([]Sample, error) {
+// token per 4 characters of English; a prompt's tokens are estimated the
+// same way). A bad line, or one beyond lim, is an error naming it.
+func ReadDataset(r io.Reader, name string, lim DatasetLimits) ([]Sample, error) {
 	var out []Sample
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	sc.Buffer(make([]byte, 1<<20), maxDatasetLine)
 	line := 0
 	for sc.Scan() {
 		line++
@@ -115,23 +128,34 @@ func ReadDataset(r io.Reader, name string) ([]Sample, error) {
 		if err := json.Unmarshal([]byte(text), &e); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
 		}
+		var s Sample
 		switch {
 		case e.Prompt != nil:
 			if *e.Prompt == "" || e.OutputTokens < 1 {
 				return nil, fmt.Errorf("%s:%d: want a non-empty prompt and output_tokens ≥ 1", name, line)
 			}
-			out = append(out, Sample{Prompt: *e.Prompt, OutputTokens: e.OutputTokens})
+			s = Sample{Prompt: *e.Prompt, OutputTokens: e.OutputTokens}
 		case len(e.Conversations) > 0:
-			s, ok := conversation(e.Conversations)
-			if !ok {
+			var ok bool
+			if s, ok = conversation(e.Conversations); !ok {
 				return nil, fmt.Errorf("%s:%d: a conversation needs a human turn followed by a gpt reply", name, line)
 			}
-			out = append(out, s)
 		default:
 			return nil, fmt.Errorf(`%s:%d: want {"prompt", "output_tokens"} or {"conversations": […]}`, name, line)
 		}
+		if n := estimateTokens(s.Prompt) + s.OutputTokens; lim.ContextTokens > 0 && n > lim.ContextTokens {
+			return nil, fmt.Errorf("%s:%d: about %d prompt + %d output tokens: beyond the models' context (protocol.context_tokens %d); the server would refuse it",
+				name, line, estimateTokens(s.Prompt), s.OutputTokens, lim.ContextTokens)
+		}
+		if lim.MaxEntries > 0 && len(out) == lim.MaxEntries {
+			return nil, fmt.Errorf("%s:%d: more than %d entries, the most one run holds in memory", name, line, lim.MaxEntries)
+		}
+		out = append(out, s)
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("%s:%d: a line longer than %d MiB: not one JSON entry a line", name, line+1, maxDatasetLine>>20)
+		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if len(out) == 0 {
@@ -139,6 +163,10 @@ func ReadDataset(r io.Reader, name string) ([]Sample, error) {
 	}
 	return out, nil
 }
+
+// estimateTokens is about how many BPE tokens text is: a token per 4
+// characters of English.
+func estimateTokens(text string) int { return (len(text) + 3) / 4 }
 
 // turn is one turn of a ShareGPT conversation.
 type turn struct {
@@ -151,7 +179,7 @@ type turn struct {
 func conversation(turns []turn) (Sample, bool) {
 	for i := 0; i+1 < len(turns); i++ {
 		if turns[i].From == "human" && turns[i].Value != "" && turns[i+1].From == "gpt" && turns[i+1].Value != "" {
-			return Sample{Prompt: turns[i].Value, OutputTokens: (len(turns[i+1].Value) + 3) / 4}, true
+			return Sample{Prompt: turns[i].Value, OutputTokens: estimateTokens(turns[i+1].Value)}, true
 		}
 	}
 	return Sample{}, false

@@ -75,6 +75,7 @@ type Protocol struct {
 	// mismatched: a correctness mismatch of this model/stage was
 	// recorded as a failure (the check counts the rest).
 	mismatched map[string]bool
+	traffic    *TrafficPlan // planned before the run; nil: when the phase runs
 }
 
 // New is the protocol of cfg on f, recording into rec; obs may be nil.

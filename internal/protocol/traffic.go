@@ -2,14 +2,11 @@ package protocol
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,29 +22,43 @@ import (
 // PhaseTraffic is the traffic phase.
 const PhaseTraffic = "traffic"
 
-// Arrivals are the traffic phase's requests, every model's interleaved:
-// from traffic.trace, or each model's arrival process at its rate over
-// traffic.duration_s with its first traffic.warmup_requests marked warm-up.
-func Arrivals(cfg config.Config) ([]load.Arrival, string, error) {
+// TrafficPlan is the traffic phase's requests, every model's interleaved,
+// and a line saying what they are. It is made once, before any server
+// starts (PlanTraffic), so a bad trace or dataset fails the run at once.
+type TrafficPlan struct {
+	Arrivals []load.Arrival
+	What     string
+}
+
+// PlanTraffic reads and checks the traffic phase's input: traffic.trace,
+// or each model's arrival process at its rate over traffic.duration_s
+// with its first traffic.warmup_requests marked warm-up (lengths from the
+// workload, traffic.workload.dataset read here). budget is the time the
+// run has (go test's -timeout; 0: unbounded): an arrival or a dwell later
+// than that is refused, as is a plan of more than config.MaxArrivals requests or
+// a request beyond the models' context. Each error names the key.
+func PlanTraffic(cfg config.Config, budget time.Duration) (TrafficPlan, error) {
 	tr := cfg.Traffic
+	if budget > 0 && seconds(tr.MinDwellS) >= budget {
+		return TrafficPlan{}, fmt.Errorf("traffic.min_dwell_s %g: the run has %v in all (go test -timeout): lower it, or run with -timeout 0", tr.MinDwellS, budget)
+	}
 	if tr.Trace != "" {
-		a, err := readTrace(cfg)
-		return a, "trace " + tr.Trace, err
+		a, err := readTrace(cfg, budget)
+		return TrafficPlan{a, "trace " + tr.Trace}, err
 	}
 	if tr.DurationS == 0 {
-		return nil, "", nil
+		return TrafficPlan{}, nil
+	}
+	if budget > 0 && seconds(tr.DurationS) >= budget {
+		return TrafficPlan{}, fmt.Errorf("traffic.duration_s %g: the run has %v in all (go test -timeout): lower it, or run with -timeout 0", tr.DurationS, budget)
 	}
 	w := load.Workload{Kind: tr.Workload.Kind, PromptTokens: tr.Workload.PromptTokens, OutputTokens: tr.Workload.OutputTokens,
 		MinPromptTokens: tr.Workload.MinPromptTokens, MinOutputTokens: tr.Workload.MinOutputTokens,
 		SharedPrefixTokens: tr.Workload.SharedPrefixTokens}
 	if w.Kind == load.Dataset {
-		f, err := os.Open(tr.Workload.Dataset)
-		if err != nil {
-			return nil, "", fmt.Errorf("traffic.workload.dataset: %w", err)
-		}
-		defer f.Close()
-		if w.Samples, err = load.ReadDataset(f, tr.Workload.Dataset); err != nil {
-			return nil, "", fmt.Errorf("traffic.workload.dataset: %w", err)
+		var err error
+		if w.Samples, err = readDataset(cfg); err != nil {
+			return TrafficPlan{}, err
 		}
 	}
 	var lists [][]load.Arrival
@@ -61,12 +72,12 @@ func Arrivals(cfg config.Config) ([]load.Arrival, string, error) {
 		a := load.Arrivals{Process: tr.Arrivals, Rate: rate, Burstiness: tr.Burstiness, Seed: uint64(tr.Seed) + uint64(i)}
 		offs, err := a.Offsets(n)
 		if err != nil {
-			return nil, "", fmt.Errorf("traffic, model %s: %w", m.Label, err)
+			return TrafficPlan{}, fmt.Errorf("traffic, model %s: %w", m.Label, err)
 		}
 		w.Seed = uint64(tr.Seed)*1000 + uint64(i)
 		reqs, err := w.Requests(m.Name, n)
 		if err != nil {
-			return nil, "", fmt.Errorf("traffic, model %s: %w", m.Label, err)
+			return TrafficPlan{}, fmt.Errorf("traffic, model %s: %w", m.Label, err)
 		}
 		list := make([]load.Arrival, n)
 		for k := range list {
@@ -79,46 +90,48 @@ func Arrivals(cfg config.Config) ([]load.Arrival, string, error) {
 	if tr.Arrivals == load.Gamma {
 		what += fmt.Sprintf(", burstiness %g", tr.Burstiness)
 	}
-	return load.Merge(lists...), what, nil
+	return TrafficPlan{load.Merge(lists...), what}, nil
 }
 
-// readTrace reads traffic.trace: CSV rows t_s,model,prompt_tokens,output_tokens
-// (a header row is skipped), the model a label.
-func readTrace(cfg config.Config) ([]load.Arrival, error) {
+// readTrace reads traffic.trace (load.ReadTrace) into arrivals, each row's
+// prompt made of its prompt_tokens words.
+func readTrace(cfg config.Config, budget time.Duration) ([]load.Arrival, error) {
 	f, err := os.Open(cfg.Traffic.Trace)
 	if err != nil {
 		return nil, fmt.Errorf("traffic.trace: %w", err)
 	}
 	defer f.Close()
-	rd := csv.NewReader(f)
-	rd.FieldsPerRecord = 4
-	rd.TrimLeadingSpace = true
-	var out []load.Arrival
-	for line := 1; ; line++ {
-		row, err := rd.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("traffic.trace: %w", err)
-		}
-		if line == 1 && row[0] == "t_s" {
-			continue
-		}
-		t, err1 := strconv.ParseFloat(row[0], 64)
-		pt, err2 := strconv.Atoi(row[2])
-		ot, err3 := strconv.Atoi(row[3])
-		m, ok := cfg.Model(row[1])
-		if err := errors.Join(err1, err2, err3); err != nil || !ok || t < 0 || pt < 1 || ot < 1 {
-			return nil, fmt.Errorf("traffic.trace %s:%d: want t_s ≥ 0, a model label, prompt_tokens ≥ 1, output_tokens ≥ 1; got %q", cfg.Traffic.Trace, line, strings.Join(row, ","))
-		}
-		reqs, _ := load.Workload{Kind: load.Fixed, PromptTokens: pt, OutputTokens: ot, Seed: uint64(line)}.Requests(m.Name, 1)
-		out = append(out, load.Arrival{At: time.Duration(t * float64(time.Second)), Model: m.Label, Request: reqs[0]})
+	labels, _ := cfg.ModelNames()
+	rows, err := load.ReadTrace(f, cfg.Traffic.Trace, load.TraceLimits{Labels: labels, ContextTokens: cfg.Protocol.ContextTokens,
+		MaxRows: config.MaxArrivals, MaxSpan: budget})
+	if err != nil {
+		return nil, fmt.Errorf("traffic.trace %w", err)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("traffic.trace %s: no rows", cfg.Traffic.Trace)
+	out := make([]load.Arrival, len(rows))
+	for i, r := range rows {
+		m, _ := cfg.Model(r.Model)
+		reqs, err := load.Workload{Kind: load.Fixed, PromptTokens: r.PromptTokens, OutputTokens: r.OutputTokens, Seed: uint64(i + 1)}.Requests(m.Name, 1)
+		if err != nil {
+			return nil, fmt.Errorf("traffic.trace row %d: %w", i+1, err)
+		}
+		out[i] = load.Arrival{At: r.At, Model: r.Model, Request: reqs[0]}
 	}
 	return load.Merge(out), nil
+}
+
+// readDataset reads traffic.workload.dataset (load.ReadDataset).
+func readDataset(cfg config.Config) ([]load.Sample, error) {
+	name := cfg.Traffic.Workload.Dataset
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("traffic.workload.dataset: %w", err)
+	}
+	defer f.Close()
+	s, err := load.ReadDataset(f, name, load.DatasetLimits{ContextTokens: cfg.Protocol.ContextTokens, MaxEntries: config.MaxArrivals})
+	if err != nil {
+		return nil, fmt.Errorf("traffic.workload.dataset %w", err)
+	}
+	return s, nil
 }
 
 // Traffic runs the traffic phase: the arrivals through a wake-on-demand
@@ -131,10 +144,15 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 	defer p.begin(ctx, PhaseTraffic, labels...)()
 	tr := p.cfg.Traffic
 	out := record.Traffic{Level: tr.SleepLevel}
-	arrivals, what, err := Arrivals(p.cfg)
-	if err != nil {
-		return out, p.Fail(PhaseTraffic, "", "plan", err)
+	plan := p.traffic
+	if plan == nil { // not planned before the run (a test running the phase alone)
+		pl, err := PlanTraffic(p.cfg, 0)
+		if err != nil {
+			return out, p.Fail(PhaseTraffic, "", "plan", err)
+		}
+		plan = &pl
 	}
+	arrivals, what := plan.Arrivals, plan.What
 	out.Arrivals = what
 	var errs []error
 	defer func() { p.rec.SetTraffic(out) }()
@@ -200,6 +218,14 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 	}
 	return out, errors.Join(errs...)
 }
+
+// UseTrafficPlan makes plan the traffic phase's requests (PlanTraffic,
+// before any server started) instead of planning them when it runs.
+func (p *Protocol) UseTrafficPlan(plan TrafficPlan) { p.traffic = &plan }
+
+// TrafficPlan is the traffic phase's requests as planned before the run
+// (nil: planned when the phase runs).
+func (p *Protocol) TrafficPlan() *TrafficPlan { return p.traffic }
 
 // direct sends straight to the model's server: the ideal run.
 type direct struct{ p *Protocol }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,8 +81,9 @@ func TestArrivals(t *testing.T) {
 	cfg := config.Default()
 	cfg.Traffic.Rates = map[string]float64{"B": 0.5}
 	cfg.Traffic.DurationS, cfg.Traffic.WarmupRequests, cfg.Traffic.Arrivals = 4, 2, "constant"
-	a, what, err := protocol.Arrivals(cfg)
+	plan, err := protocol.PlanTraffic(cfg, 0)
 	require.NoError(t, err)
+	a, what := plan.Arrivals, plan.What
 	n := map[string]int{}
 	warm := map[string]int{}
 	for _, x := range a {
@@ -97,4 +99,44 @@ func TestArrivals(t *testing.T) {
 	for i := 1; i < len(a); i++ {
 		assert.LessOrEqual(t, a[i-1].At, a[i].At, "interleaved by time")
 	}
+}
+
+// TestPlanTrafficRefusesWhatTheRunCannotDo: the traffic phase's input is
+// read and checked when planned (before any server starts), each refusal
+// naming the key, the line where there is one, and the bound.
+func TestPlanTrafficRefusesWhatTheRunCannotDo(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		return p
+	}
+	for name, tc := range map[string]struct {
+		mod    func(*config.Config)
+		budget time.Duration
+		want   string
+	}{
+		"NaN time": {func(c *config.Config) { c.Traffic.Trace = file("nan.csv", "0,A,8,8\nNaN,B,8,8\n") }, 0, "traffic.trace " + filepath.Join(dir, "nan.csv") + ":2:"},
+		"a trace beyond the budget": {func(c *config.Config) { c.Traffic.Trace = file("late.csv", "0,A,8,8\n700,B,8,8\n") }, 10 * time.Minute,
+			":2: t_s 700: later than the run has time for (10m0s)"},
+		"a trace beyond the context": {func(c *config.Config) { c.Traffic.Trace = file("long.csv", "0,A,4000,200\n") }, 0, "beyond the models' context (protocol.context_tokens 4096)"},
+		"a directory":                {func(c *config.Config) { c.Traffic.Trace = dir }, 0, "is a directory"},
+		"dwell beyond the budget":    {func(c *config.Config) { c.Traffic.MinDwellS = 900 }, 10 * time.Minute, "traffic.min_dwell_s 900: the run has 10m0s in all (go test -timeout)"},
+		"duration beyond the budget": {func(c *config.Config) { c.Traffic.DurationS = 900 }, 10 * time.Minute, "traffic.duration_s 900: the run has 10m0s in all"},
+		"a dataset beyond the context": {func(c *config.Config) {
+			c.Traffic.Workload = config.TrafficWorkload{Kind: "dataset", Dataset: file("d.jsonl", `{"prompt": "hi", "output_tokens": 5000}`)}
+		}, 0, "traffic.workload.dataset " + filepath.Join(dir, "d.jsonl") + ":1: about 1 prompt + 5000 output tokens"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := config.Default()
+			tc.mod(&cfg)
+			_, err := protocol.PlanTraffic(cfg, tc.budget)
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+	cfg := config.Default()
+	cfg.Traffic.Trace = file("ok.csv", "t_s,model,prompt_tokens,output_tokens\n0,A,8,8\n5,B,8,8\n")
+	plan, err := protocol.PlanTraffic(cfg, 10*time.Minute)
+	require.NoError(t, err)
+	assert.Len(t, plan.Arrivals, 2)
 }
