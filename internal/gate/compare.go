@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"regexp"
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/aclements/go-moremath/stats"
 
 	"golang.org/x/perf/benchfmt"
 	"golang.org/x/perf/benchmath"
@@ -30,9 +31,10 @@ type Delta struct {
 	// significant (e.g. two rounds per side), or the unit has no direction.
 	Why        string
 	Regression bool // worse by more than the tolerance, and significant
-	// ToleranceOnly: the samples are too few for any difference to be
-	// significant at alpha (Mann-Whitney's smallest p for these sizes is
-	// above it), so the medians are judged against twice the tolerance.
+	// ToleranceOnly: the samples are too few, or too tied, for any
+	// difference to be significant at alpha (Mann-Whitney's smallest p for
+	// these sizes and ties is above it), so the medians are judged against
+	// twice the tolerance.
 	ToleranceOnly bool
 	Limit         float64 // the tolerance the change was judged against, in percent
 }
@@ -135,12 +137,18 @@ func CompareBench(old, cur io.Reader, tolerancePct, alpha float64) ([]Delta, err
 			d.Why = "unit has no better= direction: not gated"
 		}
 		d.Limit = tolerancePct
-		if n1, n2 := len(o), len(nv[k]); minP(n1, n2) > alpha {
+		if n1, n2, floor := len(o), len(nv[k]), minP(o, nv[k]); floor > alpha {
 			// No test can be significant: a regression of any size would
-			// pass. Judge the medians alone, with a wider band.
+			// pass. Judge the medians alone, with a wider band. Ties count:
+			// residuals often repeat one value (min = max), and then even
+			// five samples a side may not suffice.
 			d.ToleranceOnly, d.Limit = true, 2*tolerancePct
 			if d.Better != 0 {
-				d.Why = fmt.Sprintf("n = %d vs %d cannot be significant at %g: medians judged on ±%g %%", n1, n2, alpha, d.Limit)
+				n := fmt.Sprintf("n = %d vs %d", n1, n2)
+				if minP(distinct(n1, n2)) <= alpha {
+					n += fmt.Sprintf(" with ties (smallest p %.3g)", floor)
+				}
+				d.Why = fmt.Sprintf("%s cannot be significant at %g: medians judged on ±%g %%", n, alpha, d.Limit)
 			}
 		}
 		worse := (d.Better < 0 && d.ChangePct > d.Limit) || (d.Better > 0 && d.ChangePct < -d.Limit)
@@ -178,16 +186,35 @@ func WriteDeltas(w io.Writer, ds []Delta) error {
 	return tw.Flush()
 }
 
-// minP is the smallest two-sided p-value a Mann-Whitney U test (benchstat's)
-// can give samples of sizes n1 and n2: every value of one below every value
-// of the other, 2 / C(n1+n2, n1).
-func minP(n1, n2 int) float64 {
+// minP is the smallest two-sided p-value benchstat's Mann-Whitney U test
+// (go-moremath's, which benchmath calls: exact, ties included, for small
+// samples) can give any split of x1 and x2's pooled values into samples of
+// their sizes; the split with the len(x1) smallest values on one side, or
+// the largest, is the most extreme. Without ties it is 2 / C(n1+n2, n1);
+// ties raise it ([0.58 ×5] vs [0.58, 0.58, 16, 16, 16]: 0.167, whatever
+// the split), and where every value is equal no split differs: 1.
+func minP(x1, x2 []float64) float64 {
+	n1, n2 := len(x1), len(x2)
 	if n1 == 0 || n2 == 0 {
 		return 1
 	}
-	c := 1.0 // C(n1+n2, n1), as a float: it only needs to be compared
-	for i := 1; i <= n1; i++ {
-		c = c * float64(n2+i) / float64(i)
+	pooled := slices.Sorted(slices.Values(slices.Concat(x1, x2)))
+	p := 1.0
+	for _, split := range [][2][]float64{{pooled[:n1], pooled[n1:]}, {pooled[n2:], pooled[:n2]}} {
+		res, err := stats.MannWhitneyUTest(split[0], split[1], stats.LocationDiffers)
+		if err != nil { // every value equal (stats.ErrSamplesEqual): no test can tell them apart
+			continue
+		}
+		p = min(p, res.P)
 	}
-	return math.Min(1, 2/c)
+	return p
+}
+
+// distinct is n1 and n2 distinct values: samples of those sizes without ties.
+func distinct(n1, n2 int) ([]float64, []float64) {
+	xs := make([]float64, n1+n2)
+	for i := range xs {
+		xs[i] = float64(i)
+	}
+	return xs[:n1], xs[n1:]
 }

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -163,9 +164,55 @@ func TestGateCatchesWhatSmallSamplesHide(t *testing.T) {
 }
 
 func TestMinP(t *testing.T) {
-	assert.InDelta(t, 1.0/3, minP(2, 2), 1e-12)
-	assert.InDelta(t, 0.1, minP(3, 3), 1e-12)
-	assert.InDelta(t, 2.0/252, minP(5, 5), 1e-12)
-	assert.Equal(t, 1.0, minP(1, 1))
-	assert.Equal(t, 1.0, minP(0, 5))
+	// Without ties: 2 / C(n1+n2, n1).
+	assert.InDelta(t, 1.0/3, minP(distinct(2, 2)), 1e-12)
+	assert.InDelta(t, 0.1, minP(distinct(3, 3)), 1e-12)
+	assert.InDelta(t, 2.0/252, minP(distinct(5, 5)), 1e-12)
+	assert.InDelta(t, 2.0/252, minP([]float64{9, 1, 5, 3, 7}, []float64{2, 8, 4, 10, 6}), 1e-12, "any order, any split")
+	assert.Equal(t, 1.0, minP(distinct(1, 1)))
+	assert.Equal(t, 1.0, minP(nil, []float64{1, 2, 3, 4, 5}))
+	// Ties: seven values at 0.58 and three at 16. The most extreme split
+	// puts all three 16s on one side: P = 2 · C(7,5) / C(10,5) = 42/252.
+	resid := []float64{0.58, 0.58, 0.58, 0.58, 0.58}
+	assert.InDelta(t, 42.0/252, minP(resid, []float64{0.58, 0.58, 16, 16, 16}), 1e-12)
+	assert.Equal(t, 1.0, minP(resid, resid), "every value equal: no split differs")
+}
+
+// TestGateCatchesATiedRegression: the residuals, [0.58 ×5] then
+// [0.58, 0.58, 16, 16, 16] (+2659 %). Ties leave the U test no split below
+// p = 0.167, so it can never be significant at 0.05; the gate judged it as
+// if five samples a side could (2/252 without ties) and let it pass. It is
+// judged on the medians now, and the table says why.
+func TestGateCatchesATiedRegression(t *testing.T) {
+	lines := func(vals ...float64) *strings.Builder {
+		var b strings.Builder
+		b.WriteString("Unit GiB/residual better=lower\n")
+		for _, v := range vals {
+			fmt.Fprintf(&b, "BenchmarkSleep/model=A/level=1 1 %g GiB/residual\n", v)
+		}
+		return &b
+	}
+	old := lines(0.58, 0.58, 0.58, 0.58, 0.58)
+	ds, err := CompareBench(strings.NewReader(old.String()), strings.NewReader(lines(0.58, 0.58, 16, 16, 16).String()), 10, 0.05)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	d := ds[0]
+	assert.InDelta(t, 2658.6, d.ChangePct, 0.1)
+	assert.InDelta(t, 42.0/252, d.Cmp.P, 1e-9, "benchstat's own p: the test is right, only never significant")
+	assert.True(t, d.ToleranceOnly)
+	assert.True(t, d.Regression, "+2659 %% residual")
+	var out strings.Builder
+	require.NoError(t, WriteDeltas(&out, ds))
+	assert.Contains(t, out.String(), "REGRESSION (tolerance only: n = 5 vs 5 with ties (smallest p 0.167) cannot be significant at 0.05: medians judged on ±20 %)")
+
+	// The same tied baseline and a value within twice the tolerance: no regression.
+	ds, err = CompareBench(strings.NewReader(old.String()), strings.NewReader(lines(0.58, 0.58, 0.62, 0.62, 0.62).String()), 10, 0.05)
+	require.NoError(t, err)
+	assert.False(t, ds[0].Regression, "+6.9 %% is inside the ±20 %% band")
+	// Without ties five samples a side can be significant: the U test decides.
+	ds, err = CompareBench(strings.NewReader(lines(0.50, 0.51, 0.52, 0.53, 0.54).String()), strings.NewReader(lines(0.80, 0.81, 0.82, 0.83, 0.84).String()), 10, 0.05)
+	require.NoError(t, err)
+	assert.False(t, ds[0].ToleranceOnly)
+	assert.True(t, ds[0].Significant)
+	assert.True(t, ds[0].Regression)
 }

@@ -48,7 +48,7 @@ func (r *Run) Gate(baseline string) ([]gate.Delta, string, error) {
 			n++
 			name := "regression " + d.Name + " " + d.Unit
 			if d.ToleranceOnly {
-				name += " (tolerance only: too few samples for significance)"
+				name += " (tolerance only: too few or too tied samples for significance)"
 			}
 			r.rec.AddChecks(gate.Evaluate(name, "", d.ChangePct, "within", d.Limit))
 		}

@@ -74,22 +74,30 @@ const (
 type Result struct {
 	Match bool
 	// Position is the 1-based ordinal of the first generated token that
-	// diverged (0 when none did).
+	// diverged (0 when none did): comparison stops there, so a later
+	// token can neither hide it nor take its place.
 	Position int
 	Kind     string
 	Detail   string // what diverged, e.g. "id 17 (logprob -0.31), reference id 4 (logprob -0.12)"
-	// Tie: the replay took another token at a near-tie of the reference
-	// (the replay's token was in the reference's top-k within the
-	// tolerance): numerics, not corruption; comparison stopped there.
+	// Tie: the replay took another token at a near-tie of the reference,
+	// every token before it the same and within the tolerance (the
+	// replay's token was in the reference's top-k within the tolerance of
+	// the reference's choice, at the logprob the reference gave it):
+	// numerics, not corruption; comparison stopped there.
 	Tie      int
 	MaxDelta float64 // largest |logprob − reference logprob| over compared tokens
 }
 
-// Compare judges got against ref, token by token: ids must be equal and
-// logprobs within tol (nats); a different id is a tie, not a divergence,
-// where the reference's own top-k held got's token within tol of the
-// token it chose (two nearly equal candidates, which numerics may order
-// either way), and comparison stops there.
+// Compare judges got against ref, token by token, and stops at the first
+// divergence: ids must be equal and logprobs within tol (nats). A
+// different id is a tie, not a divergence, where the reference's own top-k
+// held got's token within tol of the token it chose and got gave that
+// token the logprob the reference did, within tol (two nearly equal
+// candidates, which numerics may order either way); comparison stops
+// there too, since what follows another token is another continuation.
+// A tie is only reached where nothing diverged before it: a logprob off by
+// more than tol is the divergence, however the replay goes on (the drift
+// of reset FP8 KV-cache scales changes logprobs first, tokens later).
 func Compare(ref, got vllm.Generation, tol float64) Result {
 	if ref.IDs == nil || got.IDs == nil {
 		if ref.Text == got.Text {
@@ -103,8 +111,9 @@ func Compare(ref, got vllm.Generation, tol float64) Result {
 	for i := range min(len(ref.IDs), len(got.IDs)) {
 		if ref.IDs[i] != got.IDs[i] {
 			if withLP && i < len(ref.Top) && i < len(got.Tokens) {
-				if lp, ok := ref.Top[i][got.Tokens[i]]; ok && math.Abs(lp-ref.Logprobs[i]) <= tol {
-					r.Match, r.Tie = true, i+1
+				lp, ok := ref.Top[i][got.Tokens[i]]
+				if d := math.Abs(got.Logprobs[i] - lp); ok && math.Abs(lp-ref.Logprobs[i]) <= tol && d <= tol {
+					r.Match, r.Tie, r.MaxDelta = true, i+1, max(r.MaxDelta, d)
 					return r
 				}
 			}
@@ -115,14 +124,12 @@ func Compare(ref, got vllm.Generation, tol float64) Result {
 		if withLP {
 			d := math.Abs(got.Logprobs[i] - ref.Logprobs[i])
 			r.MaxDelta = max(r.MaxDelta, d)
-			if d > tol && r.Position == 0 {
+			if d > tol {
 				r.Position, r.Kind = i+1, KindLogprob
 				r.Detail = fmt.Sprintf("token %d (id %d) has logprob %.4f, reference %.4f (|Δ| %.4f > tolerance %g)", i+1, got.IDs[i], got.Logprobs[i], ref.Logprobs[i], d, tol)
+				return r
 			}
 		}
-	}
-	if r.Position != 0 {
-		return r
 	}
 	if len(ref.IDs) != len(got.IDs) {
 		n := min(len(ref.IDs), len(got.IDs))

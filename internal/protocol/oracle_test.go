@@ -26,16 +26,23 @@ func byName(cs []record.Check) map[string]record.Check {
 // TestCorruptionIsCaughtByName: each fault answers every request with 200
 // and plausible text, so the cycles succeed and the garbage check passes;
 // the replay of the probe set after each wake fails the correctness check
-// and names the probe and the token. Without a fault the same cycles pass.
+// and names the probe and the token. Without a fault the same cycles pass;
+// a wake that reorders a near-tie passes too, counted as a tie, unless a
+// logprob drifted before it.
 func TestCorruptionIsCaughtByName(t *testing.T) {
 	for fault, want := range map[string]struct {
 		perReplay int // probes that diverge in each replay
 		failure   string
+		ties      int // probes that stopped at a tie in each replay
 	}{
-		"":                     {0, ""},
-		"diverge-after-wake=3": {3, `probe "short" diverged from its answer before the first sleep at token 3 (token)`},
-		"lora-ignored":         {1, `probe "lora:sql" diverged from its answer before the first sleep at token 1 (token)`},
-		"logprob-drift=0.3":    {3, `probe "short" diverged from its answer before the first sleep at token 1 (logprob)`},
+		"":                     {0, "", 0},
+		"diverge-after-wake=3": {3, `probe "short" diverged from its answer before the first sleep at token 3 (token)`, 0},
+		"lora-ignored":         {1, `probe "lora:sql" diverged from its answer before the first sleep at token 1 (token)`, 0},
+		"logprob-drift=0.3":    {3, `probe "short" diverged from its answer before the first sleep at token 1 (logprob)`, 0},
+		// Each probe of tiny-a has a near-tie within its 16 tokens
+		// (short at token 5, long at 4, lora:sql at 1).
+		"tie-flip-after-wake":                   {0, "", 3},
+		"tie-flip-after-wake,logprob-drift=0.3": {3, `probe "short" diverged from its answer before the first sleep at token 1 (logprob)`, 0},
 	} {
 		t.Run("fault="+fault, func(t *testing.T) {
 			_, rec, p := simFleetWith(t, same, func(cfg *config.Config) {
@@ -50,6 +57,16 @@ func TestCorruptionIsCaughtByName(t *testing.T) {
 			c := byName(p.SleepChecks("A", 1, cycles))["correctness.level1.mismatches/A"]
 			assert.Equal(t, float64(2*want.perReplay), c.Value, "mismatching probes over 2 replays")
 			raw := rec.Raw()
+			ties := 0
+			for _, rp := range raw.Replays["A"] {
+				for _, r := range rp.Results {
+					if r.Tie > 0 {
+						ties++
+						assert.True(t, r.Match, "a tie is no mismatch")
+					}
+				}
+			}
+			assert.Equal(t, 2*want.ties, ties, "ties over 2 replays")
 			assert.Equal(t, []string{"short", "long", "lora:sql"}, raw.References["A"].Probes)
 			assert.Equal(t, "token ids + logprobs", raw.References["A"].Basis)
 			if want.perReplay == 0 {

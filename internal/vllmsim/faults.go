@@ -49,6 +49,14 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	                       takes F times as long (prefill and the wake itself
 //	                       are unchanged)
 //
+// Benign, not a fault: numerics after a wake (another batch, another
+// kernel split) may reorder two nearly equal candidates; the oracle must
+// accept it as a tie, and still catch a drift before it:
+//
+//	tie-flip-after-wake    after a wake, greedy decoding takes the runner-up at the
+//	                       first near-tie (vLLM is not batch-invariant unless
+//	                       VLLM_BATCH_INVARIANT=1: docs/features/batch_invariance.md)
+//
 // Drift over many cycles:
 //
 //	leak-per-cycle=MiB     every sleep leaves MiB more device memory held (#36651)
@@ -74,6 +82,7 @@ type Faults struct {
 	LoRAIgnored      bool
 	LogprobDrift     float64
 	SlowDecodeAfter  float64 // slow-decode-after-wake: decode step cost factor after the first wake
+	TieFlipAfterWake bool
 	LeakPerCycleMiB  float64
 	completions      atomic.Int64
 	wakes            atomic.Int64
@@ -164,6 +173,8 @@ func ParseFaults(s string) (*Faults, error) {
 			f.DivergeAfterWake, err = n()
 		case "lora-ignored":
 			f.LoRAIgnored = true
+		case "tie-flip-after-wake":
+			f.TieFlipAfterWake = true
 		case "logprob-drift":
 			f.LogprobDrift, err = positive()
 		case "slow-decode-after-wake":

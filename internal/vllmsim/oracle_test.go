@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wakebench/wakebench/internal/oracle"
 	"github.com/wakebench/wakebench/internal/simgpu"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
@@ -117,6 +118,52 @@ func TestCorruptionFaults(t *testing.T) {
 			after, loraAfter := gen(t, s, "tiny-a", prompt), gen(t, s, "sql", prompt)
 			assert.NotContains(t, after.Text, "!!", "plausible text: the garbage check cannot see it")
 			check(t, before, after, loraAfter)
+		})
+	}
+}
+
+// TestOracleMeetsATie: the simulated model has near-ties (a runner-up
+// within TieMargin of the greedy token, inside the oracle's 0.05 nats);
+// after a wake that reorders the first one the oracle replay accepts the
+// tie, and a logprob drift before it is still the divergence at token 1.
+func TestOracleMeetsATie(t *testing.T) {
+	const tol = 0.05 // the default logprob_tolerance
+	probe := func(t *testing.T, s *sim) vllm.Generation {
+		t.Helper()
+		g, err := s.c.Generate(t.Context(), vllm.GenerateRequest{Model: "tiny-a", Prompt: oracle.ShortPrompt, MaxTokens: 16, Logprobs: 5})
+		require.NoError(t, err)
+		return g
+	}
+	for fault, check := range map[string]func(t *testing.T, ref, got vllm.Generation){
+		"tie-flip-after-wake": func(t *testing.T, ref, got vllm.Generation) {
+			r := oracle.Compare(ref, got, tol)
+			assert.True(t, r.Match, "a reordered near-tie is numerics: %+v", r)
+			assert.Equal(t, 5, r.Tie, "the short probe's first near-tie is its 5th token")
+			assert.Equal(t, ref.IDs[:4], got.IDs[:4], "the same tokens before the tie")
+			assert.NotEqual(t, ref.IDs[4], got.IDs[4], "the runner-up won: a genuine tie, not an identical replay")
+			assert.NotEqual(t, ref.IDs[5:], got.IDs[5:], "another token, another continuation")
+			lp, ok := ref.Top[4][got.Tokens[4]]
+			require.True(t, ok, "the replayed token is in the reference's top-k")
+			assert.InDelta(t, ref.Logprobs[4], lp, TieMargin, "a near-tie of the reference")
+		},
+		"tie-flip-after-wake,logprob-drift=0.3": func(t *testing.T, ref, got vllm.Generation) {
+			r := oracle.Compare(ref, got, tol)
+			assert.False(t, r.Match, "drift before the tie is no tie: %+v", r)
+			assert.Zero(t, r.Tie)
+			assert.Equal(t, 1, r.Position)
+			assert.Equal(t, oracle.KindLogprob, r.Kind)
+			assert.InDelta(t, 0.3, r.MaxDelta, 1e-9)
+		},
+	} {
+		t.Run(fault, func(t *testing.T) {
+			s := startSim(t, "tiny-a", map[string]string{EnvFaults: fault})
+			s.ready(t)
+			ref := probe(t, s)
+			require.Len(t, ref.IDs, 16)
+			assert.Equal(t, ref, probe(t, s), "before any sleep the same answer")
+			require.NoError(t, s.c.Sleep(t.Context(), 1))
+			require.NoError(t, s.c.WakeUp(t.Context()))
+			check(t, ref, probe(t, s))
 		})
 	}
 }

@@ -618,7 +618,7 @@ func (s *server) generator(prompt, adapter string) generator {
 	}
 	g := newGenerator(prompt, adapter, valid)
 	if woken {
-		g.divergeFrom, g.drift = s.faults.DivergeAfterWake, s.faults.LogprobDrift
+		g.divergeFrom, g.drift, g.flipTie = s.faults.DivergeAfterWake, s.faults.LogprobDrift, s.faults.TieFlipAfterWake
 	}
 	return g
 }

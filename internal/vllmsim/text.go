@@ -63,6 +63,9 @@ type generator struct {
 	// model's greedy one (fault diverge-after-wake).
 	divergeFrom int
 	drift       float64 // subtracted from every logprob (fault logprob-drift)
+	// flipTie: at the first near-tie the runner-up wins, and what follows
+	// is the continuation of that other token (tie-flip-after-wake).
+	flipTie bool
 }
 
 // newGenerator is the generator of prompt through adapter ("" for the base model).
@@ -84,34 +87,79 @@ func mix(seed uint64, i int) uint64 {
 	return x ^ (x >> 31)
 }
 
-// token is the i-th (0-based) generated token.
-func (g generator) token(i int) genToken {
-	if !g.valid {
-		return genToken{id: garbageID, text: "!", logprob: 0}
+// Salts of the near-tie draw and of the continuation after a flipped tie.
+const (
+	tieSalt  = 0x243F6A8885A308D3
+	flipSalt = 0x13198A2E03707344
+)
+
+// TieMargin is the most nats a near-tie's runner-up is below the greedy
+// token: within the oracle's default logprob_tolerance (0.05), so a
+// replay that takes the runner-up is a tie, not a mismatch.
+const TieMargin = 0.025
+
+// nearTie reports whether position i of seed is a near-tie (about one
+// token in eight): the runner-up's logprob is margin nats, in
+// [0.005, TieMargin), below the greedy token's. Real models have them
+// (two nearly equal candidates), and a greedy replay may take either:
+// vLLM's output depends on the batch it runs in unless
+// VLLM_BATCH_INVARIANT=1 (vLLM docs/features/batch_invariance.md).
+func nearTie(seed uint64, i int) (tie bool, margin float64) {
+	y := mix(seed^tieSalt, i)
+	return y%8 == 0, 0.005 + float64((y>>8)%20)/1000
+}
+
+// maxTieScan bounds the search for the first near-tie (a request's
+// max_tokens is far below it).
+const maxTieScan = 1 << 16
+
+// firstTie is the 0-based position of seed's first near-tie, −1 if none.
+func firstTie(seed uint64) int {
+	for i := range maxTieScan {
+		if t, _ := nearTie(seed, i); t {
+			return i
+		}
 	}
-	x := mix(g.seed, i)
+	return -1
+}
+
+// token is the i-th (0-based) generated token.
+func (g generator) token(i int) genToken { return g.top(i, 1)[0] }
+
+// top is the k most likely tokens at position i, the generated one first;
+// the runner-up is at least 0.5 nats less likely, or at a near-tie less
+// than TieMargin, and the others 0.7 nats apart.
+func (g generator) top(i, k int) []genToken {
+	if !g.valid {
+		return []genToken{{id: garbageID, text: "!", logprob: 0}}
+	}
+	seed, flip := g.seed, -1
+	if g.flipTie {
+		flip = firstTie(seed)
+		if flip >= 0 && i > flip {
+			seed = mix(seed^flipSalt, flip) // another token before: another continuation
+		}
+	}
+	x := mix(seed, i)
 	v := uint64(len(words))
 	id := x % v
 	if g.divergeFrom > 0 && i+1 >= g.divergeFrom {
 		id = (id + 1 + mix(^g.seed, i)%(v-1)) % v // any other word
 	}
 	// The greedy token's logprob, in [-1.05, -0.05] nats.
-	lp := -0.05 - float64((x>>32)%1000)/1000
-	return genToken{id: int(id), text: " " + words[id], logprob: lp - g.drift}
-}
-
-// top is the k most likely tokens at position i, the generated one first;
-// the others are each at least 0.5 nats less likely.
-func (g generator) top(i, k int) []genToken {
-	t := g.token(i)
-	out := []genToken{t}
-	if !g.valid {
-		return out
+	lp := -0.05 - float64((x>>32)%1000)/1000 - g.drift
+	tie, margin := nearTie(seed, i)
+	out := []genToken{{id: int(id), text: " " + words[id], logprob: lp}}
+	for j := 1; j < max(k, 2) && j < len(words); j++ {
+		a := (int(id) + j) % len(words)
+		alp := lp - 0.5 - 0.7*float64(j-1)
+		if j == 1 && tie {
+			alp = lp - margin
+		}
+		out = append(out, genToken{id: a, text: " " + words[a], logprob: alp})
 	}
-	v := len(words)
-	for j := 1; j < k && j < v; j++ {
-		id := (t.id + j) % v
-		out = append(out, genToken{id: id, text: " " + words[id], logprob: t.logprob - 0.5 - 0.7*float64(j-1)})
+	if i == flip { // the runner-up wins: the two trade places, each keeping its rank's logprob
+		out[0].id, out[0].text, out[1].id, out[1].text = out[1].id, out[1].text, out[0].id, out[0].text
 	}
-	return out
+	return out[:min(k, len(out))]
 }

@@ -412,11 +412,12 @@ func TestParseFaults(t *testing.T) {
 	assert.Equal(t, 2, f.PrefixResetFalse)
 	assert.True(t, hits(f.WakeFail, 7))
 	assert.False(t, hits(f.WakeHang, 1))
-	f, err = ParseFaults("diverge-after-wake=4,lora-ignored,logprob-drift=0.25,leak-per-cycle=32,slow-decode-after-wake=1.5")
+	f, err = ParseFaults("diverge-after-wake=4,lora-ignored,logprob-drift=0.25,leak-per-cycle=32,slow-decode-after-wake=1.5,tie-flip-after-wake")
 	require.NoError(t, err)
 	assert.Equal(t, 1.5, f.SlowDecodeAfter)
 	assert.Equal(t, 4, f.DivergeAfterWake)
 	assert.True(t, f.LoRAIgnored)
+	assert.True(t, f.TieFlipAfterWake)
 	assert.Equal(t, 0.25, f.LogprobDrift)
 	assert.Equal(t, 32.0, f.LeakPerCycleMiB)
 	for _, bad := range []string{"crash-after=0", "error-status=1:200", "explode", "stall-stream=x", "diverge-after-wake=0", "logprob-drift=-1", "leak-per-cycle=NaN", "leak-per-cycle", "slow-decode-after-wake=0"} {
