@@ -85,6 +85,14 @@ type servers struct {
 	models map[string]*model
 	order  []string
 	pidOf  map[int]string
+	exits  []exit // every server exit the fleet did not cause, in the order noticed
+}
+
+// exit is a server that exited without being stopped.
+type exit struct {
+	label string
+	srv   *server.Server
+	err   error
 }
 
 // New is a fleet of cfg's models, none started; measurements go to rec.
@@ -312,6 +320,7 @@ func (f *Fleet) Stop(label string) error {
 	if err != nil {
 		return err
 	}
+	f.noticeExit(m)
 	f.mu.Lock()
 	srv := m.srv
 	f.mu.Unlock()
@@ -324,6 +333,40 @@ func (f *Fleet) Stop(label string) error {
 	m.srv, m.asleep, m.level = nil, false, 0
 	f.mu.Unlock()
 	return err
+}
+
+// noticeExit adds m's server to the exits if it has exited on its own
+// (once per server process).
+func (f *Fleet) noticeExit(m *model) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	srv := m.srv
+	if srv == nil || srv.ExitErr() == nil || slices.ContainsFunc(f.exits, func(e exit) bool { return e.srv == srv }) {
+		return
+	}
+	f.exits = append(f.exits, exit{label: m.cfg.Label, srv: srv, err: srv.ExitErr()})
+}
+
+// ExitMark is a mark in the list of server exits, for Exits.
+func (f *Fleet) ExitMark() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.exits)
+}
+
+// Exits are the servers that exited on their own (a crash, an OOM kill)
+// since mark, by model label, each with its exit status and log tail:
+// those already replaced by a new start and those lying dead now.
+func (f *Fleet) Exits(mark int) (labels []string, errs []error) {
+	for _, l := range f.order {
+		f.noticeExit(f.models[l])
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.exits[min(mark, len(f.exits)):] {
+		labels, errs = append(labels, e.label), append(errs, e.err)
+	}
+	return labels, errs
 }
 
 // StopAll stops every server now: for a deadline that cannot wait for the

@@ -29,22 +29,32 @@ func asleepFirstTokens(t record.Traffic) map[string][]float64 {
 // sleep with requests in flight survived, every request as its mode says.
 func Traffic(cfg config.Config, t record.Traffic) []record.Check {
 	var out []record.Check
-	failed, n := 0, 0
+	failed, n := map[string]int{}, map[string]int{}
 	for _, r := range t.Requests {
-		if r.Run == record.RunShared && !r.WarmUp {
-			n++
+		if !r.WarmUp {
+			n[r.Run]++
 			if r.Err != "" {
-				failed++
+				failed[r.Run]++
 			}
 		}
 	}
-	if n > 0 {
-		out = append(out, Evaluate("traffic.failed_requests", "", float64(failed), "<=", float64(cfg.Thresholds.MaxFailedRequests)))
+	if t.IdealRan && n[record.RunIdeal] > 0 { // every request the harness sends belongs to a check
+		out = append(out, Evaluate("traffic.ideal.failed_requests", "", float64(failed[record.RunIdeal]), "<=", float64(cfg.Thresholds.MaxFailedRequests)))
+	}
+	if n[record.RunShared] == 0 {
+		out = append(out, notEvaluatedTraffic(cfg, t)...)
+	} else {
+		out = append(out, Evaluate("traffic.failed_requests", "", float64(failed[record.RunShared]), "<=", float64(cfg.Thresholds.MaxFailedRequests)))
 		if limit := cfg.Thresholds.MinTrafficGoodputRatio; limit > 0 {
 			shared, ideal := t.GoodputRPS(record.RunShared), t.GoodputRPS(record.RunIdeal)
-			if t.IdealRan && ideal > 0 {
+			switch {
+			case t.IdealRan && failed[record.RunIdeal] > 0:
+				out = append(out, record.Check{Name: "traffic.goodput_ratio", Op: ">=", Limit: limit, Verdict: record.NotEvaluated,
+					Reason:   fmt.Sprintf("the ideal run lost %d of its %d requests to failures: no ideal to compare with", failed[record.RunIdeal], n[record.RunIdeal]),
+					Required: cfg.ThresholdSetByUser("", "min_traffic_goodput_ratio")})
+			case t.IdealRan && ideal > 0:
 				out = append(out, Evaluate("traffic.goodput_ratio", "", shared/ideal, ">=", limit))
-			} else {
+			default:
 				reason := t.IdealNote
 				if reason == "" {
 					reason = "no ideal run (traffic.ideal off), or no good request in it"
@@ -68,6 +78,28 @@ func Traffic(cfg config.Config, t record.Traffic) []record.Check {
 		out = append(out,
 			Evaluate(fmt.Sprintf("traffic.in_flight.%s.survived", f.Mode), "", survived, "==", 1),
 			Evaluate(fmt.Sprintf("traffic.in_flight.%s.unexpected", f.Mode), "", float64(f.Unexpected), "==", 0))
+	}
+	return out
+}
+
+// notEvaluatedTraffic: with no request through the router (rate 0, no
+// trace), the traffic thresholds the user set cannot be evaluated, and
+// say so (a required check that is not evaluated fails the run).
+func notEvaluatedTraffic(cfg config.Config, t record.Traffic) []record.Check {
+	reason := "no request went through the router (traffic.rate 0 and no traffic.trace)"
+	if t.Arrivals != "" {
+		reason = "no counted request went through the router (" + t.Arrivals + ")"
+	}
+	var out []record.Check
+	if cfg.ThresholdSetByUser("", "min_traffic_goodput_ratio") {
+		out = append(out, record.Check{Name: "traffic.goodput_ratio", Op: ">=", Limit: cfg.Thresholds.MinTrafficGoodputRatio,
+			Verdict: record.NotEvaluated, Reason: reason, Required: true})
+	}
+	for _, m := range cfg.Models {
+		if cfg.ThresholdSetByUser(m.Label, "max_asleep_first_token_p99_s") {
+			out = append(out, record.Check{Name: "traffic.asleep_first_token_s.p99", Model: m.Label, Op: "<=",
+				Limit: cfg.ThresholdsFor(m.Label).MaxAsleepFirstTokenP99S, Verdict: record.NotEvaluated, Reason: reason, Required: true})
+		}
 	}
 	return out
 }

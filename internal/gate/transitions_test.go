@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/record"
@@ -104,7 +105,7 @@ func TestTrafficChecks(t *testing.T) {
 	}
 	cs := Traffic(cfg, tr)
 	v := verdicts(cs)
-	assert.Equal(t, map[string]string{"traffic.failed_requests/": "PASS", "traffic.goodput_ratio/": "PASS",
+	assert.Equal(t, map[string]string{"traffic.failed_requests/": "PASS", "traffic.ideal.failed_requests/": "PASS", "traffic.goodput_ratio/": "PASS",
 		"traffic.asleep_first_token_s.p99/A": "PASS", "traffic.asleep_first_token_s.p99/B": "FAIL",
 		"traffic.in_flight.wait.survived/": "PASS", "traffic.in_flight.wait.unexpected/": "PASS",
 		"traffic.in_flight.keep.survived/": "FAIL", "traffic.in_flight.keep.unexpected/": "FAIL"}, v)
@@ -121,4 +122,40 @@ func TestTrafficChecks(t *testing.T) {
 			assert.False(t, c.Required, "left at its default")
 		}
 	}
+}
+
+// TestTrafficIdealFailuresCount: a request of the all-awake run that fails
+// (its server crashed) fails a check, as one through the router does.
+func TestTrafficIdealFailuresCount(t *testing.T) {
+	cfg := config.Default()
+	tr := record.Traffic{IdealRan: true, Requests: []record.TrafficRequest{
+		{Run: record.RunShared, Model: "A"}, {Run: record.RunIdeal, Model: "A", Err: "server A exited: exit status 3"},
+		{Run: record.RunIdeal, Model: "A", WarmUp: true, Err: "warm-up: not counted"}}}
+	v := verdicts(Traffic(cfg, tr))
+	assert.Equal(t, "PASS", v["traffic.failed_requests/"])
+	assert.Equal(t, "FAIL", v["traffic.ideal.failed_requests/"])
+	for _, c := range Traffic(cfg, tr) {
+		if c.Name == "traffic.ideal.failed_requests" {
+			assert.Equal(t, 1.0, c.Value, "the warm-up request is not counted")
+		}
+	}
+}
+
+// TestTrafficWithoutRequestsKeepsUserThresholds: with no request through
+// the router (rate 0), a traffic threshold the user set is not dropped:
+// it is not evaluated, required, so the run fails; defaults stay silent.
+func TestTrafficWithoutRequestsKeepsUserThresholds(t *testing.T) {
+	cfg := config.Default()
+	assert.Empty(t, Traffic(cfg, record.Traffic{}), "defaults: nothing to say without traffic")
+	cfg.UserThresholds = []string{"min_traffic_goodput_ratio"}
+	cfg.Models[1].Thresholds = map[string]float64{"max_asleep_first_token_p99_s": 2}
+	cs := Traffic(cfg, record.Traffic{})
+	require.Len(t, cs, 2)
+	for _, c := range cs {
+		assert.Equal(t, record.NotEvaluated, c.Verdict, c.Name)
+		assert.True(t, c.Required, c.Name)
+		assert.True(t, c.Fails(), "a required check not evaluated fails the run: %s", c.Name)
+		assert.Contains(t, c.Reason, "traffic.rate 0")
+	}
+	assert.Equal(t, "B", cs[1].Model)
 }

@@ -111,16 +111,25 @@ func (p *Protocol) Failed(phase string) bool { return p.rec.Failed(phase) }
 
 // begin starts a phase for labels: it is listed in the report, the
 // observer is told, and the returned end records the phase window (named
-// <label>-<phase>, or the labels joined for several) and tells the
-// observer again.
+// <label>-<phase>, or the labels joined for several), records every
+// server that exited meanwhile as a failure of the phase (unless one of
+// its steps named that model's failure), and tells the observer again.
 func (p *Protocol) begin(ctx context.Context, phase string, labels ...string) (end func()) {
 	p.rec.PhaseRan(phase)
 	if p.obs != nil {
 		p.obs.ObservePhase(ctx, phase, "before", labels)
 	}
-	start := time.Now()
+	start, exits := time.Now(), p.fleet.ExitMark()
 	return func() {
 		p.rec.Window(strings.Join(labels, "")+"-"+phase, start, time.Now(), seconds(p.cfg.Protocol.WindowPadS))
+		// A server that exited during the phase is a failure of it, also
+		// where no step met it (a request's error, a restart since).
+		ls, errs := p.fleet.Exits(exits)
+		for i, l := range ls {
+			if !p.rec.FailedFor(phase, l) {
+				p.rec.Fail(record.Failure{Phase: phase, Model: l, Step: "server exited during the phase", Error: errs[i].Error()})
+			}
+		}
 		if p.obs != nil {
 			p.obs.ObservePhase(ctx, phase, "after", labels)
 		}

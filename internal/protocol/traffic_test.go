@@ -140,3 +140,43 @@ func TestPlanTrafficRefusesWhatTheRunCannotDo(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, plan.Arrivals, 2)
 }
+
+// TestCrashDuringTheIdealRunFails: A's server dies at the first request
+// of the all-awake run (its 7th completion: 2 correctness probes and 4
+// requests through the router came before), the router's run having gone
+// well. The phase fails naming A's exit, the ideal run's failed requests
+// fail their check, and the goodput ratio is not judged against a broken
+// ideal.
+func TestCrashDuringTheIdealRunFails(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "trace.csv")
+	require.NoError(t, os.WriteFile(trace, []byte("0,A,20,8\n0.05,A,20,8\n0.1,A,20,8\n0.15,A,20,8\n0.2,B,20,8\n"), 0o644))
+	_, rec, p := simFleetWith(t, same, func(cfg *config.Config) {
+		cfg.Traffic.Trace = trace
+		cfg.Traffic.InFlightRequests = 0
+		cfg.Models[0].SimFaults = "crash-after=7"
+	})
+	tr, _ := p.Traffic(t.Context(), t.Logf)
+	idealFailed := 0
+	for _, r := range tr.Requests {
+		if r.Run == record.RunShared {
+			require.Empty(t, r.Err, "the router's run must go well for this test to mean anything")
+		} else if r.Err != "" {
+			idealFailed++
+		}
+	}
+	require.Positive(t, idealFailed, "A died during the ideal run")
+	var failure *record.Failure
+	for _, f := range rec.Raw().Failures {
+		if f.Phase == protocol.PhaseTraffic && f.Model == "A" {
+			failure = &f
+		}
+	}
+	require.NotNil(t, failure, "the phase names A's exit: %+v", rec.Raw().Failures)
+	assert.Contains(t, failure.Error, "server A exited: exit status 3")
+	v := byName(p.TrafficChecks(tr))
+	assert.Equal(t, "FAIL", v["traffic.ideal.failed_requests/"].Verdict)
+	assert.Equal(t, float64(idealFailed), v["traffic.ideal.failed_requests/"].Value)
+	assert.Equal(t, "PASS", v["traffic.failed_requests/"].Verdict)
+	assert.Equal(t, record.NotEvaluated, v["traffic.goodput_ratio/"].Verdict)
+	assert.Contains(t, v["traffic.goodput_ratio/"].Reason, "the ideal run lost")
+}

@@ -512,6 +512,12 @@ func (r *Recorder) Failed(phase string) bool {
 	return slices.ContainsFunc(r.raw.Failures, func(f Failure) bool { return f.Phase == phase })
 }
 
+// FailedFor reports whether a failure of phase naming model is recorded.
+func (r *Recorder) FailedFor(phase, model string) bool {
+	defer r.lock()()
+	return slices.ContainsFunc(r.raw.Failures, func(f Failure) bool { return f.Phase == phase && f.Model == model })
+}
+
 // Finish records what the run's end knows: every device memory sample in
 // GiB, each model's peak host RSS, and the end time.
 func (r *Recorder) Finish(deviceUsedGiB []float64, rssPeak map[string]uint64, at time.Time) {
