@@ -230,7 +230,7 @@ func TestOutputs(t *testing.T) {
 	p := cfg.Protocol
 	perModel := 2 * len(p.Concurrency) * p.Rounds * p.RequestsPerRound
 	assert.Equal(t, len(cfg.Models)*perModel, rep.Requests.PlannedPerformance, "planned_performance")
-	assert.Equal(t, rep.Requests.Executed, rep.Requests.Success+rep.Requests.Failure, "executed = success + failure")
+	assert.Equal(t, rep.Requests.Executed, rep.Requests.Success+rep.Requests.Failure+rep.Requests.AbortedByDesign, "executed = success + failure + aborted by design")
 	// Performance requests plus one probe per start, cycle and handoff
 	// (the reference run: 128 + 42 = 170), plus the correctness probe set
 	// (2 prompts and one per LoRA adapter) once before each model's first

@@ -366,6 +366,18 @@ func (f *Fleet) Probe(ctx context.Context, label string) (*vllm.Stream, error) {
 // filled in when empty) and checks its output; it counts as an executed
 // request. A model the fleet believes asleep gets none.
 func (f *Fleet) Stream(ctx context.Context, label string, r vllm.CompletionRequest) (*vllm.Stream, error) {
+	return f.stream(ctx, label, r, false)
+}
+
+// StreamAbortable is Stream for a request the caller will have the server
+// abort (a sleep in pause mode abort while it decodes): if the server ends
+// it with finish_reason abort, it is counted as aborted by design, not as
+// a failure. The error is Stream's all the same.
+func (f *Fleet) StreamAbortable(ctx context.Context, label string, r vllm.CompletionRequest) (*vllm.Stream, error) {
+	return f.stream(ctx, label, r, true)
+}
+
+func (f *Fleet) stream(ctx context.Context, label string, r vllm.CompletionRequest, abortable bool) (*vllm.Stream, error) {
 	m, err := f.model(label)
 	if err != nil {
 		return nil, err
@@ -388,7 +400,11 @@ func (f *Fleet) Stream(ctx context.Context, label string, r vllm.CompletionReque
 		}
 		return err
 	})
-	f.rec.Request(err == nil)
+	if abortable && s != nil && s.FinishReason == "abort" {
+		f.rec.RequestAbortedByDesign()
+	} else {
+		f.rec.Request(err == nil)
+	}
 	return s, err
 }
 

@@ -53,6 +53,12 @@ func TestTrafficPhase(t *testing.T) {
 	assert.Equal(t, 3, modes["abort"].Aborted)
 	assert.Equal(t, 3, modes["wait"].Finished)
 	assert.Equal(t, 3, modes["keep"].Held)
+	// The requests mode abort ended are expected outcomes, counted apart:
+	// requests.failure means failure.
+	reqs := rec.Raw().Requests
+	assert.Equal(t, 3, reqs.AbortedByDesign, "mode abort's requests")
+	assert.Zero(t, reqs.Failure, "no request failed")
+	assert.Equal(t, reqs.Executed, reqs.Success+reqs.Failure+reqs.AbortedByDesign)
 	for _, c := range p.TrafficChecks(tr) {
 		assert.Equal(t, "PASS", c.Verdict, c.String())
 	}
