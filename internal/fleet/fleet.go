@@ -81,10 +81,14 @@ type servers struct {
 	cfg config.Config
 	opt Options
 
-	mu     sync.Mutex
+	mu     sync.Mutex // guards models' state, pidOf and changes
 	models map[string]*model
 	order  []string
 	pidOf  map[int]string
+	// changes counts state changes of any model (started, stopped, asleep,
+	// awake): a device-delta measurement uses a device read only while
+	// no other model has changed state since its sleep.
+	changes uint64
 }
 
 // New is a fleet of cfg's models, none started; measurements go to rec.
@@ -211,6 +215,7 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 	f.mu.Lock()
 	m.srv, m.asleep, m.level, m.pids, m.exitReported, m.sleeps = srv, false, 0, []int{srv.PID()}, false, 0
 	f.pidOf[srv.PID()] = label
+	f.changes++
 	f.mu.Unlock()
 	defer func() {
 		// A start that failed must not run on beside the next model's.
@@ -322,6 +327,7 @@ func (f *Fleet) Stop(label string) error {
 	f.mu.Lock()
 	m.rssPeak = max(m.rssPeak, srv.PeakRSS())
 	m.srv, m.asleep, m.level = nil, false, 0
+	f.changes++
 	f.mu.Unlock()
 	return err
 }
@@ -493,6 +499,7 @@ func (f *Fleet) sleepMode(ctx context.Context, label string, level int, mode str
 	f.mu.Lock()
 	m.asleep, m.level = true, level
 	m.sleeps++
+	f.changes++
 	first := m.sleeps == 1
 	f.mu.Unlock()
 	if first {
@@ -555,9 +562,12 @@ type MeasuredSleep struct {
 	found, read bool
 	// Device-delta mode (the source lists none of its processes): each
 	// GPU's used bytes before and once asleep, read at once after the
-	// sleep (no other model may change state in between).
+	// sleep (before another model changes state: a handoff's wake) and
+	// again by Finish if no model has changed state since (changes): a
+	// release the device shows only after /sleep answered is counted.
 	delta                          bool
 	deviceBeforeGPU, deviceLeftGPU []uint64
+	changes                        uint64 // the fleet's changes after this sleep
 	// beforeGPU is the model's memory on each GPU before (process mode).
 	beforeGPU []float64
 	// ResidualPerGPU is the memory left asleep on each GPU, set by Finish
@@ -600,6 +610,9 @@ func (f *Fleet) StartMeasuredSleep(ctx context.Context, label string, level int)
 	}
 	ms.Sent, ms.Took, err = f.sleep(ctx, label, level)
 	if err == nil && ms.delta {
+		f.mu.Lock()
+		ms.changes = f.changes
+		f.mu.Unlock()
 		s, serr := smp.SampleNow(ctx)
 		if serr != nil {
 			return ms, serr
@@ -619,6 +632,16 @@ func (ms *MeasuredSleep) Finish(ctx context.Context) (float64, error) {
 		return math.NaN(), nil
 	}
 	if ms.delta {
+		f.mu.Lock()
+		quiet := f.changes == ms.changes
+		f.mu.Unlock()
+		if quiet { // only this sleep changed the device since: read it again, later
+			s, err := f.opt.Sampler.SampleNow(ctx)
+			if err != nil {
+				return math.NaN(), err
+			}
+			ms.deviceLeftGPU = usedPerGPU(s)
+		}
 		return ms.finishDelta(), nil
 	}
 	s, err := f.opt.Sampler.SampleNow(ctx)
@@ -722,6 +745,7 @@ func (f *Fleet) Wake(ctx context.Context, label string) (time.Duration, error) {
 	}
 	f.mu.Lock()
 	m.asleep, m.level = false, 0
+	f.changes++
 	f.mu.Unlock()
 	f.rec.AddEvent(record.Event{Time: time.Now().Add(-d), Label: label, Kind: "wake"})
 	return d, nil
