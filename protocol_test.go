@@ -259,9 +259,15 @@ func TestOutputs(t *testing.T) {
 		// mode and a probe after each of those wakes.
 		probes += len(t.Requests) + len(t.InFlight)*(cfg.Traffic.InFlightRequests+1)
 	}
-	for _, ph := range raw.Phases {
-		if ph == protocol.PhaseSoak { // a soak in the same run adds its own probes and replays
-			probes = rep.Requests.Executed - rep.Requests.PlannedPerformance
+	if slices.Contains(raw.Phases, protocol.PhaseSoak) {
+		// A soak in the same run: each cycle hands over to the next model
+		// round-robin, with a probe and (correctness on) a replay of the
+		// woken model's probe set; every model has its reference already.
+		for i := range p.SoakCycles {
+			probes++
+			if to := cfg.Models[(i+1)%len(cfg.Models)]; p.CorrectnessMaxTokens > 0 {
+				probes += 2 + len(to.LoRAModules)
+			}
 		}
 	}
 	assert.Equal(t, rep.Requests.PlannedPerformance+probes, rep.Requests.Executed, "executed requests")
@@ -275,11 +281,18 @@ func TestOutputs(t *testing.T) {
 	for _, l := range h.Labels() {
 		// One release per measured level-1 sleep: every cycle, the
 		// after-wake sleep, and every switch away from the model (the
-		// reference run: 5 + 1 + 10 = 16).
+		// reference run: 5 + 1 + 10 = 16), and a level-1 soak's.
 		n := p.SleepL1Cycles + 1
 		for _, ho := range raw.Handoffs {
 			if ho.From == l {
 				n++
+			}
+		}
+		if slices.Contains(raw.Phases, protocol.PhaseSoak) && p.SoakLevel == 1 {
+			for i := range p.SoakCycles { // and every soak sleep of it
+				if cfg.Models[i%len(cfg.Models)].Label == l {
+					n++
+				}
 			}
 		}
 		got := rep.Memory.L1ReleaseFraction[l].N
