@@ -6,7 +6,9 @@
 package backend
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -285,8 +287,9 @@ var simBuild = sync.OnceValues(buildSim)
 
 // BuildSim returns the path of the vllmsim program built from this
 // module. It is built once per process (go build's cache makes later
-// processes cheap) into the user's cache directory and swapped in
-// atomically, so concurrent test processes each see a whole binary.
+// processes cheap) into the user's cache directory, one file per checkout,
+// and swapped in atomically, so concurrent test processes each see a
+// whole binary of their own source.
 func BuildSim(ctx context.Context) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("build vllmsim: %w", err)
@@ -315,7 +318,13 @@ func buildSim() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("build vllmsim (go build github.com/wakebench/wakebench/cmd/vllmsim): %w\n%s", err, out)
 	}
-	path := filepath.Join(dir, "vllmsim")
+	// One binary per checkout: two checkouts testing at once (a second
+	// worktree) must not swap their simulators under each other.
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("build vllmsim: go env GOMOD: %w", err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("vllmsim-%x", sha256.Sum256(bytes.TrimSpace(gomod)))[:len("vllmsim-")+16])
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return "", fmt.Errorf("build vllmsim: %w", err)
 	}

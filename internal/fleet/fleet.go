@@ -81,11 +81,15 @@ type servers struct {
 	cfg config.Config
 	opt Options
 
-	mu     sync.Mutex
+	mu     sync.Mutex // guards models' state, pidOf and changes
 	models map[string]*model
 	order  []string
 	pidOf  map[int]string
 	exits  []exit // every server exit the fleet did not cause, in the order noticed
+	// changes counts state changes of any model (started, stopped, asleep,
+	// awake): a device-delta measurement uses a device read only while
+	// no other model has changed state since its sleep.
+	changes uint64
 }
 
 // exit is a server that exited without being stopped.
@@ -219,6 +223,7 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 	f.mu.Lock()
 	m.srv, m.asleep, m.level, m.pids, m.exitReported, m.sleeps = srv, false, 0, []int{srv.PID()}, false, 0
 	f.pidOf[srv.PID()] = label
+	f.changes++
 	f.mu.Unlock()
 	defer func() {
 		// A start that failed must not run on beside the next model's.
@@ -331,6 +336,7 @@ func (f *Fleet) Stop(label string) error {
 	f.mu.Lock()
 	m.rssPeak = max(m.rssPeak, srv.PeakRSS())
 	m.srv, m.asleep, m.level = nil, false, 0
+	f.changes++
 	f.mu.Unlock()
 	return err
 }
@@ -409,6 +415,18 @@ func (f *Fleet) Probe(ctx context.Context, label string) (*vllm.Stream, error) {
 // filled in when empty) and checks its output; it counts as an executed
 // request. A model the fleet believes asleep gets none.
 func (f *Fleet) Stream(ctx context.Context, label string, r vllm.CompletionRequest) (*vllm.Stream, error) {
+	return f.stream(ctx, label, r, false)
+}
+
+// StreamAbortable is Stream for a request the caller will have the server
+// abort (a sleep in pause mode abort while it decodes): if the server ends
+// it with finish_reason abort, it is counted as aborted by design, not as
+// a failure. The error is Stream's all the same.
+func (f *Fleet) StreamAbortable(ctx context.Context, label string, r vllm.CompletionRequest) (*vllm.Stream, error) {
+	return f.stream(ctx, label, r, true)
+}
+
+func (f *Fleet) stream(ctx context.Context, label string, r vllm.CompletionRequest, abortable bool) (*vllm.Stream, error) {
 	m, err := f.model(label)
 	if err != nil {
 		return nil, err
@@ -431,7 +449,11 @@ func (f *Fleet) Stream(ctx context.Context, label string, r vllm.CompletionReque
 		}
 		return err
 	})
-	f.rec.Request(err == nil)
+	if abortable && s != nil && s.FinishReason == "abort" {
+		f.rec.RequestAbortedByDesign()
+	} else {
+		f.rec.Request(err == nil)
+	}
 	return s, err
 }
 
@@ -520,6 +542,7 @@ func (f *Fleet) sleepMode(ctx context.Context, label string, level int, mode str
 	f.mu.Lock()
 	m.asleep, m.level = true, level
 	m.sleeps++
+	f.changes++
 	first := m.sleeps == 1
 	f.mu.Unlock()
 	if first {
@@ -582,9 +605,12 @@ type MeasuredSleep struct {
 	found, read bool
 	// Device-delta mode (the source lists none of its processes): each
 	// GPU's used bytes before and once asleep, read at once after the
-	// sleep (no other model may change state in between).
+	// sleep (before another model changes state: a handoff's wake) and
+	// again by Finish if no model has changed state since (changes): a
+	// release the device shows only after /sleep answered is counted.
 	delta                          bool
 	deviceBeforeGPU, deviceLeftGPU []uint64
+	changes                        uint64 // the fleet's changes after this sleep
 	// beforeGPU is the model's memory on each GPU before (process mode).
 	beforeGPU []float64
 	// ResidualPerGPU is the memory left asleep on each GPU, set by Finish
@@ -627,6 +653,9 @@ func (f *Fleet) StartMeasuredSleep(ctx context.Context, label string, level int)
 	}
 	ms.Sent, ms.Took, err = f.sleep(ctx, label, level)
 	if err == nil && ms.delta {
+		f.mu.Lock()
+		ms.changes = f.changes
+		f.mu.Unlock()
 		s, serr := smp.SampleNow(ctx)
 		if serr != nil {
 			return ms, serr
@@ -646,6 +675,16 @@ func (ms *MeasuredSleep) Finish(ctx context.Context) (float64, error) {
 		return math.NaN(), nil
 	}
 	if ms.delta {
+		f.mu.Lock()
+		quiet := f.changes == ms.changes
+		f.mu.Unlock()
+		if quiet { // only this sleep changed the device since: read it again, later
+			s, err := f.opt.Sampler.SampleNow(ctx)
+			if err != nil {
+				return math.NaN(), err
+			}
+			ms.deviceLeftGPU = usedPerGPU(s)
+		}
 		return ms.finishDelta(), nil
 	}
 	s, err := f.opt.Sampler.SampleNow(ctx)
@@ -749,6 +788,7 @@ func (f *Fleet) Wake(ctx context.Context, label string) (time.Duration, error) {
 	}
 	f.mu.Lock()
 	m.asleep, m.level = false, 0
+	f.changes++
 	f.mu.Unlock()
 	f.rec.AddEvent(record.Event{Time: time.Now().Add(-d), Label: label, Kind: "wake"})
 	return d, nil

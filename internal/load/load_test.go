@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -51,27 +52,38 @@ func (f *fake) Complete(ctx context.Context, r vllm.CompletionRequest) (*vllm.St
 	return s, nil
 }
 
+// TestRunRespectsConcurrencyAndCounts runs on synctest's clock, which the
+// test controls: time moves only by the fake server's delays, so a round's
+// wall time is known in advance (7 requests at concurrency 3: three waves
+// of the server's delay) and so is its tok/s, from the tokens the fake
+// sends; a server twice as slow halves it.
 func TestRunRespectsConcurrencyAndCounts(t *testing.T) {
-	f := &fake{delay: 20 * time.Millisecond, gap: time.Millisecond, tokens: 10}
-	res := Run(t.Context(), f, Plan{Concurrency: 3, Rounds: 2, RequestsPerRound: 7})
-	assert.Equal(t, int64(14), f.calls.Load())
-	assert.Equal(t, int64(3), f.peak, "never more than the concurrency in flight")
-	require.Len(t, res.Rounds, 2)
-	require.Len(t, res.Requests, 14)
-	assert.Equal(t, 14, res.Success())
-	for _, r := range res.Rounds {
-		assert.True(t, r.Passed())
-		assert.Equal(t, 70, r.OutputTokens)
-		wall := r.End.Sub(r.Start).Seconds()
-		assert.InDelta(t, 70/wall, r.TPS, 1e-9)
-		// 7 requests at concurrency 3 take three waves of 20 ms.
-		assert.GreaterOrEqual(t, wall, 0.060)
-	}
-	for _, q := range res.Requests {
-		assert.Equal(t, 20*time.Millisecond, q.TTFT)
-		assert.True(t, q.HasTPOT)
-		assert.Equal(t, time.Millisecond, q.TPOT)
-		assert.Equal(t, 7, q.PromptTokens)
+	for _, delay := range []time.Duration{20 * time.Millisecond, 40 * time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &fake{delay: delay, gap: time.Millisecond, tokens: 10}
+				res := Run(t.Context(), f, Plan{Concurrency: 3, Rounds: 2, RequestsPerRound: 7})
+				assert.Equal(t, int64(14), f.calls.Load())
+				assert.Equal(t, int64(3), f.peak, "never more than the concurrency in flight")
+				require.Len(t, res.Rounds, 2)
+				require.Len(t, res.Requests, 14)
+				assert.Equal(t, 14, res.Success())
+				wall := 3 * delay               // three waves: 3 + 3 + 1 requests
+				want := 7 * 10 / wall.Seconds() // 7 requests of 10 tokens each
+				for _, r := range res.Rounds {
+					assert.True(t, r.Passed())
+					assert.Equal(t, 70, r.OutputTokens)
+					assert.Equal(t, wall, r.End.Sub(r.Start), "first sent → last finished")
+					assert.InDelta(t, want, r.TPS, 1e-9, "tok/s")
+				}
+				for _, q := range res.Requests {
+					assert.Equal(t, delay, q.TTFT)
+					assert.True(t, q.HasTPOT)
+					assert.Equal(t, time.Millisecond, q.TPOT)
+					assert.Equal(t, 7, q.PromptTokens)
+				}
+			})
+		})
 	}
 }
 

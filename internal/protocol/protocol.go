@@ -155,10 +155,25 @@ func (p *Protocol) ServeChecks(label string, runs []record.PerfRun) []record.Che
 	return p.Record(gate.Serve(p.cfg, label, runs)...)
 }
 
-// AfterWakeChecks: ServeChecks and after-wake tok/s against the baseline's.
+// AfterWakeChecks: ServeChecks and after-wake tok/s against the baseline's;
+// the model's level-1 release again, with the after-wake sleep's.
 func (p *Protocol) AfterWakeChecks(label string, runs []record.PerfRun) []record.Check {
 	raw := p.rec.Raw()
-	return p.Record(append(gate.AfterWake(p.cfg, label, runs, raw.Perf[label]), gate.Correctness(label, record.ReplayAfterWake, raw.Replays[label])...)...)
+	cs := append(gate.AfterWake(p.cfg, label, runs, raw.Perf[label]), gate.Correctness(label, record.ReplayAfterWake, raw.Replays[label])...)
+	return p.Record(append(cs, releaseChecks(p.cfg, raw, label)...)...)
+}
+
+// releaseChecks re-evaluates min_l1_release_percent on every level-1
+// release of labels measured so far: each phase whose level-1 sleeps add
+// releases (sleep-level1, after-wake, switch, soak) records it again, so
+// the check (recorded once, the latest replacing the earlier) judges the
+// samples report.json's memory.l1_release_fraction summarises.
+func releaseChecks(cfg config.Config, raw record.Raw, labels ...string) []record.Check {
+	var out []record.Check
+	for _, l := range labels {
+		out = append(out, gate.Release(cfg, l, raw.Release[l], false)...)
+	}
+	return out
 }
 
 // SleepChecks: every cycle succeeded; wake → first token, residual and
@@ -172,9 +187,11 @@ func (p *Protocol) SleepChecks(label string, level int, cycles []record.Cycle) [
 	return p.Record(append(gate.Sleep(p.cfg, label, level, cycles, raw.Release[label]), gate.Correctness(label, stage, raw.Replays[label])...)...)
 }
 
-// SwitchChecks: every handoff succeeded; switch → first token per direction.
+// SwitchChecks: every handoff succeeded; switch → first token per
+// direction; every model's level-1 release again, with its switch sleeps'.
 func (p *Protocol) SwitchChecks(handoffs []record.Handoff) []record.Check {
-	return p.Record(append(gate.Switch(p.cfg, handoffs), p.correctnessChecks(record.ReplaySwitch)...)...)
+	cs := append(gate.Switch(p.cfg, handoffs), p.correctnessChecks(record.ReplaySwitch)...)
+	return p.Record(append(cs, releaseChecks(p.cfg, p.rec.Raw(), p.Labels()...)...)...)
 }
 
 // correctnessChecks: every model's replays of stage (after the handoffs

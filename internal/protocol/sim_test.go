@@ -91,11 +91,18 @@ func (s noProcs) Read(ctx context.Context) (gpu.Reading, error) {
 
 // TestDeviceDeltaAttribution: where the memory source lists none of the
 // servers' processes, residual and release come from the device's changes
-// (only one model changes state at a time) and say so; on the simulated
-// GPU they equal the per-process figures.
+// (only one model changes state at a time) and say so. The simulated
+// device shows each sleep's release only 100 ms after /sleep answered
+// (fault late-release), so a device read taken at once after the sleep
+// sees nothing released: the figures by device delta still equal the
+// per-process ones, and the release is the model's.
 func TestDeviceDeltaAttribution(t *testing.T) {
 	measure := func(wrap func(gpu.Source) gpu.Source) (record.Raw, []record.Cycle) {
-		_, rec, p := simFleet(t, wrap, 1)
+		_, rec, p := simFleetWith(t, wrap, func(cfg *config.Config) {
+			cfg.Protocol.Handoffs = 1
+			cfg.Protocol.SettleS = 0.5 // the release lands within the hold
+			cfg.Models[0].SimFaults = "late-release=0.1"
+		})
 		_, err := p.Restart(t.Context(), "A", t.Logf)
 		require.NoError(t, err)
 		cycles, err := p.SleepCycles(t.Context(), "A", 1, t.Logf)
@@ -114,6 +121,7 @@ func TestDeviceDeltaAttribution(t *testing.T) {
 	require.Len(t, byDevice.Release["A"], len(byProcess.Release["A"]))
 	for i := range byProcess.Release["A"] {
 		assert.InDelta(t, byProcess.Release["A"][i], byDevice.Release["A"][i], 1e-6, "release %d", i+1)
+		assert.Greater(t, byDevice.Release["A"][i], 50.0, "release %d: the weights and KV cache went", i+1)
 	}
 }
 

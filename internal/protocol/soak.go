@@ -125,7 +125,12 @@ func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level 
 }
 
 // SoakChecks: every cycle succeeded, residual growth within its limit,
-// the servers' account agrees, no correctness mismatch.
+// the servers' account agrees, no correctness mismatch; at level 1 every
+// model's release again, with the soak's sleeps'.
 func (p *Protocol) SoakChecks(cycles []record.SoakCycle) []record.Check {
-	return p.Record(append(gate.Soak(p.cfg, cycles), p.correctnessChecks(record.ReplaySoak)...)...)
+	cs := append(gate.Soak(p.cfg, cycles), p.correctnessChecks(record.ReplaySoak)...)
+	if p.cfg.Protocol.SoakLevel == 1 { // its sleeps added level-1 releases
+		cs = append(cs, releaseChecks(p.cfg, p.rec.Raw(), p.Labels()...)...)
+	}
+	return p.Record(cs...)
 }

@@ -304,9 +304,16 @@ func (p *Protocol) inFlight(ctx context.Context, label, mode string) (record.InF
 	}
 	results := make([]result, n)
 	var wg sync.WaitGroup
+	// In mode abort the server ends these requests with finish_reason
+	// abort by design (vLLM's EngineCore.pause_scheduler, PR #34528): so
+	// counted, not as failed requests. In the other modes an abort fails.
+	send := p.fleet.Stream
+	if mode == vllm.SleepAbort {
+		send = p.fleet.StreamAbortable
+	}
 	for i := range n {
 		wg.Go(func() {
-			s, err := p.fleet.Stream(ctx, label, vllm.CompletionRequest{Prompt: p.cfg.Protocol.Prompt, MaxTokens: tokens, IgnoreEOS: true})
+			s, err := send(ctx, label, vllm.CompletionRequest{Prompt: p.cfg.Protocol.Prompt, MaxTokens: tokens, IgnoreEOS: true})
 			results[i] = result{s, err}
 		})
 	}

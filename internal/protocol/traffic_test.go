@@ -14,12 +14,15 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 )
 
+// fourRows is a trace of four requests to A and B.
+const fourRows = "t_s,model,prompt_tokens,output_tokens\n0,A,20,8\n0.1,B,30,8\n0.2,B,10,4\n0.4,A,20,8\n"
+
 // TestTrafficPhase runs the phase from a trace: every row sent through the
 // router, the same rows with both models awake, and a sleep with requests
 // in flight in each pause mode, each as vLLM documents it.
 func TestTrafficPhase(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "trace.csv")
-	require.NoError(t, os.WriteFile(trace, []byte("t_s,model,prompt_tokens,output_tokens\n0,A,20,8\n0.1,B,30,8\n0.2,B,10,4\n0.4,A,20,8\n"), 0o644))
+	require.NoError(t, os.WriteFile(trace, []byte(fourRows), 0o644))
 	_, rec, p := simFleetWith(t, same, func(cfg *config.Config) {
 		cfg.Traffic.Trace = trace
 		cfg.Traffic.InFlightRequests = 3
@@ -51,6 +54,12 @@ func TestTrafficPhase(t *testing.T) {
 	assert.Equal(t, 3, modes["abort"].Aborted)
 	assert.Equal(t, 3, modes["wait"].Finished)
 	assert.Equal(t, 3, modes["keep"].Held)
+	// The requests mode abort ended are expected outcomes, counted apart:
+	// requests.failure means failure.
+	reqs := rec.Raw().Requests
+	assert.Equal(t, 3, reqs.AbortedByDesign, "mode abort's requests")
+	assert.Zero(t, reqs.Failure, "no request failed")
+	assert.Equal(t, reqs.Executed, reqs.Success+reqs.Failure+reqs.AbortedByDesign)
 	for _, c := range p.TrafficChecks(tr) {
 		assert.Equal(t, "PASS", c.Verdict, c.String())
 	}
@@ -75,6 +84,31 @@ func TestInFlightCrashIsNamed(t *testing.T) {
 	assert.Equal(t, "sleep with requests in flight, mode abort", f[0].Step)
 	checks := byName(p.TrafficChecks(tr))
 	assert.Equal(t, "FAIL", checks["traffic.in_flight.abort.survived/"].Verdict)
+}
+
+// TestInFlightOffOnAnOldServer: the README's setting for vLLM before PR
+// #34528, traffic.in_flight_requests 0, runs no sleep with requests in
+// flight, so a server that would crash on one (fault inflight-crash) passes
+// the traffic checks: routed and ideal runs are measured, none in flight.
+func TestInFlightOffOnAnOldServer(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "trace.csv")
+	require.NoError(t, os.WriteFile(trace, []byte(fourRows), 0o644))
+	_, rec, p := simFleetWith(t, same, func(cfg *config.Config) {
+		cfg.Traffic.Trace = trace
+		cfg.Traffic.InFlightRequests = 0
+		cfg.Models[0].SimFaults = "inflight-crash"
+	})
+	tr, err := p.Traffic(t.Context(), t.Logf)
+	require.NoError(t, err)
+	assert.Empty(t, tr.InFlight, "no sleep with requests in flight")
+	assert.Len(t, tr.Requests, 8, "both runs measured")
+	checks := p.TrafficChecks(tr)
+	require.NotEmpty(t, checks)
+	for _, c := range checks {
+		assert.Equal(t, "PASS", c.Verdict, c.String())
+		assert.NotContains(t, c.Name, "in_flight")
+	}
+	assert.Empty(t, rec.Raw().Failures)
 }
 
 func TestArrivals(t *testing.T) {

@@ -87,12 +87,17 @@ type Weight struct {
 	Source string
 }
 
-// Requests is the request accounting.
+// Requests is the request accounting: Executed = Success + Failure +
+// AbortedByDesign.
 type Requests struct {
 	PlannedPerformance int `json:"planned_performance"`
 	Executed           int `json:"executed"`
 	Success            int `json:"success"`
 	Failure            int `json:"failure"`
+	// AbortedByDesign are requests the server ended with finish_reason
+	// abort because the harness asked it to (a sleep in pause mode abort,
+	// the traffic phase): the expected outcome, not a failure.
+	AbortedByDesign int `json:"aborted_by_design"`
 }
 
 // Window is a phase's time window (Unix seconds), widened by the configured pad.
@@ -481,6 +486,14 @@ func (r *Recorder) Request(ok bool) {
 	} else {
 		r.raw.Requests.Failure++
 	}
+}
+
+// RequestAbortedByDesign counts one executed request that the server
+// aborted as the harness asked it to: neither a success nor a failure.
+func (r *Recorder) RequestAbortedByDesign() {
+	defer r.lock()()
+	r.raw.Requests.Executed++
+	r.raw.Requests.AbortedByDesign++
 }
 
 // AddChecks records threshold verdicts. A check of the same name and model

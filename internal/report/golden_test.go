@@ -29,6 +29,8 @@ func goldenRaw() record.Raw {
 	}
 	raw.Failures = []record.Failure{{Phase: "sleep-level1", Model: "A", Step: "cycle 2 wake", Error: "wake A from level 1: wake_up: no answer"}}
 	raw.MemorySource = "sim"
+	raw.Requests.Executed += 4 // a sleep in pause mode abort ended 4 requests
+	raw.Requests.AbortedByDesign = 4
 	raw.Phases = []string{"restart", "baseline", "sleep-level1"}
 	raw.GPUFacts = &record.GPUFacts{Name: "G (simulated)", MemoryGiB: 48, PCIeGen: 4, PCIeWidth: 16, MaxPCIeGen: 4, MaxPCIeWidth: 16,
 		PCIeGBps: 32, MemBusWidthBits: 384, MaxMemClockMHz: 9001, MemoryGBps: 864.1, Simulated: true}

@@ -51,8 +51,12 @@ func WriteSummary(w io.Writer, rep Report) error {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "%d checks, %d failed. Requests: %d executed, %d failed (%d planned for serving).\n\n",
-		len(rep.Checks), len(failed), rep.Requests.Executed, rep.Requests.Failure, rep.Requests.PlannedPerformance)
+	aborted := ""
+	if n := rep.Requests.AbortedByDesign; n > 0 {
+		aborted = fmt.Sprintf(", %d aborted by design", n)
+	}
+	fmt.Fprintf(&b, "%d checks, %d failed. Requests: %d executed, %d failed%s (%d planned for serving).\n\n",
+		len(rep.Checks), len(failed), rep.Requests.Executed, rep.Requests.Failure, aborted, rep.Requests.PlannedPerformance)
 
 	labels := slices.Sorted(maps.Keys(rep.Models))
 	b.WriteString("## Models (medians; seconds unless noted)\n\n")

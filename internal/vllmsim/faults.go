@@ -27,6 +27,9 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	no-reload              reload_weights answers 200 but loads nothing (level-2 garbage)
 //	prefix-reset-false[=N] /reset_prefix_cache answers {"success": false} (every time, or the first N)
 //	no-release             sleep keeps the weights on the device (vLLM 0.14/0.15 regression)
+//	late-release=S         the device shows a sleep's release S seconds (not scaled) after
+//	                       /sleep answered, not before (vLLM releases before it answers:
+//	                       CuMemAllocator.sleep, vllm/device_allocator/cumem.py)
 //	asleep-crash           a request while asleep crashes the engine (vLLM before 2026-02):
 //	                       the process exits 1
 //	inflight-crash         a sleep while requests run crashes the engine (vLLM before
@@ -76,6 +79,7 @@ type Faults struct {
 	NoReload         bool
 	PrefixResetFalse int // -1: every reset; N: the first N
 	NoRelease        bool
+	LateReleaseS     float64
 	AsleepCrash      bool
 	InFlightCrash    bool
 	DivergeAfterWake int
@@ -165,6 +169,8 @@ func ParseFaults(s string) (*Faults, error) {
 			f.PrefixResetFalse, err = everyOr()
 		case "no-release":
 			f.NoRelease = true
+		case "late-release":
+			f.LateReleaseS, err = positive()
 		case "asleep-crash":
 			f.AsleepCrash = true
 		case "inflight-crash":

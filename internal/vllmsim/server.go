@@ -356,6 +356,7 @@ func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	freeBefore, _ := s.dev.free()
+	usedBefore := s.used()
 	if level > 0 {
 		cost := s.phys.Sleep(level)
 		s.mu.Lock()
@@ -379,7 +380,12 @@ func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
 		s.sleeps++
 	}
 	s.mu.Unlock()
-	s.publish()
+	late := level > 0 && s.faults.LateReleaseS > 0
+	if late { // fault late-release: the device shows the state as it is then
+		time.AfterFunc(time.Duration(s.faults.LateReleaseS*float64(time.Second)), s.publish)
+	} else {
+		s.publish()
+	}
 	s.m.setSleepState(level)
 	if level > 0 {
 		// gpu_worker.py's line, from the device's free memory before and after.
@@ -387,6 +393,10 @@ func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
 		freed := float64(0)
 		if freeAfter > freeBefore {
 			freed = float64(freeAfter - freeBefore)
+		}
+		if usedNow := s.used(); late && usedBefore > usedNow { // the engine freed it; the device does not show it yet
+			freeAfter += usedBefore - usedNow
+			freed = float64(usedBefore - usedNow)
 		}
 		s.log.Printf("Sleep mode freed %.2f GiB memory, %.2f GiB memory is still in use.", freed/GiB, float64(s.dev.info.TotalBytes-freeAfter)/GiB)
 	}

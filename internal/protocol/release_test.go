@@ -1,0 +1,79 @@
+package protocol_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/report"
+)
+
+// holdingSource, once hold is set, shows every process at the most device
+// memory it has held: a sleep then releases nothing, as with vLLM 0.14/0.15's
+// regression (weights kept on the device), from that moment on.
+type holdingSource struct {
+	gpu.Source
+	hold *atomic.Bool
+	mu   sync.Mutex     // guards most
+	most map[int]uint64 // pid → the most it has held
+}
+
+func (s *holdingSource) Read(ctx context.Context) (gpu.Reading, error) {
+	r, err := s.Source.Read(ctx)
+	if err != nil {
+		return r, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	procs := make(map[int]uint64, len(r.Procs))
+	for pid, b := range r.Procs {
+		s.most[pid] = max(s.most[pid], b)
+		procs[pid] = b
+		if s.hold.Load() {
+			procs[pid] = s.most[pid]
+		}
+	}
+	r.Procs = procs
+	return r, nil
+}
+
+// TestSwitchSleepsAreGatedOnRelease: min_l1_release_percent judges every
+// level-1 release the report summarises, not only the sleep-level1
+// cycles': five good cycles pass it, then switch sleeps that release
+// nothing fail it, and the recorded check's value is the report's
+// memory.l1_release_fraction median.
+func TestSwitchSleepsAreGatedOnRelease(t *testing.T) {
+	var hold atomic.Bool
+	f, rec, p := simFleetWith(t, func(s gpu.Source) gpu.Source {
+		return &holdingSource{Source: s, hold: &hold, most: map[int]uint64{}}
+	}, func(cfg *config.Config) {
+		cfg.Protocol.SleepL1Cycles = 5
+		cfg.Protocol.Handoffs = 12 // A sleeps in 6 of them: most of A's releases
+	})
+	ctx := t.Context()
+	require.NoError(t, f.Activate(ctx, "A"))
+	cycles, err := p.SleepCycles(ctx, "A", 1, t.Logf)
+	require.NoError(t, err)
+	level1 := byName(p.SleepChecks("A", 1, cycles))
+	assert.Equal(t, "PASS", level1["memory.l1_release_fraction.median/A"].Verdict, "the level-1 cycles release")
+
+	hold.Store(true)
+	handoffs, err := p.Switch(ctx, t.Logf)
+	require.NoError(t, err)
+	sw := byName(p.SwitchChecks(handoffs))
+	got, ok := sw["memory.l1_release_fraction.median/A"]
+	require.True(t, ok, "the switch phase judges A's release again")
+	assert.Equal(t, "FAIL", got.Verdict, got.String())
+
+	raw := rec.Raw()
+	assert.Len(t, raw.Release["A"], 5+6, "the cycles' and the switch sleeps' releases")
+	recorded := byName(raw.Checks)["memory.l1_release_fraction.median/A"]
+	assert.Equal(t, "FAIL", recorded.Verdict, "the switch's verdict replaced the cycles'")
+	assert.Equal(t, report.Build(raw).Memory.L1ReleaseFraction["A"].Median, recorded.Value, "the gate judges what the report shows")
+}
