@@ -59,7 +59,6 @@ type Faults struct {
 	ErrorEvent       int
 	StallStreamN     int
 	StallStreamS     float64
-	Delays           map[string]float64 // path → seconds added before it is handled
 	WakeFail         int // -1: every wake
 	WakeHang         int // -1: every wake
 	NoReload         bool
@@ -71,6 +70,10 @@ type Faults struct {
 	LoRAIgnored      bool
 	LogprobDrift     float64
 	LeakPerCycleMiB  float64
+
+	// Delays: path → seconds added before it is handled (delay=PATH:S).
+	Delays map[string]float64
+
 	completions      atomic.Int64
 	wakes            atomic.Int64
 	resets           atomic.Int64
