@@ -74,9 +74,9 @@ type Faults struct {
 	// Delays: path → seconds added before it is handled (delay=PATH:S).
 	Delays map[string]float64
 
-	completions      atomic.Int64
-	wakes            atomic.Int64
-	resets           atomic.Int64
+	completions atomic.Int64
+	wakes       atomic.Int64
+	resets      atomic.Int64
 }
 
 // ParseFaults parses VLLMSIM_FAULTS.
