@@ -7,6 +7,8 @@ package backend
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -315,7 +317,15 @@ func buildSim() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("build vllmsim (go build github.com/wakebench/wakebench/cmd/vllmsim): %w\n%s", err, out)
 	}
-	path := filepath.Join(dir, "vllmsim")
+	// Named by its content: test processes of other checkouts (other
+	// sources) build beside this one and must not swap their binary in
+	// under this process's servers; the same source gives the same name.
+	b, err := os.ReadFile(tmp.Name())
+	if err != nil {
+		return "", fmt.Errorf("build vllmsim: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	path := filepath.Join(dir, "vllmsim-"+hex.EncodeToString(sum[:8]))
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return "", fmt.Errorf("build vllmsim: %w", err)
 	}
