@@ -142,6 +142,14 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 		if err := p.startAll(ctx, PhaseTraffic); err != nil {
 			return out, err
 		}
+		// Every correctness reference is taken before a model's first
+		// sleep; here, before the router starts, not inside its first
+		// switch (and the requests queued behind it).
+		for _, l := range labels {
+			if err := p.fleet.EnsureReference(ctx, l); err != nil {
+				return out, p.Fail(PhaseTraffic, l, "correctness reference", err)
+			}
+		}
 		rt := router.NewWith(p.fleet, router.Options{Level: tr.SleepLevel, MinDwell: seconds(tr.MinDwellS)}, labels[0])
 		out.Router = "first come, first served"
 		if tr.MinDwellS > 0 {
@@ -156,7 +164,7 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 		stop()
 		wg.Wait()
 		out.Requests = p.trafficRequests(record.RunShared, opens)
-		out.DurationS = time.Since(out.Start).Seconds()
+		out.DurationS = span(opens).Seconds() // the router's shutdown is not part of the run
 		for _, s := range rt.Switches() {
 			out.Switches = append(out.Switches, record.RouterSwitch(s))
 			if s.Err != "" {
@@ -199,6 +207,24 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// span is a run's first planned arrival → its last request done (answered
+// or failed); 0 without requests.
+func span(opens []load.Open) time.Duration {
+	var first, last time.Time
+	for _, o := range opens {
+		if first.IsZero() || (!o.Planned.IsZero() && o.Planned.Before(first)) {
+			first = o.Planned
+		}
+		if o.Done.After(last) {
+			last = o.Done
+		}
+	}
+	if first.IsZero() || !last.After(first) {
+		return 0
+	}
+	return last.Sub(first)
 }
 
 // direct sends straight to the model's server: the ideal run.
@@ -269,6 +295,11 @@ func (p *Protocol) inFlight(ctx context.Context, label, mode string) (record.InF
 	n := p.cfg.Traffic.InFlightRequests
 	f := record.InFlight{Mode: mode, Requests: n}
 	if err := p.fleet.Activate(ctx, label); err != nil {
+		return f, err
+	}
+	// A model's first sleep takes its correctness reference first: take it
+	// now, not beside the requests about to decode.
+	if err := p.fleet.EnsureReference(ctx, label); err != nil {
 		return f, err
 	}
 	tokens := min(512, p.cfg.Protocol.ContextTokens/2)
