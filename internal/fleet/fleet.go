@@ -557,8 +557,13 @@ func (f *Fleet) MeasureFootprint(ctx context.Context, label string) error {
 // (Sleep) and once asleep (Finish): the reads (a process scan, a device
 // read) stay outside the measured interval, which starts at Sent.
 type MeasuredSleep struct {
-	Sent  time.Time     // /sleep sent
-	Took  time.Duration // /sleep sent → answered
+	Sent time.Time     // /sleep sent
+	Took time.Duration // /sleep sent → answered
+	// Held is the harness's own read that must follow the sleep at once,
+	// before any other model changes state (device-delta mode: the
+	// device's memory), 0 otherwise: an interval from Sent that runs on
+	// past the sleep leaves it out.
+	Held  time.Duration
 	f     *Fleet
 	m     *model
 	level int
@@ -613,7 +618,9 @@ func (f *Fleet) StartMeasuredSleep(ctx context.Context, label string, level int)
 	}
 	ms.Sent, ms.Took, err = f.sleep(ctx, label, level)
 	if err == nil && ms.delta {
+		r0 := time.Now()
 		s, serr := smp.SampleNow(ctx)
+		ms.Held = time.Since(r0)
 		if serr != nil {
 			return ms, serr
 		}

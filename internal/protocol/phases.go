@@ -392,6 +392,9 @@ func (p *Protocol) handoff(ctx context.Context, from, to string) (ho record.Hand
 		return ho, to, "first token " + dir, err
 	}
 	ho.ToFirstTokenS = s.Tokens[0].Sub(t0).Seconds()
+	if ms != nil {
+		ho.ToFirstTokenS -= ms.Held.Seconds() // device-delta's read of the device asleep
+	}
 	released := math.NaN()
 	if ms != nil {
 		if _, err := ms.Finish(ctx); err != nil {

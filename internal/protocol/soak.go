@@ -87,7 +87,8 @@ func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level 
 	// /sleep sent to the woken model's first token, the memory reads
 	// outside it. The one read that must come between the sleep and the
 	// wake, the headroom (a wake that cannot fit is named before it is
-	// sent), is left out of it: held is its time.
+	// sent), is left out of it, as is device-delta's read of the device
+	// asleep (fleet.MeasuredSleep.Held): held is their time.
 	ms, err := p.fleet.StartMeasuredSleep(ctx, from, level)
 	if ms != nil {
 		c.SleepS = ms.Took.Seconds()
@@ -112,7 +113,7 @@ func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level 
 	}
 	h0 := time.Now()
 	free, need, err := p.fleet.Headroom(ctx, to)
-	held := time.Since(h0)
+	held := time.Since(h0) + ms.Held // and device-delta's read of the device asleep
 	if err != nil {
 		return fail(to, "read GPU memory before the wake", err)
 	}
