@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -60,10 +61,21 @@ func TestSoakClockIsTheSwitchClock(t *testing.T) {
 	}
 	const wake = 300 * time.Millisecond
 	slowWake := soakRun(t, same, 3, "delay=/wake_up:0.3")
-	for i, c := range slowWake {
+	for _, c := range slowWake {
 		assert.GreaterOrEqual(t, c.WakeS, wake.Seconds(), "cycle %d: the wake took its delay", c.Cycle)
-		assert.Greater(t, c.ToFirstTokenS, plain[i].ToFirstTokenS+0.8*wake.Seconds(), "cycle %d: a slower wake is a slower switch", c.Cycle)
+		assert.GreaterOrEqual(t, c.ToFirstTokenS, wake.Seconds(), "cycle %d: the wake's delay is in the switch", c.Cycle)
 	}
+	assert.Greater(t, medianFirstToken(slowWake), medianFirstToken(plain)+wake.Seconds()/2, "a slower wake is a slower switch")
+}
+
+// medianFirstToken is the median switch → first token of an odd number of cycles.
+func medianFirstToken(cs []record.SoakCycle) float64 {
+	xs := make([]float64, len(cs))
+	for i, c := range cs {
+		xs[i] = c.ToFirstTokenS
+	}
+	slices.Sort(xs)
+	return xs[len(xs)/2]
 }
 
 // TestRestartIntervalsEndAtTheirEvents: restart's first token is the probe
@@ -91,11 +103,14 @@ func TestRestartIntervalsEndAtTheirEvents(t *testing.T) {
 		assert.Less(t, r.FirstTokenS-r.ReadyS, 0.5, "start %d: ready → first token is /v1/models and the probe, not GET /version", i+1)
 		assert.Less(t, r.FirstTokenS, plain[i].FirstTokenS+0.5, "start %d: spawn → first token as without the slow /version", i+1)
 	}
+	// Each start's first /health 200 comes at least 0.3 s after the server
+	// is ready: over both starts, 0.6 s; asserted with room for a busy box.
 	slowHealth := restart("delay=/health:0.3")
-	for i, r := range slowHealth {
-		assert.Greater(t, r.ReadyS, plain[i].ReadyS+0.2, "start %d: ready later", i+1)
-		assert.Greater(t, r.FirstTokenS, plain[i].FirstTokenS+0.2, "start %d: first token later", i+1)
-	}
+	total := func(rs []record.Restart, f func(record.Restart) float64) float64 { return f(rs[0]) + f(rs[1]) }
+	ready := func(r record.Restart) float64 { return r.ReadyS }
+	first := func(r record.Restart) float64 { return r.FirstTokenS }
+	assert.Greater(t, total(slowHealth, ready), total(plain, ready)+0.3, "ready later")
+	assert.Greater(t, total(slowHealth, first), total(plain, first)+0.3, "first token later")
 }
 
 // trafficRun runs the traffic phase alone (no ideal run, no in-flight
@@ -141,7 +156,7 @@ func TestTrafficFirstSwitchHoldsNoReference(t *testing.T) {
 	assert.Less(t, overhead, ref, "A→B: its sleep and B's wake, not A's %.3fs reference", ref)
 
 	slow, _ := trafficRun(t, "", "delay=/wake_up:0.3", bigReference)
-	assert.Greater(t, slow.Switches[0].End.Sub(slow.Switches[0].Start).Seconds(), first.End.Sub(first.Start).Seconds()+0.25,
+	assert.Greater(t, slow.Switches[0].End.Sub(slow.Switches[0].Start).Seconds(), first.End.Sub(first.Start).Seconds()+0.15,
 		"B's slower wake is a slower switch")
 }
 
@@ -169,7 +184,7 @@ func TestRouterSwitchEndsAtTheWakeAnswer(t *testing.T) {
 	assert.WithinDuration(t, wakeSent, mark, 5*time.Millisecond, "the wake mark is the wake request sent")
 
 	slow, _ := trafficRun(t, "", "delay=/wake_up:0.3", nil)
-	assert.Greater(t, toB(slow).End.Sub(toB(slow).Start).Seconds(), sw.End.Sub(sw.Start).Seconds()+0.25, "a slower wake is a slower switch")
+	assert.Greater(t, toB(slow).End.Sub(toB(slow).Start).Seconds(), sw.End.Sub(sw.Start).Seconds()+0.15, "a slower wake is a slower switch")
 }
 
 // TestTrafficDurationIsTheRequests: traffic.duration_s runs from the
@@ -192,5 +207,5 @@ func TestTrafficDurationIsTheRequests(t *testing.T) {
 	assert.InDelta(t, spanOf(tr), tr.DurationS, 1e-9, "first planned arrival → last request done")
 	slow, _ := trafficRun(t, "delay=/v1/completions:0.3", "delay=/v1/completions:0.3", nil)
 	assert.InDelta(t, spanOf(slow), slow.DurationS, 1e-9)
-	assert.Greater(t, slow.DurationS, tr.DurationS+0.25, "slower answers, a longer run")
+	assert.Greater(t, slow.DurationS, tr.DurationS+0.15, "slower answers (0.3 s each), a longer run")
 }
