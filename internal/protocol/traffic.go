@@ -297,11 +297,6 @@ func (p *Protocol) inFlight(ctx context.Context, label, mode string) (record.InF
 	if err := p.fleet.Activate(ctx, label); err != nil {
 		return f, err
 	}
-	// A model's first sleep takes its correctness reference first: take it
-	// now, not beside the requests about to decode.
-	if err := p.fleet.EnsureReference(ctx, label); err != nil {
-		return f, err
-	}
 	tokens := min(512, p.cfg.Protocol.ContextTokens/2)
 	type result struct {
 		s   *vllm.Stream
