@@ -6,9 +6,9 @@
 package backend
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -318,13 +318,15 @@ func buildSim() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("build vllmsim (go build github.com/wakebench/wakebench/cmd/vllmsim): %w\n%s", err, out)
 	}
-	// One binary per checkout: two checkouts testing at once (a second
-	// worktree) must not swap their simulators under each other.
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	// Named by its content: test processes of other checkouts (other
+	// sources) build beside this one and must not swap their binary in
+	// under this process's servers; the same source gives the same name.
+	b, err := os.ReadFile(tmp.Name())
 	if err != nil {
-		return "", fmt.Errorf("build vllmsim: go env GOMOD: %w", err)
+		return "", fmt.Errorf("build vllmsim: %w", err)
 	}
-	path := filepath.Join(dir, fmt.Sprintf("vllmsim-%x", sha256.Sum256(bytes.TrimSpace(gomod)))[:len("vllmsim-")+16])
+	sum := sha256.Sum256(b)
+	path := filepath.Join(dir, "vllmsim-"+hex.EncodeToString(sum[:8]))
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return "", fmt.Errorf("build vllmsim: %w", err)
 	}

@@ -1,6 +1,8 @@
 package backend
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
@@ -97,4 +99,16 @@ func TestFreshCachesPerModel(t *testing.T) {
 	for _, e := range b.ServerEnv(cfg.Models[0]) {
 		assert.NotContains(t, e, "CACHE", "the runner's own caches")
 	}
+}
+
+// TestBuildSimNamedByContent: the built vllmsim is named by its content,
+// so a test process of another checkout (another source, another binary)
+// never replaces the one this process's servers run.
+func TestBuildSimNamedByContent(t *testing.T) {
+	path, err := BuildSim(t.Context())
+	require.NoError(t, err)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	sum := sha256.Sum256(b)
+	assert.Equal(t, "vllmsim-"+hex.EncodeToString(sum[:8]), filepath.Base(path))
 }

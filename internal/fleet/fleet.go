@@ -53,6 +53,7 @@ type model struct {
 	// the phase that met the crash has reported it.
 	exitReported bool
 	compile      string // the last start's compile state (vllm.CompileState)
+	logFrom      int64  // where the last start's part of the server log begins
 	// Device-delta attribution, for a memory source that lists none of the
 	// server's processes: each GPU's used bytes just before the server was
 	// spawned (every other model asleep; nil when not read), and the
@@ -180,8 +181,9 @@ func (f *Fleet) explain(m *model, err error) error {
 }
 
 // Start spawns the model's server, waits for /health and checks
-// /v1/models. It returns spawn → ready. A start that fails is stopped:
-// nothing of it runs on beside the next model.
+// /v1/models. It returns spawn → ready (the first /health 200). A start
+// that fails is stopped: nothing of it runs on beside the next model.
+// Started does the rest of a start's bookkeeping, after its first token.
 func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, err error) {
 	m, err := f.model(label)
 	if err != nil {
@@ -244,8 +246,6 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 		return 0, fmt.Errorf("start %s (%s): %w; server log: %s", label, m.cfg.Name, err, spec.LogPath)
 	}
 	ready = readyAt.Sub(srv.Spawned)
-	f.refreshPIDs(m)
-	f.readStartLog(m, spec.LogPath, logFrom)
 	err = f.timeout(ctx, m, seconds(f.cfg.Timeouts.RequestS), func(ctx context.Context) error {
 		ids, err := m.client.Models(ctx)
 		if err != nil {
@@ -259,15 +259,44 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 				return fmt.Errorf("/v1/models lists %v, not the LoRA adapter %q (lora_modules): was it loaded?", ids, a)
 			}
 		}
-		if v, err := m.client.Version(ctx); err == nil {
-			f.rec.SetServerVersion(v, f.opt.CUDA)
-		}
 		return nil
 	})
 	if err != nil {
 		return ready, fmt.Errorf("start %s: %w", label, err)
 	}
+	f.mu.Lock()
+	m.logFrom = logFrom
+	f.mu.Unlock()
 	return ready, nil
+}
+
+// Started is a start's bookkeeping, done after the start's first token so
+// that no restart interval includes it: the server's processes (a /proc
+// scan), what its log says of the start (weight size, compile state), its
+// version (GET /version) and its footprint (MeasureFootprint).
+func (f *Fleet) Started(ctx context.Context, label string) error {
+	m, err := f.model(label)
+	if err != nil {
+		return err
+	}
+	if m.srv == nil {
+		return fmt.Errorf("server %s is not running", label)
+	}
+	f.refreshPIDs(m)
+	f.mu.Lock()
+	from := m.logFrom
+	f.mu.Unlock()
+	f.readStartLog(m, f.logPath(label), from)
+	err = f.timeout(ctx, m, seconds(f.cfg.Timeouts.RequestS), func(ctx context.Context) error {
+		if v, err := m.client.Version(ctx); err == nil { // a server without /version: the report says unknown
+			f.rec.SetServerVersion(v, f.opt.CUDA)
+		}
+		return nil
+	})
+	if err != nil { // the server exited, or the run was stopped
+		return fmt.Errorf("start %s: %w", label, err)
+	}
+	return f.MeasureFootprint(ctx, label)
 }
 
 // Spawned is when label's running server was spawned (zero when none runs).
@@ -594,8 +623,13 @@ func (f *Fleet) MeasureFootprint(ctx context.Context, label string) error {
 // (Sleep) and once asleep (Finish): the reads (a process scan, a device
 // read) stay outside the measured interval, which starts at Sent.
 type MeasuredSleep struct {
-	Sent  time.Time     // /sleep sent
-	Took  time.Duration // /sleep sent → answered
+	Sent time.Time     // /sleep sent
+	Took time.Duration // /sleep sent → answered
+	// Held is the harness's own read that must follow the sleep at once,
+	// before any other model changes state (device-delta mode: the
+	// device's memory), 0 otherwise: an interval from Sent that runs on
+	// past the sleep leaves it out.
+	Held  time.Duration
 	f     *Fleet
 	m     *model
 	level int
@@ -656,7 +690,9 @@ func (f *Fleet) StartMeasuredSleep(ctx context.Context, label string, level int)
 		f.mu.Lock()
 		ms.changes = f.changes
 		f.mu.Unlock()
+		r0 := time.Now()
 		s, serr := smp.SampleNow(ctx)
+		ms.Held = time.Since(r0)
 		if serr != nil {
 			return ms, serr
 		}
@@ -758,21 +794,27 @@ func (ms *MeasuredSleep) finishDelta() float64 {
 // (vllm.Client.Wake) and confirms it with /is_sleeping. It returns the time
 // from the first wake request to the last step's answer.
 func (f *Fleet) Wake(ctx context.Context, label string) (time.Duration, error) {
+	_, d, err := f.WakeAt(ctx, label)
+	return d, err
+}
+
+// WakeAt is Wake, also returning when the first wake request was sent: the
+// wake's answer is sent + d, before the /is_sleeping confirmation.
+func (f *Fleet) WakeAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
 	m, err := f.model(label)
 	if err != nil {
-		return 0, err
+		return sent, 0, err
 	}
 	level := m.level
-	var d time.Duration
 	step := "wake_up"
 	err = f.timeout(ctx, m, seconds(f.cfg.Timeouts.WakeS), func(ctx context.Context) error {
-		t0 := time.Now()
+		sent = time.Now()
 		failed, err := m.client.Wake(ctx, level)
 		if err != nil {
 			step = failed
 			return err
 		}
-		d = time.Since(t0)
+		d = time.Since(sent)
 		step = "is_sleeping"
 		asleep, err := m.client.IsSleeping(ctx)
 		if err != nil {
@@ -784,14 +826,15 @@ func (f *Fleet) Wake(ctx context.Context, label string) (time.Duration, error) {
 		return nil
 	})
 	if err != nil {
-		return d, fmt.Errorf("wake %s from level %d: %s: %w", label, level, step, err)
+		return sent, d, fmt.Errorf("wake %s from level %d: %s: %w", label, level, step, err)
 	}
 	f.mu.Lock()
 	m.asleep, m.level = false, 0
 	f.changes++
 	f.mu.Unlock()
-	f.rec.AddEvent(record.Event{Time: time.Now().Add(-d), Label: label, Kind: "wake"})
-	return d, nil
+	// The timeline's △ is the wake request sent, as its ▲ is /sleep sent.
+	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: "wake"})
+	return sent, d, nil
 }
 
 // Running reports whether the model's server is up.
@@ -879,7 +922,7 @@ func (f *Fleet) Activate(ctx context.Context, label string) error {
 		if _, err := f.Start(ctx, label); err != nil {
 			return err
 		}
-		return f.MeasureFootprint(ctx, label)
+		return f.Started(ctx, label)
 	}
 	if m.asleep {
 		if _, err := f.Wake(ctx, label); err != nil {

@@ -47,6 +47,20 @@ func (f *Fleet) generate(ctx context.Context, m *model) ([]vllm.Generation, time
 // oracleOn reports whether the correctness oracle runs.
 func (f *Fleet) oracleOn() bool { return f.cfg.Protocol.CorrectnessMaxTokens > 0 }
 
+// EnsureReference answers label's probe set now if it is awake and its
+// reference is not taken yet (ensureReference): a caller that times the
+// model's first sleep (the traffic phase's router) takes it beforehand.
+func (f *Fleet) EnsureReference(ctx context.Context, label string) error {
+	m, err := f.model(label)
+	if err != nil {
+		return err
+	}
+	if m.srv == nil {
+		return nil // not running: its first sleep comes after its start
+	}
+	return f.ensureReference(ctx, m)
+}
+
 // ensureReference answers label's probe set, once per model, while it is
 // awake and has never slept: the reference every replay is held to (a
 // restart keeps it: the same weights must give the same answers).

@@ -130,8 +130,10 @@ func (p *Protocol) startOnce(ctx context.Context, label string, warm bool) (reco
 	if err != nil {
 		return record.Restart{}, restartFirstTok, err
 	}
-	if err := p.fleet.MeasureFootprint(ctx, label); err != nil { // after the first token: outside the interval
-		return record.Restart{}, "read GPU memory", err
+	// After the first token, outside both intervals: the /proc scan, the
+	// start log, GET /version and the memory read.
+	if err := p.fleet.Started(ctx, label); err != nil {
+		return record.Restart{}, "after the start", err
 	}
 	return record.Restart{Warm: warm, ReadyS: ready.Seconds(), FirstTokenS: s.Tokens[0].Sub(spawned).Seconds(),
 		Compile: p.fleet.StartCompile(label)}, "", nil
@@ -405,6 +407,9 @@ func (p *Protocol) handoff(ctx context.Context, from, to string) (ho record.Hand
 		return ho, to, "first token " + dir, err
 	}
 	ho.ToFirstTokenS = s.Tokens[0].Sub(t0).Seconds()
+	if ms != nil {
+		ho.ToFirstTokenS -= ms.Held.Seconds() // device-delta's read of the device asleep
+	}
 	released := math.NaN()
 	if ms != nil {
 		if _, err := ms.Finish(ctx); err != nil {

@@ -45,18 +45,28 @@ func simFleetWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*conf
 
 // TestHandoffClockStartsAtSleepSent: switch → first token runs from the
 // /sleep request to the first token; the memory reads around the sleep
-// (here 300 ms each) are outside it, and the release is still measured.
+// (here 300 ms each) are outside it, by process or by device delta (whose
+// read of the device asleep must come before the wake), and the release is
+// still measured.
 func TestHandoffClockStartsAtSleepSent(t *testing.T) {
 	const delay = 300 * time.Millisecond
-	_, rec, p := simFleet(t, func(s gpu.Source) gpu.Source { return slowSource{s, delay} }, 1)
-	handoffs, err := p.Switch(t.Context(), t.Logf)
-	require.NoError(t, err)
-	require.Len(t, handoffs, 2, "the initial activation and one handoff")
-	ho := handoffs[1]
-	overhead := time.Duration((ho.ToFirstTokenS - ho.SleepS - ho.WakeS) * float64(time.Second))
-	t.Logf("%s→%s: sleep %.3fs, wake %.3fs, switch → first token %.3fs", ho.From, ho.To, ho.SleepS, ho.WakeS, ho.ToFirstTokenS)
-	assert.Less(t, overhead, delay, "confirmations and a probe's first token, not the memory reads")
-	assert.Len(t, rec.Raw().Release[ho.From], 1, "the release is measured all the same")
+	for name, wrap := range map[string]func(gpu.Source) gpu.Source{
+		"process":      func(s gpu.Source) gpu.Source { return slowSource{s, delay} },
+		"device-delta": func(s gpu.Source) gpu.Source { return noProcs{slowSource{s, delay}} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, rec, p := simFleet(t, wrap, 1)
+			handoffs, err := p.Switch(t.Context(), t.Logf)
+			require.NoError(t, err)
+			require.Len(t, handoffs, 2, "the initial activation and one handoff")
+			ho := handoffs[1]
+			overhead := time.Duration((ho.ToFirstTokenS - ho.SleepS - ho.WakeS) * float64(time.Second))
+			t.Logf("%s→%s: sleep %.3fs, wake %.3fs, switch → first token %.3fs", ho.From, ho.To, ho.SleepS, ho.WakeS, ho.ToFirstTokenS)
+			assert.Less(t, overhead, delay, "confirmations and a probe's first token, not the memory reads")
+			assert.Equal(t, name, rec.Raw().Attribution[ho.From])
+			assert.Len(t, rec.Raw().Release[ho.From], 1, "the release is measured all the same")
+		})
+	}
 }
 
 // TestNoInferenceToASleepingModel: a probe, a serving round and a serving

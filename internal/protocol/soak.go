@@ -83,24 +83,46 @@ func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level 
 		return c, who, step, err
 	}
 	markFrom, markTo := p.fleet.MarkEngine(ctx, from), p.fleet.MarkEngine(ctx, to)
-	ms, resid, err := p.measureSleep(ctx, from, level)
+	// Switch → first token is timed as the switch phase's handoff: from
+	// /sleep sent to the woken model's first token, the memory reads
+	// outside it. The one hold that must come between the sleep and the
+	// wake, the headroom (a wake that cannot fit is named before it is
+	// sent), read settle_s after the sleep answered as the residual is (a
+	// release the device shows late must not refuse a wake that fits), is
+	// left out of it, as is device-delta's read of the device asleep
+	// (fleet.MeasuredSleep.Held): held is their time.
+	ms, err := p.fleet.StartMeasuredSleep(ctx, from, level)
 	if ms != nil {
 		c.SleepS = ms.Took.Seconds()
 	}
 	if err != nil {
 		return fail(from, "sleep", err)
 	}
-	c.ResidualGiB = resid
-	if !math.IsNaN(ms.ReleasedGiB) && !math.IsNaN(resid) && ms.ReleasedGiB+resid > 0 {
-		c.ReleasePct = 100 * ms.ReleasedGiB / (ms.ReleasedGiB + resid)
+	// asleep reads from's residual settle_s after its sleep answered, its
+	// release and its host RSS (a process scan).
+	asleep := func() error {
+		p.settleFrom(ctx, ms.Sent.Add(ms.Took))
+		resid, err := ms.Finish(ctx)
+		if err != nil {
+			return err
+		}
+		c.ResidualGiB = resid
+		if !math.IsNaN(ms.ReleasedGiB) && !math.IsNaN(resid) && ms.ReleasedGiB+resid > 0 {
+			c.ReleasePct = 100 * ms.ReleasedGiB / (ms.ReleasedGiB + resid)
+		}
+		c.RSSGiB = p.fleet.RSSGiB(from)
+		return nil
 	}
-	c.RSSGiB = p.fleet.RSSGiB(from)
+	h0 := time.Now()
+	p.settleFrom(ctx, ms.Sent.Add(ms.Took))
 	free, need, err := p.fleet.Headroom(ctx, to)
+	held := time.Since(h0) + ms.Held // and device-delta's read of the device asleep
 	if err != nil {
 		return fail(to, "read GPU memory before the wake", err)
 	}
 	c.FreeGiB, c.NeedGiB, c.HeadroomGiB = free, need, free-need
 	if c.HeadroomGiB < 0 {
+		_ = asleep() // what the slept model kept, for the failed cycle's row; the wake's refusal is the error
 		return fail(to, "headroom before the wake", fmt.Errorf("waking %s needs %.2f GiB (its memory awake) but the GPU has %.2f GiB free: the wake would run out of memory (CUDA out of memory at cumem_allocator); the residuals of the sleeping models grew (see soak.models.*.residual_slope_mib_per_cycle)", to, need, free))
 	}
 	if err := p.fleet.MakeRoom(ctx, to); err != nil {
@@ -115,13 +137,32 @@ func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level 
 	if err != nil {
 		return fail(to, "first token", err)
 	}
-	c.ToFirstTokenS = s.Tokens[0].Sub(ms.Sent).Seconds()
+	c.ToFirstTokenS = (s.Tokens[0].Sub(ms.Sent) - held).Seconds()
+	// After the first token: the slept model's residual, release and host RSS.
+	if err := asleep(); err != nil {
+		return fail(from, "memory of "+from+" asleep", err)
+	}
 	c.Engine = p.engine(ctx, markFrom, markTo, false, c.SleepS, c.WakeS, ms.ReleasedGiB)
 	if err := p.verify(ctx, PhaseSoak, to, record.ReplaySoak); err != nil {
 		return fail(to, "correctness replay", err)
 	}
 	c.OK = true
 	return c, "", "", nil
+}
+
+// settleFrom waits until protocol.settle_s after t (at once if that has
+// passed), or until ctx ends.
+func (p *Protocol) settleFrom(ctx context.Context, t time.Time) {
+	d := time.Until(t.Add(seconds(p.cfg.Protocol.SettleS)))
+	if d <= 0 {
+		return
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+	case <-tm.C:
+	}
 }
 
 // SoakChecks: every cycle succeeded, residual growth within its limit,

@@ -160,6 +160,14 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 		if err := p.startAll(ctx, PhaseTraffic); err != nil {
 			return out, err
 		}
+		// Every correctness reference is taken before a model's first
+		// sleep; here, before the router starts, not inside its first
+		// switch (and the requests queued behind it).
+		for _, l := range labels {
+			if err := p.fleet.EnsureReference(ctx, l); err != nil {
+				return out, p.Fail(PhaseTraffic, l, "correctness reference", err)
+			}
+		}
 		rt := router.NewWith(p.fleet, router.Options{Level: tr.SleepLevel, MinDwell: seconds(tr.MinDwellS)}, labels[0])
 		out.Router = "first come, first served"
 		if tr.MinDwellS > 0 {
@@ -174,7 +182,7 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 		stop()
 		wg.Wait()
 		out.Requests = p.trafficRequests(record.RunShared, opens)
-		out.DurationS = time.Since(out.Start).Seconds()
+		out.DurationS = span(opens).Seconds() // the router's shutdown is not part of the run
 		for _, s := range rt.Switches() {
 			out.Switches = append(out.Switches, record.RouterSwitch(s))
 			if s.Err != "" {
@@ -226,6 +234,24 @@ func (p *Protocol) UseTrafficPlan(plan TrafficPlan) { p.traffic = &plan }
 // TrafficPlan is the traffic phase's requests as planned before the run
 // (nil: planned when the phase runs).
 func (p *Protocol) TrafficPlan() *TrafficPlan { return p.traffic }
+
+// span is a run's first planned arrival → its last request done (answered
+// or failed); 0 without requests.
+func span(opens []load.Open) time.Duration {
+	var first, last time.Time
+	for _, o := range opens {
+		if first.IsZero() || (!o.Planned.IsZero() && o.Planned.Before(first)) {
+			first = o.Planned
+		}
+		if o.Done.After(last) {
+			last = o.Done
+		}
+	}
+	if first.IsZero() || !last.After(first) {
+		return 0
+	}
+	return last.Sub(first)
+}
 
 // direct sends straight to the model's server: the ideal run.
 type direct struct{ p *Protocol }

@@ -23,8 +23,8 @@ import (
 
 // Switch is one handover the router made.
 type Switch struct {
-	From, To      string // From "" when nothing was awake
-	Start, End    time.Time
+	From, To      string    // From "" when nothing was awake
+	Start, End    time.Time // drain done, handover begun → the woken model's wake answered
 	SleepS, WakeS float64
 	Released      int // requests it released
 	Err           string
@@ -141,7 +141,9 @@ func (r *Router) step(ctx context.Context) bool {
 
 	sw := Switch{From: from, To: target, Start: time.Now()}
 	err := r.handover(ctx, &sw)
-	sw.End = time.Now()
+	if sw.End.IsZero() {
+		sw.End = time.Now()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
@@ -156,7 +158,9 @@ func (r *Router) step(ctx context.Context) bool {
 	return err == nil || ctx.Err() == nil
 }
 
-// handover puts from to sleep (if awake) and wakes to.
+// handover puts from to sleep (if awake) and wakes to. A switch ends when
+// to's wake is answered (End), not after the /is_sleeping confirmation
+// that follows; one that started to ends when it is ready.
 func (r *Router) handover(ctx context.Context, sw *Switch) error {
 	if sw.From != "" {
 		d, err := r.f.Sleep(ctx, sw.From, r.level)
@@ -169,8 +173,11 @@ func (r *Router) handover(ctx context.Context, sw *Switch) error {
 		return err
 	}
 	if r.f.Asleep(sw.To) {
-		d, err := r.f.Wake(ctx, sw.To)
+		sent, d, err := r.f.WakeAt(ctx, sw.To)
 		sw.WakeS = d.Seconds()
+		if err == nil {
+			sw.End = sent.Add(d)
+		}
 		return err
 	}
 	return r.f.Activate(ctx, sw.To) // not started yet, or crashed: start it

@@ -22,6 +22,9 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	error-status=N:CODE    the Nth completion is answered with HTTP CODE
 //	error-event=N          the Nth stream carries an error event after 1 token
 //	stall-stream=N:S       the Nth stream stalls S seconds (not scaled) after its first token
+//	delay=PATH:S           every request to PATH (e.g. /wake_up, /is_sleeping, /version,
+//	                       /health) is answered S seconds (not scaled) later, as a busy
+//	                       API server would; several delay items may be given
 //	wake-fail[=N]          /wake_up answers 500 CUDA out of memory (every time, or the Nth)
 //	wake-hang[=N]          /wake_up never answers (every time, or the Nth)
 //	no-reload              reload_weights answers 200 but loads nothing (level-2 garbage)
@@ -88,9 +91,13 @@ type Faults struct {
 	SlowDecodeAfter  float64 // slow-decode-after-wake: decode step cost factor after the first wake
 	TieFlipAfterWake bool
 	LeakPerCycleMiB  float64
-	completions      atomic.Int64
-	wakes            atomic.Int64
-	resets           atomic.Int64
+
+	// Delays: path → seconds added before it is handled (delay=PATH:S).
+	Delays map[string]float64
+
+	completions atomic.Int64
+	wakes       atomic.Int64
+	resets      atomic.Int64
 }
 
 // ParseFaults parses VLLMSIM_FAULTS.
@@ -159,6 +166,17 @@ func ParseFaults(s string) (*Faults, error) {
 			if err == nil {
 				f.StallStreamS, err = strconv.ParseFloat(secs, 64)
 			}
+		case "delay":
+			path, secs, ok := strings.Cut(arg, ":")
+			v, perr := strconv.ParseFloat(secs, 64)
+			if !ok || !strings.HasPrefix(path, "/") || perr != nil || !(v > 0) || math.IsInf(v, 0) {
+				err = fmt.Errorf("delay: %q: want PATH:SECONDS, PATH starting with / and SECONDS > 0", arg)
+				break
+			}
+			if f.Delays == nil {
+				f.Delays = map[string]float64{}
+			}
+			f.Delays[path] = v
 		case "wake-fail":
 			f.WakeFail, err = everyOr()
 		case "wake-hang":

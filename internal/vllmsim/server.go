@@ -73,7 +73,27 @@ func (s *server) routes() http.Handler {
 			w.WriteHeader(http.StatusOK) // vLLM's own answer: 200, empty body
 		})
 	}
-	return mux
+	return s.delayed(mux)
+}
+
+// delayed answers the paths of the fault delay=PATH:S S seconds late (the
+// wait ends with the request).
+func (s *server) delayed(h http.Handler) http.Handler {
+	if len(s.faults.Delays) == 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d, ok := s.faults.Delays[r.URL.Path]; ok {
+			t := time.NewTimer(time.Duration(d * float64(time.Second)))
+			select {
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // auth guards /v1 with --api-key, as vLLM does (dev endpoints stay open).

@@ -420,7 +420,8 @@ func TestParseFaults(t *testing.T) {
 	assert.True(t, f.TieFlipAfterWake)
 	assert.Equal(t, 0.25, f.LogprobDrift)
 	assert.Equal(t, 32.0, f.LeakPerCycleMiB)
-	for _, bad := range []string{"crash-after=0", "error-status=1:200", "explode", "stall-stream=x", "diverge-after-wake=0", "logprob-drift=-1", "leak-per-cycle=NaN", "leak-per-cycle", "slow-decode-after-wake=0"} {
+	for _, bad := range []string{"crash-after=0", "error-status=1:200", "explode", "stall-stream=x", "diverge-after-wake=0", "logprob-drift=-1", "leak-per-cycle=NaN", "leak-per-cycle",
+		"slow-decode-after-wake=0", "delay=/version", "delay=version:1", "delay=/version:0", "delay=/version:x"} {
 		_, err := ParseFaults(bad)
 		assert.ErrorContains(t, err, EnvFaults, bad)
 	}
@@ -463,4 +464,23 @@ func TestSlowDecodeAfterWake(t *testing.T) {
 			assert.LessOrEqual(t, ratio, tc.max, "TPOT before %v, after the wake %v", before, after)
 		})
 	}
+}
+
+// TestDelayFault: delay=PATH:S answers that path S seconds late and no
+// other; several paths may be delayed.
+func TestDelayFault(t *testing.T) {
+	f, err := ParseFaults("delay=/version:0.25,delay=/is_sleeping:0.5")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]float64{"/version": 0.25, "/is_sleeping": 0.5}, f.Delays)
+
+	s := startSim(t, "tiny-a", map[string]string{EnvFaults: "delay=/version:0.3"})
+	s.ready(t)
+	took := func(call func() error) time.Duration {
+		t0 := time.Now()
+		require.NoError(t, call())
+		return time.Since(t0)
+	}
+	ctx := t.Context()
+	assert.GreaterOrEqual(t, took(func() error { _, err := s.c.Version(ctx); return err }), 300*time.Millisecond, "/version is delayed")
+	assert.Less(t, took(func() error { _, err := s.c.IsSleeping(ctx); return err }), 300*time.Millisecond, "/is_sleeping is not")
 }

@@ -1,0 +1,211 @@
+package protocol_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+// Each interval runs between the events the README's Metrics table names:
+// the harness's own work around it (memory reads, a process scan, GET
+// /version, confirmations after the answer named) made slower leaves it
+// where it was, the thing it measures made slower moves it.
+
+// soakRun runs a three-model soak of n cycles, memory read through wrap,
+// every server with faults.
+func soakRun(t *testing.T, wrap func(gpu.Source) gpu.Source, n int, faults string) []record.SoakCycle {
+	t.Helper()
+	_, _, p := simFleetWith(t, wrap, three(n, map[string]string{"A": faults, "B": faults, "C": faults}))
+	cycles, err := p.Soak(t.Context(), t.Logf)
+	require.NoError(t, err)
+	require.Len(t, cycles, n)
+	for _, c := range cycles {
+		t.Logf("%s→%s: sleep %.3fs, wake %.3fs, switch → first token %.3fs, residual %.3f GiB, headroom %.2f GiB",
+			c.From, c.To, c.SleepS, c.WakeS, c.ToFirstTokenS, c.ResidualGiB, c.HeadroomGiB)
+	}
+	return cycles
+}
+
+// TestSoakClockIsTheSwitchClock: the soak's switch → first token runs, as
+// the switch phase's, from /sleep sent to the woken model's first token:
+// memory reads of 150 ms each (the residual after settle_s, the headroom
+// before the wake, device-delta's read of the device asleep) add nothing
+// to it, and the residual and headroom are measured all the same; a wake answered 300 ms later
+// moves it by that much.
+func TestSoakClockIsTheSwitchClock(t *testing.T) {
+	const delay = 150 * time.Millisecond
+	plain := soakRun(t, same, 3, "")
+	for name, wrap := range map[string]func(gpu.Source) gpu.Source{
+		"process":      func(s gpu.Source) gpu.Source { return slowSource{s, delay} },
+		"device-delta": func(s gpu.Source) gpu.Source { return noProcs{slowSource{s, delay}} },
+	} {
+		slowRead := soakRun(t, wrap, 3, "")
+		for i, c := range slowRead {
+			overhead := time.Duration((c.ToFirstTokenS - c.SleepS - c.WakeS) * float64(time.Second))
+			assert.Less(t, overhead, delay, "%s, cycle %d: confirmations and a probe's first token, not the memory reads", name, c.Cycle)
+			assert.Less(t, c.ToFirstTokenS, plain[i].ToFirstTokenS+delay.Seconds(), "%s, cycle %d: as without slow reads", name, c.Cycle)
+			if name == "process" { // the memory figures under device delta are TestDeviceDeltaAttribution's; here only the clock
+				assert.InDelta(t, plain[i].ResidualGiB, c.ResidualGiB, 1e-6, "cycle %d: the residual is read", c.Cycle)
+				assert.Positive(t, c.HeadroomGiB, "cycle %d: the headroom is read", c.Cycle)
+			}
+		}
+	}
+	const wake = 300 * time.Millisecond
+	slowWake := soakRun(t, same, 3, "delay=/wake_up:0.3")
+	for _, c := range slowWake {
+		assert.GreaterOrEqual(t, c.WakeS, wake.Seconds(), "cycle %d: the wake took its delay", c.Cycle)
+		assert.GreaterOrEqual(t, c.ToFirstTokenS, wake.Seconds(), "cycle %d: the wake's delay is in the switch", c.Cycle)
+	}
+	assert.Greater(t, medianFirstToken(slowWake), medianFirstToken(plain)+wake.Seconds()/2, "a slower wake is a slower switch")
+}
+
+// medianFirstToken is the median switch → first token of an odd number of cycles.
+func medianFirstToken(cs []record.SoakCycle) float64 {
+	xs := make([]float64, len(cs))
+	for i, c := range cs {
+		xs[i] = c.ToFirstTokenS
+	}
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}
+
+// TestRestartIntervalsEndAtTheirEvents: restart's first token is the probe
+// sent after /health 200 and /v1/models; GET /version (and the /proc scan,
+// the start log, the memory read) come after it: a /version answered
+// 500 ms late leaves ready → first token short. A /health answered 300 ms
+// late (the server ready later) moves both figures.
+func TestRestartIntervalsEndAtTheirEvents(t *testing.T) {
+	restart := func(faults string) []record.Restart {
+		_, rec, p := simFleetWith(t, same, func(cfg *config.Config) {
+			cfg.Protocol.RestartWarm = 1
+			cfg.Models[0].SimFaults = faults
+		})
+		rs, err := p.Restart(t.Context(), "A", t.Logf)
+		require.NoError(t, err)
+		require.Len(t, rs, 2)
+		raw := rec.Raw()
+		assert.NotEmpty(t, raw.Runtime, "the version is read all the same")
+		assert.NotZero(t, raw.Weights["A"].GiB, "the start log is read all the same")
+		return rs
+	}
+	plain := restart("")
+	slowVersion := restart("delay=/version:0.5")
+	for i, r := range slowVersion {
+		assert.Less(t, r.FirstTokenS-r.ReadyS, 0.5, "start %d: ready → first token is /v1/models and the probe, not GET /version", i+1)
+		assert.Less(t, r.FirstTokenS, plain[i].FirstTokenS+0.5, "start %d: spawn → first token as without the slow /version", i+1)
+	}
+	// Each start's first /health 200 comes at least 0.3 s after the server
+	// is ready: over both starts, 0.6 s; asserted with room for a busy box.
+	slowHealth := restart("delay=/health:0.3")
+	total := func(rs []record.Restart, f func(record.Restart) float64) float64 { return f(rs[0]) + f(rs[1]) }
+	ready := func(r record.Restart) float64 { return r.ReadyS }
+	first := func(r record.Restart) float64 { return r.FirstTokenS }
+	assert.Greater(t, total(slowHealth, ready), total(plain, ready)+0.3, "ready later")
+	assert.Greater(t, total(slowHealth, first), total(plain, first)+0.3, "first token later")
+}
+
+// trafficRun runs the traffic phase alone (no ideal run, no in-flight
+// sleeps) on a trace: A at 0 s, B at 0.1 s, A at 0.5 s; each server
+// with its faults.
+func trafficRun(t *testing.T, faultsA, faultsB string, mod func(*config.Config)) (record.Traffic, record.Raw) {
+	t.Helper()
+	trace := filepath.Join(t.TempDir(), "trace.csv")
+	require.NoError(t, os.WriteFile(trace, []byte("t_s,model,prompt_tokens,output_tokens\n0,A,20,8\n0.1,B,20,8\n0.5,A,20,8\n"), 0o644))
+	_, rec, p := simFleetWith(t, same, func(cfg *config.Config) {
+		cfg.Traffic.Trace = trace
+		cfg.Traffic.InFlightRequests = 0
+		cfg.Traffic.Ideal = false
+		cfg.Models[0].SimFaults, cfg.Models[1].SimFaults = faultsA, faultsB
+		if mod != nil {
+			mod(cfg)
+		}
+	})
+	tr, err := p.Traffic(t.Context(), t.Logf)
+	require.NoError(t, err)
+	require.Len(t, tr.Requests, 3)
+	for _, r := range tr.Requests {
+		require.Empty(t, r.Err)
+	}
+	require.Len(t, tr.Switches, 2, "A→B, B→A")
+	for _, s := range tr.Switches {
+		t.Logf("%s→%s: %.3fs (sleep %.3fs, wake %.3fs)", s.From, s.To, s.End.Sub(s.Start).Seconds(), s.SleepS, s.WakeS)
+	}
+	return tr, rec.Raw()
+}
+
+// TestTrafficFirstSwitchHoldsNoReference: run alone, the traffic phase
+// takes A's correctness reference (here 96 tokens a probe) before the
+// router starts: its first switch is a sleep and a wake, not the
+// reference; a wake answered 300 ms later makes it longer by that much.
+func TestTrafficFirstSwitchHoldsNoReference(t *testing.T) {
+	bigReference := func(cfg *config.Config) { cfg.Protocol.CorrectnessMaxTokens = 96 }
+	tr, raw := trafficRun(t, "", "", bigReference)
+	ref := raw.References["A"].Seconds
+	require.Positive(t, ref, "A's reference was taken")
+	first := tr.Switches[0]
+	overhead := first.End.Sub(first.Start).Seconds() - first.SleepS - first.WakeS
+	assert.Less(t, overhead, ref, "A→B: its sleep and B's wake, not A's %.3fs reference", ref)
+
+	slow, _ := trafficRun(t, "", "delay=/wake_up:0.3", bigReference)
+	assert.Greater(t, slow.Switches[0].End.Sub(slow.Switches[0].Start).Seconds(), first.End.Sub(first.Start).Seconds()+0.15,
+		"B's slower wake is a slower switch")
+}
+
+// TestRouterSwitchEndsAtTheWakeAnswer: the router's switch_s ends when
+// the woken model answered its wake, and the timeline's wake mark is the
+// wake request sent: an /is_sleeping answered 300 ms late (the harness's
+// confirmation after the answer) moves neither; a /wake_up answered 300 ms
+// late lengthens the switch.
+func TestRouterSwitchEndsAtTheWakeAnswer(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	toB := func(tr record.Traffic) record.RouterSwitch { return tr.Switches[0] }
+	tr, raw := trafficRun(t, "", "delay=/is_sleeping:0.3", nil)
+	sw := toB(tr)
+	require.Equal(t, "B", sw.To)
+	overhead := sw.End.Sub(sw.Start).Seconds() - sw.SleepS - sw.WakeS
+	assert.Less(t, overhead, delay.Seconds(), "A→B ends at B's wake answer, before its confirmation")
+	wakeSent := sw.End.Add(-time.Duration(sw.WakeS * float64(time.Second)))
+	var mark time.Time
+	for _, e := range raw.Events {
+		if e.Label == "B" && e.Kind == "wake" && !e.Time.Before(sw.Start) && !e.Time.After(sw.End.Add(delay)) {
+			mark = e.Time
+		}
+	}
+	require.False(t, mark.IsZero(), "B's wake is on the timeline")
+	assert.WithinDuration(t, wakeSent, mark, 5*time.Millisecond, "the wake mark is the wake request sent")
+
+	slow, _ := trafficRun(t, "", "delay=/wake_up:0.3", nil)
+	assert.Greater(t, toB(slow).End.Sub(toB(slow).Start).Seconds(), sw.End.Sub(sw.Start).Seconds()+0.15, "a slower wake is a slower switch")
+}
+
+// TestTrafficDurationIsTheRequests: traffic.duration_s runs from the
+// first planned arrival to the last request done (its last token), not
+// to the router's shutdown; requests answered 300 ms later make it longer.
+func TestTrafficDurationIsTheRequests(t *testing.T) {
+	spanOf := func(tr record.Traffic) float64 {
+		var first, last time.Time
+		for _, r := range tr.Requests {
+			if first.IsZero() || r.Planned.Before(first) {
+				first = r.Planned
+			}
+			if r.Done.After(last) {
+				last = r.Done
+			}
+		}
+		return last.Sub(first).Seconds()
+	}
+	tr, _ := trafficRun(t, "", "", nil)
+	assert.InDelta(t, spanOf(tr), tr.DurationS, 1e-9, "first planned arrival → last request done")
+	slow, _ := trafficRun(t, "delay=/v1/completions:0.3", "delay=/v1/completions:0.3", nil)
+	assert.InDelta(t, spanOf(slow), slow.DurationS, 1e-9)
+	assert.Greater(t, slow.DurationS, tr.DurationS+0.15, "slower answers (0.3 s each), a longer run")
+}
