@@ -63,7 +63,7 @@ func run(m *testing.M) int {
 	go func() {
 		if sig, ok := <-sigs; ok {
 			fmt.Fprintf(os.Stderr, "wakebench: %v: stopping the run\n", sig)
-			cancel(fmt.Errorf("interrupted by %v", sig))
+			cancel(record.Stopped{Reason: fmt.Sprintf("interrupted by %v", sig)})
 		}
 	}()
 	h, err := harness.Open(ctx, cfg)
@@ -136,7 +136,7 @@ func timeoutGuard(cfg config.Config, cancel context.CancelCauseFunc, h *harness.
 	grace := time.Duration(cfg.Timeouts.StopS*float64(time.Second)) + 5*time.Second
 	return time.AfterFunc(max(d-2*grace, d/2), func() {
 		fmt.Fprintf(os.Stderr, "wakebench: go test -timeout %v is near: stopping the run\n", d)
-		cancel(fmt.Errorf("go test -timeout %v is near", d))
+		cancel(record.Stopped{Reason: fmt.Sprintf("go test -timeout %v is near", d)})
 		time.AfterFunc(grace, func() { _ = h.StopAll() }) // Close reports stop errors
 	})
 }

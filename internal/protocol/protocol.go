@@ -7,6 +7,7 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -100,8 +101,13 @@ func (p *Protocol) Labels() []string { return p.fleet.Labels() }
 // Raw is a copy of what the run has recorded so far.
 func (p *Protocol) Raw() record.Raw { return p.rec.Raw() }
 
-// Fail records a failure and returns it as an error naming phase, model and step.
+// Fail records a failure and returns it as an error naming phase, model
+// and step. A step the run's stop interrupted (record.Stopped) says so
+// first: it is no failure of the model.
 func (p *Protocol) Fail(phase, label, step string, err error) error {
+	if errors.As(err, new(record.Stopped)) {
+		step = "run stopped during " + step
+	}
 	p.rec.Fail(record.Failure{Phase: phase, Model: label, Step: step, Error: err.Error()})
 	return fmt.Errorf("%s %s: %s: %w", phase, label, step, err)
 }

@@ -525,6 +525,13 @@ func (r *Recorder) Failed(phase string) bool {
 	return slices.ContainsFunc(r.raw.Failures, func(f Failure) bool { return f.Phase == phase })
 }
 
+// Stopped is the cause of a run stopped from outside (a signal, go test's
+// -timeout): a step it interrupted failed because of the stop, not
+// because of the model or the server.
+type Stopped struct{ Reason string }
+
+func (s Stopped) Error() string { return s.Reason }
+
 // FailedFor reports whether a failure of phase naming model is recorded.
 func (r *Recorder) FailedFor(phase, model string) bool {
 	defer r.lock()()

@@ -1,0 +1,33 @@
+package protocol_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+// TestAStopIsNotTheModelsFailure: a run stopped from outside (a signal)
+// in the middle of a phase files the step it interrupted as stopped, with
+// the stop's reason, not as a failure of the model's step.
+func TestAStopIsNotTheModelsFailure(t *testing.T) {
+	_, rec, p := simFleetWith(t, nil, func(cfg *config.Config) { cfg.Protocol.SettleS = 0.2 })
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	_, err := p.Restart(ctx, "A", t.Logf)
+	require.NoError(t, err)
+	time.AfterFunc(300*time.Millisecond, func() { cancel(record.Stopped{Reason: "interrupted by terminated"}) })
+	_, err = p.SleepCycles(ctx, "A", 1, t.Logf)
+	require.Error(t, err)
+	fs := rec.Raw().Failures
+	require.NotEmpty(t, fs)
+	f := fs[len(fs)-1]
+	assert.True(t, strings.HasPrefix(f.Step, "run stopped during "), "step %q", f.Step)
+	assert.Contains(t, f.Error, "interrupted by terminated")
+}
