@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -13,11 +14,15 @@ import (
 	"github.com/wakebench/wakebench/internal/vllmsim"
 )
 
+// sampleConfig is the simulator's default config in every build (the gpu
+// tag's defaults are real vLLM on the reference models).
+func sampleConfig() config.Config { return config.SimDefault() }
+
 // TestOpenSim: the default config is vllmsim on the simulated GPU, built
 // once per process, with the device described once for both sides (the
 // link facts NVML would report included) and labelled simulated.
 func TestOpenSim(t *testing.T) {
-	cfg := config.Default()
+	cfg := sampleConfig()
 	cfg.APIKey = "k"
 	dir := t.TempDir()
 	b, err := Open(t.Context(), cfg, dir)
@@ -52,24 +57,24 @@ func TestOpenSim(t *testing.T) {
 }
 
 func TestOpenErrorsNameTheSetting(t *testing.T) {
-	cfg := config.Default()
+	cfg := sampleConfig()
 	cfg.Command, cfg.Memory = "/nonexistent/vllm", "none"
 	_, err := Open(t.Context(), cfg, t.TempDir())
 	assert.ErrorContains(t, err, `config command "/nonexistent/vllm"`)
 
-	cfg = config.Default()
+	cfg = sampleConfig()
 	cfg.Sim.Profile = "no-such-profile"
 	_, err = Open(t.Context(), cfg, t.TempDir())
 	assert.ErrorContains(t, err, "config sim.profile")
 
-	cfg = config.Default()
+	cfg = sampleConfig()
 	cfg.Models[0].SimFaults, cfg.Models[1].SimFaults = "wake-fial=2", "crash-after=x"
 	_, err = Open(t.Context(), cfg, t.TempDir())
 	assert.ErrorContains(t, err, "config models[0].sim_faults:")
 	assert.ErrorContains(t, err, "config models[1].sim_faults:")
 	assert.ErrorContains(t, err, "wake-fial", "the typo is named")
 
-	cfg = config.Default()
+	cfg = sampleConfig()
 	cfg.Command, cfg.Memory = "/bin/true", "none"
 	b, err := Open(t.Context(), cfg, t.TempDir())
 	require.NoError(t, err)
@@ -81,7 +86,7 @@ func TestOpenErrorsNameTheSetting(t *testing.T) {
 // TestFreshCachesPerModel: with fresh_caches each model's server gets its
 // own compile caches under the run's directory; without, none are set.
 func TestFreshCachesPerModel(t *testing.T) {
-	cfg := config.Default()
+	cfg := sampleConfig()
 	cfg.Command, cfg.Memory = "/bin/true", "none"
 	dir := t.TempDir()
 	b, err := Open(t.Context(), cfg, dir)
@@ -97,4 +102,23 @@ func TestFreshCachesPerModel(t *testing.T) {
 	for _, e := range b.ServerEnv(cfg.Models[0]) {
 		assert.NotContains(t, e, "CACHE", "the runner's own caches")
 	}
+}
+
+// TestReferenceModelsMustFit: with the gpu tag's default models (the
+// reference run's) a GPU too small for them is refused at open, saying
+// what to set; one large enough opens.
+func TestReferenceModelsMustFit(t *testing.T) {
+	cfg := sampleConfig()
+	cfg.Command, cfg.Memory, cfg.Models = "/bin/true", "nvml", config.ReferenceModels()
+	f := newFake()
+	f.total = 24 * gib
+	_, err := open(t.Context(), cfg, t.TempDir(), func(string) string { return "" }, func() nvml.Interface { return f.lib })
+	assert.ErrorContains(t, err, "config models: the reference's models")
+	assert.ErrorContains(t, err, "this GPU has 24.0 GiB")
+	assert.Equal(t, 1, f.shutdowns, "NVML is shut down again")
+
+	f = newFake()
+	b, err := open(t.Context(), cfg, t.TempDir(), func(string) string { return "" }, func() nvml.Interface { return f.lib })
+	require.NoError(t, err, "a 48 GiB GPU holds them")
+	require.NoError(t, b.Close())
 }
