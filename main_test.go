@@ -47,6 +47,21 @@ func run(m *testing.M) int {
 		}
 		return 2
 	}
+	// -tags gpu with no config file on a machine without a GPU: nothing to
+	// measure, so `go test -tags gpu ./...` passes there, saying why.
+	if reason := harness.NoGPU(cfg, os.Getenv); reason != "" {
+		fmt.Printf("wakebench: skipped: %s\n", reason)
+		return 0
+	}
+	// A run go test's -timeout cannot hold is refused before it starts, not
+	// cut short by -timeout's panic part-way.
+	if err := cfg.CheckTimeout(goTestTimeout()); err != nil {
+		fmt.Fprintf(os.Stderr, "wakebench: %v\n", err)
+		if werr := harness.WriteAborted(cfg, "config", err); werr != nil {
+			fmt.Fprintf(os.Stderr, "wakebench: %v\n", werr)
+		}
+		return 2
+	}
 	// Ctrl-C, SIGTERM and SIGHUP end the phases; Close then stops every
 	// server and writes the report.
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -111,12 +126,8 @@ func run(m *testing.M) int {
 // fires: the phases are cancelled, and if they do not return in time every
 // server is stopped anyway.
 func timeoutGuard(cfg config.Config, cancel context.CancelCauseFunc, h *harness.Run) *time.Timer {
-	f := flag.Lookup("test.timeout")
-	if f == nil {
-		return nil
-	}
-	d, ok := f.Value.(flag.Getter).Get().(time.Duration)
-	if !ok || d <= 0 {
+	d := goTestTimeout()
+	if d <= 0 {
 		return nil
 	}
 	grace := time.Duration(cfg.Timeouts.StopS*float64(time.Second)) + 5*time.Second
@@ -125,6 +136,16 @@ func timeoutGuard(cfg config.Config, cancel context.CancelCauseFunc, h *harness.
 		cancel(fmt.Errorf("go test -timeout %v is near", d))
 		time.AfterFunc(grace, func() { _ = h.StopAll() }) // Close reports stop errors
 	})
+}
+
+// goTestTimeout is go test's -timeout (0: none).
+func goTestTimeout() time.Duration {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return 0
+	}
+	d, _ := f.Value.(flag.Getter).Get().(time.Duration)
+	return d
 }
 
 // begin marks t as the test of phase (a protocol phase, or another name
