@@ -37,8 +37,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzChunkDecode$$' -fuzztime $(FUZZTIME) ./internal/vllm
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./internal/config
 
-## gpu: on a GPU runner with vLLM and a gpu.json (see README): the protocol, then the NVML hardware tests
-GPU_CONFIG ?= gpu.json
+## gpu: on a GPU runner with vLLM (see README): the protocol with gpu.json (without one: the gpu
+## tag's defaults, the reference run's models), then the NVML hardware tests
+GPU_CONFIG ?= $(wildcard gpu.json)
 gpu:
 	WAKEBENCH_CONFIG=$(GPU_CONFIG) $(GO) test -tags gpu -count=1 -timeout 0 -v -run $(PROTOCOL) .
 	$(GO) test -tags gpu -count=1 -v ./internal/backend

@@ -42,12 +42,27 @@ func run(m *testing.M) int {
 	cfg, err := config.Load(os.Getenv)
 	var plan protocol.TrafficPlan
 	if err == nil { // the trace and the dataset, read and checked once, before any server starts
-		plan, err = protocol.PlanTraffic(cfg, testTimeout())
+		plan, err = protocol.PlanTraffic(cfg, goTestTimeout())
 		if err != nil {
 			err = fmt.Errorf("config: %w", err)
 		}
 	}
 	if err != nil {
+		fmt.Fprintf(os.Stderr, "wakebench: %v\n", err)
+		if werr := harness.WriteAborted(cfg, "config", err); werr != nil {
+			fmt.Fprintf(os.Stderr, "wakebench: %v\n", werr)
+		}
+		return 2
+	}
+	// -tags gpu with no config file on a machine without a GPU: nothing to
+	// measure, so `go test -tags gpu ./...` passes there, saying why.
+	if reason := harness.NoGPU(cfg, os.Getenv); reason != "" {
+		fmt.Printf("wakebench: skipped: %s\n", reason)
+		return 0
+	}
+	// A run go test's -timeout cannot hold is refused before it starts, not
+	// cut short by -timeout's panic part-way.
+	if err := cfg.CheckTimeout(goTestTimeout()); err != nil {
 		fmt.Fprintf(os.Stderr, "wakebench: %v\n", err)
 		if werr := harness.WriteAborted(cfg, "config", err); werr != nil {
 			fmt.Fprintf(os.Stderr, "wakebench: %v\n", werr)
@@ -115,21 +130,11 @@ func run(m *testing.M) int {
 	return code
 }
 
-// testTimeout is go test's -timeout (0: none).
-func testTimeout() time.Duration {
-	f := flag.Lookup("test.timeout")
-	if f == nil {
-		return 0
-	}
-	d, _ := f.Value.(flag.Getter).Get().(time.Duration)
-	return max(d, 0)
-}
-
 // timeoutGuard arms a timer that ends the run before go test's -timeout
 // fires: the phases are cancelled, and if they do not return in time every
 // server is stopped anyway.
 func timeoutGuard(cfg config.Config, cancel context.CancelCauseFunc, h *harness.Run) *time.Timer {
-	d := testTimeout()
+	d := goTestTimeout()
 	if d <= 0 {
 		return nil
 	}
@@ -139,6 +144,16 @@ func timeoutGuard(cfg config.Config, cancel context.CancelCauseFunc, h *harness.
 		cancel(record.Stopped{Reason: fmt.Sprintf("go test -timeout %v is near", d)})
 		time.AfterFunc(grace, func() { _ = h.StopAll() }) // Close reports stop errors
 	})
+}
+
+// goTestTimeout is go test's -timeout (0: none).
+func goTestTimeout() time.Duration {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return 0
+	}
+	d, _ := f.Value.(flag.Getter).Get().(time.Duration)
+	return max(d, 0)
 }
 
 // begin marks t as the test of phase (a protocol phase, or another name

@@ -131,6 +131,10 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 	}
 	if fs, ok := b.Source.(gpu.FactSource); ok {
 		f := fs.Facts()
+		if err := cfg.ReferenceFit(f.TotalBytes); err != nil && b.nvml != nil {
+			b.Close()
+			return nil, fmt.Errorf("config models: %w", err)
+		}
 		b.Setup.GPUFacts = &record.GPUFacts{Name: f.Name, UUID: f.UUID, MemoryGiB: float64(f.TotalBytes) / record.GiB,
 			DriverVersion: f.DriverVersion, CUDAVersion: f.CUDAVersion, PCIeGen: f.PCIeGen, PCIeWidth: f.PCIeWidth,
 			MaxPCIeGen: f.MaxPCIeGen, MaxPCIeWidth: f.MaxPCIeWidth, PCIeGBps: f.PCIeLimitGBps(),
@@ -144,37 +148,33 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 		}
 		b.Setup.GPU = fmt.Sprintf("%d × %s", n, d)
 	}
-	// Every server on the GPU(s) the memory source watches.
-	var ids, places []string
-	order := "" // the CUDA_DEVICE_ORDER set, as the placement says it
+	// Every server on the GPU(s) the memory source watches, named by index
+	// in PCI bus order, which every vLLM release parses (CUDAEnv); the
+	// report keeps the UUIDs.
+	var idx []int
+	var places []string
 	switch {
 	case cfg.Command == "vllmsim":
 		b.Setup.GPUPlacement = "simulated GPU (vllmsim runs on no GPU)"
 		return b, nil
 	case b.nvml != nil:
 		for i, ns := range b.nvml {
-			ids = append(ids, ns.Facts().UUID)
-			places = append(places, fmt.Sprintf("NVML index %d, %s", ns.Index(), hows[i]))
+			idx = append(idx, ns.Index())
+			places = append(places, fmt.Sprintf("%s, NVML index %d, %s", ns.Facts().UUID, ns.Index(), hows[i]))
 		}
 	default:
-		byUUID := refs[0].UUID != ""
 		for i, ref := range refs {
-			id := ref.UUID
-			if !byUUID {
-				id = strconv.Itoa(ref.Index)
+			if ref.UUID != "" {
+				return nil, fmt.Errorf("config gpu_index: the runner's CUDA_VISIBLE_DEVICES names %s by UUID: vLLM before 0.24 cannot parse a UUID there (vllm#13815) and without NVML wakebench cannot turn it into an index; set memory \"nvml\", or name the GPU by index with CUDA_DEVICE_ORDER=PCI_BUS_ID (nvidia-smi -L)", ref.UUID)
 			}
-			ids = append(ids, id)
+			idx = append(idx, ref.Index)
 			places = append(places, hows[i])
 		}
 		places = append(places, "no NVML to check it")
-		if !byUUID { // indices mean NVML's order only under PCI_BUS_ID
-			b.env = append(b.env, "CUDA_DEVICE_ORDER=PCI_BUS_ID")
-			order = "CUDA_DEVICE_ORDER=PCI_BUS_ID "
-		}
 	}
-	visible := strings.Join(ids, ",")
-	b.env = append(b.env, "CUDA_VISIBLE_DEVICES="+visible)
-	b.Setup.GPUPlacement = fmt.Sprintf("%sCUDA_VISIBLE_DEVICES=%s: %s", order, visible, strings.Join(places, "; "))
+	env := CUDAEnv(idx...)
+	b.env = append(b.env, env...)
+	b.Setup.GPUPlacement = fmt.Sprintf("%s: %s", strings.Join(env, " "), strings.Join(places, "; "))
 	return b, nil
 }
 

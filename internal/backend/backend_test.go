@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -15,11 +16,15 @@ import (
 	"github.com/wakebench/wakebench/internal/vllmsim"
 )
 
+// sampleConfig is the simulator's default config in every build (the gpu
+// tag's defaults are real vLLM on the reference models).
+func sampleConfig() config.Config { return config.SimDefault() }
+
 // TestOpenSim: the default config is vllmsim on the simulated GPU, built
 // once per process, with the device described once for both sides (the
 // link facts NVML would report included) and labelled simulated.
 func TestOpenSim(t *testing.T) {
-	cfg := config.Default()
+	cfg := sampleConfig()
 	cfg.APIKey = "k"
 	dir := t.TempDir()
 	b, err := Open(t.Context(), cfg, dir)
@@ -54,24 +59,24 @@ func TestOpenSim(t *testing.T) {
 }
 
 func TestOpenErrorsNameTheSetting(t *testing.T) {
-	cfg := config.Default()
+	cfg := sampleConfig()
 	cfg.Command, cfg.Memory = "/nonexistent/vllm", "none"
 	_, err := Open(t.Context(), cfg, t.TempDir())
 	assert.ErrorContains(t, err, `config command "/nonexistent/vllm"`)
 
-	cfg = config.Default()
+	cfg = sampleConfig()
 	cfg.Sim.Profile = "no-such-profile"
 	_, err = Open(t.Context(), cfg, t.TempDir())
 	assert.ErrorContains(t, err, "config sim.profile")
 
-	cfg = config.Default()
+	cfg = sampleConfig()
 	cfg.Models[0].SimFaults, cfg.Models[1].SimFaults = "wake-fial=2", "crash-after=x"
 	_, err = Open(t.Context(), cfg, t.TempDir())
 	assert.ErrorContains(t, err, "config models[0].sim_faults:")
 	assert.ErrorContains(t, err, "config models[1].sim_faults:")
 	assert.ErrorContains(t, err, "wake-fial", "the typo is named")
 
-	cfg = config.Default()
+	cfg = sampleConfig()
 	cfg.Command, cfg.Memory = "/bin/true", "none"
 	b, err := Open(t.Context(), cfg, t.TempDir())
 	require.NoError(t, err)
@@ -83,7 +88,7 @@ func TestOpenErrorsNameTheSetting(t *testing.T) {
 // TestFreshCachesPerModel: with fresh_caches each model's server gets its
 // own compile caches under the run's directory; without, none are set.
 func TestFreshCachesPerModel(t *testing.T) {
-	cfg := config.Default()
+	cfg := sampleConfig()
 	cfg.Command, cfg.Memory = "/bin/true", "none"
 	dir := t.TempDir()
 	b, err := Open(t.Context(), cfg, dir)
@@ -111,4 +116,23 @@ func TestBuildSimNamedByContent(t *testing.T) {
 	require.NoError(t, err)
 	sum := sha256.Sum256(b)
 	assert.Equal(t, "vllmsim-"+hex.EncodeToString(sum[:8]), filepath.Base(path))
+}
+
+// TestReferenceModelsMustFit: with the gpu tag's default models (the
+// reference run's) a GPU too small for them is refused at open, saying
+// what to set; one large enough opens.
+func TestReferenceModelsMustFit(t *testing.T) {
+	cfg := sampleConfig()
+	cfg.Command, cfg.Memory, cfg.Models = "/bin/true", "nvml", config.ReferenceModels()
+	f := newFake()
+	f.total = 24 * gib
+	_, err := open(t.Context(), cfg, t.TempDir(), func(string) string { return "" }, func() nvml.Interface { return f.lib })
+	assert.ErrorContains(t, err, "config models: the reference's models")
+	assert.ErrorContains(t, err, "this GPU has 24.0 GiB")
+	assert.Equal(t, 1, f.shutdowns, "NVML is shut down again")
+
+	f = newFake()
+	b, err := open(t.Context(), cfg, t.TempDir(), func(string) string { return "" }, func() nvml.Interface { return f.lib })
+	require.NoError(t, err, "a 48 GiB GPU holds them")
+	require.NoError(t, b.Close())
 }

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -21,7 +22,12 @@ type NVMLSource struct {
 	lib   nvml.Interface
 	dev   nvml.Device
 	index int
-	memV2 bool
+
+	// mu guards memV2: memory() clears it when the driver refuses the v2
+	// call, and memory() runs on the sampler's goroutine and on Facts'
+	// caller's at once.
+	mu    sync.Mutex
+	memV2 bool // the v2 memory call is there and not refused yet
 
 	once  sync.Once
 	facts gpu.DeviceFacts
@@ -74,12 +80,37 @@ func OpenNVMLDevice(lib nvml.Interface, ref DeviceRef) (*NVMLSource, error) {
 			return fail(fmt.Sprintf("device %d", index), ret)
 		}
 	}
+	// A GPU in MIG mode runs CUDA processes on its MIG instances, while
+	// this source reads the whole GPU: every figure would be the GPU's.
+	if cur, _, ret := s.dev.GetMigMode(); ret == nvml.SUCCESS && cur == nvml.DEVICE_MIG_ENABLE {
+		lib.Shutdown()
+		return nil, fmt.Errorf("NVML device %d has MIG mode enabled: its servers would run on a MIG instance while NVML reads the whole GPU's memory; use a GPU without MIG (nvidia-smi -i %d -mig 0)", s.index, s.index)
+	}
 	s.memV2 = lib.Extensions().LookupSymbol("nvmlDeviceGetMemoryInfo_v2") == nil
 	if _, err := s.memory(); err != nil {
 		lib.Shutdown()
 		return nil, err
 	}
 	return s, nil
+}
+
+// ErrNoNVML is the NVIDIA management library missing: a machine without an
+// NVIDIA GPU driver.
+var ErrNoNVML = errors.New("libnvidia-ml.so.1 not found (no NVIDIA driver here?)")
+
+// ProbeNVML initialises NVML on lib (nvml.New() on real hardware) and shuts
+// it down again: nil where NVML works, an error wrapping ErrNoNVML where
+// the library is missing, another error where it is there but fails.
+func ProbeNVML(lib nvml.Interface) error {
+	switch ret := lib.Init(); ret {
+	case nvml.SUCCESS:
+		lib.Shutdown()
+		return nil
+	case nvml.ERROR_LIBRARY_NOT_FOUND:
+		return fmt.Errorf("NVML init: %w", ErrNoNVML)
+	default:
+		return fmt.Errorf("NVML init: %s", nvml.ErrorString(ret))
+	}
 }
 
 // Close shuts NVML down (each successful Init needs one Shutdown).
@@ -141,8 +172,15 @@ func CUDAVersion(v int) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10) 
 
 type mem struct{ used, total uint64 }
 
+// useV2 says whether to try the v2 memory call.
+func (s *NVMLSource) useV2() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.memV2
+}
+
 func (s *NVMLSource) memory() (mem, error) {
-	if s.memV2 {
+	if s.useV2() {
 		m, ret := s.dev.GetMemoryInfo_v2()
 		if ret == nvml.SUCCESS {
 			// v2 separates driver-reserved memory from Used; count it as
@@ -152,7 +190,9 @@ func (s *NVMLSource) memory() (mem, error) {
 		if ret != nvml.ERROR_NOT_SUPPORTED && ret != nvml.ERROR_FUNCTION_NOT_FOUND {
 			return mem{}, fmt.Errorf("NVML memory info v2: %s", nvml.ErrorString(ret))
 		}
+		s.mu.Lock()
 		s.memV2 = false
+		s.mu.Unlock()
 	}
 	m, ret := s.dev.GetMemoryInfo()
 	if ret != nvml.SUCCESS {

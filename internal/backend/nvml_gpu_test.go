@@ -5,6 +5,7 @@ package backend
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -20,13 +21,20 @@ import (
 )
 
 // These tests need a real NVIDIA GPU: go test -tags gpu ./internal/backend.
-// WAKEBENCH_GPU_INDEX picks the device (default 0).
+// WAKEBENCH_GPU_INDEX picks the device (default 0) as a run's gpu_index
+// does: entry gpu_index of the runner's CUDA_VISIBLE_DEVICES when it sets
+// one, else NVML index gpu_index.
 
 func openReal(t *testing.T) *NVMLSource {
 	t.Helper()
+	if err := ProbeNVML(nvml.New()); errors.Is(err, ErrNoNVML) {
+		t.Skipf("needs an NVIDIA GPU and its driver: %v", err)
+	}
 	idx, _ := strconv.Atoi(os.Getenv("WAKEBENCH_GPU_INDEX"))
-	s, err := OpenNVML(nvml.New(), idx)
-	require.NoError(t, err, "the gpu tag needs an NVIDIA driver")
+	ref, how, err := deviceRef(idx, os.Getenv("CUDA_VISIBLE_DEVICES"), os.Getenv("CUDA_DEVICE_ORDER"))
+	require.NoError(t, err)
+	s, err := OpenNVMLDevice(nvml.New(), ref)
+	require.NoError(t, err, "%s", how)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -55,7 +63,7 @@ func TestRealDeviceFacts(t *testing.T) {
 	require.NoError(t, err)
 	assert.LessOrEqual(t, r.Used, r.Total)
 	assert.Equal(t, f.TotalBytes, r.Total)
-	t.Logf("used %.3f GiB of %.3f GiB, %d compute processes, v2 memory call: %v", float64(r.Used)/(1<<30), float64(r.Total)/(1<<30), len(r.Procs), s.memV2)
+	t.Logf("used %.3f GiB of %.3f GiB, %d compute processes, v2 memory call: %v", float64(r.Used)/(1<<30), float64(r.Total)/(1<<30), len(r.Procs), s.useV2())
 }
 
 // allocator is a PyTorch process that holds GiB on the GPU until told to
@@ -84,6 +92,7 @@ func TestNVMLSeesMemoryMove(t *testing.T) {
 
 	const gib = 4
 	cmd := exec.CommandContext(t.Context(), "python3", "-c", allocator, strconv.Itoa(gib))
+	cmd.Env = append(os.Environ(), CUDAEnv(s.Index())...) // on the device s reads, not CUDA's device 0
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr

@@ -3,6 +3,7 @@ package backend
 import (
 	"errors"
 	"math"
+	"sync"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -22,20 +23,28 @@ type fakeNVML struct {
 	used      uint64
 	procs     []nvml.ProcessInfo
 	hasV2     bool
+	mig       bool   // MIG mode enabled
+	total     uint64 // device memory
 	shutdowns int
 }
 
 func newFake() *fakeNVML {
-	f := &fakeNVML{hasV2: true}
+	f := &fakeNVML{hasV2: true, total: 48 * gib}
 	f.dev = &mock.Device{
 		GetNameFunc:  func() (string, nvml.Return) { return "NVIDIA L20", nvml.SUCCESS },
 		GetUUIDFunc:  func() (string, nvml.Return) { return "GPU-1234", nvml.SUCCESS },
 		GetIndexFunc: func() (int, nvml.Return) { return 2, nvml.SUCCESS },
+		GetMigModeFunc: func() (int, int, nvml.Return) {
+			if f.mig {
+				return nvml.DEVICE_MIG_ENABLE, nvml.DEVICE_MIG_ENABLE, nvml.SUCCESS
+			}
+			return 0, 0, nvml.ERROR_NOT_SUPPORTED // an L20 has no MIG
+		},
 		GetMemoryInfo_v2Func: func() (nvml.Memory_v2, nvml.Return) {
-			return nvml.Memory_v2{Total: 48 * gib, Reserved: gib / 2, Used: f.used, Free: 48*gib - f.used - gib/2}, nvml.SUCCESS
+			return nvml.Memory_v2{Total: f.total, Reserved: gib / 2, Used: f.used, Free: f.total - f.used - gib/2}, nvml.SUCCESS
 		},
 		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
-			return nvml.Memory{Total: 48 * gib, Used: f.used + gib/2}, nvml.SUCCESS
+			return nvml.Memory{Total: f.total, Used: f.used + gib/2}, nvml.SUCCESS
 		},
 		GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return f.procs, nvml.SUCCESS },
 		// An idle link trains down: gen 1 now, gen 4 at most.
@@ -135,6 +144,34 @@ func TestNVMLFallsBackToV1(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(10*gib+gib/2), r.Used)
 	assert.Empty(t, f.dev.GetMemoryInfo_v2Calls(), "the v2 call is never made where the library lacks it")
+}
+
+// TestNVMLV2RefusedWhileSampling: a driver that stops answering the v2
+// memory call mid-run is met by the sampler and by Facts at once; both fall
+// back to v1 (run with -race: the fallback flag is shared between them).
+func TestNVMLV2RefusedWhileSampling(t *testing.T) {
+	f := newFake()
+	f.used = 10 * gib
+	s, err := OpenNVML(f.lib, 0)
+	require.NoError(t, err)
+	f.dev.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) { return nvml.Memory_v2{}, nvml.ERROR_NOT_SUPPORTED }
+	var wg sync.WaitGroup
+	reads := make([]gpu.Reading, 4)
+	errs := make([]error, len(reads))
+	for i := range reads {
+		wg.Go(func() { reads[i], errs[i] = s.Read(t.Context()) })
+	}
+	wg.Go(func() { s.Facts() })
+	wg.Wait()
+	for i := range reads {
+		require.NoError(t, errs[i])
+		assert.Equal(t, uint64(10*gib+gib/2), reads[i].Used, "the v1 figure")
+	}
+	assert.Equal(t, uint64(48*gib), s.Facts().TotalBytes)
+	n := len(f.dev.GetMemoryInfo_v2Calls())
+	_, err = s.Read(t.Context())
+	require.NoError(t, err)
+	assert.Len(t, f.dev.GetMemoryInfo_v2Calls(), n, "once refused, the v2 call is not made again")
 }
 
 func TestNVMLProcessesNotSupported(t *testing.T) {

@@ -6,6 +6,22 @@ import (
 	"strings"
 )
 
+// CUDAEnv is the environment that puts a CUDA process (a vLLM server, a
+// test's allocator) on the GPUs of these NVML indices: NVML numbers devices
+// in PCI bus order, which is CUDA's order under CUDA_DEVICE_ORDER=PCI_BUS_ID
+// (its default, FASTEST_FIRST, is not). Indices, never GPU-… UUIDs: vLLM
+// before 0.24 reads each CUDA_VISIBLE_DEVICES entry with int()
+// (vllm/platforms/interface.py, device_id_to_physical_device_id) and a
+// UUID crashes it at start: "ValueError: invalid literal for int() with
+// base 10: 'GPU-…'" (vllm-project/vllm#13815, #20939).
+func CUDAEnv(nvmlIndices ...int) []string {
+	ids := make([]string, len(nvmlIndices))
+	for i, n := range nvmlIndices {
+		ids[i] = strconv.Itoa(n)
+	}
+	return []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + strings.Join(ids, ",")}
+}
+
 // deviceRef resolves which GPU gpu_index names on this runner. Without a
 // CUDA_VISIBLE_DEVICES of the runner's it is NVML index gpu_index. With
 // one, it is entry gpu_index of that list: a GPU UUID is used as it is; an

@@ -263,9 +263,16 @@ const DefaultPrompt = "Explain why a model server that sleeps between requests c
 
 // Default is the reference run's protocol (testdata/l20-reference-report.json)
 // on the build's backends: vllmsim's tiny profile and simulated GPU, or with
-// the gpu tag real vLLM, NVML and no default models.
+// the gpu tag real vLLM, NVML and the reference run's models.
 func Default() Config {
-	c := Config{
+	c := base()
+	backendDefaults(&c)
+	return c
+}
+
+// base is Default without a backend or models.
+func base() Config {
+	return Config{
 		Host: "127.0.0.1",
 		Sim:  Sim{Profile: "tiny", TimeScale: 1},
 		Protocol: Protocol{
@@ -292,8 +299,6 @@ func Default() Config {
 		FreshCaches: true,
 		GPUs:        1,
 	}
-	backendDefaults(&c)
-	return c
 }
 
 // Load reads the config: defaults, then the file named by WAKEBENCH_CONFIG

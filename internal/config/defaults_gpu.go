@@ -2,13 +2,10 @@
 
 package config
 
-// With the gpu build tag the servers are real `vllm serve` and memory comes
-// from NVML. There are no default models: the config file names them.
-func backendDefaults(c *Config) {
-	c.Command, c.Memory = "vllm", "nvml"
-	c.Models = nil
-	c.Protocol.SettleS = 1
-}
+// With the gpu build tag the servers are real `vllm serve`, memory comes
+// from NVML, and the models are the reference run's unless the config file
+// names others (gpuBackend).
+func backendDefaults(c *Config) { gpuBackend(c) }
 
 // GPUTag reports whether this build has the gpu tag.
 const GPUTag = true

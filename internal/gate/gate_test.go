@@ -23,7 +23,7 @@ func verdicts(cs []record.Check) map[string]string {
 // TestSleepChecks: a failed cycle fails successful_cycles; residual and
 // release are judged on their medians, unknown residuals left out.
 func TestSleepChecks(t *testing.T) {
-	cfg := config.Default()
+	cfg := config.SimDefault()
 	cfg.Protocol.SleepL1Cycles = 3
 	cfg.Thresholds.MaxResidualGiB = 1
 	cfg.Thresholds.MaxL1WakeToFirstTokenS = 2
@@ -50,7 +50,7 @@ func TestSleepChecks(t *testing.T) {
 // the baseline's at the same concurrency; a concurrency without a
 // baseline has no ratio check.
 func TestAfterWakeAgainstBaseline(t *testing.T) {
-	cfg := config.Default()
+	cfg := config.SimDefault()
 	cfg.Thresholds.MinAfterWakeTPSRatio = 0.9
 	base := record.PerfRun{Stage: StageBaseline, Concurrency: 1, Rounds: 2, Planned: 4, Success: 4, RoundsPassed: 2, RoundTPS: []float64{100, 100}}
 	aw := record.PerfRun{Stage: StageAfterWake, Concurrency: 1, Rounds: 2, Planned: 4, Success: 4, RoundsPassed: 2, RoundTPS: []float64{80, 90}}
@@ -72,7 +72,7 @@ func TestAfterWakeAgainstBaseline(t *testing.T) {
 // TestSwitchChecks: the initial activation is not a handoff; p95 per
 // direction, sorted.
 func TestSwitchChecks(t *testing.T) {
-	cfg := config.Default()
+	cfg := config.SimDefault()
 	cfg.Protocol.Handoffs = 2
 	cfg.Thresholds.MaxSwitchToFirstTokenS = 1
 	cs := Switch(cfg, []record.Handoff{
@@ -112,7 +112,7 @@ func TestReadBench(t *testing.T) {
 // TestServeChecksFollowMaxFailedRequests: with failures allowed, a round
 // spoilt by an allowed failure does not fail the run.
 func TestServeChecksFollowMaxFailedRequests(t *testing.T) {
-	cfg := config.Default()
+	cfg := config.SimDefault()
 	run := record.PerfRun{Stage: StageBaseline, Concurrency: 4, Rounds: 2, Planned: 16, Success: 15, RoundsPassed: 1}
 	assert.Equal(t, map[string]string{"baseline.conc4.failed_requests/A": "FAIL", "baseline.conc4.rounds_passed/A": "FAIL"},
 		verdicts(Serve(cfg, "A", []record.PerfRun{run})))
@@ -126,7 +126,7 @@ func TestServeChecksFollowMaxFailedRequests(t *testing.T) {
 // the default release (80 %) on models up to 80 GiB awake, and a small
 // model's healthy release (its CUDA context is a larger share) passes.
 func TestDefaultsCatch32714(t *testing.T) {
-	cfg := config.Default()
+	cfg := config.SimDefault()
 	cfg.Protocol.SleepL1Cycles = 1
 	check := func(awake, residual float64) map[string]string {
 		return verdicts(Sleep(cfg, "A", 1, []record.Cycle{{Level: 1, OK: true, ResidualGiB: residual}}, []float64{(awake - residual) / awake * 100}))
@@ -146,7 +146,7 @@ func TestDefaultsCatch32714(t *testing.T) {
 // residual and release thresholds are NOT EVALUATED, failing the run only
 // when the user set them.
 func TestAbsentFiguresAreNotEvaluated(t *testing.T) {
-	cfg := config.Default()
+	cfg := config.SimDefault()
 	cfg.Protocol.SleepL1Cycles = 1
 	cfg.Thresholds.MaxResidualGiB = 2
 	cycles := []record.Cycle{{Level: 1, OK: true, ToFirstTokenS: 1, ResidualGiB: math.NaN()}}

@@ -10,7 +10,7 @@ import (
 )
 
 func TestKubernetesChecks(t *testing.T) {
-	cfg := config.Default()
+	cfg := config.SimDefault()
 	cfg.Kubernetes.Handoffs = 3
 	k := record.Kubernetes{Handoffs: []record.PodHandoff{
 		{From: "B", To: "A", RoutableS: 0.1}, {From: "A", To: "B", RoutableS: 0.3}, {From: "B", To: "A", RoutableS: 0.2},

@@ -61,7 +61,7 @@ func TestCorrectnessCheck(t *testing.T) {
 }
 
 func TestSoakChecks(t *testing.T) {
-	cfg := config.Default()
+	cfg := config.SimDefault()
 	cfg.Protocol.SoakCycles = 9
 	cfg.Thresholds.MaxResidualGrowthMiBPerCycle = 1
 	var cycles []record.SoakCycle
@@ -88,7 +88,7 @@ func TestSoakChecks(t *testing.T) {
 }
 
 func TestTrafficChecks(t *testing.T) {
-	cfg := config.Default()
+	cfg := config.SimDefault()
 	cfg.Thresholds.MaxAsleepFirstTokenP99S = 0.5
 	t0 := time.Unix(1_700_000_000, 0)
 	r := func(run, model string, s int, waited, good bool, ttft float64) record.TrafficRequest {

@@ -25,7 +25,7 @@ import (
 
 // small is the default config shrunk to a few seconds of work.
 func small(t *testing.T) config.Config {
-	cfg := config.Default()
+	cfg := config.SimDefault()
 	cfg.OutDir = t.TempDir()
 	p := &cfg.Protocol
 	p.RestartWarm, p.SleepL1Cycles, p.SleepL2Cycles, p.Handoffs = 1, 2, 1, 3

@@ -42,7 +42,7 @@ func local(t *testing.T, cfg config.Config, without ...string) (kubephase.Env, *
 }
 
 func tinyConfig(t *testing.T) config.Config {
-	cfg := config.Default()
+	cfg := config.SimDefault()
 	cfg.Models = []config.Model{{Label: "A", Name: "tiny-a", GPUMemoryUtilization: 0.4}, {Label: "B", Name: "tiny-b", GPUMemoryUtilization: 0.4}}
 	cfg.Protocol.KVGiB = 1
 	cfg.Kubernetes.ControlPlane = "local"

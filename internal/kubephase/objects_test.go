@@ -15,7 +15,7 @@ import (
 // exactly the launcher's argv, dev mode on (no /sleep without it), one
 // claim, a readiness probe on /health and the awake readiness gate.
 func TestPodSpecIsVLLMServeOnTheClaim(t *testing.T) {
-	cfg := config.Default()
+	cfg := config.SimDefault()
 	cfg.Models = []config.Model{{Label: "A", Name: "Qwen/Qwen3-4B", GPUMemoryUtilization: 0.4, SimFaults: "wake-fail=1"}}
 	pod := podSpec(cfg, cfg.Models[0], "wakebench-a-1", "wakebench-gpu", "0.0.0.0", 8000)
 
@@ -54,7 +54,7 @@ func TestClaimsAndDeviceClass(t *testing.T) {
 // Pods on a node's network get ports of their own; on a Pod network all
 // listen on the configured port; the local node picks free ones.
 func TestEveryPodHasAnAddress(t *testing.T) {
-	cfg := config.Default()
+	cfg := config.SimDefault()
 	p := &phase{k: cfg.Kubernetes}
 	for range 2 {
 		port, host, err := p.address()

@@ -224,7 +224,7 @@ func benchSampler(b *testing.B, src gpu.Source, hz int) {
 // in) and answers /health; late is the harness's ready time (WaitReady at
 // the default poll_ms) minus that moment.
 func BenchmarkReadyResolution(b *testing.B) {
-	poll := time.Duration(config.Default().Timeouts.PollMS * float64(time.Millisecond))
+	poll := time.Duration(config.SimDefault().Timeouts.PollMS * float64(time.Millisecond))
 	var late []float64
 	for b.Loop() {
 		late = append(late, readyOnce(b, poll))
@@ -296,7 +296,7 @@ func BenchmarkWakeResolution(b *testing.B) {
 // carries the real ones.
 func BenchmarkPhysicalLimits(b *testing.B) {
 	for b.Loop() {
-		cfg := config.Default()
+		cfg := config.SimDefault()
 		cfg.OutDir = b.TempDir()
 		cfg.Sim = config.Sim{Profile: "demo", TimeScale: 0.1}
 		cfg.Models = []config.Model{{Label: "A", Name: "Qwen3-4B", GPUMemoryUtilization: 0.5}}

@@ -112,7 +112,7 @@ func TestInFlightOffOnAnOldServer(t *testing.T) {
 }
 
 func TestArrivals(t *testing.T) {
-	cfg := config.Default()
+	cfg := config.SimDefault()
 	cfg.Traffic.Rates = map[string]float64{"B": 0.5}
 	cfg.Traffic.DurationS, cfg.Traffic.WarmupRequests, cfg.Traffic.Arrivals = 4, 2, "constant"
 	plan, err := protocol.PlanTraffic(cfg, 0)

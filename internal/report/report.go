@@ -31,7 +31,7 @@ type Report struct {
 	Simulated *record.Simulated `json:"simulated,omitempty"`
 	GPUFacts  *record.GPUFacts  `json:"gpu_facts,omitempty"` // from NVML
 	// GPUPlacement is how every server was put on the GPU measured
-	// (CUDA_VISIBLE_DEVICES by UUID, and where gpu_index came from).
+	// (CUDA_DEVICE_ORDER and CUDA_VISIBLE_DEVICES, the GPU's UUID, where gpu_index came from).
 	GPUPlacement string           `json:"gpu_placement,omitempty"`
 	Phases       []string         `json:"phases"`   // phases that ran, in order
 	Checks       []record.Check   `json:"checks"`   // every threshold with its verdict

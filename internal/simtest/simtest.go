@@ -19,7 +19,7 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 )
 
-// Fleet is a fleet of config.Default's models changed by mod (nil: as
+// Fleet is a fleet of config.SimDefault's models changed by mod (nil: as
 // they are), its memory source the simulated GPU wrapped by wrap (nil: as
 // it is), with its record and the config it runs.
 func Fleet(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*fleet.Fleet, *record.Recorder, config.Config) {
@@ -27,7 +27,7 @@ func Fleet(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Conf
 	bin, err := backend.BuildSim(t.Context())
 	require.NoError(t, err)
 	dir := t.TempDir()
-	cfg := config.Default()
+	cfg := config.SimDefault()
 	cfg.OutDir = t.TempDir()
 	cfg.Timeouts.StartS, cfg.Timeouts.RequestS = 20, 10
 	if mod != nil {

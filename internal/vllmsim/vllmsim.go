@@ -17,6 +17,10 @@
 //	VLLMSIM_GPU_DIR     simulated GPU directory; default a private one
 //	VLLMSIM_CACHE_DIR   compile-cache markers (initial vs warm start)
 //	VLLMSIM_FAULTS      failures to inject (see Faults)
+//	VLLMSIM_DEVICE_IDS  how CUDA_VISIBLE_DEVICES is read: "any" (default,
+//	                    vLLM 0.24 on: indices and GPU-… UUIDs) or "int"
+//	                    (vLLM before 0.24: int() of each entry, so a UUID
+//	                    ends the start with its ValueError)
 package vllmsim
 
 import (
@@ -44,6 +48,7 @@ const (
 	EnvCacheDir  = "VLLMSIM_CACHE_DIR"
 	EnvDevMode   = "VLLM_SERVER_DEV_MODE"
 	EnvStamp     = "VLLMSIM_STAMP"
+	EnvDeviceIDs = "VLLMSIM_DEVICE_IDS"
 )
 
 // Settings are vllmsim's own settings, read from the environment.
@@ -93,6 +98,15 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 	default:
 		return st, fmt.Errorf("%s=%q: want 1 (stamp every streamed chunk) or 0", EnvStamp, v)
 	}
+	switch v := getenv(EnvDeviceIDs); v {
+	case "", "any":
+	case "int":
+		if err := parseDevicesAsInts(getenv("CUDA_VISIBLE_DEVICES")); err != nil {
+			return st, err
+		}
+	default:
+		return st, fmt.Errorf("%s=%q: want int (vLLM before 0.24) or any", EnvDeviceIDs, v)
+	}
 	if st.Faults, err = ParseFaults(getenv(EnvFaults)); err != nil {
 		return st, err
 	}
@@ -111,6 +125,22 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 		st.CacheDir = filepath.Join(d, "vllmsim")
 	}
 	return st, nil
+}
+
+// parseDevicesAsInts is how vLLM before 0.24 read CUDA_VISIBLE_DEVICES at
+// start: int() of the engine's entry (vllm/platforms/interface.py,
+// device_id_to_physical_device_id), so a GPU-… UUID there was a ValueError
+// that ended the server (vllm-project/vllm#13815, #20939). vllmsim's engine
+// is device 0: its entry is the first.
+func parseDevicesAsInts(visible string) error {
+	if visible == "" {
+		return nil
+	}
+	e, _, _ := strings.Cut(visible, ",")
+	if _, err := strconv.Atoi(e); err != nil {
+		return fmt.Errorf("ValueError: invalid literal for int() with base 10: '%s'", e)
+	}
+	return nil
 }
 
 // Main runs `vllmsim serve MODEL [flags]` until ctx ends; it returns the exit code.

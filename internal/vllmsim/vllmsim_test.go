@@ -83,6 +83,38 @@ func TestSettingsFromEnv(t *testing.T) {
 	assert.ErrorContains(t, err, EnvStamp)
 }
 
+// TestDeviceIDsBeforeVLLM024: with VLLMSIM_DEVICE_IDS=int vllmsim reads
+// CUDA_VISIBLE_DEVICES as vLLM before 0.24 did, with int(): an index
+// starts, a GPU UUID is the ValueError of vllm#13815; by default (vLLM
+// 0.24 on) both start.
+func TestDeviceIDsBeforeVLLM024(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	const uuid = "GPU-52a3a85d-3c55-ca3a-a955-82c69ed360fc"
+	for _, tt := range []struct{ ids, visible, err string }{
+		{ids: "int", visible: "3"},
+		{ids: "int", visible: "2,GPU-aaa"}, // only the engine's entry is read
+		{ids: "int"},
+		{ids: "int", visible: uuid, err: "ValueError: invalid literal for int() with base 10: '" + uuid + "'"},
+		{ids: "int", visible: uuid + ",1", err: "ValueError: invalid literal for int()"},
+		{ids: "", visible: uuid},
+		{ids: "any", visible: uuid},
+		{ids: "0.11", visible: "0", err: EnvDeviceIDs + `="0.11": want int`},
+	} {
+		_, err := SettingsFromEnv(env(EnvDeviceIDs, tt.ids, "CUDA_VISIBLE_DEVICES", tt.visible))
+		if tt.err == "" {
+			assert.NoError(t, err, "%+v", tt)
+		} else {
+			assert.ErrorContains(t, err, tt.err, "%+v", tt)
+		}
+	}
+}
+
 // TestStreamChunks checks the streamed chunks byte for byte against vLLM's
 // shape (the fixture testdata/vllm/stream-ok.sse follows vLLM's field order),
 // with and without the send stamp, and that the client reads the stamps.

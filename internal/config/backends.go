@@ -1,0 +1,140 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// simBackend is the default without the gpu build tag: the suite runs on
+// vllmsim and its simulated GPU, with two tiny models: what `go test ./...`
+// and CI run. The tiny models' sub-millisecond decode steps make round
+// tok/s swing by ±10 % when a shared CI machine is busy, so the after-wake
+// ratio is held to 0.8 here (0.95 on real GPUs, where a step is tens of
+// milliseconds).
+func simBackend(c *Config) {
+	c.Command, c.Memory = "vllmsim", "sim"
+	c.Models = []Model{
+		{Label: "A", Name: "tiny-a", GPUMemoryUtilization: 0.45},
+		{Label: "B", Name: "tiny-b", GPUMemoryUtilization: 0.45},
+	}
+	c.Thresholds.MinAfterWakeTPSRatio = 0.8
+}
+
+// gpuBackend is the default with the gpu build tag: real `vllm serve`,
+// memory from NVML, and without a config file the reference run's models
+// (ReferenceModels), so `go test -tags gpu ./...` on a GPU runner runs the
+// reference protocol.
+func gpuBackend(c *Config) {
+	c.Command, c.Memory = "vllm", "nvml"
+	c.Models = ReferenceModels()
+	c.Protocol.SettleS = 1
+}
+
+// SimDefault is Default as a build without the gpu tag has it: vllmsim on
+// its simulated GPU. Tests that start simulated servers use it, so they
+// run the same under -tags gpu.
+func SimDefault() Config {
+	c := base()
+	simBackend(&c)
+	return c
+}
+
+// ReferenceModels are the models of the reference run
+// (../shared/reference/l20-reference-report.json: A Qwen3.8-27B-FP8,
+// B Qwen3-1.7B, on one 48 GB L20). wakebench passes --kv-cache-memory-bytes,
+// so a share does not size the KV cache: it is what vLLM checks free at
+// start (free ≥ share × total), beside the other model asleep.
+func ReferenceModels() []Model {
+	return []Model{
+		{Label: "A", Name: "Qwen/Qwen3.8-27B-FP8", GPUMemoryUtilization: 0.75},
+		{Label: "B", Name: "Qwen/Qwen3-1.7B", GPUMemoryUtilization: 0.2},
+	}
+}
+
+// ReferencePeakGiB is the most device memory the reference run used (its
+// memory.physical_peak_gib max: A awake, B asleep).
+const ReferencePeakGiB = 33.0888671875
+
+// referenceHeadroomGiB is kept free beyond the reference's peak: a
+// driver, vLLM or CUDA release differs by a few hundred MiB.
+const referenceHeadroomGiB = 1
+
+// ReferenceFit says whether the reference models fit a GPU of totalBytes:
+// nil when c does not serve them or they fit, else what to set instead.
+func (c Config) ReferenceFit(totalBytes uint64) error {
+	if !slices.EqualFunc(c.Models, ReferenceModels(), func(a, b Model) bool { return a.Name == b.Name }) {
+		return nil
+	}
+	need := ReferencePeakGiB + referenceHeadroomGiB
+	if have := float64(totalBytes) / (1 << 30); have < need {
+		return fmt.Errorf("the reference's models (%s, %s) need %.1f GiB of GPU memory (the reference run's peak, %.1f GiB, and %d GiB headroom); this GPU has %.1f GiB: name models that fit in a config file, %s=gpu.json (testdata/gpu-example.json: Qwen3-8B and Qwen3-1.7B, ≈ 22 GiB)",
+			c.Models[0].Name, c.Models[1].Name, need, ReferencePeakGiB, referenceHeadroomGiB, have, EnvFile)
+	}
+	return nil
+}
+
+// refCost is what one model's protocol steps took in the reference run
+// (seconds, from its report: restart summaries, each window less its 4 s
+// pad, level-2 wake to first token plus its sleep).
+type refCost struct {
+	initial, warm float64
+	serve         float64 // one serving stage: 2 concurrencies × 16 requests × 128 tokens
+	l1, l2        float64 // one sleep/wake cycle
+}
+
+var referenceCosts = map[string]refCost{
+	"Qwen/Qwen3.8-27B-FP8": {initial: 219.2, warm: 55.6, serve: 102.9, l1: 49.4 / 5, l2: 14.9 + 0.6},
+	"Qwen/Qwen3-1.7B":      {initial: 84.1, warm: 36.1, serve: 14.8, l1: 20.2 / 5, l2: 2.2 + 0.1},
+}
+
+// referenceHandoffS is one switch activation in the reference run (its
+// AB-switch window, 207.4 s, over 1 + 19 activations).
+const referenceHandoffS = 207.4 / 20
+
+// Estimate is how long c's run takes at least, before it starts, and how
+// that was reckoned; 0 for vllmsim, whose runs take minutes. A real run is
+// reckoned step by step from the reference run's times: a reference model
+// at its own, any other model at least at the reference's smallest
+// (Qwen3-1.7B), the switch at the reference's activation time, traffic at
+// its configured duration (twice with the ideal run).
+func (c Config) Estimate() (time.Duration, string) {
+	if c.Command == "vllmsim" {
+		return 0, "simulated: not estimated"
+	}
+	p := c.Protocol
+	floor := referenceCosts["Qwen/Qwen3-1.7B"]
+	scale := float64(len(p.Concurrency)*p.Rounds*p.RequestsPerRound*p.MaxTokens) / (2 * 16 * 128)
+	var s float64
+	for _, m := range c.Models {
+		r, ok := referenceCosts[m.Name]
+		if !ok {
+			r = floor
+		}
+		s += r.initial + r.warm*float64(p.RestartWarm) + 2*r.serve*scale +
+			(r.l1+p.SettleS)*float64(p.SleepL1Cycles) + (r.l2+p.SettleS)*float64(p.SleepL2Cycles)
+	}
+	s += referenceHandoffS * float64(p.Handoffs+1)
+	traffic := c.Traffic.DurationS
+	if c.Traffic.Ideal {
+		traffic *= 2
+	}
+	s += traffic
+	return time.Duration(s * float64(time.Second)), fmt.Sprintf("%d model(s) at the reference run's step times (Qwen3-1.7B's for a model it did not run), %d handoffs, %.0f s of traffic",
+		len(c.Models), p.Handoffs, traffic)
+}
+
+// CheckTimeout refuses a run that go test's -timeout (0: none) cannot
+// hold, before anything starts: -timeout panics mid-run, which leaves a
+// report that says only that it was cut short.
+func (c Config) CheckTimeout(timeout time.Duration) error {
+	if timeout <= 0 {
+		return nil
+	}
+	est, how := c.Estimate()
+	if est <= timeout {
+		return nil
+	}
+	return fmt.Errorf("this run takes at least %v (%s) but go test -timeout is %v (go test's default is 10m): run it with -timeout 0, or make gpu",
+		est.Round(time.Second), how, timeout)
+}

@@ -1,0 +1,88 @@
+package config
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// gpuDefault is Default as a build with the gpu tag has it.
+func gpuDefault() Config {
+	c := base()
+	gpuBackend(&c)
+	return c
+}
+
+// TestGPUDefaultsAreTheReference: the gpu tag's defaults are the reference
+// run's protocol on its two models, and valid without a config file.
+func TestGPUDefaultsAreTheReference(t *testing.T) {
+	c := gpuDefault()
+	require.NoError(t, c.Validate(), "no config file needed")
+	assert.Equal(t, []string{"Qwen/Qwen3.8-27B-FP8", "Qwen/Qwen3-1.7B"}, []string{c.Models[0].Name, c.Models[1].Name})
+	assert.Equal(t, "vllm", c.Command)
+	assert.Equal(t, "nvml", c.Memory)
+	s := SimDefault()
+	require.NoError(t, s.Validate())
+	assert.Equal(t, "vllmsim", s.Command, "SimDefault is the simulator in every build")
+	assert.Equal(t, "tiny-a", s.Models[0].Name)
+}
+
+// TestReferenceFit: the reference models are refused on a GPU smaller than
+// the reference's peak, with what to set; other models are not judged.
+func TestReferenceFit(t *testing.T) {
+	c := gpuDefault()
+	assert.NoError(t, c.ReferenceFit(46068<<20), "an L20 (NVML: 46068 MiB) holds the reference run")
+	assert.NoError(t, c.ReferenceFit(40<<30))
+	err := c.ReferenceFit(24 << 30)
+	assert.ErrorContains(t, err, "need 34.1 GiB of GPU memory")
+	assert.ErrorContains(t, err, "this GPU has 24.0 GiB")
+	assert.ErrorContains(t, err, "WAKEBENCH_CONFIG=gpu.json")
+	c.Models[0].Name = "Qwen/Qwen3-8B"
+	assert.NoError(t, c.ReferenceFit(24<<30), "a config's own models are its own business")
+}
+
+// TestEstimate: the reference protocol on the reference models is reckoned
+// at the reference run's own length, and moves with what the config asks.
+func TestEstimate(t *testing.T) {
+	c := gpuDefault()
+	c.Protocol.SettleS = 0 // as timed in the reference run's figures
+	c.Traffic.DurationS = 0
+	est, how := c.Estimate()
+	// The reference run took A's restarts, 219.2 + 2 × 55.6 s
+	// (restart_initial, restart_warm), then 744 s from A's baseline to the
+	// end of the switch (its windows; B's restarts and both models'
+	// level-2 cycles fall between them).
+	assert.InDelta(t, 219.2+2*55.6+744, est.Seconds(), 0.05*1074, how)
+	assert.Contains(t, how, "2 model(s)")
+
+	more := c
+	more.Protocol.Handoffs = 99
+	longer, _ := more.Estimate()
+	assert.InDelta(t, (80*referenceHandoffS)*float64(time.Second), float64(longer-est), float64(time.Second))
+
+	small := c
+	small.Models = []Model{{Label: "A", Name: "some/tiny-model", GPUMemoryUtilization: 0.2}}
+	floor, _ := small.Estimate()
+	assert.Less(t, floor, est, "an unknown model at the smallest reference model's times")
+	assert.Greater(t, floor, time.Duration(0))
+
+	sim := SimDefault()
+	zero, how := sim.Estimate()
+	assert.Zero(t, zero, how)
+}
+
+// TestCheckTimeout: go test's default 10-minute -timeout cannot hold the
+// reference protocol on real vLLM: refused at once, naming -timeout 0 and
+// make gpu; no timeout, a long enough one or the simulator pass.
+func TestCheckTimeout(t *testing.T) {
+	c := gpuDefault()
+	err := c.CheckTimeout(10 * time.Minute)
+	assert.ErrorContains(t, err, "-timeout 0")
+	assert.ErrorContains(t, err, "make gpu")
+	assert.ErrorContains(t, err, "go test -timeout is 10m0s")
+	assert.NoError(t, c.CheckTimeout(0), "-timeout 0: no limit")
+	assert.NoError(t, c.CheckTimeout(3*time.Hour))
+	assert.NoError(t, SimDefault().CheckTimeout(10*time.Minute), "make test's simulated run")
+}

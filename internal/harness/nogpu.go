@@ -1,0 +1,32 @@
+package harness
+
+import (
+	"errors"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/wakebench/wakebench/internal/backend"
+	"github.com/wakebench/wakebench/internal/config"
+)
+
+// NoGPU says why the run cfg describes needs hardware this machine lacks
+// and was not asked for: a gpu-tag build with no config file (its defaults
+// read NVML) where the NVIDIA driver is missing. Then `go test -tags gpu
+// ./...` skips the run with this reason instead of failing, so every
+// package's tests pass on a machine without a GPU. "" where the run goes
+// ahead: a config file was given (its failures are the user's to see), the
+// memory source is not NVML, or NVML loads (a GPU runner, where a broken
+// driver fails the run).
+func NoGPU(cfg config.Config, getenv func(string) string) string {
+	return noGPU(config.GPUTag, cfg, getenv, func() error { return backend.ProbeNVML(nvml.New()) })
+}
+
+func noGPU(gpuTag bool, cfg config.Config, getenv func(string) string, probe func() error) string {
+	if !gpuTag || getenv(config.EnvFile) != "" || cfg.Memory != "nvml" {
+		return ""
+	}
+	if err := probe(); errors.Is(err, backend.ErrNoNVML) {
+		return "-tags gpu with no " + config.EnvFile + " runs the reference protocol on this machine's GPU, and it has none: " + err.Error()
+	}
+	return ""
+}
