@@ -177,12 +177,16 @@ func TestCIJobEndsWritesEverything(t *testing.T) {
 }
 
 // runChild runs the suite once more as a child with test flags and extra
-// environment (the child run marker and out_dir set), waits for it and
-// returns its combined output.
+// environment (the child run marker, out_dir and childConfig set), waits
+// for it and returns its combined output.
 func runChild(t *testing.T, out string, env []string, args ...string) ([]byte, error) {
 	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "child.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(childConfig), 0o644))
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_OUT_DIR="+out), env...)
+	// The tiny simulated config unless env names another: under -tags gpu
+	// the defaults are real vLLM and NVML.
+	cmd.Env = append(append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_OUT_DIR="+out, "WAKEBENCH_CONFIG="+cfg), env...)
 	return cmd.CombinedOutput()
 }
 
@@ -209,7 +213,7 @@ func TestStaleOutputsAreReplaced(t *testing.T) {
 	for _, name := range append([]string{"report.json", "summary.md"}, stale...) {
 		require.NoError(t, os.WriteFile(filepath.Join(out, name), []byte(`{"status": "PASS"}`), 0o644))
 	}
-	b, err := runChild(t, out, []string{"WAKEBENCH_CONFIG=", "WAKEBENCH_PROTOCOL_HANDOFFS=0"}, "-test.run=^TestProtocol$")
+	b, err := runChild(t, out, []string{"WAKEBENCH_PROTOCOL_HANDOFFS=0"}, "-test.run=^TestProtocol$")
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee, string(b))
 	assert.Equal(t, 2, ee.ExitCode())
@@ -347,7 +351,7 @@ func TestExitAndStatusAgree(t *testing.T) {
 		t.Skip("this is a child run")
 	}
 	out := t.TempDir()
-	b, err := runChild(t, out, []string{"WAKEBENCH_CHILD_FAIL=1", "WAKEBENCH_CONFIG="}, "-test.run=^TestExitAndStatusAgree$")
+	b, err := runChild(t, out, []string{"WAKEBENCH_CHILD_FAIL=1"}, "-test.run=^TestExitAndStatusAgree$")
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee, string(b))
 	assert.Equal(t, 1, ee.ExitCode())
@@ -391,7 +395,7 @@ func TestBadTraceIsRefusedBeforeAnyServer(t *testing.T) {
 	out := t.TempDir()
 	trace := filepath.Join(t.TempDir(), "trace.csv")
 	require.NoError(t, os.WriteFile(trace, []byte("t_s,model,prompt_tokens,output_tokens\n0,A,8,8\n+Inf,B,8,8\n"), 0o644))
-	b, err := runChild(t, out, []string{"WAKEBENCH_CONFIG=", "WAKEBENCH_TRAFFIC_TRACE=" + trace}, "-test.run=^TestProtocol$")
+	b, err := runChild(t, out, []string{"WAKEBENCH_TRAFFIC_TRACE=" + trace}, "-test.run=^TestProtocol$")
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee, string(b))
 	assert.Equal(t, 2, ee.ExitCode())
@@ -400,4 +404,18 @@ func TestBadTraceIsRefusedBeforeAnyServer(t *testing.T) {
 	assert.Equal(t, "config", rep.Failures[0].Phase)
 	assert.Contains(t, rep.Failures[0].Error, "traffic.trace "+trace+":3:")
 	assert.NoFileExists(t, filepath.Join(out, "A.log"), "no server was started")
+}
+
+// TestTrafficWithoutInFlightSleeps: the README's way to run a vLLM older
+// than PR #34528 (in_flight_requests 0) passes the traffic phase: no
+// in-flight sleep is expected of it.
+func TestTrafficWithoutInFlightSleeps(t *testing.T) {
+	if os.Getenv("WAKEBENCH_CHILD") != "" {
+		t.Skip("this is a child run")
+	}
+	out := t.TempDir()
+	b, err := runChild(t, out, []string{"WAKEBENCH_TRAFFIC_IN_FLIGHT_REQUESTS=0", "WAKEBENCH_TRAFFIC_DURATION_S=2"}, "-test.run=^TestProtocol$/^traffic$")
+	require.NoError(t, err, string(b))
+	rep := readChildReport(t, out)
+	assert.Equal(t, "PASS", rep.Status, "%+v", rep.Failures)
 }
