@@ -2,6 +2,8 @@ package harness
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -386,4 +388,26 @@ func TestInitialStartIsColdAndSaysSo(t *testing.T) {
 	assert.Contains(t, rep.RestartBaseline.Summary, "A: initial start compiled, ")
 	assert.Contains(t, rep.RestartBaseline.Summary, "KiB written into its fresh caches")
 	assert.Contains(t, rep.RestartBaseline.Summary, "B: no initial start measured")
+}
+
+// TestEndingNamesTheLostOutputsAndTheDiskError: after a disk full mid-soak
+// (soak.csv and report.json not written), the ending lists the outputs
+// that failed and, for report.json, names the disk error instead of
+// leaving the provisional report's "killed (SIGKILL, out of memory)" as
+// the only account of the run.
+func TestEndingNamesTheLostOutputsAndTheDiskError(t *testing.T) {
+	enospc := errors.New("no space left on device")
+	closeErr := errors.Join(
+		fmt.Errorf("soak.csv: 1 write(s) lost, the file holds only whole lines before the first: %w", enospc),
+		fmt.Errorf("write /out/timeline.svg: %w", enospc),
+		errors.Join(nil, fmt.Errorf("write /out/report.json: %w", enospc)))
+	end := Ending(report.Report{Status: "PASS"}, closeErr, "/out")
+	assert.Contains(t, end, "wakebench: status FAIL")
+	assert.Contains(t, end, "not all outputs were written (report.json, soak.csv, timeline.svg):")
+	assert.Contains(t, end, "report /out/report.json was NOT replaced: the run finished, but writing its report failed (write /out/report.json: no space left on device)")
+	assert.NotContains(t, end, "()")
+
+	end = Ending(report.Report{Status: "FAIL"}, errors.New("something without a file name"), "/out")
+	assert.Contains(t, end, "not all outputs were written (none of the outputs named: see the error): something without a file name")
+	assert.Contains(t, end, "wakebench: report /out/report.json\n")
 }
