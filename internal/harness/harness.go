@@ -39,7 +39,7 @@ type Run struct {
 	metrics *metricsLog
 	samples *samplesLog
 	soak    *soakLog // soak.csv, from the first soak cycle on
-	tmp     string // private directory: simulated GPU, compile cache
+	tmp     string   // private directory: simulated GPU, compile cache
 
 	stopBG   context.CancelFunc
 	bg       sync.WaitGroup
