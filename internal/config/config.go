@@ -146,7 +146,11 @@ type Traffic struct {
 	// MinDwellS keeps a woken model awake at least this long, taking its
 	// own requests, before the router switches away (0: switch at once).
 	MinDwellS float64 `json:"min_dwell_s"`
-	SLO       SLO     `json:"slo"`
+	// MaxQueue bounds the requests waiting in the router for a wake; one
+	// more is shed: not sent, counted apart from failures and gated by
+	// thresholds.max_shed_requests.
+	MaxQueue int `json:"max_queue"`
+	SLO      SLO `json:"slo"`
 	// Ideal runs the same arrivals again with every model awake where the
 	// GPU holds them all: the cost of sharing is the goodput ratio.
 	Ideal bool `json:"ideal"`
@@ -251,6 +255,9 @@ type Thresholds struct {
 	// token of the requests that found their model asleep.
 	MinTrafficGoodputRatio  float64 `json:"min_traffic_goodput_ratio"`
 	MaxAsleepFirstTokenP99S float64 `json:"max_asleep_first_token_p99_s"`
+	// MaxShedRequests: requests the router shed with its queue full
+	// (traffic.max_queue), not sent: not failures, gated here.
+	MaxShedRequests int `json:"max_shed_requests"`
 	// MaxPodSwitchRoutableS: the Kubernetes phase's handoffs across Pods,
 	// begun → the woken Pod ready in its EndpointSlice, p95 per direction.
 	MaxPodSwitchRoutableS float64 `json:"max_pod_switch_routable_s"`
@@ -291,7 +298,7 @@ func base() Config {
 		},
 		Traffic: Traffic{DurationS: 6, Rate: 2, Arrivals: "poisson", Burstiness: 1, Seed: 1, WarmupRequests: 1,
 			Workload:   TrafficWorkload{Kind: "fixed", PromptTokens: 64, OutputTokens: 32},
-			SleepLevel: 1, SLO: SLO{TTFTS: 10, TPOTS: 0.5, E2ES: 60}, Ideal: true,
+			SleepLevel: 1, MaxQueue: 256, SLO: SLO{TTFTS: 10, TPOTS: 0.5, E2ES: 60}, Ideal: true,
 			InFlightRequests: 4, InFlightModes: []string{"abort", "wait", "keep"}},
 		Kubernetes: Kubernetes{Namespace: "wakebench", Image: "vllm/vllm-openai:latest", DeviceClass: "gpu.nvidia.com",
 			Port: 8000, Handoffs: 4, SleepLevel: 1, TimeoutS: 120, RefuseWaitS: 10},
@@ -580,7 +587,7 @@ func (c Config) Validate() error {
 const MaxCycles = 10_000
 
 // globalThresholds apply to the whole run, so a model cannot override them.
-var globalThresholds = []string{"max_switch_to_first_token_s", "regression_percent", "regression_alpha", "min_traffic_goodput_ratio", "max_pod_switch_routable_s"}
+var globalThresholds = []string{"max_switch_to_first_token_s", "regression_percent", "regression_alpha", "min_traffic_goodput_ratio", "max_pod_switch_routable_s", "max_shed_requests"}
 
 // checkThreshold reports a threshold value that cannot mean what its key
 // says: negative (0 turns a limit off; a negative one would pass or turn
@@ -594,7 +601,7 @@ func checkThreshold(bad func(key, format string, a ...any), key, name string, x 
 		bad(key, "%v: must not be negative (0 turns the limit off)", x)
 	case name == "min_l1_release_percent" && x > 100:
 		bad(key, "%v: a percent of the model's memory, at most 100", x)
-	case name == "max_failed_requests" && x != math.Trunc(x):
+	case (name == "max_failed_requests" || name == "max_shed_requests") && x != math.Trunc(x):
 		bad(key, "%v: a number of requests, want a whole number", x)
 	}
 }
@@ -789,6 +796,9 @@ func (c Config) validateTraffic(bad func(key, format string, a ...any)) {
 		if _, err := os.Stat(tr.Trace); err != nil {
 			bad("traffic.trace", "%v (a CSV file of t_s,model,prompt_tokens,output_tokens)", err)
 		}
+	}
+	if tr.MaxQueue < 1 || tr.MaxQueue > MaxArrivals {
+		bad("traffic.max_queue", "%d: want 1 to %d requests waiting in the router for a wake (one more is shed: not sent, gated by thresholds.max_shed_requests)", tr.MaxQueue, MaxArrivals)
 	}
 	if tr.SleepLevel != 1 && tr.SleepLevel != 2 {
 		bad("traffic.sleep_level", "%d: want 1 or 2", tr.SleepLevel)

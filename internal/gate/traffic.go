@@ -22,18 +22,23 @@ func asleepFirstTokens(t record.Traffic) map[string][]float64 {
 	return out
 }
 
-// Traffic: the shared run's failed requests within max_failed_requests;
+// Traffic: the shared run's failed requests within max_failed_requests,
+// its shed requests (refused with the router's queue full, never sent: not
+// failures) within max_shed_requests;
 // goodput shared / ideal ≥ min_traffic_goodput_ratio (not evaluated
 // without an ideal run); per model, p99 issued → first token of requests
 // that found their model asleep ≤ max_asleep_first_token_p99_s; each
 // sleep with requests in flight survived, every request as its mode says.
 func Traffic(cfg config.Config, t record.Traffic) []record.Check {
 	var out []record.Check
-	failed, n := map[string]int{}, map[string]int{}
+	failed, shed, n := map[string]int{}, map[string]int{}, map[string]int{}
 	for _, r := range t.Requests {
 		if !r.WarmUp {
 			n[r.Run]++
-			if r.Err != "" {
+			switch {
+			case r.Shed:
+				shed[r.Run]++
+			case r.Err != "":
 				failed[r.Run]++
 			}
 		}
@@ -44,7 +49,8 @@ func Traffic(cfg config.Config, t record.Traffic) []record.Check {
 	if n[record.RunShared] == 0 {
 		out = append(out, notEvaluatedTraffic(cfg, t)...)
 	} else {
-		out = append(out, Evaluate("traffic.failed_requests", "", float64(failed[record.RunShared]), "<=", float64(cfg.Thresholds.MaxFailedRequests)))
+		out = append(out, Evaluate("traffic.failed_requests", "", float64(failed[record.RunShared]), "<=", float64(cfg.Thresholds.MaxFailedRequests)),
+			Evaluate("traffic.shed_requests", "", float64(shed[record.RunShared]), "<=", float64(cfg.Thresholds.MaxShedRequests)))
 		if limit := cfg.Thresholds.MinTrafficGoodputRatio; limit > 0 {
 			shared, ideal := t.GoodputRPS(record.RunShared), t.GoodputRPS(record.RunIdeal)
 			switch {

@@ -105,7 +105,7 @@ func TestTrafficChecks(t *testing.T) {
 	}
 	cs := Traffic(cfg, tr)
 	v := verdicts(cs)
-	assert.Equal(t, map[string]string{"traffic.failed_requests/": "PASS", "traffic.ideal.failed_requests/": "PASS", "traffic.goodput_ratio/": "PASS",
+	assert.Equal(t, map[string]string{"traffic.failed_requests/": "PASS", "traffic.shed_requests/": "PASS", "traffic.ideal.failed_requests/": "PASS", "traffic.goodput_ratio/": "PASS",
 		"traffic.asleep_first_token_s.p99/A": "PASS", "traffic.asleep_first_token_s.p99/B": "FAIL",
 		"traffic.in_flight.wait.survived/": "PASS", "traffic.in_flight.wait.unexpected/": "PASS",
 		"traffic.in_flight.keep.survived/": "FAIL", "traffic.in_flight.keep.unexpected/": "FAIL"}, v)
@@ -120,6 +120,31 @@ func TestTrafficChecks(t *testing.T) {
 			assert.Equal(t, record.NotEvaluated, c.Verdict)
 			assert.Equal(t, tr.IdealNote, c.Reason)
 			assert.False(t, c.Required, "left at its default")
+		}
+	}
+}
+
+// TestShedRequestsAreGatedApartFromFailures: a request the router shed
+// (its queue full, never sent) is not a failed request; it counts in
+// traffic.shed_requests against max_shed_requests.
+func TestShedRequestsAreGatedApartFromFailures(t *testing.T) {
+	cfg := config.Default()
+	req := func(shed bool, err string) record.TrafficRequest {
+		return record.TrafficRequest{Run: record.RunShared, Model: "A", Shed: shed, Err: err}
+	}
+	tr := record.Traffic{Requests: []record.TrafficRequest{req(false, ""), req(true, "shed: the router's queue is full"),
+		req(true, "shed: the router's queue is full"), req(false, "server A exited")}}
+	byName := map[string]record.Check{}
+	for _, c := range Traffic(cfg, tr) {
+		byName[c.Name] = c
+	}
+	assert.Equal(t, 1.0, byName["traffic.failed_requests"].Value, "the shed ones are not failures")
+	assert.Equal(t, 2.0, byName["traffic.shed_requests"].Value)
+	assert.Equal(t, "FAIL", byName["traffic.shed_requests"].Verdict, "none may be shed by default")
+	cfg.Thresholds.MaxShedRequests, cfg.Thresholds.MaxFailedRequests = 2, 1
+	for _, c := range Traffic(cfg, tr) {
+		if c.Name == "traffic.shed_requests" || c.Name == "traffic.failed_requests" {
+			assert.Equal(t, "PASS", c.Verdict, c.Name)
 		}
 	}
 }

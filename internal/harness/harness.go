@@ -38,7 +38,8 @@ type Run struct {
 	sampler *gpu.Sampler
 	metrics *metricsLog
 	samples *samplesLog
-	tmp     string // private directory: simulated GPU, compile cache
+	soak    *soakLog // soak.csv, from the first soak cycle on
+	tmp     string   // private directory: simulated GPU, compile cache
 
 	stopBG   context.CancelFunc
 	bg       sync.WaitGroup
@@ -97,6 +98,8 @@ func Open(ctx context.Context, cfg config.Config) (*Run, error) {
 	if r.samples, err = openSamplesLog(filepath.Join(cfg.OutDir, "samples.csv"), r.rec.Simulated); err != nil {
 		return fail(err)
 	}
+	r.soak = &soakLog{path: filepath.Join(cfg.OutDir, "soak.csv")}
+	r.rec.OnSoakCycle(r.soak.cycle)
 	if r.sampler != nil {
 		r.sampler.OnSample(func(s gpu.Sample) {
 			// Resolve labels first: never hold the fleet's lock and the log's together.
@@ -189,7 +192,7 @@ func (r *Run) Stop() {
 		}
 		r.stopBG()
 		r.bg.Wait()
-		for _, c := range []io.Closer{r.metrics, r.samples} {
+		for _, c := range []io.Closer{r.metrics, r.samples, r.soak} {
 			if err := c.Close(); err != nil {
 				r.stopErrs = append(r.stopErrs, err)
 			}
@@ -257,9 +260,7 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 		}
 	}
 	write("bench.txt", func(w io.Writer) error { return report.WriteBench(w, raw) })
-	if len(raw.Soak) > 0 {
-		write("soak.csv", func(w io.Writer) error { return report.WriteSoakCSV(w, raw) })
-	}
+	// soak.csv was streamed as the cycles ran (soakLog).
 	if raw.Traffic != nil {
 		write("requests.jsonl", func(w io.Writer) error { return report.WriteRequestsJSONL(w, raw) })
 	}

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -397,4 +399,55 @@ func TestInitialStartIsColdAndSaysSo(t *testing.T) {
 	assert.Contains(t, rep.RestartBaseline.Summary, "A: initial start compiled, ")
 	assert.Contains(t, rep.RestartBaseline.Summary, "KiB written into its fresh caches")
 	assert.Contains(t, rep.RestartBaseline.Summary, "B: no initial start measured")
+}
+
+// TestEndingNamesTheLostOutputsAndTheDiskError: after a disk full mid-soak
+// (soak.csv and report.json not written), the ending lists the outputs
+// that failed and, for report.json, names the disk error instead of
+// leaving the provisional report's "killed (SIGKILL, out of memory)" as
+// the only account of the run.
+func TestEndingNamesTheLostOutputsAndTheDiskError(t *testing.T) {
+	enospc := errors.New("no space left on device")
+	closeErr := errors.Join(
+		fmt.Errorf("soak.csv: 1 write(s) lost, the file holds only whole lines before the first: %w", enospc),
+		fmt.Errorf("write /out/timeline.svg: %w", enospc),
+		errors.Join(nil, fmt.Errorf("write /out/report.json: %w", enospc)))
+	end := Ending(report.Report{Status: "PASS"}, closeErr, "/out")
+	assert.Contains(t, end, "wakebench: status FAIL")
+	assert.Contains(t, end, "not all outputs were written (report.json, soak.csv, timeline.svg):")
+	assert.Contains(t, end, "report /out/report.json was NOT replaced: the run finished, but writing its report failed (write /out/report.json: no space left on device)")
+	assert.NotContains(t, end, "()")
+
+	end = Ending(report.Report{Status: "FAIL"}, errors.New("something without a file name"), "/out")
+	assert.Contains(t, end, "not all outputs were written (none of the outputs named: see the error): something without a file name")
+	assert.Contains(t, end, "wakebench: report /out/report.json\n")
+}
+
+// TestSoakCSVIsStreamed: soak.csv holds each cycle's row as soon as the
+// cycle is recorded, before the run ends (a disk that fills, or a kill,
+// at cycle 60 keeps the 60 rows before it); Close leaves the same rows,
+// and a run whose soak did not run writes no soak.csv.
+func TestSoakCSVIsStreamed(t *testing.T) {
+	cfg := small(t)
+	h, err := Open(t.Context(), cfg)
+	require.NoError(t, err)
+	path := filepath.Join(cfg.OutDir, "soak.csv")
+	_, err = os.Stat(path)
+	assert.ErrorIs(t, err, os.ErrNotExist, "no soak yet: no soak.csv")
+	h.rec.PlanSoak(150, 1)
+	for i := range 60 {
+		h.rec.AddSoakCycle(record.SoakCycle{Cycle: i + 1, From: "A", To: "B", Level: 1, OK: true, SleepS: 0.5, ResidualGiB: math.NaN()})
+	}
+	lines := func() []string {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	}
+	during := lines()
+	require.Len(t, during, 61, "the header and the 60 cycles, on disk while the run goes")
+	assert.True(t, strings.HasPrefix(during[0], "cycle,from,to,level,ok,sleep_s"))
+	assert.True(t, strings.HasPrefix(during[60], "60,A,B,1,true,0.5,"))
+	_, err = h.Close(nil)
+	require.NoError(t, err)
+	assert.Equal(t, during, lines())
 }

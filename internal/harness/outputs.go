@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/wakebench/wakebench/internal/config"
@@ -81,6 +83,30 @@ func WriteAborted(cfg config.Config, phase string, cause error) error {
 	return errors.Join(claimErr, err)
 }
 
+// lostOutputs is each output (of Outputs) that err names, with the first
+// error naming it: the outputs that could not be written.
+func lostOutputs(err error) map[string]error {
+	lost := map[string]error{}
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok { // errors.Join: each on its own
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		for _, n := range Outputs {
+			if _, seen := lost[n]; !seen && strings.Contains(e.Error(), n) {
+				lost[n] = e
+			}
+		}
+	}
+	if err != nil {
+		walk(err)
+	}
+	return lost
+}
+
 // Ending is what a run prints when it ends: the status (FAIL whenever an
 // output could not be written, whatever the report says) and where each
 // output is, naming those that could not be written.
@@ -98,19 +124,21 @@ func Ending(rep report.Report, closeErr error, outDir string) string {
 	if status == report.StatusNotRun {
 		fmt.Fprintf(&b, "wakebench: no protocol phase ran (benchmarks only, or a -run filter that matched none): the report measured nothing to pass\n")
 	}
-	var lost []string
-	for _, n := range []string{"report.json", "bench.txt", "summary.md", "samples.csv", "metrics.jsonl"} {
-		if closeErr != nil && strings.Contains(closeErr.Error(), n) {
-			lost = append(lost, n)
-		}
-	}
+	lost := lostOutputs(closeErr)
 	if closeErr != nil {
-		fmt.Fprintf(&b, "wakebench: not all outputs were written (%s): %v\n", strings.Join(lost, ", "), closeErr)
+		names := "none of the outputs named: see the error"
+		if len(lost) > 0 {
+			names = strings.Join(slices.Sorted(maps.Keys(lost)), ", ")
+		}
+		fmt.Fprintf(&b, "wakebench: not all outputs were written (%s): %v\n", names, closeErr)
 	}
-	if !strings.Contains(strings.Join(lost, " "), "report.json") {
-		fmt.Fprintf(&b, "wakebench: report %s\n", filepath.Join(outDir, "report.json"))
+	if err, ok := lost["report.json"]; ok {
+		// The provisional report it still holds blames a kill (SIGKILL, out
+		// of memory): the run did finish, its report could not be written.
+		fmt.Fprintf(&b, "wakebench: report %s was NOT replaced: the run finished, but writing its report failed (%v); the provisional report left there, which says the run was killed, is not what happened\n",
+			filepath.Join(outDir, "report.json"), err)
 	} else {
-		fmt.Fprintf(&b, "wakebench: report %s was NOT replaced: it may hold this run's provisional FAIL report\n", filepath.Join(outDir, "report.json"))
+		fmt.Fprintf(&b, "wakebench: report %s\n", filepath.Join(outDir, "report.json"))
 	}
 	fmt.Fprintf(&b, "wakebench: benchstat file %s, samples %s, server logs in %s\n",
 		filepath.Join(outDir, "bench.txt"), filepath.Join(outDir, "samples.csv"), outDir)

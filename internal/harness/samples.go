@@ -60,3 +60,37 @@ func (l *samplesLog) Close() error {
 	l.flush()
 	return l.lf.Close()
 }
+
+// soakLog streams soak.csv: created at the first soak cycle (a run whose
+// soak did not run writes none), then a row written (whole, or not at
+// all) as each cycle is recorded, so a disk that fills at cycle 60 keeps
+// the rows before it and a killed run keeps every cycle it finished.
+type soakLog struct {
+	path string
+	mu   sync.Mutex // guards lf and err
+	lf   *lineFile  // nil until the first cycle
+	err  error      // the file could not be created
+}
+
+func (l *soakLog) cycle(c record.SoakCycle, simulated bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lf == nil && l.err == nil {
+		if l.lf, l.err = createLineFile(l.path, "soak.csv"); l.err == nil {
+			l.lf.write(report.SoakCSVHeader())
+		}
+	}
+	if l.lf != nil {
+		l.lf.write(report.SoakCSVRow(c, simulated))
+	}
+}
+
+// Close closes the file; the error says what could not be written.
+func (l *soakLog) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lf == nil {
+		return l.err
+	}
+	return l.lf.Close()
+}

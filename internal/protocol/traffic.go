@@ -168,8 +168,9 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 				return out, p.Fail(PhaseTraffic, l, "correctness reference", err)
 			}
 		}
-		rt := router.NewWith(p.fleet, router.Options{Level: tr.SleepLevel, MinDwell: seconds(tr.MinDwellS)}, labels[0])
-		out.Router = "first come, first served"
+		rt := router.NewWith(p.fleet, router.Options{Level: tr.SleepLevel, MinDwell: seconds(tr.MinDwellS), MaxQueue: tr.MaxQueue}, labels[0])
+		out.Router = fmt.Sprintf("first come, first served, at most %d waiting (one more is shed)", tr.MaxQueue)
+		out.MaxQueue = tr.MaxQueue
 		if tr.MinDwellS > 0 {
 			out.Router += fmt.Sprintf(", a woken model kept awake at least %gs", tr.MinDwellS)
 		}
@@ -181,6 +182,8 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 		opens := load.RunOpen(ctx, rt, arrivals, seconds(p.cfg.Timeouts.RequestS+2*p.cfg.Timeouts.WakeS))
 		stop()
 		wg.Wait()
+		// The burst's connections, idle now, are closed: an open file each.
+		p.fleet.CloseIdle()
 		out.Requests = p.trafficRequests(record.RunShared, opens)
 		out.DurationS = span(opens).Seconds() // the router's shutdown is not part of the run
 		for _, s := range rt.Switches() {
@@ -193,6 +196,9 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 			out.Depth = append(out.Depth, record.QueueDepth(d))
 		}
 		logf("traffic: %d switches in %.1fs", len(out.Switches), out.DurationS)
+		if n := rt.Shed(); n > 0 {
+			logf("traffic: %d requests shed: the router's queue held traffic.max_queue (%d) already", n, tr.MaxQueue)
+		}
 		if ctx.Err() != nil { // stopped: what was measured is kept, nothing more is tried
 			return out, errors.Join(append(errs, p.Fail(PhaseTraffic, "", "traffic through the router", context.Cause(ctx)))...)
 		}
@@ -203,6 +209,7 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 			} else {
 				t0 := time.Now()
 				ideal := load.RunOpen(ctx, direct{p}, arrivals, seconds(p.cfg.Timeouts.RequestS))
+				p.fleet.CloseIdle()
 				out.IdealS = time.Since(t0).Seconds()
 				out.IdealRan = true
 				out.Requests = append(out.Requests, p.trafficRequests(record.RunIdeal, ideal)...)
@@ -308,6 +315,7 @@ func (p *Protocol) trafficRequests(run string, opens []load.Open) []record.Traff
 		}
 		if o.Err != nil {
 			r.Err = o.Err.Error()
+			r.Shed = errors.Is(o.Err, router.ErrShed)
 		}
 		out[i] = r
 	}

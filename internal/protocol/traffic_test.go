@@ -1,8 +1,10 @@
 package protocol_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,4 +215,67 @@ func TestCrashDuringTheIdealRunFails(t *testing.T) {
 	assert.Equal(t, "PASS", v["traffic.failed_requests/"].Verdict)
 	assert.Equal(t, record.NotEvaluated, v["traffic.goodput_ratio/"].Verdict)
 	assert.Contains(t, v["traffic.goodput_ratio/"].Reason, "the ideal run lost")
+}
+
+// openFiles is the number of this process's open file descriptors.
+func openFiles(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd on this system:", err)
+	}
+	return len(fds)
+}
+
+// TestTrafficShedsBeyondItsQueueAndClosesIdleConnections: a burst of
+// arrivals for the sleeping model B beyond traffic.max_queue is shed —
+// never sent, each request marked shed with an error saying so, counted
+// apart from the failed requests and gated by its own check — and once
+// the phase is over the burst's connections are closed: the open files
+// come back to where they were (a burst left one per request before).
+func TestTrafficShedsBeyondItsQueueAndClosesIdleConnections(t *testing.T) {
+	var trace strings.Builder
+	trace.WriteString("t_s,model,prompt_tokens,output_tokens\n")
+	for i := range 150 { // A awake: sent at once, 150 connections in flight together
+		fmt.Fprintf(&trace, "%g,A,16,48\n", float64(i)*0.001)
+	}
+	for i := range 40 { // B asleep: 40 arrive while its wake waits for A's 150 to drain
+		fmt.Fprintf(&trace, "%g,B,16,4\n", 0.2+float64(i)*0.001)
+	}
+	file := filepath.Join(t.TempDir(), "trace.csv")
+	require.NoError(t, os.WriteFile(file, []byte(trace.String()), 0o644))
+	f, _, p := simFleetWith(t, same, func(cfg *config.Config) {
+		cfg.Traffic.Trace = file
+		cfg.Traffic.InFlightRequests = 0
+		cfg.Traffic.Ideal = false
+		cfg.Traffic.MaxQueue = 10
+	})
+	for _, l := range []string{"B", "A"} {
+		require.NoError(t, f.Activate(t.Context(), l))
+	}
+	f.CloseIdle()
+	before := openFiles(t)
+	tr, err := p.Traffic(t.Context(), t.Logf)
+	require.NoError(t, err)
+	after := openFiles(t)
+	shed, sent := 0, 0
+	for _, r := range tr.Requests {
+		if r.Shed {
+			shed++
+			assert.Equal(t, "B", r.Model)
+			assert.Contains(t, r.Err, "shed: the router's queue is full")
+			assert.True(t, r.Dispatched.IsZero(), "a shed request never left the router")
+			continue
+		}
+		assert.Empty(t, r.Err)
+		sent++
+	}
+	assert.Equal(t, 30, shed, "40 arrivals for B, 10 waiting at most")
+	assert.Equal(t, 160, sent)
+	assert.Equal(t, 10, tr.MaxQueue)
+	v := byName(p.TrafficChecks(tr))
+	assert.Equal(t, "PASS", v["traffic.failed_requests/"].Verdict, "shed is not failed")
+	assert.Equal(t, "FAIL", v["traffic.shed_requests/"].Verdict)
+	assert.Equal(t, 30.0, v["traffic.shed_requests/"].Value)
+	assert.LessOrEqual(t, after-before, 8, "open files before %d, after %d: the burst's connections stay open", before, after)
 }

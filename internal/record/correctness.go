@@ -132,10 +132,22 @@ func ResidualSeriesMiB(cycles []SoakCycle) map[string][]float64 {
 	return out
 }
 
-// AddSoakCycle records one soak cycle.
+// AddSoakCycle records one soak cycle, and hands it to the OnSoakCycle
+// hook (soak.csv, streamed as the cycles run), in order.
 func (r *Recorder) AddSoakCycle(c SoakCycle) {
 	defer r.lock()()
 	r.raw.Soak = append(r.raw.Soak, c)
+	if r.onSoak != nil {
+		r.onSoak(c, r.raw.Simulated != nil)
+	}
+}
+
+// OnSoakCycle makes f see every soak cycle as it is recorded, with whether
+// the run is simulated. f runs under the record's lock: it must not call
+// the Recorder.
+func (r *Recorder) OnSoakCycle(f func(c SoakCycle, simulated bool)) {
+	defer r.lock()()
+	r.onSoak = f
 }
 
 // PlanSoak records the soak's planned cycles and level.

@@ -307,8 +307,9 @@ func Unix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // Recorder collects one run's Raw from concurrent phases and samplers.
 type Recorder struct {
-	mu  sync.Mutex
-	raw Raw
+	mu     sync.Mutex // guards raw and onSoak
+	raw    Raw
+	onSoak func(SoakCycle, bool) // OnSoakCycle's hook
 }
 
 // New starts a record for the labelled models.

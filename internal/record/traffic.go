@@ -27,6 +27,10 @@ type TrafficRequest struct {
 	ITLS                                          []float64
 	Good                                          bool // succeeded within every SLO
 	Err                                           string
+	// Shed: the router's queue was full (traffic.max_queue), so it was
+	// refused and never sent; Err says so. Not a failed request: counted
+	// apart and gated by thresholds.max_shed_requests.
+	Shed bool
 }
 
 // RouterSwitch is one handover the router made.
@@ -69,6 +73,7 @@ type Traffic struct {
 	Arrivals  string  // how the arrivals were made, in words
 	Level     int     // the router's sleep level
 	Router    string  // the router's policy, in words
+	MaxQueue  int     // the router's queue bound: one more request is shed
 	Requests  []TrafficRequest
 	Switches  []RouterSwitch
 	Depth     []QueueDepth

@@ -502,6 +502,38 @@ func TestTrafficSummarised(t *testing.T) {
 	assert.Contains(t, s.String(), "requests waiting for a wake (most) `1 2 2`; switches begun `1 1 0`")
 }
 
+// TestShedRequestsReported: requests the router shed are counted apart
+// (not failures, not awake hits) in report.json, named in summary.md and
+// marked in requests.jsonl.
+func TestShedRequestsReported(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	ok := record.TrafficRequest{Run: record.RunShared, Model: "A", Planned: t0, Issued: t0, Dispatched: t0, FirstToken: t0.Add(time.Second),
+		Done: t0.Add(2 * time.Second), TTFTS: 1, E2ES: 2, Good: true}
+	shed := record.TrafficRequest{Run: record.RunShared, Model: "A", Planned: t0, Issued: t0, Done: t0, Shed: true,
+		Err: "shed: the router's queue is full (8 requests waiting, traffic.max_queue 8): not sent"}
+	raw := sampleRaw()
+	raw.Traffic = &record.Traffic{Start: t0, DurationS: 2, Arrivals: "x", Level: 1, MaxQueue: 8, Requests: []record.TrafficRequest{ok, shed, shed}}
+	rep := Build(raw)
+	a := rep.Traffic.Models["A"]
+	assert.Equal(t, 3, a.Requests)
+	assert.Equal(t, 2, a.Shed)
+	assert.Zero(t, a.Failure, "shed is not failed")
+	assert.Equal(t, 1, a.AwakeHits, "a shed request found no model")
+	assert.Equal(t, 2, rep.Traffic.ShedRequests)
+	assert.Equal(t, 8, rep.Traffic.MaxQueue)
+	var s bytes.Buffer
+	require.NoError(t, WriteSummary(&s, rep))
+	assert.Contains(t, s.String(), "**2 requests shed**: the router's queue held traffic.max_queue (8) already")
+	var buf bytes.Buffer
+	require.NoError(t, WriteRequestsJSONL(&buf, raw))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 3)
+	var line map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[1]), &line))
+	assert.Equal(t, true, line["shed"])
+	assert.Contains(t, line["error"], "shed")
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1

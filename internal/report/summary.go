@@ -235,6 +235,9 @@ func writeTraffic(b *strings.Builder, t *Traffic) {
 	}
 	fmt.Fprintf(b, "\n## Traffic (%s; router %s, sleeping at level %d)\n\n%d switches (%.3g a minute, median %s s each), queue up to %d; goodput %.3g req/s, %s.\n\n",
 		t.Arrivals, t.Router, t.SleepLevel, t.Switches, t.SwitchesPerMin, num(t.SwitchS), t.MaxQueueDepth, t.GoodputRPS, ratio)
+	if t.ShedRequests > 0 {
+		fmt.Fprintf(b, "**%d requests shed**: the router's queue held traffic.max_queue (%d) already; refused, never sent, not counted as failed (check `traffic.shed_requests`).\n\n", t.ShedRequests, t.MaxQueue)
+	}
 	b.WriteString("| model | requests (failed) | found awake / asleep | first token awake (p50 / p99) | first token asleep (p50 / p99) | queue wait p99 | good |\n|---|---|---|---|---|---|---|\n")
 	for _, l := range slices.Sorted(maps.Keys(t.Models)) {
 		m := t.Models[l]

@@ -22,9 +22,13 @@ type Traffic struct {
 	SwitchS        stats.Summary            `json:"switch_s"` // one handover: drain done → woken
 	FailedSwitches int                      `json:"failed_switches"`
 	MaxQueueDepth  int                      `json:"max_queue_depth"`
-	GoodputRPS     float64                  `json:"goodput_rps"`
-	Ideal          *TrafficIdeal            `json:"ideal"`
-	GoodputRatio   *float64                 `json:"goodput_ratio"` // shared / ideal; null without an ideal run
+	// MaxQueue is the router's queue bound (traffic.max_queue); a request
+	// that found it full was shed: refused, never sent, not a failure.
+	MaxQueue     int           `json:"max_queue"`
+	ShedRequests int           `json:"shed_requests"`
+	GoodputRPS   float64       `json:"goodput_rps"`
+	Ideal        *TrafficIdeal `json:"ideal"`
+	GoodputRatio *float64      `json:"goodput_ratio"` // shared / ideal; null without an ideal run
 	// PerSecond is the shared run second by second from its start: the
 	// most requests waiting for a wake, and the switches begun.
 	PerSecond []TrafficSecond             `json:"per_second"`
@@ -37,6 +41,7 @@ type TrafficModel struct {
 	Success           int                `json:"success"`
 	Failure           int                `json:"failure"`
 	WarmUp            int                `json:"warmup"`      // sent, not counted
+	Shed              int                `json:"shed"`        // refused with the router's queue full, not sent (not in failure)
 	AwakeHits         int                `json:"awake_hits"`  // found their model awake, sent at once
 	AsleepHits        int                `json:"asleep_hits"` // waited for a wake
 	FirstTokenAwakeS  stats.Distribution `json:"first_token_awake_s"`
@@ -108,6 +113,10 @@ func trafficModels(t *record.Traffic, run string) map[string]*TrafficModel {
 		}
 		s := by[r.Model]
 		m.Requests++
+		if r.Shed {
+			m.Shed++
+			continue
+		}
 		if r.Waited {
 			m.AsleepHits++
 		} else {
@@ -166,6 +175,10 @@ func traffic(t *record.Traffic) *Traffic {
 	for _, d := range t.Depth {
 		out.MaxQueueDepth = max(out.MaxQueueDepth, d.Queued)
 	}
+	out.MaxQueue = t.MaxQueue
+	for _, m := range out.Models {
+		out.ShedRequests += m.Shed
+	}
 	out.PerSecond = perSecond(t)
 	out.Ideal = &TrafficIdeal{Executed: t.IdealRan, Note: t.IdealNote}
 	if t.IdealRan {
@@ -188,7 +201,8 @@ func traffic(t *record.Traffic) *Traffic {
 // asleep), the times planned_s, issued_s, dispatched_s, first_token_s,
 // done_s (Unix seconds, 0 when not reached), queue_wait_s, ttft_s,
 // tpot_s (absent under two tokens), e2e_s, itl_s, the token counts, good,
-// error and simulated.
+// error, shed (refused with the router's queue full, never sent) and
+// simulated.
 func WriteRequestsJSONL(w io.Writer, raw record.Raw) error {
 	bw := bufio.NewWriter(w)
 	if raw.Traffic == nil {
@@ -214,7 +228,7 @@ func WriteRequestsJSONL(w io.Writer, raw record.Raw) error {
 			"planned_s": unix(r.Planned), "issued_s": unix(r.Issued), "dispatched_s": unix(r.Dispatched),
 			"first_token_s": unix(r.FirstToken), "done_s": unix(r.Done), "queue_wait_s": 0.0,
 			"prompt_tokens": r.PromptTokens, "output_tokens": r.OutputTokens, "ttft_s": r.TTFTS, "e2e_s": r.E2ES,
-			"itl_s": itl, "good": r.Good, "error": r.Err, "simulated": raw.Simulated != nil}
+			"itl_s": itl, "good": r.Good, "error": r.Err, "shed": r.Shed, "simulated": raw.Simulated != nil}
 		if r.HasTPOT {
 			line["tpot_s"] = r.TPOTS
 		}

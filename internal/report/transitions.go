@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"encoding/csv"
 	"io"
 	"maps"
@@ -266,22 +267,43 @@ func trend(ys []float64) *stats.Trend {
 }
 
 // WriteSoakCSV writes soak.csv: one row per soak cycle, every figure raw
-// (NaN where unknown), with the simulated column of samples.csv.
+// (NaN where unknown), with the simulated column of samples.csv. A run
+// streams the same rows as its cycles end (SoakCSVHeader, SoakCSVRow).
 func WriteSoakCSV(w io.Writer, raw record.Raw) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"cycle", "from", "to", "level", "ok", "sleep_s", "wake_s", "to_first_token_s", "residual_gib", "release_percent",
-		"free_gib", "need_gib", "headroom_gib", "rss_gib", "engine_sleep_s", "engine_wake_s", "engine_freed_gib", "disagreements", "error", "simulated"})
-	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 8, 64) }
-	sim := strconv.FormatBool(raw.Simulated != nil)
+	_ = cw.Write(soakColumns)
 	for _, c := range raw.Soak {
-		es, ew, ef, dis := math.NaN(), math.NaN(), math.NaN(), 0
-		if e := c.Engine; e != nil {
-			es, ew, ef, dis = e.SleepS, e.WakeS, e.FreedGiB, len(e.Disagreements)
-		}
-		_ = cw.Write([]string{strconv.Itoa(c.Cycle), c.From, c.To, strconv.Itoa(c.Level), strconv.FormatBool(c.OK),
-			f(c.SleepS), f(c.WakeS), f(c.ToFirstTokenS), f(c.ResidualGiB), f(c.ReleasePct),
-			f(c.FreeGiB), f(c.NeedGiB), f(c.HeadroomGiB), f(c.RSSGiB), f(es), f(ew), f(ef), strconv.Itoa(dis), c.Err, sim})
+		_ = cw.Write(soakFields(c, raw.Simulated != nil))
 	}
 	cw.Flush()
 	return cw.Error()
 }
+
+var soakColumns = []string{"cycle", "from", "to", "level", "ok", "sleep_s", "wake_s", "to_first_token_s", "residual_gib", "release_percent",
+	"free_gib", "need_gib", "headroom_gib", "rss_gib", "engine_sleep_s", "engine_wake_s", "engine_freed_gib", "disagreements", "error", "simulated"}
+
+func soakFields(c record.SoakCycle, simulated bool) []string {
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 8, 64) }
+	es, ew, ef, dis := math.NaN(), math.NaN(), math.NaN(), 0
+	if e := c.Engine; e != nil {
+		es, ew, ef, dis = e.SleepS, e.WakeS, e.FreedGiB, len(e.Disagreements)
+	}
+	return []string{strconv.Itoa(c.Cycle), c.From, c.To, strconv.Itoa(c.Level), strconv.FormatBool(c.OK),
+		f(c.SleepS), f(c.WakeS), f(c.ToFirstTokenS), f(c.ResidualGiB), f(c.ReleasePct),
+		f(c.FreeGiB), f(c.NeedGiB), f(c.HeadroomGiB), f(c.RSSGiB), f(es), f(ew), f(ef), strconv.Itoa(dis), c.Err, strconv.FormatBool(simulated)}
+}
+
+// csvLine is fields as one CSV line.
+func csvLine(fields []string) []byte {
+	var b bytes.Buffer
+	cw := csv.NewWriter(&b)
+	_ = cw.Write(fields) // into memory: cannot fail
+	cw.Flush()
+	return b.Bytes()
+}
+
+// SoakCSVHeader is soak.csv's header line.
+func SoakCSVHeader() []byte { return csvLine(soakColumns) }
+
+// SoakCSVRow is cycle c's line of soak.csv.
+func SoakCSVRow(c record.SoakCycle, simulated bool) []byte { return csvLine(soakFields(c, simulated)) }

@@ -8,11 +8,15 @@
 // new request ahead of it, so no model starves — except during a minimum
 // dwell after each wake (Options.MinDwell), when the awake model keeps
 // taking its requests and the switch waits for the dwell to end: fewer
-// switches, longer waits for the other models.
+// switches, longer waits for the other models. The queue is bounded
+// (Options.MaxQueue): a request that finds it full is shed — refused at
+// once with ErrShed, never sent — as a router in front of a fleet sheds
+// load it cannot hold rather than hold every arrival in memory.
 package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -36,18 +40,27 @@ type Depth struct {
 	Queued int
 }
 
+// ErrShed is the error of a request the router shed: its queue held
+// Options.MaxQueue requests already, so it was refused without being sent.
+var ErrShed = errors.New("shed: the router's queue is full")
+
 // Options are a router's policy.
 type Options struct {
 	Level    int           // sleep level of an idle model
 	MinDwell time.Duration // a woken model stays awake at least this long (0: switch as soon as asked)
+	// MaxQueue bounds the requests waiting for a wake (0: unbounded); one
+	// more is shed (ErrShed).
+	MaxQueue int
 }
 
 // Router sends each request to its model, waking it on demand.
 type Router struct {
-	f     *fleet.Fleet
-	level int
-	dwell time.Duration
+	f        *fleet.Fleet
+	level    int
+	dwell    time.Duration
+	maxQueue int
 
+	// mu guards every field below it.
 	mu          sync.Mutex
 	active      string
 	activeSince time.Time
@@ -57,6 +70,7 @@ type Router struct {
 	kick        chan struct{}
 	switches    []Switch
 	depth       []Depth
+	shed        int // requests refused with the queue full
 }
 
 type waiter struct {
@@ -72,7 +86,7 @@ func New(f *fleet.Fleet, level int, active string) *Router {
 
 // NewWith is a router with the policy o; active's dwell starts now.
 func NewWith(f *fleet.Fleet, o Options, active string) *Router {
-	return &Router{f: f, level: o.Level, dwell: o.MinDwell, active: active, activeSince: time.Now(), kick: make(chan struct{}, 1)}
+	return &Router{f: f, level: o.Level, dwell: o.MinDwell, maxQueue: o.MaxQueue, active: active, activeSince: time.Now(), kick: make(chan struct{}, 1)}
 }
 
 // dwelling reports whether the active model is within its minimum dwell;
@@ -232,12 +246,18 @@ func (r *Router) failAll(err error) {
 func (r *Router) noteDepth() { r.depth = append(r.depth, Depth{At: time.Now(), Queued: len(r.queue)}) }
 
 // Send sends a's request to its model: at once when that model is awake
-// and nothing waits, else after the switch that wakes it. It implements
-// load.Sender.
+// and nothing waits, else after the switch that wakes it; with the queue
+// full (Options.MaxQueue waiting) at once with ErrShed, not sent. It
+// implements load.Sender.
 func (r *Router) Send(ctx context.Context, a load.Arrival) (load.Delivery, error) {
 	r.mu.Lock()
 	waited := false
 	if a.Model != r.active || (len(r.queue) > 0 && !r.dwelling()) {
+		if r.maxQueue > 0 && len(r.queue) >= r.maxQueue {
+			r.shed++
+			r.mu.Unlock()
+			return load.Delivery{}, fmt.Errorf("%w (%d requests waiting, traffic.max_queue %d): not sent", ErrShed, r.maxQueue, r.maxQueue)
+		}
 		waited = true
 		w := &waiter{model: a.Model, ready: make(chan error, 1)}
 		r.queue = append(r.queue, w)
@@ -296,6 +316,13 @@ func (r *Router) Switches() []Switch {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]Switch(nil), r.switches...)
+}
+
+// Shed is the number of requests refused with the queue full.
+func (r *Router) Shed() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.shed
 }
 
 // Depths is the queue depth after every change.

@@ -36,13 +36,19 @@ func WithAPIKey(k string) Option { return func(c *Client) { c.apiKey = k } }
 // WithHTTPClient replaces the HTTP client.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
+// maxIdle bounds a client's idle keep-alive connections (one server each).
+const maxIdle = 32
+
 // New returns a client for baseURL, e.g. http://127.0.0.1:8001.
 func New(baseURL string, opts ...Option) *Client {
 	c := &Client{base: baseURL, hc: &http.Client{Transport: &http.Transport{
-		Proxy:               nil, // loopback servers: never through a proxy
-		DialContext:         dialRx(&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}),
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 1024,
+		Proxy:       nil, // loopback servers: never through a proxy
+		DialContext: dialRx(&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}),
+		// A burst opens as many connections as requests in flight; once
+		// it is over, at most maxIdle stay open for reuse, the rest are
+		// closed (an open file each: a 1,000-request burst left 1,000).
+		MaxIdleConns:        maxIdle,
+		MaxIdleConnsPerHost: maxIdle,
 		IdleConnTimeout:     90 * time.Second,
 	}}}
 	for _, o := range opts {
