@@ -111,7 +111,9 @@ func (c Config) Estimate() (time.Duration, string) {
 		if !ok {
 			r = floor
 		}
-		s += r.initial + r.warm*float64(p.RestartWarm) + 2*r.serve*scale +
+		// The baseline starts each model afresh (its server has slept to
+		// let the next one start): one more warm start.
+		s += r.initial + r.warm*float64(p.RestartWarm+1) + 2*r.serve*scale +
 			(r.l1+p.SettleS)*float64(p.SleepL1Cycles) + (r.l2+p.SettleS)*float64(p.SleepL2Cycles)
 	}
 	s += referenceHandoffS * float64(p.Handoffs+1)

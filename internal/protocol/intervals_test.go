@@ -39,7 +39,7 @@ func soakRun(t *testing.T, wrap func(gpu.Source) gpu.Source, n int, faults strin
 // the switch phase's, from /sleep sent to the woken model's first token:
 // memory reads of 150 ms each (the residual after settle_s, the headroom
 // before the wake, device-delta's read of the device asleep) add nothing
-// to it, and the residual and headroom are measured all the same; a wake answered 300 ms later
+// to it (per cycle over sleep + wake, and median against a run without), and the residual and headroom are measured all the same; a wake answered 300 ms later
 // moves it by that much.
 func TestSoakClockIsTheSwitchClock(t *testing.T) {
 	const delay = 150 * time.Millisecond
@@ -49,10 +49,10 @@ func TestSoakClockIsTheSwitchClock(t *testing.T) {
 		"device-delta": func(s gpu.Source) gpu.Source { return noProcs{slowSource{s, delay}} },
 	} {
 		slowRead := soakRun(t, wrap, 3, "")
+		assert.Less(t, medianFirstToken(slowRead), medianFirstToken(plain)+delay.Seconds(), "%s: as without slow reads (medians)", name)
 		for i, c := range slowRead {
 			overhead := time.Duration((c.ToFirstTokenS - c.SleepS - c.WakeS) * float64(time.Second))
 			assert.Less(t, overhead, delay, "%s, cycle %d: confirmations and a probe's first token, not the memory reads", name, c.Cycle)
-			assert.Less(t, c.ToFirstTokenS, plain[i].ToFirstTokenS+delay.Seconds(), "%s, cycle %d: as without slow reads", name, c.Cycle)
 			if name == "process" { // the memory figures under device delta are TestDeviceDeltaAttribution's; here only the clock
 				assert.InDelta(t, plain[i].ResidualGiB, c.ResidualGiB, 1e-6, "cycle %d: the residual is read", c.Cycle)
 				assert.Positive(t, c.HeadroomGiB, "cycle %d: the headroom is read", c.Cycle)

@@ -248,19 +248,30 @@ func round2(xs []float64) []float64 {
 // Baseline measures label's serving before any sleep: in a server process
 // that has never slept. The restart phase puts each model to sleep to start
 // the next, so a server that has slept is stopped and started afresh (the
-// other models asleep); that start is not one of the restart phase's.
+// other models asleep), before the phase's window opens: that start is
+// neither serving nor one of the restart phase's starts.
 func (p *Protocol) Baseline(ctx context.Context, label string, logf Logf) ([]record.PerfRun, error) {
+	step, err := p.freshProcess(ctx, label, logf)
 	defer p.begin(ctx, PhaseBaseline, label)()
+	if err != nil {
+		return nil, p.Fail(PhaseBaseline, label, step, err)
+	}
+	return p.Serve(ctx, label, gate.StageBaseline, logf)
+}
+
+// freshProcess makes label awake in a server process that has never slept
+// (started afresh if its server has slept); on error it names the step.
+func (p *Protocol) freshProcess(ctx context.Context, label string, logf Logf) (string, error) {
 	if p.fleet.Slept(label) {
 		logf("%s has slept since it started: a fresh server for a baseline before any sleep", label)
 		if err := p.fleet.Stop(label); err != nil {
-			return nil, p.Fail(PhaseBaseline, label, "stop a server that has slept", err)
+			return "stop a server that has slept", err
 		}
 	}
 	if err := p.fleet.Activate(ctx, label); err != nil {
-		return nil, p.Fail(PhaseBaseline, label, "activate", err)
+		return "activate", err
 	}
-	return p.Serve(ctx, label, gate.StageBaseline, logf)
+	return "", nil
 }
 
 // SleepCycles runs protocol.sleep_l{1,2}_cycles sleep/wake cycles on label:

@@ -85,12 +85,15 @@ func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level 
 	markFrom, markTo := p.fleet.MarkEngine(ctx, from), p.fleet.MarkEngine(ctx, to)
 	// Switch → first token is timed as the switch phase's handoff: from
 	// /sleep sent to the woken model's first token, the memory reads
-	// outside it. The one hold that must come between the sleep and the
+	// outside it. The one read that must come between the sleep and the
 	// wake, the headroom (a wake that cannot fit is named before it is
-	// sent), read settle_s after the sleep answered as the residual is (a
-	// release the device shows late must not refuse a wake that fits), is
-	// left out of it, as is device-delta's read of the device asleep
-	// (fleet.MeasuredSleep.Held): held is their time.
+	// sent), is left out of it, as is device-delta's read of the device
+	// asleep (fleet.MeasuredSleep.Held): held is their time. vLLM frees
+	// the memory before /sleep answers (CuMemAllocator.sleep,
+	// vllm/device_allocator/cumem.py), so the headroom is read at once; only
+	// a wake that would not fit waits settle_s after the sleep answered and
+	// reads again (a release the device shows late must not refuse a wake
+	// that fits), and that wait is held time too.
 	ms, err := p.fleet.StartMeasuredSleep(ctx, from, level)
 	if ms != nil {
 		c.SleepS = ms.Took.Seconds()
@@ -114,8 +117,11 @@ func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level 
 		return nil
 	}
 	h0 := time.Now()
-	p.settleFrom(ctx, ms.Sent.Add(ms.Took))
 	free, need, err := p.fleet.Headroom(ctx, to)
+	if err == nil && free < need {
+		p.settleFrom(ctx, ms.Sent.Add(ms.Took))
+		free, need, err = p.fleet.Headroom(ctx, to)
+	}
 	held := time.Since(h0) + ms.Held // and device-delta's read of the device asleep
 	if err != nil {
 		return fail(to, "read GPU memory before the wake", err)
