@@ -30,11 +30,12 @@ const (
 	// RuleOneRun: a single baseline run, whose run-to-run spread is
 	// unknown. The spread of one run's samples stands in for it (a busier
 	// machine for one run shifts every sample of that run): the noise
-	// floor of a metric is the larger of its own robust CV (1.4826·MAD /
-	// median, n ≥ 3) and the median robust CV of the baseline run's metrics
-	// of the same unit; a change is flagged beyond z(1−α)·√2·floor (the
-	// difference of two runs, each off by the floor), and never inside the
-	// tolerance. Without any spread measured for the unit: ±2× tolerance.
+	// floor of a metric is the larger of its own CV (sd / mean, n ≥ 3) and
+	// the median CV of the baseline run's metrics of the same unit, or,
+	// with fewer than 3 samples of its own, the unit's largest CV; a change
+	// is flagged beyond z(1−α)·√2·floor (the difference of two runs, each
+	// off by the floor), and never inside the tolerance. Without any spread
+	// measured for the unit: ±2× tolerance.
 	RuleOneRun = "one run"
 )
 
@@ -221,41 +222,38 @@ func (v *Verdict) judgeRuns(runs []Run, meds []float64, y, tolPct, alpha float64
 
 // unitFloor is the within-run noise floor of one unit in one run.
 type unitFloor struct {
-	cv float64 // robust CV, a fraction
-	n  int     // metrics it is the median of
+	median, max float64 // CV over the unit's metrics, fractions
+	n           int     // metrics they are taken over
 }
 
-// robustCV is 1.4826·MAD / median (a normal's σ / mean), for n ≥ 3
-// positive-median samples; ok is false otherwise.
-func robustCV(xs []float64) (float64, bool) {
+// cv is sd / mean for n ≥ 3 positive-mean samples; ok is false otherwise.
+// Not a robust spread on purpose: serving metrics are often bimodal (a
+// request that waited for a wake, four that did not), and a MAD would call
+// that tight while the run's median moves with how many waited.
+func cv(xs []float64) (float64, bool) {
 	if len(xs) < 3 {
 		return 0, false
 	}
-	s, _ := stats.Summarize(xs)
-	if !(s.Median > 0) {
+	m, sd := stat.MeanStdDev(xs, nil)
+	if !(m > 0) {
 		return 0, false
 	}
-	dev := make([]float64, len(xs))
-	for i, x := range xs {
-		dev[i] = math.Abs(x - s.Median)
-	}
-	mad, _ := stats.Summarize(dev)
-	return 1.4826 * mad.Median / s.Median, true
+	return sd / m, true
 }
 
-// noiseFloors is each unit's median robust CV over the run's metrics of
-// that unit that have three or more samples.
+// noiseFloors is each unit's median and largest CV over the run's metrics
+// of that unit that have three or more samples.
 func noiseFloors(b Bench) map[string]unitFloor {
 	cvs := map[string][]float64{}
 	for k, xs := range b.Values {
-		if cv, ok := robustCV(xs); ok {
-			cvs[k.Unit] = append(cvs[k.Unit], cv)
+		if c, ok := cv(xs); ok {
+			cvs[k.Unit] = append(cvs[k.Unit], c)
 		}
 	}
 	out := map[string]unitFloor{}
 	for u, c := range cvs {
 		s, _ := stats.Summarize(c)
-		out[u] = unitFloor{s.Median, len(c)}
+		out[u] = unitFloor{s.Median, s.Max, len(c)}
 	}
 	return out
 }
@@ -263,19 +261,24 @@ func noiseFloors(b Bench) map[string]unitFloor {
 func (v *Verdict) judgeOneRun(r Run, k BenchKey, floors map[string]unitFloor, y, tolPct, alpha float64) {
 	v.Rule, v.Runs = RuleOneRun, 1
 	v.Base, _ = r.Median(k)
-	own, hasOwn := robustCV(r.Bench.Values[k])
+	own, hasOwn := cv(r.Bench.Values[k])
 	f, hasUnit := floors[k.Unit]
 	if !hasOwn && !hasUnit {
 		v.MinPct = 2 * tolPct
 		v.How = fmt.Sprintf("no within-run spread measurable for %s in the baseline run (no metric of the unit has 3 samples): medians judged on ±2× tolerance", k.Unit)
 	} else {
-		floor := math.Max(own, f.cv)
+		var floor float64
+		var src string
+		switch {
+		case hasOwn && own >= f.median:
+			floor, src = own, fmt.Sprintf("this metric's CV over its %d samples", len(r.Bench.Values[k]))
+		case hasOwn:
+			floor, src = f.median, fmt.Sprintf("%s's median CV over %d metrics of the baseline run", k.Unit, f.n)
+		default: // too few samples of its own: the unit's noisiest metric
+			floor, src = f.max, fmt.Sprintf("%s's largest CV over %d metrics of the baseline run: this metric has %d sample(s)", k.Unit, f.n, len(r.Bench.Values[k]))
+		}
 		z := distuv.UnitNormal.Quantile(1 - alpha)
 		v.MinPct = math.Max(tolPct, 100*z*math.Sqrt2*floor)
-		src := fmt.Sprintf("%s's median robust CV over %d metrics of the baseline run", k.Unit, f.n)
-		if hasOwn && (own >= f.cv || !hasUnit) {
-			src = fmt.Sprintf("this metric's robust CV over its %d samples", len(r.Bench.Values[k]))
-		}
 		v.How = fmt.Sprintf("noise floor %.3g %% (%s; labelled: within-run spread standing in for run-to-run) × z(%.3g) = %.3g × √2", 100*floor, src, 1-alpha, z)
 	}
 	v.Min = v.MinPct / 100 * math.Abs(v.Base)
