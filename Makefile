@@ -4,7 +4,7 @@ CONFIG ?= testdata/demo.json
 # go-nvml's cgo build warns about every NVML 13 deprecation; silence them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: bench test vet fuzz gpu perf ci soak k8s
+.PHONY: bench test vet fuzz gpu perf ci soak k8s gate-power
 FUZZTIME ?= 10s
 
 # The protocol's tests (not the harness's own robustness tests). TestProtocol
@@ -55,6 +55,11 @@ k8s:
 	$(GO) test -count=1 -race ./internal/controlplane ./internal/kubephase && \
 	$(GO) test -count=1 -race -run Kubernetes ./internal/harness && \
 	WAKEBENCH_CONFIG=$(K8S_CONFIG) $(GO) test -count=1 -timeout 20m -v -run '^TestKubernetes$$' .
+
+## gate-power: the regression gate's false alarms and power, measured (RERUNS=10 BASE=5: ~35 short
+## runs of testdata/gate-power.json, ~13 min on 2 cores); prints one table, runs in out/gate-power
+gate-power:
+	scripts/gate-power.sh
 
 ## perf: the harness's own overhead against its goals and against wrk and vegeta (installs them); prints one table
 perf:

@@ -382,22 +382,23 @@ func countPrefix(s, prefix string) int {
 	return n
 }
 
-// TestRegressionGate compares this run with the baseline run named by
-// WAKEBENCH_BASELINE (its bench.txt) with benchstat's statistics, prints the
-// table (also to out/compare.txt) and fails on every metric worse by more
-// than thresholds.regression_percent that is also significant.
+// TestRegressionGate judges this run against the baseline runs named by
+// WAKEBENCH_BASELINE (bench.txt files or directories of runs, comma- or
+// colon-separated; see package gate for each metric's rule), prints the
+// table (also to out/compare.txt) and fails on every regression: worse by
+// more than thresholds.regression_percent and significant by its rule.
 func TestRegressionGate(t *testing.T) {
 	h, _ := begin(t, "regression-gate")
 	cfg := h.Config()
 	if cfg.Baseline == "" {
-		t.Skip("no baseline: set WAKEBENCH_BASELINE=path/to/old/bench.txt to gate this run on regressions")
+		t.Skip("no baseline: set WAKEBENCH_BASELINE=path/to/old/bench.txt (or a directory of runs) to gate this run on regressions")
 	}
-	ds, table, err := h.Gate(cfg.Baseline)
+	vs, table, err := h.Gate(cfg.Baseline)
 	require.NoError(t, err)
 	t.Output().Write([]byte(table))
-	for _, d := range ds {
-		if d.Regression {
-			assert.Fail(t, "regression", "%s %s: %+.1f%% (%s), tolerance %g%% %s", d.Name, d.Unit, d.ChangePct, d.Cmp, d.Limit, d.Why)
+	for _, v := range vs {
+		if v.Regression {
+			assert.Fail(t, "regression", "%s %s: %+.1f%% (%s rule, %d runs), flagged beyond %.3g%%", v.Name, v.Unit, v.ChangePct, v.Rule, v.Runs, v.MinPct)
 		}
 	}
 }

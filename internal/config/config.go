@@ -52,8 +52,9 @@ type Config struct {
 	Kubernetes Kubernetes `json:"kubernetes"`
 	// OutDir receives report.json, bench.txt, samples.csv and the server logs.
 	OutDir string `json:"out_dir"`
-	// Baseline is a previous run's bench.txt to gate regressions against
-	// (WAKEBENCH_BASELINE); empty: no gate.
+	// Baseline is the runs to gate regressions against
+	// (WAKEBENCH_BASELINE): previous runs' bench.txt files or directories of
+	// runs, comma- or colon-separated; empty: no gate.
 	Baseline string `json:"baseline"`
 	// FreshCaches gives each model's initial start empty compile caches
 	// (VLLM_CACHE_ROOT, TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR,
@@ -572,9 +573,11 @@ func (c Config) Validate() error {
 	if !(c.Thresholds.RegressionAlpha > 0 && c.Thresholds.RegressionAlpha < 1) {
 		bad("thresholds.regression_alpha", "%v: want a significance level in (0, 1), e.g. 0.05", c.Thresholds.RegressionAlpha)
 	}
-	if c.Baseline != "" {
-		if _, err := os.Stat(c.Baseline); err != nil {
-			bad("baseline", "%v (a previous run's bench.txt)", err)
+	// Baseline: bench.txt files or directories of runs, comma- or
+	// colon-separated (package gate reads them).
+	for _, b := range strings.FieldsFunc(c.Baseline, func(r rune) bool { return r == ',' || r == os.PathListSeparator }) {
+		if _, err := os.Stat(strings.TrimSpace(b)); err != nil {
+			bad("baseline", "%v (a previous run's bench.txt, or a directory of runs)", err)
 		}
 	}
 	if c.OutDir == "" {

@@ -240,13 +240,13 @@ func closedGateRun(t *testing.T, scale float64) string {
 	return filepath.Join(cfg.OutDir, "bench.txt")
 }
 
-// TestRegressionGateEndToEnd: two runs of the same profile pass the gate;
-// a run whose every modelled duration is twice as long fails it on the wake
-// (the 10 % boundary itself is tested on fixed samples in package gate: a
-// wake of tens of ms on this shared box jitters by 20 ms, enough to make
-// five samples 25 % apart overlap),
-// with a FAIL check; compare.txt, samples.csv and metrics.jsonl of the
-// simulated runs say they are simulated.
+// TestRegressionGateEndToEnd: two runs of the same profile pass the gate
+// (one baseline run: the one-run rule, its noise floor from the run's own
+// spread); a run whose every modelled duration is twice as long fails it
+// on the wake (each rule's boundary is tested on fixed samples in package
+// gate), with a FAIL check; compare.txt and summary.md name each metric's
+// rule, its runs and its power; compare.txt, samples.csv and metrics.jsonl
+// of the simulated runs say they are simulated.
 func TestRegressionGateEndToEnd(t *testing.T) {
 	base := closedGateRun(t, 2)
 	// Single samples (a start, a round) are judged on ±2 × the tolerance
@@ -257,7 +257,7 @@ func TestRegressionGateEndToEnd(t *testing.T) {
 	ds, _, err := same.Gate(base)
 	require.NoError(t, err)
 	for _, d := range ds {
-		assert.False(t, d.Regression, "same profile: %s %s %+.1f%% (%s)", d.Name, d.Unit, d.ChangePct, d.Cmp)
+		assert.False(t, d.Regression, "same profile: %s %s %+.1f%% (%s: %s)", d.Name, d.Unit, d.ChangePct, d.Rule, d.How)
 	}
 	rep, err := same.Close(nil)
 	require.NoError(t, err)
@@ -270,7 +270,8 @@ func TestRegressionGateEndToEnd(t *testing.T) {
 	for _, d := range ds {
 		if d.Name == "Sleep/model=A/level=1" && d.Unit == "sec/wake" {
 			found = true
-			assert.True(t, d.Regression, "a twice slower wake: %+.1f%% (%s)", d.ChangePct, d.Cmp)
+			assert.True(t, d.Regression, "a twice slower wake: %+.1f%% (%s: %s)", d.ChangePct, d.Rule, d.How)
+			assert.Equal(t, gate.RuleOneRun, d.Rule)
 		}
 	}
 	assert.True(t, found)
@@ -282,6 +283,13 @@ func TestRegressionGateEndToEnd(t *testing.T) {
 	written, err := os.ReadFile(filepath.Join(cfg.OutDir, "compare.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, table, string(written))
+	assert.Contains(t, table, "baseline: 1 run(s), oldest first:\n  1. "+base+" (started line ")
+	assert.Contains(t, table, "smallest flagged")
+	assert.Contains(t, table, "Sleep/model=A/level=1 sec/wake: one run: noise floor ")
+	summary, err := os.ReadFile(filepath.Join(cfg.OutDir, "summary.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(summary), "## Regression gate (")
+	assert.Regexp(t, `\| Sleep/model=A/level=1 \| sec/wake \| one run \(1\) \| [0-9.e-]+ \| [0-9.e-]+ \| \+[0-9.]+ % \| [0-9.e-]+ \([0-9.]+ %\) \| \*\*REGRESSION\*\* \|`, string(summary))
 
 	csv, err := os.ReadFile(filepath.Join(cfg.OutDir, "samples.csv"))
 	require.NoError(t, err)

@@ -234,8 +234,10 @@ type Raw struct {
 	// RestartBaseline says what the starts were (fresh caches or not, as
 	// measured); "" for the report's default sentence.
 	RestartBaseline string
-	Started         time.Time
-	Finished        time.Time // zero: the report takes the time it is built
+	// Gate is the regression gate's judgement (nil: no baseline).
+	Gate     *Gate
+	Started  time.Time
+	Finished time.Time // zero: the report takes the time it is built
 
 	References  map[string]Reference    // label → probe set answered before the first sleep
 	Replays     map[string][]Replay     // label → every replay after a wake
@@ -287,6 +289,12 @@ func (r Raw) Clone() Raw {
 	c.Events = slices.Clone(r.Events)
 	cloneCorrectness(&c, r)
 	c.Traffic = cloneTraffic(r.Traffic)
+	if r.Gate != nil {
+		g := *r.Gate
+		g.Runs = slices.Clone(g.Runs)
+		g.Rows = slices.Clone(g.Rows)
+		c.Gate = &g
+	}
 	c.Kubernetes = cloneKubernetes(r.Kubernetes)
 	return c
 }
@@ -385,6 +393,42 @@ func (r *Recorder) AddMemoryNote(note string) {
 	} else if !strings.Contains(r.raw.MemoryNote, note) {
 		r.raw.MemoryNote += "; " + note
 	}
+}
+
+// BenchStartedPrefix begins the bench.txt line that holds the run's start
+// time (RFC 3339), by which the regression gate orders a history of runs.
+// It is not a benchfmt config line (those begin with a lower-case key), so
+// benchstat ignores it: a config line that differs in every run would split
+// any comparison of two runs into two tables.
+const BenchStartedPrefix = "# wakebench run started "
+
+// Gate is the regression gate's judgement of a run against its baseline
+// runs (package gate decides; summary.md shows it).
+type Gate struct {
+	Baseline     string   // the setting, as given
+	Runs         []string // the baseline runs, oldest first
+	TolerancePct float64
+	Alpha        float64
+	Rows         []GateRow
+}
+
+// GateRow is one metric's verdict: the rule that decided it, the baseline
+// runs it used, and the smallest worse change it flags (its power).
+type GateRow struct {
+	Metric, Unit, Rule string
+	Runs               int
+	Baseline, ThisRun  float64
+	ChangePct          float64
+	MinChange          float64 // in the metric's unit
+	MinChangePct       float64
+	Regression, Gated  bool
+	ChangePoints       []string // in the baseline's history, e.g. "+12.0 % at runs/7/bench.txt"
+}
+
+// SetGate records the regression gate's judgement.
+func (r *Recorder) SetGate(g Gate) {
+	defer r.lock()()
+	r.raw.Gate = &g
 }
 
 // SetRestartBaseline records what the run's starts were.

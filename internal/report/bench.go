@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/perf/benchfmt"
 )
@@ -85,6 +86,14 @@ func WriteBench(w io.Writer, raw record.Raw) error {
 	}
 	cfg = append(cfg, benchfmt.Config{Key: "simulated", Value: []byte(sim), File: true})
 
+	if !raw.Started.IsZero() {
+		// The gate orders a history of runs by this line. Not a config
+		// line: one that differs in every run would make benchstat split
+		// two runs into two tables.
+		if _, err := fmt.Fprintf(w, "%s%s\n", record.BenchStartedPrefix, raw.Started.UTC().Format(time.RFC3339Nano)); err != nil {
+			return err
+		}
+	}
 	if err := WriteUnitMetadata(w); err != nil {
 		return err
 	}

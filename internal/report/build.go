@@ -33,7 +33,7 @@ func Build(raw record.Raw) Report {
 		RestartBaseline: RestartBaseline{Summary: "same host, warm local caches, servers started one at a time; not a cold node or container start"},
 		Windows:         raw.Windows, Simulated: raw.Simulated, GPUFacts: raw.GPUFacts,
 		Phases: raw.Phases, Checks: raw.Checks, Failures: raw.Failures,
-		Started: unix(raw.Started), Finished: unix(raw.Finished),
+		Started: unix(raw.Started), Finished: unix(raw.Finished), Gate: raw.Gate,
 	}
 	if raw.Finished.IsZero() {
 		rep.Finished = unix(time.Now())

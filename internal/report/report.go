@@ -42,6 +42,8 @@ type Report struct {
 	Soak *Soak `json:"soak,omitempty"`
 	// Traffic is the traffic phase (absent when it did not run).
 	Traffic *Traffic `json:"traffic,omitempty"`
+	// Gate is the regression gate's judgement (absent without a baseline).
+	Gate *record.Gate `json:"gate,omitempty"`
 }
 
 // Model is one model's figures.

@@ -112,6 +112,7 @@ func WriteSummary(w io.Writer, rep Report) error {
 	writeTransitions(&b, rep, labels)
 	writeTraffic(&b, rep.Traffic)
 	writeKubernetes(&b, rep, labels)
+	writeGate(&b, rep.Gate)
 	peak := rep.Memory.PhysicalPeakGiB
 	peak.Median = peak.Max // num prints the median
 	fmt.Fprintf(&b, "\nGPU memory: peak %s GiB over %d samples (source %s).", num(peak), peak.N, rep.Memory.Source)
@@ -272,4 +273,36 @@ func p99(d stats.Distribution) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.4g", d.P99)
+}
+
+// writeGate is the regression gate: per metric the rule that decided, the
+// baseline runs it used, the change and the smallest worse change the gate
+// flags (its power), in the metric's unit and in percent.
+func writeGate(b *strings.Builder, g *record.Gate) {
+	if g == nil {
+		return
+	}
+	n := 0
+	for _, r := range g.Rows {
+		if r.Regression {
+			n++
+		}
+	}
+	fmt.Fprintf(b, "\n## Regression gate (%d regressions; worse by > %g %% and significant at %g; baseline %d run(s): %s)\n\n",
+		n, g.TolerancePct, g.Alpha, len(g.Runs), strings.Join(g.Runs, ", "))
+	b.WriteString("| metric | unit | rule (runs) | baseline | this run | change | smallest flagged | verdict |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range g.Rows {
+		verdict := "pass"
+		switch {
+		case r.Regression:
+			verdict = "**REGRESSION**"
+		case !r.Gated:
+			verdict = "not gated"
+		}
+		if len(r.ChangePoints) > 0 {
+			verdict += "; history changed " + strings.Join(r.ChangePoints, ", ")
+		}
+		fmt.Fprintf(b, "| %s | %s | %s (%d) | %.4g | %.4g | %+.1f %% | %.3g (%.3g %%) | %s |\n",
+			r.Metric, r.Unit, r.Rule, r.Runs, r.Baseline, r.ThisRun, r.ChangePct, r.MinChange, r.MinChangePct, verdict)
+	}
 }

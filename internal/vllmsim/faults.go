@@ -54,6 +54,8 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	slow-decode-after-wake=F  from the process's first wake on, every decode step
 //	                       takes F times as long (prefill and the wake itself
 //	                       are unchanged)
+//	slow-wake=F            every /wake_up takes F times its modelled time; nothing
+//	                       else changes (what the regression gate must catch alone)
 //
 // Benign, not a fault: numerics after a wake (another batch, another
 // kernel split) may reorder two nearly equal candidates; the oracle must
@@ -89,6 +91,7 @@ type Faults struct {
 	LoRAIgnored      bool
 	LogprobDrift     float64
 	SlowDecodeAfter  float64 // slow-decode-after-wake: decode step cost factor after the first wake
+	SlowWake         float64 // slow-wake: factor on every wake's modelled time (0: none)
 	TieFlipAfterWake bool
 	LeakPerCycleMiB  float64
 
@@ -203,6 +206,8 @@ func ParseFaults(s string) (*Faults, error) {
 			f.LogprobDrift, err = positive()
 		case "slow-decode-after-wake":
 			f.SlowDecodeAfter, err = positive()
+		case "slow-wake":
+			f.SlowWake, err = positive()
 		case "leak-per-cycle":
 			f.LeakPerCycleMiB, err = positive()
 		default:

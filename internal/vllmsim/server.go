@@ -471,6 +471,9 @@ func (s *server) handleWake(w http.ResponseWriter, r *http.Request) {
 					tag, float64(bytes)/GiB, float64(free)/GiB))
 			return
 		}
+		if f := s.faults.SlowWake; f > 0 {
+			cost *= f
+		}
 		if !s.clock.sleep(r.Context(), cost) {
 			return
 		}

@@ -452,10 +452,44 @@ func TestParseFaults(t *testing.T) {
 	assert.True(t, f.TieFlipAfterWake)
 	assert.Equal(t, 0.25, f.LogprobDrift)
 	assert.Equal(t, 32.0, f.LeakPerCycleMiB)
+	f, err = ParseFaults("slow-wake=1.1")
+	require.NoError(t, err)
+	assert.Equal(t, 1.1, f.SlowWake)
 	for _, bad := range []string{"crash-after=0", "error-status=1:200", "explode", "stall-stream=x", "diverge-after-wake=0", "logprob-drift=-1", "leak-per-cycle=NaN", "leak-per-cycle",
-		"slow-decode-after-wake=0", "delay=/version", "delay=version:1", "delay=/version:0", "delay=/version:x"} {
+		"slow-decode-after-wake=0", "delay=/version", "delay=version:1", "delay=/version:0", "delay=/version:x", "slow-wake", "slow-wake=0", "slow-wake=-2", "slow-wake=Inf"} {
 		_, err := ParseFaults(bad)
 		assert.ErrorContains(t, err, EnvFaults, bad)
+	}
+}
+
+// TestSlowWake: slow-wake=3 makes every wake three times as long and
+// leaves decoding as it was; without it a second wake takes what the first
+// did.
+func TestSlowWake(t *testing.T) {
+	for name, tc := range map[string]struct {
+		faults   string
+		min, max float64 // wake with the fault / modelled wake
+	}{
+		"fault":    {"slow-wake=3", 2.5, 3.6},
+		"no fault": {"", 0.8, 1.3},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := startSim(t, "tiny-a", map[string]string{EnvTimeScale: "10", EnvFaults: tc.faults})
+			s.ready(t)
+			// The modelled wake: a process of the same profile without faults.
+			ref := startSim(t, "tiny-a", map[string]string{EnvTimeScale: "10"})
+			ref.ready(t)
+			wake := func(s *sim) time.Duration {
+				require.NoError(t, s.c.Sleep(t.Context(), 1))
+				start := time.Now()
+				require.NoError(t, s.c.WakeUp(t.Context()))
+				return time.Since(start)
+			}
+			ratio := float64(wake(s)) / float64(wake(ref))
+			assert.GreaterOrEqual(t, ratio, tc.min)
+			assert.LessOrEqual(t, ratio, tc.max)
+		})
 	}
 }
 

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# make gate-power: the regression gate's false-alarm rate and power, measured.
+# On vllmsim's tiny profile with a short protocol (testdata/gate-power.json,
+# ~20 s a run): BASE runs of the code as it is make the baseline; then RERUNS
+# runs each of the same code, of a 1.5x slower run (sim time scale 1.5) and of
+# a 10 % slower wake alone (vllmsim fault slow-wake=1.1), each judged against
+# a baseline of 1 run and of BASE runs at the default thresholds (and at
+# PERCENT2 % tolerance). Prints one table; the runs stay in $OUT.
+set -euo pipefail
+RERUNS=${RERUNS:-10}
+BASE=${BASE:-5}
+PERCENT2=${PERCENT2:-5}
+OUT=${OUT:-out/gate-power}
+GO=${GO:-go}
+rm -rf "$OUT" && mkdir -p "$OUT/bin" "$OUT/base"
+OUT=$(cd "$OUT" && pwd)
+$GO test -c -o "$OUT/bin/wakebench.test" .
+$GO build -o "$OUT/bin/wakegate" ./cmd/wakegate
+root=$(pwd)
+one() { # one DIR CONFIG [ENV=VALUE…]: one protocol run into DIR
+	local dir=$1 cfg=$2; shift 2
+	mkdir -p "$dir"
+	if ! env WAKEBENCH_CONFIG="$root/$cfg" WAKEBENCH_OUT_DIR="$dir" "$@" "$OUT/bin/wakebench.test" \
+		-test.run '^TestProtocol$' -test.count=1 >"$dir/test.log" 2>&1; then
+		echo "run $dir failed (the protocol, not the gate): see $dir/test.log" >&2
+	fi
+}
+for i in $(seq 1 "$BASE"); do one "$OUT/base/$i" testdata/gate-power.json; done
+for i in $(seq 1 "$RERUNS"); do
+	one "$OUT/same/$i" testdata/gate-power.json
+	one "$OUT/slow1.5/$i" testdata/gate-power.json WAKEBENCH_SIM_TIME_SCALE=1.5
+	one "$OUT/slowwake1.1/$i" testdata/gate-power-slow-wake.json
+done
+printf '%-12s %-9s %-11s %s\n' scenario baseline tolerance "flagged (runs with a regression)"
+for sc in same slow1.5 slowwake1.1; do
+	for b in 1 "$BASE"; do
+		spec="$OUT/base"
+		[ "$b" = 1 ] && spec="$OUT/base/1/bench.txt"
+		for pct in default "$PERCENT2"; do
+			flags=()
+			[ "$pct" = default ] || flags=(-percent "$pct")
+			n=0
+			for i in $(seq 1 "$RERUNS"); do
+				f="$OUT/$sc/$i/bench.txt"
+				[ -f "$f" ] || continue
+				if ! "$OUT/bin/wakegate" -q "${flags[@]}" "$spec" "$f" >"$OUT/$sc/$i/gate-$b-$pct.txt"; then
+					n=$((n + 1))
+				fi
+			done
+			printf '%-12s %-9s %-11s %d of %d\n' "$sc" "$b run(s)" "$pct" "$n" "$RERUNS"
+		done
+	done
+done
+echo "machine: $(nproc) cores, $(uname -m), load $(cut -d' ' -f1-3 /proc/loadavg)"
