@@ -186,6 +186,9 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 		p.fleet.CloseIdle()
 		out.Requests = p.trafficRequests(record.RunShared, opens)
 		out.DurationS = span(opens).Seconds() // the router's shutdown is not part of the run
+		if first, _ := bounds(opens); !first.IsZero() {
+			out.Start = first // per_second[] counts from the first arrival, over duration_s
+		}
 		for _, s := range rt.Switches() {
 			out.Switches = append(out.Switches, record.RouterSwitch(s))
 			if s.Err != "" {
@@ -245,7 +248,15 @@ func (p *Protocol) TrafficPlan() *TrafficPlan { return p.traffic }
 // span is a run's first planned arrival → its last request done (answered
 // or failed); 0 without requests.
 func span(opens []load.Open) time.Duration {
-	var first, last time.Time
+	first, last := bounds(opens)
+	if first.IsZero() || !last.After(first) {
+		return 0
+	}
+	return last.Sub(first)
+}
+
+// bounds are a run's first planned arrival and its last request done.
+func bounds(opens []load.Open) (first, last time.Time) {
 	for _, o := range opens {
 		if first.IsZero() || (!o.Planned.IsZero() && o.Planned.Before(first)) {
 			first = o.Planned
@@ -254,10 +265,7 @@ func span(opens []load.Open) time.Duration {
 			last = o.Done
 		}
 	}
-	if first.IsZero() || !last.After(first) {
-		return 0
-	}
-	return last.Sub(first)
+	return first, last
 }
 
 // direct sends straight to the model's server: the ideal run.

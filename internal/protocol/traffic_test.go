@@ -279,3 +279,28 @@ func TestTrafficShedsBeyondItsQueueAndClosesIdleConnections(t *testing.T) {
 	assert.Equal(t, 30.0, v["traffic.shed_requests/"].Value)
 	assert.LessOrEqual(t, after-before, 8, "open files before %d, after %d: the burst's connections stay open", before, after)
 }
+
+// TestTrafficClockStartsAtTheFirstArrival: a trace whose first row comes
+// 1 s in: the run's start (per_second's second 0) is that arrival, and its
+// duration runs from it to the last request done.
+func TestTrafficClockStartsAtTheFirstArrival(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "trace.csv")
+	require.NoError(t, os.WriteFile(trace, []byte("1,A,8,8\n1.2,B,8,8\n"), 0o644))
+	_, _, p := simFleetWith(t, same, func(cfg *config.Config) {
+		cfg.Traffic.Trace, cfg.Traffic.InFlightRequests, cfg.Traffic.Ideal = trace, 0, false
+	})
+	tr, err := p.Traffic(t.Context(), t.Logf)
+	require.NoError(t, err)
+	var first, last time.Time
+	for _, r := range tr.Requests {
+		if first.IsZero() || r.Planned.Before(first) {
+			first = r.Planned
+		}
+		if r.Done.After(last) {
+			last = r.Done
+		}
+	}
+	assert.True(t, tr.Start.Equal(first), "start %v, first arrival %v", tr.Start, first)
+	assert.InDelta(t, last.Sub(first).Seconds(), tr.DurationS, 1e-6)
+	assert.Less(t, tr.DurationS, 1.0, "not counted from the phase's start, a second before the first arrival")
+}

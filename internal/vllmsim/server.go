@@ -38,6 +38,12 @@ type server struct {
 	exit    func(code int) // os.Exit after cleaning up; injected crashes use it
 
 	opMu sync.Mutex // one sleep/wake/rpc at a time, as vLLM's engine core serialises them
+	// lateMu guards late and closed: the late-release fault's pending
+	// publish of the device state, and that the server has shut down (no
+	// publish after its process entry is removed).
+	lateMu sync.Mutex
+	late   *time.Timer
+	closed bool
 
 	mu            sync.Mutex
 	level         int // level of the current sleep, 0 when awake
@@ -402,7 +408,7 @@ func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	late := level > 0 && s.faults.LateReleaseS > 0
 	if late { // fault late-release: the device shows the state as it is then
-		time.AfterFunc(time.Duration(s.faults.LateReleaseS*float64(time.Second)), s.publish)
+		s.publishLater(time.Duration(s.faults.LateReleaseS * float64(time.Second)))
 	} else {
 		s.publish()
 	}
@@ -549,6 +555,36 @@ func (s *server) used() uint64 {
 		u += s.phys.KVBytes
 	}
 	return u
+}
+
+// publishLater publishes the device state after d (fault late-release),
+// replacing a publish still pending; nothing once the server has closed.
+func (s *server) publishLater(d time.Duration) {
+	s.lateMu.Lock()
+	defer s.lateMu.Unlock()
+	if s.closed {
+		return
+	}
+	if s.late != nil {
+		s.late.Stop()
+	}
+	s.late = time.AfterFunc(d, func() {
+		s.lateMu.Lock()
+		defer s.lateMu.Unlock()
+		if !s.closed {
+			s.publish()
+		}
+	})
+}
+
+// close stops a pending late publish for good: the server is going away.
+func (s *server) close() {
+	s.lateMu.Lock()
+	defer s.lateMu.Unlock()
+	s.closed = true
+	if s.late != nil {
+		s.late.Stop()
+	}
 }
 
 func (s *server) publish() {

@@ -236,6 +236,7 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 		s.faults = &Faults{}
 	}
 	s.eng = newEngine(phys, c, s.m)
+	defer s.close() // before the process entry is removed (deferred above)
 
 	marker := filepath.Join(st.CacheDir, "compiled-"+strings.NewReplacer("/", "_", " ", "_").Replace(args.Model))
 	_, statErr := os.Stat(marker)

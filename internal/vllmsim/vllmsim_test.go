@@ -163,6 +163,7 @@ type sim struct {
 	dir    string
 	stderr *bytes.Buffer
 	done   chan int
+	stop   context.CancelFunc // ends Main (also at the test's end)
 }
 
 func startSim(t *testing.T, model string, env map[string]string, extra ...string) *sim {
@@ -185,6 +186,7 @@ func startSimLog(t *testing.T, model string, env map[string]string, stdout io.Wr
 	args := append([]string{"serve", model, "--host", "127.0.0.1", "--port", fmt.Sprint(port), "--enable-sleep-mode",
 		"--max-model-len", "4096", "--kv-cache-memory-bytes", "1073741824"}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
 	go func() { s.done <- Main(ctx, args, func(k string) string { return e[k] }, stdout, s.stderr) }()
 	t.Cleanup(func() {
 		cancel()
@@ -549,4 +551,35 @@ func TestDelayFault(t *testing.T) {
 	ctx := t.Context()
 	assert.GreaterOrEqual(t, took(func() error { _, err := s.c.Version(ctx); return err }), 300*time.Millisecond, "/version is delayed")
 	assert.Less(t, took(func() error { _, err := s.c.IsSleeping(ctx); return err }), 300*time.Millisecond, "/is_sleeping is not")
+}
+
+// TestLateReleaseFault: with late-release=S the device shows a sleep's
+// release S seconds after /sleep answered; a server that shuts down with
+// that publish pending leaves no entry on the simulated GPU behind.
+func TestLateReleaseFault(t *testing.T) {
+	used := func(s *sim) uint64 {
+		t.Helper()
+		procs, err := simgpu.Processes(s.dir)
+		require.NoError(t, err)
+		var n uint64
+		for _, p := range procs {
+			n += p.UsedBytes
+		}
+		return n
+	}
+	s := startSim(t, "tiny-a", map[string]string{EnvFaults: "late-release=0.3"})
+	s.ready(t)
+	awake := used(s)
+	require.NoError(t, s.c.Sleep(t.Context(), 1))
+	assert.Equal(t, awake, used(s), "the device does not show the release yet")
+	assert.Eventually(t, func() bool { return used(s) < awake }, 2*time.Second, 20*time.Millisecond, "it shows it later")
+
+	s = startSim(t, "tiny-a", map[string]string{EnvFaults: "late-release=0.3"})
+	s.ready(t)
+	require.NoError(t, s.c.Sleep(t.Context(), 1))
+	s.stop()
+	code := <-s.done
+	s.done <- code // for the test's cleanup
+	time.Sleep(500 * time.Millisecond) // past the pending publish
+	assert.Zero(t, used(s), "no process entry after the server stopped")
 }
