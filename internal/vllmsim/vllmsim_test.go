@@ -579,7 +579,7 @@ func TestLateReleaseFault(t *testing.T) {
 	require.NoError(t, s.c.Sleep(t.Context(), 1))
 	s.stop()
 	code := <-s.done
-	s.done <- code // for the test's cleanup
+	s.done <- code                     // for the test's cleanup
 	time.Sleep(500 * time.Millisecond) // past the pending publish
 	assert.Zero(t, used(s), "no process entry after the server stopped")
 }
