@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, or reuses, the local Kubernetes control plane of make k8s: etcd,
 # kube-apiserver, kube-scheduler and kube-controller-manager from the wrapper
-# module tools/k8s (Go module proxy only; see README "Kubernetes phase").
+# module tools/k8s (Go module proxy only; see docs/kubernetes.md).
 # Prints the directory holding the binaries. A build is reused while
 # tools/k8s and the Go version are unchanged: the cache key says so.
 # WAKEBENCH_K8S_BIN names the directory instead of the cache.

@@ -423,7 +423,7 @@ func (c Config) Validate() error {
 		bad("sim.time_scale", "%v: must be > 0", c.Sim.TimeScale)
 	}
 	if len(c.Models) == 0 {
-		bad("models", "empty: list the models to serve in the file named by %s (see README, GPU runners)", EnvFile)
+		bad("models", "empty: list the models to serve in the file named by %s (see docs/gpu.md)", EnvFile)
 	}
 	labels, ports := map[string]bool{}, map[int]string{}
 	for i, m := range c.Models {

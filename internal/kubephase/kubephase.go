@@ -181,7 +181,7 @@ func (p *phase) setup(ctx context.Context) error {
 			return fmt.Errorf("kubernetes: DeviceClass %s: %w", p.k.DeviceClass, err)
 		}
 	} else if _, err := c.Resource.DeviceClasses().Get(ctx, p.k.DeviceClass, metav1.GetOptions{}); err != nil {
-		return fmt.Errorf("kubernetes: DeviceClass %s (kubernetes.device_class): %w; install the DRA driver that provides it (README: runner guide)", p.k.DeviceClass, err)
+		return fmt.Errorf("kubernetes: DeviceClass %s (kubernetes.device_class): %w; install the DRA driver that provides it (docs/kubernetes.md: runner guide)", p.k.DeviceClass, err)
 	}
 	for _, l := range p.order {
 		if _, err := c.Core.Services(p.ns).Create(ctx, service(p.ns, l, p.k.Port), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

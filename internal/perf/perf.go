@@ -34,7 +34,7 @@ type Goal struct {
 	GPUOnly bool
 }
 
-// Goals are issue 6's goals (README "Harness overhead").
+// Goals are issue 6's goals (docs/overhead.md).
 var Goals = []Goal{
 	{Figure: "token receive delay p99, c=1", Bench: "StreamOverhead/c=1", Unit: "p99-µs", Op: "<=", Limit: 100},
 	{Figure: "token receive delay p50, c=1", Bench: "StreamOverhead/c=1", Unit: "p50-µs"},

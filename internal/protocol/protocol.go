@@ -21,7 +21,7 @@ import (
 // Phase is one step of the protocol.
 type Phase struct {
 	Name string // as the report's phases, windows and failures give it
-	Doc  string // what it does per model, as the README's phase table says (Markdown)
+	Doc  string // what it does per model, as the phase table in docs/protocol.md says (Markdown)
 }
 
 // Phase names.
@@ -36,7 +36,7 @@ const (
 )
 
 // Phases is the protocol in run order: the one list the suite runs, the
-// Makefile and README name, and TestOutputs expects in the report.
+// Makefile and docs/protocol.md name, and TestOutputs expects in the report.
 func Phases() []Phase {
 	return []Phase{
 		{PhaseRestart, "1 initial + `restart_warm` (2) warm starts: spawn → `/health` 200 → first token; other models asleep; the last start stays up"},

@@ -44,20 +44,20 @@ func phaseTable() string {
 	return b.String()
 }
 
-// TestReadmeListsThePhases: the README's phase table is generated from
+// TestDocsListThePhases: docs/protocol.md's phase table is generated from
 // Phases (go test ./internal/protocol -update rewrites it).
-func TestReadmeListsThePhases(t *testing.T) {
-	path := filepath.Join("..", "..", "README.md")
+func TestDocsListThePhases(t *testing.T) {
+	path := filepath.Join("..", "..", "docs", "protocol.md")
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	readme := string(b)
 	i, j := strings.Index(readme, tableBegin), strings.Index(readme, tableEnd)
-	require.True(t, i >= 0 && j > i, "README.md has no generated phase table between %q and %q", tableBegin, tableEnd)
+	require.True(t, i >= 0 && j > i, "docs/protocol.md has no generated phase table between %q and %q", tableBegin, tableEnd)
 	got := readme[i+len(tableBegin) : j]
 	if *update {
 		readme = readme[:i+len(tableBegin)] + phaseTable() + readme[j:]
 		require.NoError(t, os.WriteFile(path, []byte(readme), 0o644))
 		got = phaseTable()
 	}
-	assert.Equal(t, phaseTable(), got, "README.md's phase table is stale: go test ./internal/protocol -update")
+	assert.Equal(t, phaseTable(), got, "docs/protocol.md's phase table is stale: go test ./internal/protocol -update")
 }

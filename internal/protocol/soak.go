@@ -14,7 +14,7 @@ import (
 // protocol.soak_cycles is set.
 const PhaseSoak = "soak"
 
-// SoakDoc is the soak phase's line in the README's phase table.
+// SoakDoc is the soak phase's line in the phase table (docs/protocol.md).
 const SoakDoc = "off unless `soak_cycles` > 0 (TestSoak, `make soak`): `soak_cycles` handoffs round-robin over every model (three or more) at `soak_level`: sleep the awake model (residual, release, host RSS), check the free memory against the next model's awake footprint, wake it, first token, correctness replay"
 
 // Soak hands the GPU round-robin over every model protocol.soak_cycles

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,4 +93,26 @@ func TestGoldenOutputs(t *testing.T) {
 			assert.Equal(t, string(want), got.String(), "%s differs from %s (if the change is meant, rerun with -update and review the diff)", name, path)
 		})
 	}
+}
+
+// TestReadmeShowsTheGoldenSummary: the summary.md the README explains is
+// the golden one, as this code writes it (-update rewrites the README's copy).
+func TestReadmeShowsTheGoldenSummary(t *testing.T) {
+	const begin, end = "```markdown\n", "```\n<!-- end golden summary.md -->"
+	path := filepath.Join("..", "..", "README.md")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	readme := string(b)
+	i, j := strings.Index(readme, "<!-- golden summary.md:"), strings.Index(readme, end)
+	require.True(t, i >= 0 && j > i, "README.md has no golden summary.md block")
+	k := strings.Index(readme[i:], begin)
+	require.True(t, k >= 0, "README.md's golden summary.md block has no ```markdown fence")
+	k += i + len(begin)
+	want, err := os.ReadFile(filepath.Join("testdata", "golden", "summary.md"))
+	require.NoError(t, err)
+	if *update {
+		readme = readme[:k] + string(want) + readme[j:]
+		require.NoError(t, os.WriteFile(path, []byte(readme), 0o644))
+	}
+	assert.Equal(t, string(want), readme[k:j], "README.md's summary.md is not the golden one: go test ./internal/report -run Golden -update")
 }

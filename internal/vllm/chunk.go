@@ -11,7 +11,7 @@ import (
 // chunk is one completion chunk as the stream reader needs it. It is
 // decoded with fastjson (no reflection, the parser's memory reused from
 // chunk to chunk): encoding/json took more than half of the client's CPU
-// time per token (README "Harness overhead").
+// time per token (docs/overhead.md).
 type chunk struct {
 	isError      bool
 	choices      int

@@ -1,5 +1,5 @@
 // Package vllm is the client for a vLLM OpenAI-compatible server and its
-// sleep-mode development endpoints (see README and ../shared/vllm-api.md):
+// sleep-mode development endpoints (see docs/ and ../shared/vllm-api.md):
 // readiness, models, version, /sleep, /wake_up, /is_sleeping,
 // /collective_rpc, /reset_prefix_cache, /metrics, and streaming completions
 // that record the receive time of every chunk. Every call takes a context.

@@ -16,7 +16,7 @@ import (
 // the data they return (SO_TIMESTAMPNS). Token times taken from it do not
 // include how long the client took to be scheduled and read: at high
 // concurrency the last of a step's 256 chunks would otherwise carry the
-// time the client spent on the other 255 (README "Harness overhead").
+// time the client spent on the other 255 (docs/overhead.md).
 //
 // Linux stamps received packets only while some socket on the host asks
 // for it, and turns stamping on asynchronously when the first one does:

@@ -1,7 +1,7 @@
 package vllmsim
 
 // Physics turns a GPU and a model into the durations (seconds, unscaled) and
-// byte counts vllmsim simulates. Every formula here is documented in README.md
+// byte counts vllmsim simulates. Every formula here is documented in docs/vllmsim.md
 // ("What vllmsim models").
 type Physics struct {
 	GPU   GPU

@@ -101,7 +101,7 @@ func LookupProfile(name string) (Profile, error) {
 func ProfileNames() []string { return slices.Sorted(maps.Keys(profiles())) }
 
 // l20 is an NVIDIA L20 (48 GB GDDR6, 864 GB/s, PCIe Gen4 x16) calibrated on
-// the reference run in testdata/l20-reference-report.json. README.md
+// the reference run in testdata/l20-reference-report.json. docs/vllmsim.md
 // ("The l20 profile") derives every number.
 func l20GPU() GPU {
 	return GPU{
@@ -132,7 +132,7 @@ func profiles() map[string]Profile {
 	return map[string]Profile{
 		"l20": {
 			Name:   "l20",
-			Source: "fitted to the L20 reference run (vLLM 0.31.0); see README 'The l20 profile'",
+			Source: "fitted to the L20 reference run (vLLM 0.31.0); see docs/vllmsim.md 'The l20 profile'",
 			GPU:    l20,
 			Models: map[string]Model{
 				"Qwen3.8-27B-FP8": {Name: "Qwen3.8-27B-FP8", ParamsB: 27, Dtype: "fp8", Layers: 64,
