@@ -19,7 +19,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -298,82 +297,6 @@ func (p *phase) setGate(ctx context.Context, pod string, awake bool) error {
 	return nil
 }
 
-// tracker runs Track calls in the background beside a step. The first
-// Track to fail cancels the step's context with its error as the cause,
-// so the step fails at once and says why.
-type tracker struct {
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	n      int
-	errs   map[int]error
-}
-
-// newTracker is a tracker for a step running under ctx; the step uses the
-// tracker's ctx from then on.
-func newTracker(ctx context.Context) *tracker {
-	c, cancel := context.WithCancelCause(ctx)
-	return &tracker{ctx: c, cancel: cancel}
-}
-
-// errStep cancels the Tracks of a step that failed on its own.
-var errStep = errors.New("the step failed")
-
-func (t *tracker) goTrack(f func() error) {
-	t.mu.Lock()
-	i := t.n
-	t.n++
-	t.mu.Unlock()
-	t.wg.Go(func() {
-		if err := f(); err != nil {
-			t.mu.Lock()
-			if t.errs == nil {
-				t.errs = map[int]error{}
-			}
-			t.errs[i] = err
-			t.mu.Unlock()
-			t.cancel(err)
-		}
-	})
-}
-
-// wait waits for every Track and says why one failed (nil: none did): a
-// Track that failed on its own (a crash, a refusal) cancelled the others,
-// which only echo it; when the step's time ran out every Track saw it, and
-// the first-started one says what was missing (never scheduled, never
-// routable); when the run was cancelled, that.
-func (t *tracker) wait() error {
-	t.wg.Wait()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var first error
-	for i := range t.n {
-		if first = t.errs[i]; first != nil {
-			break
-		}
-	}
-	if first == nil {
-		return nil
-	}
-	if cause := context.Cause(t.ctx); cause != nil && cause != errStep && !errors.Is(cause, context.DeadlineExceeded) {
-		return cause
-	}
-	return first
-}
-
-// fail ends the step on err and says why it failed: err when the step
-// failed on its own (what the Tracks return once cancelled is the echo),
-// else what wait says.
-func (t *tracker) fail(err error) error {
-	t.cancel(errStep) // a no-op if a Track, the timeout or the run ended the step first
-	werr := t.wait()
-	if context.Cause(t.ctx) == errStep || werr == nil {
-		return err
-	}
-	return werr
-}
-
 // coldStart creates model label's next Pod on claim and follows it to its
 // first token, Ready and routable.
 func (p *phase) coldStart(ctx context.Context, label, claim, kind string) (*record.PodStart, error) {
@@ -398,10 +321,10 @@ func (p *phase) coldStart(ctx context.Context, label, claim, kind string) (*reco
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: create pod %s: %w", name, err)
 	}
-	tr := newTracker(tctx)
-	tctx = tr.ctx
+	tr := kube.NewTracker(tctx)
+	tctx = tr.Context()
 	var podP kube.Progress[*corev1.Pod]
-	tr.goTrack(func() error {
+	tr.Go(func() error {
 		var err error
 		podP, err = kube.Track(tctx, p.Clients.Core.Pods(p.ns).Watch, name, "", []kube.Milestone[*corev1.Pod]{
 			{Name: "scheduled", Reached: condTrue(corev1.PodScheduled)},
@@ -432,14 +355,14 @@ func (p *phase) coldStart(ctx context.Context, label, claim, kind string) (*reco
 	var claimP kube.Progress[*resourcev1.ResourceClaim]
 	claimCtx, stopClaim := context.WithCancel(tctx)
 	defer stopClaim()
-	tr.goTrack(func() error {
+	tr.Go(func() error {
 		claimP, _ = kube.Track(claimCtx, p.Clients.Resource.ResourceClaims(p.ns).Watch, claim, "", []kube.Milestone[*resourcev1.ResourceClaim]{
 			{Name: "allocated", Reached: func(c *resourcev1.ResourceClaim) bool { return c.Status.Allocation != nil }},
 		}, nil)
 		return nil
 	})
 	var sliceP kube.Progress[*discoveryv1.EndpointSlice]
-	tr.goTrack(func() error {
+	tr.Go(func() error {
 		var err error
 		sliceP, err = kube.Track(tctx, p.Clients.Discovery.EndpointSlices(p.ns).Watch, "", discoveryv1.LabelServiceName+"="+serviceName(label),
 			[]kube.Milestone[*discoveryv1.EndpointSlice]{{Name: "routable", Reached: endpointReady(name, true)}}, nil)
@@ -448,7 +371,7 @@ func (p *phase) coldStart(ctx context.Context, label, claim, kind string) (*reco
 		}
 		return nil
 	})
-	fail := func(err error) (*record.PodStart, error) { return ps, tr.fail(err) }
+	fail := func(err error) (*record.PodStart, error) { return ps, tr.Fail(err) }
 	var pod *corev1.Pod
 	select {
 	case pod = <-started:
@@ -483,7 +406,7 @@ func (p *phase) coldStart(ctx context.Context, label, claim, kind string) (*reco
 	// The claim was allocated before the Pod was bound, long ago: a claim
 	// watch still open only waits for nothing.
 	stopClaim()
-	if err := tr.wait(); err != nil {
+	if err := tr.Wait(); err != nil {
 		return ps, err
 	}
 	ps.ScheduledS, ps.ContainerStarted = since(t0, podP.At["scheduled"]), since(t0, podP.At["started"])
@@ -627,12 +550,12 @@ func (p *phase) handoff(ctx context.Context, from, to string, level int) error {
 	tctx, cancel := p.timeout(ctx)
 	defer cancel()
 	ho := record.PodHandoff{From: from, To: to, Level: level, UsedGiB: -1}
-	tr := newTracker(tctx)
-	tctx = tr.ctx
+	tr := kube.NewTracker(tctx)
+	tctx = tr.Context()
 	var readyP kube.Progress[*corev1.Pod]
 	var inP, outP kube.Progress[*discoveryv1.EndpointSlice]
 	t0 := time.Now()
-	tr.goTrack(func() error {
+	tr.Go(func() error {
 		var err error
 		readyP, err = kube.Track(tctx, p.Clients.Core.Pods(p.ns).Watch, rt.name, "", []kube.Milestone[*corev1.Pod]{
 			{Name: "ready", Reached: condTrue(corev1.PodReady)}}, nil)
@@ -641,7 +564,7 @@ func (p *phase) handoff(ctx context.Context, from, to string, level int) error {
 		}
 		return nil
 	})
-	tr.goTrack(func() error {
+	tr.Go(func() error {
 		var err error
 		inP, err = kube.Track(tctx, p.Clients.Discovery.EndpointSlices(p.ns).Watch, "", discoveryv1.LabelServiceName+"="+serviceName(to),
 			// To's endpoint went unready with its last sleep: it turns ready with this wake.
@@ -652,7 +575,7 @@ func (p *phase) handoff(ctx context.Context, from, to string, level int) error {
 		return nil
 	})
 	drained := make(chan struct{})
-	tr.goTrack(func() error {
+	tr.Go(func() error {
 		var err error
 		outP, err = kube.Track(tctx, p.Clients.Discovery.EndpointSlices(p.ns).Watch, "", discoveryv1.LabelServiceName+"="+serviceName(from),
 			[]kube.Milestone[*discoveryv1.EndpointSlice]{{Name: "unroutable", Reached: endpointReady(rf.name, false),
@@ -666,16 +589,16 @@ func (p *phase) handoff(ctx context.Context, from, to string, level int) error {
 	// its EndpointSlice says so before the sleep, as a deployment must, or
 	// requests still routed to it would meet a sleeping server.
 	if err := p.setGate(tctx, rf.name, false); err != nil {
-		return tr.fail(err)
+		return tr.Fail(err)
 	}
 	select {
 	case <-drained:
 	case <-tctx.Done():
-		return tr.fail(context.Cause(tctx))
+		return tr.Fail(context.Cause(tctx))
 	}
 	s0 := time.Now()
 	if err := p.sleepServer(tctx, rf, level); err != nil {
-		return tr.fail(err)
+		return tr.Fail(err)
 	}
 	ho.SleepS = time.Since(s0).Seconds()
 	w0 := time.Now()
@@ -683,18 +606,18 @@ func (p *phase) handoff(ctx context.Context, from, to string, level int) error {
 	step, err := rt.client.Wake(wctx, level)
 	wcancel()
 	if err != nil {
-		return tr.fail(fmt.Errorf("kubernetes: wake pod %s (%s): %w", rt.name, step, err))
+		return tr.Fail(fmt.Errorf("kubernetes: wake pod %s (%s): %w", rt.name, step, err))
 	}
 	ho.WakeS = time.Since(w0).Seconds()
 	rt.asleep = false
 	ft, err := p.firstToken(tctx, rt)
 	if err != nil {
-		return tr.fail(err)
+		return tr.Fail(err)
 	}
 	if err := p.setGate(tctx, rt.name, true); err != nil {
-		return tr.fail(err)
+		return tr.Fail(err)
 	}
-	if err := tr.wait(); err != nil {
+	if err := tr.Wait(); err != nil {
 		return err
 	}
 	ho.FirstTokenS, ho.ReadyS = since(t0, ft), since(t0, readyP.At["ready"])
@@ -749,10 +672,10 @@ func (p *phase) scaleToZero(ctx context.Context, label, claim string) error {
 			before = used
 		}
 	}
-	tr := newTracker(tctx)
-	tctx = tr.ctx
+	tr := kube.NewTracker(tctx)
+	tctx = tr.Context()
 	var claimP kube.Progress[*resourcev1.ResourceClaim]
-	tr.goTrack(func() error {
+	tr.Go(func() error {
 		var err error
 		claimP, err = kube.Track(tctx, p.Clients.Resource.ResourceClaims(p.ns).Watch, claim, "", []kube.Milestone[*resourcev1.ResourceClaim]{{Name: "released", Reached: func(c *resourcev1.ResourceClaim) bool {
 			return !slices.ContainsFunc(c.Status.ReservedFor, func(x resourcev1.ResourceClaimConsumerReference) bool { return x.UID == r.uid })
@@ -763,7 +686,7 @@ func (p *phase) scaleToZero(ctx context.Context, label, claim string) error {
 		return nil
 	})
 	var gone time.Time
-	tr.goTrack(func() error {
+	tr.Go(func() error {
 		_, err := kube.Track(tctx, p.Clients.Core.Pods(p.ns).Watch, r.name, "", []kube.Milestone[*corev1.Pod]{{Name: "never", Reached: func(*corev1.Pod) bool { return false }}}, nil)
 		if errors.Is(err, kube.ErrGone) {
 			gone = time.Now()
@@ -773,9 +696,9 @@ func (p *phase) scaleToZero(ctx context.Context, label, claim string) error {
 	})
 	t0 := time.Now()
 	if err := p.Clients.Core.Pods(p.ns).Delete(tctx, r.name, metav1.DeleteOptions{}); err != nil {
-		return tr.fail(fmt.Errorf("kubernetes: delete pod %s: %w", r.name, err))
+		return tr.Fail(fmt.Errorf("kubernetes: delete pod %s: %w", r.name, err))
 	}
-	if err := tr.wait(); err != nil {
+	if err := tr.Wait(); err != nil {
 		return err
 	}
 	delete(p.pods, label)
