@@ -409,7 +409,7 @@ func (p *phase) coldStart(ctx context.Context, label, claim, kind string) (*reco
 	if err := tr.Wait(); err != nil {
 		return ps, err
 	}
-	ps.ScheduledS, ps.ContainerStarted = since(t0, podP.At["scheduled"]), since(t0, podP.At["started"])
+	ps.ScheduledS, ps.ContainerStartedS = since(t0, podP.At["scheduled"]), since(t0, podP.At["started"])
 	ps.ContainersReadyS, ps.ReadyS = since(t0, podP.At["containers-ready"]), since(t0, podP.At["ready"])
 	ps.HealthS, ps.ModelsS, ps.FirstTokenS = since(t0, health), since(t0, models), since(t0, ft)
 	ps.RoutableS = since(t0, sliceP.At["routable"])
@@ -419,7 +419,7 @@ func (p *phase) coldStart(ctx context.Context, label, claim, kind string) (*reco
 	}
 	p.out.Starts = append(p.out.Starts, *ps)
 	p.Logf("kubernetes: %s scheduled %.3fs, started %.3fs, /health %.3fs, first token %.3fs, Ready %.3fs, routable %.3fs",
-		name, ps.ScheduledS, ps.ContainerStarted, ps.HealthS, ps.FirstTokenS, ps.ReadyS, ps.RoutableS)
+		name, ps.ScheduledS, ps.ContainerStartedS, ps.HealthS, ps.FirstTokenS, ps.ReadyS, ps.RoutableS)
 	return ps, nil
 }
 
@@ -825,11 +825,11 @@ func (p *phase) capacity(ctx context.Context, shared string) error {
 	if err != nil {
 		return err
 	}
-	cc.RequestedGi = float64(request(a)) / record.GiB
+	cc.RequestedGiB = float64(request(a)) / record.GiB
 	if p.Memory != nil {
 		if used, tot, err := p.Memory(ctx); err == nil {
 			cc.UsedGiB, cc.FreeGiB = used, tot-used
-			cc.WouldFit = cc.RequestedGi <= cc.FreeGiB
+			cc.WouldFit = cc.RequestedGiB <= cc.FreeGiB
 		}
 	}
 	if _, err := c.Core.Pods(p.ns).Create(ctx, podSpec(p.Cfg, p.models[a], name, claims["third"], host, port), metav1.CreateOptions{}); err != nil {
@@ -847,10 +847,10 @@ func (p *phase) capacity(ctx context.Context, shared string) error {
 		})
 	switch {
 	case errors.Is(err, errRefused):
-		p.Logf("kubernetes: the scheduler refused %s (%.2f GiB asked, %.2f GiB free on the device): %s", name, cc.RequestedGi, cc.FreeGiB, cc.Message)
+		p.Logf("kubernetes: the scheduler refused %s (%.2f GiB asked, %.2f GiB free on the device): %s", name, cc.RequestedGiB, cc.FreeGiB, cc.Message)
 	case err == nil:
 		cc.Scheduled = append(cc.Scheduled, name)
-		p.out.Notes = append(p.out.Notes, fmt.Sprintf("the scheduler placed %s beside %v: the claims' requests (%.2f GiB each) fit the device's %.2f GiB", name, cc.Scheduled[:2], cc.RequestedGi, cc.DeviceGiB))
+		p.out.Notes = append(p.out.Notes, fmt.Sprintf("the scheduler placed %s beside %v: the claims' requests (%.2f GiB each) fit the device's %.2f GiB", name, cc.Scheduled[:2], cc.RequestedGiB, cc.DeviceGiB))
 	default:
 		return fmt.Errorf("kubernetes: pod %s neither scheduled nor refused after %vs: is kube-scheduler running? %w", name, p.k.RefuseWaitS, err)
 	}
