@@ -16,7 +16,8 @@ import (
 	"github.com/wakebench/wakebench/internal/server"
 )
 
-// serve watches the Pods bound to the node and acts on each change.
+// serve watches the Pods bound to the node and acts on each change, until
+// ctx ends.
 func (a *Agent) serve(ctx context.Context) {
 	opts := metav1.ListOptions{FieldSelector: "spec.nodeName=" + a.o.Node}
 	for ctx.Err() == nil {
@@ -24,18 +25,34 @@ func (a *Agent) serve(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				a.fail(fmt.Errorf("node %s: watch pods: %w", a.o.Node, err))
-				time.Sleep(time.Second)
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
 			}
 			continue
 		}
-		for ev := range w.ResultChan() {
+		a.syncEach(ctx, w)
+		w.Stop()
+	}
+}
+
+// syncEach syncs each Pod w reports until w or ctx ends.
+func (a *Agent) syncEach(ctx context.Context, w watch.Interface) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return // the server ended the watch: start another
+			}
 			p, ok := ev.Object.(*corev1.Pod)
 			if !ok || ev.Type == watch.Error || ev.Type == watch.Bookmark {
 				continue
 			}
 			a.sync(ctx, p, ev.Type == watch.Deleted)
 		}
-		w.Stop()
 	}
 }
 
