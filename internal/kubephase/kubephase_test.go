@@ -69,8 +69,8 @@ func TestPhaseOnALocalCluster(t *testing.T) {
 	for _, s := range k.Starts {
 		kinds = append(kinds, s.Model+":"+s.Kind)
 		assert.Greater(t, s.ScheduledS, 0.0, s.Pod)
-		assert.GreaterOrEqual(t, s.ContainerStarted, s.ScheduledS, s.Pod)
-		assert.GreaterOrEqual(t, s.HealthS, s.ContainerStarted, s.Pod)
+		assert.GreaterOrEqual(t, s.ContainerStartedS, s.ScheduledS, s.Pod)
+		assert.GreaterOrEqual(t, s.HealthS, s.ContainerStartedS, s.Pod)
 		assert.GreaterOrEqual(t, s.FirstTokenS, s.HealthS, s.Pod)
 		assert.GreaterOrEqual(t, s.ReadyS, s.FirstTokenS, "%s: Ready only once the awake gate is set, after the first token", s.Pod)
 		// Ready and the EndpointSlice come on separate watches, in either
@@ -113,8 +113,8 @@ func TestPhaseOnALocalCluster(t *testing.T) {
 	assert.Equal(t, []string{"wakebench-a-2"}, c.AsleepPods)
 	assert.Equal(t, "wakebench-a-3", c.Refused, "the third Pod is refused: the scheduler counts the sleeping Pod's request")
 	assert.Contains(t, c.Message, "cannot allocate all claims")
-	assert.True(t, c.WouldFit, "yet its %.2f GiB fit the %.2f GiB free", c.RequestedGi, c.FreeGiB)
-	assert.Greater(t, c.RequestedGi*3, c.DeviceGiB, "three requests exceed the device's capacity")
+	assert.True(t, c.WouldFit, "yet its %.2f GiB fit the %.2f GiB free", c.RequestedGiB, c.FreeGiB)
+	assert.Greater(t, c.RequestedGiB*3, c.DeviceGiB, "three requests exceed the device's capacity")
 
 	// Nothing is left: no Pod in the namespace, no container on the node.
 	pods, err := env.Clients.Core.Pods(cfg.Kubernetes.Namespace).List(ctx, metav1.ListOptions{})

@@ -34,16 +34,16 @@ type PodStart struct {
 	Model, Pod string
 	Kind       string // "cold" (the model's first Pod) or "scale-up" (after scale to zero)
 	// Seconds from Pod created to each milestone.
-	ScheduledS       float64 // PodScheduled True
-	ClaimAllocatedS  float64 // its ResourceClaim allocated (before it was created: 0)
-	ContainerStarted float64 // container running
-	HealthS          float64 // GET /health 200
-	ModelsS          float64 // GET /v1/models lists the model
-	FirstTokenS      float64 // first token of a probe
-	ContainersReadyS float64 // the node's readiness probe passed
-	ReadyS           float64 // Pod Ready (readiness gate set after the first token)
-	RoutableS        float64 // the Service's EndpointSlice lists it ready
-	OtherAsleep      bool    // the other model's Pod was asleep on the device meanwhile
+	ScheduledS        float64 // PodScheduled True
+	ClaimAllocatedS   float64 // its ResourceClaim allocated (before it was created: 0)
+	ContainerStartedS float64 // container running
+	HealthS           float64 // GET /health 200
+	ModelsS           float64 // GET /v1/models lists the model
+	FirstTokenS       float64 // first token of a probe
+	ContainersReadyS  float64 // the node's readiness probe passed
+	ReadyS            float64 // Pod Ready (readiness gate set after the first token)
+	RoutableS         float64 // the Service's EndpointSlice lists it ready
+	OtherAsleep       bool    // the other model's Pod was asleep on the device meanwhile
 }
 
 // PodRestart is the container of a running Pod killed and restarted by
@@ -87,17 +87,17 @@ type SharedClaim struct {
 // (DRAConsumableCapacity): the scheduler counts every Pod's request, asleep
 // or not.
 type CapacityClaims struct {
-	DeviceGiB   float64
-	Enabled     bool // the device allows multiple allocations (the API server kept the field)
-	RequestGiB  map[string]float64
-	Scheduled   []string // Pods the scheduler placed
-	Refused     string   // the Pod it refused ("" when none)
-	Message     string   // its PodScheduled message
-	AsleepPods  []string // Pods asleep when it was refused
-	UsedGiB     float64  // device memory then (−1 without a memory source)
-	FreeGiB     float64
-	WouldFit    bool // the refused Pod's request ≤ free device memory
-	RequestedGi float64
+	DeviceGiB    float64
+	Enabled      bool // the device allows multiple allocations (the API server kept the field)
+	RequestGiB   map[string]float64
+	Scheduled    []string // Pods the scheduler placed
+	Refused      string   // the Pod it refused ("" when none)
+	Message      string   // its PodScheduled message
+	AsleepPods   []string // Pods asleep when it was refused
+	UsedGiB      float64  // device memory then (−1 without a memory source)
+	FreeGiB      float64
+	WouldFit     bool // the refused Pod's request ≤ free device memory
+	RequestedGiB float64
 }
 
 // ScaleToZero is the awake Pod deleted and a new one started for the same

@@ -111,17 +111,17 @@ type PodSwitch struct {
 
 // Capacity is the claim accounting in report.json.
 type Capacity struct {
-	DeviceGiB   float64            `json:"device_gib"`
-	Enabled     bool               `json:"multiple_allocations"`
-	RequestGiB  map[string]float64 `json:"request_gib"`
-	Scheduled   []string           `json:"scheduled"`
-	AsleepPods  []string           `json:"asleep"`
-	Refused     string             `json:"refused"`
-	Message     string             `json:"message"`
-	RequestedGi float64            `json:"refused_request_gib"`
-	UsedGiB     float64            `json:"used_gib"`
-	FreeGiB     float64            `json:"free_gib"`
-	WouldFit    bool               `json:"would_fit"`
+	DeviceGiB    float64            `json:"device_gib"`
+	Enabled      bool               `json:"multiple_allocations"`
+	RequestGiB   map[string]float64 `json:"request_gib"`
+	Scheduled    []string           `json:"scheduled"`
+	AsleepPods   []string           `json:"asleep"`
+	Refused      string             `json:"refused"`
+	Message      string             `json:"message"`
+	RequestedGiB float64            `json:"refused_request_gib"`
+	UsedGiB      float64            `json:"used_gib"`
+	FreeGiB      float64            `json:"free_gib"`
+	WouldFit     bool               `json:"would_fit"`
 }
 
 // ScaleToZero is one scale to zero and back in report.json.
@@ -166,14 +166,14 @@ func kubernetes(rep *Report, labels []string, k *record.Kubernetes) {
 	}
 	if c := k.Capacity; c != nil {
 		d.Capacity = &Capacity{DeviceGiB: c.DeviceGiB, Enabled: c.Enabled, RequestGiB: maps.Clone(c.RequestGiB), Scheduled: c.Scheduled,
-			AsleepPods: c.AsleepPods, Refused: c.Refused, Message: c.Message, RequestedGi: c.RequestedGi, UsedGiB: c.UsedGiB, FreeGiB: c.FreeGiB, WouldFit: c.WouldFit}
+			AsleepPods: c.AsleepPods, Refused: c.Refused, Message: c.Message, RequestedGiB: c.RequestedGiB, UsedGiB: c.UsedGiB, FreeGiB: c.FreeGiB, WouldFit: c.WouldFit}
 	}
 	for _, s := range k.Scale {
 		d.ScaleToZero = append(d.ScaleToZero, ScaleToZero{Model: s.Model, Pod: s.Pod, GoneS: s.GoneS, ReleasedS: s.ReleasedS, FreedGiB: s.FreedGiB, BackS: s.BackS, WakeS: s.WakeS})
 	}
 	for _, s := range k.Starts {
 		d.PodStarts = append(d.PodStarts, PodStart{Model: s.Model, Pod: s.Pod, Kind: s.Kind, ScheduledS: s.ScheduledS, ClaimAllocatedS: s.ClaimAllocatedS,
-			ContainerStartedS: s.ContainerStarted, HealthS: s.HealthS, ModelsS: s.ModelsS, ToFirstTokenS: s.FirstTokenS,
+			ContainerStartedS: s.ContainerStartedS, HealthS: s.HealthS, ModelsS: s.ModelsS, ToFirstTokenS: s.FirstTokenS,
 			ContainersReadyS: s.ContainersReadyS, ReadyS: s.ReadyS, RoutableS: s.RoutableS, OtherAsleep: s.OtherAsleep})
 	}
 	type col struct{ sleep, wake, ft, ready, route, unroute []float64 }
@@ -213,7 +213,7 @@ func kubernetes(rep *Report, labels []string, k *record.Kubernetes) {
 				continue
 			}
 			t.ColdStart.Kinds = append(t.ColdStart.Kinds, s.Kind)
-			sch, alloc, started = appendSeen(sch, s.ScheduledS), appendSeen(alloc, s.ClaimAllocatedS), appendSeen(started, s.ContainerStarted)
+			sch, alloc, started = appendSeen(sch, s.ScheduledS), appendSeen(alloc, s.ClaimAllocatedS), appendSeen(started, s.ContainerStartedS)
 			health, models, ft = appendSeen(health, s.HealthS), appendSeen(models, s.ModelsS), appendSeen(ft, s.FirstTokenS)
 			cready, ready, route = appendSeen(cready, s.ContainersReadyS), appendSeen(ready, s.ReadyS), appendSeen(route, s.RoutableS)
 		}
@@ -282,7 +282,7 @@ func writeKubernetes(b *strings.Builder, rep Report, labels []string) {
 				fit = "would fit"
 			}
 			fmt.Fprintf(b, "\nPer-Pod claims on %.1f GiB: the scheduler placed %s (%s asleep) and refused %s, whose %.2f GiB %s the %.2f GiB free: it counts a sleeping Pod's request. (%s)\n",
-				c.DeviceGiB, strings.Join(c.Scheduled, ", "), strings.Join(c.AsleepPods, ", "), c.Refused, c.RequestedGi, fit, c.FreeGiB, c.Message)
+				c.DeviceGiB, strings.Join(c.Scheduled, ", "), strings.Join(c.AsleepPods, ", "), c.Refused, c.RequestedGiB, fit, c.FreeGiB, c.Message)
 		} else {
 			fmt.Fprintf(b, "\nPer-Pod claims on %.1f GiB: the scheduler placed %s; none was refused.\n", c.DeviceGiB, strings.Join(c.Scheduled, ", "))
 		}

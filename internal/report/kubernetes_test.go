@@ -14,7 +14,7 @@ import (
 
 func sampleKubernetes() *record.Kubernetes {
 	start := func(m, pod, kind string, ft float64) record.PodStart {
-		return record.PodStart{Model: m, Pod: pod, Kind: kind, ScheduledS: 0.02, ClaimAllocatedS: 0.01, ContainerStarted: 0.05,
+		return record.PodStart{Model: m, Pod: pod, Kind: kind, ScheduledS: 0.02, ClaimAllocatedS: 0.01, ContainerStartedS: 0.05,
 			HealthS: ft - 0.01, ModelsS: ft - 0.005, FirstTokenS: ft, ContainersReadyS: ft + 0.1, ReadyS: ft + 0.02, RoutableS: ft + 0.03}
 	}
 	return &record.Kubernetes{Cluster: "local control plane", Simulated: "simulated node", Namespace: "wakebench",
@@ -25,7 +25,7 @@ func sampleKubernetes() *record.Kubernetes {
 			{From: "A", To: "B", Level: 1, SleepS: 0.03, WakeS: 0.02, FirstTokenS: 0.06, ReadyS: 0.08, RoutableS: -1, UnroutableS: 0.01},
 		},
 		Shared:   &record.SharedClaim{Claim: "wakebench-gpu", Device: "d/p/gpu-0", ReservedFor: []string{"a-1", "b-1"}, UsedGiB: 20, DeallocatedS: 0.02},
-		Capacity: &record.CapacityClaims{DeviceGiB: 48, Enabled: true, Scheduled: []string{"a-2", "b-3"}, AsleepPods: []string{"a-2"}, Refused: "a-3", Message: "cannot allocate all claims", RequestedGi: 19.2, FreeGiB: 28, WouldFit: true},
+		Capacity: &record.CapacityClaims{DeviceGiB: 48, Enabled: true, Scheduled: []string{"a-2", "b-3"}, AsleepPods: []string{"a-2"}, Refused: "a-3", Message: "cannot allocate all claims", RequestedGiB: 19.2, FreeGiB: 28, WouldFit: true},
 		Scale:    []record.ScaleToZero{{Model: "B", Pod: "b-1", GoneS: 0.01, ReleasedS: 0.02, FreedGiB: 19, BackS: 0.42, WakeS: 0.06}},
 	}
 }

@@ -87,15 +87,14 @@ func (s *Server) ExitErr() error {
 	default:
 		return nil
 	}
-	how := "with status 0"
-	if s.waitErr != nil {
-		how = s.waitErr.Error()
-	}
 	tail := ""
 	if t := logTail(s.spec.LogPath, 3); t != "" {
 		tail = "; last log lines: " + t
 	}
-	return fmt.Errorf("server %s exited: %s (log %s)%s", s.spec.Label, how, s.spec.LogPath, tail)
+	if s.waitErr != nil { // wrapped: callers read the exit status (*exec.ExitError)
+		return fmt.Errorf("server %s exited: %w (log %s)%s", s.spec.Label, s.waitErr, s.spec.LogPath, tail)
+	}
+	return fmt.Errorf("server %s exited: with status 0 (log %s)%s", s.spec.Label, s.spec.LogPath, tail)
 }
 
 // logTail returns the last n non-empty lines of a log (from its last 4 KiB), joined by " | ".

@@ -1,4 +1,4 @@
-package kubephase
+package kube
 
 import (
 	"context"
@@ -22,37 +22,37 @@ func waitFor(ctx context.Context, what string) func() error {
 func TestTrackerFailSaysTheCause(t *testing.T) {
 	// The step fails on its own (a wrong /v1/models): that is the cause,
 	// not the Tracks' echo of the cancellation.
-	tr := newTracker(context.Background())
-	tr.goTrack(waitFor(tr.ctx, "ready"))
+	tr := NewTracker(context.Background())
+	tr.Go(waitFor(tr.Context(), "ready"))
 	own := errors.New("/v1/models lists [x]")
-	assert.Equal(t, own, tr.fail(own))
+	assert.Equal(t, own, tr.Fail(own))
 
 	// A Track failed first (a crashing container) and cancelled the step:
 	// the step's error only echoes it, whichever Track started first.
-	tr = newTracker(context.Background())
+	tr = NewTracker(context.Background())
 	crash := errors.New("container exited with code 2")
-	tr.goTrack(waitFor(tr.ctx, "routable"))
-	tr.goTrack(func() error { return crash })
-	<-tr.ctx.Done()
-	assert.Equal(t, crash, tr.fail(fmt.Errorf("/health: %w", context.Cause(tr.ctx))))
+	tr.Go(waitFor(tr.Context(), "routable"))
+	tr.Go(func() error { return crash })
+	<-tr.Context().Done()
+	assert.Equal(t, crash, tr.Fail(fmt.Errorf("/health: %w", context.Cause(tr.Context()))))
 
 	// The step's time ran out: every Track saw it, and the first-started
 	// one says what was missing.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	tr = newTracker(ctx)
-	tr.goTrack(waitFor(tr.ctx, "scheduled"))
-	tr.goTrack(waitFor(tr.ctx, "routable"))
-	<-tr.ctx.Done()
-	err := tr.fail(context.Cause(tr.ctx))
+	tr = NewTracker(ctx)
+	tr.Go(waitFor(tr.Context(), "scheduled"))
+	tr.Go(waitFor(tr.Context(), "routable"))
+	<-tr.Context().Done()
+	err := tr.Fail(context.Cause(tr.Context()))
 	assert.ErrorContains(t, err, "scheduled never seen")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 
 	// The run was cancelled (an interrupt): that is what the step says.
 	run, stop := context.WithCancelCause(context.Background())
-	tr = newTracker(run)
-	tr.goTrack(waitFor(tr.ctx, "ready"))
+	tr = NewTracker(run)
+	tr.Go(waitFor(tr.Context(), "ready"))
 	interrupted := errors.New("interrupted by interrupt")
 	stop(interrupted)
-	assert.Equal(t, interrupted, tr.fail(context.Cause(tr.ctx)))
+	assert.Equal(t, interrupted, tr.Fail(context.Cause(tr.Context())))
 }

@@ -1,0 +1,164 @@
+// Package nodeagent is the node of the local Kubernetes phase, where no
+// container image can be pulled: a small kubelet stand-in that registers a
+// Node, keeps its Lease fresh, publishes the node's GPU as a DRA
+// ResourceSlice (what a DRA driver's kubelet plugin does), and runs the
+// containers of the Pods bound to it as host processes (vllmsim, or vllm on
+// a GPU runner). Like the kubelet it reports each Pod's phase, IP, container
+// states and conditions, probes readiness (httpGet), honours readiness
+// gates, restarts exited containers (restartPolicy Always), stops a deleted
+// Pod's containers before removing it, and passes each container the
+// devices its ResourceClaims were allocated (CUDA_VISIBLE_DEVICES, where a
+// DRA driver would inject them through CDI). On a real cluster the kubelet
+// and the NVIDIA DRA driver do all of this and this package is not used.
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/wakebench/wakebench/internal/kube"
+)
+
+// GPU is one device the node publishes in its ResourceSlice.
+type GPU struct {
+	Name        string // device name in the slice ("gpu-0")
+	UUID        string // what CUDA_VISIBLE_DEVICES gets
+	Product     string
+	MemoryBytes uint64
+}
+
+// Options are the agent's settings.
+type Options struct {
+	Node string
+	// IP is the node's address, and every Pod's (they run on its network):
+	// not a loopback one, which EndpointSlices refuse.
+	IP      string
+	Driver  string // the DRA driver name its ResourceSlice is published under
+	GPUs    []GPU
+	Clients *kube.Clients
+	// Programs maps a container's command[0] to the host program run for
+	// it ("vllm" → the vllmsim binary); others are looked up in PATH.
+	Programs map[string]string
+	// Env is the node's environment, given to every container (the
+	// simulated GPU's directory, vllmsim's profile).
+	Env []string
+	// Dir holds each Pod's directory: the caches (VLLM_CACHE_ROOT …) that
+	// live as long as the Pod, like an emptyDir.
+	Dir string
+	// LogDir receives each container's log, <namespace>_<pod>_<container>.log
+	// ("": Dir).
+	LogDir string
+	// Ready bounds the wait for the node to become schedulable.
+	Ready time.Duration
+	// LeaseRenew is how often the node's Lease is renewed (0: every 10 s,
+	// as the kubelet does).
+	LeaseRenew time.Duration
+}
+
+// Agent is a running node agent.
+type Agent struct {
+	o      Options
+	c      *kube.Clients
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu   sync.Mutex // guards pods and errs
+	pods map[types.UID]*pod
+	errs []error // what went wrong in the background, reported by Stop
+}
+
+// Start registers the node, publishes its ResourceSlice and starts serving
+// Pods; it returns once the node is schedulable (the control plane's node
+// lifecycle controller has lifted the not-ready taint).
+func Start(ctx context.Context, o Options) (*Agent, error) {
+	if o.Ready == 0 {
+		o.Ready = 90 * time.Second
+	}
+	if o.LeaseRenew == 0 {
+		o.LeaseRenew = 10 * time.Second
+	}
+	if o.LogDir == "" {
+		o.LogDir = o.Dir
+	}
+	if err := os.MkdirAll(o.LogDir, 0o755); err != nil {
+		return nil, fmt.Errorf("node %s: %w", o.Node, err)
+	}
+	a := &Agent{o: o, c: o.Clients, pods: map[types.UID]*pod{}}
+	if err := a.registerNode(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.createLease(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.publish(ctx); err != nil {
+		return nil, err
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	a.wg.Go(func() { a.renewLease(bg) })
+	a.wg.Go(func() { a.serve(bg) })
+	if err := a.waitSchedulable(ctx); err != nil {
+		return nil, errors.Join(err, a.Stop())
+	}
+	return a, nil
+}
+
+// Stop stops every container the agent runs and its loops; it says what
+// went wrong while it ran.
+func (a *Agent) Stop() error {
+	a.cancel()
+	a.wg.Wait()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	errs := a.errs
+	for _, p := range a.pods {
+		errs = append(errs, p.stop())
+	}
+	a.pods = map[types.UID]*pod{}
+	return errors.Join(errs...)
+}
+
+func (a *Agent) fail(err error) {
+	a.mu.Lock()
+	a.errs = append(a.errs, err)
+	a.mu.Unlock()
+}
+
+// Restart kills the running container of Pod ns/name, as a crash would:
+// the agent starts it again (restartPolicy Always). It returns when the
+// old process has gone.
+func (a *Agent) Restart(ns, name string) error {
+	a.mu.Lock()
+	var p *pod
+	for _, q := range a.pods {
+		if q.ns == ns && q.name == name {
+			p = q
+		}
+	}
+	a.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("restart %s/%s: no such pod on node %s", ns, name, a.o.Node)
+	}
+	return p.kill()
+}
+
+// PID is the process of Pod ns/name's container (0 when none runs), for
+// the memory sampler's attribution.
+func (a *Agent) PID(ns, name string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range a.pods {
+		if p.ns == ns && p.name == name {
+			return p.pid()
+		}
+	}
+	return 0
+}
+
+func ptr[T any](v T) *T { return &v }

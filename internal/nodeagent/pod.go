@@ -1,0 +1,177 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/wakebench/wakebench/internal/kube"
+	"github.com/wakebench/wakebench/internal/server"
+)
+
+// serve watches the Pods bound to the node and acts on each change, until
+// ctx ends.
+func (a *Agent) serve(ctx context.Context) {
+	opts := metav1.ListOptions{FieldSelector: "spec.nodeName=" + a.o.Node}
+	for ctx.Err() == nil {
+		w, err := a.c.Core.Pods("").Watch(ctx, opts)
+		if err != nil {
+			if ctx.Err() == nil {
+				a.fail(fmt.Errorf("node %s: watch pods: %w", a.o.Node, err))
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+			continue
+		}
+		a.syncEach(ctx, w)
+		w.Stop()
+	}
+}
+
+// syncEach syncs each Pod w reports until w or ctx ends.
+func (a *Agent) syncEach(ctx context.Context, w watch.Interface) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return // the server ended the watch: start another
+			}
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || ev.Type == watch.Error || ev.Type == watch.Bookmark {
+				continue
+			}
+			a.sync(ctx, p, ev.Type == watch.Deleted)
+		}
+	}
+}
+
+// sync brings one Pod's containers in line with its object.
+func (a *Agent) sync(ctx context.Context, obj *corev1.Pod, deleted bool) {
+	a.mu.Lock()
+	p := a.pods[obj.UID]
+	if p == nil && !deleted && obj.DeletionTimestamp == nil {
+		p = newPod(a, obj)
+		a.pods[obj.UID] = p
+		a.wg.Go(func() { p.run(ctx) })
+	}
+	a.mu.Unlock()
+	if p == nil {
+		if obj.DeletionTimestamp != nil && !deleted { // never started here: nothing to stop
+			a.remove(ctx, obj)
+		}
+		return
+	}
+	switch {
+	case deleted:
+		a.forget(p)
+	case obj.DeletionTimestamp != nil:
+		a.wg.Go(func() {
+			if err := p.stop(); err != nil {
+				a.fail(err)
+			}
+			a.remove(ctx, obj)
+			a.forget(p)
+		})
+	default:
+		p.observe(obj)
+	}
+}
+
+// remove is the kubelet's last word on a deleted Pod whose containers have
+// stopped: the object goes (grace 0, this very Pod only).
+func (a *Agent) remove(ctx context.Context, obj *corev1.Pod) {
+	err := a.c.Core.Pods(obj.Namespace).Delete(ctx, obj.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0)),
+		Preconditions: &metav1.Preconditions{UID: &obj.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
+		a.fail(fmt.Errorf("delete pod %s: %w", kube.Name(obj), err))
+	}
+}
+
+func (a *Agent) forget(p *pod) {
+	a.mu.Lock()
+	delete(a.pods, p.uid)
+	a.mu.Unlock()
+}
+
+// pod is one Pod the agent runs: one container (the phase's Pods have one).
+type pod struct {
+	a        *Agent
+	uid      types.UID
+	ns, name string
+	changed  chan struct{} // poked when the object changes (readiness gates)
+	done     chan struct{} // closed when run returns
+
+	mu       sync.Mutex // guards the fields below
+	obj      *corev1.Pod
+	srv      *server.Server
+	started  metav1.Time
+	ready    bool
+	restarts int32
+	last     *corev1.ContainerStateTerminated
+	waiting  *corev1.ContainerStateWaiting
+	stopped  bool
+}
+
+func newPod(a *Agent, obj *corev1.Pod) *pod {
+	return &pod{a: a, uid: obj.UID, ns: obj.Namespace, name: obj.Name, obj: obj.DeepCopy(),
+		changed: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func (p *pod) observe(obj *corev1.Pod) {
+	p.mu.Lock()
+	p.obj = obj.DeepCopy()
+	p.mu.Unlock()
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pod) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.srv == nil {
+		return 0
+	}
+	return p.srv.PID()
+}
+
+func (p *pod) kill() error {
+	p.mu.Lock()
+	srv := p.srv
+	p.mu.Unlock()
+	if srv == nil {
+		return fmt.Errorf("restart %s/%s: no container running", p.ns, p.name)
+	}
+	return srv.Kill()
+}
+
+// stop ends the Pod's container for good.
+func (p *pod) stop() error {
+	p.mu.Lock()
+	p.stopped = true
+	srv := p.srv
+	grace := 30 * time.Second
+	if g := p.obj.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	p.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	if err := srv.Stop(grace); err != nil {
+		return fmt.Errorf("stop pod %s/%s: %w", p.ns, p.name, err)
+	}
+	return nil
+}
