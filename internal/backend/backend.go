@@ -62,63 +62,94 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 	}
 	b.Setup = record.Setup{GPU: "unknown GPU (memory source none)", Runtime: "unknown (no server reached)",
 		ContextTokens: cfg.Protocol.ContextTokens, KVGiB: cfg.Protocol.KVGiB, MemorySource: cfg.Memory}
-	switch cfg.Command {
-	case "vllmsim":
-		prof, err := vllmsim.LookupProfile(cfg.Sim.Profile)
-		if err != nil {
-			return nil, fmt.Errorf("config sim.profile: %w", err)
-		}
-		var bad []error
-		for i, m := range cfg.Models {
-			if _, err := vllmsim.ParseFaults(m.SimFaults); err != nil {
-				bad = append(bad, fmt.Errorf("config models[%d].sim_faults: %w", i, err))
-			}
-		}
-		if len(bad) > 0 { // before anything is built or started
-			return nil, errors.Join(bad...)
-		}
-		if b.Command, err = BuildSim(ctx); err != nil {
-			return nil, err
-		}
-		b.env = append(b.env,
-			vllmsim.EnvProfile+"="+cfg.Sim.Profile,
-			vllmsim.EnvTimeScale+"="+strconv.FormatFloat(cfg.Sim.TimeScale, 'g', -1, 64))
-		b.Setup.Simulated = &record.Simulated{Profile: cfg.Sim.Profile, TimeScale: cfg.Sim.TimeScale,
-			Note: "simulated: servers are vllmsim and GPU memory is modelled (" + prof.Source + "); times are wall-clock at this time scale"}
-		if cfg.Memory == "sim" {
-			gpuDir := filepath.Join(dir, "gpu")
-			if err := simgpu.Create(gpuDir, prof.GPU.Device()); err != nil {
-				return nil, err
-			}
-			b.env = append(b.env, simgpu.EnvDir+"="+gpuDir)
-			b.Source = NewSimSource(gpuDir)
-		}
-	default:
+	if err := b.openCommand(ctx, cfg, dir); err != nil {
+		return nil, err
+	}
+	refs, hows, err := runGPUs(cfg, getenv)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.openMemory(cfg, refs, nvmlLib); err != nil {
+		return nil, err
+	}
+	if err := b.placeServers(cfg, refs, hows); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// openCommand finds the server program: vllmsim, built once and set up with
+// the profile, the time scale and (memory "sim") its simulated GPU under
+// dir, after every model's faults parse; or vLLM (or a path) on PATH.
+func (b *Backend) openCommand(ctx context.Context, cfg config.Config, dir string) error {
+	if cfg.Command != "vllmsim" {
 		p, err := exec.LookPath(cfg.Command)
 		if err != nil {
-			return nil, fmt.Errorf("config command %q: %w (install vLLM or set command to a path)", cfg.Command, err)
+			return fmt.Errorf("config command %q: %w (install vLLM or set command to a path)", cfg.Command, err)
 		}
 		b.Command = p
+		return nil
 	}
+	prof, err := vllmsim.LookupProfile(cfg.Sim.Profile)
+	if err != nil {
+		return fmt.Errorf("config sim.profile: %w", err)
+	}
+	var bad []error
+	for i, m := range cfg.Models {
+		if _, err := vllmsim.ParseFaults(m.SimFaults); err != nil {
+			bad = append(bad, fmt.Errorf("config models[%d].sim_faults: %w", i, err))
+		}
+	}
+	if len(bad) > 0 { // before anything is built or started
+		return errors.Join(bad...)
+	}
+	if b.Command, err = BuildSim(ctx); err != nil {
+		return err
+	}
+	b.env = append(b.env,
+		vllmsim.EnvProfile+"="+cfg.Sim.Profile,
+		vllmsim.EnvTimeScale+"="+strconv.FormatFloat(cfg.Sim.TimeScale, 'g', -1, 64))
+	b.Setup.Simulated = &record.Simulated{Profile: cfg.Sim.Profile, TimeScale: cfg.Sim.TimeScale,
+		Note: "simulated: servers are vllmsim and GPU memory is modelled (" + prof.Source + "); times are wall-clock at this time scale"}
+	if cfg.Memory == "sim" {
+		gpuDir := filepath.Join(dir, "gpu")
+		if err := simgpu.Create(gpuDir, prof.GPU.Device()); err != nil {
+			return err
+		}
+		b.env = append(b.env, simgpu.EnvDir+"="+gpuDir)
+		b.Source = NewSimSource(gpuDir)
+	}
+	return nil
+}
 
-	// The run's GPUs: gpu_index and, for models spanning GPUs, the next
-	// gpus − 1 (in NVML's order, or the runner's CUDA_VISIBLE_DEVICES).
+// runGPUs are the run's GPUs: gpu_index and, for models spanning GPUs, the
+// next gpus − 1 (in NVML's order, or the runner's CUDA_VISIBLE_DEVICES),
+// each with how it was found. A GPU that cannot be named is an error only
+// where something uses it: NVML, or vLLM.
+func runGPUs(cfg config.Config, getenv func(string) string) ([]DeviceRef, []string, error) {
 	n := max(1, cfg.GPUs)
 	refs, hows := make([]DeviceRef, n), make([]string, n)
 	for i := range n {
 		ref, how, err := deviceRef(cfg.GPUIndex+i, getenv("CUDA_VISIBLE_DEVICES"), getenv("CUDA_DEVICE_ORDER"))
 		if err != nil && (cfg.Command != "vllmsim" || cfg.Memory == "nvml") {
-			return nil, fmt.Errorf("config gpu_index: %w", err)
+			return nil, nil, fmt.Errorf("config gpu_index: %w", err)
 		}
 		refs[i], hows[i] = ref, how
 	}
+	return refs, hows, nil
+}
+
+// openMemory opens the memory source (NVML on every GPU of the run, or
+// none) and writes what it reports of the device into the setup; the
+// reference's models must fit a real GPU.
+func (b *Backend) openMemory(cfg config.Config, refs []DeviceRef, nvmlLib func() nvml.Interface) error {
 	switch cfg.Memory {
 	case "nvml":
 		for _, ref := range refs {
 			ns, err := OpenNVMLDevice(nvmlLib(), ref)
 			if err != nil {
 				b.Close()
-				return nil, fmt.Errorf("config memory \"nvml\": %w", err)
+				return fmt.Errorf("config memory \"nvml\": %w", err)
 			}
 			b.nvml = append(b.nvml, ns)
 		}
@@ -133,7 +164,7 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 		f := fs.Facts()
 		if err := cfg.ReferenceFit(f.TotalBytes); err != nil && b.nvml != nil {
 			b.Close()
-			return nil, fmt.Errorf("config models: %w", err)
+			return fmt.Errorf("config models: %w", err)
 		}
 		b.Setup.GPUFacts = &record.GPUFacts{Name: f.Name, UUID: f.UUID, MemoryGiB: float64(f.TotalBytes) / record.GiB,
 			DriverVersion: f.DriverVersion, CUDAVersion: f.CUDAVersion, PCIeGen: f.PCIeGen, PCIeWidth: f.PCIeWidth,
@@ -144,19 +175,23 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 		d, err := b.Source.Describe()
 		if err != nil {
 			b.Close()
-			return nil, err
+			return err
 		}
-		b.Setup.GPU = fmt.Sprintf("%d × %s", n, d)
+		b.Setup.GPU = fmt.Sprintf("%d × %s", len(refs), d)
 	}
-	// Every server on the GPU(s) the memory source watches, named by index
-	// in PCI bus order, which every vLLM release parses (CUDAEnv); the
-	// report keeps the UUIDs.
+	return nil
+}
+
+// placeServers puts every server on the GPU(s) the memory source watches,
+// named by index in PCI bus order, which every vLLM release parses
+// (CUDAEnv); the report keeps the UUIDs. vllmsim runs on no GPU.
+func (b *Backend) placeServers(cfg config.Config, refs []DeviceRef, hows []string) error {
 	var idx []int
 	var places []string
 	switch {
 	case cfg.Command == "vllmsim":
 		b.Setup.GPUPlacement = "simulated GPU (vllmsim runs on no GPU)"
-		return b, nil
+		return nil
 	case b.nvml != nil:
 		for i, ns := range b.nvml {
 			idx = append(idx, ns.Index())
@@ -165,7 +200,7 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 	default:
 		for i, ref := range refs {
 			if ref.UUID != "" {
-				return nil, fmt.Errorf("config gpu_index: the runner's CUDA_VISIBLE_DEVICES names %s by UUID: vLLM before 0.24 cannot parse a UUID there (vllm#13815) and without NVML wakebench cannot turn it into an index; set memory \"nvml\", or name the GPU by index with CUDA_DEVICE_ORDER=PCI_BUS_ID (nvidia-smi -L)", ref.UUID)
+				return fmt.Errorf("config gpu_index: the runner's CUDA_VISIBLE_DEVICES names %s by UUID: vLLM before 0.24 cannot parse a UUID there (vllm#13815) and without NVML wakebench cannot turn it into an index; set memory \"nvml\", or name the GPU by index with CUDA_DEVICE_ORDER=PCI_BUS_ID (nvidia-smi -L)", ref.UUID)
 			}
 			idx = append(idx, ref.Index)
 			places = append(places, hows[i])
@@ -175,7 +210,7 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 	env := CUDAEnv(idx...)
 	b.env = append(b.env, env...)
 	b.Setup.GPUPlacement = fmt.Sprintf("%s: %s", strings.Join(env, " "), strings.Join(places, "; "))
-	return b, nil
+	return nil
 }
 
 // ServerEnv is the environment of m's server: vLLM's (dev mode, API key),

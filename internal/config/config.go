@@ -246,8 +246,6 @@ type Thresholds struct {
 	MaxL2WakeToFirstTokenS float64 `json:"max_l2_wake_to_first_token_s"` // p95
 	MinAfterWakeTPSRatio   float64 `json:"min_after_wake_tps_ratio"`     // after-wake / baseline median tok/s, per concurrency
 	MaxSwitchToFirstTokenS float64 `json:"max_switch_to_first_token_s"`  // p95, per direction
-	// RegressionPercent: against the baseline, a metric worse by more than
-	// this (and significantly so, at RegressionAlpha) fails the run.
 	// MaxResidualGrowthMiBPerCycle: a model's residual memory may grow by
 	// at most this much per soak cycle (the fitted slope).
 	MaxResidualGrowthMiBPerCycle float64 `json:"max_residual_growth_mib_per_cycle"`
@@ -262,8 +260,11 @@ type Thresholds struct {
 	// MaxPodSwitchRoutableS: the Kubernetes phase's handoffs across Pods,
 	// begun → the woken Pod ready in its EndpointSlice, p95 per direction.
 	MaxPodSwitchRoutableS float64 `json:"max_pod_switch_routable_s"`
-	RegressionPercent     float64 `json:"regression_percent"`
-	RegressionAlpha       float64 `json:"regression_alpha"`
+	// RegressionPercent: against the baseline, a metric worse by more than
+	// this (and significantly so, at RegressionAlpha, a significance level
+	// in (0, 1)) fails the run.
+	RegressionPercent float64 `json:"regression_percent"`
+	RegressionAlpha   float64 `json:"regression_alpha"`
 }
 
 // DefaultPrompt is about 26 tokens, like the reference run's prompt.
@@ -329,7 +330,7 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	t := reflect.TypeOf(Thresholds{})
 	for i := range t.NumField() {
-		k := strings.Split(t.Field(i).Tag.Get("json"), ",")[0]
+		k := jsonKey(t.Field(i))
 		if getenv(EnvName("thresholds", k)) != "" && !slices.Contains(cfg.UserThresholds, k) {
 			cfg.UserThresholds = append(cfg.UserThresholds, k)
 		}
@@ -388,12 +389,34 @@ func Decode(b []byte, cfg *Config) error {
 
 var labelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
 
-// Validate checks every value; the error names the key and what to change.
+// Validate checks every value; the error names the key and what to change,
+// one line per problem, section by section in this order.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
 	}
+	c.validateServers(bad)
+	c.validateModels(bad)
+	c.validateProtocol(bad)
+	c.validateTraffic(bad)
+	c.validateKubernetes(bad)
+	c.validateTimeouts(bad)
+	c.validateThresholds(bad)
+	c.validateAPIKey(bad)
+	c.validateRegressionGate(bad)
+	if c.OutDir == "" {
+		bad("out_dir", "empty: name a directory for the report")
+	}
+	return errors.Join(errs...)
+}
+
+// badFunc reports one problem: the key and what to change.
+type badFunc = func(key, format string, a ...any)
+
+// validateServers checks how the servers run: the program, the address,
+// the GPUs and memory source they share, the simulator.
+func (c Config) validateServers(bad badFunc) {
 	if c.Host == "" {
 		bad("host", `empty: use "127.0.0.1" (loopback) or the address to bind`)
 	}
@@ -422,6 +445,11 @@ func (c Config) Validate() error {
 	if !(c.Sim.TimeScale > 0) {
 		bad("sim.time_scale", "%v: must be > 0", c.Sim.TimeScale)
 	}
+}
+
+// validateModels checks the models list: present, labels and ports unique,
+// and each model's own keys.
+func (c Config) validateModels(bad badFunc) {
 	if len(c.Models) == 0 {
 		bad("models", "empty: list the models to serve in the file named by %s (see docs/gpu.md)", EnvFile)
 	}
@@ -445,39 +473,49 @@ func (c Config) Validate() error {
 			}
 			ports[m.Port] = m.Label
 		}
-		for _, k := range slices.Sorted(maps.Keys(m.Thresholds)) {
-			x := m.Thresholds[k]
-			switch _, ok := thresholdField(k); {
-			case !ok:
-				bad(key+".thresholds", "unknown threshold %q (keys as in thresholds)", k)
-			case slices.Contains(globalThresholds, k):
-				bad(key+".thresholds."+k, "applies to the whole run, not to one model: set it in thresholds")
-			default:
-				checkThreshold(bad, key+".thresholds."+k, k, x)
-			}
-		}
-		if m.SimFaults != "" && c.Command != "vllmsim" {
-			bad(key+".sim_faults", "faults are injected by vllmsim only, but command is %q", c.Command)
-		}
-		for _, a := range m.ExtraArgs {
-			if strings.HasPrefix(a, "--api-key") || strings.HasPrefix(a, "--api_key") {
-				bad(key+".extra_args", "pass the key as api_key (it would show in logs as an argument)")
-			}
-		}
-		for _, n := range slices.Sorted(maps.Keys(m.LoRAModules)) {
-			switch {
-			case !labelRE.MatchString(n):
-				bad(key+".lora_modules", "adapter name %q: use letters, digits, - or _", n)
-			case n == m.Name:
-				bad(key+".lora_modules", "adapter name %q is the model's own name: requests could not tell them apart", n)
-			case strings.TrimSpace(m.LoRAModules[n]) == "":
-				bad(key+".lora_modules."+n, "empty path: the adapter's directory or Hugging Face id")
-			}
-		}
-		if !(m.GPUMemoryUtilization > 0 && m.GPUMemoryUtilization <= 1) {
-			bad(key+".gpu_memory_utilization", "%v: want a share in (0, 1]", m.GPUMemoryUtilization)
+		c.validateModel(bad, key, m)
+	}
+}
+
+// validateModel checks one model's threshold overrides, faults, extra
+// arguments, LoRA adapters and memory share; key is its "models[i]".
+func (c Config) validateModel(bad badFunc, key string, m Model) {
+	for _, k := range slices.Sorted(maps.Keys(m.Thresholds)) {
+		x := m.Thresholds[k]
+		switch _, ok := thresholdField(k); {
+		case !ok:
+			bad(key+".thresholds", "unknown threshold %q (keys as in thresholds)", k)
+		case slices.Contains(globalThresholds, k):
+			bad(key+".thresholds."+k, "applies to the whole run, not to one model: set it in thresholds")
+		default:
+			checkThreshold(bad, key+".thresholds."+k, k, x)
 		}
 	}
+	if m.SimFaults != "" && c.Command != "vllmsim" {
+		bad(key+".sim_faults", "faults are injected by vllmsim only, but command is %q", c.Command)
+	}
+	for _, a := range m.ExtraArgs {
+		if strings.HasPrefix(a, "--api-key") || strings.HasPrefix(a, "--api_key") {
+			bad(key+".extra_args", "pass the key as api_key (it would show in logs as an argument)")
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(m.LoRAModules)) {
+		switch {
+		case !labelRE.MatchString(n):
+			bad(key+".lora_modules", "adapter name %q: use letters, digits, - or _", n)
+		case n == m.Name:
+			bad(key+".lora_modules", "adapter name %q is the model's own name: requests could not tell them apart", n)
+		case strings.TrimSpace(m.LoRAModules[n]) == "":
+			bad(key+".lora_modules."+n, "empty path: the adapter's directory or Hugging Face id")
+		}
+	}
+	if !(m.GPUMemoryUtilization > 0 && m.GPUMemoryUtilization <= 1) {
+		bad(key+".gpu_memory_utilization", "%v: want a share in (0, 1]", m.GPUMemoryUtilization)
+	}
+}
+
+// validateProtocol checks the protocol's counts, lengths and rates.
+func (c Config) validateProtocol(bad badFunc) {
 	p := c.Protocol
 	// Upper bounds keep a typo (HANDOFFS=1000000000) from running until a
 	// timeout: each is far beyond any useful run.
@@ -539,8 +577,10 @@ func (c Config) Validate() error {
 	if !(p.SampleHz > 0 && p.SampleHz <= 1000) {
 		bad("protocol.sample_hz", "%v: want 0 < Hz ≤ 1000", p.SampleHz)
 	}
-	c.validateTraffic(bad)
-	c.validateKubernetes(bad)
+}
+
+// validateTimeouts checks that every timeout is positive.
+func (c Config) validateTimeouts(bad badFunc) {
 	t := c.Timeouts
 	for _, kv := range []struct {
 		k string
@@ -550,9 +590,14 @@ func (c Config) Validate() error {
 			bad("timeouts."+kv.k, "%v: must be > 0", kv.v)
 		}
 	}
+}
+
+// validateThresholds checks every PASS/FAIL limit but the regression
+// gate's (validateRegressionGate).
+func (c Config) validateThresholds(bad badFunc) {
 	tv := reflect.ValueOf(c.Thresholds)
 	for i := range tv.NumField() {
-		k := strings.Split(tv.Type().Field(i).Tag.Get("json"), ",")[0]
+		k := jsonKey(tv.Type().Field(i))
 		f := tv.Field(i)
 		x := 0.0
 		if f.Kind() == reflect.Int {
@@ -564,9 +609,18 @@ func (c Config) Validate() error {
 			checkThreshold(bad, "thresholds."+k, k, x)
 		}
 	}
+}
+
+// validateAPIKey checks that the key can go in an Authorization header.
+func (c Config) validateAPIKey(bad badFunc) {
 	if strings.ContainsFunc(c.APIKey, unicode.IsControl) || strings.TrimSpace(c.APIKey) != c.APIKey {
 		bad("api_key", "holds a control character or surrounding space (a newline from a secrets file?): it would break the Authorization header")
 	}
+}
+
+// validateRegressionGate checks the regression gate: its limit, its
+// significance level and the baseline it compares against.
+func (c Config) validateRegressionGate(bad badFunc) {
 	if !(c.Thresholds.RegressionPercent >= 0) {
 		bad("thresholds.regression_percent", "%v: must not be negative", c.Thresholds.RegressionPercent)
 	}
@@ -580,10 +634,6 @@ func (c Config) Validate() error {
 			bad("baseline", "%v (a previous run's bench.txt, or a directory of runs)", err)
 		}
 	}
-	if c.OutDir == "" {
-		bad("out_dir", "empty: name a directory for the report")
-	}
-	return errors.Join(errs...)
 }
 
 // MaxCycles bounds the sleep cycles and handoffs of a run.
@@ -596,7 +646,7 @@ var globalThresholds = []string{"max_switch_to_first_token_s", "regression_perce
 // says: negative (0 turns a limit off; a negative one would pass or turn
 // off silently), NaN, a fraction of memory above 100 %, or a failure count
 // that is not whole.
-func checkThreshold(bad func(key, format string, a ...any), key, name string, x float64) {
+func checkThreshold(bad badFunc, key, name string, x float64) {
 	switch {
 	case math.IsNaN(x) || math.IsInf(x, 0):
 		bad(key, "%v: want a number", x)
@@ -683,11 +733,18 @@ func (c Config) ThresholdSetByUser(l, key string) bool {
 	return slices.Contains(c.UserThresholds, key)
 }
 
+// jsonKey is the JSON key of a struct field: its json tag's name ("-" for
+// a field JSON skips, "" for one without a name).
+func jsonKey(f reflect.StructField) string {
+	k, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	return k
+}
+
 // thresholdField is the index of the Thresholds field with JSON key k.
 func thresholdField(k string) (int, bool) {
 	t := reflect.TypeOf(Thresholds{})
 	for i := range t.NumField() {
-		if strings.Split(t.Field(i).Tag.Get("json"), ",")[0] == k {
+		if jsonKey(t.Field(i)) == k {
 			return i, true
 		}
 	}

@@ -281,7 +281,7 @@ func TestExampleListsEveryKey(t *testing.T) {
 	var want func(prefix string, t reflect.Type)
 	want = func(prefix string, ty reflect.Type) {
 		for i := range ty.NumField() {
-			k, _, _ := strings.Cut(ty.Field(i).Tag.Get("json"), ",")
+			k := jsonKey(ty.Field(i))
 			if k == "" || k == "-" {
 				continue
 			}

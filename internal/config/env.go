@@ -26,7 +26,7 @@ func walkEnv(v reflect.Value, path []string, getenv func(string) string) error {
 	t := v.Type()
 	for i := range t.NumField() {
 		f := t.Field(i)
-		key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		key := jsonKey(f)
 		if key == "" || key == "-" || key == "models" {
 			continue
 		}

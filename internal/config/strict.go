@@ -10,7 +10,6 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"strings"
 )
 
 // checkJSON lists every problem of a config file at once, by key path:
@@ -61,7 +60,7 @@ func walkJSON(v any, t reflect.Type, path string, errs *[]error) {
 		fields := map[string]reflect.StructField{}
 		for i := range t.NumField() {
 			f := t.Field(i)
-			if name := strings.Split(f.Tag.Get("json"), ",")[0]; name != "" && name != "-" {
+			if name := jsonKey(f); name != "" && name != "-" {
 				fields[name] = f
 			}
 		}

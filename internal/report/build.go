@@ -27,6 +27,24 @@ func summary(xs []float64) stats.Summary {
 // Build summarises raw into the report. Status is PASS only when there is no
 // failure and no failed check; the caller adds test failures as Failures.
 func Build(raw record.Raw) Report {
+	rep := newReport(raw)
+	for _, l := range raw.Labels {
+		m, planned := buildModel(raw, l)
+		rep.Models[l] = m
+		rep.Requests.PlannedPerformance += planned
+	}
+	rep.Switch = switching(raw.Handoffs)
+	rep.Memory = memory(raw)
+	rep.Soak = soak(raw)
+	rep.Traffic = traffic(raw.Traffic)
+	kubernetes(&rep, raw.Labels, raw.Kubernetes)
+	rep.Status = status(rep)
+	return rep
+}
+
+// newReport is the report's run-wide part, copied from raw: setup,
+// windows, phases, checks and failures (empty lists, never null), times.
+func newReport(raw record.Raw) Report {
 	rep := Report{
 		Runtime: raw.Runtime, GPU: raw.GPU, ContextTokens: raw.ContextTokens, KVGiB: raw.KVGiB,
 		Models: map[string]*Model{}, Requests: raw.Requests, PercentileMethod: stats.PercentileMethod,
@@ -54,70 +72,85 @@ func Build(raw record.Raw) Report {
 	if rep.Windows == nil {
 		rep.Windows = map[string]record.Window{}
 	}
-	for _, l := range raw.Labels {
-		m := &Model{Name: raw.Names[l], Sleep: map[string]*SleepLevel{}, Performance: []Perf{}}
-		var ini, warm, iniReady, warmReady []float64
-		for _, rs := range raw.Restarts[l] {
-			if rs.Warm {
-				warm, warmReady = append(warm, rs.FirstTokenS), append(warmReady, rs.ReadyS)
-			} else {
-				ini, iniReady = append(ini, rs.FirstTokenS), append(iniReady, rs.ReadyS)
-			}
-		}
-		m.RestartInitial, m.RestartWarm = summary(ini), summary(warm)
-		m.RestartReadyInitial, m.RestartReadyWarm = summary(iniReady), summary(warmReady)
-		for _, level := range []int{1, 2} {
-			sl := &SleepLevel{PlannedCycles: raw.Planned[l][level]}
-			var sleep, wake, ftt, resid []float64
-			var engines []*record.Engine
-			for _, c := range raw.Cycles[l] {
-				if c.Level != level || !c.OK {
-					continue
-				}
-				sl.SuccessfulCycles++
-				sleep, wake, ftt = append(sleep, c.SleepS), append(wake, c.WakeAPIS), append(ftt, c.ToFirstTokenS)
-				engines = append(engines, c.Engine)
-				resid = appendKnown(resid, c.ResidualGiB)
-			}
-			sl.SleepS, sl.WakeAPIS, sl.ToFirstTokenS, sl.ResidualGiB = summary(sleep), summary(wake), summary(ftt), summary(resid)
-			sl.FirstCycle, sl.SteadyState = firstSteady(sleep, wake, ftt)
-			sl.Engine = engineFigures(engines, sleep, wake)
-			sl.ResidualGiBPerGPU = perGPU(raw.Cycles[l], level)
-			m.Sleep[levelKey(level)] = sl
-		}
-		for _, p := range raw.Perf[l] {
-			counts := slices.Compact(slices.Sorted(slices.Values(p.PromptTokens)))
-			if counts == nil {
-				counts = []int{}
-			}
-			m.Performance = append(m.Performance, Perf{
-				Stage: p.Stage, Concurrency: p.Concurrency, Rounds: p.Rounds, Planned: p.Planned,
-				Success: p.Success, RoundsPassed: p.RoundsPassed,
-				OutputTPS: summary(p.RoundTPS), TTFTS: summary(p.TTFT), TPOTS: summary(p.TPOT),
-				PromptTokenCounts: counts,
-			})
-			rep.Requests.PlannedPerformance += p.Planned
-		}
-		m.PhysicalLimits = limits(raw, l, m)
-		m.FirstSleep = firstSleep(raw.FirstSleeps[l], m.Sleep[levelKey(1)])
-		ref, ok := raw.References[l]
-		m.Correctness = correctness(ref, ok, raw.Replays[l])
-		rep.Models[l] = m
-	}
+	return rep
+}
 
-	rep.Switch.Directions = map[string]*Direction{}
-	dirs := map[string][3][]float64{} // first token, sleep, wake
-	dirEngines := map[string][]*record.Engine{}
-	for _, h := range raw.Handoffs {
-		if h.Initial {
-			rep.Switch.InitialActivation++
+// buildModel summarises the model labelled l: restarts, both sleep levels,
+// serving, physical limits, first sleep and correctness; planned is the
+// serving requests it planned.
+func buildModel(raw record.Raw, l string) (m *Model, planned int) {
+	m = &Model{Name: raw.Names[l], Sleep: map[string]*SleepLevel{}, Performance: []Perf{}}
+	var ini, warm, iniReady, warmReady []float64
+	for _, rs := range raw.Restarts[l] {
+		if rs.Warm {
+			warm, warmReady = append(warm, rs.FirstTokenS), append(warmReady, rs.ReadyS)
+		} else {
+			ini, iniReady = append(ini, rs.FirstTokenS), append(iniReady, rs.ReadyS)
+		}
+	}
+	m.RestartInitial, m.RestartWarm = summary(ini), summary(warm)
+	m.RestartReadyInitial, m.RestartReadyWarm = summary(iniReady), summary(warmReady)
+	for _, level := range []int{1, 2} {
+		m.Sleep[levelKey(level)] = sleepLevel(raw, l, level)
+	}
+	for _, p := range raw.Perf[l] {
+		counts := slices.Compact(slices.Sorted(slices.Values(p.PromptTokens)))
+		if counts == nil {
+			counts = []int{}
+		}
+		m.Performance = append(m.Performance, Perf{
+			Stage: p.Stage, Concurrency: p.Concurrency, Rounds: p.Rounds, Planned: p.Planned,
+			Success: p.Success, RoundsPassed: p.RoundsPassed,
+			OutputTPS: summary(p.RoundTPS), TTFTS: summary(p.TTFT), TPOTS: summary(p.TPOT),
+			PromptTokenCounts: counts,
+		})
+		planned += p.Planned
+	}
+	m.PhysicalLimits = limits(raw, l, m)
+	m.FirstSleep = firstSleep(raw.FirstSleeps[l], m.Sleep[levelKey(1)])
+	ref, ok := raw.References[l]
+	m.Correctness = correctness(ref, ok, raw.Replays[l])
+	return m, planned
+}
+
+// sleepLevel summarises the successful sleep/wake cycles of the model
+// labelled l at level.
+func sleepLevel(raw record.Raw, l string, level int) *SleepLevel {
+	sl := &SleepLevel{PlannedCycles: raw.Planned[l][level]}
+	var sleep, wake, ftt, resid []float64
+	var engines []*record.Engine
+	for _, c := range raw.Cycles[l] {
+		if c.Level != level || !c.OK {
 			continue
 		}
-		rep.Switch.Handoffs++
+		sl.SuccessfulCycles++
+		sleep, wake, ftt = append(sleep, c.SleepS), append(wake, c.WakeAPIS), append(ftt, c.ToFirstTokenS)
+		engines = append(engines, c.Engine)
+		resid = appendKnown(resid, c.ResidualGiB)
+	}
+	sl.SleepS, sl.WakeAPIS, sl.ToFirstTokenS, sl.ResidualGiB = summary(sleep), summary(wake), summary(ftt), summary(resid)
+	sl.FirstCycle, sl.SteadyState = firstSteady(sleep, wake, ftt)
+	sl.Engine = engineFigures(engines, sleep, wake)
+	sl.ResidualGiBPerGPU = perGPU(raw.Cycles[l], level)
+	return sl
+}
+
+// switching summarises the switch phase's handoffs by direction; the
+// initial activation is counted, not summarised.
+func switching(handoffs []record.Handoff) Switch {
+	sw := Switch{Directions: map[string]*Direction{}}
+	dirs := map[string][3][]float64{} // first token, sleep, wake
+	dirEngines := map[string][]*record.Engine{}
+	for _, h := range handoffs {
+		if h.Initial {
+			sw.InitialActivation++
+			continue
+		}
+		sw.Handoffs++
 		if !h.OK {
 			continue
 		}
-		rep.Switch.Success++
+		sw.Success++
 		k := record.DirectionKey(h.From, h.To)
 		d := dirs[k]
 		d[0], d[1], d[2] = append(d[0], h.ToFirstTokenS), append(d[1], h.SleepS), append(d[2], h.WakeS)
@@ -128,31 +161,31 @@ func Build(raw record.Raw) Report {
 		dir := &Direction{N: len(d[0]), ToFirstTokenS: summary(d[0]), SleepS: summary(d[1]), WakeS: summary(d[2])}
 		dir.FirstCycle, dir.SteadyState = firstSteady(d[1], d[2], d[0])
 		dir.Engine = engineFigures(dirEngines[k], d[1], d[2])
-		rep.Switch.Directions[k] = dir
+		sw.Directions[k] = dir
 	}
+	return sw
+}
 
-	rep.Memory = Memory{PhysicalPeakGiB: summary(raw.DeviceUsedGiB), RSSPeakGiB: map[string]float64{},
+// memory summarises the GPU memory figures: the device peak (per GPU too),
+// each model's RSS peak and level-1 release, where the figures came from.
+func memory(raw record.Raw) Memory {
+	mem := Memory{PhysicalPeakGiB: summary(raw.DeviceUsedGiB), RSSPeakGiB: map[string]float64{},
 		L1ReleaseFraction: map[string]stats.Summary{}, Source: raw.MemorySource, Note: raw.MemoryNote}
 	if len(raw.Attribution) > 0 {
-		rep.Memory.Attribution = raw.Attribution
+		mem.Attribution = raw.Attribution
 	}
-	rep.Memory.PhysicalPeakGiBPerGPU = columns(raw.DeviceUsedGiBPerGPU)
+	mem.PhysicalPeakGiBPerGPU = columns(raw.DeviceUsedGiBPerGPU)
 	for l, sleeps := range raw.ReleasePerGPU {
-		if rep.Memory.L1ReleaseFractionPerGPU == nil {
-			rep.Memory.L1ReleaseFractionPerGPU = map[string][]stats.Summary{}
+		if mem.L1ReleaseFractionPerGPU == nil {
+			mem.L1ReleaseFractionPerGPU = map[string][]stats.Summary{}
 		}
-		rep.Memory.L1ReleaseFractionPerGPU[l] = columns(sleeps)
+		mem.L1ReleaseFractionPerGPU[l] = columns(sleeps)
 	}
 	for _, l := range raw.Labels {
-		rep.Memory.RSSPeakGiB[l] = float64(raw.RSSPeak[l]) / GiB
-		rep.Memory.L1ReleaseFraction[l] = summary(raw.Release[l])
+		mem.RSSPeakGiB[l] = float64(raw.RSSPeak[l]) / GiB
+		mem.L1ReleaseFraction[l] = summary(raw.Release[l])
 	}
-
-	rep.Soak = soak(raw)
-	rep.Traffic = traffic(raw.Traffic)
-	kubernetes(&rep, raw.Labels, raw.Kubernetes)
-	rep.Status = status(rep)
-	return rep
+	return mem
 }
 
 func levelKey(level int) string { return strconv.Itoa(level) }

@@ -18,11 +18,29 @@ import (
 // memory, then switching.
 func WriteSummary(w io.Writer, rep Report) error {
 	var b strings.Builder
+	writeChecks(&b, rep)
+	labels := slices.Sorted(maps.Keys(rep.Models))
+	writeModels(&b, rep, labels)
+	writeServing(&b, rep, labels)
+	writePhysicalLimits(&b, rep, labels)
+	writeSwitching(&b, rep.Switch)
+	writeTransitions(&b, rep, labels)
+	writeTraffic(&b, rep.Traffic)
+	writeKubernetes(&b, rep, labels)
+	writeGate(&b, rep.Gate)
+	writeMemory(&b, rep.Memory)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeChecks writes the verdict with the run's setup, what failed, the
+// checks not evaluated, and the counts of checks and requests.
+func writeChecks(b *strings.Builder, rep Report) {
 	sim := ""
 	if rep.Simulated != nil {
 		sim = fmt.Sprintf(" — simulated (vllmsim profile %s, time scale %g)", rep.Simulated.Profile, rep.Simulated.TimeScale)
 	}
-	fmt.Fprintf(&b, "# wakebench: %s%s\n\n%s · %s · phases: %s\n\n", rep.Status, sim, rep.GPU, rep.Runtime, strings.Join(rep.Phases, ", "))
+	fmt.Fprintf(b, "# wakebench: %s%s\n\n%s · %s · phases: %s\n\n", rep.Status, sim, rep.GPU, rep.Runtime, strings.Join(rep.Phases, ", "))
 
 	var failed, notEvaluated []record.Check
 	for _, c := range rep.Checks {
@@ -36,18 +54,18 @@ func WriteSummary(w io.Writer, rep Report) error {
 	if len(failed) > 0 || len(rep.Failures) > 0 {
 		b.WriteString("## What failed\n\n")
 		for _, c := range failed {
-			fmt.Fprintf(&b, "- check %s\n", c)
+			fmt.Fprintf(b, "- check %s\n", c)
 		}
 		for _, f := range rep.Failures {
 			where := strings.Trim(strings.Join([]string{f.Phase, f.Model, f.Step}, " / "), " /")
-			fmt.Fprintf(&b, "- %s: %s\n", where, f.Error)
+			fmt.Fprintf(b, "- %s: %s\n", where, f.Error)
 		}
 		b.WriteString("\n")
 	}
 	if len(notEvaluated) > 0 {
 		b.WriteString("## Not evaluated (thresholds left at their defaults, so the run does not fail on them)\n\n")
 		for _, c := range notEvaluated {
-			fmt.Fprintf(&b, "- check %s\n", c)
+			fmt.Fprintf(b, "- check %s\n", c)
 		}
 		b.WriteString("\n")
 	}
@@ -55,18 +73,25 @@ func WriteSummary(w io.Writer, rep Report) error {
 	if n := rep.Requests.AbortedByDesign; n > 0 {
 		aborted = fmt.Sprintf(", %d aborted by design", n)
 	}
-	fmt.Fprintf(&b, "%d checks, %d failed. Requests: %d executed, %d failed%s (%d planned for serving).\n\n",
+	fmt.Fprintf(b, "%d checks, %d failed. Requests: %d executed, %d failed%s (%d planned for serving).\n\n",
 		len(rep.Checks), len(failed), rep.Requests.Executed, rep.Requests.Failure, aborted, rep.Requests.PlannedPerformance)
+}
 
-	labels := slices.Sorted(maps.Keys(rep.Models))
+// writeModels writes each model's restart, sleep and memory medians.
+func writeModels(b *strings.Builder, rep Report, labels []string) {
 	b.WriteString("## Models (medians; seconds unless noted)\n\n")
 	b.WriteString("| model | restart initial / warm | L1 sleep / wake / first token | L2 sleep / wake / first token | residual GiB | L1 released % | RSS peak GiB |\n|---|---|---|---|---|---|---|\n")
 	for _, l := range labels {
 		m := rep.Models[l]
 		l1, l2 := m.Sleep["1"], m.Sleep["2"]
-		fmt.Fprintf(&b, "| %s %s | %s / %s | %s | %s | %s | %s | %.3g |\n", l, m.Name, num(m.RestartInitial), num(m.RestartWarm),
+		fmt.Fprintf(b, "| %s %s | %s / %s | %s | %s | %s | %s | %.3g |\n", l, m.Name, num(m.RestartInitial), num(m.RestartWarm),
 			level(l1), level(l2), num(l1.ResidualGiB), num(rep.Memory.L1ReleaseFraction[l]), rep.Memory.RSSPeakGiB[l])
 	}
+}
+
+// writeServing writes each model's serving, baseline beside after-wake,
+// one row per concurrency.
+func writeServing(b *strings.Builder, rep Report, labels []string) {
 	b.WriteString("\n## Serving (median output tok/s; TTFT and TPOT median / p95)\n\n")
 	b.WriteString("| model | concurrency | tok/s baseline → after-wake | TTFT baseline | TTFT after-wake | TPOT baseline | TPOT after-wake |\n|---|---|---|---|---|---|---|\n")
 	for _, l := range labels {
@@ -84,44 +109,53 @@ func WriteSummary(w io.Writer, rep Report) error {
 		slices.Sort(concs)
 		for _, c := range concs {
 			bl, aw := perf["baseline"][c], perf["after-wake"][c]
-			fmt.Fprintf(&b, "| %s | %d | %s → %s | %s | %s | %s | %s |\n", l, c, num(bl.OutputTPS), num(aw.OutputTPS),
+			fmt.Fprintf(b, "| %s | %d | %s → %s | %s | %s | %s | %s |\n", l, c, num(bl.OutputTPS), num(aw.OutputTPS),
 				spread(bl.TTFTS), spread(aw.TTFTS), spread(bl.TPOTS), spread(aw.TPOTS))
 		}
 	}
-	var limits []string
+}
+
+// writePhysicalLimits writes, for the models that have them, the level-1
+// wake and TPOT as fractions of their hardware limits.
+func writePhysicalLimits(b *strings.Builder, rep Report, labels []string) {
+	var rows []string
 	for _, l := range labels {
 		if lim := rep.Models[l].PhysicalLimits; lim != nil {
-			limits = append(limits, fmt.Sprintf("| %s | %s | %s |", l,
+			rows = append(rows, fmt.Sprintf("| %s | %s | %s |", l,
 				fraction(lim.L1WakeFractionOfPCIe, lim.L1WakeS, lim.L1WakeFloorS, lim.PCIeGBps),
 				fraction(lim.TPOTFractionOfHBM, lim.TPOTC1S, lim.TPOTFloorS, lim.HBMGBps)))
 		}
 	}
-	if len(limits) > 0 {
+	if len(rows) > 0 {
 		b.WriteString("\n## Physical limits (fraction of the limit: 1 = at the hardware's raw rate; see report.json for sources)\n\n")
 		b.WriteString("| model | L1 wake vs PCIe host→device | TPOT c=1 vs memory bandwidth |\n|---|---|---|\n")
-		b.WriteString(strings.Join(limits, "\n") + "\n")
+		b.WriteString(strings.Join(rows, "\n") + "\n")
 	}
-	if len(rep.Switch.Directions) > 0 {
-		fmt.Fprintf(&b, "\n## Switching (%d of %d handoffs succeeded)\n\n", rep.Switch.Success, rep.Switch.Handoffs)
-		b.WriteString("| direction | n | sleep | wake | switch → first token (median / p95) |\n|---|---|---|---|---|\n")
-		for _, k := range slices.Sorted(maps.Keys(rep.Switch.Directions)) {
-			d := rep.Switch.Directions[k]
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", k, d.N, num(d.SleepS), num(d.WakeS), spread(d.ToFirstTokenS))
-		}
+}
+
+// writeSwitching writes the switch phase by direction, when it ran.
+func writeSwitching(b *strings.Builder, sw Switch) {
+	if len(sw.Directions) == 0 {
+		return
 	}
-	writeTransitions(&b, rep, labels)
-	writeTraffic(&b, rep.Traffic)
-	writeKubernetes(&b, rep, labels)
-	writeGate(&b, rep.Gate)
-	peak := rep.Memory.PhysicalPeakGiB
+	fmt.Fprintf(b, "\n## Switching (%d of %d handoffs succeeded)\n\n", sw.Success, sw.Handoffs)
+	b.WriteString("| direction | n | sleep | wake | switch → first token (median / p95) |\n|---|---|---|---|---|\n")
+	for _, k := range slices.Sorted(maps.Keys(sw.Directions)) {
+		d := sw.Directions[k]
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s |\n", k, d.N, num(d.SleepS), num(d.WakeS), spread(d.ToFirstTokenS))
+	}
+}
+
+// writeMemory writes the closing line: the device's peak and the memory
+// source, with why figures are missing if they are.
+func writeMemory(b *strings.Builder, mem Memory) {
+	peak := mem.PhysicalPeakGiB
 	peak.Median = peak.Max // num prints the median
-	fmt.Fprintf(&b, "\nGPU memory: peak %s GiB over %d samples (source %s).", num(peak), peak.N, rep.Memory.Source)
-	if rep.Memory.Note != "" {
-		fmt.Fprintf(&b, " %s.", rep.Memory.Note)
+	fmt.Fprintf(b, "\nGPU memory: peak %s GiB over %d samples (source %s).", num(peak), peak.N, mem.Source)
+	if mem.Note != "" {
+		fmt.Fprintf(b, " %s.", mem.Note)
 	}
 	b.WriteString("\n")
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 func num(s stats.Summary) string {

@@ -285,32 +285,17 @@ func memoryPlot(tl Timeline, sec func(time.Time) float64) (*plot.Plot, legend, [
 			}
 		}
 	}
-	xmin, xmax := 0.0, device[len(device)-1].X
+	xs := xSpan{min: 0, max: device[len(device)-1].X}
 	ymax := 0.0
 	for _, d := range device {
 		ymax = max(ymax, d.Y)
 	}
 	ymax = max(ymax*1.08, 1) // a margin above the highest line
 
-	// Phase windows first, so the lines draw over them; in time order.
-	names := slices.SortedFunc(maps.Keys(tl.Windows), func(a, b string) int {
-		return cmpFloat(tl.Windows[a].Start, tl.Windows[b].Start)
-	})
-	start, pad := unix(tl.Samples[0].Time), tl.Pad.Seconds()
-	var phases []phaseLabel
-	for i, n := range names {
-		win := tl.Windows[n]
-		x0, x1 := win.Start+pad-start, win.End-pad-start
-		xmin, xmax = min(xmin, x0), max(xmax, x1)
-		poly, err := plotter.NewPolygon(plotter.XYs{{X: x0, Y: 0}, {X: x1, Y: 0}, {X: x1, Y: ymax}, {X: x0, Y: ymax}})
-		if err != nil {
-			return nil, leg, nil, err
-		}
-		c := palette[i%len(palette)]
-		poly.Color = color.RGBA{c.R, c.G, c.B, 22}
-		poly.LineStyle.Width = 0
-		p.Add(poly)
-		phases = append(phases, phaseLabel{x: x0, text: n, color: darker(c)})
+	// Phase windows first, so the lines draw over them.
+	phases, err := shadeWindows(p, tl, ymax, &xs)
+	if err != nil {
+		return nil, leg, nil, err
 	}
 
 	dl, err := plotter.NewLine(device)
@@ -342,43 +327,85 @@ func memoryPlot(tl Timeline, sec func(time.Time) float64) (*plot.Plot, legend, [
 		line.Width = vg.Points(1.5)
 		p.Add(line)
 		leg.add(fmt.Sprintf("%s (%s)", l, tl.Names[l]), line)
-
-		for _, kind := range []string{"sleep", "wake"} {
-			var pts plotter.XYs
-			for _, e := range tl.Events {
-				if e.Label == l && (e.Kind == kind || (kind == "sleep" && e.Kind != "wake")) {
-					x := sec(e.Time)
-					xmin, xmax = min(xmin, x), max(xmax, x)
-					pts = append(pts, plotter.XY{X: x, Y: valueAt(xy, x)})
-				}
-			}
-			if len(pts) == 0 {
-				continue
-			}
-			sc, err := plotter.NewScatter(pts)
-			if err != nil {
-				return nil, leg, nil, err
-			}
-			sc.Color = c
-			sc.Radius = vg.Points(3)
-			sc.Shape = draw.TriangleGlyph{}
-			if kind == "sleep" {
-				sc.Shape = draw.PyramidGlyph{}
-				sc.Color = color.RGBA{c.R / 2, c.G / 2, c.B / 2, 255}
-			}
-			p.Add(sc)
-			if i == 0 {
-				leg.add(kind+" sent", sc)
-			}
+		if err := markEvents(p, &leg, tl, sec, l, xy, c, i == 0, &xs); err != nil {
+			return nil, leg, nil, err
 		}
 	}
 	// The time axis spans the samples, the windows and the events, with a
 	// margin each side so that no line or mark meets the axes; a run of
 	// one sample still gets a second of axis.
-	span := max(xmax-xmin, 1)
-	p.X.Min, p.X.Max = xmin-0.015*span, xmin+span*1.015
+	span := max(xs.max-xs.min, 1)
+	p.X.Min, p.X.Max = xs.min-0.015*span, xs.min+span*1.015
 	p.Y.Min, p.Y.Max = 0, ymax
 	return p, leg, phases, nil
+}
+
+// xSpan is the time axis's extent so far, in seconds.
+type xSpan struct{ min, max float64 }
+
+// widen lowers the span's start to lo and raises its end to hi, where
+// they lie beyond it.
+func (s *xSpan) widen(lo, hi float64) { s.min, s.max = min(s.min, lo), max(s.max, hi) }
+
+// shadeWindows shades the phase windows on p, in time order, each from
+// its start to its end less the pad, and widens xs to them; it returns
+// their labels.
+func shadeWindows(p *plot.Plot, tl Timeline, ymax float64, xs *xSpan) ([]phaseLabel, error) {
+	names := slices.SortedFunc(maps.Keys(tl.Windows), func(a, b string) int {
+		return cmpFloat(tl.Windows[a].Start, tl.Windows[b].Start)
+	})
+	start, pad := unix(tl.Samples[0].Time), tl.Pad.Seconds()
+	var phases []phaseLabel
+	for i, n := range names {
+		win := tl.Windows[n]
+		x0, x1 := win.Start+pad-start, win.End-pad-start
+		xs.widen(x0, x1)
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: x0, Y: 0}, {X: x1, Y: 0}, {X: x1, Y: ymax}, {X: x0, Y: ymax}})
+		if err != nil {
+			return nil, err
+		}
+		c := palette[i%len(palette)]
+		poly.Color = color.RGBA{c.R, c.G, c.B, 22}
+		poly.LineStyle.Width = 0
+		p.Add(poly)
+		phases = append(phases, phaseLabel{x: x0, text: n, color: darker(c)})
+	}
+	return phases, nil
+}
+
+// markEvents marks the sleeps and wakes sent to the model labelled l on its
+// memory line xy, in its colour c, and widens xs to them; the first
+// model's marks go in the legend.
+func markEvents(p *plot.Plot, leg *legend, tl Timeline, sec func(time.Time) float64, l string, xy plotter.XYs, c color.RGBA, first bool, xs *xSpan) error {
+	for _, kind := range []string{"sleep", "wake"} {
+		var pts plotter.XYs
+		for _, e := range tl.Events {
+			if e.Label == l && (e.Kind == kind || (kind == "sleep" && e.Kind != "wake")) {
+				x := sec(e.Time)
+				xs.widen(x, x)
+				pts = append(pts, plotter.XY{X: x, Y: valueAt(xy, x)})
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(pts)
+		if err != nil {
+			return err
+		}
+		sc.Color = c
+		sc.Radius = vg.Points(3)
+		sc.Shape = draw.TriangleGlyph{}
+		if kind == "sleep" {
+			sc.Shape = draw.PyramidGlyph{}
+			sc.Color = color.RGBA{c.R / 2, c.G / 2, c.B / 2, 255}
+		}
+		p.Add(sc)
+		if first {
+			leg.add(kind+" sent", sc)
+		}
+	}
+	return nil
 }
 
 // queuePlot draws the router's queue depth as steps over the memory plot's

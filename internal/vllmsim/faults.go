@@ -3,9 +3,11 @@ package vllmsim
 import (
 	"fmt"
 	"math"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // EnvFaults names the environment variable holding the faults to inject.
@@ -112,112 +114,157 @@ func ParseFaults(s string) (*Faults, error) {
 			continue
 		}
 		name, arg, hasArg := strings.Cut(item, "=")
-		n := func() (int, error) {
-			v, err := strconv.Atoi(arg)
-			if err != nil || v < 1 {
-				return 0, fmt.Errorf("%s: %q: want a request number ≥ 1", name, arg)
-			}
-			return v, nil
+		parse, ok := faultParsers[name]
+		if !ok {
+			return nil, fmt.Errorf("%s: unknown fault %q", EnvFaults, name)
 		}
-		pair := func() (int, string, error) {
-			a, b, ok := strings.Cut(arg, ":")
-			v, err := strconv.Atoi(a)
-			if !ok || err != nil || v < 1 {
-				return 0, "", fmt.Errorf("%s: %q: want N:VALUE", name, arg)
-			}
-			return v, b, nil
-		}
-		positive := func() (float64, error) {
-			v, err := strconv.ParseFloat(arg, 64)
-			if err != nil || !(v > 0) || math.IsInf(v, 0) {
-				return 0, fmt.Errorf("%s: %q: want a number > 0", name, arg)
-			}
-			return v, nil
-		}
-		everyOr := func() (int, error) {
-			if !hasArg {
-				return -1, nil
-			}
-			return n()
-		}
-		var err error
-		switch name {
-		case "crash-at-start":
-			f.CrashAtStart = true
-		case "start-hang":
-			f.StartHang = true
-		case "crash-after":
-			f.CrashAfter, err = n()
-		case "crash-mid-stream":
-			f.CrashMidStream, err = n()
-		case "truncate-stream":
-			f.TruncateStream, err = n()
-		case "error-event":
-			f.ErrorEvent, err = n()
-		case "error-status":
-			var code string
-			f.ErrorStatusN, code, err = pair()
-			if err == nil {
-				f.ErrorStatusCode, err = strconv.Atoi(code)
-				if err != nil || f.ErrorStatusCode < 400 || f.ErrorStatusCode > 599 {
-					err = fmt.Errorf("error-status: %q: want an HTTP status 400-599", code)
-				}
-			}
-		case "stall-stream":
-			var secs string
-			f.StallStreamN, secs, err = pair()
-			if err == nil {
-				f.StallStreamS, err = strconv.ParseFloat(secs, 64)
-			}
-		case "delay":
-			path, secs, ok := strings.Cut(arg, ":")
-			v, perr := strconv.ParseFloat(secs, 64)
-			if !ok || !strings.HasPrefix(path, "/") || perr != nil || !(v > 0) || math.IsInf(v, 0) {
-				err = fmt.Errorf("delay: %q: want PATH:SECONDS, PATH starting with / and SECONDS > 0", arg)
-				break
-			}
-			if f.Delays == nil {
-				f.Delays = map[string]float64{}
-			}
-			f.Delays[path] = v
-		case "wake-fail":
-			f.WakeFail, err = everyOr()
-		case "wake-hang":
-			f.WakeHang, err = everyOr()
-		case "no-reload":
-			f.NoReload = true
-		case "prefix-reset-false":
-			f.PrefixResetFalse, err = everyOr()
-		case "no-release":
-			f.NoRelease = true
-		case "late-release":
-			f.LateReleaseS, err = positive()
-		case "asleep-crash":
-			f.AsleepCrash = true
-		case "inflight-crash":
-			f.InFlightCrash = true
-		case "diverge-after-wake":
-			f.DivergeAfterWake, err = n()
-		case "lora-ignored":
-			f.LoRAIgnored = true
-		case "tie-flip-after-wake":
-			f.TieFlipAfterWake = true
-		case "logprob-drift":
-			f.LogprobDrift, err = positive()
-		case "slow-decode-after-wake":
-			f.SlowDecodeAfter, err = positive()
-		case "slow-wake":
-			f.SlowWake, err = positive()
-		case "leak-per-cycle":
-			f.LeakPerCycleMiB, err = positive()
-		default:
-			err = fmt.Errorf("unknown fault %q", name)
-		}
-		if err != nil {
+		if err := parse(f, faultArg{name: name, arg: arg, has: hasArg}); err != nil {
 			return nil, fmt.Errorf("%s: %w", EnvFaults, err)
 		}
 	}
 	return f, nil
+}
+
+// faultParsers set each fault's fields from its item, by the fault's name.
+// A fault that takes no argument ignores one given.
+var faultParsers = map[string]func(*Faults, faultArg) error{
+	"crash-at-start":         flagFault(func(f *Faults) *bool { return &f.CrashAtStart }),
+	"start-hang":             flagFault(func(f *Faults) *bool { return &f.StartHang }),
+	"crash-after":            nthFault(func(f *Faults) *int { return &f.CrashAfter }),
+	"crash-mid-stream":       nthFault(func(f *Faults) *int { return &f.CrashMidStream }),
+	"truncate-stream":        nthFault(func(f *Faults) *int { return &f.TruncateStream }),
+	"error-event":            nthFault(func(f *Faults) *int { return &f.ErrorEvent }),
+	"error-status":           parseErrorStatus,
+	"stall-stream":           parseStallStream,
+	"delay":                  parseDelay,
+	"wake-fail":              everyOrNthFault(func(f *Faults) *int { return &f.WakeFail }),
+	"wake-hang":              everyOrNthFault(func(f *Faults) *int { return &f.WakeHang }),
+	"no-reload":              flagFault(func(f *Faults) *bool { return &f.NoReload }),
+	"prefix-reset-false":     everyOrNthFault(func(f *Faults) *int { return &f.PrefixResetFalse }),
+	"no-release":             flagFault(func(f *Faults) *bool { return &f.NoRelease }),
+	"late-release":           positiveFault(func(f *Faults) *float64 { return &f.LateReleaseS }),
+	"asleep-crash":           flagFault(func(f *Faults) *bool { return &f.AsleepCrash }),
+	"inflight-crash":         flagFault(func(f *Faults) *bool { return &f.InFlightCrash }),
+	"diverge-after-wake":     nthFault(func(f *Faults) *int { return &f.DivergeAfterWake }),
+	"lora-ignored":           flagFault(func(f *Faults) *bool { return &f.LoRAIgnored }),
+	"tie-flip-after-wake":    flagFault(func(f *Faults) *bool { return &f.TieFlipAfterWake }),
+	"logprob-drift":          positiveFault(func(f *Faults) *float64 { return &f.LogprobDrift }),
+	"slow-decode-after-wake": positiveFault(func(f *Faults) *float64 { return &f.SlowDecodeAfter }),
+	"slow-wake":              positiveFault(func(f *Faults) *float64 { return &f.SlowWake }),
+	"leak-per-cycle":         positiveFault(func(f *Faults) *float64 { return &f.LeakPerCycleMiB }),
+}
+
+// faultArg is one VLLMSIM_FAULTS item: NAME, or NAME=ARG.
+type faultArg struct {
+	name, arg string
+	has       bool // an =ARG was given
+}
+
+// n is the argument as a request number ≥ 1.
+func (a faultArg) n() (int, error) {
+	v, err := strconv.Atoi(a.arg)
+	if err != nil || v < 1 {
+		return 0, fmt.Errorf("%s: %q: want a request number ≥ 1", a.name, a.arg)
+	}
+	return v, nil
+}
+
+// pair is the argument N:VALUE, N a request number ≥ 1.
+func (a faultArg) pair() (int, string, error) {
+	x, y, ok := strings.Cut(a.arg, ":")
+	v, err := strconv.Atoi(x)
+	if !ok || err != nil || v < 1 {
+		return 0, "", fmt.Errorf("%s: %q: want N:VALUE", a.name, a.arg)
+	}
+	return v, y, nil
+}
+
+// positive is the argument as a finite number > 0.
+func (a faultArg) positive() (float64, error) {
+	v, err := strconv.ParseFloat(a.arg, 64)
+	if err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%s: %q: want a number > 0", a.name, a.arg)
+	}
+	return v, nil
+}
+
+// everyOr is -1 (every time) without an argument, else the request number.
+func (a faultArg) everyOr() (int, error) {
+	if !a.has {
+		return -1, nil
+	}
+	return a.n()
+}
+
+// flagFault parses a fault that is on or off.
+func flagFault(field func(*Faults) *bool) func(*Faults, faultArg) error {
+	return func(f *Faults, _ faultArg) error {
+		*field(f) = true
+		return nil
+	}
+}
+
+// nthFault parses a fault that hits the Nth request (NAME=N).
+func nthFault(field func(*Faults) *int) func(*Faults, faultArg) error {
+	return func(f *Faults, a faultArg) (err error) {
+		*field(f), err = a.n()
+		return err
+	}
+}
+
+// everyOrNthFault parses a fault that hits every time (NAME) or the Nth (NAME=N).
+func everyOrNthFault(field func(*Faults) *int) func(*Faults, faultArg) error {
+	return func(f *Faults, a faultArg) (err error) {
+		*field(f), err = a.everyOr()
+		return err
+	}
+}
+
+// positiveFault parses a fault with an amount (NAME=X, X > 0).
+func positiveFault(field func(*Faults) *float64) func(*Faults, faultArg) error {
+	return func(f *Faults, a faultArg) (err error) {
+		*field(f), err = a.positive()
+		return err
+	}
+}
+
+// parseErrorStatus parses error-status=N:CODE.
+func parseErrorStatus(f *Faults, a faultArg) error {
+	var code string
+	var err error
+	if f.ErrorStatusN, code, err = a.pair(); err != nil {
+		return err
+	}
+	f.ErrorStatusCode, err = strconv.Atoi(code)
+	if err != nil || f.ErrorStatusCode < 400 || f.ErrorStatusCode > 599 {
+		return fmt.Errorf("error-status: %q: want an HTTP status 400-599", code)
+	}
+	return nil
+}
+
+// parseStallStream parses stall-stream=N:S.
+func parseStallStream(f *Faults, a faultArg) error {
+	var secs string
+	var err error
+	if f.StallStreamN, secs, err = a.pair(); err != nil {
+		return err
+	}
+	f.StallStreamS, err = strconv.ParseFloat(secs, 64)
+	return err
+}
+
+// parseDelay parses delay=PATH:S; several may be given.
+func parseDelay(f *Faults, a faultArg) error {
+	path, secs, ok := strings.Cut(a.arg, ":")
+	v, err := strconv.ParseFloat(secs, 64)
+	if !ok || !strings.HasPrefix(path, "/") || err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return fmt.Errorf("delay: %q: want PATH:SECONDS, PATH starting with / and SECONDS > 0", a.arg)
+	}
+	if f.Delays == nil {
+		f.Delays = map[string]float64{}
+	}
+	f.Delays[path] = v
+	return nil
 }
 
 // nextCompletion counts a completion request and returns its number (from 1).
@@ -234,3 +281,83 @@ func (f *Faults) resetFails() bool {
 func (f *Faults) nextWake() int { return int(f.wakes.Add(1)) }
 
 func hits(rule, n int) bool { return rule == -1 || (rule > 0 && rule == n) }
+
+// The hooks below are the request faults: a handler calls each at a fixed
+// point of its request and carries out the action it returns
+// (server.inject); with no fault set each returns no action.
+
+// faultKind is what an injected fault does to a request.
+type faultKind int
+
+const (
+	noFault    faultKind = iota
+	crash                // log, then exit the process with code
+	answer               // answer HTTP code with vLLM's error body (errType, message)
+	endStream            // log, then end the stream without [DONE]
+	errorEvent           // send an error event and [DONE], then end the stream
+	stall                // log, then hold the stream for stallFor (or until the client goes)
+	hang                 // log, then never answer (until the client goes)
+)
+
+// faultAction is one injected fault's effect on a request.
+type faultAction struct {
+	kind     faultKind
+	logLine  string // the server's log line, "" for none
+	code     int    // crash: the exit code; answer: the HTTP status
+	errType  string // answer: the error body's type
+	message  string // answer: the error body's message
+	stallFor time.Duration
+}
+
+// beforeCompletion is the fault, if any, of the nth completion request
+// (from 1) before it is validated; asleep: the model sleeps.
+func (f *Faults) beforeCompletion(nth int, asleep bool) faultAction {
+	switch {
+	case nth == f.CrashAfter:
+		return faultAction{kind: crash, code: 3, logLine: fmt.Sprintf("ERROR injected fault crash-after=%d: engine core died", nth)}
+	case nth == f.ErrorStatusN:
+		return faultAction{kind: answer, code: f.ErrorStatusCode, errType: http.StatusText(f.ErrorStatusCode),
+			message: fmt.Sprintf("injected fault error-status=%d:%d", nth, f.ErrorStatusCode)}
+	case asleep && f.AsleepCrash:
+		return faultAction{kind: crash, code: 1, logLine: "ERROR injected fault asleep-crash: CUDA error: an illegal memory access was encountered"}
+	}
+	return faultAction{}
+}
+
+// onToken is the fault, if any, of the nth completion stream before it
+// writes a token, tokens the tokens generated so far, this one included.
+func (f *Faults) onToken(nth, tokens int) faultAction {
+	switch {
+	case tokens == 3 && nth == f.CrashMidStream:
+		return faultAction{kind: crash, code: 3, logLine: fmt.Sprintf("ERROR injected fault crash-mid-stream=%d", nth)}
+	case tokens == 3 && nth == f.TruncateStream:
+		return faultAction{kind: endStream, logLine: fmt.Sprintf("WARNING injected fault truncate-stream=%d: ending the stream without [DONE]", nth)}
+	case tokens == 2 && nth == f.ErrorEvent:
+		return faultAction{kind: errorEvent}
+	case tokens == 2 && nth == f.StallStreamN:
+		return faultAction{kind: stall, stallFor: time.Duration(f.StallStreamS * float64(time.Second)),
+			logLine: fmt.Sprintf("WARNING injected fault stall-stream=%d: stalling %gs", nth, f.StallStreamS)}
+	}
+	return faultAction{}
+}
+
+// beforeWake is the fault, if any, of the nth /wake_up call (from 1).
+func (f *Faults) beforeWake(nth int) faultAction {
+	switch {
+	case hits(f.WakeHang, nth):
+		return faultAction{kind: hang, logLine: fmt.Sprintf("WARNING injected fault wake-hang: /wake_up #%d will never answer", nth)}
+	case hits(f.WakeFail, nth):
+		return faultAction{kind: answer, code: http.StatusInternalServerError, errType: "InternalServerError",
+			message: "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:163 (injected fault wake-fail)"}
+	}
+	return faultAction{}
+}
+
+// beforeSleep is the fault, if any, of a sleep; busy reports whether
+// requests are running (asked only when a fault depends on it).
+func (f *Faults) beforeSleep(busy func() bool) faultAction {
+	if f.InFlightCrash && busy() {
+		return faultAction{kind: crash, code: 1, logLine: "ERROR injected fault inflight-crash: CUDA error: an illegal memory access was encountered"}
+	}
+	return faultAction{}
+}

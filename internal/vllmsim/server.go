@@ -113,6 +113,38 @@ func (s *server) auth(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// inject carries out a fault's action on the request r answered by w; it
+// reports whether the request is over (answered, ended, or the process gone).
+func (s *server) inject(w http.ResponseWriter, r *http.Request, a faultAction) (over bool) {
+	if a.logLine != "" {
+		s.log.Print(a.logLine)
+	}
+	switch a.kind {
+	case crash:
+		s.exit(a.code)
+		return true
+	case answer:
+		writeError(w, a.code, a.errType, a.message)
+		return true
+	case endStream:
+		return true
+	case errorEvent:
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "injected fault error-event", "type": "InternalServerError", "param": nil, "code": 500}})
+		_, _ = fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", b)
+		return true
+	case stall:
+		select {
+		case <-r.Context().Done():
+			return true
+		case <-time.After(a.stallFor):
+		}
+	case hang:
+		<-r.Context().Done()
+		return true
+	}
+	return false
+}
+
 // writeError writes vLLM's (v0.10.1+) error body.
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
 	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": status}})
@@ -189,40 +221,60 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	nth := s.faults.nextCompletion()
-	if nth == s.faults.CrashAfter {
-		s.log.Printf("ERROR injected fault crash-after=%d: engine core died", nth)
-		s.exit(3)
-	}
-	if nth == s.faults.ErrorStatusN {
-		writeError(w, s.faults.ErrorStatusCode, http.StatusText(s.faults.ErrorStatusCode), fmt.Sprintf("injected fault error-status=%d:%d", nth, s.faults.ErrorStatusCode))
-		return
-	}
 	s.mu.Lock()
 	asleep := s.level != 0
 	s.mu.Unlock()
-	if asleep && s.faults.AsleepCrash {
-		s.log.Printf("ERROR injected fault asleep-crash: CUDA error: an illegal memory access was encountered")
-		s.exit(1)
+	if s.inject(w, r, s.faults.beforeCompletion(nth, asleep)) {
+		return
 	}
+	c, ok := s.checkCompletion(w, &req)
+	if !ok {
+		return
+	}
+	c.nth = nth
+	c.sq = &seq{ctx: r.Context(), promptTokens: c.promptTokens, maxTokens: c.maxTokens, stopAt: c.stopAt, gen: s.generator(c.prompt, c.adapter)}
+	s.eng.submit(c.sq)
+	c.id = fmt.Sprintf("cmpl-%016x", s.reqID.Add(1))
+	c.name = s.args.ServedName()
+	if !req.Stream {
+		s.answerCompletion(w, c)
+		return
+	}
+	s.streamCompletion(w, r, c)
+}
+
+// completion is one accepted completion request on its way through the engine.
+type completion struct {
+	req                             *completionRequest
+	prompt, adapter                 string
+	promptTokens, maxTokens, stopAt int
+	nth                             int    // the request's number, for the faults (from 1)
+	sq                              *seq   // the sequence the engine generates
+	id, name                        string // the answer's id and model name
+}
+
+// checkCompletion validates a completion request as vLLM does and plans its
+// lengths; it answers the error and returns false when vLLM would refuse it.
+func (s *server) checkCompletion(w http.ResponseWriter, req *completionRequest) (*completion, bool) {
 	adapter, served := s.resolve(req.Model)
 	if !served {
 		writeError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
-		return
+		return nil, false
 	}
 	prompt, ok := req.Prompt.(string)
 	if !ok {
 		writeError(w, http.StatusBadRequest, "BadRequestError", "1 validation error: prompt must be a string")
-		return
+		return nil, false
 	}
 	if req.StreamOptions != nil && !req.Stream {
 		writeError(w, http.StatusBadRequest, "BadRequestError", "Stream options can only be defined when `stream=True`.")
-		return
+		return nil, false
 	}
 	promptTokens := countTokens(prompt)
 	if promptTokens >= s.args.MaxModelLen {
 		writeError(w, http.StatusBadRequest, "BadRequestError",
 			fmt.Sprintf("Input length (%d) exceeds model's maximum context length (%d).", promptTokens, s.args.MaxModelLen))
-		return
+		return nil, false
 	}
 	maxTokens := 16
 	if req.MaxTokens != nil {
@@ -230,12 +282,12 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	if maxTokens < 1 {
 		writeError(w, http.StatusBadRequest, "BadRequestError", "max_tokens must be at least 1, got "+strconv.Itoa(maxTokens))
-		return
+		return nil, false
 	}
 	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > maxLogprobs) {
 		writeError(w, http.StatusBadRequest, "BadRequestError",
 			fmt.Sprintf("Requested sample logprobs of %d, which is greater than max allowed: %d", *req.Logprobs, maxLogprobs))
-		return
+		return nil, false
 	}
 	maxTokens = min(maxTokens, s.args.MaxModelLen-promptTokens)
 	stopAt := maxTokens
@@ -243,42 +295,44 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		// Without ignore_eos the model ends on its own: a prompt-determined length.
 		stopAt = max(req.MinTokens, 1+int(countTokens(prompt)*7)%max(maxTokens, 1))
 	}
-	sq := &seq{ctx: r.Context(), promptTokens: promptTokens, maxTokens: maxTokens, stopAt: stopAt, gen: s.generator(prompt, adapter)}
-	s.eng.submit(sq)
+	return &completion{req: req, prompt: prompt, adapter: adapter, promptTokens: promptTokens, maxTokens: maxTokens, stopAt: stopAt}, true
+}
 
-	id := fmt.Sprintf("cmpl-%016x", s.reqID.Add(1))
-	name := s.args.ServedName()
-	usage := map[string]int{"prompt_tokens": promptTokens}
-	if !req.Stream {
-		var text strings.Builder
-		var toks []token
-		finish := ""
-		for t := range sq.out {
-			finish = t.finish
-			if t.finish != "abort" {
-				text.WriteString(t.text)
-				toks = append(toks, t)
-			}
+// answerCompletion answers a non-streamed completion once it is generated.
+func (s *server) answerCompletion(w http.ResponseWriter, c *completion) {
+	req := c.req
+	var text strings.Builder
+	var toks []token
+	finish := ""
+	for t := range c.sq.out {
+		finish = t.finish
+		if t.finish != "abort" {
+			text.WriteString(t.text)
+			toks = append(toks, t)
 		}
-		n := len(toks)
-		usage["completion_tokens"], usage["total_tokens"] = n, n+promptTokens
-		choice := map[string]any{"index": 0, "text": text.String(), "logprobs": nil, "finish_reason": finish, "stop_reason": nil}
-		if req.Logprobs != nil {
-			choice["logprobs"] = logprobsOf(sq.gen, toks, *req.Logprobs, req.ReturnTokensAsTokenIDs)
-		}
-		if req.ReturnTokenIDs {
-			ids := make([]int, n)
-			for i, t := range toks {
-				ids[i] = t.id
-			}
-			choice["token_ids"] = ids
-			choice["prompt_token_ids"] = promptIDs(prompt, promptTokens)
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "text_completion", "created": time.Now().Unix(), "model": name,
-			"choices": []map[string]any{choice}, "usage": usage})
-		return
 	}
+	n := len(toks)
+	usage := map[string]int{"prompt_tokens": c.promptTokens, "completion_tokens": n, "total_tokens": n + c.promptTokens}
+	choice := map[string]any{"index": 0, "text": text.String(), "logprobs": nil, "finish_reason": finish, "stop_reason": nil}
+	if req.Logprobs != nil {
+		choice["logprobs"] = logprobsOf(c.sq.gen, toks, *req.Logprobs, req.ReturnTokensAsTokenIDs)
+	}
+	if req.ReturnTokenIDs {
+		ids := make([]int, n)
+		for i, t := range toks {
+			ids[i] = t.id
+		}
+		choice["token_ids"] = ids
+		choice["prompt_token_ids"] = promptIDs(c.prompt, c.promptTokens)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": c.id, "object": "text_completion", "created": time.Now().Unix(), "model": c.name,
+		"choices": []map[string]any{choice}, "usage": usage})
+}
 
+// streamCompletion streams a completion token by token as server-sent
+// events, the stream faults hooked in before each token.
+func (s *server) streamCompletion(w http.ResponseWriter, r *http.Request, c *completion) {
+	req := c.req
 	includeUsage := req.StreamOptions != nil && (req.StreamOptions.IncludeUsage == nil || *req.StreamOptions.IncludeUsage)
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -287,7 +341,7 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	if fl != nil {
 		fl.Flush()
 	}
-	enc := newChunkEncoder(id, time.Now().Unix(), name, s.stamp)
+	enc := newChunkEncoder(c.id, time.Now().Unix(), c.name, s.stamp)
 	n := 0
 	write := func(b []byte) bool {
 		if _, err := w.Write(b); err != nil {
@@ -298,35 +352,19 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		return true
 	}
-	for t := range sq.out {
+	for t := range c.sq.out {
 		if t.finish != "abort" {
 			n++
 		}
-		switch {
-		case n == 3 && nth == s.faults.CrashMidStream:
-			s.log.Printf("ERROR injected fault crash-mid-stream=%d", nth)
-			s.exit(3)
-		case n == 3 && nth == s.faults.TruncateStream:
-			s.log.Printf("WARNING injected fault truncate-stream=%d: ending the stream without [DONE]", nth)
+		if s.inject(w, r, s.faults.onToken(c.nth, n)) {
 			return
-		case n == 2 && nth == s.faults.ErrorEvent:
-			b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "injected fault error-event", "type": "InternalServerError", "param": nil, "code": 500}})
-			_, _ = fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", b)
-			return
-		case n == 2 && nth == s.faults.StallStreamN:
-			s.log.Printf("WARNING injected fault stall-stream=%d: stalling %gs", nth, s.faults.StallStreamS)
-			select {
-			case <-r.Context().Done():
-				return
-			case <-time.After(time.Duration(s.faults.StallStreamS * float64(time.Second))):
-			}
 		}
 		if !write(enc.token(t.text, t.finish)) {
 			return // client gone; the engine drops the sequence at its next step
 		}
 	}
 	if includeUsage {
-		write(enc.usage(promptTokens, n))
+		write(enc.usage(c.promptTokens, n))
 	}
 	write([]byte("data: [DONE]\n\n"))
 }
@@ -371,9 +409,8 @@ func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	if s.faults.InFlightCrash && s.eng.busy() {
-		s.log.Printf("ERROR injected fault inflight-crash: CUDA error: an illegal memory access was encountered")
-		s.exit(1)
+	if s.inject(w, r, s.faults.beforeSleep(s.eng.busy)) {
+		return
 	}
 	if mode == modeWait && s.eng.busy() {
 		s.log.Printf("Waiting for in-flight requests to complete before sleeping...")
@@ -437,14 +474,7 @@ func (s *server) handleWake(w http.ResponseWriter, r *http.Request) {
 	if len(tags) == 0 {
 		tags = []string{"weights", "kv_cache"}
 	}
-	nth := s.faults.nextWake()
-	if hits(s.faults.WakeHang, nth) {
-		s.log.Printf("WARNING injected fault wake-hang: /wake_up #%d will never answer", nth)
-		<-r.Context().Done()
-		return
-	}
-	if hits(s.faults.WakeFail, nth) {
-		writeError(w, http.StatusInternalServerError, "InternalServerError", "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:163 (injected fault wake-fail)")
+	if s.inject(w, r, s.faults.beforeWake(s.faults.nextWake())) {
 		return
 	}
 	s.opMu.Lock()

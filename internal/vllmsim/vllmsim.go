@@ -166,6 +166,8 @@ func Main(ctx context.Context, argv []string, getenv func(string) string, stdout
 	return 0
 }
 
+// serve runs one simulated `vllm serve` until ctx ends: the simulated GPU,
+// the memory plan, the port, start-up, then the HTTP API.
 func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	if args.APIKey == "" {
 		args.APIKey = st.APIKey
@@ -177,41 +179,19 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	if args.MaxModelLen == 0 {
 		args.MaxModelLen = 32768
 	}
-	gpuDir := st.GPUDir
-	if gpuDir == "" {
-		gpuDir, err = os.MkdirTemp("", "vllmsim-gpu-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(gpuDir)
-	}
-	info, err := simgpu.ReadDevice(gpuDir)
+	gpuDir, info, removeDir, err := openGPU(st)
 	if err != nil {
-		info = st.Profile.GPU.Device()
-		if err := simgpu.Create(gpuDir, info); err != nil {
-			return err
-		}
+		return err
 	}
-	phys := Physics{GPU: st.Profile.GPU, Model: model, KVBytes: args.KVCacheBytes}
-	if phys.KVBytes == 0 {
-		avail := args.GPUMemUtilization*float64(info.TotalBytes) - float64(phys.WeightBytes()+phys.ResidualBytes())
-		if avail <= 0 {
-			return errors.New("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine")
-		}
-		phys.KVBytes = uint64(avail)
-	}
-
-	host := args.Host
-	if host == "" {
-		host = "0.0.0.0"
-	}
-	addr := net.JoinHostPort(host, strconv.Itoa(args.Port))
-	// vLLM binds the port before loading: an address in use fails at once.
-	probe, err := net.Listen("tcp", addr)
+	defer removeDir()
+	phys, err := planMemory(args, st, model, info)
 	if err != nil {
-		return fmt.Errorf("[Errno 98] error while attempting to bind on address %s: address already in use (%v)", addr, err)
+		return err
 	}
-	probe.Close() // closed while loading: connection refused until ready, as vLLM
+	addr, err := bindCheck(args)
+	if err != nil {
+		return err
+	}
 
 	pid := os.Getpid()
 	dev := &device{dir: gpuDir, pid: pid, model: args.ServedName(), info: info}
@@ -237,19 +217,87 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	}
 	s.eng = newEngine(phys, c, s.m)
 	defer s.close() // before the process entry is removed (deferred above)
+	if err := s.startCompiled(ctx, st.CacheDir); err != nil {
+		return err
+	}
+	return s.serveHTTP(ctx, addr, pid)
+}
 
-	marker := filepath.Join(st.CacheDir, "compiled-"+strings.NewReplacer("/", "_", " ", "_").Replace(args.Model))
+// openGPU is the simulated GPU the server publishes to: VLLMSIM_GPU_DIR's,
+// created from the profile when it does not exist yet, or a private one
+// that remove deletes.
+func openGPU(st Settings) (dir string, info simgpu.Device, remove func(), err error) {
+	dir, remove = st.GPUDir, func() {}
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "vllmsim-gpu-"); err != nil {
+			return "", info, nil, err
+		}
+		remove = func() { os.RemoveAll(dir) }
+	}
+	info, err = simgpu.ReadDevice(dir)
+	if err != nil {
+		info = st.Profile.GPU.Device()
+		if err := simgpu.Create(dir, info); err != nil {
+			remove()
+			return "", info, nil, err
+		}
+	}
+	return dir, info, remove, nil
+}
+
+// planMemory is the server's memory model: the KV cache --kv-cache-memory
+// asks for, else what --gpu-memory-utilization leaves after the weights,
+// refused as vLLM refuses it when nothing is left.
+func planMemory(args Args, st Settings, model Model, info simgpu.Device) (Physics, error) {
+	phys := Physics{GPU: st.Profile.GPU, Model: model, KVBytes: args.KVCacheBytes}
+	if phys.KVBytes == 0 {
+		avail := args.GPUMemUtilization*float64(info.TotalBytes) - float64(phys.WeightBytes()+phys.ResidualBytes())
+		if avail <= 0 {
+			return phys, errors.New("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine")
+		}
+		phys.KVBytes = uint64(avail)
+	}
+	return phys, nil
+}
+
+// bindCheck is the address the server listens on, checked free as vLLM
+// checks it: vLLM binds the port before loading, so an address in use fails
+// at once.
+func bindCheck(args Args) (string, error) {
+	host := args.Host
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(args.Port))
+	probe, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("[Errno 98] error while attempting to bind on address %s: address already in use (%v)", addr, err)
+	}
+	probe.Close() // closed while loading: connection refused until ready, as vLLM
+	return addr, nil
+}
+
+// startCompiled starts the engine up, warm when cacheDir holds the model's
+// compile marker, and leaves the marker after a cold start.
+func (s *server) startCompiled(ctx context.Context, cacheDir string) error {
+	marker := filepath.Join(cacheDir, "compiled-"+strings.NewReplacer("/", "_", " ", "_").Replace(s.args.Model))
 	_, statErr := os.Stat(marker)
 	warm := statErr == nil
 	if err := s.startup(ctx, warm); err != nil {
 		return err
 	}
 	if !warm {
-		if err := os.MkdirAll(st.CacheDir, 0o755); err == nil {
+		if err := os.MkdirAll(cacheDir, 0o755); err == nil {
 			_ = os.WriteFile(marker, []byte(Version+"\n"), 0o644)
 		}
 	}
+	return nil
+}
 
+// serveHTTP runs the engine and the HTTP API on addr until ctx ends (then
+// shuts both down) or the listener fails.
+func (s *server) serveHTTP(ctx context.Context, addr string, pid int) error {
+	lg := s.log
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s after start-up: %w", addr, err)

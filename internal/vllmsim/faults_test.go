@@ -1,0 +1,62 @@
+package vllmsim
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestFaultHooksFireAtTheirPoint: each request fault's hook acts on its
+// request and at its token only, and a Faults with nothing set never acts.
+func TestFaultHooksFireAtTheirPoint(t *testing.T) {
+	none := &Faults{}
+	for nth := 1; nth <= 5; nth++ {
+		assert.Equal(t, noFault, none.beforeCompletion(nth, true).kind)
+		assert.Equal(t, noFault, none.beforeWake(nth).kind)
+		for tok := 1; tok <= 4; tok++ {
+			assert.Equal(t, noFault, none.onToken(nth, tok).kind)
+		}
+	}
+	assert.Equal(t, noFault, none.beforeSleep(func() bool { return true }).kind)
+
+	f, err := ParseFaults("crash-after=2,error-status=3:503,asleep-crash,crash-mid-stream=1,truncate-stream=2,error-event=3,stall-stream=4:0.5,wake-hang=2,wake-fail=3,inflight-crash")
+	require.NoError(t, err)
+
+	a := f.beforeCompletion(2, false)
+	assert.Equal(t, faultAction{kind: crash, code: 3, logLine: "ERROR injected fault crash-after=2: engine core died"}, a)
+	a = f.beforeCompletion(3, false)
+	assert.Equal(t, faultAction{kind: answer, code: 503, errType: http.StatusText(503), message: "injected fault error-status=3:503"}, a)
+	assert.Equal(t, noFault, f.beforeCompletion(1, false).kind, "awake, no numbered fault")
+	assert.Equal(t, crash, f.beforeCompletion(1, true).kind, "asleep-crash")
+	assert.Equal(t, 1, f.beforeCompletion(1, true).code)
+
+	for _, tt := range []struct {
+		nth, tok int
+		want     faultKind
+	}{
+		{1, 2, noFault}, {1, 3, crash}, {1, 4, noFault},
+		{2, 2, noFault}, {2, 3, endStream},
+		{3, 1, noFault}, {3, 2, errorEvent}, {3, 3, noFault},
+		{4, 2, stall}, {4, 3, noFault},
+		{5, 2, noFault}, {5, 3, noFault},
+	} {
+		assert.Equal(t, tt.want, f.onToken(tt.nth, tt.tok).kind, "stream %d, token %d", tt.nth, tt.tok)
+	}
+	assert.Equal(t, 500*time.Millisecond, f.onToken(4, 2).stallFor)
+
+	assert.Equal(t, noFault, f.beforeWake(1).kind)
+	assert.Equal(t, hang, f.beforeWake(2).kind)
+	assert.Equal(t, answer, f.beforeWake(3).kind)
+	assert.Equal(t, http.StatusInternalServerError, f.beforeWake(3).code)
+
+	asked := false
+	assert.Equal(t, noFault, f.beforeSleep(func() bool { asked = true; return false }).kind)
+	assert.True(t, asked, "inflight-crash asks whether requests run")
+	assert.Equal(t, crash, f.beforeSleep(func() bool { return true }).kind)
+	asked = false
+	none.beforeSleep(func() bool { asked = true; return true })
+	assert.False(t, asked, "without the fault the engine is not asked")
+}
