@@ -33,6 +33,9 @@ func (m multiSource) Describe() (string, error) {
 // Facts are the first GPU's (the facts of a run are one GPU's).
 func (m multiSource) Facts() gpu.DeviceFacts { return m.devs[0].Facts() }
 
+// Index is the first GPU's NVML index.
+func (m multiSource) Index() int { return m.devs[0].Index() }
+
 func (m multiSource) Read(ctx context.Context) (gpu.Reading, error) {
 	devs := make([]gpu.Reading, len(m.devs))
 	for i, d := range m.devs {

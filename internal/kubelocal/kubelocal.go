@@ -111,7 +111,8 @@ func (c *Cluster) Stop() error {
 }
 
 // NodeGPU is the node's GPU as the run's memory source knows it: its
-// UUID (a made-up one for the simulated device), product and memory.
+// UUID (a made-up one for the simulated device), NVML index (0 for the
+// simulated device), product and memory.
 func NodeGPU(src gpu.Source) (nodeagent.GPU, error) {
 	fs, ok := src.(gpu.FactSource)
 	if !ok {
@@ -119,6 +120,9 @@ func NodeGPU(src gpu.Source) (nodeagent.GPU, error) {
 	}
 	f := fs.Facts()
 	g := nodeagent.GPU{Name: "gpu-0", UUID: f.UUID, Product: f.Name, MemoryBytes: f.TotalBytes}
+	if ix, ok := src.(interface{ Index() int }); ok { // NVML's index, PCI bus order
+		g.Index = ix.Index()
+	}
 	if f.Simulated && g.UUID == "" {
 		g.UUID = "GPU-wakebench-simulated-0"
 	}

@@ -37,7 +37,7 @@ const (
 	gate   = "example.com/awake"
 )
 
-var gpu0 = GPU{Name: "gpu-0", UUID: "GPU-1234", Product: "Test GPU", MemoryBytes: 48 << 30}
+var gpu0 = GPU{Name: "gpu-0", UUID: "GPU-1234", Index: 3, Product: "Test GPU", MemoryBytes: 48 << 30}
 
 // startAgent starts an agent on a fake API server whose node registration
 // comes with the not-ready taint (as the API server's admission adds it);
@@ -209,7 +209,8 @@ func TestAgentRunsABoundPodAsAHostProcess(t *testing.T) {
 	assert.Equal(t, corev1.ConditionFalse, condition(p, corev1.PodReady), "the readiness gate is not set")
 
 	base := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + "/env?name="
-	assert.Equal(t, "GPU-1234", get(t, base+"CUDA_VISIBLE_DEVICES"), "the claim's device")
+	assert.Equal(t, "3", get(t, base+"CUDA_VISIBLE_DEVICES"), "the claim's device, by index: vLLM before 0.24 crashes on a UUID")
+	assert.Equal(t, "PCI_BUS_ID", get(t, base+"CUDA_DEVICE_ORDER"), "indices in PCI bus order, as NVML's")
 	assert.Equal(t, "on", get(t, base+"NODE_ENV"))
 	assert.Equal(t, filepath.Join(a.o.Dir, "ns_p_uid-p", "vllm"), get(t, base+"VLLM_CACHE_ROOT"), "caches live with the Pod")
 

@@ -99,7 +99,7 @@ func (p *pod) devices(ctx context.Context) ([]string, error) {
 	p.mu.Lock()
 	obj := p.obj.DeepCopy()
 	p.mu.Unlock()
-	var uuids []string
+	var ids []string
 	for _, rc := range obj.Spec.ResourceClaims {
 		name := ""
 		if rc.ResourceClaimName != nil {
@@ -131,15 +131,20 @@ func (p *pod) devices(ctx context.Context) ([]string, error) {
 			if i < 0 {
 				return nil, fmt.Errorf("pod %s: ResourceClaim %s names device %s, which node %s does not publish", kube.Name(obj), name, r.Device, p.a.o.Node)
 			}
-			if !slices.Contains(uuids, p.a.o.GPUs[i].UUID) {
-				uuids = append(uuids, p.a.o.GPUs[i].UUID)
+			if id := strconv.Itoa(p.a.o.GPUs[i].Index); !slices.Contains(ids, id) {
+				ids = append(ids, id)
 			}
 		}
 	}
-	if len(uuids) == 0 {
+	if len(ids) == 0 {
 		return nil, nil
 	}
-	return []string{"CUDA_VISIBLE_DEVICES=" + strings.Join(uuids, ",")}, nil
+	// Indices in PCI bus order, never GPU-… UUIDs: vLLM before 0.24 reads
+	// each CUDA_VISIBLE_DEVICES entry with int() and a UUID crashes it at
+	// start (vllm/platforms/interface.py, device_id_to_physical_device_id;
+	// vllm-project/vllm#13815, #20939), as backend.CUDAEnv says for servers
+	// the harness starts itself.
+	return []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + strings.Join(ids, ",")}, nil
 }
 
 // start runs the Pod's container as a host process.
