@@ -55,7 +55,7 @@ var wantZeroConfig = []string{
 	"memory: \"\": want \"nvml\", \"sim\" or \"none\"",
 	"gpus: 0: want the number of GPUs the run uses, 1 to 64",
 	"sim.time_scale: 0: must be > 0",
-	"models: empty: list the models to serve in the file named by WAKEBENCH_CONFIG (see README, GPU runners)",
+	"models: empty: list the models to serve in the file named by WAKEBENCH_CONFIG (see docs/gpu.md)",
 	"protocol.sleep_l1_cycles: 0: must be at least 1",
 	"protocol.sleep_l2_cycles: 0: must be at least 1",
 	"protocol.rounds: 0: must be at least 1",
@@ -71,6 +71,7 @@ var wantZeroConfig = []string{
 	"protocol.sample_hz: 0: want 0 < Hz ≤ 1000",
 	"traffic.arrivals: \"\": want \"constant\", \"poisson\" or \"gamma\"",
 	"traffic.workload.kind: \"\": want \"fixed\", \"uniform\" or \"dataset\"",
+	"traffic.max_queue: 0: want 1 to 250000 requests waiting in the router for a wake (one more is shed: not sent, gated by thresholds.max_shed_requests)",
 	"traffic.sleep_level: 0: want 1 or 2",
 	"timeouts.start_s: 0: must be > 0",
 	"timeouts.request_s: 0: must be > 0",
@@ -107,5 +108,5 @@ var wantWrongEverywhere = []string{
 	"api_key: holds a control character or surrounding space (a newline from a secrets file?): it would break the Authorization header",
 	"thresholds.regression_percent: -1: must not be negative",
 	"thresholds.regression_alpha: 1: want a significance level in (0, 1), e.g. 0.05",
-	"baseline: stat /nonexistent/bench.txt: no such file or directory (a previous run's bench.txt)",
+	"baseline: stat /nonexistent/bench.txt: no such file or directory (a previous run's bench.txt, or a directory of runs)",
 }
