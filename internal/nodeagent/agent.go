@@ -27,11 +27,11 @@ import (
 
 // GPU is one device the node publishes in its ResourceSlice.
 type GPU struct {
-	Name        string // device name in the slice ("gpu-0")
-	UUID        string // the device's identity, published in the slice
+	Name string // device name in the slice ("gpu-0")
+	UUID string // the device's identity, published in the slice
 	// Index is the device's index in PCI bus order: what a container's
 	// CUDA_VISIBLE_DEVICES gets, with CUDA_DEVICE_ORDER=PCI_BUS_ID.
-	Index int
+	Index       int
 	Product     string
 	MemoryBytes uint64
 }

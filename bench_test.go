@@ -1,9 +1,17 @@
+// The protocol's benchmark run: TestProtocol runs every phase in
+// protocol.Phases' order (the restart and serving phases are here; the
+// sleep phases in sleep_test.go, the switching ones in switch_test.go),
+// TestOutputs checks what the run writes, TestRegressionGate judges it
+// against a baseline, and the Benchmark functions measure one protocol
+// step per iteration for go test -bench.
+
 package wakebench
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +26,7 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/shape"
+	"github.com/wakebench/wakebench/internal/stats"
 )
 
 // phaseTests are the tests of the protocol's phases, by phase name.
@@ -79,13 +88,6 @@ func testBaseline(t *testing.T) {
 	testServing(t, h.Baseline, h.ServeChecks)
 }
 
-// testAfterWake measures serving again right after a level-1 sleep and wake
-// and compares output tok/s with the baseline.
-func testAfterWake(t *testing.T) {
-	h, _ := begin(t, protocol.PhaseAfterWake)
-	testServing(t, h.AfterWake, h.AfterWakeChecks)
-}
-
 // testServing runs a serving phase on every model: one run per
 // concurrency, each passing its checks.
 func testServing(t *testing.T, serve func(context.Context, string, protocol.Logf) ([]record.PerfRun, error),
@@ -100,98 +102,6 @@ func testServing(t *testing.T, serve func(context.Context, string, protocol.Logf
 			passes(t, checks(l, runs))
 		})
 	}
-}
-
-// testSleep runs the sleep/wake cycles of every model at level; at level 2
-// the wake reloads the weights and every first token is checked for garbage.
-func testSleep(t *testing.T, level int) {
-	phase := protocol.PhaseSleepL1
-	if level == 2 {
-		phase = protocol.PhaseSleepL2
-	}
-	h, ctx := begin(t, phase)
-	for _, l := range h.Labels() {
-		t.Run(l, func(t *testing.T) {
-			skipIfStopped(t)
-			cycles, err := h.SleepCycles(ctx, l, level, progress(t))
-			assert.NoError(t, err)
-			for _, c := range cycles {
-				if c.OK {
-					assert.GreaterOrEqual(t, c.ToFirstTokenS, c.WakeAPIS, "first token comes after the wake calls")
-				}
-			}
-			passes(t, h.SleepChecks(l, level, cycles))
-		})
-	}
-}
-
-// testSwitch hands the GPU back and forth: one initial activation, then
-// protocol.handoffs handoffs A→B, B→A, …
-func testSwitch(t *testing.T) {
-	h, ctx := begin(t, protocol.PhaseSwitch)
-	if n := len(h.Labels()); n < 2 {
-		t.Skipf("switching needs two models; the config has %d", n)
-	}
-	handoffs, err := h.Switch(ctx, progress(t))
-	assert.NoError(t, err)
-	for _, ho := range handoffs {
-		if ho.OK && !ho.Initial {
-			assert.GreaterOrEqual(t, ho.ToFirstTokenS, ho.SleepS+ho.WakeS, "switch → first token covers sleep and wake (%s)", record.DirectionKey(ho.From, ho.To))
-		}
-	}
-	passes(t, h.SwitchChecks(handoffs))
-}
-
-// testTraffic sends open-loop traffic to every model through the
-// wake-on-demand router, then with every model awake, then sleeps a model
-// with requests in flight in each pause mode.
-func testTraffic(t *testing.T) {
-	h, ctx := begin(t, protocol.PhaseTraffic)
-	tr, err := h.Traffic(ctx, progress(t))
-	assert.NoError(t, err)
-	shared := 0
-	for _, r := range tr.Requests {
-		if r.Run == record.RunShared {
-			shared++
-			if r.Err == "" && !r.FirstToken.IsZero() {
-				assert.False(t, r.FirstToken.Before(r.Dispatched), "request %d: first token after it left the router", r.Index)
-			}
-		}
-	}
-	plan := h.TrafficPlan()
-	require.NotNil(t, plan, "TestMain planned the traffic before the run")
-	arrivals := plan.Arrivals
-	assert.Equal(t, len(arrivals), shared, "every arrival sent once")
-	if len(h.Labels()) > 1 && len(arrivals) > 0 {
-		assert.NotEmpty(t, tr.Switches, "the router woke models on demand")
-	}
-	// One sleep with requests in flight per pause mode; none with
-	// traffic.in_flight_requests 0 (the README's setting for vLLM before
-	// PR #34528).
-	wantInFlight := len(h.Config().Traffic.InFlightModes)
-	if h.Config().Traffic.InFlightRequests == 0 {
-		wantInFlight = 0
-	}
-	assert.Len(t, tr.InFlight, wantInFlight)
-	passes(t, h.TrafficChecks(tr))
-}
-
-// TestSoak is the soak phase: hundreds of handoffs round-robin over three
-// or more models, every sleep's residual fitted for growth, the headroom
-// before every wake, a correctness replay after it. Off unless
-// protocol.soak_cycles is set (make soak): it is a phase of its own, not
-// one of the protocol's.
-func TestSoak(t *testing.T) {
-	h, ctx := begin(t, protocol.PhaseSoak)
-	n := h.Config().Protocol.SoakCycles
-	if n == 0 {
-		t.Skip("soak off (protocol.soak_cycles 0): run make soak, or set WAKEBENCH_PROTOCOL_SOAK_CYCLES with three or more models")
-	}
-	skipIfStopped(t)
-	cycles, err := h.Soak(ctx, progress(t))
-	assert.NoError(t, err)
-	assert.Len(t, cycles, n, "every planned cycle ran")
-	passes(t, h.SoakChecks(cycles))
 }
 
 // TestOutputs checks what the run will write, after every phase ran: the
@@ -401,4 +311,129 @@ func TestRegressionGate(t *testing.T) {
 			assert.Fail(t, "regression", "%s %s: %+.1f%% (%s rule, %d runs), flagged beyond %.3g%%", v.Name, v.Unit, v.ChangePct, v.Rule, v.Runs, v.MinPct)
 		}
 	}
+}
+
+// The benchmarks measure one protocol step per iteration and report it
+// under the names and units of bench.txt, so go test output is benchstat
+// input too:
+//
+//	go test -run '^$' -bench . -benchtime 1x -count 5 . | tee new.txt
+//	go tool benchstat old.txt new.txt
+//
+// They are extra measurements: report.json holds the tests' protocol run.
+
+func BenchmarkRestart(b *testing.B) {
+	h, ctx := suite.h, suite.ctx
+	for _, l := range h.Labels() {
+		b.Run("model="+l+"/kind=warm", func(b *testing.B) {
+			var ready, first []float64
+			for b.Loop() {
+				rs, err := h.WarmStart(ctx, l)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ready, first = append(ready, rs.ReadyS), append(first, rs.FirstTokenS)
+			}
+			reportMean(b, ready, report.UnitReady)
+			reportMean(b, first, report.UnitFirstToken)
+		})
+	}
+}
+
+func BenchmarkSleep(b *testing.B) {
+	h, ctx := suite.h, suite.ctx
+	for _, l := range h.Labels() {
+		for _, level := range []int{1, 2} {
+			b.Run(fmt.Sprintf("model=%s/level=%d", l, level), func(b *testing.B) {
+				var sleep, wake, first, resid []float64
+				for b.Loop() {
+					c, err := h.Cycle(ctx, l, level)
+					if err != nil {
+						b.Fatal(err)
+					}
+					sleep, wake, first = append(sleep, c.SleepS), append(wake, c.WakeAPIS), append(first, c.ToFirstTokenS)
+					if c.ResidualGiB == c.ResidualGiB {
+						resid = append(resid, c.ResidualGiB)
+					}
+				}
+				reportMean(b, sleep, report.UnitSleep)
+				reportMean(b, wake, report.UnitWake)
+				reportMean(b, first, report.UnitFirstToken)
+				reportMean(b, resid, report.UnitResidual)
+			})
+		}
+	}
+}
+
+func BenchmarkServe(b *testing.B) {
+	h, ctx := suite.h, suite.ctx
+	for _, l := range h.Labels() {
+		for _, c := range h.Config().Protocol.Concurrency {
+			b.Run(fmt.Sprintf("model=%s/stage=baseline/conc=%d", l, c), func(b *testing.B) {
+				var tps, ttft, tpot []float64
+				for b.Loop() {
+					res, err := h.ServeRound(ctx, l, c)
+					if err != nil {
+						b.Fatal(err)
+					}
+					tps = append(tps, res.Rounds[0].TPS)
+					for _, q := range res.Requests {
+						ttft = append(ttft, q.TTFT.Seconds())
+						if q.HasTPOT {
+							tpot = append(tpot, q.TPOT.Seconds())
+						}
+					}
+				}
+				reportMean(b, tps, report.UnitTPS)
+				reportMedian(b, ttft, report.UnitTTFT)
+				reportMedian(b, tpot, report.UnitTPOT)
+			})
+		}
+	}
+}
+
+func BenchmarkSwitch(b *testing.B) {
+	h, ctx := suite.h, suite.ctx
+	labels := h.Labels()
+	if len(labels) < 2 {
+		b.Skip("switching needs two models")
+	}
+	for i, from := range labels {
+		to := labels[(i+1)%len(labels)]
+		b.Run("dir="+record.DirectionKey(from, to), func(b *testing.B) {
+			var sleep, wake, first []float64
+			for b.Loop() {
+				ho, err := h.Handoff(ctx, from, to)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sleep, wake, first = append(sleep, ho.SleepS), append(wake, ho.WakeS), append(first, ho.ToFirstTokenS)
+			}
+			reportMean(b, sleep, report.UnitSleep)
+			reportMean(b, wake, report.UnitWake)
+			reportMean(b, first, report.UnitFirstToken)
+		})
+	}
+}
+
+// reportMean reports the mean per iteration (with -benchtime 1x: the
+// sample itself) and drops the ns/op column, which times the harness.
+func reportMean(b *testing.B, xs []float64, unit string) {
+	if len(xs) == 0 {
+		return
+	}
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	b.ReportMetric(sum/float64(len(xs)), unit)
+	b.ReportMetric(0, "ns/op")
+}
+
+// reportMedian reports the median of per-request figures.
+func reportMedian(b *testing.B, xs []float64, unit string) {
+	if s, err := stats.Summarize(xs); err == nil {
+		b.ReportMetric(s.Median, unit)
+	}
+	b.ReportMetric(0, "ns/op")
 }

@@ -1,0 +1,84 @@
+// Switching the GPU between models: the switch phase's handoffs, the
+// traffic phase's wake-on-demand router, and the soak's hundreds of
+// handoffs over three or more models.
+
+package wakebench
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/protocol"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+// testSwitch hands the GPU back and forth: one initial activation, then
+// protocol.handoffs handoffs A→B, B→A, …
+func testSwitch(t *testing.T) {
+	h, ctx := begin(t, protocol.PhaseSwitch)
+	if n := len(h.Labels()); n < 2 {
+		t.Skipf("switching needs two models; the config has %d", n)
+	}
+	handoffs, err := h.Switch(ctx, progress(t))
+	assert.NoError(t, err)
+	for _, ho := range handoffs {
+		if ho.OK && !ho.Initial {
+			assert.GreaterOrEqual(t, ho.ToFirstTokenS, ho.SleepS+ho.WakeS, "switch → first token covers sleep and wake (%s)", record.DirectionKey(ho.From, ho.To))
+		}
+	}
+	passes(t, h.SwitchChecks(handoffs))
+}
+
+// testTraffic sends open-loop traffic to every model through the
+// wake-on-demand router, then with every model awake, then sleeps a model
+// with requests in flight in each pause mode.
+func testTraffic(t *testing.T) {
+	h, ctx := begin(t, protocol.PhaseTraffic)
+	tr, err := h.Traffic(ctx, progress(t))
+	assert.NoError(t, err)
+	shared := 0
+	for _, r := range tr.Requests {
+		if r.Run == record.RunShared {
+			shared++
+			if r.Err == "" && !r.FirstToken.IsZero() {
+				assert.False(t, r.FirstToken.Before(r.Dispatched), "request %d: first token after it left the router", r.Index)
+			}
+		}
+	}
+	plan := h.TrafficPlan()
+	require.NotNil(t, plan, "TestMain planned the traffic before the run")
+	arrivals := plan.Arrivals
+	assert.Equal(t, len(arrivals), shared, "every arrival sent once")
+	if len(h.Labels()) > 1 && len(arrivals) > 0 {
+		assert.NotEmpty(t, tr.Switches, "the router woke models on demand")
+	}
+	// One sleep with requests in flight per pause mode; none with
+	// traffic.in_flight_requests 0 (the README's setting for vLLM before
+	// PR #34528).
+	wantInFlight := len(h.Config().Traffic.InFlightModes)
+	if h.Config().Traffic.InFlightRequests == 0 {
+		wantInFlight = 0
+	}
+	assert.Len(t, tr.InFlight, wantInFlight)
+	passes(t, h.TrafficChecks(tr))
+}
+
+// TestSoak is the soak phase: hundreds of handoffs round-robin over three
+// or more models, every sleep's residual fitted for growth, the headroom
+// before every wake, a correctness replay after it. Off unless
+// protocol.soak_cycles is set (make soak): it is a phase of its own, not
+// one of the protocol's.
+func TestSoak(t *testing.T) {
+	h, ctx := begin(t, protocol.PhaseSoak)
+	n := h.Config().Protocol.SoakCycles
+	if n == 0 {
+		t.Skip("soak off (protocol.soak_cycles 0): run make soak, or set WAKEBENCH_PROTOCOL_SOAK_CYCLES with three or more models")
+	}
+	skipIfStopped(t)
+	cycles, err := h.Soak(ctx, progress(t))
+	assert.NoError(t, err)
+	assert.Len(t, cycles, n, "every planned cycle ran")
+	passes(t, h.SoakChecks(cycles))
+}
