@@ -1,6 +1,6 @@
 // Command wakegate judges one run's bench.txt against baseline runs, as
-// the protocol's TestRegressionGate does (package gate's rules), prints the
-// table and exits 1 on a regression, 2 on an error:
+// the protocol's TestRegressionGate does (package gate's rules). It prints
+// the table and exits 1 on a regression, 2 on an error:
 //
 //	wakegate [-percent 10] [-alpha 0.05] BASELINE RUN/bench.txt
 //

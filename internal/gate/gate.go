@@ -1,7 +1,8 @@
 // Package gate decides PASS or FAIL: pure functions from a phase's
 // measurements and the config's thresholds to record.Checks, and the
-// regression gate that compares two benchfmt files with benchstat's
-// statistics. It records nothing itself and reads the one benchfmt reader
+// regression gate that judges a run against baseline runs (their per-run
+// medians, a history's change points, or one run's noise floor). It
+// records nothing itself and reads the one benchfmt reader
 // (ReadBench) that the regression gate and make perf share.
 package gate
 

@@ -1,8 +1,9 @@
 // Package protocol is wakebench's protocol: the phases (restart, baseline,
-// sleep levels 1 and 2, after-wake, switching) in their run order, each a
-// method that drives the fleet, writes what it measured to the record and
-// says where it failed; and each phase's threshold checks (package gate),
-// recorded once. The go test suite calls the phases and asserts the checks.
+// sleep levels 1 and 2, after-wake, switching, traffic) in their run order
+// and the soak, each a method that drives the fleet, writes what it
+// measured to the record and says where it failed; and each phase's
+// threshold checks (package gate). The go test suite calls the phases and
+// asserts the checks.
 package protocol
 
 import (
