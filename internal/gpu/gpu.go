@@ -57,14 +57,26 @@ type Sample struct {
 	Reading
 }
 
-// Sampler reads a Source at a fixed interval and keeps every sample.
+// MaxKept bounds the samples a Sampler keeps in memory: 100,000 (about 83
+// minutes at 20 Hz, some tens of MiB). Past it, the older half is thinned
+// by two, each pair kept as its sample of larger device use, so the peak
+// stays exact and the recent samples keep full resolution; a soak of days
+// stays bounded. Every sample still goes to OnSample's function (the run's
+// samples.csv).
+const MaxKept = 100_000
+
+// Sampler reads a Source at a fixed interval and keeps its samples (every
+// one, up to MaxKept).
 type Sampler struct {
 	src      Source
 	interval time.Duration
+	limit    int // samples kept before the older half is thinned (MaxKept)
 
+	// mu guards everything below; cond waits on new samples and the stop.
 	mu       sync.Mutex
 	cond     *sync.Cond
 	samples  []Sample
+	thinned  int // samples dropped by thinning
 	errs     int
 	lastErr  error
 	firstErr error
@@ -82,7 +94,7 @@ func (s *Sampler) OnSample(f func(Sample)) {
 
 // NewSampler samples src every interval once Run is called.
 func NewSampler(src Source, interval time.Duration) *Sampler {
-	s := &Sampler{src: src, interval: interval}
+	s := &Sampler{src: src, interval: interval, limit: MaxKept}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
@@ -125,11 +137,45 @@ func (s *Sampler) sampleOnce(ctx context.Context) (Sample, error) {
 	// A sample taken now (SampleNow) may race a tick; keep the list sorted.
 	i, _ := slices.BinarySearchFunc(s.samples, now, func(x Sample, t time.Time) int { return x.Time.Compare(t) })
 	s.samples = slices.Insert(s.samples, i, x)
+	if len(s.samples) > s.limit {
+		s.thin()
+	}
 	s.cond.Broadcast()
 	if s.sink != nil {
 		s.sink(x)
 	}
 	return x, nil
+}
+
+// thin halves the older half of the samples, the first one aside (the
+// run's start stays where it was): of each pair, the one with the larger
+// device use stays (the earlier on a tie). Called with mu held.
+func (s *Sampler) thin() {
+	half := len(s.samples) / 2
+	kept := s.samples[:1]
+	for i := 1; i+1 < half; i += 2 {
+		a, b := s.samples[i], s.samples[i+1]
+		if b.Used > a.Used {
+			a = b
+		}
+		kept = append(kept, a)
+	}
+	if (half-1)%2 == 1 {
+		kept = append(kept, s.samples[half-1])
+	}
+	n := len(s.samples)
+	kept = append(kept, s.samples[half:]...)
+	clear(s.samples[len(kept):n]) // let the dropped readings' maps go
+	s.thinned += n - len(kept)
+	s.samples = kept
+}
+
+// Thinned is how many samples were dropped to stay within MaxKept (0 for
+// a run of fewer samples): the kept ones are no longer every sample.
+func (s *Sampler) Thinned() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.thinned
 }
 
 // SampleNow reads the source at once, records the sample and returns it:
@@ -142,7 +188,8 @@ func (s *Sampler) SampleNow(ctx context.Context) (Sample, error) {
 	return x, nil
 }
 
-// Samples returns a copy of every sample so far.
+// Samples returns a copy of the samples kept so far: every sample, or past
+// MaxKept the thinned ones (Thinned says how many were dropped).
 func (s *Sampler) Samples() []Sample {
 	s.mu.Lock()
 	defer s.mu.Unlock()

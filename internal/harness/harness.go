@@ -222,6 +222,10 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 			r.rec.AddMemoryNote(fmt.Sprintf("%d of %d GPU memory reads failed (first: %v; last: %v): the peak and every memory figure cover only the %d samples read",
 				n, n+len(samples), r.sampler.FirstError(), last, len(samples)))
 		}
+		if th := r.sampler.Thinned(); th > 0 {
+			r.rec.AddMemoryNote(fmt.Sprintf("the run took %d GPU memory samples; past %d the older ones were thinned, each pair kept as its larger, so physical_peak_gib and timeline.svg cover %d of them (the peak exactly); samples.csv has every one",
+				th+len(samples), gpu.MaxKept, len(samples)))
+		}
 		r.rec.AddChecks(gate.Evaluate("memory.sampler_errors", "", float64(n), "==", 0))
 	}
 	used := make([]float64, len(samples))
