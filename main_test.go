@@ -19,6 +19,7 @@ import (
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
+	"github.com/wakebench/wakebench/internal/traffic"
 )
 
 // suite is the run TestMain owns. Tests read it; only TestMain sets it.
@@ -40,9 +41,9 @@ func run(m *testing.M) int {
 	// such writes fail and the run ends as for any signal.
 	signal.Ignore(syscall.SIGPIPE)
 	cfg, err := config.Load(os.Getenv)
-	var plan protocol.TrafficPlan
+	var plan traffic.Plan
 	if err == nil { // the trace and the dataset, read and checked once, before any server starts
-		plan, err = protocol.PlanTraffic(cfg, goTestTimeout())
+		plan, err = traffic.NewPlan(cfg, goTestTimeout())
 		if err != nil {
 			err = fmt.Errorf("config: %w", err)
 		}

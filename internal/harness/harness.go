@@ -24,12 +24,14 @@ import (
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
+	"github.com/wakebench/wakebench/internal/traffic"
 )
 
 // Run is one run of the protocol: its phases (the embedded Protocol), its
 // servers, samplers, record and output files.
 type Run struct {
 	*protocol.Protocol
+	*traffic.Phase // the protocol's traffic phase (its own package)
 
 	cfg     config.Config
 	be      *backend.Backend
@@ -91,6 +93,7 @@ func Open(ctx context.Context, cfg config.Config) (*Run, error) {
 	}
 	r.fleet = fleet.New(cfg, fleet.Options{Command: r.be.Command, Env: r.be.ServerEnv, Sampler: r.sampler, CUDA: r.be.CUDA}, r.rec)
 	r.Protocol = protocol.New(cfg, r.fleet, r.rec, r)
+	r.Phase = traffic.New(cfg, r.fleet, r.rec, r.Protocol)
 
 	if r.metrics, err = openMetricsLog(filepath.Join(cfg.OutDir, "metrics.jsonl")); err != nil {
 		return fail(err)

@@ -15,8 +15,8 @@ import (
 
 const restartFirstTok = "probe first token"
 
-// settle waits protocol.settle_s (or until ctx ends).
-func (p *Protocol) settle(ctx context.Context) {
+// Settle waits protocol.settle_s (or until ctx ends).
+func (p *Protocol) Settle(ctx context.Context) {
 	t := time.NewTimer(seconds(p.cfg.Protocol.SettleS))
 	defer t.Stop()
 	select {
@@ -35,7 +35,7 @@ func (p *Protocol) measureSleep(ctx context.Context, label string, level int) (*
 	if err != nil {
 		return ms, math.NaN(), err
 	}
-	p.settle(ctx)
+	p.Settle(ctx)
 	resid, err := ms.Finish(ctx)
 	return ms, resid, err
 }
@@ -298,7 +298,7 @@ func (p *Protocol) SleepCycles(ctx context.Context, label string, level int, log
 		}
 		logf("%s level %d cycle %d/%d: sleep %.3fs, wake %.3fs, first token %.3fs, residual %.3f GiB",
 			label, level, i+1, n, c.SleepS, c.WakeAPIS, c.ToFirstTokenS, c.ResidualGiB)
-		p.settle(ctx)
+		p.Settle(ctx)
 	}
 	return out, nil
 }

@@ -1,9 +1,9 @@
 // Package protocol is wakebench's protocol: the phases (restart, baseline,
-// sleep levels 1 and 2, after-wake, switching, traffic) in their run order
-// and the soak, each a method that drives the fleet, writes what it
-// measured to the record and says where it failed; and each phase's
-// threshold checks (package gate). The go test suite calls the phases and
-// asserts the checks.
+// sleep levels 1 and 2, after-wake, switching; traffic, run by package
+// traffic through Begin, Fail and StartAll) in their run order and the
+// soak, each a method that drives the fleet, writes what it measured to
+// the record and says where it failed; and each phase's threshold checks
+// (package gate). The go test suite calls the phases and asserts the checks.
 package protocol
 
 import (
@@ -33,7 +33,7 @@ const (
 	PhaseAfterWake = "after-wake"
 	PhaseSleepL2   = "sleep-level2"
 	PhaseSwitch    = "switch"
-	// PhaseTraffic is declared in traffic.go.
+	PhaseTraffic   = "traffic" // run by package traffic, through Begin, Fail and StartAll
 )
 
 // Phases is the protocol in run order: the one list the suite runs, the
@@ -77,7 +77,6 @@ type Protocol struct {
 	// mismatched: a correctness mismatch of this model/stage was
 	// recorded as a failure (the check counts the rest).
 	mismatched map[string]bool
-	traffic    *TrafficPlan // planned before the run; nil: when the phase runs
 }
 
 // New is the protocol of cfg on f, recording into rec; obs may be nil.
@@ -115,6 +114,11 @@ func (p *Protocol) Fail(phase, label, step string, err error) error {
 
 // Failed reports whether a failure of phase is recorded.
 func (p *Protocol) Failed(phase string) bool { return p.rec.Failed(phase) }
+
+// Begin is begin, for a phase run by another package (traffic).
+func (p *Protocol) Begin(ctx context.Context, phase string, labels ...string) (end func()) {
+	return p.begin(ctx, phase, labels...)
+}
 
 // begin starts a phase for labels: it is listed in the report, the
 // observer is told, and the returned end records the phase window (named

@@ -32,7 +32,7 @@ func (p *Protocol) Soak(ctx context.Context, logf Logf) ([]record.SoakCycle, err
 	if len(labels) < 3 {
 		return nil, p.Fail(PhaseSoak, "", "plan", fmt.Errorf("the soak rotates over at least 3 models, the config has %d", len(labels)))
 	}
-	if err := p.startAll(ctx, PhaseSoak); err != nil {
+	if err := p.StartAll(ctx, PhaseSoak); err != nil {
 		return nil, err
 	}
 	var out []record.SoakCycle
@@ -54,10 +54,10 @@ func (p *Protocol) Soak(ctx context.Context, logf Logf) ([]record.SoakCycle, err
 	return out, nil
 }
 
-// startAll starts every model's server that is not running (one at a
+// StartAll starts every model's server that is not running (one at a
 // time, the others asleep) and leaves the first model awake; an error is a
 // failure of phase naming the model.
-func (p *Protocol) startAll(ctx context.Context, phase string) error {
+func (p *Protocol) StartAll(ctx context.Context, phase string) error {
 	labels := p.fleet.Labels()
 	for _, l := range labels[1:] {
 		if !p.fleet.Running(l) {

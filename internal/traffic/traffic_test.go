@@ -1,4 +1,4 @@
-package protocol_test
+package traffic_test
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/traffic"
 )
 
 // fourRows is a trace of four requests to A and B.
@@ -117,7 +118,7 @@ func TestArrivals(t *testing.T) {
 	cfg := config.SimDefault()
 	cfg.Traffic.Rates = map[string]float64{"B": 0.5}
 	cfg.Traffic.DurationS, cfg.Traffic.WarmupRequests, cfg.Traffic.Arrivals = 4, 2, "constant"
-	plan, err := protocol.PlanTraffic(cfg, 0)
+	plan, err := traffic.NewPlan(cfg, 0)
 	require.NoError(t, err)
 	a, what := plan.Arrivals, plan.What
 	n := map[string]int{}
@@ -166,13 +167,13 @@ func TestPlanTrafficRefusesWhatTheRunCannotDo(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := config.Default()
 			tc.mod(&cfg)
-			_, err := protocol.PlanTraffic(cfg, tc.budget)
+			_, err := traffic.NewPlan(cfg, tc.budget)
 			assert.ErrorContains(t, err, tc.want)
 		})
 	}
 	cfg := config.Default()
 	cfg.Traffic.Trace = file("ok.csv", "t_s,model,prompt_tokens,output_tokens\n0,A,8,8\n5,B,8,8\n")
-	plan, err := protocol.PlanTraffic(cfg, 10*time.Minute)
+	plan, err := traffic.NewPlan(cfg, 10*time.Minute)
 	require.NoError(t, err)
 	assert.Len(t, plan.Arrivals, 2)
 }

@@ -1,4 +1,9 @@
-package protocol
+// Package traffic is the protocol's traffic phase: open-loop arrivals for
+// every model (from a trace, a dataset or an arrival process, read and
+// checked before the run) through a wake-on-demand router, the same
+// arrivals with every model awake (the ideal), and sleeps with requests in
+// flight in each of vLLM's pause modes.
+package traffic
 
 import (
 	"context"
@@ -12,45 +17,69 @@ import (
 	"time"
 
 	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/fleet"
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/load"
+	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/router"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
-// PhaseTraffic is the traffic phase.
-const PhaseTraffic = "traffic"
+// Phase runs the traffic phase on a protocol's fleet and record: its
+// window, failures and checks go through the protocol as every phase's do.
+type Phase struct {
+	cfg   config.Config
+	fleet *fleet.Fleet
+	rec   *record.Recorder
+	proto *protocol.Protocol
+	plan  *Plan // planned before the run; nil: when the phase runs
+}
 
-// TrafficPlan is the traffic phase's requests, every model's interleaved,
+// New is the traffic phase of p, which runs on f and records into rec.
+func New(cfg config.Config, f *fleet.Fleet, rec *record.Recorder, p *protocol.Protocol) *Phase {
+	return &Phase{cfg: cfg, fleet: f, rec: rec, proto: p}
+}
+
+// UseTrafficPlan makes plan the traffic phase's requests (NewPlan, before
+// any server started) instead of planning them when it runs.
+func (ph *Phase) UseTrafficPlan(plan Plan) { ph.plan = &plan }
+
+// TrafficPlan is the traffic phase's requests as planned before the run
+// (nil: planned when the phase runs).
+func (ph *Phase) TrafficPlan() *Plan { return ph.plan }
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Plan is the traffic phase's requests, every model's interleaved,
 // and a line saying what they are. It is made once, before any server
-// starts (PlanTraffic), so a bad trace or dataset fails the run at once.
-type TrafficPlan struct {
+// starts (NewPlan), so a bad trace or dataset fails the run at once.
+type Plan struct {
 	Arrivals []load.Arrival
 	What     string
 }
 
-// PlanTraffic reads and checks the traffic phase's input: traffic.trace,
+// NewPlan reads and checks the traffic phase's input: traffic.trace,
 // or each model's arrival process at its rate over traffic.duration_s
 // with its first traffic.warmup_requests marked warm-up (lengths from the
 // workload, traffic.workload.dataset read here). budget is the time the
 // run has (go test's -timeout; 0: unbounded): an arrival or a dwell later
 // than that is refused, as is a plan of more than config.MaxArrivals requests or
 // a request beyond the models' context. Each error names the key.
-func PlanTraffic(cfg config.Config, budget time.Duration) (TrafficPlan, error) {
+func NewPlan(cfg config.Config, budget time.Duration) (Plan, error) {
 	tr := cfg.Traffic
 	if budget > 0 && seconds(tr.MinDwellS) >= budget {
-		return TrafficPlan{}, fmt.Errorf("traffic.min_dwell_s %g: the run has %v in all (go test -timeout): lower it, or run with -timeout 0", tr.MinDwellS, budget)
+		return Plan{}, fmt.Errorf("traffic.min_dwell_s %g: the run has %v in all (go test -timeout): lower it, or run with -timeout 0", tr.MinDwellS, budget)
 	}
 	if tr.Trace != "" {
 		a, err := readTrace(cfg, budget)
-		return TrafficPlan{a, "trace " + tr.Trace}, err
+		return Plan{a, "trace " + tr.Trace}, err
 	}
 	if tr.DurationS == 0 {
-		return TrafficPlan{}, nil
+		return Plan{}, nil
 	}
 	if budget > 0 && seconds(tr.DurationS) >= budget {
-		return TrafficPlan{}, fmt.Errorf("traffic.duration_s %g: the run has %v in all (go test -timeout): lower it, or run with -timeout 0", tr.DurationS, budget)
+		return Plan{}, fmt.Errorf("traffic.duration_s %g: the run has %v in all (go test -timeout): lower it, or run with -timeout 0", tr.DurationS, budget)
 	}
 	w := load.Workload{Kind: tr.Workload.Kind, PromptTokens: tr.Workload.PromptTokens, OutputTokens: tr.Workload.OutputTokens,
 		MinPromptTokens: tr.Workload.MinPromptTokens, MinOutputTokens: tr.Workload.MinOutputTokens,
@@ -58,7 +87,7 @@ func PlanTraffic(cfg config.Config, budget time.Duration) (TrafficPlan, error) {
 	if w.Kind == load.Dataset {
 		var err error
 		if w.Samples, err = readDataset(cfg); err != nil {
-			return TrafficPlan{}, err
+			return Plan{}, err
 		}
 	}
 	var lists [][]load.Arrival
@@ -72,12 +101,12 @@ func PlanTraffic(cfg config.Config, budget time.Duration) (TrafficPlan, error) {
 		a := load.Arrivals{Process: tr.Arrivals, Rate: rate, Burstiness: tr.Burstiness, Seed: uint64(tr.Seed) + uint64(i)}
 		offs, err := a.Offsets(n)
 		if err != nil {
-			return TrafficPlan{}, fmt.Errorf("traffic, model %s: %w", m.Label, err)
+			return Plan{}, fmt.Errorf("traffic, model %s: %w", m.Label, err)
 		}
 		w.Seed = uint64(tr.Seed)*1000 + uint64(i)
 		reqs, err := w.Requests(m.Name, n)
 		if err != nil {
-			return TrafficPlan{}, fmt.Errorf("traffic, model %s: %w", m.Label, err)
+			return Plan{}, fmt.Errorf("traffic, model %s: %w", m.Label, err)
 		}
 		list := make([]load.Arrival, n)
 		for k := range list {
@@ -90,7 +119,7 @@ func PlanTraffic(cfg config.Config, budget time.Duration) (TrafficPlan, error) {
 	if tr.Arrivals == load.Gamma {
 		what += fmt.Sprintf(", burstiness %g", tr.Burstiness)
 	}
-	return TrafficPlan{load.Merge(lists...), what}, nil
+	return Plan{load.Merge(lists...), what}, nil
 }
 
 // readTrace reads traffic.trace (load.ReadTrace) into arrivals, each row's
@@ -139,36 +168,36 @@ func readDataset(cfg config.Config) ([]load.Sample, error) {
 // traffic.sleep_level), the same arrivals with every model awake (the
 // ideal, where the GPU holds them all), then a sleep with requests in
 // flight in each of traffic.in_flight_modes.
-func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, error) {
-	labels := p.fleet.Labels()
-	defer p.begin(ctx, PhaseTraffic, labels...)()
-	tr := p.cfg.Traffic
+func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffic, error) {
+	labels := ph.fleet.Labels()
+	defer ph.proto.Begin(ctx, protocol.PhaseTraffic, labels...)()
+	tr := ph.cfg.Traffic
 	out := record.Traffic{Level: tr.SleepLevel}
-	plan := p.traffic
+	plan := ph.plan
 	if plan == nil { // not planned before the run (a test running the phase alone)
-		pl, err := PlanTraffic(p.cfg, 0)
+		pl, err := NewPlan(ph.cfg, 0)
 		if err != nil {
-			return out, p.Fail(PhaseTraffic, "", "plan", err)
+			return out, ph.proto.Fail(protocol.PhaseTraffic, "", "plan", err)
 		}
 		plan = &pl
 	}
 	arrivals, what := plan.Arrivals, plan.What
 	out.Arrivals = what
 	var errs []error
-	defer func() { p.rec.SetTraffic(out) }()
+	defer func() { ph.rec.SetTraffic(out) }()
 	if len(arrivals) > 0 {
-		if err := p.startAll(ctx, PhaseTraffic); err != nil {
+		if err := ph.proto.StartAll(ctx, protocol.PhaseTraffic); err != nil {
 			return out, err
 		}
 		// Every correctness reference is taken before a model's first
 		// sleep; here, before the router starts, not inside its first
 		// switch (and the requests queued behind it).
 		for _, l := range labels {
-			if err := p.fleet.EnsureReference(ctx, l); err != nil {
-				return out, p.Fail(PhaseTraffic, l, "correctness reference", err)
+			if err := ph.fleet.EnsureReference(ctx, l); err != nil {
+				return out, ph.proto.Fail(protocol.PhaseTraffic, l, "correctness reference", err)
 			}
 		}
-		rt := router.NewWith(p.fleet, router.Options{Level: tr.SleepLevel, MinDwell: seconds(tr.MinDwellS), MaxQueue: tr.MaxQueue}, labels[0])
+		rt := router.NewWith(ph.fleet, router.Options{Level: tr.SleepLevel, MinDwell: seconds(tr.MinDwellS), MaxQueue: tr.MaxQueue}, labels[0])
 		out.Router = fmt.Sprintf("first come, first served, at most %d waiting (one more is shed)", tr.MaxQueue)
 		out.MaxQueue = tr.MaxQueue
 		if tr.MinDwellS > 0 {
@@ -179,12 +208,12 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 		wg.Go(func() { rt.Run(rctx) })
 		logf("traffic: %d requests, %s, through the router", len(arrivals), what)
 		out.Start = time.Now()
-		opens := load.RunOpen(ctx, rt, arrivals, seconds(p.cfg.Timeouts.RequestS+2*p.cfg.Timeouts.WakeS))
+		opens := load.RunOpen(ctx, rt, arrivals, seconds(ph.cfg.Timeouts.RequestS+2*ph.cfg.Timeouts.WakeS))
 		stop()
 		wg.Wait()
 		// The burst's connections, idle now, are closed: an open file each.
-		p.fleet.CloseIdle()
-		out.Requests = p.trafficRequests(record.RunShared, opens)
+		ph.fleet.CloseIdle()
+		out.Requests = ph.trafficRequests(record.RunShared, opens)
 		out.DurationS = span(opens).Seconds() // the router's shutdown is not part of the run
 		if first, _ := bounds(opens); !first.IsZero() {
 			out.Start = first // per_second[] counts from the first arrival, over duration_s
@@ -192,7 +221,7 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 		for _, s := range rt.Switches() {
 			out.Switches = append(out.Switches, record.RouterSwitch(s))
 			if s.Err != "" {
-				errs = append(errs, p.Fail(PhaseTraffic, s.To, fmt.Sprintf("router wake %s→%s", s.From, s.To), errors.New(s.Err)))
+				errs = append(errs, ph.proto.Fail(protocol.PhaseTraffic, s.To, fmt.Sprintf("router wake %s→%s", s.From, s.To), errors.New(s.Err)))
 			}
 		}
 		for _, d := range rt.Depths() {
@@ -203,47 +232,39 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 			logf("traffic: %d requests shed: the router's queue held traffic.max_queue (%d) already", n, tr.MaxQueue)
 		}
 		if ctx.Err() != nil { // stopped: what was measured is kept, nothing more is tried
-			return out, errors.Join(append(errs, p.Fail(PhaseTraffic, "", "traffic through the router", context.Cause(ctx)))...)
+			return out, errors.Join(append(errs, ph.proto.Fail(protocol.PhaseTraffic, "", "traffic through the router", context.Cause(ctx)))...)
 		}
 		if tr.Ideal {
-			if note := p.wakeAll(ctx); note != "" {
+			if note := ph.wakeAll(ctx); note != "" {
 				out.IdealNote = note
 				logf("traffic: ideal run not executed: %s", note)
 			} else {
 				t0 := time.Now()
-				ideal := load.RunOpen(ctx, direct{p}, arrivals, seconds(p.cfg.Timeouts.RequestS))
-				p.fleet.CloseIdle()
+				ideal := load.RunOpen(ctx, direct{ph}, arrivals, seconds(ph.cfg.Timeouts.RequestS))
+				ph.fleet.CloseIdle()
 				out.IdealS = time.Since(t0).Seconds()
 				out.IdealRan = true
-				out.Requests = append(out.Requests, p.trafficRequests(record.RunIdeal, ideal)...)
+				out.Requests = append(out.Requests, ph.trafficRequests(record.RunIdeal, ideal)...)
 			}
 			if ctx.Err() != nil {
-				return out, errors.Join(append(errs, p.Fail(PhaseTraffic, "", "ideal run", context.Cause(ctx)))...)
+				return out, errors.Join(append(errs, ph.proto.Fail(protocol.PhaseTraffic, "", "ideal run", context.Cause(ctx)))...)
 			}
 		}
 	}
 	if tr.InFlightRequests > 0 {
 		for _, mode := range tr.InFlightModes {
-			f, err := p.inFlight(ctx, labels[0], mode)
+			f, err := ph.inFlight(ctx, labels[0], mode)
 			out.InFlight = append(out.InFlight, f)
 			logf("traffic: sleep (mode %s) with %d requests in flight: %d aborted, %d finished, %d held, %d errors; survived %v",
 				mode, f.Requests, f.Aborted, f.Finished, f.Held, f.Errors, f.Survived)
 			if err != nil {
-				errs = append(errs, p.Fail(PhaseTraffic, labels[0], "sleep with requests in flight, mode "+mode, err))
+				errs = append(errs, ph.proto.Fail(protocol.PhaseTraffic, labels[0], "sleep with requests in flight, mode "+mode, err))
 				break
 			}
 		}
 	}
 	return out, errors.Join(errs...)
 }
-
-// UseTrafficPlan makes plan the traffic phase's requests (PlanTraffic,
-// before any server started) instead of planning them when it runs.
-func (p *Protocol) UseTrafficPlan(plan TrafficPlan) { p.traffic = &plan }
-
-// TrafficPlan is the traffic phase's requests as planned before the run
-// (nil: planned when the phase runs).
-func (p *Protocol) TrafficPlan() *TrafficPlan { return p.traffic }
 
 // span is a run's first planned arrival → its last request done (answered
 // or failed); 0 without requests.
@@ -269,25 +290,25 @@ func bounds(opens []load.Open) (first, last time.Time) {
 }
 
 // direct sends straight to the model's server: the ideal run.
-type direct struct{ p *Protocol }
+type direct struct{ ph *Phase }
 
 func (d direct) Send(ctx context.Context, a load.Arrival) (load.Delivery, error) {
 	del := load.Delivery{Dispatched: time.Now()}
-	s, err := d.p.fleet.Stream(ctx, a.Model, a.Request)
+	s, err := d.ph.fleet.Stream(ctx, a.Model, a.Request)
 	del.Stream = s
 	return del, err
 }
 
 // wakeAll wakes every model without putting any to sleep, when the GPU's
 // free memory holds their awake footprints; else it says why not.
-func (p *Protocol) wakeAll(ctx context.Context) string {
+func (ph *Phase) wakeAll(ctx context.Context) string {
 	var need float64
 	free := math.NaN()
-	for _, l := range p.fleet.Labels() {
-		if !p.fleet.Asleep(l) {
+	for _, l := range ph.fleet.Labels() {
+		if !ph.fleet.Asleep(l) {
 			continue
 		}
-		f, n, err := p.fleet.Headroom(ctx, l)
+		f, n, err := ph.fleet.Headroom(ctx, l)
 		if err != nil {
 			return "GPU memory could not be read: " + err.Error()
 		}
@@ -299,9 +320,9 @@ func (p *Protocol) wakeAll(ctx context.Context) string {
 	if !math.IsNaN(free) && need > free {
 		return fmt.Sprintf("the models need %.2f GiB more awake, the GPU has %.2f GiB free", need, free)
 	}
-	for _, l := range p.fleet.Labels() {
-		if p.fleet.Asleep(l) {
-			if _, err := p.fleet.Wake(ctx, l); err != nil {
+	for _, l := range ph.fleet.Labels() {
+		if ph.fleet.Asleep(l) {
+			if _, err := ph.fleet.Wake(ctx, l); err != nil {
 				return "waking " + l + ": " + err.Error()
 			}
 		}
@@ -310,8 +331,8 @@ func (p *Protocol) wakeAll(ctx context.Context) string {
 }
 
 // trafficRequests turns a run's requests into the record's.
-func (p *Protocol) trafficRequests(run string, opens []load.Open) []record.TrafficRequest {
-	slo := load.SLO{TTFT: seconds(p.cfg.Traffic.SLO.TTFTS), TPOT: seconds(p.cfg.Traffic.SLO.TPOTS), E2E: seconds(p.cfg.Traffic.SLO.E2ES)}
+func (ph *Phase) trafficRequests(run string, opens []load.Open) []record.TrafficRequest {
+	slo := load.SLO{TTFT: seconds(ph.cfg.Traffic.SLO.TTFTS), TPOT: seconds(ph.cfg.Traffic.SLO.TPOTS), E2E: seconds(ph.cfg.Traffic.SLO.E2ES)}
 	out := make([]record.TrafficRequest, len(opens))
 	for i, o := range opens {
 		r := record.TrafficRequest{Run: run, Index: o.Index, Model: o.Model, WarmUp: o.WarmUp, Planned: o.Planned, Issued: o.Issued,
@@ -333,13 +354,13 @@ func (p *Protocol) trafficRequests(run string, opens []load.Open) []record.Traff
 // inFlight puts label to sleep in mode while traffic.in_flight_requests
 // requests decode (as /metrics counts them running), wakes it, and says
 // what each request saw and whether the server lived on.
-func (p *Protocol) inFlight(ctx context.Context, label, mode string) (record.InFlight, error) {
-	n := p.cfg.Traffic.InFlightRequests
+func (ph *Phase) inFlight(ctx context.Context, label, mode string) (record.InFlight, error) {
+	n := ph.cfg.Traffic.InFlightRequests
 	f := record.InFlight{Mode: mode, Requests: n}
-	if err := p.fleet.Activate(ctx, label); err != nil {
+	if err := ph.fleet.Activate(ctx, label); err != nil {
 		return f, err
 	}
-	tokens := min(512, p.cfg.Protocol.ContextTokens/2)
+	tokens := min(512, ph.cfg.Protocol.ContextTokens/2)
 	type result struct {
 		s   *vllm.Stream
 		err error
@@ -349,25 +370,25 @@ func (p *Protocol) inFlight(ctx context.Context, label, mode string) (record.InF
 	// In mode abort the server ends these requests with finish_reason
 	// abort by design (vLLM's EngineCore.pause_scheduler, PR #34528): so
 	// counted, not as failed requests. In the other modes an abort fails.
-	send := p.fleet.Stream
+	send := ph.fleet.Stream
 	if mode == vllm.SleepAbort {
-		send = p.fleet.StreamAbortable
+		send = ph.fleet.StreamAbortable
 	}
 	for i := range n {
 		wg.Go(func() {
-			s, err := send(ctx, label, vllm.CompletionRequest{Prompt: p.cfg.Protocol.Prompt, MaxTokens: tokens, IgnoreEOS: true})
+			s, err := send(ctx, label, vllm.CompletionRequest{Prompt: ph.cfg.Protocol.Prompt, MaxTokens: tokens, IgnoreEOS: true})
 			results[i] = result{s, err}
 		})
 	}
-	p.waitRunning(ctx, label, n)
-	sent, d, sleepErr := p.fleet.SleepMode(ctx, label, 1, mode)
+	ph.waitRunning(ctx, label, n)
+	sent, d, sleepErr := ph.fleet.SleepMode(ctx, label, 1, mode)
 	f.SleepS = d.Seconds()
 	answered := sent.Add(d)
 	var woke time.Time
 	if sleepErr == nil {
-		p.settle(ctx)
+		ph.proto.Settle(ctx)
 		woke = time.Now()
-		if _, err := p.fleet.Wake(ctx, label); err != nil {
+		if _, err := ph.fleet.Wake(ctx, label); err != nil {
 			sleepErr = err
 		}
 	}
@@ -401,7 +422,7 @@ func (p *Protocol) inFlight(ctx context.Context, label, mode string) (record.InF
 	if sleepErr != nil {
 		return f, sleepErr
 	}
-	if _, err := p.fleet.Probe(ctx, label); err != nil {
+	if _, err := ph.fleet.Probe(ctx, label); err != nil {
 		f.Detail = "no answer after the wake: " + err.Error()
 		return f, fmt.Errorf("after a sleep in mode %s with requests in flight: %w", mode, err)
 	}
@@ -426,10 +447,10 @@ func documented(mode string) []string {
 
 // waitRunning waits until label's server counts n requests running (or
 // for at most 5 s, or until a metric read fails: then a short pause).
-func (p *Protocol) waitRunning(ctx context.Context, label string, n int) {
+func (ph *Phase) waitRunning(ctx context.Context, label string, n int) {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		m, err := p.fleet.Metrics(ctx, label)
+		m, err := ph.fleet.Metrics(ctx, label)
 		if err != nil {
 			time.Sleep(200 * time.Millisecond)
 			return
@@ -442,6 +463,6 @@ func (p *Protocol) waitRunning(ctx context.Context, label string, n int) {
 }
 
 // TrafficChecks: the traffic phase's thresholds.
-func (p *Protocol) TrafficChecks(t record.Traffic) []record.Check {
-	return p.Record(gate.Traffic(p.cfg, t)...)
+func (ph *Phase) TrafficChecks(t record.Traffic) []record.Check {
+	return ph.proto.Record(gate.Traffic(ph.cfg, t)...)
 }

@@ -1,0 +1,115 @@
+package traffic_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+// The traffic phase's intervals run between the events docs/metrics.md
+// names: the harness's own work around them made slower leaves them where
+// they were, the thing they measure made slower moves them.
+
+// trafficRun runs the traffic phase alone (no ideal run, no in-flight
+// sleeps) on a trace: A at 0 s, B at 0.1 s, A at 0.5 s; each server
+// with its faults.
+func trafficRun(t *testing.T, faultsA, faultsB string, mod func(*config.Config)) (record.Traffic, record.Raw) {
+	t.Helper()
+	trace := filepath.Join(t.TempDir(), "trace.csv")
+	require.NoError(t, os.WriteFile(trace, []byte("t_s,model,prompt_tokens,output_tokens\n0,A,20,8\n0.1,B,20,8\n0.5,A,20,8\n"), 0o644))
+	_, rec, p := simFleetWith(t, same, func(cfg *config.Config) {
+		cfg.Traffic.Trace = trace
+		cfg.Traffic.InFlightRequests = 0
+		cfg.Traffic.Ideal = false
+		cfg.Models[0].SimFaults, cfg.Models[1].SimFaults = faultsA, faultsB
+		if mod != nil {
+			mod(cfg)
+		}
+	})
+	tr, err := p.Traffic(t.Context(), t.Logf)
+	require.NoError(t, err)
+	require.Len(t, tr.Requests, 3)
+	for _, r := range tr.Requests {
+		require.Empty(t, r.Err)
+	}
+	require.Len(t, tr.Switches, 2, "A→B, B→A")
+	for _, s := range tr.Switches {
+		t.Logf("%s→%s: %.3fs (sleep %.3fs, wake %.3fs)", s.From, s.To, s.End.Sub(s.Start).Seconds(), s.SleepS, s.WakeS)
+	}
+	return tr, rec.Raw()
+}
+
+// TestTrafficFirstSwitchHoldsNoReference: run alone, the traffic phase
+// takes A's correctness reference (here 96 tokens a probe) before the
+// router starts: its first switch is a sleep and a wake, not the
+// reference; a wake answered 300 ms later makes it longer by that much.
+func TestTrafficFirstSwitchHoldsNoReference(t *testing.T) {
+	bigReference := func(cfg *config.Config) { cfg.Protocol.CorrectnessMaxTokens = 96 }
+	tr, raw := trafficRun(t, "", "", bigReference)
+	ref := raw.References["A"].Seconds
+	require.Positive(t, ref, "A's reference was taken")
+	first := tr.Switches[0]
+	overhead := first.End.Sub(first.Start).Seconds() - first.SleepS - first.WakeS
+	assert.Less(t, overhead, ref, "A→B: its sleep and B's wake, not A's %.3fs reference", ref)
+
+	slow, _ := trafficRun(t, "", "delay=/wake_up:0.3", bigReference)
+	assert.Greater(t, slow.Switches[0].End.Sub(slow.Switches[0].Start).Seconds(), first.End.Sub(first.Start).Seconds()+0.15,
+		"B's slower wake is a slower switch")
+}
+
+// TestRouterSwitchEndsAtTheWakeAnswer: the router's switch_s ends when
+// the woken model answered its wake, and the timeline's wake mark is the
+// wake request sent: an /is_sleeping answered 300 ms late (the harness's
+// confirmation after the answer) moves neither; a /wake_up answered 300 ms
+// late lengthens the switch.
+func TestRouterSwitchEndsAtTheWakeAnswer(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	toB := func(tr record.Traffic) record.RouterSwitch { return tr.Switches[0] }
+	tr, raw := trafficRun(t, "", "delay=/is_sleeping:0.3", nil)
+	sw := toB(tr)
+	require.Equal(t, "B", sw.To)
+	overhead := sw.End.Sub(sw.Start).Seconds() - sw.SleepS - sw.WakeS
+	assert.Less(t, overhead, delay.Seconds(), "A→B ends at B's wake answer, before its confirmation")
+	wakeSent := sw.End.Add(-time.Duration(sw.WakeS * float64(time.Second)))
+	var mark time.Time
+	for _, e := range raw.Events {
+		if e.Label == "B" && e.Kind == "wake" && !e.Time.Before(sw.Start) && !e.Time.After(sw.End.Add(delay)) {
+			mark = e.Time
+		}
+	}
+	require.False(t, mark.IsZero(), "B's wake is on the timeline")
+	assert.WithinDuration(t, wakeSent, mark, 5*time.Millisecond, "the wake mark is the wake request sent")
+
+	slow, _ := trafficRun(t, "", "delay=/wake_up:0.3", nil)
+	assert.Greater(t, toB(slow).End.Sub(toB(slow).Start).Seconds(), sw.End.Sub(sw.Start).Seconds()+0.15, "a slower wake is a slower switch")
+}
+
+// TestTrafficDurationIsTheRequests: traffic.duration_s runs from the
+// first planned arrival to the last request done (its last token), not
+// to the router's shutdown; requests answered 300 ms later make it longer.
+func TestTrafficDurationIsTheRequests(t *testing.T) {
+	spanOf := func(tr record.Traffic) float64 {
+		var first, last time.Time
+		for _, r := range tr.Requests {
+			if first.IsZero() || r.Planned.Before(first) {
+				first = r.Planned
+			}
+			if r.Done.After(last) {
+				last = r.Done
+			}
+		}
+		return last.Sub(first).Seconds()
+	}
+	tr, _ := trafficRun(t, "", "", nil)
+	assert.InDelta(t, spanOf(tr), tr.DurationS, 1e-9, "first planned arrival → last request done")
+	slow, _ := trafficRun(t, "delay=/v1/completions:0.3", "delay=/v1/completions:0.3", nil)
+	assert.InDelta(t, spanOf(slow), slow.DurationS, 1e-9)
+	assert.Greater(t, slow.DurationS, tr.DurationS+0.15, "slower answers (0.3 s each), a longer run")
+}

@@ -1,0 +1,37 @@
+package traffic_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/fleet"
+	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/protocol"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/simtest"
+	"github.com/wakebench/wakebench/internal/traffic"
+)
+
+// TestMain fails the package's tests if any goroutine outlives them.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func same(s gpu.Source) gpu.Source { return s }
+
+// simFleetWith is a fleet of vllmsim's tiny A and B (the default config
+// changed by mod) whose memory source is wrapped by wrap, with its record
+// and traffic phase; stopped when t ends.
+func simFleetWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*fleet.Fleet, *record.Recorder, *traffic.Phase) {
+	t.Helper()
+	f, rec, cfg := simtest.Fleet(t, wrap, mod)
+	return f, rec, traffic.New(cfg, f, rec, protocol.New(cfg, f, rec, nil))
+}
+
+func byName(cs []record.Check) map[string]record.Check {
+	out := map[string]record.Check{}
+	for _, c := range cs {
+		out[c.Name+"/"+c.Model] = c
+	}
+	return out
+}
