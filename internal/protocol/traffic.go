@@ -164,7 +164,7 @@ func (p *Protocol) Traffic(ctx context.Context, logf Logf) (record.Traffic, erro
 		// sleep; here, before the router starts, not inside its first
 		// switch (and the requests queued behind it).
 		for _, l := range labels {
-			if err := p.fleet.EnsureReference(ctx, l); err != nil {
+			if err := p.fleet.Oracle().EnsureReference(ctx, l); err != nil {
 				return out, p.Fail(PhaseTraffic, l, "correctness reference", err)
 			}
 		}
@@ -272,7 +272,7 @@ func (p *Protocol) wakeAll(ctx context.Context) string {
 		if !p.fleet.Asleep(l) {
 			continue
 		}
-		f, n, err := p.fleet.Headroom(ctx, l)
+		f, n, err := p.fleet.Memory().Headroom(ctx, l)
 		if err != nil {
 			return "GPU memory could not be read: " + err.Error()
 		}
@@ -413,7 +413,7 @@ func documented(mode string) []string {
 func (p *Protocol) waitRunning(ctx context.Context, label string, n int) {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		m, err := p.fleet.Metrics(ctx, label)
+		m, err := p.fleet.Engine().Metrics(ctx, label)
 		if err != nil {
 			time.Sleep(200 * time.Millisecond)
 			return
