@@ -37,7 +37,7 @@ func faultRun(t *testing.T, faults string, tweak func(*config.Config), phase fun
 	var pids []int
 	phaseErr := phase(t.Context(), h)
 	for _, l := range h.Labels() {
-		if pid := h.fleet.PID(l); pid != 0 {
+		if pid := h.fleet.Procs().PID(l); pid != 0 {
 			pids = append(pids, pid)
 		}
 	}
@@ -254,7 +254,7 @@ func TestDiskFull(t *testing.T) {
 	require.NoError(t, err)
 	_, err = h.SleepCycles(t.Context(), "A", 1, func(string, ...any) {})
 	require.NoError(t, err, "a full disk does not stop the measurements")
-	pid := h.fleet.PID("A")
+	pid := h.fleet.Procs().PID("A")
 	rep, err := h.Close(nil)
 	require.Error(t, err)
 	t.Log(err)
@@ -337,7 +337,7 @@ func TestFailedStartIsStopped(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "no answer within 2s")
 	assert.False(t, h.fleet.Running("A"))
-	assert.Zero(t, h.fleet.PID("A"), "the server that failed to start is stopped")
+	assert.Zero(t, h.fleet.Procs().PID("A"), "the server that failed to start is stopped")
 
 	_, err = h.Restart(t.Context(), "B", t.Logf)
 	require.NoError(t, err, "B starts alone; nothing is blamed on making room for it")
@@ -345,7 +345,7 @@ func TestFailedStartIsStopped(t *testing.T) {
 	_, err = h.Baseline(t.Context(), "A", t.Logf)
 	require.Error(t, err, "A is started afresh by the next phase, and hangs again")
 	assert.ErrorContains(t, err, "baseline A: activate")
-	assert.Zero(t, h.fleet.PID("A"))
+	assert.Zero(t, h.fleet.Procs().PID("A"))
 }
 
 // TestLineFileKeepsWholeLines fills an 8 KiB tmpfs with lines of a size

@@ -108,7 +108,7 @@ func Open(ctx context.Context, cfg config.Config) (*Run, error) {
 			// Resolve labels first: never hold the fleet's lock and the log's together.
 			labels := make(map[int]string, len(s.Procs))
 			for pid := range s.Procs {
-				labels[pid] = r.fleet.LabelOf(pid)
+				labels[pid] = r.fleet.Procs().LabelOf(pid)
 			}
 			r.samples.gpu(s, func(pid int) string { return labels[pid] })
 		})
@@ -121,7 +121,7 @@ func Open(ctx context.Context, cfg config.Config) (*Run, error) {
 	}
 	r.bg.Go(func() {
 		every(bgCtx, 250*time.Millisecond, func() {
-			for _, s := range r.fleet.SampleRSS() {
+			for _, s := range r.fleet.Procs().SampleRSS() {
 				r.samples.rss(s)
 			}
 		})
@@ -153,7 +153,7 @@ func (r *Run) ObservePhase(ctx context.Context, phase, when string, labels []str
 			continue
 		}
 		s := scrape{UnixS: record.Unix(time.Now()), Model: l, Phase: phase, When: when, Simulated: r.rec.Simulated()}
-		m, err := r.fleet.Metrics(ctx, l)
+		m, err := r.fleet.Engine().Metrics(ctx, l)
 		if err != nil {
 			s.Error = err.Error()
 		} else {
@@ -200,7 +200,7 @@ func (r *Run) Stop() {
 				r.stopErrs = append(r.stopErrs, err)
 			}
 		}
-		r.fleet.CloseIdle()
+		r.fleet.Procs().CloseIdle()
 		if err := r.be.Close(); err != nil {
 			r.rec.Fail(record.Failure{Phase: "stop", Error: err.Error()})
 			r.exitErrs = append(r.exitErrs, err)
@@ -258,7 +258,7 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 		}
 	}
 	r.rec.SetRestartBaseline(r.be.RestartBaseline(r.fleet.Labels(), initial))
-	r.rec.Finish(used, r.fleet.RSSPeaks(), time.Now())
+	r.rec.Finish(used, r.fleet.Procs().RSSPeaks(), time.Now())
 
 	raw := r.rec.Raw()
 	write := func(name string, f func(io.Writer) error) {
@@ -277,7 +277,7 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 			title += fmt.Sprintf(" — vllmsim profile %s, time scale %g", raw.Simulated.Profile, raw.Simulated.TimeScale)
 		}
 		write("timeline.svg", func(w io.Writer) error {
-			return report.WriteTimelineSVG(w, report.Timeline{Samples: samples, LabelOf: r.fleet.LabelOf, Names: raw.Names,
+			return report.WriteTimelineSVG(w, report.Timeline{Samples: samples, LabelOf: r.fleet.Procs().LabelOf, Names: raw.Names,
 				Windows: raw.Windows, Pad: time.Duration(r.cfg.Protocol.WindowPadS * float64(time.Second)), Events: raw.Events, Title: title,
 				Queue: trafficQueue(raw)})
 		})

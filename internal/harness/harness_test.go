@@ -81,7 +81,7 @@ func TestPhasesRecordEverything(t *testing.T) {
 		record.DirectionKey(handoffs[2].From, handoffs[2].To),
 		record.DirectionKey(handoffs[3].From, handoffs[3].To)})
 
-	pids := []int{h.fleet.PID("A"), h.fleet.PID("B")}
+	pids := []int{h.fleet.Procs().PID("A"), h.fleet.Procs().PID("B")}
 	rep, err := h.Close(nil)
 	require.NoError(t, err)
 	for _, pid := range pids {
@@ -145,7 +145,7 @@ func TestFailuresAreNamedAndNothingIsLost(t *testing.T) {
 
 	// A dies (kill -9): the next phase says so instead of hanging or restarting it.
 	require.NoError(t, h.fleet.Activate(ctx, "A"))
-	pidA := h.fleet.PID("A")
+	pidA := h.fleet.Procs().PID("A")
 	require.NoError(t, syscall.Kill(pidA, syscall.SIGKILL))
 	require.Eventually(t, func() bool { return !h.fleet.Running("A") }, 5*time.Second, 5*time.Millisecond, "A's exit is noticed")
 	start := time.Now()

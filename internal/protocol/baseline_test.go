@@ -39,7 +39,7 @@ func TestBaselineBeforeAnySleep(t *testing.T) {
 		runs, err := p.Baseline(ctx, l, t.Logf)
 		require.NoError(t, err)
 		require.Len(t, runs, 1)
-		m, err := f.Metrics(ctx, l)
+		m, err := f.Engine().Metrics(ctx, l)
 		require.NoError(t, err)
 		assert.Zero(t, sleepsSeen(t, m), "%s's baseline ran in a process that had slept", l)
 		assert.False(t, f.Slept(l))
@@ -70,7 +70,7 @@ func TestAfterWakeCatchesASlowerDecode(t *testing.T) {
 			require.NoError(t, err)
 			runs, err := p.AfterWake(ctx, "A", t.Logf)
 			require.NoError(t, err)
-			m, err := f.Metrics(ctx, "A")
+			m, err := f.Engine().Metrics(ctx, "A")
 			require.NoError(t, err)
 			assert.Equal(t, 1.0, sleepsSeen(t, m), "after-wake served after one sleep of a fresh process")
 			var ratio *record.Check

@@ -31,13 +31,34 @@ func (p *Protocol) Settle(ctx context.Context) {
 // the memory left on each; nil when /sleep was never sent) and the memory
 // left asleep in GiB.
 func (p *Protocol) measureSleep(ctx context.Context, label string, level int) (*fleet.MeasuredSleep, float64, error) {
-	ms, err := p.fleet.StartMeasuredSleep(ctx, label, level)
+	ms, err := p.fleet.Memory().StartSleep(ctx, label, level)
 	if err != nil {
 		return ms, math.NaN(), err
 	}
 	p.Settle(ctx)
-	resid, err := ms.Finish(ctx)
+	resid, err := p.finishSleep(ctx, ms)
 	return ms, resid, err
+}
+
+// finishSleep completes a measured sleep (fleet.MeasuredSleep.Finish) and
+// records what it measured: the level-1 release, in all and per GPU, or
+// the memory note saying why the figures are absent. It returns the memory
+// left asleep in GiB.
+func (p *Protocol) finishSleep(ctx context.Context, ms *fleet.MeasuredSleep) (float64, error) {
+	resid, err := ms.Finish(ctx)
+	if err != nil {
+		return resid, err
+	}
+	if ms.Note != "" {
+		p.rec.NoteMemory(ms.Note)
+	}
+	if !math.IsNaN(ms.ReleasePercent) {
+		p.rec.AddRelease(ms.Label, ms.ReleasePercent)
+	}
+	if ms.ReleasePercentPerGPU != nil {
+		p.rec.AddReleasePerGPU(ms.Label, ms.ReleasePercentPerGPU)
+	}
+	return resid, nil
 }
 
 // verify replays label's correctness probes after a wake (stage) and
@@ -45,7 +66,7 @@ func (p *Protocol) measureSleep(ctx context.Context, label string, level int) (*
 // phase naming the probe and token; every mismatch counts in the check.
 // The error is a replay that could not be made.
 func (p *Protocol) verify(ctx context.Context, phase, label, stage string) error {
-	rp, err := p.fleet.Replay(ctx, label, stage)
+	rp, err := p.fleet.Oracle().Replay(ctx, label, stage)
 	if err != nil || rp == nil {
 		return err
 	}
@@ -69,9 +90,9 @@ func (p *Protocol) verify(ctx context.Context, phase, label, stage string) error
 // against the harness's HTTP times and the GiB released; nil when the
 // servers reported nothing.
 func (p *Protocol) engine(ctx context.Context, from, to fleet.EngineMark, sameServer bool, httpSleep, httpWake, released float64) *record.Engine {
-	e := p.fleet.EngineSince(ctx, from)
+	e := p.fleet.Engine().Since(ctx, from)
 	if !sameServer {
-		w := p.fleet.EngineSince(ctx, to)
+		w := p.fleet.Engine().Since(ctx, to)
 		switch {
 		case e == nil:
 			e = w
@@ -125,7 +146,7 @@ func (p *Protocol) startOnce(ctx context.Context, label string, warm bool) (reco
 	if err != nil {
 		return record.Restart{}, "start", err
 	}
-	spawned := p.fleet.Spawned(label)
+	spawned := p.fleet.Procs().Spawned(label)
 	s, err := p.fleet.Probe(ctx, label)
 	if err != nil {
 		return record.Restart{}, restartFirstTok, err
@@ -136,7 +157,7 @@ func (p *Protocol) startOnce(ctx context.Context, label string, warm bool) (reco
 		return record.Restart{}, "after the start", err
 	}
 	return record.Restart{Warm: warm, ReadyS: ready.Seconds(), FirstTokenS: s.Tokens[0].Sub(spawned).Seconds(),
-		Compile: p.fleet.StartCompile(label)}, "", nil
+		Compile: p.fleet.Procs().StartCompile(label)}, "", nil
 }
 
 // WarmStart measures one restart of label (after its first start, so warm),
@@ -168,7 +189,7 @@ func (p *Protocol) ServeRound(ctx context.Context, label string, c int) (load.Re
 	}
 	for _, q := range res.Requests {
 		if q.Err != nil {
-			return res, p.fleet.Explain(label, fmt.Errorf("serve %s at concurrency %d: %w", label, c, q.Err))
+			return res, p.fleet.Procs().Explain(label, fmt.Errorf("serve %s at concurrency %d: %w", label, c, q.Err))
 		}
 	}
 	return res, nil
@@ -220,7 +241,7 @@ func (p *Protocol) Serve(ctx context.Context, label, stage string, logf Logf) ([
 		logf("%s %s conc=%d: %d/%d ok, rounds passed %d/%d, tok/s %v", label, stage, c, run.Success, run.Planned, run.RoundsPassed, run.Rounds, round2(run.RoundTPS))
 		failed := run.Planned - run.Success
 		if err == nil && firstErr != nil {
-			reqErr := p.fleet.Explain(label, fmt.Errorf("%d of %d requests failed, first: %w", failed, run.Planned, firstErr))
+			reqErr := p.fleet.Procs().Explain(label, fmt.Errorf("%d of %d requests failed, first: %w", failed, run.Planned, firstErr))
 			switch {
 			case !p.fleet.Running(label) || ctx.Err() != nil:
 				err = reqErr // the server died or the run was stopped: nothing more to measure
@@ -312,7 +333,7 @@ func (p *Protocol) cycle(ctx context.Context, label string, level int) (record.C
 	if level == 2 {
 		phase, stage = PhaseSleepL2, record.ReplayLevel2
 	}
-	mark := p.fleet.MarkEngine(ctx, label)
+	mark := p.fleet.Engine().Mark(ctx, label)
 	ms, resid, err := p.measureSleep(ctx, label, level)
 	if ms != nil {
 		c.SleepS, c.ResidualPerGPU = ms.Took.Seconds(), ms.ResidualPerGPU
@@ -386,16 +407,16 @@ func (p *Protocol) handoff(ctx context.Context, from, to string) (ho record.Hand
 	dir := record.DirectionKey(from, to)
 	var markFrom fleet.EngineMark
 	if from != "" {
-		markFrom = p.fleet.MarkEngine(ctx, from)
+		markFrom = p.fleet.Engine().Mark(ctx, from)
 	}
-	markTo := p.fleet.MarkEngine(ctx, to)
+	markTo := p.fleet.Engine().Mark(ctx, to)
 	t0 := time.Now()
 	var ms *fleet.MeasuredSleep
 	if from != "" {
 		// The memory reads around the sleep stay outside the interval: it
 		// starts when /sleep is sent, and from's memory asleep is read
 		// after to's first token.
-		ms, err = p.fleet.StartMeasuredSleep(ctx, from, 1)
+		ms, err = p.fleet.Memory().StartSleep(ctx, from, 1)
 		if ms != nil {
 			t0, ho.SleepS = ms.Sent, ms.Took.Seconds()
 		}
@@ -423,7 +444,7 @@ func (p *Protocol) handoff(ctx context.Context, from, to string) (ho record.Hand
 	}
 	released := math.NaN()
 	if ms != nil {
-		if _, err := ms.Finish(ctx); err != nil {
+		if _, err := p.finishSleep(ctx, ms); err != nil {
 			return ho, from, "memory of " + from + " asleep", err
 		}
 		released = ms.ReleasedGiB

@@ -130,12 +130,19 @@ func (p *Protocol) begin(ctx context.Context, phase string, labels ...string) (e
 	if p.obs != nil {
 		p.obs.ObservePhase(ctx, phase, "before", labels)
 	}
-	start, exits := time.Now(), p.fleet.ExitMark()
+	start, exits := time.Now(), p.fleet.Procs().ExitMark()
 	return func() {
 		p.rec.Window(strings.Join(labels, "")+"-"+phase, start, time.Now(), seconds(p.cfg.Protocol.WindowPadS))
 		// A server that exited during the phase is a failure of it, also
 		// where no step met it (a request's error, a restart since).
-		ls, errs := p.fleet.Exits(exits)
+		// How each model's memory is attributed (its latest start's
+		// footprint, fleet.Memory), for the report.
+		for _, l := range p.fleet.Labels() {
+			if how := p.fleet.Memory().Attribution(l); how != "" {
+				p.rec.SetAttribution(l, how)
+			}
+		}
+		ls, errs := p.fleet.Procs().Exits(exits)
 		for i, l := range ls {
 			if !p.rec.FailedFor(phase, l) {
 				p.rec.Fail(record.Failure{Phase: phase, Model: l, Step: "server exited during the phase", Error: errs[i].Error()})

@@ -82,7 +82,7 @@ func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level 
 		c.Err = err.Error()
 		return c, who, step, err
 	}
-	markFrom, markTo := p.fleet.MarkEngine(ctx, from), p.fleet.MarkEngine(ctx, to)
+	markFrom, markTo := p.fleet.Engine().Mark(ctx, from), p.fleet.Engine().Mark(ctx, to)
 	// Switch → first token is timed as the switch phase's handoff: from
 	// /sleep sent to the woken model's first token, the memory reads
 	// outside it. The one read that must come between the sleep and the
@@ -94,7 +94,7 @@ func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level 
 	// a wake that would not fit waits settle_s after the sleep answered and
 	// reads again (a release the device shows late must not refuse a wake
 	// that fits), and that wait is held time too.
-	ms, err := p.fleet.StartMeasuredSleep(ctx, from, level)
+	ms, err := p.fleet.Memory().StartSleep(ctx, from, level)
 	if ms != nil {
 		c.SleepS = ms.Took.Seconds()
 	}
@@ -105,7 +105,7 @@ func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level 
 	// release and its host RSS (a process scan).
 	asleep := func() error {
 		p.settleFrom(ctx, ms.Sent.Add(ms.Took))
-		resid, err := ms.Finish(ctx)
+		resid, err := p.finishSleep(ctx, ms)
 		if err != nil {
 			return err
 		}
@@ -113,14 +113,14 @@ func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level 
 		if !math.IsNaN(ms.ReleasedGiB) && !math.IsNaN(resid) && ms.ReleasedGiB+resid > 0 {
 			c.ReleasePct = 100 * ms.ReleasedGiB / (ms.ReleasedGiB + resid)
 		}
-		c.RSSGiB = p.fleet.RSSGiB(from)
+		c.RSSGiB = p.fleet.Procs().RSSGiB(from)
 		return nil
 	}
 	h0 := time.Now()
-	free, need, err := p.fleet.Headroom(ctx, to)
+	free, need, err := p.fleet.Memory().Headroom(ctx, to)
 	if err == nil && free < need {
 		p.settleFrom(ctx, ms.Sent.Add(ms.Took))
-		free, need, err = p.fleet.Headroom(ctx, to)
+		free, need, err = p.fleet.Memory().Headroom(ctx, to)
 	}
 	held := time.Since(h0) + ms.Held // and device-delta's read of the device asleep
 	if err != nil {

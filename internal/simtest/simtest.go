@@ -44,6 +44,6 @@ func Fleet(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Conf
 	f := fleet.New(cfg, fleet.Options{Command: bin, Sampler: smp, Env: func(m config.Model) []string {
 		return append(slices.Clone(env), backend.SimFaultsEnv(m.SimFaults))
 	}}, rec)
-	t.Cleanup(func() { f.StopAll(); f.CloseIdle() })
+	t.Cleanup(func() { f.StopAll(); f.Procs().CloseIdle() })
 	return f, rec, cfg
 }

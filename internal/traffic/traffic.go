@@ -193,7 +193,7 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 		// sleep; here, before the router starts, not inside its first
 		// switch (and the requests queued behind it).
 		for _, l := range labels {
-			if err := ph.fleet.EnsureReference(ctx, l); err != nil {
+			if err := ph.fleet.Oracle().EnsureReference(ctx, l); err != nil {
 				return out, ph.proto.Fail(protocol.PhaseTraffic, l, "correctness reference", err)
 			}
 		}
@@ -212,7 +212,7 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 		stop()
 		wg.Wait()
 		// The burst's connections, idle now, are closed: an open file each.
-		ph.fleet.CloseIdle()
+		ph.fleet.Procs().CloseIdle()
 		out.Requests = ph.trafficRequests(record.RunShared, opens)
 		out.DurationS = span(opens).Seconds() // the router's shutdown is not part of the run
 		if first, _ := bounds(opens); !first.IsZero() {
@@ -241,7 +241,7 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 			} else {
 				t0 := time.Now()
 				ideal := load.RunOpen(ctx, direct{ph}, arrivals, seconds(ph.cfg.Timeouts.RequestS))
-				ph.fleet.CloseIdle()
+				ph.fleet.Procs().CloseIdle()
 				out.IdealS = time.Since(t0).Seconds()
 				out.IdealRan = true
 				out.Requests = append(out.Requests, ph.trafficRequests(record.RunIdeal, ideal)...)
@@ -308,7 +308,7 @@ func (ph *Phase) wakeAll(ctx context.Context) string {
 		if !ph.fleet.Asleep(l) {
 			continue
 		}
-		f, n, err := ph.fleet.Headroom(ctx, l)
+		f, n, err := ph.fleet.Memory().Headroom(ctx, l)
 		if err != nil {
 			return "GPU memory could not be read: " + err.Error()
 		}
@@ -450,7 +450,7 @@ func documented(mode string) []string {
 func (ph *Phase) waitRunning(ctx context.Context, label string, n int) {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		m, err := ph.fleet.Metrics(ctx, label)
+		m, err := ph.fleet.Engine().Metrics(ctx, label)
 		if err != nil {
 			time.Sleep(200 * time.Millisecond)
 			return

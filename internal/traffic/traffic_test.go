@@ -254,7 +254,7 @@ func TestTrafficShedsBeyondItsQueueAndClosesIdleConnections(t *testing.T) {
 	for _, l := range []string{"B", "A"} {
 		require.NoError(t, f.Activate(t.Context(), l))
 	}
-	f.CloseIdle()
+	f.Procs().CloseIdle()
 	before := openFiles(t)
 	tr, err := p.Traffic(t.Context(), t.Logf)
 	require.NoError(t, err)

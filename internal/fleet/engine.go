@@ -1,0 +1,152 @@
+package fleet
+
+import (
+	"context"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/vllm"
+)
+
+// Engine reads the servers' own account of themselves: their log lines
+// (vllm.ParseEngineLog) and their /metrics. It records nothing.
+type Engine struct{ s *servers }
+
+// EngineMark is where a server's log and sleep-mode metric stood before a
+// sleep: Engine.Since reads what the server reported after it.
+type EngineMark struct {
+	label   string
+	logFrom int64
+	metrics vllm.Metrics // nil when /metrics could not be read
+}
+
+// Metrics scrapes label's /metrics.
+func (e Engine) Metrics(ctx context.Context, label string) (vllm.Metrics, error) {
+	m, err := e.s.model(label)
+	if err != nil {
+		return nil, err
+	}
+	var out vllm.Metrics
+	err = e.s.timeout(ctx, m, 10*time.Second, func(ctx context.Context, c *vllm.Client) error {
+		text, err := c.Metrics(ctx)
+		if err != nil {
+			return err
+		}
+		out, err = vllm.ParseMetrics(text)
+		return err
+	})
+	return out, err
+}
+
+// Mark marks label's log and metric now (outside any measured interval).
+func (e Engine) Mark(ctx context.Context, label string) EngineMark {
+	mk := EngineMark{label: label}
+	if st, err := os.Stat(e.s.logPath(label)); err == nil {
+		mk.logFrom = st.Size()
+	}
+	if ms, err := e.Metrics(ctx, label); err == nil {
+		mk.metrics = ms
+	}
+	return mk
+}
+
+// Since is what label's server reported of its sleeps and wakes since
+// mk: its log lines and its sleep-mode metric's growth. nil when it
+// reported neither.
+func (e Engine) Since(ctx context.Context, mk EngineMark) *record.Engine {
+	if mk.label == "" { // no mark: no server
+		return nil
+	}
+	out := record.Engine{SleepS: math.NaN(), WakeS: math.NaN(), FreedGiB: math.NaN(), InUseGiB: math.NaN(),
+		MetricSleepS: math.NaN(), MetricWakeS: math.NaN()}
+	foundLog, foundMetric := false, false
+	if b, err := readFrom(e.s.logPath(mk.label), mk.logFrom); err == nil {
+		foundLog = engineLog(&out, vllm.ParseEngineLog(b))
+	}
+	if mk.metrics != nil {
+		if now, err := e.Metrics(ctx, mk.label); err == nil {
+			foundMetric = engineMetric(&out, mk.metrics, now)
+		}
+	}
+	if !foundLog && !foundMetric {
+		return nil
+	}
+	return &out
+}
+
+// engineLog puts the log's sleeps and wakes (summed) and its last memory
+// in use into e; false when the log said nothing of them.
+func engineLog(e *record.Engine, lg vllm.EngineLog) (found bool) {
+	sum := func(xs []float64) float64 {
+		if len(xs) == 0 {
+			return math.NaN()
+		}
+		found = true
+		t := 0.0
+		for _, x := range xs {
+			t += x
+		}
+		return t
+	}
+	e.SleepS, e.WakeS, e.FreedGiB = sum(lg.SleepS), sum(lg.WakeS), sum(lg.FreedGiB)
+	if n := len(lg.InUseGiB); n > 0 {
+		e.InUseGiB = lg.InUseGiB[n-1]
+	}
+	return found
+}
+
+// engineMetric puts the sleep-mode metric's growth from then to now into
+// e; false when neither series grew.
+func engineMetric(e *record.Engine, then, now vllm.Metrics) (found bool) {
+	delta := func(op string) float64 {
+		s1, c1, ok1 := now.SleepOp(op)
+		s0, c0, _ := then.SleepOp(op) // a series not yet observed starts at 0
+		if !ok1 || c1 <= c0 {
+			return math.NaN()
+		}
+		found = true
+		return s1 - s0
+	}
+	e.MetricSleepS, e.MetricWakeS = delta("sleep"), delta("wake")
+	return found
+}
+
+// startLog is what a server logged of its start since from: its weight
+// size ("Model loading took X GiB", for the physical limits; nil when not
+// logged) and whether it compiled its graphs or loaded them from the
+// compile cache (vllm.CompileState).
+func startLog(path string, from int64) (*record.Weight, string, error) {
+	b, err := readFrom(path, from)
+	if err != nil {
+		return nil, "", err
+	}
+	var w *record.Weight
+	if gib, line, ok := vllm.WeightGiB(b); ok {
+		w = &record.Weight{GiB: gib, Source: "server log: " + line}
+	}
+	return w, vllm.CompileState(b), nil
+}
+
+// readFrom reads a server log from offset on (the whole log if it is
+// shorter than offset).
+func readFrom(path string, offset int64) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	if st, err := fh.Stat(); err == nil && offset > st.Size() {
+		offset = 0 // shorter than when marked: a new file, read it all
+	}
+	if _, err := fh.Seek(offset, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(fh)
+}
+
+// logPath is label's server log.
+func (s *servers) logPath(label string) string { return filepath.Join(s.cfg.OutDir, label+".log") }

@@ -1,0 +1,254 @@
+package fleet_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/fleet"
+	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/protocol"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/simtest"
+)
+
+// slowSource is a memory source whose every read takes d more.
+type slowSource struct {
+	gpu.Source
+	d time.Duration
+}
+
+func (s slowSource) Read(ctx context.Context) (gpu.Reading, error) {
+	time.Sleep(s.d)
+	return s.Source.Read(ctx)
+}
+
+// noProcs is a memory source that lists no processes (NVML in another
+// PID namespace): Memory attributes by the device's changes.
+type noProcs struct{ gpu.Source }
+
+func (s noProcs) Read(ctx context.Context) (gpu.Reading, error) {
+	r, err := s.Source.Read(ctx)
+	r.Procs = map[int]uint64{}
+	return r, err
+}
+
+// TestLifecycle: a start, Activate handing the GPU over (MakeRoom), a
+// sleep and a wake, each leaving the state it says, and a stop.
+func TestLifecycle(t *testing.T) {
+	f, rec, _ := simtest.Fleet(t, nil, nil)
+	ctx := t.Context()
+
+	ready, err := f.Start(ctx, "A")
+	require.NoError(t, err)
+	assert.Positive(t, ready)
+	_, err = f.Start(ctx, "A")
+	assert.ErrorContains(t, err, "already running")
+	require.NoError(t, f.Started(ctx, "A"))
+	assert.True(t, f.Running("A"))
+	assert.NotZero(t, f.Procs().PID("A"))
+	assert.Equal(t, "A", f.Procs().LabelOf(f.Procs().PID("A")))
+	assert.False(t, f.Procs().Spawned("A").IsZero())
+	assert.Equal(t, "process", f.Memory().Attribution("A"), "the simulated GPU lists each server's processes")
+	assert.Equal(t, []string{"A"}, f.Awake())
+
+	require.NoError(t, f.Activate(ctx, "B"), "starts B after putting A to sleep")
+	assert.True(t, f.Asleep("A") && f.Running("A") && f.Slept("A"))
+	assert.False(t, f.Slept("B"))
+	assert.Equal(t, []string{"B"}, f.Awake())
+	require.NoError(t, f.Activate(ctx, "A"), "wakes A after putting B to sleep")
+	assert.Equal(t, []string{"A"}, f.Awake())
+	assert.True(t, f.Asleep("B"))
+
+	d, err := f.Sleep(ctx, "A", 1)
+	require.NoError(t, err)
+	assert.Positive(t, d)
+	assert.Empty(t, f.Awake())
+	_, err = f.Probe(ctx, "A")
+	assert.ErrorContains(t, err, "refusing to send inference")
+	wd, err := f.Wake(ctx, "A")
+	require.NoError(t, err)
+	assert.Positive(t, wd)
+	s, err := f.Probe(ctx, "A")
+	require.NoError(t, err)
+	assert.NotEmpty(t, s.Tokens)
+
+	require.NoError(t, f.Stop("A"))
+	assert.False(t, f.Running("A"))
+	assert.Zero(t, f.Procs().PID("A"))
+	labels, _ := f.Procs().Exits(0)
+	assert.Empty(t, labels, "a stop is no exit")
+
+	raw := rec.Raw()
+	var kinds []string
+	for _, e := range raw.Events {
+		if e.Label == "A" {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	assert.Equal(t, []string{"sleep L1", "wake", "sleep L1", "wake"}, kinds, "A's sleeps and wakes, in order")
+	assert.Len(t, raw.FirstSleeps["A"], 1, "one server process, one first sleep")
+}
+
+// TestExits: a server that crashes is one exit, named in front of the
+// error the client saw; Activate then starts it afresh (the crash was
+// reported once).
+func TestExits(t *testing.T) {
+	f, _, _ := simtest.Fleet(t, nil, func(c *config.Config) { c.Models[0].SimFaults = "crash-after=1" })
+	ctx := t.Context()
+	require.NoError(t, f.Activate(ctx, "A"))
+	mark := f.Procs().ExitMark()
+	_, err := f.Probe(ctx, "A")
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "exit status 3", "the exit is named, not only the cut stream")
+	labels, errs := f.Procs().Exits(mark)
+	require.Equal(t, []string{"A"}, labels)
+	assert.ErrorContains(t, errs[0], "exit status 3")
+	assert.False(t, f.Running("A"))
+	require.NoError(t, f.Activate(ctx, "A"), "the crash was reported: started afresh")
+	assert.True(t, f.Running("A"))
+	labels, _ = f.Procs().Exits(f.Procs().ExitMark())
+	assert.Empty(t, labels)
+}
+
+// TestMeasuredSleepExcludesMemoryRead: the memory reads around a measured
+// sleep (here 300 ms each) stay outside /sleep sent → answered, by process
+// or by device delta (whose read asleep is Held), and the release is still
+// measured and handed back, not recorded.
+func TestMeasuredSleepExcludesMemoryRead(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	for name, wrap := range map[string]func(gpu.Source) gpu.Source{
+		"process":      func(s gpu.Source) gpu.Source { return slowSource{s, delay} },
+		"device-delta": func(s gpu.Source) gpu.Source { return noProcs{slowSource{s, delay}} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, rec, _ := simtest.Fleet(t, wrap, nil)
+			ctx := t.Context()
+			// B first: the simulated device exists once a server runs, so
+			// the device is read before A's spawn (device delta's basis).
+			require.NoError(t, f.Activate(ctx, "B"))
+			require.NoError(t, f.Activate(ctx, "A"))
+			assert.Equal(t, name, f.Memory().Attribution("A"))
+			t0 := time.Now()
+			ms, err := f.Memory().StartSleep(ctx, "A", 1)
+			require.NoError(t, err)
+			resid, err := ms.Finish(ctx)
+			require.NoError(t, err)
+			t.Logf("took %v, held %v, all %v; residual %.3f GiB, released %.3f GiB (%.1f%%)", ms.Took, ms.Held, time.Since(t0), resid, ms.ReleasedGiB, ms.ReleasePercent)
+			assert.GreaterOrEqual(t, time.Since(t0), 2*delay, "the memory was read")
+			assert.Less(t, ms.Took, delay, "the sleep's interval leaves the reads out")
+			if name == "device-delta" {
+				assert.GreaterOrEqual(t, ms.Held, delay, "the read asleep is held apart")
+			}
+			assert.False(t, math.IsNaN(resid))
+			assert.Positive(t, ms.ReleasedGiB)
+			assert.Greater(t, ms.ReleasePercent, 50.0, "the weights and KV cache went")
+			assert.Empty(t, ms.Note)
+			assert.Empty(t, rec.Raw().Release["A"], "Memory hands the release out; the caller records it")
+		})
+	}
+}
+
+// TestMeasuredSleepFollowsTheSleep: a /sleep that takes 300 ms longer
+// (vllmsim's delay fault) shows in the measured sleep's Took.
+func TestMeasuredSleepFollowsTheSleep(t *testing.T) {
+	took := func(faults string) time.Duration {
+		f, _, _ := simtest.Fleet(t, nil, func(c *config.Config) { c.Models[0].SimFaults = faults })
+		require.NoError(t, f.Activate(t.Context(), "A"))
+		ms, err := f.Memory().StartSleep(t.Context(), "A", 1)
+		require.NoError(t, err)
+		return ms.Took
+	}
+	fast, slow := took(""), took("delay=/sleep:0.3")
+	t.Logf("/sleep took %v, with a 300 ms delay %v", fast, slow)
+	assert.GreaterOrEqual(t, slow-fast, 250*time.Millisecond)
+}
+
+// TestMeasuredSleepNote: where the source lists none of the model's
+// processes and there is no footprint to attribute by (the device was not
+// read before the start), the residual is NaN and Note says why.
+func TestMeasuredSleepNote(t *testing.T) {
+	f, _, _ := simtest.Fleet(t, func(s gpu.Source) gpu.Source { return noProcs{s} }, nil)
+	ctx := t.Context()
+	_, err := f.Start(ctx, "A") // no Started: no footprint
+	require.NoError(t, err)
+	ms, err := f.Memory().StartSleep(ctx, "A", 1)
+	require.NoError(t, err)
+	resid, err := ms.Finish(ctx)
+	require.NoError(t, err)
+	assert.True(t, math.IsNaN(resid) && math.IsNaN(ms.ReleasePercent))
+	assert.Contains(t, ms.Note, "listed none of model A's processes")
+}
+
+// TestStopAllBesideAPhase: StopAll while a phase runs (as a run's deadline
+// does: a serving phase amid its requests, a sleep-cycles phase amid its
+// cycles), with the samplers reading the processes beside them: under
+// -race no data race, and the phase ends (with errors).
+func TestStopAllBesideAPhase(t *testing.T) {
+	for name, tc := range map[string]struct {
+		run   func(context.Context, *protocol.Protocol) error
+		ready func(*fleet.Fleet, *record.Recorder) bool
+		after time.Duration // from ready to StopAll
+	}{
+		"serve": {
+			run: func(ctx context.Context, p *protocol.Protocol) error {
+				_, err := p.Serve(ctx, "A", "baseline", t.Logf)
+				return err
+			},
+			// Its requests are counted when they end: amid them is a
+			// moment after the phase starts (512 tokens a request).
+			ready: func(*fleet.Fleet, *record.Recorder) bool { return true },
+			after: 300 * time.Millisecond,
+		},
+		"cycles": {
+			run: func(ctx context.Context, p *protocol.Protocol) error {
+				_, err := p.SleepCycles(ctx, "A", 1, t.Logf)
+				return err
+			},
+			ready: func(f *fleet.Fleet, _ *record.Recorder) bool { return f.Slept("A") },
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, rec, cfg := simtest.Fleet(t, nil, func(c *config.Config) { c.Protocol.MaxTokens = 512 })
+			p := protocol.New(cfg, f, rec, nil)
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			require.NoError(t, f.Activate(ctx, "A"))
+			var phaseErr error
+			finished := make(chan struct{})
+			go func() {
+				defer close(finished)
+				phaseErr = tc.run(ctx, p)
+			}()
+			sampled := make(chan struct{})
+			go func() { // the harness's RSS sampler and /metrics scrapes
+				defer close(sampled)
+				for {
+					select {
+					case <-finished:
+						return
+					case <-time.After(5 * time.Millisecond):
+					}
+					f.Procs().SampleRSS()
+					_, _ = f.Engine().Metrics(ctx, "A")
+					_ = f.Awake()
+				}
+			}()
+			require.Eventually(t, func() bool { return tc.ready(f, rec) }, time.Minute, 2*time.Millisecond, "the phase is under way")
+			time.Sleep(tc.after)
+			_ = f.StopAll() // errors are fine: a server may need SIGKILL
+			select {
+			case <-finished:
+				t.Logf("the phase ended: %v", phaseErr)
+			case <-time.After(90 * time.Second):
+				t.Fatal("the phase did not end after StopAll")
+			}
+			<-sampled
+		})
+	}
+}

@@ -1,0 +1,360 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+// Memory measures the models' GPU memory around their starts and sleeps
+// from the fleet's memory source (Options.Sampler): per process where the
+// source lists a model's processes, else by the device's change since just
+// before its spawn ("device-delta": only one model changes state at a
+// time). It returns what it measured and records nothing: the caller
+// records releases, notes and attributions. Its reads stay outside every
+// measured interval.
+type Memory struct{ f *Fleet }
+
+// memories is what Memory knows of each model's memory, shared by every
+// view of a fleet.
+type memories struct {
+	mu sync.Mutex           // guards every memState in by (the map is fixed after New); never held with servers.mu
+	by map[string]*memState // by model label
+}
+
+// memState is one model's memory as Memory last measured it.
+type memState struct {
+	// Device-delta attribution, for a memory source that lists none of the
+	// server's processes: each GPU's used bytes just before the server was
+	// spawned (every other model asleep; nil when not read), and the
+	// model's awake footprint read from them after the start, in all and
+	// per GPU (nil when unknown). Replaced whole, never changed in place.
+	deviceBeforeGPU []uint64
+	footprint       float64 // GiB
+	footprintGPU    []float64
+	// awakeGiB is the model's memory before its last measured sleep (or
+	// its footprint after its start): what a wake must find free.
+	awakeGiB float64
+	// attribution is how the last start's footprint was measured:
+	// "process", "device-delta" or "" (not measured).
+	attribution string
+}
+
+// state runs fn on label's memory state under memories.mu.
+func (mm Memory) state(label string, fn func(*memState)) {
+	mem := mm.f.s.mem
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	if st := mem.by[label]; st != nil {
+		fn(st)
+	}
+}
+
+// Attribution is how label's memory figures are attributed since its last
+// start: "process", "device-delta", or "" when not measured.
+func (mm Memory) Attribution(label string) (how string) {
+	mm.state(label, func(st *memState) { how = st.attribution })
+	return how
+}
+
+// beforeSpawn reads each GPU's used memory just before label's server is
+// spawned (every other model asleep), for device-delta attribution.
+func (mm Memory) beforeSpawn(ctx context.Context, label string) {
+	var before []uint64
+	if smp := mm.f.s.opt.Sampler; smp != nil {
+		if d, err := smp.SampleNow(ctx); err == nil {
+			before = usedPerGPU(d)
+		}
+	}
+	mm.state(label, func(st *memState) { st.deviceBeforeGPU, st.footprintGPU = before, nil })
+}
+
+// footprint reads the device once a started model is up (after its first
+// token, outside any measured interval) and settles how its memory is
+// attributed (Attribution). Fleet.Started calls it.
+func (mm Memory) footprint(ctx context.Context, label string) error {
+	s := mm.f.s
+	m, err := s.model(label)
+	if err != nil || s.opt.Sampler == nil {
+		return err
+	}
+	if srv, _ := s.server(m); srv == nil {
+		return nil
+	}
+	s.refreshPIDs(m)
+	smp, err := s.opt.Sampler.SampleNow(ctx)
+	if err != nil {
+		return err
+	}
+	if gib, found := modelGiB(s.pids(m), smp); found {
+		mm.state(label, func(st *memState) { st.awakeGiB, st.attribution = gib, "process" })
+		return nil
+	}
+	mm.state(label, func(st *memState) {
+		before := st.deviceBeforeGPU
+		if before == nil || smp.Used < sum(before) {
+			return
+		}
+		now := usedPerGPU(smp)
+		perGPU := make([]float64, 0, len(now))
+		for i := range min(len(now), len(before)) {
+			perGPU = append(perGPU, max(0, float64(now[i])-float64(before[i]))/record.GiB)
+		}
+		st.footprint, st.footprintGPU = float64(smp.Used-sum(before))/record.GiB, perGPU
+		st.awakeGiB, st.attribution = st.footprint, "device-delta"
+	})
+	return nil
+}
+
+// Headroom is the device's free memory now and label's awake footprint
+// (the memory it held before its last measured sleep, else its footprint
+// after its start), in GiB; need is NaN when not known.
+func (mm Memory) Headroom(ctx context.Context, label string) (free, need float64, err error) {
+	if _, err := mm.f.s.model(label); err != nil {
+		return math.NaN(), math.NaN(), err
+	}
+	smp := mm.f.s.opt.Sampler
+	if smp == nil {
+		return math.NaN(), math.NaN(), nil
+	}
+	s, err := smp.SampleNow(ctx)
+	if err != nil {
+		return math.NaN(), math.NaN(), err
+	}
+	mm.state(label, func(st *memState) { need = st.awakeGiB })
+	if need == 0 {
+		need = math.NaN()
+	}
+	return float64(freeBytes(s.Reading)) / record.GiB, need, nil
+}
+
+// MeasuredSleep is a sleep with the model's GPU memory read just before it
+// (Memory.StartSleep) and once asleep (Finish): the reads (a process scan,
+// a device read) stay outside the measured interval, which starts at Sent.
+// Finish sets what it measured; the caller records it.
+type MeasuredSleep struct {
+	Label string        // the model
+	Level int           // the sleep level
+	Sent  time.Time     // /sleep sent
+	Took  time.Duration // /sleep sent → answered
+	// Held is the harness's own read that must follow the sleep at once,
+	// before any other model changes state (device-delta mode: the
+	// device's memory), 0 otherwise: an interval from Sent that runs on
+	// past the sleep leaves it out.
+	Held time.Duration
+
+	// Set by Finish:
+	// ReleasedGiB is what the sleep released of the model's memory (NaN
+	// when unknown).
+	ReleasedGiB float64
+	// ReleasePercent is the percent of the model's awake memory a level-1
+	// sleep released (NaN at level 2 or when unknown).
+	ReleasePercent float64
+	// ResidualPerGPU is the memory left asleep on each GPU, and
+	// ReleasePercentPerGPU (level 1) the percent each released, on a run
+	// of more than one GPU (nil otherwise).
+	ResidualPerGPU, ReleasePercentPerGPU []float64
+	// Note says why the residual and release are absent (the memory
+	// source listed none of the model's processes); "" when they are not.
+	Note string
+
+	mem Memory
+	m   *model
+	// before is the model's memory just before the sleep; found says
+	// whether the source listed any of its processes (read says it read).
+	before      float64
+	found, read bool
+	// Device-delta mode (the source lists none of its processes): each
+	// GPU's used bytes before and once asleep, read at once after the
+	// sleep (before another model changes state: a handoff's wake) and
+	// again by Finish if no model has changed state since (changes): a
+	// release the device shows only after /sleep answered is counted.
+	delta                          bool
+	deviceBeforeGPU, deviceLeftGPU []uint64
+	changes                        uint64 // the fleet's changes after this sleep
+	// beforeGPU is the model's memory on each GPU before (process mode).
+	beforeGPU []float64
+}
+
+// StartSleep reads label's GPU memory (when a memory source is set) and
+// puts it to sleep at level (Fleet.SleepMode). Finish completes the
+// measurement. The error may come with the sleep (ms.Sent set when /sleep
+// was sent).
+func (mm Memory) StartSleep(ctx context.Context, label string, level int) (*MeasuredSleep, error) {
+	s := mm.f.s
+	m, err := s.model(label)
+	if err != nil {
+		return nil, err
+	}
+	ms := &MeasuredSleep{Label: label, Level: level, mem: mm, m: m, ReleasedGiB: math.NaN(), ReleasePercent: math.NaN()}
+	// The reference answers come before the memory read: the read and
+	// the sleep belong together.
+	if err := mm.f.Oracle().ensure(ctx, m); err != nil {
+		return nil, fmt.Errorf("sleep %s level %d: %w", label, level, err)
+	}
+	smp := s.opt.Sampler
+	if smp != nil {
+		s.refreshPIDs(m)
+		r, err := smp.SampleNow(ctx)
+		if err != nil {
+			return nil, err
+		}
+		pids := s.pids(m)
+		ms.before, ms.found = modelGiB(pids, r)
+		ms.beforeGPU, ms.deviceBeforeGPU = modelGiBPerGPU(pids, r), usedPerGPU(r)
+		ms.read = true
+		mm.state(label, func(st *memState) {
+			ms.delta = !ms.found && st.footprintGPU != nil
+			if ms.found {
+				st.awakeGiB = ms.before
+			}
+		})
+	}
+	ms.Sent, ms.Took, err = mm.f.SleepMode(ctx, label, level, "")
+	if err == nil && ms.delta {
+		s.mu.Lock()
+		ms.changes = s.changes
+		s.mu.Unlock()
+		r0 := time.Now()
+		r, serr := smp.SampleNow(ctx)
+		ms.Held = time.Since(r0)
+		if serr != nil {
+			return ms, serr
+		}
+		ms.deviceLeftGPU = usedPerGPU(r)
+	}
+	return ms, err
+}
+
+// Finish reads the model's memory asleep, sets what the sleep released
+// (ReleasedGiB; at level 1 ReleasePercent; per GPU on several) and returns
+// the memory left asleep in GiB: NaN when memory is not sampled or the
+// source lists none of the model's processes (Note says so).
+func (ms *MeasuredSleep) Finish(ctx context.Context) (float64, error) {
+	s := ms.mem.f.s
+	if !ms.read {
+		return math.NaN(), nil
+	}
+	if ms.delta {
+		s.mu.Lock()
+		quiet := s.changes == ms.changes
+		s.mu.Unlock()
+		if quiet { // only this sleep changed the device since: read it again, later
+			r, err := s.opt.Sampler.SampleNow(ctx)
+			if err != nil {
+				return math.NaN(), err
+			}
+			ms.deviceLeftGPU = usedPerGPU(r)
+		}
+		return ms.finishDelta(), nil
+	}
+	r, err := s.opt.Sampler.SampleNow(ctx)
+	if err != nil {
+		return math.NaN(), err
+	}
+	pids := s.pids(ms.m)
+	asleep, foundAsleep := modelGiB(pids, r)
+	if !ms.found || !foundAsleep {
+		ms.Note = fmt.Sprintf("the %s memory source listed none of model %s's processes %v (NVML in another PID namespace?): residual and release need per-process figures and are absent", s.cfg.Memory, ms.Label, pids)
+		return math.NaN(), nil
+	}
+	ms.ReleasedGiB = max(0, ms.before-asleep)
+	if ms.Level == 1 {
+		ms.ReleasePercent = gpu.ReleasePercent(ms.before, asleep)
+	}
+	ms.perGPU(ms.beforeGPU, modelGiBPerGPU(pids, r))
+	return asleep, nil
+}
+
+// perGPU sets, on a run of several GPUs, the model's memory left asleep
+// on each and (level 1) the share each released.
+func (ms *MeasuredSleep) perGPU(before, asleep []float64) {
+	if len(before) < 2 || len(before) != len(asleep) {
+		return
+	}
+	ms.ResidualPerGPU = asleep
+	if ms.Level == 1 {
+		pcts := make([]float64, len(before))
+		for i := range before {
+			pcts[i] = gpu.ReleasePercent(before[i], asleep[i])
+		}
+		ms.ReleasePercentPerGPU = pcts
+	}
+}
+
+// finishDelta attributes by the device's change: released is what the
+// device gave back over the sleep, the residual the awake footprint less it.
+func (ms *MeasuredSleep) finishDelta() float64 {
+	var footprint float64
+	var footGPU []float64
+	ms.mem.state(ms.Label, func(st *memState) { footprint, footGPU = st.footprint, st.footprintGPU })
+	var released float64
+	if before, left := sum(ms.deviceBeforeGPU), sum(ms.deviceLeftGPU); before > left {
+		released = float64(before-left) / record.GiB
+	}
+	residual := max(0, footprint-released)
+	ms.ReleasedGiB = released
+	if n := len(footGPU); n > 1 && len(ms.deviceBeforeGPU) == n && len(ms.deviceLeftGPU) == n {
+		left := make([]float64, n)
+		for i := range n {
+			rel := max(0, float64(ms.deviceBeforeGPU[i])-float64(ms.deviceLeftGPU[i])) / record.GiB
+			left[i] = max(0, footGPU[i]-rel)
+		}
+		ms.perGPU(footGPU, left)
+	}
+	if ms.Level == 1 {
+		ms.ReleasePercent = gpu.ReleasePercent(footprint, residual)
+	}
+	return residual
+}
+
+// modelGiB is the GPU memory of a model's processes in a sample; false
+// when the source lists none of them (NVML in another PID namespace, or no
+// per-process support).
+func modelGiB(pids []int, s gpu.Sample) (float64, bool) {
+	found := false
+	for _, p := range pids {
+		_, ok := s.Procs[p]
+		found = found || ok
+	}
+	return float64(gpu.ProcsUsed(s.Reading, pids)) / record.GiB, found
+}
+
+// modelGiBPerGPU is modelGiB on each GPU of the sample.
+func modelGiBPerGPU(pids []int, s gpu.Sample) []float64 {
+	var out []float64
+	for _, d := range s.PerDevice() {
+		out = append(out, float64(gpu.ProcsUsed(d, pids))/record.GiB)
+	}
+	return out
+}
+
+// sum adds byte counts.
+func sum(xs []uint64) uint64 {
+	var n uint64
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+// usedPerGPU is each GPU's used bytes in a sample (their sum is its Used).
+func usedPerGPU(s gpu.Sample) []uint64 {
+	var out []uint64
+	for _, d := range s.PerDevice() {
+		out = append(out, d.Used)
+	}
+	return out
+}
+
+func freeBytes(r gpu.Reading) uint64 {
+	if r.Used >= r.Total {
+		return 0
+	}
+	return r.Total - r.Used
+}

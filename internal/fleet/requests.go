@@ -1,0 +1,143 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/load"
+	"github.com/wakebench/wakebench/internal/vllm"
+)
+
+// Probe sends one short streaming request and checks its output; it counts
+// as an executed request.
+func (f *Fleet) Probe(ctx context.Context, label string) (*vllm.Stream, error) {
+	m, err := f.s.model(label)
+	if err != nil {
+		return nil, err
+	}
+	s, err := f.Stream(ctx, label, vllm.CompletionRequest{Model: m.cfg.Name, Prompt: f.s.cfg.Protocol.Prompt,
+		MaxTokens: f.s.cfg.Protocol.ProbeMaxTokens, IgnoreEOS: true})
+	if err != nil {
+		return s, fmt.Errorf("probe %s: %w", label, err)
+	}
+	return s, nil
+}
+
+// Stream sends one streaming request to label's server (its model name
+// filled in when empty) and checks its output; it counts as an executed
+// request. A model the fleet believes asleep gets none.
+func (f *Fleet) Stream(ctx context.Context, label string, r vllm.CompletionRequest) (*vllm.Stream, error) {
+	s, sent, err := f.s.stream(ctx, label, r)
+	if sent {
+		f.rec.Request(err == nil)
+	}
+	return s, err
+}
+
+// StreamAbortable is Stream for a request the caller will have the server
+// abort (a sleep in pause mode abort while it decodes): if the server ends
+// it with finish_reason abort, it is counted as aborted by design, not as
+// a failure. The error is Stream's all the same.
+func (f *Fleet) StreamAbortable(ctx context.Context, label string, r vllm.CompletionRequest) (*vllm.Stream, error) {
+	s, sent, err := f.s.stream(ctx, label, r)
+	switch {
+	case !sent:
+	case s != nil && s.FinishReason == "abort":
+		f.rec.RequestAbortedByDesign()
+	default:
+		f.rec.Request(err == nil)
+	}
+	return s, err
+}
+
+// stream sends r to label's server unless the fleet believes it asleep
+// (sent false: nothing was sent) and checks its output.
+func (s *servers) stream(ctx context.Context, label string, r vllm.CompletionRequest) (st *vllm.Stream, sent bool, err error) {
+	m, err := s.model(label)
+	if err != nil {
+		return nil, false, err
+	}
+	s.mu.Lock()
+	asleep := m.asleep
+	s.mu.Unlock()
+	if asleep {
+		return nil, false, fmt.Errorf("%s: the harness believes it is asleep; refusing to send inference", label)
+	}
+	if r.Model == "" {
+		r.Model = m.cfg.Name
+	}
+	err = s.timeout(ctx, m, seconds(s.cfg.Timeouts.RequestS), func(ctx context.Context, c *vllm.Client) error {
+		var err error
+		st, err = c.Complete(ctx, r)
+		if err == nil {
+			err = checkOutput(st)
+		}
+		return err
+	})
+	return st, true, err
+}
+
+// plan is the protocol's serving load on m at concurrency c: fixed-length
+// outputs (ignore_eos), each checked for garbage.
+func (s *servers) plan(m *model, c, rounds int) load.Plan {
+	p := s.cfg.Protocol
+	return load.Plan{Concurrency: c, Rounds: rounds, RequestsPerRound: p.RequestsPerRound,
+		Request:  vllm.CompletionRequest{Model: m.cfg.Name, Prompt: p.Prompt, MaxTokens: p.MaxTokens, IgnoreEOS: true},
+		Timeout:  seconds(s.cfg.Timeouts.RequestS),
+		Validate: checkOutput}
+}
+
+// Serve runs rounds × protocol.requests_per_round requests at concurrency
+// c on an awake label and counts each request sent. The error is the
+// server's (it died, or the whole plan overran); failed requests are in
+// the result.
+func (f *Fleet) Serve(ctx context.Context, label string, c, rounds int) (load.Result, error) {
+	m, err := f.s.model(label)
+	if err != nil {
+		return load.Result{}, err
+	}
+	f.s.mu.Lock()
+	awake := !m.asleep && m.srv != nil
+	f.s.mu.Unlock()
+	if !awake {
+		return load.Result{}, fmt.Errorf("model %s is not awake; refusing to send inference (a request to a sleeping vLLM hangs)", label)
+	}
+	plan := f.s.plan(m, c, rounds)
+	var res load.Result
+	err = f.s.timeout(ctx, m, time.Duration(plan.Planned()+1)*plan.Timeout, func(ctx context.Context, cl *vllm.Client) error {
+		res = load.Run(ctx, cl, plan)
+		return nil
+	})
+	for _, q := range res.Requests {
+		if !q.Sent.IsZero() || q.Err == nil {
+			f.rec.Request(q.Err == nil)
+		}
+	}
+	return res, err
+}
+
+// checkOutput fails a response whose text is garbage.
+func checkOutput(s *vllm.Stream) error {
+	if garbage(s.Text) {
+		return fmt.Errorf("%w: %.40q", ErrGarbage, s.Text)
+	}
+	return nil
+}
+
+// garbage reports whether text is what vLLM emits from uninitialised weights
+// (a level-2 wake without reload_weights): one character repeated, e.g. "!!!!".
+func garbage(text string) bool {
+	t := strings.Join(strings.Fields(text), "")
+	if len([]rune(t)) < 4 {
+		return false
+	}
+	r := []rune(t)
+	for _, c := range r[1:] {
+		if c != r[0] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,208 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/vllm"
+)
+
+// Sleep puts the model to sleep and confirms it with /is_sleeping. It
+// returns the duration of the /sleep call.
+func (f *Fleet) Sleep(ctx context.Context, label string, level int) (time.Duration, error) {
+	_, d, err := f.SleepMode(ctx, label, level, "")
+	return d, err
+}
+
+// SleepMode puts label to sleep at level in a pause mode (vllm.SleepAbort,
+// SleepWait, SleepKeep; "": the server's default) while requests may be in
+// flight, and confirms it. It returns when /sleep was sent and its
+// duration. The model's correctness reference is taken first (Oracle).
+func (f *Fleet) SleepMode(ctx context.Context, label string, level int, mode string) (sent time.Time, d time.Duration, err error) {
+	m, err := f.s.model(label)
+	if err != nil {
+		return sent, 0, err
+	}
+	if err := f.Oracle().ensure(ctx, m); err != nil {
+		return sent, 0, fmt.Errorf("sleep %s level %d: %w", label, level, err)
+	}
+	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.SleepS), func(ctx context.Context, c *vllm.Client) error {
+		sent = time.Now()
+		if err := c.SleepMode(ctx, level, mode); err != nil {
+			return err
+		}
+		d = time.Since(sent)
+		asleep, err := c.IsSleeping(ctx)
+		if err != nil {
+			return err
+		}
+		if !asleep {
+			return fmt.Errorf("/sleep?level=%d answered 200 but /is_sleeping is false", level)
+		}
+		return nil
+	})
+	if err != nil {
+		return sent, d, fmt.Errorf("sleep %s level %d: %w", label, level, err)
+	}
+	f.s.mu.Lock()
+	m.asleep, m.level = true, level
+	m.sleeps++
+	f.s.changes++
+	first := m.sleeps == 1
+	f.s.mu.Unlock()
+	if first {
+		f.rec.AddFirstSleep(label, record.FirstSleep{Level: level, SleepS: d.Seconds()})
+	}
+	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: fmt.Sprintf("sleep L%d", level)})
+	return sent, d, nil
+}
+
+// Wake wakes the model with vLLM's sequence for the level it sleeps at
+// (vllm.Client.Wake) and confirms it with /is_sleeping. It returns the time
+// from the first wake request to the last step's answer.
+func (f *Fleet) Wake(ctx context.Context, label string) (time.Duration, error) {
+	_, d, err := f.WakeAt(ctx, label)
+	return d, err
+}
+
+// WakeAt is Wake, also returning when the first wake request was sent: the
+// wake's answer is sent + d, before the /is_sleeping confirmation.
+func (f *Fleet) WakeAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
+	m, err := f.s.model(label)
+	if err != nil {
+		return sent, 0, err
+	}
+	f.s.mu.Lock()
+	level := m.level
+	f.s.mu.Unlock()
+	step := "wake_up"
+	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.WakeS), func(ctx context.Context, c *vllm.Client) error {
+		sent = time.Now()
+		failed, err := c.Wake(ctx, level)
+		if err != nil {
+			step = failed
+			return err
+		}
+		d = time.Since(sent)
+		step = "is_sleeping"
+		asleep, err := c.IsSleeping(ctx)
+		if err != nil {
+			return err
+		}
+		if asleep {
+			return errors.New("wake answered 200 but /is_sleeping is still true")
+		}
+		return nil
+	})
+	if err != nil {
+		return sent, d, fmt.Errorf("wake %s from level %d: %s: %w", label, level, step, err)
+	}
+	f.s.mu.Lock()
+	m.asleep, m.level = false, 0
+	f.s.changes++
+	f.s.mu.Unlock()
+	// The timeline's △ is the wake request sent, as its ▲ is /sleep sent.
+	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: "wake"})
+	return sent, d, nil
+}
+
+// Running reports whether the model's server is up.
+func (f *Fleet) Running(label string) bool {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	m := f.s.models[label]
+	return m != nil && m.srv != nil && m.srv.ExitErr() == nil
+}
+
+// Slept reports whether label's running server process has slept since
+// it started (false when none runs): a process that never slept is the
+// one a baseline "before any sleep" measures.
+func (f *Fleet) Slept(label string) bool {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	m := f.s.models[label]
+	return m != nil && m.srv != nil && m.sleeps > 0
+}
+
+// Asleep reports whether the fleet put the model to sleep and has not woken it.
+func (f *Fleet) Asleep(label string) bool {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	m := f.s.models[label]
+	return m != nil && m.asleep
+}
+
+// Awake lists the models whose servers run and are awake.
+func (f *Fleet) Awake() []string {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	var out []string
+	for _, l := range f.s.order {
+		m := f.s.models[l]
+		if m.srv != nil && !m.asleep {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// MakeRoom puts every other awake model to sleep (level 1) so label can
+// start or wake: models share the GPU, and vLLM must not sleep or wake one
+// instance while another is starting. These sleeps are not measured.
+func (f *Fleet) MakeRoom(ctx context.Context, label string) error {
+	for _, o := range f.s.order {
+		if o == label || !f.Running(o) || f.Asleep(o) {
+			continue
+		}
+		if _, err := f.Sleep(ctx, o, 1); err != nil {
+			return fmt.Errorf("make room for %s: %w", label, err)
+		}
+	}
+	return nil
+}
+
+// Activate makes label the awake model: its server running (started if
+// needed, after the others are asleep), every other model asleep, label
+// awake. A server that has died is an error (its exit and log tail) unless
+// an earlier error already named that exit: then it is started afresh, so
+// one crash is reported once, by the phase that met it.
+func (f *Fleet) Activate(ctx context.Context, label string) error {
+	m, err := f.s.model(label)
+	if err != nil {
+		return err
+	}
+	if srv, _ := f.s.server(m); srv != nil {
+		if exit := srv.ExitErr(); exit != nil {
+			f.s.mu.Lock()
+			reported := m.exitReported
+			f.s.mu.Unlock()
+			_ = f.Stop(label) // it has exited: the error is its exit
+			if !reported {
+				return exit
+			}
+			// The phase that met the crash reported it; this one starts
+			// the server afresh rather than failing on it a second time.
+		}
+	}
+	if err := f.MakeRoom(ctx, label); err != nil {
+		return err
+	}
+	f.s.mu.Lock()
+	running, asleep := m.srv != nil, m.asleep
+	f.s.mu.Unlock()
+	if !running {
+		if _, err := f.Start(ctx, label); err != nil {
+			return err
+		}
+		return f.Started(ctx, label)
+	}
+	if asleep {
+		if _, err := f.Wake(ctx, label); err != nil {
+			return err
+		}
+	}
+	return nil
+}
