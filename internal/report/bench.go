@@ -72,20 +72,7 @@ func WriteUnitMetadata(w io.Writer) error {
 //	BenchmarkPodStart/model=A/kind=cold, BenchmarkPodRestart/model=A, BenchmarkPodSwitch/dir=A→B (the Kubernetes phase)
 func WriteBench(w io.Writer, raw record.Raw) error {
 	bw := benchfmt.NewWriter(w)
-	cfg := []benchfmt.Config{
-		{Key: "gpu", Value: []byte(raw.GPU), File: true},
-		{Key: "runtime", Value: []byte(raw.Runtime), File: true},
-	}
-	for _, l := range raw.Labels {
-		// benchfmt config keys may hold no upper-case letter: "model-a", not "model-A".
-		cfg = append(cfg, benchfmt.Config{Key: "model-" + strings.ToLower(l), Value: []byte(raw.Names[l]), File: true})
-	}
-	sim := "no"
-	if raw.Simulated != nil {
-		sim = fmt.Sprintf("yes (vllmsim profile %s, time scale %g)", raw.Simulated.Profile, raw.Simulated.TimeScale)
-	}
-	cfg = append(cfg, benchfmt.Config{Key: "simulated", Value: []byte(sim), File: true})
-
+	cfg := benchConfig(raw)
 	if !raw.Started.IsZero() {
 		// The gate orders a history of runs by this line. Not a config
 		// line: one that differs in every run would make benchstat split
@@ -104,71 +91,103 @@ func WriteBench(w io.Writer, raw record.Raw) error {
 		}
 		werr = bw.Write(&benchfmt.Result{Config: cfg, Name: benchfmt.Name(name), Iters: 1, Values: vals})
 	}
-	v := func(x float64, unit string) benchfmt.Value { return benchfmt.Value{Value: x, Unit: unit} }
-
 	for _, l := range raw.Labels {
-		for _, rs := range raw.Restarts[l] {
-			kind := "initial"
-			if rs.Warm {
-				kind = "warm"
-			}
-			line("Restart/model="+l+"/kind="+kind, v(rs.ReadyS, UnitReady), v(rs.FirstTokenS, UnitFirstToken))
-		}
-		for _, c := range raw.Cycles[l] {
-			if !c.OK {
-				continue
-			}
-			vals := []benchfmt.Value{v(c.SleepS, UnitSleep), v(c.WakeAPIS, UnitWake), v(c.ToFirstTokenS, UnitFirstToken)}
-			if !math.IsNaN(c.ResidualGiB) {
-				vals = append(vals, v(c.ResidualGiB, UnitResidual))
-			}
-			line("Sleep/model="+l+"/level="+strconv.Itoa(c.Level), vals...)
-		}
-		for _, p := range raw.Perf[l] {
-			name := fmt.Sprintf("Serve/model=%s/stage=%s/conc=%d", l, p.Stage, p.Concurrency)
-			for _, tps := range p.RoundTPS {
-				line(name, v(tps, UnitTPS))
-			}
-			for i := range p.TTFT {
-				vals := []benchfmt.Value{v(p.TTFT[i], UnitTTFT)}
-				if i < len(p.TPOT) {
-					vals = append(vals, v(p.TPOT[i], UnitTPOT))
-				}
-				if i < len(p.ReqTPS) {
-					vals = append(vals, v(p.ReqTPS[i], UnitReqTPS))
-				}
-				line(name, vals...)
-			}
-		}
-		for _, pct := range raw.Release[l] {
-			line("Memory/model="+l, v(pct, UnitRelease))
-		}
+		modelBench(raw, l, line)
 	}
 	for _, h := range raw.Handoffs {
 		if h.Initial || !h.OK {
 			continue
 		}
-		line("Switch/dir="+record.DirectionKey(h.From, h.To), v(h.SleepS, UnitSleep), v(h.WakeS, UnitWake), v(h.ToFirstTokenS, UnitFirstToken))
+		line("Switch/dir="+record.DirectionKey(h.From, h.To), val(h.SleepS, UnitSleep), val(h.WakeS, UnitWake), val(h.ToFirstTokenS, UnitFirstToken))
 	}
-	if t := raw.Traffic; t != nil {
-		for _, r := range t.Requests {
-			if r.WarmUp || r.Err != "" {
-				continue
-			}
-			found := "awake"
-			if r.Waited {
-				found = "asleep"
-			}
-			vals := []benchfmt.Value{v(r.TTFTS, UnitFirstToken)}
-			if r.HasTPOT {
-				vals = append(vals, v(r.TPOTS, UnitTPOT))
-			}
-			line("Traffic/model="+r.Model+"/run="+r.Run+"/found="+found, vals...)
-		}
-	}
+	trafficBench(raw.Traffic, line)
 	kubernetesBench(raw.Kubernetes, line)
 	if peak := summary(raw.DeviceUsedGiB); peak.N > 0 {
-		line("Memory/device", v(peak.Max, UnitPeak))
+		line("Memory/device", val(peak.Max, UnitPeak))
 	}
 	return werr
 }
+
+// benchConfig is bench.txt's config lines: the GPU, the runtime, each
+// model's name and whether the run was simulated.
+func benchConfig(raw record.Raw) []benchfmt.Config {
+	cfg := []benchfmt.Config{
+		{Key: "gpu", Value: []byte(raw.GPU), File: true},
+		{Key: "runtime", Value: []byte(raw.Runtime), File: true},
+	}
+	for _, l := range raw.Labels {
+		// benchfmt config keys may hold no upper-case letter: "model-a", not "model-A".
+		cfg = append(cfg, benchfmt.Config{Key: "model-" + strings.ToLower(l), Value: []byte(raw.Names[l]), File: true})
+	}
+	sim := "no"
+	if raw.Simulated != nil {
+		sim = fmt.Sprintf("yes (vllmsim profile %s, time scale %g)", raw.Simulated.Profile, raw.Simulated.TimeScale)
+	}
+	cfg = append(cfg, benchfmt.Config{Key: "simulated", Value: []byte(sim), File: true})
+	return cfg
+}
+
+// modelBench writes model l's result lines: restarts, sleep cycles,
+// serving rounds and requests, level-1 releases.
+func modelBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) {
+	for _, rs := range raw.Restarts[l] {
+		kind := "initial"
+		if rs.Warm {
+			kind = "warm"
+		}
+		line("Restart/model="+l+"/kind="+kind, val(rs.ReadyS, UnitReady), val(rs.FirstTokenS, UnitFirstToken))
+	}
+	for _, c := range raw.Cycles[l] {
+		if !c.OK {
+			continue
+		}
+		vals := []benchfmt.Value{val(c.SleepS, UnitSleep), val(c.WakeAPIS, UnitWake), val(c.ToFirstTokenS, UnitFirstToken)}
+		if !math.IsNaN(c.ResidualGiB) {
+			vals = append(vals, val(c.ResidualGiB, UnitResidual))
+		}
+		line("Sleep/model="+l+"/level="+strconv.Itoa(c.Level), vals...)
+	}
+	for _, p := range raw.Perf[l] {
+		name := fmt.Sprintf("Serve/model=%s/stage=%s/conc=%d", l, p.Stage, p.Concurrency)
+		for _, tps := range p.RoundTPS {
+			line(name, val(tps, UnitTPS))
+		}
+		for i := range p.TTFT {
+			vals := []benchfmt.Value{val(p.TTFT[i], UnitTTFT)}
+			if i < len(p.TPOT) {
+				vals = append(vals, val(p.TPOT[i], UnitTPOT))
+			}
+			if i < len(p.ReqTPS) {
+				vals = append(vals, val(p.ReqTPS[i], UnitReqTPS))
+			}
+			line(name, vals...)
+		}
+	}
+	for _, pct := range raw.Release[l] {
+		line("Memory/model="+l, val(pct, UnitRelease))
+	}
+}
+
+// trafficBench writes a line per counted, successful traffic request.
+func trafficBench(t *record.Traffic, line func(string, ...benchfmt.Value)) {
+	if t == nil {
+		return
+	}
+	for _, r := range t.Requests {
+		if r.WarmUp || r.Err != "" {
+			continue
+		}
+		found := "awake"
+		if r.Waited {
+			found = "asleep"
+		}
+		vals := []benchfmt.Value{val(r.TTFTS, UnitFirstToken)}
+		if r.HasTPOT {
+			vals = append(vals, val(r.TPOTS, UnitTPOT))
+		}
+		line("Traffic/model="+r.Model+"/run="+r.Run+"/found="+found, vals...)
+	}
+}
+
+// val is one value of a result line.
+func val(x float64, unit string) benchfmt.Value { return benchfmt.Value{Value: x, Unit: unit} }
