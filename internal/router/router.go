@@ -194,7 +194,20 @@ func (r *Router) handover(ctx context.Context, sw *Switch) error {
 		}
 		return err
 	}
-	return r.f.Activate(ctx, sw.To) // not started yet, or crashed: start it
+	if r.f.Running(sw.To) {
+		return r.f.Activate(ctx, sw.To) // awake already
+	}
+	// Not started yet, or crashed: start it. The switch ends when it is
+	// ready; the harness's reads after a start (its processes, its log,
+	// GET /version, its memory: fleet.Started) come after the switch.
+	if err := r.f.Stop(sw.To); err != nil { // a crashed server's remains (its exit is kept: fleet.Exits)
+		return err
+	}
+	if _, err := r.f.Start(ctx, sw.To); err != nil {
+		return err
+	}
+	sw.End = time.Now()
+	return r.f.Started(ctx, sw.To)
 }
 
 // take removes model's waiting requests from the queue and returns them;

@@ -148,3 +148,33 @@ func TestMinDwell(t *testing.T) {
 	require.Len(t, sw, 1, "one switch, not three")
 	assert.Equal(t, "A", sw[0].From)
 }
+
+// TestAStartEndsTheSwitchWhenReady: a request for a model never started
+// makes the router start it; the switch ends when it is ready, before the
+// harness's reads after a start (here GET /version answered 500 ms late),
+// and the request is served all the same.
+func TestAStartEndsTheSwitchWhenReady(t *testing.T) {
+	switchTo := func(faultsB string) Switch {
+		f := simFleetFaults(t, faultsB)
+		require.NoError(t, f.Activate(t.Context(), "A"))
+		rt := New(f, 1, "A")
+		done := make(chan struct{})
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() { rt.Run(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		req := vllm.CompletionRequest{Prompt: "hello", MaxTokens: 4, IgnoreEOS: true}
+		out := load.RunOpen(ctx, rt, []load.Arrival{{Model: "B", Request: req}}, 20*time.Second)
+		require.NoError(t, out[0].Err)
+		sws := rt.Switches()
+		require.Len(t, sws, 1)
+		require.Empty(t, sws[0].Err)
+		return sws[0]
+	}
+	plain := switchTo("")
+	slow := switchTo("delay=/version:0.5")
+	d := func(s Switch) float64 { return s.End.Sub(s.Start).Seconds() }
+	t.Logf("A→B with B's start: %.3fs; with /version 0.5 s late: %.3fs", d(plain), d(slow))
+	assert.Less(t, d(slow), d(plain)+0.4, "GET /version (after ready) is not in the switch")
+	slowStart := switchTo("delay=/health:0.5")
+	assert.Greater(t, d(slowStart), d(plain)+0.25, "a start that is ready later is a longer switch")
+}
