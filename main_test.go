@@ -43,7 +43,7 @@ func run(m *testing.M) int {
 	cfg, err := config.Load(os.Getenv)
 	var plan traffic.Plan
 	if err == nil { // the trace and the dataset, read and checked once, before any server starts
-		plan, err = traffic.NewPlan(cfg, goTestTimeout())
+		plan, err = traffic.NewPlan(cfg, guardAfter(cfg, goTestTimeout()))
 		if err != nil {
 			err = fmt.Errorf("config: %w", err)
 		}
@@ -139,12 +139,26 @@ func timeoutGuard(cfg config.Config, cancel context.CancelCauseFunc, h *harness.
 	if d <= 0 {
 		return nil
 	}
-	grace := time.Duration(cfg.Timeouts.StopS*float64(time.Second)) + 5*time.Second
-	return time.AfterFunc(max(d-2*grace, d/2), func() {
+	grace := stopGrace(cfg)
+	return time.AfterFunc(guardAfter(cfg, d), func() {
 		fmt.Fprintf(os.Stderr, "wakebench: go test -timeout %v is near: stopping the run\n", d)
 		cancel(record.Stopped{Reason: fmt.Sprintf("go test -timeout %v is near", d)})
 		time.AfterFunc(grace, func() { _ = h.StopAll() }) // Close reports stop errors
 	})
+}
+
+// stopGrace is what stopping every server may take: stop_s and 5 s.
+func stopGrace(cfg config.Config) time.Duration {
+	return time.Duration(cfg.Timeouts.StopS*float64(time.Second)) + 5*time.Second
+}
+
+// guardAfter is when the -timeout guard stops a run under go test's
+// timeout d (0: none): two stop graces before d, or halfway.
+func guardAfter(cfg config.Config, d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return max(d-2*stopGrace(cfg), d/2)
 }
 
 // goTestTimeout is go test's -timeout (0: none).

@@ -790,6 +790,27 @@ func (c Config) validateKubernetes(bad func(key, format string, a ...any)) {
 // (about 2 KiB together), and the ideal run sends them all again.
 const MaxArrivals = 250_000
 
+// MaxPlanBytes bounds the memory a traffic phase's requests take with
+// their results (RequestBytes each): 1 GiB of this 24 GiB machine class.
+const MaxPlanBytes = 1 << 30
+
+// MaxSpanS bounds when a traffic phase's last request may arrive: a day,
+// as traffic.duration_s.
+const MaxSpanS = 24 * 3600
+
+// RequestBytes estimates the memory one planned request takes with its
+// results: its prompt (about 7 bytes a token: a word and a space, in its
+// own string), and per run it is sent in (the router's, and the ideal's)
+// its result with every inter-token gap (16 bytes a token, in two
+// slices). Measured: a 4000-token prompt costs about 24.6 KB.
+func RequestBytes(promptTokens, outputTokens int, ideal bool) int64 {
+	runs := int64(1)
+	if ideal {
+		runs = 2
+	}
+	return 256 + 7*int64(promptTokens) + runs*(200+16*int64(outputTokens))
+}
+
 // validateTraffic checks the traffic phase's keys.
 func (c Config) validateTraffic(bad func(key, format string, a ...any)) {
 	tr := c.Traffic
@@ -840,6 +861,9 @@ func (c Config) validateTraffic(bad func(key, format string, a ...any)) {
 	default:
 		bad("traffic.workload.kind", `%q: want "fixed", "uniform" or "dataset"`, w.Kind)
 	}
+	if w.Kind == "dataset" && w.SharedPrefixTokens >= c.Protocol.ContextTokens {
+		bad("traffic.workload.shared_prefix_tokens", "%d: every dataset prompt starts with it, so it must stay below protocol.context_tokens (%d)", w.SharedPrefixTokens, c.Protocol.ContextTokens)
+	}
 	if n := w.PromptTokens + w.SharedPrefixTokens + w.OutputTokens; w.SharedPrefixTokens < 0 || n > c.Protocol.ContextTokens && w.Kind != "dataset" {
 		bad("traffic.workload", "prompt_tokens + shared_prefix_tokens + output_tokens (%d) must fit protocol.context_tokens (%d): the server would refuse the prompt or cut the output short", n, c.Protocol.ContextTokens)
 	}
@@ -848,8 +872,13 @@ func (c Config) validateTraffic(bad func(key, format string, a ...any)) {
 		for _, m := range c.Models {
 			total += float64(tr.WarmupRequests) + math.Round(tr.RateOf(m.Label)*tr.DurationS)
 		}
-		if total > MaxArrivals {
+		bytes := total * float64(RequestBytes(w.PromptTokens+w.SharedPrefixTokens, w.OutputTokens, tr.Ideal))
+		switch {
+		case total > MaxArrivals:
 			bad("traffic.rate/rates/duration_s/warmup_requests", "%.4g requests planned (rate × duration_s + warmup_requests, every model): at most %d in one run, each held in memory with its result", total, MaxArrivals)
+		case bytes > MaxPlanBytes && w.Kind != "dataset":
+			bad("traffic.rate/rates/duration_s/warmup_requests", "%.4g requests of %d prompt and %d output tokens hold about %.1f GiB with their results: at most %d GiB in one run; plan fewer or shorter requests",
+				total, w.PromptTokens+w.SharedPrefixTokens, w.OutputTokens, bytes/(1<<30), MaxPlanBytes>>30)
 		}
 	}
 	if tr.Trace != "" {

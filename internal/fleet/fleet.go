@@ -90,10 +90,13 @@ type servers struct {
 
 	// mu guards every model's fields but cfg (port, srv, client, pids,
 	// asleep, level, rssPeak, exitReported, compile, logFrom, reference,
-	// sleeps), pidOf, exits and changes. Never held with memories.mu.
+	// sleeps), pidOf, exits, stopping and changes. Never held with memories.mu.
 	mu    sync.Mutex
 	pidOf map[int]string
 	exits []exit // every server exit the fleet did not cause, in the order noticed
+	// stopping are the servers Stop is stopping: their exit is the fleet's
+	// doing, not a crash (a phase's end may look while StopAll runs).
+	stopping map[*server.Server]bool
 	// changes counts state changes of any model (started, stopped, asleep,
 	// awake): a device-delta measurement uses a device read only while
 	// no other model has changed state since its sleep.
@@ -112,7 +115,7 @@ func New(cfg config.Config, opt Options, rec *record.Recorder) *Fleet {
 	if opt.Env == nil {
 		opt.Env = func(config.Model) []string { return vllm.ServerEnv(cfg.APIKey) }
 	}
-	s := &servers{cfg: cfg, opt: opt, models: map[string]*model{}, pidOf: map[int]string{},
+	s := &servers{cfg: cfg, opt: opt, models: map[string]*model{}, pidOf: map[int]string{}, stopping: map[*server.Server]bool{},
 		mem: &memories{by: map[string]*memState{}}}
 	for _, m := range cfg.Models {
 		s.order = append(s.order, m.Label)
@@ -344,12 +347,18 @@ func (f *Fleet) Stop(label string) error {
 		return err
 	}
 	f.s.noticeExit(m)
-	srv, _ := f.s.server(m)
+	f.s.mu.Lock()
+	srv := m.srv
+	if srv != nil {
+		f.s.stopping[srv] = true
+	}
+	f.s.mu.Unlock()
 	if srv == nil {
 		return nil
 	}
 	err = srv.Stop(seconds(f.s.cfg.Timeouts.StopS))
 	f.s.mu.Lock()
+	delete(f.s.stopping, srv)
 	m.rssPeak = max(m.rssPeak, srv.PeakRSS())
 	if m.srv == srv { // not a server started since by another caller
 		m.srv, m.asleep, m.level = nil, false, 0
@@ -378,7 +387,7 @@ func (s *servers) noticeExit(m *model) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	srv := m.srv
-	if srv == nil || srv.ExitErr() == nil || slices.ContainsFunc(s.exits, func(e exit) bool { return e.srv == srv }) {
+	if srv == nil || s.stopping[srv] || srv.ExitErr() == nil || slices.ContainsFunc(s.exits, func(e exit) bool { return e.srv == srv }) {
 		return
 	}
 	s.exits = append(s.exits, exit{label: m.cfg.Label, srv: srv, err: srv.ExitErr()})

@@ -116,6 +116,29 @@ func TestExits(t *testing.T) {
 	assert.Empty(t, labels)
 }
 
+// TestAStopIsNoExit: a server the fleet stops is not an exit, also when a
+// phase's end looks at the exits while the stop is under way (the timeout
+// guard's StopAll beside a phase).
+func TestAStopIsNoExit(t *testing.T) {
+	f, _, _ := simtest.Fleet(t, nil, nil)
+	ctx := t.Context()
+	mark := f.Procs().ExitMark()
+	for range 3 {
+		require.NoError(t, f.Activate(ctx, "A"))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for f.Running("A") {
+				f.Procs().Exits(mark)
+			}
+		}()
+		require.NoError(t, f.Stop("A"))
+		<-done
+	}
+	labels, errs := f.Procs().Exits(mark)
+	assert.Empty(t, labels, "%v", errs)
+}
+
 // TestMeasuredSleepExcludesMemoryRead: the memory reads around a measured
 // sleep (here 300 ms each) stay outside /sleep sent → answered, by process
 // or by device delta (whose read asleep is Held), and the release is still

@@ -2,8 +2,6 @@ package gate
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/record"
@@ -70,9 +68,16 @@ func Traffic(cfg config.Config, t record.Traffic) []record.Check {
 			}
 		}
 		asleep := asleepFirstTokens(t)
-		for _, l := range slices.Sorted(maps.Keys(asleep)) {
-			if limit := cfg.ThresholdsFor(l).MaxAsleepFirstTokenP99S; limit > 0 {
+		for _, m := range cfg.Models {
+			l, limit := m.Label, cfg.ThresholdsFor(m.Label).MaxAsleepFirstTokenP99S
+			switch {
+			case limit <= 0:
+			case len(asleep[l]) > 0:
 				out = append(out, Evaluate("traffic.asleep_first_token_s.p99", l, stats.Distribute(asleep[l]).P99, "<=", limit))
+			case cfg.ThresholdSetByUser(l, "max_asleep_first_token_p99_s"):
+				// A threshold the user set is said to be unevaluated, not dropped.
+				out = append(out, record.Check{Name: "traffic.asleep_first_token_s.p99", Model: l, Op: "<=", Limit: limit, Verdict: record.NotEvaluated,
+					Reason: "no request for " + l + " found it asleep and succeeded", Required: true})
 			}
 		}
 	}
@@ -99,6 +104,10 @@ func notEvaluatedTraffic(cfg config.Config, t record.Traffic) []record.Check {
 	var out []record.Check
 	if cfg.ThresholdSetByUser("", "min_traffic_goodput_ratio") {
 		out = append(out, record.Check{Name: "traffic.goodput_ratio", Op: ">=", Limit: cfg.Thresholds.MinTrafficGoodputRatio,
+			Verdict: record.NotEvaluated, Reason: reason, Required: true})
+	}
+	if cfg.ThresholdSetByUser("", "max_shed_requests") {
+		out = append(out, record.Check{Name: "traffic.shed_requests", Op: "<=", Limit: float64(cfg.Thresholds.MaxShedRequests),
 			Verdict: record.NotEvaluated, Reason: reason, Required: true})
 	}
 	for _, m := range cfg.Models {

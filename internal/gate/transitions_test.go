@@ -183,4 +183,18 @@ func TestTrafficWithoutRequestsKeepsUserThresholds(t *testing.T) {
 		assert.Contains(t, c.Reason, "traffic.rate 0")
 	}
 	assert.Equal(t, "B", cs[1].Model)
+	cfg.UserThresholds = append(cfg.UserThresholds, "max_shed_requests")
+	assert.Len(t, Traffic(cfg, record.Traffic{}), 3, "max_shed_requests too")
+}
+
+// TestTrafficKeepsAUserThresholdOfAModelWithoutSamples: a model none of
+// whose requests found it asleep (a trace that names only A) keeps the
+// first-token threshold the user set for it, not evaluated, required.
+func TestTrafficKeepsAUserThresholdOfAModelWithoutSamples(t *testing.T) {
+	cfg := config.Default()
+	cfg.Models[1].Thresholds = map[string]float64{"max_asleep_first_token_p99_s": 2}
+	tr := record.Traffic{Requests: []record.TrafficRequest{{Run: record.RunShared, Model: "A", Waited: true, TTFTS: 0.1}}}
+	v := verdicts(Traffic(cfg, tr))
+	assert.Equal(t, "PASS", v["traffic.asleep_first_token_s.p99/A"])
+	assert.Equal(t, record.NotEvaluated, v["traffic.asleep_first_token_s.p99/B"])
 }

@@ -226,7 +226,7 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 				n, n+len(samples), r.sampler.FirstError(), last, len(samples)))
 		}
 		if th := r.sampler.Thinned(); th > 0 {
-			r.rec.AddMemoryNote(fmt.Sprintf("the run took %d GPU memory samples; past %d the older ones were thinned, each pair kept as its larger, so physical_peak_gib and timeline.svg cover %d of them (the peak exactly); samples.csv has every one",
+			r.rec.AddMemoryNote(fmt.Sprintf("the run took %d GPU memory samples; past %d the older ones were thinned, each pair kept as its larger, so physical_peak_gib and timeline.svg cover %d of them (the device's total peak exactly, a run of several GPUs' per-GPU peaks not always); samples.csv has every one",
 				th+len(samples), gpu.MaxKept, len(samples)))
 		}
 		r.rec.AddChecks(gate.Evaluate("memory.sampler_errors", "", float64(n), "==", 0))

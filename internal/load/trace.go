@@ -33,6 +33,10 @@ type TraceLimits struct {
 	ContextTokens int           // prompt + output tokens must fit (vLLM's --max-model-len); 0: unbounded
 	MaxRows       int           // rows the run can hold (0: unbounded)
 	MaxSpan       time.Duration // the latest arrival the run has time for (0: unbounded)
+	// RowBytes estimates a row's memory with its results; with MaxBytes,
+	// the rows together may take at most that much (0: unbounded).
+	RowBytes func(promptTokens, outputTokens int) int64
+	MaxBytes int64
 }
 
 // ReadTrace reads a trace (name is the file, for errors): CSV lines
@@ -44,6 +48,7 @@ func ReadTrace(r io.Reader, name string, lim TraceLimits) ([]TraceRow, error) {
 	sc.Buffer(make([]byte, 0, 1024), maxTraceLine)
 	want := "want t_s (seconds ≥ 0), a model label " + fmt.Sprint(lim.Labels) + ", prompt_tokens ≥ 1, output_tokens ≥ 1"
 	var out []TraceRow
+	var bytes int64 // RowBytes of the rows so far
 	line := 0
 	for sc.Scan() {
 		line++
@@ -75,15 +80,20 @@ func ReadTrace(r io.Reader, name string, lim TraceLimits) ([]TraceRow, error) {
 		if errors.Join(err1, err2, err3) != nil || !(t >= 0) || math.IsInf(t, 0) || pt < 1 || ot < 1 || !slices.Contains(lim.Labels, f[1]) {
 			return nil, fmt.Errorf("%s:%d: %q: %s", name, line, text, want)
 		}
-		at := time.Duration(t * float64(time.Second))
+		if lim.RowBytes != nil {
+			bytes += lim.RowBytes(pt, ot)
+		}
 		switch {
 		case lim.ContextTokens > 0 && pt+ot > lim.ContextTokens:
 			return nil, fmt.Errorf("%s:%d: prompt_tokens + output_tokens = %d: beyond the models' context (protocol.context_tokens %d); the server would refuse it", name, line, pt+ot, lim.ContextTokens)
-		case lim.MaxSpan > 0 && at > lim.MaxSpan:
+		case lim.MaxSpan > 0 && t > lim.MaxSpan.Seconds(): // in seconds: a huge t_s would overflow a Duration
 			return nil, fmt.Errorf("%s:%d: t_s %g: later than the run has time for (%v)", name, line, t, lim.MaxSpan)
 		case lim.MaxRows > 0 && len(out) == lim.MaxRows:
 			return nil, fmt.Errorf("%s:%d: more than %d rows, the most one run holds in memory", name, line, lim.MaxRows)
+		case lim.MaxBytes > 0 && bytes > lim.MaxBytes:
+			return nil, fmt.Errorf("%s:%d: the rows so far hold about %.1f GiB with their results: at most %.1f GiB in one run", name, line, float64(bytes)/(1<<30), float64(lim.MaxBytes)/(1<<30))
 		}
+		at := time.Duration(t * float64(time.Second))
 		out = append(out, TraceRow{At: at, Model: f[1], PromptTokens: pt, OutputTokens: ot})
 	}
 	if err := sc.Err(); err != nil {

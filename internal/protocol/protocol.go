@@ -105,8 +105,11 @@ func (p *Protocol) Raw() record.Raw { return p.rec.Raw() }
 // and step. A step the run's stop interrupted (record.Stopped) says so
 // first: it is no failure of the model.
 func (p *Protocol) Fail(phase, label, step string, err error) error {
-	if errors.As(err, new(record.Stopped)) {
-		step = "run stopped during " + step
+	if errors.As(err, new(record.Stopped)) { // filed under no model: it is none's failure
+		if label != "" {
+			step += " of " + label
+		}
+		step, label = "run stopped during "+step, ""
 	}
 	p.rec.Fail(record.Failure{Phase: phase, Model: label, Step: step, Error: err.Error()})
 	return fmt.Errorf("%s %s: %s: %w", phase, label, step, err)

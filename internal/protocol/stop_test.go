@@ -29,5 +29,7 @@ func TestAStopIsNotTheModelsFailure(t *testing.T) {
 	require.NotEmpty(t, fs)
 	f := fs[len(fs)-1]
 	assert.True(t, strings.HasPrefix(f.Step, "run stopped during "), "step %q", f.Step)
+	assert.Contains(t, f.Step, " of A", "the step still says whose it was")
+	assert.Empty(t, f.Model, "filed under no model: the stop is none's failure")
 	assert.Contains(t, f.Error, "interrupted by terminated")
 }

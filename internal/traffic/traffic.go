@@ -63,24 +63,51 @@ type Plan struct {
 // or each model's arrival process at its rate over traffic.duration_s
 // with its first traffic.warmup_requests marked warm-up (lengths from the
 // workload, traffic.workload.dataset read here). budget is the time the
-// run has (go test's -timeout; 0: unbounded): an arrival or a dwell later
-// than that is refused, as is a plan of more than config.MaxArrivals requests or
-// a request beyond the models' context. Each error names the key.
+// run has before go test's -timeout guard stops it (0: unbounded): the
+// phase, its ideal run again and traffic.min_dwell_s must fit in it, and
+// no request may arrive later than a day. A plan of more than
+// config.MaxArrivals requests, or of more than config.MaxPlanBytes with
+// their results, is refused, as is a request beyond the models' context.
+// Each error names the key.
 func NewPlan(cfg config.Config, budget time.Duration) (Plan, error) {
 	tr := cfg.Traffic
-	if budget > 0 && seconds(tr.MinDwellS) >= budget {
-		return Plan{}, fmt.Errorf("traffic.min_dwell_s %g: the run has %v in all (go test -timeout): lower it, or run with -timeout 0", tr.MinDwellS, budget)
+	span := time.Duration(config.MaxSpanS) * time.Second
+	if budget > 0 {
+		span = min(span, budget)
 	}
-	if tr.Trace != "" {
-		a, err := readTrace(cfg, budget)
-		return Plan{a, "trace " + tr.Trace}, err
+	var plan Plan
+	var err error
+	key := "traffic.rate/rates/duration_s/warmup_requests"
+	switch {
+	case tr.Trace != "":
+		key = "traffic.trace " + tr.Trace
+		plan.Arrivals, err = readTrace(cfg, span)
+		plan.What = "trace " + tr.Trace
+	case tr.DurationS > 0:
+		plan, err = arrivals(cfg)
 	}
-	if tr.DurationS == 0 {
-		return Plan{}, nil
+	if err != nil || len(plan.Arrivals) == 0 {
+		return plan, err
 	}
-	if budget > 0 && seconds(tr.DurationS) >= budget {
-		return Plan{}, fmt.Errorf("traffic.duration_s %g: the run has %v in all (go test -timeout): lower it, or run with -timeout 0", tr.DurationS, budget)
+	last := plan.Arrivals[len(plan.Arrivals)-1].At
+	runs := time.Duration(1)
+	if tr.Ideal {
+		runs = 2
 	}
+	switch need := last*runs + seconds(tr.MinDwellS); {
+	case plan.Arrivals[0].At < 0 || last > span && budget == 0:
+		return Plan{}, fmt.Errorf("%s: the last request arrives at %v: at most a day in one run", key, last)
+	case budget > 0 && need >= budget:
+		return Plan{}, fmt.Errorf("%s: the last request arrives at %v; with the ideal run again and traffic.min_dwell_s (%gs) the phase needs %v, but the run has %v before go test's -timeout stops it: shorten the traffic, or run with -timeout 0",
+			key, last.Round(time.Millisecond), tr.MinDwellS, need.Round(time.Millisecond), budget)
+	}
+	return plan, nil
+}
+
+// arrivals are each model's arrival process at its rate over
+// traffic.duration_s, the first traffic.warmup_requests marked warm-up.
+func arrivals(cfg config.Config) (Plan, error) {
+	tr := cfg.Traffic
 	w := load.Workload{Kind: tr.Workload.Kind, PromptTokens: tr.Workload.PromptTokens, OutputTokens: tr.Workload.OutputTokens,
 		MinPromptTokens: tr.Workload.MinPromptTokens, MinOutputTokens: tr.Workload.MinOutputTokens,
 		SharedPrefixTokens: tr.Workload.SharedPrefixTokens}
@@ -103,6 +130,9 @@ func NewPlan(cfg config.Config, budget time.Duration) (Plan, error) {
 		if err != nil {
 			return Plan{}, fmt.Errorf("traffic, model %s: %w", m.Label, err)
 		}
+		if n > 0 && (offs[n-1] < 0 || offs[n-1] > time.Duration(config.MaxSpanS)*time.Second) { // a rate so low the offsets overflow
+			return Plan{}, fmt.Errorf("traffic.rates.%s %g: its %d requests would arrive over more than a day", m.Label, rate, n)
+		}
 		w.Seed = uint64(tr.Seed)*1000 + uint64(i)
 		reqs, err := w.Requests(m.Name, n)
 		if err != nil {
@@ -115,6 +145,9 @@ func NewPlan(cfg config.Config, budget time.Duration) (Plan, error) {
 		lists = append(lists, list)
 		desc = append(desc, fmt.Sprintf("%s %g req/s", m.Label, rate))
 	}
+	if len(lists) == 0 {
+		return Plan{}, nil // every rate 0: no traffic
+	}
 	what := fmt.Sprintf("%s arrivals over %gs (%s), %s lengths", tr.Arrivals, tr.DurationS, strings.Join(desc, ", "), tr.Workload.Kind)
 	if tr.Arrivals == load.Gamma {
 		what += fmt.Sprintf(", burstiness %g", tr.Burstiness)
@@ -124,7 +157,7 @@ func NewPlan(cfg config.Config, budget time.Duration) (Plan, error) {
 
 // readTrace reads traffic.trace (load.ReadTrace) into arrivals, each row's
 // prompt made of its prompt_tokens words.
-func readTrace(cfg config.Config, budget time.Duration) ([]load.Arrival, error) {
+func readTrace(cfg config.Config, budget time.Duration) ([]load.Arrival, error) { // budget: the latest arrival
 	f, err := os.Open(cfg.Traffic.Trace)
 	if err != nil {
 		return nil, fmt.Errorf("traffic.trace: %w", err)
@@ -132,7 +165,8 @@ func readTrace(cfg config.Config, budget time.Duration) ([]load.Arrival, error) 
 	defer f.Close()
 	labels, _ := cfg.ModelNames()
 	rows, err := load.ReadTrace(f, cfg.Traffic.Trace, load.TraceLimits{Labels: labels, ContextTokens: cfg.Protocol.ContextTokens,
-		MaxRows: config.MaxArrivals, MaxSpan: budget})
+		MaxRows: config.MaxArrivals, MaxSpan: budget, MaxBytes: config.MaxPlanBytes,
+		RowBytes: func(pt, ot int) int64 { return config.RequestBytes(pt, ot, cfg.Traffic.Ideal) }})
 	if err != nil {
 		return nil, fmt.Errorf("traffic.trace %w", err)
 	}
@@ -156,7 +190,9 @@ func readDataset(cfg config.Config) ([]load.Sample, error) {
 		return nil, fmt.Errorf("traffic.workload.dataset: %w", err)
 	}
 	defer f.Close()
-	s, err := load.ReadDataset(f, name, load.DatasetLimits{ContextTokens: cfg.Protocol.ContextTokens, MaxEntries: config.MaxArrivals})
+	// Every prompt starts with the shared prefix: the entries have the rest.
+	ctx := cfg.Protocol.ContextTokens - cfg.Traffic.Workload.SharedPrefixTokens
+	s, err := load.ReadDataset(f, name, load.DatasetLimits{ContextTokens: ctx, MaxEntries: config.MaxArrivals})
 	if err != nil {
 		return nil, fmt.Errorf("traffic.workload.dataset %w", err)
 	}

@@ -158,8 +158,18 @@ func TestPlanTrafficRefusesWhatTheRunCannotDo(t *testing.T) {
 			":2: t_s 700: later than the run has time for (10m0s)"},
 		"a trace beyond the context": {func(c *config.Config) { c.Traffic.Trace = file("long.csv", "0,A,4000,200\n") }, 0, "beyond the models' context (protocol.context_tokens 4096)"},
 		"a directory":                {func(c *config.Config) { c.Traffic.Trace = dir }, 0, "is a directory"},
-		"dwell beyond the budget":    {func(c *config.Config) { c.Traffic.MinDwellS = 900 }, 10 * time.Minute, "traffic.min_dwell_s 900: the run has 10m0s in all (go test -timeout)"},
-		"duration beyond the budget": {func(c *config.Config) { c.Traffic.DurationS = 900 }, 10 * time.Minute, "traffic.duration_s 900: the run has 10m0s in all"},
+		"dwell beyond the budget": {func(c *config.Config) { c.Traffic.MinDwellS = 900 }, 10 * time.Minute,
+			"and traffic.min_dwell_s (900s) the phase needs 15m"},
+		"duration beyond the budget": {func(c *config.Config) { c.Traffic.DurationS = 400 }, 10 * time.Minute,
+			"traffic.rate/rates/duration_s/warmup_requests: the last request arrives at 6m"},
+		"a warm-up at a low rate beyond the budget": {func(c *config.Config) { c.Traffic.Rate, c.Traffic.WarmupRequests = 0.01, 100 }, 10 * time.Minute,
+			"the last request arrives at 3h"},
+		"a rate so low its offsets overflow": {func(c *config.Config) { c.Traffic.Rate, c.Traffic.WarmupRequests = 1e-12, 3 }, 0, "traffic.rates.A 1e-12: its 3 requests would arrive over more than a day"},
+		"a huge trace time without a budget": {func(c *config.Config) { c.Traffic.Trace = file("huge.csv", "0,A,8,8\n1e10,B,8,8\n") }, 0,
+			":2: t_s 1e+10: later than the run has time for (24h0m0s)"},
+		"a dataset whose prefix leaves no room": {func(c *config.Config) {
+			c.Traffic.Workload = config.TrafficWorkload{Kind: "dataset", Dataset: file("d2.jsonl", `{"prompt": "hello there", "output_tokens": 95}`), SharedPrefixTokens: 4000}
+		}, 0, "beyond the models' context (protocol.context_tokens 96)"},
 		"a dataset beyond the context": {func(c *config.Config) {
 			c.Traffic.Workload = config.TrafficWorkload{Kind: "dataset", Dataset: file("d.jsonl", `{"prompt": "hi", "output_tokens": 5000}`)}
 		}, 0, "traffic.workload.dataset " + filepath.Join(dir, "d.jsonl") + ":1: about 1 prompt + 5000 output tokens"},
