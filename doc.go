@@ -3,7 +3,7 @@
 //
 // The suite is this package's tests: TestMain owns the servers, the GPU
 // memory sampler and the report; each phase (restart, baseline, sleep
-// levels 1 and 2, after-wake, switching) is a test whose thresholds are
+// levels 1 and 2, after-wake, switching, traffic) is a test whose thresholds are
 // testify assertions. Run it with
 //
 //	go test ./...                                          # vllmsim, tiny profile

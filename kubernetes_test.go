@@ -18,7 +18,7 @@ func TestKubernetes(t *testing.T) {
 	h, ctx := begin(t, kubephase.Phase)
 	k8s := h.Config().Kubernetes
 	if !k8s.On() {
-		t.Skip("kubernetes phase off (kubernetes.control_plane unset): run make k8s, or set it to local or kubeconfig (README: Kubernetes phase)")
+		t.Skip("kubernetes phase off (kubernetes.control_plane unset): run make k8s, or set it to local or kubeconfig (docs/kubernetes.md)")
 	}
 	skipIfStopped(t)
 	k, err := h.Kubernetes(ctx, progress(t))

@@ -313,7 +313,7 @@ func childrenOf(t *testing.T, pid int) []int {
 }
 
 // TestAnyServerWithoutMemoryPasses runs the whole protocol and TestOutputs
-// as the README documents running real vLLM without NVML: `command` a
+// as docs/gpu.md documents running real vLLM without NVML: `command` a
 // program by path (vllmsim, built here), `memory` none. It passes, with the
 // memory figures absent and said so.
 func TestAnyServerWithoutMemoryPasses(t *testing.T) {
@@ -407,7 +407,7 @@ func TestBadTraceIsRefusedBeforeAnyServer(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(out, "A.log"), "no server was started")
 }
 
-// TestTrafficWithoutInFlightSleeps: the README's way to run a vLLM older
+// TestTrafficWithoutInFlightSleeps: docs/traffic.md's way to run a vLLM older
 // than PR #34528 (in_flight_requests 0) passes the traffic phase: no
 // in-flight sleep is expected of it.
 func TestTrafficWithoutInFlightSleeps(t *testing.T) {

@@ -55,7 +55,7 @@ func testTraffic(t *testing.T) {
 		assert.NotEmpty(t, tr.Switches, "the router woke models on demand")
 	}
 	// One sleep with requests in flight per pause mode; none with
-	// traffic.in_flight_requests 0 (the README's setting for vLLM before
+	// traffic.in_flight_requests 0 (docs/traffic.md's setting for vLLM before
 	// PR #34528).
 	wantInFlight := len(h.Config().Traffic.InFlightModes)
 	if h.Config().Traffic.InFlightRequests == 0 {

@@ -1,6 +1,6 @@
 // Command vllmsim is a simulated `vllm serve`: the same command line and HTTP
 // API, with time and memory from a GPU and model profile. See package
-// internal/vllmsim and README.md.
+// internal/vllmsim and docs/vllmsim.md.
 //
 //	VLLM_SERVER_DEV_MODE=1 VLLMSIM_PROFILE=l20 vllmsim serve Qwen3-1.7B --port 8001 --enable-sleep-mode
 package main

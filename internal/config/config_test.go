@@ -255,7 +255,7 @@ func TestTensorParallel(t *testing.T) {
 	assert.NoError(t, c.Validate())
 }
 
-// TestExampleListsEveryKey: testdata/example-config.json, which the README
+// TestExampleListsEveryKey: testdata/example-config.json, which docs/configuration.md
 // points to for the list of keys, holds every key the config has.
 func TestExampleListsEveryKey(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "example-config.json"))

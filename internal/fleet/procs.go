@@ -53,17 +53,22 @@ func (p Procs) StartCompile(label string) string {
 // SampleRSS reads the host RSS of every running server's process group.
 func (p Procs) SampleRSS() []record.RSSSample {
 	var got []record.RSSSample
-	p.s.mu.Lock()
-	defer p.s.mu.Unlock()
 	for _, l := range p.s.order {
 		m := p.s.models[l]
-		if m.srv == nil {
+		srv, _ := p.s.server(m)
+		if srv == nil {
 			continue
 		}
-		if b, err := m.srv.RSS(); err == nil {
-			m.rssPeak = max(m.rssPeak, b)
-			got = append(got, record.RSSSample{Time: time.Now(), Label: l, Bytes: b})
+		b, err := srv.RSS() // a /proc scan: not under mu, which a start's measured interval may wait on
+		if err != nil {
+			continue
 		}
+		p.s.mu.Lock()
+		if m.srv == srv {
+			m.rssPeak = max(m.rssPeak, b)
+		}
+		p.s.mu.Unlock()
+		got = append(got, record.RSSSample{Time: time.Now(), Label: l, Bytes: b})
 	}
 	return got
 }

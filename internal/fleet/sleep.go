@@ -29,6 +29,7 @@ func (f *Fleet) SleepMode(ctx context.Context, label string, level int, mode str
 	if err := f.Oracle().ensure(ctx, m); err != nil {
 		return sent, 0, fmt.Errorf("sleep %s level %d: %w", label, level, err)
 	}
+	srv, _ := f.s.server(m) // the server this sleep is for: one stopped meanwhile is not asleep
 	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.SleepS), func(ctx context.Context, c *vllm.Client) error {
 		sent = time.Now()
 		if err := c.SleepMode(ctx, level, mode); err != nil {
@@ -48,6 +49,10 @@ func (f *Fleet) SleepMode(ctx context.Context, label string, level int, mode str
 		return sent, d, fmt.Errorf("sleep %s level %d: %w", label, level, err)
 	}
 	f.s.mu.Lock()
+	if m.srv != srv { // stopped (StopAll) while the sleep was under way
+		f.s.mu.Unlock()
+		return sent, d, fmt.Errorf("sleep %s level %d: the server was stopped meanwhile", label, level)
+	}
 	m.asleep, m.level = true, level
 	m.sleeps++
 	f.s.changes++
@@ -76,7 +81,7 @@ func (f *Fleet) WakeAt(ctx context.Context, label string) (sent time.Time, d tim
 		return sent, 0, err
 	}
 	f.s.mu.Lock()
-	level := m.level
+	level, srv := m.level, m.srv // the server this wake is for
 	f.s.mu.Unlock()
 	step := "wake_up"
 	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.WakeS), func(ctx context.Context, c *vllm.Client) error {
@@ -101,6 +106,10 @@ func (f *Fleet) WakeAt(ctx context.Context, label string) (sent time.Time, d tim
 		return sent, d, fmt.Errorf("wake %s from level %d: %s: %w", label, level, step, err)
 	}
 	f.s.mu.Lock()
+	if m.srv != srv { // stopped (StopAll) while the wake was under way
+		f.s.mu.Unlock()
+		return sent, d, fmt.Errorf("wake %s from level %d: the server was stopped meanwhile", label, level)
+	}
 	m.asleep, m.level = false, 0
 	f.s.changes++
 	f.s.mu.Unlock()

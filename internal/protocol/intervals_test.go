@@ -13,7 +13,7 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 )
 
-// Each interval runs between the events the README's Metrics table names:
+// Each interval runs between the events the docs/metrics.md names:
 // the harness's own work around it (memory reads, a process scan, GET
 // /version, confirmations after the answer named) made slower leaves it
 // where it was, the thing it measures made slower moves it.

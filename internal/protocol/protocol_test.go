@@ -27,14 +27,14 @@ func TestPhaseOrder(t *testing.T) {
 	assert.Equal(t, PhaseRestart, Phases()[0].Name, "callers get a copy")
 }
 
-var update = flag.Bool("update", false, "rewrite the README's phase table from Phases")
+var update = flag.Bool("update", false, "rewrite the docs/protocol.md's phase table from Phases")
 
 const (
 	tableBegin = "<!-- phases: generated from internal/protocol.Phases by go test ./internal/protocol -update -->\n"
 	tableEnd   = "<!-- phases end -->\n"
 )
 
-// phaseTable is the README's phase table.
+// phaseTable is the docs/protocol.md's phase table.
 func phaseTable() string {
 	var b strings.Builder
 	b.WriteString("| phase | run alone | per model |\n|---|---|---|\n")

@@ -89,7 +89,7 @@ func TestInFlightCrashIsNamed(t *testing.T) {
 	assert.Equal(t, "FAIL", checks["traffic.in_flight.abort.survived/"].Verdict)
 }
 
-// TestInFlightOffOnAnOldServer: the README's setting for vLLM before PR
+// TestInFlightOffOnAnOldServer: docs/traffic.md's setting for vLLM before PR
 // #34528, traffic.in_flight_requests 0, runs no sleep with requests in
 // flight, so a server that would crash on one (fault inflight-crash) passes
 // the traffic checks: routed and ideal runs are measured, none in flight.
