@@ -17,27 +17,6 @@ import (
 	"github.com/wakebench/wakebench/internal/simtest"
 )
 
-// slowSource is a memory source whose every read takes d more.
-type slowSource struct {
-	gpu.Source
-	d time.Duration
-}
-
-func (s slowSource) Read(ctx context.Context) (gpu.Reading, error) {
-	time.Sleep(s.d)
-	return s.Source.Read(ctx)
-}
-
-// noProcs is a memory source that lists no processes (NVML in another
-// PID namespace): Memory attributes by the device's changes.
-type noProcs struct{ gpu.Source }
-
-func (s noProcs) Read(ctx context.Context) (gpu.Reading, error) {
-	r, err := s.Source.Read(ctx)
-	r.Procs = map[int]uint64{}
-	return r, err
-}
-
 // TestLifecycle: a start, Activate handing the GPU over (MakeRoom), a
 // sleep and a wake, each leaving the state it says, and a stop.
 func TestLifecycle(t *testing.T) {
@@ -146,8 +125,10 @@ func TestAStopIsNoExit(t *testing.T) {
 func TestMeasuredSleepExcludesMemoryRead(t *testing.T) {
 	const delay = 300 * time.Millisecond
 	for name, wrap := range map[string]func(gpu.Source) gpu.Source{
-		"process":      func(s gpu.Source) gpu.Source { return slowSource{s, delay} },
-		"device-delta": func(s gpu.Source) gpu.Source { return noProcs{slowSource{s, delay}} },
+		"process": func(s gpu.Source) gpu.Source { return simtest.SlowReads{Source: s, Delay: delay} },
+		"device-delta": func(s gpu.Source) gpu.Source {
+			return simtest.NoProcs{Source: simtest.SlowReads{Source: s, Delay: delay}}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f, rec, _ := simtest.Fleet(t, wrap, nil)
@@ -196,7 +177,7 @@ func TestMeasuredSleepFollowsTheSleep(t *testing.T) {
 // processes and there is no footprint to attribute by (the device was not
 // read before the start), the residual is NaN and Note says why.
 func TestMeasuredSleepNote(t *testing.T) {
-	f, _, _ := simtest.Fleet(t, func(s gpu.Source) gpu.Source { return noProcs{s} }, nil)
+	f, _, _ := simtest.Fleet(t, func(s gpu.Source) gpu.Source { return simtest.NoProcs{Source: s} }, nil)
 	ctx := t.Context()
 	_, err := f.Start(ctx, "A") // no Started: no footprint
 	require.NoError(t, err)

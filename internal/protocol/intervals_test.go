@@ -11,6 +11,7 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/simtest"
 )
 
 // Each interval runs between the events the docs/metrics.md names:
@@ -43,8 +44,10 @@ func TestSoakClockIsTheSwitchClock(t *testing.T) {
 	const delay = 150 * time.Millisecond
 	plain := soakRun(t, same, 3, "")
 	for name, wrap := range map[string]func(gpu.Source) gpu.Source{
-		"process":      func(s gpu.Source) gpu.Source { return slowSource{s, delay} },
-		"device-delta": func(s gpu.Source) gpu.Source { return noProcs{slowSource{s, delay}} },
+		"process": func(s gpu.Source) gpu.Source { return simtest.SlowReads{Source: s, Delay: delay} },
+		"device-delta": func(s gpu.Source) gpu.Source {
+			return simtest.NoProcs{Source: simtest.SlowReads{Source: s, Delay: delay}}
+		},
 	} {
 		slowRead := soakRun(t, wrap, 3, "")
 		assert.Less(t, medianFirstToken(slowRead), medianFirstToken(plain)+delay.Seconds(), "%s: as without slow reads (medians)", name)

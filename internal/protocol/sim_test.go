@@ -16,18 +16,6 @@ import (
 	"github.com/wakebench/wakebench/internal/simtest"
 )
 
-// slowSource is a memory source that takes its time, as an NVML read
-// beside a whole-host process scan can.
-type slowSource struct {
-	gpu.Source
-	delay time.Duration
-}
-
-func (s slowSource) Read(ctx context.Context) (gpu.Reading, error) {
-	time.Sleep(s.delay)
-	return s.Source.Read(ctx)
-}
-
 // simFleet is a fleet of vllmsim's tiny A and B whose memory source is
 // wrapped by wrap, with its record and protocol; stopped when t ends.
 func simFleet(t *testing.T, wrap func(gpu.Source) gpu.Source, handoffs int) (*fleet.Fleet, *record.Recorder, *protocol.Protocol) {
@@ -51,8 +39,10 @@ func simFleetWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*conf
 func TestHandoffClockStartsAtSleepSent(t *testing.T) {
 	const delay = 300 * time.Millisecond
 	for name, wrap := range map[string]func(gpu.Source) gpu.Source{
-		"process":      func(s gpu.Source) gpu.Source { return slowSource{s, delay} },
-		"device-delta": func(s gpu.Source) gpu.Source { return noProcs{slowSource{s, delay}} },
+		"process": func(s gpu.Source) gpu.Source { return simtest.SlowReads{Source: s, Delay: delay} },
+		"device-delta": func(s gpu.Source) gpu.Source {
+			return simtest.NoProcs{Source: simtest.SlowReads{Source: s, Delay: delay}}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, rec, p := simFleet(t, wrap, 1)
@@ -89,16 +79,6 @@ func TestNoInferenceToASleepingModel(t *testing.T) {
 	assert.True(t, f.Asleep("A") && f.Running("A"), "A still sleeps, its server alive")
 }
 
-// noProcs is a memory source that lists no processes, as NVML does for a
-// server in another PID namespace (a Pod, MPS).
-type noProcs struct{ gpu.Source }
-
-func (s noProcs) Read(ctx context.Context) (gpu.Reading, error) {
-	r, err := s.Source.Read(ctx)
-	r.Procs = map[int]uint64{}
-	return r, err
-}
-
 // TestDeviceDeltaAttribution: where the memory source lists none of the
 // servers' processes, residual and release come from the device's changes
 // (only one model changes state at a time) and say so. The simulated
@@ -120,7 +100,7 @@ func TestDeviceDeltaAttribution(t *testing.T) {
 		return rec.Raw(), cycles
 	}
 	byProcess, pc := measure(func(s gpu.Source) gpu.Source { return s })
-	byDevice, dc := measure(func(s gpu.Source) gpu.Source { return noProcs{s} })
+	byDevice, dc := measure(func(s gpu.Source) gpu.Source { return simtest.NoProcs{Source: s} })
 	assert.Equal(t, "process", byProcess.Attribution["A"])
 	assert.Equal(t, "device-delta", byDevice.Attribution["A"])
 	assert.Empty(t, byDevice.MemoryNote, "nothing is missing")
@@ -160,7 +140,7 @@ func (s splitSource) Read(ctx context.Context) (gpu.Reading, error) {
 func TestPerGPUFigures(t *testing.T) {
 	for name, wrap := range map[string]func(gpu.Source) gpu.Source{
 		"process":      func(s gpu.Source) gpu.Source { return splitSource{s} },
-		"device-delta": func(s gpu.Source) gpu.Source { return noProcs{splitSource{s}} },
+		"device-delta": func(s gpu.Source) gpu.Source { return simtest.NoProcs{Source: splitSource{s}} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, rec, p := simFleet(t, wrap, 1)

@@ -5,6 +5,7 @@
 package simtest
 
 import (
+	"context"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -46,4 +47,30 @@ func Fleet(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Conf
 	}}, rec)
 	t.Cleanup(func() { f.StopAll(); f.Procs().CloseIdle() })
 	return f, rec, cfg
+}
+
+// SlowReads is a memory source whose every read takes Delay more, as an
+// NVML read beside a whole-host process scan can: tests show a measured
+// interval leaves the harness's reads out.
+type SlowReads struct {
+	gpu.Source
+	Delay time.Duration
+}
+
+// Read reads the source after Delay.
+func (s SlowReads) Read(ctx context.Context) (gpu.Reading, error) {
+	time.Sleep(s.Delay)
+	return s.Source.Read(ctx)
+}
+
+// NoProcs is a memory source that lists no processes, as NVML does for a
+// server in another PID namespace (a Pod, MPS): memory is then attributed
+// by the device's changes.
+type NoProcs struct{ gpu.Source }
+
+// Read reads the source and drops its processes.
+func (s NoProcs) Read(ctx context.Context) (gpu.Reading, error) {
+	r, err := s.Source.Read(ctx)
+	r.Procs = map[int]uint64{}
+	return r, err
 }
