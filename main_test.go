@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -43,7 +45,11 @@ func run(m *testing.M) int {
 	cfg, err := config.Load(os.Getenv)
 	var plan traffic.Plan
 	if err == nil { // the trace and the dataset, read and checked once, before any server starts
-		plan, err = traffic.NewPlan(cfg, guardAfter(cfg, goTestTimeout()))
+		budget := guardAfter(cfg, goTestTimeout())
+		if f := flag.Lookup("test.run"); f != nil && !selected(f.Value.String(), "TestProtocol", protocol.PhaseTraffic) {
+			budget = 0 // the traffic phase will not run: its inputs are checked, not its time
+		}
+		plan, err = traffic.NewPlan(cfg, budget)
 		if err != nil {
 			err = fmt.Errorf("config: %w", err)
 		}
@@ -159,6 +165,26 @@ func guardAfter(cfg config.Config, d time.Duration) time.Duration {
 		return 0
 	}
 	return max(d-2*stopGrace(cfg), d/2)
+}
+
+// selected reports whether go test's -run pattern selects test's subtest
+// sub: each /-separated part of the pattern matches its level, as go test
+// matches them (a pattern without a second part runs every subtest).
+func selected(pattern, test, sub string) bool {
+	if pattern == "" {
+		return true
+	}
+	parts := strings.Split(pattern, "/")
+	for i, name := range []string{test, sub} {
+		if i >= len(parts) {
+			return true
+		}
+		re, err := regexp.Compile(parts[i])
+		if err != nil || !re.MatchString(name) {
+			return false
+		}
+	}
+	return true
 }
 
 // goTestTimeout is go test's -timeout (0: none).

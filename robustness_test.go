@@ -420,3 +420,14 @@ func TestTrafficWithoutInFlightSleeps(t *testing.T) {
 	rep := readChildReport(t, out)
 	assert.Equal(t, "PASS", rep.Status, "%+v", rep.Failures)
 }
+
+// TestSelected: which -run patterns run the traffic phase (TestMain checks
+// its time only then).
+func TestSelected(t *testing.T) {
+	for pattern, want := range map[string]bool{
+		"": true, "^TestProtocol$": true, "TestProtocol/traffic": true, "^TestProtocol$/^traffic$": true,
+		"^TestProtocol$/^sleep-level1$": false, "TestSoak": false, "Test(Protocol|Outputs)": true, "TestProtocol/(switch|traffic)": true,
+	} {
+		assert.Equal(t, want, selected(pattern, "TestProtocol", "traffic"), pattern)
+	}
+}
