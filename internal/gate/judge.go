@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -90,10 +91,27 @@ func Judge(base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) 
 		return nil, fmt.Errorf("this run: no benchmark results")
 	}
 	floors := map[int]map[string]unitFloor{}
-	var out []Verdict
-	for _, k := range slices.SortedFunc(maps.Keys(cur.Bench.Values), func(a, b BenchKey) int {
+	keys := slices.SortedFunc(maps.Keys(cur.Bench.Values), func(a, b BenchKey) int {
 		return strings.Compare(a.Name+"\x00"+a.Unit, b.Name+"\x00"+b.Unit)
-	}) {
+	})
+	// The run fails if any metric regresses: the runs rule's tests are one
+	// family, held to alpha together (Holm's step-down, below); the power
+	// each states is at Bonferroni's alpha/m, which Holm's never exceeds.
+	family := 0
+	for _, k := range keys {
+		n := 0
+		for _, r := range base {
+			if _, ok := r.Median(k); ok {
+				n++
+			}
+		}
+		if n >= 2 && cur.Bench.Meta.GetBetter(k.Unit) != 0 {
+			family++
+		}
+	}
+	famAlpha := alpha / float64(max(family, 1))
+	var out []Verdict
+	for _, k := range keys {
 		var runs []Run
 		var meds []float64
 		for _, r := range base {
@@ -107,7 +125,10 @@ func Judge(base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) 
 		y, _ := cur.Median(k)
 		v := Verdict{Name: k.Name, Unit: k.Unit, Cur: y, Better: cur.Bench.Meta.GetBetter(k.Unit), P: math.NaN()}
 		if len(runs) >= 2 {
-			v.judgeRuns(runs, meds, y, tolerancePct, alpha)
+			v.judgeRuns(runs, meds, y, tolerancePct, famAlpha)
+			if v.Better != 0 && family > 1 {
+				v.How += fmt.Sprintf("; Holm-corrected over the %d metrics the runs rule judges (α %.3g in all)", family, alpha)
+			}
 		} else {
 			i := slices.IndexFunc(base, func(r Run) bool { return r.Path == runs[0].Path })
 			if floors[i] == nil {
@@ -122,13 +143,49 @@ func Judge(base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) 
 		if v.Better == 0 {
 			v.Why = "unit has no better= direction: not gated"
 		}
-		v.Regression = v.Better != 0 && worse > tolerancePct && worse >= v.MinPct-1e-9 && (v.Rule != RuleRuns || v.P <= alpha)
+		v.Regression = v.Better != 0 && worse > tolerancePct && worse >= v.MinPct-1e-9
 		out = append(out, v)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("the baseline and this run share no benchmark: are they from the same protocol?")
 	}
+	holm(out, alpha)
 	return out, nil
+}
+
+// holm keeps a runs-rule regression only where Holm's step-down procedure
+// finds its p significant among the family of the runs rule's gated
+// metrics (Holm 1979): the i-th smallest of m p-values against
+// alpha/(m−i), stopping at the first that is not. The family's chance of
+// any false regression stays at most alpha.
+func holm(vs []Verdict, alpha float64) {
+	var fam []int
+	for i, v := range vs {
+		if v.Rule == RuleRuns && v.Better != 0 {
+			fam = append(fam, i)
+		}
+	}
+	slices.SortStableFunc(fam, func(a, b int) int { return cmpP(vs[a].P, vs[b].P) })
+	passed := true
+	for rank, i := range fam {
+		passed = passed && !math.IsNaN(vs[i].P) && vs[i].P <= alpha/float64(len(fam)-rank)
+		if !passed {
+			vs[i].Regression = false
+		}
+	}
+}
+
+// cmpP orders p-values ascending, NaN last.
+func cmpP(a, b float64) int {
+	switch {
+	case math.IsNaN(a) && math.IsNaN(b):
+		return 0
+	case math.IsNaN(a):
+		return 1
+	case math.IsNaN(b):
+		return -1
+	}
+	return cmp.Compare(a, b)
 }
 
 // scale maps medians to the scale the runs rule works on: log when every
