@@ -95,8 +95,9 @@ func Judge(base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) 
 		return strings.Compare(a.Name+"\x00"+a.Unit, b.Name+"\x00"+b.Unit)
 	})
 	// The run fails if any metric regresses: the runs rule's tests are one
-	// family, held to alpha together (Holm's step-down, below); the power
-	// each states is at Bonferroni's alpha/m, which Holm's never exceeds.
+	// family, held to alpha together (Benjamini-Hochberg, familyWise); the
+	// power each states is at alpha/m, the threshold one changed metric
+	// among unchanged ones must meet.
 	family := 0
 	for _, k := range keys {
 		n := 0
@@ -127,7 +128,7 @@ func Judge(base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) 
 		if len(runs) >= 2 {
 			v.judgeRuns(runs, meds, y, tolerancePct, famAlpha)
 			if v.Better != 0 && family > 1 {
-				v.How += fmt.Sprintf("; Holm-corrected over the %d metrics the runs rule judges (α %.3g in all)", family, alpha)
+				v.How += fmt.Sprintf("; Benjamini-Hochberg over the %d metrics the runs rule judges (α %.3g in all)", family, alpha)
 			}
 		} else {
 			i := slices.IndexFunc(base, func(r Run) bool { return r.Path == runs[0].Path })
@@ -149,16 +150,18 @@ func Judge(base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) 
 	if len(out) == 0 {
 		return nil, fmt.Errorf("the baseline and this run share no benchmark: are they from the same protocol?")
 	}
-	holm(out, alpha)
+	familyWise(out, alpha)
 	return out, nil
 }
 
-// holm keeps a runs-rule regression only where Holm's step-down procedure
-// finds its p significant among the family of the runs rule's gated
-// metrics (Holm 1979): the i-th smallest of m p-values against
-// alpha/(m−i), stopping at the first that is not. The family's chance of
-// any false regression stays at most alpha.
-func holm(vs []Verdict, alpha float64) {
+// familyWise keeps a runs-rule regression only where the Benjamini-
+// Hochberg step-up procedure (1995) finds its p significant among the
+// family of the runs rule's gated metrics: the largest k whose k-th
+// smallest p is at most k·alpha/m, and every metric up to it. When the
+// code did not change (every metric's null true) the chance of any false
+// regression in the run stays at most alpha; when some metrics did
+// change, it keeps more power than a family-wise bound such as Holm's.
+func familyWise(vs []Verdict, alpha float64) {
 	var fam []int
 	for i, v := range vs {
 		if v.Rule == RuleRuns && v.Better != 0 {
@@ -166,12 +169,14 @@ func holm(vs []Verdict, alpha float64) {
 		}
 	}
 	slices.SortStableFunc(fam, func(a, b int) int { return cmpP(vs[a].P, vs[b].P) })
-	passed := true
+	k := 0
 	for rank, i := range fam {
-		passed = passed && !math.IsNaN(vs[i].P) && vs[i].P <= alpha/float64(len(fam)-rank)
-		if !passed {
-			vs[i].Regression = false
+		if p := vs[i].P; !math.IsNaN(p) && p <= float64(rank+1)*alpha/float64(len(fam)) {
+			k = rank + 1
 		}
+	}
+	for _, i := range fam[k:] {
+		vs[i].Regression = false
 	}
 }
 

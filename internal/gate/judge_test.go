@@ -282,8 +282,8 @@ func TestJudgeErrors(t *testing.T) {
 // TestRunsRuleHoldsTheFamilyWiseRate: sixty metrics of pure run-to-run
 // noise (a run is one draw of each), five baseline runs and a sixth of the
 // same code: judged one by one at α 0.05 some metric of nearly every run
-// is "significant"; Holm's correction holds the run's false-alarm rate
-// near α. The price is power: with 5 runs of 5 % spread, one metric among
+// is "significant"; the Benjamini-Hochberg correction holds the run's
+// false-alarm rate near α. The price is power: with 5 runs of 5 % spread, one metric among
 // 60 must double (its stated power says by how much) to be flagged.
 func TestRunsRuleHoldsTheFamilyWiseRate(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -320,5 +320,5 @@ func TestRunsRuleHoldsTheFamilyWiseRate(t *testing.T) {
 	v := verdict(t, vs, "Sleep/model=A/level=7 sec/wake")
 	assert.True(t, v.Regression, "a doubling is caught among 60 metrics: +%.0f %%, power %.0f %%", v.ChangePct, v.MinPct)
 	assert.Less(t, v.MinPct, v.ChangePct, "the stated power says so")
-	assert.Contains(t, v.How, "Holm-corrected over the 60 metrics")
+	assert.Contains(t, v.How, "Benjamini-Hochberg over the 60 metrics")
 }
