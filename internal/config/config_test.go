@@ -303,3 +303,33 @@ func TestExampleListsEveryKey(t *testing.T) {
 	want("", reflect.TypeOf(Config{}))
 	assert.Empty(t, missing, "keys the example does not show")
 }
+
+// TestDocsListEveryKey: docs/configuration.md's key table names every key
+// the config has (by its path, or in its section's row by its own name).
+func TestDocsListEveryKey(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
+	require.NoError(t, err)
+	doc := string(b)
+	var missing []string
+	var walk func(prefix string, ty reflect.Type)
+	walk = func(prefix string, ty reflect.Type) {
+		for i := range ty.NumField() {
+			k := jsonKey(ty.Field(i))
+			if k == "" || k == "-" {
+				continue
+			}
+			switch f := ty.Field(i).Type; {
+			case f.Kind() == reflect.Struct:
+				walk(prefix+k+".", f)
+			case f.Kind() == reflect.Slice && f.Elem().Kind() == reflect.Struct:
+				walk(prefix+k+"[].", f.Elem())
+			default:
+				if !strings.Contains(doc, "`"+prefix+k+"`") && !strings.Contains(doc, "`"+k+"`") {
+					missing = append(missing, prefix+k)
+				}
+			}
+		}
+	}
+	walk("", reflect.TypeOf(Config{}))
+	assert.Empty(t, missing, "keys docs/configuration.md does not name")
+}
