@@ -29,6 +29,14 @@ func simFleetFaults(t *testing.T, faultsB string) *fleet.Fleet {
 	return f
 }
 
+// run runs rt until stop, which returns once it has.
+func run(t *testing.T, rt *Router) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { rt.Run(ctx); close(done) }()
+	return ctx, func() { cancel(); <-done }
+}
+
 // TestRouterWakesOnDemand: a request for the awake model goes at once; one
 // for a sleeping model waits while the router puts the awake one to sleep
 // and wakes it; requests queue first come, first served.
@@ -37,10 +45,8 @@ func TestRouterWakesOnDemand(t *testing.T) {
 	require.NoError(t, f.Activate(t.Context(), "B"))
 	require.NoError(t, f.Activate(t.Context(), "A"))
 	rt := New(f, 1, "A")
-	done := make(chan struct{})
-	ctx, cancel := context.WithCancel(t.Context())
-	go func() { rt.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	ctx, stop := run(t, rt)
+	defer stop()
 	req := vllm.CompletionRequest{Prompt: "hello", MaxTokens: 4, IgnoreEOS: true}
 	at := func(ms int, m string) load.Arrival {
 		return load.Arrival{At: time.Duration(ms) * time.Millisecond, Model: m, Request: req}
@@ -77,10 +83,8 @@ func TestAFailedWakeFailsItsRequests(t *testing.T) {
 	require.NoError(t, f.Activate(t.Context(), "B"))
 	require.NoError(t, f.Activate(t.Context(), "A"))
 	rt := New(f, 1, "A")
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { rt.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	ctx, stop := run(t, rt)
+	defer stop()
 	req := vllm.CompletionRequest{Prompt: "hello", MaxTokens: 4, IgnoreEOS: true}
 	out := load.RunOpen(ctx, rt, []load.Arrival{{Model: "B", Request: req}, {At: 400 * time.Millisecond, Model: "A", Request: req}}, 10*time.Second)
 	assert.ErrorContains(t, out[0].Err, "router: waking B for this request")
@@ -127,10 +131,8 @@ func TestMinDwell(t *testing.T) {
 	require.NoError(t, f.Activate(t.Context(), "B"))
 	require.NoError(t, f.Activate(t.Context(), "A"))
 	rt := NewWith(f, Options{Level: 1, MinDwell: 800 * time.Millisecond}, "A")
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { rt.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	ctx, stop := run(t, rt)
+	defer stop()
 	req := vllm.CompletionRequest{Prompt: "hello", MaxTokens: 4, IgnoreEOS: true}
 	at := func(ms int, m string) load.Arrival {
 		return load.Arrival{At: time.Duration(ms) * time.Millisecond, Model: m, Request: req}
@@ -158,10 +160,8 @@ func TestAStartEndsTheSwitchWhenReady(t *testing.T) {
 		f := simFleetFaults(t, faultsB)
 		require.NoError(t, f.Activate(t.Context(), "A"))
 		rt := New(f, 1, "A")
-		done := make(chan struct{})
-		ctx, cancel := context.WithCancel(t.Context())
-		go func() { rt.Run(ctx); close(done) }()
-		defer func() { cancel(); <-done }()
+		ctx, stop := run(t, rt)
+		defer stop()
 		req := vllm.CompletionRequest{Prompt: "hello", MaxTokens: 4, IgnoreEOS: true}
 		out := load.RunOpen(ctx, rt, []load.Arrival{{Model: "B", Request: req}}, 20*time.Second)
 		require.NoError(t, out[0].Err)
