@@ -16,14 +16,7 @@ import (
 const restartFirstTok = "probe first token"
 
 // Settle waits protocol.settle_s (or until ctx ends).
-func (p *Protocol) Settle(ctx context.Context) {
-	t := time.NewTimer(seconds(p.cfg.Protocol.SettleS))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
+func (p *Protocol) Settle(ctx context.Context) { p.settleFrom(ctx, time.Now()) }
 
 // measureSleep sleeps label at level with its memory read before and,
 // after protocol.settle_s, asleep (fleet.MeasuredSleep): it returns the
