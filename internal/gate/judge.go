@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"gonum.org/v1/gonum/floats"
+	"gonum.org/v1/gonum/mathext"
 	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 
@@ -24,21 +26,31 @@ const (
 	// tested against the baseline runs' medians with the prediction
 	// interval of a normal sample (Student's t with k−1 degrees of freedom:
 	// t = (y − ȳ) / (s·√(1+1/k)); Hahn & Meeker, "Statistical Intervals",
-	// 1991, §4), on the log of the medians so changes are ratios. When the
-	// baseline is a history (HistoryMinRuns or more), the runs are those
-	// since the last change point E-Divisive finds in it.
+	// 1991, §4), on the log of the medians so changes are ratios. The
+	// run-to-run variance is moderated (Smyth 2004, below): with five runs a
+	// metric's own variance has 4 degrees of freedom, so it borrows the
+	// others' of its kind. When the baseline is a history (HistoryMinRuns
+	// or more), the runs are those since the last change point E-Divisive
+	// finds in it.
 	RuleRuns = "runs"
 	// RuleOneRun: a single baseline run, whose run-to-run spread is
 	// unknown. The spread of one run's samples stands in for it (a busier
 	// machine for one run shifts every sample of that run): the noise
 	// floor of a metric is the larger of its own CV (sd / mean, n ≥ 3) and
-	// the median CV of the baseline run's metrics of the same unit, or,
-	// with fewer than 3 samples of its own, the unit's largest CV; a change
-	// is flagged beyond z(1−α)·√2·floor (the difference of two runs, each
-	// off by the floor), and never inside the tolerance. Without any spread
-	// measured for the unit: ±2× tolerance.
+	// the median CV of the baseline run's metrics of the same unit; a change
+	// is flagged beyond z(1−α/m)·√2·floor (the difference of two runs, each
+	// off by the floor; m the metrics this rule gates, a Bonferroni family
+	// so the run's false-alarm rate is at most α), and never inside the
+	// tolerance. A metric with fewer than OneRunMinSamples samples in the
+	// baseline run is not gated: one sample cannot tell a change from a
+	// hiccup of the box (a single 18 ms level-2 sleep drifted 47 % between
+	// two runs of the same code).
 	RuleOneRun = "one run"
 )
+
+// OneRunMinSamples is the fewest samples of a metric in a single baseline
+// run that RuleOneRun gates on.
+const OneRunMinSamples = 3
 
 // HistoryMinRuns is the fewest baseline runs in which change points are
 // looked for (E-Divisive needs EDivisiveMinSize runs on each side).
@@ -90,28 +102,13 @@ func Judge(base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) 
 	if len(cur.Bench.Values) == 0 {
 		return nil, fmt.Errorf("this run: no benchmark results")
 	}
-	floors := map[int]map[string]unitFloor{}
 	keys := slices.SortedFunc(maps.Keys(cur.Bench.Values), func(a, b BenchKey) int {
 		return strings.Compare(a.Name+"\x00"+a.Unit, b.Name+"\x00"+b.Unit)
 	})
-	// The run fails if any metric regresses: the runs rule's tests are one
-	// family, held to alpha together (Benjamini-Hochberg, familyWise); the
-	// power each states is at alpha/m, the threshold one changed metric
-	// among unchanged ones must meet.
-	family := 0
-	for _, k := range keys {
-		n := 0
-		for _, r := range base {
-			if _, ok := r.Median(k); ok {
-				n++
-			}
-		}
-		if n >= 2 && cur.Bench.Meta.GetBetter(k.Unit) != 0 {
-			family++
-		}
-	}
-	famAlpha := alpha / float64(max(family, 1))
 	var out []Verdict
+	var cases []runsCase // the runs rule's metrics, indexes into out
+	var single []int     // the one-run rule's metrics, indexes into out
+	floors := map[int]map[string]unitFloor{}
 	for _, k := range keys {
 		var runs []Run
 		var meds []float64
@@ -126,29 +123,64 @@ func Judge(base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) 
 		y, _ := cur.Median(k)
 		v := Verdict{Name: k.Name, Unit: k.Unit, Cur: y, Better: cur.Bench.Meta.GetBetter(k.Unit), P: math.NaN()}
 		if len(runs) >= 2 {
-			v.judgeRuns(runs, meds, y, tolerancePct, famAlpha)
-			if v.Better != 0 && family > 1 {
-				v.How += fmt.Sprintf("; Benjamini-Hochberg over the %d metrics the runs rule judges (α %.3g in all)", family, alpha)
-			}
+			cases = append(cases, newRunsCase(len(out), &v, runs, meds, cur, k, alpha))
 		} else {
 			i := slices.IndexFunc(base, func(r Run) bool { return r.Path == runs[0].Path })
 			if floors[i] == nil {
 				floors[i] = noiseFloors(runs[0].Bench)
 			}
-			v.judgeOneRun(runs[0], k, floors[i], y, tolerancePct, alpha)
+			v.oneRunFloor(runs[0], k, floors[i])
+			single = append(single, len(out))
 		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the baseline and this run share no benchmark: are they from the same protocol?")
+	}
+	// The run fails if any metric regresses: each rule's gated metrics are
+	// one family, held to alpha together. The runs rule's with Benjamini-
+	// Hochberg (familyWise); the power each states is at alpha/m, the
+	// threshold one changed metric among unchanged ones must meet. The one
+	// run rule's with Bonferroni's alpha/m, its floors being rough.
+	family := 0
+	for _, c := range cases {
+		if out[c.i].Better != 0 && c.k >= 2 {
+			family++
+		}
+	}
+	priors := moderate(cases, out)
+	for _, c := range cases {
+		v := &out[c.i]
+		v.judgeRuns(c, priors[priorKey(v.Name, v.Unit)], tolerancePct, alpha/float64(max(family, 1)))
+		if v.Better != 0 && family > 1 {
+			v.How += fmt.Sprintf("; Benjamini-Hochberg over the %d metrics the runs rule judges (α %.3g in all)", family, alpha)
+		}
+	}
+	gated := 0
+	for _, i := range single {
+		if out[i].Better != 0 && !math.IsInf(out[i].MinPct, 1) {
+			gated++
+		}
+	}
+	for _, i := range single {
+		v := &out[i]
+		k := BenchKey{Name: v.Name, Unit: v.Unit}
+		n0 := 0
+		for _, r := range base {
+			n0 = max(n0, len(r.Bench.Values[k]))
+		}
+		v.judgeOneRun(tolerancePct, alpha, gated, n0, len(cur.Bench.Values[k]))
+	}
+	for i := range out {
+		v := &out[i]
 		if v.Base != 0 {
 			v.ChangePct = (v.Cur/v.Base - 1) * 100
 		}
 		worse := v.ChangePct * float64(-v.Better)
 		if v.Better == 0 {
-			v.Why = "unit has no better= direction: not gated"
+			v.Why = "its unit has no better= direction"
 		}
 		v.Regression = v.Better != 0 && worse > tolerancePct && worse >= v.MinPct-1e-9
-		out = append(out, v)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("the baseline and this run share no benchmark: are they from the same protocol?")
 	}
 	familyWise(out, alpha)
 	return out, nil
@@ -211,13 +243,35 @@ func (s scale) from(x float64) float64 {
 	return x
 }
 
-func (v *Verdict) judgeRuns(runs []Run, meds []float64, y, tolPct, alpha float64) {
-	seg, segFrom := meds, 0
+// runsCase is one metric the runs rule judges: the baseline's medians on
+// the rule's scale, from the last change point on.
+type runsCase struct {
+	i       int       // its verdict in Judge's output
+	few     bool      // some run has fewer than OneRunMinSamples samples of it
+	ys      []float64 // the segment's medians on lg's scale
+	y       float64   // this run's median on lg's scale
+	lg      scale
+	k       int     // runs in the segment
+	mean    float64 // of ys
+	s2      float64 // sample variance of ys (k ≥ 2)
+	where   string  // the runs, in words
+	segFrom int
+}
+
+// newRunsCase finds the metric's segment of the baseline (the runs since
+// the last change point, for a history) and records the change points on v.
+func newRunsCase(i int, v *Verdict, runs []Run, meds []float64, cur Run, k BenchKey, alpha float64) runsCase {
+	y, _ := cur.Median(k)
+	few := len(cur.Bench.Values[k]) < OneRunMinSamples
+	for _, r := range runs {
+		few = few || len(r.Bench.Values[k]) < OneRunMinSamples
+	}
 	lg := scale(!slices.ContainsFunc(append(slices.Clone(meds), y), func(x float64) bool { return !(x > 0) }))
 	ys := make([]float64, len(meds))
-	for i, m := range meds {
-		ys[i] = lg.to(m)
+	for j, m := range meds {
+		ys[j] = lg.to(m)
 	}
+	segFrom := 0
 	if len(meds) >= HistoryMinRuns {
 		for _, s := range EDivisive(ys, alpha, 1) {
 			before, _ := stats.Summarize(meds[:s.From])
@@ -229,53 +283,162 @@ func (v *Verdict) judgeRuns(runs []Run, meds []float64, y, tolPct, alpha float64
 			v.ChangePoints = append(v.ChangePoints, cp)
 			segFrom = s.From
 		}
-		seg, ys = meds[segFrom:], ys[segFrom:]
 	}
-	k := float64(len(seg))
-	mean, sd := stat.MeanStdDev(ys, nil)
-	v.Rule, v.Runs, v.Base = RuleRuns, len(seg), lg.from(mean)
-	if len(seg) < 2 { // a change point left one run after it
-		sd = 0
+	c := runsCase{i: i, few: few, ys: ys[segFrom:], y: lg.to(y), lg: lg, k: len(meds) - segFrom, segFrom: segFrom}
+	c.mean = stat.Mean(c.ys, nil)
+	if c.k >= 2 {
+		c.s2 = stat.Variance(c.ys, nil)
 	}
-	se := sd * math.Sqrt(1+1/k)
+	c.where = fmt.Sprintf("%d baseline runs", c.k)
+	if segFrom > 0 {
+		c.where = fmt.Sprintf("the %d baseline runs since the change point at %s", c.k, filepath.Base(filepath.Dir(runs[segFrom].Path))+"/"+filepath.Base(runs[segFrom].Path))
+	}
+	return c
+}
+
+// prior is a group's prior on its metrics' run-to-run variance (Smyth
+// 2004): variance s02 worth d0 degrees of freedom (0: none learnt).
+type prior struct {
+	s02, d0 float64
+	n       int // metrics it was learnt from
+}
+
+// priorKey groups metrics whose relative run-to-run spread is alike: the
+// same phase (the benchmark's first name element) and quantity (the
+// unit's part before its "/"), e.g. every Sleep sec/sleep, sec/wake and
+// sec/first-token: a busier box stretches them alike.
+func priorKey(name, unit string) string {
+	phase, _, _ := strings.Cut(name, "/")
+	q, _, _ := strings.Cut(unit, "/")
+	return phase + " " + q + "/*"
+}
+
+// PriorMinMetrics is the fewest metrics of a group a variance prior is
+// learnt from.
+const PriorMinMetrics = 3
+
+// moderate learns each group's variance prior from its runs-rule metrics
+// with a positive variance and OneRunMinSamples or more samples in every
+// run. A metric of fewer samples a run neither lends nor borrows: its run
+// median is one or two events, which a hiccup of the box moves whole (a
+// single 18 ms level-2 sleep drifted 46 % between runs of the same code),
+// so it keeps its own k−1 degrees of freedom, and their heavy tails.
+func moderate(cases []runsCase, vs []Verdict) map[string]prior {
+	s2s, ds := map[string][]float64{}, map[string][]float64{}
+	for _, c := range cases {
+		if c.k >= 2 && c.s2 > 0 && !c.few {
+			g := priorKey(vs[c.i].Name, vs[c.i].Unit)
+			s2s[g], ds[g] = append(s2s[g], c.s2), append(ds[g], float64(c.k-1))
+		}
+	}
+	out := map[string]prior{}
+	for g, s2 := range s2s {
+		if len(s2) >= PriorMinMetrics {
+			s02, d0 := fitPrior(s2, ds[g])
+			out[g] = prior{s02, d0, len(s2)}
+		}
+	}
+	return out
+}
+
+// fitPrior estimates the prior of the empirical Bayes moderated t-test
+// (Smyth, "Linear models and empirical Bayes methods for assessing
+// differential expression in microarray experiments", Stat. Appl. Genet.
+// Mol. Biol. 3(1), 2004, §6; limma's fitFDist) by moments of the log
+// variances: each s² of d degrees of freedom is s0²·χ²_d/d·(d0/χ²_d0)
+// scaled, so log s² − ψ(d/2) + log(d/2) has mean log s0² − ψ(d0/2) +
+// log(d0/2) and variance ψ'(d/2) + ψ'(d0/2). Where the spreads agree
+// beyond what their sampling explains (Smyth's d0 = ∞), d0 is capped at
+// the degrees of freedom the prior was learnt from, Σd: a pooled variance
+// is worth no more than its data (a handful of metrics cannot make the
+// test a normal one).
+func fitPrior(s2, d []float64) (s02, d0 float64) {
+	n := float64(len(s2))
+	e := make([]float64, len(s2))
+	extra := 0.0
+	for i := range s2 {
+		e[i] = math.Log(s2[i]) - mathext.Digamma(d[i]/2) + math.Log(d[i]/2)
+		extra += trigamma(d[i] / 2)
+	}
+	eMean := stat.Mean(e, nil)
+	ss := 0.0
+	for _, x := range e {
+		ss += (x - eMean) * (x - eMean)
+	}
+	rhs := ss/(n-1) - extra/n
+	d0 = floats.Sum(d)
+	if rhs > 0 {
+		d0 = math.Min(2*trigammaInverse(rhs), d0)
+	}
+	return math.Exp(eMean + mathext.Digamma(d0/2) - math.Log(d0/2)), d0
+}
+
+// trigamma is ψ'(x), the Hurwitz zeta ζ(2, x), for x > 0.
+func trigamma(x float64) float64 { return mathext.Zeta(2, x) }
+
+// trigammaInverse is the x > 0 with ψ'(x) = y > 0, by bisection on the
+// log scale (ψ' falls monotonically from +∞ to 0).
+func trigammaInverse(y float64) float64 {
+	lo, hi := -20.0, 20.0 // log x
+	for range 200 {
+		mid := (lo + hi) / 2
+		if trigamma(math.Exp(mid)) > y {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return math.Exp((lo + hi) / 2)
+}
+
+func (v *Verdict) judgeRuns(c runsCase, pr prior, tolPct, alpha float64) {
+	v.Rule, v.Runs, v.Base = RuleRuns, c.k, c.lg.from(c.mean)
+	d := float64(c.k - 1)
+	s2, df := c.s2, d
+	moderated := pr.d0 > 0 && c.k >= 2 && !c.few
+	if moderated {
+		s2, df = (pr.d0*pr.s02+d*c.s2)/(pr.d0+d), pr.d0+d
+	}
+	se := math.Sqrt(s2 * (1 + 1/float64(c.k)))
 	// The worse direction: up for lower-is-better units, down otherwise.
 	dir := -float64(v.Better)
 	if dir == 0 {
 		dir = 1
 	}
-	d := dir * (lg.to(y) - mean)
+	dy := dir * (c.y - c.mean)
 	var tc float64
 	switch {
-	case len(seg) < 2:
+	case c.k < 2:
 		v.P, tc = math.NaN(), math.Inf(1)
 	case se == 0:
 		v.P, tc = 1, 0
-		if d > 0 {
+		if dy > 0 {
 			v.P = 0
 		}
 	default:
-		t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: k - 1}
-		v.P, tc = 1-t.CDF(d/se), t.Quantile(1-alpha)
+		t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}
+		v.P, tc = 1-t.CDF(dy/se), t.Quantile(1-alpha)
 	}
 	// The smallest worse change the test finds significant, then the tolerance.
-	edge := lg.from(mean + dir*tc*se)
+	edge := c.lg.from(c.mean + dir*tc*se)
 	statPct := math.Abs(edge/v.Base-1) * 100
 	if math.IsInf(tc, 1) || math.IsNaN(statPct) {
 		statPct = math.Inf(1)
 	}
 	v.MinPct = math.Max(tolPct, statPct)
 	v.Min = v.MinPct / 100 * math.Abs(v.Base)
-	where := fmt.Sprintf("%d baseline runs", len(seg))
-	if segFrom > 0 {
-		where = fmt.Sprintf("the %d baseline runs since the change point at %s", len(seg), filepath.Base(filepath.Dir(runs[segFrom].Path))+"/"+filepath.Base(runs[segFrom].Path))
-	}
 	space := "log medians"
-	if !lg {
+	if !c.lg {
 		space = "medians"
 	}
-	v.How = fmt.Sprintf("t-test of this run's median against the %s (prediction interval, %s, run-to-run sd %.3g %%)", where, space, 100*sd)
+	v.How = fmt.Sprintf("t-test of this run's median against the %s (prediction interval, %s, run-to-run sd %.3g %%", c.where, space, 100*math.Sqrt(c.s2))
+	if moderated {
+		v.How += fmt.Sprintf(", moderated to %.3g %% with %.3g degrees of freedom by the prior of %d %s metrics: sd %.3g %%, worth %.3g runs",
+			100*math.Sqrt(s2), df, pr.n, priorKey(v.Name, v.Unit), 100*math.Sqrt(pr.s02), pr.d0)
+	}
+	v.How += ")"
 	switch {
-	case len(seg) < 2:
+	case c.k < 2:
 		v.Why = "one run since the last change point: its run-to-run spread is unknown, nothing is flagged"
 	case se == 0:
 		v.Why = "the baseline runs agree exactly: any change beyond the tolerance is flagged"
@@ -284,8 +447,8 @@ func (v *Verdict) judgeRuns(runs []Run, meds []float64, y, tolPct, alpha float64
 
 // unitFloor is the within-run noise floor of one unit in one run.
 type unitFloor struct {
-	median, max float64 // CV over the unit's metrics, fractions
-	n           int     // metrics they are taken over
+	median float64 // CV over the unit's metrics, a fraction
+	n      int     // metrics it is taken over
 }
 
 // cv is sd / mean for n ≥ 3 positive-mean samples; ok is false otherwise.
@@ -293,7 +456,7 @@ type unitFloor struct {
 // request that waited for a wake, four that did not), and a MAD would call
 // that tight while the run's median moves with how many waited.
 func cv(xs []float64) (float64, bool) {
-	if len(xs) < 3 {
+	if len(xs) < OneRunMinSamples {
 		return 0, false
 	}
 	m, sd := stat.MeanStdDev(xs, nil)
@@ -303,8 +466,8 @@ func cv(xs []float64) (float64, bool) {
 	return sd / m, true
 }
 
-// noiseFloors is each unit's median and largest CV over the run's metrics
-// of that unit that have three or more samples.
+// noiseFloors is each unit's median CV over the run's metrics of that unit
+// that have OneRunMinSamples or more samples.
 func noiseFloors(b Bench) map[string]unitFloor {
 	cvs := map[string][]float64{}
 	for k, xs := range b.Values {
@@ -315,35 +478,50 @@ func noiseFloors(b Bench) map[string]unitFloor {
 	out := map[string]unitFloor{}
 	for u, c := range cvs {
 		s, _ := stats.Summarize(c)
-		out[u] = unitFloor{s.Median, s.Max, len(c)}
+		out[u] = unitFloor{s.Median, len(c)}
 	}
 	return out
 }
 
-func (v *Verdict) judgeOneRun(r Run, k BenchKey, floors map[string]unitFloor, y, tolPct, alpha float64) {
+// oneRunFloor sets v's baseline from the single run r and, in
+// v.MinPct, the metric's noise floor as a fraction (judgeOneRun turns it
+// into the power); +Inf where the run has too few samples to gate on.
+func (v *Verdict) oneRunFloor(r Run, k BenchKey, floors map[string]unitFloor) {
 	v.Rule, v.Runs = RuleOneRun, 1
 	v.Base, _ = r.Median(k)
+	n := len(r.Bench.Values[k])
 	own, hasOwn := cv(r.Bench.Values[k])
-	f, hasUnit := floors[k.Unit]
-	if !hasOwn && !hasUnit {
-		v.MinPct = 2 * tolPct
-		v.How = fmt.Sprintf("no within-run spread measurable for %s in the baseline run (no metric of the unit has 3 samples): medians judged on ±2× tolerance", k.Unit)
-	} else {
-		var floor float64
-		var src string
-		switch {
-		case hasOwn && own >= f.median:
-			floor, src = own, fmt.Sprintf("this metric's CV over its %d samples", len(r.Bench.Values[k]))
-		case hasOwn:
-			floor, src = f.median, fmt.Sprintf("%s's median CV over %d metrics of the baseline run", k.Unit, f.n)
-		default: // too few samples of its own: the unit's noisiest metric
-			floor, src = f.max, fmt.Sprintf("%s's largest CV over %d metrics of the baseline run: this metric has %d sample(s)", k.Unit, f.n, len(r.Bench.Values[k]))
-		}
-		z := distuv.UnitNormal.Quantile(1 - alpha)
-		v.MinPct = math.Max(tolPct, 100*z*math.Sqrt2*floor)
-		v.How = fmt.Sprintf("noise floor %.3g %% (%s; labelled: within-run spread standing in for run-to-run) × z(%.3g) = %.3g × √2", 100*floor, src, 1-alpha, z)
+	if !hasOwn {
+		v.MinPct = math.Inf(1)
+		v.How = fmt.Sprintf("%d sample(s) in the baseline run: its spread is unknown", n)
+		return
 	}
+	floor, src := own, fmt.Sprintf("this metric's CV over its %d samples", n)
+	if f, ok := floors[k.Unit]; ok && f.median > own {
+		floor, src = f.median, fmt.Sprintf("%s's median CV over %d metrics of the baseline run", k.Unit, f.n)
+	}
+	v.MinPct = floor
+	v.How = fmt.Sprintf("noise floor %.3g %% (%s; labelled: within-run spread standing in for run-to-run)", 100*floor, src)
+}
+
+// judgeOneRun turns the floor oneRunFloor left into the smallest change
+// flagged: z(1−alpha/m)·floor·√(2 + π/2·(1/n₀ + 1/n₁)), m the metrics the
+// rule gates: each run off by a drift of the floor, and each median off
+// by its own sampling (a median's variance is π/2·σ²/n for normal
+// samples), n₀ and n₁ the baseline's and this run's samples.
+func (v *Verdict) judgeOneRun(tolPct, alpha float64, m, n0, n1 int) {
+	if math.IsInf(v.MinPct, 1) {
+		v.Why = fmt.Sprintf("one baseline run with fewer than %d samples of this metric: nothing is flagged (more cycles, or a baseline of several runs, gate it)", OneRunMinSamples)
+		v.Min = math.Inf(1)
+		return
+	}
+	floor := v.MinPct
+	z := distuv.UnitNormal.Quantile(1 - alpha/float64(max(m, 1)))
+	spread := math.Sqrt(2 + math.Pi/2*(1/float64(n0)+1/float64(max(n1, 1))))
+	v.MinPct = math.Max(tolPct, 100*z*spread*floor)
 	v.Min = v.MinPct / 100 * math.Abs(v.Base)
+	v.How += fmt.Sprintf(" × z(1 − %.3g/%d) = %.3g × %.3g (two runs' drift and their medians' sampling, √(2 + π/2·(1/%d + 1/%d)); Bonferroni over the %d metrics this rule gates)",
+		alpha, max(m, 1), z, spread, n0, n1, max(m, 1))
 	v.Why = fmt.Sprintf("one baseline run: cannot see a change under %.3g %%, nor tell a change from this box's run-to-run drift beyond the within-run spread", v.MinPct)
 }
 
@@ -366,13 +544,19 @@ func WriteVerdicts(w io.Writer, vs []Verdict) error {
 			verdict = "REGRESSION"
 		case v.Better == 0:
 			verdict = "(not gated: no better= direction)"
+		case math.IsInf(v.MinPct, 1):
+			verdict = "(not gated: see below)"
 		}
 		sign := "+"
 		if v.Better > 0 {
 			sign = "−"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.4g\t%.4g\t%+.2f%%\t%s (%d)\t%s\t%s%.3g (%s%.3g %%)\t%s\n", v.Name, v.Unit, v.Base, v.Cur, v.ChangePct,
-			v.Rule, v.Runs, p, sign, v.Min, sign, v.MinPct, verdict)
+		power := fmt.Sprintf("%s%.3g (%s%.3g %%)", sign, v.Min, sign, v.MinPct)
+		if math.IsInf(v.MinPct, 1) {
+			power = "none"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.4g\t%.4g\t%+.2f%%\t%s (%d)\t%s\t%s\t%s\n", v.Name, v.Unit, v.Base, v.Cur, v.ChangePct,
+			v.Rule, v.Runs, p, power, verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"strings"
 
@@ -62,7 +63,10 @@ func (r *Run) Gate(baseline string) ([]gate.Verdict, string, error) {
 	n := 0
 	for _, v := range vs {
 		row := record.GateRow{Metric: v.Name, Unit: v.Unit, Rule: v.Rule, Runs: v.Runs, Baseline: v.Base, ThisRun: v.Cur,
-			ChangePct: v.ChangePct, MinChange: v.Min, MinChangePct: v.MinPct, Regression: v.Regression, Gated: v.Better != 0}
+			ChangePct: v.ChangePct, MinChange: v.Min, MinChangePct: v.MinPct, Regression: v.Regression, Gated: v.Better != 0, Why: v.Why}
+		if math.IsInf(v.MinPct, 1) { // nothing flagged: no power to state (and JSON has no +Inf)
+			row.MinChange, row.MinChangePct, row.Gated = 0, 0, false
+		}
 		for _, c := range v.ChangePoints {
 			row.ChangePoints = append(row.ChangePoints, fmt.Sprintf("%+.1f %% at %s", c.ChangePct, c.Run))
 		}

@@ -326,17 +326,20 @@ func writeGate(b *strings.Builder, g *record.Gate) {
 		n, g.TolerancePct, g.Alpha, len(g.Runs), strings.Join(g.Runs, ", "))
 	b.WriteString("| metric | unit | rule (runs) | baseline | this run | change | smallest flagged | verdict |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range g.Rows {
-		verdict := "pass"
+		verdict, power := "pass", fmt.Sprintf("%.3g (%.3g %%)", r.MinChange, r.MinChangePct)
 		switch {
 		case r.Regression:
 			verdict = "**REGRESSION**"
 		case !r.Gated:
-			verdict = "not gated"
+			verdict, power = "not gated", "none"
+			if r.Why != "" {
+				verdict += ": " + r.Why
+			}
 		}
 		if len(r.ChangePoints) > 0 {
 			verdict += "; history changed " + strings.Join(r.ChangePoints, ", ")
 		}
-		fmt.Fprintf(b, "| %s | %s | %s (%d) | %.4g | %.4g | %+.1f %% | %.3g (%.3g %%) | %s |\n",
-			r.Metric, r.Unit, r.Rule, r.Runs, r.Baseline, r.ThisRun, r.ChangePct, r.MinChange, r.MinChangePct, verdict)
+		fmt.Fprintf(b, "| %s | %s | %s (%d) | %.4g | %.4g | %+.1f %% | %s | %s |\n",
+			r.Metric, r.Unit, r.Rule, r.Runs, r.Baseline, r.ThisRun, r.ChangePct, power, verdict)
 	}
 }
