@@ -422,7 +422,7 @@ type GateRow struct {
 	MinChange          float64 // in the metric's unit; 0 with Gated false where the rule can flag no change (Why says so)
 	MinChangePct       float64
 	Regression, Gated  bool
-	Why                string // why not gated, or what the rule cannot see
+	Why                string   // why not gated, or what the rule cannot see
 	ChangePoints       []string // in the baseline's history, e.g. "+12.0 % at runs/7/bench.txt"
 }
 
