@@ -308,6 +308,36 @@ func TestRunsRuleBorrowsSpreadFromItsPhase(t *testing.T) {
 	assert.Contains(t, verdict(t, vs, keys[1]).How, "by the prior of 6 Sleep sec/* metrics")
 }
 
+// TestRunsRuleAsksTheBestSampleToo: five runs whose wakes agree to 1 %.
+// A run where the box hiccupped during three of its five wakes (+30 %
+// each) moves its median by 30 % but not its fastest wake: not a
+// regression. A wake 30 % slower every time moves both: flagged. A
+// throughput (higher is better) is confirmed on the run's largest round.
+func TestRunsRuleAsksTheBestSampleToo(t *testing.T) {
+	var base []Run
+	for i, m := range []float64{1.0, 1.01, 0.99, 1.005, 0.995} {
+		base = append(base, mkRun(t, i, map[string][]float64{wake: around(m, 0.01, 5), tps: around(100*m, 0.01, 5)}))
+	}
+	hiccup := mkRun(t, 9, map[string][]float64{wake: {0.99, 1.0, 1.3, 1.31, 1.32}, tps: {101, 100, 70, 71, 69}})
+	vs, err := Judge(base, hiccup, 10, 0.05)
+	require.NoError(t, err)
+	for _, key := range []string{wake, tps} {
+		v := verdict(t, vs, key)
+		assert.Greater(t, math.Abs(v.ChangePct), 25.0, "%s: the median moved", key)
+		assert.Less(t, math.Abs(v.BestChangePct), 2.0, "%s: the best sample did not", key)
+		assert.False(t, v.Regression, "%s: a hiccup, not a slower code: %s", key, v.How)
+		assert.Contains(t, v.How, "intersection-union")
+	}
+	slower := mkRun(t, 9, map[string][]float64{wake: around(1.3, 0.01, 5), tps: around(70, 0.01, 5)})
+	vs, err = Judge(base, slower, 10, 0.05)
+	require.NoError(t, err)
+	for _, key := range []string{wake, tps} {
+		v := verdict(t, vs, key)
+		assert.True(t, v.Regression, "%s: median %+.1f %%, best %+.1f %%", key, v.ChangePct, v.BestChangePct)
+	}
+	assert.Contains(t, verdict(t, vs, tps).How, "best sample (max)")
+}
+
 // TestFitPrior: variances drawn as Smyth's model has them (s0² = 0.01,
 // d0 = 8, each metric's own 4 degrees of freedom) give back about that
 // prior; variances that agree beyond sampling give d0 at its cap.

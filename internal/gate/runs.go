@@ -39,6 +39,19 @@ func (r Run) Median(k BenchKey) (float64, bool) {
 	return s.Median, err == nil
 }
 
+// Best is the run's best sample of one benchmark × unit: its largest
+// where better is +1 (higher is better), else its smallest.
+func (r Run) Best(k BenchKey, better int) (float64, bool) {
+	xs := r.Bench.Values[k]
+	if len(xs) == 0 {
+		return 0, false
+	}
+	if better > 0 {
+		return slices.Max(xs), true
+	}
+	return slices.Min(xs), true
+}
+
 // ParseRun reads one run's bench.txt. Its time is the StartedPrefix line
 // when there is one, else mtime (bench.txt files written before the line
 // existed).
