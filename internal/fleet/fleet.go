@@ -49,13 +49,17 @@ type Options struct {
 // model is the fleet's view of one model's server. cfg is fixed; every
 // other field is guarded by servers.mu.
 type model struct {
-	cfg     config.Model
-	port    int
-	srv     *server.Server
-	client  *vllm.Client
-	pids    []int
-	asleep  bool
-	level   int // level of the current sleep
+	cfg    config.Model
+	port   int
+	srv    *server.Server
+	client *vllm.Client
+	pids   []int
+	asleep bool
+	level  int // level of the current sleep
+	// slept is what the current sleep, pause or release put to sleep
+	// (vLLM's tags): a wake that answers "sleeping" names it where the
+	// server exports no resource state.
+	slept   []string
 	rssPeak uint64
 	// exitReported: an error naming this server's exit was returned, so
 	// the phase that met the crash has reported it.
@@ -89,7 +93,7 @@ type servers struct {
 	mem    *memories         // the models' GPU memory state, under its own lock
 
 	// mu guards every model's fields but cfg (port, srv, client, pids,
-	// asleep, level, rssPeak, exitReported, compile, logFrom, reference,
+	// asleep, level, slept, rssPeak, exitReported, compile, logFrom, reference,
 	// sleeps), pidOf, exits, stopping and changes. Never held with memories.mu.
 	mu    sync.Mutex
 	pidOf map[int]string

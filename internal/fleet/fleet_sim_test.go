@@ -15,6 +15,7 @@ import (
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
+	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // TestLifecycle: a start, Activate handing the GPU over (MakeRoom), a
@@ -255,4 +256,48 @@ func TestStopAllBesideAPhase(t *testing.T) {
 			<-sampled
 		})
 	}
+}
+
+// TestWakeVerifiedOutsideItsInterval: WakeAt reads /metrics after the wake
+// answered (checkEngine): a /metrics read 300 ms slower (vllmsim's delay
+// fault) leaves the measured wake as it is, while a /wake_up 300 ms slower
+// moves it.
+func TestWakeVerifiedOutsideItsInterval(t *testing.T) {
+	wake := func(faults string) (d, all time.Duration) {
+		f, _, _ := simtest.Fleet(t, nil, func(c *config.Config) { c.Models[0].SimFaults = faults })
+		ctx := t.Context()
+		require.NoError(t, f.Activate(ctx, "A"))
+		_, err := f.Sleep(ctx, "A", 1)
+		require.NoError(t, err)
+		t0 := time.Now()
+		_, d, err = f.WakeAt(ctx, "A")
+		require.NoError(t, err)
+		return d, time.Since(t0)
+	}
+	fast, _ := wake("")
+	slowMetrics, all := wake("delay=/metrics:0.3")
+	slowWake, _ := wake("delay=/wake_up:0.3")
+	t.Logf("wake %v; with /metrics 300 ms slower %v (WakeAt took %v); with /wake_up 300 ms slower %v", fast, slowMetrics, all, slowWake)
+	assert.GreaterOrEqual(t, all, 300*time.Millisecond, "the metrics were read")
+	assert.Less(t, slowMetrics, fast+200*time.Millisecond, "the read is not in the interval")
+	assert.GreaterOrEqual(t, slowWake-fast, 250*time.Millisecond, "a slower wake shows")
+}
+
+// TestPauseUnsupported: vllmsim as it is today has no /pause,
+// /is_paused or /release_kv_cache_memory (an era-A/B server): the fleet
+// says so with vllm.ErrUnsupported and leaves the model awake.
+func TestPauseUnsupported(t *testing.T) {
+	f, _, _ := simtest.Fleet(t, nil, nil)
+	ctx := t.Context()
+	require.NoError(t, f.Activate(ctx, "A"))
+	ok, err := f.SupportsPause(ctx, "A")
+	require.NoError(t, err)
+	assert.False(t, ok)
+	_, _, err = f.PauseAt(ctx, "A", vllm.SleepAbort, true)
+	assert.ErrorIs(t, err, vllm.ErrUnsupported)
+	_, _, err = f.ReleaseKVCacheAt(ctx, "A")
+	assert.ErrorIs(t, err, vllm.ErrUnsupported)
+	assert.False(t, f.Asleep("A"), "nothing was paused")
+	_, err = f.Probe(ctx, "A")
+	assert.NoError(t, err)
 }

@@ -19,8 +19,12 @@ func (f *Fleet) Sleep(ctx context.Context, label string, level int) (time.Durati
 
 // SleepMode puts label to sleep at level in a pause mode (vllm.SleepAbort,
 // SleepWait, SleepKeep; "": the server's default) while requests may be in
-// flight, and confirms it. It returns when /sleep was sent and its
-// duration. The model's correctness reference is taken first (Oracle).
+// flight, and confirms it: the answer (era C: {"status":"sleeping",
+// "level":N}), /is_sleeping, and, after the interval, the sleep metrics
+// where exported (checkEngine: an unknown resource or a hung operation
+// fails it). It returns when /sleep was sent and its duration. Level 0
+// pauses the scheduler only (vLLM ≥ #34528). The model's correctness
+// reference is taken first (Oracle).
 func (f *Fleet) SleepMode(ctx context.Context, label string, level int, mode string) (sent time.Time, d time.Duration, err error) {
 	m, err := f.s.model(label)
 	if err != nil {
@@ -53,7 +57,7 @@ func (f *Fleet) SleepMode(ctx context.Context, label string, level int, mode str
 		f.s.mu.Unlock()
 		return sent, d, fmt.Errorf("sleep %s level %d: the server was stopped meanwhile", label, level)
 	}
-	m.asleep, m.level = true, level
+	m.asleep, m.level, m.slept = true, level, sleptBy(level)
 	m.sleeps++
 	f.s.changes++
 	first := m.sleeps == 1
@@ -62,6 +66,9 @@ func (f *Fleet) SleepMode(ctx context.Context, label string, level int, mode str
 		f.rec.AddFirstSleep(label, record.FirstSleep{Level: level, SleepS: d.Seconds()})
 	}
 	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: fmt.Sprintf("sleep L%d", level)})
+	if err := checkEngine(ctx, label, "sleep", f.metricsOf(label), f.s.poll()); err != nil {
+		return sent, d, fmt.Errorf("sleep %s level %d: %w", label, level, err)
+	}
 	return sent, d, nil
 }
 
@@ -74,24 +81,34 @@ func (f *Fleet) Wake(ctx context.Context, label string) (time.Duration, error) {
 }
 
 // WakeAt is Wake, also returning when the first wake request was sent: the
-// wake's answer is sent + d, before the /is_sleeping confirmation.
+// wake's answer is sent + d. Then, outside the interval, it verifies: the
+// last /wake_up step must not answer "sleeping" (a failed wake naming
+// what is still asleep), /is_sleeping must be false, and the sleep
+// metrics must show no unknown resource and no hung operation
+// (checkEngine).
 func (f *Fleet) WakeAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return sent, 0, err
 	}
 	f.s.mu.Lock()
-	level, srv := m.level, m.srv // the server this wake is for
+	level, srv, slept := m.level, m.srv, m.slept // the server this wake is for
 	f.s.mu.Unlock()
 	step := "wake_up"
 	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.WakeS), func(ctx context.Context, c *vllm.Client) error {
 		sent = time.Now()
-		failed, err := c.Wake(ctx, level)
+		last, failed, err := c.WakeSequence(ctx, level)
 		if err != nil {
 			step = failed
 			return err
 		}
 		d = time.Since(sent)
+		if level == 2 {
+			step = "wake_up?tags=kv_cache"
+		}
+		if err := wakeVerdict(ctx, last, f.metricsOf(label), slept); err != nil {
+			return err
+		}
 		step = "is_sleeping"
 		asleep, err := c.IsSleeping(ctx)
 		if err != nil {
@@ -110,11 +127,14 @@ func (f *Fleet) WakeAt(ctx context.Context, label string) (sent time.Time, d tim
 		f.s.mu.Unlock()
 		return sent, d, fmt.Errorf("wake %s from level %d: the server was stopped meanwhile", label, level)
 	}
-	m.asleep, m.level = false, 0
+	m.asleep, m.level, m.slept = false, 0, nil
 	f.s.changes++
 	f.s.mu.Unlock()
 	// The timeline's △ is the wake request sent, as its ▲ is /sleep sent.
 	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: "wake"})
+	if err := checkEngine(ctx, label, "wake", f.metricsOf(label), f.s.poll()); err != nil {
+		return sent, d, fmt.Errorf("wake %s from level %d: %w", label, level, err)
+	}
 	return sent, d, nil
 }
 

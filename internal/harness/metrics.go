@@ -22,7 +22,12 @@ type scrape struct {
 	Simulated bool         `json:"simulated,omitempty"`
 	Error     string       `json:"error,omitempty"`
 	Metrics   vllm.Metrics `json:"metrics,omitempty"`
-	// Derived, with vLLM's renames handled.
+	// Derived, with vLLM's renames handled. SleepState is
+	// vllm.Metrics.SleepState: from vllm:engine_fully_awake and
+	// vllm:engine_sleep_resource_state where exported ("awake", "paused",
+	// "kv_released", "weights_offloaded", "discard_all", "partial",
+	// "unknown"), else the legacy vllm:engine_sleep_state's label, "not
+	// fully awake" when its three labels are all 0 (docs/vllm-api.md §7).
 	SleepState   string   `json:"sleep_state,omitempty"`
 	KVCacheUsage *float64 `json:"kv_cache_usage,omitempty"`
 }

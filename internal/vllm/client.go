@@ -1,8 +1,10 @@
 // Package vllm is the client for a vLLM OpenAI-compatible server and its
-// sleep-mode development endpoints (see docs/ and ../shared/vllm-api.md):
-// readiness, models, version, /sleep, /wake_up, /is_sleeping,
-// /collective_rpc, /reset_prefix_cache, /metrics, and streaming completions
-// that record the receive time of every chunk. Every call takes a context.
+// sleep-mode development endpoints (see docs/vllm-api.md): readiness,
+// models, version, /sleep, /wake_up (their answers in every era), /pause,
+// /resume, /is_paused, /release_kv_cache_memory, /is_sleeping,
+// /collective_rpc, /reset_prefix_cache, /metrics (with the sleep state read
+// from the new and the legacy families), and streaming completions that
+// record the receive time of every chunk. Every call takes a context.
 package vllm
 
 import (
@@ -15,7 +17,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"syscall"
 	"time"
 )
@@ -196,23 +197,18 @@ const (
 	SleepKeep  = "keep"  // freeze them; they go on after the wake
 )
 
-// SleepMode is POST /sleep?level=N&mode=M ("" sends no mode: the server's default).
+// SleepMode is POST /sleep?level=N&mode=M ("" sends no mode: the server's
+// default); SleepModeAnswer says what the server answered.
 func (c *Client) SleepMode(ctx context.Context, level int, mode string) error {
-	q := url.Values{"level": {strconv.Itoa(level)}}
-	if mode != "" {
-		q.Set("mode", mode)
-	}
-	_, err := c.call(ctx, http.MethodPost, "/sleep", q, nil)
+	_, err := c.SleepModeAnswer(ctx, level, mode)
 	return err
 }
 
-// WakeUp is POST /wake_up, with ?tags=… for each tag (none: wake everything).
+// WakeUp is POST /wake_up, with ?tags=… for each tag (none: wake
+// everything); WakeUpAnswer says what the server answered (era C may
+// answer "sleeping": not fully awake).
 func (c *Client) WakeUp(ctx context.Context, tags ...string) error {
-	var q url.Values
-	if len(tags) > 0 {
-		q = url.Values{"tags": tags}
-	}
-	_, err := c.call(ctx, http.MethodPost, "/wake_up", q, nil)
+	_, err := c.WakeUpAnswer(ctx, tags...)
 	return err
 }
 

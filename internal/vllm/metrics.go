@@ -78,14 +78,11 @@ func (m Metrics) KVCacheUsage() (float64, bool) {
 	return v, ok
 }
 
-// SleepState is the state vllm:engine_sleep_state marks 1: "awake",
-// "weights_offloaded" (level 1) or "discard_all" (level 2); "" when the
-// server does not export it (before vLLM 0.11).
-func (m Metrics) SleepState() string {
-	for _, s := range []string{"awake", "weights_offloaded", "discard_all"} {
-		if m[`vllm:engine_sleep_state{sleep_state="`+s+`"}`] == 1 {
-			return s
-		}
-	}
-	return ""
-}
+// SleepState is the scrape's sleep state (SleepView.State): from
+// vllm:engine_fully_awake and vllm:engine_sleep_resource_state where
+// exported ("awake", "paused", "kv_released", "weights_offloaded",
+// "discard_all", "partial", "unknown"), else the label the legacy
+// vllm:engine_sleep_state marks 1 ("awake", "weights_offloaded",
+// "discard_all") or "not fully awake" when all three are 0; "" when the
+// server exports neither (before vLLM 0.11).
+func (m Metrics) SleepState() string { return m.SleepView().State() }

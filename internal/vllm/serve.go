@@ -60,39 +60,61 @@ func ServerEnv(apiKey string) []string {
 	return env
 }
 
-// wakeStep is one call of a wake, named as errors name it.
+// wakeStep is one call of a wake, named as errors name it; a /wake_up
+// step returns its answer.
 type wakeStep struct {
 	name string
-	call func(*Client, context.Context) error
+	call func(*Client, context.Context) (*WakeAnswer, error)
+}
+
+func wakeUp(tags ...string) func(*Client, context.Context) (*WakeAnswer, error) {
+	return func(c *Client, ctx context.Context) (*WakeAnswer, error) {
+		a, err := c.WakeUpAnswer(ctx, tags...)
+		return &a, err
+	}
 }
 
 // wakeSteps are the calls that wake a server asleep at level, in vLLM's
 // documented order. Level 1: one /wake_up. Level 2 (the weights were
 // discarded): wake_up?tags=weights, collective_rpc reload_weights,
 // wake_up?tags=kv_cache, reset_prefix_cache — without the reload the model
-// answers from uninitialised weights.
+// answers from uninitialised weights. In era C the first step answers
+// "sleeping" and the kv_cache step "awake" (docs/vllm-api.md §8).
 func wakeSteps(level int) []wakeStep {
 	if level == 2 {
 		return []wakeStep{
-			{"wake_up?tags=weights", func(c *Client, ctx context.Context) error { return c.WakeUp(ctx, "weights") }},
-			{"collective_rpc reload_weights", func(c *Client, ctx context.Context) error {
+			{"wake_up?tags=weights", wakeUp("weights")},
+			{"collective_rpc reload_weights", func(c *Client, ctx context.Context) (*WakeAnswer, error) {
 				_, err := c.CollectiveRPC(ctx, "reload_weights")
-				return err
+				return nil, err
 			}},
-			{"wake_up?tags=kv_cache", func(c *Client, ctx context.Context) error { return c.WakeUp(ctx, "kv_cache") }},
-			{"reset_prefix_cache", (*Client).ResetPrefixCache},
+			{"wake_up?tags=kv_cache", wakeUp("kv_cache")},
+			{"reset_prefix_cache", func(c *Client, ctx context.Context) (*WakeAnswer, error) {
+				return nil, c.ResetPrefixCache(ctx)
+			}},
 		}
 	}
-	return []wakeStep{{"wake_up", func(c *Client, ctx context.Context) error { return c.WakeUp(ctx) }}}
+	return []wakeStep{{"wake_up", wakeUp()}}
 }
 
 // Wake wakes a server asleep at level with vLLM's sequence for it (see
 // wakeSteps). On error it returns the step that failed.
 func (c *Client) Wake(ctx context.Context, level int) (step string, err error) {
+	_, step, err = c.WakeSequence(ctx, level)
+	return step, err
+}
+
+// WakeSequence is Wake, also returning the answer of its last /wake_up
+// step: the one that must say "awake" where the server says anything.
+func (c *Client) WakeSequence(ctx context.Context, level int) (last WakeAnswer, step string, err error) {
 	for _, s := range wakeSteps(level) {
-		if err := s.call(c, ctx); err != nil {
-			return s.name, err
+		a, err := s.call(c, ctx)
+		if err != nil {
+			return last, s.name, err
+		}
+		if a != nil {
+			last = *a
 		}
 	}
-	return "", nil
+	return last, "", nil
 }

@@ -1,0 +1,165 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/vllm"
+)
+
+// The steps of the level-0 and KV-only release cycles (issue 24; vLLM's
+// RLHF router and PR #44890, docs/vllm-api.md §5–6). Each returns when its
+// request was sent and the time to its answer, like SleepMode and WakeAt;
+// the confirmations and metric checks come after the answer, outside it.
+// A server that lacks the endpoint answers an error that
+// errors.Is(err, vllm.ErrUnsupported): the cycle is then off for it (say
+// so; do not fail). A level-0 pause is SleepMode(ctx, label, 0, mode).
+
+// PauseAt is POST /pause?mode=…&clear_cache=… on label's server: the
+// scheduler stops, nothing is freed; /is_sleeping is then true (vLLM's
+// EngineCore.is_sleeping counts a paused scheduler). The fleet then holds
+// the model asleep (no inference is sent) until WakeAt or WakeKVCacheAt.
+// The model's correctness reference is taken first (Oracle).
+func (f *Fleet) PauseAt(ctx context.Context, label, mode string, clearCache bool) (sent time.Time, d time.Duration, err error) {
+	return f.asleepStep(ctx, label, "pause", []string{"scheduling"}, func(ctx context.Context, c *vllm.Client) error {
+		return c.Pause(ctx, mode, clearCache)
+	})
+}
+
+// ReleaseKVCacheAt is POST /release_kv_cache_memory on label's server,
+// paused first (PauseAt or SleepMode level 0): the KV cache is discarded,
+// the weights stay. vLLM refuses it (500) without a completed pause or with
+// anything else asleep. WakeKVCacheAt restores it.
+func (f *Fleet) ReleaseKVCacheAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
+	return f.asleepStep(ctx, label, "release_kv_cache_memory", []string{"kv_cache", "scheduling"}, func(ctx context.Context, c *vllm.Client) error {
+		return c.ReleaseKVCacheMemory(ctx)
+	})
+}
+
+// SupportsPause reports whether label's server has vLLM's pause endpoints
+// (GET /is_paused answers; a 404/405 is false). /release_kv_cache_memory
+// came later (#44890): ReleaseKVCacheAt's vllm.ErrUnsupported says it is
+// missing.
+func (f *Fleet) SupportsPause(ctx context.Context, label string) (bool, error) {
+	m, err := f.s.model(label)
+	if err != nil {
+		return false, err
+	}
+	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.RequestS), func(ctx context.Context, c *vllm.Client) error {
+		_, err := c.IsPaused(ctx)
+		return err
+	})
+	if errors.Is(err, vllm.ErrUnsupported) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// asleepStep sends one call that leaves label's server not fully awake
+// (op), confirms /is_sleeping and the sleep metrics after its answer, and
+// marks the model asleep with slept added to what sleeps.
+func (f *Fleet) asleepStep(ctx context.Context, label, op string, slept []string, call func(context.Context, *vllm.Client) error) (sent time.Time, d time.Duration, err error) {
+	m, err := f.s.model(label)
+	if err != nil {
+		return sent, 0, err
+	}
+	if err := f.Oracle().ensure(ctx, m); err != nil {
+		return sent, 0, fmt.Errorf("%s %s: %w", op, label, err)
+	}
+	srv, _ := f.s.server(m)
+	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.SleepS), func(ctx context.Context, c *vllm.Client) error {
+		sent = time.Now()
+		if err := call(ctx, c); err != nil {
+			return err
+		}
+		d = time.Since(sent)
+		asleep, err := c.IsSleeping(ctx)
+		if err != nil {
+			return err
+		}
+		if !asleep {
+			return fmt.Errorf("%s answered 200 but /is_sleeping is false", op)
+		}
+		return nil
+	})
+	if err != nil {
+		return sent, d, fmt.Errorf("%s %s: %w", op, label, err)
+	}
+	f.s.mu.Lock()
+	if m.srv != srv {
+		f.s.mu.Unlock()
+		return sent, d, fmt.Errorf("%s %s: the server was stopped meanwhile", op, label)
+	}
+	if !m.asleep {
+		m.level = 0 // WakeAt sends a plain /wake_up: it restores everything
+	}
+	m.asleep = true
+	for _, s := range slept {
+		if !slices.Contains(m.slept, s) {
+			m.slept = append(m.slept, s)
+		}
+	}
+	f.s.changes++
+	f.s.mu.Unlock()
+	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: op})
+	if err := checkEngine(ctx, label, op, f.metricsOf(label), f.s.poll()); err != nil {
+		return sent, d, fmt.Errorf("%s %s: %w", op, label, err)
+	}
+	return sent, d, nil
+}
+
+// WakeKVCacheAt is POST /wake_up?tags=kv_cache after ReleaseKVCacheAt: it
+// restores the KV cache and resumes scheduling (docs/vllm-api.md §6). It
+// is verified like WakeAt's last step: "sleeping" is a failed wake naming
+// what is still asleep, /is_sleeping must be false, and the sleep metrics
+// show no unknown resource and no hung operation.
+func (f *Fleet) WakeKVCacheAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
+	m, err := f.s.model(label)
+	if err != nil {
+		return sent, 0, err
+	}
+	f.s.mu.Lock()
+	srv, slept := m.srv, m.slept
+	f.s.mu.Unlock()
+	step := "wake_up?tags=kv_cache"
+	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.WakeS), func(ctx context.Context, c *vllm.Client) error {
+		sent = time.Now()
+		a, err := c.WakeUpAnswer(ctx, "kv_cache")
+		if err != nil {
+			return err
+		}
+		d = time.Since(sent)
+		if err := wakeVerdict(ctx, a, f.metricsOf(label), slept); err != nil {
+			return err
+		}
+		step = "is_sleeping"
+		asleep, err := c.IsSleeping(ctx)
+		if err != nil {
+			return err
+		}
+		if asleep {
+			return errors.New("wake answered 200 but /is_sleeping is still true")
+		}
+		return nil
+	})
+	if err != nil {
+		return sent, d, fmt.Errorf("wake %s kv_cache: %s: %w", label, step, err)
+	}
+	f.s.mu.Lock()
+	if m.srv != srv {
+		f.s.mu.Unlock()
+		return sent, d, fmt.Errorf("wake %s kv_cache: the server was stopped meanwhile", label)
+	}
+	m.asleep, m.level, m.slept = false, 0, nil
+	f.s.changes++
+	f.s.mu.Unlock()
+	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: "wake kv_cache"})
+	if err := checkEngine(ctx, label, "wake", f.metricsOf(label), f.s.poll()); err != nil {
+		return sent, d, fmt.Errorf("wake %s kv_cache: %w", label, err)
+	}
+	return sent, d, nil
+}

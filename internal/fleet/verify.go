@@ -1,0 +1,127 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/vllm"
+)
+
+// Verify, don't assume (issue 24): a sleep or wake that answered 200 is
+// checked against what the server says of itself, always after the
+// interval's end event (the answer), never inside a measured interval.
+//
+//   - The last wake step must answer "awake" where the body says anything
+//     (era C, docs/vllm-api.md §3): "sleeping" is a failed wake naming the
+//     resources still asleep, read from vllm:engine_sleep_resource_state
+//     where exported, else from what the fleet slept.
+//   - After each sleep and wake, where the new metrics are exported
+//     (docs/vllm-api.md §7, vLLM docs/design/engine_sleep_state.md and
+//     .../serve/dev/sleep/metrics.py): a resource in state `unknown` (a
+//     failed memory RPC: vLLM refuses every later sleep and wake until the
+//     engine is rebuilt, state tests test_failed_rpc_is_unknown) fails by
+//     name; an operation still in flight after the call returned, and
+//     again after a short bounded wait, is a hung operation.
+
+// metricsRead reads a server's /metrics.
+type metricsRead func(context.Context) (vllm.Metrics, error)
+
+// stillAsleep names what a wake that answered "sleeping" left asleep: the
+// resources not running/resident where the server exports their state,
+// else what the fleet slept (slept).
+func stillAsleep(ctx context.Context, read metricsRead, slept []string) string {
+	if ms, err := read(ctx); err == nil {
+		if v := ms.SleepView(); v.Exported {
+			if nr := v.NotResident(); len(nr) > 0 {
+				return strings.Join(nr, ", ")
+			}
+			return "none by vllm:engine_sleep_resource_state"
+		}
+	}
+	return strings.Join(slept, ", ") + " (what the fleet slept; the server exports no resource state)"
+}
+
+// wakeVerdict is nil unless a the last wake step's answer says the server
+// is not fully awake: then an error naming what is still asleep.
+func wakeVerdict(ctx context.Context, a vllm.WakeAnswer, read metricsRead, slept []string) error {
+	if !a.Asleep() {
+		return nil
+	}
+	tags := "none (wake everything)"
+	if len(a.TagsWoken) > 0 {
+		tags = strings.Join(a.TagsWoken, ", ")
+	}
+	return fmt.Errorf("answered {\"status\":\"sleeping\"} (tags woken: %s): not fully awake; still asleep: %s",
+		tags, stillAsleep(ctx, read, slept))
+}
+
+// checkEngine reads the server's sleep metrics after op returned: an
+// unknown resource or an operation still in flight (re-read once after
+// 2 × poll, at least 100 ms) is an error naming label and what is wrong. A server that does
+// not export the families, or a /metrics that cannot be read, passes: the
+// call's own answer stands.
+func checkEngine(ctx context.Context, label, op string, read metricsRead, poll time.Duration) error {
+	ms, err := read(ctx)
+	if err != nil {
+		return nil
+	}
+	v := ms.SleepView()
+	if len(v.Unknown) > 0 {
+		return unknownErr(label, op, v)
+	}
+	if len(v.InFlight) == 0 {
+		return nil
+	}
+	wait := max(2*poll, 100*time.Millisecond)
+	t := time.NewTimer(wait)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return fmt.Errorf("model %s: after %s: %w", label, op, context.Cause(ctx))
+	case <-t.C:
+	}
+	if ms, err = read(ctx); err != nil {
+		return nil
+	}
+	v = ms.SleepView()
+	if len(v.Unknown) > 0 {
+		return unknownErr(label, op, v)
+	}
+	if len(v.InFlight) == 0 {
+		return nil
+	}
+	var hung []string
+	for _, o := range slices.Sorted(maps.Keys(v.InFlight)) {
+		hung = append(hung, fmt.Sprintf("%s (%g in flight)", o, v.InFlight[o]))
+	}
+	return fmt.Errorf("model %s: hung sleep-mode operation %s: vllm:sleep_mode_operations_in_flight still above 0 %v after the %s call returned",
+		label, strings.Join(hung, ", "), wait, op)
+}
+
+func unknownErr(label, op string, v vllm.SleepView) error {
+	return fmt.Errorf("model %s: resource %s in state unknown after %s (a failed memory RPC): vLLM refuses every later sleep and wake; only a restart recovers",
+		label, strings.Join(v.Unknown, ", "), op)
+}
+
+// metricsOf is the read of label's /metrics.
+func (f *Fleet) metricsOf(label string) metricsRead {
+	return func(ctx context.Context) (vllm.Metrics, error) { return f.Engine().Metrics(ctx, label) }
+}
+
+// poll is the config's poll interval.
+func (s *servers) poll() time.Duration {
+	return time.Duration(s.cfg.Timeouts.PollMS * float64(time.Millisecond))
+}
+
+// sleptBy is what a sleep at level puts to sleep, as vLLM's tags name it
+// (level 0 pauses the scheduler only: docs/vllm-api.md §2).
+func sleptBy(level int) []string {
+	if level == 0 {
+		return []string{"scheduling"}
+	}
+	return []string{"weights", "kv_cache", "scheduling"}
+}
