@@ -114,7 +114,10 @@ func (c Config) Estimate() (time.Duration, string) {
 		// The baseline starts each model afresh (its server has slept to
 		// let the next one start): one more warm start.
 		s += r.initial + r.warm*float64(p.RestartWarm+1) + 2*r.serve*scale +
-			(r.l1+p.SettleS)*float64(p.SleepL1Cycles) + (r.l2+p.SettleS)*float64(p.SleepL2Cycles)
+			(r.l1+p.SettleS)*float64(p.SleepL1Cycles) + (r.l2+p.SettleS)*float64(p.SleepL2Cycles) +
+			// Level 0 and a KV-only release move no weights: at most a
+			// level-1 cycle's time each.
+			(r.l1+p.SettleS)*float64(p.SleepL0Cycles+p.KVReleaseCycles)
 	}
 	s += referenceHandoffS * float64(p.Handoffs+1)
 	traffic := c.Traffic.DurationS

@@ -100,6 +100,12 @@ type Protocol struct {
 	RestartWarm      int     `json:"restart_warm"`       // warm starts after the initial one
 	SleepL1Cycles    int     `json:"sleep_l1_cycles"`    // level-1 sleep/wake cycles per model
 	SleepL2Cycles    int     `json:"sleep_l2_cycles"`    // level-2 sleep/wake cycles per model
+	// SleepL0Cycles: level-0 cycles per model (the scheduler paused,
+	// nothing freed; vLLM with /pause only). KVReleaseCycles: KV-only
+	// release cycles (pause, /release_kv_cache_memory, wake_up?tags=kv_cache;
+	// vLLM PR #44890). 0 turns a cycle off.
+	SleepL0Cycles   int `json:"sleep_l0_cycles"`
+	KVReleaseCycles int `json:"kv_release_cycles"`
 	Concurrency      []int   `json:"concurrency"`        // serving concurrencies
 	Rounds           int     `json:"rounds"`             // rounds per concurrency
 	RequestsPerRound int     `json:"requests_per_round"` // requests per round
@@ -244,6 +250,8 @@ type Thresholds struct {
 	MaxResidualGiB         float64 `json:"max_residual_gib"`             // median, per model and level
 	MaxL1WakeToFirstTokenS float64 `json:"max_l1_wake_to_first_token_s"` // p95
 	MaxL2WakeToFirstTokenS float64 `json:"max_l2_wake_to_first_token_s"` // p95
+	MaxL0WakeToFirstTokenS float64 `json:"max_l0_wake_to_first_token_s"` // p95: a level-0 pause's wake
+	MaxKVWakeToFirstTokenS float64 `json:"max_kv_wake_to_first_token_s"` // p95: wake_up?tags=kv_cache after a KV-only release
 	MinAfterWakeTPSRatio   float64 `json:"min_after_wake_tps_ratio"`     // after-wake / baseline median tok/s, per concurrency
 	MaxSwitchToFirstTokenS float64 `json:"max_switch_to_first_token_s"`  // p95, per direction
 	// MaxResidualGrowthMiBPerCycle: a model's residual memory may grow by
@@ -285,7 +293,7 @@ func base() Config {
 		Host: "127.0.0.1",
 		Sim:  Sim{Profile: "tiny", TimeScale: 1},
 		Protocol: Protocol{
-			RestartWarm: 2, SleepL1Cycles: 5, SleepL2Cycles: 3,
+			RestartWarm: 2, SleepL1Cycles: 5, SleepL2Cycles: 3, SleepL0Cycles: 3, KVReleaseCycles: 3,
 			Concurrency: []int{1, 4}, Rounds: 2, RequestsPerRound: 8,
 			Handoffs: 19, ContextTokens: 4096, KVGiB: 4, MaxTokens: 128, ProbeMaxTokens: 8,
 			Prompt: DefaultPrompt, SettleS: 0.1, WindowPadS: 2, SampleHz: 20,
@@ -530,6 +538,8 @@ func (c Config) validateProtocol(bad badFunc) {
 	within("restart_warm", p.RestartWarm, 0, 100)
 	within("sleep_l1_cycles", p.SleepL1Cycles, 1, MaxCycles)
 	within("sleep_l2_cycles", p.SleepL2Cycles, 1, MaxCycles)
+	within("sleep_l0_cycles", p.SleepL0Cycles, 0, MaxCycles)
+	within("kv_release_cycles", p.KVReleaseCycles, 0, MaxCycles)
 	within("rounds", p.Rounds, 1, 1000)
 	within("requests_per_round", p.RequestsPerRound, 1, 100_000)
 	within("handoffs", p.Handoffs, 1, MaxCycles)

@@ -186,6 +186,24 @@ type MeasuredSleep struct {
 // measurement. The error may come with the sleep (ms.Sent set when /sleep
 // was sent).
 func (mm Memory) StartSleep(ctx context.Context, label string, level int) (*MeasuredSleep, error) {
+	return mm.start(ctx, label, level, func(ctx context.Context) (time.Time, time.Duration, error) {
+		return mm.f.SleepMode(ctx, label, level, "")
+	})
+}
+
+// StartRelease is StartSleep for a KV-only release of a paused label
+// (Fleet.ReleaseKVCacheAt): its memory read just before
+// /release_kv_cache_memory, what the release freed once Finish reads it
+// again. Level is record.LevelKVRelease.
+func (mm Memory) StartRelease(ctx context.Context, label string) (*MeasuredSleep, error) {
+	return mm.start(ctx, label, record.LevelKVRelease, func(ctx context.Context) (time.Time, time.Duration, error) {
+		return mm.f.ReleaseKVCacheAt(ctx, label)
+	})
+}
+
+// start reads label's memory and runs step, the call that puts it (more)
+// to sleep.
+func (mm Memory) start(ctx context.Context, label string, level int, step func(context.Context) (time.Time, time.Duration, error)) (*MeasuredSleep, error) {
 	s := mm.f.s
 	m, err := s.model(label)
 	if err != nil {
@@ -215,7 +233,7 @@ func (mm Memory) StartSleep(ctx context.Context, label string, level int) (*Meas
 			}
 		})
 	}
-	ms.Sent, ms.Took, err = mm.f.SleepMode(ctx, label, level, "")
+	ms.Sent, ms.Took, err = step(ctx)
 	if err == nil && ms.delta {
 		s.mu.Lock()
 		ms.changes = s.changes

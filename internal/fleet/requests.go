@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,6 +51,40 @@ func (f *Fleet) StreamAbortable(ctx context.Context, label string, r vllm.Comple
 		f.rec.Request(err == nil)
 	}
 	return s, err
+}
+
+// ProbePaused sends the probe to label while only its scheduler is
+// paused (a level-0 sleep or /pause: nothing freed, slept is just
+// "scheduling"): vLLM holds it until the scheduler resumes (the engine's
+// pause_scheduler keeps new requests waiting, docs/vllm-api.md). sent is
+// when it was sent. It is refused where memory sleeps: there a request
+// may hang or meet garbage.
+func (f *Fleet) ProbePaused(ctx context.Context, label string) (s *vllm.Stream, sent time.Time, err error) {
+	m, err := f.s.model(label)
+	if err != nil {
+		return nil, sent, err
+	}
+	f.s.mu.Lock()
+	pausedOnly := m.asleep && slices.Equal(m.slept, []string{"scheduling"})
+	f.s.mu.Unlock()
+	if !pausedOnly {
+		return nil, sent, fmt.Errorf("probe %s while paused: not paused at level 0 (memory asleep, or awake)", label)
+	}
+	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.RequestS), func(ctx context.Context, c *vllm.Client) error {
+		sent = time.Now()
+		var err error
+		s, err = c.Complete(ctx, vllm.CompletionRequest{Model: m.cfg.Name, Prompt: f.s.cfg.Protocol.Prompt,
+			MaxTokens: f.s.cfg.Protocol.ProbeMaxTokens, IgnoreEOS: true})
+		if err == nil {
+			err = checkOutput(s)
+		}
+		return err
+	})
+	f.rec.Request(err == nil)
+	if err != nil {
+		return s, sent, fmt.Errorf("probe %s while paused: %w", label, err)
+	}
+	return s, sent, nil
 }
 
 // stream sends r to label's server unless the fleet believes it asleep

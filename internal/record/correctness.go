@@ -10,6 +10,8 @@ import (
 const (
 	ReplayLevel1    = "level1"     // each level-1 cycle
 	ReplayLevel2    = "level2"     // each level-2 cycle
+	ReplayLevel0    = "level0"     // each level-0 (pause) cycle
+	ReplayKVRelease = "kv-release" // each KV-only release cycle
 	ReplayAfterWake = "after-wake" // the after-wake phase's wake
 	ReplaySwitch    = "switch"     // each handoff's woken model
 	ReplaySoak      = "soak"       // each soak cycle's woken model

@@ -26,9 +26,9 @@ type Restart struct {
 
 // Cycle is one sleep/wake cycle.
 type Cycle struct {
-	Level         int
+	Level         int // 0, 1, 2, or LevelKVRelease
 	OK            bool
-	SleepS        float64 // sleep request sent → response
+	SleepS        float64 // sleep request sent → response (a KV-only release: the pause, /sleep?level=0)
 	WakeAPIS      float64 // first wake request sent → last wake step answered
 	ToFirstTokenS float64 // first wake request sent → first token of the probe
 	ResidualGiB   float64 // model's GPU memory while asleep; NaN when unknown
@@ -36,7 +36,22 @@ type Cycle struct {
 	ResidualPerGPU []float64
 	// Engine is the server's own account of the cycle (nil: none read).
 	Engine *Engine
+	// ReleaseS (a KV-only release): /release_kv_cache_memory sent →
+	// answered; NaN otherwise.
+	ReleaseS float64
+	// FreedGiB (level 0 and a KV-only release): the model's GPU memory
+	// just before the pause less once asleep (after settle_s); NaN unknown.
+	FreedGiB float64
+	// HeldS (level 0): a request sent while the scheduler was paused, sent
+	// → its first token; HeldPastWakeS: the wake request sent → that first
+	// token (≥ 0: it waited for the wake). NaN otherwise.
+	HeldS, HeldPastWakeS float64
 }
+
+// LevelKVRelease files a KV-only release cycle (pause, then
+// /release_kv_cache_memory, then wake_up?tags=kv_cache; vLLM PR #44890)
+// as a sleep level of its own: "kv" in the report and bench.txt.
+const LevelKVRelease = -1
 
 // PerfRun is one stage × concurrency of serving.
 type PerfRun struct {
@@ -208,9 +223,12 @@ type Raw struct {
 	Restarts map[string][]Restart
 	Cycles   map[string][]Cycle
 	Planned  map[string]map[int]int // label → level → planned cycles
-	Perf     map[string][]PerfRun
-	Handoffs []Handoff
-	Release  map[string][]float64 // label → percent released by each level-1 sleep
+	// CyclesOff says, label → level → why, where a level's cycles were not
+	// run because the server lacks the endpoints (level 0, KV release).
+	CyclesOff map[string]map[int]string
+	Perf      map[string][]PerfRun
+	Handoffs  []Handoff
+	Release   map[string][]float64 // label → percent released by each level-1 sleep
 	// ReleasePerGPU is, on a run of several GPUs, label → each level-1
 	// sleep's percent released on each GPU.
 	ReleasePerGPU map[string][][]float64
@@ -254,7 +272,7 @@ type Raw struct {
 func NewRaw(labels []string, names map[string]string) Raw {
 	return Raw{
 		Labels: labels, Names: names, Started: time.Now(),
-		Restarts: map[string][]Restart{}, Cycles: map[string][]Cycle{}, Planned: map[string]map[int]int{},
+		Restarts: map[string][]Restart{}, Cycles: map[string][]Cycle{}, Planned: map[string]map[int]int{}, CyclesOff: map[string]map[int]string{},
 		Perf: map[string][]PerfRun{}, Release: map[string][]float64{}, Windows: map[string]Window{},
 		RSSPeak: map[string]uint64{}, Weights: map[string]Weight{}, Attribution: map[string]string{},
 		ReleasePerGPU: map[string][][]float64{},
@@ -269,6 +287,10 @@ func (r Raw) Clone() Raw {
 	c.Cycles = cloneMap(r.Cycles)
 	c.Perf = cloneMap(r.Perf)
 	c.Release = cloneMap(r.Release)
+	c.CyclesOff = make(map[string]map[int]string, len(r.CyclesOff))
+	for k, v := range r.CyclesOff {
+		c.CyclesOff[k] = maps.Clone(v)
+	}
 	c.Planned = make(map[string]map[int]int, len(r.Planned))
 	for k, v := range r.Planned {
 		c.Planned[k] = maps.Clone(v)
@@ -478,6 +500,16 @@ func (r *Recorder) PlanCycles(label string, level, n int) {
 		r.raw.Planned[label] = map[int]int{}
 	}
 	r.raw.Planned[label][level] += n
+}
+
+// CyclesOff records that label's cycles at level were not run, and why
+// (its server lacks the endpoints).
+func (r *Recorder) CyclesOff(label string, level int, why string) {
+	defer r.lock()()
+	if r.raw.CyclesOff[label] == nil {
+		r.raw.CyclesOff[label] = map[int]string{}
+	}
+	r.raw.CyclesOff[label][level] = why
 }
 
 // AddCycle records one sleep/wake cycle of label (failed ones too).
