@@ -42,7 +42,11 @@ func TestOpenSim(t *testing.T) {
 	require.NoError(t, err)
 	dev, err := simgpu.ReadDevice(filepath.Join(dir, "gpu"))
 	require.NoError(t, err)
-	assert.Equal(t, prof.GPU.Device(), dev)
+	want := prof.GPU.Device()
+	pw, ok := simgpu.DefaultPower(want.Name)
+	require.True(t, ok, "the profile's GPU has a simulated power model")
+	want.Power = &pw
+	assert.Equal(t, want, dev)
 	assert.NotZero(t, dev.PCIeGen, "link facts are part of the device")
 
 	require.NotNil(t, b.Setup.Simulated)

@@ -56,3 +56,26 @@ func (m multiSource) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Energy is every GPU's energy counter, in the run's order; unavailable
+// (gpu.ErrNoEnergy) when any GPU's is.
+func (m multiSource) Energy(ctx context.Context) ([]float64, error) {
+	return m.each(ctx, (*NVMLSource).Energy)
+}
+
+// AveragePower is every GPU's one-second average power, in the run's order.
+func (m multiSource) AveragePower(ctx context.Context) ([]float64, error) {
+	return m.each(ctx, (*NVMLSource).AveragePower)
+}
+
+func (m multiSource) each(ctx context.Context, f func(*NVMLSource, context.Context) ([]float64, error)) ([]float64, error) {
+	var out []float64
+	for i, d := range m.devs {
+		v, err := f(d, ctx)
+		if err != nil {
+			return nil, fmt.Errorf("GPU %d of %d: %w", i+1, len(m.devs), err)
+		}
+		out = append(out, v...)
+	}
+	return out, nil
+}

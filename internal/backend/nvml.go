@@ -228,3 +228,33 @@ func (s *NVMLSource) Read(context.Context) (gpu.Reading, error) {
 
 // Index is the device's NVML index.
 func (s *NVMLSource) Index() int { return s.index }
+
+// Energy is the device's total energy consumption since the driver was last
+// loaded, in joules (nvmlDeviceGetTotalEnergyConsumption, millijoules;
+// Volta and newer, nvml.h). A device that does not support it gives an
+// error wrapping gpu.ErrNoEnergy: the figure is unavailable, not 0.
+func (s *NVMLSource) Energy(context.Context) ([]float64, error) {
+	mj, ret := s.dev.GetTotalEnergyConsumption()
+	switch ret {
+	case nvml.SUCCESS:
+		return []float64{float64(mj) / 1e3}, nil
+	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_FUNCTION_NOT_FOUND:
+		return nil, fmt.Errorf("NVML device %d total energy: %s: %w", s.index, nvml.ErrorString(ret), gpu.ErrNoEnergy)
+	}
+	return nil, fmt.Errorf("NVML device %d total energy: %s", s.index, nvml.ErrorString(ret))
+}
+
+// AveragePower is the device's power draw in watts as NVML averages it
+// (nvmlDeviceGetPowerUsage, milliwatts): on Ampere (except GA100) and newer
+// the average over the last second (nvml.h), too coarse for a wake of a
+// fraction of a second; measure those from Energy's differences.
+func (s *NVMLSource) AveragePower(context.Context) ([]float64, error) {
+	mw, ret := s.dev.GetPowerUsage()
+	switch ret {
+	case nvml.SUCCESS:
+		return []float64{float64(mw) / 1e3}, nil
+	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_FUNCTION_NOT_FOUND:
+		return nil, fmt.Errorf("NVML device %d power usage: %s: %w", s.index, nvml.ErrorString(ret), gpu.ErrNoEnergy)
+	}
+	return nil, fmt.Errorf("NVML device %d power usage: %s", s.index, nvml.ErrorString(ret))
+}

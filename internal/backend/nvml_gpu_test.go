@@ -149,3 +149,23 @@ func TestSamplerRate(t *testing.T) {
 	assert.GreaterOrEqual(t, n, 40)
 	assert.Zero(t, errs)
 }
+
+// TestRealEnergyCounter: on Volta and newer the energy counter moves while
+// the board draws power (an idle board draws tens of watts); before Volta
+// it says unavailable, not 0.
+func TestRealEnergyCounter(t *testing.T) {
+	s := openReal(t)
+	e0, err := s.Energy(t.Context())
+	if errors.Is(err, gpu.ErrNoEnergy) {
+		t.Skipf("%s has no energy counter: %v", s.Facts().Name, err)
+	}
+	require.NoError(t, err)
+	time.Sleep(2 * time.Second)
+	e1, err := s.Energy(t.Context())
+	require.NoError(t, err)
+	w, err := s.AveragePower(t.Context())
+	require.NoError(t, err)
+	t.Logf("%s: %.1f J over 2 s (%.1f W from the counter), NVML average power %.1f W", s.Facts().Name, e1[0]-e0[0], (e1[0]-e0[0])/2, w[0])
+	assert.Greater(t, e1[0]-e0[0], 2*5.0, "at least 5 W for 2 s")
+	assert.Positive(t, w[0])
+}

@@ -2,7 +2,9 @@ package backend
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/simgpu"
@@ -70,4 +72,22 @@ func (s *SimSource) Read(context.Context) (gpu.Reading, error) {
 		r.Procs[p.PID] += p.UsedBytes
 	}
 	return r, nil
+}
+
+// Energy is the simulated device's energy counter (simgpu.Energy: the
+// board's idle power and each server's power state integrated over wall
+// time), gpu.ErrNoEnergy when the device has no power model.
+func (s *SimSource) Energy(context.Context) ([]float64, error) {
+	d, err := s.device()
+	if err != nil {
+		return nil, err
+	}
+	if d.Power == nil {
+		return nil, fmt.Errorf("simulated %s: no power model: %w", d.Name, gpu.ErrNoEnergy)
+	}
+	j, err := simgpu.Energy(s.dir, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	return []float64{j}, nil
 }

@@ -1,5 +1,11 @@
 package gpu
 
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
 // DeviceFacts are what the report says about the GPU and its driver.
 type DeviceFacts struct {
 	Name          string
@@ -43,4 +49,42 @@ func (f DeviceFacts) MemoryGBps() float64 {
 func PCIeGBps(gen, width int) float64 {
 	perLane := map[int]float64{1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}[gen]
 	return perLane * float64(width)
+}
+
+// ErrNoEnergy is a source that cannot read its device's energy counter
+// (NVML before Volta, a driver that does not support it, no memory
+// source): the figure is unavailable, never 0.
+var ErrNoEnergy = errors.New("GPU energy counter not available")
+
+// EnergySource is a Source that also reads the device's energy counter.
+// Energy over an interval is the difference of two readings; the counter's
+// origin (driver load, device creation) is arbitrary.
+type EnergySource interface {
+	Source
+	// Energy is each GPU's total energy consumption in joules, in the
+	// run's order (one entry for one GPU); an error wrapping ErrNoEnergy
+	// where the device has no counter.
+	Energy(ctx context.Context) ([]float64, error)
+}
+
+// PowerSource is a Source that also reads the device's power draw as the
+// driver averages it.
+type PowerSource interface {
+	Source
+	// AveragePower is each GPU's power draw in watts, as the driver
+	// averages it: over one second on Ampere and newer
+	// (nvmlDeviceGetPowerUsage), far too coarse for a wake of a fraction
+	// of a second; take energy over an interval from EnergySource instead.
+	// An error wrapping ErrNoEnergy where the device cannot say.
+	AveragePower(ctx context.Context) ([]float64, error)
+}
+
+// EnergyOf is src's energy counter: each GPU's joules, or an error wrapping
+// ErrNoEnergy when src has none (nil, or a source without the interface).
+func EnergyOf(ctx context.Context, src Source) ([]float64, error) {
+	es, ok := src.(EnergySource)
+	if !ok {
+		return nil, fmt.Errorf("%w: the memory source has no energy counter", ErrNoEnergy)
+	}
+	return es.Energy(ctx)
 }

@@ -1,5 +1,6 @@
 // Package gpu samples device memory in the background over a small Source
-// interface, and names the device facts a source may know. It knows no
+// interface, and names the device facts (and the energy counter, see
+// EnergySource) a source may know. It knows no
 // source: NVML and the simulated GPU live in package backend.
 package gpu
 

@@ -230,6 +230,69 @@ func (s *Server) RSS() (uint64, error) {
 	return sum, nil
 }
 
+// HostMemory is the host memory of a process tree, in bytes, as the kernel
+// counts it in /proc/PID/status (proc(5)), summed over its processes.
+type HostMemory struct {
+	RSS uint64 // VmRSS: resident pages (anonymous, file-backed and shared)
+	// Locked is VmLck: pages mlock()ed, which the kernel may not swap out.
+	Locked uint64
+	// Pinned is VmPin: pages pinned in place for device access (the
+	// kernel's mm->pinned_vm: RDMA, io_uring, VFIO). Whether a GPU
+	// driver's pinned host buffers (cudaHostAlloc) show here or in Locked
+	// depends on that driver; neither is a figure for them by itself.
+	Pinned uint64
+	// Swap is VmSwap: the tree's anonymous pages swapped out.
+	Swap uint64
+}
+
+// Host is the host memory of every process in the server's group: RSS,
+// and the locked and pinned parts where the kernel reports them. It
+// raises the peak RSS like RSS does.
+func (s *Server) Host() (HostMemory, error) {
+	procs, err := groupProcs(s.cmd.Process.Pid)
+	if err != nil {
+		return HostMemory{}, err
+	}
+	m := treeMemory(procs)
+	s.mu.Lock()
+	s.rssPeak = max(s.rssPeak, m.RSS)
+	s.mu.Unlock()
+	return m, nil
+}
+
+// ProcessMemory is the host memory of the processes pids (those that have
+// exited meanwhile are left out).
+func ProcessMemory(pids ...int) (HostMemory, error) {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return HostMemory{}, fmt.Errorf("open /proc: %w", err)
+	}
+	var procs []procfs.Proc
+	for _, pid := range pids {
+		p, err := fs.Proc(pid)
+		if err != nil {
+			continue // exited
+		}
+		procs = append(procs, p)
+	}
+	return treeMemory(procs), nil
+}
+
+func treeMemory(procs []procfs.Proc) HostMemory {
+	var m HostMemory
+	for _, p := range procs {
+		st, err := p.NewStatus()
+		if err != nil {
+			continue // exited meanwhile
+		}
+		m.RSS += st.VmRSS
+		m.Locked += st.VmLck
+		m.Pinned += st.VmPin
+		m.Swap += st.VmSwap
+	}
+	return m
+}
+
 // PeakRSS is the largest RSS seen by RSS.
 func (s *Server) PeakRSS() uint64 {
 	s.mu.Lock()

@@ -1,6 +1,8 @@
 // Package simgpu is the simulated GPU that vllmsim processes and wakebench's
 // memory sampler share: a directory holding the device description and one
-// file per process with the device memory that process holds. Files are
+// file per process with the device memory that process holds, and the
+// device's simulated energy counter (one power file per process, see
+// Meter and Energy). Files are
 // replaced atomically, so a reader never sees a half-written state, and a
 // process that dies frees its memory, as on a real GPU.
 package simgpu
@@ -14,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // EnvDir names the environment variable that points vllmsim at the device directory.
@@ -34,6 +37,9 @@ type Device struct {
 	PCIeWidth       int `json:"pcie_width,omitempty"`
 	MemBusWidthBits int `json:"mem_bus_width_bits,omitempty"`
 	MemClockMHz     int `json:"mem_clock_mhz,omitempty"`
+	// Power is the device's simulated power model (nil: none; Create
+	// fills in DefaultPower for a device it knows). Energy integrates it.
+	Power *Power `json:"power,omitempty"`
 }
 
 // Process is the memory one simulated server holds on the device.
@@ -43,13 +49,29 @@ type Process struct {
 	UsedBytes uint64 `json:"used_bytes"`
 }
 
-// Create makes dir (if needed) and writes the device description into it.
-func Create(dir string, d Device) error {
+// Create makes dir (if needed) and writes the device description into it;
+// the device's energy counter (Energy) starts now, with the board's idle
+// power. A device without a power model gets DefaultPower's for its name.
+func Create(dir string, d Device) error { return create(dir, d, time.Now()) }
+
+func create(dir string, d Device, now time.Time) error {
 	if d.TotalBytes == 0 {
 		return errors.New("simgpu: device total memory is zero")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("simgpu: create %s: %w", dir, err)
+	}
+	if d.Power == nil {
+		if p, ok := DefaultPower(d.Name); ok {
+			d.Power = &p
+		}
+	}
+	var board Power
+	if d.Power != nil {
+		board = *d.Power
+	}
+	if err := startBoard(dir, board, now); err != nil {
+		return fmt.Errorf("simgpu: start the energy counter: %w", err)
 	}
 	return writeJSON(filepath.Join(dir, deviceFile), d)
 }

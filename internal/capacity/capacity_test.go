@@ -1,0 +1,183 @@
+package capacity
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sleeper is a model whose level-1 and level-2 states are given.
+func sleeper(label string, l1, l2 State) Model {
+	return Model{Label: label, Awake: State{GPUGiB: 8, HostGiB: 3}, L1: l1, L2: l2}
+}
+
+func TestFit(t *testing.T) {
+	big := Model{Label: "X", Awake: State{GPUGiB: 40, HostGiB: 5}}
+	// Level 1 keeps a 14 GiB pinned copy of the weights in host memory;
+	// level 2 discards them.
+	l1 := State{GPUGiB: 1, HostGiB: 15, WakeS: 1}
+	l2 := State{GPUGiB: 1, HostGiB: 2, WakeS: 3}
+	three := []Model{big, sleeper("Y1", l1, l2), sleeper("Y2", l1, l2), sleeper("Y3", l1, l2)}
+	peaked := func(peak float64) []Model {
+		p := l1
+		p.SleepPeakHostGiB = peak
+		return []Model{big, sleeper("Y1", p, l2), sleeper("Y2", p, l2), sleeper("Y3", p, l2)}
+	}
+	gpu5 := State{GPUGiB: 5, HostGiB: 1, WakeS: 1}
+	gpu5l2 := State{GPUGiB: 5, HostGiB: 1, WakeS: 3}
+
+	cases := []struct {
+		name   string
+		models []Model
+		node   Node
+		want   []LevelFit // level 1, level 2
+		choose Level
+		why    string
+	}{
+		{
+			// GPU budget 80 − 40 = 40, host 40 − 5 = 35: three at level 1
+			// need 45 GiB of host (15 each), two need 30.
+			name: "host binds at level 1; level 2 keeps all", models: three,
+			node: Node{GPUFreeGiB: 80, HostGiB: 40},
+			want: []LevelFit{
+				{Level: Level1, Others: 3, Fit: 2, Asleep: []string{"Y1", "Y2"}, NeedGPUGiB: 3, NeedHostGiB: 45, LeftGPUGiB: 38, LeftHostGiB: 5, Binds: Host},
+				{Level: Level2, Others: 3, Fit: 3, Asleep: []string{"Y1", "Y2", "Y3"}, NeedGPUGiB: 3, NeedHostGiB: 6, LeftGPUGiB: 37, LeftHostGiB: 29},
+			},
+			choose: Level2, why: "level 2 keeps 3 asleep, level 1 2 (host binds)",
+		},
+		{
+			// The same with 5 GiB kept free: host budget 30, two still fit
+			// exactly (30 ≤ 30).
+			name: "headroom is kept", models: three,
+			node: Node{GPUFreeGiB: 80, HostGiB: 45, HostHeadroomGiB: 10},
+			want: []LevelFit{
+				{Level: Level1, Others: 3, Fit: 2, Asleep: []string{"Y1", "Y2"}, NeedGPUGiB: 3, NeedHostGiB: 45, LeftGPUGiB: 38, LeftHostGiB: 0, Binds: Host},
+				{Level: Level2, Others: 3, Fit: 3, Asleep: []string{"Y1", "Y2", "Y3"}, NeedGPUGiB: 3, NeedHostGiB: 6, LeftGPUGiB: 37, LeftHostGiB: 24},
+			},
+			choose: Level2, why: "level 2 keeps 3 asleep, level 1 2 (host binds)",
+		},
+		{
+			// A sleep call that needs 6 GiB more while it runs (peak 21):
+			// two asleep need 30 + 6 = 36 > 35, so one fits (15 + 6 = 21).
+			name: "the sleep call's transient peak", models: peaked(21),
+			node: Node{GPUFreeGiB: 80, HostGiB: 40},
+			want: []LevelFit{
+				{Level: Level1, Others: 3, Fit: 1, Asleep: []string{"Y1"}, NeedGPUGiB: 3, NeedHostGiB: 51, LeftGPUGiB: 39, LeftHostGiB: 14, Binds: Host},
+				{Level: Level2, Others: 3, Fit: 3, Asleep: []string{"Y1", "Y2", "Y3"}, NeedGPUGiB: 3, NeedHostGiB: 6, LeftGPUGiB: 37, LeftHostGiB: 29},
+			},
+			choose: Level2, why: "level 2 keeps 3 asleep, level 1 1 (host binds)",
+		},
+		{
+			// GPU budget 44 − 32 = 12: two residuals of 5 GiB fit at either
+			// level; level 1 wakes them in 2 s, level 2 in 6 s.
+			name: "GPU binds at both levels; the faster wake is chosen",
+			models: []Model{{Label: "A", Awake: State{GPUGiB: 32, HostGiB: 6}},
+				sleeper("B", gpu5, gpu5l2), sleeper("C", gpu5, gpu5l2), sleeper("D", gpu5, gpu5l2)},
+			node: Node{GPUFreeGiB: 44, HostGiB: 500},
+			want: []LevelFit{
+				{Level: Level1, Others: 3, Fit: 2, Asleep: []string{"B", "C"}, NeedGPUGiB: 15, NeedHostGiB: 3, LeftGPUGiB: 2, LeftHostGiB: 492, Binds: GPU},
+				{Level: Level2, Others: 3, Fit: 2, Asleep: []string{"B", "C"}, NeedGPUGiB: 15, NeedHostGiB: 3, LeftGPUGiB: 2, LeftHostGiB: 492, Binds: GPU},
+			},
+			choose: Level1, why: "both keep 2 asleep; level 1 wakes them in 2 s against 6 s",
+		},
+		{
+			// Budgets 10 and 10. Smallest-GPU-first would take P (1, 9) and
+			// stop; Q and R (5, 5 each) fit together. Alone, each resource
+			// lets two fit: both bind. Equal wakes: the lower sleeping power.
+			name: "the count is exact, not greedy",
+			models: []Model{{Label: "L", Awake: State{GPUGiB: 30, HostGiB: 0}},
+				sleeper("P", State{GPUGiB: 1, HostGiB: 9}, State{GPUGiB: 1, HostGiB: 9}),
+				sleeper("Q", State{GPUGiB: 5, HostGiB: 5, PowerW: 10}, State{GPUGiB: 5, HostGiB: 5, PowerW: 4}),
+				sleeper("R", State{GPUGiB: 5, HostGiB: 5, PowerW: 10}, State{GPUGiB: 5, HostGiB: 5, PowerW: 4})},
+			node: Node{GPUFreeGiB: 40, HostGiB: 10},
+			want: []LevelFit{
+				{Level: Level1, Others: 3, Fit: 2, Asleep: []string{"Q", "R"}, NeedGPUGiB: 11, NeedHostGiB: 19, LeftGPUGiB: 0, LeftHostGiB: 0, Binds: Both},
+				{Level: Level2, Others: 3, Fit: 2, Asleep: []string{"Q", "R"}, NeedGPUGiB: 11, NeedHostGiB: 19, LeftGPUGiB: 0, LeftHostGiB: 0, Binds: Both},
+			},
+			choose: Level2, why: "both keep 2 asleep and wake as fast; level 2 draws 8 W against 20 W",
+		},
+		{
+			name:   "the largest does not fit awake",
+			models: three, node: Node{GPUFreeGiB: 80, HostGiB: 4},
+			want: []LevelFit{
+				{Level: Level1, Others: 3, NeedGPUGiB: 3, NeedHostGiB: 45, LeftGPUGiB: 40, LeftHostGiB: -1, Binds: Host},
+				{Level: Level2, Others: 3, NeedGPUGiB: 3, NeedHostGiB: 6, LeftGPUGiB: 40, LeftHostGiB: -1, Binds: Host},
+			},
+			choose: Awake, why: "X does not fit awake (host short)",
+		},
+		{
+			name:   "nothing fits asleep",
+			models: three, node: Node{GPUFreeGiB: 40.5, HostGiB: 40},
+			want: []LevelFit{
+				{Level: Level1, Others: 3, Fit: 0, NeedGPUGiB: 3, NeedHostGiB: 45, LeftGPUGiB: 0.5, LeftHostGiB: 35, Binds: GPU},
+				{Level: Level2, Others: 3, Fit: 0, NeedGPUGiB: 3, NeedHostGiB: 6, LeftGPUGiB: 0.5, LeftHostGiB: 35, Binds: GPU},
+			},
+			choose: Awake, why: "no other model fits asleep at either level: stop them",
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := Fit(c.models, c.node)
+			require.NoError(t, err)
+			assert.Equal(t, c.models[0].Label, p.Largest)
+			require.Len(t, p.Levels, 2)
+			for i, w := range c.want {
+				got := p.Levels[i]
+				assert.InDelta(t, w.NeedGPUGiB, got.NeedGPUGiB, 1e-9, "level %d need GPU", w.Level)
+				assert.InDelta(t, w.NeedHostGiB, got.NeedHostGiB, 1e-9, "level %d need host", w.Level)
+				assert.InDelta(t, w.LeftGPUGiB, got.LeftGPUGiB, 1e-9, "level %d left GPU", w.Level)
+				assert.InDelta(t, w.LeftHostGiB, got.LeftHostGiB, 1e-9, "level %d left host", w.Level)
+				w.NeedGPUGiB, w.NeedHostGiB, w.LeftGPUGiB, w.LeftHostGiB = got.NeedGPUGiB, got.NeedHostGiB, got.LeftGPUGiB, got.LeftHostGiB
+				assert.Equal(t, w, got, "level %d", w.Level)
+			}
+			assert.Equal(t, c.choose, p.Choose)
+			assert.Equal(t, c.why, p.Why)
+		})
+	}
+}
+
+func TestFitOneModelAndErrors(t *testing.T) {
+	p, err := Fit([]Model{{Label: "A", Awake: State{GPUGiB: 1}}}, Node{GPUFreeGiB: 2, HostGiB: 2})
+	require.NoError(t, err)
+	assert.True(t, p.LargestFits)
+	assert.Equal(t, Awake, p.Choose)
+	assert.Equal(t, "one model: nothing to put to sleep", p.Why)
+	_, err = Fit(nil, Node{})
+	assert.Error(t, err)
+	_, err = Fit(make([]Model, 22), Node{})
+	assert.ErrorContains(t, err, "at most 20")
+}
+
+func TestBreakEven(t *testing.T) {
+	cases := []struct {
+		name                string
+		coldJ, wakeJ, sleep float64
+		want                float64
+	}{
+		{"level 1: (2000 − 200) J / 30 W", 2000, 200, 30, 60},
+		{"level 2: (2000 − 600) J / 25 W", 2000, 600, 25, 56},
+		{"more sleeping power: stopping pays sooner", 2000, 200, 60, 30},
+		{"a cold start no dearer than a wake: stop at once", 500, 500, 30, 0},
+		{"sleeping draws nothing: never stop", 2000, 200, 0, math.Inf(1)},
+		{"unknown energy", math.NaN(), 200, 30, math.NaN()},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := BreakEvenIdle(c.coldJ, c.wakeJ, c.sleep)
+			if math.IsNaN(c.want) {
+				assert.True(t, math.IsNaN(got), "got %g", got)
+				return
+			}
+			assert.Equal(t, c.want, got)
+		})
+	}
+
+	m := Model{Label: "A", ColdStartJ: 2000, ColdStartS: 40,
+		L1: State{WakeJ: 200, PowerW: 30, WakeS: 2}, L2: State{WakeJ: 600, PowerW: 25, WakeS: 6}}
+	assert.Equal(t, []BreakEven{
+		{Label: "A", Level: Level1, IdleS: 60, WakeS: 2, ColdStartS: 40, LatencyS: 38},
+		{Label: "A", Level: Level2, IdleS: 56, WakeS: 6, ColdStartS: 40, LatencyS: 34},
+	}, BreakEvens(m))
+}
