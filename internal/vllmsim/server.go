@@ -59,10 +59,10 @@ type server struct {
 	weightsUnknown bool // a failed memory RPC left the weights' state unknown (until restart)
 	kvUnknown      bool // … the KV cache's
 	backendUsed    bool // the sleep-mode backend was created (its log line written)
-	weightsValid  bool
-	woken         bool // woken at least once: the after-wake faults apply
-	sleeps        int  // sleeps at level ≥ 1 so far (fault leak-per-cycle)
-	pinned        bool // the pinned host buffer for level-1 offload is allocated
+	weightsValid   bool
+	woken          bool // woken at least once: the after-wake faults apply
+	sleeps         int  // sleeps at level ≥ 1 so far (fault leak-per-cycle)
+	pinned         bool // the pinned host buffer for level-1 offload is allocated
 }
 
 func (s *server) routes() http.Handler {

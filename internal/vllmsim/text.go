@@ -65,8 +65,8 @@ type genToken struct {
 // before and after a sleep must give the same tokens and logprobs unless a
 // fault corrupts them.
 type generator struct {
-	seed  uint64
-	valid bool // false: weights uninitialised (level-2 wake without reload): every token "!"
+	seed   uint64
+	valid  bool // false: weights uninitialised (level-2 wake without reload): every token "!"
 	poison bool // with !valid: the weights are 0xFF (poisoned pages): every token poisonText
 	// divergeFrom > 0: from this (1-based) token on, another token than the
 	// model's greedy one (fault diverge-after-wake).
