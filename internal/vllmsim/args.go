@@ -25,6 +25,11 @@ type Args struct {
 	EnforceEager      bool
 	EnableLoRA        bool
 	LoRAModules       []LoRAModule // --lora-modules
+	// SleepModeBackend is --sleep-mode-backend ("" when not given: cumem,
+	// vLLM's default and only built-in, vllm@0327d59d
+	// vllm/device_allocator/sleep_mode_backend.py). An unknown name fails
+	// at the first sleep or wake, where vLLM creates the backend.
+	SleepModeBackend string
 }
 
 // LoRAModule is one adapter served beside the base model, requested by its name.
@@ -172,6 +177,7 @@ func ParseArgs(argv []string, stderr io.Writer) (Args, error) {
 	fs.StringVar(&a.APIKey, "api-key", "", "API key for /v1")
 	fs.BoolVar(&a.EnforceEager, "enforce-eager", false, "no CUDA graphs")
 	fs.BoolVar(&a.EnableLoRA, "enable-lora", false, "serve LoRA adapters")
+	fs.StringVar(&a.SleepModeBackend, "sleep-mode-backend", "", "sleep-mode memory backend (cumem)")
 	// Accepted and ignored: they change nothing vllmsim models.
 	for _, n := range []string{"dtype", "tensor-parallel-size", "seed", "generation-config", "uvicorn-log-level", "load-format", "quantization", "kv-cache-dtype", "max-lora-rank", "max-loras"} {
 		fs.String(n, "", "accepted, not modelled")

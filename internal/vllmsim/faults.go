@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -70,6 +71,19 @@ const EnvFaults = "VLLMSIM_FAULTS"
 // Drift over many cycles:
 //
 //	leak-per-cycle=MiB     every sleep leaves MiB more device memory held (#36651)
+//
+// The newest sleep API's failure modes (docs/vllm-api.md §3, §7):
+//
+//	wake-stays-asleep      every /wake_up does its memory work but answers 200
+//	                       {"status":"sleeping",…} and leaves the scheduler paused:
+//	                       /is_sleeping stays true, vllm:engine_fully_awake 0
+//	stuck-op=OP            OP (sleep, wake_up, release_kv_cache_memory) completes and
+//	                       answers, but vllm:sleep_mode_operations_in_flight{operation}
+//	                       stays 1 afterwards (a hung operation); several may be given
+//	rpc-fail=OP            OP's memory RPC (sleep, wake_up) fails: 500, the resources it
+//	                       touched become unknown, and every later sleep, wake or KV
+//	                       release is a 500 "… unknown … rebuild …" until restart
+//	                       (test_failed_rpc_is_unknown); several may be given
 type Faults struct {
 	CrashAtStart     bool
 	StartHang        bool
@@ -96,6 +110,9 @@ type Faults struct {
 	SlowWake         float64 // slow-wake: factor on every wake's modelled time (0: none)
 	TieFlipAfterWake bool
 	LeakPerCycleMiB  float64
+	WakeStaysAsleep  bool
+	StuckOps         map[string]bool // stuck-op: operation (sleep, wake_up, release_kv_cache_memory)
+	RPCFail          map[string]bool // rpc-fail: operation (sleep, wake_up)
 
 	// Delays: path → seconds added before it is handled (delay=PATH:S).
 	Delays map[string]float64
@@ -152,6 +169,32 @@ var faultParsers = map[string]func(*Faults, faultArg) error{
 	"slow-decode-after-wake": positiveFault(func(f *Faults) *float64 { return &f.SlowDecodeAfter }),
 	"slow-wake":              positiveFault(func(f *Faults) *float64 { return &f.SlowWake }),
 	"leak-per-cycle":         positiveFault(func(f *Faults) *float64 { return &f.LeakPerCycleMiB }),
+	"wake-stays-asleep":      flagFault(func(f *Faults) *bool { return &f.WakeStaysAsleep }),
+	"stuck-op":               opFault(func(f *Faults) *map[string]bool { return &f.StuckOps }, opSleep, opWakeUp, opReleaseKV),
+	"rpc-fail":               opFault(func(f *Faults) *map[string]bool { return &f.RPCFail }, opSleep, opWakeUp),
+}
+
+// The sleep-mode operations faults name (the endpoints' paths).
+const (
+	opSleep     = "sleep"
+	opWakeUp    = "wake_up"
+	opReleaseKV = "release_kv_cache_memory"
+)
+
+// opFault parses a fault naming one of the operations ops (NAME=OP); each
+// item adds one.
+func opFault(field func(*Faults) *map[string]bool, ops ...string) func(*Faults, faultArg) error {
+	return func(f *Faults, a faultArg) error {
+		if !slices.Contains(ops, a.arg) {
+			return fmt.Errorf("%s: %q: want one of %s", a.name, a.arg, strings.Join(ops, ", "))
+		}
+		m := field(f)
+		if *m == nil {
+			*m = map[string]bool{}
+		}
+		(*m)[a.arg] = true
+		return nil
+	}
 }
 
 // faultArg is one VLLMSIM_FAULTS item: NAME, or NAME=ARG.

@@ -60,3 +60,18 @@ func TestFaultHooksFireAtTheirPoint(t *testing.T) {
 	none.beforeSleep(func() bool { asked = true; return true })
 	assert.False(t, asked, "without the fault the engine is not asked")
 }
+
+// TestParseNewSleepFaults: the faults of the newest sleep API parse by the
+// shared names, several operations each, and refuse an operation they do
+// not cover.
+func TestParseNewSleepFaults(t *testing.T) {
+	f, err := ParseFaults("wake-stays-asleep,stuck-op=sleep,stuck-op=release_kv_cache_memory,rpc-fail=wake_up")
+	require.NoError(t, err)
+	assert.True(t, f.WakeStaysAsleep)
+	assert.Equal(t, map[string]bool{"sleep": true, "release_kv_cache_memory": true}, f.StuckOps)
+	assert.Equal(t, map[string]bool{"wake_up": true}, f.RPCFail)
+	for _, bad := range []string{"stuck-op", "stuck-op=wake", "rpc-fail=release_kv_cache_memory", "rpc-fail="} {
+		_, err := ParseFaults(bad)
+		assert.ErrorContains(t, err, "want one of", bad)
+	}
+}

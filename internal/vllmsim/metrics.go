@@ -2,6 +2,7 @@ package vllmsim
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,12 +20,36 @@ type metrics struct {
 	promptTok  prometheus.Counter
 	genTok     prometheus.Counter
 	success    *prometheus.CounterVec
-	sleepState *prometheus.GaugeVec
+	sleepState *prometheus.GaugeVec // nil: not exported (VLLM_USE_RUST_FRONTEND=1)
 	sleepOps   *prometheus.HistogramVec
 	kvUsageOf  func(running int) float64
+
+	// Era C only (nil before): vLLM's resource-state telemetry
+	// (docs/design/engine_sleep_state.md, vllm-api.md §7.1) and the
+	// operation gauge (serve/dev/sleep/metrics.py, §7.3).
+	fullyAwake *prometheus.GaugeVec
+	resState   *prometheus.GaugeVec
+	inFlight   *prometheus.GaugeVec
+
+	opMu  sync.Mutex     // guards ops and stuck
+	ops   map[string]int // operation → calls in flight
+	stuck map[string]bool
 }
 
-func newMetrics(model string, kvUsage func(running int) float64) *metrics {
+// metricsOpts say which sleep metrics a server exports.
+type metricsOpts struct {
+	newest bool // era C: resource state, fully awake, the operation histogram and gauge
+	legacy bool // vllm:engine_sleep_state (not with the Rust frontend)
+}
+
+// Resources and their states (vllm-api.md §7.1).
+var resourceStates = map[string][]string{
+	"scheduler": {"running", "paused"},
+	"weights":   {"resident", "offloaded", "discarded", "unknown"},
+	"kv_cache":  {"resident", "released", "unknown"},
+}
+
+func newMetrics(model string, kvUsage func(running int) float64, o metricsOpts) *metrics {
 	labels := prometheus.Labels{"model_name": model, "engine": "0"}
 	reg := prometheus.NewRegistry()
 	m := &metrics{reg: reg, kvUsageOf: kvUsage}
@@ -38,14 +63,28 @@ func newMetrics(model string, kvUsage func(running int) float64) *metrics {
 	m.promptTok = prometheus.NewCounter(prometheus.CounterOpts{Name: "vllm:prompt_tokens_total", Help: "Number of prefill tokens processed.", ConstLabels: labels})
 	m.genTok = prometheus.NewCounter(prometheus.CounterOpts{Name: "vllm:generation_tokens_total", Help: "Number of generation tokens processed.", ConstLabels: labels})
 	m.success = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm:request_success_total", Help: "Count of successfully processed requests.", ConstLabels: labels}, []string{"finished_reason"})
-	m.sleepState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:engine_sleep_state", Help: "Engine sleep state; awake = 0 means engine is sleeping.", ConstLabels: labels}, []string{"sleep_state"})
-	// vLLM's frontend histogram of sleep-mode calls (serve/dev/sleep/metrics.py).
-	m.sleepOps = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vllm:sleep_mode_operation_duration_seconds", Help: "Duration of one sleep-mode operation.",
-		Buckets: []float64{0.01, 0.1, 1, 10, 30, 60, 120, 300, 600}}, []string{"operation"})
-	for _, c := range []prometheus.Collector{m.running, m.waiting, m.kvUsage, h, m.promptTok, m.genTok, m.success, m.sleepState, m.sleepOps} {
+	for _, c := range []prometheus.Collector{m.running, m.waiting, m.kvUsage, h, m.promptTok, m.genTok, m.success} {
 		f(c)
 	}
-	m.setSleepState(0)
+	if o.legacy {
+		m.sleepState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:engine_sleep_state", Help: "Engine sleep state; awake = 0 means engine is sleeping.", ConstLabels: labels}, []string{"sleep_state"})
+		f(m.sleepState)
+	}
+	if o.newest {
+		// vLLM's frontend metrics of sleep-mode calls (vllm@47e7f394
+		// vllm/entrypoints/serve/dev/sleep/metrics.py): the plain variant, no counter.
+		m.sleepOps = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vllm:sleep_mode_operation_duration_seconds", Help: "Duration of one sleep-mode operation.",
+			Buckets: []float64{0.01, 0.1, 1, 10, 30, 60, 120, 300, 600}}, []string{"operation"})
+		m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:sleep_mode_operations_in_flight", Help: "Sleep-mode operations in flight."}, []string{"operation"})
+		m.fullyAwake = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:engine_fully_awake", Help: "1 when the scheduler runs and every sleep-mode resource is resident.", ConstLabels: labels}, nil)
+		m.resState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:engine_sleep_resource_state", Help: "Sleep-mode state of each engine resource.", ConstLabels: labels}, []string{"resource", "state"})
+		f(m.sleepOps)
+		f(m.inFlight)
+		f(m.fullyAwake)
+		f(m.resState)
+		m.ops, m.stuck = map[string]int{}, map[string]bool{}
+	}
+	m.setState(sleepSnapshot{scheduler: "running", weights: "resident", kv: "resident"}, true)
 	return m
 }
 
@@ -64,20 +103,75 @@ func (m *metrics) finished(reason string) {
 	m.success.WithLabelValues(reason).Inc()
 }
 
-// sleepOp observes one sleep-mode call ("sleep" or "wake") of seconds.
-func (m *metrics) sleepOp(op string, seconds float64) {
-	m.sleepOps.WithLabelValues(op).Observe(seconds)
+// opStart counts a sleep-mode call of operation op ("sleep", "wake",
+// "release_kv_cache_memory") in flight (era C; nothing before).
+func (m *metrics) opStart(op string) {
+	if m.inFlight == nil {
+		return
+	}
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	m.ops[op]++
+	m.publishOp(op)
 }
 
-// setSleepState sets awake (level 0), weights_offloaded (1) or discard_all (2).
-func (m *metrics) setSleepState(level int) {
-	b := func(c bool) float64 {
-		if c {
-			return 1
-		}
-		return 0
+// opEnd ends a call opStart counted, observing its seconds (on success and
+// on error, as vLLM's router does); stuck keeps the gauge at 1 for good
+// afterwards (fault stuck-op).
+func (m *metrics) opEnd(op string, seconds float64, stuck bool) {
+	if m.inFlight == nil {
+		return
 	}
-	m.sleepState.WithLabelValues("awake").Set(b(level == 0))
-	m.sleepState.WithLabelValues("weights_offloaded").Set(b(level == 1))
-	m.sleepState.WithLabelValues("discard_all").Set(b(level == 2))
+	m.sleepOps.WithLabelValues(op).Observe(seconds)
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	m.ops[op]--
+	if stuck {
+		m.stuck[op] = true
+	}
+	m.publishOp(op)
+}
+
+// publishOp sets op's in-flight gauge. Caller holds opMu.
+func (m *metrics) publishOp(op string) {
+	n := m.ops[op]
+	if m.stuck[op] {
+		n = max(n, 1)
+	}
+	m.inFlight.WithLabelValues(op).Set(float64(n))
+}
+
+func b2f(c bool) float64 {
+	if c {
+		return 1
+	}
+	return 0
+}
+
+// setState publishes the sleep state s. legacyOld: vllm:engine_sleep_state
+// as eras A and B set it (the level slept at, until every tag is awake);
+// else as era C derives it from the resource states (vllm-api.md §7.2): awake
+// only when fully awake, weights_offloaded when the weights are offloaded,
+// discard_all when they are discarded and the KV cache released — all three
+// 0 after a level-0 pause, a partial wake, a KV-only release or an unknown.
+func (m *metrics) setState(s sleepSnapshot, legacyOld bool) {
+	if m.sleepState != nil {
+		awake, off, all := s.fullyAwake(), s.weights == "offloaded", s.weights == "discarded" && s.kv == "released"
+		if legacyOld {
+			awake, off, all = s.level == 0, s.level == 1, s.level == 2
+		}
+		m.sleepState.WithLabelValues("awake").Set(b2f(awake))
+		m.sleepState.WithLabelValues("weights_offloaded").Set(b2f(off))
+		m.sleepState.WithLabelValues("discard_all").Set(b2f(all))
+	}
+	if m.resState == nil {
+		return
+	}
+	m.fullyAwake.WithLabelValues().Set(b2f(s.fullyAwake()))
+	now := map[string]string{"scheduler": s.scheduler, "weights": s.weights, "kv_cache": s.kv}
+	for res, states := range resourceStates {
+		for _, st := range states {
+			m.resState.WithLabelValues(res, st).Set(b2f(now[res] == st))
+		}
+	}
 }

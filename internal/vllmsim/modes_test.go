@@ -95,6 +95,12 @@ func TestSleepModes(t *testing.T) {
 		s := startSim(t, "tiny-a", env)
 		s.ready(t)
 		err := s.c.SleepMode(t.Context(), 1, "later")
-		assert.ErrorContains(t, err, "invalid pause mode")
+		assert.ErrorContains(t, err, "HTTP 400", "era C: FastAPI validation, rewritten to 400")
+		assert.ErrorContains(t, err, "('query', 'mode')")
+		b := startSim(t, "tiny-a", map[string]string{EnvTimeScale: "5", EnvEra: "b"})
+		b.ready(t)
+		err = b.c.SleepMode(t.Context(), 1, "later")
+		assert.ErrorContains(t, err, "HTTP 400", "era B: pause_scheduler's ValueError")
+		assert.ErrorContains(t, err, "Invalid pause mode: later")
 	})
 }

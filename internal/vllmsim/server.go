@@ -45,14 +45,24 @@ type server struct {
 	late   *time.Timer
 	closed bool
 
-	mu            sync.Mutex
-	level         int // level of the current sleep, 0 when awake
-	weightsAsleep bool
-	kvAsleep      bool
-	weightsValid  bool
-	woken         bool // woken at least once: the after-wake faults apply
-	sleeps        int  // sleeps at level ≥ 1 so far (fault leak-per-cycle)
-	pinned        bool // the pinned host buffer for level-1 offload is allocated
+	era            era    // VLLMSIM_ERA: which vLLM's sleep API the server speaks
+	backend        string // --sleep-mode-backend ("" = cumem)
+	releaseHostMem bool   // VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY: log the pinned host release after a level-1 wake
+	poisonPages    bool   // VLLM_POISON_DISCARDED_PAGES: discarded pages are 0xFF after a wake
+
+	mu             sync.Mutex // guards the fields below
+	level          int        // level (1, 2) of the current memory sleep, 0 when no sleep holds memory
+	weightsAsleep  bool
+	kvAsleep       bool
+	paused         bool // the scheduler is paused (level 0, /pause, any sleep, until the wake that resumes it)
+	pauseDone      bool // that pause has completed: no request left in the scheduler
+	weightsUnknown bool // a failed memory RPC left the weights' state unknown (until restart)
+	kvUnknown      bool // … the KV cache's
+	backendUsed    bool // the sleep-mode backend was created (its log line written)
+	weightsValid   bool
+	woken          bool // woken at least once: the after-wake faults apply
+	sleeps         int  // sleeps at level ≥ 1 so far (fault leak-per-cycle)
+	pinned         bool // the pinned host buffer for level-1 offload is allocated
 }
 
 func (s *server) routes() http.Handler {
@@ -70,14 +80,13 @@ func (s *server) routes() http.Handler {
 		mux.HandleFunc("POST /wake_up", s.handleWake)
 		mux.HandleFunc("GET /is_sleeping", s.handleIsSleeping)
 		mux.HandleFunc("POST /collective_rpc", s.handleRPC)
-		mux.HandleFunc("POST /reset_prefix_cache", func(w http.ResponseWriter, r *http.Request) {
-			s.log.Printf("Resetting prefix cache...")
-			if s.faults.resetFails() { // as a vLLM that reports the engine's answer might
-				writeJSON(w, http.StatusOK, map[string]bool{"success": false})
-				return
-			}
-			w.WriteHeader(http.StatusOK) // vLLM's own answer: 200, empty body
-		})
+		mux.HandleFunc("POST /reset_prefix_cache", s.handleResetPrefixCache)
+		if s.era == eraC {
+			mux.HandleFunc("POST /pause", s.handlePause)
+			mux.HandleFunc("POST /resume", s.handleResume)
+			mux.HandleFunc("GET /is_paused", s.handleIsPaused)
+			mux.HandleFunc("POST /release_kv_cache_memory", s.handleReleaseKV)
+		}
 	}
 	return s.delayed(mux)
 }
@@ -222,7 +231,7 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	nth := s.faults.nextCompletion()
 	s.mu.Lock()
-	asleep := s.level != 0
+	asleep := s.weightsAsleep || s.kvAsleep
 	s.mu.Unlock()
 	if s.inject(w, r, s.faults.beforeCompletion(nth, asleep)) {
 		return
@@ -367,175 +376,6 @@ func (s *server) streamCompletion(w http.ResponseWriter, r *http.Request, c *com
 		write(enc.usage(c.promptTokens, n))
 	}
 	write([]byte("data: [DONE]\n\n"))
-}
-
-func (s *server) handleIsSleeping(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	asleep := s.level != 0 || s.weightsAsleep || s.kvAsleep
-	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]bool{"is_sleeping": asleep})
-}
-
-func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
-	if !s.args.EnableSleepMode {
-		writeError(w, http.StatusInternalServerError, "InternalServerError", "Sleep mode is not enabled: start the server with --enable-sleep-mode")
-		return
-	}
-	lv := r.URL.Query().Get("level")
-	if lv == "" {
-		lv = "1"
-	}
-	level, err := strconv.Atoi(lv)
-	if err != nil || level < 0 || level > 2 {
-		writeError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("invalid sleep level %q: want 0, 1 or 2", lv))
-		return
-	}
-	mode := r.URL.Query().Get("mode")
-	if mode == "" {
-		mode = modeAbort
-	}
-	if mode != modeAbort && mode != modeWait && mode != modeKeep {
-		writeError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("invalid pause mode %q: want abort, wait or keep", mode))
-		return
-	}
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	s.mu.Lock()
-	already := s.level != 0
-	s.mu.Unlock()
-	if already {
-		s.log.Printf("WARNING Executor is already sleeping.")
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	start := time.Now()
-	if s.inject(w, r, s.faults.beforeSleep(s.eng.busy)) {
-		return
-	}
-	if mode == modeWait && s.eng.busy() {
-		s.log.Printf("Waiting for in-flight requests to complete before sleeping...")
-	}
-	if !s.eng.pause(r.Context(), mode) {
-		return
-	}
-	freeBefore, _ := s.dev.free()
-	usedBefore := s.used()
-	if level > 0 {
-		cost := s.phys.Sleep(level)
-		s.mu.Lock()
-		if level == 1 && !s.pinned {
-			// The first level-1 sleep allocates the pinned host buffer the
-			// weights are copied to (vLLM PR #58066); later ones reuse it.
-			cost += s.phys.PinAlloc()
-			s.pinned = true
-		}
-		s.mu.Unlock()
-		if !s.clock.sleep(r.Context(), cost) {
-			return
-		}
-	}
-	s.mu.Lock()
-	s.level = level
-	if level > 0 {
-		s.weightsAsleep, s.kvAsleep = true, true
-		// Level 1 keeps a host copy of the weights; level 2 discards them.
-		s.weightsValid = level == 1
-		s.sleeps++
-	}
-	s.mu.Unlock()
-	late := level > 0 && s.faults.LateReleaseS > 0
-	if late { // fault late-release: the device shows the state as it is then
-		s.publishLater(time.Duration(s.faults.LateReleaseS * float64(time.Second)))
-	} else {
-		s.publish()
-	}
-	s.m.setSleepState(level)
-	if level > 0 {
-		// gpu_worker.py's line, from the device's free memory before and after.
-		freeAfter, _ := s.dev.free()
-		freed := float64(0)
-		if freeAfter > freeBefore {
-			freed = float64(freeAfter - freeBefore)
-		}
-		if usedNow := s.used(); late && usedBefore > usedNow { // the engine freed it; the device does not show it yet
-			freeAfter += usedBefore - usedNow
-			freed = float64(usedBefore - usedNow)
-		}
-		s.log.Printf("Sleep mode freed %.2f GiB memory, %.2f GiB memory is still in use.", freed/GiB, float64(s.dev.info.TotalBytes-freeAfter)/GiB)
-	}
-	took := time.Since(start).Seconds()
-	s.log.Printf("It took %.6f seconds to fall asleep.", took)
-	s.m.sleepOp("sleep", took)
-	w.WriteHeader(http.StatusOK)
-}
-
-func (s *server) handleWake(w http.ResponseWriter, r *http.Request) {
-	tags := r.URL.Query()["tags"]
-	if len(tags) == 0 {
-		tags = []string{"weights", "kv_cache"}
-	}
-	if s.inject(w, r, s.faults.beforeWake(s.faults.nextWake())) {
-		return
-	}
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	start := time.Now()
-	s.log.Printf("wake up the engine with tags: %v", r.URL.Query()["tags"])
-	for _, tag := range tags {
-		s.mu.Lock()
-		var asleep *bool
-		var bytes uint64
-		var cost float64
-		switch tag {
-		case "weights":
-			asleep, bytes, cost = &s.weightsAsleep, s.phys.WeightBytes(), s.phys.WakeWeights(s.level)
-		case "kv_cache":
-			asleep, bytes, cost = &s.kvAsleep, s.phys.KVBytes, s.phys.WakeKV()
-		}
-		if asleep == nil || !*asleep {
-			s.mu.Unlock()
-			s.log.Printf("WARNING Tag %s is not in sleeping tags", tag)
-			continue
-		}
-		s.mu.Unlock()
-		if free, err := s.dev.free(); err != nil {
-			writeError(w, http.StatusInternalServerError, "InternalServerError", err.Error())
-			return
-		} else if free < bytes {
-			writeError(w, http.StatusInternalServerError, "InternalServerError",
-				fmt.Sprintf("CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:163 (wake %s needs %.2f GiB, %.2f GiB free)",
-					tag, float64(bytes)/GiB, float64(free)/GiB))
-			return
-		}
-		if f := s.faults.SlowWake; f > 0 {
-			cost *= f
-		}
-		if !s.clock.sleep(r.Context(), cost) {
-			return
-		}
-		s.mu.Lock()
-		*asleep = false
-		s.mu.Unlock()
-		s.publish()
-	}
-	s.mu.Lock()
-	awake := !s.weightsAsleep && !s.kvAsleep
-	if awake {
-		s.level = 0
-		s.woken = true
-	}
-	s.mu.Unlock()
-	if awake {
-		if f := s.faults.SlowDecodeAfter; f > 0 {
-			s.eng.slowDecode(f)
-		}
-		s.eng.resume()
-		s.m.setSleepState(0)
-	}
-	took := time.Since(start).Seconds()
-	s.log.Printf("It took %.6f seconds to wake up tags %s.", took, pyList(tags))
-	s.m.sleepOp("wake", took)
-	w.WriteHeader(http.StatusOK)
 }
 
 func (s *server) handleRPC(w http.ResponseWriter, r *http.Request) {
@@ -716,6 +556,7 @@ func (s *server) generator(prompt, adapter string) generator {
 		adapter = ""
 	}
 	g := newGenerator(prompt, adapter, valid)
+	g.poison = !valid && s.poisonPages
 	if woken {
 		g.divergeFrom, g.drift, g.flipTie = s.faults.DivergeAfterWake, s.faults.LogprobDrift, s.faults.TieFlipAfterWake
 	}

@@ -45,6 +45,14 @@ var words = func() []string {
 // garbageID is the id of "!", what uninitialised weights emit.
 var garbageID = len(words)
 
+// poisonID and poisonText are the token weights filled with 0xFF emit
+// (VLLM_POISON_DISCARDED_PAGES=1: vLLM fills discarded pages with 0xFF on
+// wake, RFC #48310; vllm-api.md §10): ÿ is byte 0xFF in Latin-1. Distinct
+// from "!" so a reader tells a poisoned level-2 wake from an unpoisoned one.
+var poisonID = len(words) + 1
+
+const poisonText = "ÿ"
+
 // genToken is one generated token: its id, text and log-probability.
 type genToken struct {
 	id      int
@@ -57,8 +65,9 @@ type genToken struct {
 // before and after a sleep must give the same tokens and logprobs unless a
 // fault corrupts them.
 type generator struct {
-	seed  uint64
-	valid bool // false: weights uninitialised (level-2 wake without reload): every token "!"
+	seed   uint64
+	valid  bool // false: weights uninitialised (level-2 wake without reload): every token "!"
+	poison bool // with !valid: the weights are 0xFF (poisoned pages): every token poisonText
 	// divergeFrom > 0: from this (1-based) token on, another token than the
 	// model's greedy one (fault diverge-after-wake).
 	divergeFrom int
@@ -130,6 +139,9 @@ func (g generator) token(i int) genToken { return g.top(i, 1)[0] }
 // the runner-up is at least 0.5 nats less likely, or at a near-tie less
 // than TieMargin, and the others 0.7 nats apart.
 func (g generator) top(i, k int) []genToken {
+	if !g.valid && g.poison {
+		return []genToken{{id: poisonID, text: poisonText, logprob: 0}}
+	}
 	if !g.valid {
 		return []genToken{{id: garbageID, text: "!", logprob: 0}}
 	}

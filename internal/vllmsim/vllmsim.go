@@ -21,6 +21,12 @@
 //	                    vLLM 0.24 on: indices and GPU-… UUIDs) or "int"
 //	                    (vLLM before 0.24: int() of each entry, so a UUID
 //	                    ends the start with its ValueError)
+//	VLLMSIM_ERA         which vLLM's sleep API to speak: a (≤ v0.11), b (PR
+//	                    #34528: modes, level 0, empty bodies) or c (newest,
+//	                    default); docs/vllm-api.md §1
+//
+// and vLLM's own: VLLM_SERVER_DEV_MODE, VLLM_API_KEY, VLLM_USE_RUST_FRONTEND,
+// VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY, VLLM_POISON_DISCARDED_PAGES.
 package vllmsim
 
 import (
@@ -49,6 +55,11 @@ const (
 	EnvDevMode   = "VLLM_SERVER_DEV_MODE"
 	EnvStamp     = "VLLMSIM_STAMP"
 	EnvDeviceIDs = "VLLMSIM_DEVICE_IDS"
+	EnvEra       = "VLLMSIM_ERA"
+	// vLLM's own (docs/vllm-api.md §7.2, §10).
+	EnvRustFrontend      = "VLLM_USE_RUST_FRONTEND"
+	EnvReleaseHostMemory = "VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY"
+	EnvPoisonPages       = "VLLM_POISON_DISCARDED_PAGES"
 )
 
 // Settings are vllmsim's own settings, read from the environment.
@@ -61,6 +72,16 @@ type Settings struct {
 	Stamp     bool // VLLMSIM_STAMP: stamp each streamed chunk with its send time
 	Faults    *Faults
 	APIKey    string // VLLM_API_KEY, used when --api-key is not given (as vLLM does)
+	Era       era    // VLLMSIM_ERA
+	// RustFrontend (VLLM_USE_RUST_FRONTEND=1, era C): no vllm:engine_sleep_state.
+	RustFrontend bool
+	// ReleaseHostMemory (VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY=1): a weights
+	// wake after level 1 logs the pinned host memory released. Only the log
+	// line and this flag: host memory itself is not modelled.
+	ReleaseHostMemory bool
+	// PoisonPages (VLLM_POISON_DISCARDED_PAGES=1): a level-2 wake without
+	// reload_weights answers poisonText, not "!".
+	PoisonPages bool
 }
 
 // SettingsFromEnv reads Settings; errors name the variable to fix.
@@ -106,6 +127,17 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 		}
 	default:
 		return st, fmt.Errorf("%s=%q: want int (vLLM before 0.24) or any", EnvDeviceIDs, v)
+	}
+	if st.Era, err = parseEra(getenv(EnvEra)); err != nil {
+		return st, err
+	}
+	for _, b := range []struct {
+		env string
+		to  *bool
+	}{{EnvRustFrontend, &st.RustFrontend}, {EnvReleaseHostMemory, &st.ReleaseHostMemory}, {EnvPoisonPages, &st.PoisonPages}} {
+		if *b.to, err = envBool(b.env, getenv(b.env)); err != nil {
+			return st, err
+		}
 	}
 	if st.Faults, err = ParseFaults(getenv(EnvFaults)); err != nil {
 		return st, err
@@ -179,6 +211,11 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	if args.MaxModelLen == 0 {
 		args.MaxModelLen = 32768
 	}
+	if args.SleepModeBackend != "" && st.Era != eraC {
+		// The flag came with the sleep-mode backend factory (RFC #34303);
+		// older vLLM's argparse refuses it.
+		return fmt.Errorf("vllm serve: error: unrecognized arguments: --sleep-mode-backend %s (%s=%s: vLLM before the sleep-mode backends)", args.SleepModeBackend, EnvEra, st.Era)
+	}
 	gpuDir, info, removeDir, err := openGPU(st)
 	if err != nil {
 		return err
@@ -208,7 +245,9 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 		return min(1, float64(running)*perSeq/float64(phys.KVBytes))
 	}
 	s := &server{args: args, phys: phys, clock: c, dev: dev, log: lg, devMode: st.DevMode, created: time.Now().Unix(),
-		m: newMetrics(args.ServedName(), kvUsage), faults: st.Faults, stamp: st.Stamp, exit: func(code int) {
+		era: st.Era, backend: args.SleepModeBackend, releaseHostMem: st.ReleaseHostMemory, poisonPages: st.PoisonPages,
+		m:      newMetrics(args.ServedName(), kvUsage, metricsOpts{newest: st.Era == eraC, legacy: st.Era != eraC || !st.RustFrontend}),
+		faults: st.Faults, stamp: st.Stamp, exit: func(code int) {
 			simgpu.Remove(gpuDir, pid)
 			os.Exit(code)
 		}}

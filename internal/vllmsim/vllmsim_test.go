@@ -406,7 +406,7 @@ func TestEngineFollowsTheModel(t *testing.T) {
 	prof, err := LookupProfile("l20")
 	require.NoError(t, err)
 	p := Physics{GPU: prof.GPU, Model: prof.Models["Qwen3.8-27B-FP8"], KVBytes: 4 * GiB}
-	e := newEngine(p, clock{scale: scale}, newMetrics("m", func(int) float64 { return 0 }))
+	e := newEngine(p, clock{scale: scale}, newMetrics("m", func(int) float64 { return 0 }, metricsOpts{newest: true, legacy: true}))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go e.run(ctx)

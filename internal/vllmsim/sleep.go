@@ -1,0 +1,733 @@
+package vllmsim
+
+// The sleep-mode API in three eras of vLLM (docs/vllm-api.md): /sleep,
+// /wake_up, /is_sleeping, and in era C /pause, /resume, /is_paused,
+// /release_kv_cache_memory. Sources, as that file cites them: the sleep
+// router vllm/frontend/entrypoints/serve/dev/sleep/api_router.py (era C:
+// index 68943427322; era B: vllm@e7a47b82 and vllm@055e47c2), the RLHF
+// router vllm@6fbea117 vllm/entrypoints/serve/dev/rlhf/api_router.py,
+// EngineCore.sleep / wake_up / pause_scheduler / release_kv_cache_memory
+// (vllm/v1/engine/core.py, index 70928243513), the executor's sleep and
+// wake (vllm/v1/executor/abstract.py, index 66140198490), the state design
+// docs/design/engine_sleep_state.md (index 70281089278) and its tests
+// (index 70577295623, route tests index 69306105881).
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// era is the vLLM release line whose sleep API vllmsim speaks.
+type era string
+
+const (
+	eraA era = "a" // ≤ v0.11: /sleep?level=1|2, empty 200 bodies, no mode, only engine_sleep_state
+	eraB era = "b" // PR #34528 (2026-02): pause first, mode, level 0, still empty bodies
+	eraC era = "c" // newest: JSON bodies, validation, resource states, pause/resume, KV-only release
+)
+
+// parseEra reads VLLMSIM_ERA ("" is the newest, c).
+func parseEra(v string) (era, error) {
+	switch e := era(strings.ToLower(v)); e {
+	case "":
+		return eraC, nil
+	case eraA, eraB, eraC:
+		return e, nil
+	}
+	return "", fmt.Errorf("%s=%q: want a (vLLM ≤ 0.11: empty bodies, no mode, no level 0), b (PR #34528: modes and level 0, empty bodies) or c (newest, the default)", EnvEra, v)
+}
+
+// envBool reads one of vLLM's on/off environment variables: 1 or true on,
+// 0, false or unset off (how envs.py parses them was not read: vllm-api.md §11).
+func envBool(name, v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	}
+	return false, fmt.Errorf("%s=%q: want 1 or 0", name, v)
+}
+
+// sleepSnapshot is the sleep state of the engine's resources (vllm-api.md §7.1).
+type sleepSnapshot struct {
+	scheduler string // running, paused
+	weights   string // resident, offloaded, discarded, unknown
+	kv        string // resident, released, unknown
+	level     int    // the memory sleep's level, 0 for none (eras A/B's metric)
+}
+
+// fullyAwake is vLLM's predicate: the scheduler runs and both memory
+// resources are confirmed resident.
+func (s sleepSnapshot) fullyAwake() bool {
+	return s.scheduler == "running" && s.weights == "resident" && s.kv == "resident"
+}
+
+// snapshot is the present sleep state. Caller holds s.mu.
+func (s *server) snapshot() sleepSnapshot {
+	st := sleepSnapshot{scheduler: "running", weights: "resident", kv: "resident", level: s.level}
+	if s.paused {
+		st.scheduler = "paused"
+	}
+	switch {
+	case s.weightsUnknown:
+		st.weights = "unknown"
+	case s.weightsAsleep && s.level == 1:
+		st.weights = "offloaded"
+	case s.weightsAsleep:
+		st.weights = "discarded"
+	}
+	switch {
+	case s.kvUnknown:
+		st.kv = "unknown"
+	case s.kvAsleep:
+		st.kv = "released"
+	}
+	return st
+}
+
+// syncMetrics publishes the sleep state to /metrics.
+func (s *server) syncMetrics() {
+	s.mu.Lock()
+	st := s.snapshot()
+	s.mu.Unlock()
+	s.m.setState(st, s.era != eraC)
+}
+
+// sleepingTags are the memory tags asleep now, in vLLM's order. Caller holds s.mu.
+func (s *server) sleepingTags() []string {
+	var tags []string
+	if s.weightsAsleep {
+		tags = append(tags, "weights")
+	}
+	if s.kvAsleep {
+		tags = append(tags, "kv_cache")
+	}
+	return tags
+}
+
+// opError is an exception of the engine that the router turns into an
+// HTTP error: vLLM's nested error body (era C and B handlers,
+// vllm@ba638200 .../exception_handling/error_response.py: RuntimeError →
+// 500 InternalServerError, ValueError → 400 BadRequestError).
+type opError struct {
+	status int
+	typ    string
+	msg    string
+}
+
+func internalError(format string, a ...any) *opError {
+	return &opError{http.StatusInternalServerError, "InternalServerError", fmt.Sprintf(format, a...)}
+}
+
+func (e *opError) write(w http.ResponseWriter) { writeError(w, e.status, e.typ, e.msg) }
+
+// unknownError is the executor's refusal once a failed RPC left a resource
+// unknown; vLLM's tests match it with `unknown.*rebuild` (the exact text
+// was not read, vllm-api.md §7.1). Caller holds s.mu.
+func (s *server) unknownError() *opError {
+	if !s.weightsUnknown && !s.kvUnknown {
+		return nil
+	}
+	st := s.snapshot()
+	return internalError("RuntimeError: sleep-mode resource state is unknown after a failed RPC (weights=%s, kv_cache=%s); rebuild the engine (restart the server)", st.weights, st.kv)
+}
+
+// useBackend creates the sleep-mode backend at the first memory RPC, as
+// vLLM's worker does (lazily; vllm@0327d59d sleep_mode_backend.py): the
+// log line once, or the factory's error for a name it does not know.
+func (s *server) useBackend() *opError {
+	name := s.backend
+	if name == "" {
+		name = "cumem"
+	}
+	if name != "cumem" {
+		return internalError("ValueError: Unsupported sleep-mode backend '%s'. Registered backends: cumem.", name)
+	}
+	s.mu.Lock()
+	first := !s.backendUsed
+	s.backendUsed = true
+	s.mu.Unlock()
+	if first && s.era == eraC {
+		s.log.Printf("Using sleep-mode backend: %s", name)
+	}
+	return nil
+}
+
+// validationError writes FastAPI's query validation failure as vLLM's
+// handler rewrites it: 400, type "Bad Request", param "query.NAME"
+// (vllm@4da14a5c .../exception_handling/handlers/validation.py; pydantic's
+// exact wording was not verified).
+func validationError(w http.ResponseWriter, param, errType, msg, input string) {
+	m := fmt.Sprintf("1 validation error:\n  {'type': '%s', 'loc': ('query', '%s'), 'msg': \"%s\", 'input': '%s'}", errType, param, msg, input)
+	writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": m, "type": "Bad Request", "param": "query." + param, "code": http.StatusBadRequest}})
+}
+
+// modeParam is the query parameter mode in era C: abort (default), wait or
+// keep, else a 400 naming query.mode (false: answered).
+func modeParam(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if !r.URL.Query().Has("mode") {
+		return modeAbort, true
+	}
+	mode := r.URL.Query().Get("mode")
+	if mode != modeAbort && mode != modeWait && mode != modeKeep {
+		validationError(w, "mode", "literal_error", "Input should be 'abort', 'wait' or 'keep'", mode)
+		return "", false
+	}
+	return mode, true
+}
+
+// boolParam is a FastAPI bool query parameter (def when absent), else a 400
+// naming query.NAME (false: answered).
+func boolParam(w http.ResponseWriter, r *http.Request, name string, def bool) (bool, bool) {
+	if !r.URL.Query().Has(name) {
+		return def, true
+	}
+	v := r.URL.Query().Get(name)
+	switch strings.ToLower(v) {
+	case "1", "true", "t", "yes", "y", "on":
+		return true, true
+	case "0", "false", "f", "no", "n", "off":
+		return false, true
+	}
+	validationError(w, name, "bool_parsing", "Input should be a valid boolean, unable to interpret input", v)
+	return false, false
+}
+
+// sleepParams reads /sleep's level and mode as the server's era does and
+// answers a bad one (false: answered).
+func (s *server) sleepParams(w http.ResponseWriter, r *http.Request) (level int, mode string, ok bool) {
+	q := r.URL.Query()
+	lv := "1"
+	if q.Has("level") {
+		lv = q.Get("level")
+	}
+	if s.era == eraC {
+		// level: Annotated[int, Query(ge=0, le=2)] = 1; mode: PauseMode = "abort".
+		n, err := strconv.Atoi(lv)
+		switch {
+		case err != nil:
+			validationError(w, "level", "int_parsing", "Input should be a valid integer, unable to parse string as an integer", lv)
+			return 0, "", false
+		case n < 0:
+			validationError(w, "level", "greater_than_equal", "Input should be greater than or equal to 0", lv)
+			return 0, "", false
+		case n > 2:
+			validationError(w, "level", "less_than_equal", "Input should be less than or equal to 2", lv)
+			return 0, "", false
+		}
+		mode, ok := modeParam(w, r)
+		return n, mode, ok
+	}
+	// Eras A and B: int(level) in the router; a ValueError is a 400 with param null.
+	n, err := strconv.Atoi(lv)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("invalid literal for int() with base 10: '%s'", lv))
+		return 0, "", false
+	}
+	if s.era == eraA {
+		// No mode, no level 0 (vllmsim refuses what era A's engine did not define).
+		if n != 1 && n != 2 {
+			writeError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("sleep level %d: this vLLM (VLLMSIM_ERA=a) has levels 1 and 2", n))
+			return 0, "", false
+		}
+		return n, modeAbort, true
+	}
+	if n < 0 || n > 2 { // era B passes it on unchecked; what the engine then does was not read
+		internalError("RuntimeError: sleep level %d is not supported", n).write(w)
+		return 0, "", false
+	}
+	mode = modeAbort
+	if q.Has("mode") {
+		mode = q.Get("mode")
+	}
+	if mode != modeAbort && mode != modeWait && mode != modeKeep {
+		// pause_scheduler's ValueError, mapped to 400.
+		writeError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("Invalid pause mode: %s", mode))
+		return 0, "", false
+	}
+	return n, mode, true
+}
+
+// operation is one sleep-mode call on the operation metrics (era C): in
+// flight from begin to end, then observed, on success and on error.
+type operation struct {
+	s     *server
+	label string // the metrics' operation label
+	fault string // the operation's name in the faults
+	start time.Time
+}
+
+func (s *server) beginOp(label, fault string) *operation {
+	s.m.opStart(label)
+	return &operation{s: s, label: label, fault: fault, start: time.Now()}
+}
+
+func (o *operation) end() {
+	o.s.m.opEnd(o.label, time.Since(o.start).Seconds(), o.s.faults.StuckOps[o.fault])
+}
+
+// pauseScheduler pauses the engine as vLLM's EngineCore.pause_scheduler
+// does (mode abort, wait or keep) and records the pause; false when ctx
+// ended first (a wait pause called off). Caller holds s.opMu.
+func (s *server) pauseScheduler(ctx context.Context, mode string) bool {
+	if !s.eng.pause(ctx, mode) {
+		return false
+	}
+	s.mu.Lock()
+	s.paused = true
+	// A completed pause leaves no request in the scheduler (kept requests
+	// do not count as completed: release_kv_cache_memory refuses them).
+	s.pauseDone = !s.eng.busy()
+	s.mu.Unlock()
+	return true
+}
+
+// resumeScheduler resumes the engine and records it. Caller holds s.opMu.
+func (s *server) resumeScheduler() {
+	s.mu.Lock()
+	s.paused, s.pauseDone = false, false
+	s.mu.Unlock()
+	s.eng.resume()
+}
+
+func (s *server) handleIsSleeping(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	// EngineCore.is_sleeping: the scheduler paused or the executor asleep
+	// (or unknown); era A had no scheduler pause.
+	asleep := s.weightsAsleep || s.kvAsleep || s.weightsUnknown || s.kvUnknown
+	if s.era != eraA {
+		asleep = asleep || s.paused
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]bool{"is_sleeping": asleep})
+}
+
+func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
+	if !s.args.EnableSleepMode {
+		writeError(w, http.StatusInternalServerError, "InternalServerError", "Sleep mode is not enabled: start the server with --enable-sleep-mode")
+		return
+	}
+	level, mode, ok := s.sleepParams(w, r)
+	if !ok {
+		return // a 400 records no operation
+	}
+	op := s.beginOp("sleep", opSleep)
+	defer op.end()
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	op.start = time.Now() // the engine's time, as the "It took" line
+	oe, ok := s.sleep(w, r, level, mode)
+	switch {
+	case !ok:
+		return
+	case oe != nil:
+		oe.write(w)
+	case s.era == eraC:
+		writeJSON(w, http.StatusOK, map[string]any{"status": "sleeping", "level": level})
+	default:
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// sleep is EngineCore.sleep: pause the scheduler (eras B, C), then, for
+// level ≥ 1, the executor's sleep. ok is false when the request is over
+// (client gone, or a fault answered it). Caller holds s.opMu.
+func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode string) (oe *opError, ok bool) {
+	start := time.Now()
+	s.mu.Lock()
+	memAsleep := s.weightsAsleep || s.kvAsleep
+	partial := s.weightsAsleep != s.kvAsleep
+	unknown := s.unknownError()
+	s.mu.Unlock()
+	if s.era == eraA && memAsleep {
+		s.log.Printf("WARNING Executor is already sleeping.")
+		return nil, true
+	}
+	if s.inject(w, r, s.faults.beforeSleep(s.eng.busy)) {
+		return nil, false
+	}
+	if mode == modeWait && s.eng.busy() {
+		s.log.Printf("Waiting for in-flight requests to complete before sleeping...")
+	}
+	// Pause first, always (PR #34528): even a sleep the executor then refuses
+	// leaves the scheduler paused (the pause-first contract, vllm-api.md §2).
+	if !s.pauseScheduler(r.Context(), mode) {
+		return nil, false
+	}
+	defer s.syncMetrics()
+	if level == 0 {
+		return nil, true // level 0: the pause only, no executor call, no log line
+	}
+	if unknown != nil {
+		return unknown, true
+	}
+	if s.era == eraC {
+		if partial {
+			// A new sleep while only some resources are awake is rejected
+			// (design doc; test_partial_wake_then_sleep_is_rejected).
+			s.mu.Lock()
+			st := s.snapshot()
+			s.mu.Unlock()
+			return internalError("RuntimeError: cannot sleep while the engine is partially awake (weights=%s, kv_cache=%s); wake it up fully first", st.weights, st.kv), true
+		}
+	}
+	if memAsleep {
+		s.log.Printf("WARNING Executor is already sleeping.")
+		return nil, true
+	}
+	if oe := s.useBackend(); oe != nil {
+		return oe, true
+	}
+	if s.faults.RPCFail[opSleep] {
+		// A failed sleep RPC leaves both resources unknown (test_failed_rpc_is_unknown).
+		s.mu.Lock()
+		s.weightsUnknown, s.kvUnknown = true, true
+		s.mu.Unlock()
+		s.log.Printf("ERROR injected fault rpc-fail=sleep: collective_rpc 'sleep' failed")
+		return internalError("RuntimeError: injected fault rpc-fail=sleep: collective_rpc 'sleep' failed: CUDA error: an illegal memory access was encountered"), true
+	}
+	freeBefore, _ := s.dev.free()
+	usedBefore := s.used()
+	cost := s.phys.Sleep(level)
+	s.mu.Lock()
+	if level == 1 && !s.pinned {
+		// The first level-1 sleep allocates the pinned host buffer the
+		// weights are copied to (vLLM PR #58066); later ones reuse it.
+		cost += s.phys.PinAlloc()
+		s.pinned = true
+	}
+	s.mu.Unlock()
+	if !s.clock.sleep(r.Context(), cost) {
+		return nil, false
+	}
+	s.mu.Lock()
+	s.level = level
+	s.weightsAsleep, s.kvAsleep = true, true
+	// Level 1 keeps a host copy of the weights; level 2 discards them.
+	s.weightsValid = level == 1
+	s.sleeps++
+	s.mu.Unlock()
+	late := s.faults.LateReleaseS > 0
+	if late { // fault late-release: the device shows the state as it is then
+		s.publishLater(time.Duration(s.faults.LateReleaseS * float64(time.Second)))
+	} else {
+		s.publish()
+	}
+	// cumem.py's line (vllm@010c2112 vllm/device_allocator/cumem.py): level 1
+	// backs the weights up in CPU, everything else is discarded.
+	backed := float64(0)
+	if level == 1 {
+		backed = float64(s.phys.WeightBytes())
+	}
+	total := float64(s.phys.WeightBytes() + s.phys.KVBytes)
+	s.log.Printf("CuMemAllocator: sleep freed %.2f GiB memory in total, of which %.2f GiB is backed up in CPU and the rest %.2f GiB is discarded directly.",
+		total/GiB, backed/GiB, (total-backed)/GiB)
+	// gpu_worker.py's line, from the device's free memory before and after.
+	freeAfter, _ := s.dev.free()
+	freed := float64(0)
+	if freeAfter > freeBefore {
+		freed = float64(freeAfter - freeBefore)
+	}
+	if usedNow := s.used(); late && usedBefore > usedNow { // the engine freed it; the device does not show it yet
+		freeAfter += usedBefore - usedNow
+		freed = float64(usedBefore - usedNow)
+	}
+	s.log.Printf("Sleep mode freed %.2f GiB memory, %.2f GiB memory is still in use.", freed/GiB, float64(s.dev.info.TotalBytes-freeAfter)/GiB)
+	s.log.Printf("It took %.6f seconds to fall asleep.", time.Since(start).Seconds())
+	return nil, true
+}
+
+func (s *server) handleWake(w http.ResponseWriter, r *http.Request) {
+	// tags = query_params.getlist("tags") or None; logged before the engine call.
+	tags := r.URL.Query()["tags"]
+	if len(tags) == 0 {
+		tags = nil
+	}
+	if s.inject(w, r, s.faults.beforeWake(s.faults.nextWake())) {
+		return
+	}
+	op := s.beginOp("wake", opWakeUp)
+	defer op.end()
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	op.start = time.Now()
+	s.log.Printf("wake up the engine with tags: %s", pyListOrNone(tags))
+	awake, oe, ok := s.wake(r.Context(), tags)
+	switch {
+	case !ok:
+		return
+	case oe != nil:
+		oe.write(w)
+	case s.era == eraC:
+		status := "sleeping"
+		if awake {
+			status = "awake"
+		}
+		var woken any // the request's tags, null when none were given
+		if tags != nil {
+			woken = tags
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"status": status, "tags_woken": woken})
+	default:
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// wake is EngineCore.wake_up: the executor's wake of the memory tags
+// ("scheduling" is the engine's own, eras B and C), then the scheduler
+// resumes only once both memory resources are resident; awake is vLLM's
+// fully-awake answer. ok is false when the client went away. Caller holds s.opMu.
+func (s *server) wake(ctx context.Context, tags []string) (awake bool, oe *opError, ok bool) {
+	defer s.syncMetrics()
+	s.mu.Lock()
+	unknown := s.unknownError()
+	memAsleep := s.weightsAsleep || s.kvAsleep
+	s.mu.Unlock()
+	if unknown != nil {
+		return false, unknown, true
+	}
+	memTags := tags
+	if s.era != eraA {
+		memTags = slices.DeleteFunc(slices.Clone(tags), func(t string) bool { return t == "scheduling" })
+	}
+	noop := false
+	if tags == nil || len(memTags) > 0 {
+		var oe *opError
+		if noop, oe, ok = s.wakeMemory(ctx, memTags); oe != nil || !ok {
+			return false, oe, ok
+		}
+	}
+	s.mu.Lock()
+	resident := !s.weightsAsleep && !s.kvAsleep && !s.weightsUnknown && !s.kvUnknown
+	if resident {
+		s.level = 0
+	}
+	s.mu.Unlock()
+	if resident && !noop && !s.faults.WakeStaysAsleep {
+		s.mu.Lock()
+		wasPaused := s.paused
+		s.woken = s.woken || memAsleep // the after-wake faults apply from here
+		s.mu.Unlock()
+		if wasPaused {
+			if f := s.faults.SlowDecodeAfter; f > 0 {
+				s.eng.slowDecode(f)
+			}
+			s.resumeScheduler()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapshot().fullyAwake(), nil, true
+}
+
+// wakeMemory is the executor's wake_up(tags) (tags nil: every sleeping
+// tag), as vLLM's executor does it (vllm/v1/executor/abstract.py): nothing
+// asleep → "Executor is not sleeping."; a tag not asleep → a no-op with
+// its warning; else one RPC per tag and the "It took" line. noop reports
+// that nothing was woken on request of a tag not asleep (the scheduler then
+// stays paused). Caller holds s.opMu.
+func (s *server) wakeMemory(ctx context.Context, tags []string) (noop bool, oe *opError, ok bool) {
+	s.mu.Lock()
+	sleeping := s.sleepingTags()
+	level := s.level
+	s.mu.Unlock()
+	if len(sleeping) == 0 {
+		s.log.Printf("WARNING Executor is not sleeping.")
+		return tags != nil, nil, true
+	}
+	for _, t := range tags {
+		if !slices.Contains(sleeping, t) {
+			s.log.Printf("WARNING Tag %s is not in sleeping tags %s", t, pySet(sleeping))
+			return true, nil, true
+		}
+	}
+	if oe := s.useBackend(); oe != nil {
+		return false, oe, true
+	}
+	wake := tags
+	if wake == nil {
+		wake = sleeping
+	}
+	start := time.Now()
+	for _, tag := range wake {
+		var asleep, unknown *bool
+		var bytes uint64
+		var cost float64
+		s.mu.Lock()
+		switch tag {
+		case "weights":
+			asleep, unknown, bytes, cost = &s.weightsAsleep, &s.weightsUnknown, s.phys.WeightBytes(), s.phys.WakeWeights(level)
+		default:
+			asleep, unknown, bytes, cost = &s.kvAsleep, &s.kvUnknown, s.phys.KVBytes, s.phys.WakeKV()
+		}
+		s.mu.Unlock()
+		if s.faults.RPCFail[opWakeUp] {
+			// The failed RPC leaves what it touched unknown (wake(weights)
+			// after level 1: weights unknown, kv_cache still released).
+			s.mu.Lock()
+			*unknown = true
+			s.mu.Unlock()
+			s.log.Printf("ERROR injected fault rpc-fail=wake_up: collective_rpc 'wake_up' failed for tag %s", tag)
+			return false, internalError("RuntimeError: injected fault rpc-fail=wake_up: collective_rpc 'wake_up' failed for tag %s", tag), true
+		}
+		if free, err := s.dev.free(); err != nil {
+			return false, internalError("%v", err), true
+		} else if free < bytes {
+			return false, internalError("CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:163 (wake %s needs %.2f GiB, %.2f GiB free)",
+				tag, float64(bytes)/GiB, float64(free)/GiB), true
+		}
+		if f := s.faults.SlowWake; f > 0 {
+			cost *= f
+		}
+		if !s.clock.sleep(ctx, cost) {
+			return false, nil, false
+		}
+		s.mu.Lock()
+		*asleep = false
+		s.mu.Unlock()
+		s.publish()
+	}
+	// The request's list, or with no tags the executor's set of sleeping tags.
+	shown := pySet(sleeping)
+	if tags != nil {
+		shown = pyList(tags)
+	}
+	s.log.Printf("It took %.6f seconds to wake up tags %s.", time.Since(start).Seconds(), shown)
+	if s.releaseHostMem && level == 1 && slices.Contains(wake, "weights") {
+		// CuMemBackend.resume with VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY
+		// (vllm@0327d59d sleep_mode_backend.py): the pinned buffer the
+		// weights were backed up in is released after the wake.
+		s.log.Printf("Released %.2f GiB of pinned host memory after wake-up.", float64(s.phys.WeightBytes())/GiB)
+	}
+	return false, nil, true
+}
+
+// handlePause is the RLHF router's POST /pause?mode=&clear_cache= (era C):
+// 200 {"status":"paused"} once the pause completed.
+func (s *server) handlePause(w http.ResponseWriter, r *http.Request) {
+	mode, ok := modeParam(w, r)
+	if !ok {
+		return
+	}
+	if _, ok := boolParam(w, r, "clear_cache", true); !ok {
+		return
+	}
+	if _, ok := boolParam(w, r, "wait_for_inflight_requests", false); !ok { // deprecated
+		return
+	}
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	if !s.pauseScheduler(r.Context(), mode) {
+		return
+	}
+	s.syncMetrics()
+	writeJSON(w, http.StatusOK, map[string]string{"status": "paused"})
+}
+
+// handleResume is POST /resume (era C). Whether vLLM resumes a scheduler
+// whose memory sleeps was not read (vllm-api.md §5): vllmsim refuses, as a
+// flat 500 of the RLHF router, rather than schedule without memory.
+func (s *server) handleResume(w http.ResponseWriter, r *http.Request) {
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	s.mu.Lock()
+	st := s.snapshot()
+	s.mu.Unlock()
+	if st.weights != "resident" || st.kv != "resident" {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": fmt.Sprintf(
+			"Failed to resume generation: sleep-mode memory is not resident (weights=%s, kv_cache=%s): wake it up first", st.weights, st.kv)})
+		return
+	}
+	s.resumeScheduler()
+	s.syncMetrics()
+	writeJSON(w, http.StatusOK, map[string]string{"status": "resumed"})
+}
+
+// handleIsPaused is GET /is_paused (era C).
+func (s *server) handleIsPaused(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	p := s.paused
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]bool{"is_paused": p})
+}
+
+// handleReleaseKV is POST /release_kv_cache_memory (PR #44890, era C):
+// after a completed pause with all memory resident, the KV cache is
+// discarded (the weights stay) until /wake_up?tags=kv_cache restores it.
+func (s *server) handleReleaseKV(w http.ResponseWriter, r *http.Request) {
+	op := s.beginOp(opReleaseKV, opReleaseKV)
+	defer op.end()
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	op.start = time.Now()
+	s.mu.Lock()
+	oe := s.unknownError()
+	switch {
+	case oe != nil:
+	case !s.paused || !s.pauseDone || s.eng.busy():
+		oe = internalError("RuntimeError: release_kv_cache_memory() requires a completed pause first")
+	case s.weightsAsleep || s.kvAsleep:
+		oe = internalError("RuntimeError: release_kv_cache_memory() requires all executor memory to be resident")
+	}
+	s.mu.Unlock()
+	if oe == nil {
+		oe = s.useBackend()
+	}
+	if oe != nil {
+		oe.write(w)
+		return
+	}
+	// Executor.discard(("kv_cache",)): unmapped with no copy.
+	if !s.clock.sleep(r.Context(), s.phys.GPU.SleepFixedS) {
+		return
+	}
+	s.mu.Lock()
+	s.kvAsleep = true
+	s.mu.Unlock()
+	s.publish()
+	s.syncMetrics()
+	writeJSON(w, http.StatusOK, map[string]string{"status": "kv_cache_released"})
+}
+
+// handleResetPrefixCache is POST /reset_prefix_cache: vLLM logs and answers
+// 200 with an empty body without checking the reset (vllm@b35f7c2b
+// vllm/entrypoints/serve/dev/cache/api_router.py); era C validates its
+// bool query parameters reset_running_requests and reset_external (no KV
+// connector is simulated, so reset_external clears nothing more).
+func (s *server) handleResetPrefixCache(w http.ResponseWriter, r *http.Request) {
+	if s.era == eraC {
+		for _, p := range []string{"reset_running_requests", "reset_external"} {
+			if _, ok := boolParam(w, r, p, false); !ok {
+				return
+			}
+		}
+	}
+	s.log.Printf("Resetting prefix cache...")
+	if s.faults.resetFails() { // as a vLLM that reports the engine's answer might
+		writeJSON(w, http.StatusOK, map[string]bool{"success": false})
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// pyListOrNone writes tags as Python's %s does: None, or ['weights'].
+func pyListOrNone(tags []string) string {
+	if tags == nil {
+		return "None"
+	}
+	return pyList(tags)
+}
+
+// pySet writes tags as Python prints a set of strings: {'weights', 'kv_cache'}
+// (the order of a real set depends on the hash seed; this is the order of
+// real logs, vllm-api.md §3).
+func pySet(tags []string) string {
+	l := pyList(tags)
+	return "{" + l[1:len(l)-1] + "}"
+}

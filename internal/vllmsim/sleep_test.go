@@ -1,0 +1,386 @@
+package vllmsim
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/simgpu"
+	"github.com/wakebench/wakebench/internal/vllm"
+)
+
+// used is what the simulated GPU shows the sim holding.
+func (s *sim) used(t *testing.T) uint64 {
+	t.Helper()
+	procs, err := simgpu.Processes(s.dir)
+	require.NoError(t, err)
+	require.Len(t, procs, 1)
+	return procs[0].UsedBytes
+}
+
+// metrics is one scrape of the sim's /metrics.
+func (s *sim) metrics(t *testing.T) vllm.Metrics {
+	t.Helper()
+	text, err := s.c.Metrics(t.Context())
+	require.NoError(t, err)
+	m, err := vllm.ParseMetrics(text)
+	require.NoError(t, err)
+	return m
+}
+
+// send is call's answer decoded: status and JSON body (nil when empty).
+func send(t *testing.T, s *sim, req string) (int, map[string]any) {
+	t.Helper()
+	code, body := call(t, s.url, req)
+	if strings.TrimSpace(body) == "" {
+		return code, nil
+	}
+	var v map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &v), "%s: %s", req, body)
+	return code, v
+}
+
+func errMessage(t *testing.T, body map[string]any) string {
+	t.Helper()
+	e, ok := body["error"].(map[string]any)
+	require.True(t, ok, "no error object in %v", body)
+	msg, _ := e["message"].(string)
+	return msg
+}
+
+// TestLevel0PausesOnly: /sleep?level=0 pauses the scheduler and nothing
+// else (EngineCore.sleep, vllm-api.md §2): is_sleeping true, every byte
+// still on the device, no "fall asleep" or freed line, and a request sent
+// meanwhile waits until the wake, then runs.
+func TestLevel0PausesOnly(t *testing.T) {
+	logs := &lockedBuffer{}
+	s := startSimLog(t, "tiny-a", nil, logs)
+	s.ready(t)
+	ctx := t.Context()
+	before := s.used(t)
+	code, body := send(t, s, "POST /sleep?level=0")
+	require.Equal(t, 200, code)
+	assert.Equal(t, map[string]any{"status": "sleeping", "level": float64(0)}, body)
+	asleep, err := s.c.IsSleeping(ctx)
+	require.NoError(t, err)
+	assert.True(t, asleep)
+	assert.Equal(t, before, s.used(t), "level 0 frees nothing")
+	assert.NotContains(t, logs.String(), "fall asleep")
+	assert.NotContains(t, logs.String(), "Sleep mode freed")
+	assert.NotContains(t, logs.String(), "CuMemAllocator")
+	m := s.metrics(t)
+	assert.Equal(t, 0.0, m["vllm:engine_fully_awake"])
+	for _, st := range []string{"awake", "weights_offloaded", "discard_all"} {
+		assert.Equal(t, 0.0, m[`vllm:engine_sleep_state{sleep_state="`+st+`"}`], st)
+	}
+	assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="weights",state="resident"}`])
+
+	short, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+	defer cancel()
+	_, err = s.c.Complete(short, vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 2})
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "paused: the request waits")
+	got := make(chan error, 1)
+	go func() {
+		_, err := s.c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 2, IgnoreEOS: true})
+		got <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	code, body = send(t, s, "POST /wake_up")
+	require.Equal(t, 200, code)
+	assert.Equal(t, "awake", body["status"])
+	select {
+	case err := <-got:
+		assert.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting request never ran after the wake")
+	}
+	assert.Contains(t, logs.String(), "WARNING Executor is not sleeping.", "no memory slept")
+	assert.NotContains(t, logs.String(), "to wake up tags")
+	assert.Equal(t, 1.0, s.metrics(t)["vllm:engine_fully_awake"])
+}
+
+// TestWakeLogLines: vLLM's router and executor lines (vllm-api.md §3).
+func TestWakeLogLines(t *testing.T) {
+	logs := &lockedBuffer{}
+	s := startSimLog(t, "tiny-a", nil, logs)
+	s.ready(t)
+	send(t, s, "POST /sleep?level=1")
+	send(t, s, "POST /wake_up")
+	assert.Contains(t, logs.String(), "wake up the engine with tags: None")
+	assert.Regexp(t, `It took [0-9.]+ seconds to wake up tags \{'weights', 'kv_cache'\}\.`, logs.String(), "no tags: the executor's set")
+
+	n := strings.Count(logs.String(), "to wake up tags")
+	code, body := send(t, s, "POST /wake_up")
+	require.Equal(t, 200, code)
+	assert.Equal(t, "awake", body["status"])
+	assert.Contains(t, logs.String(), "WARNING Executor is not sleeping.")
+	assert.Equal(t, n, strings.Count(logs.String(), "to wake up tags"), "nothing asleep: no It took line")
+
+	send(t, s, "POST /sleep?level=1")
+	send(t, s, "POST /wake_up?tags=weights")
+	assert.Contains(t, logs.String(), "wake up the engine with tags: ['weights']")
+	assert.Regexp(t, `It took [0-9.]+ seconds to wake up tags \['weights'\]\.`, logs.String())
+	n = strings.Count(logs.String(), "to wake up tags")
+	used := s.used(t)
+	code, body = send(t, s, "POST /wake_up?tags=weights")
+	require.Equal(t, 200, code)
+	assert.Equal(t, map[string]any{"status": "sleeping", "tags_woken": []any{"weights"}}, body)
+	assert.Contains(t, logs.String(), "WARNING Tag weights is not in sleeping tags {'kv_cache'}")
+	assert.Equal(t, n, strings.Count(logs.String(), "to wake up tags"), "a tag not asleep wakes nothing")
+	assert.Equal(t, used, s.used(t))
+
+	code, body = send(t, s, "POST /sleep?level=1")
+	require.Equal(t, 500, code, "sleep while partially awake")
+	assert.Regexp(t, "partially awake", errMessage(t, body))
+	paused, err := s.c.IsSleeping(t.Context())
+	require.NoError(t, err)
+	assert.True(t, paused, "the scheduler stays paused")
+}
+
+// TestKVOnlyRelease: pause → release_kv_cache_memory frees exactly the KV
+// cache on the device (weights stay) → wake_up?tags=kv_cache maps it back
+// in a KV wake's time and resumes serving.
+func TestKVOnlyRelease(t *testing.T) {
+	logs := &lockedBuffer{}
+	// slow-wake stretches every wake 40 times: 0.2 s for the KV cache.
+	s := startSimLog(t, "tiny-a", map[string]string{EnvFaults: "slow-wake=40"}, logs)
+	s.ready(t)
+	ctx := t.Context()
+	awake := s.used(t)
+	code, body := send(t, s, "POST /release_kv_cache_memory")
+	require.Equal(t, 500, code)
+	assert.Equal(t, "RuntimeError: release_kv_cache_memory() requires a completed pause first", errMessage(t, body))
+	assert.Equal(t, awake, s.used(t))
+
+	code, _ = send(t, s, "POST /pause")
+	require.Equal(t, 200, code)
+	code, body = send(t, s, "POST /release_kv_cache_memory")
+	require.Equal(t, 200, code)
+	assert.Equal(t, map[string]any{"status": "kv_cache_released"}, body)
+	assert.Equal(t, awake-1*GiB, s.used(t), "the 1 GiB KV cache is freed, the weights stay")
+	m := s.metrics(t)
+	assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="kv_cache",state="released"}`])
+	assert.Equal(t, 0.0, m[`vllm:engine_sleep_state{sleep_state="awake"}`], "legacy: all zero")
+	assert.Equal(t, 2.0, m[`vllm:sleep_mode_operation_duration_seconds_count{operation="release_kv_cache_memory"}`], "the refused call is observed too")
+
+	code, body = send(t, s, "POST /wake_up?tags=kv_cache")
+	require.Equal(t, 200, code)
+	assert.Equal(t, "awake", body["status"])
+	assert.Equal(t, awake, s.used(t))
+	re := regexp.MustCompile(`It took ([0-9.]+) seconds to wake up tags \['kv_cache'\]`)
+	mm := re.FindStringSubmatch(logs.String())
+	require.NotNil(t, mm, logs.String())
+	took, _ := strconv.ParseFloat(mm[1], 64)
+	p := tinyPhysics(t)
+	assert.InDelta(t, p.WakeKV()*40, took, 0.05, "a KV wake's modelled time")
+	st, err := s.c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 2, IgnoreEOS: true})
+	require.NoError(t, err)
+	assert.Equal(t, 2, st.OutputTokens)
+}
+
+// tinyPhysics is the tiny profile's tiny-a with the tests' 1 GiB KV cache.
+func tinyPhysics(t *testing.T) Physics {
+	t.Helper()
+	p, err := LookupProfile("tiny")
+	require.NoError(t, err)
+	m, err := p.Model("tiny-a")
+	require.NoError(t, err)
+	return Physics{GPU: p.GPU, Model: m, KVBytes: 1 * GiB}
+}
+
+// TestWakeStaysAsleepFault: the memory comes back, the answer is
+// "sleeping", the scheduler stays paused.
+func TestWakeStaysAsleepFault(t *testing.T) {
+	s := startSim(t, "tiny-a", map[string]string{EnvFaults: "wake-stays-asleep"})
+	s.ready(t)
+	awake := s.used(t)
+	send(t, s, "POST /sleep?level=1")
+	code, body := send(t, s, "POST /wake_up")
+	require.Equal(t, 200, code)
+	assert.Equal(t, map[string]any{"status": "sleeping", "tags_woken": nil}, body)
+	assert.Equal(t, awake, s.used(t), "the memory work was done")
+	asleep, err := s.c.IsSleeping(t.Context())
+	require.NoError(t, err)
+	assert.True(t, asleep)
+	m := s.metrics(t)
+	assert.Equal(t, 0.0, m["vllm:engine_fully_awake"])
+	assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="scheduler",state="paused"}`])
+}
+
+// TestStuckOpFault: the call answers, its in-flight gauge stays 1; the
+// other operations' gauges go back to 0.
+func TestStuckOpFault(t *testing.T) {
+	for _, op := range []string{"sleep", "wake_up", "release_kv_cache_memory"} {
+		t.Run(op, func(t *testing.T) {
+			s := startSim(t, "tiny-a", map[string]string{EnvFaults: "stuck-op=" + op})
+			s.ready(t)
+			for _, req := range []string{"POST /sleep?level=1", "POST /wake_up", "POST /pause", "POST /release_kv_cache_memory", "POST /wake_up"} {
+				code, body := send(t, s, req)
+				require.Equal(t, 200, code, "%s: %v", req, body)
+			}
+			m := s.metrics(t)
+			label := map[string]string{"sleep": "sleep", "wake_up": "wake", "release_kv_cache_memory": "release_kv_cache_memory"}
+			for _, other := range []string{"sleep", "wake_up", "release_kv_cache_memory"} {
+				want := 0.0
+				if other == op {
+					want = 1
+				}
+				assert.Equal(t, want, m[`vllm:sleep_mode_operations_in_flight{operation="`+label[other]+`"}`], other)
+			}
+		})
+	}
+}
+
+// TestRPCFailFault: a failed memory RPC is a 500, leaves what it touched
+// unknown, and every later sleep, wake or release is a 500 naming unknown
+// and rebuild (test_failed_rpc_is_unknown, vllm-api.md §7.1).
+func TestRPCFailFault(t *testing.T) {
+	t.Run("sleep", func(t *testing.T) {
+		s := startSim(t, "tiny-a", map[string]string{EnvFaults: "rpc-fail=sleep"})
+		s.ready(t)
+		code, _ := send(t, s, "POST /sleep?level=1")
+		require.Equal(t, 500, code)
+		m := s.metrics(t)
+		assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="weights",state="unknown"}`])
+		assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="kv_cache",state="unknown"}`])
+		assert.Equal(t, 0.0, m["vllm:engine_fully_awake"])
+		assert.Equal(t, 0.0, m[`vllm:engine_sleep_state{sleep_state="awake"}`])
+		for _, req := range []string{"POST /wake_up", "POST /sleep?level=2", "POST /wake_up?tags=kv_cache", "POST /release_kv_cache_memory"} {
+			code, body := send(t, s, req)
+			assert.Equal(t, 500, code, req)
+			assert.Regexp(t, "unknown.*rebuild", errMessage(t, body), req)
+		}
+		asleep, err := s.c.IsSleeping(t.Context())
+		require.NoError(t, err)
+		assert.True(t, asleep)
+	})
+	t.Run("wake_up", func(t *testing.T) {
+		s := startSim(t, "tiny-a", map[string]string{EnvFaults: "rpc-fail=wake_up"})
+		s.ready(t)
+		send(t, s, "POST /sleep?level=1")
+		code, _ := send(t, s, "POST /wake_up?tags=weights")
+		require.Equal(t, 500, code)
+		m := s.metrics(t)
+		assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="weights",state="unknown"}`])
+		assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="kv_cache",state="released"}`], "untouched")
+		code, body := send(t, s, "POST /wake_up")
+		assert.Equal(t, 500, code)
+		assert.Regexp(t, "unknown.*rebuild", errMessage(t, body))
+	})
+}
+
+// TestSleepModeBackend: cumem is logged once at the first memory call; an
+// unknown name fails there with vLLM's factory message (a level-0 pause
+// makes no memory call); before era C the flag does not exist.
+func TestSleepModeBackend(t *testing.T) {
+	logs := &lockedBuffer{}
+	s := startSimLog(t, "tiny-a", nil, logs, "--sleep-mode-backend", "cumem")
+	s.ready(t)
+	send(t, s, "POST /sleep?level=1")
+	send(t, s, "POST /wake_up")
+	assert.Equal(t, 1, strings.Count(logs.String(), "Using sleep-mode backend: cumem"))
+
+	s = startSim(t, "tiny-a", nil, "--sleep-mode-backend", "nvshmem")
+	s.ready(t)
+	code, _ := send(t, s, "POST /sleep?level=0")
+	assert.Equal(t, 200, code, "level 0 creates no backend")
+	code, body := send(t, s, "POST /sleep?level=1")
+	require.Equal(t, 500, code)
+	assert.Contains(t, errMessage(t, body), "Unsupported sleep-mode backend 'nvshmem'. Registered backends: cumem.")
+
+	a := startSim(t, "tiny-a", map[string]string{EnvEra: "a"}, "--sleep-mode-backend", "cumem")
+	select {
+	case code := <-a.done:
+		assert.Equal(t, 1, code)
+		assert.Contains(t, a.stderr.String(), "unrecognized arguments: --sleep-mode-backend")
+		a.done <- code // for the cleanup
+	case <-time.After(5 * time.Second):
+		t.Fatal("era a started with --sleep-mode-backend")
+	}
+}
+
+// TestReleaseHostMemoryLog: with VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY=1 a
+// weights wake after level 1 logs the pinned release; not after level 2,
+// not without the variable.
+func TestReleaseHostMemoryLog(t *testing.T) {
+	const line = "Released 0.50 GiB of pinned host memory after wake-up."
+	for _, on := range []bool{false, true} {
+		logs := &lockedBuffer{}
+		env := map[string]string{}
+		if on {
+			env[EnvReleaseHostMemory] = "1"
+		}
+		s := startSimLog(t, "tiny-a", env, logs)
+		s.ready(t)
+		send(t, s, "POST /sleep?level=2")
+		send(t, s, "POST /wake_up")
+		assert.NotContains(t, logs.String(), "pinned host memory", "level 2 backs nothing up")
+		send(t, s, "POST /sleep?level=1")
+		send(t, s, "POST /wake_up?tags=kv_cache")
+		assert.NotContains(t, logs.String(), "pinned host memory", "a KV wake")
+		send(t, s, "POST /wake_up?tags=weights")
+		assert.Equal(t, on, strings.Contains(logs.String(), line), "on=%v: %s", on, logs.String())
+	}
+}
+
+// TestPoisonDiscardedPages: a level-2 wake without reload_weights answers
+// the 0xFF token over and over with VLLM_POISON_DISCARDED_PAGES=1, "!"
+// without; with the reload the answer is right either way.
+func TestPoisonDiscardedPages(t *testing.T) {
+	for _, tc := range []struct{ env, want string }{{"", "!!!!"}, {"1", "ÿÿÿÿ"}} {
+		s := startSim(t, "tiny-a", map[string]string{EnvPoisonPages: tc.env})
+		s.ready(t)
+		ctx := t.Context()
+		req := vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 4, IgnoreEOS: true}
+		ref, err := s.c.Complete(ctx, req)
+		require.NoError(t, err)
+		send(t, s, "POST /sleep?level=2")
+		send(t, s, "POST /wake_up")
+		st, err := s.c.Complete(ctx, req)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, st.Text, "poison=%q", tc.env)
+		send(t, s, "POST /sleep?level=2")
+		_, err = s.c.Wake(ctx, 2)
+		require.NoError(t, err)
+		st, err = s.c.Complete(ctx, req)
+		require.NoError(t, err)
+		assert.Equal(t, ref.Text, st.Text)
+	}
+}
+
+// TestRustFrontendDropsLegacyMetric: VLLM_USE_RUST_FRONTEND=1 exports no
+// vllm:engine_sleep_state, the resource state still.
+func TestRustFrontendDropsLegacyMetric(t *testing.T) {
+	s := startSim(t, "tiny-a", map[string]string{EnvRustFrontend: "1"})
+	s.ready(t)
+	m := s.metrics(t)
+	_, legacy := m[`vllm:engine_sleep_state{sleep_state="awake"}`]
+	assert.False(t, legacy)
+	assert.Equal(t, 1.0, m["vllm:engine_fully_awake"])
+	s = startSim(t, "tiny-a", nil)
+	s.ready(t)
+	assert.Equal(t, 1.0, s.metrics(t)[`vllm:engine_sleep_state{sleep_state="awake"}`])
+}
+
+// TestEraSetting: VLLMSIM_ERA picks a, b or c (default c); anything else
+// fails the start naming the variable.
+func TestEraSetting(t *testing.T) {
+	for in, want := range map[string]era{"": eraC, "a": eraA, "B": eraB, "c": eraC} {
+		st, err := SettingsFromEnv(func(k string) string { return map[string]string{EnvEra: in}[k] })
+		require.NoError(t, err, in)
+		assert.Equal(t, want, st.Era, in)
+	}
+	_, err := SettingsFromEnv(func(k string) string { return map[string]string{EnvEra: "0.11"}[k] })
+	assert.ErrorContains(t, err, `VLLMSIM_ERA="0.11": want a`)
+	_, err = SettingsFromEnv(func(k string) string { return map[string]string{EnvPoisonPages: "yes"}[k] })
+	assert.ErrorContains(t, err, EnvPoisonPages)
+}
+
+func (l *lockedBuffer) String() string { return string(l.Bytes()) }
