@@ -36,6 +36,8 @@ var phaseTests = map[string]func(*testing.T){
 	protocol.PhaseSleepL1:   func(t *testing.T) { testSleep(t, 1) },
 	protocol.PhaseAfterWake: testAfterWake,
 	protocol.PhaseSleepL2:   func(t *testing.T) { testSleep(t, 2) },
+	protocol.PhaseSleepL0:   func(t *testing.T) { testPause(t, 0) },
+	protocol.PhaseKVRelease: func(t *testing.T) { testPause(t, record.LevelKVRelease) },
 	protocol.PhaseSwitch:    testSwitch,
 	protocol.PhaseTraffic:   testTraffic,
 }

@@ -8,7 +8,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/wakebench/wakebench/internal/harness"
 	"github.com/wakebench/wakebench/internal/protocol"
+	"github.com/wakebench/wakebench/internal/record"
 )
 
 // testSleep runs the sleep/wake cycles of every model at level; at level 2
@@ -30,6 +32,30 @@ func testSleep(t *testing.T, level int) {
 				}
 			}
 			passes(t, h.SleepChecks(l, level, cycles))
+		})
+	}
+}
+
+// testPause runs the level-0 cycles (level 0) or the KV-only release
+// cycles (record.LevelKVRelease) of every model; a server without the
+// endpoints has them off, which the checks say without failing.
+func testPause(t *testing.T, level int) {
+	phase, run := protocol.PhaseSleepL0, (*harness.Run).PauseCycles
+	if level == record.LevelKVRelease {
+		phase, run = protocol.PhaseKVRelease, (*harness.Run).KVReleaseCycles
+	}
+	h, ctx := begin(t, phase)
+	for _, l := range h.Labels() {
+		t.Run(l, func(t *testing.T) {
+			skipIfStopped(t)
+			cycles, err := run(h, ctx, l, progress(t))
+			assert.NoError(t, err)
+			for _, c := range cycles {
+				if c.OK {
+					assert.GreaterOrEqual(t, c.ToFirstTokenS, c.WakeAPIS, "first token comes after the wake calls")
+				}
+			}
+			passes(t, h.PauseChecks(l, level, cycles))
 		})
 	}
 }

@@ -50,7 +50,7 @@ func (f *Fleet) SleepMode(ctx context.Context, label string, level int, mode str
 		return nil
 	})
 	if err != nil {
-		return sent, d, fmt.Errorf("sleep %s level %d: %w", label, level, err)
+		return sent, d, fmt.Errorf("sleep %s level %d: %w%s", label, level, err, f.unknownAfter(ctx, label, "sleep"))
 	}
 	f.s.mu.Lock()
 	if m.srv != srv { // stopped (StopAll) while the sleep was under way
@@ -78,6 +78,21 @@ func (f *Fleet) SleepMode(ctx context.Context, label string, level int, mode str
 func (f *Fleet) Wake(ctx context.Context, label string) (time.Duration, error) {
 	_, d, err := f.WakeAt(ctx, label)
 	return d, err
+}
+
+// unknownAfter is what a failed sleep or wake (op) left unknown, where
+// the server exports its resource state: a failed memory RPC leaves them
+// unknown and vLLM then refuses every sleep and wake until a restart
+// (docs/vllm-api.md); "" when nothing is unknown or nothing is exported.
+func (f *Fleet) unknownAfter(ctx context.Context, label, op string) string {
+	ms, err := f.metricsOf(label)(ctx)
+	if err != nil {
+		return ""
+	}
+	if v := ms.SleepView(); len(v.Unknown) > 0 {
+		return "; then " + unknownErr(label, op, v).Error()
+	}
+	return ""
 }
 
 // WakeAt is Wake, also returning when the first wake request was sent: the
@@ -120,7 +135,7 @@ func (f *Fleet) WakeAt(ctx context.Context, label string) (sent time.Time, d tim
 		return nil
 	})
 	if err != nil {
-		return sent, d, fmt.Errorf("wake %s from level %d: %s: %w", label, level, step, err)
+		return sent, d, fmt.Errorf("wake %s from level %d: %s: %w%s", label, level, step, err, f.unknownAfter(ctx, label, "wake"))
 	}
 	f.s.mu.Lock()
 	if m.srv != srv { // stopped (StopAll) while the wake was under way

@@ -157,6 +157,49 @@ func Release(cfg config.Config, label string, release []float64, slept bool) []r
 	return nil
 }
 
+// Pause: the level-0 cycles, or the KV-only release cycles (level
+// record.LevelKVRelease), as Sleep has the others: every cycle succeeded
+// and the p95 of wake → first token within its limit when set; where the
+// server lacks the endpoints (off says why) the count is NOT EVALUATED,
+// not failed. The KV release also needs vLLM to have refused a release
+// without a pause (refused).
+func Pause(cfg config.Config, label string, level int, cycles []record.Cycle, off string, refused bool) []record.Check {
+	t := cfg.ThresholdsFor(label)
+	prefix, planned, maxFTT := "sleep.level0", cfg.Protocol.SleepL0Cycles, t.MaxL0WakeToFirstTokenS
+	if level == record.LevelKVRelease {
+		prefix, planned, maxFTT = "kv_release", cfg.Protocol.KVReleaseCycles, t.MaxKVWakeToFirstTokenS
+	}
+	if planned == 0 {
+		return nil
+	}
+	if off != "" {
+		return []record.Check{{Name: prefix + ".successful_cycles", Model: label, Op: "==", Limit: float64(planned),
+			Verdict: record.NotEvaluated, Reason: off}}
+	}
+	var ftt []float64
+	for _, c := range cycles {
+		if c.OK {
+			ftt = append(ftt, c.ToFirstTokenS)
+		}
+	}
+	out := []record.Check{Evaluate(prefix+".successful_cycles", label, float64(len(ftt)), "==", float64(planned))}
+	if level == record.LevelKVRelease {
+		out = append(out, Evaluate(prefix+".refused_without_pause", label, b2f(refused), "==", 1))
+	}
+	if s, err := stats.Summarize(ftt); err == nil && maxFTT > 0 {
+		out = append(out, Evaluate(prefix+".to_first_token_s.p95", label, s.P95, "<=", maxFTT))
+	}
+	return out
+}
+
+// b2f is 1 for true, 0 for false.
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // notEvaluated is the check of a threshold whose figure is absent (no
 // memory source, or none that could attribute memory to the model): it
 // fails the run only when the user set the threshold (key).

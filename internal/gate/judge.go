@@ -38,9 +38,9 @@ const (
 	// machine for one run shifts every sample of that run): the noise
 	// floor of a metric is the larger of its own CV (sd / mean, n ≥ 3) and
 	// the median CV of the baseline run's metrics of the same unit; a change
-	// is flagged beyond z(1−α/m)·√2·floor (the difference of two runs, each
-	// off by the floor; m the metrics this rule gates, a Bonferroni family
-	// so the run's false-alarm rate is at most α), and never inside the
+	// is flagged beyond z(1−α/m)·floor·√(2 + π/2·(1/n₀ + 1/n₁)) (two runs
+	// each off by the floor, and their medians' own sampling; m the metrics
+	// this rule gates, a Bonferroni family), and never inside the
 	// tolerance. A metric with fewer than OneRunMinSamples samples in the
 	// baseline run is not gated: one sample cannot tell a change from a
 	// hiccup of the box (a single 18 ms level-2 sleep drifted 47 % between
@@ -198,6 +198,9 @@ func Judge(base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) 
 		} else {
 			v.P = math.Max(v.P, b.P)
 		}
+		// The power: the smallest whole-distribution shift whose larger p
+		// is at most alpha/m, what one changed metric among unchanged ones
+		// must meet (Benjamini-Hochberg flags more where several changed).
 		v.MinPct = math.Max(v.MinPct, b.MinPct)
 		v.Min = v.MinPct / 100 * math.Abs(v.Base)
 		v.How += fmt.Sprintf("; and on each run's best sample (%s): %+.2f %%, p %.3g (intersection-union: both must be worse, p the larger)", bestName(v.Better), v.BestChangePct, b.P)
@@ -229,12 +232,23 @@ func Judge(base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) 
 		if v.Better == 0 {
 			v.Why = "its unit has no better= direction"
 		}
-		v.Regression = v.Better != 0 && worse > tolerancePct && worse >= v.MinPct-1e-9
-		if v.Rule == RuleRuns && v.Regression {
-			v.Regression = v.BestChangePct*float64(-v.Better) >= v.MinPct-1e-9
+		switch {
+		case v.Better == 0:
+		case !(v.Base > 0):
+			// A relative change of a zero or negative centre is undefined
+			// (a residual of 0 GiB) or flips its sign: not gated, said so.
+			v.MinPct, v.Min = math.Inf(1), math.Inf(1)
+			v.Why = fmt.Sprintf("the baseline's centre is %g: a change relative to it is undefined, not gated", v.Base)
+		case v.Rule == RuleRuns:
+			// Decided by Benjamini-Hochberg on P below (familyWise); the
+			// median and the best sample must both be worse.
+			v.Regression = worse > tolerancePct && v.BestChangePct*float64(-v.Better) > 0 && !math.IsNaN(v.P)
+		default:
+			v.Regression = worse > tolerancePct && worse >= v.MinPct-1e-9
 		}
 	}
 	familyWise(out, alpha)
+	out = append(out, missing(base, cur)...)
 	return out, nil
 }
 
@@ -243,8 +257,9 @@ func Judge(base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) 
 // family of the runs rule's gated metrics: the largest k whose k-th
 // smallest p is at most k·alpha/m, and every metric up to it. When the
 // code did not change (every metric's null true) the chance of any false
-// regression in the run stays at most alpha; when some metrics did
-// change, it keeps more power than a family-wise bound such as Holm's.
+// regression in the run stays at most alpha; when several metrics did
+// change (a slower wake moves sleep, switch and traffic figures alike),
+// the k-th of them needs only p ≤ k·alpha/m, more power than Holm's.
 func familyWise(vs []Verdict, alpha float64) {
 	var fam []int
 	for i, v := range vs {
@@ -262,6 +277,39 @@ func familyWise(vs []Verdict, alpha float64) {
 	for _, i := range fam[k:] {
 		vs[i].Regression = false
 	}
+}
+
+// RuleMissing: a metric the baseline runs have and this run lacks.
+const RuleMissing = "missing"
+
+// missing is a verdict for each metric the baseline runs have and this
+// run lacks (a phase or a model that did not run, or a renamed metric):
+// shown, never gated, so a phase that stopped producing results is seen.
+func missing(base []Run, cur Run) []Verdict {
+	seen := map[BenchKey]int{}
+	for _, r := range base {
+		for k := range r.Bench.Values {
+			if _, ok := cur.Bench.Values[k]; !ok {
+				seen[k]++
+			}
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(seen), func(a, b BenchKey) int {
+		return strings.Compare(a.Name+"\x00"+a.Unit, b.Name+"\x00"+b.Unit)
+	})
+	var out []Verdict
+	for _, k := range keys {
+		v := Verdict{Name: k.Name, Unit: k.Unit, Rule: RuleMissing, Runs: seen[k], P: math.NaN(), BestChangePct: math.NaN(),
+			ChangePct: math.NaN(), Cur: math.NaN(), MinPct: math.Inf(1), Min: math.Inf(1),
+			Why: fmt.Sprintf("in %d baseline run(s), not in this run: a phase or model that did not run, or a renamed metric; not judged", seen[k])}
+		for _, r := range base {
+			if m, ok := r.Median(k); ok {
+				v.Base = m
+			}
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // bestName names a run's best sample of a unit whose better= is dir.
@@ -493,7 +541,7 @@ func (v *Verdict) judgeRuns(c runsCase, pr prior, tolPct, alpha float64) {
 	}
 	v.How = fmt.Sprintf("t-test of this run's median against the %s (prediction interval, %s, run-to-run sd %.3g %%", c.where, space, 100*math.Sqrt(c.s2))
 	if moderated {
-		v.How += fmt.Sprintf(", moderated to %.3g %% with %.3g degrees of freedom by the prior of %d %s metrics: sd %.3g %%, worth %.3g runs",
+		v.How += fmt.Sprintf(", moderated to %.3g %% with %.3g degrees of freedom by the prior of %d %s metrics: sd %.3g %% worth %.3g degrees of freedom",
 			100*math.Sqrt(s2), df, pr.n, priorKey(v.Name, v.Unit), 100*math.Sqrt(pr.s02), pr.d0)
 	}
 	v.How += ")"
@@ -615,7 +663,11 @@ func WriteVerdicts(w io.Writer, vs []Verdict) error {
 		if math.IsInf(v.MinPct, 1) {
 			power = "none"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.4g\t%.4g\t%+.2f%%\t%s (%d)\t%s\t%s\t%s\n", v.Name, v.Unit, v.Base, v.Cur, v.ChangePct,
+		cur, change := fmt.Sprintf("%.4g", v.Cur), fmt.Sprintf("%+.2f%%", v.ChangePct)
+		if v.Rule == RuleMissing {
+			cur, change, verdict = "–", "–", "(missing in this run)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.4g\t%s\t%s\t%s (%d)\t%s\t%s\t%s\n", v.Name, v.Unit, v.Base, cur, change,
 			v.Rule, v.Runs, p, power, verdict)
 	}
 	if err := tw.Flush(); err != nil {

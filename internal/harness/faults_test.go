@@ -109,6 +109,13 @@ func TestFaultsAreNamed(t *testing.T) {
 			[]string{"garbage output", "reload_weights"}, record.Failure{Phase: "sleep-level2", Model: "A", Step: "cycle 1 first token after wake"}},
 		{"prefix cache never reset after a level-2 wake", "prefix-reset-false", nil, restartThen(cycles(2)),
 			[]string{"wake A from level 2: reset_prefix_cache", `{"success": false}`}, record.Failure{Phase: "sleep-level2", Model: "A", Step: "cycle 1 wake"}},
+		// vLLM's newest sleep API (issue 24): the fleet verifies, not assumes.
+		{"wake answers sleeping", "wake-stays-asleep", nil, restartThen(cycles(1)),
+			[]string{"wake A from level 1", `answered {"status":"sleeping"}`, "still asleep: scheduler=paused"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
+		{"a sleep-mode operation stays in flight", "stuck-op=wake_up", nil, restartThen(cycles(1)),
+			[]string{"wake A from level 1", "hung sleep-mode operation wake (1 in flight)"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
+		{"a memory RPC fails", "rpc-fail=sleep", nil, restartThen(cycles(1)),
+			[]string{"sleep A level 1", "HTTP 500", "unknown"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 sleep"}},
 		{"port already in use", "", func(c *config.Config) { c.Models[0].Port = busyPort(t) },
 			func(ctx context.Context, h *Run) error {
 				_, err := h.Restart(ctx, "A", func(string, ...any) {})

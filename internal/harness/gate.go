@@ -67,6 +67,9 @@ func (r *Run) Gate(baseline string) ([]gate.Verdict, string, error) {
 		if math.IsInf(v.MinPct, 1) { // nothing flagged: no power to state (and JSON has no +Inf)
 			row.MinChange, row.MinChangePct, row.Gated = 0, 0, false
 		}
+		if v.Rule == gate.RuleMissing { // no figure in this run (and JSON has no NaN)
+			row.ThisRun, row.ChangePct = 0, 0
+		}
 		for _, c := range v.ChangePoints {
 			row.ChangePoints = append(row.ChangePoints, fmt.Sprintf("%+.1f %% at %s", c.ChangePct, c.Run))
 		}

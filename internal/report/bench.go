@@ -2,12 +2,13 @@ package report
 
 import (
 	"fmt"
-	"github.com/wakebench/wakebench/internal/record"
 	"io"
 	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/wakebench/wakebench/internal/record"
 
 	"golang.org/x/perf/benchfmt"
 )
@@ -24,6 +25,9 @@ const (
 	UnitTPS        = "tok/s"
 	UnitReqTPS     = "req-tok/s" // one request's output tokens / its sent → done time
 	UnitResidual   = "GiB/residual"
+	UnitFreed      = "GiB/freed"   // level 0, KV-only release: GiB the model gave back
+	UnitRelease2   = "sec/release" // /release_kv_cache_memory sent → answered
+	UnitHeld       = "sec/held"    // level 0: a request sent while paused, sent → first token
 	UnitRelease    = "%-released"
 	UnitPeak       = "GiB/peak"
 	UnitScheduled  = "sec/scheduled" // Pod created → scheduled
@@ -42,6 +46,8 @@ var unitMeta = []struct{ unit, key, value string }{
 	{UnitTTFT, "better", "lower"},
 	{UnitTPOT, "better", "lower"},
 	{UnitResidual, "better", "lower"},
+	{UnitRelease2, "better", "lower"},
+	{UnitHeld, "better", "lower"},
 	{UnitPeak, "better", "lower"},
 	{UnitScheduled, "better", "lower"},
 	{UnitRoutable, "better", "lower"},
@@ -64,7 +70,7 @@ func WriteUnitMetadata(w io.Writer) error {
 // sub-name keys so `benchstat -col /stage` or `-col /level` compare them:
 //
 //	BenchmarkRestart/model=A/kind=warm
-//	BenchmarkSleep/model=A/level=1
+//	BenchmarkSleep/model=A/level=1 (0, 1, 2, kv: a KV-only release)
 //	BenchmarkServe/model=A/stage=baseline/conc=4
 //	BenchmarkSwitch/dir=A→B
 //	BenchmarkTraffic/model=A/run=shared/found=asleep (one line per request: issued → first token, TPOT)
@@ -145,7 +151,21 @@ func modelBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) 
 		if !math.IsNaN(c.ResidualGiB) {
 			vals = append(vals, val(c.ResidualGiB, UnitResidual))
 		}
-		line("Sleep/model="+l+"/level="+strconv.Itoa(c.Level), vals...)
+		level := strconv.Itoa(c.Level)
+		if c.Level == record.LevelKVRelease {
+			level = "kv"
+		}
+		if c.Level <= 0 { // level 0, KV-only release: their own figures
+			for _, f := range []struct {
+				x    float64
+				unit string
+			}{{c.ReleaseS, UnitRelease2}, {c.FreedGiB, UnitFreed}, {c.HeldS, UnitHeld}} {
+				if !math.IsNaN(f.x) {
+					vals = append(vals, val(f.x, f.unit))
+				}
+			}
+		}
+		line("Sleep/model="+l+"/level="+level, vals...)
 	}
 	for _, p := range raw.Perf[l] {
 		name := fmt.Sprintf("Serve/model=%s/stage=%s/conc=%d", l, p.Stage, p.Concurrency)

@@ -93,6 +93,13 @@ func buildModel(raw record.Raw, l string) (m *Model, planned int) {
 	for _, level := range []int{1, 2} {
 		m.Sleep[levelKey(level)] = sleepLevel(raw, l, level)
 	}
+	// Level 0 and the KV-only release (issue 24), where planned: keys
+	// "0" and "kv" beside the reference report's "1" and "2".
+	for _, level := range []int{0, record.LevelKVRelease} {
+		if raw.Planned[l][level] > 0 {
+			m.Sleep[levelKey(level)] = pauseLevel(raw, l, level)
+		}
+	}
 	for _, p := range raw.Perf[l] {
 		counts := slices.Compact(slices.Sorted(slices.Values(p.PromptTokens)))
 		if counts == nil {
@@ -188,7 +195,37 @@ func memory(raw record.Raw) Memory {
 	return mem
 }
 
-func levelKey(level int) string { return strconv.Itoa(level) }
+func levelKey(level int) string {
+	if level == record.LevelKVRelease {
+		return "kv"
+	}
+	return strconv.Itoa(level)
+}
+
+// pauseLevel is sleepLevel for a level-0 or KV-only release level, with
+// its own figures: the GiB freed, the release call, the request held
+// while paused, and why the cycles were off.
+func pauseLevel(raw record.Raw, l string, level int) *SleepLevel {
+	sl := sleepLevel(raw, l, level)
+	sl.Off = raw.CyclesOff[l][level]
+	var freed, release, held, heldPast []float64
+	for _, c := range raw.Cycles[l] {
+		if c.Level != level || !c.OK {
+			continue
+		}
+		freed, release = appendKnown(freed, c.FreedGiB), appendKnown(release, c.ReleaseS)
+		held, heldPast = appendKnown(held, c.HeldS), appendKnown(heldPast, c.HeldPastWakeS)
+	}
+	some := func(xs []float64) *stats.Summary {
+		if len(xs) == 0 {
+			return nil
+		}
+		s := summary(xs)
+		return &s
+	}
+	sl.FreedGiB, sl.ReleaseS, sl.HeldS, sl.HeldPastWakeS = some(freed), some(release), some(held), some(heldPast)
+	return sl
+}
 
 // StatusNotRun is the status of a run in which no phase ran and nothing
 // failed (a -run filter that matched no phase, or benchmarks only): it

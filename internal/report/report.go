@@ -79,6 +79,15 @@ type SleepLevel struct {
 	SteadyState *Steady     `json:"steady_state,omitempty"`
 	// Engine is the server's own account of the cycles.
 	Engine *EngineFigures `json:"engine,omitempty"`
+	// Level 0 and the KV-only release ("0", "kv"): the model's GPU memory
+	// before the pause less once asleep; /release_kv_cache_memory sent →
+	// answered; a request sent while paused, sent → first token, and wake
+	// sent → that first token; why the cycles were off.
+	FreedGiB      *stats.Summary `json:"freed_gib,omitempty"`
+	ReleaseS      *stats.Summary `json:"release_s,omitempty"`
+	HeldS         *stats.Summary `json:"held_request_s,omitempty"`
+	HeldPastWakeS *stats.Summary `json:"held_request_past_wake_s,omitempty"`
+	Off           string         `json:"off,omitempty"`
 }
 
 // Perf is one stage × concurrency of serving.

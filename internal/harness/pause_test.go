@@ -1,0 +1,67 @@
+package harness
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+// TestPauseCyclesByEra: the level-0 and KV-only release cycles on
+// vllmsim's newest era (c) measure what they name — a pause frees nothing
+// and a request sent meanwhile waits for the wake; a KV release frees the
+// KV cache (kv_gib) and vLLM refused it without a pause — and on an older
+// vLLM (era a: no /pause, no /release_kv_cache_memory) they are off, NOT
+// EVALUATED with the reason, and the run is not failed for it.
+func TestPauseCyclesByEra(t *testing.T) {
+	for _, era := range []string{"c", "a"} {
+		t.Run("era "+era, func(t *testing.T) {
+			t.Setenv("VLLMSIM_ERA", era)
+			cfg := small(t)
+			cfg.Protocol.SleepL0Cycles, cfg.Protocol.KVReleaseCycles = 2, 2
+			h, err := Open(t.Context(), cfg)
+			require.NoError(t, err)
+			logf := func(string, ...any) {}
+			_, err = h.Restart(t.Context(), "A", logf)
+			require.NoError(t, err)
+			l0, err := h.PauseCycles(t.Context(), "A", logf)
+			require.NoError(t, err)
+			c0 := h.PauseChecks("A", 0, l0)
+			kv, err := h.KVReleaseCycles(t.Context(), "A", logf)
+			require.NoError(t, err)
+			ckv := h.PauseChecks("A", record.LevelKVRelease, kv)
+			rep, err := h.Close(nil)
+			require.NoError(t, err)
+			checks := append(c0, ckv...)
+			if era == "a" {
+				assert.Empty(t, l0)
+				assert.Empty(t, kv)
+				require.Len(t, checks, 2, "%+v", checks)
+				for _, c := range checks {
+					assert.Equal(t, record.NotEvaluated, c.Verdict, c.Name)
+					assert.False(t, c.Required, "not failed: %s", c.Name)
+					assert.Contains(t, c.Reason, "(vLLM before the pause API): the cycle is off")
+				}
+				assert.Contains(t, rep.Models["A"].Sleep["0"].Off, "no /pause")
+				return
+			}
+			for _, c := range checks {
+				assert.Equal(t, "PASS", c.Verdict, "%s %v", c.Name, c.Value)
+			}
+			require.Len(t, l0, 2)
+			for _, c := range l0 {
+				assert.InDelta(t, 0, c.FreedGiB, 0.01, "a pause frees nothing")
+				assert.GreaterOrEqual(t, c.HeldPastWakeS, 0.0, "the held request's first token came after the wake")
+				assert.Greater(t, c.HeldS, cfg.Protocol.SettleS, "it waited through the pause")
+			}
+			require.Len(t, kv, 2)
+			for _, c := range kv {
+				assert.InDelta(t, cfg.Protocol.KVGiB, c.FreedGiB, 0.05, "the KV cache is what a KV-only release frees")
+				assert.Greater(t, c.ReleaseS, 0.0)
+			}
+			assert.Equal(t, 2, rep.Models["A"].Sleep["kv"].SuccessfulCycles)
+		})
+	}
+}

@@ -1,0 +1,228 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/vllm"
+)
+
+// The cycles of vLLM's newest sleep API (issue 24; docs/vllm-api.md): a
+// level-0 sleep pauses the scheduler and frees nothing
+// (vllm/entrypoints/serve/dev/sleep/api_router.py, EngineCore.sleep with
+// level 0 → pause_scheduler); a KV-only release discards the KV cache of a
+// paused engine and keeps the weights (POST /release_kv_cache_memory, PR
+// #44890), and wake_up?tags=kv_cache restores it. A server without them
+// (vLLM before the pause API, or before #44890) has its cycles off: said
+// in the report, not failed.
+
+// PauseCycles runs protocol.sleep_l0_cycles level-0 cycles on label: the
+// pause (sleep level 0), a request sent while paused (what it meets: held
+// until the wake), the GPU memory freed (none expected), the wake, wake →
+// first token, and the correctness replay.
+func (p *Protocol) PauseCycles(ctx context.Context, label string, logf Logf) ([]record.Cycle, error) {
+	return p.offOrCycles(ctx, PhaseSleepL0, label, 0, p.cfg.Protocol.SleepL0Cycles, logf, p.pauseCycle)
+}
+
+// KVReleaseCycles runs protocol.kv_release_cycles KV-only release cycles on
+// label: pause (sleep level 0), /release_kv_cache_memory, hold settle_s and
+// read the GiB freed, wake_up?tags=kv_cache, wake → first token, replay.
+// First, once, a release without a pause, which vLLM must refuse.
+func (p *Protocol) KVReleaseCycles(ctx context.Context, label string, logf Logf) ([]record.Cycle, error) {
+	return p.offOrCycles(ctx, PhaseKVRelease, label, record.LevelKVRelease, p.cfg.Protocol.KVReleaseCycles, logf, p.kvCycle)
+}
+
+// offOrCycles activates label, finds whether its server has the endpoints
+// the cycles need (off: recorded with why, no cycle run) and runs n cycles.
+func (p *Protocol) offOrCycles(ctx context.Context, phase, label string, level, n int, logf Logf,
+	one func(context.Context, string) (record.Cycle, string, error)) ([]record.Cycle, error) {
+	defer p.begin(ctx, phase, label)()
+	if n == 0 {
+		return nil, nil
+	}
+	p.rec.PlanCycles(label, level, n)
+	if err := p.fleet.Activate(ctx, label); err != nil {
+		return nil, p.Fail(phase, label, "activate", err)
+	}
+	ok, err := p.fleet.SupportsPause(ctx, label)
+	if err != nil {
+		return nil, p.Fail(phase, label, "GET /is_paused", err)
+	}
+	if !ok {
+		p.rec.CyclesOff(label, level, "the server has no /pause, /is_paused (vLLM before the pause API): the cycle is off")
+		logf("%s: %s off: no /is_paused", label, phase)
+		return nil, nil
+	}
+	if level == record.LevelKVRelease {
+		off, err := p.refusedWithoutPause(ctx, label)
+		if err != nil {
+			return nil, p.Fail(phase, label, "release without a pause", err)
+		}
+		if off != "" {
+			p.rec.CyclesOff(label, level, off)
+			logf("%s: %s off: %s", label, phase, off)
+			return nil, nil
+		}
+	}
+	var out []record.Cycle
+	for i := range n {
+		c, step, err := one(ctx, label)
+		out = append(out, c)
+		p.rec.AddCycle(label, c)
+		if err != nil {
+			return out, p.Fail(phase, label, fmt.Sprintf("cycle %d %s", i+1, step), err)
+		}
+		logf("%s %s cycle %d/%d: pause %.3fs, release %.3fs, wake %.3fs, first token %.3fs, freed %.3f GiB, held request %.3fs",
+			label, phase, i+1, n, c.SleepS, c.ReleaseS, c.WakeAPIS, c.ToFirstTokenS, c.FreedGiB, c.HeldS)
+		p.Settle(ctx)
+	}
+	return out, nil
+}
+
+// refusedWithoutPause asks label's awake server to release its KV cache
+// without a pause first: vLLM refuses (500, "requires a completed pause
+// first"); a server that lacks the endpoint makes the cycle off (the
+// returned why). One that accepts is an error: its engine released a KV
+// cache a running scheduler uses (the cache is restored before returning).
+func (p *Protocol) refusedWithoutPause(ctx context.Context, label string) (off string, err error) {
+	_, _, err = p.fleet.ReleaseKVCacheAt(ctx, label)
+	switch {
+	case errors.Is(err, vllm.ErrUnsupported):
+		return "the server has no /release_kv_cache_memory (vLLM before PR #44890): the cycle is off", nil
+	case err != nil:
+		p.kvRefused[label] = true
+		return "", nil
+	}
+	if _, _, werr := p.fleet.WakeKVCacheAt(ctx, label); werr != nil {
+		return "", fmt.Errorf("released the KV cache of a running engine, and restoring it failed: %w", werr)
+	}
+	return "", errors.New("/release_kv_cache_memory answered 200 on a running engine: vLLM refuses it without a completed pause (PR #44890)")
+}
+
+// pauseCycle is one level-0 cycle of an awake model.
+func (p *Protocol) pauseCycle(ctx context.Context, label string) (record.Cycle, string, error) {
+	c := newCycle(0)
+	ms, resid, err := p.measureSleep(ctx, label, 0)
+	if ms != nil {
+		c.SleepS, c.FreedGiB = ms.Took.Seconds(), ms.ReleasedGiB
+	}
+	c.ResidualGiB = resid
+	if err != nil {
+		return c, "pause (sleep level 0)", err
+	}
+	// A request while paused: vLLM holds it until the scheduler resumes.
+	type held struct {
+		first, sent time.Time
+		err         error
+	}
+	hc := make(chan held, 1)
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		s, sent, err := p.fleet.ProbePaused(hctx, label)
+		h := held{sent: sent, err: err}
+		if err == nil && len(s.Tokens) > 0 {
+			h.first = s.Tokens[0]
+		}
+		hc <- h
+	}()
+	p.Settle(ctx)
+	tw := time.Now()
+	wd, err := p.fleet.Wake(ctx, label)
+	c.WakeAPIS = wd.Seconds()
+	if err != nil {
+		return c, "wake", err
+	}
+	s, err := p.fleet.Probe(ctx, label)
+	if err != nil {
+		return c, "first token after wake", err
+	}
+	c.ToFirstTokenS = s.Tokens[0].Sub(tw).Seconds()
+	var h held
+	select {
+	case h = <-hc:
+	case <-ctx.Done():
+		return c, "request held while paused", ctx.Err()
+	}
+	if h.err != nil {
+		return c, "request held while paused", h.err
+	}
+	if !h.sent.Before(tw) {
+		return c, "request held while paused", fmt.Errorf("it was sent %.3f s after the wake (settle_s %g too short to send it while paused)", h.sent.Sub(tw).Seconds(), p.cfg.Protocol.SettleS)
+	}
+	c.HeldS, c.HeldPastWakeS = h.first.Sub(h.sent).Seconds(), h.first.Sub(tw).Seconds()
+	if h.first.Before(tw) {
+		return c, "request held while paused", fmt.Errorf("its first token came %.3f s before the wake was sent: the paused scheduler served it", -c.HeldPastWakeS)
+	}
+	if err := p.verify(ctx, PhaseSleepL0, label, record.ReplayLevel0); err != nil {
+		return c, "correctness replay", err
+	}
+	c.OK = true
+	return c, "", nil
+}
+
+// kvCycle is one KV-only release cycle of an awake model.
+func (p *Protocol) kvCycle(ctx context.Context, label string) (record.Cycle, string, error) {
+	c := newCycle(record.LevelKVRelease)
+	_, d, err := p.fleet.SleepMode(ctx, label, 0, "")
+	c.SleepS = d.Seconds()
+	if err != nil {
+		return c, "pause (sleep level 0)", err
+	}
+	ms, err := p.fleet.Memory().StartRelease(ctx, label)
+	if ms != nil {
+		c.ReleaseS = ms.Took.Seconds()
+	}
+	if err != nil {
+		return c, "release_kv_cache_memory", err
+	}
+	p.Settle(ctx)
+	resid, err := p.finishSleep(ctx, ms)
+	c.ResidualGiB, c.FreedGiB = resid, ms.ReleasedGiB
+	if err != nil {
+		return c, "memory read", err
+	}
+	sent, wd, err := p.fleet.WakeKVCacheAt(ctx, label)
+	c.WakeAPIS = wd.Seconds()
+	if err != nil {
+		return c, "wake_up?tags=kv_cache", err
+	}
+	s, err := p.fleet.Probe(ctx, label)
+	if err != nil {
+		return c, "first token after wake", err
+	}
+	c.ToFirstTokenS = s.Tokens[0].Sub(sent).Seconds()
+	if err := p.verify(ctx, PhaseKVRelease, label, record.ReplayKVRelease); err != nil {
+		return c, "correctness replay", err
+	}
+	c.OK = true
+	return c, "", nil
+}
+
+// newCycle is a cycle at level with every optional figure unknown.
+func newCycle(level int) record.Cycle {
+	return record.Cycle{Level: level, ResidualGiB: math.NaN(), FreedGiB: math.NaN(), ReleaseS: math.NaN(), HeldS: math.NaN(), HeldPastWakeS: math.NaN()}
+}
+
+// PauseChecks: the level-0 cycles (or KV-only release cycles, level
+// record.LevelKVRelease) as SleepChecks has the others: every cycle
+// succeeded, wake → first token within its limit, the correctness
+// replays; NOT EVALUATED with the reason where the server lacks the
+// endpoints. The KV release adds that vLLM refused it without a pause.
+func (p *Protocol) PauseChecks(label string, level int, cycles []record.Cycle) []record.Check {
+	raw := p.rec.Raw()
+	stage := record.ReplayLevel0
+	if level == record.LevelKVRelease {
+		stage = record.ReplayKVRelease
+	}
+	cs := gate.Pause(p.cfg, label, level, cycles, raw.CyclesOff[label][level], p.kvRefused[label])
+	if raw.CyclesOff[label][level] == "" {
+		cs = append(cs, gate.Correctness(label, stage, raw.Replays[label])...)
+	}
+	return p.Record(cs...)
+}
