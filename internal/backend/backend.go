@@ -57,6 +57,15 @@ func Open(ctx context.Context, cfg config.Config, dir string) (*Backend, error) 
 // open is Open with the environment and the NVML library given (tests).
 func open(ctx context.Context, cfg config.Config, dir string, getenv func(string) string, nvmlLib func() nvml.Interface) (*Backend, error) {
 	b := &Backend{env: vllm.ServerEnv(cfg.APIKey)}
+	if cfg.Protocol.CorrectnessMaxTokens > 0 {
+		// With correctness replays on, discarded pages (a level-2 sleep's
+		// weights, every KV cache) are filled with 0xFF when woken
+		// (vllm/envs.py VLLM_POISON_DISCARDED_PAGES; docs/vllm-api.md):
+		// a wake that skipped reload_weights then answers deterministic
+		// garbage the oracle cannot miss, never stale weights that happen
+		// to still be in the freed pages. A vLLM without it ignores it.
+		b.env = append(b.env, PoisonEnv)
+	}
 	if cfg.FreshCaches {
 		b.caches = filepath.Join(dir, "caches")
 	}
@@ -212,6 +221,9 @@ func (b *Backend) placeServers(cfg config.Config, refs []DeviceRef, hows []strin
 	b.Setup.GPUPlacement = fmt.Sprintf("%s: %s", strings.Join(env, " "), strings.Join(places, "; "))
 	return nil
 }
+
+// PoisonEnv makes vLLM fill discarded pages with 0xFF on wake.
+const PoisonEnv = "VLLM_POISON_DISCARDED_PAGES=1"
 
 // ServerEnv is the environment of m's server: vLLM's (dev mode, API key),
 // vllmsim's settings, the faults the config injects into m, and with

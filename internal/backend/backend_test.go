@@ -60,6 +60,12 @@ func TestOpenSim(t *testing.T) {
 	assert.Contains(t, env, "VLLM_API_KEY=k")
 	assert.Contains(t, env, vllmsim.EnvFaults+"=crash-after=3")
 	assert.NotContains(t, b.ServerEnv(config.Model{Label: "B"}), vllmsim.EnvFaults+"=crash-after=3", "faults are per model")
+	assert.Contains(t, env, PoisonEnv, "correctness replays on (the default): discarded pages poisoned")
+	cfg = config.SimDefault()
+	cfg.Protocol.CorrectnessMaxTokens = 0
+	off, err := Open(t.Context(), cfg, t.TempDir())
+	require.NoError(t, err)
+	assert.NotContains(t, off.ServerEnv(config.Model{Label: "A"}), PoisonEnv, "no replays: the wake is not slowed by the fill")
 }
 
 func TestOpenErrorsNameTheSetting(t *testing.T) {

@@ -97,15 +97,15 @@ type Model struct {
 
 // Protocol holds the counts of the measurement protocol (DESIGN.md).
 type Protocol struct {
-	RestartWarm      int     `json:"restart_warm"`       // warm starts after the initial one
-	SleepL1Cycles    int     `json:"sleep_l1_cycles"`    // level-1 sleep/wake cycles per model
-	SleepL2Cycles    int     `json:"sleep_l2_cycles"`    // level-2 sleep/wake cycles per model
+	RestartWarm   int `json:"restart_warm"`    // warm starts after the initial one
+	SleepL1Cycles int `json:"sleep_l1_cycles"` // level-1 sleep/wake cycles per model
+	SleepL2Cycles int `json:"sleep_l2_cycles"` // level-2 sleep/wake cycles per model
 	// SleepL0Cycles: level-0 cycles per model (the scheduler paused,
 	// nothing freed; vLLM with /pause only). KVReleaseCycles: KV-only
 	// release cycles (pause, /release_kv_cache_memory, wake_up?tags=kv_cache;
 	// vLLM PR #44890). 0 turns a cycle off.
-	SleepL0Cycles   int `json:"sleep_l0_cycles"`
-	KVReleaseCycles int `json:"kv_release_cycles"`
+	SleepL0Cycles    int     `json:"sleep_l0_cycles"`
+	KVReleaseCycles  int     `json:"kv_release_cycles"`
 	Concurrency      []int   `json:"concurrency"`        // serving concurrencies
 	Rounds           int     `json:"rounds"`             // rounds per concurrency
 	RequestsPerRound int     `json:"requests_per_round"` // requests per round

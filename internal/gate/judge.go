@@ -73,7 +73,7 @@ type Verdict struct {
 	// fastest, or the highest throughput): RuleRuns flags a regression
 	// only where it too is worse (NaN otherwise).
 	BestChangePct float64
-	P         float64 // one-sided p of a worse change (RuleRuns); NaN otherwise
+	P             float64 // one-sided p of a worse change (RuleRuns); NaN otherwise
 	// MinPct is the gate's power: the smallest change in the worse
 	// direction that it flags, in percent; Min is the same in the
 	// metric's unit (an absolute change).
