@@ -150,9 +150,24 @@ func TestOutputs(t *testing.T) {
 	// sleep and once after each of its wakes: every cycle, the after-wake
 	// wake, every handoff to it (the initial activation too).
 	probes := len(cfg.Models)*(1+p.RestartWarm+p.SleepL1Cycles+p.SleepL2Cycles) + 1 + p.Handoffs
+	// Level 0: a probe after the wake and one held while paused; a KV-only
+	// release: a probe after the wake (none where the cycles were off).
+	extraWakes := map[string]int{}
+	for _, m := range cfg.Models {
+		for _, c := range raw.Cycles[m.Label] {
+			switch c.Level {
+			case 0:
+				probes += 2
+				extraWakes[m.Label]++
+			case record.LevelKVRelease:
+				probes++
+				extraWakes[m.Label]++
+			}
+		}
+	}
 	if p.CorrectnessMaxTokens > 0 {
 		for _, m := range cfg.Models {
-			wakes := p.SleepL1Cycles + p.SleepL2Cycles + 1
+			wakes := p.SleepL1Cycles + p.SleepL2Cycles + 1 + extraWakes[m.Label]
 			for _, ho := range raw.Handoffs {
 				if ho.To == m.Label {
 					wakes++
@@ -161,7 +176,7 @@ func TestOutputs(t *testing.T) {
 			probes += (1 + wakes) * (2 + len(m.LoRAModules))
 			c := rep.Models[m.Label].Correctness
 			if assert.NotNil(t, c, "correctness of %s", m.Label) {
-				for _, st := range []string{record.ReplayLevel1, record.ReplayLevel2, record.ReplayAfterWake, record.ReplaySwitch} {
+				for _, st := range []string{record.ReplayLevel1, record.ReplayLevel2, record.ReplayLevel0, record.ReplayKVRelease, record.ReplayAfterWake, record.ReplaySwitch} {
 					assert.Contains(t, c.Stages, st, "%s replayed after its %s wakes", m.Label, st)
 				}
 			}
@@ -265,12 +280,13 @@ func TestOutputs(t *testing.T) {
 	}
 	require.NoError(t, rd.Err())
 	benches := []string{"Restart", "Sleep", "Serve", "Switch"}
-	wantUnits := []string{report.UnitReady, report.UnitFirstToken, report.UnitSleep, report.UnitWake, report.UnitTTFT, report.UnitTPOT, report.UnitTPS, report.UnitReqTPS}
+	wantUnits := []string{report.UnitReady, report.UnitFirstToken, report.UnitSleep, report.UnitWake, report.UnitTTFT, report.UnitTPOT, report.UnitTPS, report.UnitReqTPS,
+		report.UnitRelease2, report.UnitHeld}
 	if haveMemory {
 		benches = append(benches, "Memory")
 		// GiB/peak (Memory/device) is summed from every sample at Close,
 		// after this test.
-		wantUnits = append(wantUnits, report.UnitResidual, report.UnitRelease)
+		wantUnits = append(wantUnits, report.UnitResidual, report.UnitRelease, report.UnitFreed)
 	} else {
 		assert.Zero(t, names["Memory"], "no memory source, no BenchmarkMemory results")
 	}

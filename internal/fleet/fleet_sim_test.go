@@ -283,10 +283,11 @@ func TestWakeVerifiedOutsideItsInterval(t *testing.T) {
 	assert.GreaterOrEqual(t, slowWake-fast, 250*time.Millisecond, "a slower wake shows")
 }
 
-// TestPauseUnsupported: vllmsim as it is today has no /pause,
-// /is_paused or /release_kv_cache_memory (an era-A/B server): the fleet
-// says so with vllm.ErrUnsupported and leaves the model awake.
+// TestPauseUnsupported: vllmsim in its oldest era (a: vLLM ≤ 0.11) has
+// no /pause, /is_paused or /release_kv_cache_memory: the fleet says so
+// with vllm.ErrUnsupported and leaves the model awake.
 func TestPauseUnsupported(t *testing.T) {
+	t.Setenv("VLLMSIM_ERA", "a")
 	f, _, _ := simtest.Fleet(t, nil, nil)
 	ctx := t.Context()
 	require.NoError(t, f.Activate(ctx, "A"))
