@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -112,6 +113,53 @@ func (f *Fleet) asleepStep(ctx context.Context, label, op string, slept []string
 	return sent, d, nil
 }
 
+// ResumeAt is POST /resume on label's server after PauseAt: the
+// scheduler runs again (vLLM's RLHF router, docs/vllm-api.md §5). It is
+// confirmed after its answer: /is_paused and /is_sleeping must be false.
+// Only a pause with nothing else asleep can be resumed so.
+func (f *Fleet) ResumeAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
+	m, err := f.s.model(label)
+	if err != nil {
+		return sent, 0, err
+	}
+	f.s.mu.Lock()
+	srv, slept := m.srv, m.slept
+	f.s.mu.Unlock()
+	if !slices.Equal(slept, []string{"scheduling"}) {
+		return sent, 0, fmt.Errorf("resume %s: only a paused scheduler resumes; asleep: %v", label, slept)
+	}
+	step := "resume"
+	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.WakeS), func(ctx context.Context, c *vllm.Client) error {
+		sent = time.Now()
+		if err := c.Resume(ctx); err != nil {
+			return err
+		}
+		d = time.Since(sent)
+		step = "is_paused"
+		if paused, err := c.IsPaused(ctx); err != nil || paused {
+			return cmp.Or(err, errors.New("resume answered 200 but /is_paused is still true"))
+		}
+		step = "is_sleeping"
+		if asleep, err := c.IsSleeping(ctx); err != nil || asleep {
+			return cmp.Or(err, errors.New("resume answered 200 but /is_sleeping is still true"))
+		}
+		return nil
+	})
+	if err != nil {
+		return sent, d, fmt.Errorf("resume %s: %s: %w", label, step, err)
+	}
+	f.s.mu.Lock()
+	if m.srv != srv {
+		f.s.mu.Unlock()
+		return sent, d, fmt.Errorf("resume %s: the server was stopped meanwhile", label)
+	}
+	m.asleep, m.level, m.slept = false, 0, nil
+	f.s.changes++
+	f.s.mu.Unlock()
+	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: "resume"})
+	return sent, d, nil
+}
+
 // WakeKVCacheAt is POST /wake_up?tags=kv_cache after ReleaseKVCacheAt: it
 // restores the KV cache and resumes scheduling (docs/vllm-api.md §6). It
 // is verified like WakeAt's last step: "sleeping" is a failed wake naming
@@ -133,18 +181,7 @@ func (f *Fleet) WakeKVCacheAt(ctx context.Context, label string) (sent time.Time
 			return err
 		}
 		d = time.Since(sent)
-		if err := wakeVerdict(ctx, a, f.metricsOf(label), slept); err != nil {
-			return err
-		}
-		step = "is_sleeping"
-		asleep, err := c.IsSleeping(ctx)
-		if err != nil {
-			return err
-		}
-		if asleep {
-			return errors.New("wake answered 200 but /is_sleeping is still true")
-		}
-		return nil
+		return confirmAwake(ctx, c, a, f.metricsOf(label), slept, &step)
 	})
 	if err != nil {
 		return sent, d, fmt.Errorf("wake %s kv_cache: %s: %w", label, step, err)

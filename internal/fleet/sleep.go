@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -121,18 +120,7 @@ func (f *Fleet) WakeAt(ctx context.Context, label string) (sent time.Time, d tim
 		if level == 2 {
 			step = "wake_up?tags=kv_cache"
 		}
-		if err := wakeVerdict(ctx, last, f.metricsOf(label), slept); err != nil {
-			return err
-		}
-		step = "is_sleeping"
-		asleep, err := c.IsSleeping(ctx)
-		if err != nil {
-			return err
-		}
-		if asleep {
-			return errors.New("wake answered 200 but /is_sleeping is still true")
-		}
-		return nil
+		return confirmAwake(ctx, c, last, f.metricsOf(label), slept, &step)
 	})
 	if err != nil {
 		return sent, d, fmt.Errorf("wake %s from level %d: %s: %w%s", label, level, step, err, f.unknownAfter(ctx, label, "wake"))

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -124,4 +125,22 @@ func sleptBy(level int) []string {
 		return []string{"scheduling"}
 	}
 	return []string{"weights", "kv_cache", "scheduling"}
+}
+
+// confirmAwake verifies a wake's last answer a (wakeVerdict) and then that
+// /is_sleeping is false, after the wake's interval; *step names the call
+// that failed.
+func confirmAwake(ctx context.Context, c *vllm.Client, a vllm.WakeAnswer, read metricsRead, slept []string, step *string) error {
+	if err := wakeVerdict(ctx, a, read, slept); err != nil {
+		return err
+	}
+	*step = "is_sleeping"
+	asleep, err := c.IsSleeping(ctx)
+	if err != nil {
+		return err
+	}
+	if asleep {
+		return errors.New("wake answered 200 but /is_sleeping is still true")
+	}
+	return nil
 }

@@ -162,8 +162,9 @@ func Release(cfg config.Config, label string, release []float64, slept bool) []r
 // and the p95 of wake → first token within its limit when set; where the
 // server lacks the endpoints (off says why) the count is NOT EVALUATED,
 // not failed. The KV release also needs vLLM to have refused a release
-// without a pause (refused).
-func Pause(cfg config.Config, label string, level int, cycles []record.Cycle, off string, refused bool) []record.Check {
+// without a pause, level 0 a /pause that held a request until /resume
+// (confirmed).
+func Pause(cfg config.Config, label string, level int, cycles []record.Cycle, off string, confirmed bool) []record.Check {
 	t := cfg.ThresholdsFor(label)
 	prefix, planned, maxFTT := "sleep.level0", cfg.Protocol.SleepL0Cycles, t.MaxL0WakeToFirstTokenS
 	if level == record.LevelKVRelease {
@@ -184,7 +185,9 @@ func Pause(cfg config.Config, label string, level int, cycles []record.Cycle, of
 	}
 	out := []record.Check{Evaluate(prefix+".successful_cycles", label, float64(len(ftt)), "==", float64(planned))}
 	if level == record.LevelKVRelease {
-		out = append(out, Evaluate(prefix+".refused_without_pause", label, b2f(refused), "==", 1))
+		out = append(out, Evaluate(prefix+".refused_without_pause", label, b2f(confirmed), "==", 1))
+	} else {
+		out = append(out, Evaluate(prefix+".pause_resume_held_a_request", label, b2f(confirmed), "==", 1))
 	}
 	if s, err := stats.Summarize(ftt); err == nil && maxFTT > 0 {
 		out = append(out, Evaluate(prefix+".to_first_token_s.p95", label, s.P95, "<=", maxFTT))

@@ -113,3 +113,74 @@ func TestRestartIntervalsEndAtTheirEvents(t *testing.T) {
 	assert.Greater(t, total(slowHealth, ready), total(plain, ready)+0.3, "ready later")
 	assert.Greater(t, total(slowHealth, first), total(plain, first)+0.3, "first token later")
 }
+
+// pauseRun runs n cycles of the level-0 phase (level 0) or the KV-only
+// release phase (record.LevelKVRelease) on model A, memory read through
+// wrap, A's server with faults.
+func pauseRun(t *testing.T, level int, wrap func(gpu.Source) gpu.Source, faults string, mod func(*config.Config)) []record.Cycle {
+	t.Helper()
+	_, _, p := simFleetWith(t, wrap, func(cfg *config.Config) {
+		cfg.Models[0].SimFaults = faults
+		cfg.Protocol.SleepL0Cycles, cfg.Protocol.KVReleaseCycles = 3, 3
+		if mod != nil {
+			mod(cfg)
+		}
+	})
+	run := p.PauseCycles
+	if level == record.LevelKVRelease {
+		run = p.KVReleaseCycles
+	}
+	cs, err := run(t.Context(), "A", t.Logf)
+	require.NoError(t, err)
+	require.Len(t, cs, 3)
+	return cs
+}
+
+// medianOf is the median of f over an odd number of cycles.
+func medianOf(cs []record.Cycle, f func(record.Cycle) float64) float64 {
+	xs := make([]float64, len(cs))
+	for i, c := range cs {
+		xs[i] = f(c)
+	}
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}
+
+// TestPauseFiguresMeanWhatTheySay: the level-0 and KV-only release
+// figures (docs/metrics.md) move with what they measure and not with the
+// harness's own work: memory reads of 150 ms each (before the pause or
+// the release, settle_s after it) leave release_s, held_request_s and the
+// wake → first token where they were, and the GiB freed the same; a
+// release answered 300 ms later moves release_s, a wake answered 300 ms
+// later moves held_request_s (the request waits for it) and wake → first
+// token, and a KV cache twice as large doubles the GiB a release frees.
+func TestPauseFiguresMeanWhatTheySay(t *testing.T) {
+	const delay = 150 * time.Millisecond
+	slow := func(s gpu.Source) gpu.Source { return simtest.SlowReads{Source: s, Delay: delay} }
+	release := func(c record.Cycle) float64 { return c.ReleaseS }
+	held := func(c record.Cycle) float64 { return c.HeldS }
+	ftt := func(c record.Cycle) float64 { return c.ToFirstTokenS }
+	freed := func(c record.Cycle) float64 { return c.FreedGiB }
+
+	kv := pauseRun(t, record.LevelKVRelease, same, "", nil)
+	kvSlowRead := pauseRun(t, record.LevelKVRelease, slow, "", nil)
+	assert.Less(t, medianOf(kvSlowRead, release), medianOf(kv, release)+delay.Seconds(), "release_s: not the memory reads")
+	assert.Less(t, medianOf(kvSlowRead, ftt), medianOf(kv, ftt)+delay.Seconds(), "kv to_first_token_s: not the memory reads")
+	assert.InDelta(t, medianOf(kv, freed), medianOf(kvSlowRead, freed), 1e-6, "freed_gib is read all the same")
+	kvSlowRelease := pauseRun(t, record.LevelKVRelease, same, "delay=/release_kv_cache_memory:0.3", nil)
+	assert.Greater(t, medianOf(kvSlowRelease, release), medianOf(kv, release)+0.25, "a slower release moves release_s")
+	kvBig := pauseRun(t, record.LevelKVRelease, same, "", func(cfg *config.Config) { cfg.Protocol.KVGiB *= 2 })
+	assert.InDelta(t, 2*medianOf(kv, freed), medianOf(kvBig, freed), 0.05, "twice the KV cache, twice the GiB freed")
+	assert.Positive(t, medianOf(kv, freed))
+
+	l0 := pauseRun(t, 0, same, "", nil)
+	l0SlowRead := pauseRun(t, 0, slow, "", nil)
+	assert.Less(t, medianOf(l0SlowRead, held), medianOf(l0, held)+delay.Seconds(), "held_request_s: not the memory reads")
+	assert.Less(t, medianOf(l0SlowRead, ftt), medianOf(l0, ftt)+delay.Seconds(), "level-0 to_first_token_s: not the memory reads")
+	l0SlowWake := pauseRun(t, 0, same, "delay=/wake_up:0.3", nil)
+	assert.Greater(t, medianOf(l0SlowWake, held), medianOf(l0, held)+0.25, "the held request waits for a slower wake")
+	assert.Greater(t, medianOf(l0SlowWake, ftt), medianOf(l0, ftt)+0.25, "a slower wake moves wake → first token")
+	for _, c := range l0 {
+		assert.InDelta(t, 0, c.FreedGiB, 0.01, "a pause frees nothing")
+	}
+}

@@ -70,6 +70,11 @@ func (p *Protocol) offOrCycles(ctx context.Context, phase, label string, level, 
 		}
 	}
 	var out []record.Cycle
+	defer func() {
+		if level == 0 && len(out) == n && out[n-1].OK {
+			p.pauseResume(ctx, phase, label, logf)
+		}
+	}()
 	for i := range n {
 		c, step, err := one(ctx, label)
 		out = append(out, c)
@@ -77,11 +82,59 @@ func (p *Protocol) offOrCycles(ctx context.Context, phase, label string, level, 
 		if err != nil {
 			return out, p.Fail(phase, label, fmt.Sprintf("cycle %d %s", i+1, step), err)
 		}
-		logf("%s %s cycle %d/%d: pause %.3fs, release %.3fs, wake %.3fs, first token %.3fs, freed %.3f GiB, held request %.3fs",
-			label, phase, i+1, n, c.SleepS, c.ReleaseS, c.WakeAPIS, c.ToFirstTokenS, c.FreedGiB, c.HeldS)
+		what := fmt.Sprintf("held request %.3fs", c.HeldS)
+		if level == record.LevelKVRelease {
+			what = fmt.Sprintf("release %.3fs", c.ReleaseS)
+		}
+		logf("%s %s cycle %d/%d: pause %.3fs, %s, wake %.3fs, first token %.3fs, freed %.3f GiB",
+			label, phase, i+1, n, c.SleepS, what, c.WakeAPIS, c.ToFirstTokenS, c.FreedGiB)
 		p.Settle(ctx)
 	}
 	return out, nil
+}
+
+// pauseResume pauses label through /pause, sends a probe (held), resumes
+// through /resume and takes the probe's answer: the other way vLLM pauses
+// (its RLHF router's), checked after the level-0 cycles; a failure is the
+// phase's. Its times are logged, not reported: the level-0 cycles are the
+// pause's figures.
+func (p *Protocol) pauseResume(ctx context.Context, phase, label string, logf Logf) {
+	ok := false
+	defer func() { p.pauseResumed[label] = ok }()
+	_, pd, err := p.fleet.PauseAt(ctx, label, vllm.SleepAbort, true)
+	if err != nil {
+		p.Fail(phase, label, "pause", err)
+		return
+	}
+	type held struct {
+		first time.Time
+		err   error
+	}
+	hc := make(chan held, 1)
+	go func() {
+		s, _, err := p.fleet.ProbePaused(ctx, label)
+		h := held{err: err}
+		if err == nil && len(s.Tokens) > 0 {
+			h.first = s.Tokens[0]
+		}
+		hc <- h
+	}()
+	p.Settle(ctx)
+	sent, rd, err := p.fleet.ResumeAt(ctx, label)
+	if err != nil {
+		p.Fail(phase, label, "resume", err)
+		return
+	}
+	h := <-hc
+	switch {
+	case h.err != nil:
+		p.Fail(phase, label, "request held by /pause", h.err)
+	case h.first.Before(sent):
+		p.Fail(phase, label, "request held by /pause", fmt.Errorf("its first token came %.3f s before /resume was sent", sent.Sub(h.first).Seconds()))
+	default:
+		ok = true
+		logf("%s: /pause %.3fs, /resume %.3fs, held request's first token %.3fs after /resume", label, pd.Seconds(), rd.Seconds(), h.first.Sub(sent).Seconds())
+	}
 }
 
 // refusedWithoutPause asks label's awake server to release its KV cache
@@ -138,11 +191,9 @@ func (p *Protocol) pauseCycle(ctx context.Context, label string) (record.Cycle, 
 	if err != nil {
 		return c, "wake", err
 	}
-	s, err := p.fleet.Probe(ctx, label)
-	if err != nil {
-		return c, "first token after wake", err
+	if step, err := p.firstToken(ctx, &c, label, tw); err != nil {
+		return c, step, err
 	}
-	c.ToFirstTokenS = s.Tokens[0].Sub(tw).Seconds()
 	var h held
 	select {
 	case h = <-hc:
@@ -166,13 +217,26 @@ func (p *Protocol) pauseCycle(ctx context.Context, label string) (record.Cycle, 
 	return c, "", nil
 }
 
+// firstToken probes label after a wake sent at tw and sets the cycle's
+// wake → first token.
+func (p *Protocol) firstToken(ctx context.Context, c *record.Cycle, label string, tw time.Time) (step string, err error) {
+	s, err := p.fleet.Probe(ctx, label)
+	if err != nil {
+		return "first token after wake", err
+	}
+	c.ToFirstTokenS = s.Tokens[0].Sub(tw).Seconds()
+	return "", nil
+}
+
 // kvCycle is one KV-only release cycle of an awake model.
 func (p *Protocol) kvCycle(ctx context.Context, label string) (record.Cycle, string, error) {
 	c := newCycle(record.LevelKVRelease)
-	_, d, err := p.fleet.SleepMode(ctx, label, 0, "")
+	// The pause through /pause (mode abort, clear_cache: vLLM's defaults),
+	// the RLHF router's way; level 0 has its own cycles.
+	_, d, err := p.fleet.PauseAt(ctx, label, vllm.SleepAbort, true)
 	c.SleepS = d.Seconds()
 	if err != nil {
-		return c, "pause (sleep level 0)", err
+		return c, "pause", err
 	}
 	ms, err := p.fleet.Memory().StartRelease(ctx, label)
 	if ms != nil {
@@ -192,11 +256,9 @@ func (p *Protocol) kvCycle(ctx context.Context, label string) (record.Cycle, str
 	if err != nil {
 		return c, "wake_up?tags=kv_cache", err
 	}
-	s, err := p.fleet.Probe(ctx, label)
-	if err != nil {
-		return c, "first token after wake", err
+	if step, err := p.firstToken(ctx, &c, label, sent); err != nil {
+		return c, step, err
 	}
-	c.ToFirstTokenS = s.Tokens[0].Sub(sent).Seconds()
 	if err := p.verify(ctx, PhaseKVRelease, label, record.ReplayKVRelease); err != nil {
 		return c, "correctness replay", err
 	}
@@ -220,7 +282,11 @@ func (p *Protocol) PauseChecks(label string, level int, cycles []record.Cycle) [
 	if level == record.LevelKVRelease {
 		stage = record.ReplayKVRelease
 	}
-	cs := gate.Pause(p.cfg, label, level, cycles, raw.CyclesOff[label][level], p.kvRefused[label])
+	confirmed := p.pauseResumed[label]
+	if level == record.LevelKVRelease {
+		confirmed = p.kvRefused[label]
+	}
+	cs := gate.Pause(p.cfg, label, level, cycles, raw.CyclesOff[label][level], confirmed)
 	if raw.CyclesOff[label][level] == "" {
 		cs = append(cs, gate.Correctness(label, stage, raw.Replays[label])...)
 	}

@@ -47,8 +47,8 @@ func Phases() []Phase {
 		{PhaseSleepL1, "`sleep_l1_cycles` (5) × (sleep level 1, hold `settle_s`, read residual, wake, probe first token, hold)"},
 		{PhaseAfterWake, "one level-1 sleep and wake, then serving again as in baseline straight after the wake, against the baseline's tok/s; then the correctness replay"},
 		{PhaseSleepL2, "`sleep_l2_cycles` (3) cycles at level 2; the wake is `wake_up?tags=weights`, `collective_rpc {\"method\":\"reload_weights\"}`, `wake_up?tags=kv_cache`, `reset_prefix_cache`; every first token is checked for garbage"},
-		{PhaseSleepL0, "`sleep_l0_cycles` (3) × (sleep level 0: the scheduler paused, nothing freed; a probe sent while paused, held until the wake; hold `settle_s`, read memory, wake, probe first token); off, and said so, on a vLLM without `/pause`"},
-		{PhaseKVRelease, "once a release without a pause (vLLM must refuse it), then `kv_release_cycles` (3) × (sleep level 0, `/release_kv_cache_memory`, hold `settle_s`, read the GiB freed, `wake_up?tags=kv_cache`, probe first token); off, and said so, on a vLLM without it (before PR #44890)"},
+		{PhaseSleepL0, "`sleep_l0_cycles` (3) × (sleep level 0: the scheduler paused, nothing freed; hold `settle_s`, read memory; a probe sent while paused, held until the wake; wake, probe first token); then once `/pause`, a held probe, `/resume`; off, and said so, on a vLLM without `/pause`"},
+		{PhaseKVRelease, "once a release without a pause (vLLM must refuse it), then `kv_release_cycles` (3) × (`/pause`, `/release_kv_cache_memory`, hold `settle_s`, read the GiB freed, `wake_up?tags=kv_cache`, probe first token); off, and said so, on a vLLM without it (before PR #44890)"},
 		{PhaseSwitch, "all models: 1 initial activation (A awake, others asleep), then `handoffs` (19) handoffs A→B, B→A, … (round-robin for more models): sleep the active model at level 1, wake the next, first token"},
 		{PhaseTraffic, "all models: open-loop `traffic.arrivals` (Poisson) at `traffic.rate` (2 req/s) per model for `traffic.duration_s` (6 s) through a wake-on-demand router (one model awake, the others asleep at `traffic.sleep_level`); the same arrivals with every model awake (the ideal); then a sleep with `in_flight_requests` (4) decoding in each pause mode (abort, wait, keep)"},
 	}
@@ -84,11 +84,14 @@ type Protocol struct {
 	// kvRefused: the model's server refused a KV-only release without a
 	// pause, as vLLM must (KVReleaseCycles).
 	kvRefused map[string]bool
+	// pauseResumed: the model's /pause held a request until /resume
+	// (PauseCycles).
+	pauseResumed map[string]bool
 }
 
 // New is the protocol of cfg on f, recording into rec; obs may be nil.
 func New(cfg config.Config, f *fleet.Fleet, rec *record.Recorder, obs Observer) *Protocol {
-	return &Protocol{cfg: cfg, fleet: f, rec: rec, obs: obs, kvRefused: map[string]bool{}}
+	return &Protocol{cfg: cfg, fleet: f, rec: rec, obs: obs, kvRefused: map[string]bool{}, pauseResumed: map[string]bool{}}
 }
 
 // bench is p for benchmarks: the same servers, but the measurements a
