@@ -19,6 +19,7 @@ import (
 
 	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/harness"
+	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/server"
 )
@@ -430,4 +431,32 @@ func TestSelected(t *testing.T) {
 	} {
 		assert.Equal(t, want, selected(pattern, "TestProtocol", "traffic"), pattern)
 	}
+}
+
+// TestOlderVLLMPasses: the whole protocol against vllmsim as vLLM ≤ 0.11
+// was (era a: empty sleep answers, no pause modes, no level 0, no
+// /pause or /release_kv_cache_memory, only engine_sleep_state) passes,
+// with what that server cannot do said, not failed: the level-0 and
+// KV-only release cycles and the wait and keep modes NOT EVALUATED with
+// the reason.
+func TestOlderVLLMPasses(t *testing.T) {
+	if os.Getenv("WAKEBENCH_CHILD") != "" {
+		t.Skip("this is a child run")
+	}
+	out := t.TempDir()
+	b, err := runChild(t, out, []string{"VLLMSIM_ERA=a", "WAKEBENCH_PROTOCOL_SLEEP_L1_CYCLES=2", "WAKEBENCH_PROTOCOL_SLEEP_L2_CYCLES=1",
+		"WAKEBENCH_PROTOCOL_HANDOFFS=2", "WAKEBENCH_PROTOCOL_RESTART_WARM=1", "WAKEBENCH_TRAFFIC_DURATION_S=1"}, "-test.run=^TestProtocol$")
+	require.NoError(t, err, "%s", b)
+	rep := readChildReport(t, out)
+	assert.Equal(t, "PASS", rep.Status)
+	off := map[string]string{}
+	for _, c := range rep.Checks {
+		if c.Verdict == record.NotEvaluated {
+			off[c.Name] = c.Reason
+		}
+	}
+	assert.Contains(t, off["sleep.level0.successful_cycles"], "no /pause")
+	assert.Contains(t, off["kv_release.successful_cycles"], "no /pause")
+	assert.Contains(t, off["traffic.in_flight.keep.unexpected"], "ignores mode=keep")
+	assert.NotContains(t, off, "traffic.in_flight.abort.unexpected", "abort is what an old vLLM does: judged")
 }

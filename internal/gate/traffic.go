@@ -82,6 +82,13 @@ func Traffic(cfg config.Config, t record.Traffic) []record.Check {
 		}
 	}
 	for _, f := range t.InFlight {
+		if f.Off != "" {
+			for _, what := range []string{"survived", "unexpected"} {
+				out = append(out, record.Check{Name: fmt.Sprintf("traffic.in_flight.%s.%s", f.Mode, what), Op: "==",
+					Verdict: record.NotEvaluated, Reason: f.Off})
+			}
+			continue
+		}
 		survived := 0.0
 		if f.Survived {
 			survived = 1

@@ -64,6 +64,8 @@ type InFlight struct {
 	SleepS     float64 `json:"sleep_s"`  // /sleep sent → answered (wait: includes the drain)
 	Survived   bool    `json:"survived"` // the server answered a probe after the wake
 	Detail     string  `json:"detail,omitempty"`
+	// Off says why the mode was not tried: a server without pause modes.
+	Off string `json:"off,omitempty"`
 }
 
 // Traffic is the traffic phase.

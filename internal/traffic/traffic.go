@@ -288,7 +288,21 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 		}
 	}
 	if tr.InFlightRequests > 0 {
+		// Pause modes came with the engine's pause machinery (PR #34528,
+		// docs/vllm-api.md era b): a server without /is_paused ignores
+		// mode=wait|keep and treats every sleep as its old abort. Those
+		// modes are then off, not failed.
+		modes, err := ph.fleet.SupportsPause(ctx, labels[0])
+		if err != nil {
+			errs = append(errs, ph.proto.Fail(protocol.PhaseTraffic, labels[0], "GET /is_paused", err))
+		}
 		for _, mode := range tr.InFlightModes {
+			if !modes && mode != vllm.SleepAbort {
+				off := "the server has no /is_paused: a vLLM before pause modes (PR #34528) ignores mode=" + mode
+				out.InFlight = append(out.InFlight, record.InFlight{Mode: mode, Requests: tr.InFlightRequests, Off: off})
+				logf("traffic: sleep (mode %s) with requests in flight: off (%s)", mode, off)
+				continue
+			}
 			f, err := ph.inFlight(ctx, labels[0], mode)
 			out.InFlight = append(out.InFlight, f)
 			logf("traffic: sleep (mode %s) with %d requests in flight: %d aborted, %d finished, %d held, %d errors; survived %v",
