@@ -111,8 +111,10 @@ func (p *Protocol) pauseResume(ctx context.Context, phase, label string, logf Lo
 		err   error
 	}
 	hc := make(chan held, 1)
+	hctx, cancel := context.WithCancel(ctx) // an early return ends the held request
+	defer cancel()
 	go func() {
-		s, _, err := p.fleet.ProbePaused(ctx, label)
+		s, _, err := p.fleet.ProbePaused(hctx, label)
 		h := held{err: err}
 		if err == nil && len(s.Tokens) > 0 {
 			h.first = s.Tokens[0]
@@ -125,7 +127,13 @@ func (p *Protocol) pauseResume(ctx context.Context, phase, label string, logf Lo
 		p.Fail(phase, label, "resume", err)
 		return
 	}
-	h := <-hc
+	var h held
+	select {
+	case h = <-hc:
+	case <-ctx.Done():
+		p.Fail(phase, label, "request held by /pause", context.Cause(ctx))
+		return
+	}
 	switch {
 	case h.err != nil:
 		p.Fail(phase, label, "request held by /pause", h.err)
