@@ -21,6 +21,13 @@ import (
 
 // crashSim runs the vllmsim binary with faults (crashes end the process).
 func crashSim(t *testing.T, faults string, env ...string) (c *vllm.Client, logs *bytes.Buffer, done chan error) {
+	sc, logs, done, _ := crashSimPID(t, faults, env...)
+	return sc.Client, logs, done
+}
+
+// crashSimPID is crashSim with the base URL and the process's pid (whose
+// /proc the host-memory tests read).
+func crashSimPID(t *testing.T, faults string, env ...string) (c *simClient, logs *bytes.Buffer, done chan error, pid int) {
 	bin, err := backend.BuildSim(t.Context())
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -35,13 +42,22 @@ func crashSim(t *testing.T, faults string, env ...string) (c *vllm.Client, logs 
 	t.Cleanup(func() { cmd.Process.Kill() })
 	done = make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	c = vllm.New(fmt.Sprintf("http://127.0.0.1:%d", port))
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	c = &simClient{Client: vllm.New(url), url: url}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	_, err = c.WaitReady(ctx, 10*time.Millisecond)
 	require.NoError(t, err)
-	return c, logs, done
+	return c, logs, done, cmd.Process.Pid
 }
+
+// simClient is a client of one sim process and its base URL.
+type simClient struct {
+	*vllm.Client
+	url string
+}
+
+func (c *simClient) BaseURL() string { return c.url }
 
 // TestCrashFaults checks the old-vLLM behaviour: a request while asleep
 // kills the engine.
