@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +21,14 @@ import (
 )
 
 // crashSim runs the vllmsim binary with faults (crashes end the process).
-func crashSim(t *testing.T, faults string, env ...string) (c *vllm.Client, logs *bytes.Buffer, done chan error) {
+func crashSim(t *testing.T, faults string, env ...string) (c *vllm.Client, logs *syncLog, done chan error) {
+	sc, logs, done, _ := crashSimPID(t, faults, env...)
+	return sc.Client, logs, done
+}
+
+// crashSimPID is crashSim with the base URL and the process's pid (whose
+// /proc the host-memory tests read).
+func crashSimPID(t *testing.T, faults string, env ...string) (c *simClient, logs *syncLog, done chan error, pid int) {
 	bin, err := backend.BuildSim(t.Context())
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -28,20 +36,47 @@ func crashSim(t *testing.T, faults string, env ...string) (c *vllm.Client, logs 
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	cmd := exec.Command(bin, "serve", "tiny-b", "--host", "127.0.0.1", "--port", fmt.Sprint(port), "--enable-sleep-mode", "--kv-cache-memory-bytes", "1G")
-	logs = &bytes.Buffer{}
+	logs = &syncLog{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.Env = append(append(os.Environ(), vllmsim.EnvDevMode+"=1", vllmsim.EnvFaults+"="+faults, simgpu.EnvDir+"="+t.TempDir(), vllmsim.EnvCacheDir+"="+t.TempDir()), env...)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill() })
 	done = make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	c = vllm.New(fmt.Sprintf("http://127.0.0.1:%d", port))
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	c = &simClient{Client: vllm.New(url), url: url}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	_, err = c.WaitReady(ctx, 10*time.Millisecond)
 	require.NoError(t, err)
-	return c, logs, done
+	return c, logs, done, cmd.Process.Pid
 }
+
+// syncLog is a process's output, read while the process writes it.
+type syncLog struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// simClient is a client of one sim process and its base URL.
+type simClient struct {
+	*vllm.Client
+	url string
+}
+
+func (c *simClient) BaseURL() string { return c.url }
 
 // TestCrashFaults checks the old-vLLM behaviour: a request while asleep
 // kills the engine.

@@ -3,6 +3,7 @@ package vllmsim
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,6 +37,12 @@ type engine struct {
 	m     *metrics
 
 	deadline time.Time // end of the current step; only the run goroutine touches it
+
+	// stepping is whether engine steps run (a request admitted or
+	// decoding); only the run goroutine sets it, and calls onStepping
+	// (when set before run starts) after each change.
+	stepping   atomic.Bool
+	onStepping func()
 
 	mu      sync.Mutex
 	kick    chan struct{} // signalled when work arrives or the engine is resumed
@@ -163,6 +170,9 @@ func (e *engine) run(ctx context.Context) {
 			e.idle = nil
 		}
 		e.mu.Unlock()
+		if e.stepping.Swap(!idle) == idle && e.onStepping != nil {
+			e.onStepping() // the server's power state follows
+		}
 		if idle {
 			e.deadline = time.Time{} // the next step starts a fresh schedule
 			select {

@@ -84,6 +84,13 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	                       touched become unknown, and every later sleep, wake or KV
 //	                       release is a 500 "… unknown … rebuild …" until restart
 //	                       (test_failed_rpc_is_unknown); several may be given
+//
+// Host memory (issue 25):
+//
+//	host-oom               a level-1 sleep's host allocation (the pinned weight backup)
+//	                       fails: the sleep answers 500 EngineDeadError naming host
+//	                       memory and the engine dies: the process exits 1 (a full
+//	                       host, ls1intum/edutelligence#583)
 type Faults struct {
 	CrashAtStart     bool
 	StartHang        bool
@@ -113,6 +120,7 @@ type Faults struct {
 	WakeStaysAsleep  bool
 	StuckOps         map[string]bool // stuck-op: operation (sleep, wake_up, release_kv_cache_memory)
 	RPCFail          map[string]bool // rpc-fail: operation (sleep, wake_up)
+	HostOOM          bool            // host-oom: a level-1 sleep's host allocation fails
 
 	// Delays: path → seconds added before it is handled (delay=PATH:S).
 	Delays map[string]float64
@@ -172,6 +180,7 @@ var faultParsers = map[string]func(*Faults, faultArg) error{
 	"wake-stays-asleep":      flagFault(func(f *Faults) *bool { return &f.WakeStaysAsleep }),
 	"stuck-op":               opFault(func(f *Faults) *map[string]bool { return &f.StuckOps }, opSleep, opWakeUp, opReleaseKV),
 	"rpc-fail":               opFault(func(f *Faults) *map[string]bool { return &f.RPCFail }, opSleep, opWakeUp),
+	"host-oom":               flagFault(func(f *Faults) *bool { return &f.HostOOM }),
 }
 
 // The sleep-mode operations faults name (the endpoints' paths).

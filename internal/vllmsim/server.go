@@ -45,10 +45,12 @@ type server struct {
 	late   *time.Timer
 	closed bool
 
-	era            era    // VLLMSIM_ERA: which vLLM's sleep API the server speaks
-	backend        string // --sleep-mode-backend ("" = cumem)
-	releaseHostMem bool   // VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY: log the pinned host release after a level-1 wake
-	poisonPages    bool   // VLLM_POISON_DISCARDED_PAGES: discarded pages are 0xFF after a wake
+	era            era         // VLLMSIM_ERA: which vLLM's sleep API the server speaks
+	backend        string      // --sleep-mode-backend ("" = cumem)
+	releaseHostMem bool        // VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY: log the pinned host release after a level-1 wake
+	poisonPages    bool        // VLLM_POISON_DISCARDED_PAGES: discarded pages are 0xFF after a wake
+	power          *power      // the server's draw on the simulated GPU's energy counter
+	host           *hostMemory // real host memory of level-1 sleeps (VLLMSIM_HOST_SCALE)
 
 	mu             sync.Mutex // guards the fields below
 	level          int        // level (1, 2) of the current memory sleep, 0 when no sleep holds memory
@@ -495,6 +497,9 @@ var errStartup = errors.New("start-up failed")
 func (s *server) startup(ctx context.Context, warm bool) error {
 	s.weightsAsleep, s.kvAsleep = true, true // nothing of the pools mapped yet
 	s.publish()                              // CUDA context (the residual) exists from the first moment
+	if err := s.power.starting(); err != nil {
+		s.log.Printf("ERROR simulated GPU power: %v", err)
+	}
 	util := s.args.GPUMemUtilization
 	free, err := s.dev.free()
 	if err != nil {
@@ -520,6 +525,7 @@ func (s *server) startup(ctx context.Context, warm bool) error {
 	s.weightsAsleep = false
 	s.mu.Unlock()
 	s.publish()
+	s.syncPower()
 	// vLLM's gpu_model_runner line: wakebench reads the weight size from it.
 	s.log.Printf("Model loading took %.4f GiB and %.6f seconds", float64(s.phys.WeightBytes())/GiB, load*s.clock.scale)
 	if !s.clock.sleep(ctx, 0.7*s.phys.StartCost(warm)) {

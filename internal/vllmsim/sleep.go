@@ -119,10 +119,11 @@ type opError struct {
 	status int
 	typ    string
 	msg    string
+	fatal  bool // the engine died: the process exits once this is answered
 }
 
 func internalError(format string, a ...any) *opError {
-	return &opError{http.StatusInternalServerError, "InternalServerError", fmt.Sprintf(format, a...)}
+	return &opError{status: http.StatusInternalServerError, typ: "InternalServerError", msg: fmt.Sprintf(format, a...)}
 }
 
 func (e *opError) write(w http.ResponseWriter) { writeError(w, e.status, e.typ, e.msg) }
@@ -326,6 +327,20 @@ func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !ok:
 		return
+	case oe != nil && oe.fatal:
+		// vLLM's API server answers an EngineDeadError with a 500 and
+		// terminates (vllm/entrypoints/launcher.py engine_dead_handler:
+		// an empty body there; vllmsim puts the message in the body so
+		// the harness can name the cause).
+		oe.write(w)
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+		s.log.Printf("ERROR Engine core died: terminating the API server")
+		go func() {
+			time.Sleep(100 * time.Millisecond) // the answer reaches the client first
+			s.exit(1)
+		}()
 	case oe != nil:
 		oe.write(w)
 	case s.era == eraC:
@@ -403,9 +418,26 @@ func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode s
 		s.pinned = true
 	}
 	s.mu.Unlock()
-	if !s.clock.sleep(r.Context(), cost) {
+	began := time.Now() // the real allocation below is inside the modelled time
+	var staging *hostBuffer
+	freeStaging := func() {
+		if err := staging.free(); err != nil {
+			s.log.Printf("ERROR %v", err)
+		}
+	}
+	if level == 1 {
+		// Level 1 really holds host memory (level 2 none): the pinned
+		// backup, kept, and a staging buffer freed once the copy is done.
+		var oe *opError
+		if staging, oe = s.sleepHost(); oe != nil {
+			return oe, true
+		}
+		defer freeStaging() // a sleep called off
+	}
+	if !s.clock.sleepUntil(r.Context(), began.Add(s.clock.dur(cost))) {
 		return nil, false
 	}
+	freeStaging() // before the "It took" line: the answer comes after the peak
 	s.mu.Lock()
 	s.level = level
 	s.weightsAsleep, s.kvAsleep = true, true
@@ -413,6 +445,7 @@ func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode s
 	s.weightsValid = level == 1
 	s.sleeps++
 	s.mu.Unlock()
+	s.syncPower() // only the CUDA context draws now
 	late := s.faults.LateReleaseS > 0
 	if late { // fault late-release: the device shows the state as it is then
 		s.publishLater(time.Duration(s.faults.LateReleaseS * float64(time.Second)))
@@ -592,6 +625,7 @@ func (s *server) wakeMemory(ctx context.Context, tags []string) (noop bool, oe *
 		*asleep = false
 		s.mu.Unlock()
 		s.publish()
+		s.syncPower()
 	}
 	// The request's list, or with no tags the executor's set of sleeping tags.
 	shown := pySet(sleeping)
@@ -602,7 +636,14 @@ func (s *server) wakeMemory(ctx context.Context, tags []string) (noop bool, oe *
 	if s.releaseHostMem && level == 1 && slices.Contains(wake, "weights") {
 		// CuMemBackend.resume with VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY
 		// (vllm@0327d59d sleep_mode_backend.py): the pinned buffer the
-		// weights were backed up in is released after the wake.
+		// weights were backed up in is released after the wake; the next
+		// level-1 sleep allocates (and pays for) it again.
+		if _, err := s.host.release(); err != nil {
+			s.log.Printf("ERROR %v", err)
+		}
+		s.mu.Lock()
+		s.pinned = false
+		s.mu.Unlock()
 		s.log.Printf("Released %.2f GiB of pinned host memory after wake-up.", float64(s.phys.WeightBytes())/GiB)
 	}
 	return false, nil, true

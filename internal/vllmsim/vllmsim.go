@@ -24,6 +24,9 @@
 //	VLLMSIM_ERA         which vLLM's sleep API to speak: a (≤ v0.11), b (PR
 //	                    #34528: modes, level 0, empty bodies) or c (newest,
 //	                    default); docs/vllm-api.md §1
+//	VLLMSIM_HOST_SCALE  factor on the host memory the server really
+//	                    allocates for level-1 sleeps (default 1: the
+//	                    profile's weight bytes; 0: none)
 //
 // and vLLM's own: VLLM_SERVER_DEV_MODE, VLLM_API_KEY, VLLM_USE_RUST_FRONTEND,
 // VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY, VLLM_POISON_DISCARDED_PAGES.
@@ -76,9 +79,11 @@ type Settings struct {
 	// RustFrontend (VLLM_USE_RUST_FRONTEND=1, era C): no vllm:engine_sleep_state.
 	RustFrontend bool
 	// ReleaseHostMemory (VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY=1): a weights
-	// wake after level 1 logs the pinned host memory released. Only the log
-	// line and this flag: host memory itself is not modelled.
+	// wake after level 1 frees the pinned host backup and logs it.
 	ReleaseHostMemory bool
+	// HostScale (VLLMSIM_HOST_SCALE): host bytes really allocated =
+	// modelled bytes × HostScale.
+	HostScale float64
 	// PoisonPages (VLLM_POISON_DISCARDED_PAGES=1): a level-2 wake without
 	// reload_weights answers poisonText, not "!".
 	PoisonPages bool
@@ -103,6 +108,14 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 			return st, fmt.Errorf("%s=%q: want a number ≥ 0 (e.g. 0.1 runs ten times faster, 0 without any modelled delay)", EnvTimeScale, v)
 		}
 		st.TimeScale = f
+	}
+	st.HostScale = 1
+	if v := getenv(EnvHostScale); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f >= 0) || f > 64 {
+			return st, fmt.Errorf("%s=%q: want a number ≥ 0 (the factor on the host memory really allocated: 1 the profile's bytes, 0.01 a hundredth, 0 none)", EnvHostScale, v)
+		}
+		st.HostScale = f
 	}
 	// vLLM parses this with bool(int(...)): "true" is a ValueError there, so here too.
 	if v := getenv(EnvDevMode); v != "" {
@@ -235,6 +248,23 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	defer simgpu.Remove(gpuDir, pid)
 
 	lg.Printf("vllmsim %s serving %s (profile %s, time scale %g, simulated GPU %s)", Version, args.Model, st.Profile.Name, st.TimeScale, info.Name)
+	// Host figures measured on a sim are its bytes × this scale: the
+	// harness reads it from here to label them simulated/scaled.
+	lg.Printf("vllmsim host memory scale %g: a level-1 sleep really allocates %.3f GiB pinned (+ %.3f GiB transient) for %.2f GiB of weights",
+		st.HostScale, float64(phys.WeightBytes())*st.HostScale/GiB, float64(phys.WeightBytes())*st.HostScale*stagingFraction/GiB, float64(phys.WeightBytes())/GiB)
+	pw, err := newPower(gpuDir, pid, args.ServedName(), info)
+	if err != nil {
+		lg.Printf("ERROR simulated GPU power: %v", err)
+	}
+	host := &hostMemory{scale: st.HostScale}
+	defer func() {
+		if err := pw.stop(); err != nil {
+			lg.Printf("ERROR simulated GPU power: %v", err)
+		}
+		if _, err := host.release(); err != nil {
+			lg.Printf("ERROR %v", err)
+		}
+	}()
 	if st.DevMode {
 		lg.Printf("WARNING SECURITY WARNING: Development endpoints are enabled! This should NOT be used in production!")
 	}
@@ -246,8 +276,10 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	}
 	s := &server{args: args, phys: phys, clock: c, dev: dev, log: lg, devMode: st.DevMode, created: time.Now().Unix(),
 		era: st.Era, backend: args.SleepModeBackend, releaseHostMem: st.ReleaseHostMemory, poisonPages: st.PoisonPages,
-		m:      newMetrics(args.ServedName(), kvUsage, metricsOpts{newest: st.Era == eraC, legacy: st.Era != eraC || !st.RustFrontend}),
+		m:     newMetrics(args.ServedName(), kvUsage, metricsOpts{newest: st.Era == eraC, legacy: st.Era != eraC || !st.RustFrontend}),
+		power: pw, host: host,
 		faults: st.Faults, stamp: st.Stamp, exit: func(code int) {
+			_ = pw.stop()
 			simgpu.Remove(gpuDir, pid)
 			os.Exit(code)
 		}}
@@ -255,6 +287,7 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 		s.faults = &Faults{}
 	}
 	s.eng = newEngine(phys, c, s.m)
+	s.eng.onStepping = s.syncPower
 	defer s.close() // before the process entry is removed (deferred above)
 	if err := s.startCompiled(ctx, st.CacheDir); err != nil {
 		return err
@@ -277,6 +310,11 @@ func openGPU(st Settings) (dir string, info simgpu.Device, remove func(), err er
 	if err != nil {
 		info = st.Profile.GPU.Device()
 		if err := simgpu.Create(dir, info); err != nil {
+			remove()
+			return "", info, nil, err
+		}
+		// As created: Create fills in the device's power model.
+		if info, err = simgpu.ReadDevice(dir); err != nil {
 			remove()
 			return "", info, nil, err
 		}

@@ -179,7 +179,11 @@ func startSimLog(t *testing.T, model string, env map[string]string, stdout io.Wr
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	s := &sim{dir: t.TempDir(), stderr: &bytes.Buffer{}, done: make(chan int, 1)}
-	e := map[string]string{EnvDevMode: "1", simgpu.EnvDir: s.dir, EnvCacheDir: t.TempDir()}
+	// In-process servers share the test process's RSS, where their host
+	// memory measures nothing: a hundredth of it keeps parallel tests'
+	// level-1 sleeps from mapping GiBs (hostmem_test.go measures the real
+	// thing in a sim process of its own).
+	e := map[string]string{EnvDevMode: "1", simgpu.EnvDir: s.dir, EnvCacheDir: t.TempDir(), EnvHostScale: "0.01"}
 	for k, v := range env {
 		e[k] = v
 	}

@@ -1,0 +1,188 @@
+package vllmsim
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// EnvHostScale names vllmsim's host-memory scale: the host bytes the
+// server really allocates are the modelled bytes × this factor (default
+// 1; 0 allocates nothing). A test or a small machine scales a profile's
+// 27 GiB backup down and still sees its shape in /proc.
+const EnvHostScale = "VLLMSIM_HOST_SCALE"
+
+// stagingFraction is the transient host buffer of a level-1 sleep, as a
+// fraction of the weight bytes: allocated and touched when the copy
+// starts, freed before /sleep answers. It is vllmsim's model, not read
+// from vLLM's source: vLLM's CuMemAllocator.sleep copies each offloaded
+// allocation into a CPU tensor (vllm/device_allocator/cumem.py), and
+// hosts report the sleep call itself needing host RAM beyond the backup
+// (ls1intum/edutelligence#583); a quarter gives that peak a size to measure.
+const stagingFraction = 0.25
+
+// hostBuffer is real host memory of the server process: an anonymous
+// mapping with every page written, so the kernel counts it in VmRSS, and
+// locked (VmLck) when RLIMIT_MEMLOCK allows, as vLLM's pinned buffer is
+// page-locked by cudaHostAlloc.
+type hostBuffer struct {
+	b      []byte
+	locked bool
+}
+
+// allocHost maps n bytes and touches every page; with lock it tries to
+// lock them too: a lock refused (RLIMIT_MEMLOCK) leaves the buffer
+// resident but unlocked, lockErr says why. n = 0 is an empty buffer.
+func allocHost(n uint64, lock bool) (h *hostBuffer, lockErr error, err error) {
+	h = &hostBuffer{}
+	if n == 0 {
+		return h, nil, nil
+	}
+	if n > uint64(int(^uint(0)>>1)) {
+		return nil, nil, fmt.Errorf("host buffer of %d bytes: too large", n)
+	}
+	b, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, nil, fmt.Errorf("map %d bytes of host memory: %w", n, err)
+	}
+	page := os.Getpagesize()
+	for i := 0; i < len(b); i += page {
+		b[i] = 1
+	}
+	h.b = b
+	if !lock {
+		return h, nil, nil
+	}
+	if err := unix.Mlock(b); err != nil {
+		lockErr = fmt.Errorf("mlock %.3f GiB: %w (RLIMIT_MEMLOCK %s)", float64(n)/GiB, err, memlockLimit())
+	} else {
+		h.locked = true
+	}
+	return h, lockErr, nil
+}
+
+// size is the buffer's bytes.
+func (h *hostBuffer) size() uint64 {
+	if h == nil {
+		return 0
+	}
+	return uint64(len(h.b))
+}
+
+// free unmaps the buffer (its pages leave VmRSS at once); a nil or freed
+// buffer is a no-op.
+func (h *hostBuffer) free() error {
+	if h == nil || h.b == nil {
+		return nil
+	}
+	b := h.b
+	h.b, h.locked = nil, false
+	if err := unix.Munmap(b); err != nil {
+		return fmt.Errorf("unmap %.3f GiB of host memory: %w", float64(len(b))/GiB, err)
+	}
+	return nil
+}
+
+func memlockLimit() string {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &rl); err != nil {
+		return "unknown"
+	}
+	if rl.Cur == unix.RLIM_INFINITY {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%d KiB", rl.Cur/1024)
+}
+
+// hostMemory is the server's host memory for level-1 sleeps: the pinned
+// backup of the weights, kept for the process's lifetime once the first
+// level-1 sleep allocated it (vLLM PR #58066), or freed after the weights
+// wake under VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY.
+type hostMemory struct {
+	scale float64 // VLLMSIM_HOST_SCALE
+
+	mu     sync.Mutex  // guards pinned
+	pinned *hostBuffer // the backup; nil until a level-1 sleep allocates it
+}
+
+// real is modelled bytes scaled to what the server really allocates.
+func (h *hostMemory) real(modelled uint64) uint64 { return uint64(float64(modelled) * h.scale) }
+
+// pin allocates the pinned backup of modelled bytes unless it exists;
+// fresh reports a new allocation.
+func (h *hostMemory) pin(modelled uint64) (fresh bool, lockErr error, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pinned != nil {
+		return false, nil, nil
+	}
+	b, lockErr, err := allocHost(h.real(modelled), true)
+	if err != nil {
+		return false, nil, err
+	}
+	h.pinned = b
+	return true, lockErr, nil
+}
+
+// release frees the pinned backup and returns the bytes freed.
+func (h *hostMemory) release() (uint64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.pinned.size()
+	err := h.pinned.free()
+	h.pinned = nil
+	return n, err
+}
+
+// errHostOOM is the injected host-memory allocation failure (fault host-oom).
+var errHostOOM = errors.New("injected fault host-oom")
+
+// engineDeadMessage is vLLM's EngineDeadError text with its detail
+// (vllm/v1/engine/exceptions.py: "EngineCore encountered an issue. See
+// stack trace (above) for the root cause." then "EngineCore fatal
+// detail:" and the detail).
+func engineDeadMessage(detail string) string {
+	return "EngineCore encountered an issue. See stack trace (above) for the root cause.\nEngineCore fatal detail:\n" + detail
+}
+
+// sleepHost is a level-1 sleep's host memory before its copy: the pinned
+// backup (the first time, or again after a release) and the transient
+// staging buffer, which the caller frees when the sleep answers. A failed
+// allocation (fault host-oom, or the kernel refusing the mapping) kills
+// the engine: the error is fatal, its answer ends the process.
+func (s *server) sleepHost() (staging *hostBuffer, oe *opError) {
+	weights := s.phys.WeightBytes()
+	var err error
+	if s.faults.HostOOM {
+		err = errHostOOM
+	}
+	var fresh bool
+	var lockErr error
+	if err == nil {
+		fresh, lockErr, err = s.host.pin(weights)
+	}
+	if err == nil {
+		staging, _, err = allocHost(s.host.real(uint64(float64(weights)*stagingFraction)), false)
+	}
+	if err != nil {
+		// What the engine core prints as it dies, then the API server's
+		// EngineDeadError (see handleSleep for the answer).
+		detail := fmt.Sprintf("RuntimeError: failed to allocate %.2f GiB of pinned host memory for the level-1 weight backup: out of host memory (%v)", float64(weights)/GiB, err)
+		s.log.Printf("ERROR EngineCore failed: %s", detail)
+		s.log.Printf("ERROR AsyncLLM output_handler failed: EngineDeadError: %s", engineDeadMessage(detail))
+		return nil, &opError{status: http.StatusInternalServerError, typ: "EngineDeadError", msg: engineDeadMessage(detail), fatal: true}
+	}
+	if fresh {
+		locked := "locked"
+		if lockErr != nil {
+			locked = "NOT locked, VmLck will not show it: " + lockErr.Error()
+		}
+		s.log.Printf("vllmsim allocated the pinned host backup: %.3f GiB real for %.2f GiB of weights (scale %g), %s",
+			float64(s.host.real(weights))/GiB, float64(weights)/GiB, s.host.scale, locked)
+	}
+	return staging, nil
+}
