@@ -117,9 +117,13 @@ func (b *Backend) openCommand(ctx context.Context, cfg config.Config, dir string
 	}
 	b.env = append(b.env,
 		vllmsim.EnvProfile+"="+cfg.Sim.Profile,
-		vllmsim.EnvTimeScale+"="+strconv.FormatFloat(cfg.Sim.TimeScale, 'g', -1, 64))
-	b.Setup.Simulated = &record.Simulated{Profile: cfg.Sim.Profile, TimeScale: cfg.Sim.TimeScale,
-		Note: "simulated: servers are vllmsim and GPU memory is modelled (" + prof.Source + "); times are wall-clock at this time scale"}
+		vllmsim.EnvTimeScale+"="+strconv.FormatFloat(cfg.Sim.TimeScale, 'g', -1, 64),
+		vllmsim.EnvHostScale+"="+strconv.FormatFloat(cfg.Sim.HostScale, 'g', -1, 64))
+	note := "simulated: servers are vllmsim and GPU memory is modelled (" + prof.Source + "); times are wall-clock at this time scale"
+	if cfg.Sim.HostScale != 1 {
+		note += fmt.Sprintf("; host memory of a level-1 sleep's pinned backup is %g of the modelled bytes (sim.host_scale)", cfg.Sim.HostScale)
+	}
+	b.Setup.Simulated = &record.Simulated{Profile: cfg.Sim.Profile, TimeScale: cfg.Sim.TimeScale, Note: note}
 	if cfg.Memory == "sim" {
 		gpuDir := filepath.Join(dir, "gpu")
 		if err := simgpu.Create(gpuDir, prof.GPU.Device()); err != nil {

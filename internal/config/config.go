@@ -72,6 +72,12 @@ type Config struct {
 type Sim struct {
 	Profile   string  `json:"profile"`
 	TimeScale float64 `json:"time_scale"`
+	// HostScale is the share of a level-1 sleep's modelled pinned host
+	// backup that vllmsim really allocates (VLLMSIM_HOST_SCALE): 1 holds the
+	// weight bytes in host memory as vLLM does; less keeps a large
+	// profile's run within a small machine, and the host figures are then
+	// that much smaller (the report's simulated note says so).
+	HostScale float64 `json:"host_scale"`
 }
 
 // Model is one server.
@@ -291,7 +297,7 @@ func Default() Config {
 func base() Config {
 	return Config{
 		Host: "127.0.0.1",
-		Sim:  Sim{Profile: "tiny", TimeScale: 1},
+		Sim:  Sim{Profile: "tiny", TimeScale: 1, HostScale: 1},
 		Protocol: Protocol{
 			RestartWarm: 2, SleepL1Cycles: 5, SleepL2Cycles: 3, SleepL0Cycles: 3, KVReleaseCycles: 3,
 			Concurrency: []int{1, 4}, Rounds: 2, RequestsPerRound: 8,
@@ -452,6 +458,9 @@ func (c Config) validateServers(bad badFunc) {
 	}
 	if !(c.Sim.TimeScale > 0) {
 		bad("sim.time_scale", "%v: must be > 0", c.Sim.TimeScale)
+	}
+	if !(c.Sim.HostScale > 0 && c.Sim.HostScale <= 1) {
+		bad("sim.host_scale", "%v: must be in (0, 1]: the share of a level-1 sleep's pinned host backup vllmsim really allocates", c.Sim.HostScale)
 	}
 }
 

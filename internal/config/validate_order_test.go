@@ -55,6 +55,7 @@ var wantZeroConfig = []string{
 	"memory: \"\": want \"nvml\", \"sim\" or \"none\"",
 	"gpus: 0: want the number of GPUs the run uses, 1 to 64",
 	"sim.time_scale: 0: must be > 0",
+	"sim.host_scale: 0: must be in (0, 1]: the share of a level-1 sleep's pinned host backup vllmsim really allocates",
 	"models: empty: list the models to serve in the file named by WAKEBENCH_CONFIG (see docs/gpu.md)",
 	"protocol.sleep_l1_cycles: 0: must be at least 1",
 	"protocol.sleep_l2_cycles: 0: must be at least 1",
