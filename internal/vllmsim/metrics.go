@@ -30,6 +30,9 @@ type metrics struct {
 	fullyAwake *prometheus.GaugeVec
 	resState   *prometheus.GaugeVec
 	inFlight   *prometheus.GaugeVec
+	// opsTotal counts each call by operation and status ("success",
+	// "error"): only in the rl_ variant (nil otherwise).
+	opsTotal *prometheus.CounterVec
 
 	opMu  sync.Mutex     // guards ops and stuck
 	ops   map[string]int // operation → calls in flight
@@ -40,6 +43,10 @@ type metrics struct {
 type metricsOpts struct {
 	newest bool // era C: resource state, fully awake, the operation histogram and gauge
 	legacy bool // vllm:engine_sleep_state (not with the Rust frontend)
+	// rl: the operation metrics as the RLHF router's variant names them,
+	// every one prefixed vllm:rl_, with a calls counter
+	// (dev/rlhf/api_router.py; docs/vllm-api.md §7.3).
+	rl bool
 }
 
 // Resources and their states (vllm-api.md §7.1).
@@ -73,9 +80,15 @@ func newMetrics(model string, kvUsage func(running int) float64, o metricsOpts) 
 	if o.newest {
 		// vLLM's frontend metrics of sleep-mode calls (vllm@47e7f394
 		// vllm/entrypoints/serve/dev/sleep/metrics.py): the plain variant, no counter.
-		m.sleepOps = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vllm:sleep_mode_operation_duration_seconds", Help: "Duration of one sleep-mode operation.",
+		prefix := "vllm:"
+		if o.rl {
+			prefix = "vllm:rl_"
+			m.opsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "sleep_mode_operations_total", Help: "Sleep-mode operations by outcome."}, []string{"operation", "status"})
+			f(m.opsTotal)
+		}
+		m.sleepOps = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: prefix + "sleep_mode_operation_duration_seconds", Help: "Duration of one sleep-mode operation.",
 			Buckets: []float64{0.01, 0.1, 1, 10, 30, 60, 120, 300, 600}}, []string{"operation"})
-		m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:sleep_mode_operations_in_flight", Help: "Sleep-mode operations in flight."}, []string{"operation"})
+		m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: prefix + "sleep_mode_operations_in_flight", Help: "Sleep-mode operations in flight."}, []string{"operation"})
 		m.fullyAwake = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:engine_fully_awake", Help: "1 when the scheduler runs and every sleep-mode resource is resident.", ConstLabels: labels}, nil)
 		m.resState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:engine_sleep_resource_state", Help: "Sleep-mode state of each engine resource.", ConstLabels: labels}, []string{"resource", "state"})
 		f(m.sleepOps)
@@ -116,13 +129,21 @@ func (m *metrics) opStart(op string) {
 }
 
 // opEnd ends a call opStart counted, observing its seconds (on success and
-// on error, as vLLM's router does); stuck keeps the gauge at 1 for good
-// afterwards (fault stuck-op).
-func (m *metrics) opEnd(op string, seconds float64, stuck bool) {
+// on error, as vLLM's router does) and, in the rl_ variant, counting it by
+// outcome (ok); stuck keeps the gauge at 1 for good afterwards (fault
+// stuck-op).
+func (m *metrics) opEnd(op string, seconds float64, stuck, ok bool) {
 	if m.inFlight == nil {
 		return
 	}
 	m.sleepOps.WithLabelValues(op).Observe(seconds)
+	if m.opsTotal != nil {
+		status := "success"
+		if !ok {
+			status = "error"
+		}
+		m.opsTotal.WithLabelValues(op, status).Inc()
+	}
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	m.ops[op]--

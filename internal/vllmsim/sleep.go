@@ -262,15 +262,37 @@ type operation struct {
 	label string // the metrics' operation label
 	fault string // the operation's name in the faults
 	start time.Time
+	w     *statusWriter // the call's answer, whose status says success or error
 }
 
-func (s *server) beginOp(label, fault string) *operation {
+// beginOp counts a call in flight and returns the writer its handler must
+// answer through (its status is the operation's outcome).
+func (s *server) beginOp(w http.ResponseWriter, label, fault string) (*operation, http.ResponseWriter) {
 	s.m.opStart(label)
-	return &operation{s: s, label: label, fault: fault, start: time.Now()}
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	return &operation{s: s, label: label, fault: fault, start: time.Now(), w: sw}, sw
 }
 
 func (o *operation) end() {
-	o.s.m.opEnd(o.label, time.Since(o.start).Seconds(), o.s.faults.StuckOps[o.fault])
+	o.s.m.opEnd(o.label, time.Since(o.start).Seconds(), o.s.faults.StuckOps[o.fault], o.w.status < 400)
+}
+
+// statusWriter remembers the status a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Flush passes a flush through (the handlers' writers are flushable).
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // pauseScheduler pauses the engine as vLLM's EngineCore.pause_scheduler
@@ -318,7 +340,7 @@ func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return // a 400 records no operation
 	}
-	op := s.beginOp("sleep", opSleep)
+	op, w := s.beginOp(w, "sleep", opSleep)
 	defer op.end()
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
@@ -485,7 +507,7 @@ func (s *server) handleWake(w http.ResponseWriter, r *http.Request) {
 	if s.inject(w, r, s.faults.beforeWake(s.faults.nextWake())) {
 		return
 	}
-	op := s.beginOp("wake", opWakeUp)
+	op, w := s.beginOp(w, "wake", opWakeUp)
 	defer op.end()
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
@@ -702,7 +724,7 @@ func (s *server) handleIsPaused(w http.ResponseWriter, r *http.Request) {
 // after a completed pause with all memory resident, the KV cache is
 // discarded (the weights stay) until /wake_up?tags=kv_cache restores it.
 func (s *server) handleReleaseKV(w http.ResponseWriter, r *http.Request) {
-	op := s.beginOp(opReleaseKV, opReleaseKV)
+	op, w := s.beginOp(w, opReleaseKV, opReleaseKV)
 	defer op.end()
 	s.opMu.Lock()
 	defer s.opMu.Unlock()

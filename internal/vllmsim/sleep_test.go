@@ -384,3 +384,28 @@ func TestEraSetting(t *testing.T) {
 }
 
 func (l *lockedBuffer) String() string { return string(l.Bytes()) }
+
+// TestRLMetricsVariant: with VLLMSIM_RL_METRICS=1 the operation metrics
+// carry vLLM's RLHF router's names (vllm:rl_…) and a calls counter by
+// outcome: a sleep and a wake that succeeded, and a sleep refused while
+// partially awake (500), counted as such; the plain names are absent.
+func TestRLMetricsVariant(t *testing.T) {
+	s := startSim(t, "tiny-a", map[string]string{EnvRLMetrics: "1"})
+	s.ready(t)
+	for _, req := range []struct {
+		line string
+		code int
+	}{{"POST /sleep?level=1", 200}, {"POST /wake_up?tags=weights", 200}, {"POST /sleep?level=1", 500}, {"POST /wake_up", 200}} {
+		code, body := send(t, s, req.line)
+		require.Equal(t, req.code, code, "%s: %v", req.line, body)
+	}
+	m := s.metrics(t)
+	assert.Equal(t, 1.0, m[`vllm:rl_sleep_mode_operations_total{operation="sleep",status="success"}`])
+	assert.Equal(t, 1.0, m[`vllm:rl_sleep_mode_operations_total{operation="sleep",status="error"}`])
+	assert.Equal(t, 2.0, m[`vllm:rl_sleep_mode_operations_total{operation="wake",status="success"}`])
+	assert.Equal(t, 3.0, m[`vllm:rl_sleep_mode_operation_duration_seconds_count{operation="sleep"}`]+m[`vllm:rl_sleep_mode_operation_duration_seconds_count{operation="wake"}`]-1)
+	assert.Contains(t, m, `vllm:rl_sleep_mode_operations_in_flight{operation="sleep"}`)
+	for k := range m {
+		assert.NotContains(t, k, "vllm:sleep_mode_operation", "only the rl_ names")
+	}
+}

@@ -60,7 +60,10 @@ const (
 	EnvDeviceIDs = "VLLMSIM_DEVICE_IDS"
 	EnvEra       = "VLLMSIM_ERA"
 	// vLLM's own (docs/vllm-api.md §7.2, §10).
-	EnvRustFrontend      = "VLLM_USE_RUST_FRONTEND"
+	EnvRustFrontend = "VLLM_USE_RUST_FRONTEND"
+	// EnvRLMetrics=1 names the operation metrics as vLLM's RLHF router's
+	// variant does (vllm:rl_…, with a calls counter).
+	EnvRLMetrics         = "VLLMSIM_RL_METRICS"
 	EnvReleaseHostMemory = "VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY"
 	EnvPoisonPages       = "VLLM_POISON_DISCARDED_PAGES"
 )
@@ -78,6 +81,8 @@ type Settings struct {
 	Era       era    // VLLMSIM_ERA
 	// RustFrontend (VLLM_USE_RUST_FRONTEND=1, era C): no vllm:engine_sleep_state.
 	RustFrontend bool
+	// RLMetrics (VLLMSIM_RL_METRICS=1, era C): the rl_ operation metrics.
+	RLMetrics bool
 	// ReleaseHostMemory (VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY=1): a weights
 	// wake after level 1 frees the pinned host backup and logs it.
 	ReleaseHostMemory bool
@@ -147,7 +152,7 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 	for _, b := range []struct {
 		env string
 		to  *bool
-	}{{EnvRustFrontend, &st.RustFrontend}, {EnvReleaseHostMemory, &st.ReleaseHostMemory}, {EnvPoisonPages, &st.PoisonPages}} {
+	}{{EnvRustFrontend, &st.RustFrontend}, {EnvReleaseHostMemory, &st.ReleaseHostMemory}, {EnvPoisonPages, &st.PoisonPages}, {EnvRLMetrics, &st.RLMetrics}} {
 		if *b.to, err = envBool(b.env, getenv(b.env)); err != nil {
 			return st, err
 		}
@@ -276,7 +281,7 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	}
 	s := &server{args: args, phys: phys, clock: c, dev: dev, log: lg, devMode: st.DevMode, created: time.Now().Unix(),
 		era: st.Era, backend: args.SleepModeBackend, releaseHostMem: st.ReleaseHostMemory, poisonPages: st.PoisonPages,
-		m:     newMetrics(args.ServedName(), kvUsage, metricsOpts{newest: st.Era == eraC, legacy: st.Era != eraC || !st.RustFrontend}),
+		m:     newMetrics(args.ServedName(), kvUsage, metricsOpts{newest: st.Era == eraC, legacy: st.Era != eraC || !st.RustFrontend, rl: st.RLMetrics}),
 		power: pw, host: host,
 		faults: st.Faults, stamp: st.Stamp, exit: func(code int) {
 			_ = pw.stop()
