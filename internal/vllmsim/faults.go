@@ -80,7 +80,7 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	stuck-op=OP            OP (sleep, wake_up, release_kv_cache_memory) completes and
 //	                       answers, but vllm:sleep_mode_operations_in_flight{operation}
 //	                       stays 1 afterwards (a hung operation); several may be given
-//	rpc-fail=OP            OP's memory RPC (sleep, wake_up) fails: 500, the resources it
+//	rpc-fail=OP            OP's memory RPC (sleep, wake_up, release_kv_cache_memory) fails: 500, the resources it
 //	                       touched become unknown, and every later sleep, wake or KV
 //	                       release is a 500 "… unknown … rebuild …" until restart
 //	                       (test_failed_rpc_is_unknown); several may be given
@@ -119,7 +119,7 @@ type Faults struct {
 	LeakPerCycleMiB  float64
 	WakeStaysAsleep  bool
 	StuckOps         map[string]bool // stuck-op: operation (sleep, wake_up, release_kv_cache_memory)
-	RPCFail          map[string]bool // rpc-fail: operation (sleep, wake_up)
+	RPCFail          map[string]bool // rpc-fail: operation (sleep, wake_up, release_kv_cache_memory)
 	HostOOM          bool            // host-oom: a level-1 sleep's host allocation fails
 
 	// Delays: path → seconds added before it is handled (delay=PATH:S).
@@ -179,7 +179,7 @@ var faultParsers = map[string]func(*Faults, faultArg) error{
 	"leak-per-cycle":         positiveFault(func(f *Faults) *float64 { return &f.LeakPerCycleMiB }),
 	"wake-stays-asleep":      flagFault(func(f *Faults) *bool { return &f.WakeStaysAsleep }),
 	"stuck-op":               opFault(func(f *Faults) *map[string]bool { return &f.StuckOps }, opSleep, opWakeUp, opReleaseKV),
-	"rpc-fail":               opFault(func(f *Faults) *map[string]bool { return &f.RPCFail }, opSleep, opWakeUp),
+	"rpc-fail":               opFault(func(f *Faults) *map[string]bool { return &f.RPCFail }, opSleep, opWakeUp, opReleaseKV),
 	"host-oom":               flagFault(func(f *Faults) *bool { return &f.HostOOM }),
 }
 

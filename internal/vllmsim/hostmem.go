@@ -171,7 +171,7 @@ func (s *server) sleepHost() (staging *hostBuffer, oe *opError) {
 	if err != nil {
 		// What the engine core prints as it dies, then the API server's
 		// EngineDeadError (see handleSleep for the answer).
-		detail := fmt.Sprintf("RuntimeError: failed to allocate %.2f GiB of pinned host memory for the level-1 weight backup: out of host memory (%v)", float64(weights)/GiB, err)
+		detail := fmt.Sprintf("failed to allocate %.2f GiB of pinned host memory for the level-1 weight backup: out of host memory (%v)", float64(weights)/GiB, err)
 		s.log.Printf("ERROR EngineCore failed: %s", detail)
 		s.log.Printf("ERROR AsyncLLM output_handler failed: EngineDeadError: %s", engineDeadMessage(detail))
 		return nil, &opError{status: http.StatusInternalServerError, typ: "EngineDeadError", msg: engineDeadMessage(detail), fatal: true}

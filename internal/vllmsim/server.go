@@ -83,10 +83,16 @@ func (s *server) routes() http.Handler {
 		mux.HandleFunc("GET /is_sleeping", s.handleIsSleeping)
 		mux.HandleFunc("POST /collective_rpc", s.handleRPC)
 		mux.HandleFunc("POST /reset_prefix_cache", s.handleResetPrefixCache)
-		if s.era == eraC {
+		// The RLHF router's pause endpoints predate pause modes (an
+		// older router had /pause with wait_for_inflight_requests only;
+		// docs/vllm-api.md §5): era b has them; the KV-only release came
+		// with PR #44890 (era c).
+		if s.era != eraA {
 			mux.HandleFunc("POST /pause", s.handlePause)
 			mux.HandleFunc("POST /resume", s.handleResume)
 			mux.HandleFunc("GET /is_paused", s.handleIsPaused)
+		}
+		if s.era == eraC {
 			mux.HandleFunc("POST /release_kv_cache_memory", s.handleReleaseKV)
 		}
 	}

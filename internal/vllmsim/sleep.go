@@ -136,7 +136,7 @@ func (s *server) unknownError() *opError {
 		return nil
 	}
 	st := s.snapshot()
-	return internalError("RuntimeError: sleep-mode resource state is unknown after a failed RPC (weights=%s, kv_cache=%s); rebuild the engine (restart the server)", st.weights, st.kv)
+	return internalError("sleep-mode resource state is unknown after a failed RPC (weights=%s, kv_cache=%s); rebuild the engine (restart the server)", st.weights, st.kv)
 }
 
 // useBackend creates the sleep-mode backend at the first memory RPC, as
@@ -240,7 +240,7 @@ func (s *server) sleepParams(w http.ResponseWriter, r *http.Request) (level int,
 		return n, modeAbort, true
 	}
 	if n < 0 || n > 2 { // era B passes it on unchecked; what the engine then does was not read
-		internalError("RuntimeError: sleep level %d is not supported", n).write(w)
+		internalError("sleep level %d is not supported", n).write(w)
 		return 0, "", false
 	}
 	mode = modeAbort
@@ -411,7 +411,7 @@ func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode s
 			s.mu.Lock()
 			st := s.snapshot()
 			s.mu.Unlock()
-			return internalError("RuntimeError: cannot sleep while the engine is partially awake (weights=%s, kv_cache=%s); wake it up fully first", st.weights, st.kv), true
+			return internalError("cannot sleep while the engine is partially awake (weights=%s, kv_cache=%s); wake it up fully first", st.weights, st.kv), true
 		}
 	}
 	if memAsleep {
@@ -427,7 +427,7 @@ func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode s
 		s.weightsUnknown, s.kvUnknown = true, true
 		s.mu.Unlock()
 		s.log.Printf("ERROR injected fault rpc-fail=sleep: collective_rpc 'sleep' failed")
-		return internalError("RuntimeError: injected fault rpc-fail=sleep: collective_rpc 'sleep' failed: CUDA error: an illegal memory access was encountered"), true
+		return internalError("injected fault rpc-fail=sleep: collective_rpc 'sleep' failed: CUDA error: an illegal memory access was encountered"), true
 	}
 	freeBefore, _ := s.dev.free()
 	usedBefore := s.used()
@@ -629,7 +629,7 @@ func (s *server) wakeMemory(ctx context.Context, tags []string) (noop bool, oe *
 			*unknown = true
 			s.mu.Unlock()
 			s.log.Printf("ERROR injected fault rpc-fail=wake_up: collective_rpc 'wake_up' failed for tag %s", tag)
-			return false, internalError("RuntimeError: injected fault rpc-fail=wake_up: collective_rpc 'wake_up' failed for tag %s", tag), true
+			return false, internalError("injected fault rpc-fail=wake_up: collective_rpc 'wake_up' failed for tag %s", tag), true
 		}
 		if free, err := s.dev.free(); err != nil {
 			return false, internalError("%v", err), true
@@ -734,15 +734,21 @@ func (s *server) handleReleaseKV(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case oe != nil:
 	case !s.paused || !s.pauseDone || s.eng.busy():
-		oe = internalError("RuntimeError: release_kv_cache_memory() requires a completed pause first")
+		oe = internalError("release_kv_cache_memory() requires a completed pause first")
 	case s.weightsAsleep || s.kvAsleep:
-		oe = internalError("RuntimeError: release_kv_cache_memory() requires all executor memory to be resident")
+		oe = internalError("release_kv_cache_memory() requires all executor memory to be resident")
+	case s.faults.RPCFail[opReleaseKV]:
+		// A failed discard leaves the KV cache unknown (vllm-api.md §7.1).
+		s.kvUnknown = true
+		s.log.Printf("ERROR injected fault rpc-fail=release_kv_cache_memory: collective_rpc 'discard' failed")
+		oe = internalError("injected fault rpc-fail=release_kv_cache_memory: collective_rpc 'discard' failed: CUDA error: an illegal memory access was encountered")
 	}
 	s.mu.Unlock()
 	if oe == nil {
 		oe = s.useBackend()
 	}
 	if oe != nil {
+		s.syncMetrics() // a failed discard shows its unknown KV cache
 		oe.write(w)
 		return
 	}

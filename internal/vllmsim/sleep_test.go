@@ -156,7 +156,7 @@ func TestKVOnlyRelease(t *testing.T) {
 	awake := s.used(t)
 	code, body := send(t, s, "POST /release_kv_cache_memory")
 	require.Equal(t, 500, code)
-	assert.Equal(t, "RuntimeError: release_kv_cache_memory() requires a completed pause first", errMessage(t, body))
+	assert.Equal(t, "release_kv_cache_memory() requires a completed pause first", errMessage(t, body))
 	assert.Equal(t, awake, s.used(t))
 
 	code, _ = send(t, s, "POST /pause")
@@ -408,4 +408,22 @@ func TestRLMetricsVariant(t *testing.T) {
 	for k := range m {
 		assert.NotContains(t, k, "vllm:sleep_mode_operation", "only the rl_ names")
 	}
+}
+
+// TestRPCFailOnRelease: a failed discard leaves the KV cache unknown
+// (vllm-api.md §7.1): the release is a 500, the resource state says
+// unknown, and every later wake is refused until a restart.
+func TestRPCFailOnRelease(t *testing.T) {
+	s := startSim(t, "tiny-a", map[string]string{EnvFaults: "rpc-fail=release_kv_cache_memory"})
+	s.ready(t)
+	code, _ := send(t, s, "POST /pause")
+	require.Equal(t, 200, code)
+	code, body := send(t, s, "POST /release_kv_cache_memory")
+	require.Equal(t, 500, code)
+	assert.Contains(t, errMessage(t, body), "rpc-fail=release_kv_cache_memory")
+	m := s.metrics(t)
+	assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="kv_cache",state="unknown"}`])
+	code, body = send(t, s, "POST /wake_up")
+	require.Equal(t, 500, code)
+	assert.Contains(t, errMessage(t, body), "unknown")
 }
