@@ -624,3 +624,10 @@ func (r *Recorder) Finish(deviceUsedGiB []float64, rssPeak map[string]uint64, at
 	maps.Copy(r.raw.RSSPeak, rssPeak)
 	r.raw.Finished = at
 }
+
+// Weight is label's weight size as recorded, and whether one is.
+func (r *Recorder) Weight(label string) (Weight, bool) {
+	defer r.lock()()
+	w, ok := r.raw.Weights[label]
+	return w, ok
+}
