@@ -213,7 +213,7 @@ func (p *Protocol) StateCost(ctx context.Context, label string, logf Logf) (reco
 		return r.c, p.Fail(PhaseStateCost, label, step, err)
 	}
 	for _, s := range r.c.States {
-		logf("%s %s: GPU %v GiB, host %.3f GiB (locked %.3f, pinned %.3f), %.1f W%s", label, s.State, s.GPUGiB, s.HostGiB, s.LockedGiB, s.PinnedGiB, s.PowerW, skipped(s.Skipped))
+		logf("%s %s: GPU %s GiB, host %.3f GiB (locked %.3f, pinned %.3f), %.1f W%s", label, s.State, fmtGiB(s.GPUGiB), s.HostGiB, s.LockedGiB, s.PinnedGiB, s.PowerW, skipped(s.Skipped))
 	}
 	for _, t := range r.c.Transitions {
 		logf("%s %s: %.3f s, %.2f J", label, t.Op, t.S, t.J)
@@ -525,4 +525,16 @@ func (p *Protocol) NodeFit(ctx context.Context) (*record.Fit, string, error) {
 // evaluated, with why, where the device has no energy counter).
 func (p *Protocol) CostChecks(label string, c record.Cost) []record.Check {
 	return p.Record(gate.StateCost(p.cfg, label, c)...)
+}
+
+// fmtGiB is GiB per GPU for a log line.
+func fmtGiB(xs []float64) string {
+	out := ""
+	for i, x := range xs {
+		if i > 0 {
+			out += " "
+		}
+		out += fmt.Sprintf("%.3f", x)
+	}
+	return "[" + out + "]"
 }

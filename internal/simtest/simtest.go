@@ -85,3 +85,9 @@ func (s NoProcs) Read(ctx context.Context) (gpu.Reading, error) {
 	r.Procs = map[int]uint64{}
 	return r, err
 }
+
+// NoEnergy is src without its energy counter (only gpu.Source's methods),
+// as NVML on a board before Volta: energy figures are then absent.
+func NoEnergy(src gpu.Source) gpu.Source { return plain{src} }
+
+type plain struct{ gpu.Source }
