@@ -61,7 +61,9 @@ func costRun(t *testing.T, watts float64, eDelay time.Duration, extra uint64, hD
 	var mu sync.Mutex // guards fl
 	var fl *fleet.Fleet
 	h := asleepHost{f: func() *fleet.Fleet { mu.Lock(); defer mu.Unlock(); return fl }, extra: extra, delay: hDelay}
-	f, rec, cfg := simtest.FleetWith(t, func(s gpu.Source) gpu.Source { return constPower{Source: s, watts: watts, delay: eDelay, origin: time.Now()} },
+	f, rec, cfg := simtest.FleetWith(t, func(s gpu.Source) gpu.Source {
+		return constPower{Source: s, watts: watts, delay: eDelay, origin: time.Now()}
+	},
 		func(c *config.Config) { c.Protocol.CostDwellS = 0.3 }, func(o *fleet.Options) { o.HostMemory = h.read })
 	mu.Lock()
 	fl = f

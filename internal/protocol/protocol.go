@@ -1,5 +1,5 @@
 // Package protocol is wakebench's protocol: the phases (restart, baseline,
-// sleep levels 1 and 2, after-wake, switching; traffic, run by package
+// sleep levels 1 and 2, after-wake, the state costs, switching; traffic, run by package
 // traffic through Begin, Fail and StartAll) in their run order and the
 // soak, each a method that drives the fleet, writes what it measured to
 // the record and says where it failed; and each phase's threshold checks
