@@ -38,6 +38,7 @@ var phaseTests = map[string]func(*testing.T){
 	protocol.PhaseSleepL2:   func(t *testing.T) { testSleep(t, 2) },
 	protocol.PhaseSleepL0:   func(t *testing.T) { testPause(t, 0) },
 	protocol.PhaseKVRelease: func(t *testing.T) { testPause(t, record.LevelKVRelease) },
+	protocol.PhaseStateCost: testStateCost,
 	protocol.PhaseSwitch:    testSwitch,
 	protocol.PhaseTraffic:   testTraffic,
 }
@@ -180,6 +181,14 @@ func TestOutputs(t *testing.T) {
 					assert.Contains(t, c.Stages, st, "%s replayed after its %s wakes", m.Label, st)
 				}
 			}
+		}
+	}
+	// The state-cost phase: a probe after each wake (level 1, level 2, the
+	// KV cache's restore where measured) and the cold start's.
+	for _, c := range raw.Cost {
+		probes += 3
+		if s, ok := c.State(record.StateKVReleased); ok && s.Skipped == "" {
+			probes++
 		}
 	}
 	if t := raw.Traffic; t != nil {

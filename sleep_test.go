@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/harness"
 	"github.com/wakebench/wakebench/internal/protocol"
@@ -58,6 +59,42 @@ func testPause(t *testing.T, level int) {
 			passes(t, h.PauseChecks(l, level, cycles))
 		})
 	}
+}
+
+// testStateCost measures what each state of every model costs (GPU
+// memory, host memory, GPU power) and each transition's energy, then the
+// node's fit table over every model (docs/cost.md).
+func testStateCost(t *testing.T) {
+	h, ctx := begin(t, protocol.PhaseStateCost)
+	if h.Config().Protocol.CostDwellS == 0 {
+		t.Skip("protocol.cost_dwell_s is 0: the state-cost phase is off")
+	}
+	for _, l := range h.Labels() {
+		t.Run(l, func(t *testing.T) {
+			skipIfStopped(t)
+			c, err := h.StateCost(ctx, l, progress(t))
+			require.NoError(t, err)
+			awake, _ := c.State(record.StateAwake)
+			l1, _ := c.State(record.StateL1)
+			if awake.GPUGiB != nil && l1.GPUGiB != nil {
+				assert.Less(t, l1.GPUGiB[0], awake.GPUGiB[0], "a level-1 sleep frees GPU memory")
+			}
+			for _, tr := range c.Transitions {
+				assert.Positive(t, tr.S, tr.Op)
+			}
+			passes(t, h.CostChecks(l, c))
+		})
+	}
+	t.Run("fit", func(t *testing.T) {
+		skipIfStopped(t)
+		fit, why, err := h.NodeFit(ctx)
+		require.NoError(t, err)
+		if fit == nil {
+			t.Skipf("no fit table: %s", why)
+		}
+		progress(t)("fit: %s awake; level 1: %d/%d asleep (%s binds), level 2: %d/%d (%s binds); choose level %d: %s",
+			fit.Largest, fit.Levels[0].Fits, fit.Levels[0].Others, fit.Levels[0].Binds, fit.Levels[1].Fits, fit.Levels[1].Others, fit.Levels[1].Binds, fit.Choose, fit.Why)
+	})
 }
 
 // testAfterWake measures serving again right after a level-1 sleep and wake

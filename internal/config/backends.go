@@ -117,7 +117,8 @@ func (c Config) Estimate() (time.Duration, string) {
 			(r.l1+p.SettleS)*float64(p.SleepL1Cycles) + (r.l2+p.SettleS)*float64(p.SleepL2Cycles) +
 			// Level 0 and a KV-only release move no weights: at most a
 			// level-1 cycle's time each.
-			(r.l1+p.SettleS)*float64(p.SleepL0Cycles+p.KVReleaseCycles)
+			(r.l1+p.SettleS)*float64(p.SleepL0Cycles+p.KVReleaseCycles) +
+			costS(p, r)
 	}
 	s += referenceHandoffS * float64(p.Handoffs+1)
 	traffic := c.Traffic.DurationS
@@ -127,6 +128,16 @@ func (c Config) Estimate() (time.Duration, string) {
 	s += traffic
 	return time.Duration(s * float64(time.Second)), fmt.Sprintf("%d model(s) at the reference run's step times (Qwen3-1.7B's for a model it did not run), %d handoffs, %.0f s of traffic",
 		len(c.Models), p.Handoffs, traffic)
+}
+
+// costS is the state-cost phase's time for one model: five states held
+// cost_dwell_s each, a sleep and wake at each level and a cold start (the
+// reference's initial start); 0 with the phase off.
+func costS(p Protocol, r refCost) float64 {
+	if p.CostDwellS == 0 {
+		return 0
+	}
+	return 5*p.CostDwellS + r.l1 + r.l2 + r.initial
 }
 
 // CheckTimeout refuses a run that go test's -timeout (0: none) cannot

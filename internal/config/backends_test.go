@@ -59,6 +59,9 @@ func TestEstimate(t *testing.T) {
 	// reckoned at a level-1 cycle's time each.
 	a, b := referenceCosts[c.Models[0].Name], referenceCosts[c.Models[1].Name]
 	extra := float64(c.Protocol.SleepL0Cycles+c.Protocol.KVReleaseCycles) * (a.l1 + b.l1)
+	// The state-cost phase: five states held cost_dwell_s each, a sleep
+	// and wake at each level and a cold start, per model.
+	extra += 10*c.Protocol.CostDwellS + a.l1 + a.l2 + a.initial + b.l1 + b.l2 + b.initial
 	assert.InDelta(t, 219.2+2*55.6+744+55.6+b.warm+extra, est.Seconds(), 0.05*1074, how)
 	assert.Contains(t, how, "2 model(s)")
 
@@ -66,6 +69,15 @@ func TestEstimate(t *testing.T) {
 	more.Protocol.Handoffs = 99
 	longer, _ := more.Estimate()
 	assert.InDelta(t, (80*referenceHandoffS)*float64(time.Second), float64(longer-est), float64(time.Second))
+
+	dwell := c
+	dwell.Protocol.CostDwellS = 11
+	held, _ := dwell.Estimate()
+	assert.InDelta(t, float64(2*5*10*time.Second), float64(held-est), float64(time.Second), "10 s more in each of five states, two models")
+	off := c
+	off.Protocol.CostDwellS = 0
+	offEst, _ := off.Estimate()
+	assert.InDelta(t, (10*c.Protocol.CostDwellS+a.l1+a.l2+a.initial+b.l1+b.l2+b.initial)*float64(time.Second), float64(est-offEst), float64(time.Second), "the phase off costs nothing")
 
 	small := c
 	small.Models = []Model{{Label: "A", Name: "some/tiny-model", GPUMemoryUtilization: 0.2}}

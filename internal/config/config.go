@@ -137,6 +137,10 @@ type Protocol struct {
 	// lines, its metric) disagrees with the harness's when they differ by
 	// more than this (and by more than 10 ms or 0.1 GiB).
 	EngineTolerancePercent float64 `json:"engine_tolerance_percent"`
+	// CostDwellS is how long the state-cost phase holds each state (awake
+	// idle, asleep at level 1 and 2, KV released, stopped) to measure the
+	// GPU power held from the energy counter; 0 turns the phase off.
+	CostDwellS float64 `json:"cost_dwell_s"`
 }
 
 // Traffic is the traffic phase: open-loop arrivals for every model through
@@ -271,6 +275,14 @@ type Thresholds struct {
 	// MaxShedRequests: requests the router shed with its queue full
 	// (traffic.max_queue), not sent: not failures, gated here.
 	MaxShedRequests int `json:"max_shed_requests"`
+	// MinHostHeadroomGiB: before every level-1 sleep, the host memory the
+	// runner may use (package hostmem: the cgroup's headroom, else
+	// MemAvailable) must cover the model's pinned weight backup plus this
+	// much, else the sleep is not sent (0: off).
+	MinHostHeadroomGiB float64 `json:"min_host_headroom_gib"`
+	// MaxSleepingPowerW: the GPU power a model holds asleep (each level,
+	// over protocol.cost_dwell_s, from the energy counter), per model.
+	MaxSleepingPowerW float64 `json:"max_sleeping_power_w"`
 	// MaxPodSwitchRoutableS: the Kubernetes phase's handoffs across Pods,
 	// begun → the woken Pod ready in its EndpointSlice, p95 per direction.
 	MaxPodSwitchRoutableS float64 `json:"max_pod_switch_routable_s"`
@@ -304,13 +316,13 @@ func base() Config {
 			Handoffs: 19, ContextTokens: 4096, KVGiB: 4, MaxTokens: 128, ProbeMaxTokens: 8,
 			Prompt: DefaultPrompt, SettleS: 0.1, WindowPadS: 2, SampleHz: 20,
 			CorrectnessMaxTokens: 16, CorrectnessLogprobs: 5, LogprobTolerance: 0.05,
-			SoakLevel: 1, EngineTolerancePercent: 10,
+			SoakLevel: 1, EngineTolerancePercent: 10, CostDwellS: 1,
 		},
 		Timeouts: Timeouts{StartS: 600, RequestS: 300, SleepS: 300, WakeS: 300, StopS: 10, PollMS: 5},
 		Thresholds: Thresholds{
 			MaxFailedRequests: 0, MinL1ReleasePercent: 80, MaxResidualGiB: 4, MinAfterWakeTPSRatio: 0.95,
 			MaxResidualGrowthMiBPerCycle: 1, RegressionPercent: 10, RegressionAlpha: 0.05,
-			MinTrafficGoodputRatio: 0.5, MaxAsleepFirstTokenP99S: 60,
+			MinTrafficGoodputRatio: 0.5, MaxAsleepFirstTokenP99S: 60, MinHostHeadroomGiB: 1,
 		},
 		Traffic: Traffic{DurationS: 6, Rate: 2, Arrivals: "poisson", Burstiness: 1, Seed: 1, WarmupRequests: 1,
 			Workload:   TrafficWorkload{Kind: "fixed", PromptTokens: 64, OutputTokens: 32},
@@ -589,6 +601,9 @@ func (c Config) validateProtocol(bad badFunc) {
 	}
 	if strings.TrimSpace(p.Prompt) == "" {
 		bad("protocol.prompt", "empty")
+	}
+	if !(p.CostDwellS >= 0 && p.CostDwellS <= 3600) {
+		bad("protocol.cost_dwell_s", "%v: want seconds in [0, 3600] (0 turns the state-cost phase off)", p.CostDwellS)
 	}
 	if p.SettleS < 0 || p.WindowPadS < 0 {
 		bad("protocol.settle_s/window_pad_s", "must not be negative")

@@ -44,6 +44,12 @@ type Options struct {
 	Env     func(config.Model) []string // each server's environment; nil: vLLM's own (vllm.ServerEnv)
 	Sampler *gpu.Sampler                // nil: no memory measured
 	CUDA    string                      // CUDA driver version for the runtime string, "" when unknown
+	// HostRoot is the file-system root host memory is read under
+	// (hostmem.Read; "": "/"), and HostMemory reads a server's process
+	// tree (nil: server.ProcessMemory): tests give a short host and slow
+	// or scaled readers (hostcheck.go, cost.go).
+	HostRoot   string
+	HostMemory func(pids ...int) (server.HostMemory, error)
 }
 
 // model is the fleet's view of one model's server. cfg is fixed; every

@@ -32,6 +32,9 @@ func (f *Fleet) SleepMode(ctx context.Context, label string, level int, mode str
 	if err := f.Oracle().ensure(ctx, m); err != nil {
 		return sent, 0, fmt.Errorf("sleep %s level %d: %w", label, level, err)
 	}
+	if err := f.checkHost(ctx, label, level); err != nil { // hostcheck.go: min_host_headroom_gib
+		return sent, 0, err
+	}
 	srv, _ := f.s.server(m) // the server this sleep is for: one stopped meanwhile is not asleep
 	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.SleepS), func(ctx context.Context, c *vllm.Client) error {
 		sent = time.Now()

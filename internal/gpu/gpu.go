@@ -189,6 +189,10 @@ func (s *Sampler) SampleNow(ctx context.Context) (Sample, error) {
 	return x, nil
 }
 
+// Source is the source s reads (fixed at NewSampler): its energy counter,
+// where it has one, is read through EnergyOf.
+func (s *Sampler) Source() Source { return s.src }
+
 // Samples returns a copy of the samples kept so far: every sample, or past
 // MaxKept the thinned ones (Thinned says how many were dropped).
 func (s *Sampler) Samples() []Sample {

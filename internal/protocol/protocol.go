@@ -1,5 +1,5 @@
 // Package protocol is wakebench's protocol: the phases (restart, baseline,
-// sleep levels 1 and 2, after-wake, switching; traffic, run by package
+// sleep levels 1 and 2, after-wake, the state costs, switching; traffic, run by package
 // traffic through Begin, Fail and StartAll) in their run order and the
 // soak, each a method that drives the fleet, writes what it measured to
 // the record and says where it failed; and each phase's threshold checks
@@ -34,6 +34,7 @@ const (
 	PhaseSleepL2   = "sleep-level2"
 	PhaseSleepL0   = "sleep-level0"
 	PhaseKVRelease = "kv-release"
+	PhaseStateCost = "state-cost"
 	PhaseSwitch    = "switch"
 	PhaseTraffic   = "traffic" // run by package traffic, through Begin, Fail and StartAll
 )
@@ -49,6 +50,7 @@ func Phases() []Phase {
 		{PhaseSleepL2, "`sleep_l2_cycles` (3) cycles at level 2; the wake is `wake_up?tags=weights`, `collective_rpc {\"method\":\"reload_weights\"}`, `wake_up?tags=kv_cache`, `reset_prefix_cache`; every first token is checked for garbage"},
 		{PhaseSleepL0, "`sleep_l0_cycles` (3) × (sleep level 0: the scheduler paused, nothing freed; hold `settle_s`, read memory; a probe sent while paused, held until the wake; wake, probe first token); then once `/pause`, a held probe, `/resume`; off, and said so, on a vLLM without `/pause`"},
 		{PhaseKVRelease, "once a release without a pause (vLLM must refuse it), then `kv_release_cycles` (3) × (`/pause`, `/release_kv_cache_memory`, hold `settle_s`, read the GiB freed, `wake_up?tags=kv_cache`, probe first token); off, and said so, on a vLLM without it (before PR #44890)"},
+		{PhaseStateCost, "each state held `cost_dwell_s` (1 s; 0: off) and measured (GPU GiB per GPU, host GiB of the server's process tree with its locked and pinned parts, GPU W from the energy counter): awake idle, asleep at level 1, at level 2, KV released (where the server has `/release_kv_cache_memory`), stopped; the energy (J) of each sleep, wake and a cold start (spawn → first token), the level-1 sleep's transient host peak and what its wake gives back; the break-even per level; then the node's fit table over every model ([cost.md](cost.md))"},
 		{PhaseSwitch, "all models: 1 initial activation (A awake, others asleep), then `handoffs` (19) handoffs A→B, B→A, … (round-robin for more models): sleep the active model at level 1, wake the next, first token"},
 		{PhaseTraffic, "all models: open-loop `traffic.arrivals` (Poisson) at `traffic.rate` (2 req/s) per model for `traffic.duration_s` (6 s) through a wake-on-demand router (one model awake, the others asleep at `traffic.sleep_level`); the same arrivals with every model awake (the ideal); then a sleep with `in_flight_requests` (4) decoding in each pause mode (abort, wait, keep)"},
 	}

@@ -15,7 +15,7 @@ import (
 // TestPhaseOrder: the protocol's order as the reference run defines it,
 // each name once and documented.
 func TestPhaseOrder(t *testing.T) {
-	assert.Equal(t, []string{PhaseRestart, PhaseBaseline, PhaseSleepL1, PhaseAfterWake, PhaseSleepL2, PhaseSleepL0, PhaseKVRelease, PhaseSwitch, PhaseTraffic}, PhaseNames())
+	assert.Equal(t, []string{PhaseRestart, PhaseBaseline, PhaseSleepL1, PhaseAfterWake, PhaseSleepL2, PhaseSleepL0, PhaseKVRelease, PhaseStateCost, PhaseSwitch, PhaseTraffic}, PhaseNames())
 	seen := map[string]bool{}
 	for _, p := range Phases() {
 		assert.False(t, seen[p.Name], "%s listed twice", p.Name)

@@ -266,6 +266,10 @@ type Raw struct {
 	Traffic     *Traffic // the traffic phase; nil when it did not run
 	// Kubernetes is the Kubernetes phase; nil when it did not run.
 	Kubernetes *Kubernetes
+	// Cost is each model's state costs (the state-cost phase; cost.go),
+	// Fit the node's fit table; nil when it did not run.
+	Cost map[string]Cost
+	Fit  *Fit
 }
 
 // NewRaw is an empty record of the labelled models, started now.
@@ -298,6 +302,11 @@ func (r Raw) Clone() Raw {
 	c.Windows = maps.Clone(r.Windows)
 	c.RSSPeak = maps.Clone(r.RSSPeak)
 	c.Weights = maps.Clone(r.Weights)
+	c.Cost = maps.Clone(r.Cost) // each Cost's slices are never changed after SetCost
+	if r.Fit != nil {
+		f := *r.Fit
+		c.Fit = &f
+	}
 	c.Attribution = maps.Clone(r.Attribution)
 	c.ReleasePerGPU = cloneMap(r.ReleasePerGPU)
 	c.DeviceUsedGiBPerGPU = slices.Clone(r.DeviceUsedGiBPerGPU)
@@ -623,4 +632,11 @@ func (r *Recorder) Finish(deviceUsedGiB []float64, rssPeak map[string]uint64, at
 	r.raw.DeviceUsedGiB = append(r.raw.DeviceUsedGiB, deviceUsedGiB...)
 	maps.Copy(r.raw.RSSPeak, rssPeak)
 	r.raw.Finished = at
+}
+
+// Weight is label's weight size as recorded, and whether one is.
+func (r *Recorder) Weight(label string) (Weight, bool) {
+	defer r.lock()()
+	w, ok := r.raw.Weights[label]
+	return w, ok
 }

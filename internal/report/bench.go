@@ -32,6 +32,11 @@ const (
 	UnitPeak       = "GiB/peak"
 	UnitScheduled  = "sec/scheduled" // Pod created → scheduled
 	UnitRoutable   = "sec/routable"  // Pod created, or handoff begun → ready in its EndpointSlice
+	UnitPower      = "W"             // the state-cost phase: GPU power held in a state
+	UnitHostGiB    = "host-GiB"      // host memory of the server's process tree in a state
+	UnitWakeJ      = "J/wake"        // energy of a wake: sent → first token
+	UnitSleepJ     = "J/sleep"       // energy of a sleep: sent → answered
+	UnitStartJ     = "J/start"       // energy of a cold start: spawn → first token
 )
 
 // unitMeta is what benchstat should assume about each unit.
@@ -51,6 +56,11 @@ var unitMeta = []struct{ unit, key, value string }{
 	{UnitPeak, "better", "lower"},
 	{UnitScheduled, "better", "lower"},
 	{UnitRoutable, "better", "lower"},
+	{UnitPower, "better", "lower"},
+	{UnitHostGiB, "better", "lower"},
+	{UnitWakeJ, "better", "lower"},
+	{UnitSleepJ, "better", "lower"},
+	{UnitStartJ, "better", "lower"},
 }
 
 // WriteUnitMetadata writes the unit metadata lines (Unit tok/s better=higher, …).
@@ -75,6 +85,7 @@ func WriteUnitMetadata(w io.Writer) error {
 //	BenchmarkSwitch/dir=A→B
 //	BenchmarkTraffic/model=A/run=shared/found=asleep (one line per request: issued → first token, TPOT)
 //	BenchmarkMemory/model=A
+//	BenchmarkCost/model=A/state=asleep-l1 (W, host-GiB), BenchmarkEnergy/model=A/op=wake-l1 (J/wake, J/sleep, J/start)
 //	BenchmarkPodStart/model=A/kind=cold, BenchmarkPodRestart/model=A, BenchmarkPodSwitch/dir=A→B (the Kubernetes phase)
 func WriteBench(w io.Writer, raw record.Raw) error {
 	bw := benchfmt.NewWriter(w)
@@ -186,6 +197,7 @@ func modelBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) 
 	for _, pct := range raw.Release[l] {
 		line("Memory/model="+l, val(pct, UnitRelease))
 	}
+	costBench(raw, l, line)
 }
 
 // trafficBench writes a line per counted, successful traffic request.

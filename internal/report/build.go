@@ -38,6 +38,7 @@ func Build(raw record.Raw) Report {
 	rep.Soak = soak(raw)
 	rep.Traffic = traffic(raw.Traffic)
 	kubernetes(&rep, raw.Labels, raw.Kubernetes)
+	costs(&rep, raw)
 	rep.Status = status(rep)
 	return rep
 }

@@ -37,7 +37,30 @@ func goldenRaw() record.Raw {
 		PCIeGBps: 32, MemBusWidthBits: 384, MaxMemClockMHz: 9001, MemoryGBps: 864.1, Simulated: true}
 	raw.Weights = map[string]record.Weight{"A": {GiB: 8, Source: "server log: Model loading took 8.0 GiB"}}
 	addTransitions(&raw)
+	addCost(&raw)
 	return raw
+}
+
+// addCost adds A's state costs (KV release skipped, as on a vLLM before
+// PR #44890) and a fit table where host memory binds at level 1.
+func addCost(raw *record.Raw) {
+	nan := math.NaN()
+	st := func(name string, gpu, host, pinned, w float64) record.StateCost {
+		return record.StateCost{State: name, GPUGiB: []float64{gpu}, HostGiB: host, LockedGiB: 0, PinnedGiB: pinned, SwapGiB: 0, PowerW: w, DwellS: 1}
+	}
+	raw.Cost = map[string]record.Cost{"A": {DwellS: 1,
+		States: []record.StateCost{st(record.StateAwake, 20, 2, 0, 90), st(record.StateL1, 0.5, 10, 8, 45), st(record.StateL2, 0.5, 2, 0, 44),
+			{State: record.StateKVReleased, HostGiB: nan, LockedGiB: nan, PinnedGiB: nan, SwapGiB: nan, PowerW: nan, DwellS: nan,
+				Skipped: "the server has no /release_kv_cache_memory (vLLM before PR #44890)"},
+			st(record.StateStopped, 0, 0, 0, 30)},
+		Transitions: []record.Transition{{Op: record.OpSleepL1, S: 1, J: 120}, {Op: record.OpWakeL1, S: 2, J: 300}, {Op: record.OpSleepL2, S: 0.5, J: 50},
+			{Op: record.OpWakeL2, S: 9, J: 1400}, {Op: record.OpStart, S: 60, J: 9000}},
+		SleepPeakHostGiB: 1.5, WakeReturnedHostGiB: 0.25,
+		BreakEvens: []record.BreakEven{{Level: 1, IdleS: 580, WakeS: 2, ColdStartS: 60, LatencyS: 58}, {Level: 2, IdleS: 542.9, WakeS: 9, ColdStartS: 60, LatencyS: 51}}}}
+	raw.Fit = &record.Fit{GPUFreeGiB: 46, HostGiB: 20, HostSource: "cgroup headroom: /sys/fs/cgroup/memory.max − working set", HostHeadroomGiB: 1,
+		Largest: "A", LargestFits: true, Choose: 2, Why: "level 2 keeps 1 asleep, level 1 0 (host binds)",
+		Levels: []record.FitLevel{{Level: 1, Others: 1, Fits: 0, Binds: "host", NeedGPUGiB: 0.5, NeedHostGiB: 25, LeftGPUGiB: 26, LeftHostGiB: 17},
+			{Level: 2, Others: 1, Fits: 1, Asleep: []string{"B"}, NeedGPUGiB: 0.5, NeedHostGiB: 2, LeftGPUGiB: 25.5, LeftHostGiB: 15}}}
 }
 
 // addTransitions adds to raw what the oracle, the servers' logs and a

@@ -44,6 +44,9 @@ type Report struct {
 	Traffic *Traffic `json:"traffic,omitempty"`
 	// Gate is the regression gate's judgement (absent without a baseline).
 	Gate *record.Gate `json:"gate,omitempty"`
+	// Fit is the node's fit table (the state-cost phase; absent when it
+	// did not run or a figure it needs is unknown).
+	Fit *Fit `json:"fit,omitempty"`
 }
 
 // Model is one model's figures.
@@ -62,6 +65,8 @@ type Model struct {
 	FirstSleep *FirstSleep `json:"first_sleep,omitempty"`
 	// Correctness is the oracle's probe set and what its replays found.
 	Correctness *Correctness `json:"correctness,omitempty"`
+	// Cost is the state-cost phase's figures (absent when it did not run).
+	Cost *Cost `json:"cost,omitempty"`
 }
 
 // SleepLevel is the figures of one sleep level's cycles.

@@ -25,6 +25,13 @@ import (
 // it is), with its record and the config it runs.
 func Fleet(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*fleet.Fleet, *record.Recorder, config.Config) {
 	t.Helper()
+	return FleetWith(t, wrap, mod, nil)
+}
+
+// FleetWith is Fleet with the fleet's options changed by opt (nil: as
+// they are): a host root with a short host, a host-memory reader.
+func FleetWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config), opt func(*fleet.Options)) (*fleet.Fleet, *record.Recorder, config.Config) {
+	t.Helper()
 	bin, err := backend.BuildSim(t.Context())
 	require.NoError(t, err)
 	dir := t.TempDir()
@@ -42,9 +49,13 @@ func Fleet(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Conf
 	smp := gpu.NewSampler(src, time.Hour)
 	rec := record.New(cfg.ModelNames())
 	env := backend.SimEnv("tiny", "1", dir, false) // server.Start adds it to this process's environment
-	f := fleet.New(cfg, fleet.Options{Command: bin, Sampler: smp, Env: func(m config.Model) []string {
+	o := fleet.Options{Command: bin, Sampler: smp, Env: func(m config.Model) []string {
 		return append(slices.Clone(env), backend.SimFaultsEnv(m.SimFaults))
-	}}, rec)
+	}}
+	if opt != nil {
+		opt(&o)
+	}
+	f := fleet.New(cfg, o, rec)
 	t.Cleanup(func() { f.StopAll(); f.Procs().CloseIdle() })
 	return f, rec, cfg
 }
@@ -74,3 +85,9 @@ func (s NoProcs) Read(ctx context.Context) (gpu.Reading, error) {
 	r.Procs = map[int]uint64{}
 	return r, err
 }
+
+// NoEnergy is src without its energy counter (only gpu.Source's methods),
+// as NVML on a board before Volta: energy figures are then absent.
+func NoEnergy(src gpu.Source) gpu.Source { return plain{src} }
+
+type plain struct{ gpu.Source }

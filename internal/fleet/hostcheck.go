@@ -1,0 +1,47 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// ErrHostShort is a level-1 sleep the host could not back: the host
+// memory the runner may use is short of the model's pinned weight backup
+// plus thresholds.min_host_headroom_gib. The sleep is not sent: vLLM
+// would copy the weights into pinned host memory and, on a full host,
+// fail with its engine dead (ls1intum/edutelligence#583) or push the host
+// into swap and the OOM killer (#576, #777 there).
+var ErrHostShort = errors.New("host memory short of a level-1 sleep's pinned backup")
+
+// checkHost is asked before every sleep (Fleet.SleepMode): at level 1,
+// with thresholds.min_host_headroom_gib set for label, the host must have
+// label's pinned backup (BackupGiB) plus that headroom available
+// (HostCapacity), else an error wrapping ErrHostShort naming the model,
+// the GiB needed, the GiB free and where that figure came from (the
+// cgroup's headroom or MemAvailable). A backup not known is no check
+// (nothing to compare); a host that cannot be read is an error.
+func (f *Fleet) checkHost(ctx context.Context, label string, level int) error {
+	if level != 1 || ctx.Err() != nil {
+		return nil // a cancelled sleep fails on its own
+	}
+	head := f.s.cfg.ThresholdsFor(label).MinHostHeadroomGiB
+	if head == 0 {
+		return nil
+	}
+	backup, how := f.BackupGiB(label)
+	if math.IsNaN(backup) {
+		return nil
+	}
+	c, err := f.HostCapacity()
+	if err != nil {
+		return fmt.Errorf("sleep %s level 1: host memory check (min_host_headroom_gib): %w", label, err)
+	}
+	need, free := backup+head, c.Available.GiB()
+	if free >= need {
+		return nil
+	}
+	return fmt.Errorf("sleep %s level 1 not sent: %w: %s needs %.2f GiB (pinned backup %.2f GiB: %s; + min_host_headroom_gib %.2f), the host has %.2f GiB free (%s)",
+		label, ErrHostShort, label, need, backup, how, head, free, c.Available.Source)
+}

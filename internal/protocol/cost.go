@@ -1,0 +1,540 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/capacity"
+	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/server"
+	"github.com/wakebench/wakebench/internal/vllm"
+)
+
+// The state-cost phase (issue 25; docs/cost.md): each state of a model
+// held for protocol.cost_dwell_s and measured (GPU memory per GPU, host
+// memory of the server's process tree, GPU power from the energy
+// counter), the energy of each transition over exactly its interval, the
+// host memory a level-1 sleep needs transiently and what its wake gives
+// back, the break-even per level; and, over every model, the node's fit
+// table (NodeFit).
+
+// hostPoll is how often the level-1 sleep's transient host peak is polled.
+const hostPoll = 5 * time.Millisecond
+
+// energyReading is the energy counter's joules on each GPU (nil: no
+// counter) and when its read returned: the counter is taken as read then
+// (an NVML read takes microseconds; a slow read's latency falls before
+// it, outside the interval it ends).
+type energyReading struct {
+	t time.Time
+	j []float64
+}
+
+// meter reads the energy counter; once the source says it has none
+// (gpu.ErrNoEnergy) it reads nothing more and off says why.
+type meter struct {
+	read func(context.Context) ([]float64, error)
+	off  string
+}
+
+func (m *meter) now(ctx context.Context) (energyReading, error) {
+	if m.off != "" {
+		return energyReading{}, nil
+	}
+	j, err := m.read(ctx)
+	t := time.Now()
+	if errors.Is(err, gpu.ErrNoEnergy) {
+		m.off = err.Error()
+		return energyReading{}, nil
+	}
+	if err != nil {
+		return energyReading{}, fmt.Errorf("read the GPU energy counter: %w", err)
+	}
+	return energyReading{t: t, j: j}, nil
+}
+
+// joules is the energy between two readings, summed over the GPUs (NaN
+// when either has none).
+func joules(a, b energyReading) float64 {
+	if a.j == nil || b.j == nil || len(a.j) != len(b.j) {
+		return math.NaN()
+	}
+	var s float64
+	for i := range a.j {
+		s += b.j[i] - a.j[i]
+	}
+	return s
+}
+
+// powerOver is the mean power between two readings: their energy over the
+// time between them (not the nominal dwell: a slow read lengthens both).
+func powerOver(a, b energyReading) float64 {
+	d := b.t.Sub(a.t).Seconds()
+	if d <= 0 {
+		return math.NaN()
+	}
+	return joules(a, b) / d
+}
+
+// transitionJ is the energy over exactly [start, end] from readings a
+// (before start) and b (after end): their difference less the state
+// before's power pBefore over a → start and the state after's pAfter over
+// end → b, so the harness's reads around a transition add nothing.
+func transitionJ(a, b energyReading, start, end time.Time, pBefore, pAfter float64) float64 {
+	if a.j == nil || b.j == nil {
+		return math.NaN()
+	}
+	return joules(a, b) - pBefore*max(0, start.Sub(a.t).Seconds()) - pAfter*max(0, b.t.Sub(end).Seconds())
+}
+
+// peakDuring runs call while a goroutine reads the host memory every
+// interval (the first read at once), and returns call's error and the
+// largest RSS a read saw (0: none finished). A read under way when call
+// returns is waited for: it began during the call.
+func peakDuring(ctx context.Context, every time.Duration, read func() (server.HostMemory, error), call func() error) (peak uint64, err error) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex // guards top
+	var top uint64
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if m, err := read(); err == nil {
+				mu.Lock()
+				top = max(top, m.RSS)
+				mu.Unlock()
+			}
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	err = call()
+	close(done)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	return top, err
+}
+
+func gib(b uint64) float64 { return float64(b) / record.GiB }
+
+// newState is st with every figure unknown.
+func newState(st string) record.StateCost {
+	n := math.NaN()
+	return record.StateCost{State: st, HostGiB: n, LockedGiB: n, PinnedGiB: n, SwapGiB: n, PowerW: n, DwellS: n}
+}
+
+// hold measures label in state st: its GPU memory per GPU and its
+// server's host memory (outside the energy window), then the energy
+// counter over cost_dwell_s. running false: the server is stopped (0 of
+// each). It returns the state and the dwell's closing reading.
+func (p *Protocol) hold(ctx context.Context, label, st string, m *meter, running bool) (record.StateCost, energyReading, error) {
+	s := newState(st)
+	perGPU, free, err := p.fleet.GPUGiB(ctx, label)
+	if err != nil {
+		return s, energyReading{}, err
+	}
+	if running {
+		s.GPUGiB = perGPU
+		h, err := p.fleet.Procs().Host(label)
+		if err != nil {
+			return s, energyReading{}, err
+		}
+		s.HostGiB, s.LockedGiB, s.PinnedGiB, s.SwapGiB = gib(h.RSS), gib(h.Locked), gib(h.Pinned), gib(h.Swap)
+	} else {
+		s.GPUGiB = make([]float64, len(free))
+		s.HostGiB, s.LockedGiB, s.PinnedGiB, s.SwapGiB = 0, 0, 0, 0
+	}
+	a, err := m.now(ctx)
+	if err != nil {
+		return s, a, err
+	}
+	tm := time.NewTimer(seconds(p.cfg.Protocol.CostDwellS))
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return s, a, context.Cause(ctx)
+	case <-tm.C:
+	}
+	b, err := m.now(ctx)
+	if err != nil {
+		return s, b, err
+	}
+	s.PowerW = powerOver(a, b)
+	if a.j != nil {
+		s.DwellS = b.t.Sub(a.t).Seconds()
+	}
+	return s, b, nil
+}
+
+// costRun is one model's measurement under way.
+type costRun struct {
+	p     *Protocol
+	ctx   context.Context
+	label string
+	m     *meter
+	c     record.Cost
+	awake record.StateCost
+}
+
+// StateCost measures label's states (awake idle, asleep at level 1 and 2,
+// KV released where the server supports it, stopped) and transitions
+// (each sleep, wake and a cold start), records them and returns them;
+// protocol.cost_dwell_s 0 turns it off (nothing measured or recorded).
+// It leaves label awake.
+func (p *Protocol) StateCost(ctx context.Context, label string, logf Logf) (record.Cost, error) {
+	defer p.begin(ctx, PhaseStateCost, label)()
+	if p.cfg.Protocol.CostDwellS == 0 {
+		return record.Cost{}, nil
+	}
+	r := &costRun{p: p, ctx: ctx, label: label, m: &meter{read: p.fleet.Energy},
+		c: record.Cost{DwellS: p.cfg.Protocol.CostDwellS, SleepPeakHostGiB: math.NaN(), WakeReturnedHostGiB: math.NaN(),
+			ReleaseHostEnv: os.Getenv("VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY")}}
+	step, err := r.run()
+	r.c.EnergyNote = r.m.off
+	if err == nil {
+		r.c.BreakEvens = breakEvens(r.c)
+	}
+	p.rec.SetCost(label, r.c)
+	if err != nil {
+		return r.c, p.Fail(PhaseStateCost, label, step, err)
+	}
+	for _, s := range r.c.States {
+		logf("%s %s: GPU %s GiB, host %.3f GiB (locked %.3f, pinned %.3f), %.1f W%s", label, s.State, fmtGiB(s.GPUGiB), s.HostGiB, s.LockedGiB, s.PinnedGiB, s.PowerW, skipped(s.Skipped))
+	}
+	for _, t := range r.c.Transitions {
+		logf("%s %s: %.3f s, %.2f J", label, t.Op, t.S, t.J)
+	}
+	if r.m.off != "" {
+		logf("%s: no power or energy figures: %s", label, r.m.off)
+	}
+	return r.c, nil
+}
+
+func skipped(why string) string {
+	if why == "" {
+		return ""
+	}
+	return " (skipped: " + why + ")"
+}
+
+// run measures every state in turn; on error it names the step.
+func (r *costRun) run() (string, error) {
+	p, ctx, label := r.p, r.ctx, r.label
+	if err := p.fleet.Activate(ctx, label); err != nil {
+		return "activate", err
+	}
+	p.Settle(ctx)
+	awake, end, err := p.hold(ctx, label, record.StateAwake, r.m, true)
+	r.awake = awake
+	r.c.States = append(r.c.States, awake)
+	if err != nil {
+		return "hold awake", err
+	}
+	for _, level := range []int{1, 2} {
+		if end, err = r.sleepWake(level, end); err != nil {
+			return fmt.Sprintf("level %d", level), err
+		}
+	}
+	if end, err = r.kvReleased(end); err != nil {
+		return "KV released", err
+	}
+	return r.stoppedAndCold(end)
+}
+
+// sleepWake puts the awake model to sleep at level (at level 1 with its
+// host memory polled while the call runs), holds the state, wakes it and
+// probes its first token; after the first token, the host memory the wake
+// gave back (level 1). prev is the awake dwell's closing reading.
+func (r *costRun) sleepWake(level int, prev energyReading) (energyReading, error) {
+	p, ctx, label := r.p, r.ctx, r.label
+	before, err := p.fleet.Procs().Host(label)
+	if err != nil {
+		return prev, err
+	}
+	var sent time.Time
+	var took time.Duration
+	sleep := func() (err error) {
+		sent, took, err = p.fleet.SleepMode(ctx, label, level, "")
+		return err
+	}
+	e0, err := r.m.now(ctx) // just before the sleep: the awake power covers prev → here
+	if err != nil {
+		return prev, err
+	}
+	if level == 1 {
+		var peak uint64
+		peak, err = peakDuring(ctx, hostPoll, func() (server.HostMemory, error) { return p.fleet.Procs().Host(label) }, sleep)
+		if peak > 0 {
+			r.c.SleepPeakHostGiB = gib(max(peak, before.RSS) - before.RSS)
+		}
+	} else {
+		err = sleep()
+	}
+	if err != nil {
+		return prev, err
+	}
+	e1, err := r.m.now(ctx)
+	if err != nil {
+		return prev, err
+	}
+	p.Settle(ctx)
+	st := record.StateL1
+	if level == 2 {
+		st = record.StateL2
+	}
+	asleep, end, err := p.hold(ctx, label, st, r.m, true)
+	r.c.States = append(r.c.States, asleep)
+	if err != nil {
+		return end, err
+	}
+	r.c.Transitions = append(r.c.Transitions, record.Transition{Op: fmt.Sprintf("sleep-l%d", level), S: took.Seconds(),
+		J: transitionJ(e0, e1, sent, sent.Add(took), r.awake.PowerW, asleep.PowerW)})
+	wsent, _, err := p.fleet.WakeAt(ctx, label)
+	if err != nil {
+		return end, err
+	}
+	s, err := p.fleet.Probe(ctx, label)
+	if err != nil {
+		return end, fmt.Errorf("first token after wake: %w", err)
+	}
+	e2, err := r.m.now(ctx)
+	if err != nil {
+		return end, err
+	}
+	first := s.Tokens[0]
+	r.c.Transitions = append(r.c.Transitions, record.Transition{Op: fmt.Sprintf("wake-l%d", level), S: first.Sub(wsent).Seconds(),
+		J: transitionJ(end, e2, wsent, first, asleep.PowerW, r.awake.PowerW)})
+	p.Settle(ctx)
+	if level == 1 {
+		after, err := p.fleet.Procs().Host(label)
+		if err != nil {
+			return e2, err
+		}
+		r.c.WakeReturnedHostGiB = asleep.HostGiB - gib(after.RSS)
+	}
+	return r.m.now(ctx)
+}
+
+// kvReleased holds the model paused with its KV cache released (vLLM PR
+// #44890: sleep level 0, /release_kv_cache_memory), then restores the
+// cache (wake_up?tags=kv_cache); a server without the endpoints has the
+// state skipped, with why.
+func (r *costRun) kvReleased(prev energyReading) (energyReading, error) {
+	p, ctx, label := r.p, r.ctx, r.label
+	skip := func(why string) (energyReading, error) {
+		s := newState(record.StateKVReleased)
+		s.Skipped = why
+		r.c.States = append(r.c.States, s)
+		return prev, nil
+	}
+	ok, err := p.fleet.SupportsPause(ctx, label)
+	if err != nil {
+		return prev, fmt.Errorf("GET /is_paused: %w", err)
+	}
+	if !ok {
+		return skip("the server has no /pause (vLLM before the pause API)")
+	}
+	if _, _, err := p.fleet.SleepMode(ctx, label, 0, ""); err != nil {
+		return prev, fmt.Errorf("pause (sleep level 0): %w", err)
+	}
+	if _, _, err := p.fleet.ReleaseKVCacheAt(ctx, label); err != nil {
+		if !errors.Is(err, vllm.ErrUnsupported) {
+			return prev, fmt.Errorf("release_kv_cache_memory: %w", err)
+		}
+		if _, err := p.fleet.Wake(ctx, label); err != nil {
+			return prev, fmt.Errorf("wake from the pause: %w", err)
+		}
+		return skip("the server has no /release_kv_cache_memory (vLLM before PR #44890)")
+	}
+	p.Settle(ctx)
+	s, end, err := p.hold(ctx, label, record.StateKVReleased, r.m, true)
+	r.c.States = append(r.c.States, s)
+	if err != nil {
+		return end, err
+	}
+	if _, _, err := p.fleet.WakeKVCacheAt(ctx, label); err != nil {
+		return end, err
+	}
+	if _, err := p.fleet.Probe(ctx, label); err != nil {
+		return end, fmt.Errorf("first token after the KV cache's restore: %w", err)
+	}
+	p.Settle(ctx)
+	return r.m.now(ctx)
+}
+
+// stoppedAndCold stops the server, holds the GPU without it, then starts
+// it cold (spawn → first token) and leaves it awake.
+func (r *costRun) stoppedAndCold(prev energyReading) (string, error) {
+	p, ctx, label := r.p, r.ctx, r.label
+	if err := p.fleet.Stop(label); err != nil {
+		return "stop", err
+	}
+	p.Settle(ctx)
+	stopped, end, err := p.hold(ctx, label, record.StateStopped, r.m, false)
+	r.c.States = append(r.c.States, stopped)
+	if err != nil {
+		return "hold stopped", err
+	}
+	if _, err := p.fleet.Start(ctx, label); err != nil {
+		return "cold start", err
+	}
+	spawned := p.fleet.Procs().Spawned(label)
+	s, err := p.fleet.Probe(ctx, label)
+	if err != nil {
+		return "cold start's first token", err
+	}
+	e1, err := r.m.now(ctx)
+	if err != nil {
+		return "cold start", err
+	}
+	first := s.Tokens[0]
+	r.c.Transitions = append(r.c.Transitions, record.Transition{Op: record.OpStart, S: first.Sub(spawned).Seconds(),
+		J: transitionJ(end, e1, spawned, first, stopped.PowerW, r.awake.PowerW)})
+	if err := p.fleet.Started(ctx, label); err != nil { // outside the interval, as a restart's
+		return "after the cold start", err
+	}
+	return "", nil
+}
+
+// capModel is c as package capacity takes it: GPU memory summed over the
+// GPUs, power above the model stopped, the level-1 sleep's peak as the
+// tree's memory at it.
+func capModel(label string, c record.Cost) capacity.Model {
+	stopped, _ := c.State(record.StateStopped)
+	at := func(st string) capacity.State {
+		s, ok := c.State(st)
+		if !ok || s.Skipped != "" {
+			n := math.NaN()
+			return capacity.State{GPUGiB: n, HostGiB: n, PowerW: n, WakeJ: n, WakeS: n}
+		}
+		var g float64
+		for _, x := range s.GPUGiB {
+			g += x
+		}
+		if s.GPUGiB == nil {
+			g = math.NaN()
+		}
+		return capacity.State{GPUGiB: g, HostGiB: s.HostGiB, PowerW: s.PowerW - stopped.PowerW}
+	}
+	m := capacity.Model{Label: label, Awake: at(record.StateAwake), L1: at(record.StateL1), L2: at(record.StateL2),
+		ColdStartJ: math.NaN(), ColdStartS: math.NaN()}
+	if !math.IsNaN(c.SleepPeakHostGiB) { // unknown: the state's own figure (capacity.State)
+		m.L1.SleepPeakHostGiB = m.Awake.HostGiB + c.SleepPeakHostGiB
+	}
+	for _, lv := range []struct {
+		st *capacity.State
+		op string
+	}{{&m.L1, record.OpWakeL1}, {&m.L2, record.OpWakeL2}} {
+		lv.st.WakeJ, lv.st.WakeS = math.NaN(), math.NaN()
+		if t, ok := c.Transition(lv.op); ok {
+			lv.st.WakeJ, lv.st.WakeS = t.J, t.S
+		}
+	}
+	if t, ok := c.Transition(record.OpStart); ok {
+		m.ColdStartJ, m.ColdStartS = t.J, t.S
+	}
+	return m
+}
+
+// breakEvens is c's break-even at level 1 and 2 (capacity.BreakEvens).
+func breakEvens(c record.Cost) []record.BreakEven {
+	var out []record.BreakEven
+	for _, b := range capacity.BreakEvens(capModel("", c)) {
+		out = append(out, record.BreakEven{Level: int(b.Level), IdleS: b.IdleS, WakeS: b.WakeS, ColdStartS: b.ColdStartS, LatencyS: b.LatencyS})
+	}
+	return out
+}
+
+// NodeFit is the node's fit table for the models whose state costs were
+// measured (capacity.Fit): GPU free memory with none of the run's models
+// loaded (the device's free memory now plus what the run's servers hold),
+// host memory likewise (hostmem: the cgroup's headroom in a container or
+// Pod, else MemAvailable, plus the servers' RSS), less
+// min_host_headroom_gib. It records it; nil (with why) when a figure it
+// needs is unknown.
+func (p *Protocol) NodeFit(ctx context.Context) (*record.Fit, string, error) {
+	raw := p.rec.Raw()
+	var models []capacity.Model
+	var gpuHeld, hostHeld float64
+	for _, l := range p.Labels() {
+		c, ok := raw.Cost[l]
+		if !ok {
+			return nil, "no state costs of " + l, nil
+		}
+		m := capModel(l, c)
+		if math.IsNaN(m.Awake.GPUGiB) || math.IsNaN(m.L1.GPUGiB) || math.IsNaN(m.L2.GPUGiB) {
+			return nil, "GPU memory per model unknown (no memory source, or one that lists no processes)", nil
+		}
+		models = append(models, m)
+		if p.fleet.Running(l) {
+			g, _, err := p.fleet.GPUGiB(ctx, l)
+			if err != nil {
+				return nil, "", err
+			}
+			for _, x := range g {
+				gpuHeld += x
+			}
+			if h, err := p.fleet.Procs().Host(l); err == nil {
+				hostHeld += gib(h.RSS)
+			}
+		}
+	}
+	_, free, err := p.fleet.GPUGiB(ctx, p.Labels()[0])
+	if err != nil {
+		return nil, "", err
+	}
+	var gpuFree float64
+	for _, x := range free {
+		gpuFree += x
+	}
+	hc, err := p.fleet.HostCapacity()
+	if err != nil {
+		return nil, "", fmt.Errorf("host memory: %w", err)
+	}
+	node := capacity.Node{GPUFreeGiB: gpuFree + gpuHeld, HostGiB: hc.Available.GiB() + hostHeld, HostSource: hc.Available.Source,
+		HostHeadroomGiB: p.cfg.Thresholds.MinHostHeadroomGiB}
+	plan, err := capacity.Fit(models, node)
+	if err != nil {
+		return nil, "", err
+	}
+	f := record.Fit{GPUFreeGiB: node.GPUFreeGiB, HostGiB: node.HostGiB, HostSource: node.HostSource, HostHeadroomGiB: node.HostHeadroomGiB,
+		Largest: plan.Largest, LargestFits: plan.LargestFits, Short: string(plan.Short), Choose: int(plan.Choose), Why: plan.Why}
+	for _, lf := range plan.Levels {
+		f.Levels = append(f.Levels, record.FitLevel{Level: int(lf.Level), Others: lf.Others, Fits: lf.Fit, Asleep: lf.Asleep, Binds: string(lf.Binds),
+			NeedGPUGiB: lf.NeedGPUGiB, NeedHostGiB: lf.NeedHostGiB, LeftGPUGiB: lf.LeftGPUGiB, LeftHostGiB: lf.LeftHostGiB})
+	}
+	p.rec.SetFit(f)
+	return &f, "", nil
+}
+
+// CostChecks: max_sleeping_power_w at each level where set (not
+// evaluated, with why, where the device has no energy counter).
+func (p *Protocol) CostChecks(label string, c record.Cost) []record.Check {
+	return p.Record(gate.StateCost(p.cfg, label, c)...)
+}
+
+// fmtGiB is GiB per GPU for a log line.
+func fmtGiB(xs []float64) string {
+	out := ""
+	for i, x := range xs {
+		if i > 0 {
+			out += " "
+		}
+		out += fmt.Sprintf("%.3f", x)
+	}
+	return "[" + out + "]"
+}
