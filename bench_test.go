@@ -153,17 +153,23 @@ func TestOutputs(t *testing.T) {
 	probes := len(cfg.Models)*(1+p.RestartWarm+p.SleepL1Cycles+p.SleepL2Cycles) + 1 + p.Handoffs
 	// Level 0: a probe after the wake and one held while paused; a KV-only
 	// release: a probe after the wake (none where the cycles were off).
+	// After the level-0 cycles, one probe held between /pause and /resume.
 	extraWakes := map[string]int{}
 	for _, m := range cfg.Models {
+		level0 := 0
 		for _, c := range raw.Cycles[m.Label] {
 			switch c.Level {
 			case 0:
 				probes += 2
 				extraWakes[m.Label]++
+				level0++
 			case record.LevelKVRelease:
 				probes++
 				extraWakes[m.Label]++
 			}
+		}
+		if level0 == p.SleepL0Cycles && level0 > 0 {
+			probes++
 		}
 	}
 	if p.CorrectnessMaxTokens > 0 {
@@ -291,11 +297,17 @@ func TestOutputs(t *testing.T) {
 	benches := []string{"Restart", "Sleep", "Serve", "Switch"}
 	wantUnits := []string{report.UnitReady, report.UnitFirstToken, report.UnitSleep, report.UnitWake, report.UnitTTFT, report.UnitTPOT, report.UnitTPS, report.UnitReqTPS,
 		report.UnitRelease2, report.UnitHeld}
+	if p.CostDwellS > 0 { // the state-cost phase: host memory from /proc
+		wantUnits = append(wantUnits, report.UnitHostGiB)
+	}
 	if haveMemory {
 		benches = append(benches, "Memory")
 		// GiB/peak (Memory/device) is summed from every sample at Close,
 		// after this test.
 		wantUnits = append(wantUnits, report.UnitResidual, report.UnitRelease, report.UnitFreed)
+		if p.CostDwellS > 0 { // the simulated GPU's energy counter
+			wantUnits = append(wantUnits, report.UnitPower, report.UnitWakeJ, report.UnitSleepJ, report.UnitStartJ)
+		}
 	} else {
 		assert.Zero(t, names["Memory"], "no memory source, no BenchmarkMemory results")
 	}
