@@ -57,7 +57,7 @@ func Open(ctx context.Context, cfg config.Config, dir string) (*Backend, error) 
 // open is Open with the environment and the NVML library given (tests).
 func open(ctx context.Context, cfg config.Config, dir string, getenv func(string) string, nvmlLib func() nvml.Interface) (*Backend, error) {
 	b := &Backend{env: vllm.ServerEnv(cfg.APIKey)}
-	if cfg.Protocol.CorrectnessMaxTokens > 0 {
+	if cfg.Protocol.CorrectnessMaxTokens > 0 && cfg.Protocol.PoisonDiscardedPages {
 		// With correctness replays on, discarded pages (a level-2 sleep's
 		// weights, every KV cache) are filled with 0xFF when woken
 		// (vllm/envs.py VLLM_POISON_DISCARDED_PAGES; docs/vllm-api.md):
@@ -118,7 +118,7 @@ func (b *Backend) openCommand(ctx context.Context, cfg config.Config, dir string
 	b.env = append(b.env,
 		vllmsim.EnvProfile+"="+cfg.Sim.Profile,
 		vllmsim.EnvTimeScale+"="+strconv.FormatFloat(cfg.Sim.TimeScale, 'g', -1, 64),
-		vllmsim.EnvHostScale+"="+strconv.FormatFloat(cfg.Sim.HostScale, 'g', -1, 64))
+		SimHostScaleEnv(cfg.Sim.HostScale))
 	note := "simulated: servers are vllmsim and GPU memory is modelled (" + prof.Source + "); times are wall-clock at this time scale"
 	if cfg.Sim.HostScale != 1 {
 		note += fmt.Sprintf("; host memory of a level-1 sleep's pinned backup is %g of the modelled bytes (sim.host_scale)", cfg.Sim.HostScale)
@@ -318,6 +318,12 @@ func (b *Backend) Close() error {
 // SimFaultsEnv is the environment entry that injects vllmsim faults
 // (config's sim_faults syntax) into a server.
 func SimFaultsEnv(faults string) string { return vllmsim.EnvFaults + "=" + faults }
+
+// SimHostScaleEnv is the environment entry that sets the share of a
+// level-1 sleep's pinned host backup vllmsim really allocates.
+func SimHostScaleEnv(scale float64) string {
+	return vllmsim.EnvHostScale + "=" + strconv.FormatFloat(scale, 'g', -1, 64)
+}
 
 // SimEnv is the environment of a vllmsim server on its own (benchmarks of
 // the harness): profile, time scale, development endpoints, a simulated

@@ -66,6 +66,11 @@ func TestOpenSim(t *testing.T) {
 	off, err := Open(t.Context(), cfg, t.TempDir())
 	require.NoError(t, err)
 	assert.NotContains(t, off.ServerEnv(config.Model{Label: "A"}), PoisonEnv, "no replays: the wake is not slowed by the fill")
+	cfg = config.SimDefault()
+	cfg.Protocol.PoisonDiscardedPages = false
+	noPoison, err := Open(t.Context(), cfg, t.TempDir())
+	require.NoError(t, err)
+	assert.NotContains(t, noPoison.ServerEnv(config.Model{Label: "A"}), PoisonEnv, "turned off")
 }
 
 func TestOpenErrorsNameTheSetting(t *testing.T) {

@@ -110,20 +110,26 @@ type Protocol struct {
 	// nothing freed; vLLM with /pause only). KVReleaseCycles: KV-only
 	// release cycles (pause, /release_kv_cache_memory, wake_up?tags=kv_cache;
 	// vLLM PR #44890). 0 turns a cycle off.
-	SleepL0Cycles    int     `json:"sleep_l0_cycles"`
-	KVReleaseCycles  int     `json:"kv_release_cycles"`
-	Concurrency      []int   `json:"concurrency"`        // serving concurrencies
-	Rounds           int     `json:"rounds"`             // rounds per concurrency
-	RequestsPerRound int     `json:"requests_per_round"` // requests per round
-	Handoffs         int     `json:"handoffs"`           // switch handoffs after the initial activation
-	ContextTokens    int     `json:"context_tokens"`     // --max-model-len
-	KVGiB            float64 `json:"kv_gib"`             // --kv-cache-memory-bytes, in GiB
-	MaxTokens        int     `json:"max_tokens"`         // output tokens per request (ignore_eos)
-	ProbeMaxTokens   int     `json:"probe_max_tokens"`   // output tokens of a first-token probe
-	Prompt           string  `json:"prompt"`
-	SettleS          float64 `json:"settle_s"`     // hold after a sleep and after a wake, for memory to settle
-	WindowPadS       float64 `json:"window_pad_s"` // phase windows are widened by this much on each side
-	SampleHz         float64 `json:"sample_hz"`    // GPU memory sampling rate
+	SleepL0Cycles   int `json:"sleep_l0_cycles"`
+	KVReleaseCycles int `json:"kv_release_cycles"`
+	// PoisonDiscardedPages: with correctness replays on, servers run with
+	// VLLM_POISON_DISCARDED_PAGES=1, so a level-2 wake that skipped its
+	// reload answers garbage the oracle cannot miss. vLLM then fills every
+	// discarded page on wake (the KV cache at each wake: kv_gib at the
+	// GPU's memory bandwidth, milliseconds), inside the wake figures.
+	PoisonDiscardedPages bool    `json:"poison_discarded_pages"`
+	Concurrency          []int   `json:"concurrency"`        // serving concurrencies
+	Rounds               int     `json:"rounds"`             // rounds per concurrency
+	RequestsPerRound     int     `json:"requests_per_round"` // requests per round
+	Handoffs             int     `json:"handoffs"`           // switch handoffs after the initial activation
+	ContextTokens        int     `json:"context_tokens"`     // --max-model-len
+	KVGiB                float64 `json:"kv_gib"`             // --kv-cache-memory-bytes, in GiB
+	MaxTokens            int     `json:"max_tokens"`         // output tokens per request (ignore_eos)
+	ProbeMaxTokens       int     `json:"probe_max_tokens"`   // output tokens of a first-token probe
+	Prompt               string  `json:"prompt"`
+	SettleS              float64 `json:"settle_s"`     // hold after a sleep and after a wake, for memory to settle
+	WindowPadS           float64 `json:"window_pad_s"` // phase windows are widened by this much on each side
+	SampleHz             float64 `json:"sample_hz"`    // GPU memory sampling rate
 	// The correctness oracle: a fixed probe set generated greedily before
 	// each model's first sleep and replayed after every wake.
 	CorrectnessMaxTokens int     `json:"correctness_max_tokens"` // tokens per probe; 0 turns the oracle off
@@ -311,7 +317,7 @@ func base() Config {
 		Host: "127.0.0.1",
 		Sim:  Sim{Profile: "tiny", TimeScale: 1, HostScale: 1},
 		Protocol: Protocol{
-			RestartWarm: 2, SleepL1Cycles: 5, SleepL2Cycles: 3, SleepL0Cycles: 3, KVReleaseCycles: 3,
+			RestartWarm: 2, SleepL1Cycles: 5, SleepL2Cycles: 3, SleepL0Cycles: 3, KVReleaseCycles: 3, PoisonDiscardedPages: true,
 			Concurrency: []int{1, 4}, Rounds: 2, RequestsPerRound: 8,
 			Handoffs: 19, ContextTokens: 4096, KVGiB: 4, MaxTokens: 128, ProbeMaxTokens: 8,
 			Prompt: DefaultPrompt, SettleS: 0.1, WindowPadS: 2, SampleHz: 20,

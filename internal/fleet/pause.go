@@ -41,6 +41,13 @@ func (f *Fleet) ReleaseKVCacheAt(ctx context.Context, label string) (sent time.T
 	})
 }
 
+// CheckEngine reads label's sleep metrics after op (a call that failed as
+// expected, say): an unknown resource or an operation still in flight is
+// an error naming them (checkEngine).
+func (f *Fleet) CheckEngine(ctx context.Context, label, op string) error {
+	return checkEngine(ctx, label, op, f.metricsOf(label), f.s.poll())
+}
+
 // SupportsPause reports whether label's server has vLLM's pause endpoints
 // (GET /is_paused answers; a 404/405 is false). /release_kv_cache_memory
 // came later (#44890): ReleaseKVCacheAt's vllm.ErrUnsupported says it is
@@ -88,7 +95,7 @@ func (f *Fleet) asleepStep(ctx context.Context, label, op string, slept []string
 		return nil
 	})
 	if err != nil {
-		return sent, d, fmt.Errorf("%s %s: %w", op, label, err)
+		return sent, d, fmt.Errorf("%s %s: %w%s", op, label, err, f.unknownAfter(ctx, label, op))
 	}
 	f.s.mu.Lock()
 	if m.srv != srv {

@@ -142,5 +142,45 @@ func confirmAwake(ctx context.Context, c *vllm.Client, a vllm.WakeAnswer, read m
 	if asleep {
 		return errors.New("wake answered 200 but /is_sleeping is still true")
 	}
-	return nil
+	*step = "sleep metrics"
+	return notFullyAwake(ctx, read)
+}
+
+// notFullyAwake reads the server's sleep state after a wake and fails one
+// that says it is not fully awake: engine_fully_awake 0 where the new
+// families are exported, else engine_sleep_state with all three labels 0
+// (docs/vllm-api.md §7: a partial wake, a pause, a released KV cache). A
+// state that may trail the answer is read again once, a moment later. A
+// server that exports neither, or a /metrics that cannot be read, passes.
+func notFullyAwake(ctx context.Context, read metricsRead) error {
+	var v vllm.SleepView
+	for try := range 2 {
+		if try > 0 {
+			t := time.NewTimer(100 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return context.Cause(ctx)
+			case <-t.C:
+			}
+		}
+		ms, err := read(ctx)
+		if err != nil {
+			return nil
+		}
+		v = ms.SleepView()
+		if (v.Exported && v.FullyAwake) || (!v.Exported && v.Legacy != vllm.LegacyNotFullyAwake) {
+			return nil
+		}
+	}
+	if v.Exported {
+		var not []string
+		for _, r := range slices.Sorted(maps.Keys(v.Resources)) {
+			if st := v.Resources[r]; st != "resident" && st != "running" {
+				not = append(not, r+"="+st)
+			}
+		}
+		return fmt.Errorf("the wake answered, but vllm:engine_fully_awake is 0: %s", strings.Join(not, ", "))
+	}
+	return errors.New("the wake answered, but vllm:engine_sleep_state has all three labels 0: not fully awake")
 }

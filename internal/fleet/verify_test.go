@@ -116,3 +116,24 @@ func TestWakeVerdict(t *testing.T) {
 	err := wakeVerdict(t.Context(), vllm.WakeAnswer{Status: "sleeping", TagsWoken: []string{"kv_cache"}}, read, sleptBy(2))
 	assert.ErrorContains(t, err, `answered {"status":"sleeping"} (tags woken: kv_cache): not fully awake; still asleep: kv_cache=released, scheduler=paused`)
 }
+
+// TestNotFullyAwakeFailsAWakeThatSaysSo: a wake answered and /is_sleeping
+// false, but the server's own state says it is not fully awake (a KV
+// cache still released; era C's engine_fully_awake 0, or the legacy gauge
+// with all three labels 0): a failed wake naming what is not resident. A
+// fully awake server and one that exports nothing pass.
+func TestNotFullyAwakeFailsAWakeThatSaysSo(t *testing.T) {
+	zero := func(int64) int { return 0 }
+	awake := metricsServer(t, map[string]string{"scheduler": "running", "weights": "resident", "kv_cache": "resident"}, "wake", zero, false)
+	assert.NoError(t, notFullyAwake(t.Context(), awake))
+	partial := metricsServer(t, map[string]string{"scheduler": "running", "weights": "resident", "kv_cache": "released"}, "wake", zero, false)
+	err := notFullyAwake(t.Context(), partial)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "vllm:engine_fully_awake is 0: kv_cache=released")
+	legacy := func(context.Context) (vllm.Metrics, error) {
+		return vllm.ParseMetrics([]byte("vllm:engine_sleep_state{sleep_state=\"awake\"} 0\nvllm:engine_sleep_state{sleep_state=\"weights_offloaded\"} 0\nvllm:engine_sleep_state{sleep_state=\"discard_all\"} 0\n"))
+	}
+	assert.ErrorContains(t, notFullyAwake(t.Context(), legacy), "all three labels 0")
+	none := func(context.Context) (vllm.Metrics, error) { return vllm.ParseMetrics([]byte("vllm:num_requests_running 0\n")) }
+	assert.NoError(t, notFullyAwake(t.Context(), none), "nothing exported: the wake's own answer stands")
+}

@@ -9,6 +9,7 @@ package gate
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/wakebench/wakebench/internal/config"
@@ -186,6 +187,21 @@ func Pause(cfg config.Config, label string, level int, cycles []record.Cycle, of
 	out := []record.Check{Evaluate(prefix+".successful_cycles", label, float64(len(ftt)), "==", float64(planned))}
 	if level == record.LevelKVRelease {
 		out = append(out, Evaluate(prefix+".refused_without_pause", label, b2f(confirmed), "==", 1))
+		// A release that freed nothing did not release: at least half the
+		// KV cache vLLM was given (--kv-cache-memory-bytes = kv_gib).
+		var freed []float64
+		for _, c := range cycles {
+			if c.OK && !math.IsNaN(c.FreedGiB) {
+				freed = append(freed, c.FreedGiB)
+			}
+		}
+		name, limit := prefix+".freed_gib.median", cfg.Protocol.KVGiB/2
+		if s, err := stats.Summarize(freed); err == nil {
+			out = append(out, Evaluate(name, label, s.Median, ">=", limit))
+		} else if len(ftt) > 0 {
+			out = append(out, record.Check{Name: name, Model: label, Op: ">=", Limit: limit, Verdict: record.NotEvaluated,
+				Reason: "no figure: memory was not sampled, or could not be attributed to the model (see memory.note)"})
+		}
 	} else {
 		out = append(out, Evaluate(prefix+".pause_resume_held_a_request", label, b2f(confirmed), "==", 1))
 	}

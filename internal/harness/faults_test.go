@@ -73,6 +73,12 @@ func cycles(level int) func(ctx context.Context, h *Run) error {
 	}
 }
 
+func kvCycles(ctx context.Context, h *Run) error {
+	cs, err := h.KVReleaseCycles(ctx, "A", func(string, ...any) {})
+	h.PauseChecks("A", record.LevelKVRelease, cs)
+	return err
+}
+
 func TestFaultsAreNamed(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -114,6 +120,10 @@ func TestFaultsAreNamed(t *testing.T) {
 			[]string{"wake A from level 1", `answered {"status":"sleeping"}`, "still asleep: scheduler=paused"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
 		{"a sleep-mode operation stays in flight", "stuck-op=wake_up", nil, restartThen(cycles(1)),
 			[]string{"wake A from level 1", "hung sleep-mode operation wake (1 in flight)"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
+		{"a KV release stays in flight", "stuck-op=release_kv_cache_memory", nil, restartThen(kvCycles),
+			[]string{"release without a pause", "hung sleep-mode operation release_kv_cache_memory (1 in flight)"}, record.Failure{Phase: "kv-release", Model: "A", Step: "release without a pause"}},
+		{"a KV discard fails", "rpc-fail=release_kv_cache_memory", nil, restartThen(kvCycles),
+			[]string{"release_kv_cache_memory A", "HTTP 500", "unknown"}, record.Failure{Phase: "kv-release", Model: "A", Step: "cycle 1 release_kv_cache_memory"}},
 		{"a memory RPC fails", "rpc-fail=sleep", nil, restartThen(cycles(1)),
 			[]string{"sleep A level 1", "HTTP 500", "unknown"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 sleep"}},
 		{"port already in use", "", func(c *config.Config) { c.Models[0].Port = busyPort(t) },

@@ -33,6 +33,7 @@ func small(t *testing.T) config.Config {
 	p.RestartWarm, p.SleepL1Cycles, p.SleepL2Cycles, p.Handoffs = 1, 2, 1, 3
 	p.Concurrency, p.Rounds, p.RequestsPerRound, p.MaxTokens = []int{2}, 1, 4, 8
 	p.SettleS = 0.02
+	cfg.Sim.HostScale = 0.05 // many runs at once: see simtest.Fleet
 	cfg.Timeouts.StartS = 20
 	cfg.Timeouts.RequestS = 10
 	require.NoError(t, cfg.Validate())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/gate"
@@ -107,15 +108,15 @@ func (p *Protocol) pauseResume(ctx context.Context, phase, label string, logf Lo
 		return
 	}
 	type held struct {
-		first time.Time
-		err   error
+		first, sent time.Time
+		err         error
 	}
 	hc := make(chan held, 1)
 	hctx, cancel := context.WithCancel(ctx) // an early return ends the held request
 	defer cancel()
 	go func() {
-		s, _, err := p.fleet.ProbePaused(hctx, label)
-		h := held{err: err}
+		s, sent, err := p.fleet.ProbePaused(hctx, label)
+		h := held{sent: sent, err: err}
 		if err == nil && len(s.Tokens) > 0 {
 			h.first = s.Tokens[0]
 		}
@@ -137,6 +138,8 @@ func (p *Protocol) pauseResume(ctx context.Context, phase, label string, logf Lo
 	switch {
 	case h.err != nil:
 		p.Fail(phase, label, "request held by /pause", h.err)
+	case !h.sent.Before(sent):
+		p.Fail(phase, label, "request held by /pause", fmt.Errorf("it was sent %.3f s after /resume (settle_s %g too short to send it while paused)", h.sent.Sub(sent).Seconds(), p.cfg.Protocol.SettleS))
 	case h.first.Before(sent):
 		p.Fail(phase, label, "request held by /pause", fmt.Errorf("its first token came %.3f s before /resume was sent", sent.Sub(h.first).Seconds()))
 	default:
@@ -155,9 +158,11 @@ func (p *Protocol) refusedWithoutPause(ctx context.Context, label string) (off s
 	switch {
 	case errors.Is(err, vllm.ErrUnsupported):
 		return "the server has no /release_kv_cache_memory (vLLM before PR #44890): the cycle is off", nil
+	case err != nil && strings.Contains(err.Error(), "HTTP 500") && strings.Contains(err.Error(), "pause"):
+		p.kvRefused[label] = true // "release_kv_cache_memory() requires a completed pause first"
+		return "", p.fleet.CheckEngine(ctx, label, "release_kv_cache_memory")
 	case err != nil:
-		p.kvRefused[label] = true
-		return "", nil
+		return "", fmt.Errorf("a release without a pause failed, but not as vLLM refuses it (500, \"requires a completed pause first\"): %w", err)
 	}
 	if _, _, werr := p.fleet.WakeKVCacheAt(ctx, label); werr != nil {
 		return "", fmt.Errorf("released the KV cache of a running engine, and restoring it failed: %w", werr)
@@ -193,8 +198,7 @@ func (p *Protocol) pauseCycle(ctx context.Context, label string) (record.Cycle, 
 		hc <- h
 	}()
 	p.Settle(ctx)
-	tw := time.Now()
-	wd, err := p.fleet.Wake(ctx, label)
+	tw, wd, err := p.fleet.WakeAt(ctx, label)
 	c.WakeAPIS = wd.Seconds()
 	if err != nil {
 		return c, "wake", err

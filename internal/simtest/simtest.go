@@ -38,6 +38,11 @@ func FleetWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.
 	cfg := config.SimDefault()
 	cfg.OutDir = t.TempDir()
 	cfg.Timeouts.StartS, cfg.Timeouts.RequestS = 20, 10
+	// A level-1 sleep's pinned backup really allocated at 1/20: tests run
+	// many servers at once, and page-faulting 0.5 GiB takes longer than
+	// the tiny profile's modelled sleep (a test that measures host memory
+	// sets its own scale).
+	cfg.Sim.HostScale = 0.05
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -48,7 +53,7 @@ func FleetWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.
 	}
 	smp := gpu.NewSampler(src, time.Hour)
 	rec := record.New(cfg.ModelNames())
-	env := backend.SimEnv("tiny", "1", dir, false) // server.Start adds it to this process's environment
+	env := append(backend.SimEnv("tiny", "1", dir, false), backend.SimHostScaleEnv(cfg.Sim.HostScale)) // server.Start adds it to this process's environment
 	o := fleet.Options{Command: bin, Sampler: smp, Env: func(m config.Model) []string {
 		return append(slices.Clone(env), backend.SimFaultsEnv(m.SimFaults))
 	}}
