@@ -134,6 +134,8 @@ func TestNotFullyAwakeFailsAWakeThatSaysSo(t *testing.T) {
 		return vllm.ParseMetrics([]byte("vllm:engine_sleep_state{sleep_state=\"awake\"} 0\nvllm:engine_sleep_state{sleep_state=\"weights_offloaded\"} 0\nvllm:engine_sleep_state{sleep_state=\"discard_all\"} 0\n"))
 	}
 	assert.ErrorContains(t, notFullyAwake(t.Context(), legacy), "all three labels 0")
-	none := func(context.Context) (vllm.Metrics, error) { return vllm.ParseMetrics([]byte("vllm:num_requests_running 0\n")) }
+	none := func(context.Context) (vllm.Metrics, error) {
+		return vllm.ParseMetrics([]byte("vllm:num_requests_running 0\n"))
+	}
 	assert.NoError(t, notFullyAwake(t.Context(), none), "nothing exported: the wake's own answer stands")
 }
