@@ -292,11 +292,19 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 		// docs/vllm-api.md era b): a server without /is_paused ignores
 		// mode=wait|keep and treats every sleep as its old abort. Those
 		// modes are then off, not failed.
-		modes, err := ph.fleet.SupportsPause(ctx, labels[0])
-		if err != nil {
-			errs = append(errs, ph.proto.Fail(protocol.PhaseTraffic, labels[0], "GET /is_paused", err))
-		}
+		modes, asked := false, false
 		for _, mode := range tr.InFlightModes {
+			if mode != vllm.SleepAbort && !asked {
+				asked = true
+				err := ph.fleet.Activate(ctx, labels[0])
+				if err == nil {
+					modes, err = ph.fleet.SupportsPause(ctx, labels[0])
+				}
+				if err != nil {
+					errs = append(errs, ph.proto.Fail(protocol.PhaseTraffic, labels[0], "GET /is_paused", err))
+					break
+				}
+			}
 			if !modes && mode != vllm.SleepAbort {
 				off := "the server has no /is_paused: a vLLM before pause modes (PR #34528) ignores mode=" + mode
 				out.InFlight = append(out.InFlight, record.InFlight{Mode: mode, Requests: tr.InFlightRequests, Off: off})
