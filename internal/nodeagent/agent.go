@@ -80,6 +80,9 @@ type Agent struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	stopOnce sync.Once
+	stopErr  error // what the first Stop returned
+
 	mu   sync.Mutex // guards pods and errs
 	pods map[types.UID]*pod
 	errs []error // what went wrong in the background, reported by Stop
@@ -122,8 +125,14 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 }
 
 // Stop stops every container the agent runs and its loops; it says what
-// went wrong while it ran.
+// went wrong while it ran. Only the first call does anything (a test that
+// loses a node stops its agent before the cluster is stopped).
 func (a *Agent) Stop() error {
+	a.stopOnce.Do(func() { a.stopErr = a.stop() })
+	return a.stopErr
+}
+
+func (a *Agent) stop() error {
 	a.cancel()
 	a.wg.Wait()
 	a.mu.Lock()
