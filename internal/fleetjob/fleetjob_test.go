@@ -159,7 +159,9 @@ func TestStepNamesEachNodesFault(t *testing.T) {
 		node("ok"), node("evicted"), node("oom"), node("lost"), node("running"),
 		lease("lost", 2*time.Minute), lease("running", time.Second), ok,
 		pod("p0", "ok", corev1.PodSucceeded, func(*corev1.Pod) {}),
-		pod("p1", "evicted", corev1.PodFailed, func(p *corev1.Pod) { p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory." }),
+		pod("p1", "evicted", corev1.PodFailed, func(p *corev1.Pod) {
+			p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory."
+		}),
 		pod("p2", "oom", corev1.PodFailed, func(p *corev1.Pod) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}
 		}),
@@ -223,7 +225,9 @@ func TestSelectNodesByDriverWithTheirGPUKind(t *testing.T) {
 		return &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: n + "-" + driver}, Spec: resourcev1.ResourceSliceSpec{Driver: driver, NodeName: &n,
 			Devices: []resourcev1.Device{{Name: "gpu-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"productName": {StringValue: &product}}}}}}
 	}
-	node := func(n string, l map[string]string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: l}} }
+	node := func(n string, l map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: l}}
+	}
 	c, _ := kubefake.New(node("g1", map[string]string{"pool": "x"}), node("g2", map[string]string{"pool": "y"}), node("cpu", nil),
 		slice("g1", "gpu.example.com", "NVIDIA H100 80GB HBM3"), slice("g2", "gpu.example.com", "NVIDIA L20"), slice("cpu", "other", "x"))
 	s, err := selectNodes(context.Background(), c, Selection{Driver: "gpu.example.com"})

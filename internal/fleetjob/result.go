@@ -194,4 +194,3 @@ func Upload(ctx context.Context, c *kube.Clients, getenv func(string) string, ou
 	}
 	return nil
 }
-
