@@ -1,0 +1,194 @@
+package fleetreport
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/perf/benchfmt"
+)
+
+// Output file names under Write's directory.
+const (
+	FileJSON  = "fleet.json"
+	FileMD    = "fleet.md"
+	FileBench = "bench.txt"
+)
+
+// Write writes f's fleet.json, fleet.md and merged bench.txt into dir (created if needed).
+func Write(dir string, f Fleet) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("fleetreport: %w", err)
+	}
+	j, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("fleetreport: fleet.json: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, FileJSON), append(j, '\n'), 0o644); err != nil {
+		return fmt.Errorf("fleetreport: %w", err)
+	}
+	if err := writeFile(filepath.Join(dir, FileMD), func(w io.Writer) error { return WriteMarkdown(w, f) }); err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(dir, FileBench), func(w io.Writer) error { return WriteBench(w, f) })
+}
+
+func writeFile(path string, fn func(io.Writer) error) (err error) {
+	file, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("fleetreport: %w", err)
+	}
+	defer func() {
+		if cerr := file.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("fleetreport: %w", cerr)
+		}
+	}()
+	w := bufio.NewWriter(file)
+	if err := fn(w); err != nil {
+		return fmt.Errorf("fleetreport: %s: %w", filepath.Base(path), err)
+	}
+	return w.Flush()
+}
+
+// WriteBench writes the merged bench.txt: the nodes' unit metadata once, then every node's
+// results, each under config lines `node:` (the node's name) and `gpu:` (its GPU kind, in
+// place of the node's own `gpu:` line, which stays as `node-gpu:`), so that
+// `benchstat -col node` splits by node and `-filter 'gpu:"NVIDIA H100 80GB HBM3"'` keeps one
+// kind. Lines of a node's file that do not parse are left out (Build notes them).
+func WriteBench(w io.Writer, f Fleet) error {
+	bw := benchfmt.NewWriter(w)
+	units := map[benchfmt.UnitMetadataKey]bool{}
+	for _, n := range f.Nodes {
+		var werr error
+		err := scanBench(n.Node, n.bench, func(rec benchfmt.Record) {
+			if u, ok := rec.(*benchfmt.UnitMetadata); ok && werr == nil && !units[u.UnitMetadataKey] {
+				units[u.UnitMetadataKey] = true
+				werr = bw.Write(u)
+			}
+		})
+		if err := errors.Join(err, werr); err != nil {
+			return err
+		}
+	}
+	var cfg []benchfmt.Config
+	for _, n := range f.Nodes {
+		var werr error
+		err := scanBench(n.Node, n.bench, func(rec benchfmt.Record) {
+			res, ok := rec.(*benchfmt.Result)
+			if !ok || werr != nil {
+				return
+			}
+			cfg = append(cfg[:0], benchfmt.Config{Key: "node", Value: []byte(n.Node), File: true}, benchfmt.Config{Key: "gpu", Value: []byte(n.GPU), File: true})
+			for _, c := range res.Config {
+				switch c.Key {
+				case "node", "gpu":
+					c.Key = "node-" + c.Key
+				}
+				cfg = append(cfg, c)
+			}
+			werr = bw.Write(&benchfmt.Result{Config: cfg, Name: res.Name, Iters: res.Iters, Values: res.Values})
+		})
+		if err := errors.Join(err, werr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteMarkdown writes fleet.md: the verdict, the nodes to look at with their reasons, and a
+// section per GPU kind (its nodes' key figures, the summaries of its pooled samples).
+func WriteMarkdown(w io.Writer, f Fleet) (err error) {
+	p := func(format string, a ...any) {
+		if err == nil {
+			_, err = fmt.Fprintf(w, format, a...)
+		}
+	}
+	p("# Fleet report: %s\n\n", f.Status)
+	p("%d nodes, %d GPU kinds.", len(f.Nodes), len(f.Kinds))
+	if f.Simulated > 0 {
+		p(" **Simulated**: %d of the %d nodes ran on vllmsim, not on GPU hardware (marked *simulated* below).", f.Simulated, len(f.Nodes))
+	}
+	p("\n\n## Nodes to look at\n\n")
+	byNode := map[string][]Outlier{}
+	for _, o := range f.Outliers {
+		byNode[o.Node] = append(byNode[o.Node], o)
+	}
+	bad := 0
+	for _, n := range f.Nodes {
+		if n.Status == StatusPass && !n.Outlier && len(n.Notes) == 0 {
+			continue
+		}
+		bad++
+		p("- **%s** (%s%s): %s", n.Node, n.GPU, simLabel(n), n.Status)
+		if n.Reason != "" {
+			p(": %s", n.Reason)
+		}
+		p("\n")
+		for _, o := range byNode[n.Node] {
+			p("  - outlier: model %s %s = %.4g, kind median %.4g: %s\n", o.Model, o.Metric, o.Value, o.KindMedian, o.Rule)
+		}
+		for _, note := range n.Notes {
+			p("  - note: %s\n", note)
+		}
+	}
+	if bad == 0 {
+		p("None: every node passed and none is an outlier of its kind.\n")
+	}
+	p("\nOutlier rule: against the median of the kind's other nodes, at least %.0f%% worse (residual also ≥ %.2g GiB), and ≥ %.1f scaled MADs when the kind has ≥ %d other nodes; physical-limit fractions below %.2f (wake/PCIe) or %.2f (tok/s/HBM) for every node.\n",
+		100*f.Options.RelativeDeviation, f.Options.MinResidualExcessGiB, f.Options.MADs, f.Options.MADMinOthers, f.Options.MinWakeFractionOfPCIe, f.Options.MinTPSFractionOfHBM)
+
+	for _, k := range f.Kinds {
+		p("\n## %s\n\n%d nodes, samples pooled from %d.\n\n", k.GPU, k.Nodes, k.Pooled)
+		p("| node | status | model | wake / PCIe limit | tok/s (conc) | tok/s / HBM limit | residual GiB |\n|---|---|---|---|---|---|---|\n")
+		for _, n := range f.Nodes {
+			if n.GPU != k.GPU {
+				continue
+			}
+			status := n.Status
+			if n.Outlier {
+				status += ", outlier"
+			}
+			if n.Simulated != "" {
+				status += ", simulated"
+			}
+			labels := sortedKeys(n.Models)
+			if len(labels) == 0 {
+				p("| %s | %s | | | | | |\n", n.Node, status)
+			}
+			for _, l := range labels {
+				m := n.Models[l]
+				p("| %s | %s | %s | %.3f | %.1f (%d) | %.3f | %.3f |\n", n.Node, status, l, m.L1WakeFractionOfPCIe, m.OutputTPS, m.OutputTPSConc, m.OutputTPSFractionOfHBM, m.ResidualGiB)
+			}
+		}
+		if len(k.Summaries) > 0 {
+			p("\nPooled raw samples (every node's result lines; p95 by nearest rank over all of them):\n\n")
+			p("| benchmark | unit | nodes | n | median | p95 | min | max |\n|---|---|---|---|---|---|---|---|\n")
+			for _, s := range k.Summaries {
+				p("| %s | %s | %d | %d | %.4g | %.4g | %.4g | %.4g |\n", s.Name, s.Unit, s.Nodes, s.N, s.Median, s.P95, s.Min, s.Max)
+			}
+		}
+	}
+	return err
+}
+
+func simLabel(n Node) string {
+	if n.Simulated == "" {
+		return ""
+	}
+	return ", simulated: " + n.Simulated
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.SortFunc(ks, strings.Compare)
+	return ks
+}

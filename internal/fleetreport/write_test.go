@@ -1,0 +1,99 @@
+package fleetreport
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"golang.org/x/perf/benchfmt"
+)
+
+func TestWrite(t *testing.T) {
+	base, bench := readTestdata(t)
+	const h, a = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"
+	var in []NodeResult
+	for _, s := range []shape{{"h1", h, 0.6, 0.5, 0.5, 1}, {"h2", h, 0.6, 0.5, 0.5, 1}, {"h3", h, 0.3, 0.5, 0.5, 1}, {"a1", a, 0.5, 0.4, 0.5, 1}} {
+		in = append(in, synth(t, base, bench, s))
+	}
+	in = append(in, NodeResult{Node: "gone", GPU: a, Status: StatusNotRun, Reason: "pod never scheduled: 0/9 nodes are available"})
+	f, err := Build(in, Options{})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, Write(dir, f))
+
+	var back Fleet
+	j, err := os.ReadFile(filepath.Join(dir, FileJSON))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(j, &back))
+	assert.Equal(t, StatusFail, back.Status)
+	assert.Len(t, back.Nodes, 5)
+	assert.Len(t, back.Kinds, 2)
+	assert.Equal(t, []string{"gone", "h3"}, back.Flagged())
+	assert.Equal(t, 4, back.Simulated)
+
+	md, err := os.ReadFile(filepath.Join(dir, FileMD))
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "**Simulated**: 4 of the 5 nodes ran on vllmsim")
+	assert.Contains(t, string(md), "- **gone** (NVIDIA A100-SXM4-40GB): NOT RUN: pod never scheduled")
+	assert.Contains(t, string(md), "- **h3** (NVIDIA H100 80GB HBM3, simulated: vllmsim profile tiny, time scale 1): PASS\n  - outlier: model A l1_wake_fraction_of_pcie_limit = 0.3, kind median 0.6")
+	assert.NotContains(t, string(md), "- **h1**")
+	assert.Contains(t, string(md), "| h3 | PASS, outlier, simulated | A | 0.300 |")
+
+	// Every merged result carries its node and kind; the node's own gpu line is kept apart.
+	merged, err := os.ReadFile(filepath.Join(dir, FileBench))
+	require.NoError(t, err)
+	r := benchfmt.NewReader(bytes.NewReader(merged), "bench.txt")
+	perNode := map[string]int{}
+	for r.Scan() {
+		switch rec := r.Result().(type) {
+		case *benchfmt.Result:
+			node := rec.GetConfig("node")
+			perNode[node]++
+			want := h
+			if node == "a1" {
+				want = a
+			}
+			assert.Equal(t, want, rec.GetConfig("gpu"))
+			assert.Equal(t, "1 × Tiny Sim GPU (simulated)", rec.GetConfig("node-gpu"))
+		case *benchfmt.SyntaxError:
+			t.Errorf("merged bench.txt: %v", rec)
+		}
+	}
+	require.NoError(t, r.Err())
+	lines := 0
+	for l := range strings.Lines(string(bench)) {
+		if strings.HasPrefix(l, "Benchmark") {
+			lines++
+		}
+	}
+	assert.Equal(t, map[string]int{"h1": lines, "h2": lines, "h3": lines, "a1": lines}, perNode)
+	assert.Equal(t, 1, strings.Count(string(merged), "Unit tok/s better=higher"), "unit metadata once")
+
+	// benchstat (a tool of this module) splits the merged file by node and filters by kind.
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command for go tool benchstat")
+	}
+	benchstat := func(args ...string) string {
+		cmd := exec.Command("go", append([]string{"tool", "benchstat"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return string(out)
+	}
+	byNode := benchstat("-filter", ".fullname:Sleep/model=A/level=1", "-col", "node", filepath.Join(dir, FileBench))
+	for _, want := range []string{"gpu: " + h, "gpu: " + a, "sec/wake"} {
+		assert.Contains(t, byNode, want, "a table per kind:\n%s", byNode)
+	}
+	for _, n := range []string{"h1", "h2", "h3", "a1"} {
+		assert.Regexp(t, `│ +`+n+` +│`, byNode, "a column per node")
+	}
+	oneKind := benchstat("-filter", `gpu:"`+h+`"`, "-col", "node", filepath.Join(dir, FileBench))
+	assert.Contains(t, oneKind, "h3")
+	assert.NotContains(t, oneKind, "a1", "-filter gpu: keeps one kind:\n%s", oneKind)
+}
