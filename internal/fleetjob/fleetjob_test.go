@@ -39,8 +39,13 @@ func TestJobIsIndexedOnePodPerSelectedNodeBoundedInTime(t *testing.T) {
 	assert.Equal(t, corev1.RestartPolicyNever, ps.RestartPolicy)
 	assert.Equal(t, ServiceAccount, ps.ServiceAccountName)
 	assert.Equal(t, spec().Tolerations, ps.Tolerations)
-	req := ps.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0]
-	assert.Equal(t, []string{"a", "b", "c"}, req.Values, "only the selected nodes")
+	var names []string
+	for _, term := range ps.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		require.Len(t, term.MatchFields, 1)
+		require.Len(t, term.MatchFields[0].Values, 1, "the API server allows one value per metadata.name field selector")
+		names = append(names, term.MatchFields[0].Values[0])
+	}
+	assert.Equal(t, []string{"a", "b", "c"}, names, "only the selected nodes")
 	anti := ps.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0]
 	assert.Equal(t, corev1.LabelHostname, anti.TopologyKey)
 	assert.Equal(t, "fleet-1", anti.LabelSelector.MatchLabels[LabelFleet])
@@ -175,7 +180,7 @@ func TestStepNamesEachNodesFault(t *testing.T) {
 	s := spec()
 	s.Nodes = []string{"evicted", "lost", "never", "ok", "oom", "running"}
 	r := &run{o: Options{Spec: s, ScheduleTimeout: time.Hour, NodeLost: 40 * time.Second, Logf: t.Logf}, c: c, ns: "wb", name: "fleet-1",
-		decided: map[string]fleetreport.NodeResult{}, pending: map[string]time.Time{}}
+		decided: map[string]fleetreport.NodeResult{}, pending: map[string]time.Time{}, unsched: map[string]string{}, ran: map[string]string{}}
 	done, err := r.step(context.Background())
 	require.NoError(t, err)
 	assert.False(t, done, "a node still runs")
@@ -211,7 +216,7 @@ func TestStepTimesOutTheRestWhenTheJobsDeadlinePasses(t *testing.T) {
 	c, _ := kubefake.New(job)
 	s := spec()
 	r := &run{o: Options{Spec: s, ScheduleTimeout: time.Hour, Logf: t.Logf}, c: c, ns: "wb", name: "fleet-1",
-		decided: map[string]fleetreport.NodeResult{}, pending: map[string]time.Time{}}
+		decided: map[string]fleetreport.NodeResult{}, pending: map[string]time.Time{}, unsched: map[string]string{}, ran: map[string]string{}}
 	done, err := r.step(context.Background())
 	require.NoError(t, err)
 	assert.True(t, done)
@@ -243,4 +248,46 @@ func TestSelectNodesByDriverWithTheirGPUKind(t *testing.T) {
 	require.Len(t, s.notRun, 2)
 	assert.Equal(t, "no such node (or it does not match the node selector)", s.notRun[0].Reason)
 	assert.Equal(t, "publishes no device of DRA driver gpu.example.com", s.notRun[1].Reason)
+}
+
+// A Pod that could not land on its node lands on a finished one (the
+// scheduler does not count finished Pods for anti-affinity): it is
+// deleted, and the node it could not reach is named with the scheduler's
+// message once the Job has ended.
+func TestStepDeletesASecondPodOnANodeAndNamesTheNodeLeftOut(t *testing.T) {
+	ok, err := Encode(Result{Node: "ok", Report: []byte("{}")}, "fleet-1", "", "0", "wb", 0)
+	require.NoError(t, err)
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "fleet-1", Namespace: "wb"}}
+	labels := map[string]string{LabelFleet: "fleet-1"}
+	done := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p0", Namespace: "wb", Labels: labels}, Spec: corev1.PodSpec{NodeName: "ok"},
+		Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}
+	pending := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: "wb", Labels: labels}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Message: "1 node(s) had untolerated taint {wakebench.dev/broken: }"}}}}
+	c, _ := kubefake.New(job, ok, done, pending)
+	s := spec()
+	s.Nodes = []string{"ok", "tainted"}
+	r := &run{o: Options{Spec: s, ScheduleTimeout: time.Hour, Logf: t.Logf}, c: c, ns: "wb", name: "fleet-1",
+		decided: map[string]fleetreport.NodeResult{}, pending: map[string]time.Time{}, unsched: map[string]string{}, ran: map[string]string{}}
+	ctx := context.Background()
+	fin, err := r.step(ctx)
+	require.NoError(t, err)
+	require.False(t, fin)
+
+	// The pending Pod lands on the finished node; the Job then ends.
+	pending.Spec.NodeName, pending.Status = "ok", corev1.PodStatus{Phase: corev1.PodRunning}
+	_, err = c.Core.Pods("wb").Update(ctx, pending, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	fin, err = r.step(ctx)
+	require.NoError(t, err)
+	require.False(t, fin)
+	_, err = c.Core.Pods("wb").Get(ctx, "p1", metav1.GetOptions{})
+	assert.Error(t, err, "the second Pod on node ok is deleted")
+	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "FailedIndexes"}}
+	_, err = c.Batch.Jobs("wb").UpdateStatus(ctx, job, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	fin, err = r.step(ctx)
+	require.NoError(t, err)
+	assert.True(t, fin)
+	assert.Equal(t, fleetreport.StatusPass, r.decided["ok"].Status, "the node's own result stands")
+	assert.Equal(t, "no Pod scheduled on it: 1 node(s) had untolerated taint {wakebench.dev/broken: }", r.decided["tainted"].Reason)
 }

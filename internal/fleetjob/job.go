@@ -106,6 +106,13 @@ func Job(s Spec) *batchv1.Job {
 	if s.MaxBytes > 0 {
 		env = append(env, corev1.EnvVar{Name: EnvMaxBytes, Value: fmt.Sprint(s.MaxBytes)})
 	}
+	// One term per node (terms are ORed): the API server allows one
+	// value per metadata.name field selector.
+	var terms []corev1.NodeSelectorTerm
+	for _, n := range s.Nodes {
+		terms = append(terms, corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{
+			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{n}}}})
+	}
 	c := corev1.Container{Name: container, Image: s.Image, Command: slices.Clone(s.Command), Args: slices.Clone(s.Args), Env: env}
 	spec := corev1.PodSpec{
 		RestartPolicy:                 corev1.RestartPolicyNever,
@@ -116,9 +123,7 @@ func Job(s Spec) *batchv1.Job {
 		Affinity: &corev1.Affinity{
 			// Only the selected nodes: the node list is resolved once,
 			// before the Job, so a node joining mid-run is not tested.
-			NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
-					{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: slices.Clone(s.Nodes)}}}}}},
+			NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}},
 			// One Pod per node among those running. kube-scheduler does not
 			// see finished Pods (its informer drops Succeeded and Failed:
 			// pkg/scheduler/scheduler.go, v1.34), so with parallelism below

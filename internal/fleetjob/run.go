@@ -75,7 +75,8 @@ func Run(ctx context.Context, o Options) (results []fleetreport.NodeResult, err 
 		return sel.notRun, fmt.Errorf("fleet: no node selected (%s)", o.Select)
 	}
 	o.Spec.Nodes = sel.nodes
-	r := &run{o: o, c: o.Clients, ns: o.Spec.Namespace, name: o.Spec.Name, gpus: sel.gpus, decided: map[string]fleetreport.NodeResult{}, pending: map[string]time.Time{}}
+	r := &run{o: o, c: o.Clients, ns: o.Spec.Namespace, name: o.Spec.Name, gpus: sel.gpus, decided: map[string]fleetreport.NodeResult{}, pending: map[string]time.Time{},
+		unsched: map[string]string{}, ran: map[string]string{}}
 	defer func() {
 		// Cleanup outlives ctx: an interrupted run leaves nothing behind.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 90*time.Second)
@@ -202,6 +203,8 @@ type run struct {
 	createdRBAC bool
 	decided     map[string]fleetreport.NodeResult // node → outcome
 	pending     map[string]time.Time              // unscheduled Pod → first seen
+	unsched     map[string]string                 // Pod → the scheduler's latest message about placing it
+	ran         map[string]string                 // node → the Pod that runs (ran) the suite there
 }
 
 func (r *run) create(ctx context.Context) error {
@@ -320,6 +323,18 @@ func (r *run) step(ctx context.Context) (bool, error) {
 		d.Report, d.Bench, d.Samples, d.Truncated = res.Report, res.Bench, res.Samples, res.Truncated
 		r.decided[node] = d
 	}
+	// Finished Pods first, then by age: on a node with two, the one that
+	// ran first is its own.
+	slices.SortStableFunc(pods.Items, func(a, b corev1.Pod) int {
+		ta, tb := a.Status.Phase == corev1.PodSucceeded || a.Status.Phase == corev1.PodFailed, b.Status.Phase == corev1.PodSucceeded || b.Status.Phase == corev1.PodFailed
+		if ta != tb {
+			if ta {
+				return -1
+			}
+			return 1
+		}
+		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+	})
 	now := time.Now()
 	var unschedulable []string // the scheduler's messages for Pods pending past ScheduleTimeout
 	active := 0
@@ -337,11 +352,29 @@ func (r *run) step(ctx context.Context) (bool, error) {
 				first = now
 			}
 			active++
+			msg := scheduleMessage(p)
+			r.unsched[p.Name] = msg
 			if now.Sub(first) >= r.o.ScheduleTimeout {
-				unschedulable = append(unschedulable, scheduleMessage(p))
+				unschedulable = append(unschedulable, msg)
 			}
 			continue
 		}
+		if first, ok := r.ran[node]; ok && first != p.Name {
+			// A second index on a node: kube-scheduler does not count
+			// finished Pods for anti-affinity (its informer drops them),
+			// so a Pod that could not land on its own node lands on a
+			// finished one. Deleted: the node is tested once, and the
+			// node it could not reach keeps the scheduler's message.
+			if !terminal && p.DeletionTimestamp == nil {
+				if msg := r.failedScheduling(ctx, p.Name); msg != "" {
+					r.unsched[p.Name] = msg // why it could not land where it should have
+				}
+				r.o.Logf("fleet: Pod %s landed on node %s, already tested by %s: deleted", p.Name, node, first)
+				_ = r.c.Core.Pods(r.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
+			}
+			continue
+		}
+		r.ran[node] = p.Name
 		if _, ok := r.decided[node]; ok {
 			continue
 		}
@@ -377,7 +410,15 @@ func (r *run) step(ctx context.Context) (bool, error) {
 	}
 	if jobCondition(job, batchv1.JobComplete) != nil || jobCondition(job, batchv1.JobFailed) != nil {
 		if active == 0 {
-			r.decideRest("no Pod of the Job ran on it (the Job ended: with parallelism below the node count a finished node can take a second index)")
+			reason := "no Pod of the Job ran on it before the Job ended"
+			if len(r.unsched) > 0 {
+				msgs := slices.Sorted(maps.Values(r.unsched))
+				if i := slices.Index(msgs, noScheduler); i >= 0 && len(slices.Compact(slices.Clone(msgs))) > 1 {
+					msgs = slices.DeleteFunc(msgs, func(m string) bool { return m == noScheduler }) // seen before the scheduler wrote its reason
+				}
+				reason = "no Pod scheduled on it: " + strings.Join(slices.Compact(msgs), "; ")
+			}
+			r.decideRest(reason)
 			return true, nil
 		}
 	}
@@ -400,8 +441,10 @@ func scheduleMessage(p *corev1.Pod) string {
 			return c.Message
 		}
 	}
-	return "no scheduler said why (no PodScheduled condition): is kube-scheduler running?"
+	return noScheduler
 }
+
+const noScheduler = "no scheduler said why (no PodScheduled condition): is kube-scheduler running?"
 
 // podFailure names why a Pod failed: eviction, OOM kill, or its exit.
 func podFailure(p *corev1.Pod) string {
@@ -488,4 +531,21 @@ func (r *run) cleanup(ctx context.Context) error {
 		del("Namespace", r.c.Core.Namespaces().Delete(ctx, r.ns, metav1.DeleteOptions{}))
 	}
 	return errors.Join(errs...)
+}
+
+// failedScheduling is the last FailedScheduling event's message about Pod
+// name ("" if none): the scheduler's reason, when the Pod was placed
+// before the coordinator saw its PodScheduled condition say it.
+func (r *run) failedScheduling(ctx context.Context, name string) string {
+	evs, err := r.c.Core.Events(r.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		return ""
+	}
+	msg := ""
+	for _, e := range evs.Items {
+		if e.Reason == "FailedScheduling" {
+			msg = e.Message
+		}
+	}
+	return msg
 }

@@ -107,7 +107,11 @@ func (f *Fleet) startNode(ctx context.Context, o FleetOptions, i int, n FleetNod
 	for k, v := range n.Labels {
 		labels[k] = v
 	}
-	env := append(append([]string(nil), o.Env...), config.EnvName("sim", "profile")+"="+n.Profile, simgpu.EnvDir+"="+gpuDir)
+	// KUBECONFIG: a local node's containers reach the API server with the
+	// control plane's kubeconfig, where a cluster's Pods have their
+	// ServiceAccount's token (the node agent mounts no volumes).
+	env := append(append([]string(nil), o.Env...), config.EnvName("sim", "profile")+"="+n.Profile, simgpu.EnvDir+"="+gpuDir,
+		"KUBECONFIG="+f.CP.Kubeconfig)
 	logDir := o.LogDir
 	if logDir != "" {
 		logDir = filepath.Join(logDir, n.Name)
