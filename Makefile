@@ -4,7 +4,7 @@ CONFIG ?= testdata/demo.json
 # go-nvml's cgo build warns about every NVML 13 deprecation; silence them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: bench test vet fuzz gpu perf ci soak k8s gate-power
+.PHONY: bench test vet fuzz gpu perf ci soak k8s fleet gate-power
 FUZZTIME ?= 10s
 
 # The protocol's tests (not the harness's own robustness tests). TestProtocol
@@ -55,6 +55,16 @@ k8s:
 	$(GO) test -count=1 -race ./internal/controlplane ./internal/kubephase && \
 	$(GO) test -count=1 -race -run Kubernetes ./internal/harness && \
 	WAKEBENCH_CONFIG=$(K8S_CONFIG) $(GO) test -count=1 -timeout 20m -v -run '^TestKubernetes$$' .
+
+## fleet: the fleet run (TestFleet, docs/fleet.md) on the local control plane of make k8s (same
+## cached build) with several node agents, each a simulated GPU of its own kind (L20, H100, A100,
+## one H100 degraded, two nodes with faults): the coordinator's and the report's tests, then
+## TestFleet with testdata/fleet.json; writes out/fleet/fleet (fleet.json, fleet.md, bench.txt)
+FLEET_CONFIG ?= testdata/fleet.json
+fleet:
+	@bin=$$(scripts/k8s-build.sh) && export WAKEBENCH_K8S_BIN=$$bin && \
+	$(GO) test -count=1 ./internal/fleetjob ./internal/fleetreport && \
+	WAKEBENCH_CONFIG=$(FLEET_CONFIG) $(GO) test -count=1 -timeout 20m -v -run '^TestFleet$$' .
 
 ## gate-power: the regression gate's false alarms and power, measured (RERUNS=10 BASE=5: ~35 short
 ## runs of testdata/gate-power.json, ~13 min on 2 cores); prints one table, runs in out/gate-power

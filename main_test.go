@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/fleetjob"
 	"github.com/wakebench/wakebench/internal/harness"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
@@ -33,7 +34,12 @@ var suite struct {
 	failed []record.Failure
 }
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(fleetjob.EnvConfig) != "" { // a fleet Pod: the suite on its node, then its result uploaded
+		os.Exit(fleetNode(m))
+	}
+	os.Exit(run(m))
+}
 
 func run(m *testing.M) int {
 	flag.Parse()

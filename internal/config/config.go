@@ -50,6 +50,7 @@ type Config struct {
 	Thresholds Thresholds `json:"thresholds"`
 	Traffic    Traffic    `json:"traffic"`
 	Kubernetes Kubernetes `json:"kubernetes"`
+	Fleet      Fleet      `json:"fleet"` // the fleet run (TestFleet; fleet.go)
 	// OutDir receives report.json, bench.txt, samples.csv and the server logs.
 	OutDir string `json:"out_dir"`
 	// Baseline is the runs to gate regressions against
@@ -433,6 +434,7 @@ func (c Config) Validate() error {
 	c.validateProtocol(bad)
 	c.validateTraffic(bad)
 	c.validateKubernetes(bad)
+	c.Fleet.validate(bad)
 	c.validateTimeouts(bad)
 	c.validateThresholds(bad)
 	c.validateAPIKey(bad)

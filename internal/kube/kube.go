@@ -11,9 +11,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	batchv1 "k8s.io/client-go/kubernetes/typed/batch/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	discoveryv1 "k8s.io/client-go/kubernetes/typed/discovery/v1"
+	rbacv1 "k8s.io/client-go/kubernetes/typed/rbac/v1"
 	resourcev1 "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -27,6 +29,8 @@ type Clients struct {
 	Resource     resourcev1.ResourceV1Interface
 	Discovery    discoveryv1.DiscoveryV1Interface
 	Coordination coordinationv1.CoordinationV1Interface
+	Batch        batchv1.BatchV1Interface // the fleet's Job
+	RBAC         rbacv1.RbacV1Interface   // the fleet's Role and RoleBinding
 }
 
 // Connect reads a kubeconfig (path "" means client-go's defaults: $KUBECONFIG,
@@ -59,6 +63,12 @@ func New(cfg *rest.Config) (*Clients, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	if c.Coordination, err = coordinationv1.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	if c.Batch, err = batchv1.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	if c.RBAC, err = rbacv1.NewForConfig(cfg); err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return c, nil

@@ -1,6 +1,8 @@
 // Package kubelocal is the Kubernetes phase's cluster where there is none:
 // the local control plane (package controlplane) and one node (package
-// nodeagent) whose GPU is the run's, published under its own DRA driver.
+// nodeagent) whose GPU is the run's, published under its own DRA driver;
+// and the fleet run's (StartFleet): several nodes, each a simulated GPU of
+// its own vllmsim profile.
 package kubelocal
 
 import (

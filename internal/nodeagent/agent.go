@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/wakebench/wakebench/internal/kube"
@@ -59,6 +60,14 @@ type Options struct {
 	LogDir string
 	// Ready bounds the wait for the node to become schedulable.
 	Ready time.Duration
+	// Labels are the Node's labels besides kubernetes.io/hostname and
+	// kubernetes.io/os (e.g. nvidia.com/gpu.product, as GPU feature
+	// discovery sets them on a real node).
+	Labels map[string]string
+	// Taints are the Node's own taints (e.g. nvidia.com/gpu:NoSchedule, as
+	// GPU nodes carry): only Pods tolerating them land here. The agent
+	// waits for the control plane's taints to go, never for these.
+	Taints []corev1.Taint
 	// LeaseRenew is how often the node's Lease is renewed (0: every 10 s,
 	// as the kubelet does).
 	LeaseRenew time.Duration
@@ -70,6 +79,9 @@ type Agent struct {
 	c      *kube.Clients
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	stopOnce sync.Once
+	stopErr  error // what the first Stop returned
 
 	mu   sync.Mutex // guards pods and errs
 	pods map[types.UID]*pod
@@ -113,8 +125,14 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 }
 
 // Stop stops every container the agent runs and its loops; it says what
-// went wrong while it ran.
+// went wrong while it ran. Only the first call does anything (a test that
+// loses a node stops its agent before the cluster is stopped).
 func (a *Agent) Stop() error {
+	a.stopOnce.Do(func() { a.stopErr = a.stop() })
+	return a.stopErr
+}
+
+func (a *Agent) stop() error {
 	a.cancel()
 	a.wg.Wait()
 	a.mu.Lock()
@@ -149,6 +167,47 @@ func (a *Agent) Restart(ns, name string) error {
 		return fmt.Errorf("restart %s/%s: no such pod on node %s", ns, name, a.o.Node)
 	}
 	return p.kill()
+}
+
+// OOMKill kills the running container of Pod ns/name as the kernel's OOM
+// killer would: it ends with exit code 137 and reason OOMKilled (what the
+// kubelet reports from the runtime), and the Pod's restartPolicy decides
+// what follows. It returns when the process has gone.
+func (a *Agent) OOMKill(ns, name string) error {
+	p := a.find(ns, name)
+	if p == nil {
+		return fmt.Errorf("oom-kill %s/%s: no such pod on node %s", ns, name, a.o.Node)
+	}
+	p.mu.Lock()
+	p.killReason = "OOMKilled"
+	p.mu.Unlock()
+	return p.kill()
+}
+
+// Evict evicts Pod ns/name as the kubelet's eviction manager does under
+// node pressure: its container is killed and the Pod ends Failed with
+// reason Evicted and message, never restarted. It returns when the
+// process has gone.
+func (a *Agent) Evict(ns, name, message string) error {
+	p := a.find(ns, name)
+	if p == nil {
+		return fmt.Errorf("evict %s/%s: no such pod on node %s", ns, name, a.o.Node)
+	}
+	p.mu.Lock()
+	p.evicted = message
+	p.mu.Unlock()
+	return p.kill()
+}
+
+func (a *Agent) find(ns, name string) *pod {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, q := range a.pods {
+		if q.ns == ns && q.name == name {
+			return q
+		}
+	}
+	return nil
 }
 
 // PID is the process of Pod ns/name's container (0 when none runs), for

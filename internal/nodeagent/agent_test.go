@@ -45,6 +45,12 @@ var gpu0 = GPU{Name: "gpu-0", UUID: "GPU-1234", Index: 3, Product: "Test GPU", M
 // controller would.
 func startAgent(t *testing.T) (*Agent, *kube.Clients, *fake.Clientset) {
 	t.Helper()
+	return startAgentWith(t, func(*Options) {})
+}
+
+// startAgentWith is startAgent with the options edited by edit.
+func startAgentWith(t *testing.T, edit func(*Options)) (*Agent, *kube.Clients, *fake.Clientset) {
+	t.Helper()
 	c, cs := kubefake.New()
 	cs.PrependReactor("create", "nodes", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		n := a.(clienttesting.CreateAction).GetObject().(*corev1.Node)
@@ -58,9 +64,11 @@ func startAgent(t *testing.T) (*Agent, *kube.Clients, *fake.Clientset) {
 	}
 	done := make(chan started, 1)
 	go func() {
-		a, err := Start(context.Background(), Options{Node: node, IP: "127.0.0.1", Driver: driver, GPUs: []GPU{gpu0}, Clients: c,
+		o := Options{Node: node, IP: "127.0.0.1", Driver: driver, GPUs: []GPU{gpu0}, Clients: c,
 			Programs: map[string]string{"serve": os.Args[0]}, Env: []string{"NODE_ENV=on"}, Dir: dir, Ready: 10 * time.Second,
-			LeaseRenew: 20 * time.Millisecond})
+			LeaseRenew: 20 * time.Millisecond}
+		edit(&o)
+		a, err := Start(context.Background(), o)
 		done <- started{a, err}
 	}()
 	ctx := context.Background()
@@ -75,7 +83,7 @@ func startAgent(t *testing.T) (*Agent, *kube.Clients, *fake.Clientset) {
 		t.Fatalf("Start returned while the node was tainted: %v", s.err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	n.Spec.Taints = nil
+	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
 	_, err := c.Core.Nodes().Update(ctx, n, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	s := <-done

@@ -65,19 +65,42 @@ func (p *pod) run(ctx context.Context) {
 		// The container exited (or the Pod is stopping).
 		p.mu.Lock()
 		term := &corev1.ContainerStateTerminated{ExitCode: exitCode(srv.ExitErr()), Reason: "Error", StartedAt: p.started, FinishedAt: metav1.Now()}
-		if term.ExitCode == 0 {
+		switch {
+		case p.killReason != "":
+			term.Reason, p.killReason = p.killReason, ""
+		case term.ExitCode == 0:
 			term.Reason = "Completed"
 		}
+		if p.evicted != "" {
+			term.Message = p.evicted
+		}
 		p.srv, p.ready, p.last = nil, false, term
-		if !p.stopped {
+		p.final = p.evicted != "" || !restarts(p.obj.Spec.RestartPolicy, term.ExitCode)
+		if !p.stopped && !p.final {
 			p.restarts++
 		}
-		stopped = p.stopped
+		stopped, final := p.stopped, p.final
 		p.mu.Unlock()
 		if !stopped {
 			p.status(ctx)
 		}
+		if final {
+			return // run to completion: the Pod is Succeeded or Failed for good
+		}
 	}
+}
+
+// restarts reports whether the kubelet starts a container again that
+// exited with code under policy: Always (the default) always, OnFailure
+// unless it succeeded, Never never.
+func restarts(policy corev1.RestartPolicy, code int32) bool {
+	switch policy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		return code != 0
+	}
+	return true
 }
 
 func exitCode(err error) int32 {
@@ -177,10 +200,14 @@ func (p *pod) start(devEnv []string) (*server.Server, error) {
 	env = append(env, "VLLM_CACHE_ROOT="+filepath.Join(dir, "vllm"), "TORCHINDUCTOR_CACHE_DIR="+filepath.Join(dir, "inductor"),
 		"TRITON_CACHE_DIR="+filepath.Join(dir, "triton"), "CUDA_CACHE_PATH="+filepath.Join(dir, "cuda"))
 	for _, e := range c.Env {
+		v := e.Value
 		if e.ValueFrom != nil {
-			return nil, fmt.Errorf("pod %s: container %s: env %s: valueFrom is not supported by the node agent", kube.Name(obj), c.Name, e.Name)
+			var err error
+			if v, err = p.a.fieldRef(obj, e.ValueFrom); err != nil {
+				return nil, fmt.Errorf("pod %s: container %s: env %s: %w", kube.Name(obj), c.Name, e.Name, err)
+			}
 		}
-		env = append(env, e.Name+"="+e.Value)
+		env = append(env, e.Name+"="+v)
 	}
 	env = append(env, devEnv...)
 	srv, err := server.Start(server.Spec{Label: obj.Name, Path: prog, Args: argv[1:], Env: env, LogPath: p.a.LogPath(obj.Namespace, obj.Name, c.Name)})
@@ -259,4 +286,49 @@ func httpReady(ctx context.Context, hc *http.Client, obj *corev1.Pod, rp *corev1
 	}
 	resp.Body.Close()
 	return resp.StatusCode >= 200 && resp.StatusCode < 400
+}
+
+// fieldRef resolves an env var's valueFrom as the kubelet's downward API
+// does, for the fields a Job's Pod needs: metadata.name, .namespace, .uid,
+// a label or annotation (metadata.annotations['batch.kubernetes.io/job-completion-index']
+// is JOB_COMPLETION_INDEX, which the Job controller adds to an Indexed
+// Job's containers), spec.nodeName, spec.serviceAccountName and the node's
+// (the Pod's) IP. Anything else (resourceFieldRef, configMapKeyRef,
+// secretKeyRef) is an error naming it.
+func (a *Agent) fieldRef(obj *corev1.Pod, src *corev1.EnvVarSource) (string, error) {
+	if src.FieldRef == nil {
+		return "", errors.New("valueFrom: only fieldRef is supported by the node agent")
+	}
+	path := src.FieldRef.FieldPath
+	if k, ok := subscript(path, "metadata.annotations"); ok {
+		return obj.Annotations[k], nil
+	}
+	if k, ok := subscript(path, "metadata.labels"); ok {
+		return obj.Labels[k], nil
+	}
+	switch path {
+	case "metadata.name":
+		return obj.Name, nil
+	case "metadata.namespace":
+		return obj.Namespace, nil
+	case "metadata.uid":
+		return string(obj.UID), nil
+	case "spec.nodeName":
+		return obj.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return obj.Spec.ServiceAccountName, nil
+	case "status.podIP", "status.hostIP":
+		return a.o.IP, nil
+	}
+	return "", fmt.Errorf("valueFrom.fieldRef %q is not supported by the node agent", path)
+}
+
+// subscript is k of path "field['k']" (the downward API's syntax for one
+// label or annotation).
+func subscript(path, field string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, field+"['")
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(rest, "']")
 }

@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,8 +18,12 @@ import (
 // and its address.
 func (a *Agent) registerNode(ctx context.Context) error {
 	now := metav1.Now()
+	labels := map[string]string{}
+	maps.Copy(labels, a.o.Labels)
+	labels["kubernetes.io/hostname"], labels["kubernetes.io/os"] = a.o.Node, "linux"
 	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: a.o.Node, Labels: map[string]string{"kubernetes.io/hostname": a.o.Node, "kubernetes.io/os": "linux"}},
+		ObjectMeta: metav1.ObjectMeta{Name: a.o.Node, Labels: labels},
+		Spec:       corev1.NodeSpec{Taints: slices.Clone(a.o.Taints)},
 		Status: corev1.NodeStatus{
 			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("128Gi"), corev1.ResourcePods: resource.MustParse("110")},
 			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("128Gi"), corev1.ResourcePods: resource.MustParse("110")},
@@ -65,12 +70,15 @@ func (a *Agent) publish(ctx context.Context) error {
 	return nil
 }
 
-// waitSchedulable waits until the node carries no NoSchedule taint.
+// waitSchedulable waits until the node carries no NoSchedule taint but
+// its own (Options.Taints): the control plane's not-ready taint is gone.
 func (a *Agent) waitSchedulable(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, a.o.Ready)
 	defer cancel()
 	p, err := kube.Track(ctx, a.c.Core.Nodes().Watch, a.o.Node, "", []kube.Milestone[*corev1.Node]{{Name: "schedulable", Reached: func(n *corev1.Node) bool {
-		return !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Effect == corev1.TaintEffectNoSchedule })
+		return !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+			return t.Effect == corev1.TaintEffectNoSchedule && !slices.ContainsFunc(a.o.Taints, func(o corev1.Taint) bool { return o.MatchTaint(&t) })
+		})
 	}}}, nil)
 	if err != nil {
 		var taints []string

@@ -121,6 +121,13 @@ type pod struct {
 	last     *corev1.ContainerStateTerminated
 	waiting  *corev1.ContainerStateWaiting
 	stopped  bool
+	// final: the container ran to completion and stays terminated
+	// (restartPolicy Never, OnFailure after exit 0, or evicted): last is
+	// its state, and the Pod's phase is Succeeded or Failed.
+	final bool
+	// killReason is the reason the next exit is reported with (OOMKilled),
+	// evicted the eviction's message ("": not evicted).
+	killReason, evicted string
 }
 
 func newPod(a *Agent, obj *corev1.Pod) *pod {

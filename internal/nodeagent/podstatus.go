@@ -44,6 +44,8 @@ func (p *pod) build(cur *corev1.Pod) corev1.PodStatus {
 	c := cur.Spec.Containers[0]
 	cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: c.Image, RestartCount: p.restarts, Ready: p.ready && p.srv != nil}
 	switch {
+	case p.final:
+		cs.State.Terminated = p.last
 	case p.srv != nil:
 		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: p.started}
 		cs.Started = ptr(true)
@@ -55,7 +57,7 @@ func (p *pod) build(cur *corev1.Pod) corev1.PodStatus {
 	default:
 		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
 	}
-	if p.last != nil {
+	if p.last != nil && !p.final {
 		cs.LastTerminationState.Terminated = p.last
 	}
 	st.ContainerStatuses = []corev1.ContainerStatus{cs}
@@ -66,7 +68,15 @@ func (p *pod) build(cur *corev1.Pod) corev1.PodStatus {
 		st.StartTime = &now
 	}
 	st.Phase = corev1.PodPending
-	if p.srv != nil || p.last != nil {
+	switch {
+	case p.final && p.last.ExitCode == 0 && p.evicted == "":
+		st.Phase = corev1.PodSucceeded
+	case p.final:
+		st.Phase = corev1.PodFailed
+		if p.evicted != "" { // as the kubelet's eviction manager writes it
+			st.Reason, st.Message = "Evicted", p.evicted
+		}
+	case p.srv != nil || p.last != nil:
 		st.Phase = corev1.PodRunning
 	}
 	gates := true
@@ -95,6 +105,9 @@ func (p *pod) build(cur *corev1.Pod) corev1.PodStatus {
 	set(corev1.PodInitialized, true, "")
 	set(corev1.ContainersReady, cs.Ready, "ContainersNotReady")
 	reason := "ContainersNotReady"
+	if p.final {
+		reason = "PodCompleted"
+	}
 	if cs.Ready {
 		reason = "ReadinessGatesNotReady"
 	}

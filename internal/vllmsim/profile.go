@@ -173,5 +173,79 @@ func profiles() map[string]Profile {
 					WeightGiB: 0.3, ResidualGiB: 0.2, StartInitialS: 0.3, StartWarmS: 0.1},
 			},
 		},
+		// Fleet kinds (docs/fleet.md). Datasheet numbers are cited where
+		// used; the rest is derived from the l20's calibration, as said.
+		// Each serves the demo profile's models, so one config runs on
+		// every kind.
+		"h100":             {Name: "h100", Source: "NVIDIA H100 SXM5 80GB datasheet (3.35 TB/s HBM3, PCIe Gen5 x16, 989/1979 TFLOPS bf16/fp8 dense); copy and compute rates scaled from the l20 calibration (docs/vllmsim.md)", GPU: h100GPU(5, 16), Models: demoModels()},
+		"a100":             {Name: "a100", Source: "NVIDIA A100 SXM4 80GB datasheet (2039 GB/s HBM2e, PCIe Gen4 x16, 312 TFLOPS bf16 dense, no fp8); copy and compute rates scaled from the l20 calibration (docs/vllmsim.md)", GPU: a100GPU(), Models: demoModels()},
+		"h100-pcie-gen3x8": {Name: "h100-pcie-gen3x8", Source: "the h100 profile with its host link trained down to PCIe Gen3 x8 (a degraded fleet node): copies at Gen3 x8's rates while NVML's maximum link still says Gen5 x16", GPU: h100GPU(3, 8), Models: demoModels()},
 	}
+}
+
+// demoModels are the demo profile's models, served by the fleet kinds.
+func demoModels() map[string]Model {
+	return map[string]Model{
+		"Qwen3-4B": {Name: "Qwen3-4B", ParamsB: 4.0, Dtype: "bf16", Layers: 36,
+			WeightGiB: 7.5, ResidualGiB: 0.9, StartInitialS: 70, StartWarmS: 35},
+		"Qwen3-0.6B": {Name: "Qwen3-0.6B", ParamsB: 0.6, Dtype: "bf16", Layers: 28,
+			WeightGiB: 1.1, ResidualGiB: 0.75, StartInitialS: 37.6, StartWarmS: 25},
+	}
+}
+
+// l20 fractions of its link's raw rate (PCIe Gen4 x16: 31.5 GB/s one
+// way) that its pinned copies reached in the reference run: 22.1/31.5
+// device→host, 16.55/31.5 host→device. Other kinds' copy rates are these
+// fractions of their own link: an assumption (no run measured them), which
+// keeps every kind at the same fraction of its PCIe limit.
+const (
+	l20D2HFraction = 22.1 / 31.504
+	l20H2DFraction = 16.55 / 31.504
+)
+
+// linkRates are the pinned copy rates, device→host and host→device, of a
+// link of generation gen and width lanes at the l20's fractions.
+func linkRates(gen, width int) (d2h, h2d float64) {
+	raw := map[int]float64{3: 0.985, 4: 1.969, 5: 3.938}[gen] * float64(width) // GB/s per lane after line coding, as gpu.PCIeGBps
+	return raw * l20D2HFraction, raw * l20H2DFraction
+}
+
+// h100GPU is an NVIDIA H100 SXM5 80GB whose host link runs at PCIe gen ×
+// width (Gen5 x16 when healthy). NVML's maximum link stays Gen5 x16: a
+// link trained down under load is still one whose slot and device support
+// Gen5 x16, so the run's physical limit (gpu.DeviceFacts.PCIeLimitGBps) is
+// Gen5 x16's and a slow link shows as a low fraction of it.
+func h100GPU(gen, width int) GPU {
+	g := l20GPU() // host-side rates (pinning, release, checkpoint load, fixed costs): the same hosts
+	g.Name = "NVIDIA H100 80GB HBM3"
+	g.MemoryGiB = 79.65 // 81559 MiB, as NVML reports an H100 80GB HBM3
+	g.HBMGBps = 3350    // datasheet (SXM5)
+	g.PCIeD2HGBps, g.PCIeH2DGBps = linkRates(gen, width)
+	// Compute: the l20's effective rates × the datasheets' dense tensor
+	// ratio (H100 989 / L20 119.5 TFLOPS bf16; 1979 / 239 fp8: both 8.28).
+	const r = 989.0 / 119.5
+	g.PrefillTFLOPS = map[string]float64{"fp8": 50 * r, "bf16": 17 * r}
+	g.DecodeTFLOPS = map[string]float64{"fp8": 54.7 * r, "bf16": 34.2 * r}
+	// NVML on an H100 SXM5: 5120-bit HBM3 at 2619 MHz: 3352 GB/s.
+	g.PCIeGen, g.PCIeWidth, g.MemBusWidthBits, g.MemClockMHz = 5, 16, 5120, 2619
+	return g
+}
+
+// a100GPU is an NVIDIA A100 SXM4 80GB: PCIe Gen4 x16 like the L20, so
+// the l20's copy rates.
+func a100GPU() GPU {
+	g := l20GPU()
+	g.Name = "NVIDIA A100-SXM4-80GB"
+	g.MemoryGiB = 79.25 // 81920 MiB less what NVML reports reserved on an 80GB A100 (~0.75 GiB)
+	g.HBMGBps = 2039    // datasheet (SXM4 80GB)
+	g.PCIeD2HGBps, g.PCIeH2DGBps = linkRates(4, 16)
+	// The l20's effective rates × 312 / 119.5 (dense bf16). The A100 has
+	// no fp8 tensor cores: vLLM runs fp8 checkpoints as weight-only fp8
+	// (Marlin) at bf16 compute, so fp8 gets the bf16 rate.
+	const r = 312.0 / 119.5
+	g.PrefillTFLOPS = map[string]float64{"fp8": 17 * r, "bf16": 17 * r}
+	g.DecodeTFLOPS = map[string]float64{"fp8": 34.2 * r, "bf16": 34.2 * r}
+	// NVML on an A100 SXM4 80GB: 5120-bit HBM2e at 1593 MHz: 2039 GB/s.
+	g.PCIeGen, g.PCIeWidth, g.MemBusWidthBits, g.MemClockMHz = 4, 16, 5120, 1593
+	return g
 }

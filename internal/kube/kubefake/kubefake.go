@@ -50,7 +50,7 @@ func New(objs ...runtime.Object) (*kube.Clients, *fake.Clientset) {
 	cs.PrependReactor("delete", "pods", s.deletePod)
 	cs.PrependWatchReactor("*", s.watch)
 	return &kube.Clients{Host: "fake", Core: cs.CoreV1(), Resource: cs.ResourceV1(), Discovery: cs.DiscoveryV1(),
-		Coordination: cs.CoordinationV1()}, cs
+		Coordination: cs.CoordinationV1(), Batch: cs.BatchV1(), RBAC: cs.RbacV1()}, cs
 }
 
 // server is the API server's part: resource versions, watches, graceful
