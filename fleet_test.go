@@ -114,6 +114,7 @@ func TestFleet(t *testing.T) {
 	require.NoError(t, err)
 	dir := filepath.Join(cfg.OutDir, "fleet")
 	require.NoError(t, fleetreport.Write(dir, f))
+	require.NoError(t, fleetreport.WriteNodes(dir, results), "each node's own outputs under fleet/nodes/")
 	t.Logf("fleet report: %s (flagged: %v)", dir, f.Flagged())
 
 	if fc.ControlPlane != "local" {

@@ -39,6 +39,33 @@ func Write(dir string, f Fleet) error {
 	return writeFile(filepath.Join(dir, FileBench), func(w io.Writer) error { return WriteBench(w, f) })
 }
 
+// WriteNodes writes each node's own outputs as they came back into
+// dir/nodes/<node>/ (report.json, bench.txt, samples.csv, whichever it
+// has): a node's FAIL says "see its report", and this is where it is.
+func WriteNodes(dir string, results []NodeResult) error {
+	var errs []error
+	for _, r := range results {
+		if r.Node == "" || strings.ContainsAny(r.Node, `/\`) || r.Node == "." || r.Node == ".." {
+			errs = append(errs, fmt.Errorf("fleetreport: node name %q cannot name a directory", r.Node))
+			continue
+		}
+		nd := filepath.Join(dir, "nodes", r.Node)
+		for name, b := range map[string][]byte{"report.json": r.Report, "bench.txt": r.Bench, "samples.csv": r.Samples} {
+			if b == nil {
+				continue
+			}
+			if err := os.MkdirAll(nd, 0o755); err != nil {
+				errs = append(errs, fmt.Errorf("fleetreport: %w", err))
+				break
+			}
+			if err := os.WriteFile(filepath.Join(nd, name), b, 0o644); err != nil {
+				errs = append(errs, fmt.Errorf("fleetreport: %w", err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func writeFile(path string, fn func(io.Writer) error) (err error) {
 	file, err := os.Create(path)
 	if err != nil {

@@ -97,3 +97,18 @@ func TestWrite(t *testing.T) {
 	assert.Contains(t, oneKind, "h3")
 	assert.NotContains(t, oneKind, "a1", "-filter gpu: keeps one kind:\n%s", oneKind)
 }
+
+// TestWriteNodes: each node's own outputs land under nodes/<node>/, a node
+// with none leaves no directory, and a name that is not a directory name
+// is refused.
+func TestWriteNodes(t *testing.T) {
+	dir := t.TempDir()
+	err := WriteNodes(dir, []NodeResult{{Node: "n1", Report: []byte(`{"status":"FAIL"}`), Bench: []byte("BenchmarkX 1 1 sec/wake\n")}, {Node: "n2"}})
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(dir, "nodes", "n1", "report.json"))
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"status":"FAIL"}`, string(b))
+	assert.FileExists(t, filepath.Join(dir, "nodes", "n1", "bench.txt"))
+	assert.NoDirExists(t, filepath.Join(dir, "nodes", "n2"))
+	assert.Error(t, WriteNodes(dir, []NodeResult{{Node: "../x", Report: []byte("{}")}}))
+}
