@@ -76,6 +76,11 @@ type model struct {
 	// not taken yet); sleeps counts this process's sleeps.
 	reference []vllm.Generation
 	sleeps    int
+	// pinnedBy is the server that made its pinned host backup with a
+	// level-1 sleep and holds it still (vLLM keeps the buffer for the
+	// process's life, PR #58066, unless VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY
+	// frees it after each wake); nil: none held.
+	pinnedBy *server.Server
 }
 
 // Fleet is the servers of one run, seen through one record: Recording

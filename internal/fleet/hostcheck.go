@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+
+	"github.com/wakebench/wakebench/internal/config"
 )
 
 // ErrHostShort is a level-1 sleep the host could not back: the host
@@ -17,8 +20,11 @@ var ErrHostShort = errors.New("host memory short of a level-1 sleep's pinned bac
 
 // checkHost is asked before every sleep (Fleet.SleepMode): at level 1,
 // with thresholds.min_host_headroom_gib set for label, the host must have
-// label's pinned backup (BackupGiB) plus that headroom available
-// (HostCapacity), else an error wrapping ErrHostShort naming the model,
+// label's pinned backup (BackupGiB, for every tensor-parallel worker; none
+// where this server holds its backup from an earlier level-1 sleep; on
+// vllmsim × sim.host_scale) plus that headroom available (HostCapacity;
+// the headroom also covers the sleep call's transient peak, which the
+// state-cost phase measures), else an error wrapping ErrHostShort naming the model,
 // the GiB needed, the GiB free and where that figure came from (the
 // cgroup's headroom or MemAvailable). A backup not known is no check
 // (nothing to compare); a host that cannot be read is an error.
@@ -34,6 +40,21 @@ func (f *Fleet) checkHost(ctx context.Context, label string, level int) error {
 	if math.IsNaN(backup) {
 		return nil
 	}
+	if m, err := f.s.model(label); err == nil {
+		if tp, ok := config.TensorParallel(m.cfg.ExtraArgs); ok && tp > 1 {
+			// "Model loading took X GiB" is one worker's share.
+			backup, how = backup*float64(tp), fmt.Sprintf("%s × %d tensor-parallel workers", how, tp)
+		}
+		f.s.mu.Lock()
+		held := m.pinnedBy != nil && m.pinnedBy == m.srv
+		f.s.mu.Unlock()
+		if held { // this server made its backup at an earlier level-1 sleep and keeps it
+			backup, how = 0, "held already since this server's first level-1 sleep"
+		}
+	}
+	if f.s.cfg.Command == "vllmsim" && f.s.cfg.Sim.HostScale != 1 {
+		backup, how = backup*f.s.cfg.Sim.HostScale, fmt.Sprintf("%s × sim.host_scale %g (what vllmsim really allocates)", how, f.s.cfg.Sim.HostScale)
+	}
 	c, err := f.HostCapacity()
 	if err != nil {
 		return fmt.Errorf("sleep %s level 1: host memory check (min_host_headroom_gib): %w", label, err)
@@ -45,3 +66,8 @@ func (f *Fleet) checkHost(ctx context.Context, label string, level int) error {
 	return fmt.Errorf("sleep %s level 1 not sent: %w: %s needs %.2f GiB (pinned backup %.2f GiB: %s; + min_host_headroom_gib %.2f), the host has %.2f GiB free (%s)",
 		label, ErrHostShort, label, need, backup, how, head, free, c.Available.Source)
 }
+
+// releasesHostMemory: the servers (which inherit the harness's
+// environment) free the pinned backup after each wake (vLLM's
+// VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY=1, docs/vllm-api.md §10).
+func releasesHostMemory() bool { return os.Getenv("VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY") == "1" }

@@ -61,8 +61,9 @@ func TestHostHeadroomBeforeLevel1Sleep(t *testing.T) {
 			}
 			require.Error(t, err)
 			assert.True(t, errors.Is(err, fleet.ErrHostShort), err)
-			for _, want := range []string{"sleep A level 1 not sent", fmt.Sprintf("A needs %.2f GiB", backup+tc.headroom),
-				"0.50 GiB free", "MemAvailable", "Model loading took"} {
+			// simtest's servers really allocate 1/20 of the backup (sim.host_scale).
+			for _, want := range []string{"sleep A level 1 not sent", fmt.Sprintf("A needs %.2f GiB", backup*0.05+tc.headroom),
+				"0.50 GiB free", "MemAvailable", "Model loading took", "× sim.host_scale 0.05"} {
 				assert.ErrorContains(t, err, want)
 			}
 			assert.False(t, f.Asleep("A"), "the sleep was not sent")
@@ -71,4 +72,34 @@ func TestHostHeadroomBeforeLevel1Sleep(t *testing.T) {
 			assert.NotEmpty(t, s.Tokens)
 		})
 	}
+}
+
+// TestHostHeadroomCountsABackupOnce: vLLM keeps a server's pinned backup
+// from its first level-1 sleep on (PR #58066): a later level-1 sleep of
+// the same server needs only the headroom free, though the backup now
+// counts as used; a new server process needs its backup again.
+func TestHostHeadroomCountsABackupOnce(t *testing.T) {
+	root := fakeHost(t, 2)
+	f, _, _ := simtest.FleetWith(t, nil, func(c *config.Config) {
+		c.Thresholds.MinHostHeadroomGiB = 1
+		c.Sim.HostScale = 1
+	}, func(o *fleet.Options) { o.HostRoot = root })
+	ctx := t.Context()
+	require.NoError(t, f.Activate(ctx, "A"))
+	backup, how := f.BackupGiB("A")
+	require.Greater(t, backup, 0.3, how)
+	_, err := f.Sleep(ctx, "A", 1) // needs backup + 1 ≤ 2
+	require.NoError(t, err)
+	_, err = f.Wake(ctx, "A")
+	require.NoError(t, err)
+	// The backup is held now: the host has less free, but enough for the headroom.
+	require.NoError(t, os.WriteFile(filepath.Join(root, "proc/meminfo"), []byte("MemTotal: 4194304 kB\nMemAvailable: 1258291 kB\n"), 0o644))
+	_, err = f.Sleep(ctx, "A", 1)
+	require.NoError(t, err, "the second level-1 sleep of the same server needs no second backup")
+	_, err = f.Wake(ctx, "A")
+	require.NoError(t, err)
+	require.NoError(t, f.Stop("A"))
+	require.NoError(t, f.Activate(ctx, "A")) // a new process: its backup is not made yet
+	_, err = f.Sleep(ctx, "A", 1)
+	assert.ErrorIs(t, err, fleet.ErrHostShort, "a new server needs its backup again: %v", err)
 }

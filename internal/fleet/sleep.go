@@ -60,6 +60,9 @@ func (f *Fleet) SleepMode(ctx context.Context, label string, level int, mode str
 		return sent, d, fmt.Errorf("sleep %s level %d: the server was stopped meanwhile", label, level)
 	}
 	m.asleep, m.level, m.slept = true, level, sleptBy(level)
+	if level == 1 && !releasesHostMemory() {
+		m.pinnedBy = srv
+	}
 	m.sleeps++
 	f.s.changes++
 	first := m.sleeps == 1

@@ -120,6 +120,10 @@ func TestFaultsAreNamed(t *testing.T) {
 			[]string{"wake A from level 1", `answered {"status":"sleeping"}`, "still asleep: scheduler=paused"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
 		{"a sleep-mode operation stays in flight", "stuck-op=wake_up", nil, restartThen(cycles(1)),
 			[]string{"wake A from level 1", "hung sleep-mode operation wake (1 in flight)"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
+		// Issue 25: a full host fails the level-1 sleep's pinned copy and
+		// the engine dies (ls1intum/edutelligence#583): named, host memory said.
+		{"host out of memory at a level-1 sleep", "host-oom", nil, restartThen(cycles(1)),
+			[]string{"sleep A level 1", "HTTP 500", "pinned host memory"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 sleep"}},
 		{"a KV release stays in flight", "stuck-op=release_kv_cache_memory", nil, restartThen(kvCycles),
 			[]string{"release without a pause", "hung sleep-mode operation release_kv_cache_memory (1 in flight)"}, record.Failure{Phase: "kv-release", Model: "A", Step: "release without a pause"}},
 		{"a KV discard fails", "rpc-fail=release_kv_cache_memory", nil, restartThen(kvCycles),
