@@ -307,7 +307,7 @@ func (r *costRun) sleepWake(level int, prev energyReading) (energyReading, error
 	if err != nil {
 		return end, err
 	}
-	s, err := p.fleet.Probe(ctx, label)
+	s, err := p.firstTokenOnly(ctx, label)
 	if err != nil {
 		return end, fmt.Errorf("first token after wake: %w", err)
 	}
@@ -393,7 +393,7 @@ func (r *costRun) stoppedAndCold(prev energyReading) (string, error) {
 		return "cold start", err
 	}
 	spawned := p.fleet.Procs().Spawned(label)
-	s, err := p.fleet.Probe(ctx, label)
+	s, err := p.firstTokenOnly(ctx, label)
 	if err != nil {
 		return "cold start's first token", err
 	}
@@ -537,4 +537,15 @@ func fmtGiB(xs []float64) string {
 		out += fmt.Sprintf("%.3f", x)
 	}
 	return "[" + out + "]"
+}
+
+// firstTokenOnly sends a one-token probe: its stream ends at the first
+// token, so the energy read right after it ends the transition there,
+// with no decode steps after the first token left to estimate.
+func (p *Protocol) firstTokenOnly(ctx context.Context, label string) (*vllm.Stream, error) {
+	s, err := p.fleet.Stream(ctx, label, vllm.CompletionRequest{Prompt: p.cfg.Protocol.Prompt, MaxTokens: 1, IgnoreEOS: true})
+	if err != nil {
+		return s, fmt.Errorf("probe %s: %w", label, err)
+	}
+	return s, nil
 }
