@@ -92,8 +92,14 @@ func testStateCost(t *testing.T) {
 		if fit == nil {
 			t.Skipf("no fit table: %s", why)
 		}
-		progress(t)("fit: %s awake; level 1: %d/%d asleep (%s binds), level 2: %d/%d (%s binds); choose level %d: %s",
-			fit.Largest, fit.Levels[0].Fits, fit.Levels[0].Others, fit.Levels[0].Binds, fit.Levels[1].Fits, fit.Levels[1].Others, fit.Levels[1].Binds, fit.Choose, fit.Why)
+		binds := func(b string) string {
+			if b == "" {
+				return "every other model fits"
+			}
+			return b + " binds"
+		}
+		progress(t)("fit: %s awake; level 1: %d/%d asleep (%s), level 2: %d/%d (%s); choose level %d: %s",
+			fit.Largest, fit.Levels[0].Fits, fit.Levels[0].Others, binds(fit.Levels[0].Binds), fit.Levels[1].Fits, fit.Levels[1].Others, binds(fit.Levels[1].Binds), fit.Choose, fit.Why)
 	})
 }
 
