@@ -7,17 +7,37 @@ import (
 	"time"
 )
 
-// intervalJ is the energy counter's difference between a reading taken
-// just before an interval's first event and one taken right after its
-// last (summed over the GPUs): the soak's cycle and the switch's handoff,
-// /sleep sent → the woken model's first token. Nothing is subtracted: the
-// harness's reads inside the interval are part of what the GPU drew while
-// the models changed state. NaN with why when the device has no counter.
-func intervalJ(a, b energyReading, m *meter) (float64, string) {
+// intervalJ is the GPU energy (J, every GPU) from a reading a taken just
+// before an interval's first event (the meter takes a value as of its
+// read's return: /sleep is sent right after) to its last event end (the
+// woken model's first token), from b, the reading taken right after it:
+// the soak's cycle and the switch's handoff. Nothing inside the interval
+// is subtracted: the harness's reads there are part of what the GPU drew
+// while the models changed state. Only b's lateness is left out: the
+// probe's remaining tokens after the first and b's own read latency
+// (end → b.t), at the interval's mean power; a second read to measure the
+// power after would span microseconds, finer than the counter updates.
+// NaN with why when the device has no counter.
+func intervalJ(a, b energyReading, end time.Time, m *meter) (float64, string) {
 	if a.j == nil || b.j == nil {
 		return math.NaN(), m.off
 	}
-	return joules(a, b), ""
+	all, in := b.t.Sub(a.t).Seconds(), end.Sub(a.t).Seconds()
+	if all <= 0 || in >= all {
+		return joules(a, b), ""
+	}
+	return joules(a, b) * max(0, in) / all, ""
+}
+
+// closeInterval reads the counter right after an interval's last event
+// end and returns its energy from a (intervalJ).
+func closeInterval(ctx context.Context, m *meter, a energyReading, end time.Time) (float64, string, error) {
+	b, err := m.now(ctx)
+	if err != nil {
+		return math.NaN(), "", err
+	}
+	j, why := intervalJ(a, b, end, m)
+	return j, why, nil
 }
 
 // EnergyTrace reads the energy counter every interval in the background,
@@ -34,23 +54,26 @@ type EnergyTrace struct {
 	err  error
 }
 
-// TraceEnergy starts reading the counter through read (fleet.Energy) every
-// interval, the first read at once; Stop ends it.
+// TraceEnergy reads the counter through read (fleet.Energy) once, then
+// every interval in the background; Stop ends it.
 func TraceEnergy(ctx context.Context, read func(context.Context) ([]float64, error), every time.Duration) *EnergyTrace {
 	tr := &EnergyTrace{m: &meter{read: read}, stop: make(chan struct{})}
+	if !tr.sample(ctx) { // before TraceEnergy returns: before what it traces begins
+		return tr
+	}
 	tr.wg.Go(func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
-			if !tr.sample(ctx) {
-				return
-			}
 			select {
 			case <-tr.stop:
 				return
 			case <-ctx.Done():
 				return
 			case <-t.C:
+			}
+			if !tr.sample(ctx) {
+				return
 			}
 		}
 	})
@@ -76,7 +99,7 @@ func (tr *EnergyTrace) sample(ctx context.Context) bool {
 // Stop takes a last reading (the end of what was traced) and stops.
 func (tr *EnergyTrace) Stop(ctx context.Context) {
 	close(tr.stop)
-	tr.wg.Wait()
+	tr.wg.Wait() // a trace that never started its goroutine has none to wait for
 	if tr.m.off == "" && tr.err == nil {
 		tr.sample(ctx)
 	}

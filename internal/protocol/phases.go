@@ -405,7 +405,8 @@ func (p *Protocol) handoff(ctx context.Context, m *meter, from, to string) (ho r
 	markTo := p.fleet.Engine().Mark(ctx, to)
 	// The handoff's energy: the counter read just before /sleep is sent
 	// (the initial activation: before anything is sent) and right after
-	// to's first token; its difference, nothing subtracted.
+	// to's first token; its difference, nothing inside subtracted
+	// (intervalJ).
 	var e0 energyReading
 	mark := func(ctx context.Context) (err error) {
 		e0, err = m.now(ctx)
@@ -444,11 +445,9 @@ func (p *Protocol) handoff(ctx context.Context, m *meter, from, to string) (ho r
 	if err != nil {
 		return ho, to, "first token " + dir, err
 	}
-	e1, err := m.now(ctx)
-	if err != nil {
+	if ho.EnergyJ, ho.EnergyNote, err = closeInterval(ctx, m, e0, s.Tokens[0]); err != nil {
 		return ho, to, "energy after the first token " + dir, err
 	}
-	ho.EnergyJ, ho.EnergyNote = intervalJ(e0, e1, m)
 	ho.ToFirstTokenS = s.Tokens[0].Sub(t0).Seconds()
 	if ms != nil {
 		ho.ToFirstTokenS -= ms.Held.Seconds() // device-delta's read of the device asleep

@@ -48,8 +48,8 @@ func (p *Protocol) Soak(ctx context.Context, logf Logf) ([]record.SoakCycle, err
 			return out, p.Fail(PhaseSoak, who, fmt.Sprintf("cycle %d %s", i+1, step), err)
 		}
 		if (i+1)%every == 0 || i+1 == n {
-			logf("soak %d/%d (%.1fs): %s→%s sleep %.3fs, wake %.3fs, %s residual %.3f GiB, host %.3f GiB (pinned %.3f), headroom %.2f GiB, %.3g J",
-				i+1, n, time.Since(t0).Seconds(), from, to, c.SleepS, c.WakeS, from, c.ResidualGiB, c.RSSGiB, c.PinnedGiB, c.HeadroomGiB, c.EnergyJ)
+			logf("soak %d/%d (%.1fs): %s→%s sleep %.3fs, wake %.3fs, %s residual %.3f GiB, host %.3f GiB (locked %.3f, pinned %.3f), headroom %.2f GiB, %.3g J",
+				i+1, n, time.Since(t0).Seconds(), from, to, c.SleepS, c.WakeS, from, c.ResidualGiB, c.RSSGiB, c.LockedGiB, c.PinnedGiB, c.HeadroomGiB, c.EnergyJ)
 		}
 	}
 	return out, nil
@@ -97,7 +97,7 @@ func (p *Protocol) soakCycle(ctx context.Context, m *meter, i int, from, to stri
 	// that fits), and that wait is held time too.
 	// The cycle's energy: the counter read just before /sleep is sent
 	// (after the memory read StartSleep makes) and right after the first
-	// token; its difference, nothing subtracted.
+	// token; its difference, nothing inside subtracted (intervalJ).
 	var e0 energyReading
 	mark := func(ctx context.Context) (err error) {
 		e0, err = m.now(ctx)
@@ -154,12 +154,10 @@ func (p *Protocol) soakCycle(ctx context.Context, m *meter, i int, from, to stri
 	if err != nil {
 		return fail(to, "first token", err)
 	}
-	e1, err := m.now(ctx)
-	if err != nil {
+	if c.EnergyJ, c.EnergyNote, err = closeInterval(ctx, m, e0, s.Tokens[0]); err != nil {
 		return fail(to, "energy after the first token", err)
 	}
 	c.ToFirstTokenS = (s.Tokens[0].Sub(ms.Sent) - held).Seconds()
-	c.EnergyJ, c.EnergyNote = intervalJ(e0, e1, m)
 	// After the first token: the slept model's residual, release and host RSS.
 	if err := asleep(); err != nil {
 		return fail(from, "memory of "+from+" asleep", err)
