@@ -28,7 +28,9 @@ const testW = 100.0 // W of constPower in these tests
 // taking delay first.
 func powered(delay time.Duration) func(gpu.Source) gpu.Source {
 	origin := time.Now()
-	return func(s gpu.Source) gpu.Source { return constPower{Source: s, watts: testW, delay: delay, origin: origin} }
+	return func(s gpu.Source) gpu.Source {
+		return constPower{Source: s, watts: testW, delay: delay, origin: origin}
+	}
 }
 
 // switchRun runs the switch phase with n handoffs, every server with

@@ -231,15 +231,15 @@ func writeTransitions(b *strings.Builder, rep Report, labels []string) {
 		return
 	}
 	fmt.Fprintf(b, "\n## Soak (%d of %d cycles succeeded, level %d)\n\n", sk.Successful, sk.PlannedCycles, sk.Level)
-	b.WriteString("| model | sleeps | residual GiB | residual slope MiB/cycle (95 % CI) | first sleep / steady | RSS slope MiB/cycle | host GiB (pinned) | host slope GiB/cycle | J/cycle | J slope /cycle |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| model | sleeps | residual GiB | residual slope MiB/cycle (95 % CI) | first sleep / steady | RSS slope MiB/cycle | host GiB (locked / pinned) | host slope GiB/cycle | J/cycle | J slope /cycle |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, l := range slices.Sorted(maps.Keys(sk.Models)) {
 		m := sk.Models[l]
 		first := "–"
 		if m.First != nil && m.Steady != nil {
 			first = fmt.Sprintf("%.4g / %s", m.First.SleepS, num(m.Steady.SleepS))
 		}
-		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s (%s) | %s | %s | %s |\n", l, m.Sleeps, num(m.ResidualGiB), slope(m.ResidualSlope, true), first, slope(m.RSSSlope, false),
-			num(m.RSSGiB), num(m.PinnedGiB), slope(m.HostSlope, true), num(m.EnergyJ), slope(m.EnergySlope, true))
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s (%s / %s) | %s | %s | %s |\n", l, m.Sleeps, num(m.ResidualGiB), slope(m.ResidualSlope, true), first, slope(m.RSSSlope, false),
+			num(m.RSSGiB), num(m.LockedGiB), num(m.PinnedGiB), slope(m.HostSlope, true), num(m.EnergyJ), slope(m.EnergySlope, true))
 	}
 	oom := "headroom is not falling"
 	if sk.ProjectedCyclesToOOM != nil {
