@@ -288,7 +288,7 @@ func TestOutputs(t *testing.T) {
 			for _, v := range rec.Values {
 				units[v.OrigUnit+v.Unit] = true
 			}
-			if !strings.Contains(rec.Name.String(), "model=") && !strings.HasPrefix(rec.Name.String(), "Switch/dir=") {
+			if !strings.Contains(rec.Name.String(), "model=") && !strings.HasPrefix(rec.Name.String(), "Switch/dir=") && !strings.HasPrefix(rec.Name.String(), "TrafficEnergy/run=") {
 				assert.Equal(t, "Memory/device", rec.Name.String())
 			}
 		}
@@ -307,6 +307,11 @@ func TestOutputs(t *testing.T) {
 		wantUnits = append(wantUnits, report.UnitResidual, report.UnitRelease, report.UnitFreed)
 		if p.CostDwellS > 0 { // the simulated GPU's energy counter
 			wantUnits = append(wantUnits, report.UnitPower, report.UnitWakeJ, report.UnitSleepJ, report.UnitStartJ)
+		}
+		// The same counter: each handoff's energy, and each traffic run's.
+		wantUnits = append(wantUnits, report.UnitSwitchJ)
+		if raw.Traffic != nil && len(raw.Traffic.Requests) > 0 {
+			wantUnits = append(wantUnits, report.UnitJ)
 		}
 	} else {
 		assert.Zero(t, names["Memory"], "no memory source, no BenchmarkMemory results")

@@ -186,7 +186,20 @@ type MeasuredSleep struct {
 // measurement. The error may come with the sleep (ms.Sent set when /sleep
 // was sent).
 func (mm Memory) StartSleep(ctx context.Context, label string, level int) (*MeasuredSleep, error) {
+	return mm.StartSleepMarked(ctx, label, level, nil)
+}
+
+// StartSleepMarked is StartSleep with mark (nil: none) run after the
+// memory read, just before /sleep is sent: a reading that must open the
+// interval /sleep starts (the energy counter) without the memory read in
+// it. mark's error is returned before anything is sent.
+func (mm Memory) StartSleepMarked(ctx context.Context, label string, level int, mark func(context.Context) error) (*MeasuredSleep, error) {
 	return mm.start(ctx, label, level, func(ctx context.Context) (time.Time, time.Duration, error) {
+		if mark != nil {
+			if err := mark(ctx); err != nil {
+				return time.Time{}, 0, err
+			}
+		}
 		return mm.f.SleepMode(ctx, label, level, "")
 	})
 }

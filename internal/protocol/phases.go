@@ -395,21 +395,35 @@ func (p *Protocol) AfterWake(ctx context.Context, label string, logf Logf) ([]re
 // handoff hands the GPU from one model (none: "") to another: sleep from at
 // level 1, put any other awake model to sleep, wake to, probe its first
 // token. On error it names the model and step that failed.
-func (p *Protocol) handoff(ctx context.Context, from, to string) (ho record.Handoff, who, step string, err error) {
-	ho = record.Handoff{From: from, To: to}
+func (p *Protocol) handoff(ctx context.Context, m *meter, from, to string) (ho record.Handoff, who, step string, err error) {
+	ho = record.Handoff{From: from, To: to, EnergyJ: math.NaN()}
 	dir := record.DirectionKey(from, to)
 	var markFrom fleet.EngineMark
 	if from != "" {
 		markFrom = p.fleet.Engine().Mark(ctx, from)
 	}
 	markTo := p.fleet.Engine().Mark(ctx, to)
+	// The handoff's energy: the counter read just before /sleep is sent
+	// (the initial activation: before anything is sent) and right after
+	// to's first token; its difference, nothing inside subtracted
+	// (intervalJ).
+	var e0 energyReading
+	mark := func(ctx context.Context) (err error) {
+		e0, err = m.now(ctx)
+		return err
+	}
+	if from == "" {
+		if err := mark(ctx); err != nil {
+			return ho, to, "energy before the wake", err
+		}
+	}
 	t0 := time.Now()
 	var ms *fleet.MeasuredSleep
 	if from != "" {
 		// The memory reads around the sleep stay outside the interval: it
 		// starts when /sleep is sent, and from's memory asleep is read
 		// after to's first token.
-		ms, err = p.fleet.Memory().StartSleep(ctx, from, 1)
+		ms, err = p.fleet.Memory().StartSleepMarked(ctx, from, 1, mark)
 		if ms != nil {
 			t0, ho.SleepS = ms.Sent, ms.Took.Seconds()
 		}
@@ -430,6 +444,9 @@ func (p *Protocol) handoff(ctx context.Context, from, to string) (ho record.Hand
 	s, err := p.fleet.Probe(ctx, to)
 	if err != nil {
 		return ho, to, "first token " + dir, err
+	}
+	if ho.EnergyJ, ho.EnergyNote, err = closeInterval(ctx, m, e0, s.Tokens[0]); err != nil {
+		return ho, to, "energy after the first token " + dir, err
 	}
 	ho.ToFirstTokenS = s.Tokens[0].Sub(t0).Seconds()
 	if ms != nil {
@@ -464,7 +481,7 @@ func (p *Protocol) Handoff(ctx context.Context, from, to string) (record.Handoff
 	if err := p.fleet.Activate(ctx, from); err != nil {
 		return record.Handoff{}, err
 	}
-	ho, who, step, err := p.handoff(ctx, from, to)
+	ho, who, step, err := p.handoff(ctx, &meter{read: p.fleet.Energy}, from, to)
 	if err != nil {
 		return ho, fmt.Errorf("%s: %s: %w", who, step, err)
 	}
@@ -507,8 +524,9 @@ func (p *Protocol) Switch(ctx context.Context, logf Logf) ([]record.Handoff, err
 			from = l
 		}
 	}
+	m := &meter{read: p.fleet.Energy} // once it says there is no counter, it reads no more
 	hand := func(from, to string, initial bool) (record.Handoff, error) {
-		ho, who, step, err := p.handoff(ctx, from, to)
+		ho, who, step, err := p.handoff(ctx, m, from, to)
 		ho.Initial = initial
 		out = append(out, ho)
 		p.rec.AddHandoff(ho)

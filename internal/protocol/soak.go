@@ -36,19 +36,20 @@ func (p *Protocol) Soak(ctx context.Context, logf Logf) ([]record.SoakCycle, err
 		return nil, err
 	}
 	var out []record.SoakCycle
+	m := &meter{read: p.fleet.Energy} // once it says there is no counter, it reads no more
 	every := max(1, n/10)
 	t0 := time.Now()
 	for i := range n {
 		from, to := labels[i%len(labels)], labels[(i+1)%len(labels)]
-		c, who, step, err := p.soakCycle(ctx, i+1, from, to, level)
+		c, who, step, err := p.soakCycle(ctx, m, i+1, from, to, level)
 		out = append(out, c)
 		p.rec.AddSoakCycle(c)
 		if err != nil {
 			return out, p.Fail(PhaseSoak, who, fmt.Sprintf("cycle %d %s", i+1, step), err)
 		}
 		if (i+1)%every == 0 || i+1 == n {
-			logf("soak %d/%d (%.1fs): %s→%s sleep %.3fs, wake %.3fs, %s residual %.3f GiB, headroom %.2f GiB",
-				i+1, n, time.Since(t0).Seconds(), from, to, c.SleepS, c.WakeS, from, c.ResidualGiB, c.HeadroomGiB)
+			logf("soak %d/%d (%.1fs): %s→%s sleep %.3fs, wake %.3fs, %s residual %.3f GiB, host %.3f GiB (locked %.3f, pinned %.3f), headroom %.2f GiB, %.3g J",
+				i+1, n, time.Since(t0).Seconds(), from, to, c.SleepS, c.WakeS, from, c.ResidualGiB, c.RSSGiB, c.LockedGiB, c.PinnedGiB, c.HeadroomGiB, c.EnergyJ)
 		}
 	}
 	return out, nil
@@ -74,10 +75,10 @@ func (p *Protocol) StartAll(ctx context.Context, phase string) error {
 
 // soakCycle is one soak handoff from → to; on error it names the model and
 // step that failed.
-func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level int) (c record.SoakCycle, who, step string, err error) {
+func (p *Protocol) soakCycle(ctx context.Context, m *meter, i int, from, to string, level int) (c record.SoakCycle, who, step string, err error) {
 	nan := math.NaN()
 	c = record.SoakCycle{Cycle: i, From: from, To: to, Level: level, ResidualGiB: nan, ReleasePct: nan,
-		FreeGiB: nan, NeedGiB: nan, HeadroomGiB: nan, RSSGiB: nan}
+		FreeGiB: nan, NeedGiB: nan, HeadroomGiB: nan, RSSGiB: nan, LockedGiB: nan, PinnedGiB: nan, EnergyJ: nan}
 	fail := func(who, step string, err error) (record.SoakCycle, string, string, error) {
 		c.Err = err.Error()
 		return c, who, step, err
@@ -94,7 +95,15 @@ func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level 
 	// a wake that would not fit waits settle_s after the sleep answered and
 	// reads again (a release the device shows late must not refuse a wake
 	// that fits), and that wait is held time too.
-	ms, err := p.fleet.Memory().StartSleep(ctx, from, level)
+	// The cycle's energy: the counter read just before /sleep is sent
+	// (after the memory read StartSleep makes) and right after the first
+	// token; its difference, nothing inside subtracted (intervalJ).
+	var e0 energyReading
+	mark := func(ctx context.Context) (err error) {
+		e0, err = m.now(ctx)
+		return err
+	}
+	ms, err := p.fleet.Memory().StartSleepMarked(ctx, from, level, mark)
 	if ms != nil {
 		c.SleepS = ms.Took.Seconds()
 	}
@@ -102,7 +111,7 @@ func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level 
 		return fail(from, "sleep", err)
 	}
 	// asleep reads from's residual settle_s after its sleep answered, its
-	// release and its host RSS (a process scan).
+	// release and its host memory (a process scan: RSS, locked, pinned).
 	asleep := func() error {
 		p.settleFrom(ctx, ms.Sent.Add(ms.Took))
 		resid, err := p.finishSleep(ctx, ms)
@@ -113,7 +122,9 @@ func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level 
 		if !math.IsNaN(ms.ReleasedGiB) && !math.IsNaN(resid) && ms.ReleasedGiB+resid > 0 {
 			c.ReleasePct = 100 * ms.ReleasedGiB / (ms.ReleasedGiB + resid)
 		}
-		c.RSSGiB = p.fleet.Procs().RSSGiB(from)
+		if h, err := p.fleet.Procs().Host(from); err == nil {
+			c.RSSGiB, c.LockedGiB, c.PinnedGiB = gib(h.RSS), gib(h.Locked), gib(h.Pinned)
+		}
 		return nil
 	}
 	h0 := time.Now()
@@ -142,6 +153,9 @@ func (p *Protocol) soakCycle(ctx context.Context, i int, from, to string, level 
 	s, err := p.fleet.Probe(ctx, to)
 	if err != nil {
 		return fail(to, "first token", err)
+	}
+	if c.EnergyJ, c.EnergyNote, err = closeInterval(ctx, m, e0, s.Tokens[0]); err != nil {
+		return fail(to, "energy after the first token", err)
 	}
 	c.ToFirstTokenS = (s.Tokens[0].Sub(ms.Sent) - held).Seconds()
 	// After the first token: the slept model's residual, release and host RSS.

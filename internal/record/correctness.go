@@ -116,9 +116,17 @@ type SoakCycle struct {
 	// FreeGiB is the device's free memory just before To's wake, NeedGiB
 	// To's awake footprint (NaN unknown); HeadroomGiB = FreeGiB − NeedGiB.
 	FreeGiB, NeedGiB, HeadroomGiB float64
-	RSSGiB                        float64 // host RSS of From's process tree once asleep
-	Engine                        *Engine
-	Err                           string
+	RSSGiB                        float64 // host RSS of From's process tree once asleep (read after To's first token)
+	// LockedGiB and PinnedGiB are the locked (mlock) and pinned
+	// (VmPin) parts of RSSGiB, read with it (NaN unknown).
+	LockedGiB, PinnedGiB float64
+	// EnergyJ is the GPU energy counter's difference from just before
+	// /sleep was sent to right after To's first token (J, every GPU); NaN
+	// when the device has no counter, EnergyNote says why.
+	EnergyJ    float64
+	EnergyNote string
+	Engine     *Engine
+	Err        string
 }
 
 // ResidualSeriesMiB is each model's residual in MiB over its successful

@@ -76,6 +76,12 @@ type Handoff struct {
 	SleepS        float64 // sleep of From: request → response
 	WakeS         float64 // wake of To: request → response
 	ToFirstTokenS float64 // sleep request sent → To's first token
+	// EnergyJ is the GPU energy counter's difference from just before
+	// /sleep was sent (the initial activation: before the wake) to right
+	// after To's first token (J, every GPU); NaN when unknown, EnergyNote
+	// says why.
+	EnergyJ    float64
+	EnergyNote string
 	// Engine is the servers' own account of From's sleep and To's wake
 	// (nil: none read).
 	Engine *Engine

@@ -82,7 +82,12 @@ type Traffic struct {
 	IdealRan  bool
 	IdealNote string // why the ideal run did not run
 	IdealS    float64
-	InFlight  []InFlight
+	// SharedJ and IdealJ are the GPU energy of each run over its span,
+	// first planned arrival → last request done (J, every GPU, from the
+	// energy counter); NaN when unknown, EnergyNote says why.
+	SharedJ, IdealJ float64
+	EnergyNote      string
+	InFlight        []InFlight
 }
 
 // SetTraffic records the traffic phase.

@@ -37,6 +37,8 @@ const (
 	UnitWakeJ      = "J/wake"        // energy of a wake: sent → first token
 	UnitSleepJ     = "J/sleep"       // energy of a sleep: sent → answered
 	UnitStartJ     = "J/start"       // energy of a cold start: spawn → first token
+	UnitSwitchJ    = "J/switch"      // energy of a handoff: /sleep sent → the woken model's first token
+	UnitJ          = "J"             // energy of a traffic run: first planned arrival → last request done
 )
 
 // unitMeta is what benchstat should assume about each unit.
@@ -61,6 +63,8 @@ var unitMeta = []struct{ unit, key, value string }{
 	{UnitWakeJ, "better", "lower"},
 	{UnitSleepJ, "better", "lower"},
 	{UnitStartJ, "better", "lower"},
+	{UnitSwitchJ, "better", "lower"},
+	{UnitJ, "better", "lower"},
 }
 
 // WriteUnitMetadata writes the unit metadata lines (Unit tok/s better=higher, …).
@@ -115,7 +119,11 @@ func WriteBench(w io.Writer, raw record.Raw) error {
 		if h.Initial || !h.OK {
 			continue
 		}
-		line("Switch/dir="+record.DirectionKey(h.From, h.To), val(h.SleepS, UnitSleep), val(h.WakeS, UnitWake), val(h.ToFirstTokenS, UnitFirstToken))
+		vals := []benchfmt.Value{val(h.SleepS, UnitSleep), val(h.WakeS, UnitWake), val(h.ToFirstTokenS, UnitFirstToken)}
+		if !math.IsNaN(h.EnergyJ) { // absent without a counter
+			vals = append(vals, val(h.EnergyJ, UnitSwitchJ))
+		}
+		line("Switch/dir="+record.DirectionKey(h.From, h.To), vals...)
 	}
 	trafficBench(raw.Traffic, line)
 	kubernetesBench(raw.Kubernetes, line)
@@ -218,6 +226,14 @@ func trafficBench(t *record.Traffic, line func(string, ...benchfmt.Value)) {
 			vals = append(vals, val(r.TPOTS, UnitTPOT))
 		}
 		line("Traffic/model="+r.Model+"/run="+r.Run+"/found="+found, vals...)
+	}
+	for _, run := range []struct {
+		name string
+		j    float64
+	}{{record.RunShared, t.SharedJ}, {record.RunIdeal, t.IdealJ}} {
+		if !math.IsNaN(run.j) { // absent without a counter (or an ideal run)
+			line("TrafficEnergy/run="+run.name, val(run.j, UnitJ))
+		}
 	}
 }
 

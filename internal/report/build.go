@@ -149,6 +149,7 @@ func switching(handoffs []record.Handoff) Switch {
 	sw := Switch{Directions: map[string]*Direction{}}
 	dirs := map[string][3][]float64{} // first token, sleep, wake
 	dirEngines := map[string][]*record.Engine{}
+	dirJ := map[string][]float64{}
 	for _, h := range handoffs {
 		if h.Initial {
 			sw.InitialActivation++
@@ -164,9 +165,13 @@ func switching(handoffs []record.Handoff) Switch {
 		d[0], d[1], d[2] = append(d[0], h.ToFirstTokenS), append(d[1], h.SleepS), append(d[2], h.WakeS)
 		dirs[k] = d
 		dirEngines[k] = append(dirEngines[k], h.Engine)
+		dirJ[k] = appendKnown(dirJ[k], h.EnergyJ)
+		if sw.EnergyNote == "" {
+			sw.EnergyNote = h.EnergyNote
+		}
 	}
 	for k, d := range dirs {
-		dir := &Direction{N: len(d[0]), ToFirstTokenS: summary(d[0]), SleepS: summary(d[1]), WakeS: summary(d[2])}
+		dir := &Direction{N: len(d[0]), ToFirstTokenS: summary(d[0]), SleepS: summary(d[1]), WakeS: summary(d[2]), EnergyJ: summary(dirJ[k])}
 		dir.FirstCycle, dir.SteadyState = firstSteady(d[1], d[2], d[0])
 		dir.Engine = engineFigures(dirEngines[k], d[1], d[2])
 		sw.Directions[k] = dir

@@ -87,7 +87,8 @@ func addTransitions(raw *record.Raw) {
 	for i := range 9 {
 		c := record.SoakCycle{Cycle: i + 1, From: labels[i%3], To: labels[(i+1)%3], Level: 1, OK: true,
 			SleepS: 1 + float64(i/3), WakeS: 2, ToFirstTokenS: 3.5, ResidualGiB: 0.5 + float64(i/3)*0.25, ReleasePct: 90,
-			FreeGiB: 20 - float64(i), NeedGiB: 8, HeadroomGiB: 12 - float64(i), RSSGiB: 1}
+			FreeGiB: 20 - float64(i), NeedGiB: 8, HeadroomGiB: 12 - float64(i), RSSGiB: 1 + float64(i/3)*0.25,
+			LockedGiB: 0, PinnedGiB: 0.5 + float64(i/3)*0.25, EnergyJ: 30 + float64(i/3)*3}
 		raw.Soak = append(raw.Soak, c)
 	}
 }

@@ -115,6 +115,8 @@ type Switch struct {
 	Handoffs          int                   `json:"handoffs"`
 	Success           int                   `json:"success"`
 	Directions        map[string]*Direction `json:"directions"`
+	// EnergyNote says why the handoffs have no energy (no counter); "" when they have.
+	EnergyNote string `json:"energy_note,omitempty"`
 }
 
 // Direction is one handoff direction, e.g. "A→B".
@@ -123,8 +125,11 @@ type Direction struct {
 	ToFirstTokenS stats.Summary `json:"to_first_token_s"`
 	SleepS        stats.Summary `json:"sleep_s"`
 	WakeS         stats.Summary `json:"wake_s"`
-	FirstCycle    *FirstCycle   `json:"first_cycle,omitempty"`
-	SteadyState   *Steady       `json:"steady_state,omitempty"`
+	// EnergyJ is each handoff's GPU energy, /sleep sent → first token
+	// (n 0 without a counter: Switch.EnergyNote says why).
+	EnergyJ     stats.Summary `json:"energy_j"`
+	FirstCycle  *FirstCycle   `json:"first_cycle,omitempty"`
+	SteadyState *Steady       `json:"steady_state,omitempty"`
 	// Engine is the servers' own account: the sleep of the model handing
 	// over, the wake of the one taking over.
 	Engine *EngineFigures `json:"engine,omitempty"`

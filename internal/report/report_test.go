@@ -45,10 +45,10 @@ func sampleRaw() record.Raw {
 			w.Release[l] = []float64{90, 92, 91}
 		}
 		w.Handoffs = []record.Handoff{
-			{From: "B", To: "A", Initial: true, OK: true, ToFirstTokenS: 1},
-			{From: "A", To: "B", OK: true, SleepS: 1, WakeS: 0.2, ToFirstTokenS: 1.3},
-			{From: "B", To: "A", OK: true, SleepS: 0.2, WakeS: 1, ToFirstTokenS: 1.3},
-			{From: "A", To: "B", OK: false},
+			{From: "B", To: "A", Initial: true, OK: true, ToFirstTokenS: 1, EnergyJ: 50},
+			{From: "A", To: "B", OK: true, SleepS: 1, WakeS: 0.2, ToFirstTokenS: 1.3, EnergyJ: 130},
+			{From: "B", To: "A", OK: true, SleepS: 0.2, WakeS: 1, ToFirstTokenS: 1.3, EnergyJ: 120},
+			{From: "A", To: "B", OK: false, EnergyJ: math.NaN()},
 		}
 		w.Requests = record.Requests{Executed: 30, Success: 30}
 		w.DeviceUsedGiB = []float64{0, 10, 20, 12}
@@ -434,7 +434,15 @@ func TestTransitionsSummarised(t *testing.T) {
 	require.NoError(t, WriteSoakCSV(&buf, raw))
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	require.Len(t, lines, 10, "a header and a row per cycle")
-	assert.True(t, strings.HasPrefix(lines[1], "1,A,B,1,true,1,2,3.5,0.5,90,20,8,12,1,NaN,NaN,NaN,0,,true"), lines[1])
+	assert.True(t, strings.HasPrefix(lines[1], "1,A,B,1,true,1,2,3.5,0.5,90,20,8,12,1,0,0.5,30,NaN,NaN,NaN,0,,true"), lines[1])
+	for _, l := range []string{"A", "B", "C"} {
+		m := sk.Models[l]
+		require.NotNil(t, m.PinnedSlope, l)
+		assert.InDelta(t, 0.25, m.PinnedSlope.Slope, 1e-9, "pinned 0.5, 0.75, 1 GiB: 0.25 GiB per cycle (%s)", l)
+		require.NotNil(t, m.EnergySlope, l)
+		assert.InDelta(t, 3, m.EnergySlope.Slope, 1e-9, "30, 33, 36 J: 3 J per cycle (%s)", l)
+		assert.Equal(t, 33.0, m.EnergyJ.Median, l)
+	}
 }
 
 // TestTrafficSummarised: the traffic phase's figures as worked out by hand.
@@ -461,7 +469,7 @@ func TestTrafficSummarised(t *testing.T) {
 		},
 		Switches: []record.RouterSwitch{{From: "A", To: "B", Start: at(500), End: at(700)}, {From: "B", To: "A", Start: at(1000), End: at(1300)}},
 		Depth:    []record.QueueDepth{{At: at(500), Queued: 1}, {At: at(700), Queued: 0}, {At: at(1000), Queued: 2}, {At: at(2200), Queued: 0}},
-		IdealRan: true,
+		IdealRan: true, SharedJ: 300, IdealJ: 200,
 		InFlight: []record.InFlight{{Mode: "keep", Requests: 2, Held: 2, Survived: true}},
 	}
 	tr := Build(raw).Traffic
@@ -480,6 +488,24 @@ func TestTrafficSummarised(t *testing.T) {
 	assert.InDelta(t, 4/2.05, tr.Ideal.GoodputRPS, 1e-9)
 	require.NotNil(t, tr.GoodputRatio)
 	assert.InDelta(t, 0.5, *tr.GoodputRatio, 1e-9)
+	require.NotNil(t, tr.Energy.Ratio)
+	assert.Equal(t, 300.0, *tr.Energy.SharedJ)
+	assert.InDelta(t, 1.5, *tr.Energy.Ratio, 1e-9, "300 J shared over 200 J ideal")
+	var bench bytes.Buffer
+	require.NoError(t, WriteBench(&bench, raw))
+	assert.Contains(t, bench.String(), "BenchmarkTrafficEnergy/run=shared 1 300 J")
+	assert.Contains(t, bench.String(), "BenchmarkTrafficEnergy/run=ideal 1 200 J")
+	assert.Contains(t, bench.String(), "Unit J better=lower")
+
+	// Without a counter: null figures and why, no bench line.
+	raw.Traffic.SharedJ, raw.Traffic.IdealJ, raw.Traffic.EnergyNote = math.NaN(), math.NaN(), "no energy counter"
+	tr = Build(raw).Traffic
+	assert.Nil(t, tr.Energy.SharedJ)
+	assert.Nil(t, tr.Energy.Ratio)
+	assert.Equal(t, "no energy counter", tr.Energy.Note)
+	bench.Reset()
+	require.NoError(t, WriteBench(&bench, raw))
+	assert.NotContains(t, bench.String(), "TrafficEnergy")
 	assert.Equal(t, 2, tr.Switches)
 	assert.InDelta(t, 2/2.5*60, tr.SwitchesPerMin, 1e-9)
 	assert.Equal(t, 0.25, tr.SwitchS.Median, "0.2 s and 0.3 s")

@@ -140,10 +140,13 @@ func writeSwitching(b *strings.Builder, sw Switch) {
 		return
 	}
 	fmt.Fprintf(b, "\n## Switching (%d of %d handoffs succeeded)\n\n", sw.Success, sw.Handoffs)
-	b.WriteString("| direction | n | sleep | wake | switch → first token (median / p95) |\n|---|---|---|---|---|\n")
+	b.WriteString("| direction | n | sleep | wake | switch → first token (median / p95) | J/switch |\n|---|---|---|---|---|---|\n")
 	for _, k := range slices.Sorted(maps.Keys(sw.Directions)) {
 		d := sw.Directions[k]
-		fmt.Fprintf(b, "| %s | %d | %s | %s | %s |\n", k, d.N, num(d.SleepS), num(d.WakeS), spread(d.ToFirstTokenS))
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s |\n", k, d.N, num(d.SleepS), num(d.WakeS), spread(d.ToFirstTokenS), num(d.EnergyJ))
+	}
+	if sw.EnergyNote != "" {
+		fmt.Fprintf(b, "\nNo energy per handoff: %s.\n", sw.EnergyNote)
 	}
 }
 
@@ -228,20 +231,24 @@ func writeTransitions(b *strings.Builder, rep Report, labels []string) {
 		return
 	}
 	fmt.Fprintf(b, "\n## Soak (%d of %d cycles succeeded, level %d)\n\n", sk.Successful, sk.PlannedCycles, sk.Level)
-	b.WriteString("| model | sleeps | residual GiB | residual slope MiB/cycle (95 % CI) | first sleep / steady | RSS slope MiB/cycle |\n|---|---|---|---|---|---|\n")
+	b.WriteString("| model | sleeps | residual GiB | residual slope MiB/cycle (95 % CI) | first sleep / steady | RSS slope MiB/cycle | host GiB (locked / pinned) | host slope GiB/cycle | J/cycle | J slope /cycle |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, l := range slices.Sorted(maps.Keys(sk.Models)) {
 		m := sk.Models[l]
 		first := "–"
 		if m.First != nil && m.Steady != nil {
 			first = fmt.Sprintf("%.4g / %s", m.First.SleepS, num(m.Steady.SleepS))
 		}
-		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s |\n", l, m.Sleeps, num(m.ResidualGiB), slope(m.ResidualSlope, true), first, slope(m.RSSSlope, false))
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s (%s / %s) | %s | %s | %s |\n", l, m.Sleeps, num(m.ResidualGiB), slope(m.ResidualSlope, true), first, slope(m.RSSSlope, false),
+			num(m.RSSGiB), num(m.LockedGiB), num(m.PinnedGiB), slope(m.HostSlope, true), num(m.EnergyJ), slope(m.EnergySlope, true))
 	}
 	oom := "headroom is not falling"
 	if sk.ProjectedCyclesToOOM != nil {
 		oom = fmt.Sprintf("at this trend a wake runs out of memory in about %.0f cycles", *sk.ProjectedCyclesToOOM)
 	}
 	fmt.Fprintf(b, "\nHeadroom before a wake: min %.3g GiB, trend %s GiB/cycle; %s.\n", sk.MinHeadroomGiB, slope(sk.HeadroomTrendGiB, false), oom)
+	if sk.EnergyNote != "" {
+		fmt.Fprintf(b, "No energy per cycle: %s.\n", sk.EnergyNote)
+	}
 }
 
 // slope is a trend's slope (with its 95 % interval), or "–" when too short.
@@ -271,6 +278,15 @@ func writeTraffic(b *strings.Builder, t *Traffic) {
 	}
 	fmt.Fprintf(b, "\n## Traffic (%s; router %s, sleeping at level %d)\n\n%d switches (%.3g a minute, median %s s each), queue up to %d; goodput %.3g req/s, %s.\n\n",
 		t.Arrivals, t.Router, t.SleepLevel, t.Switches, t.SwitchesPerMin, num(t.SwitchS), t.MaxQueueDepth, t.GoodputRPS, ratio)
+	en := t.Energy
+	switch {
+	case en.SharedJ != nil && en.IdealJ != nil && en.Ratio != nil:
+		fmt.Fprintf(b, "GPU energy over each run: shared %.4g J, ideal (all awake) %.4g J, ratio %.3g.\n\n", *en.SharedJ, *en.IdealJ, *en.Ratio)
+	case en.SharedJ != nil:
+		fmt.Fprintf(b, "GPU energy over the shared run: %.4g J (no ideal figure%s).\n\n", *en.SharedJ, because(en.Note))
+	default:
+		fmt.Fprintf(b, "No GPU energy figures%s.\n\n", because(en.Note))
+	}
 	if t.ShedRequests > 0 {
 		fmt.Fprintf(b, "**%d requests shed**: the router's queue held traffic.max_queue (%d) already; refused, never sent, not counted as failed (check `traffic.shed_requests`).\n\n", t.ShedRequests, t.MaxQueue)
 	}
@@ -343,4 +359,12 @@ func writeGate(b *strings.Builder, g *record.Gate) {
 		fmt.Fprintf(b, "| %s | %s | %s (%d) | %.4g | %.4g | %+.1f %% | %s | %s |\n",
 			r.Metric, r.Unit, r.Rule, r.Runs, r.Baseline, r.ThisRun, r.ChangePct, power, verdict)
 	}
+}
+
+// because is ": why", or "" without a why.
+func because(why string) string {
+	if why == "" {
+		return ""
+	}
+	return ": " + why
 }

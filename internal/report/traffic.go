@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"math"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/record"
@@ -29,6 +30,8 @@ type Traffic struct {
 	GoodputRPS   float64       `json:"goodput_rps"`
 	Ideal        *TrafficIdeal `json:"ideal"`
 	GoodputRatio *float64      `json:"goodput_ratio"` // shared / ideal; null without an ideal run
+	// Energy is the GPU energy of each run over its duration_s.
+	Energy TrafficEnergy `json:"energy"`
 	// PerSecond is the shared run second by second from its start: the
 	// most requests waiting for a wake, and the switches begun.
 	PerSecond []TrafficSecond             `json:"per_second"`
@@ -153,6 +156,25 @@ func trafficModels(t *record.Traffic, run string) map[string]*TrafficModel {
 	return out
 }
 
+// TrafficEnergy is the GPU energy (every GPU, from the energy counter) of
+// the shared run and of the ideal run, each over its own span (first
+// planned arrival → last request done), and their ratio; null where
+// unknown, Note says why.
+type TrafficEnergy struct {
+	SharedJ *float64 `json:"shared_j"`
+	IdealJ  *float64 `json:"ideal_j"`
+	Ratio   *float64 `json:"shared_over_ideal"`
+	Note    string   `json:"note,omitempty"`
+}
+
+// known is x, nil when NaN.
+func known(x float64) *float64 {
+	if math.IsNaN(x) {
+		return nil
+	}
+	return &x
+}
+
 // traffic summarises the traffic phase; nil when it did not run.
 func traffic(t *record.Traffic) *Traffic {
 	if t == nil {
@@ -188,6 +210,10 @@ func traffic(t *record.Traffic) *Traffic {
 			r := out.GoodputRPS / out.Ideal.GoodputRPS
 			out.GoodputRatio = &r
 		}
+	}
+	out.Energy = TrafficEnergy{SharedJ: known(t.SharedJ), IdealJ: known(t.IdealJ), Note: t.EnergyNote}
+	if out.Energy.SharedJ != nil && out.Energy.IdealJ != nil && t.IdealJ > 0 {
+		out.Energy.Ratio = known(t.SharedJ / t.IdealJ)
 	}
 	for i := range t.InFlight {
 		f := t.InFlight[i]

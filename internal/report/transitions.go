@@ -179,19 +179,35 @@ type Soak struct {
 	MinHeadroomGiB       float64      `json:"min_headroom_gib"`
 	HeadroomTrendGiB     *stats.Trend `json:"headroom_trend_gib_per_cycle"` // null under 3 cycles
 	ProjectedCyclesToOOM *float64     `json:"projected_cycles_to_oom"`      // null: headroom is not falling
+	// EnergyNote says why the cycles have no energy (no counter); "" when they have.
+	EnergyNote string `json:"energy_note,omitempty"`
 }
 
 // SoakModel is one model's sleeps in the soak.
 type SoakModel struct {
-	Sleeps         int            `json:"sleeps"`
-	ResidualGiB    stats.Summary  `json:"residual_gib"`
-	ResidualSlope  *stats.Trend   `json:"residual_slope_mib_per_cycle"` // per sleep of this model, CI 95 %; null under 3 sleeps
-	ReleasePercent stats.Summary  `json:"release_percent"`
-	RSSGiB         stats.Summary  `json:"rss_gib"`
-	RSSSlope       *stats.Trend   `json:"rss_slope_mib_per_cycle"`
-	First          *FirstCycle    `json:"first_cycle"`
-	Steady         *Steady        `json:"steady_state"`
-	Engine         *EngineFigures `json:"engine,omitempty"`
+	Sleeps         int           `json:"sleeps"`
+	ResidualGiB    stats.Summary `json:"residual_gib"`
+	ResidualSlope  *stats.Trend  `json:"residual_slope_mib_per_cycle"` // per sleep of this model, CI 95 %; null under 3 sleeps
+	ReleasePercent stats.Summary `json:"release_percent"`
+	RSSGiB         stats.Summary `json:"rss_gib"`
+	RSSSlope       *stats.Trend  `json:"rss_slope_mib_per_cycle"`
+	// The host memory of the slept model's process tree (read after the
+	// woken model's first token, as the residual): RSSGiB with its locked
+	// and pinned parts; HostSlope is RSSGiB's fitted slope per sleep of
+	// this model in GiB (as the residual's: stats.FitTrend, CI 95 %, null
+	// under 3), PinnedSlope the pinned part's.
+	LockedGiB   stats.Summary `json:"locked_gib"`
+	PinnedGiB   stats.Summary `json:"pinned_gib"`
+	HostSlope   *stats.Trend  `json:"host_slope_gib_per_cycle"`
+	PinnedSlope *stats.Trend  `json:"pinned_slope_gib_per_cycle"`
+	// EnergyJ is the GPU energy of each of this model's cycles, /sleep
+	// sent → the woken model's first token; EnergySlope its fitted slope
+	// per cycle (J/cycle); n 0 and null without a counter.
+	EnergyJ     stats.Summary  `json:"energy_j"`
+	EnergySlope *stats.Trend   `json:"energy_slope_j_per_cycle"`
+	First       *FirstCycle    `json:"first_cycle"`
+	Steady      *Steady        `json:"steady_state"`
+	Engine      *EngineFigures `json:"engine,omitempty"`
 }
 
 // soak summarises the soak cycles; nil when no soak was planned.
@@ -202,6 +218,7 @@ func soak(raw record.Raw) *Soak {
 	s := &Soak{PlannedCycles: raw.SoakPlanned, Cycles: len(raw.Soak), Level: raw.SoakLevel, Models: map[string]*SoakModel{}}
 	type series struct {
 		resid, rel, rss, sleep, wake, ftt []float64
+		locked, pinned, energy            []float64
 		engines                           []*record.Engine
 	}
 	by := map[string]*series{}
@@ -219,6 +236,10 @@ func soak(raw record.Raw) *Soak {
 		}
 		m.resid, m.rel, m.rss = appendKnown(m.resid, c.ResidualGiB), appendKnown(m.rel, c.ReleasePct), appendKnown(m.rss, c.RSSGiB)
 		m.sleep, m.wake, m.ftt = append(m.sleep, c.SleepS), append(m.wake, c.WakeS), append(m.ftt, c.ToFirstTokenS)
+		m.locked, m.pinned, m.energy = appendKnown(m.locked, c.LockedGiB), appendKnown(m.pinned, c.PinnedGiB), appendKnown(m.energy, c.EnergyJ)
+		if s.EnergyNote == "" {
+			s.EnergyNote = c.EnergyNote
+		}
 		m.engines = append(m.engines, c.Engine)
 	}
 	residuals := record.ResidualSeriesMiB(raw.Soak)
@@ -232,6 +253,8 @@ func soak(raw record.Raw) *Soak {
 			mib[i] = x * 1024
 		}
 		sm.RSSSlope = trend(mib)
+		sm.LockedGiB, sm.PinnedGiB, sm.EnergyJ = summary(m.locked), summary(m.pinned), summary(m.energy)
+		sm.HostSlope, sm.PinnedSlope, sm.EnergySlope = trend(m.rss), trend(m.pinned), trend(m.energy)
 		sm.First, sm.Steady = firstSteady(m.sleep, m.wake, m.ftt)
 		sm.Engine = engineFigures(m.engines, m.sleep, m.wake)
 		s.Models[l] = sm
@@ -280,7 +303,7 @@ func WriteSoakCSV(w io.Writer, raw record.Raw) error {
 }
 
 var soakColumns = []string{"cycle", "from", "to", "level", "ok", "sleep_s", "wake_s", "to_first_token_s", "residual_gib", "release_percent",
-	"free_gib", "need_gib", "headroom_gib", "rss_gib", "engine_sleep_s", "engine_wake_s", "engine_freed_gib", "disagreements", "error", "simulated"}
+	"free_gib", "need_gib", "headroom_gib", "rss_gib", "locked_gib", "pinned_gib", "energy_j", "engine_sleep_s", "engine_wake_s", "engine_freed_gib", "disagreements", "error", "simulated"}
 
 func soakFields(c record.SoakCycle, simulated bool) []string {
 	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 8, 64) }
@@ -290,7 +313,7 @@ func soakFields(c record.SoakCycle, simulated bool) []string {
 	}
 	return []string{strconv.Itoa(c.Cycle), c.From, c.To, strconv.Itoa(c.Level), strconv.FormatBool(c.OK),
 		f(c.SleepS), f(c.WakeS), f(c.ToFirstTokenS), f(c.ResidualGiB), f(c.ReleasePct),
-		f(c.FreeGiB), f(c.NeedGiB), f(c.HeadroomGiB), f(c.RSSGiB), f(es), f(ew), f(ef), strconv.Itoa(dis), c.Err, strconv.FormatBool(simulated)}
+		f(c.FreeGiB), f(c.NeedGiB), f(c.HeadroomGiB), f(c.RSSGiB), f(c.LockedGiB), f(c.PinnedGiB), f(c.EnergyJ), f(es), f(ew), f(ef), strconv.Itoa(dis), c.Err, strconv.FormatBool(simulated)}
 }
 
 // csvLine is fields as one CSV line.

@@ -208,7 +208,7 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 	labels := ph.fleet.Labels()
 	defer ph.proto.Begin(ctx, protocol.PhaseTraffic, labels...)()
 	tr := ph.cfg.Traffic
-	out := record.Traffic{Level: tr.SleepLevel}
+	out := record.Traffic{Level: tr.SleepLevel, SharedJ: math.NaN(), IdealJ: math.NaN()}
 	plan := ph.plan
 	if plan == nil { // not planned before the run (a test running the phase alone)
 		pl, err := NewPlan(ph.cfg, 0)
@@ -244,7 +244,10 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 		wg.Go(func() { rt.Run(rctx) })
 		logf("traffic: %d requests, %s, through the router", len(arrivals), what)
 		out.Start = time.Now()
+		et := protocol.TraceEnergy(ctx, ph.fleet.Energy, energyEvery)
 		opens := load.RunOpen(ctx, rt, arrivals, seconds(ph.cfg.Timeouts.RequestS+2*ph.cfg.Timeouts.WakeS))
+		et.Stop(ctx)
+		out.SharedJ, out.EnergyNote = runEnergy(et, opens)
 		stop()
 		wg.Wait()
 		// The burst's connections, idle now, are closed: an open file each.
@@ -276,7 +279,14 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 				logf("traffic: ideal run not executed: %s", note)
 			} else {
 				t0 := time.Now()
+				et := protocol.TraceEnergy(ctx, ph.fleet.Energy, energyEvery)
 				ideal := load.RunOpen(ctx, direct{ph}, arrivals, seconds(ph.cfg.Timeouts.RequestS))
+				et.Stop(ctx)
+				var note string
+				out.IdealJ, note = runEnergy(et, ideal)
+				if out.EnergyNote == "" {
+					out.EnergyNote = note
+				}
 				ph.fleet.Procs().CloseIdle()
 				out.IdealS = time.Since(t0).Seconds()
 				out.IdealRan = true
@@ -322,6 +332,22 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// energyEvery is how often the energy counter is read during a traffic
+// run: a run's energy takes the counter at its first planned arrival and
+// its last request done, each interpolated between the readings around it.
+const energyEvery = 50 * time.Millisecond
+
+// runEnergy is a run's energy over its span (first planned arrival → last
+// request done, as duration_s), from the counter traced across it; NaN
+// with why when there is none.
+func runEnergy(et *protocol.EnergyTrace, opens []load.Open) (float64, string) {
+	first, last := bounds(opens)
+	if first.IsZero() || !last.After(first) {
+		return math.NaN(), "the run has no requests"
+	}
+	return et.Between(first, last)
 }
 
 // span is a run's first planned arrival → its last request done (answered

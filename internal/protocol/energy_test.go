@@ -1,0 +1,156 @@
+package protocol_test
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/simtest"
+)
+
+// The energy of a switch and of a soak cycle runs, as their clock, from
+// /sleep sent to the woken model's first token (docs/metrics.md): on a
+// counter drawing constant power it is that power × the interval (the
+// harness's reads inside included, which here are none that take long);
+// a wake 300 ms slower adds 300 ms of that power; energy reads 200 ms slow
+// add nothing.
+
+const testW = 100.0 // W of constPower in these tests
+
+// powered is a memory source whose counter draws testW, each read of it
+// taking delay first.
+func powered(delay time.Duration) func(gpu.Source) gpu.Source {
+	origin := time.Now()
+	return func(s gpu.Source) gpu.Source {
+		return constPower{Source: s, watts: testW, delay: delay, origin: origin}
+	}
+}
+
+// switchRun runs the switch phase with n handoffs, every server with
+// faults, the energy counter through wrap; it returns the counted
+// handoffs.
+func switchRun(t *testing.T, wrap func(gpu.Source) gpu.Source, n int, faults string) []record.Handoff {
+	t.Helper()
+	_, rec, p := simFleetWith(t, wrap, func(c *config.Config) {
+		c.Protocol.Handoffs = n
+		for i := range c.Models {
+			c.Models[i].SimFaults = faults
+		}
+	})
+	hs, err := p.Switch(t.Context(), t.Logf)
+	require.NoError(t, err)
+	require.Len(t, hs, n+1)
+	assert.Len(t, rec.Raw().Handoffs, n+1)
+	for _, h := range hs {
+		t.Logf("%s→%s: switch → first token %.3fs, %.2f J", h.From, h.To, h.ToFirstTokenS, h.EnergyJ)
+	}
+	return hs[1:]
+}
+
+func medianJ[T any](xs []T, j func(T) float64) float64 {
+	var v []float64
+	for _, x := range xs {
+		v = append(v, j(x))
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+func handoffJ(h record.Handoff) float64 { return h.EnergyJ }
+func cycleJ(c record.SoakCycle) float64 { return c.EnergyJ }
+
+// TestSwitchEnergy: each handoff's J is testW × its switch → first token
+// (within 20 ms of it: the reading before /sleep is taken just before it is
+// sent); with every /wake_up answered 300 ms late it grows by ≈ 30 J; with
+// energy reads 200 ms slow it is where it was (the closing read's latency
+// is left out: without that it would gain 20 J).
+func TestSwitchEnergy(t *testing.T) {
+	const eDelay = 200 * time.Millisecond
+	plain := switchRun(t, powered(0), 3, "")
+	slowWake := switchRun(t, powered(0), 3, "delay=/wake_up:0.3")
+	slowRead := switchRun(t, powered(eDelay), 3, "")
+	for name, hs := range map[string][]record.Handoff{"plain": plain, "slow wake": slowWake, "slow energy reads": slowRead} {
+		for _, h := range hs {
+			assert.Empty(t, h.EnergyNote)
+			assert.InDelta(t, testW*h.ToFirstTokenS, h.EnergyJ, testW*0.02, "%s %s→%s: J = W × (/sleep sent → first token)", name, h.From, h.To)
+		}
+	}
+	p, w, r := medianJ(plain, handoffJ), medianJ(slowWake, handoffJ), medianJ(slowRead, handoffJ)
+	assert.Greater(t, w-p, testW*0.3*0.8, "a wake 300 ms slower: ≈ 30 J more (%.2f → %.2f J)", p, w)
+	assert.Less(t, r-p, testW*eDelay.Seconds()/2, "energy reads 200 ms slow: as without (%.2f → %.2f J)", p, r)
+}
+
+// TestSwitchEnergyNoCounter: without a counter every handoff's J is NaN
+// (never 0), with why.
+func TestSwitchEnergyNoCounter(t *testing.T) {
+	for _, h := range switchRun(t, simtest.NoEnergy, 1, "") {
+		assert.True(t, math.IsNaN(h.EnergyJ))
+		assert.Contains(t, h.EnergyNote, gpu.ErrNoEnergy.Error())
+	}
+}
+
+// TestSoakEnergy: as TestSwitchEnergy, for the soak's cycles: J is the
+// power × /sleep sent → first token plus the reads the soak must make
+// between the sleep and the wake (the headroom; not subtracted), so at
+// least testW × the cycle's switch → first token; a wake 300 ms slower
+// adds ≈ 30 J; energy reads 200 ms slow add nothing.
+func TestSoakEnergy(t *testing.T) {
+	const eDelay = 200 * time.Millisecond
+	plain := soakRun(t, powered(0), 3, "")
+	slowWake := soakRun(t, powered(0), 3, "delay=/wake_up:0.3")
+	slowRead := soakRun(t, powered(eDelay), 3, "")
+	for name, cs := range map[string][]record.SoakCycle{"plain": plain, "slow wake": slowWake, "slow energy reads": slowRead} {
+		for _, c := range cs {
+			assert.Empty(t, c.EnergyNote)
+			assert.GreaterOrEqual(t, c.EnergyJ, testW*c.ToFirstTokenS-testW*0.005, "%s cycle %d", name, c.Cycle)
+			assert.Less(t, c.EnergyJ, testW*(c.ToFirstTokenS+0.1), "%s cycle %d: no more than the interval and its quick reads", name, c.Cycle)
+		}
+	}
+	p, w, r := medianJ(plain, cycleJ), medianJ(slowWake, cycleJ), medianJ(slowRead, cycleJ)
+	assert.Greater(t, w-p, testW*0.3*0.8, "a wake 300 ms slower: ≈ 30 J more (%.2f → %.2f J)", p, w)
+	assert.Less(t, r-p, testW*eDelay.Seconds()/2, "energy reads 200 ms slow: as without (%.2f → %.2f J)", p, r)
+	_, _, np := simFleetWith(t, simtest.NoEnergy, three(3, nil))
+	cs, err := np.Soak(t.Context(), t.Logf)
+	require.NoError(t, err)
+	for _, c := range cs {
+		assert.True(t, math.IsNaN(c.EnergyJ), "no counter: absent, never 0")
+		assert.Contains(t, c.EnergyNote, gpu.ErrNoEnergy.Error())
+	}
+}
+
+// TestSoakHostMemory: the slept model's host memory, read after the first
+// token, holds its level-1 pinned backup: ten times the backup (sim
+// host_scale 0.05 → 0.5; the tiny models' weights are 0.5 and 0.25 GiB)
+// raises every model's host GiB by about 9 × its backup; memory reads
+// 150 ms slow leave the figure where it was.
+func TestSoakHostMemory(t *testing.T) {
+	run := func(scale float64, wrap func(gpu.Source) gpu.Source) map[string]float64 {
+		_, _, p := simFleetWith(t, wrap, func(c *config.Config) {
+			three(3, nil)(c)
+			c.Sim.HostScale = scale
+		})
+		cs, err := p.Soak(t.Context(), t.Logf)
+		require.NoError(t, err)
+		out := map[string]float64{}
+		for _, c := range cs {
+			t.Logf("%s asleep: host %.3f GiB (locked %.3f, pinned %.3f)", c.From, c.RSSGiB, c.LockedGiB, c.PinnedGiB)
+			require.False(t, math.IsNaN(c.RSSGiB), c.From)
+			out[c.From] = c.RSSGiB
+		}
+		return out
+	}
+	small, big := run(0.05, same), run(0.5, same)
+	slow := run(0.05, func(s gpu.Source) gpu.Source { return simtest.SlowReads{Source: s, Delay: 150 * time.Millisecond} })
+	weights := map[string]float64{"A": 0.5, "B": 0.25, "C": 0.25}
+	for l, w := range weights {
+		assert.InDelta(t, 0.45*w, big[l]-small[l], 0.25*w, "%s: a backup 10× as big (%.3f → %.3f GiB)", l, small[l], big[l])
+		assert.InDelta(t, small[l], slow[l], 0.05, "%s: slow memory reads leave it", l)
+	}
+}

@@ -1,0 +1,99 @@
+package traffic_test
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/simtest"
+)
+
+// constPower is a memory source whose energy counter draws watts
+// constantly, each read taking delay first (a slow NVML call): a run's
+// energy is exactly watts × its span.
+type constPower struct {
+	gpu.Source
+	watts  float64
+	delay  time.Duration
+	origin time.Time
+}
+
+func (c constPower) Energy(context.Context) ([]float64, error) {
+	time.Sleep(c.delay)
+	return []float64{c.watts * time.Since(c.origin).Seconds()}, nil
+}
+
+// runSpan is a run's first planned arrival → last request done.
+func runSpan(tr record.Traffic, run string) float64 {
+	var first, last time.Time
+	for _, r := range tr.Requests {
+		if r.Run != run {
+			continue
+		}
+		if first.IsZero() || r.Planned.Before(first) {
+			first = r.Planned
+		}
+		if r.Done.After(last) {
+			last = r.Done
+		}
+	}
+	return last.Sub(first).Seconds()
+}
+
+// energyRun runs the traffic phase on fourRows with the shared and ideal
+// runs only, the counter drawing 100 W through reads delayed by eDelay,
+// every server with faults.
+func energyRun(t *testing.T, wrap func(gpu.Source) gpu.Source, faults string) record.Traffic {
+	t.Helper()
+	trace := filepath.Join(t.TempDir(), "trace.csv")
+	require.NoError(t, os.WriteFile(trace, []byte(fourRows), 0o644))
+	_, _, p := simFleetWith(t, wrap, func(cfg *config.Config) {
+		cfg.Traffic.Trace, cfg.Traffic.InFlightRequests = trace, 0
+		for i := range cfg.Models {
+			cfg.Models[i].SimFaults = faults
+		}
+	})
+	tr, err := p.Traffic(t.Context(), t.Logf)
+	require.NoError(t, err)
+	require.True(t, tr.IdealRan)
+	t.Logf("shared %.3fs %.2f J, ideal %.3fs %.2f J (%s)", tr.DurationS, tr.SharedJ, runSpan(tr, record.RunIdeal), tr.IdealJ, tr.EnergyNote)
+	return tr
+}
+
+// TestTrafficEnergy: at a constant 100 W each run's energy is 100 W × its
+// span (first planned arrival → last request done: duration_s for the
+// shared run): wakes 300 ms slower stretch the shared run and raise its
+// energy, not the ideal's; energy reads of 200 ms (four times the trace's
+// interval) leave both at 100 W × the span. Without a counter both are
+// absent (NaN, never 0) with why.
+func TestTrafficEnergy(t *testing.T) {
+	const w = 100.0
+	power := func(delay time.Duration) func(gpu.Source) gpu.Source {
+		origin := time.Now()
+		return func(s gpu.Source) gpu.Source { return constPower{Source: s, watts: w, delay: delay, origin: origin} }
+	}
+	plain := energyRun(t, power(0), "")
+	slowWake := energyRun(t, power(0), "delay=/wake_up:0.3")
+	slowRead := energyRun(t, power(200*time.Millisecond), "")
+	for name, tr := range map[string]record.Traffic{"plain": plain, "slow wake": slowWake, "slow energy reads": slowRead} {
+		assert.Empty(t, tr.EnergyNote, name)
+		assert.InDelta(t, w*tr.DurationS, tr.SharedJ, w*0.005, "%s: shared J = W × duration_s", name)
+		assert.InDelta(t, w*runSpan(tr, record.RunIdeal), tr.IdealJ, w*0.005, "%s: ideal J = W × its span", name)
+	}
+	assert.Greater(t, slowWake.SharedJ-plain.SharedJ, w*0.3*0.8, "a wake 300 ms slower: ≥ 24 J more over the shared run")
+	assert.Less(t, math.Abs(slowWake.IdealJ-plain.IdealJ), w*0.1, "the ideal run wakes nothing")
+
+	none := energyRun(t, simtest.NoEnergy, "")
+	assert.True(t, math.IsNaN(none.SharedJ))
+	assert.True(t, math.IsNaN(none.IdealJ))
+	assert.Contains(t, none.EnergyNote, gpu.ErrNoEnergy.Error())
+}
