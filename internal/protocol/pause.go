@@ -107,32 +107,17 @@ func (p *Protocol) pauseResume(ctx context.Context, phase, label string, logf Lo
 		p.Fail(phase, label, "pause", err)
 		return
 	}
-	type held struct {
-		first, sent time.Time
-		err         error
-	}
-	hc := make(chan held, 1)
-	hctx, cancel := context.WithCancel(ctx) // an early return ends the held request
-	defer cancel()
-	go func() {
-		s, sent, err := p.fleet.ProbePaused(hctx, label)
-		h := held{sent: sent, err: err}
-		if err == nil && len(s.Tokens) > 0 {
-			h.first = s.Tokens[0]
-		}
-		hc <- h
-	}()
+	collect, stop := p.holdProbe(ctx, label)
+	defer stop() // an early return ends the held request
 	p.Settle(ctx)
 	sent, rd, err := p.fleet.ResumeAt(ctx, label)
 	if err != nil {
 		p.Fail(phase, label, "resume", err)
 		return
 	}
-	var h held
-	select {
-	case h = <-hc:
-	case <-ctx.Done():
-		p.Fail(phase, label, "request held by /pause", context.Cause(ctx))
+	h, err := collect()
+	if err != nil {
+		p.Fail(phase, label, "request held by /pause", err)
 		return
 	}
 	switch {
@@ -182,21 +167,8 @@ func (p *Protocol) pauseCycle(ctx context.Context, label string) (record.Cycle, 
 		return c, "pause (sleep level 0)", err
 	}
 	// A request while paused: vLLM holds it until the scheduler resumes.
-	type held struct {
-		first, sent time.Time
-		err         error
-	}
-	hc := make(chan held, 1)
-	hctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		s, sent, err := p.fleet.ProbePaused(hctx, label)
-		h := held{sent: sent, err: err}
-		if err == nil && len(s.Tokens) > 0 {
-			h.first = s.Tokens[0]
-		}
-		hc <- h
-	}()
+	collect, stop := p.holdProbe(ctx, label)
+	defer stop()
 	p.Settle(ctx)
 	tw, wd, err := p.fleet.WakeAt(ctx, label)
 	c.WakeAPIS = wd.Seconds()
@@ -206,11 +178,9 @@ func (p *Protocol) pauseCycle(ctx context.Context, label string) (record.Cycle, 
 	if step, err := p.firstToken(ctx, &c, label, tw); err != nil {
 		return c, step, err
 	}
-	var h held
-	select {
-	case h = <-hc:
-	case <-ctx.Done():
-		return c, "request held while paused", ctx.Err()
+	h, err := collect()
+	if err != nil {
+		return c, "request held while paused", err
 	}
 	if h.err != nil {
 		return c, "request held while paused", h.err
@@ -303,4 +273,35 @@ func (p *Protocol) PauseChecks(label string, level int, cycles []record.Cycle) [
 		cs = append(cs, gate.Correctness(label, stage, raw.Replays[label])...)
 	}
 	return p.Record(cs...)
+}
+
+// held is a probe sent while a model's scheduler was paused: when it was
+// sent, its first token, or why it failed.
+type held struct {
+	first, sent time.Time
+	err         error
+}
+
+// holdProbe sends a probe to paused label in the background
+// (Fleet.ProbePaused): collect waits for its answer (or ctx's end), stop
+// ends it early; the caller defers stop.
+func (p *Protocol) holdProbe(ctx context.Context, label string) (collect func() (held, error), stop func()) {
+	hc := make(chan held, 1) // buffered: the goroutine never blocks on an early return
+	hctx, cancel := context.WithCancel(ctx)
+	go func() {
+		s, sent, err := p.fleet.ProbePaused(hctx, label)
+		h := held{sent: sent, err: err}
+		if err == nil && len(s.Tokens) > 0 {
+			h.first = s.Tokens[0]
+		}
+		hc <- h
+	}()
+	return func() (held, error) {
+		select {
+		case h := <-hc:
+			return h, nil
+		case <-ctx.Done():
+			return held{}, context.Cause(ctx)
+		}
+	}, cancel
 }
