@@ -37,9 +37,11 @@ const (
 //     RelativeDeviation × m (and, for residual_gib, by at least MinResidualExcessGiB);
 //  2. robust spread, only with at least MADMinOthers other nodes: x is also worse than m by at
 //     least MADs × 1.4826 × MAD of the others (MAD 0, all others equal: rule 1 alone decides);
-//  3. absolute floors, for every node whatever its kind's size: a physical-limit fraction
-//     below MinWakeFractionOfPCIe or MinTPSFractionOfHBM. The fractions are of the node's own
-//     limits, so a floor on them does not fail a smaller shape.
+//  3. absolute floors, only for a node with fewer than FloorMaxOthers+1 (2) other PASS nodes
+//     of its kind for the figure: a physical-limit fraction below MinWakeFractionOfPCIe or
+//     MinTPSFractionOfHBM. The fractions are of the node's own limits, so a floor on them does
+//     not fail a smaller shape; but a small, launch-bound model can sit under 0.15 on every
+//     healthy node, so where the kind has a reference (2 or more others) rules 1 and 2 judge.
 //
 // What it can see: with one node of a kind, only rule 3 (a node far from its own physical
 // limits; residual and raw tok/s cannot be judged). With two, each node against the other: the
@@ -47,6 +49,7 @@ const (
 // floors. With three, each against the median of the other two: one bad node of three is
 // named, two alike may be partly. With four or more (three others), median and MAD: any
 // minority of bad nodes is named, and a noisy kind needs a larger deviation than a tight one.
+// From three nodes on, a whole kind uniformly under the floors is not flagged.
 type Options struct {
 	RelativeDeviation     float64 `json:"relative_deviation"`        // default 0.25
 	MADs                  float64 `json:"mads"`                      // default 3.5 (Iglewicz and Hoaglin's modified z-score)
@@ -65,6 +68,9 @@ const (
 	DefaultMinResidualExcessGiB  = 0.5
 	DefaultMinWakeFractionOfPCIe = 0.15
 	DefaultMinTPSFractionOfHBM   = 0.15
+	// FloorMaxOthers: the floors (rule 3) apply to a node with at most this many other PASS
+	// nodes of its kind for the figure.
+	FloorMaxOthers = 1
 )
 
 func (o Options) withDefaults() Options {
@@ -184,7 +190,7 @@ func outliers(nodes []Node, o Options) []Outlier {
 					}
 				}
 			}
-			if fl := o.floor(k.metric); fl > 0 && p.x < fl {
+			if fl := o.floor(k.metric); fl > 0 && p.x < fl && others <= FloorMaxOthers {
 				o1.Rule = fmt.Sprintf("below the absolute floor %.2f of a fraction of the node's own physical limit (the kind has %d other PASS nodes)", fl, others)
 				out = append(out, o1)
 			}

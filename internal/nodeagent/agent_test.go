@@ -270,3 +270,38 @@ func TestAgentRefusesAPodWhoseClaimIsNotReservedForIt(t *testing.T) {
 	assert.Zero(t, a.PID(ns, "p"), "nothing runs")
 	assert.ErrorContains(t, a.Stop(), "not reserved for it", "Stop says what went wrong")
 }
+
+// A Pod deleted before the agent ran it (a Job's Pod evicted as soon as
+// it was bound) is written Failed before it is removed, as the kubelet
+// does: a Job with a podFailurePolicy keeps its finalizer on a Pod until
+// the Pod is terminal, so without the phase the Job would wait forever.
+func TestAgentFailsAPodDeletedBeforeItRan(t *testing.T) {
+	a, c, _ := startAgent(t)
+	defer func() { assert.NoError(t, a.Stop()) }()
+	ctx := context.Background()
+	w, err := c.Core.Pods(ns).Watch(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	defer w.Stop()
+	now := metav1.Now()
+	_, err = c.Core.Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: ns, UID: "uid-q", DeletionTimestamp: &now},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "none", Command: []string{"serve"}}}},
+		Status:     corev1.PodStatus{Phase: corev1.PodPending}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var phases []corev1.PodPhase
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			p := ev.Object.(*corev1.Pod)
+			phases = append(phases, p.Status.Phase)
+			if ev.Type != "DELETED" {
+				continue
+			}
+			assert.Contains(t, phases, corev1.PodFailed, "Failed before it is removed (phases seen: %v)", phases)
+			return
+		case <-timeout:
+			t.Fatalf("the Pod was not removed; phases seen: %v", phases)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/wakebench/wakebench/internal/kube"
 	"github.com/wakebench/wakebench/internal/server"
@@ -68,6 +69,7 @@ func (a *Agent) sync(ctx context.Context, obj *corev1.Pod, deleted bool) {
 	a.mu.Unlock()
 	if p == nil {
 		if obj.DeletionTimestamp != nil && !deleted { // never started here: nothing to stop
+			a.neverRan(ctx, obj)
 			a.remove(ctx, obj)
 		}
 		return
@@ -80,6 +82,7 @@ func (a *Agent) sync(ctx context.Context, obj *corev1.Pod, deleted bool) {
 			if err := p.stop(); err != nil {
 				a.fail(err)
 			}
+			p.terminal(ctx)
 			a.remove(ctx, obj)
 			a.forget(p)
 		})
@@ -162,6 +165,54 @@ func (p *pod) kill() error {
 		return fmt.Errorf("restart %s/%s: no container running", p.ns, p.name)
 	}
 	return srv.Kill()
+}
+
+// terminal writes a deleted Pod's terminal phase once its container has
+// stopped, as the kubelet does since Kubernetes 1.27 (docs: Pod Lifecycle,
+// "the kubelet transitions deleted Pods ... to a terminal phase (Failed or
+// Succeeded depending on the exit statuses of the pod containers)"): a Job
+// with a podFailurePolicy counts a Pod only once it is terminal, and its
+// finalizer keeps the object until then.
+func (p *pod) terminal(ctx context.Context) {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return
+	}
+	p.mu.Lock()
+	// run does not write the status once the Pod is stopped, final or
+	// not: written here.
+	if p.last == nil { // never started
+		now := metav1.Now()
+		p.last = &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "ContainerStatusUnknown", Message: "the Pod was deleted before its container ran", StartedAt: now, FinishedAt: now}
+	}
+	p.final = true
+	p.mu.Unlock()
+	p.status(ctx)
+}
+
+// neverRan writes the terminal phase of a Pod deleted before the agent
+// started it (Failed, as the kubelet does; see terminal), unless it has one.
+func (a *Agent) neverRan(ctx context.Context, obj *corev1.Pod) {
+	if obj.Status.Phase == corev1.PodSucceeded || obj.Status.Phase == corev1.PodFailed || len(obj.Spec.Containers) == 0 {
+		return
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := a.c.Core.Pods(obj.Namespace).Get(ctx, obj.Name, metav1.GetOptions{})
+		if err != nil || cur.UID != obj.UID || cur.Status.Phase == corev1.PodSucceeded || cur.Status.Phase == corev1.PodFailed {
+			return err
+		}
+		now := metav1.Now()
+		cur.Status.Phase = corev1.PodFailed
+		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: cur.Spec.Containers[0].Name, Image: cur.Spec.Containers[0].Image,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "ContainerStatusUnknown",
+				Message: "the Pod was deleted before its container ran", StartedAt: now, FinishedAt: now}}}}
+		_, err = a.c.Core.Pods(obj.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		a.fail(fmt.Errorf("pod %s status: %w", kube.Name(obj), err))
+	}
 }
 
 // stop ends the Pod's container for good.
