@@ -1,7 +1,6 @@
 package protocol_test
 
 import (
-	"context"
 	"math"
 	"sync"
 	"testing"
@@ -18,21 +17,6 @@ import (
 	"github.com/wakebench/wakebench/internal/server"
 	"github.com/wakebench/wakebench/internal/simtest"
 )
-
-// constPower is a memory source whose energy counter draws watts
-// constantly, each read taking delay first (a slow NVML call): energy over
-// any interval is exactly watts × its length.
-type constPower struct {
-	gpu.Source
-	watts  float64
-	delay  time.Duration
-	origin time.Time
-}
-
-func (c constPower) Energy(context.Context) ([]float64, error) {
-	time.Sleep(c.delay)
-	return []float64{c.watts * time.Since(c.origin).Seconds()}, nil
-}
 
 // asleepHost is a host-memory reader adding extra bytes to every server
 // tree while A sleeps (a pinned backup the sim does not yet allocate),
@@ -62,7 +46,7 @@ func costRun(t *testing.T, watts float64, eDelay time.Duration, extra uint64, hD
 	var fl *fleet.Fleet
 	h := asleepHost{f: func() *fleet.Fleet { mu.Lock(); defer mu.Unlock(); return fl }, extra: extra, delay: hDelay}
 	f, rec, cfg := simtest.FleetWith(t, func(s gpu.Source) gpu.Source {
-		return constPower{Source: s, watts: watts, delay: eDelay, origin: time.Now()}
+		return simtest.ConstPower{Source: s, Watts: watts, Delay: eDelay, Origin: time.Now()}
 	},
 		func(c *config.Config) { c.Protocol.CostDwellS = 0.3 }, func(o *fleet.Options) { o.HostMemory = h.read })
 	mu.Lock()

@@ -22,14 +22,14 @@ import (
 // a wake 300 ms slower adds 300 ms of that power; energy reads 200 ms slow
 // add nothing.
 
-const testW = 100.0 // W of constPower in these tests
+const testW = 100.0 // W of simtest.ConstPower in these tests
 
 // powered is a memory source whose counter draws testW, each read of it
 // taking delay first.
 func powered(delay time.Duration) func(gpu.Source) gpu.Source {
 	origin := time.Now()
 	return func(s gpu.Source) gpu.Source {
-		return constPower{Source: s, watts: testW, delay: delay, origin: origin}
+		return simtest.ConstPower{Source: s, Watts: testW, Delay: delay, Origin: origin}
 	}
 }
 

@@ -91,6 +91,22 @@ func (s NoProcs) Read(ctx context.Context) (gpu.Reading, error) {
 	return r, err
 }
 
+// ConstPower is a memory source whose energy counter draws Watts
+// constantly since Origin, each read taking Delay first (a slow NVML
+// call): the energy over any interval is exactly Watts × its length.
+type ConstPower struct {
+	gpu.Source
+	Watts  float64
+	Delay  time.Duration
+	Origin time.Time
+}
+
+// Energy is Watts × the time since Origin, read after Delay.
+func (c ConstPower) Energy(context.Context) ([]float64, error) {
+	time.Sleep(c.Delay)
+	return []float64{c.Watts * time.Since(c.Origin).Seconds()}, nil
+}
+
 // NoEnergy is src without its energy counter (only gpu.Source's methods),
 // as NVML on a board before Volta: energy figures are then absent.
 func NoEnergy(src gpu.Source) gpu.Source { return plain{src} }

@@ -1,7 +1,6 @@
 package traffic_test
 
 import (
-	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,21 +15,6 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
 )
-
-// constPower is a memory source whose energy counter draws watts
-// constantly, each read taking delay first (a slow NVML call): a run's
-// energy is exactly watts × its span.
-type constPower struct {
-	gpu.Source
-	watts  float64
-	delay  time.Duration
-	origin time.Time
-}
-
-func (c constPower) Energy(context.Context) ([]float64, error) {
-	time.Sleep(c.delay)
-	return []float64{c.watts * time.Since(c.origin).Seconds()}, nil
-}
 
 // runSpan is a run's first planned arrival → last request done.
 func runSpan(tr record.Traffic, run string) float64 {
@@ -79,7 +63,9 @@ func TestTrafficEnergy(t *testing.T) {
 	const w = 100.0
 	power := func(delay time.Duration) func(gpu.Source) gpu.Source {
 		origin := time.Now()
-		return func(s gpu.Source) gpu.Source { return constPower{Source: s, watts: w, delay: delay, origin: origin} }
+		return func(s gpu.Source) gpu.Source {
+			return simtest.ConstPower{Source: s, Watts: w, Delay: delay, Origin: origin}
+		}
 	}
 	plain := energyRun(t, power(0), "")
 	slowWake := energyRun(t, power(0), "delay=/wake_up:0.3")
