@@ -79,21 +79,7 @@ func (f *Fleet) asleepStep(ctx context.Context, label, op string, slept []string
 		return sent, 0, fmt.Errorf("%s %s: %w", op, label, err)
 	}
 	srv, _ := f.s.server(m)
-	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.SleepS), func(ctx context.Context, c *vllm.Client) error {
-		sent = time.Now()
-		if err := call(ctx, c); err != nil {
-			return err
-		}
-		d = time.Since(sent)
-		asleep, err := c.IsSleeping(ctx)
-		if err != nil {
-			return err
-		}
-		if !asleep {
-			return fmt.Errorf("%s answered 200 but /is_sleeping is false", op)
-		}
-		return nil
-	})
+	sent, d, err = f.s.askAsleep(ctx, m, op, call)
 	if err != nil {
 		return sent, d, fmt.Errorf("%s %s: %w%s", op, label, err, f.unknownAfter(ctx, label, op))
 	}
@@ -155,15 +141,9 @@ func (f *Fleet) ResumeAt(ctx context.Context, label string) (sent time.Time, d t
 	if err != nil {
 		return sent, d, fmt.Errorf("resume %s: %s: %w", label, step, err)
 	}
-	f.s.mu.Lock()
-	if m.srv != srv {
-		f.s.mu.Unlock()
-		return sent, d, fmt.Errorf("resume %s: the server was stopped meanwhile", label)
+	if err := f.markAwake(m, srv, label, sent, "resume"); err != nil {
+		return sent, d, fmt.Errorf("resume %s: %w", label, err)
 	}
-	m.asleep, m.level, m.slept = false, 0, nil
-	f.s.changes++
-	f.s.mu.Unlock()
-	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: "resume"})
 	return sent, d, nil
 }
 
@@ -193,15 +173,9 @@ func (f *Fleet) WakeKVCacheAt(ctx context.Context, label string) (sent time.Time
 	if err != nil {
 		return sent, d, fmt.Errorf("wake %s kv_cache: %s: %w", label, step, err)
 	}
-	f.s.mu.Lock()
-	if m.srv != srv {
-		f.s.mu.Unlock()
-		return sent, d, fmt.Errorf("wake %s kv_cache: the server was stopped meanwhile", label)
+	if err := f.markAwake(m, srv, label, sent, "wake kv_cache"); err != nil {
+		return sent, d, fmt.Errorf("wake %s kv_cache: %w", label, err)
 	}
-	m.asleep, m.level, m.slept = false, 0, nil
-	f.s.changes++
-	f.s.mu.Unlock()
-	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: "wake kv_cache"})
 	if err := checkEngine(ctx, label, "wake", f.metricsOf(label), f.s.poll()); err != nil {
 		return sent, d, fmt.Errorf("wake %s kv_cache: %w", label, err)
 	}

@@ -2,10 +2,12 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/server"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
@@ -36,20 +38,8 @@ func (f *Fleet) SleepMode(ctx context.Context, label string, level int, mode str
 		return sent, 0, err
 	}
 	srv, _ := f.s.server(m) // the server this sleep is for: one stopped meanwhile is not asleep
-	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.SleepS), func(ctx context.Context, c *vllm.Client) error {
-		sent = time.Now()
-		if err := c.SleepMode(ctx, level, mode); err != nil {
-			return err
-		}
-		d = time.Since(sent)
-		asleep, err := c.IsSleeping(ctx)
-		if err != nil {
-			return err
-		}
-		if !asleep {
-			return fmt.Errorf("/sleep?level=%d answered 200 but /is_sleeping is false", level)
-		}
-		return nil
+	sent, d, err = f.s.askAsleep(ctx, m, fmt.Sprintf("/sleep?level=%d", level), func(ctx context.Context, c *vllm.Client) error {
+		return c.SleepMode(ctx, level, mode)
 	})
 	if err != nil {
 		return sent, d, fmt.Errorf("sleep %s level %d: %w%s", label, level, err, f.unknownAfter(ctx, label, "sleep"))
@@ -131,20 +121,53 @@ func (f *Fleet) WakeAt(ctx context.Context, label string) (sent time.Time, d tim
 	if err != nil {
 		return sent, d, fmt.Errorf("wake %s from level %d: %s: %w%s", label, level, step, err, f.unknownAfter(ctx, label, "wake"))
 	}
-	f.s.mu.Lock()
-	if m.srv != srv { // stopped (StopAll) while the wake was under way
-		f.s.mu.Unlock()
-		return sent, d, fmt.Errorf("wake %s from level %d: the server was stopped meanwhile", label, level)
-	}
-	m.asleep, m.level, m.slept = false, 0, nil
-	f.s.changes++
-	f.s.mu.Unlock()
 	// The timeline's △ is the wake request sent, as its ▲ is /sleep sent.
-	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: "wake"})
+	if err := f.markAwake(m, srv, label, sent, "wake"); err != nil {
+		return sent, d, fmt.Errorf("wake %s from level %d: %w", label, level, err)
+	}
 	if err := checkEngine(ctx, label, "wake", f.metricsOf(label), f.s.poll()); err != nil {
 		return sent, d, fmt.Errorf("wake %s from level %d: %w", label, level, err)
 	}
 	return sent, d, nil
+}
+
+// askAsleep sends call (a request that puts m's server to sleep, or
+// pauses it) within timeouts.sleep_s, timed from sent to its answer, and
+// then, outside that interval, confirms /is_sleeping is true; what names
+// the call in that error.
+func (s *servers) askAsleep(ctx context.Context, m *model, what string, call func(context.Context, *vllm.Client) error) (sent time.Time, d time.Duration, err error) {
+	err = s.timeout(ctx, m, seconds(s.cfg.Timeouts.SleepS), func(ctx context.Context, c *vllm.Client) error {
+		sent = time.Now()
+		if err := call(ctx, c); err != nil {
+			return err
+		}
+		d = time.Since(sent)
+		asleep, err := c.IsSleeping(ctx)
+		if err != nil {
+			return err
+		}
+		if !asleep {
+			return fmt.Errorf("%s answered 200 but /is_sleeping is false", what)
+		}
+		return nil
+	})
+	return sent, d, err
+}
+
+// markAwake records that m's server srv is awake again after a call sent
+// at sent (the timeline's event kind): the fleet sends it requests again.
+// It fails when srv was stopped meanwhile (StopAll during the call).
+func (f *Fleet) markAwake(m *model, srv *server.Server, label string, sent time.Time, kind string) error {
+	f.s.mu.Lock()
+	if m.srv != srv {
+		f.s.mu.Unlock()
+		return errors.New("the server was stopped meanwhile")
+	}
+	m.asleep, m.level, m.slept = false, 0, nil
+	f.s.changes++
+	f.s.mu.Unlock()
+	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: kind})
+	return nil
 }
 
 // Running reports whether the model's server is up.
