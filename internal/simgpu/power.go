@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -176,20 +174,13 @@ func (m *Meter) writeLocked() error {
 // process that died is taken to draw 0 W from the first read that finds it
 // gone; its energy stays in the counter.
 func Energy(dir string, now time.Time) (float64, error) {
-	entries, err := os.ReadDir(dir)
+	files, err := pidFiles(dir, "power-")
 	if err != nil {
-		return 0, fmt.Errorf("simgpu: energy: list %s: %w", dir, err)
+		return 0, fmt.Errorf("simgpu: energy: %w", err)
 	}
 	var j float64
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasPrefix(name, "power-") || !strings.HasSuffix(name, ".json") {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(name, "power-"), ".json"))
-		if err != nil {
-			continue
-		}
+	for _, f := range files {
+		pid, name := f.pid, f.name
 		r, err := readPower(filepath.Join(dir, name))
 		if err != nil {
 			return 0, fmt.Errorf("simgpu: energy: %w", err)

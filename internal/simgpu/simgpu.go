@@ -103,23 +103,43 @@ func Remove(dir string, pid int) error {
 	return err
 }
 
+// pidFile is one per-process file of the device directory,
+// <prefix><pid>.json.
+type pidFile struct {
+	pid  int
+	name string
+}
+
+// pidFiles lists dir's <prefix><pid>.json files (a name whose pid does
+// not parse is not one).
+func pidFiles(dir, prefix string) ([]pidFile, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	var out []pidFile
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(name, prefix), ".json")); err == nil {
+			out = append(out, pidFile{pid, name})
+		}
+	}
+	return out, nil
+}
+
 // Processes lists the live processes holding device memory, skipping (and
 // cleaning up) entries whose process no longer exists.
 func Processes(dir string) ([]Process, error) {
-	entries, err := os.ReadDir(dir)
+	files, err := pidFiles(dir, "proc-")
 	if err != nil {
-		return nil, fmt.Errorf("simgpu: list %s: %w", dir, err)
+		return nil, fmt.Errorf("simgpu: %w", err)
 	}
 	var out []Process
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasPrefix(name, "proc-") || !strings.HasSuffix(name, ".json") {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(name, "proc-"), ".json"))
-		if err != nil {
-			continue
-		}
+	for _, f := range files {
+		pid, name := f.pid, f.name
 		if !alive(pid) {
 			_ = os.Remove(filepath.Join(dir, name))
 			continue
