@@ -56,7 +56,6 @@ type Options struct {
 // other field is guarded by servers.mu.
 type model struct {
 	cfg    config.Model
-	port   int
 	srv    *server.Server
 	client *vllm.Client
 	pids   []int
@@ -134,7 +133,7 @@ func New(cfg config.Config, opt Options, rec *record.Recorder) *Fleet {
 		mem: &memories{by: map[string]*memState{}}}
 	for _, m := range cfg.Models {
 		s.order = append(s.order, m.Label)
-		s.models[m.Label] = &model{cfg: m, port: m.Port}
+		s.models[m.Label] = &model{cfg: m}
 		s.mem.by[m.Label] = &memState{}
 	}
 	return &Fleet{s: s, rec: rec}
@@ -231,18 +230,19 @@ func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, e
 		return 0, err
 	}
 	f.s.mu.Lock()
-	running, port := m.srv != nil, m.port
+	running, port := m.srv != nil, m.cfg.Port
 	f.s.mu.Unlock()
 	if running {
 		return 0, fmt.Errorf("server %s already running", label)
 	}
 	if port == 0 {
+		// A fresh free port at every start: the one this model's last
+		// server freed when it stopped (a restart, the state-cost phase's
+		// stopped state) may meanwhile be another process's, as a test
+		// package running beside this one once made it.
 		if port, err = server.FreePort(f.s.cfg.Host); err != nil {
 			return 0, err
 		}
-		f.s.mu.Lock()
-		m.port = port
-		f.s.mu.Unlock()
 	}
 	cfg, p := f.s.cfg, f.s.cfg.Protocol
 	logPath := f.s.logPath(label)
