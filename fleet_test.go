@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -79,7 +81,7 @@ func TestFleet(t *testing.T) {
 	o := fleetjob.Options{
 		Spec: fleetjob.Spec{Name: "wakebench-fleet-" + strconv.FormatInt(time.Now().Unix(), 36), Namespace: fc.Namespace, Image: fc.Image,
 			Command: []string{"wakebench"}, Args: []string{"-test.run", fc.Run, "-test.v", "-test.count=1", "-test.timeout", fmt.Sprintf("%.0fs", fc.TimeoutS)},
-			Config: nodeCfg, Parallelism: fc.Parallelism, DeadlineS: int64(fc.DeadlineS)},
+			Config: nodeCfg, Parallelism: fc.Parallelism, DeadlineS: int64(fc.DeadlineS), ServiceAccount: fc.ServiceAccount},
 		Select:          fleetjob.Selection{Nodes: fc.Nodes, NodeSelector: fc.NodeSelector, Driver: fc.Driver},
 		ScheduleTimeout: time.Duration(fc.ScheduleTimeoutS * float64(time.Second)),
 		NodeLost:        time.Duration(fc.NodeLostS * float64(time.Second)),
@@ -87,6 +89,15 @@ func TestFleet(t *testing.T) {
 	}
 	if fc.DeviceClass != "none" {
 		o.Spec.DeviceClass = fc.DeviceClass
+	}
+	if fc.Driver == "none" {
+		o.Select.Driver = ""
+	}
+	for name, q := range fc.Resources { // validated by config
+		if o.Spec.Resources == nil {
+			o.Spec.Resources = corev1.ResourceList{}
+		}
+		o.Spec.Resources[corev1.ResourceName(name)] = resource.MustParse(q)
 	}
 	for _, tl := range fc.Tolerations {
 		o.Spec.Tolerations = append(o.Spec.Tolerations, corev1.Toleration{Key: tl.Key, Operator: corev1.TolerationOperator(tl.Operator), Value: tl.Value, Effect: corev1.TaintEffect(tl.Effect)})
@@ -166,6 +177,13 @@ func TestFleet(t *testing.T) {
 	claims, err := o.Clients.Resource.ResourceClaims(o.Spec.Namespace).List(ctx, sel)
 	require.NoError(t, err)
 	assert.Empty(t, claims.Items, "claims left")
+	labelled, err := o.Clients.Core.Nodes().List(ctx, metav1.ListOptions{LabelSelector: fleetjob.NodeLabel(o.Spec.Name)})
+	require.NoError(t, err)
+	assert.Empty(t, labelled.Items, "nodes still carrying the run's label")
+	_, err = o.Clients.Coordination.Leases(o.Spec.Namespace).Get(ctx, fleetjob.LockName, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the fleet lock released: %v", err)
+	_, err = o.Clients.Core.ServiceAccounts(o.Spec.Namespace).Get(ctx, o.Spec.Name, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the run's ServiceAccount deleted: %v", err)
 }
 
 // isDegraded: the local fleet's degraded profiles say so in their name.

@@ -1,6 +1,10 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
 
 // Fleet is the fleet run (TestFleet, docs/fleet.md): the suite on every
 // selected GPU node of a cluster, one Pod per node of one Indexed Job,
@@ -23,11 +27,18 @@ type Fleet struct {
 	// default: every GPU node).
 	Nodes        []string          `json:"nodes"`
 	NodeSelector map[string]string `json:"node_selector"`
-	Driver       string            `json:"driver"` // default gpu.nvidia.com (local: gpu.wakebench.dev)
+	Driver       string            `json:"driver"` // default gpu.nvidia.com (local: gpu.wakebench.dev); "none": no ResourceSlice filter
 	// DeviceClass is each Pod's claim's DeviceClass ("none": no claim).
-	DeviceClass string       `json:"device_class"` // default gpu.nvidia.com (local: wakebench's)
-	Tolerations []Toleration `json:"tolerations"`  // default nvidia.com/gpu Exists NoSchedule
-	Parallelism int          `json:"parallelism"`  // nodes at once (0: all)
+	DeviceClass string `json:"device_class"` // default gpu.nvidia.com (local: wakebench's)
+	// Resources are the container's extended-resource limits, for a
+	// cluster whose GPUs a device plugin offers ({"nvidia.com/gpu": "1"},
+	// with device_class and driver "none").
+	Resources map[string]string `json:"resources"`
+	// ServiceAccount is the Pods' existing ServiceAccount (deploy/rbac.yaml
+	// makes wakebench-fleet); "": each run makes its own and deletes it.
+	ServiceAccount string       `json:"service_account"`
+	Tolerations    []Toleration `json:"tolerations"` // default nvidia.com/gpu Exists NoSchedule
+	Parallelism    int          `json:"parallelism"` // nodes at once (0: all)
 	// DeadlineS bounds the whole run (the Job's activeDeadlineSeconds).
 	DeadlineS float64 `json:"deadline_s"`
 	// ScheduleTimeoutS: a Pod not scheduled by then names its node FAIL.
@@ -109,6 +120,11 @@ func (f Fleet) validate(bad func(key, format string, a ...any)) {
 	}
 	if f.DeadlineS < 0 || f.ScheduleTimeoutS < 0 || f.NodeLostS < 0 || f.TimeoutS < 0 || f.Parallelism < 0 {
 		bad("fleet", "deadline_s, schedule_timeout_s, node_lost_s, timeout_s and parallelism must not be negative")
+	}
+	for name, q := range f.Resources {
+		if _, err := resource.ParseQuantity(q); err != nil || name == "" {
+			bad("fleet.resources."+name, "%q: want a resource name and a quantity (e.g. \"nvidia.com/gpu\": \"1\")", q)
+		}
 	}
 	if f.ControlPlane == "local" && len(f.LocalNodes) == 0 {
 		bad("fleet.local_nodes", "empty: the local fleet needs its nodes (name, profile)")

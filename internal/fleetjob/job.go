@@ -3,18 +3,24 @@
 // through the API server (issue 26; docs/fleet.md).
 //
 // The coordinator (Run) selects the nodes (explicit names, a node
-// selector, or every node publishing a device of the DRA driver),
-// applies the RBAC its Pods need (ServiceAccount, Role on ConfigMaps,
-// RoleBinding), and creates one Indexed Job: completions = the selected
-// nodes, at most parallelism at once, restartPolicy Never with
-// backoffLimitPerIndex 0 (a node's failure is its own: the Job's other
-// indexes go on, nothing is retried onto another node), a required node
-// affinity on the selected node names, a required podAntiAffinity on
-// kubernetes.io/hostname among the Job's Pods (one Pod per node), the GPU
-// nodes' tolerations, a ResourceClaimTemplate on the DRA device class
-// (the Pod gets that node's GPU), and activeDeadlineSeconds (the run is
-// bounded in time). Each Pod runs the compiled test binary (`go test -c`)
-// on its node: the same-host protocol, servers inside the Pod.
+// selector, or every node publishing a device of the DRA driver), labels
+// each selected node NodeLabel(job)=pending, applies the RBAC its Pods
+// need (a ServiceAccount, Role on ConfigMaps and RoleBinding of the run's
+// own, unless the config names an existing ServiceAccount), and creates
+// one Indexed Job: completions = the selected nodes, at most parallelism
+// at once, restartPolicy Never with backoffLimitPerIndex 0 (a node's
+// failure is its own: the Job's other indexes go on, nothing is retried
+// onto another node), a required node affinity on the pending label, a
+// required podAntiAffinity on kubernetes.io/hostname among the Job's Pods
+// (one Pod per node at a time), the GPU nodes' tolerations, a
+// ResourceClaimTemplate on the DRA device class (the Pod gets that node's
+// GPU) or extended resources (a device plugin's nvidia.com/gpu), and
+// activeDeadlineSeconds (the run is bounded in time). The moment a Pod is
+// bound to a node the coordinator relabels that node taken, so no later
+// index lands there: kube-scheduler alone cannot keep a finished node from
+// a second index (it ignores finished Pods for anti-affinity). Each Pod
+// runs the compiled test binary (`go test -c`) on its node: the same-host
+// protocol, servers inside the Pod.
 //
 // Results come back as one ConfigMap per node (Upload, run by the Pod's
 // test binary when its run ends): report.json, bench.txt and samples.csv,
@@ -31,9 +37,13 @@
 //
 // The coordinator turns the ConfigMaps and the Pods' fates into one
 // fleetreport.NodeResult per node: PASS, or FAIL / NOT RUN with the
-// reason (never scheduled, evicted, OOM-killed, node lost mid-run, timed
-// out), and deletes everything it created (Job, Pods, ConfigMaps,
-// claims, RBAC) also after a failure or an interrupt.
+// reason (never scheduled, evicted, OOM-killed, deleted, node lost
+// mid-run, timed out), and deletes everything it created (Job, Pods,
+// ConfigMaps, claims, RBAC, the node labels) also after a failure or an
+// interrupt. It reads the Job, its Pods and the nodes' Leases through
+// informers (one list, then a watch), and each result ConfigMap once, by
+// name, when its Pod has ended: the API traffic grows with the changes,
+// not with the nodes times the polls.
 package fleetjob
 
 import (
@@ -52,12 +62,25 @@ const (
 	LabelApp   = "app.kubernetes.io/name" // = wakebench, as the Kubernetes phase's objects
 	LabelFleet = "wakebench.dev/fleet"    // = the Job's name
 	LabelNode  = "wakebench.dev/node"     // on a result ConfigMap: its node
-	// ServiceAccount is the fleet Pods' identity; its Role lets them
-	// create and read ConfigMaps in the namespace, nothing else.
+	// ServiceAccount is the Pods' ServiceAccount deploy/rbac.yaml makes
+	// (fleet.service_account, for a coordinator that may not create RBAC
+	// objects); otherwise each run makes its own, named as its Job.
 	ServiceAccount = "wakebench-fleet"
 	claimName      = "gpu"
 	container      = "wakebench"
 )
+
+// Values of NodeLabel(job) on a selected node: no Pod of the run bound
+// there yet (the Job's node affinity requires it), or one was.
+const (
+	NodePending = "pending"
+	NodeTaken   = "taken"
+)
+
+// NodeLabel is the label key a run puts on each node it selected, and
+// removes when it ends. Per run: concurrent runs in one cluster do not
+// see each other's marks.
+func NodeLabel(job string) string { return "fleet.wakebench.dev/" + job }
 
 // Environment of a fleet Pod's container (read by Upload and by the test
 // binary's TestMain, which runs the suite with the node's config).
@@ -83,7 +106,20 @@ type Spec struct {
 	DeadlineS       int64    // activeDeadlineSeconds
 	Tolerations     []corev1.Toleration
 	DeviceClass     string // the GPU's DeviceClass ("": no claim; the image sees every GPU of its node)
-	MaxBytes        int    // the result's size bound (0: DefaultMaxBytes)
+	// Resources are the container's extended-resource limits (a device
+	// plugin's {"nvidia.com/gpu": 1}), for clusters without DRA.
+	Resources corev1.ResourceList
+	// ServiceAccount is the Pods' ("": the run's own, named as the Job).
+	ServiceAccount string
+	MaxBytes       int // the result's size bound (0: DefaultMaxBytes)
+}
+
+// serviceAccount is the Pods' ServiceAccount name.
+func (s Spec) serviceAccount() string {
+	if s.ServiceAccount != "" {
+		return s.ServiceAccount
+	}
+	return s.Name
 }
 
 // Job is the fleet's Indexed Job.
@@ -106,29 +142,30 @@ func Job(s Spec) *batchv1.Job {
 	if s.MaxBytes > 0 {
 		env = append(env, corev1.EnvVar{Name: EnvMaxBytes, Value: fmt.Sprint(s.MaxBytes)})
 	}
-	// One term per node (terms are ORed): the API server allows one
-	// value per metadata.name field selector.
-	var terms []corev1.NodeSelectorTerm
-	for _, n := range s.Nodes {
-		terms = append(terms, corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{
-			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{n}}}})
-	}
 	c := corev1.Container{Name: container, Image: s.Image, Command: slices.Clone(s.Command), Args: slices.Clone(s.Args), Env: env}
+	if len(s.Resources) > 0 {
+		c.Resources.Limits = s.Resources.DeepCopy()
+	}
 	spec := corev1.PodSpec{
 		RestartPolicy:                 corev1.RestartPolicyNever,
-		ServiceAccountName:            ServiceAccount,
+		ServiceAccountName:            s.serviceAccount(),
 		TerminationGracePeriodSeconds: ptr(int64(30)),
 		Tolerations:                   slices.Clone(s.Tolerations),
 		Containers:                    []corev1.Container{c},
 		Affinity: &corev1.Affinity{
-			// Only the selected nodes: the node list is resolved once,
-			// before the Job, so a node joining mid-run is not tested.
-			NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}},
-			// One Pod per node among those running. kube-scheduler does not
-			// see finished Pods (its informer drops Succeeded and Failed:
-			// pkg/scheduler/scheduler.go, v1.34), so with parallelism below
-			// the node count a finished node may take a second index:
-			// Run names a node tested twice and the one left out.
+			// Only the selected nodes no Pod of the run was bound to yet:
+			// the node list is resolved once, before the Job (a node
+			// joining mid-run is not tested), and a node is relabelled
+			// taken as soon as a Pod is bound there. A finished node must
+			// be kept out by its label: kube-scheduler does not count
+			// finished Pods for anti-affinity (its informer drops
+			// Succeeded and Failed Pods: pkg/scheduler/scheduler.go,
+			// v1.34), and with parallelism below the node count a later
+			// index would land on a node already tested.
+			NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: NodeLabel(s.Name), Operator: corev1.NodeSelectorOpIn, Values: []string{NodePending}}}}}}},
+			// One Pod per node among those running: two indexes bound in
+			// the moment before the coordinator relabels a node.
 			PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 				TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelFleet: s.Name}}}}},
 		},
@@ -165,17 +202,19 @@ func ClaimTemplate(s Spec) *resourcev1.ResourceClaimTemplate {
 	}
 }
 
-// RBAC are the objects a fleet Pod's upload needs in namespace ns: its
+// RBAC are the objects a fleet Pod's upload needs in namespace ns, all
+// named name (the run's Job: runs in one namespace do not share them, so
+// one run's cleanup cannot take another's identity away): a
 // ServiceAccount, a Role allowing ConfigMaps create, get and update (a
 // retried Pod replaces its result) and nothing else, and the binding.
-// deploy/rbac.yaml is the same for a cluster where the coordinator may
-// not create RBAC objects itself.
-func RBAC(ns string) (*corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
-	meta := metav1.ObjectMeta{Name: ServiceAccount, Namespace: ns, Labels: map[string]string{LabelApp: "wakebench"}}
+// deploy/rbac.yaml makes the same under ServiceAccount for a cluster
+// where the coordinator may not create RBAC objects itself.
+func RBAC(ns, name string) (*corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
+	meta := metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{LabelApp: "wakebench", LabelFleet: name}}
 	return &corev1.ServiceAccount{ObjectMeta: meta},
 		&rbacv1.Role{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "get", "update"}}}},
-		&rbacv1.RoleBinding{ObjectMeta: meta, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: ServiceAccount},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ServiceAccount, Namespace: ns}}}
+		&rbacv1.RoleBinding{ObjectMeta: meta, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -92,33 +92,43 @@ func Encode(r Result, job string, jobUID types.UID, index, ns string, maxBytes i
 }
 
 // fit is csv gzipped in at most room bytes: whole, or its first lines
-// (the header always) as many as fit, and whether it was cut.
+// (the header always) as many as fit, and whether it was cut. The csv is
+// compressed once, up to where it is cut, a chunk of lines at a time with
+// a flush after each, so the compressed size is known at every chunk's
+// end: a chunk is written only if even deflate's worst case for it still
+// fits. What is left unused is under one chunk (fitChunk of input); a
+// search over the line count would compress the file a dozen times (a
+// minute under the race detector for 6 MB).
 func fit(csv []byte, room int) ([]byte, bool) {
-	if z := gz(csv); len(z) <= room {
-		return z, false
-	}
-	var ends []int // the end of each line, after its newline
-	for i, c := range csv {
-		if c == '\n' {
-			ends = append(ends, i+1)
+	var buf bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	const trailer = 32 // the final empty block, the gzip trailer, and slack
+	start := 0
+	for first := true; start < len(csv); first = false {
+		end := start + fitChunk
+		if first {
+			end = bytes.IndexByte(csv, '\n') + 1 // the header alone first: it is always kept
 		}
-	}
-	// The most lines whose gzip fits: gzip's size grows with the input,
-	// so a binary search over the line count.
-	lo, hi := 1, len(ends) // lo lines fit (the header, at least, is kept)
-	for lo < hi {
-		mid := (lo + hi + 1) / 2
-		if len(gz(csv[:ends[mid-1]])) <= room {
-			lo = mid
+		if end <= start || end >= len(csv) {
+			end = len(csv)
+		} else if i := bytes.IndexByte(csv[end:], '\n'); i >= 0 {
+			end += i + 1
 		} else {
-			hi = mid - 1
+			end = len(csv)
 		}
+		if n := end - start; !first && buf.Len()+n+5*(n/16384+2)+trailer > room {
+			break // stored blocks: 5 bytes per block at worst, and the flush's
+		}
+		w.Write(csv[start:end]) // a bytes.Buffer does not fail
+		w.Flush()
+		start = end
 	}
-	if len(ends) == 0 {
-		return gz(nil), true
-	}
-	return gz(csv[:ends[lo-1]]), true
+	w.Close()
+	return buf.Bytes(), start < len(csv)
 }
+
+// fitChunk is how much of the csv fit adds before it looks at the size.
+const fitChunk = 16 << 10
 
 // Decode is the Result a ConfigMap made by Encode holds.
 func Decode(cm *corev1.ConfigMap) (Result, error) {

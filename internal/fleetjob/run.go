@@ -2,6 +2,7 @@ package fleetjob
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,25 +10,19 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/wakebench/wakebench/internal/fleetreport"
 	"github.com/wakebench/wakebench/internal/kube"
 )
-
-// Selection says which nodes run the suite. Nodes, when set, names them;
-// else NodeSelector's nodes; and with Driver, only nodes publishing a
-// device of that DRA driver in a ResourceSlice (the device class's
-// driver: every GPU node, without a selector).
-type Selection struct {
-	Nodes        []string
-	NodeSelector map[string]string
-	Driver       string
-}
 
 // Options are a fleet run's settings.
 type Options struct {
@@ -41,16 +36,18 @@ type Options struct {
 	// NodeLost: a node whose Lease has not been renewed for this long (0:
 	// 40 s, a node Lease's duration) while its Pod runs is lost mid-run.
 	NodeLost time.Duration
-	// Poll is how often the run's objects are read (0: 1 s).
+	// Poll is how often the run looks again at what its informers hold
+	// when nothing changed (0: 1 s): the timeouts above are read then.
 	Poll time.Duration
 	Logf func(string, ...any)
 }
 
-// Run runs the fleet: selects the nodes, applies the RBAC, creates the
-// Job and waits until every node has its outcome or the run's deadline
-// (Spec.DeadlineS) passed, and deletes what it created (also when ctx
-// ends). It returns one result per selected node, in node-name order
-// (and NOT RUN for an explicitly named node that is not there).
+// Run runs the fleet: selects the nodes, takes the namespace's fleet lock,
+// labels the nodes, applies the RBAC, creates the Job and waits until
+// every node has its outcome or the run's deadline (Spec.DeadlineS)
+// passed, and deletes what it created (also when ctx ends). It returns
+// one result per selected node, in node-name order (and NOT RUN for an
+// explicitly named node that is not there).
 func Run(ctx context.Context, o Options) (results []fleetreport.NodeResult, err error) {
 	if o.ScheduleTimeout == 0 {
 		o.ScheduleTimeout = 120 * time.Second
@@ -67,6 +64,9 @@ func Run(ctx context.Context, o Options) (results []fleetreport.NodeResult, err 
 	if o.Spec.DeadlineS <= 0 {
 		return nil, errors.New("fleet: the run needs a deadline (fleet.deadline_s > 0): an unbounded fleet run may never end")
 	}
+	if errs := validation.IsQualifiedName(NodeLabel(o.Spec.Name)); len(errs) > 0 {
+		return nil, fmt.Errorf("fleet: Job name %q makes node label %q: %s", o.Spec.Name, NodeLabel(o.Spec.Name), strings.Join(errs, "; "))
+	}
 	sel, err := selectNodes(ctx, o.Clients, o.Select)
 	if err != nil {
 		return nil, err
@@ -74,9 +74,8 @@ func Run(ctx context.Context, o Options) (results []fleetreport.NodeResult, err 
 	if len(sel.nodes) == 0 {
 		return sel.notRun, fmt.Errorf("fleet: no node selected (%s)", o.Select)
 	}
-	o.Spec.Nodes = sel.nodes
-	r := &run{o: o, c: o.Clients, ns: o.Spec.Namespace, name: o.Spec.Name, gpus: sel.gpus, decided: map[string]fleetreport.NodeResult{}, pending: map[string]time.Time{},
-		unsched: map[string]string{}, ran: map[string]string{}}
+	r := newRun(o, o.Clients)
+	r.gpus = sel.gpus
 	defer func() {
 		// Cleanup outlives ctx: an interrupted run leaves nothing behind.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 90*time.Second)
@@ -85,13 +84,31 @@ func Run(ctx context.Context, o Options) (results []fleetreport.NodeResult, err 
 			err = errors.Join(err, cerr)
 		}
 	}()
-	if err := r.create(ctx); err != nil {
+	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
-	o.Logf("fleet: Job %s/%s on %d nodes (parallelism %d, deadline %ds): %s", r.ns, r.name, len(sel.nodes),
-		*Job(o.Spec).Spec.Parallelism, o.Spec.DeadlineS, strings.Join(sel.nodes, ", "))
+	labelled, gone, err := r.labelNodes(ctx, sel.nodes)
+	if err != nil {
+		return nil, err
+	}
+	sel.notRun = append(sel.notRun, gone...)
+	if len(labelled) == 0 {
+		return sel.notRun, fmt.Errorf("fleet: every selected node was deleted before the run started (%s)", o.Select)
+	}
+	r.o.Spec.Nodes = labelled
+	ictx, stop := context.WithCancel(ctx)
+	informed, err := r.inform(ictx)
+	defer func() { stop(); informed.Wait() }() // before cleanup (deferred first, runs last)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.createJob(ctx); err != nil {
+		return nil, err
+	}
+	o.Logf("fleet: Job %s/%s on %d nodes (parallelism %d, deadline %ds): %s", r.ns, r.name, len(labelled),
+		*Job(r.o.Spec).Spec.Parallelism, o.Spec.DeadlineS, strings.Join(labelled, ", "))
 	werr := r.wait(ctx)
-	for _, n := range sel.nodes {
+	for _, n := range labelled {
 		res, ok := r.decided[n]
 		if !ok {
 			res = fleetreport.NodeResult{Node: n, Status: fleetreport.StatusFail, Reason: "no outcome: " + errText(werr)}
@@ -109,105 +126,42 @@ func errText(err error) string {
 	return err.Error()
 }
 
-func (s Selection) String() string {
-	var parts []string
-	if len(s.Nodes) > 0 {
-		parts = append(parts, "nodes "+strings.Join(s.Nodes, ","))
-	}
-	if len(s.NodeSelector) > 0 {
-		parts = append(parts, "node selector "+labels.SelectorFromSet(s.NodeSelector).String())
-	}
-	if s.Driver != "" {
-		parts = append(parts, "nodes publishing DRA driver "+s.Driver)
-	}
-	if len(parts) == 0 {
-		return "every node"
-	}
-	return strings.Join(parts, "; ")
-}
-
-type selection struct {
-	nodes  []string
-	gpus   map[string]string // node → GPU kind
-	notRun []fleetreport.NodeResult
-}
-
-// selectNodes resolves s to node names, each with its GPU kind: the
-// productName its ResourceSlice publishes (the NVIDIA DRA driver and the
-// local node agent both do), else its nvidia.com/gpu.product label.
-func selectNodes(ctx context.Context, c *kube.Clients, s Selection) (selection, error) {
-	out := selection{gpus: map[string]string{}}
-	nl, err := c.Core.Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(s.NodeSelector).String()})
-	if err != nil {
-		return out, fmt.Errorf("fleet: list nodes: %w", err)
-	}
-	nodes := map[string]corev1.Node{}
-	for _, n := range nl.Items {
-		nodes[n.Name] = n
-	}
-	published := map[string]string{} // node → product, for nodes with a device of the driver
-	if s.Driver != "" {
-		sl, err := c.Resource.ResourceSlices().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return out, fmt.Errorf("fleet: list ResourceSlices: %w", err)
-		}
-		for _, rs := range sl.Items {
-			if rs.Spec.Driver != s.Driver || rs.Spec.NodeName == nil || len(rs.Spec.Devices) == 0 {
-				continue
-			}
-			product := ""
-			if a, ok := rs.Spec.Devices[0].Attributes["productName"]; ok && a.StringValue != nil {
-				product = *a.StringValue
-			}
-			published[*rs.Spec.NodeName] = product
-		}
-	}
-	names := slices.Sorted(maps.Keys(nodes))
-	if len(s.Nodes) > 0 {
-		names = nil
-		for _, n := range s.Nodes {
-			if _, ok := nodes[n]; !ok {
-				out.notRun = append(out.notRun, fleetreport.NodeResult{Node: n, Status: fleetreport.StatusNotRun,
-					Reason: "no such node (or it does not match the node selector)"})
-				continue
-			}
-			names = append(names, n)
-		}
-	}
-	for _, n := range names {
-		product, ok := published[n]
-		if s.Driver != "" && !ok {
-			if len(s.Nodes) > 0 {
-				out.notRun = append(out.notRun, fleetreport.NodeResult{Node: n, Status: fleetreport.StatusNotRun,
-					Reason: "publishes no device of DRA driver " + s.Driver})
-			}
-			continue
-		}
-		if product == "" {
-			product = strings.ReplaceAll(nodes[n].Labels["nvidia.com/gpu.product"], "-", " ")
-		}
-		out.nodes = append(out.nodes, n)
-		out.gpus[n] = product
-	}
-	return out, nil
-}
-
-// run is one fleet run in progress. Only Run's goroutine uses it.
+// run is one fleet run in progress. Only Run's goroutine uses its fields
+// (the informers' handlers reach it through changed and gone only).
 type run struct {
 	o        Options
 	c        *kube.Clients
 	ns, name string
 	gpus     map[string]string
 
+	// What the informers hold (inform; tests fill them directly).
+	jobs, pods, leases cache.Store
+	changed            chan struct{} // an informer saw a change (capacity 1: changes coalesce)
+	gone               *goneLog      // the Job's Pods seen deleted
+
+	lock        *fleetLock
 	createdNS   bool
 	createdRBAC bool
+	labelled    []string                          // nodes carrying NodeLabel(name): unlabelled by cleanup
+	taken       map[string]bool                   // nodes relabelled taken
+	sawJob      bool                              // the Job was in the informer once
 	decided     map[string]fleetreport.NodeResult // node → outcome
 	pending     map[string]time.Time              // unscheduled Pod → first seen
 	unsched     map[string]string                 // Pod → the scheduler's latest message about placing it
 	ran         map[string]string                 // node → the Pod that runs (ran) the suite there
 }
 
-func (r *run) create(ctx context.Context) error {
+func newRun(o Options, c *kube.Clients) *run {
+	return &run{o: o, c: c, ns: o.Spec.Namespace, name: o.Spec.Name, gpus: map[string]string{},
+		jobs: cache.NewStore(cache.MetaNamespaceKeyFunc), pods: cache.NewStore(cache.MetaNamespaceKeyFunc), leases: cache.NewStore(cache.MetaNamespaceKeyFunc),
+		changed: make(chan struct{}, 1), gone: &goneLog{},
+		taken: map[string]bool{}, decided: map[string]fleetreport.NodeResult{}, pending: map[string]time.Time{}, unsched: map[string]string{}, ran: map[string]string{}}
+}
+
+// prepare makes the namespace (when missing), takes the fleet lock, and
+// applies the Pods' RBAC: the run's own ServiceAccount, Role and binding,
+// or it checks the named ServiceAccount is there.
+func (r *run) prepare(ctx context.Context) error {
 	if _, err := r.c.Core.Namespaces().Get(ctx, r.ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		if _, err := r.c.Core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("fleet: namespace %s: %w", r.ns, err)
@@ -216,17 +170,82 @@ func (r *run) create(ctx context.Context) error {
 	} else if err != nil {
 		return fmt.Errorf("fleet: namespace %s: %w", r.ns, err)
 	}
-	sa, role, rb := RBAC(r.ns)
-	_, err := r.c.Core.ServiceAccounts(r.ns).Create(ctx, sa, metav1.CreateOptions{})
-	if err == nil {
-		r.createdRBAC = true
+	var err error
+	if r.lock, err = acquire(ctx, r.c, r.ns, r.name, lockDuration); err != nil {
+		return err
+	}
+	if sa := r.o.Spec.ServiceAccount; sa != "" {
+		if _, err := r.c.Core.ServiceAccounts(r.ns).Get(ctx, sa, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("fleet: the Pods' ServiceAccount %s/%s (fleet.service_account): %w; apply deploy/rbac.yaml, or leave it empty and the run makes its own", r.ns, sa, err)
+		}
+		return nil
+	}
+	sa, role, rb := RBAC(r.ns, r.name)
+	r.createdRBAC = true // whatever part was made, cleanup deletes by name
+	if _, err = r.c.Core.ServiceAccounts(r.ns).Create(ctx, sa, metav1.CreateOptions{}); err == nil {
 		if _, err = r.c.RBAC.Roles(r.ns).Create(ctx, role, metav1.CreateOptions{}); err == nil {
 			_, err = r.c.RBAC.RoleBindings(r.ns).Create(ctx, rb, metav1.CreateOptions{})
 		}
 	}
-	if err != nil && !apierrors.IsAlreadyExists(err) { // already there: deploy/rbac.yaml, kept
-		return fmt.Errorf("fleet: RBAC (ServiceAccount, Role and RoleBinding %s; or apply deploy/rbac.yaml): %w", ServiceAccount, err)
+	if err != nil {
+		return fmt.Errorf("fleet: the Pods' RBAC (ServiceAccount, Role and RoleBinding %s/%s): %w; or apply deploy/rbac.yaml and set fleet.service_account", r.ns, r.name, err)
 	}
+	return nil
+}
+
+// labelNodes puts NodeLabel(name)=pending on each node (the Job's Pods go
+// only there). It returns the nodes labelled and, NOT RUN, those deleted
+// since they were selected.
+func (r *run) labelNodes(ctx context.Context, nodes []string) (labelled []string, gone []fleetreport.NodeResult, err error) {
+	type outcome struct {
+		gone bool
+		err  error
+	}
+	out := make([]outcome, len(nodes))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i, n := range nodes {
+		g.Go(func() error {
+			err := r.setNodeLabel(gctx, n, ptr(NodePending))
+			out[i] = outcome{gone: apierrors.IsNotFound(err), err: err}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	var errs []error
+	for i, n := range nodes {
+		switch o := out[i]; {
+		case o.gone:
+			gone = append(gone, fleetreport.NodeResult{Node: n, Status: fleetreport.StatusNotRun, Reason: "the node was deleted before the run started"})
+		case o.err != nil:
+			errs = append(errs, o.err)
+		default:
+			labelled = append(labelled, n)
+		}
+	}
+	r.labelled = labelled
+	if len(errs) > 0 {
+		return nil, nil, fmt.Errorf("fleet: label the selected nodes %s (the Job's Pods go only to nodes so labelled; the coordinator needs patch on nodes: deploy/rbac.yaml): %w",
+			NodeLabel(r.name), errors.Join(errs...))
+	}
+	return labelled, gone, nil
+}
+
+// setNodeLabel sets node's NodeLabel(name) to value (nil: removes it).
+func (r *run) setNodeLabel(ctx context.Context, node string, value *string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]*string{NodeLabel(r.name): value}}})
+	if err != nil {
+		return err
+	}
+	_, err = r.c.Core.Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("node %s: %w", node, err)
+	}
+	return nil
+}
+
+// createJob creates the claim template and the Job.
+func (r *run) createJob(ctx context.Context) error {
 	if r.o.Spec.DeviceClass != "" {
 		if _, err := r.c.Resource.ResourceClaimTemplates(r.ns).Create(ctx, ClaimTemplate(r.o.Spec), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("fleet: ResourceClaimTemplate: %w", err)
@@ -238,15 +257,16 @@ func (r *run) create(ctx context.Context) error {
 	return nil
 }
 
-// wait reads the run's objects every Poll until every node has its
-// outcome, the Job has ended, or ctx (bounded by the deadline and a
-// margin) ends.
+// wait decides what it can whenever an informer sees a change, and every
+// Poll, until every node has its outcome, the Job has ended, or ctx
+// (bounded by the deadline and a margin) ends. It renews the fleet lock.
 func (r *run) wait(ctx context.Context) error {
 	deadline := time.Duration(r.o.Spec.DeadlineS)*time.Second + 30*time.Second // the Job controller's and the Pods' stop
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	t := time.NewTicker(r.o.Poll)
 	defer t.Stop()
+	renewed := time.Now()
 	for {
 		done, err := r.step(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -254,6 +274,13 @@ func (r *run) wait(ctx context.Context) error {
 		}
 		if done {
 			return nil
+		}
+		if r.lock != nil && time.Since(renewed) > lockDuration/3 {
+			if err := r.lock.renew(ctx); err != nil && ctx.Err() == nil {
+				r.o.Logf("fleet: %v (retrying)", err)
+			} else {
+				renewed = time.Now()
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -263,6 +290,7 @@ func (r *run) wait(ctx context.Context) error {
 			}
 			r.decideRest(reason)
 			return fmt.Errorf("fleet: %w", context.Cause(ctx))
+		case <-r.changed:
 		case <-t.C:
 		}
 	}
@@ -286,48 +314,36 @@ func (r *run) decide(node, status, reason string) {
 	}
 }
 
-// step reads the Job, its Pods, the results and the nodes' Leases once and
-// decides what it can; done when every node has its outcome.
+func terminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// step looks at the Job, its Pods and the nodes' Leases as the informers
+// hold them and decides what it can; done when every node has its
+// outcome. Its only API calls are once per node or Pod: the node's
+// relabel, the ended Pod's result, a stray Pod's deletion.
 func (r *run) step(ctx context.Context) (bool, error) {
-	sel := metav1.ListOptions{LabelSelector: LabelFleet + "=" + r.name}
-	job, err := r.c.Batch.Jobs(r.ns).Get(ctx, r.name, metav1.GetOptions{})
+	obj, ok, err := r.jobs.GetByKey(r.ns + "/" + r.name)
 	if err != nil {
 		return false, fmt.Errorf("Job: %w", err)
 	}
-	pods, err := r.c.Core.Pods(r.ns).List(ctx, sel)
-	if err != nil {
-		return false, fmt.Errorf("Pods: %w", err)
+	var job *batchv1.Job
+	if ok {
+		job, r.sawJob = obj.(*batchv1.Job), true
+	} else if r.sawJob {
+		r.decideRest("the Job was deleted while the run went on (not by this run)")
+		return true, nil
 	}
-	// Results after Pods: a Pod seen finished has uploaded before it did.
-	cms, err := r.c.Core.ConfigMaps(r.ns).List(ctx, sel)
-	if err != nil {
-		return false, fmt.Errorf("ConfigMaps: %w", err)
-	}
-	for i := range cms.Items {
-		cm := &cms.Items[i]
-		node := cm.Labels[LabelNode]
-		if _, ok := r.decided[node]; ok || !slices.Contains(r.o.Spec.Nodes, node) {
-			continue
+	var pods []*corev1.Pod
+	for _, o := range r.pods.List() {
+		if p := o.(*corev1.Pod); p.Labels[LabelFleet] == r.name {
+			pods = append(pods, p)
 		}
-		res, err := Decode(cm)
-		if err != nil {
-			r.decide(node, fleetreport.StatusFail, "its result could not be read: "+err.Error())
-			continue
-		}
-		status, reason := fleetreport.StatusPass, ""
-		if res.ExitCode != 0 {
-			status, reason = fleetreport.StatusFail, fmt.Sprintf("the suite failed on the node (go test exited %d; see its report)", res.ExitCode)
-		}
-		r.decide(node, status, reason)
-		d := r.decided[node]
-		d.Report, d.Bench, d.Samples, d.Truncated = res.Report, res.Bench, res.Samples, res.Truncated
-		r.decided[node] = d
 	}
 	// Finished Pods first, then by age: on a node with two, the one that
 	// ran first is its own.
-	slices.SortStableFunc(pods.Items, func(a, b corev1.Pod) int {
-		ta, tb := a.Status.Phase == corev1.PodSucceeded || a.Status.Phase == corev1.PodFailed, b.Status.Phase == corev1.PodSucceeded || b.Status.Phase == corev1.PodFailed
-		if ta != tb {
+	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
+		if ta, tb := terminal(a), terminal(b); ta != tb {
 			if ta {
 				return -1
 			}
@@ -335,15 +351,17 @@ func (r *run) step(ctx context.Context) (bool, error) {
 		}
 		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
 	})
+	var errs []error
+	for _, p := range r.gone.take() {
+		errs = append(errs, r.podGone(ctx, p))
+	}
 	now := time.Now()
 	var unschedulable []string // the scheduler's messages for Pods pending past ScheduleTimeout
 	active := 0
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for _, p := range pods {
 		node := p.Spec.NodeName
-		terminal := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 		if node == "" {
-			if terminal || p.DeletionTimestamp != nil {
+			if terminal(p) || p.DeletionTimestamp != nil {
 				continue
 			}
 			first, ok := r.pending[p.Name]
@@ -359,70 +377,129 @@ func (r *run) step(ctx context.Context) (bool, error) {
 			}
 			continue
 		}
+		if !r.taken[node] {
+			// Out of the Job's reach from now on: no second index there.
+			if err := r.setNodeLabel(ctx, node, ptr(NodeTaken)); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("relabel %s: %w", NodeLabel(r.name), err))
+			} else {
+				r.taken[node] = true
+			}
+		}
 		if first, ok := r.ran[node]; ok && first != p.Name {
-			// A second index on a node: kube-scheduler does not count
-			// finished Pods for anti-affinity (its informer drops them),
-			// so a Pod that could not land on its own node lands on a
-			// finished one. Deleted: the node is tested once, and the
-			// node it could not reach keeps the scheduler's message.
-			if !terminal && p.DeletionTimestamp == nil {
-				if msg := r.failedScheduling(ctx, p.Name); msg != "" {
-					r.unsched[p.Name] = msg // why it could not land where it should have
-				}
+			// A second index on a node (bound before the node was
+			// relabelled): deleted, the node is tested once.
+			if !terminal(p) && p.DeletionTimestamp == nil {
 				r.o.Logf("fleet: Pod %s landed on node %s, already tested by %s: deleted", p.Name, node, first)
 				_ = r.c.Core.Pods(r.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
 			}
 			continue
 		}
 		r.ran[node] = p.Name
+		delete(r.unsched, p.Name) // placed: it explains no node left out
 		if _, ok := r.decided[node]; ok {
 			continue
 		}
-		switch {
-		case p.Status.Phase == corev1.PodFailed:
-			r.decide(node, fleetreport.StatusFail, podFailure(p))
-		case p.Status.Phase == corev1.PodSucceeded:
-			// Uploaded before it exited: a result not there yet is a
-			// ConfigMap list older than the Pod's; the next step has it.
-		default:
-			active++
-			if lost, why := r.nodeLost(ctx, node, now); lost {
-				r.decide(node, fleetreport.StatusFail, "node lost mid-run: "+why)
-				// Its Pod cannot be stopped by its node: deleted at once,
-				// so the Job counts the index failed and goes on.
-				_ = r.c.Core.Pods(r.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
-			}
+		if terminal(p) {
+			errs = append(errs, r.ended(ctx, p, ""))
+			continue
+		}
+		active++
+		if lost, why := r.nodeLost(ctx, node, now); lost {
+			r.decide(node, fleetreport.StatusFail, "node lost mid-run: "+why)
+			// Its Pod cannot be stopped by its node: deleted at once,
+			// so the Job counts the index failed and goes on.
+			_ = r.c.Core.Pods(r.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
 		}
 	}
 	if len(r.decided) == len(r.o.Spec.Nodes) {
-		return true, nil
+		return true, errors.Join(errs...)
+	}
+	if job == nil {
+		return false, errors.Join(errs...)
 	}
 	if c := jobCondition(job, batchv1.JobFailed); c != nil && c.Reason == batchv1.JobReasonDeadlineExceeded {
 		r.decideRest(fmt.Sprintf("timed out: the Job's activeDeadlineSeconds (%ds) passed before this node finished", r.o.Spec.DeadlineS))
-		return true, nil
+		return true, errors.Join(errs...)
 	}
 	// Every Pod still there is unschedulable past the timeout: the nodes
 	// without an outcome are those no Pod could land on.
 	if len(unschedulable) > 0 && len(unschedulable) == active {
 		slices.Sort(unschedulable)
 		r.decideRest(fmt.Sprintf("no Pod scheduled on it in %v: %s", r.o.ScheduleTimeout, strings.Join(slices.Compact(unschedulable), "; ")))
+		return true, errors.Join(errs...)
+	}
+	if (jobCondition(job, batchv1.JobComplete) != nil || jobCondition(job, batchv1.JobFailed) != nil) && active == 0 && errors.Join(errs...) == nil {
+		reason := "no Pod of the Job ran on it before the Job ended"
+		if len(r.unsched) > 0 {
+			msgs := slices.Sorted(maps.Values(r.unsched))
+			if i := slices.Index(msgs, noScheduler); i >= 0 && len(slices.Compact(slices.Clone(msgs))) > 1 {
+				msgs = slices.DeleteFunc(msgs, func(m string) bool { return m == noScheduler }) // seen before the scheduler wrote its reason
+			}
+			reason = "no Pod scheduled on it: " + strings.Join(slices.Compact(msgs), "; ")
+		}
+		r.decideRest(reason)
 		return true, nil
 	}
-	if jobCondition(job, batchv1.JobComplete) != nil || jobCondition(job, batchv1.JobFailed) != nil {
-		if active == 0 {
-			reason := "no Pod of the Job ran on it before the Job ended"
-			if len(r.unsched) > 0 {
-				msgs := slices.Sorted(maps.Values(r.unsched))
-				if i := slices.Index(msgs, noScheduler); i >= 0 && len(slices.Compact(slices.Clone(msgs))) > 1 {
-					msgs = slices.DeleteFunc(msgs, func(m string) bool { return m == noScheduler }) // seen before the scheduler wrote its reason
-				}
-				reason = "no Pod scheduled on it: " + strings.Join(slices.Compact(msgs), "; ")
-			}
-			r.decideRest(reason)
-			return true, nil
-		}
+	return false, errors.Join(errs...)
+}
+
+// ended decides the node of Pod p, which has ended (or was deleted: why
+// says so), from its result ConfigMap, read once by name: a Pod uploads
+// before it exits, and a Get is read from etcd, so a result missing now
+// never came. A result stands whatever happened to its Pod after it was
+// sent (an eviction after finishing loses nothing).
+func (r *run) ended(ctx context.Context, p *corev1.Pod, why string) error {
+	node := p.Spec.NodeName
+	index := p.Annotations[batchv1.JobCompletionIndexAnnotation]
+	if index == "" {
+		index = p.Labels[batchv1.JobCompletionIndexAnnotation]
 	}
-	return false, nil
+	cm, err := r.c.Core.ConfigMaps(r.ns).Get(ctx, ResultName(r.name, index), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err) || (err == nil && cm.Labels[LabelNode] != node):
+		reason := why
+		switch {
+		case why != "":
+		case p.Status.Phase == corev1.PodFailed:
+			reason = podFailure(p)
+		default:
+			reason = fmt.Sprintf("its Pod %s succeeded but sent no result (ConfigMap %s)", p.Name, ResultName(r.name, index))
+		}
+		r.decide(node, fleetreport.StatusFail, reason)
+		return nil
+	case err != nil:
+		return fmt.Errorf("node %s's result: %w", node, err)
+	}
+	res, err := Decode(cm)
+	if err != nil {
+		r.decide(node, fleetreport.StatusFail, "its result could not be read: "+err.Error())
+		return nil
+	}
+	status, reason := fleetreport.StatusPass, ""
+	if res.ExitCode != 0 {
+		status, reason = fleetreport.StatusFail, fmt.Sprintf("the suite failed on the node (go test exited %d; see its report)", res.ExitCode)
+	}
+	r.decide(node, status, reason)
+	d := r.decided[node]
+	d.Report, d.Bench, d.Samples, d.Truncated = res.Report, res.Bench, res.Samples, res.Truncated
+	r.decided[node] = d
+	return nil
+}
+
+// podGone is Pod p deleted: when it ran on a node without an outcome (not
+// deleted by this run), that node's outcome is its result if it sent one,
+// else the deletion.
+func (r *run) podGone(ctx context.Context, p *corev1.Pod) error {
+	delete(r.pending, p.Name) // its scheduler message (unsched) may still name a node left out
+	node := p.Spec.NodeName
+	if _, ok := r.decided[node]; node == "" || ok || (r.ran[node] != "" && r.ran[node] != p.Name) {
+		return nil
+	}
+	why := fmt.Sprintf("its Pod %s was deleted before it sent a result (not by this run)", p.Name)
+	if terminal(p) && p.Status.Phase == corev1.PodFailed {
+		why = podFailure(p)
+	}
+	return r.ended(ctx, p, why)
 }
 
 func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
@@ -468,14 +545,15 @@ func podFailure(p *corev1.Pod) string {
 // nodeLost reports whether node's Lease is older than NodeLost (its
 // kubelet has stopped), or the node is gone.
 func (r *run) nodeLost(ctx context.Context, node string, now time.Time) (bool, string) {
-	l, err := r.c.Coordination.Leases(corev1.NamespaceNodeLease).Get(ctx, node, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		if _, nerr := r.c.Core.Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(nerr) {
+	obj, ok, _ := r.leases.GetByKey(corev1.NamespaceNodeLease + "/" + node)
+	if !ok {
+		if _, err := r.c.Core.Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 			return true, "the Node object was deleted"
 		}
 		return false, ""
 	}
-	if err != nil || l.Spec.RenewTime == nil {
+	l := obj.(*coordinationv1.Lease)
+	if l.Spec.RenewTime == nil {
 		return false, ""
 	}
 	if age := now.Sub(l.Spec.RenewTime.Time); age > r.o.NodeLost {
@@ -484,8 +562,9 @@ func (r *run) nodeLost(ctx context.Context, node string, now time.Time) (bool, s
 	return false, ""
 }
 
-// cleanup deletes everything the run created and waits until its Pods
-// and claims are gone (a claim holds its device until then).
+// cleanup deletes everything the run created, takes its label off the
+// nodes, waits until its Pods and claims are gone (a claim holds its
+// device until then), and lets the fleet lock go.
 func (r *run) cleanup(ctx context.Context) error {
 	var errs []error
 	del := func(what string, err error) {
@@ -503,9 +582,12 @@ func (r *run) cleanup(ctx context.Context) error {
 		del("ResourceClaims", r.c.Resource.ResourceClaims(r.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, sel))
 	}
 	if r.createdRBAC {
-		del("RoleBinding", r.c.RBAC.RoleBindings(r.ns).Delete(ctx, ServiceAccount, metav1.DeleteOptions{}))
-		del("Role", r.c.RBAC.Roles(r.ns).Delete(ctx, ServiceAccount, metav1.DeleteOptions{}))
-		del("ServiceAccount", r.c.Core.ServiceAccounts(r.ns).Delete(ctx, ServiceAccount, metav1.DeleteOptions{}))
+		del("RoleBinding", r.c.RBAC.RoleBindings(r.ns).Delete(ctx, r.name, metav1.DeleteOptions{}))
+		del("Role", r.c.RBAC.Roles(r.ns).Delete(ctx, r.name, metav1.DeleteOptions{}))
+		del("ServiceAccount", r.c.Core.ServiceAccounts(r.ns).Delete(ctx, r.name, metav1.DeleteOptions{}))
+	}
+	for _, n := range r.labelled {
+		del("label "+NodeLabel(r.name), r.setNodeLabel(ctx, n, nil))
 	}
 	left := func() string {
 		var l []string
@@ -527,25 +609,11 @@ func (r *run) cleanup(ctx context.Context) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	if r.lock != nil {
+		del("fleet lock", r.lock.release(ctx))
+	}
 	if r.createdNS {
 		del("Namespace", r.c.Core.Namespaces().Delete(ctx, r.ns, metav1.DeleteOptions{}))
 	}
 	return errors.Join(errs...)
-}
-
-// failedScheduling is the last FailedScheduling event's message about Pod
-// name ("" if none): the scheduler's reason, when the Pod was placed
-// before the coordinator saw its PodScheduled condition say it.
-func (r *run) failedScheduling(ctx context.Context, name string) string {
-	evs, err := r.c.Core.Events(r.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
-	if err != nil {
-		return ""
-	}
-	msg := ""
-	for _, e := range evs.Items {
-		if e.Reason == "FailedScheduling" {
-			msg = e.Message
-		}
-	}
-	return msg
 }
