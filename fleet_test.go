@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wakebench/wakebench/internal/config"
@@ -106,7 +106,14 @@ func TestFleet(t *testing.T) {
 	switch fc.ControlPlane {
 	case "local":
 		fl := startLocalFleet(t, ctx, fc, o.Spec.DeviceClass)
-		o.Clients = fl.Clients
+		// The coordinator runs with what deploy/rbac.yaml grants it, no
+		// more: the file a real cluster applies is proved sufficient.
+		require.Equal(t, "wakebench-fleet", fc.Namespace, "the local fleet applies deploy/rbac.yaml, written for namespace wakebench-fleet")
+		rbac, err := os.ReadFile(filepath.Join("deploy", "rbac.yaml"))
+		require.NoError(t, err)
+		require.NoError(t, kubelocal.ApplyRBAC(ctx, fl.Clients, rbac))
+		o.Clients, err = fl.ClientsAs(ctx, fc.Namespace, "wakebench-coordinator")
+		require.NoError(t, err)
 		for _, n := range fc.LocalNodes {
 			if n.Fault != "" {
 				faults[n.Name] = n.Fault

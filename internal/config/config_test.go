@@ -154,6 +154,10 @@ func TestBadInputNamesTheKey(t *testing.T) {
 			[]string{"kubernetes.handoffs: 1: want 2", "kubernetes.sleep_level: 3: want 1 or 2", "kubernetes.port: 0", "kubernetes.namespace: empty"}},
 		{"kubernetes runs two models", `{"kubernetes": {"control_plane": "local"}, "models": [{"label":"A","name":"tiny-a","gpu_memory_utilization":0.3},{"label":"B","name":"tiny-b","gpu_memory_utilization":0.3},{"label":"C","name":"tiny-c","gpu_memory_utilization":0.3}]}`, nil,
 			[]string{"kubernetes: the Kubernetes phase runs two models on one claim, not 3"}},
+		{"fleet", `{"fleet": {"control_plane": "kubeconfig", "parallelism": -1, "resources": {"nvidia.com/gpu": "one"}}}`, nil,
+			[]string{"fleet: deadline_s, schedule_timeout_s, node_lost_s, timeout_s and parallelism must not be negative",
+				`fleet.resources.nvidia.com/gpu: "one": want a resource name and a quantity (e.g. "nvidia.com/gpu": "1")`}},
+		{"fleet control plane", `{"fleet": {"control_plane": "kind"}}`, nil, []string{`fleet.control_plane: "kind": want "local"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +23,10 @@ import (
 // when ctx has ended and they have stopped.
 func (r *run) inform(ctx context.Context) (*sync.WaitGroup, error) {
 	var wg sync.WaitGroup
+	// A list or watch the coordinator may not make (RBAC) would be
+	// retried for ever: the first refusal ends the wait for the sync.
+	syncCtx, refused := context.WithCancelCause(ctx)
+	defer refused(nil)
 	mine := LabelFleet + "=" + r.name
 	notify := func() {
 		select {
@@ -40,6 +45,15 @@ func (r *run) inform(ctx context.Context) (*sync.WaitGroup, error) {
 				notify()
 			}}
 		if _, err := inf.AddEventHandler(h); err != nil {
+			return nil, fmt.Errorf("fleet: %s informer: %w", what, err)
+		}
+		if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, rf *cache.Reflector, err error) {
+			if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+				refused(fmt.Errorf("fleet: list and watch %ss: %w (the coordinator's RBAC: deploy/rbac.yaml)", what, err))
+				return
+			}
+			cache.DefaultWatchErrorHandler(ctx, rf, err)
+		}); err != nil {
 			return nil, fmt.Errorf("fleet: %s informer: %w", what, err)
 		}
 		wg.Add(1)
@@ -87,8 +101,8 @@ func (r *run) inform(ctx context.Context) (*sync.WaitGroup, error) {
 	if err != nil {
 		return &wg, err
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), jobs.HasSynced, pods.HasSynced, leases.HasSynced) {
-		return &wg, fmt.Errorf("fleet: the informers did not sync: %w", context.Cause(ctx))
+	if !cache.WaitForCacheSync(syncCtx.Done(), jobs.HasSynced, pods.HasSynced, leases.HasSynced) {
+		return &wg, fmt.Errorf("fleet: the informers did not sync: %w", context.Cause(syncCtx))
 	}
 	r.jobs, r.pods, r.leases = jobs.GetStore(), pods.GetStore(), leases.GetStore()
 	return &wg, nil

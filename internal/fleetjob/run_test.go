@@ -2,6 +2,7 @@ package fleetjob
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -11,8 +12,11 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/wakebench/wakebench/internal/fleetreport"
 	"github.com/wakebench/wakebench/internal/kube"
@@ -329,4 +333,23 @@ func TestInformersFollowTheRunsPods(t *testing.T) {
 	gone := r.gone.take()
 	require.Len(t, gone, 1)
 	assert.Equal(t, "p0", gone[0].Name)
+}
+
+// A list the coordinator may not make ends the run at once, naming the
+// RBAC, instead of an informer retrying for ever.
+func TestInformersStopAtARefusal(t *testing.T) {
+	c, cs := kubefake.New(job1)
+	cs.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("RBAC: access denied"))
+	})
+	r := newRun(Options{Spec: spec()}, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	wg, err := r.inform(ctx)
+	assert.NoError(t, ctx.Err(), "refused at once, not at the timeout")
+	cancel()
+	wg.Wait()
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "list and watch Pods")
+	assert.ErrorContains(t, err, "deploy/rbac.yaml")
 }
