@@ -1,8 +1,10 @@
 package fleetjob
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/wakebench/wakebench/internal/fleetreport"
@@ -352,4 +355,123 @@ func TestInformersStopAtARefusal(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "list and watch Pods")
 	assert.ErrorContains(t, err, "deploy/rbac.yaml")
+}
+
+// fleetOf is a run of n nodes, each with its Pod running (and its node's
+// Lease fresh), on a fake API server holding the nodes; c is its clients.
+func fleetOf(tb testing.TB, n int) (*run, *kube.Clients, *fake.Clientset) {
+	objs := []runtime.Object{job1}
+	var nodes []string
+	var pods []runtime.Object
+	for i := range n {
+		name := fmt.Sprintf("node-%04d", i)
+		nodes = append(nodes, name)
+		objs = append(objs, node(name))
+		pods = append(pods, pod(i, name, corev1.PodRunning, nil),
+			&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: corev1.NamespaceNodeLease}, Spec: coordv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: time.Now()}}})
+	}
+	c, cs := kubefake.New(objs...)
+	s := spec()
+	s.Nodes = nodes
+	r := newRun(Options{Spec: s, ScheduleTimeout: time.Hour, NodeLost: time.Hour, Logf: func(string, ...any) {}}, c)
+	for _, o := range append([]runtime.Object{job1}, pods...) {
+		switch o := o.(type) {
+		case *batchv1.Job:
+			require.NoError(tb, r.jobs.Add(o))
+		case *corev1.Pod:
+			require.NoError(tb, r.pods.Add(o))
+		case *coordv1.Lease:
+			require.NoError(tb, r.leases.Add(o))
+		}
+	}
+	return r, c, cs
+}
+
+// endAll ends every Pod of r with a result of about reportBytes.
+func endAll(tb testing.TB, r *run, c *kube.Clients, reportBytes int) {
+	report := bytes.Repeat([]byte(`{"k":1.5}`), reportBytes/9)
+	for i, n := range r.o.Spec.Nodes {
+		cm, err := Encode(Result{Node: n, Report: report, Bench: []byte("BenchmarkX 1 2 s/op\n")}, "fleet-1", "", strconv.Itoa(i), "wb", 0)
+		require.NoError(tb, err)
+		_, err = c.Core.ConfigMaps("wb").Create(context.Background(), cm, metav1.CreateOptions{})
+		require.NoError(tb, err)
+		require.NoError(tb, r.pods.Update(pod(i, n, corev1.PodSucceeded, nil)))
+	}
+}
+
+// The coordinator's API calls grow with the nodes, not with the polls:
+// per node one relabel and one result read, whatever the number of steps.
+func TestCoordinatorCallsPerNodeNotPerPoll(t *testing.T) {
+	const n, polls = 50, 20
+	r, c, cs := fleetOf(t, n)
+	ctx := context.Background()
+	count := func() map[string]int {
+		calls := map[string]int{}
+		for _, a := range cs.Actions() {
+			calls[a.GetVerb()+" "+a.GetResource().Resource]++
+		}
+		cs.ClearActions()
+		return calls
+	}
+	cs.ClearActions()
+	for range polls {
+		done, err := r.step(ctx)
+		require.NoError(t, err)
+		require.False(t, done)
+	}
+	assert.Equal(t, map[string]int{"patch nodes": n}, count(), "while the nodes run: one relabel each, nothing per poll")
+	endAll(t, r, c, 1000)
+	cs.ClearActions()
+	done, err := r.step(ctx)
+	require.NoError(t, err)
+	require.True(t, done)
+	for range polls {
+		_, err := r.step(ctx)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, map[string]int{"get configmaps": n}, count(), "once they end: one result read per node, nothing per poll")
+	for _, nd := range r.o.Spec.Nodes {
+		assert.Equal(t, fleetreport.StatusPass, r.decided[nd].Status)
+	}
+}
+
+// BenchmarkStep is one look at a fleet of N running nodes (what the
+// coordinator does on every change and every Poll), and BenchmarkCollect
+// the step that reads and decodes N nodes' results (70 KB reports).
+func BenchmarkStep(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			r, _, _ := fleetOf(b, n)
+			ctx := context.Background()
+			_, err := r.step(ctx) // the relabels
+			require.NoError(b, err)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := r.step(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkCollect(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				r, c, _ := fleetOf(b, n)
+				_, err := r.step(ctx)
+				require.NoError(b, err)
+				endAll(b, r, c, 70<<10)
+				b.StartTimer()
+				done, err := r.step(ctx)
+				if err != nil || !done {
+					b.Fatal(err, done)
+				}
+			}
+		})
+	}
 }
