@@ -142,7 +142,10 @@ func Job(s Spec) *batchv1.Job {
 	if s.MaxBytes > 0 {
 		env = append(env, corev1.EnvVar{Name: EnvMaxBytes, Value: fmt.Sprint(s.MaxBytes)})
 	}
-	c := corev1.Container{Name: container, Image: s.Image, Command: slices.Clone(s.Command), Args: slices.Clone(s.Args), Env: env}
+	// A container that fails before it sent its result: the end of its log
+	// becomes its termination message, which the node's FAIL then quotes.
+	c := corev1.Container{Name: container, Image: s.Image, Command: slices.Clone(s.Command), Args: slices.Clone(s.Args), Env: env,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}
 	if len(s.Resources) > 0 {
 		c.Resources.Limits = s.Resources.DeepCopy()
 	}

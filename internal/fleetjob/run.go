@@ -533,13 +533,28 @@ func podFailure(p *corev1.Pod) string {
 			if t.Reason == "OOMKilled" {
 				return fmt.Sprintf("container OOM-killed (exit %d) before it sent a result", t.ExitCode)
 			}
-			return fmt.Sprintf("container exited %d (%s) before it sent a result", t.ExitCode, t.Reason)
+			msg := fmt.Sprintf("container exited %d (%s) before it sent a result", t.ExitCode, t.Reason)
+			if m := lastLine(t.Message); m != "" {
+				msg += ": " + m
+			}
+			return msg
 		}
 	}
 	if p.Status.Reason != "" {
 		return fmt.Sprintf("Pod failed: %s: %s", p.Status.Reason, p.Status.Message)
 	}
 	return "Pod failed before it sent a result"
+}
+
+// lastLine is a termination message's last non-empty line (the log's
+// end, under FallbackToLogsOnError), at most 300 bytes.
+func lastLine(msg string) string {
+	lines := strings.Split(strings.TrimSpace(msg), "\n")
+	l := strings.TrimSpace(lines[len(lines)-1])
+	if len(l) > 300 {
+		l = l[:300] + "…"
+	}
+	return l
 }
 
 // nodeLost reports whether node's Lease is older than NodeLost (its

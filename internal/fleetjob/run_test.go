@@ -475,3 +475,13 @@ func BenchmarkCollect(b *testing.B) {
 		})
 	}
 }
+
+func TestPodFailureQuotesTheEndOfTheLog(t *testing.T) {
+	p := pod(0, "a", corev1.PodFailed, func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error",
+			Message: "=== RUN TestProtocol\nwakebench fleet node: configmaps is forbidden: cannot create resource \"configmaps\"\n\n"}}}}
+	})
+	assert.Equal(t, `container exited 3 (Error) before it sent a result: wakebench fleet node: configmaps is forbidden: cannot create resource "configmaps"`, podFailure(p))
+	p.Status.ContainerStatuses[0].State.Terminated.Message = ""
+	assert.Equal(t, "container exited 3 (Error) before it sent a result", podFailure(p))
+}

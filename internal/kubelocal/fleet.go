@@ -107,18 +107,18 @@ func (f *Fleet) startNode(ctx context.Context, o FleetOptions, i int, n FleetNod
 	for k, v := range n.Labels {
 		labels[k] = v
 	}
-	// KUBECONFIG: a local node's containers reach the API server with the
-	// control plane's kubeconfig, where a cluster's Pods have their
-	// ServiceAccount's token (the node agent mounts no volumes).
-	env := append(append([]string(nil), o.Env...), config.EnvName("sim", "profile")+"="+n.Profile, simgpu.EnvDir+"="+gpuDir,
-		"KUBECONFIG="+f.CP.Kubeconfig)
+	env := append(append([]string(nil), o.Env...), config.EnvName("sim", "profile")+"="+n.Profile, simgpu.EnvDir+"="+gpuDir)
 	logDir := o.LogDir
 	if logDir != "" {
 		logDir = filepath.Join(logDir, n.Name)
 	}
 	gpu := nodeagent.GPU{Name: "gpu-0", UUID: fmt.Sprintf("GPU-wakebench-simulated-%s-%d", n.Profile, i), Product: dev.Name, MemoryBytes: dev.TotalBytes}
 	a, err := nodeagent.Start(ctx, nodeagent.Options{Node: n.Name, IP: f.IP, Driver: Driver, GPUs: []nodeagent.GPU{gpu}, Clients: f.Clients,
-		Programs: o.Programs, Env: env, Dir: dir, LogDir: logDir, Labels: labels, Taints: []corev1.Taint{GPUTaint}})
+		Programs: o.Programs, Env: env, Dir: dir,
+		// The containers reach the API server as their Pod's
+		// ServiceAccount (a bound token), as in a cluster: the fleet
+		// Pods' RBAC is what lets them upload.
+		PodIdentityFrom: f.CP.Kubeconfig, LogDir: logDir, Labels: labels, Taints: []corev1.Taint{GPUTaint}})
 	if err != nil {
 		return nil, fmt.Errorf("local fleet node %s: %w", n.Name, errors.Join(err, f.CP.Alive()))
 	}

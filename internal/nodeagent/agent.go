@@ -52,6 +52,11 @@ type Options struct {
 	// Env is the node's environment, given to every container (the
 	// simulated GPU's directory, vllmsim's profile).
 	Env []string
+	// PodIdentityFrom, set, is a kubeconfig of the cluster: each container
+	// gets KUBECONFIG naming a copy holding a token of its Pod's
+	// ServiceAccount (as the kubelet's projected token), not this file's
+	// credentials.
+	PodIdentityFrom string
 	// Dir holds each Pod's directory: the caches (VLLM_CACHE_ROOT …) that
 	// live as long as the Pod, like an emptyDir.
 	Dir string

@@ -29,6 +29,11 @@ func (p *pod) run(ctx context.Context) {
 	defer close(p.done)
 	p.status(ctx)
 	env, err := p.devices(ctx)
+	if err == nil {
+		var id []string
+		id, err = p.identity(ctx)
+		env = append(env, id...)
+	}
 	if err != nil {
 		p.mu.Lock()
 		p.waiting = &corev1.ContainerStateWaiting{Reason: "DeviceClaimError", Message: err.Error()}
@@ -73,6 +78,8 @@ func (p *pod) run(ctx context.Context) {
 		}
 		if p.evicted != "" {
 			term.Message = p.evicted
+		} else if term.ExitCode != 0 && p.obj.Spec.Containers[0].TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+			term.Message = logTail(p.a.LogPath(p.obj.Namespace, p.obj.Name, p.obj.Spec.Containers[0].Name))
 		}
 		p.srv, p.ready, p.last = nil, false, term
 		p.final = p.evicted != "" || !restarts(p.obj.Spec.RestartPolicy, term.ExitCode)
@@ -190,7 +197,7 @@ func (p *pod) start(devEnv []string) (*server.Server, error) {
 			return nil, fmt.Errorf("pod %s: container %s: %w", kube.Name(obj), c.Name, err)
 		}
 	}
-	dir := filepath.Join(p.a.o.Dir, obj.Namespace+"_"+obj.Name+"_"+string(obj.UID))
+	dir := p.a.podDir(obj)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -331,4 +338,26 @@ func subscript(path, field string) (string, bool) {
 		return "", false
 	}
 	return strings.CutSuffix(rest, "']")
+}
+
+// logTail is the end of a failed container's log, as the kubelet makes
+// its termination message under FallbackToLogsOnError: at most the last
+// 80 lines and 2048 bytes (kubernetes pkg/kubelet/container/runtime.go:
+// MaxContainerTerminationMessageLogLines, MaxContainerTerminationMessageLogLength;
+// read by kuberuntime's readLastStringFromContainerLogs). A log that
+// cannot be read gives "".
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	const maxBytes, maxLines = 2048, 80
+	if len(b) > maxBytes {
+		b = b[len(b)-maxBytes:]
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > maxLines {
+		lines = lines[len(lines)-maxLines:]
+	}
+	return strings.Join(lines, "\n")
 }

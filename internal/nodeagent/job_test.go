@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,4 +155,20 @@ func TestAgentNodeCarriesItsLabelsAndTaints(t *testing.T) {
 	assert.Equal(t, "NVIDIA-H100-80GB-HBM3", n.Labels["nvidia.com/gpu.product"])
 	assert.Equal(t, node, n.Labels["kubernetes.io/hostname"])
 	assert.Equal(t, []corev1.Taint{gpuTaint}, n.Spec.Taints, "Start returned with its own taint still on (only not-ready was waited for)")
+}
+
+func TestLogTailIsTheKubeletsTerminationMessage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.log")
+	var log []byte
+	for i := range 200 {
+		log = append(log, []byte("line "+strconv.Itoa(i)+"\n")...)
+	}
+	require.NoError(t, os.WriteFile(path, log, 0o644))
+	tail := logTail(path)
+	lines := strings.Split(tail, "\n")
+	assert.Len(t, lines, 80, "at most 80 lines")
+	assert.Equal(t, "line 199", lines[79], "the end of the log")
+	require.NoError(t, os.WriteFile(path, append(log, []byte(strings.Repeat("x", 3000)+"\n")...), 0o644))
+	assert.Len(t, logTail(path), 2047, "at most 2048 bytes (the trailing newline dropped)")
+	assert.Empty(t, logTail(filepath.Join(t.TempDir(), "missing.log")))
 }
