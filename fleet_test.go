@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,7 +80,9 @@ func TestFleet(t *testing.T) {
 	nodeCfg, err := nodeConfig()
 	require.NoError(t, err)
 	o := fleetjob.Options{
-		Spec: fleetjob.Spec{Name: "wakebench-fleet-" + strconv.FormatInt(time.Now().Unix(), 36), Namespace: fc.Namespace, Image: fc.Image,
+		// Unique per run (a second in base 36 and a random suffix): the
+		// run's objects, node label and taint carry it.
+		Spec: fleetjob.Spec{Name: fmt.Sprintf("wakebench-fleet-%s-%04x", strconv.FormatInt(time.Now().Unix(), 36), rand.IntN(1<<16)), Namespace: fc.Namespace, Image: fc.Image,
 			Command: []string{"wakebench"}, Args: []string{"-test.run", fc.Run, "-test.v", "-test.count=1", "-test.timeout", fmt.Sprintf("%.0fs", fc.TimeoutS)},
 			Config: nodeCfg, Parallelism: fc.Parallelism, DeadlineS: int64(fc.DeadlineS), ServiceAccount: fc.ServiceAccount},
 		Select:          fleetjob.Selection{Nodes: fc.Nodes, NodeSelector: fc.NodeSelector, Driver: fc.Driver},
@@ -103,9 +106,11 @@ func TestFleet(t *testing.T) {
 		o.Spec.Tolerations = append(o.Spec.Tolerations, corev1.Toleration{Key: tl.Key, Operator: corev1.TolerationOperator(tl.Operator), Value: tl.Value, Effect: corev1.TaintEffect(tl.Effect)})
 	}
 	faults := map[string]string{}
+	var admin *kube.Clients // the local control plane's administrator (the checks below)
 	switch fc.ControlPlane {
 	case "local":
 		fl := startLocalFleet(t, ctx, fc, o.Spec.DeviceClass)
+		admin = fl.Clients
 		// The coordinator runs with what deploy/rbac.yaml grants it, no
 		// more: the file a real cluster applies is proved sufficient.
 		require.Equal(t, "wakebench-fleet", fc.Namespace, "the local fleet applies deploy/rbac.yaml, written for namespace wakebench-fleet")
@@ -125,15 +130,17 @@ func TestFleet(t *testing.T) {
 		require.NoError(t, err)
 	}
 	start := time.Now()
-	results, err := fleetjob.Run(ctx, o)
-	require.NoError(t, err)
+	results, runErr := fleetjob.Run(ctx, o)
 	t.Logf("fleet: %d nodes in %.1f s", len(results), time.Since(start).Seconds())
+	// The report is written whatever ended the run (a deadline, a
+	// cleanup that failed): every node's outcome taken is kept.
 	f, err := fleetreport.Build(results, fleetreport.Options{})
 	require.NoError(t, err)
 	dir := filepath.Join(cfg.OutDir, "fleet")
 	require.NoError(t, fleetreport.Write(dir, f))
 	require.NoError(t, fleetreport.WriteNodes(dir, results), "each node's own outputs under fleet/nodes/")
 	t.Logf("fleet report: %s (flagged: %v)", dir, f.Flagged())
+	require.NoError(t, runErr)
 
 	if fc.ControlPlane != "local" {
 		return
@@ -175,21 +182,33 @@ func TestFleet(t *testing.T) {
 	}
 	// Nothing left behind: the Job, its Pods, the results, the claims.
 	sel := metav1.ListOptions{LabelSelector: fleetjob.LabelFleet + "=" + o.Spec.Name}
-	pods, err := o.Clients.Core.Pods(o.Spec.Namespace).List(ctx, sel)
+	pods, err := admin.Core.Pods(o.Spec.Namespace).List(ctx, sel)
 	require.NoError(t, err)
 	assert.Empty(t, pods.Items, "Pods left")
-	cms, err := o.Clients.Core.ConfigMaps(o.Spec.Namespace).List(ctx, sel)
+	cms, err := admin.Core.ConfigMaps(o.Spec.Namespace).List(ctx, sel)
 	require.NoError(t, err)
 	assert.Empty(t, cms.Items, "result ConfigMaps left")
-	claims, err := o.Clients.Resource.ResourceClaims(o.Spec.Namespace).List(ctx, sel)
+	claims, err := admin.Resource.ResourceClaims(o.Spec.Namespace).List(ctx, sel)
 	require.NoError(t, err)
 	assert.Empty(t, claims.Items, "claims left")
-	labelled, err := o.Clients.Core.Nodes().List(ctx, metav1.ListOptions{LabelSelector: fleetjob.NodeLabel(o.Spec.Name)})
+	nodes, err := admin.Core.Nodes().List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
-	assert.Empty(t, labelled.Items, "nodes still carrying the run's label")
-	_, err = o.Clients.Coordination.Leases(o.Spec.Namespace).Get(ctx, fleetjob.LockName, metav1.GetOptions{})
+	taint := fleetjob.TestedTaint(o.Spec.Name)
+	for _, n := range nodes.Items {
+		assert.NotContains(t, n.Labels, fleetjob.NodeLabel(o.Spec.Name), "node %s still carries the run's label", n.Name)
+		assert.False(t, slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&taint) }), "node %s still carries the run's taint", n.Name)
+	}
+	_, err = admin.Batch.Jobs(o.Spec.Namespace).Get(ctx, o.Spec.Name, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the Job deleted: %v", err)
+	_, err = admin.Resource.ResourceClaimTemplates(o.Spec.Namespace).Get(ctx, o.Spec.Name, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the claim template deleted: %v", err)
+	_, err = admin.RBAC.Roles(o.Spec.Namespace).Get(ctx, o.Spec.Name, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the run's Role deleted: %v", err)
+	_, err = admin.RBAC.RoleBindings(o.Spec.Namespace).Get(ctx, o.Spec.Name, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the run's RoleBinding deleted: %v", err)
+	_, err = admin.Coordination.Leases(o.Spec.Namespace).Get(ctx, fleetjob.LockName, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the fleet lock released: %v", err)
-	_, err = o.Clients.Core.ServiceAccounts(o.Spec.Namespace).Get(ctx, o.Spec.Name, metav1.GetOptions{})
+	_, err = admin.Core.ServiceAccounts(o.Spec.Namespace).Get(ctx, o.Spec.Name, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the run's ServiceAccount deleted: %v", err)
 }
 

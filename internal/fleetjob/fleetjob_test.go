@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -37,8 +38,8 @@ func TestJobIsIndexedOnePodPerSelectedNodeBoundedInTime(t *testing.T) {
 	assert.Equal(t, spec().Tolerations, ps.Tolerations)
 	terms := ps.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	require.Len(t, terms, 1)
-	assert.Equal(t, []corev1.NodeSelectorRequirement{{Key: "fleet.wakebench.dev/fleet-1", Operator: corev1.NodeSelectorOpIn, Values: []string{"pending"}}},
-		terms[0].MatchExpressions, "only the selected nodes no Pod of the run was bound to")
+	assert.Equal(t, []corev1.NodeSelectorRequirement{{Key: "fleet.wakebench.dev/fleet-1", Operator: corev1.NodeSelectorOpIn, Values: []string{"selected"}}},
+		terms[0].MatchExpressions, "only the selected nodes")
 	anti := ps.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0]
 	assert.Equal(t, corev1.LabelHostname, anti.TopologyKey)
 	assert.Equal(t, "fleet-1", anti.LabelSelector.MatchLabels[LabelFleet])
@@ -142,4 +143,36 @@ func TestUploadCreatesThenReplacesTheResult(t *testing.T) {
 	assert.Empty(t, got.Report, "no report.json: sent empty")
 	delete(env, "JOB_COMPLETION_INDEX")
 	assert.ErrorContains(t, Upload(context.Background(), c, func(k string) string { return env[k] }, dir, 0), "not a Pod of an Indexed Job")
+}
+
+func TestSelectNodesByDriverWithTheirGPUKind(t *testing.T) {
+	slice := func(n, driver, product string) *resourcev1.ResourceSlice {
+		return &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: n + "-" + driver}, Spec: resourcev1.ResourceSliceSpec{Driver: driver, NodeName: &n,
+			Devices: []resourcev1.Device{{Name: "gpu-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"productName": {StringValue: &product}}}}}}
+	}
+	node := func(n string, l map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: l}}
+	}
+	c, _ := kubefake.New(node("g1", map[string]string{"pool": "x"}), node("g2", map[string]string{"pool": "y"}), node("cpu", nil),
+		slice("g1", "gpu.example.com", "NVIDIA H100 80GB HBM3"), slice("g2", "gpu.example.com", "NVIDIA L20"), slice("cpu", "other", "x"))
+	s, err := selectNodes(context.Background(), c, Selection{Driver: "gpu.example.com"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"g1", "g2"}, s.nodes, "every node publishing the driver's device")
+	assert.Equal(t, "NVIDIA H100 80GB HBM3", s.gpus["g1"])
+	s, err = selectNodes(context.Background(), c, Selection{Driver: "gpu.example.com", NodeSelector: map[string]string{"pool": "y"}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"g2"}, s.nodes)
+	s, err = selectNodes(context.Background(), c, Selection{Driver: "gpu.example.com", Nodes: []string{"g1", "cpu", "gone"}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"g1"}, s.nodes)
+	require.Len(t, s.notRun, 2)
+	assert.Equal(t, "no such node (or it does not match the node selector)", s.notRun[0].Reason)
+	assert.Equal(t, "publishes no device of DRA driver gpu.example.com", s.notRun[1].Reason)
+
+	// driver none: no DRA filter; the kind from GPU feature discovery's label.
+	c, _ = kubefake.New(node("g1", map[string]string{"pool": "x", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}), node("cpu", nil))
+	s, err = selectNodes(context.Background(), c, Selection{NodeSelector: map[string]string{"pool": "x"}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"g1"}, s.nodes)
+	assert.Equal(t, "NVIDIA A100 SXM4 80GB", s.gpus["g1"])
 }

@@ -37,12 +37,16 @@ func (r *run) inform(ctx context.Context) (*sync.WaitGroup, error) {
 	start := func(what string, example runtime.Object, list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 		watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), onDelete func(any)) (cache.SharedIndexInformer, error) {
 		inf := cache.NewSharedIndexInformer(&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFn}, example, 0, cache.Indexers{})
-		h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { notify() }, UpdateFunc: func(any, any) { notify() },
+		wake := notify
+		if what == "node Lease" {
+			wake = func() {} // every node renews every 10 s: read at each Poll, no step of its own
+		}
+		h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { wake() }, UpdateFunc: func(any, any) { wake() },
 			DeleteFunc: func(obj any) {
 				if onDelete != nil {
 					onDelete(obj)
 				}
-				notify()
+				wake()
 			}}
 		if _, err := inf.AddEventHandler(h); err != nil {
 			return nil, fmt.Errorf("fleet: %s informer: %w", what, err)

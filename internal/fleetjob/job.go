@@ -4,21 +4,22 @@
 //
 // The coordinator (Run) selects the nodes (explicit names, a node
 // selector, or every node publishing a device of the DRA driver), labels
-// each selected node NodeLabel(job)=pending, applies the RBAC its Pods
+// each selected node NodeLabel(job)=selected, applies the RBAC its Pods
 // need (a ServiceAccount, Role on ConfigMaps and RoleBinding of the run's
 // own, unless the config names an existing ServiceAccount), and creates
 // one Indexed Job: completions = the selected nodes, at most parallelism
 // at once, restartPolicy Never with backoffLimitPerIndex 0 (a node's
 // failure is its own: the Job's other indexes go on, nothing is retried
-// onto another node), a required node affinity on the pending label, a
+// onto another node), a required node affinity on the run's label, a
 // required podAntiAffinity on kubernetes.io/hostname among the Job's Pods
 // (one Pod per node at a time), the GPU nodes' tolerations, a
 // ResourceClaimTemplate on the DRA device class (the Pod gets that node's
 // GPU) or extended resources (a device plugin's nvidia.com/gpu), and
 // activeDeadlineSeconds (the run is bounded in time). The moment a Pod is
-// bound to a node the coordinator relabels that node taken, so no later
-// index lands there: kube-scheduler alone cannot keep a finished node from
-// a second index (it ignores finished Pods for anti-affinity). Each Pod
+// bound to a node the coordinator taints that node (NoSchedule, the run's
+// key), so no later index lands there: kube-scheduler alone cannot keep a
+// finished node from a second index (it ignores finished Pods for
+// anti-affinity). Each Pod
 // runs the compiled test binary (`go test -c`) on its node: the same-host
 // protocol, servers inside the Pod.
 //
@@ -70,17 +71,25 @@ const (
 	container      = "wakebench"
 )
 
-// Values of NodeLabel(job) on a selected node: no Pod of the run bound
-// there yet (the Job's node affinity requires it), or one was.
-const (
-	NodePending = "pending"
-	NodeTaken   = "taken"
-)
+// NodeSelected is NodeLabel(job)'s value on each node the run selected:
+// the Job's node affinity requires it. It does not change while the run
+// goes on: the kubelet checks a Pod's node affinity again when it admits
+// the Pod (pkg/kubelet/lifecycle/predicate.go, generalFilter's
+// AdmissionCheck), so a label changed under a bound Pod would fail it.
+const NodeSelected = "selected"
 
 // NodeLabel is the label key a run puts on each node it selected, and
-// removes when it ends. Per run: concurrent runs in one cluster do not
-// see each other's marks.
+// removes when it ends; TestedTaint's key is the same. Per run:
+// concurrent runs in one cluster do not see each other's marks.
 func NodeLabel(job string) string { return "fleet.wakebench.dev/" + job }
+
+// TestedTaint is the taint a run puts on a node the moment one of its
+// Pods is bound there, and removes when it ends: NoSchedule, so no later
+// index lands there, while the Pod bound there runs (the kubelet's
+// admission looks at NoExecute taints only: generalFilter, as above).
+func TestedTaint(job string) corev1.Taint {
+	return corev1.Taint{Key: NodeLabel(job), Value: "tested", Effect: corev1.TaintEffectNoSchedule}
+}
 
 // Environment of a fleet Pod's container (read by Upload and by the test
 // binary's TestMain, which runs the suite with the node's config).
@@ -156,19 +165,19 @@ func Job(s Spec) *batchv1.Job {
 		Tolerations:                   slices.Clone(s.Tolerations),
 		Containers:                    []corev1.Container{c},
 		Affinity: &corev1.Affinity{
-			// Only the selected nodes no Pod of the run was bound to yet:
-			// the node list is resolved once, before the Job (a node
-			// joining mid-run is not tested), and a node is relabelled
-			// taken as soon as a Pod is bound there. A finished node must
-			// be kept out by its label: kube-scheduler does not count
-			// finished Pods for anti-affinity (its informer drops
-			// Succeeded and Failed Pods: pkg/scheduler/scheduler.go,
-			// v1.34), and with parallelism below the node count a later
-			// index would land on a node already tested.
+			// Only the selected nodes: the node list is resolved once,
+			// before the Job (a node joining mid-run is not tested). A
+			// node a Pod was bound to is tainted TestedTaint at once: a
+			// finished node must be kept out by more than anti-affinity,
+			// which kube-scheduler does not apply against finished Pods
+			// (its informer drops Succeeded and Failed Pods:
+			// pkg/scheduler/scheduler.go, v1.34); with parallelism below
+			// the node count a later index would land on a node already
+			// tested.
 			NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: NodeLabel(s.Name), Operator: corev1.NodeSelectorOpIn, Values: []string{NodePending}}}}}}},
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: NodeLabel(s.Name), Operator: corev1.NodeSelectorOpIn, Values: []string{NodeSelected}}}}}}},
 			// One Pod per node among those running: two indexes bound in
-			// the moment before the coordinator relabels a node.
+			// the moment before the coordinator taints a node.
 			PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 				TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelFleet: s.Name}}}}},
 		},

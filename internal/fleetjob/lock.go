@@ -55,9 +55,18 @@ func acquire(ctx context.Context, c *kube.Clients, ns, holder string, d time.Dur
 	return l, nil
 }
 
-// renew marks the lock held now.
+// renew marks the lock held now. It reads the Lease first: LeaseLock
+// writes with the resourceVersion of its last read, and one failed write
+// would make every later one a conflict.
 func (l *fleetLock) renew(ctx context.Context) error {
-	l.rec.RenewTime = metav1.NewTime(time.Now())
+	cur, _, err := l.ll.Get(ctx)
+	if err != nil {
+		return fmt.Errorf("fleet lock (Lease %s): renew: %w", l.ll.Describe(), err)
+	}
+	if cur.HolderIdentity != l.rec.HolderIdentity {
+		return fmt.Errorf("fleet lock (Lease %s): held by %s now (this run did not renew it in time): another run may be timing the same GPUs", l.ll.Describe(), cur.HolderIdentity)
+	}
+	l.rec.RenewTime, l.rec.LeaderTransitions = metav1.NewTime(time.Now()), cur.LeaderTransitions
 	if err := l.ll.Update(ctx, l.rec); err != nil {
 		return fmt.Errorf("fleet lock (Lease %s): renew: %w", l.ll.Describe(), err)
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/wakebench/wakebench/internal/fleetreport"
 	"github.com/wakebench/wakebench/internal/kube"
@@ -66,6 +67,12 @@ func Run(ctx context.Context, o Options) (results []fleetreport.NodeResult, err 
 	}
 	if errs := validation.IsQualifiedName(NodeLabel(o.Spec.Name)); len(errs) > 0 {
 		return nil, fmt.Errorf("fleet: Job name %q makes node label %q: %s", o.Spec.Name, NodeLabel(o.Spec.Name), strings.Join(errs, "; "))
+	}
+	taint := TestedTaint(o.Spec.Name)
+	for i, t := range o.Spec.Tolerations {
+		if t.ToleratesTaint(&taint) {
+			return nil, fmt.Errorf("fleet: toleration %d (key %q, operator %s) tolerates every taint, also the one that keeps a tested node from a second Pod: name the taint's key (fleet.tolerations)", i, t.Key, t.Operator)
+		}
 	}
 	sel, err := selectNodes(ctx, o.Clients, o.Select)
 	if err != nil {
@@ -142,8 +149,11 @@ type run struct {
 	lock        *fleetLock
 	createdNS   bool
 	createdRBAC bool
-	labelled    []string                          // nodes carrying NodeLabel(name): unlabelled by cleanup
-	taken       map[string]bool                   // nodes relabelled taken
+	labelled    []string                          // nodes the run labels (or tried to): unlabelled and untainted by cleanup
+	tainted     map[string]bool                   // nodes tainted TestedTaint
+	leaseSeen   map[string]leaseSeen              // node → its Lease's renew time and when this run saw it change
+	nodeChecked map[string]time.Time              // node without a Lease → when its Node was last read
+	strays      []string                          // "Pod on node": second Pods deleted (each cost an index)
 	sawJob      bool                              // the Job was in the informer once
 	decided     map[string]fleetreport.NodeResult // node → outcome
 	pending     map[string]time.Time              // unscheduled Pod → first seen
@@ -155,7 +165,7 @@ func newRun(o Options, c *kube.Clients) *run {
 	return &run{o: o, c: c, ns: o.Spec.Namespace, name: o.Spec.Name, gpus: map[string]string{},
 		jobs: cache.NewStore(cache.MetaNamespaceKeyFunc), pods: cache.NewStore(cache.MetaNamespaceKeyFunc), leases: cache.NewStore(cache.MetaNamespaceKeyFunc),
 		changed: make(chan struct{}, 1), gone: &goneLog{},
-		taken: map[string]bool{}, decided: map[string]fleetreport.NodeResult{}, pending: map[string]time.Time{}, unsched: map[string]string{}, ran: map[string]string{}}
+		tainted: map[string]bool{}, leaseSeen: map[string]leaseSeen{}, nodeChecked: map[string]time.Time{}, decided: map[string]fleetreport.NodeResult{}, pending: map[string]time.Time{}, unsched: map[string]string{}, ran: map[string]string{}}
 }
 
 // prepare makes the namespace (when missing), takes the fleet lock, and
@@ -193,7 +203,7 @@ func (r *run) prepare(ctx context.Context) error {
 	return nil
 }
 
-// labelNodes puts NodeLabel(name)=pending on each node (the Job's Pods go
+// labelNodes puts NodeLabel(name)=selected on each node (the Job's Pods go
 // only there). It returns the nodes labelled and, NOT RUN, those deleted
 // since they were selected.
 func (r *run) labelNodes(ctx context.Context, nodes []string) (labelled []string, gone []fleetreport.NodeResult, err error) {
@@ -202,11 +212,12 @@ func (r *run) labelNodes(ctx context.Context, nodes []string) (labelled []string
 		err  error
 	}
 	out := make([]outcome, len(nodes))
+	r.labelled = nodes // tried: a patch whose answer was lost may have been applied
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for i, n := range nodes {
 		g.Go(func() error {
-			err := r.setNodeLabel(gctx, n, ptr(NodePending))
+			err := r.setNodeLabel(gctx, n, ptr(NodeSelected))
 			out[i] = outcome{gone: apierrors.IsNotFound(err), err: err}
 			return nil
 		})
@@ -223,7 +234,6 @@ func (r *run) labelNodes(ctx context.Context, nodes []string) (labelled []string
 			labelled = append(labelled, n)
 		}
 	}
-	r.labelled = labelled
 	if len(errs) > 0 {
 		return nil, nil, fmt.Errorf("fleet: label the selected nodes %s (the Job's Pods go only to nodes so labelled; the coordinator needs patch on nodes: deploy/rbac.yaml): %w",
 			NodeLabel(r.name), errors.Join(errs...))
@@ -242,6 +252,43 @@ func (r *run) setNodeLabel(ctx context.Context, node string, value *string) erro
 		return fmt.Errorf("node %s: %w", node, err)
 	}
 	return nil
+}
+
+// markTested taints node TestedTaint once (a Pod of the run was bound
+// there): no later index lands there.
+func (r *run) markTested(ctx context.Context, node string) error {
+	if r.tainted[node] {
+		return nil
+	}
+	if err := r.setTaint(ctx, node, true); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("taint %s: %w", TestedTaint(r.name).Key, err)
+	}
+	r.tainted[node] = true
+	return nil
+}
+
+// setTaint puts TestedTaint on node, or takes it off. A Node's taints are
+// one list (no merge key): read, changed, written back with its
+// resourceVersion, again on a conflict with the node's other writers.
+func (r *run) setTaint(ctx context.Context, node string, on bool) error {
+	t := TestedTaint(r.name)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := r.c.Core.Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		has := slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) })
+		if has == on {
+			return nil
+		}
+		if on {
+			n.Spec.Taints = append(n.Spec.Taints, t)
+		} else {
+			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) })
+		}
+		_, err = r.c.Core.Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // createJob creates the claim template and the Job.
@@ -321,7 +368,7 @@ func terminal(p *corev1.Pod) bool {
 // step looks at the Job, its Pods and the nodes' Leases as the informers
 // hold them and decides what it can; done when every node has its
 // outcome. Its only API calls are once per node or Pod: the node's
-// relabel, the ended Pod's result, a stray Pod's deletion.
+// taint, the ended Pod's result, a stray Pod's deletion.
 func (r *run) step(ctx context.Context) (bool, error) {
 	obj, ok, err := r.jobs.GetByKey(r.ns + "/" + r.name)
 	if err != nil {
@@ -377,19 +424,14 @@ func (r *run) step(ctx context.Context) (bool, error) {
 			}
 			continue
 		}
-		if !r.taken[node] {
-			// Out of the Job's reach from now on: no second index there.
-			if err := r.setNodeLabel(ctx, node, ptr(NodeTaken)); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("relabel %s: %w", NodeLabel(r.name), err))
-			} else {
-				r.taken[node] = true
-			}
-		}
+		errs = append(errs, r.markTested(ctx, node))
 		if first, ok := r.ran[node]; ok && first != p.Name {
 			// A second index on a node (bound before the node was
-			// relabelled): deleted, the node is tested once.
+			// tainted): deleted, the node is tested once.
 			if !terminal(p) && p.DeletionTimestamp == nil {
 				r.o.Logf("fleet: Pod %s landed on node %s, already tested by %s: deleted", p.Name, node, first)
+				r.strays = append(r.strays, p.Name+" on "+node)
+				delete(r.unsched, p.Name) // its old message names no node left out
 				_ = r.c.Core.Pods(r.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
 			}
 			continue
@@ -430,6 +472,9 @@ func (r *run) step(ctx context.Context) (bool, error) {
 	}
 	if (jobCondition(job, batchv1.JobComplete) != nil || jobCondition(job, batchv1.JobFailed) != nil) && active == 0 && errors.Join(errs...) == nil {
 		reason := "no Pod of the Job ran on it before the Job ended"
+		if len(r.strays) > 0 {
+			reason += fmt.Sprintf(" (%d index(es) spent on nodes already tested: %s)", len(r.strays), strings.Join(r.strays, ", "))
+		}
 		if len(r.unsched) > 0 {
 			msgs := slices.Sorted(maps.Values(r.unsched))
 			if i := slices.Index(msgs, noScheduler); i >= 0 && len(slices.Compact(slices.Clone(msgs))) > 1 {
@@ -492,6 +537,11 @@ func (r *run) ended(ctx context.Context, p *corev1.Pod, why string) error {
 func (r *run) podGone(ctx context.Context, p *corev1.Pod) error {
 	delete(r.pending, p.Name) // its scheduler message (unsched) may still name a node left out
 	node := p.Spec.NodeName
+	if node != "" {
+		if err := r.markTested(ctx, node); err != nil {
+			return err
+		}
+	}
 	if _, ok := r.decided[node]; node == "" || ok || (r.ran[node] != "" && r.ran[node] != p.Name) {
 		return nil
 	}
@@ -557,11 +607,27 @@ func lastLine(msg string) string {
 	return l
 }
 
-// nodeLost reports whether node's Lease is older than NodeLost (its
-// kubelet has stopped), or the node is gone.
+// leaseSeen is a node Lease's renew time and when this run first saw it.
+type leaseSeen struct {
+	renew metav1.MicroTime
+	at    time.Time
+}
+
+// nodeLost reports whether node's Lease has not changed for NodeLost by
+// this run's clock (its kubelet has stopped), or the node is gone. The
+// time is when the coordinator saw the renew time change, not the renew
+// time itself, as kube-controller-manager's node lifecycle controller
+// does: a coordinator whose clock is ahead of the nodes' does not call
+// every node lost.
 func (r *run) nodeLost(ctx context.Context, node string, now time.Time) (bool, string) {
 	obj, ok, _ := r.leases.GetByKey(corev1.NamespaceNodeLease + "/" + node)
 	if !ok {
+		// No Lease (a cluster without them): the Node read at most every
+		// NodeLost/2, not at every look.
+		if last, ok := r.nodeChecked[node]; ok && now.Sub(last) < r.o.NodeLost/2 {
+			return false, ""
+		}
+		r.nodeChecked[node] = now
 		if _, err := r.c.Core.Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 			return true, "the Node object was deleted"
 		}
@@ -571,8 +637,13 @@ func (r *run) nodeLost(ctx context.Context, node string, now time.Time) (bool, s
 	if l.Spec.RenewTime == nil {
 		return false, ""
 	}
-	if age := now.Sub(l.Spec.RenewTime.Time); age > r.o.NodeLost {
-		return true, fmt.Sprintf("its Lease was last renewed %.0f s ago (over %v): its kubelet stopped", age.Seconds(), r.o.NodeLost)
+	seen, ok := r.leaseSeen[node]
+	if !ok || !seen.renew.Equal(l.Spec.RenewTime) {
+		seen = leaseSeen{renew: *l.Spec.RenewTime, at: now}
+		r.leaseSeen[node] = seen
+	}
+	if age := now.Sub(seen.at); age > r.o.NodeLost {
+		return true, fmt.Sprintf("its Lease was not renewed for %.0f s (over %v): its kubelet stopped", age.Seconds(), r.o.NodeLost)
 	}
 	return false, ""
 }
@@ -586,6 +657,14 @@ func (r *run) cleanup(ctx context.Context) error {
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("fleet cleanup: %s: %w", what, err))
 		}
+	}
+	if r.lock == nil {
+		// The lock not taken: the run made nothing (and what carries its
+		// name may be another run's, started in the same second).
+		if r.createdNS {
+			del("Namespace", r.c.Core.Namespaces().Delete(ctx, r.ns, metav1.DeleteOptions{}))
+		}
+		return errors.Join(errs...)
 	}
 	sel := metav1.ListOptions{LabelSelector: LabelFleet + "=" + r.name}
 	bg := metav1.DeletePropagationBackground
@@ -603,6 +682,7 @@ func (r *run) cleanup(ctx context.Context) error {
 	}
 	for _, n := range r.labelled {
 		del("label "+NodeLabel(r.name), r.setNodeLabel(ctx, n, nil))
+		del("taint "+TestedTaint(r.name).Key, r.setTaint(ctx, n, false))
 	}
 	left := func() string {
 		var l []string
@@ -616,11 +696,15 @@ func (r *run) cleanup(ctx context.Context) error {
 		}
 		return strings.Join(l, ", ")
 	}
+wait:
 	for s := left(); s != ""; s = left() {
 		select {
 		case <-ctx.Done():
+			// Still the lock and the namespace: a namespace deleted takes
+			// what is left in it with it.
 			errs = append(errs, fmt.Errorf("fleet cleanup: %s still there after the Job was deleted", s))
-			return errors.Join(errs...)
+			ctx = context.WithoutCancel(ctx)
+			break wait
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

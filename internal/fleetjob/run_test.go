@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -66,10 +67,12 @@ func result(t *testing.T, c *kube.Clients, node string, index, exit int) {
 	require.NoError(t, err)
 }
 
-func nodeLabel(t *testing.T, c *kube.Clients, n string) string {
+// marks are node n's label and whether it carries the run's taint.
+func marks(t *testing.T, c *kube.Clients, n string) (string, bool) {
 	got, err := c.Core.Nodes().Get(context.Background(), n, metav1.GetOptions{})
 	require.NoError(t, err)
-	return got.Labels[NodeLabel("fleet-1")]
+	taint := TestedTaint("fleet-1")
+	return got.Labels[NodeLabel("fleet-1")], slices.ContainsFunc(got.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&taint) })
 }
 
 var job1 = &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "fleet-1", Namespace: "wb"}}
@@ -104,6 +107,7 @@ func TestStepNamesEachNodesFault(t *testing.T) {
 	s := spec()
 	s.Nodes = []string{"evicted", "lost", "never", "ok", "oom", "quiet", "running"}
 	r := testRun(t, c, s, objs...)
+	r.leaseSeen["lost"] = leaseSeen{renew: *objs[1].(*coordv1.Lease).Spec.RenewTime, at: now.Add(-2 * time.Minute)} // unchanged for 2 min
 	done, err := r.step(ctx)
 	require.NoError(t, err)
 	assert.False(t, done, "a node still runs")
@@ -111,7 +115,7 @@ func TestStepNamesEachNodesFault(t *testing.T) {
 	assert.Equal(t, []byte("{}"), r.decided["ok"].Report)
 	assert.Equal(t, "Pod evicted: The node was low on resource: memory.", r.decided["evicted"].Reason)
 	assert.Contains(t, r.decided["oom"].Reason, "OOM-killed (exit 137)")
-	assert.Contains(t, r.decided["lost"].Reason, "node lost mid-run: its Lease was last renewed 120 s ago")
+	assert.Contains(t, r.decided["lost"].Reason, "node lost mid-run: its Lease was not renewed for 120 s")
 	assert.Equal(t, "its Pod p6 succeeded but sent no result (ConfigMap fleet-1-result-6)", r.decided["quiet"].Reason,
 		"a Pod uploads before it exits: a result missing once it has ended never came")
 	_, err = c.Core.Pods("wb").Get(ctx, "p3", metav1.GetOptions{})
@@ -119,9 +123,11 @@ func TestStepNamesEachNodesFault(t *testing.T) {
 	assert.NotContains(t, r.decided, "running")
 	assert.NotContains(t, r.decided, "never")
 	for _, n := range []string{"ok", "evicted", "oom", "lost", "running", "quiet"} {
-		assert.Equal(t, NodeTaken, nodeLabel(t, c, n), "node %s had a Pod bound: out of the Job's reach", n)
+		_, tainted := marks(t, c, n)
+		assert.True(t, tainted, "node %s had a Pod bound: tainted out of the Job's reach", n)
 	}
-	assert.Empty(t, nodeLabel(t, c, "never"), "no Pod bound there: left as it was")
+	_, tainted := marks(t, c, "never")
+	assert.False(t, tainted, "no Pod bound there: left as it was")
 
 	// The running node finishes with a failing suite; the last Pod stays
 	// unschedulable past the timeout: its node is named with the reason.
@@ -184,9 +190,9 @@ func TestStepEndsWhenTheJobIsDeletedUnderIt(t *testing.T) {
 	assert.Equal(t, "the Job was deleted while the run went on (not by this run)", r.decided["a"].Reason)
 }
 
-// A second index bound to a node before the coordinator relabelled it:
-// deleted, the node keeps its own Pod's result, and the node it could
-// not reach is named with the scheduler's message once the Job has ended.
+// A second index bound to a node before the coordinator tainted it (the
+// taint write failed, or came late): deleted, the node keeps its own
+// Pod's result, and the node left out says an index was spent.
 func TestStepDeletesASecondPodOnANodeAndNamesTheNodeLeftOut(t *testing.T) {
 	ctx := context.Background()
 	done := pod(0, "ok", corev1.PodSucceeded, func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Minute)) })
@@ -219,7 +225,8 @@ func TestStepDeletesASecondPodOnANodeAndNamesTheNodeLeftOut(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, fin)
 	assert.Equal(t, fleetreport.StatusPass, r.decided["ok"].Status, "the node's own result stands")
-	assert.Equal(t, "no Pod scheduled on it: 1 node(s) had untolerated taint {wakebench.dev/broken: }", r.decided["tainted"].Reason)
+	assert.Equal(t, "no Pod of the Job ran on it before the Job ended (1 index(es) spent on nodes already tested: p1 on ok)", r.decided["tainted"].Reason,
+		"the index the stray Pod cost is named, not its old scheduler message")
 }
 
 // prepare, labelNodes, createJob and cleanup on a fake API server: what a
@@ -235,9 +242,11 @@ func TestARunLeavesNothingBehind(t *testing.T) {
 	assert.Equal(t, []string{"a", "b"}, labelled)
 	require.Len(t, gone, 1)
 	assert.Equal(t, fleetreport.NodeResult{Node: "c", Status: fleetreport.StatusNotRun, Reason: "the node was deleted before the run started"}, gone[0])
-	assert.Equal(t, NodePending, nodeLabel(t, c, "a"))
+	label, _ := marks(t, c, "a")
+	assert.Equal(t, NodeSelected, label)
 	r.o.Spec.Nodes = labelled
 	require.NoError(t, r.createJob(ctx))
+	require.NoError(t, r.markTested(ctx, "a"))
 	for _, get := range []func() error{
 		func() error { _, err := c.Core.Namespaces().Get(ctx, "wb", metav1.GetOptions{}); return err },
 		func() error {
@@ -266,10 +275,16 @@ func TestARunLeavesNothingBehind(t *testing.T) {
 	assert.Error(t, err, "its lock")
 	_, err = c.Batch.Jobs("wb").Get(ctx, "fleet-1", metav1.GetOptions{})
 	assert.Error(t, err, "its Job")
+	_, err = c.Resource.ResourceClaimTemplates("wb").Get(ctx, "fleet-1", metav1.GetOptions{})
+	assert.Error(t, err, "its claim template")
+	_, err = c.RBAC.Roles("wb").Get(ctx, "fleet-1", metav1.GetOptions{})
+	assert.Error(t, err, "its Role")
+	_, err = c.RBAC.RoleBindings("wb").Get(ctx, "fleet-1", metav1.GetOptions{})
+	assert.Error(t, err, "its RoleBinding")
 	for _, n := range []string{"a", "b"} {
-		got, err := c.Core.Nodes().Get(ctx, n, metav1.GetOptions{})
-		require.NoError(t, err)
-		assert.NotContains(t, got.Labels, NodeLabel("fleet-1"), "node %s unlabelled", n)
+		label, tainted := marks(t, c, n)
+		assert.Empty(t, label, "node %s unlabelled", n)
+		assert.False(t, tainted, "node %s untainted", n)
 	}
 
 	s.ServiceAccount = "wakebench-fleet"
@@ -298,6 +313,8 @@ func TestTheFleetLockKeepsASecondRunOutUntilItExpires(t *testing.T) {
 	require.NoError(t, err)
 	second, err := acquire(ctx, c, "wb", "fleet-2", time.Minute)
 	require.NoError(t, err)
+	assert.ErrorContains(t, first.renew(ctx), "held by fleet-2 now", "fleet-1 learns it lost the lock")
+	require.NoError(t, second.renew(ctx), "a renewal reads the Lease first: never stuck on a stale resourceVersion")
 	require.NoError(t, first.release(ctx))
 	l, err = c.Coordination.Leases("wb").Get(ctx, LockName, metav1.GetOptions{})
 	require.NoError(t, err, "not fleet-1's to delete any more")
@@ -419,7 +436,7 @@ func TestCoordinatorCallsPerNodeNotPerPoll(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, done)
 	}
-	assert.Equal(t, map[string]int{"patch nodes": n}, count(), "while the nodes run: one relabel each, nothing per poll")
+	assert.Equal(t, map[string]int{"get nodes": n, "update nodes": n}, count(), "while the nodes run: one taint each, nothing per poll")
 	endAll(t, r, c, 1000)
 	cs.ClearActions()
 	done, err := r.step(ctx)
@@ -484,4 +501,37 @@ func TestPodFailureQuotesTheEndOfTheLog(t *testing.T) {
 	assert.Equal(t, `container exited 3 (Error) before it sent a result: wakebench fleet node: configmaps is forbidden: cannot create resource "configmaps"`, podFailure(p))
 	p.Status.ContainerStatuses[0].State.Terminated.Message = ""
 	assert.Equal(t, "container exited 3 (Error) before it sent a result", podFailure(p))
+}
+
+// A node's Lease is judged by when this run saw it change, not by the
+// renew time the node wrote: a coordinator whose clock is 5 min ahead
+// does not call a live node lost, and a node whose Lease stops changing
+// is lost NodeLost later.
+func TestNodeLostByTheCoordinatorsOwnClock(t *testing.T) {
+	c, _ := kubefake.New(node("a"))
+	r := testRun(t, c, spec())
+	now := time.Now()
+	lease := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: corev1.NamespaceNodeLease},
+		Spec: coordv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now.Add(-5 * time.Minute)}}}
+	require.NoError(t, r.leases.Add(lease))
+	ctx := context.Background()
+	lost, _ := r.nodeLost(ctx, "a", now)
+	assert.False(t, lost, "a renew time 5 min behind this clock, seen now: not lost")
+	renewed := lease.DeepCopy()
+	renewed.Spec.RenewTime = &metav1.MicroTime{Time: now.Add(-5*time.Minute + 10*time.Second)}
+	require.NoError(t, r.leases.Update(renewed))
+	lost, _ = r.nodeLost(ctx, "a", now.Add(35*time.Second))
+	assert.False(t, lost, "renewed since: not lost")
+	lost, why := r.nodeLost(ctx, "a", now.Add(35*time.Second+41*time.Second))
+	assert.True(t, lost, "unchanged for 41 s (over 40 s)")
+	assert.Equal(t, "its Lease was not renewed for 41 s (over 40s): its kubelet stopped", why)
+}
+
+// A toleration of every taint would let a second Pod onto a tested node.
+func TestRunRefusesATolerationOfEveryTaint(t *testing.T) {
+	c, _ := kubefake.New()
+	s := spec()
+	s.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	_, err := Run(context.Background(), Options{Clients: c, Spec: s})
+	assert.ErrorContains(t, err, "toleration 0 (key \"\", operator Exists) tolerates every taint")
 }
