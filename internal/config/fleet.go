@@ -43,7 +43,7 @@ type Fleet struct {
 	DeadlineS float64 `json:"deadline_s"`
 	// ScheduleTimeoutS: a Pod not scheduled by then names its node FAIL.
 	ScheduleTimeoutS float64 `json:"schedule_timeout_s"`
-	// NodeLostS: a node whose Lease is older than this while its Pod runs is lost.
+	// NodeLostS: a node whose Lease has not changed for this long (by the coordinator's clock) while its Pod runs is lost.
 	NodeLostS float64 `json:"node_lost_s"`
 	// Run is the node runs' go test -run pattern (default: the protocol's
 	// tests, as make bench).
