@@ -235,13 +235,7 @@ func (s *NVMLSource) Index() int { return s.index }
 // error wrapping gpu.ErrNoEnergy: the figure is unavailable, not 0.
 func (s *NVMLSource) Energy(context.Context) ([]float64, error) {
 	mj, ret := s.dev.GetTotalEnergyConsumption()
-	switch ret {
-	case nvml.SUCCESS:
-		return []float64{float64(mj) / 1e3}, nil
-	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_FUNCTION_NOT_FOUND:
-		return nil, fmt.Errorf("NVML device %d total energy: %s: %w", s.index, nvml.ErrorString(ret), gpu.ErrNoEnergy)
-	}
-	return nil, fmt.Errorf("NVML device %d total energy: %s", s.index, nvml.ErrorString(ret))
+	return s.milli("total energy", mj, ret)
 }
 
 // AveragePower is the device's power draw in watts as NVML averages it
@@ -250,11 +244,18 @@ func (s *NVMLSource) Energy(context.Context) ([]float64, error) {
 // fraction of a second; measure those from Energy's differences.
 func (s *NVMLSource) AveragePower(context.Context) ([]float64, error) {
 	mw, ret := s.dev.GetPowerUsage()
+	return s.milli("power usage", uint64(mw), ret)
+}
+
+// milli is an NVML reading in thousandths (mJ, mW) as the device's figure
+// in units; a device without the counter gives an error wrapping
+// gpu.ErrNoEnergy (the figure is unavailable, not 0).
+func (s *NVMLSource) milli(what string, v uint64, ret nvml.Return) ([]float64, error) {
 	switch ret {
 	case nvml.SUCCESS:
-		return []float64{float64(mw) / 1e3}, nil
+		return []float64{float64(v) / 1e3}, nil
 	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_FUNCTION_NOT_FOUND:
-		return nil, fmt.Errorf("NVML device %d power usage: %s: %w", s.index, nvml.ErrorString(ret), gpu.ErrNoEnergy)
+		return nil, fmt.Errorf("NVML device %d %s: %s: %w", s.index, what, nvml.ErrorString(ret), gpu.ErrNoEnergy)
 	}
-	return nil, fmt.Errorf("NVML device %d power usage: %s", s.index, nvml.ErrorString(ret))
+	return nil, fmt.Errorf("NVML device %d %s: %s", s.index, what, nvml.ErrorString(ret))
 }
