@@ -34,13 +34,12 @@ func (r *run) inform(ctx context.Context) (*sync.WaitGroup, error) {
 		default: // one pending wake-up is enough: step reads everything
 		}
 	}
+	quiet := func() {}
+	// start runs an informer whose changes call wake (notify: step at
+	// once; quiet: read at the next Poll).
 	start := func(what string, example runtime.Object, list func(context.Context, metav1.ListOptions) (runtime.Object, error),
-		watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), onDelete func(any)) (cache.SharedIndexInformer, error) {
+		watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), onDelete func(any), wake func()) (cache.SharedIndexInformer, error) {
 		inf := cache.NewSharedIndexInformer(&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFn}, example, 0, cache.Indexers{})
-		wake := notify
-		if what == "node Lease" {
-			wake = func() {} // every node renews every 10 s: read at each Poll, no step of its own
-		}
 		h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { wake() }, UpdateFunc: func(any, any) { wake() },
 			DeleteFunc: func(obj any) {
 				if onDelete != nil {
@@ -72,7 +71,7 @@ func (r *run) inform(ctx context.Context) (*sync.WaitGroup, error) {
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", r.name).String()
 			return r.c.Batch.Jobs(r.ns).Watch(ctx, o)
-		}, nil)
+		}, nil, notify)
 	if err != nil {
 		return &wg, err
 	}
@@ -91,7 +90,7 @@ func (r *run) inform(ctx context.Context) (*sync.WaitGroup, error) {
 			if p, ok := obj.(*corev1.Pod); ok {
 				r.gone.add(p)
 			}
-		})
+		}, notify)
 	if err != nil {
 		return &wg, err
 	}
@@ -101,7 +100,7 @@ func (r *run) inform(ctx context.Context) (*sync.WaitGroup, error) {
 		},
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return r.c.Coordination.Leases(corev1.NamespaceNodeLease).Watch(ctx, o)
-		}, nil)
+		}, nil, quiet) // every node renews every 10 s: no step of its own
 	if err != nil {
 		return &wg, err
 	}

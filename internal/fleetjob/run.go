@@ -81,7 +81,7 @@ func Run(ctx context.Context, o Options) (results []fleetreport.NodeResult, err 
 	if len(sel.nodes) == 0 {
 		return sel.notRun, fmt.Errorf("fleet: no node selected (%s)", o.Select)
 	}
-	r := newRun(o, o.Clients)
+	r := newRun(o)
 	r.gpus = sel.gpus
 	defer func() {
 		// Cleanup outlives ctx: an interrupted run leaves nothing behind.
@@ -161,8 +161,8 @@ type run struct {
 	ran         map[string]string                 // node → the Pod that runs (ran) the suite there
 }
 
-func newRun(o Options, c *kube.Clients) *run {
-	return &run{o: o, c: c, ns: o.Spec.Namespace, name: o.Spec.Name, gpus: map[string]string{},
+func newRun(o Options) *run {
+	return &run{o: o, c: o.Clients, ns: o.Spec.Namespace, name: o.Spec.Name, gpus: map[string]string{},
 		jobs: cache.NewStore(cache.MetaNamespaceKeyFunc), pods: cache.NewStore(cache.MetaNamespaceKeyFunc), leases: cache.NewStore(cache.MetaNamespaceKeyFunc),
 		changed: make(chan struct{}, 1), gone: &goneLog{},
 		tainted: map[string]bool{}, leaseSeen: map[string]leaseSeen{}, nodeChecked: map[string]time.Time{}, decided: map[string]fleetreport.NodeResult{}, pending: map[string]time.Time{}, unsched: map[string]string{}, ran: map[string]string{}}

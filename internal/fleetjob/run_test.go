@@ -29,8 +29,8 @@ import (
 
 // testRun is a run of spec s on c whose informers' stores hold objs (the
 // Job, its Pods, node Leases), as the control plane and nodes left them.
-func testRun(t *testing.T, c *kube.Clients, s Spec, objs ...runtime.Object) *run {
-	r := newRun(Options{Spec: s, ScheduleTimeout: time.Hour, NodeLost: 40 * time.Second, Logf: t.Logf}, c)
+func testRun(t testing.TB, c *kube.Clients, s Spec, objs ...runtime.Object) *run {
+	r := newRun(Options{Clients: c, Spec: s, ScheduleTimeout: time.Hour, NodeLost: 40 * time.Second, Logf: t.Logf})
 	for _, o := range objs {
 		var err error
 		switch o.(type) {
@@ -235,7 +235,7 @@ func TestARunLeavesNothingBehind(t *testing.T) {
 	ctx := context.Background()
 	c, _ := kubefake.New(node("a"), node("b"))
 	s := spec()
-	r := newRun(Options{Spec: s, Logf: t.Logf}, c)
+	r := newRun(Options{Clients: c, Spec: s, Logf: t.Logf})
 	require.NoError(t, r.prepare(ctx))
 	labelled, gone, err := r.labelNodes(ctx, []string{"a", "b", "c"})
 	require.NoError(t, err)
@@ -288,7 +288,7 @@ func TestARunLeavesNothingBehind(t *testing.T) {
 	}
 
 	s.ServiceAccount = "wakebench-fleet"
-	err = newRun(Options{Spec: s}, c).prepare(ctx)
+	err = newRun(Options{Clients: c, Spec: s}).prepare(ctx)
 	assert.ErrorContains(t, err, "the Pods' ServiceAccount wb/wakebench-fleet (fleet.service_account)")
 	assert.ErrorContains(t, err, "apply deploy/rbac.yaml")
 }
@@ -327,7 +327,7 @@ func TestTheFleetLockKeepsASecondRunOutUntilItExpires(t *testing.T) {
 // The informers see the run's Pods (and only them) come, change and go.
 func TestInformersFollowTheRunsPods(t *testing.T) {
 	c, _ := kubefake.New(job1)
-	r := newRun(Options{Spec: spec()}, c)
+	r := newRun(Options{Clients: c, Spec: spec()})
 	ctx, cancel := context.WithCancel(context.Background())
 	wg, err := r.inform(ctx)
 	defer func() { cancel(); wg.Wait() }()
@@ -362,7 +362,7 @@ func TestInformersStopAtARefusal(t *testing.T) {
 	cs.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("RBAC: access denied"))
 	})
-	r := newRun(Options{Spec: spec()}, c)
+	r := newRun(Options{Clients: c, Spec: spec()})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	wg, err := r.inform(ctx)
@@ -390,17 +390,9 @@ func fleetOf(tb testing.TB, n int) (*run, *kube.Clients, *fake.Clientset) {
 	c, cs := kubefake.New(objs...)
 	s := spec()
 	s.Nodes = nodes
-	r := newRun(Options{Spec: s, ScheduleTimeout: time.Hour, NodeLost: time.Hour, Logf: func(string, ...any) {}}, c)
-	for _, o := range append([]runtime.Object{job1}, pods...) {
-		switch o := o.(type) {
-		case *batchv1.Job:
-			require.NoError(tb, r.jobs.Add(o))
-		case *corev1.Pod:
-			require.NoError(tb, r.pods.Add(o))
-		case *coordv1.Lease:
-			require.NoError(tb, r.leases.Add(o))
-		}
-	}
+	r := testRun(tb, c, s, append([]runtime.Object{job1}, pods...)...)
+	r.o.NodeLost = time.Hour
+	r.o.Logf = func(string, ...any) {}
 	return r, c, cs
 }
 
