@@ -217,7 +217,7 @@ func (r *run) labelNodes(ctx context.Context, nodes []string) (labelled []string
 	g.SetLimit(16)
 	for i, n := range nodes {
 		g.Go(func() error {
-			err := r.setNodeLabel(gctx, n, ptr(NodeSelected))
+			err := r.setNodeLabel(gctx, n)
 			out[i] = outcome{gone: apierrors.IsNotFound(err), err: err}
 			return nil
 		})
@@ -241,9 +241,9 @@ func (r *run) labelNodes(ctx context.Context, nodes []string) (labelled []string
 	return labelled, gone, nil
 }
 
-// setNodeLabel sets node's NodeLabel(name) to value (nil: removes it).
-func (r *run) setNodeLabel(ctx context.Context, node string, value *string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]*string{NodeLabel(r.name): value}}})
+// setNodeLabel puts NodeLabel(name)=NodeSelected on node.
+func (r *run) setNodeLabel(ctx context.Context, node string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{NodeLabel(r.name): NodeSelected}}})
 	if err != nil {
 		return err
 	}
@@ -260,17 +260,18 @@ func (r *run) markTested(ctx context.Context, node string) error {
 	if r.tainted[node] {
 		return nil
 	}
-	if err := r.setTaint(ctx, node, true); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.setMarks(ctx, node, true); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("taint %s: %w", TestedTaint(r.name).Key, err)
 	}
 	r.tainted[node] = true
 	return nil
 }
 
-// setTaint puts TestedTaint on node, or takes it off. A Node's taints are
-// one list (no merge key): read, changed, written back with its
+// setMarks puts TestedTaint on node (on), or takes the run's taint and
+// label off (cleanup: one read and one write per node). A Node's taints
+// are one list (no merge key): read, changed, written back with its
 // resourceVersion, again on a conflict with the node's other writers.
-func (r *run) setTaint(ctx context.Context, node string, on bool) error {
+func (r *run) setMarks(ctx context.Context, node string, on bool) error {
 	t := TestedTaint(r.name)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := r.c.Core.Nodes().Get(ctx, node, metav1.GetOptions{})
@@ -278,13 +279,15 @@ func (r *run) setTaint(ctx context.Context, node string, on bool) error {
 			return err
 		}
 		has := slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) })
-		if has == on {
+		_, labelled := n.Labels[NodeLabel(r.name)]
+		switch {
+		case on && has, !on && !has && !labelled:
 			return nil
-		}
-		if on {
+		case on:
 			n.Spec.Taints = append(n.Spec.Taints, t)
-		} else {
+		default:
 			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) })
+			delete(n.Labels, NodeLabel(r.name))
 		}
 		_, err = r.c.Core.Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
@@ -681,8 +684,7 @@ func (r *run) cleanup(ctx context.Context) error {
 		del("ServiceAccount", r.c.Core.ServiceAccounts(r.ns).Delete(ctx, r.name, metav1.DeleteOptions{}))
 	}
 	for _, n := range r.labelled {
-		del("label "+NodeLabel(r.name), r.setNodeLabel(ctx, n, nil))
-		del("taint "+TestedTaint(r.name).Key, r.setTaint(ctx, n, false))
+		del("label and taint "+NodeLabel(r.name), r.setMarks(ctx, n, false))
 	}
 	left := func() string {
 		var l []string
