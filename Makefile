@@ -4,7 +4,7 @@ CONFIG ?= testdata/demo.json
 # go-nvml's cgo build warns about every NVML 13 deprecation; silence them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: bench test vet fuzz gpu perf ci soak k8s fleet gate-power
+.PHONY: bench test stress vet fuzz gpu perf ci soak k8s fleet gate-power
 FUZZTIME ?= 10s
 
 # The protocol's tests (not the harness's own robustness tests). TestProtocol
@@ -23,6 +23,21 @@ soak:
 ## test: every package, race detector on (what CI runs)
 test:
 	$(GO) test -count=1 -race ./...
+
+## stress: the packages whose tests run in real time (servers, routers, clocks), STRESS_ROUNDS
+## times with -race while cmd/cpuhog keeps every core busy, as on a shared CI runner; each
+## round's load average is printed
+STRESS_PKGS   ?= . ./internal/traffic ./internal/router ./internal/protocol ./internal/fleet \
+	./internal/vllmsim ./internal/harness ./internal/load ./internal/fleetjob ./internal/nodeagent
+STRESS_ROUNDS ?= 2
+stress:
+	@mkdir -p bin && $(GO) build -o bin/cpuhog ./cmd/cpuhog
+	@$(GO) test -race -count=1 -run '^$$' -exec /bin/true $(STRESS_PKGS) >/dev/null
+	@bin/cpuhog & hog=$$!; trap 'kill $$hog 2>/dev/null' EXIT; \
+	for i in $$(seq 1 $(STRESS_ROUNDS)); do \
+		echo "stress: round $$i of $(STRESS_ROUNDS) with every core busy (load $$(cut -d' ' -f1-3 /proc/loadavg))"; \
+		$(GO) test -count=1 -race -timeout 40m $(STRESS_PKGS) || exit 1; \
+	done
 
 ## vet: go vet with and without the gpu tag, and gofmt
 vet:

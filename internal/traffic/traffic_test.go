@@ -269,32 +269,37 @@ func TestTrafficShedsBeyondItsQueueAndClosesIdleConnections(t *testing.T) {
 	tr, err := p.Traffic(t.Context(), t.Logf)
 	require.NoError(t, err)
 	after := openFiles(t)
-	shed, sent, sentB := 0, 0, 0
+	// Which of A's and B's arrivals reach the router first is the
+	// scheduler's to decide (each request is sent on a goroutine of its
+	// own): on a busy machine some of A's reach it after B's are queued,
+	// and then wait or are shed like B's. What holds whatever the order:
+	// every arrival is served or shed, exactly once; a shed request was
+	// never sent; the queue held at most max_queue, so of B's 40 at most 10
+	// waited for its wake (B sleeps until A's burst has drained) and the
+	// rest of the 190 beyond the queue were shed.
+	shed := map[string]int{}
+	sent := map[string]int{}
 	for _, r := range tr.Requests {
-		if !r.Shed && r.Model == "B" {
-			sentB++
-		}
 		if r.Shed {
-			shed++
-			assert.Equal(t, "B", r.Model)
+			shed[r.Model]++
 			assert.Contains(t, r.Err, "shed: the router's queue is full")
 			assert.True(t, r.Dispatched.IsZero(), "a shed request never left the router")
 			continue
 		}
 		assert.Empty(t, r.Err)
-		sent++
+		sent[r.Model]++
 	}
-	// The queue holds 10: B's first arrivals (and any of A's that a busy
-	// machine issued late, behind them); the rest of B's 40 are shed.
-	assert.Equal(t, 40, shed+sentB, "every arrival for B is served or shed")
-	assert.LessOrEqual(t, sentB, 10, "at most max_queue of B's waited for its wake")
-	assert.GreaterOrEqual(t, shed, 30)
-	assert.Equal(t, 190, shed+sent)
+	assert.Equal(t, 150, shed["A"]+sent["A"], "every arrival for A is served or shed")
+	assert.Equal(t, 40, shed["B"]+sent["B"], "every arrival for B is served or shed")
+	assert.LessOrEqual(t, sent["B"], 10, "at most max_queue of B's waited for its wake")
+	total := shed["A"] + shed["B"]
+	assert.GreaterOrEqual(t, total, 30, "B's arrivals beyond the queue are shed")
+	assert.LessOrEqual(t, shed["A"], 40-shed["B"], "A's are shed only where a late one took a place in the queue before B's")
 	assert.Equal(t, 10, tr.MaxQueue)
 	v := byName(p.TrafficChecks(tr))
 	assert.Equal(t, "PASS", v["traffic.failed_requests/"].Verdict, "shed is not failed")
 	assert.Equal(t, "FAIL", v["traffic.shed_requests/"].Verdict)
-	assert.Equal(t, float64(shed), v["traffic.shed_requests/"].Value)
+	assert.Equal(t, float64(total), v["traffic.shed_requests/"].Value)
 	assert.LessOrEqual(t, after-before, 8, "open files before %d, after %d: the burst's connections stay open", before, after)
 }
 
