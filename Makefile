@@ -4,7 +4,7 @@ CONFIG ?= testdata/demo.json
 # go-nvml's cgo build warns about every NVML 13 deprecation; silence them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: bench test stress vet fuzz gpu perf ci soak k8s fleet gate-power
+.PHONY: bench test stress vet fuzz gpu nogpu perf ci soak k8s fleet gate-power
 FUZZTIME ?= 10s
 
 # The protocol's tests (not the harness's own robustness tests). TestProtocol
@@ -58,6 +58,11 @@ GPU_CONFIG ?= $(wildcard gpu.json)
 gpu:
 	WAKEBENCH_CONFIG=$(GPU_CONFIG) $(GO) test -tags gpu -count=1 -timeout 0 -v -run $(PROTOCOL) .
 	$(GO) test -tags gpu -count=1 -v ./internal/backend
+
+## nogpu: on a machine without an NVIDIA driver, `go test -tags gpu` FAILs with a NOT RUN
+## report naming the driver to install, and `go test -short -tags gpu` skips the hardware
+nogpu:
+	scripts/nogpu-check.sh
 
 ## k8s: the Kubernetes phase on a local control plane (etcd, kube-apiserver, kube-scheduler,
 ## kube-controller-manager v1.34.3, built once from source by scripts/k8s-build.sh: minutes the

@@ -67,11 +67,19 @@ func run(m *testing.M) int {
 		}
 		return 2
 	}
-	// -tags gpu with no config file on a machine without a GPU: nothing to
-	// measure, so `go test -tags gpu ./...` passes there, saying why.
+	// -tags gpu with no config file on a machine without a GPU: nothing can
+	// be measured, and a gate must not be green where nothing ran, so the
+	// run FAILs with a NOT RUN report saying why; -short skips it.
 	if reason := harness.NoGPU(cfg, os.Getenv); reason != "" {
-		fmt.Printf("wakebench: skipped: %s\n", reason)
-		return 0
+		if testing.Short() {
+			fmt.Printf("wakebench: skipped (-short): %s\n", reason)
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "wakebench: FAIL: %s\n", reason)
+		if werr := harness.WriteNotRun(cfg, reason); werr != nil {
+			fmt.Fprintf(os.Stderr, "wakebench: %v\n", werr)
+		}
+		return 1
 	}
 	// A run go test's -timeout cannot hold is refused before it starts, not
 	// cut short by -timeout's panic part-way.

@@ -5,7 +5,9 @@
 # runs each of the same code, of a 1.5x slower run (sim time scale 1.5) and of
 # a 10 % slower wake alone (vllmsim fault slow-wake=1.1), each judged against
 # a baseline of 1 run and of BASE runs at the default thresholds (and at
-# PERCENT2 % tolerance). Prints one table; the runs stay in $OUT.
+# PERCENT2 % tolerance). Prints one table; the runs stay in $OUT. Exits 1
+# when a run wrote no bench.txt (the suite is broken, not the gate judged);
+# a run whose protocol FAILs a threshold still counts (slower runs may).
 set -euo pipefail
 RERUNS=${RERUNS:-10}
 BASE=${BASE:-5}
@@ -52,3 +54,8 @@ for sc in same slow1.5 slowwake1.1; do
 	done
 done
 echo "machine: $(nproc) cores, $(uname -m), load $(cut -d' ' -f1-3 /proc/loadavg)"
+broken=0
+for d in "$OUT"/base/* "$OUT"/same/* "$OUT"/slow1.5/* "$OUT"/slowwake1.1/*; do
+	[ -f "$d/bench.txt" ] || { echo "gate-power: $d wrote no bench.txt: see $d/test.log" >&2; broken=1; }
+done
+exit "$broken"

@@ -69,6 +69,19 @@ func provisional(dir string, raw record.Raw) error {
 // the error, and loses any earlier run's outputs, so a CI step reading it
 // never finds a stale PASS. phase names what failed ("config", "setup").
 func WriteAborted(cfg config.Config, phase string, cause error) error {
+	return writeUnstarted(cfg, func(rec *record.Recorder) { rec.Fail(record.Failure{Phase: phase, Error: cause.Error()}) })
+}
+
+// WriteNotRun is for a run that cannot measure on this machine (NoGPU):
+// out_dir gets a NOT RUN report.json and summary.md with reason, and loses
+// any earlier run's outputs, as WriteAborted's.
+func WriteNotRun(cfg config.Config, reason string) error {
+	return writeUnstarted(cfg, func(rec *record.Recorder) { rec.SetNotRun(reason) })
+}
+
+// writeUnstarted writes the report of a run that started no server, with
+// what mark records on it.
+func writeUnstarted(cfg config.Config, mark func(*record.Recorder)) error {
 	if cfg.OutDir == "" {
 		return nil
 	}
@@ -78,7 +91,7 @@ func WriteAborted(cfg config.Config, phase string, cause error) error {
 	claimErr := claim(cfg)
 	rec := record.New(cfg.ModelNames())
 	rec.SetSetup(record.Setup{GPU: "unknown (the run did not start)", Runtime: "unknown (no server reached)", MemorySource: cfg.Memory})
-	rec.Fail(record.Failure{Phase: phase, Error: cause.Error()})
+	mark(rec)
 	_, err := writeReport(cfg.OutDir, rec.Raw())
 	return errors.Join(claimErr, err)
 }

@@ -298,7 +298,7 @@ func BenchmarkPhysicalLimits(b *testing.B) {
 	for b.Loop() {
 		cfg := config.SimDefault()
 		cfg.OutDir = b.TempDir()
-		cfg.Sim = config.Sim{Profile: "demo", TimeScale: 0.1}
+		cfg.Sim.Profile, cfg.Sim.TimeScale = "demo", 0.1 // the rest of SimDefault's sim settings (host_scale) stand
 		cfg.Models = []config.Model{{Label: "A", Name: "Qwen3-4B", GPUMemoryUtilization: 0.5}}
 		p := &cfg.Protocol
 		p.Concurrency, p.Rounds, p.RequestsPerRound, p.MaxTokens, p.SleepL1Cycles = []int{1}, 1, 4, 32, 3

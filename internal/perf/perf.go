@@ -77,6 +77,18 @@ type Row struct {
 	Met      bool
 }
 
+// Unmeasured is the number of rows whose figure no benchmark reported: a
+// benchmark that broke or was not run (a missed goal has its figure).
+func Unmeasured(rows []Row) int {
+	n := 0
+	for _, r := range rows {
+		if math.IsNaN(r.Measured) {
+			n++
+		}
+	}
+	return n
+}
+
 // Read collects every value per "bench unit" from benchmark output
 // (benchfmt: `go test -bench` output, or lines written by scripts/peers.sh)
 // with gate.ReadBench, the one benchfmt reader, and the cpu the benchmarks

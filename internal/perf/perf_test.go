@@ -58,6 +58,7 @@ func TestTableJudgesEveryGoal(t *testing.T) {
 	assert.False(t, rows[4].Met, "not measured is not met")
 	assert.False(t, rows[5].Met, "a missing peer leaves the goal unmet")
 	assert.Contains(t, rows[5].Note, "peers not measured: RequestRate/gen=ab")
+	assert.Equal(t, 1, perf.Unmeasured(rows), "only the absent figure is unmeasured: a missed goal and a missing peer have their figure")
 
 	var sb strings.Builder
 	missed, err := perf.Write(&sb, rows, "test box")

@@ -225,6 +225,9 @@ type Raw struct {
 	GPUFacts      *GPUFacts
 	MemorySource  string
 	MemoryNote    string
+	// NotRun says why nothing was measured where nothing failed either (a
+	// gpu-tag run on a machine without a GPU): the report's not_run_reason.
+	NotRun string
 
 	Restarts map[string][]Restart
 	Cycles   map[string][]Cycle
@@ -380,6 +383,13 @@ func (r *Recorder) SetSetup(s Setup) {
 	w.GPU, w.GPUFacts, w.Runtime, w.ContextTokens, w.KVGiB = s.GPU, s.GPUFacts, s.Runtime, s.ContextTokens, s.KVGiB
 	w.GPUPlacement = s.GPUPlacement
 	w.Simulated, w.MemorySource, w.MemoryNote = s.Simulated, s.MemorySource, s.MemoryNote
+}
+
+// SetNotRun records why the run measured nothing: its report is NOT RUN
+// with reason, unless something failed.
+func (r *Recorder) SetNotRun(reason string) {
+	defer r.lock()()
+	r.raw.NotRun = reason
 }
 
 // SetServerVersion records the runtime from the version a server reports

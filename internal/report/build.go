@@ -51,7 +51,7 @@ func newReport(raw record.Raw) Report {
 		Models: map[string]*Model{}, Requests: raw.Requests, PercentileMethod: stats.PercentileMethod,
 		RestartBaseline: RestartBaseline{Summary: "same host, warm local caches, servers started one at a time; not a cold node or container start"},
 		Windows:         raw.Windows, Simulated: raw.Simulated, GPUFacts: raw.GPUFacts,
-		Phases: raw.Phases, Checks: raw.Checks, Failures: raw.Failures,
+		Phases: raw.Phases, Checks: raw.Checks, Failures: raw.Failures, NotRunReason: raw.NotRun,
 		Started: unix(raw.Started), Finished: unix(raw.Finished), Gate: raw.Gate,
 	}
 	if raw.Finished.IsZero() {

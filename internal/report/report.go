@@ -32,8 +32,11 @@ type Report struct {
 	GPUFacts  *record.GPUFacts  `json:"gpu_facts,omitempty"` // from NVML
 	// GPUPlacement is how every server was put on the GPU measured
 	// (CUDA_DEVICE_ORDER and CUDA_VISIBLE_DEVICES, the GPU's UUID, where gpu_index came from).
-	GPUPlacement string           `json:"gpu_placement,omitempty"`
-	Phases       []string         `json:"phases"`   // phases that ran, in order
+	GPUPlacement string   `json:"gpu_placement,omitempty"`
+	Phases       []string `json:"phases"` // phases that ran, in order
+	// NotRunReason says why a NOT RUN run measured nothing, where the
+	// harness knows (no GPU under -tags gpu); absent otherwise.
+	NotRunReason string           `json:"not_run_reason,omitempty"`
 	Checks       []record.Check   `json:"checks"`   // every threshold with its verdict
 	Failures     []record.Failure `json:"failures"` // what went wrong, where
 	Started      float64          `json:"started"`  // Unix seconds

@@ -42,6 +42,9 @@ func writeChecks(b *strings.Builder, rep Report) {
 		sim = fmt.Sprintf(" — simulated (vllmsim profile %s, time scale %g)", rep.Simulated.Profile, rep.Simulated.TimeScale)
 	}
 	fmt.Fprintf(b, "# wakebench: %s%s\n\n%s · %s · phases: %s\n\n", rep.Status, sim, rep.GPU, rep.Runtime, strings.Join(rep.Phases, ", "))
+	if rep.Status == StatusNotRun && rep.NotRunReason != "" {
+		fmt.Fprintf(b, "Nothing was measured: %s\n\n", rep.NotRunReason)
+	}
 
 	var failed, notEvaluated []record.Check
 	for _, c := range rep.Checks {
