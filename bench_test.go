@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/perf/benchfmt"
 
+	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
@@ -142,6 +143,10 @@ func TestOutputs(t *testing.T) {
 
 	cfg := h.Config()
 	p := cfg.Protocol
+	// The level-0 and KV-only release cycles run where they are on and the
+	// server has their endpoints (vLLM with the pause API, PR #44890's
+	// release); where they are on and did not run, the record says why.
+	ran := ranCycles(t, raw, cfg)
 	perModel := 2 * len(p.Concurrency) * p.Rounds * p.RequestsPerRound
 	assert.Equal(t, len(cfg.Models)*perModel, rep.Requests.PlannedPerformance, "planned_performance")
 	assert.Equal(t, rep.Requests.Executed, rep.Requests.Success+rep.Requests.Failure+rep.Requests.AbortedByDesign, "executed = success + failure + aborted by design")
@@ -183,7 +188,14 @@ func TestOutputs(t *testing.T) {
 			probes += (1 + wakes) * (2 + len(m.LoRAModules))
 			c := rep.Models[m.Label].Correctness
 			if assert.NotNil(t, c, "correctness of %s", m.Label) {
-				for _, st := range []string{record.ReplayLevel1, record.ReplayLevel2, record.ReplayLevel0, record.ReplayKVRelease, record.ReplayAfterWake, record.ReplaySwitch} {
+				stages := []string{record.ReplayLevel1, record.ReplayLevel2, record.ReplayAfterWake, record.ReplaySwitch}
+				if ran[m.Label][0] {
+					stages = append(stages, record.ReplayLevel0)
+				}
+				if ran[m.Label][record.LevelKVRelease] {
+					stages = append(stages, record.ReplayKVRelease)
+				}
+				for _, st := range stages {
 					assert.Contains(t, c.Stages, st, "%s replayed after its %s wakes", m.Label, st)
 				}
 			}
@@ -199,8 +211,14 @@ func TestOutputs(t *testing.T) {
 	}
 	if t := raw.Traffic; t != nil {
 		// Every traffic request (both runs), the in-flight requests of each
-		// mode and a probe after each of those wakes.
-		probes += len(t.Requests) + len(t.InFlight)*(cfg.Traffic.InFlightRequests+1)
+		// mode and a probe after each of those wakes; a mode the server
+		// cannot do (Off, with why) sends none.
+		probes += len(t.Requests)
+		for _, f := range t.InFlight {
+			if f.Off == "" {
+				probes += cfg.Traffic.InFlightRequests + 1
+			}
+		}
 	}
 	if slices.Contains(raw.Phases, protocol.PhaseSoak) {
 		// A soak in the same run: each cycle hands over to the next model
@@ -295,8 +313,17 @@ func TestOutputs(t *testing.T) {
 	}
 	require.NoError(t, rd.Err())
 	benches := []string{"Restart", "Sleep", "Serve", "Switch"}
-	wantUnits := []string{report.UnitReady, report.UnitFirstToken, report.UnitSleep, report.UnitWake, report.UnitTTFT, report.UnitTPOT, report.UnitTPS, report.UnitReqTPS,
-		report.UnitRelease2, report.UnitHeld}
+	wantUnits := []string{report.UnitReady, report.UnitFirstToken, report.UnitSleep, report.UnitWake, report.UnitTTFT, report.UnitTPOT, report.UnitTPS, report.UnitReqTPS}
+	anyL0, anyKV := false, false
+	for _, l := range h.Labels() {
+		anyL0, anyKV = anyL0 || ran[l][0], anyKV || ran[l][record.LevelKVRelease]
+	}
+	if anyKV { // the KV-only release's /release_kv_cache_memory
+		wantUnits = append(wantUnits, report.UnitRelease2)
+	}
+	if anyL0 { // level 0: a request held while paused
+		wantUnits = append(wantUnits, report.UnitHeld)
+	}
 	if p.CostDwellS > 0 { // the state-cost phase: host memory from /proc
 		wantUnits = append(wantUnits, report.UnitHostGiB)
 	}
@@ -304,7 +331,10 @@ func TestOutputs(t *testing.T) {
 		benches = append(benches, "Memory")
 		// GiB/peak (Memory/device) is summed from every sample at Close,
 		// after this test.
-		wantUnits = append(wantUnits, report.UnitResidual, report.UnitRelease, report.UnitFreed)
+		wantUnits = append(wantUnits, report.UnitResidual, report.UnitRelease)
+		if anyL0 || anyKV { // what a pause or a KV-only release freed
+			wantUnits = append(wantUnits, report.UnitFreed)
+		}
 		if p.CostDwellS > 0 { // the simulated GPU's energy counter
 			wantUnits = append(wantUnits, report.UnitPower, report.UnitWakeJ, report.UnitSleepJ, report.UnitStartJ)
 		}
@@ -324,6 +354,29 @@ func TestOutputs(t *testing.T) {
 	}
 	assert.Len(t, units, len(wantUnits), "no other units: %v", units)
 	assert.Equal(t, p.Handoffs, countPrefix(text, "BenchmarkSwitch/"), "one line per handoff")
+}
+
+// ranCycles is, per model, whether its level-0 (0) and KV-only release
+// (record.LevelKVRelease) cycles ran to success. Cycles that are on in the
+// config but did not run must be said off in the record, with why (a server
+// without the endpoints), or have failed the run.
+func ranCycles(t *testing.T, raw record.Raw, cfg config.Config) map[string]map[int]bool {
+	t.Helper()
+	out := map[string]map[int]bool{}
+	for _, m := range cfg.Models {
+		out[m.Label] = map[int]bool{}
+		for _, c := range raw.Cycles[m.Label] {
+			if c.OK && (c.Level == 0 || c.Level == record.LevelKVRelease) {
+				out[m.Label][c.Level] = true
+			}
+		}
+		for level, n := range map[int]int{0: cfg.Protocol.SleepL0Cycles, record.LevelKVRelease: cfg.Protocol.KVReleaseCycles} {
+			if n > 0 && !out[m.Label][level] && len(raw.Failures) == 0 {
+				assert.NotEmpty(t, raw.CyclesOff[m.Label][level], "%s: %d cycles at level %d asked for, none ran, and the record does not say why", m.Label, n, level)
+			}
+		}
+	}
+	return out
 }
 
 func countPrefix(s, prefix string) int {

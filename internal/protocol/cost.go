@@ -31,17 +31,34 @@ const hostPoll = 5 * time.Millisecond
 // energyReading is the energy counter's joules on each GPU (nil: no
 // counter) and when its read returned: the counter is taken as read then
 // (an NVML read takes microseconds; a slow read's latency falls before
-// it, outside the interval it ends).
+// it, outside the interval it ends). gen counts the meter's anomalies up
+// to this reading: two readings of different gen have a counter that went
+// backwards or stalled between them, so nothing between them is measured.
 type energyReading struct {
-	t time.Time
-	j []float64
+	t   time.Time
+	j   []float64
+	gen int
 }
 
+// stallAfter is how long a GPU's energy counter may stay put before the
+// meter calls it stalled. A powered GPU draws tens of watts even at its
+// deepest idle, and NVML's total-energy counter (mJ) moves at every power
+// sample (tens of milliseconds apart); a second without a millijoule is a
+// counter that stopped, not an idle board.
+const stallAfter = time.Second
+
 // meter reads the energy counter; once the source says it has none
-// (gpu.ErrNoEnergy) it reads nothing more and off says why.
+// (gpu.ErrNoEnergy) it reads nothing more and off says why. A reading
+// lower than the one before on any GPU (a reset, a wrap) or unchanged for
+// stallAfter is an anomaly: it starts a new gen, bad says what was seen,
+// and every figure across it is unreadable (NaN with bad as the reason),
+// never a value.
 type meter struct {
-	read func(context.Context) ([]float64, error)
-	off  string
+	read  func(context.Context) ([]float64, error)
+	clock func() time.Time // when a read returned; nil: time.Now
+	off   string
+	bad   string // the last anomaly seen, "" while none
+	last  energyReading
 }
 
 func (m *meter) now(ctx context.Context) (energyReading, error) {
@@ -50,6 +67,9 @@ func (m *meter) now(ctx context.Context) (energyReading, error) {
 	}
 	j, err := m.read(ctx)
 	t := time.Now()
+	if m.clock != nil {
+		t = m.clock()
+	}
 	if errors.Is(err, gpu.ErrNoEnergy) {
 		m.off = err.Error()
 		return energyReading{}, nil
@@ -57,13 +77,54 @@ func (m *meter) now(ctx context.Context) (energyReading, error) {
 	if err != nil {
 		return energyReading{}, fmt.Errorf("read the GPU energy counter: %w", err)
 	}
-	return energyReading{t: t, j: j}, nil
+	e := energyReading{t: t, j: j, gen: m.last.gen}
+	if why := anomaly(m.last, e); why != "" {
+		e.gen++
+		m.bad = why
+	}
+	m.last = e
+	return e, nil
+}
+
+// anomaly says how the counter misbehaved from reading a to b ("" when it
+// did not, or a is the first reading): it went backwards, or it did not
+// move for stallAfter or longer.
+func anomaly(a, b energyReading) string {
+	if a.j == nil {
+		return ""
+	}
+	if len(a.j) != len(b.j) {
+		return fmt.Sprintf("the GPU energy counter read %d GPUs, then %d: its energy and power figures are unreadable", len(a.j), len(b.j))
+	}
+	for i := range a.j {
+		switch d := b.t.Sub(a.t); {
+		case b.j[i] < a.j[i]:
+			return fmt.Sprintf("the GPU energy counter went backwards on GPU %d (%.3f J, then %.3f J %.3f s later: a reset or a wrap): energy and power figures across it are unreadable",
+				i, a.j[i], b.j[i], d.Seconds())
+		case b.j[i] == a.j[i] && d >= stallAfter:
+			return fmt.Sprintf("the GPU energy counter stalled on GPU %d (%.3f J for %.3f s; a powered GPU moves it every power sample): energy and power figures across it are unreadable",
+				i, a.j[i], d.Seconds())
+		}
+	}
+	return ""
+}
+
+// unreadable says why no energy figure can span readings a and b: no
+// counter (off), or an anomaly between them (bad); "" when one can.
+func (m *meter) unreadable(a, b energyReading) string {
+	switch {
+	case a.j == nil || b.j == nil:
+		return m.off
+	case a.gen != b.gen:
+		return m.bad
+	}
+	return ""
 }
 
 // joules is the energy between two readings, summed over the GPUs (NaN
-// when either has none).
+// when either has none, or the counter misbehaved between them).
 func joules(a, b energyReading) float64 {
-	if a.j == nil || b.j == nil || len(a.j) != len(b.j) {
+	if a.j == nil || b.j == nil || len(a.j) != len(b.j) || a.gen != b.gen {
 		return math.NaN()
 	}
 	var s float64
@@ -88,7 +149,7 @@ func powerOver(a, b energyReading) float64 {
 // before's power pBefore over a → start and the state after's pAfter over
 // end → b, so the harness's reads around a transition add nothing.
 func transitionJ(a, b energyReading, start, end time.Time, pBefore, pAfter float64) float64 {
-	if a.j == nil || b.j == nil {
+	if a.j == nil || b.j == nil || a.gen != b.gen {
 		return math.NaN()
 	}
 	return joules(a, b) - pBefore*max(0, start.Sub(a.t).Seconds()) - pAfter*max(0, b.t.Sub(end).Seconds())
@@ -205,6 +266,9 @@ func (p *Protocol) StateCost(ctx context.Context, label string, logf Logf) (reco
 			ReleaseHostEnv: os.Getenv("VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY")}}
 	step, err := r.run()
 	r.c.EnergyNote = r.m.off
+	if r.c.EnergyNote == "" {
+		r.c.EnergyNote = r.m.bad // the figures across the anomaly are NaN
+	}
 	if err == nil {
 		r.c.BreakEvens = breakEvens(r.c)
 	}
@@ -218,8 +282,8 @@ func (p *Protocol) StateCost(ctx context.Context, label string, logf Logf) (reco
 	for _, t := range r.c.Transitions {
 		logf("%s %s: %.3f s, %.2f J", label, t.Op, t.S, t.J)
 	}
-	if r.m.off != "" {
-		logf("%s: no power or energy figures: %s", label, r.m.off)
+	if r.c.EnergyNote != "" {
+		logf("%s: power or energy figures missing: %s", label, r.c.EnergyNote)
 	}
 	return r.c, nil
 }

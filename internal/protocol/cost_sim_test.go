@@ -1,6 +1,8 @@
 package protocol_test
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -176,4 +178,90 @@ func TestStateCostOnSim(t *testing.T) {
 	assert.Len(t, fit.Levels, 2)
 	assert.Equal(t, 1, fit.Levels[0].Fits, "the tiny models fit beside each other: %+v", fit)
 	assert.Equal(t, fit, rec.Raw().Fit)
+}
+
+// cutCounter is ConstPower's counter cut by CutJ from the third read that
+// sees A asleep after awake on: the state-cost phase reads the counter
+// after the level-1 sleep, at its dwell's start and at its end, so the cut
+// falls inside the level-1 dwell, as a counter reset mid-phase would.
+type cutCounter struct {
+	simtest.ConstPower
+	f      func() *fleet.Fleet
+	mu     sync.Mutex // guards awake and asleep
+	awake  bool       // a read saw A awake
+	asleep int        // reads that saw A asleep after that
+	CutJ   float64
+}
+
+func (c *cutCounter) Energy(ctx context.Context) ([]float64, error) {
+	j, err := c.ConstPower.Energy(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f := c.f(); f != nil {
+		switch asleep := f.Asleep("A"); {
+		case !asleep && f.Running("A"):
+			c.awake = true
+		case asleep && c.awake:
+			c.asleep++
+		}
+	}
+	if c.asleep >= 3 {
+		j[0] -= c.CutJ
+	}
+	return j, err
+}
+
+// TestStateCostCounterGoesBackwards: an energy counter cut by 5000 J
+// during A's level-1 sleep once read as -2483.6 W asleep and passed
+// max_sleeping_power_w. Now no figure is negative: each is the counter's
+// true 100 W (or 100 W × its interval) or, where it spans the cut, NaN;
+// the cost says why, and a max_sleeping_power_w check on an unreadable
+// power is NOT EVALUATED with that reason (failing the run where the user
+// set it, as every absent figure's check: TestStateCostNoCounter).
+func TestStateCostCounterGoesBackwards(t *testing.T) {
+	var mu sync.Mutex // guards fl
+	var fl *fleet.Fleet
+	f, _, p := simFleetWith(t, func(s gpu.Source) gpu.Source {
+		return &cutCounter{ConstPower: simtest.ConstPower{Source: s, Watts: 100, Origin: time.Now()}, CutJ: 5000,
+			f: func() *fleet.Fleet { mu.Lock(); defer mu.Unlock(); return fl }}
+	}, func(c *config.Config) {
+		c.Protocol.CostDwellS = 0.3
+		c.Thresholds.MaxSleepingPowerW = 150
+	})
+	mu.Lock()
+	fl = f
+	mu.Unlock()
+	c, err := p.StateCost(t.Context(), "A", t.Logf)
+	require.NoError(t, err)
+	assert.Contains(t, c.EnergyNote, "went backwards on GPU 0")
+	nan := 0
+	for _, s := range c.States {
+		if math.IsNaN(s.PowerW) {
+			nan++
+		} else if s.Skipped == "" {
+			assert.InDelta(t, 100, s.PowerW, 1, "%s: the counter's power, or unreadable", s.State)
+		}
+	}
+	for _, tr := range c.Transitions {
+		if math.IsNaN(tr.J) {
+			nan++
+		} else {
+			assert.InDelta(t, 100*tr.S, tr.J, 0.5, "%s: 100 W × its interval, or unreadable", tr.Op)
+		}
+	}
+	assert.Positive(t, nan, "the figure across the cut is unreadable")
+	checks := map[string]record.Check{}
+	for _, ch := range p.CostChecks("A", c) {
+		checks[ch.Name] = ch
+	}
+	for level, st := range map[int]string{1: record.StateL1, 2: record.StateL2} {
+		s, _ := c.State(st)
+		ch := checks[fmt.Sprintf("cost.level%d.power_w", level)]
+		if math.IsNaN(s.PowerW) {
+			assert.Equal(t, record.NotEvaluated, ch.Verdict, st)
+			assert.Contains(t, ch.Reason, "went backwards", "never a PASS on a reading that went backwards")
+		} else {
+			assert.Equal(t, "PASS", ch.Verdict, "%s: 100 W under 150", st)
+		}
+	}
 }

@@ -19,8 +19,8 @@ import (
 // power after would span microseconds, finer than the counter updates.
 // NaN with why when the device has no counter.
 func intervalJ(a, b energyReading, end time.Time, m *meter) (float64, string) {
-	if a.j == nil || b.j == nil {
-		return math.NaN(), m.off
+	if why := m.unreadable(a, b); why != "" || a.j == nil || b.j == nil {
+		return math.NaN(), why
 	}
 	all, in := b.t.Sub(a.t).Seconds(), end.Sub(a.t).Seconds()
 	if all <= 0 || in >= all {
@@ -119,7 +119,22 @@ func (tr *EnergyTrace) Between(a, b time.Time) (float64, string) {
 	case len(tr.pts) < 2 || a.Before(tr.pts[0].t) || b.After(tr.pts[len(tr.pts)-1].t) || !b.After(a):
 		return math.NaN(), "the energy counter's readings do not cover the run"
 	}
+	if tr.pts[tr.segment(a)-1].gen != tr.pts[tr.segment(b)].gen {
+		return math.NaN(), tr.m.bad // the counter went backwards or stalled within what [a, b] interpolates
+	}
 	return tr.at(b) - tr.at(a), ""
+}
+
+// segment is the index i of the readings pts[i-1], pts[i] that t lies
+// between (t within the readings, at least two): the two at interpolates
+// t from.
+func (tr *EnergyTrace) segment(t time.Time) int {
+	for i := 1; i < len(tr.pts); i++ {
+		if !t.After(tr.pts[i].t) {
+			return i
+		}
+	}
+	return len(tr.pts) - 1
 }
 
 // at is the counter's value at t summed over the GPUs, interpolated

@@ -1,0 +1,108 @@
+package protocol
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// scripted is an energy counter that returns its values in turn.
+type scripted struct{ vals [][]float64 }
+
+func (s *scripted) read(context.Context) ([]float64, error) {
+	v := s.vals[0]
+	s.vals = s.vals[1:]
+	return v, nil
+}
+
+// TestMeterNamesACounterThatMisbehaves: a counter that goes backwards (a
+// reset, a wrap) or stands still for a second is an anomaly: every figure
+// across it is NaN with the reason, never a value (a cut of 5000 J once
+// read as -2483.6 W and passed max_sleeping_power_w); figures on either
+// side of it stay values.
+func TestMeterNamesACounterThatMisbehaves(t *testing.T) {
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	for _, tc := range []struct {
+		name string
+		j    [][]float64
+		dt   []float64 // each reading's time
+		want string
+	}{
+		{"backwards", [][]float64{{100}, {5200}, {200}, {300}}, []float64{0, 2, 4, 6}, "went backwards on GPU 0 (5200.000 J, then 200.000 J"},
+		{"wrap on the second GPU", [][]float64{{1, 100}, {2, 200}, {3, 50}, {4, 150}}, []float64{0, 2, 4, 6}, "went backwards on GPU 1"},
+		{"stalled", [][]float64{{100}, {300}, {300}, {500}}, []float64{0, 2, 4, 6}, "stalled on GPU 0 (300.000 J for 2.000 s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &scripted{vals: tc.j}
+			i := 0
+			m := &meter{read: src.read, clock: func() time.Time { i++; return at(tc.dt[i-1]) }}
+			var rs []energyReading
+			for range tc.j {
+				r, err := m.now(t.Context())
+				require.NoError(t, err)
+				rs = append(rs, r)
+			}
+			// Readings 1 → 2 span the anomaly; 0 → 1 and 2 → 3 do not.
+			assert.Contains(t, m.bad, tc.want)
+			assert.False(t, math.IsNaN(joules(rs[0], rs[1])), "before it: a value")
+			assert.False(t, math.IsNaN(joules(rs[2], rs[3])), "after it: a value")
+			for _, span := range [][2]int{{1, 2}, {0, 3}, {0, 2}} {
+				a, b := rs[span[0]], rs[span[1]]
+				assert.True(t, math.IsNaN(joules(a, b)), "across it (%d → %d): unreadable", span[0], span[1])
+				assert.True(t, math.IsNaN(powerOver(a, b)))
+				assert.True(t, math.IsNaN(transitionJ(a, b, a.t, b.t, 1, 1)))
+				j, why := intervalJ(a, b, b.t, m)
+				assert.True(t, math.IsNaN(j))
+				assert.Equal(t, m.bad, why, "its reason is the anomaly")
+			}
+			j, why := intervalJ(rs[2], rs[3], rs[3].t, m)
+			assert.Empty(t, why)
+			want := 0.0
+			for g := range tc.j[3] {
+				want += tc.j[3][g] - tc.j[2][g]
+			}
+			assert.InDelta(t, want, j, 1e-9, "after it: the counter's difference")
+		})
+	}
+}
+
+// TestMeterMovingCounter: a counter that moves, however slowly, and
+// readings closer than a second with no change (a counter between its
+// power samples) are no anomaly.
+func TestMeterMovingCounter(t *testing.T) {
+	src := &scripted{vals: [][]float64{{100}, {100}, {100.001}, {150}}}
+	m := &meter{read: src.read}
+	var rs []energyReading
+	for range 4 {
+		r, err := m.now(t.Context())
+		require.NoError(t, err)
+		rs = append(rs, r)
+	}
+	assert.Empty(t, m.bad)
+	assert.InDelta(t, 50, joules(rs[0], rs[3]), 1e-9)
+}
+
+// TestTraceAcrossACut: the traffic phase's trace interpolates between
+// readings; an interval whose interpolation crosses the anomaly is NaN
+// with why, one that lies after it is a value.
+func TestTraceAcrossACut(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	m := &meter{bad: "the GPU energy counter went backwards on GPU 0"}
+	tr := &EnergyTrace{m: m, pts: []energyReading{
+		{t: t0, j: []float64{100}}, {t: t0.Add(time.Second), j: []float64{200}},
+		{t: t0.Add(2 * time.Second), j: []float64{10}, gen: 1}, {t: t0.Add(3 * time.Second), j: []float64{110}, gen: 1},
+	}}
+	j, why := tr.Between(t0.Add(500*time.Millisecond), t0.Add(2500*time.Millisecond))
+	assert.True(t, math.IsNaN(j))
+	assert.Equal(t, m.bad, why)
+	j, why = tr.Between(t0.Add(1500*time.Millisecond), t0.Add(1900*time.Millisecond))
+	assert.True(t, math.IsNaN(j), "interpolated between the readings either side of the cut")
+	assert.NotEmpty(t, why)
+	j, why = tr.Between(t0.Add(2100*time.Millisecond), t0.Add(2900*time.Millisecond))
+	assert.Empty(t, why)
+	assert.InDelta(t, 80, j, 1e-9, "after the cut: 100 J/s × 0.8 s")
+}
