@@ -1,13 +1,11 @@
 package vllmsim_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,22 +51,8 @@ func crashSimPID(t *testing.T, faults string, env ...string) (c *simClient, logs
 }
 
 // syncLog is a process's output, read while the process writes it.
-type syncLog struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// syncLog is a log the server writes while the test reads it (SyncLog).
+type syncLog = vllmsim.SyncLog
 
 // simClient is a client of one sim process and its base URL.
 type simClient struct {
@@ -90,7 +74,7 @@ func TestCrashFaults(t *testing.T) {
 	select {
 	case err := <-done:
 		assert.ErrorContains(t, err, "exit status 1")
-		assert.Contains(t, logs.String(), "an illegal memory access was encountered")
+		logs.Has(t, "an illegal memory access was encountered")
 	case <-time.After(5 * time.Second):
 		t.Fatal("the engine did not crash")
 	}
@@ -113,7 +97,7 @@ func TestInFlightCrash(t *testing.T) {
 	select {
 	case err := <-done:
 		assert.ErrorContains(t, err, "exit status 1")
-		assert.Contains(t, logs.String(), "injected fault inflight-crash")
+		logs.Has(t, "injected fault inflight-crash")
 	case <-time.After(5 * time.Second):
 		t.Fatal("the engine did not crash")
 	}

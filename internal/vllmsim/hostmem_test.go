@@ -72,7 +72,7 @@ func TestLevelOneSleepHoldsHostMemory(t *testing.T) {
 			c, logs, _, pid := crashSimPID(t, "", env...)
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
-			assert.Contains(t, logs.String(), "vllmsim host memory scale 1:")
+			logs.Has(t, "vllmsim host memory scale 1:")
 
 			// Level 2 first: no host copy.
 			before := hostOf(t, pid).RSS
@@ -92,7 +92,7 @@ func TestLevelOneSleepHoldsHostMemory(t *testing.T) {
 			t.Logf("RSS after the wake %.1f MiB", mib(awake))
 			if release {
 				assert.InDelta(t, float64(before), float64(awake), float64(tol), "released after the wake")
-				assert.Contains(t, logs.String(), "Released 0.25 GiB of pinned host memory after wake-up.")
+				logs.Has(t, "Released 0.25 GiB of pinned host memory after wake-up.")
 			} else {
 				assert.InDelta(t, float64(asleep), float64(awake), float64(tol), "kept for the process's lifetime")
 			}
@@ -117,7 +117,7 @@ func TestPinnedBackupIsLocked(t *testing.T) {
 		t.Skipf("RLIMIT_MEMLOCK refuses 2.5 MiB here: %s", logs)
 	}
 	assert.InDelta(t, float64(lockedBefore)+0.01*tinyBWeights, float64(m.Locked), 64<<10, "VmLck holds the scaled backup")
-	assert.Contains(t, logs.String(), "vllmsim host memory scale 0.01:")
+	logs.Has(t, "vllmsim host memory scale 0.01:")
 }
 
 // TestHostOOMFault: the level-1 sleep's host allocation fails: a 500
@@ -140,7 +140,7 @@ func TestHostOOMFault(t *testing.T) {
 	select {
 	case err := <-done:
 		assert.ErrorContains(t, err, "exit status 1")
-		assert.Contains(t, logs.String(), "Engine core died")
+		logs.Has(t, "Engine core died")
 	case <-time.After(5 * time.Second):
 		t.Fatal("the engine did not die")
 	}

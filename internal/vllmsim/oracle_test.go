@@ -3,7 +3,6 @@ package vllmsim
 import (
 	"bytes"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,24 +12,6 @@ import (
 	"github.com/wakebench/wakebench/internal/simgpu"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
-
-// lockedBuffer is a log the server writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
-}
 
 func gen(t *testing.T, s *sim, model, prompt string) vllm.Generation {
 	t.Helper()
@@ -172,7 +153,7 @@ func TestOracleMeetsATie(t *testing.T) {
 // the sleep-mode metric, a leak that grows the residual each sleep, and
 // the first level-1 sleep's pinned-buffer cost.
 func TestSleepAsTheEngineLogsIt(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &SyncLog{}
 	s := startSimLog(t, "tiny-a", map[string]string{EnvFaults: "leak-per-cycle=64", EnvTimeScale: "4"}, logs)
 	s.ready(t)
 	ctx := t.Context()

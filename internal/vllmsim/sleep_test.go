@@ -60,7 +60,7 @@ func errMessage(t *testing.T, body map[string]any) string {
 // still on the device, no "fall asleep" or freed line, and a request sent
 // meanwhile waits until the wake, then runs.
 func TestLevel0PausesOnly(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &SyncLog{}
 	s := startSimLog(t, "tiny-a", nil, logs)
 	s.ready(t)
 	ctx := t.Context()
@@ -101,38 +101,38 @@ func TestLevel0PausesOnly(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiting request never ran after the wake")
 	}
-	assert.Contains(t, logs.String(), "WARNING Executor is not sleeping.", "no memory slept")
+	logs.Has(t, "WARNING Executor is not sleeping.", "no memory slept")
 	assert.NotContains(t, logs.String(), "to wake up tags")
 	assert.Equal(t, 1.0, s.metrics(t)["vllm:engine_fully_awake"])
 }
 
 // TestWakeLogLines: vLLM's router and executor lines (vllm-api.md §3).
 func TestWakeLogLines(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &SyncLog{}
 	s := startSimLog(t, "tiny-a", nil, logs)
 	s.ready(t)
 	send(t, s, "POST /sleep?level=1")
 	send(t, s, "POST /wake_up")
-	assert.Contains(t, logs.String(), "wake up the engine with tags: None")
+	logs.Has(t, "wake up the engine with tags: None")
 	assert.Regexp(t, `It took [0-9.]+ seconds to wake up tags \{'weights', 'kv_cache'\}\.`, logs.String(), "no tags: the executor's set")
 
 	n := strings.Count(logs.String(), "to wake up tags")
 	code, body := send(t, s, "POST /wake_up")
 	require.Equal(t, 200, code)
 	assert.Equal(t, "awake", body["status"])
-	assert.Contains(t, logs.String(), "WARNING Executor is not sleeping.")
+	logs.Has(t, "WARNING Executor is not sleeping.")
 	assert.Equal(t, n, strings.Count(logs.String(), "to wake up tags"), "nothing asleep: no It took line")
 
 	send(t, s, "POST /sleep?level=1")
 	send(t, s, "POST /wake_up?tags=weights")
-	assert.Contains(t, logs.String(), "wake up the engine with tags: ['weights']")
+	logs.Has(t, "wake up the engine with tags: ['weights']")
 	assert.Regexp(t, `It took [0-9.]+ seconds to wake up tags \['weights'\]\.`, logs.String())
 	n = strings.Count(logs.String(), "to wake up tags")
 	used := s.used(t)
 	code, body = send(t, s, "POST /wake_up?tags=weights")
 	require.Equal(t, 200, code)
 	assert.Equal(t, map[string]any{"status": "sleeping", "tags_woken": []any{"weights"}}, body)
-	assert.Contains(t, logs.String(), "WARNING Tag weights is not in sleeping tags {'kv_cache'}")
+	logs.Has(t, "WARNING Tag weights is not in sleeping tags {'kv_cache'}")
 	assert.Equal(t, n, strings.Count(logs.String(), "to wake up tags"), "a tag not asleep wakes nothing")
 	assert.Equal(t, used, s.used(t))
 
@@ -148,7 +148,7 @@ func TestWakeLogLines(t *testing.T) {
 // cache on the device (weights stay) → wake_up?tags=kv_cache maps it back
 // in a KV wake's time and resumes serving.
 func TestKVOnlyRelease(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &SyncLog{}
 	// slow-wake stretches every wake 40 times: 0.2 s for the KV cache.
 	s := startSimLog(t, "tiny-a", map[string]string{EnvFaults: "slow-wake=40"}, logs)
 	s.ready(t)
@@ -280,7 +280,7 @@ func TestRPCFailFault(t *testing.T) {
 // unknown name fails there with vLLM's factory message (a level-0 pause
 // makes no memory call); before era C the flag does not exist.
 func TestSleepModeBackend(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &SyncLog{}
 	s := startSimLog(t, "tiny-a", nil, logs, "--sleep-mode-backend", "cumem")
 	s.ready(t)
 	send(t, s, "POST /sleep?level=1")
@@ -312,7 +312,7 @@ func TestSleepModeBackend(t *testing.T) {
 func TestReleaseHostMemoryLog(t *testing.T) {
 	const line = "Released 0.50 GiB of pinned host memory after wake-up."
 	for _, on := range []bool{false, true} {
-		logs := &lockedBuffer{}
+		logs := &SyncLog{}
 		env := map[string]string{}
 		if on {
 			env[EnvReleaseHostMemory] = "1"
@@ -382,8 +382,6 @@ func TestEraSetting(t *testing.T) {
 	_, err = SettingsFromEnv(func(k string) string { return map[string]string{EnvPoisonPages: "yes"}[k] })
 	assert.ErrorContains(t, err, EnvPoisonPages)
 }
-
-func (l *lockedBuffer) String() string { return string(l.Bytes()) }
 
 // TestRLMetricsVariant: with VLLMSIM_RL_METRICS=1 the operation metrics
 // carry vLLM's RLHF router's names (vllm:rl_…) and a calls counter by
