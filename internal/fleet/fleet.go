@@ -104,7 +104,8 @@ type servers struct {
 
 	// mu guards every model's fields but cfg (port, srv, client, pids,
 	// asleep, level, slept, rssPeak, exitReported, compile, logFrom, reference,
-	// sleeps), pidOf, exits, stopping and changes. Never held with memories.mu.
+	// sleeps), pidOf, exits, stopping, changes and unverified. Never held
+	// with memories.mu.
 	mu    sync.Mutex
 	pidOf map[int]string
 	exits []exit // every server exit the fleet did not cause, in the order noticed
@@ -115,6 +116,9 @@ type servers struct {
 	// awake): a device-delta measurement uses a device read only while
 	// no other model has changed state since its sleep.
 	changes uint64
+	// unverified is, label → why, each sleep-mode verification after a
+	// sleep or wake that could not be made (its /metrics unreadable).
+	unverified map[string][]string
 }
 
 // exit is a server that exited without being stopped.

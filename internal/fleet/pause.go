@@ -45,7 +45,7 @@ func (f *Fleet) ReleaseKVCacheAt(ctx context.Context, label string) (sent time.T
 // expected, say): an unknown resource or an operation still in flight is
 // an error naming them (checkEngine).
 func (f *Fleet) CheckEngine(ctx context.Context, label, op string) error {
-	return checkEngine(ctx, label, op, f.metricsOf(label), f.s.poll())
+	return f.verifyEngine(ctx, label, op)
 }
 
 // SupportsPause reports whether label's server has vLLM's pause endpoints
@@ -100,7 +100,7 @@ func (f *Fleet) asleepStep(ctx context.Context, label, op string, slept []string
 	f.s.changes++
 	f.s.mu.Unlock()
 	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: op})
-	if err := checkEngine(ctx, label, op, f.metricsOf(label), f.s.poll()); err != nil {
+	if err := f.verifyEngine(ctx, label, op); err != nil {
 		return sent, d, fmt.Errorf("%s %s: %w", op, label, err)
 	}
 	return sent, d, nil
@@ -176,7 +176,7 @@ func (f *Fleet) WakeKVCacheAt(ctx context.Context, label string) (sent time.Time
 	if err := f.markAwake(m, srv, label, sent, "wake kv_cache"); err != nil {
 		return sent, d, fmt.Errorf("wake %s kv_cache: %w", label, err)
 	}
-	if err := checkEngine(ctx, label, "wake", f.metricsOf(label), f.s.poll()); err != nil {
+	if err := f.verifyEngine(ctx, label, "wake"); err != nil {
 		return sent, d, fmt.Errorf("wake %s kv_cache: %w", label, err)
 	}
 	return sent, d, nil

@@ -61,7 +61,7 @@ func (f *Fleet) SleepMode(ctx context.Context, label string, level int, mode str
 		f.rec.AddFirstSleep(label, record.FirstSleep{Level: level, SleepS: d.Seconds()})
 	}
 	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: fmt.Sprintf("sleep L%d", level)})
-	if err := checkEngine(ctx, label, "sleep", f.metricsOf(label), f.s.poll()); err != nil {
+	if err := f.verifyEngine(ctx, label, "sleep"); err != nil {
 		return sent, d, fmt.Errorf("sleep %s level %d: %w", label, level, err)
 	}
 	return sent, d, nil
@@ -125,7 +125,7 @@ func (f *Fleet) WakeAt(ctx context.Context, label string) (sent time.Time, d tim
 	if err := f.markAwake(m, srv, label, sent, "wake"); err != nil {
 		return sent, d, fmt.Errorf("wake %s from level %d: %w", label, level, err)
 	}
-	if err := checkEngine(ctx, label, "wake", f.metricsOf(label), f.s.poll()); err != nil {
+	if err := f.verifyEngine(ctx, label, "wake"); err != nil {
 		return sent, d, fmt.Errorf("wake %s from level %d: %w", label, level, err)
 	}
 	return sent, d, nil

@@ -62,45 +62,81 @@ func wakeVerdict(ctx context.Context, a vllm.WakeAnswer, read metricsRead, slept
 
 // checkEngine reads the server's sleep metrics after op returned: an
 // unknown resource or an operation still in flight (re-read once after
-// 2 × poll, at least 100 ms) is an error naming label and what is wrong. A server that does
-// not export the families, or a /metrics that cannot be read, passes: the
-// call's own answer stands.
-func checkEngine(ctx context.Context, label, op string, read metricsRead, poll time.Duration) error {
+// 2 × poll, at least 100 ms) is an error naming label and what is wrong. A
+// server that does not export the families passes: the call's own answer
+// stands. A /metrics that cannot be read (an error status, garbage) is no
+// pass: unverified says which verification could not be made and why, so
+// the run reports it (Fleet.Unverified) instead of hiding a hung operation.
+func checkEngine(ctx context.Context, label, op string, read metricsRead, poll time.Duration) (unverified string, err error) {
 	ms, err := read(ctx)
 	if err != nil {
-		return nil
+		return unreadable(op, err), nil
 	}
 	v := ms.SleepView()
 	if len(v.Unknown) > 0 {
-		return unknownErr(label, op, v)
+		return "", unknownErr(label, op, v)
 	}
 	if len(v.InFlight) == 0 {
-		return nil
+		return "", nil
 	}
 	wait := max(2*poll, 100*time.Millisecond)
 	t := time.NewTimer(wait)
 	select {
 	case <-ctx.Done():
 		t.Stop()
-		return fmt.Errorf("model %s: after %s: %w", label, op, context.Cause(ctx))
+		return "", fmt.Errorf("model %s: after %s: %w", label, op, context.Cause(ctx))
 	case <-t.C:
 	}
 	if ms, err = read(ctx); err != nil {
-		return nil
+		return unreadable(op, err), nil
 	}
 	v = ms.SleepView()
 	if len(v.Unknown) > 0 {
-		return unknownErr(label, op, v)
+		return "", unknownErr(label, op, v)
 	}
 	if len(v.InFlight) == 0 {
-		return nil
+		return "", nil
 	}
 	var hung []string
 	for _, o := range slices.Sorted(maps.Keys(v.InFlight)) {
 		hung = append(hung, fmt.Sprintf("%s (%g in flight)", o, v.InFlight[o]))
 	}
-	return fmt.Errorf("model %s: hung sleep-mode operation %s: vllm:sleep_mode_operations_in_flight still above 0 %v after the %s call returned",
+	return "", fmt.Errorf("model %s: hung sleep-mode operation %s: vllm:sleep_mode_operations_in_flight still above 0 %v after the %s call returned",
 		label, strings.Join(hung, ", "), wait, op)
+}
+
+// unreadable is the verification after op that a failed /metrics read
+// (err) left undone.
+func unreadable(op string, err error) string {
+	return fmt.Sprintf("after %s: GET /metrics: %v (no check for an unknown resource or a hung operation could be made)", op, err)
+}
+
+// verifyEngine is checkEngine on label's server after op; a verification
+// it could not make is kept for Unverified.
+func (f *Fleet) verifyEngine(ctx context.Context, label, op string) error {
+	why, err := checkEngine(ctx, label, op, f.metricsOf(label), f.s.poll())
+	if why != "" {
+		f.s.mu.Lock()
+		if f.s.unverified == nil {
+			f.s.unverified = map[string][]string{}
+		}
+		f.s.unverified[label] = append(f.s.unverified[label], why)
+		f.s.mu.Unlock()
+	}
+	return err
+}
+
+// Unverified is, label → why, every sleep-mode verification after a sleep,
+// wake, pause or KV release that could not be made because the server's
+// /metrics could not be read, in the order they were tried.
+func (f *Fleet) Unverified() map[string][]string {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	out := make(map[string][]string, len(f.s.unverified))
+	for l, ws := range f.s.unverified {
+		out[l] = slices.Clone(ws)
+	}
+	return out
 }
 
 func unknownErr(label, op string, v vllm.SleepView) error {

@@ -59,7 +59,7 @@ func zero(int64) int { return 0 }
 
 func TestCheckEngineUnknownResource(t *testing.T) {
 	read := metricsServer(t, map[string]string{"scheduler": "paused", "weights": "unknown", "kv_cache": "unknown"}, "sleep", zero, false)
-	err := checkEngine(t.Context(), "A", "sleep", read, time.Millisecond)
+	_, err := checkEngine(t.Context(), "A", "sleep", read, time.Millisecond)
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "model A: resource kv_cache, weights in state unknown")
 	assert.ErrorContains(t, err, "only a restart recovers")
@@ -71,18 +71,21 @@ func TestCheckEngineHungOperation(t *testing.T) {
 	for _, rl := range []bool{false, true} {
 		read := metricsServer(t, awake, "wake", func(int64) int { return 1 }, rl)
 		t0 := time.Now()
-		err := checkEngine(t.Context(), "A", "wake", read, 60*time.Millisecond)
+		_, err := checkEngine(t.Context(), "A", "wake", read, 60*time.Millisecond)
 		assert.ErrorContains(t, err, "model A: hung sleep-mode operation wake (1 in flight)", "rl_ %v", rl)
 		assert.GreaterOrEqual(t, time.Since(t0), 120*time.Millisecond, "re-read after 2 × poll")
 
 		read = metricsServer(t, awake, "wake", func(n int64) int { return int(2 - min(n, 2)) }, rl) // 1, then 0
-		assert.NoError(t, checkEngine(t.Context(), "A", "wake", read, time.Millisecond), "a gauge that drops by the re-read is no hang")
+		why, err := checkEngine(t.Context(), "A", "wake", read, time.Millisecond)
+		assert.NoError(t, err, "a gauge that drops by the re-read is no hang")
+		assert.Empty(t, why)
 	}
 	read := metricsServer(t, awake, "wake", func(int64) int { return 1 }, false)
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	t0 := time.Now()
-	assert.ErrorIs(t, checkEngine(ctx, "A", "wake", read, time.Hour), context.DeadlineExceeded, "the wait ends with ctx")
+	_, err := checkEngine(ctx, "A", "wake", read, time.Hour)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "the wait ends with ctx")
 	assert.Less(t, time.Since(t0), 10*time.Second)
 }
 
@@ -101,9 +104,40 @@ func TestCheckEngineNotExported(t *testing.T) {
 		}
 		return vllm.ParseMetrics(text)
 	}
-	assert.NoError(t, checkEngine(t.Context(), "A", "sleep", read, time.Millisecond))
-	err := wakeVerdict(t.Context(), vllm.WakeAnswer{Status: "sleeping"}, read, sleptBy(1))
+	why, err := checkEngine(t.Context(), "A", "sleep", read, time.Millisecond)
+	assert.NoError(t, err)
+	assert.Empty(t, why, "nothing exported, nothing to verify: the answer stands")
+	err = wakeVerdict(t.Context(), vllm.WakeAnswer{Status: "sleeping"}, read, sleptBy(1))
 	assert.ErrorContains(t, err, "still asleep: weights, kv_cache, scheduling (what the fleet slept; the server exports no resource state)")
+}
+
+// TestCheckEngineUnreadable: a /metrics that answers 500 or garbage is
+// no pass: the verification it left undone is named (the run reports it
+// NOT EVALUATED), where the same server's hung operation with readable
+// metrics is an error.
+func TestCheckEngineUnreadable(t *testing.T) {
+	for name, h := range map[string]http.HandlerFunc{
+		"500":     func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", http.StatusInternalServerError) },
+		"garbage": func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("{{{ not prometheus\n")) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			c := vllm.New(srv.URL)
+			defer c.CloseIdle()
+			read := func(ctx context.Context) (vllm.Metrics, error) {
+				text, err := c.Metrics(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return vllm.ParseMetrics(text)
+			}
+			why, err := checkEngine(t.Context(), "A", "wake", read, time.Millisecond)
+			assert.NoError(t, err)
+			assert.Contains(t, why, "after wake: GET /metrics: ")
+			assert.Contains(t, why, "no check for an unknown resource or a hung operation could be made")
+		})
+	}
 }
 
 // TestWakeVerdict: only a "sleeping" answer fails, naming what the

@@ -211,6 +211,16 @@ func Pause(cfg config.Config, label string, level int, cycles []record.Cycle, of
 	return out
 }
 
+// Unverified is the check of a model whose sleep-mode verifications after
+// a sleep or wake (no resource left unknown, no operation hung) could not
+// all be made, its /metrics unreadable (why, in the order tried): NOT
+// EVALUATED with the reason, and required, so that a hung operation a
+// broken /metrics hides is never a silent PASS.
+func Unverified(label string, why []string) record.Check {
+	reason := fmt.Sprintf("%d sleep-mode verification(s) could not be made; first: %s", len(why), why[0])
+	return record.Check{Name: "engine.verified", Model: label, Op: "==", Limit: 0, Verdict: record.NotEvaluated, Reason: reason, Required: true}
+}
+
 // b2f is 1 for true, 0 for false.
 func b2f(b bool) float64 {
 	if b {

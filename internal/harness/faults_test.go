@@ -444,3 +444,30 @@ func TestSamplerErrorsAreReported(t *testing.T) {
 	assert.Equal(t, "FAIL", c.Verdict)
 	assert.Positive(t, c.Value)
 }
+
+// TestUnreadableMetricsIsNoPass: a hung wake that readable /metrics would
+// name (TestFaultsAreNamed) behind a /metrics answering 500 or garbage used
+// to PASS silently. Every step still succeeds (the wake answered and
+// /is_sleeping says awake), and the report says which verification could
+// not be made: engine.verified NOT EVALUATED with the reason, required, so
+// the run FAILs (faultRun asserts it).
+func TestUnreadableMetricsIsNoPass(t *testing.T) {
+	for _, broken := range []string{"500", "garbage"} {
+		t.Run(broken, func(t *testing.T) {
+			t.Parallel()
+			rep, err := faultRun(t, "stuck-op=wake_up,metrics-broken="+broken, nil, restartThen(cycles(1)))
+			require.NoError(t, err, "every call answered as it should")
+			var c *record.Check
+			for i := range rep.Checks {
+				if rep.Checks[i].Name == "engine.verified" && rep.Checks[i].Model == "A" {
+					c = &rep.Checks[i]
+				}
+			}
+			require.NotNil(t, c, "the unverified wakes are reported: %v", rep.Checks)
+			assert.Equal(t, record.NotEvaluated, c.Verdict)
+			assert.True(t, c.Fails())
+			assert.Contains(t, c.Reason, "GET /metrics")
+			assert.Contains(t, c.Reason, "no check for an unknown resource or a hung operation could be made")
+		})
+	}
+}

@@ -231,6 +231,12 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 		}
 		r.rec.AddChecks(gate.Evaluate("memory.sampler_errors", "", float64(n), "==", 0))
 	}
+	unverified := r.fleet.Unverified()
+	for _, l := range r.fleet.Labels() {
+		if why := unverified[l]; len(why) > 0 {
+			r.rec.AddChecks(gate.Unverified(l, why))
+		}
+	}
 	used := make([]float64, len(samples))
 	var perGPU [][]float64 // a row per sample, on runs of several GPUs
 	for i, s := range samples {

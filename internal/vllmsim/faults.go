@@ -91,6 +91,12 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	                       fails: the sleep answers 500 EngineDeadError naming host
 //	                       memory and the engine dies: the process exits 1 (a full
 //	                       host, ls1intum/edutelligence#583)
+//
+// The harness's own reads:
+//
+//	metrics-broken=500|garbage  GET /metrics answers HTTP 500, or 200 with a body
+//	                       that is not Prometheus text (a broken exporter or proxy):
+//	                       nothing the harness verifies from /metrics can be read
 type Faults struct {
 	CrashAtStart     bool
 	StartHang        bool
@@ -121,6 +127,7 @@ type Faults struct {
 	StuckOps         map[string]bool // stuck-op: operation (sleep, wake_up, release_kv_cache_memory)
 	RPCFail          map[string]bool // rpc-fail: operation (sleep, wake_up, release_kv_cache_memory)
 	HostOOM          bool            // host-oom: a level-1 sleep's host allocation fails
+	MetricsBroken    string          // metrics-broken: "500" or "garbage" ("": /metrics works)
 
 	// Delays: path → seconds added before it is handled (delay=PATH:S).
 	Delays map[string]float64
@@ -181,6 +188,13 @@ var faultParsers = map[string]func(*Faults, faultArg) error{
 	"stuck-op":               opFault(func(f *Faults) *map[string]bool { return &f.StuckOps }, opSleep, opWakeUp, opReleaseKV),
 	"rpc-fail":               opFault(func(f *Faults) *map[string]bool { return &f.RPCFail }, opSleep, opWakeUp, opReleaseKV),
 	"host-oom":               flagFault(func(f *Faults) *bool { return &f.HostOOM }),
+	"metrics-broken": func(f *Faults, a faultArg) error {
+		if a.arg != "500" && a.arg != "garbage" {
+			return fmt.Errorf("%s: %q: want 500 or garbage", a.name, a.arg)
+		}
+		f.MetricsBroken = a.arg
+		return nil
+	},
 }
 
 // The sleep-mode operations faults name (the endpoints' paths).

@@ -67,6 +67,22 @@ type server struct {
 	pinned         bool // the pinned host buffer for level-1 offload is allocated
 }
 
+// metricsHandler serves /metrics, or what fault metrics-broken answers
+// instead.
+func (s *server) metricsHandler() http.Handler {
+	switch s.faults.MetricsBroken {
+	case "500":
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "Internal Server Error (injected fault metrics-broken)", http.StatusInternalServerError)
+		})
+	case "garbage":
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte("<html><body>{{ injected fault metrics-broken: not Prometheus text\n"))
+		})
+	}
+	return s.m.handler()
+}
+
 func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
@@ -74,7 +90,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"version": Version})
 	})
-	mux.Handle("GET /metrics", s.m.handler())
+	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("GET /v1/models", s.auth(s.handleModels))
 	mux.HandleFunc("POST /v1/completions", s.auth(s.handleCompletions))
 	if s.devMode {
