@@ -144,7 +144,7 @@ func TestBadInputNamesTheKey(t *testing.T) {
 		{"traffic warm-up beyond memory", `{"traffic": {"warmup_requests": 1000000}}`, nil, []string{"traffic.rate/rates/duration_s/warmup_requests: 2e+06 requests planned"}},
 		{"traffic beyond the plan's memory", `{"traffic": {"rate": 800, "duration_s": 150, "workload": {"kind": "fixed", "prompt_tokens": 4000, "output_tokens": 8}}}`, nil,
 			[]string{"traffic.rate/rates/duration_s/warmup_requests: 2.4e+05 requests of 4000 prompt and 8 output tokens hold about 6.5 GiB with their results: at most 1 GiB in one run"}},
-		{"a dataset prefix beyond the context", `{"traffic": {"workload": {"kind": "dataset", "dataset": "/dev/null", "shared_prefix_tokens": 5000}}}`, nil,
+		{"a dataset prefix beyond the context", `{"traffic": {"workload": {"kind": "dataset", "dataset": "../../testdata/traffic-sharegpt.jsonl", "shared_prefix_tokens": 5000}}}`, nil,
 			[]string{"traffic.workload.shared_prefix_tokens: 5000: every dataset prompt starts with it, so it must stay below protocol.context_tokens (4096)"}},
 		{"in-flight modes twice", `{"traffic": {"in_flight_modes": ["abort", "wait", "abort"]}}`, nil, []string{`traffic.in_flight_modes[2]: "abort" twice`}},
 		{"in-flight modes empty", `{"traffic": {"in_flight_requests": 4, "in_flight_modes": []}}`, nil, []string{"traffic.in_flight_modes: empty beside in_flight_requests 4"}},
