@@ -264,3 +264,84 @@ func TestTrafficBounded(t *testing.T) {
 		{"burstiness +Inf", func(_ *testing.T, c *Config) { c.Traffic.Arrivals, c.Traffic.Burstiness = "gamma", math.Inf(1) }, "traffic.burstiness: +Inf: want a gamma shape > 0"},
 	})
 }
+
+// onCluster sets c's fleet to run on a cluster with defaults.
+func onCluster(c *Config) { c.Fleet = Fleet{ControlPlane: "kubeconfig"} }
+
+// onLocal sets c's fleet to the local one, with one node.
+func onLocal(c *Config) {
+	c.Fleet = Fleet{ControlPlane: "local", LocalNodes: []FleetNode{{Name: "node-0", Profile: "tiny"}}}
+}
+
+// TestFleetKeysChecked: every fleet key that reached the Job spec, go
+// test's flags or the local fleet unchecked is refused at load, naming it.
+func TestFleetKeysChecked(t *testing.T) {
+	cluster := func(mod func(f *Fleet)) func(*testing.T, *Config) {
+		return func(_ *testing.T, c *Config) { onCluster(c); mod(&c.Fleet) }
+	}
+	local := func(mod func(f *Fleet)) func(*testing.T, *Config) {
+		return func(_ *testing.T, c *Config) { onLocal(c); mod(&c.Fleet) }
+	}
+	checkRefused(t, []boundCase{
+		{"unknown profile", local(func(f *Fleet) { f.LocalNodes[0].Profile = "h200" }),
+			`fleet.local_nodes[0].profile: "h200": not a vllmsim profile (want one of a100, demo, h100, h100-pcie-gen3x8, l20, tiny)`},
+		{"local node name", local(func(f *Fleet) { f.LocalNodes[0].Name = "N 1/x" }), `fleet.local_nodes[0].name: "N 1/x" is not a node name: a lowercase RFC 1123 subdomain`},
+		{"namespace", cluster(func(f *Fleet) { f.Namespace = "Bad_NS!" }), `fleet.namespace: "Bad_NS!" is not a namespace name: a lowercase RFC 1123 label must consist of`},
+		{"namespace too long", cluster(func(f *Fleet) { f.Namespace = strings.Repeat("a", 64) }), `fleet.namespace: "aaaa…must be no more than 63 characters`},
+		{"local namespace", local(func(f *Fleet) { f.Namespace = "mine" }), `fleet.namespace: "mine": the local fleet applies deploy/rbac.yaml, written for namespace wakebench-fleet`},
+		{"toleration operator", cluster(func(f *Fleet) { f.Tolerations = []Toleration{{Key: "gpu", Operator: "Sometimes"}} }),
+			`fleet.tolerations[0].operator: "Sometimes": want "Exists" or "Equal"`},
+		{"toleration effect", cluster(func(f *Fleet) { f.Tolerations = []Toleration{{Key: "gpu", Operator: "Exists", Effect: "Never"}} }),
+			`fleet.tolerations[0].effect: "Never": want "NoSchedule", "PreferNoSchedule", "NoExecute" or "" (every effect)`},
+		{"toleration of every taint", cluster(func(f *Fleet) { f.Tolerations = []Toleration{{Operator: "Exists"}} }),
+			"fleet.tolerations[0]: operator Exists without a key tolerates every taint"},
+		{"toleration Exists with a value", cluster(func(f *Fleet) { f.Tolerations = []Toleration{{Key: "gpu", Operator: "Exists", Value: "x"}} }),
+			`fleet.tolerations[0].value: "x" with operator Exists`},
+		{"toleration Equal without a key", cluster(func(f *Fleet) { f.Tolerations = []Toleration{{Operator: "Equal", Value: "x", Effect: "NoExecute"}} }),
+			"fleet.tolerations[0].key: empty with operator Equal"},
+		{"toleration key", cluster(func(f *Fleet) { f.Tolerations = []Toleration{{Key: "a b", Operator: "Exists"}} }), `fleet.tolerations[0].key: "a b" is not a taint key name`},
+		{"timeout beyond the deadline", cluster(func(f *Fleet) { f.DeadlineS, f.TimeoutS = 600, 900 }),
+			"fleet.timeout_s: 900 beyond deadline_s 600: each node run's go test -timeout must end within the whole run's deadline"},
+		{"timeout beyond the default deadline", cluster(func(f *Fleet) { f.TimeoutS = 7200 }), "fleet.timeout_s: 7200 beyond deadline_s 3600"},
+		{"deadline NaN", cluster(func(f *Fleet) { f.DeadlineS = math.NaN() }), "fleet.deadline_s: NaN: want 0 (the default) or whole seconds from 1 to 2592000 (30 days)"},
+		{"deadline +Inf", cluster(func(f *Fleet) { f.DeadlineS = math.Inf(1) }), "fleet.deadline_s: +Inf: want 0 (the default) or whole seconds"},
+		{"deadline 1e300", cluster(func(f *Fleet) { f.DeadlineS = 1e300 }), "fleet.deadline_s: 1e+300: want 0 (the default) or whole seconds"},
+		{"deadline half a second (activeDeadlineSeconds 0)", cluster(func(f *Fleet) { f.DeadlineS = 0.5 }), "fleet.deadline_s: 0.5: want 0 (the default) or whole seconds"},
+		{"timeout 1e300", cluster(func(f *Fleet) { f.TimeoutS = 1e300 }), "fleet.timeout_s: 1e+300: want 0 (the default) or whole seconds"},
+		{"schedule timeout +Inf", cluster(func(f *Fleet) { f.ScheduleTimeoutS = math.Inf(1) }), "fleet.schedule_timeout_s: +Inf: want 0 (the default) or seconds up to 2592000"},
+		{"node lost NaN", cluster(func(f *Fleet) { f.NodeLostS = math.NaN() }), "fleet.node_lost_s: NaN: want 0 (the default) or seconds up to 2592000"},
+		{"parallelism beyond int32", cluster(func(f *Fleet) { f.Parallelism = 1 << 32 }), "fleet.parallelism: 4294967296: want 0 (every node at once) to 100000"},
+		{"run not a regexp", cluster(func(f *Fleet) { f.Run = "(" }), `fleet.run: "(": element 0 ("(") is not a regexp: error parsing regexp: missing closing ): ` + "`(`"},
+		{"run's subtest part not a regexp", cluster(func(f *Fleet) { f.Run = "^TestProtocol$/[" }), `fleet.run: "^TestProtocol$/[": element 1 ("[") is not a regexp`},
+		{"nodes with the local fleet", local(func(f *Fleet) { f.Nodes = []string{"node-0"} }), `fleet.nodes: given with control_plane "local"`},
+		{"local nodes on a cluster", cluster(func(f *Fleet) { f.LocalNodes = []FleetNode{{Name: "n", Profile: "tiny"}} }), `fleet.local_nodes: given with control_plane "kubeconfig"`},
+		{"node name", cluster(func(f *Fleet) { f.Nodes = []string{"N 1/x"} }), `fleet.nodes[0]: "N 1/x" is not a node name: a lowercase RFC 1123 subdomain`},
+		{"node twice", cluster(func(f *Fleet) { f.Nodes = []string{"a", "a"} }), `fleet.nodes[1]: "a" twice`},
+		{"node selector key", cluster(func(f *Fleet) { f.NodeSelector = map[string]string{"a b": "x"} }), `fleet.node_selector: "a b" is not a label key name`},
+		{"node selector value", cluster(func(f *Fleet) { f.NodeSelector = map[string]string{"gpu": "a b"} }), `fleet.node_selector.gpu: "a b" is not a label value name`},
+		{"resource -1", cluster(func(f *Fleet) { f.Resources = map[string]string{"nvidia.com/gpu": "-1"} }), `fleet.resources.nvidia.com/gpu: "-1": want a quantity > 0`},
+		{"resource 0", cluster(func(f *Fleet) { f.Resources = map[string]string{"nvidia.com/gpu": "0"} }), `fleet.resources.nvidia.com/gpu: "0": want a quantity > 0`},
+		{"resource name", cluster(func(f *Fleet) { f.Resources = map[string]string{"a b": "1"} }), `fleet.resources: "a b" is not a resource name`},
+		{"driver", cluster(func(f *Fleet) { f.Driver = "GPU!" }), `fleet.driver: "GPU!" is not a DRA driver (or "none") name`},
+		{"device class", cluster(func(f *Fleet) { f.DeviceClass = "GPU!" }), `fleet.device_class: "GPU!" is not a DeviceClass (or "none") name`},
+		{"service account", cluster(func(f *Fleet) { f.ServiceAccount = "Me!" }), `fleet.service_account: "Me!" is not a ServiceAccount name`},
+		{"kubeconfig missing", cluster(func(f *Fleet) { f.Kubeconfig = "/nonexistent/kubeconfig" }),
+			`fleet.kubeconfig: stat /nonexistent/kubeconfig: no such file or directory (the cluster's kubeconfig; "" uses $KUBECONFIG, ~/.kube/config or the in-cluster config)`},
+		{"kubeconfig a directory", cluster(func(f *Fleet) { f.Kubeconfig = "/" }), "fleet.kubeconfig: / is a directory"},
+		{"bin_dir missing", local(func(f *Fleet) { f.BinDir = "/nonexistent/bin" }), "fleet.bin_dir: stat /nonexistent/bin: no such file or directory"},
+	})
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, []byte("apiVersion: v1\n"), 0o600))
+	checkAccepted(t, map[string]func(*testing.T, *Config){
+		"cluster defaults": cluster(func(*Fleet) {}),
+		"local defaults":   local(func(*Fleet) {}),
+		"a full cluster fleet": cluster(func(f *Fleet) {
+			f.Kubeconfig, f.Namespace, f.ServiceAccount = kubeconfig, "gpu-fleet", "wakebench-fleet"
+			f.Nodes, f.NodeSelector = []string{"gpu-node-1.example.com", "gpu-node-2"}, map[string]string{"nvidia.com/gpu.present": "true"}
+			f.Driver, f.DeviceClass, f.Resources = "none", "none", map[string]string{"nvidia.com/gpu": "1"}
+			f.Tolerations = []Toleration{{Key: "nvidia.com/gpu", Operator: "Exists", Effect: "NoSchedule"}, {Key: "dedicated", Operator: "Equal", Value: "gpu"}, {Operator: "Exists", Effect: "NoExecute"}}
+			f.Parallelism, f.DeadlineS, f.TimeoutS, f.ScheduleTimeoutS, f.NodeLostS = 8, 7200, 7200, 0.5, 40
+			f.Run = "^TestProtocol$/^(restart|baseline)$"
+		}),
+	})
+}

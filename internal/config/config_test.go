@@ -56,7 +56,7 @@ func TestBackendDefaultsFollowTheBuildTag(t *testing.T) {
 }
 
 func TestShippedConfigsLoad(t *testing.T) {
-	for f, models := range map[string]int{"example-config.json": 2, "demo.json": 2, "gpu-example.json": 2, "soak.json": 3, "k8s.json": 2} {
+	for f, models := range map[string]int{"example-config.json": 2, "demo.json": 2, "gpu-example.json": 2, "soak.json": 3, "k8s.json": 2, "fleet.json": 1} {
 		t.Run(f, func(t *testing.T) {
 			c, err := Load(env(map[string]string{EnvFile: filepath.Join("..", "..", "testdata", f)}))
 			require.NoError(t, err)
@@ -155,7 +155,7 @@ func TestBadInputNamesTheKey(t *testing.T) {
 		{"kubernetes runs two models", `{"kubernetes": {"control_plane": "local"}, "models": [{"label":"A","name":"tiny-a","gpu_memory_utilization":0.3},{"label":"B","name":"tiny-b","gpu_memory_utilization":0.3},{"label":"C","name":"tiny-c","gpu_memory_utilization":0.3}]}`, nil,
 			[]string{"kubernetes: the Kubernetes phase runs two models on one claim, not 3"}},
 		{"fleet", `{"fleet": {"control_plane": "kubeconfig", "parallelism": -1, "resources": {"nvidia.com/gpu": "one"}}}`, nil,
-			[]string{"fleet: deadline_s, schedule_timeout_s, node_lost_s, timeout_s and parallelism must not be negative",
+			[]string{"fleet.parallelism: -1: want 0 (every node at once) to 100000 nodes at once (an Indexed Job's limit)",
 				`fleet.resources.nvidia.com/gpu: "one": want a resource name and a quantity (e.g. "nvidia.com/gpu": "1")`}},
 		{"fleet control plane", `{"fleet": {"control_plane": "kind"}}`, nil, []string{`fleet.control_plane: "kind": want "local"`}},
 	}
