@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // EnvFile names the environment variable holding the config file path.
@@ -80,6 +82,16 @@ type Sim struct {
 	// that much smaller (the report's simulated note says so).
 	HostScale float64 `json:"host_scale"`
 }
+
+// SimProfiles are vllmsim's built-in profiles (package vllmsim's
+// ProfileNames, which config may not import: TestSimProfilesAreVllmsims
+// keeps the two lists the same), for sim.profile and
+// fleet.local_nodes[].profile.
+var SimProfiles = []string{"a100", "demo", "h100", "h100-pcie-gen3x8", "l20", "tiny"}
+
+// MaxSimTimeScale bounds sim.time_scale as vllmsim bounds
+// VLLMSIM_TIME_SCALE: a thousand times slower than the profile.
+const MaxSimTimeScale = 1000
 
 // Model is one server.
 type Model struct {
@@ -476,8 +488,11 @@ func (c Config) validateServers(bad badFunc) {
 	if c.Memory == "sim" && c.Command != "vllmsim" {
 		bad("memory", `"sim" reads vllmsim's simulated GPU, but command is %q: use "none"`, c.Command)
 	}
-	if !(c.Sim.TimeScale > 0) {
-		bad("sim.time_scale", "%v: must be > 0", c.Sim.TimeScale)
+	if c.Command == "vllmsim" && !slices.Contains(SimProfiles, c.Sim.Profile) {
+		bad("sim.profile", "%q: not a vllmsim profile (want one of %s)", c.Sim.Profile, strings.Join(SimProfiles, ", "))
+	}
+	if !(c.Sim.TimeScale > 0 && c.Sim.TimeScale <= MaxSimTimeScale) {
+		bad("sim.time_scale", "%v: want a factor in (0, %d] on every modelled duration (vllmsim's VLLMSIM_TIME_SCALE bound)", c.Sim.TimeScale, MaxSimTimeScale)
 	}
 	if !(c.Sim.HostScale > 0 && c.Sim.HostScale <= 1) {
 		bad("sim.host_scale", "%v: must be in (0, 1]: the share of a level-1 sleep's pinned host backup vllmsim really allocates", c.Sim.HostScale)
@@ -603,34 +618,74 @@ func (c Config) validateProtocol(bad badFunc) {
 	}
 	if p.ContextTokens < p.MaxTokens+1 {
 		bad("protocol.context_tokens", "%d: must exceed max_tokens (%d) plus the prompt", p.ContextTokens, p.MaxTokens)
+	} else if p.ContextTokens > MaxContextTokens {
+		bad("protocol.context_tokens", "%d: at most %d tokens (the longest context windows are about 10 M; beyond this a request's memory estimate overflows)", p.ContextTokens, MaxContextTokens)
 	}
 	if !(p.KVGiB > 0) {
 		bad("protocol.kv_gib", "%v: must be > 0", p.KVGiB)
+	} else if p.KVGiB > MaxKVGiB {
+		bad("protocol.kv_gib", "%v: at most %d GiB (no GPU holds 1 TiB; --kv-cache-memory-bytes is per GPU)", p.KVGiB, MaxKVGiB)
 	}
 	if strings.TrimSpace(p.Prompt) == "" {
 		bad("protocol.prompt", "empty")
 	}
-	if !(p.CostDwellS >= 0 && p.CostDwellS <= 3600) {
-		bad("protocol.cost_dwell_s", "%v: want seconds in [0, 3600] (0 turns the state-cost phase off)", p.CostDwellS)
+	minDwell, why := MinSimCostDwellS, "the phase's own readings take milliseconds"
+	if c.Memory == "nvml" {
+		minDwell, why = MinCostDwellS, "NVML's energy counter moves with its power reading, about every 100 ms: a shorter dwell measures its steps, not the power"
 	}
-	if p.SettleS < 0 || p.WindowPadS < 0 {
-		bad("protocol.settle_s/window_pad_s", "must not be negative")
+	if !(p.CostDwellS == 0 || p.CostDwellS >= minDwell && p.CostDwellS <= 3600) {
+		bad("protocol.cost_dwell_s", "%v: want 0 (the state-cost phase off) or seconds in [%g, 3600] (%s)", p.CostDwellS, minDwell, why)
+	}
+	for _, kv := range []struct {
+		k string
+		v float64
+	}{{"settle_s", p.SettleS}, {"window_pad_s", p.WindowPadS}} {
+		if !(kv.v >= 0 && kv.v <= 3600) {
+			bad("protocol."+kv.k, "%v: want seconds in [0, 3600]", kv.v)
+		}
+	}
+	if p.SettleS == 0 && p.SleepL0Cycles > 0 {
+		// Each level-0 cycle (and the /pause–/resume check after them)
+		// sends a request to the paused model and wakes it settle_s later:
+		// the request must be sent before the wake, which 0 does not leave
+		// time for (pauseCycle: "settle_s too short to send it while paused").
+		bad("protocol.settle_s", "0 with sleep_l0_cycles %d: a level-0 cycle sends a request while paused and wakes the model settle_s later, so the request goes after the wake and the cycle fails; want settle_s > 0 (e.g. 0.1), or sleep_l0_cycles 0", p.SleepL0Cycles)
 	}
 	if !(p.SampleHz > 0 && p.SampleHz <= 1000) {
 		bad("protocol.sample_hz", "%v: want 0 < Hz ≤ 1000", p.SampleHz)
 	}
 }
 
-// validateTimeouts checks that every timeout is positive.
+// MaxTimeoutS bounds every timeouts.* key and the other waits in seconds
+// (kubernetes.timeout_s, traffic.min_dwell_s …): a day, as MaxSpanS. A
+// step that takes longer is hung; and the bound keeps seconds ×
+// time.Second far inside a time.Duration (±292 years), which 1e300 or
+// +Inf would overflow to a negative wait (-2562047h47m…).
+const MaxTimeoutS = 24 * 3600
+
+// MinPollMS and MaxPollMS bound timeouts.poll_ms, the readiness poll
+// interval: below a millisecond the poll is a busy loop (and under a
+// nanosecond the interval is 0, which time.NewTicker panics on); above a
+// minute a server ready in seconds is seen a minute late.
+const (
+	MinPollMS = 1
+	MaxPollMS = 60_000
+)
+
+// validateTimeouts checks that every timeout is positive, finite and at
+// most MaxTimeoutS, and the poll interval within [MinPollMS, MaxPollMS].
 func (c Config) validateTimeouts(bad badFunc) {
 	t := c.Timeouts
 	for _, kv := range []struct {
 		k string
 		v float64
-	}{{"start_s", t.StartS}, {"request_s", t.RequestS}, {"sleep_s", t.SleepS}, {"wake_s", t.WakeS}, {"stop_s", t.StopS}, {"poll_ms", t.PollMS}} {
-		if !(kv.v > 0) {
-			bad("timeouts."+kv.k, "%v: must be > 0", kv.v)
+	}{{"start_s", t.StartS}, {"request_s", t.RequestS}, {"sleep_s", t.SleepS}, {"wake_s", t.WakeS}, {"stop_s", t.StopS}} {
+		if !(kv.v > 0 && kv.v <= MaxTimeoutS) {
+			bad("timeouts."+kv.k, "%v: want seconds in (0, %d] (at most a day)", kv.v, MaxTimeoutS)
 		}
+	}
+	if !(t.PollMS >= MinPollMS && t.PollMS <= MaxPollMS) {
+		bad("timeouts.poll_ms", "%v: want a readiness poll interval in [%d, %d] ms", t.PollMS, MinPollMS, MaxPollMS)
 	}
 }
 
@@ -663,20 +718,42 @@ func (c Config) validateAPIKey(bad badFunc) {
 // validateRegressionGate checks the regression gate: its limit, its
 // significance level and the baseline it compares against.
 func (c Config) validateRegressionGate(bad badFunc) {
-	if !(c.Thresholds.RegressionPercent >= 0) {
-		bad("thresholds.regression_percent", "%v: must not be negative", c.Thresholds.RegressionPercent)
+	switch rp := c.Thresholds.RegressionPercent; {
+	case !(rp >= 0):
+		bad("thresholds.regression_percent", "%v: must not be negative", rp)
+	case math.IsInf(rp, 0):
+		bad("thresholds.regression_percent", "%v: want a finite percent ≥ 0", rp)
 	}
 	if !(c.Thresholds.RegressionAlpha > 0 && c.Thresholds.RegressionAlpha < 1) {
 		bad("thresholds.regression_alpha", "%v: want a significance level in (0, 1), e.g. 0.05", c.Thresholds.RegressionAlpha)
 	}
-	// Baseline: bench.txt files or directories of runs, comma- or
-	// colon-separated (package gate reads them).
-	for _, b := range strings.FieldsFunc(c.Baseline, func(r rune) bool { return r == ',' || r == os.PathListSeparator }) {
-		if _, err := os.Stat(strings.TrimSpace(b)); err != nil {
-			bad("baseline", "%v (a previous run's bench.txt, or a directory of runs)", err)
-		}
-	}
+	checkBaseline(bad, c.Baseline)
 }
+
+// MaxKVGiB bounds protocol.kv_gib, the KV cache of each GPU
+// (--kv-cache-memory-bytes): no GPU holds 1 TiB (the largest hold under
+// 300 GiB), and the byte count must fit KVBytes' uint64.
+const MaxKVGiB = 1024
+
+// MaxContextTokens bounds protocol.context_tokens (--max-model-len):
+// 16 Mi tokens, beyond the longest context windows (about 10 M); it keeps
+// RequestBytes' estimate of a request that long from overflowing.
+const MaxContextTokens = 1 << 24
+
+// MinCostDwellS is the shortest protocol.cost_dwell_s on a real GPU
+// (memory "nvml"). The state-cost phase takes each state's power from
+// NVML's total-energy counter, in mJ and moved with the driver's power
+// reading, about every 100 ms: a 1 s dwell spans about ten updates, so
+// one update more or less within it moves power_w by about a tenth, while
+// a dwell of a microsecond sees the counter move by nothing or by a whole
+// update (0 W, or kilowatts). MinSimCostDwellS is the shortest elsewhere:
+// the simulated counter is integrated exactly when read, but the phase's
+// own readings (memory, energy, host memory) take milliseconds, and a
+// tenth of a second keeps them a small part of the dwell.
+const (
+	MinCostDwellS    = 1
+	MinSimCostDwellS = 0.1
+)
 
 // MaxCycles bounds the sleep cycles and handoffs of a run.
 const MaxCycles = 10_000
@@ -696,10 +773,18 @@ func checkThreshold(bad badFunc, key, name string, x float64) {
 		bad(key, "%v: must not be negative (0 turns the limit off)", x)
 	case name == "min_l1_release_percent" && x > 100:
 		bad(key, "%v: a percent of the model's memory, at most 100", x)
+	case name == "min_host_headroom_gib" && x > MaxHostHeadroomGiB:
+		bad(key, "%v: at most %d GiB (64 TiB: more than any one host holds, so every level-1 sleep would be refused)", x, MaxHostHeadroomGiB)
 	case (name == "max_failed_requests" || name == "max_shed_requests") && x != math.Trunc(x):
 		bad(key, "%v: a number of requests, want a whole number", x)
 	}
 }
+
+// MaxHostHeadroomGiB bounds thresholds.min_host_headroom_gib: 64 TiB.
+// The largest single hosts hold tens of TiB (an 8-socket server, 32 TiB);
+// a headroom beyond every host's memory refuses every level-1 sleep, and
+// only once the servers have started.
+const MaxHostHeadroomGiB = 64 << 10
 
 // KVBytes is protocol.kv_gib in bytes, as the plain integer vLLM accepts.
 func (c Config) KVBytes() uint64 { return uint64(c.Protocol.KVGiB * (1 << 30)) }
@@ -809,6 +894,14 @@ func (c Config) validateKubernetes(bad func(key, format string, a ...any)) {
 	}
 	if k.Namespace == "" {
 		bad("kubernetes.namespace", "empty")
+	} else {
+		checkName(bad, "kubernetes.namespace", k.Namespace, "a namespace", validation.IsDNS1123Label)
+	}
+	if k.ControlPlane == "kubeconfig" && k.Kubeconfig != "" {
+		checkFile(bad, "kubernetes.kubeconfig", k.Kubeconfig, `the cluster's kubeconfig; "" uses $KUBECONFIG, then ~/.kube/config`)
+	}
+	if k.ControlPlane == "local" && k.BinDir != "" {
+		checkDir(bad, "kubernetes.bin_dir", k.BinDir, "the directory holding etcd, kube-apiserver, kube-scheduler and kube-controller-manager")
 	}
 	if k.DeviceClass == "" {
 		bad("kubernetes.device_class", "empty")
@@ -821,6 +914,14 @@ func (c Config) validateKubernetes(bad func(key, format string, a ...any)) {
 	}
 	if !(k.TimeoutS > 0) || !(k.RefuseWaitS > 0) {
 		bad("kubernetes.timeout_s/refuse_wait_s", "must be > 0")
+	}
+	for _, kv := range []struct {
+		k string
+		v float64
+	}{{"timeout_s", k.TimeoutS}, {"refuse_wait_s", k.RefuseWaitS}} {
+		if kv.v > MaxTimeoutS {
+			bad("kubernetes."+kv.k, "%v: want seconds in (0, %d] (at most a day)", kv.v, MaxTimeoutS)
+		}
 	}
 	if !k.HostNetwork && k.ControlPlane == "kubeconfig" && (k.Port < 1 || k.Port > 65535) {
 		bad("kubernetes.port", "%d: want 1–65535", k.Port)
@@ -867,7 +968,9 @@ func (c Config) validateTraffic(bad func(key, format string, a ...any)) {
 		bad("traffic.duration_s", "%v: at most a day", tr.DurationS)
 	}
 	num("rate", tr.Rate)
-	num("min_dwell_s", tr.MinDwellS)
+	if num("min_dwell_s", tr.MinDwellS) && tr.MinDwellS > MaxTimeoutS {
+		bad("traffic.min_dwell_s", "%v: want seconds in [0, %d] (at most a day)", tr.MinDwellS, MaxTimeoutS)
+	}
 	for _, l := range slices.Sorted(maps.Keys(tr.Rates)) {
 		if _, ok := c.Model(l); !ok {
 			labels, _ := c.ModelNames()
@@ -880,7 +983,7 @@ func (c Config) validateTraffic(bad func(key, format string, a ...any)) {
 	default:
 		bad("traffic.arrivals", `%q: want "constant", "poisson" or "gamma"`, tr.Arrivals)
 	}
-	if tr.Arrivals == "gamma" && !(tr.Burstiness > 0) {
+	if tr.Arrivals == "gamma" && !(tr.Burstiness > 0 && !math.IsInf(tr.Burstiness, 0)) {
 		bad("traffic.burstiness", "%v: want a gamma shape > 0 (1 is Poisson, below 1 burstier)", tr.Burstiness)
 	}
 	if tr.WarmupRequests < 0 || tr.InFlightRequests < 0 || tr.InFlightRequests > 1024 {
@@ -897,9 +1000,7 @@ func (c Config) validateTraffic(bad func(key, format string, a ...any)) {
 			bad("traffic.workload", "uniform lengths need 1 ≤ min_prompt_tokens ≤ prompt_tokens and 1 ≤ min_output_tokens ≤ output_tokens")
 		}
 	case "dataset":
-		if _, err := os.Stat(w.Dataset); err != nil {
-			bad("traffic.workload.dataset", "%v (a JSONL file: {\"prompt\", \"output_tokens\"} or ShareGPT conversations per line)", err)
-		}
+		checkFile(bad, "traffic.workload.dataset", w.Dataset, `a JSONL file: {"prompt", "output_tokens"} or ShareGPT conversations per line`)
 	default:
 		bad("traffic.workload.kind", `%q: want "fixed", "uniform" or "dataset"`, w.Kind)
 	}
@@ -924,9 +1025,7 @@ func (c Config) validateTraffic(bad func(key, format string, a ...any)) {
 		}
 	}
 	if tr.Trace != "" {
-		if _, err := os.Stat(tr.Trace); err != nil {
-			bad("traffic.trace", "%v (a CSV file of t_s,model,prompt_tokens,output_tokens)", err)
-		}
+		checkFile(bad, "traffic.trace", tr.Trace, "a CSV file of t_s,model,prompt_tokens,output_tokens")
 	}
 	if tr.MaxQueue < 1 || tr.MaxQueue > MaxArrivals {
 		bad("traffic.max_queue", "%d: want 1 to %d requests waiting in the router for a wake (one more is shed: not sent, gated by thresholds.max_shed_requests)", tr.MaxQueue, MaxArrivals)

@@ -56,7 +56,7 @@ func TestBackendDefaultsFollowTheBuildTag(t *testing.T) {
 }
 
 func TestShippedConfigsLoad(t *testing.T) {
-	for f, models := range map[string]int{"example-config.json": 2, "demo.json": 2, "gpu-example.json": 2, "soak.json": 3, "k8s.json": 2} {
+	for f, models := range map[string]int{"example-config.json": 2, "demo.json": 2, "gpu-example.json": 2, "soak.json": 3, "k8s.json": 2, "fleet.json": 1} {
 		t.Run(f, func(t *testing.T) {
 			c, err := Load(env(map[string]string{EnvFile: filepath.Join("..", "..", "testdata", f)}))
 			require.NoError(t, err)
@@ -144,7 +144,7 @@ func TestBadInputNamesTheKey(t *testing.T) {
 		{"traffic warm-up beyond memory", `{"traffic": {"warmup_requests": 1000000}}`, nil, []string{"traffic.rate/rates/duration_s/warmup_requests: 2e+06 requests planned"}},
 		{"traffic beyond the plan's memory", `{"traffic": {"rate": 800, "duration_s": 150, "workload": {"kind": "fixed", "prompt_tokens": 4000, "output_tokens": 8}}}`, nil,
 			[]string{"traffic.rate/rates/duration_s/warmup_requests: 2.4e+05 requests of 4000 prompt and 8 output tokens hold about 6.5 GiB with their results: at most 1 GiB in one run"}},
-		{"a dataset prefix beyond the context", `{"traffic": {"workload": {"kind": "dataset", "dataset": "/dev/null", "shared_prefix_tokens": 5000}}}`, nil,
+		{"a dataset prefix beyond the context", `{"traffic": {"workload": {"kind": "dataset", "dataset": "../../testdata/traffic-sharegpt.jsonl", "shared_prefix_tokens": 5000}}}`, nil,
 			[]string{"traffic.workload.shared_prefix_tokens: 5000: every dataset prompt starts with it, so it must stay below protocol.context_tokens (4096)"}},
 		{"in-flight modes twice", `{"traffic": {"in_flight_modes": ["abort", "wait", "abort"]}}`, nil, []string{`traffic.in_flight_modes[2]: "abort" twice`}},
 		{"in-flight modes empty", `{"traffic": {"in_flight_requests": 4, "in_flight_modes": []}}`, nil, []string{"traffic.in_flight_modes: empty beside in_flight_requests 4"}},
@@ -155,7 +155,7 @@ func TestBadInputNamesTheKey(t *testing.T) {
 		{"kubernetes runs two models", `{"kubernetes": {"control_plane": "local"}, "models": [{"label":"A","name":"tiny-a","gpu_memory_utilization":0.3},{"label":"B","name":"tiny-b","gpu_memory_utilization":0.3},{"label":"C","name":"tiny-c","gpu_memory_utilization":0.3}]}`, nil,
 			[]string{"kubernetes: the Kubernetes phase runs two models on one claim, not 3"}},
 		{"fleet", `{"fleet": {"control_plane": "kubeconfig", "parallelism": -1, "resources": {"nvidia.com/gpu": "one"}}}`, nil,
-			[]string{"fleet: deadline_s, schedule_timeout_s, node_lost_s, timeout_s and parallelism must not be negative",
+			[]string{"fleet.parallelism: -1: want 0 (every node at once) to 100000 nodes at once (an Indexed Job's limit)",
 				`fleet.resources.nvidia.com/gpu: "one": want a resource name and a quantity (e.g. "nvidia.com/gpu": "1")`}},
 		{"fleet control plane", `{"fleet": {"control_plane": "kind"}}`, nil, []string{`fleet.control_plane: "kind": want "local"`}},
 	}

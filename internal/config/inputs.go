@@ -1,0 +1,134 @@
+package config
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// MaxBaselineBytes bounds one baseline bench.txt: a run's is kilobytes (a
+// few hundred benchfmt lines), so 64 MiB is thousands of runs' worth. A
+// bigger file is not a bench.txt (a log, a core dump, a disk image), and
+// package gate reads each file whole.
+const MaxBaselineBytes = 64 << 20
+
+// wantBaseline says what a baseline entry must be.
+const wantBaseline = "want a bench.txt file or a directory of runs"
+
+// baselineEntries splits a baseline setting as package gate's
+// SplitBaseline does: at commas and the OS's path-list separator, each
+// entry trimmed, blank ones dropped.
+func baselineEntries(spec string) []string {
+	var out []string
+	for _, f := range strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == os.PathListSeparator }) {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// baselineGlobs are the runs package gate's LoadBaseline reads in a
+// baseline directory: its own bench.txt, its subdirectories' and its
+// *.bench.txt files.
+var baselineGlobs = []string{"bench.txt", "*/bench.txt", "*.bench.txt"}
+
+// checkBaseline checks the baseline setting: each entry a bench.txt file
+// of at most MaxBaselineBytes or a directory holding such runs. Only
+// os.Stat looks at an entry (opening a FIFO would wait for a writer);
+// "" is no gate, a setting of separators and blanks alone names no file.
+func checkBaseline(bad badFunc, spec string) {
+	entries := baselineEntries(spec)
+	if spec != "" && len(entries) == 0 {
+		bad("baseline", "%q names no file: %s (comma-separated), or leave it empty for no regression gate", spec, wantBaseline)
+	}
+	for _, e := range entries {
+		fi, err := os.Stat(e)
+		if err != nil {
+			bad("baseline", "%v (a previous run's bench.txt, or a directory of runs)", err)
+			continue
+		}
+		if !fi.IsDir() {
+			checkBench(bad, e, fi)
+			continue
+		}
+		var found []string
+		for _, pat := range baselineGlobs {
+			m, err := filepath.Glob(filepath.Join(e, pat))
+			if err != nil {
+				bad("baseline", "%s: %v", e, err)
+			}
+			found = append(found, m...)
+		}
+		if len(found) == 0 {
+			bad("baseline", "%s: a directory with no bench.txt, */bench.txt or *.bench.txt: %s", e, wantBaseline)
+		}
+		for _, f := range found {
+			if fi, err := os.Stat(f); err != nil {
+				bad("baseline", "%v", err)
+			} else {
+				checkBench(bad, f, fi)
+			}
+		}
+	}
+}
+
+// checkBench checks one baseline bench.txt, fi its os.Stat: a regular
+// file of at most MaxBaselineBytes.
+func checkBench(bad badFunc, path string, fi fs.FileInfo) {
+	switch {
+	case !fi.Mode().IsRegular():
+		bad("baseline", "%s is %s: %s", path, fileKind(fi.Mode()), wantBaseline)
+	case fi.Size() > MaxBaselineBytes:
+		bad("baseline", "%s holds %d bytes, beyond %d MiB: not a bench.txt (a run's is kilobytes): %s", path, fi.Size(), MaxBaselineBytes>>20, wantBaseline)
+	}
+}
+
+// fileKind names what a file that is neither regular nor a directory is.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO (reading it waits for a writer)"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a regular file"
+}
+
+// checkFile checks that path, named by key, is a regular file (os.Stat,
+// so a FIFO is never opened); want says what the file should be.
+func checkFile(bad badFunc, key, path, want string) {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		bad(key, "%v (%s)", err, want)
+	case !fi.Mode().IsRegular():
+		bad(key, "%s is %s (%s)", path, fileKind(fi.Mode()), want)
+	}
+}
+
+// checkDir checks that path, named by key, is a directory.
+func checkDir(bad badFunc, key, path, want string) {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		bad(key, "%v (%s)", err, want)
+	case !fi.IsDir():
+		bad(key, "%s is not a directory (%s)", path, want)
+	}
+}
+
+// checkName checks a Kubernetes name with one of package validation's
+// Is… functions; what names the object ("a namespace").
+func checkName(bad badFunc, key, name, what string, valid func(string) []string) {
+	if errs := valid(name); len(errs) > 0 {
+		bad(key, "%q is not %s name: %s", name, what, strings.Join(errs, "; "))
+	}
+}
