@@ -179,6 +179,20 @@ func (s SLO) Good(o Open) bool {
 // waits for an answer before the next send (open loop). ctx ending stops
 // the sends; requests not issued are errors. Timeout bounds each request.
 func RunOpen(ctx context.Context, sender Sender, arrivals []Arrival, timeout time.Duration) []Open {
+	return RunOpenBounded(ctx, sender, arrivals, timeout, 0)
+}
+
+// RunOpenBounded is RunOpen with at most maxInFlight requests in flight at
+// once (0: unbounded), as a client's connection pool bounds them (each
+// holds a connection, an open file): an arrival beyond it is issued on
+// time and waits for a request to end before it is sent, the wait part of
+// its latency (TTFT and E2E count from its issue). Without a bound a high
+// rate opens a file per request until the process's limit fails them.
+func RunOpenBounded(ctx context.Context, sender Sender, arrivals []Arrival, timeout time.Duration, maxInFlight int) []Open {
+	var slots chan struct{} // one per request in flight; nil: unbounded
+	if maxInFlight > 0 {
+		slots = make(chan struct{}, maxInFlight)
+	}
 	out := make([]Open, len(arrivals))
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -196,6 +210,15 @@ func RunOpen(ctx context.Context, sender Sender, arrivals []Arrival, timeout tim
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if slots != nil {
+				select {
+				case slots <- struct{}{}:
+					defer func() { <-slots }()
+				case <-ctx.Done():
+					o.Done, o.Err = time.Now(), fmt.Errorf("not sent: waiting for one of %d requests in flight to end: %w", maxInFlight, context.Cause(ctx))
+					return
+				}
+			}
 			send(ctx, sender, o, timeout)
 		}()
 		// Let the new goroutine write its request now, not after the next

@@ -203,3 +203,59 @@ func TestWorkload(t *testing.T) {
 		assert.ErrorContains(t, err, want, body)
 	}
 }
+
+// gatedSender counts the requests inside Send and holds each until the
+// count has once reached hold, so the peak shows how many a bound lets in
+// at once, by ordering, not by timing.
+type gatedSender struct {
+	hold int
+	mu   sync.Mutex // guards in, peak
+	in   int
+	peak int
+	open chan struct{} // closed when in first reaches hold
+	once sync.Once
+}
+
+func (g *gatedSender) Send(ctx context.Context, a Arrival) (Delivery, error) {
+	g.mu.Lock()
+	g.in++
+	g.peak = max(g.peak, g.in)
+	if g.in >= g.hold {
+		g.once.Do(func() { close(g.open) })
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	g.in--
+	g.mu.Unlock()
+	now := time.Now()
+	return Delivery{Stream: &vllm.Stream{Sent: now, Tokens: []time.Time{now}, OutputTokens: 1}, Dispatched: now}, nil
+}
+
+// TestRunOpenBoundedHoldsItsBound: 50 arrivals at once with at most 5 in
+// flight: 5 are sent together (the sender holds them until the fifth
+// arrives) and never a sixth, and every request is still served; unbounded,
+// all 50 are in the sender at once (a file each: what ran a 2,000 req/s
+// ideal run out of open files).
+func TestRunOpenBoundedHoldsItsBound(t *testing.T) {
+	arrivals := make([]Arrival, 50)
+	for i := range arrivals {
+		arrivals[i] = Arrival{Model: "A"}
+	}
+	g := &gatedSender{hold: 5, open: make(chan struct{})}
+	out := RunOpenBounded(t.Context(), g, arrivals, 10*time.Second, 5)
+	for _, o := range out {
+		require.NoError(t, o.Err)
+	}
+	assert.Equal(t, 5, g.peak, "at most the bound in flight, and the bound reached")
+
+	g = &gatedSender{hold: 50, open: make(chan struct{})}
+	out = RunOpen(t.Context(), g, arrivals, 10*time.Second)
+	for _, o := range out {
+		require.NoError(t, o.Err)
+	}
+	assert.Equal(t, 50, g.peak, "unbounded: every arrival in flight at once")
+}
