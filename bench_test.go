@@ -23,6 +23,7 @@ import (
 	"golang.org/x/perf/benchfmt"
 
 	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/harness"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
@@ -395,12 +396,14 @@ func countPrefix(s, prefix string) int {
 // table (also to out/compare.txt) and fails on every regression: worse by
 // more than thresholds.regression_percent and significant by its rule.
 func TestRegressionGate(t *testing.T) {
-	h, _ := begin(t, "regression-gate")
+	h, ctx := begin(t, harness.PhaseGate)
 	cfg := h.Config()
 	if cfg.Baseline == "" {
 		t.Skip("no baseline: set WAKEBENCH_BASELINE=path/to/old/bench.txt (or a directory of runs) to gate this run on regressions")
 	}
-	vs, table, err := h.Gate(cfg.Baseline)
+	// Stopped (a signal, the -timeout guard) or unable to read the
+	// baseline, Gate records why, and the report FAILs naming it.
+	vs, table, err := h.Gate(ctx, cfg.Baseline)
 	require.NoError(t, err)
 	t.Output().Write([]byte(table))
 	for _, v := range vs {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/fleetjob"
+	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/harness"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
@@ -56,6 +57,12 @@ func run(m *testing.M) int {
 			budget = 0 // the traffic phase will not run: its inputs are checked, not its time
 		}
 		plan, err = traffic.NewPlan(cfg, budget)
+		if err == nil && cfg.Baseline != "" {
+			// The baseline, read and checked as the gate will read it: a
+			// FIFO, a report.json or another project's bench file fails
+			// now, not after the whole protocol ran.
+			err = gate.CheckBaseline(context.Background(), cfg.Baseline)
+		}
 		if err != nil {
 			err = fmt.Errorf("config: %w", err)
 		}

@@ -408,6 +408,35 @@ func TestBadTraceIsRefusedBeforeAnyServer(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(out, "A.log"), "no server was started")
 }
 
+// TestBadBaselineIsRefusedBeforeAnyServer: a baseline the gate could not
+// judge (a FIFO, which would block the run at its end; a report.json)
+// fails the run at its start, naming the file, before any server is
+// started, not after the protocol ran.
+func TestBadBaselineIsRefusedBeforeAnyServer(t *testing.T) {
+	if os.Getenv("WAKEBENCH_CHILD") != "" {
+		t.Skip("this is a child run")
+	}
+	dir := t.TempDir()
+	fifo, rep := filepath.Join(dir, "fifo"), filepath.Join(dir, "report.json")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	require.NoError(t, os.WriteFile(rep, []byte(`{"status": "PASS"}`+"\n"), 0o644))
+	for _, c := range []struct{ baseline, want string }{
+		{fifo, "config: baseline: " + fifo + ": a named pipe (FIFO), not a regular file"},
+		{rep, "config: baseline: " + rep + " looks like a report.json"},
+	} {
+		out := t.TempDir()
+		b, err := runChild(t, out, []string{"WAKEBENCH_BASELINE=" + c.baseline}, "-test.run=^TestProtocol$")
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, string(b))
+		assert.Equal(t, 2, ee.ExitCode())
+		got := readChildReport(t, out)
+		require.Len(t, got.Failures, 1)
+		assert.Equal(t, "config", got.Failures[0].Phase)
+		assert.True(t, strings.HasPrefix(got.Failures[0].Error, c.want), got.Failures[0].Error)
+		assert.NoFileExists(t, filepath.Join(out, "A.log"), "no server was started")
+	}
+}
+
 // TestTrafficWithoutInFlightSleeps: docs/traffic.md's way to run a vLLM older
 // than PR #34528 (in_flight_requests 0) passes the traffic phase: no
 // in-flight sleep is expected of it.

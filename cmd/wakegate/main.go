@@ -9,9 +9,13 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gate"
@@ -27,7 +31,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: wakegate [-percent P] [-alpha A] [-q] BASELINE RUN/bench.txt")
 		os.Exit(2)
 	}
-	n, err := run(flag.Arg(0), flag.Arg(1), *pct, *alpha, *quiet)
+	// Ctrl-C stops the judgement (a long history's change-point search).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	n, err := run(ctx, os.Stdout, flag.Arg(0), flag.Arg(1), *pct, *alpha, *quiet)
+	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wakegate:", err)
 		os.Exit(2)
@@ -37,22 +44,37 @@ func main() {
 	}
 }
 
-func run(baseline, path string, pct, alpha float64, quiet bool) (int, error) {
-	base, err := gate.LoadBaseline(baseline)
+// run judges the run at path against baseline as the protocol's gate
+// does: the same loading and checks (gate.LoadBaseline: regular files of
+// bounded size, wakebench's benchmarks, a history's newest runs), the
+// run's own file read alike. It prints the notes (what was not used), the
+// table unless quiet, and each regression; it returns how many.
+func run(ctx context.Context, w io.Writer, baseline, path string, pct, alpha float64, quiet bool) (int, error) {
+	base, err := gate.LoadBaseline(ctx, baseline)
 	if err != nil {
 		return 0, err
 	}
 	cur, err := gate.ReadRun(path)
+	if err == nil {
+		err = gate.CheckRun(cur)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("this run: %w", err)
+	}
+	vs, err := gate.Judge(ctx, base.Runs, cur, pct, alpha)
 	if err != nil {
 		return 0, err
 	}
-	vs, err := gate.Judge(base, cur, pct, alpha)
-	if err != nil {
-		return 0, err
+	notes := base.Notes()
+	for _, n := range cur.Warnings {
+		notes = append(notes, fmt.Sprintf("this run %s: %s", cur.Path, n))
+	}
+	for _, n := range notes {
+		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	if !quiet {
-		gate.WriteRuns(os.Stdout, base)
-		if err := gate.WriteVerdicts(os.Stdout, vs); err != nil {
+		gate.WriteRuns(w, base.Runs)
+		if err := gate.WriteVerdicts(w, vs); err != nil {
 			return 0, err
 		}
 	}
@@ -60,7 +82,7 @@ func run(baseline, path string, pct, alpha float64, quiet bool) (int, error) {
 	for _, v := range vs {
 		if v.Regression {
 			n++
-			fmt.Printf("REGRESSION %s %s %+.1f %% (%s rule, %d runs; flagged beyond %.3g %%)\n", v.Name, v.Unit, v.ChangePct, v.Rule, v.Runs, v.MinPct)
+			fmt.Fprintf(w, "REGRESSION %s %s %+.1f %% (%s rule, %d runs; flagged beyond %.3g %%)\n", v.Name, v.Unit, v.ChangePct, v.Rule, v.Runs, v.MinPct)
 		}
 	}
 	return n, nil

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,15 @@ type Bench struct {
 	Simulated string
 }
 
+// looksJSON follows the name of a file that begins with "{".
+const looksJSON = "looks like a report.json (JSON: summaries, not samples, so no difference can be tested): want the run's bench.txt"
+
+// isJSON reports whether a file that begins with head is JSON (its first
+// non-blank byte a "{"): a report.json, not a benchfmt stream.
+func isJSON(head []byte) bool {
+	return bytes.HasPrefix(bytes.TrimLeft(head, " \t\r\n"), []byte("{"))
+}
+
 var procsSuffix = regexp.MustCompile(`-\d+$`)
 
 // ReadBench collects every value of a benchfmt stream (bench.txt, go test
@@ -34,8 +44,8 @@ var procsSuffix = regexp.MustCompile(`-\d+$`)
 // to go on.
 func ReadBench(r io.Reader, file string) (Bench, error) {
 	br := bufio.NewReader(r)
-	if b, err := br.Peek(1); err == nil && b[0] == '{' {
-		return Bench{}, fmt.Errorf("%s is JSON (a report.json?): it holds summaries, not samples, so no difference can be tested; use that run's bench.txt", file)
+	if b, _ := br.Peek(512); isJSON(b) {
+		return Bench{}, fmt.Errorf("%s %s", file, looksJSON)
 	}
 	out := Bench{Values: map[BenchKey][]float64{}, Meta: benchfmt.UnitMetadataMap{}}
 	var errs []error

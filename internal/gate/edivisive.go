@@ -1,6 +1,8 @@
 package gate
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -34,19 +36,31 @@ type Split struct {
 // EDivisive returns the significant change points of xs at level alpha,
 // in index order. Permutations are drawn from a generator seeded with seed,
 // so the same series gives the same answer.
-func EDivisive(xs []float64, alpha float64, seed uint64) []Split {
+//
+// Its work is O(EDivisivePermutations · n²) per split found (each
+// permutation is a bestSplit of the segment): callers bound n (Judge
+// looks at most at HistoryMaxRuns runs). ctx is checked before every
+// bestSplit, so a cancelled ctx stops it within one O(n²) pass, with
+// ctx's cause.
+func EDivisive(ctx context.Context, xs []float64, alpha float64, seed uint64) ([]Split, error) {
 	var out []Split
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	var bisect func(lo, hi int)
-	bisect = func(lo, hi int) {
+	var bisect func(lo, hi int) error
+	bisect = func(lo, hi int) error {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("change points: %w", context.Cause(ctx))
+		}
 		seg := xs[lo:hi]
 		tau, q := bestSplit(seg)
 		if tau < 0 {
-			return
+			return nil
 		}
 		perm := slices.Clone(seg)
 		ge := 0
 		for range EDivisivePermutations {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("change points: %w", context.Cause(ctx))
+			}
 			rng.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
 			if _, qp := bestSplit(perm); qp >= q {
 				ge++
@@ -54,15 +68,19 @@ func EDivisive(xs []float64, alpha float64, seed uint64) []Split {
 		}
 		p := float64(ge+1) / float64(EDivisivePermutations+1)
 		if p > alpha {
-			return
+			return nil
 		}
 		out = append(out, Split{From: lo + tau, Q: q, P: p})
-		bisect(lo, lo+tau)
-		bisect(lo+tau, hi)
+		if err := bisect(lo, lo+tau); err != nil {
+			return err
+		}
+		return bisect(lo+tau, hi)
 	}
-	bisect(0, len(xs))
+	if err := bisect(0, len(xs)); err != nil {
+		return nil, err
+	}
 	slices.SortFunc(out, func(a, b Split) int { return a.From - b.From })
-	return out
+	return out, nil
 }
 
 // bestSplit returns the split τ of xs (left xs[:τ], right xs[τ:], each at

@@ -106,7 +106,7 @@ func TestReadBench(t *testing.T) {
 	assert.Equal(t, []float64{200}, b.Values[BenchKey{"X", "ns/op"}], "units as written, not tidied")
 
 	_, err = ReadBench(strings.NewReader(`{"status": "PASS"}`), "report.json")
-	assert.ErrorContains(t, err, "is JSON")
+	assert.ErrorContains(t, err, "report.json looks like a report.json (JSON")
 }
 
 // TestServeChecksFollowMaxFailedRequests: with failures allowed, a round

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -16,6 +17,7 @@ import (
 	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/stats"
 )
 
@@ -99,12 +101,24 @@ type ChangePoint struct {
 // direction of more than tolerancePct percent that the rule also finds
 // significant at alpha. Units without a better= direction are reported,
 // never gated.
-func Judge(base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) {
+//
+// Of a history longer than HistoryMaxRuns only the newest HistoryMaxRuns
+// runs are judged against (each verdict's How says so). A metric of this
+// run that no baseline run has is a RuleNew verdict, not judged; one that
+// only some baseline runs have is judged on those, and its Why names the
+// runs that lack it. ctx stops the judgement (the change-point search
+// checks it as it goes) with an error naming ctx's cause.
+func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) {
 	if len(base) == 0 {
 		return nil, fmt.Errorf("no baseline run")
 	}
 	if len(cur.Bench.Values) == 0 {
 		return nil, fmt.Errorf("this run: no benchmark results")
+	}
+	bounded := ""
+	if len(base) > HistoryMaxRuns {
+		bounded = fmt.Sprintf("; of a history of %d runs, the newest %d (gate.HistoryMaxRuns)", len(base), HistoryMaxRuns)
+		base = base[len(base)-HistoryMaxRuns:]
 	}
 	keys := slices.SortedFunc(maps.Keys(cur.Bench.Values), func(a, b BenchKey) int {
 		return strings.Compare(a.Name+"\x00"+a.Unit, b.Name+"\x00"+b.Unit)
@@ -113,21 +127,41 @@ func Judge(base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) 
 	var cases []runsCase // the runs rule's metrics, indexes into out
 	var single []int     // the one-run rule's metrics, indexes into out
 	floors := map[int]map[string]unitFloor{}
+	var fresh []Verdict        // this run's metrics that no baseline run has
+	absent := map[int]string{} // verdicts of metrics some baseline runs lack: which
 	for _, k := range keys {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("judge: %w", context.Cause(ctx))
+		}
 		var runs []Run
 		var meds []float64
+		var lack []string
 		for _, r := range base {
 			if m, ok := r.Median(k); ok {
 				runs, meds = append(runs, r), append(meds, m)
+			} else {
+				lack = append(lack, r.Path)
 			}
-		}
-		if len(runs) == 0 {
-			continue
 		}
 		y, _ := cur.Median(k)
 		v := Verdict{Name: k.Name, Unit: k.Unit, Cur: y, Better: cur.Bench.Meta.GetBetter(k.Unit), P: math.NaN(), BestChangePct: math.NaN()}
+		if len(runs) == 0 {
+			v.Rule, v.Base, v.ChangePct, v.MinPct, v.Min = RuleNew, math.NaN(), math.NaN(), math.Inf(1), math.Inf(1)
+			v.How = "no baseline run has it"
+			v.Why = fmt.Sprintf("%s: in this run, in none of the %d baseline run(s) (a phase, model or metric the baseline lacks): not judged", record.NotEvaluated, len(base))
+			fresh = append(fresh, v)
+			continue
+		}
+		if len(lack) > 0 {
+			absent[len(out)] = fmt.Sprintf("not in %d of the %d baseline runs (%s): judged on the %d that have it",
+				len(lack), len(base), some(lack, 3), len(runs))
+		}
 		if len(runs) >= 2 {
-			cases = append(cases, newRunsCase(len(out), &v, runs, meds, cur, k, alpha, Run.Median))
+			c, err := newRunsCase(ctx, len(out), &v, runs, meds, cur, k, alpha, Run.Median)
+			if err != nil {
+				return nil, err
+			}
+			cases = append(cases, c)
 		} else {
 			i := slices.IndexFunc(base, func(r Run) bool { return r.Path == runs[0].Path })
 			if floors[i] == nil {
@@ -177,7 +211,11 @@ func Judge(base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) 
 			}
 		}
 		bestVs[j] = Verdict{Name: v.Name, Unit: v.Unit, Better: v.Better, P: math.NaN()}
-		bests[j] = newRunsCase(c.i, &bestVs[j], runs, xs, cur, k, alpha, func(r Run, k BenchKey) (float64, bool) { return r.Best(k, v.Better) })
+		b, err := newRunsCase(ctx, c.i, &bestVs[j], runs, xs, cur, k, alpha, func(r Run, k BenchKey) (float64, bool) { return r.Best(k, v.Better) })
+		if err != nil {
+			return nil, err
+		}
+		bests[j] = b
 	}
 	bestPriors := moderate(bests, out)
 	for j, c := range cases {
@@ -248,9 +286,31 @@ func Judge(base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) 
 		}
 	}
 	familyWise(out, alpha)
+	for i, note := range absent {
+		out[i].Why = strings.TrimPrefix(out[i].Why+"; "+note, "; ")
+	}
+	if bounded != "" {
+		for i := range out {
+			out[i].How += bounded
+		}
+	}
+	out = append(out, fresh...)
 	out = append(out, missing(base, cur)...)
 	return out, nil
 }
+
+// some lists the first n of xs, and "…" for the rest.
+func some(xs []string, n int) string {
+	if len(xs) <= n {
+		return strings.Join(xs, ", ")
+	}
+	return strings.Join(xs[:n], ", ") + ", …"
+}
+
+// RuleNew: a metric this run has and no baseline run has (a new phase,
+// model or metric, or a baseline from before it existed): shown as NOT
+// EVALUATED, never gated.
+const RuleNew = "new"
 
 // familyWise keeps a runs-rule regression only where the Benjamini-
 // Hochberg step-up procedure (1995) finds its p significant among the
@@ -368,7 +428,7 @@ type runsCase struct {
 
 // newRunsCase finds the metric's segment of the baseline (the runs since
 // the last change point, for a history) and records the change points on v.
-func newRunsCase(i int, v *Verdict, runs []Run, meds []float64, cur Run, k BenchKey, alpha float64, of func(Run, BenchKey) (float64, bool)) runsCase {
+func newRunsCase(ctx context.Context, i int, v *Verdict, runs []Run, meds []float64, cur Run, k BenchKey, alpha float64, of func(Run, BenchKey) (float64, bool)) (runsCase, error) {
 	y, _ := of(cur, k)
 	few := len(cur.Bench.Values[k]) < OneRunMinSamples
 	for _, r := range runs {
@@ -381,7 +441,11 @@ func newRunsCase(i int, v *Verdict, runs []Run, meds []float64, cur Run, k Bench
 	}
 	segFrom := 0
 	if len(meds) >= HistoryMinRuns {
-		for _, s := range EDivisive(ys, alpha, 1) {
+		splits, err := EDivisive(ctx, ys, alpha, 1)
+		if err != nil {
+			return runsCase{}, fmt.Errorf("judge %s %s: %w", k.Name, k.Unit, err)
+		}
+		for _, s := range splits {
 			before, _ := stats.Summarize(meds[:s.From])
 			after, _ := stats.Summarize(meds[s.From:])
 			cp := ChangePoint{Run: runs[s.From].Path, Index: s.From, P: s.P}
@@ -401,7 +465,7 @@ func newRunsCase(i int, v *Verdict, runs []Run, meds []float64, cur Run, k Bench
 	if segFrom > 0 {
 		c.where = fmt.Sprintf("the %d baseline runs since the change point at %s", c.k, filepath.Base(filepath.Dir(runs[segFrom].Path))+"/"+filepath.Base(runs[segFrom].Path))
 	}
-	return c
+	return c, nil
 }
 
 // prior is a group's prior on its metrics' run-to-run variance (Smyth
@@ -663,11 +727,14 @@ func WriteVerdicts(w io.Writer, vs []Verdict) error {
 		if math.IsInf(v.MinPct, 1) {
 			power = "none"
 		}
-		cur, change := fmt.Sprintf("%.4g", v.Cur), fmt.Sprintf("%+.2f%%", v.ChangePct)
-		if v.Rule == RuleMissing {
+		base, cur, change := fmt.Sprintf("%.4g", v.Base), fmt.Sprintf("%.4g", v.Cur), fmt.Sprintf("%+.2f%%", v.ChangePct)
+		switch v.Rule {
+		case RuleMissing:
 			cur, change, verdict = "–", "–", "(missing in this run)"
+		case RuleNew:
+			base, change, verdict = "–", "–", "(NOT EVALUATED: not in the baseline)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.4g\t%s\t%s\t%s (%d)\t%s\t%s\t%s\n", v.Name, v.Unit, v.Base, cur, change,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s (%d)\t%s\t%s\t%s\n", v.Name, v.Unit, base, cur, change,
 			v.Rule, v.Runs, p, power, verdict)
 	}
 	if err := tw.Flush(); err != nil {

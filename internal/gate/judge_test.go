@@ -88,7 +88,7 @@ func TestOneRunRuleHoldsTheSameCodeCase(t *testing.T) {
 	ttfts := around(0.2, 0.25, 16)
 	base := mkRun(t, 0, map[string][]float64{ttft: ttfts, wake: around(1, 0.01, 5), rdy: {20}})
 	same := mkRun(t, 1, map[string][]float64{ttft: scaled(ttfts, 1.11), wake: around(1.02, 0.01, 5), rdy: {23}})
-	vs, err := Judge([]Run{base}, same, 10, 0.05)
+	vs, err := Judge(t.Context(), []Run{base}, same, 10, 0.05)
 	require.NoError(t, err)
 	for _, v := range vs {
 		assert.False(t, v.Regression, "the same code on a busier box: %s %s %+.1f %%", v.Name, v.Unit, v.ChangePct)
@@ -108,7 +108,7 @@ func TestOneRunRuleHoldsTheSameCodeCase(t *testing.T) {
 	assert.Contains(t, r.Why, "fewer than 3 samples")
 
 	slow := mkRun(t, 2, map[string][]float64{ttft: scaled(ttfts, 1.5), wake: around(1.2, 0.01, 5), rdy: {25}})
-	vs, err = Judge([]Run{base}, slow, 10, 0.05)
+	vs, err = Judge(t.Context(), []Run{base}, slow, 10, 0.05)
 	require.NoError(t, err)
 	assert.True(t, verdict(t, vs, wake).Regression, "+20 %% wake, samples within 1 %%")
 	assert.True(t, verdict(t, vs, ttft).Regression, "+50 %% TTFT is beyond its noise floor")
@@ -118,7 +118,7 @@ func TestOneRunRuleHoldsTheSameCodeCase(t *testing.T) {
 	// baseline centred on 0 is not gated, and says so.
 	zero := "Restart/model=B/kind=warm sec/ready"
 	base = mkRun(t, 0, map[string][]float64{ttft: ttfts, wake: around(1, 0.01, 5), zero: {0, 0, 0}})
-	vs, err = Judge([]Run{base}, mkRun(t, 3, map[string][]float64{ttft: ttfts, zero: {3, 3, 3}}), 10, 0.05)
+	vs, err = Judge(t.Context(), []Run{base}, mkRun(t, 3, map[string][]float64{ttft: ttfts, zero: {3, 3, 3}}), 10, 0.05)
 	require.NoError(t, err)
 	m := verdict(t, vs, wake)
 	assert.Equal(t, RuleMissing, m.Rule)
@@ -154,7 +154,7 @@ func TestOneRunRuleHoldsItsFamilyRate(t *testing.T) {
 	same := func(int) float64 { return 1 }
 	falseRuns := 0
 	for range trials {
-		vs, err := Judge([]Run{draw(0, same)}, draw(1, same), 0, 0.05)
+		vs, err := Judge(t.Context(), []Run{draw(0, same)}, draw(1, same), 0, 0.05)
 		require.NoError(t, err)
 		if slices.ContainsFunc(vs, func(v Verdict) bool { return v.Regression }) {
 			falseRuns++
@@ -162,7 +162,7 @@ func TestOneRunRuleHoldsItsFamilyRate(t *testing.T) {
 	}
 	t.Logf("same-code runs flagged against one run: %d of %d", falseRuns, trials)
 	assert.LessOrEqual(t, falseRuns, trials/10, "near α, not near 1 − 0.95^60")
-	vs, err := Judge([]Run{draw(0, same)}, draw(1, func(j int) float64 { return map[bool]float64{true: 1.6, false: 1}[j == 7] }), 0, 0.05)
+	vs, err := Judge(t.Context(), []Run{draw(0, same)}, draw(1, func(j int) float64 { return map[bool]float64{true: 1.6, false: 1}[j == 7] }), 0, 0.05)
 	require.NoError(t, err)
 	v := verdict(t, vs, "Serve/model=A/stage=s7/conc=1 sec/ttft")
 	assert.True(t, v.Regression, "+%.0f %%, power %.0f %%", v.ChangePct, v.MinPct)
@@ -185,7 +185,7 @@ func TestRunsRuleLearnsTheRunToRunSpread(t *testing.T) {
 	}
 	cur := mkRun(t, 9, map[string][]float64{wake: around(1.14, 0.01, 5), tps: {100, 101}})
 
-	vs, err := Judge(noisy, cur, 10, 0.05)
+	vs, err := Judge(t.Context(), noisy, cur, 10, 0.05)
 	require.NoError(t, err)
 	v := verdict(t, vs, wake)
 	assert.Equal(t, RuleRuns, v.Rule)
@@ -196,7 +196,7 @@ func TestRunsRuleLearnsTheRunToRunSpread(t *testing.T) {
 	assert.InDelta(t, 36, v.MinPct, 5, "the smallest change these runs can tell from their spread, at α/2: two metrics are judged")
 	assert.Contains(t, v.How, "t-test of this run's median against the 5 baseline runs")
 
-	vs, err = Judge(tight, cur, 10, 0.05)
+	vs, err = Judge(t.Context(), tight, cur, 10, 0.05)
 	require.NoError(t, err)
 	v = verdict(t, vs, wake)
 	assert.True(t, v.Regression, "+%.1f %% against runs within 1 %%: p %.3g", v.ChangePct, v.P)
@@ -206,7 +206,7 @@ func TestRunsRuleLearnsTheRunToRunSpread(t *testing.T) {
 
 	// Higher is better: 20 % fewer tok/s is worse.
 	slowTPS := mkRun(t, 9, map[string][]float64{wake: around(1, 0.01, 5), tps: {80, 81}})
-	vs, err = Judge(tight, slowTPS, 10, 0.05)
+	vs, err = Judge(t.Context(), tight, slowTPS, 10, 0.05)
 	require.NoError(t, err)
 	assert.True(t, verdict(t, vs, tps).Regression)
 	assert.False(t, verdict(t, vs, wake).Regression)
@@ -228,7 +228,7 @@ func TestHistoryGatesTheNewestAgainstItsLevel(t *testing.T) {
 		}
 		hist = append(hist, mkRun(t, i, map[string][]float64{wake: around(m*(1+jit[i%6]), 0.01, 5)}))
 	}
-	vs, err := Judge(hist, mkRun(t, 20, map[string][]float64{wake: around(1.31, 0.01, 5)}), 10, 0.05)
+	vs, err := Judge(t.Context(), hist, mkRun(t, 20, map[string][]float64{wake: around(1.31, 0.01, 5)}), 10, 0.05)
 	require.NoError(t, err)
 	v := verdict(t, vs, wake)
 	require.Len(t, v.ChangePoints, 1, "%+v", v.ChangePoints)
@@ -242,7 +242,7 @@ func TestHistoryGatesTheNewestAgainstItsLevel(t *testing.T) {
 	assert.Contains(t, v.How, "since the change point at run06/bench.txt")
 
 	newest := mkRun(t, 20, map[string][]float64{wake: around(1.5, 0.01, 5)})
-	vs, err = Judge(hist, newest, 10, 0.05)
+	vs, err = Judge(t.Context(), hist, newest, 10, 0.05)
 	require.NoError(t, err)
 	v = verdict(t, vs, wake)
 	assert.True(t, v.Regression, "+%.1f %% on the new level, p %.3g", v.ChangePct, v.P)
@@ -253,7 +253,7 @@ func TestHistoryGatesTheNewestAgainstItsLevel(t *testing.T) {
 	for i := range 12 {
 		flat = append(flat, mkRun(t, i, map[string][]float64{wake: around(1+jit[i%6], 0.01, 5)}))
 	}
-	vs, err = Judge(flat, newest, 10, 0.05)
+	vs, err = Judge(t.Context(), flat, newest, 10, 0.05)
 	require.NoError(t, err)
 	v = verdict(t, vs, wake)
 	assert.Empty(t, v.ChangePoints, "flat history")
@@ -294,17 +294,17 @@ func TestRunsRuleBorrowsSpreadFromItsPhase(t *testing.T) {
 		for i := range 5 {
 			base, few = append(base, draw(i, 5, nil)), append(few, draw(i, 2, nil))
 		}
-		vs, err := Judge(base, draw(9, 5, slower), 0, 0.05)
+		vs, err := Judge(t.Context(), base, draw(9, 5, slower), 0, 0.05)
 		require.NoError(t, err)
 		if verdict(t, vs, keys[1]).Regression {
 			caught++
 		}
-		vs, err = Judge(few, draw(9, 2, slower), 0, 0.05)
+		vs, err = Judge(t.Context(), few, draw(9, 2, slower), 0, 0.05)
 		require.NoError(t, err)
 		if verdict(t, vs, keys[1]).Regression {
 			caughtFew++
 		}
-		vs, err = Judge(base, draw(9, 5, nil), 0, 0.05)
+		vs, err = Judge(t.Context(), base, draw(9, 5, nil), 0, 0.05)
 		require.NoError(t, err)
 		if slices.ContainsFunc(vs, func(v Verdict) bool { return v.Regression }) {
 			falseRuns++
@@ -319,7 +319,7 @@ func TestRunsRuleBorrowsSpreadFromItsPhase(t *testing.T) {
 	for i := range 5 {
 		base = append(base, draw(i, 5, nil))
 	}
-	vs, err := Judge(base, draw(9, 5, nil), 0, 0.05)
+	vs, err := Judge(t.Context(), base, draw(9, 5, nil), 0, 0.05)
 	require.NoError(t, err)
 	assert.Contains(t, verdict(t, vs, keys[1]).How, "by the prior of 6 Sleep sec/* metrics")
 }
@@ -335,7 +335,7 @@ func TestRunsRuleAsksTheBestSampleToo(t *testing.T) {
 		base = append(base, mkRun(t, i, map[string][]float64{wake: around(m, 0.01, 5), tps: around(100*m, 0.01, 5)}))
 	}
 	hiccup := mkRun(t, 9, map[string][]float64{wake: {0.99, 1.0, 1.3, 1.31, 1.32}, tps: {101, 100, 70, 71, 69}})
-	vs, err := Judge(base, hiccup, 10, 0.05)
+	vs, err := Judge(t.Context(), base, hiccup, 10, 0.05)
 	require.NoError(t, err)
 	for _, key := range []string{wake, tps} {
 		v := verdict(t, vs, key)
@@ -345,7 +345,7 @@ func TestRunsRuleAsksTheBestSampleToo(t *testing.T) {
 		assert.Contains(t, v.How, "intersection-union")
 	}
 	slower := mkRun(t, 9, map[string][]float64{wake: around(1.3, 0.01, 5), tps: around(70, 0.01, 5)})
-	vs, err = Judge(base, slower, 10, 0.05)
+	vs, err = Judge(t.Context(), base, slower, 10, 0.05)
 	require.NoError(t, err)
 	for _, key := range []string{wake, tps} {
 		v := verdict(t, vs, key)
@@ -386,21 +386,27 @@ func TestFitPrior(t *testing.T) {
 }
 
 func TestEDivisive(t *testing.T) {
+	split := func(xs []float64) []Split {
+		t.Helper()
+		out, err := EDivisive(t.Context(), xs, 0.05, 1)
+		require.NoError(t, err)
+		return out
+	}
 	flat := []float64{1, 1.01, 0.99, 1.02, 0.98, 1, 1.01, 0.99, 1, 1.02}
-	assert.Empty(t, EDivisive(flat, 0.05, 1), "noise only")
+	assert.Empty(t, split(flat), "noise only")
 	step := append(append([]float64{}, flat...), 2, 2.01, 1.99, 2.02, 1.98, 2)
-	got := EDivisive(step, 0.05, 1)
+	got := split(step)
 	require.Len(t, got, 1)
 	assert.Equal(t, 10, got[0].From)
 	assert.Less(t, got[0].P, 0.01)
-	assert.Equal(t, got, EDivisive(step, 0.05, 1), "deterministic")
+	assert.Equal(t, got, split(step), "deterministic")
 	two := append(append([]float64{}, step...), 3, 3.01, 2.99, 3.02, 2.98, 3)
 	var at []int
-	for _, s := range EDivisive(two, 0.05, 1) {
+	for _, s := range split(two) {
 		at = append(at, s.From)
 	}
 	assert.Equal(t, []int{10, 16}, at, "recursive bisection finds both steps")
-	assert.Empty(t, EDivisive([]float64{1, 5, 1}, 0.05, 1), "too short to split")
+	assert.Empty(t, split([]float64{1, 5, 1}), "too short to split")
 }
 
 func TestLoadBaseline(t *testing.T) {
@@ -418,8 +424,9 @@ func TestLoadBaseline(t *testing.T) {
 	write(filepath.Join(dir, "runs", "c.bench.txt"), benchText(time.Time{}, m), t0.Add(time.Hour))
 	write(filepath.Join(dir, "other", "bench.txt"), benchText(t0.Add(3*time.Hour), m), t0)
 
-	runs, err := LoadBaseline(filepath.Join(dir, "runs"))
+	b, err := LoadBaseline(t.Context(), filepath.Join(dir, "runs"))
 	require.NoError(t, err)
+	runs := b.Runs
 	var got []string
 	for _, r := range runs {
 		rel, _ := filepath.Rel(dir, r.Path)
@@ -427,33 +434,34 @@ func TestLoadBaseline(t *testing.T) {
 	}
 	assert.Equal(t, []string{"runs/b/bench.txt started line", "runs/c.bench.txt file mtime", "runs/a/bench.txt started line"}, got)
 
-	runs, err = LoadBaseline(filepath.Join(dir, "runs", "a", "bench.txt") + "," + filepath.Join(dir, "other") + ":" + filepath.Join(dir, "runs", "a", "bench.txt"))
+	b, err = LoadBaseline(t.Context(), filepath.Join(dir, "runs", "a", "bench.txt")+","+filepath.Join(dir, "other")+":"+filepath.Join(dir, "runs", "a", "bench.txt"))
 	require.NoError(t, err)
+	runs = b.Runs
 	require.Len(t, runs, 2, "a list, each run once")
 	assert.Equal(t, filepath.Join(dir, "runs", "a", "bench.txt"), runs[0].Path)
 
-	_, err = LoadBaseline(filepath.Join(dir, "nothing"))
+	_, err = LoadBaseline(t.Context(), filepath.Join(dir, "nothing"))
 	assert.ErrorContains(t, err, "baseline: stat")
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "empty"), 0o755))
-	_, err = LoadBaseline(filepath.Join(dir, "empty"))
+	_, err = LoadBaseline(t.Context(), filepath.Join(dir, "empty"))
 	assert.ErrorContains(t, err, "a directory with no bench.txt")
 	write(filepath.Join(dir, "bad.bench.txt"), StartedPrefix+"yesterday\nBenchmarkX 1 1 sec/wake\n", t0)
-	_, err = LoadBaseline(filepath.Join(dir, "bad.bench.txt"))
+	_, err = LoadBaseline(t.Context(), filepath.Join(dir, "bad.bench.txt"))
 	assert.ErrorContains(t, err, "started line")
 }
 
 func TestJudgeErrors(t *testing.T) {
 	_, err := ParseRun([]byte(`{"status": "PASS"}`), "report.json", t0)
-	assert.ErrorContains(t, err, "report.json is JSON (a report.json?)")
+	assert.ErrorContains(t, err, "report.json looks like a report.json")
 	_, err = ParseRun([]byte("not a benchmark\n"), "x", t0)
 	assert.ErrorContains(t, err, "x: no benchmark results")
 	other := mkRun(t, 0, map[string][]float64{"Other sec/x": {1}})
-	_, err = Judge([]Run{other}, mkRun(t, 1, map[string][]float64{wake: {1}}), 10, 0.05)
+	_, err = Judge(t.Context(), []Run{other}, mkRun(t, 1, map[string][]float64{wake: {1}}), 10, 0.05)
 	assert.ErrorContains(t, err, "share no benchmark")
 	// go test -bench output carries a -GOMAXPROCS suffix: it still matches.
 	r, err := ParseRun([]byte("BenchmarkSleep/model=A/level=1-16 1 1.0 sec/wake\n"), "go-test", t0)
 	require.NoError(t, err)
-	vs, err := Judge([]Run{r}, mkRun(t, 1, map[string][]float64{wake: {1}}), 10, 0.05)
+	vs, err := Judge(t.Context(), []Run{r}, mkRun(t, 1, map[string][]float64{wake: {1}}), 10, 0.05)
 	require.NoError(t, err)
 	assert.Equal(t, "Sleep/model=A/level=1", vs[0].Name)
 	assert.True(t, math.IsNaN(vs[0].P))
@@ -482,7 +490,7 @@ func TestRunsRuleHoldsTheFamilyWiseRate(t *testing.T) {
 		for i := range 5 {
 			base = append(base, draw(i, same))
 		}
-		vs, err := Judge(base, draw(9, same), 0, 0.05)
+		vs, err := Judge(t.Context(), base, draw(9, same), 0, 0.05)
 		require.NoError(t, err)
 		if slices.ContainsFunc(vs, func(v Verdict) bool { return v.Regression }) {
 			falseRuns++
@@ -495,7 +503,7 @@ func TestRunsRuleHoldsTheFamilyWiseRate(t *testing.T) {
 	for i := range 5 {
 		base = append(base, draw(i, same))
 	}
-	vs, err := Judge(base, draw(9, func(j int) float64 { return map[bool]float64{true: 2, false: 1}[j == 7] }), 0, 0.05)
+	vs, err := Judge(t.Context(), base, draw(9, func(j int) float64 { return map[bool]float64{true: 2, false: 1}[j == 7] }), 0, 0.05)
 	require.NoError(t, err)
 	v := verdict(t, vs, "Sleep/model=A/level=7 sec/wake")
 	assert.True(t, v.Regression, "a doubling is caught among 60 metrics: +%.0f %%, power %.0f %%", v.ChangePct, v.MinPct)

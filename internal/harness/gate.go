@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -13,19 +14,45 @@ import (
 	"github.com/wakebench/wakebench/internal/report"
 )
 
+// PhaseGate is the regression gate's phase in the report's failures.
+const PhaseGate = "regression-gate"
+
 // Gate judges this run so far against the baseline runs that baseline
 // names (bench.txt files and directories of runs, comma- or
-// colon-separated; package gate says how each metric is decided), writes
-// the table to compare.txt (labelled simulated when either side is),
-// records a check per regression and one for the whole comparison, and
-// hands summary.md every metric's rule, runs and power. It returns the
-// verdicts and the table.
-func (r *Run) Gate(baseline string) ([]gate.Verdict, string, error) {
+// colon-separated; package gate says how each metric is decided, and
+// bounds a history to its newest gate.HistoryMaxRuns runs), writes the
+// table to compare.txt (labelled simulated when either side is), records
+// a check per regression and one for the whole comparison, and hands
+// summary.md every metric's rule, runs and power. It returns the verdicts
+// and the table.
+//
+// ctx stops it (a signal, go test's -timeout guard). When it cannot judge
+// (stopped, or a baseline it cannot read) it records why: a failure of
+// PhaseGate, the comparison's check NOT EVALUATED and required, and the
+// report's gate section naming the error, so the report that Close
+// writes FAILs and says why instead of being lost.
+func (r *Run) Gate(ctx context.Context, baseline string) ([]gate.Verdict, string, error) {
+	vs, table, err := r.judge(ctx, baseline)
+	if err != nil {
+		err = fmt.Errorf("regression gate: %w", err)
+		cfg := r.cfg
+		r.rec.SetGate(record.Gate{Baseline: baseline, TolerancePct: cfg.Thresholds.RegressionPercent, Alpha: cfg.Thresholds.RegressionAlpha, Error: err.Error()})
+		r.rec.AddChecks(record.Check{Name: checkRegressions, Op: "==", Verdict: record.NotEvaluated, Reason: err.Error(), Required: true})
+		r.rec.Fail(record.Failure{Phase: PhaseGate, Error: err.Error()})
+	}
+	return vs, table, err
+}
+
+// checkRegressions is the check of the whole comparison.
+const checkRegressions = "regressions against baseline"
+
+func (r *Run) judge(ctx context.Context, baseline string) ([]gate.Verdict, string, error) {
 	cfg := r.cfg
-	base, err := gate.LoadBaseline(baseline)
+	loaded, err := gate.LoadBaseline(ctx, baseline)
 	if err != nil {
 		return nil, "", err
 	}
+	base := loaded.Runs
 	raw := r.rec.Raw()
 	var buf bytes.Buffer
 	if err := report.WriteBench(&buf, raw); err != nil {
@@ -36,7 +63,7 @@ func (r *Run) Gate(baseline string) ([]gate.Verdict, string, error) {
 		return nil, "", err
 	}
 	tol, alpha := cfg.Thresholds.RegressionPercent, cfg.Thresholds.RegressionAlpha
-	vs, err := gate.Judge(base, cur, tol, alpha)
+	vs, err := gate.Judge(ctx, base, cur, tol, alpha)
 	if err != nil {
 		return nil, "", fmt.Errorf("compare with %s: %w", baseline, err)
 	}
@@ -52,23 +79,26 @@ func (r *Run) Gate(baseline string) ([]gate.Verdict, string, error) {
 		}
 	}
 	gate.WriteRuns(&table, base)
+	notes := loaded.Notes()
+	for _, n := range notes {
+		fmt.Fprintf(&table, "note: %s\n", n)
+	}
 	table.WriteString("\n")
 	if err := gate.WriteVerdicts(&table, vs); err != nil {
 		return nil, "", err
 	}
-	g := record.Gate{Baseline: baseline, TolerancePct: tol, Alpha: alpha}
+	g := record.Gate{Baseline: baseline, TolerancePct: tol, Alpha: alpha, Notes: notes}
 	for _, b := range base {
 		g.Runs = append(g.Runs, b.Path)
 	}
 	n := 0
 	for _, v := range vs {
-		row := record.GateRow{Metric: v.Name, Unit: v.Unit, Rule: v.Rule, Runs: v.Runs, Baseline: v.Base, ThisRun: v.Cur,
-			ChangePct: v.ChangePct, MinChange: v.Min, MinChangePct: v.MinPct, Regression: v.Regression, Gated: v.Better != 0, Why: v.Why}
-		if math.IsInf(v.MinPct, 1) { // nothing flagged: no power to state (and JSON has no +Inf)
+		// JSON has neither NaN (no figure: a metric missing in this run or
+		// in the baseline) nor +Inf (nothing flagged: no power to state).
+		row := record.GateRow{Metric: v.Name, Unit: v.Unit, Rule: v.Rule, Runs: v.Runs, Baseline: finite(v.Base), ThisRun: finite(v.Cur),
+			ChangePct: finite(v.ChangePct), MinChange: v.Min, MinChangePct: v.MinPct, Regression: v.Regression, Gated: v.Better != 0, Why: v.Why}
+		if math.IsInf(v.MinPct, 1) {
 			row.MinChange, row.MinChangePct, row.Gated = 0, 0, false
-		}
-		if v.Rule == gate.RuleMissing { // no figure in this run (and JSON has no NaN)
-			row.ThisRun, row.ChangePct = 0, 0
 		}
 		for _, c := range v.ChangePoints {
 			row.ChangePoints = append(row.ChangePoints, fmt.Sprintf("%+.1f %% at %s", c.ChangePct, c.Run))
@@ -80,10 +110,18 @@ func (r *Run) Gate(baseline string) ([]gate.Verdict, string, error) {
 		}
 	}
 	r.rec.SetGate(g)
-	r.rec.AddChecks(gate.Evaluate("regressions against baseline", "", float64(n), "==", 0))
+	r.rec.AddChecks(gate.Evaluate(checkRegressions, "", float64(n), "==", 0))
 	err = report.WriteFile(filepath.Join(cfg.OutDir, "compare.txt"), func(w io.Writer) error {
 		_, err := w.Write(table.Bytes())
 		return err
 	})
 	return vs, table.String(), err
+}
+
+// finite is x, or 0 where x is NaN or infinite (JSON holds neither).
+func finite(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	return x
 }

@@ -254,7 +254,7 @@ func TestRegressionGateEndToEnd(t *testing.T) {
 	// the rest are judged on their noise floors. 50 % keeps this check
 	// about the same run passing, not about this shared 2-core box.
 	same, _ := gateRun(t, 2, 50)
-	ds, _, err := same.Gate(base)
+	ds, _, err := same.Gate(t.Context(), base)
 	require.NoError(t, err)
 	for _, d := range ds {
 		assert.False(t, d.Regression, "same profile: %s %s %+.1f%% (%s: %s)", d.Name, d.Unit, d.ChangePct, d.Rule, d.How)
@@ -268,7 +268,7 @@ func TestRegressionGateEndToEnd(t *testing.T) {
 	// package at once) spreads a baseline's wakes: twice slower sat inside
 	// them once in a few loaded runs.
 	slow, cfg := gateRun(t, 8, 10)
-	ds, table, err := slow.Gate(base)
+	ds, table, err := slow.Gate(t.Context(), base)
 	require.NoError(t, err)
 	found := false
 	for _, d := range ds {

@@ -457,6 +457,12 @@ type Gate struct {
 	TolerancePct float64
 	Alpha        float64
 	Rows         []GateRow
+	// Notes are what the gate did not use: the runs of a history past its
+	// bound, a baseline file's cut last line.
+	Notes []string `json:",omitempty"`
+	// Error is why the gate judged nothing (stopped, a baseline it could
+	// not read): the run FAILs, its check NOT EVALUATED.
+	Error string `json:",omitempty"`
 }
 
 // GateRow is one metric's verdict: the rule that decided it, the baseline

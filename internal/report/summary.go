@@ -336,6 +336,10 @@ func writeGate(b *strings.Builder, g *record.Gate) {
 	if g == nil {
 		return
 	}
+	if g.Error != "" {
+		fmt.Fprintf(b, "\n## Regression gate: %s\n\nbaseline %s: %s\n", record.NotEvaluated, g.Baseline, g.Error)
+		return
+	}
 	n := 0
 	for _, r := range g.Rows {
 		if r.Regression {
@@ -344,6 +348,12 @@ func writeGate(b *strings.Builder, g *record.Gate) {
 	}
 	fmt.Fprintf(b, "\n## Regression gate (%d regressions; worse by > %g %% and significant at %g; baseline %d run(s): %s)\n\n",
 		n, g.TolerancePct, g.Alpha, len(g.Runs), strings.Join(g.Runs, ", "))
+	for _, n := range g.Notes {
+		fmt.Fprintf(b, "- note: %s\n", n)
+	}
+	if len(g.Notes) > 0 {
+		b.WriteString("\n")
+	}
 	b.WriteString("| metric | unit | rule (runs) | baseline | this run | change | smallest flagged | verdict |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range g.Rows {
 		verdict, power := "pass", fmt.Sprintf("%.3g (%.3g %%)", r.MinChange, r.MinChangePct)
