@@ -186,6 +186,12 @@ type Traffic struct {
 	// more is shed: not sent, counted apart from failures and gated by
 	// thresholds.max_shed_requests.
 	MaxQueue int `json:"max_queue"`
+	// MaxInFlight bounds the requests in flight at once in either run (the
+	// router's and the ideal one), as a client's connection pool would:
+	// an arrival beyond it waits for one to end, the wait in its latency.
+	// Each holds a connection, an open file; unbounded, a high rate ran
+	// the harness out of files and failed requests in both runs alike.
+	MaxInFlight int `json:"max_in_flight"`
 	SLO      SLO `json:"slo"`
 	// Ideal runs the same arrivals again with every model awake where the
 	// GPU holds them all: the cost of sharing is the goodput ratio.
@@ -345,7 +351,7 @@ func base() Config {
 		},
 		Traffic: Traffic{DurationS: 6, Rate: 2, Arrivals: "poisson", Burstiness: 1, Seed: 1, WarmupRequests: 1,
 			Workload:   TrafficWorkload{Kind: "fixed", PromptTokens: 64, OutputTokens: 32},
-			SleepLevel: 1, MaxQueue: 256, SLO: SLO{TTFTS: 10, TPOTS: 0.5, E2ES: 60}, Ideal: true,
+			SleepLevel: 1, MaxQueue: 256, MaxInFlight: 1024, SLO: SLO{TTFTS: 10, TPOTS: 0.5, E2ES: 60}, Ideal: true,
 			InFlightRequests: 4, InFlightModes: []string{"abort", "wait", "keep"}},
 		Kubernetes: Kubernetes{Namespace: "wakebench", Image: "vllm/vllm-openai:latest", DeviceClass: "gpu.nvidia.com",
 			Port: 8000, Handoffs: 4, SleepLevel: 1, TimeoutS: 120, RefuseWaitS: 10},
@@ -755,6 +761,10 @@ const (
 	MinSimCostDwellS = 0.1
 )
 
+// MaxInFlight bounds traffic.max_in_flight: far more connections than one
+// GPU's servers can batch (vLLM's default max_num_seqs is 256 to 1024).
+const MaxInFlight = 65536
+
 // MaxCycles bounds the sleep cycles and handoffs of a run.
 const MaxCycles = 10_000
 
@@ -1029,6 +1039,9 @@ func (c Config) validateTraffic(bad func(key, format string, a ...any)) {
 	}
 	if tr.MaxQueue < 1 || tr.MaxQueue > MaxArrivals {
 		bad("traffic.max_queue", "%d: want 1 to %d requests waiting in the router for a wake (one more is shed: not sent, gated by thresholds.max_shed_requests)", tr.MaxQueue, MaxArrivals)
+	}
+	if tr.MaxInFlight < 1 || tr.MaxInFlight > MaxInFlight {
+		bad("traffic.max_in_flight", "%d: want 1 to %d requests in flight at once (each holds a connection, an open file; an arrival beyond waits for one to end)", tr.MaxInFlight, MaxInFlight)
 	}
 	if tr.SleepLevel != 1 && tr.SleepLevel != 2 {
 		bad("traffic.sleep_level", "%d: want 1 or 2", tr.SleepLevel)

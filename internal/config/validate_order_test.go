@@ -73,6 +73,7 @@ var wantZeroConfig = []string{
 	"traffic.arrivals: \"\": want \"constant\", \"poisson\" or \"gamma\"",
 	"traffic.workload.kind: \"\": want \"fixed\", \"uniform\" or \"dataset\"",
 	"traffic.max_queue: 0: want 1 to 250000 requests waiting in the router for a wake (one more is shed: not sent, gated by thresholds.max_shed_requests)",
+	"traffic.max_in_flight: 0: want 1 to 65536 requests in flight at once (each holds a connection, an open file; an arrival beyond waits for one to end)",
 	"traffic.sleep_level: 0: want 1 or 2",
 	"timeouts.start_s: 0: want seconds in (0, 86400] (at most a day)",
 	"timeouts.request_s: 0: want seconds in (0, 86400] (at most a day)",

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/config"
@@ -89,6 +90,9 @@ func NewPlan(cfg config.Config, budget time.Duration) (Plan, error) {
 	if err != nil || len(plan.Arrivals) == 0 {
 		return plan, err
 	}
+	if err := checkOpenFiles(tr.MaxInFlight, len(plan.Arrivals), openFileLimit()); err != nil {
+		return Plan{}, err
+	}
 	last := plan.Arrivals[len(plan.Arrivals)-1].At
 	runs := time.Duration(1)
 	if tr.Ideal {
@@ -102,6 +106,34 @@ func NewPlan(cfg config.Config, budget time.Duration) (Plan, error) {
 			key, last.Round(time.Millisecond), tr.MinDwellS, need.Round(time.Millisecond), budget)
 	}
 	return plan, nil
+}
+
+// fileReserve is the open files the harness needs beside the requests in
+// flight: server logs, samples.csv and metrics.jsonl, the probes' and
+// reads' connections, the runtime's own.
+const fileReserve = 256
+
+// openFileLimit is the process's open-file limit (RLIMIT_NOFILE, whose
+// soft limit Go raises to the hard one at start); 0 where it cannot say.
+func openFileLimit() uint64 {
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+		return 0
+	}
+	return r.Cur
+}
+
+// checkOpenFiles refuses a plan whose requests in flight at once (at most
+// maxInFlight, at most all n) and fileReserve do not fit in limit open
+// files (0: unknown): each request holds a connection, and past the limit
+// requests fail in both runs alike.
+func checkOpenFiles(maxInFlight, n int, limit uint64) error {
+	need := uint64(min(maxInFlight, n)) + fileReserve
+	if limit == 0 || need <= limit {
+		return nil
+	}
+	return fmt.Errorf("traffic.max_in_flight %d: with %d arrivals up to %d requests are in flight at once, each an open file, and the harness needs about %d more; this process may open %d (ulimit -n): lower traffic.max_in_flight to at most %d, or raise the limit",
+		maxInFlight, n, min(maxInFlight, n), fileReserve, limit, max(int(limit)-fileReserve, 0))
 }
 
 // arrivals are each model's arrival process at its rate over
@@ -234,7 +266,7 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 			}
 		}
 		rt := router.NewWith(ph.fleet, router.Options{Level: tr.SleepLevel, MinDwell: seconds(tr.MinDwellS), MaxQueue: tr.MaxQueue}, labels[0])
-		out.Router = fmt.Sprintf("first come, first served, at most %d waiting (one more is shed)", tr.MaxQueue)
+		out.Router = fmt.Sprintf("first come, first served, at most %d waiting (one more is shed); at most %d in flight in either run", tr.MaxQueue, tr.MaxInFlight)
 		out.MaxQueue = tr.MaxQueue
 		if tr.MinDwellS > 0 {
 			out.Router += fmt.Sprintf(", a woken model kept awake at least %gs", tr.MinDwellS)
@@ -245,7 +277,7 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 		logf("traffic: %d requests, %s, through the router", len(arrivals), what)
 		out.Start = time.Now()
 		et := protocol.TraceEnergy(ctx, ph.fleet.Energy, energyEvery)
-		opens := load.RunOpen(ctx, rt, arrivals, seconds(ph.cfg.Timeouts.RequestS+2*ph.cfg.Timeouts.WakeS))
+		opens := load.RunOpenBounded(ctx, rt, arrivals, seconds(ph.cfg.Timeouts.RequestS+2*ph.cfg.Timeouts.WakeS), tr.MaxInFlight)
 		et.Stop(ctx)
 		out.SharedJ, out.EnergyNote = runEnergy(et, opens)
 		stop()
@@ -280,7 +312,7 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 			} else {
 				t0 := time.Now()
 				et := protocol.TraceEnergy(ctx, ph.fleet.Energy, energyEvery)
-				ideal := load.RunOpen(ctx, direct{ph}, arrivals, seconds(ph.cfg.Timeouts.RequestS))
+				ideal := load.RunOpenBounded(ctx, direct{ph}, arrivals, seconds(ph.cfg.Timeouts.RequestS), tr.MaxInFlight) // as the router's run: a fair comparison
 				et.Stop(ctx)
 				var note string
 				out.IdealJ, note = runEnergy(et, ideal)
