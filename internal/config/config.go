@@ -192,7 +192,7 @@ type Traffic struct {
 	// Each holds a connection, an open file; unbounded, a high rate ran
 	// the harness out of files and failed requests in both runs alike.
 	MaxInFlight int `json:"max_in_flight"`
-	SLO      SLO `json:"slo"`
+	SLO         SLO `json:"slo"`
 	// Ideal runs the same arrivals again with every model awake where the
 	// GPU holds them all: the cost of sharing is the goodput ratio.
 	Ideal bool `json:"ideal"`
