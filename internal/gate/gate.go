@@ -175,8 +175,14 @@ func Pause(cfg config.Config, label string, level int, cycles []record.Cycle, of
 		return nil
 	}
 	if off != "" {
-		return []record.Check{{Name: prefix + ".successful_cycles", Model: label, Op: "==", Limit: float64(planned),
+		out := []record.Check{{Name: prefix + ".successful_cycles", Model: label, Op: "==", Limit: float64(planned),
 			Verdict: record.NotEvaluated, Reason: off}}
+		key := map[string]string{"sleep.level0": "max_l0_wake_to_first_token_s", "kv_release": "max_kv_wake_to_first_token_s"}[prefix]
+		if maxFTT > 0 && cfg.ThresholdSetByUser(label, key) { // the user's limit is not dropped: required, unevaluated
+			out = append(out, record.Check{Name: prefix + ".to_first_token_s.p95", Model: label, Op: "<=", Limit: maxFTT,
+				Verdict: record.NotEvaluated, Reason: off, Required: true})
+		}
+		return out
 	}
 	var ftt []float64
 	for _, c := range cycles {

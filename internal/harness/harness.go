@@ -231,6 +231,7 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 		}
 		r.rec.AddChecks(gate.Evaluate("memory.sampler_errors", "", float64(n), "==", 0))
 	}
+	r.rec.AddChecks(gate.OffPhases(r.cfg)...)
 	unverified := r.fleet.Unverified()
 	for _, l := range r.fleet.Labels() {
 		if why := unverified[l]; len(why) > 0 {

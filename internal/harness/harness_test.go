@@ -419,7 +419,9 @@ func TestInitialStartIsColdAndSaysSo(t *testing.T) {
 // (soak.csv and report.json not written), the ending lists the outputs
 // that failed and, for report.json, names the disk error instead of
 // leaving the provisional report's "killed (SIGKILL, out of memory)" as
-// the only account of the run.
+// the only account of the run. Its last lines name only what was really
+// written: an error that names no output (a stop error) is no lost
+// output, and a lost bench.txt is not given as the benchstat file.
 func TestEndingNamesTheLostOutputsAndTheDiskError(t *testing.T) {
 	enospc := errors.New("no space left on device")
 	closeErr := errors.Join(
@@ -432,9 +434,18 @@ func TestEndingNamesTheLostOutputsAndTheDiskError(t *testing.T) {
 	assert.Contains(t, end, "report /out/report.json was NOT replaced: the run finished, but writing its report failed (write /out/report.json: no space left on device)")
 	assert.NotContains(t, end, "()")
 
-	end = Ending(report.Report{Status: "FAIL"}, errors.New("something without a file name"), "/out")
-	assert.Contains(t, end, "not all outputs were written (none of the outputs named: see the error): something without a file name")
+	assert.Contains(t, end, "benchstat file /out/bench.txt, samples /out/samples.csv", "those two were written")
+
+	// A stop error names no output: every output was written, and the
+	// ending says so rather than "not all outputs were written".
+	end = Ending(report.Report{Status: "FAIL"}, errors.New("stop A: process group still alive after SIGKILL"), "/out")
+	assert.Contains(t, end, "the run ended with an error (every output was written): stop A: process group still alive after SIGKILL")
+	assert.NotContains(t, end, "not all outputs were written")
 	assert.Contains(t, end, "wakebench: report /out/report.json\n")
+
+	// A full disk that lost bench.txt: the last line does not name it as written.
+	end = Ending(report.Report{Status: "PASS"}, fmt.Errorf("write /out/bench.txt: %w", enospc), "/out")
+	assert.Contains(t, end, "benchstat file /out/bench.txt NOT written, samples /out/samples.csv,")
 }
 
 // TestSoakCSVIsStreamed: soak.csv holds each cycle's row as soon as the

@@ -138,12 +138,11 @@ func Ending(rep report.Report, closeErr error, outDir string) string {
 		fmt.Fprintf(&b, "wakebench: no protocol phase ran (benchmarks only, or a -run filter that matched none): the report measured nothing to pass\n")
 	}
 	lost := lostOutputs(closeErr)
-	if closeErr != nil {
-		names := "none of the outputs named: see the error"
-		if len(lost) > 0 {
-			names = strings.Join(slices.Sorted(maps.Keys(lost)), ", ")
-		}
-		fmt.Fprintf(&b, "wakebench: not all outputs were written (%s): %v\n", names, closeErr)
+	switch {
+	case len(lost) > 0:
+		fmt.Fprintf(&b, "wakebench: not all outputs were written (%s): %v\n", strings.Join(slices.Sorted(maps.Keys(lost)), ", "), closeErr)
+	case closeErr != nil: // a server that would not stop, say: no output is named
+		fmt.Fprintf(&b, "wakebench: the run ended with an error (every output was written): %v\n", closeErr)
 	}
 	if err, ok := lost["report.json"]; ok {
 		// The provisional report it still holds blames a kill (SIGKILL, out
@@ -153,7 +152,12 @@ func Ending(rep report.Report, closeErr error, outDir string) string {
 	} else {
 		fmt.Fprintf(&b, "wakebench: report %s\n", filepath.Join(outDir, "report.json"))
 	}
-	fmt.Fprintf(&b, "wakebench: benchstat file %s, samples %s, server logs in %s\n",
-		filepath.Join(outDir, "bench.txt"), filepath.Join(outDir, "samples.csv"), outDir)
+	file := func(name string) string {
+		if _, ok := lost[name]; ok {
+			return filepath.Join(outDir, name) + " NOT written"
+		}
+		return filepath.Join(outDir, name)
+	}
+	fmt.Fprintf(&b, "wakebench: benchstat file %s, samples %s, server logs in %s\n", file("bench.txt"), file("samples.csv"), outDir)
 	return b.String()
 }

@@ -1,0 +1,42 @@
+package gate
+
+import (
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+// OffPhases are the checks of the thresholds the user set whose phase the
+// config turns off (max_sleeping_power_w with protocol.cost_dwell_s 0, say):
+// each NOT EVALUATED with the key that turned it off, and required, so a
+// limit the user asked for is never dropped in silence (as the traffic
+// thresholds with traffic.rate 0: notEvaluatedTraffic). A phase that runs
+// replaces its check of the same name with its own verdict.
+func OffPhases(cfg config.Config) []record.Check {
+	p := cfg.Protocol
+	var out []record.Check
+	off := func(name, label, op string, limit float64, why string) {
+		out = append(out, record.Check{Name: name, Model: label, Op: op, Limit: limit, Verdict: record.NotEvaluated,
+			Reason: why + ": the threshold you set cannot be evaluated", Required: true})
+	}
+	for _, m := range cfg.Models {
+		l, t := m.Label, cfg.ThresholdsFor(m.Label)
+		if p.CostDwellS == 0 && cfg.ThresholdSetByUser(l, "max_sleeping_power_w") {
+			for _, name := range []string{"cost.level1.power_w", "cost.level2.power_w"} {
+				off(name, l, "<=", t.MaxSleepingPowerW, "protocol.cost_dwell_s is 0: the state-cost phase is off")
+			}
+		}
+		if p.SleepL0Cycles == 0 && cfg.ThresholdSetByUser(l, "max_l0_wake_to_first_token_s") {
+			off("sleep.level0.to_first_token_s.p95", l, "<=", t.MaxL0WakeToFirstTokenS, "protocol.sleep_l0_cycles is 0: the level-0 cycles are off")
+		}
+		if p.KVReleaseCycles == 0 && cfg.ThresholdSetByUser(l, "max_kv_wake_to_first_token_s") {
+			off("kv_release.to_first_token_s.p95", l, "<=", t.MaxKVWakeToFirstTokenS, "protocol.kv_release_cycles is 0: the KV-only release cycles are off")
+		}
+		if p.SoakCycles == 0 && cfg.ThresholdSetByUser(l, "max_residual_growth_mib_per_cycle") {
+			off("soak.residual_growth_mib_per_cycle", l, "<=", t.MaxResidualGrowthMiBPerCycle, "protocol.soak_cycles is 0: the soak is off")
+		}
+	}
+	if !cfg.Kubernetes.On() && cfg.ThresholdSetByUser("", "max_pod_switch_routable_s") {
+		off("kubernetes.switch.routable_s.p95", "", "<=", cfg.Thresholds.MaxPodSwitchRoutableS, "kubernetes.control_plane is empty: the Kubernetes phase is off")
+	}
+	return out
+}

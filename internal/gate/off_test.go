@@ -1,0 +1,59 @@
+package gate
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+// TestOffPhasesKeepTheUsersThresholds: a threshold the user set whose phase
+// the config turns off is a required NOT EVALUATED check naming the key
+// (max_sleeping_power_w with cost_dwell_s 0 once gave no check and a PASS);
+// one left at its default, or whose phase runs, adds nothing.
+func TestOffPhasesKeepTheUsersThresholds(t *testing.T) {
+	cfg := config.SimDefault()
+	assert.Empty(t, OffPhases(cfg), "nothing set by the user")
+
+	cfg.Protocol.CostDwellS, cfg.Protocol.SleepL0Cycles, cfg.Protocol.KVReleaseCycles = 0, 0, 0
+	cfg.Thresholds.MaxSleepingPowerW, cfg.Thresholds.MaxL0WakeToFirstTokenS, cfg.Thresholds.MaxPodSwitchRoutableS = 18, 2, 5
+	cfg.UserThresholds = []string{"max_sleeping_power_w", "max_l0_wake_to_first_token_s", "max_pod_switch_routable_s"}
+	got := map[string]record.Check{}
+	for _, c := range OffPhases(cfg) {
+		assert.Equal(t, record.NotEvaluated, c.Verdict, c.Name)
+		assert.True(t, c.Fails(), "%s: required", c.Name)
+		got[c.Name+"/"+c.Model] = c
+	}
+	for _, m := range cfg.Models {
+		assert.Contains(t, got["cost.level1.power_w/"+m.Label].Reason, "protocol.cost_dwell_s is 0")
+		assert.Equal(t, 18.0, got["cost.level2.power_w/"+m.Label].Limit)
+		assert.Contains(t, got["sleep.level0.to_first_token_s.p95/"+m.Label].Reason, "protocol.sleep_l0_cycles is 0")
+		assert.NotContains(t, got, "kv_release.to_first_token_s.p95/"+m.Label, "left at its default: nothing to keep")
+	}
+	assert.Contains(t, got["kubernetes.switch.routable_s.p95/"].Reason, "kubernetes.control_plane is empty")
+	assert.Len(t, got, 3*len(cfg.Models)+1)
+
+	cfg.Protocol.CostDwellS, cfg.Protocol.SleepL0Cycles = 1, 3
+	cfg.Kubernetes.ControlPlane = "local"
+	assert.Empty(t, OffPhases(cfg), "the phases run: their own checks judge the thresholds")
+}
+
+// TestPauseOffKeepsTheUsersLimit: a server without the level-0 endpoints
+// leaves the cycle count NOT EVALUATED (not failed), and a wake limit the
+// user set required and NOT EVALUATED, not dropped.
+func TestPauseOffKeepsTheUsersLimit(t *testing.T) {
+	cfg := config.SimDefault()
+	cfg.Thresholds.MaxL0WakeToFirstTokenS = 2
+	cs := Pause(cfg, "A", 0, nil, "the server has no /pause", false)
+	assert.Len(t, cs, 1, "a default limit: the count alone")
+	assert.False(t, cs[0].Fails())
+	cfg.UserThresholds = []string{"max_l0_wake_to_first_token_s"}
+	cs = Pause(cfg, "A", 0, nil, "the server has no /pause", false)
+	if assert.Len(t, cs, 2) {
+		assert.Equal(t, "sleep.level0.to_first_token_s.p95", cs[1].Name)
+		assert.True(t, cs[1].Fails())
+		assert.Equal(t, "the server has no /pause", cs[1].Reason)
+	}
+}
