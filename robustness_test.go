@@ -421,7 +421,7 @@ func TestBadBaselineIsRefusedBeforeAnyServer(t *testing.T) {
 	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
 	require.NoError(t, os.WriteFile(rep, []byte(`{"status": "PASS"}`+"\n"), 0o644))
 	for _, c := range []struct{ baseline, want string }{
-		{fifo, "config: baseline: " + fifo + ": a named pipe (FIFO), not a regular file"},
+		{fifo, "config: baseline: " + fifo + " is a FIFO (reading it waits for a writer)"},
 		{rep, "config: baseline: " + rep + " looks like a report.json"},
 	} {
 		out := t.TempDir()

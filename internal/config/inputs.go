@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,16 +11,16 @@ import (
 // MaxBaselineBytes bounds one baseline bench.txt: a run's is kilobytes (a
 // few hundred benchfmt lines), so 64 MiB is thousands of runs' worth. A
 // bigger file is not a bench.txt (a log, a core dump, a disk image), and
-// package gate reads each file whole.
+// package gate reads each file whole (and no more than this).
 const MaxBaselineBytes = 64 << 20
 
 // wantBaseline says what a baseline entry must be.
 const wantBaseline = "want a bench.txt file or a directory of runs"
 
-// baselineEntries splits a baseline setting as package gate's
-// SplitBaseline does: at commas and the OS's path-list separator, each
-// entry trimmed, blank ones dropped.
-func baselineEntries(spec string) []string {
+// BaselineEntries splits a baseline setting into its entries, as config
+// load and package gate read it: at commas and the OS's path-list
+// separator (":" on Unix), each entry trimmed, blank ones dropped.
+func BaselineEntries(spec string) []string {
 	var out []string
 	for _, f := range strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == os.PathListSeparator }) {
 		if f = strings.TrimSpace(f); f != "" {
@@ -29,17 +30,17 @@ func baselineEntries(spec string) []string {
 	return out
 }
 
-// baselineGlobs are the runs package gate's LoadBaseline reads in a
-// baseline directory: its own bench.txt, its subdirectories' and its
-// *.bench.txt files.
-var baselineGlobs = []string{"bench.txt", "*/bench.txt", "*.bench.txt"}
+// BaselineGlobs are the runs a baseline directory holds (config load
+// checks them, package gate's LoadBaseline reads them): its own bench.txt,
+// its subdirectories' (one out_dir per run) and its *.bench.txt files.
+func BaselineGlobs() []string { return []string{"bench.txt", "*/bench.txt", "*.bench.txt"} }
 
 // checkBaseline checks the baseline setting: each entry a bench.txt file
 // of at most MaxBaselineBytes or a directory holding such runs. Only
 // os.Stat looks at an entry (opening a FIFO would wait for a writer);
 // "" is no gate, a setting of separators and blanks alone names no file.
 func checkBaseline(bad badFunc, spec string) {
-	entries := baselineEntries(spec)
+	entries := BaselineEntries(spec)
 	if spec != "" && len(entries) == 0 {
 		bad("baseline", "%q names no file: %s (comma-separated), or leave it empty for no regression gate", spec, wantBaseline)
 	}
@@ -54,7 +55,7 @@ func checkBaseline(bad badFunc, spec string) {
 			continue
 		}
 		var found []string
-		for _, pat := range baselineGlobs {
+		for _, pat := range BaselineGlobs() {
 			m, err := filepath.Glob(filepath.Join(e, pat))
 			if err != nil {
 				bad("baseline", "%s: %v", e, err)
@@ -74,15 +75,25 @@ func checkBaseline(bad badFunc, spec string) {
 	}
 }
 
-// checkBench checks one baseline bench.txt, fi its os.Stat: a regular
-// file of at most MaxBaselineBytes.
+// checkBench checks one baseline bench.txt, fi its os.Stat (CheckBench).
 func checkBench(bad badFunc, path string, fi fs.FileInfo) {
+	if err := CheckBench(path, fi); err != nil {
+		bad("baseline", "%v", err)
+	}
+}
+
+// CheckBench says why the file at path, fi its stat, cannot be a baseline
+// bench.txt: not a regular file (a FIFO would block its reader, a device
+// may be endless), or more than MaxBaselineBytes; nil when it can.
+// Config load and package gate, which reads it, ask the same.
+func CheckBench(path string, fi fs.FileInfo) error {
 	switch {
 	case !fi.Mode().IsRegular():
-		bad("baseline", "%s is %s: %s", path, fileKind(fi.Mode()), wantBaseline)
+		return fmt.Errorf("%s is %s: %s", path, fileKind(fi.Mode()), wantBaseline)
 	case fi.Size() > MaxBaselineBytes:
-		bad("baseline", "%s holds %d bytes, beyond %d MiB: not a bench.txt (a run's is kilobytes): %s", path, fi.Size(), MaxBaselineBytes>>20, wantBaseline)
+		return fmt.Errorf("%s holds %d bytes, beyond %d MiB: not a bench.txt (a run's is kilobytes): %s", path, fi.Size(), MaxBaselineBytes>>20, wantBaseline)
 	}
+	return nil
 }
 
 // fileKind names what a file that is neither regular nor a directory is.

@@ -167,7 +167,7 @@ func TestReadRunRefusesWhatIsNoRegularFile(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		assert.EqualError(t, err, fifo+": a named pipe (FIFO), not a regular file: a bench.txt is one")
+		assert.EqualError(t, err, fifo+" is a FIFO (reading it waits for a writer): want a bench.txt file or a directory of runs")
 	case <-time.After(time.Minute): // a safety net only: the FIFO has no writer, so any read blocks
 		// Unblock the reader so the goroutine ends.
 		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
@@ -178,7 +178,7 @@ func TestReadRunRefusesWhatIsNoRegularFile(t *testing.T) {
 	}
 
 	_, err := ReadRun("/dev/zero")
-	assert.EqualError(t, err, "/dev/zero: a device, not a regular file: a bench.txt is one")
+	assert.EqualError(t, err, "/dev/zero is a character device: want a bench.txt file or a directory of runs")
 
 	big := filepath.Join(dir, "big.bench.txt")
 	f, err := os.Create(big)
@@ -186,18 +186,18 @@ func TestReadRunRefusesWhatIsNoRegularFile(t *testing.T) {
 	require.NoError(t, f.Truncate(MaxBenchBytes+1)) // sparse: no disk used
 	require.NoError(t, f.Close())
 	_, err = ReadRun(big)
-	assert.EqualError(t, err, fmt.Sprintf("%s: %d bytes, over the 64 MiB a bench.txt may be (gate.MaxBenchBytes)", big, MaxBenchBytes+1))
+	assert.EqualError(t, err, fmt.Sprintf("%s holds %d bytes, beyond 64 MiB: not a bench.txt (a run's is kilobytes): want a bench.txt file or a directory of runs", big, MaxBenchBytes+1))
 
 	runs := filepath.Join(dir, "runs")
 	writeFile(t, filepath.Join(runs, "a", "bench.txt"), benchText(t0, map[string][]float64{wake: {1}}), t0)
 	require.NoError(t, os.MkdirAll(filepath.Join(runs, "b"), 0o755))
 	require.NoError(t, syscall.Mkfifo(filepath.Join(runs, "b", "bench.txt"), 0o644))
 	_, err = LoadBaseline(t.Context(), runs)
-	assert.ErrorContains(t, err, "baseline: "+filepath.Join(runs, "b", "bench.txt")+": a named pipe (FIFO), not a regular file")
+	assert.ErrorContains(t, err, "baseline: "+filepath.Join(runs, "b", "bench.txt")+" is a FIFO (reading it waits for a writer)")
 	require.NoError(t, os.Remove(filepath.Join(runs, "b", "bench.txt")))
 	require.NoError(t, os.Mkdir(filepath.Join(runs, "b", "bench.txt"), 0o755))
 	_, err = LoadBaseline(t.Context(), runs)
-	assert.ErrorContains(t, err, "baseline: "+filepath.Join(runs, "b", "bench.txt")+": a directory, not a regular file")
+	assert.ErrorContains(t, err, "baseline: "+filepath.Join(runs, "b", "bench.txt")+" is a directory")
 }
 
 // TestCheckBaselineRefusesWhatCannotBeJudged: what the gate would refuse

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/stats"
 )
@@ -61,7 +62,7 @@ func (r Run) Best(k BenchKey, better int) (float64, bool) {
 // MaxBenchBytes bounds a bench.txt the gate reads: a run's bench.txt is
 // a few hundred KiB (a line per sample); 64 MiB is far beyond any run and
 // keeps a wrong file (a disk image, /dev/zero) from filling memory.
-const MaxBenchBytes = 64 << 20
+const MaxBenchBytes = config.MaxBaselineBytes
 
 // HistoryMaxRuns is the most baseline runs the gate judges against: the
 // newest ones of a longer history. The runs rule uses only the runs since
@@ -156,15 +157,7 @@ func CheckRun(r Run) error {
 // writer comes; a device may be endless) and opens without blocking, then
 // looks again at what it opened, in case the path changed between.
 func openRegular(path string) (*os.File, os.FileInfo, error) {
-	check := func(fi os.FileInfo) error {
-		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("%s: %s, not a regular file: a bench.txt is one", path, fileKind(fi.Mode()))
-		}
-		if fi.Size() > MaxBenchBytes {
-			return fmt.Errorf("%s: %d bytes, over the %d MiB a bench.txt may be (gate.MaxBenchBytes)", path, fi.Size(), MaxBenchBytes>>20)
-		}
-		return nil
-	}
+	check := func(fi os.FileInfo) error { return config.CheckBench(path, fi) }
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, nil, err
@@ -184,21 +177,6 @@ func openRegular(path string) (*os.File, os.FileInfo, error) {
 		return nil, nil, err
 	}
 	return f, fi, nil
-}
-
-// fileKind names a file mode's type in words.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&os.ModeCharDevice != 0, m&os.ModeDevice != 0:
-		return "a device"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	}
-	return "a file of mode " + m.Type().String()
 }
 
 // readRegular reads the regular file at path, at most MaxBenchBytes.
@@ -257,18 +235,6 @@ func stamp(path string) (time.Time, error) {
 	}
 }
 
-// SplitBaseline splits a baseline setting into its entries: separated by
-// commas or by the OS's path-list separator (":" on Unix).
-func SplitBaseline(spec string) []string {
-	var out []string
-	for _, f := range strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == os.PathListSeparator }) {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // Baseline is the baseline runs a setting names.
 type Baseline struct {
 	// Runs are the newest HistoryMaxRuns runs, oldest first.
@@ -308,7 +274,7 @@ func (b Baseline) Notes() []string {
 // is checked before each file.
 func LoadBaseline(ctx context.Context, spec string) (Baseline, error) {
 	var paths []string
-	for _, e := range SplitBaseline(spec) {
+	for _, e := range config.BaselineEntries(spec) {
 		fi, err := os.Stat(e)
 		if err != nil {
 			return Baseline{}, fmt.Errorf("baseline: %w", err)
@@ -318,7 +284,7 @@ func LoadBaseline(ctx context.Context, spec string) (Baseline, error) {
 			continue
 		}
 		var found []string
-		for _, pat := range []string{"bench.txt", "*/bench.txt", "*.bench.txt"} {
+		for _, pat := range config.BaselineGlobs() {
 			m, err := filepath.Glob(filepath.Join(e, pat))
 			if err != nil {
 				return Baseline{}, fmt.Errorf("baseline %s: %w", e, err)

@@ -32,7 +32,7 @@ func TestGateErrorEndsInAWrittenReport(t *testing.T) {
 			cancel(record.Stopped{Reason: "go test -timeout 10m0s is near"})
 			return ctx
 		}, "regression gate: baseline: go test -timeout 10m0s is near"},
-		{"device", "/dev/zero", t.Context, "regression gate: baseline: /dev/zero: a device, not a regular file"},
+		{"device", "/dev/zero", t.Context, "regression gate: baseline: /dev/zero is a character device"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := small(t)
