@@ -22,7 +22,7 @@ import (
 func metricsServer(t *testing.T, states map[string]string, op string, inFlight func(n int64) int, rl bool) metricsRead {
 	t.Helper()
 	var n atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return metricsOfHandler(t, func(w http.ResponseWriter, r *http.Request) {
 		k := n.Add(1)
 		var b strings.Builder
 		fully := 0
@@ -40,7 +40,12 @@ func metricsServer(t *testing.T, states map[string]string, op string, inFlight f
 		}
 		fmt.Fprintf(&b, "# TYPE %soperations_in_flight gauge\n%soperations_in_flight{operation=%q} %d\n", pre, pre, op, inFlight(k))
 		w.Write([]byte(b.String()))
-	}))
+	})
+}
+
+// metricsOfHandler is the /metrics read of a server answering with h.
+func metricsOfHandler(t *testing.T, h http.HandlerFunc) metricsRead {
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	c := vllm.New(srv.URL)
 	t.Cleanup(c.CloseIdle)
@@ -90,20 +95,10 @@ func TestCheckEngineHungOperation(t *testing.T) {
 }
 
 func TestCheckEngineNotExported(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	read := metricsOfHandler(t, func(w http.ResponseWriter, r *http.Request) {
 		// Era A/B: the legacy gauge only, all zero (a level-0 pause).
 		w.Write([]byte("vllm:engine_sleep_state{sleep_state=\"awake\"} 0\nvllm:engine_sleep_state{sleep_state=\"weights_offloaded\"} 0\nvllm:engine_sleep_state{sleep_state=\"discard_all\"} 0\n"))
-	}))
-	defer srv.Close()
-	c := vllm.New(srv.URL)
-	defer c.CloseIdle()
-	read := func(ctx context.Context) (vllm.Metrics, error) {
-		text, err := c.Metrics(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return vllm.ParseMetrics(text)
-	}
+	})
 	why, err := checkEngine(t.Context(), "A", "sleep", read, time.Millisecond)
 	assert.NoError(t, err)
 	assert.Empty(t, why, "nothing exported, nothing to verify: the answer stands")
@@ -121,17 +116,7 @@ func TestCheckEngineUnreadable(t *testing.T) {
 		"garbage": func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("{{{ not prometheus\n")) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			srv := httptest.NewServer(h)
-			defer srv.Close()
-			c := vllm.New(srv.URL)
-			defer c.CloseIdle()
-			read := func(ctx context.Context) (vllm.Metrics, error) {
-				text, err := c.Metrics(ctx)
-				if err != nil {
-					return nil, err
-				}
-				return vllm.ParseMetrics(text)
-			}
+			read := metricsOfHandler(t, h)
 			why, err := checkEngine(t.Context(), "A", "wake", read, time.Millisecond)
 			assert.NoError(t, err)
 			assert.Contains(t, why, "after wake: GET /metrics: ")
