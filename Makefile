@@ -95,4 +95,6 @@ gate-power:
 perf:
 	scripts/perf.sh
 
-ci: vet fuzz test k8s
+## ci: what CI runs (.ci/run: every command above, the long ones as short smokes)
+ci:
+	bash .ci/run

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -467,30 +468,44 @@ func TestSelected(t *testing.T) {
 // /pause or /release_kv_cache_memory, only engine_sleep_state) passes,
 // with what that server cannot do said, not failed: the level-0 and
 // KV-only release cycles and the wait and keep modes NOT EVALUATED with
-// the reason; and TestOutputs, every output check, passes on that run. The
-// KV-only release cycles are also turned off in the config
-// (kv_release_cycles 0), the other way a phase is off: documented as "off,
-// never failed", it once failed TestOutputs, which expected its results.
+// the reason; and TestOutputs, every output check, passes on that run; so
+// does a 0.22-era server (era b: the pause API, no KV-only release). Each
+// also turns the other phase off in the config (kv_release_cycles 0,
+// sleep_l0_cycles 0), the other way a phase is off: documented as "off,
+// never failed", both once failed TestOutputs, which expected their results.
 func TestOlderVLLMPasses(t *testing.T) {
 	if os.Getenv("WAKEBENCH_CHILD") != "" {
 		t.Skip("this is a child run")
 	}
-	out := t.TempDir()
-	b, err := runChild(t, out, []string{"VLLMSIM_ERA=a", "WAKEBENCH_PROTOCOL_SLEEP_L1_CYCLES=2", "WAKEBENCH_PROTOCOL_SLEEP_L2_CYCLES=1",
-		"WAKEBENCH_PROTOCOL_HANDOFFS=2", "WAKEBENCH_PROTOCOL_RESTART_WARM=1", "WAKEBENCH_TRAFFIC_DURATION_S=1",
-		"WAKEBENCH_PROTOCOL_KV_RELEASE_CYCLES=0"}, "-test.v", "-test.run=^Test(Protocol|Outputs)$")
-	require.NoError(t, err, "%s", b)
-	assert.Contains(t, string(b), "--- PASS: TestOutputs", "the output checks ran on this run, and passed")
-	rep := readChildReport(t, out)
-	assert.Equal(t, "PASS", rep.Status)
-	off := map[string]string{}
-	for _, c := range rep.Checks {
-		if c.Verdict == record.NotEvaluated {
-			off[c.Name] = c.Reason
+	short := []string{"WAKEBENCH_PROTOCOL_SLEEP_L1_CYCLES=2", "WAKEBENCH_PROTOCOL_SLEEP_L2_CYCLES=1",
+		"WAKEBENCH_PROTOCOL_HANDOFFS=2", "WAKEBENCH_PROTOCOL_RESTART_WARM=1", "WAKEBENCH_TRAFFIC_DURATION_S=1"}
+	run := func(t *testing.T, env ...string) map[string]string {
+		out := t.TempDir()
+		b, err := runChild(t, out, append(slices.Clone(short), env...), "-test.v", "-test.run=^Test(Protocol|Outputs)$")
+		require.NoError(t, err, "%s", b)
+		assert.Contains(t, string(b), "--- PASS: TestOutputs", "the output checks ran on this run, and passed")
+		rep := readChildReport(t, out)
+		assert.Equal(t, "PASS", rep.Status)
+		off := map[string]string{}
+		for _, c := range rep.Checks {
+			if c.Verdict == record.NotEvaluated {
+				off[c.Name] = c.Reason
+			}
 		}
+		return off
 	}
-	assert.Contains(t, off["sleep.level0.successful_cycles"], "no /pause")
-	assert.NotContains(t, off, "kv_release.successful_cycles", "turned off in the config: no check at all")
-	assert.Contains(t, off["traffic.in_flight.keep.unexpected"], "ignores mode=keep")
-	assert.NotContains(t, off, "traffic.in_flight.abort.unexpected", "abort is what an old vLLM does: judged")
+	t.Run("0.11: no pause, KV release off in the config", func(t *testing.T) {
+		t.Parallel()
+		off := run(t, "VLLMSIM_ERA=a", "WAKEBENCH_PROTOCOL_KV_RELEASE_CYCLES=0")
+		assert.Contains(t, off["sleep.level0.successful_cycles"], "no /pause")
+		assert.NotContains(t, off, "kv_release.successful_cycles", "turned off in the config: no check at all")
+		assert.Contains(t, off["traffic.in_flight.keep.unexpected"], "ignores mode=keep")
+		assert.NotContains(t, off, "traffic.in_flight.abort.unexpected", "abort is what an old vLLM does: judged")
+	})
+	t.Run("0.22: no KV release, level 0 off in the config", func(t *testing.T) {
+		t.Parallel()
+		off := run(t, "VLLMSIM_ERA=b", "WAKEBENCH_PROTOCOL_SLEEP_L0_CYCLES=0")
+		assert.Contains(t, off["kv_release.successful_cycles"], "no /release_kv_cache_memory")
+		assert.NotContains(t, off, "sleep.level0.successful_cycles", "turned off in the config: no check at all")
+	})
 }

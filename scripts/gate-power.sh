@@ -6,7 +6,8 @@
 # a 10 % slower wake alone (vllmsim fault slow-wake=1.1), each judged against
 # a baseline of 1 run and of BASE runs at the default thresholds (and at
 # PERCENT2 % tolerance). Prints one table; the runs stay in $OUT. Exits 1
-# when a run wrote no bench.txt (the suite is broken, not the gate judged);
+# when a run wrote no bench.txt (the suite is broken, not the gate judged)
+# or wakegate failed (exit 2: it judged nothing);
 # a run whose protocol FAILs a threshold still counts (slower runs may).
 set -euo pipefail
 RERUNS=${RERUNS:-10}
@@ -33,6 +34,7 @@ for i in $(seq 1 "$RERUNS"); do
 	one "$OUT/slow1.5/$i" testdata/gate-power.json WAKEBENCH_SIM_TIME_SCALE=1.5
 	one "$OUT/slowwake1.1/$i" testdata/gate-power-slow-wake.json
 done
+broken=0
 printf '%-12s %-9s %-11s %s\n' scenario baseline tolerance "flagged (runs with a regression)"
 for sc in same slow1.5 slowwake1.1; do
 	for b in 1 "$BASE"; do
@@ -45,16 +47,19 @@ for sc in same slow1.5 slowwake1.1; do
 			for i in $(seq 1 "$RERUNS"); do
 				f="$OUT/$sc/$i/bench.txt"
 				[ -f "$f" ] || continue
-				if ! "$OUT/bin/wakegate" -q "${flags[@]}" "$spec" "$f" >"$OUT/$sc/$i/gate-$b-$pct.txt"; then
-					n=$((n + 1))
-				fi
+				rc=0
+				"$OUT/bin/wakegate" -q "${flags[@]}" "$spec" "$f" >"$OUT/$sc/$i/gate-$b-$pct.txt" 2>&1 || rc=$?
+				case $rc in
+				0) ;;
+				1) n=$((n + 1)) ;; # a regression flagged
+				*) echo "gate-power: wakegate failed (exit $rc) on $f: $(tail -1 "$OUT/$sc/$i/gate-$b-$pct.txt")" >&2; broken=1 ;;
+				esac
 			done
 			printf '%-12s %-9s %-11s %d of %d\n' "$sc" "$b run(s)" "$pct" "$n" "$RERUNS"
 		done
 	done
 done
 echo "machine: $(nproc) cores, $(uname -m), load $(cut -d' ' -f1-3 /proc/loadavg)"
-broken=0
 for d in "$OUT"/base/* "$OUT"/same/* "$OUT"/slow1.5/* "$OUT"/slowwake1.1/*; do
 	[ -f "$d/bench.txt" ] || { echo "gate-power: $d wrote no bench.txt: see $d/test.log" >&2; broken=1; }
 done

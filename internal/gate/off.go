@@ -9,12 +9,18 @@ import (
 // config turns off (max_sleeping_power_w with protocol.cost_dwell_s 0, say):
 // each NOT EVALUATED with the key that turned it off, and required, so a
 // limit the user asked for is never dropped in silence (as the traffic
-// thresholds with traffic.rate 0: notEvaluatedTraffic). A phase that runs
-// replaces its check of the same name with its own verdict.
+// thresholds with traffic.rate 0: notEvaluatedTraffic). A limit set to 0
+// turns the threshold off, so it adds nothing. Only phases the config
+// turns off are listed: none of them writes a check of these names. (The
+// soak is not: it runs by its own test, TestSoak, whatever the config
+// says, and one config serves both; its threshold is judged where it runs.)
 func OffPhases(cfg config.Config) []record.Check {
 	p := cfg.Protocol
 	var out []record.Check
 	off := func(name, label, op string, limit float64, why string) {
+		if limit <= 0 { // the user turned the threshold off
+			return
+		}
 		out = append(out, record.Check{Name: name, Model: label, Op: op, Limit: limit, Verdict: record.NotEvaluated,
 			Reason: why + ": the threshold you set cannot be evaluated", Required: true})
 	}
@@ -30,9 +36,6 @@ func OffPhases(cfg config.Config) []record.Check {
 		}
 		if p.KVReleaseCycles == 0 && cfg.ThresholdSetByUser(l, "max_kv_wake_to_first_token_s") {
 			off("kv_release.to_first_token_s.p95", l, "<=", t.MaxKVWakeToFirstTokenS, "protocol.kv_release_cycles is 0: the KV-only release cycles are off")
-		}
-		if p.SoakCycles == 0 && cfg.ThresholdSetByUser(l, "max_residual_growth_mib_per_cycle") {
-			off("soak.residual_growth_mib_per_cycle", l, "<=", t.MaxResidualGrowthMiBPerCycle, "protocol.soak_cycles is 0: the soak is off")
 		}
 	}
 	if !cfg.Kubernetes.On() && cfg.ThresholdSetByUser("", "max_pod_switch_routable_s") {

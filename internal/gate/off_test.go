@@ -35,6 +35,11 @@ func TestOffPhasesKeepTheUsersThresholds(t *testing.T) {
 	assert.Contains(t, got["kubernetes.switch.routable_s.p95/"].Reason, "kubernetes.control_plane is empty")
 	assert.Len(t, got, 3*len(cfg.Models)+1)
 
+	cfg.Thresholds.MaxSleepingPowerW = 0 // set to 0 by the user: the threshold is off
+	for _, c := range OffPhases(cfg) {
+		assert.NotContains(t, c.Name, "cost.", "a limit of 0 is off, not required")
+	}
+
 	cfg.Protocol.CostDwellS, cfg.Protocol.SleepL0Cycles = 1, 3
 	cfg.Kubernetes.ControlPlane = "local"
 	assert.Empty(t, OffPhases(cfg), "the phases run: their own checks judge the thresholds")

@@ -439,7 +439,7 @@ func TestEndingNamesTheLostOutputsAndTheDiskError(t *testing.T) {
 	// A stop error names no output: every output was written, and the
 	// ending says so rather than "not all outputs were written".
 	end = Ending(report.Report{Status: "FAIL"}, errors.New("stop A: process group still alive after SIGKILL"), "/out")
-	assert.Contains(t, end, "the run ended with an error (every output was written): stop A: process group still alive after SIGKILL")
+	assert.Contains(t, end, "the run ended with an error that names no output as lost (report.json, summary.md, bench.txt written): stop A: process group still alive after SIGKILL")
 	assert.NotContains(t, end, "not all outputs were written")
 	assert.Contains(t, end, "wakebench: report /out/report.json\n")
 

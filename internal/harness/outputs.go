@@ -142,7 +142,7 @@ func Ending(rep report.Report, closeErr error, outDir string) string {
 	case len(lost) > 0:
 		fmt.Fprintf(&b, "wakebench: not all outputs were written (%s): %v\n", strings.Join(slices.Sorted(maps.Keys(lost)), ", "), closeErr)
 	case closeErr != nil: // a server that would not stop, say: no output is named
-		fmt.Fprintf(&b, "wakebench: the run ended with an error (every output was written): %v\n", closeErr)
+		fmt.Fprintf(&b, "wakebench: the run ended with an error that names no output as lost (%s written): %v\n", strings.Join(Outputs[:3], ", "), closeErr)
 	}
 	if err, ok := lost["report.json"]; ok {
 		// The provisional report it still holds blames a kill (SIGKILL, out

@@ -59,6 +59,10 @@ type meter struct {
 	off   string
 	bad   string // the last anomaly seen, "" while none
 	last  energyReading
+	// moved is, per GPU, the reading at which its counter last changed
+	// (or the first): a counter unchanged for stallAfter across many
+	// readings (a trace reads every 50 ms) is stalled too.
+	moved []energyReading
 }
 
 func (m *meter) now(ctx context.Context) (energyReading, error) {
@@ -78,9 +82,26 @@ func (m *meter) now(ctx context.Context) (energyReading, error) {
 		return energyReading{}, fmt.Errorf("read the GPU energy counter: %w", err)
 	}
 	e := energyReading{t: t, j: j, gen: m.last.gen}
-	if why := anomaly(m.last, e); why != "" {
+	why := anomaly(m.last, e)
+	if why == "" && len(m.moved) == len(j) {
+		for i := range j {
+			if since := m.moved[i]; j[i] == since.j[i] && t.Sub(since.t) >= stallAfter {
+				why = anomaly(energyReading{t: since.t, j: since.j}, e)
+				break
+			}
+		}
+	}
+	if why != "" {
 		e.gen++
 		m.bad = why
+	}
+	if len(m.moved) != len(j) {
+		m.moved = make([]energyReading, len(j))
+	}
+	for i := range j {
+		if m.moved[i].j == nil || j[i] != m.moved[i].j[i] || why != "" {
+			m.moved[i] = e
+		}
 	}
 	m.last = e
 	return e, nil

@@ -72,18 +72,32 @@ func TestMeterNamesACounterThatMisbehaves(t *testing.T) {
 
 // TestMeterMovingCounter: a counter that moves, however slowly, and
 // readings closer than a second with no change (a counter between its
-// power samples) are no anomaly.
+// power samples) are no anomaly; one that stays put for a second over
+// many close readings (a trace's, 50 ms apart) is stalled.
 func TestMeterMovingCounter(t *testing.T) {
-	src := &scripted{vals: [][]float64{{100}, {100}, {100.001}, {150}}}
-	m := &meter{read: src.read}
-	var rs []energyReading
-	for range 4 {
-		r, err := m.now(t.Context())
-		require.NoError(t, err)
-		rs = append(rs, r)
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	run := func(vals [][]float64, dt float64) (*meter, []energyReading) {
+		i := 0
+		m := &meter{read: (&scripted{vals: vals}).read, clock: func() time.Time { i++; return at(float64(i) * dt) }}
+		var rs []energyReading
+		for range vals {
+			r, err := m.now(t.Context())
+			require.NoError(t, err)
+			rs = append(rs, r)
+		}
+		return m, rs
 	}
+	m, rs := run([][]float64{{100}, {100}, {100.001}, {150}}, 0.3)
 	assert.Empty(t, m.bad)
 	assert.InDelta(t, 50, joules(rs[0], rs[3]), 1e-9)
+
+	flat := [][]float64{{100}}
+	for range 30 { // 30 readings 50 ms apart, all 100 J: 1.5 s without a change
+		flat = append(flat, []float64{100})
+	}
+	m, rs = run(flat, 0.05)
+	assert.Contains(t, m.bad, "stalled on GPU 0 (100.000 J for 1.000 s")
+	assert.True(t, math.IsNaN(joules(rs[0], rs[len(rs)-1])), "a run over a stalled counter is unreadable, not 0 J")
 }
 
 // TestTraceAcrossACut: the traffic phase's trace interpolates between
