@@ -8,6 +8,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,12 +72,51 @@ func FleetWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.
 type SlowReads struct {
 	gpu.Source
 	Delay time.Duration
+	Log   *ReadLog // when each read began and ended (nil: not kept)
 }
 
 // Read reads the source after Delay.
 func (s SlowReads) Read(ctx context.Context) (gpu.Reading, error) {
+	start := time.Now()
 	time.Sleep(s.Delay)
-	return s.Source.Read(ctx)
+	r, err := s.Source.Read(ctx)
+	if s.Log != nil {
+		s.Log.add(Span{Start: start, End: time.Now()})
+	}
+	return r, err
+}
+
+// Span is one read, from its call to its return.
+type Span struct{ Start, End time.Time }
+
+// Overlaps says whether the span shares an instant with [from, to].
+func (s Span) Overlaps(from, to time.Time) bool { return s.Start.Before(to) && s.End.After(from) }
+
+// ReadLog keeps the spans of a SlowReads's reads, so a test orders the
+// harness's reads against a measured interval instead of bounding the
+// interval by the clock (which a busy machine stretches).
+type ReadLog struct {
+	mu    sync.Mutex // guards spans
+	spans []Span
+}
+
+func (l *ReadLog) add(s Span) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.spans = append(l.spans, s)
+}
+
+// Since is every read that began at or after t, in the order they ended.
+func (l *ReadLog) Since(t time.Time) []Span {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Span
+	for _, s := range l.spans {
+		if !s.Start.Before(t) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // NoProcs is a memory source that lists no processes, as NVML does for a
