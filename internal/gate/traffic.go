@@ -109,7 +109,9 @@ func notEvaluatedTraffic(cfg config.Config, t record.Traffic) []record.Check {
 		reason = "no counted request went through the router (" + t.Arrivals + ")"
 	}
 	var out []record.Check
-	if cfg.ThresholdSetByUser("", "min_traffic_goodput_ratio") {
+	// A ratio or a time limit of 0 is off (as OffPhases has it); a shed
+	// count of 0 is a limit: none may be shed.
+	if cfg.ThresholdSetByUser("", "min_traffic_goodput_ratio") && cfg.Thresholds.MinTrafficGoodputRatio > 0 {
 		out = append(out, record.Check{Name: "traffic.goodput_ratio", Op: ">=", Limit: cfg.Thresholds.MinTrafficGoodputRatio,
 			Verdict: record.NotEvaluated, Reason: reason, Required: true})
 	}
@@ -118,7 +120,7 @@ func notEvaluatedTraffic(cfg config.Config, t record.Traffic) []record.Check {
 			Verdict: record.NotEvaluated, Reason: reason, Required: true})
 	}
 	for _, m := range cfg.Models {
-		if cfg.ThresholdSetByUser(m.Label, "max_asleep_first_token_p99_s") {
+		if cfg.ThresholdSetByUser(m.Label, "max_asleep_first_token_p99_s") && cfg.ThresholdsFor(m.Label).MaxAsleepFirstTokenP99S > 0 {
 			out = append(out, record.Check{Name: "traffic.asleep_first_token_s.p99", Model: m.Label, Op: "<=",
 				Limit: cfg.ThresholdsFor(m.Label).MaxAsleepFirstTokenP99S, Verdict: record.NotEvaluated, Reason: reason, Required: true})
 		}

@@ -185,6 +185,15 @@ func TestTrafficWithoutRequestsKeepsUserThresholds(t *testing.T) {
 	assert.Equal(t, "B", cs[1].Model)
 	cfg.UserThresholds = append(cfg.UserThresholds, "max_shed_requests")
 	assert.Len(t, Traffic(cfg, record.Traffic{}), 3, "max_shed_requests too")
+
+	// 0 turns a ratio or a time limit off: nothing to evaluate, no FAIL;
+	// max_shed_requests 0 is a limit (none shed) and stays required.
+	cfg.Thresholds.MinTrafficGoodputRatio, cfg.Thresholds.MaxShedRequests = 0, 0
+	cfg.Models[1].Thresholds = map[string]float64{"max_asleep_first_token_p99_s": 0}
+	cs = Traffic(cfg, record.Traffic{})
+	require.Len(t, cs, 1, "only the shed count: %v", cs)
+	assert.Equal(t, "traffic.shed_requests", cs[0].Name)
+	assert.True(t, cs[0].Fails())
 }
 
 // TestTrafficKeepsAUserThresholdOfAModelWithoutSamples: a model none of
