@@ -476,3 +476,29 @@ func TestSoakCSVIsStreamed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, during, lines())
 }
+
+// TestCloseKeepsTheThresholdsOfOffPhases: a threshold the user set whose
+// phase the config turns off reaches the report Close writes, NOT
+// EVALUATED and required, so the run FAILs naming the key (gate.OffPhases
+// decides; this holds the harness to adding its checks).
+func TestCloseKeepsTheThresholdsOfOffPhases(t *testing.T) {
+	cfg := small(t)
+	cfg.Protocol.CostDwellS = 0
+	cfg.Thresholds.MaxSleepingPowerW = 18
+	cfg.UserThresholds = append(cfg.UserThresholds, "max_sleeping_power_w")
+	require.NoError(t, cfg.Validate())
+	h, err := Open(t.Context(), cfg)
+	require.NoError(t, err)
+	_, err = h.Restart(t.Context(), "A", t.Logf)
+	require.NoError(t, err)
+	rep, err := h.Close(nil)
+	require.NoError(t, err)
+	assert.Equal(t, "FAIL", rep.Status)
+	var off []string
+	for _, c := range rep.Checks {
+		if c.Verdict == record.NotEvaluated && c.Required && strings.Contains(c.Reason, "protocol.cost_dwell_s is 0") {
+			off = append(off, c.Name+"/"+c.Model)
+		}
+	}
+	assert.ElementsMatch(t, []string{"cost.level1.power_w/A", "cost.level2.power_w/A", "cost.level1.power_w/B", "cost.level2.power_w/B"}, off)
+}
