@@ -478,12 +478,13 @@ func TestOlderVLLMPasses(t *testing.T) {
 		t.Skip("this is a child run")
 	}
 	// A short protocol; what is judged is what the server can do, not how
-	// fast a shared machine runs it: the one speed threshold a second of
-	// traffic makes noisy (the goodput ratio of a few requests, 0.44 with
-	// both cores busy) is off.
+	// fast a shared machine runs it, two child runs beside each other: the
+	// speed ratios are off (0 is off), the goodput ratio of a second of
+	// traffic (0.44 with both cores busy) and the after-wake tok/s ratio of
+	// the tiny models' sub-millisecond steps.
 	short := []string{"WAKEBENCH_PROTOCOL_SLEEP_L1_CYCLES=2", "WAKEBENCH_PROTOCOL_SLEEP_L2_CYCLES=1",
 		"WAKEBENCH_PROTOCOL_HANDOFFS=2", "WAKEBENCH_PROTOCOL_RESTART_WARM=1", "WAKEBENCH_TRAFFIC_DURATION_S=1",
-		"WAKEBENCH_THRESHOLDS_MIN_TRAFFIC_GOODPUT_RATIO=0"}
+		"WAKEBENCH_THRESHOLDS_MIN_TRAFFIC_GOODPUT_RATIO=0", "WAKEBENCH_THRESHOLDS_MIN_AFTER_WAKE_TPS_RATIO=0"}
 	run := func(t *testing.T, env ...string) map[string]string {
 		out := t.TempDir()
 		b, err := runChild(t, out, append(slices.Clone(short), env...), "-test.v", "-test.run=^Test(Protocol|Outputs)$")

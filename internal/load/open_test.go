@@ -87,7 +87,9 @@ func (s *slowSender) Send(ctx context.Context, a Arrival) (Delivery, error) {
 
 // TestRunOpenDoesNotWaitForAnswers: requests every 10 ms to a server that
 // takes 100 ms are sent on time, about ten at once (a closed loop would
-// send the next only after an answer).
+// send the next only after an answer, at least 100 ms late: the bound on
+// lateness is the answer's delay, not the scheduler's, which a busy
+// machine stretches).
 func TestRunOpenDoesNotWaitForAnswers(t *testing.T) {
 	s := &slowSender{delay: 100 * time.Millisecond, gap: 2 * time.Millisecond, tokens: 4, fail: "B"}
 	offs, err := Arrivals{Process: Constant, Rate: 100}.Offsets(20)
@@ -106,7 +108,7 @@ func TestRunOpenDoesNotWaitForAnswers(t *testing.T) {
 	for i, o := range out {
 		assert.Equal(t, i, o.Index)
 		assert.Equal(t, i == 0, o.Waited, "the sender's word on waiting is kept")
-		assert.Less(t, o.Issued.Sub(o.Planned), 20*time.Millisecond, "request %d sent on time, whatever the answers", i)
+		assert.Less(t, o.Issued.Sub(o.Planned), s.delay, "request %d sent on time, not after an answer", i)
 		if o.Model == "B" {
 			assert.Error(t, o.Err)
 			assert.Zero(t, o.E2E())

@@ -298,7 +298,9 @@ func BenchmarkPhysicalLimits(b *testing.B) {
 	for b.Loop() {
 		cfg := config.SimDefault()
 		cfg.OutDir = b.TempDir()
-		cfg.Sim.Profile, cfg.Sim.TimeScale = "demo", 0.1 // the rest of SimDefault's sim settings (host_scale) stand
+		// make bench's sim settings (testdata/demo.json): at host_scale 1
+		// each level-1 sleep of the 4B model would really page in 7.5 GiB.
+		cfg.Sim.Profile, cfg.Sim.TimeScale, cfg.Sim.HostScale = "demo", 0.1, 0.125
 		cfg.Models = []config.Model{{Label: "A", Name: "Qwen3-4B", GPUMemoryUtilization: 0.5}}
 		p := &cfg.Protocol
 		p.Concurrency, p.Rounds, p.RequestsPerRound, p.MaxTokens, p.SleepL1Cycles = []int{1}, 1, 4, 32, 3
