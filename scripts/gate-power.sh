@@ -7,8 +7,9 @@
 # a baseline of 1 run and of BASE runs at the default thresholds (and at
 # PERCENT2 % tolerance). Prints one table; the runs stay in $OUT. Exits 1
 # when a run wrote no bench.txt (the suite is broken, not the gate judged)
-# or wakegate failed (exit 2: it judged nothing);
-# a run whose protocol FAILs a threshold still counts (slower runs may).
+# or wakegate failed (exit 2: it judged nothing), or the in-suite gate
+# (README: WAKEBENCH_BASELINE=runs/ go test) judged nothing; a run whose
+# protocol FAILs a threshold still counts (slower runs may).
 set -euo pipefail
 RERUNS=${RERUNS:-10}
 BASE=${BASE:-5}
@@ -59,6 +60,19 @@ for sc in same slow1.5 slowwake1.1; do
 		done
 	done
 done
+# The README's in-suite gate: one more run with WAKEBENCH_BASELINE naming the
+# baseline directory, judged by TestRegressionGate as a user's go test is.
+# Whatever it finds (a same-code run may be flagged: the table above says how
+# often), it must have judged: compare.txt is written only then.
+mkdir -p "$OUT/insuite"
+env WAKEBENCH_CONFIG="$root/testdata/gate-power.json" WAKEBENCH_OUT_DIR="$OUT/insuite" WAKEBENCH_BASELINE="$OUT/base" \
+	"$OUT/bin/wakebench.test" -test.run '^Test(Protocol|RegressionGate)$' -test.count=1 -test.v >"$OUT/insuite/test.log" 2>&1 || true
+if [ -s "$OUT/insuite/compare.txt" ] && grep -Eq -- '--- (PASS|FAIL): TestRegressionGate' "$OUT/insuite/test.log"; then
+	echo "in-suite gate (WAKEBENCH_BASELINE=$OUT/base): judged ($(grep -Eo -- '--- (PASS|FAIL): TestRegressionGate' "$OUT/insuite/test.log")); see $OUT/insuite/compare.txt"
+else
+	echo "gate-power: the in-suite gate (WAKEBENCH_BASELINE) judged nothing: see $OUT/insuite/test.log" >&2
+	broken=1
+fi
 echo "machine: $(nproc) cores, $(uname -m), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for d in "$OUT"/base/* "$OUT"/same/* "$OUT"/slow1.5/* "$OUT"/slowwake1.1/*; do
 	[ -f "$d/bench.txt" ] || { echo "gate-power: $d wrote no bench.txt: see $d/test.log" >&2; broken=1; }
