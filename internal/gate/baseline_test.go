@@ -211,8 +211,8 @@ func TestCheckBaselineRefusesWhatCannotBeJudged(t *testing.T) {
 	writeFile(t, path("other.txt"), "goos: linux\npkg: example.com/other\nBenchmarkParse-8   \t 1000\t  1234 ns/op\t  56 B/op\nBenchmarkEncode/small-8 \t 500\t 2000 ns/op\nPASS\n", t0)
 	writeFile(t, path("good.bench.txt"), benchText(t0, map[string][]float64{wake: {1}}), t0)
 	for _, c := range []struct{ spec, want string }{
-		{path("empty.txt"), "baseline: " + path("empty.txt") + ": no benchmark results"},
-		{path("garbage.txt"), "baseline: " + path("garbage.txt") + ": no benchmark results"},
+		{path("empty.txt"), "baseline: " + path("empty.txt") + ": no benchmark results: want the bench.txt of a wakebench run"},
+		{path("garbage.txt"), "baseline: " + path("garbage.txt") + ": no benchmark results: want the bench.txt of a wakebench run"},
 		{path("report.json"), "baseline: " + path("report.json") + " looks like a report.json (JSON: summaries, not samples, so no difference can be tested): want the run's bench.txt"},
 		{path("other.txt"), "baseline: " + path("other.txt") + ": none of its 2 benchmark(s) (BenchmarkEncode/small, BenchmarkParse) is wakebench's (BenchmarkRestart/…, BenchmarkSleep/…"},
 		{path("good.bench.txt") + "," + path("other.txt"), "is wakebench's"},
@@ -239,7 +239,7 @@ func TestParseRunNamesACutLastLine(t *testing.T) {
 
 	// The only line cut: nothing is left, and the error says why.
 	_, err = ParseRun([]byte("BenchmarkSleep/model=A/level=1 1 0.7 sec/wake"), "one.txt", t0)
-	assert.EqualError(t, err, `one.txt: no benchmark results (last line cut (no newline at the end of the file): "BenchmarkSleep/model=A/level=1 1 0.7 sec/wake": not read)`)
+	assert.EqualError(t, err, `one.txt: no benchmark results (last line cut (no newline at the end of the file): "BenchmarkSleep/model=A/level=1 1 0.7 sec/wake": not read): `+wantBench)
 
 	r, err = ParseRun([]byte(benchText(t0, map[string][]float64{wake: {0.5}})), "whole.txt", t0)
 	require.NoError(t, err)

@@ -39,6 +39,10 @@ type Run struct {
 	Warnings []string
 }
 
+// wantBench says what a baseline file must be, in the errors that refuse
+// one.
+const wantBench = "want the bench.txt of a wakebench run (lines such as `BenchmarkSleep/model=A/level=1 1 0.7 sec/wake`)"
+
 // Median is the run's median of one benchmark × unit (the mean of the two
 // middle values when n is even); ok is false when the run lacks it.
 func (r Run) Median(k BenchKey) (float64, bool) {
@@ -102,9 +106,9 @@ func ParseRun(data []byte, path string, mtime time.Time) (Run, error) {
 	}
 	if len(b.Values) == 0 {
 		if len(warnings) > 0 {
-			return Run{}, fmt.Errorf("%s: no benchmark results (%s)", path, warnings[0])
+			return Run{}, fmt.Errorf("%s: no benchmark results (%s): %s", path, warnings[0], wantBench)
 		}
-		return Run{}, fmt.Errorf("%s: no benchmark results", path)
+		return Run{}, fmt.Errorf("%s: no benchmark results: %s", path, wantBench)
 	}
 	r := Run{Path: path, Bench: b, Started: mtime, Order: OrderMtime, Warnings: warnings}
 	for line := range strings.Lines(string(data)) {
