@@ -87,9 +87,9 @@ func (s *slowSender) Send(ctx context.Context, a Arrival) (Delivery, error) {
 
 // TestRunOpenDoesNotWaitForAnswers: requests every 10 ms to a server that
 // takes 100 ms are sent on time, about ten at once (a closed loop would
-// send the next only after an answer, at least 100 ms late: the bound on
-// lateness is the answer's delay, not the scheduler's, which a busy
-// machine stretches).
+// send the next only after an answer, the third at least 180 ms late: the
+// bound on lateness is the answer's delay, not the scheduler's, which a
+// busy machine stretches).
 func TestRunOpenDoesNotWaitForAnswers(t *testing.T) {
 	s := &slowSender{delay: 100 * time.Millisecond, gap: 2 * time.Millisecond, tokens: 4, fail: "B"}
 	offs, err := Arrivals{Process: Constant, Rate: 100}.Offsets(20)

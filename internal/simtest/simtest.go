@@ -89,7 +89,8 @@ func (s SlowReads) Read(ctx context.Context) (gpu.Reading, error) {
 // Span is one read, from its call to its return.
 type Span struct{ Start, End time.Time }
 
-// Overlaps says whether the span shares an instant with [from, to].
+// Overlaps says whether the span shares more than an endpoint with the
+// interval from → to.
 func (s Span) Overlaps(from, to time.Time) bool { return s.Start.Before(to) && s.End.After(from) }
 
 // ReadLog keeps the spans of a SlowReads's reads, so a test orders the
