@@ -64,9 +64,10 @@ func TestSoakClockIsTheSwitchClock(t *testing.T) {
 	slowWake := soakRun(t, same, 3, "delay=/wake_up:0.3")
 	for _, c := range slowWake {
 		assert.GreaterOrEqual(t, c.WakeS, wake.Seconds(), "cycle %d: the wake took its delay", c.Cycle)
-		assert.GreaterOrEqual(t, c.ToFirstTokenS, wake.Seconds(), "cycle %d: the wake's delay is in the switch", c.Cycle)
+		// A floor the server's delay sets (two runs' medians compared
+		// failed on a busy machine): the sleep, then the slower wake.
+		assert.GreaterOrEqual(t, c.ToFirstTokenS, c.SleepS+wake.Seconds(), "cycle %d: the wake's delay is in the switch, after the sleep", c.Cycle)
 	}
-	assert.Greater(t, medianFirstToken(slowWake), medianFirstToken(plain)+wake.Seconds()/2, "a slower wake is a slower switch")
 }
 
 // medianFirstToken is the median switch → first token of an odd number of cycles.
@@ -168,7 +169,9 @@ func TestPauseFiguresMeanWhatTheySay(t *testing.T) {
 	assert.Less(t, medianOf(kvSlowRead, ftt), medianOf(kv, ftt)+delay.Seconds(), "kv to_first_token_s: not the memory reads")
 	assert.InDelta(t, medianOf(kv, freed), medianOf(kvSlowRead, freed), 1e-6, "freed_gib is read all the same")
 	kvSlowRelease := pauseRun(t, record.LevelKVRelease, same, "delay=/release_kv_cache_memory:0.3", nil)
-	assert.Greater(t, medianOf(kvSlowRelease, release), medianOf(kv, release)+0.25, "a slower release moves release_s")
+	for i, c := range kvSlowRelease { // a floor the server sets, not two runs compared
+		assert.GreaterOrEqual(t, c.ReleaseS, 0.3, "cycle %d: a slower release moves release_s", i+1)
+	}
 	kvBig := pauseRun(t, record.LevelKVRelease, same, "", func(cfg *config.Config) { cfg.Protocol.KVGiB *= 2 })
 	assert.InDelta(t, 2*medianOf(kv, freed), medianOf(kvBig, freed), 0.05, "twice the KV cache, twice the GiB freed")
 	assert.Positive(t, medianOf(kv, freed))
@@ -178,8 +181,11 @@ func TestPauseFiguresMeanWhatTheySay(t *testing.T) {
 	assert.Less(t, medianOf(l0SlowRead, held), medianOf(l0, held)+delay.Seconds(), "held_request_s: not the memory reads")
 	assert.Less(t, medianOf(l0SlowRead, ftt), medianOf(l0, ftt)+delay.Seconds(), "level-0 to_first_token_s: not the memory reads")
 	l0SlowWake := pauseRun(t, 0, same, "delay=/wake_up:0.3", nil)
-	assert.Greater(t, medianOf(l0SlowWake, held), medianOf(l0, held)+0.25, "the held request waits for a slower wake")
-	assert.Greater(t, medianOf(l0SlowWake, ftt), medianOf(l0, ftt)+0.25, "a slower wake moves wake → first token")
+	for i, c := range l0SlowWake { // floors the server's delay sets
+		assert.GreaterOrEqual(t, c.HeldPastWakeS, 0.3, "cycle %d: the held request waits for the slower wake's answer", i+1)
+		assert.GreaterOrEqual(t, c.HeldS, c.HeldPastWakeS, "cycle %d: held from before the wake", i+1)
+		assert.GreaterOrEqual(t, c.ToFirstTokenS, 0.3, "cycle %d: a slower wake moves wake → first token", i+1)
+	}
 	for _, c := range l0 {
 		assert.InDelta(t, 0, c.FreedGiB, 0.01, "a pause frees nothing")
 	}

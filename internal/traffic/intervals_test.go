@@ -49,7 +49,8 @@ func trafficRun(t *testing.T, faultsA, faultsB string, mod func(*config.Config))
 // TestTrafficFirstSwitchHoldsNoReference: run alone, the traffic phase
 // takes A's correctness reference (here 96 tokens a probe) before the
 // router starts: its first switch is a sleep and a wake, not the
-// reference; a wake answered 300 ms later makes it longer by that much.
+// reference; a wake answered 300 ms later is in it (the switch is A's
+// sleep, then B's wake, answered no sooner than 300 ms after it was sent).
 func TestTrafficFirstSwitchHoldsNoReference(t *testing.T) {
 	bigReference := func(cfg *config.Config) { cfg.Protocol.CorrectnessMaxTokens = 96 }
 	tr, raw := trafficRun(t, "", "", bigReference)
@@ -60,15 +61,16 @@ func TestTrafficFirstSwitchHoldsNoReference(t *testing.T) {
 	assert.Less(t, overhead, ref, "A→B: its sleep and B's wake, not A's %.3fs reference", ref)
 
 	slow, _ := trafficRun(t, "", "delay=/wake_up:0.3", bigReference)
-	assert.Greater(t, slow.Switches[0].End.Sub(slow.Switches[0].Start).Seconds(), first.End.Sub(first.Start).Seconds()+0.15,
-		"B's slower wake is a slower switch")
+	sw := slow.Switches[0]
+	assert.GreaterOrEqual(t, sw.End.Sub(sw.Start).Seconds(), sw.SleepS+0.3, "B's slower wake is in the switch, after A's sleep")
 }
 
 // TestRouterSwitchEndsAtTheWakeAnswer: the router's switch_s ends when
 // the woken model answered its wake, and the timeline's wake mark is the
 // wake request sent: an /is_sleeping answered 300 ms late (the harness's
 // confirmation after the answer) moves neither; a /wake_up answered 300 ms
-// late lengthens the switch.
+// late is in the switch (a floor the server sets, not a comparison of two
+// runs, which a busy machine upsets).
 func TestRouterSwitchEndsAtTheWakeAnswer(t *testing.T) {
 	const delay = 300 * time.Millisecond
 	toB := func(tr record.Traffic) record.RouterSwitch { return tr.Switches[0] }
@@ -88,12 +90,13 @@ func TestRouterSwitchEndsAtTheWakeAnswer(t *testing.T) {
 	assert.WithinDuration(t, wakeSent, mark, 5*time.Millisecond, "the wake mark is the wake request sent")
 
 	slow, _ := trafficRun(t, "", "delay=/wake_up:0.3", nil)
-	assert.Greater(t, toB(slow).End.Sub(toB(slow).Start).Seconds(), sw.End.Sub(sw.Start).Seconds()+0.15, "a slower wake is a slower switch")
+	assert.GreaterOrEqual(t, toB(slow).End.Sub(toB(slow).Start).Seconds(), toB(slow).SleepS+delay.Seconds(), "a slower wake is in the switch, after the sleep")
 }
 
 // TestTrafficDurationIsTheRequests: traffic.duration_s runs from the
 // first planned arrival to the last request done (its last token), not
-// to the router's shutdown; requests answered 300 ms later make it longer.
+// to the router's shutdown; with requests answered 300 ms late it ends no
+// sooner than the last planned arrival plus 300 ms.
 func TestTrafficDurationIsTheRequests(t *testing.T) {
 	spanOf := func(tr record.Traffic) float64 {
 		var first, last time.Time
@@ -111,5 +114,14 @@ func TestTrafficDurationIsTheRequests(t *testing.T) {
 	assert.InDelta(t, spanOf(tr), tr.DurationS, 1e-9, "first planned arrival → last request done")
 	slow, _ := trafficRun(t, "delay=/v1/completions:0.3", "delay=/v1/completions:0.3", nil)
 	assert.InDelta(t, spanOf(slow), slow.DurationS, 1e-9)
-	assert.Greater(t, slow.DurationS, tr.DurationS+0.15, "slower answers (0.3 s each), a longer run")
+	var first, lastPlanned time.Time
+	for _, r := range slow.Requests {
+		if first.IsZero() || r.Planned.Before(first) {
+			first = r.Planned
+		}
+		if r.Planned.After(lastPlanned) {
+			lastPlanned = r.Planned
+		}
+	}
+	assert.GreaterOrEqual(t, slow.DurationS, lastPlanned.Sub(first).Seconds()+0.3, "the last request, answered 0.3 s late, is in the run")
 }
