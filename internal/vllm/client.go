@@ -124,8 +124,14 @@ func (c *Client) Health(ctx context.Context) error {
 	return nil
 }
 
+// isConnErr: the connection, not the server's answer, failed: refused
+// while the server starts, reset or closed by it, or a broken pipe (a
+// pooled connection to the process a restart just replaced on the same
+// port, written before the transport saw it closed: make stress met it in
+// a warm restart's first /health).
 func isConnErr(err error) bool {
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF)
 }
 
 // WaitReady polls /health every poll until it returns 200 and reports when it

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -162,6 +164,11 @@ func TestWaitReadyTreatsRefusedAsNotReady(t *testing.T) {
 	c := New("http://" + addr)
 	err = c.Health(t.Context())
 	assert.True(t, errors.Is(err, ErrNotReady), "refused connection is not-ready: %v", err)
+	// A broken pipe (a pooled connection to a replaced server) is the
+	// connection's failure too: the next poll opens a new one.
+	epipe := &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}
+	assert.True(t, isConnErr(fmt.Errorf("Get %q: %w", "http://"+addr+"/health", epipe)), "broken pipe is a connection error")
+	assert.False(t, isConnErr(errors.New("HTTP 500")), "an answer is not")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	at, err := c.WaitReady(ctx, 10*time.Millisecond)
