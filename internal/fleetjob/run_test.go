@@ -350,7 +350,12 @@ func TestInformersFollowTheRunsPods(t *testing.T) {
 	assert.Equal(t, "p0", r.pods.List()[0].(*corev1.Pod).Name, "only the run's own Pods")
 	require.NoError(t, c.Core.Pods("wb").Delete(ctx, "p0", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}))
 	require.Eventually(t, func() bool { return len(r.pods.List()) == 0 }, 10*time.Second, 10*time.Millisecond)
-	gone := r.gone.take()
+	// The informer's store drops the Pod before its delete handler runs
+	// (client-go hands events to handlers on goroutines of their own):
+	// the log is waited for, not read once (under make stress it was
+	// still empty when the store was).
+	var gone []*corev1.Pod
+	require.Eventually(t, func() bool { gone = append(gone, r.gone.take()...); return len(gone) > 0 }, 10*time.Second, 10*time.Millisecond)
 	require.Len(t, gone, 1)
 	assert.Equal(t, "p0", gone[0].Name)
 }
