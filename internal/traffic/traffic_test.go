@@ -316,15 +316,7 @@ func TestTrafficClockStartsAtTheFirstArrival(t *testing.T) {
 	})
 	tr, err := p.Traffic(t.Context(), t.Logf)
 	require.NoError(t, err)
-	var first, last time.Time
-	for _, r := range tr.Requests {
-		if first.IsZero() || r.Planned.Before(first) {
-			first = r.Planned
-		}
-		if r.Done.After(last) {
-			last = r.Done
-		}
-	}
+	first, _, last := requestSpan(tr)
 	assert.True(t, tr.Start.Equal(first), "start %v, first arrival %v", tr.Start, first)
 	assert.InDelta(t, last.Sub(first).Seconds(), tr.DurationS, 1e-6)
 	assert.Less(t, tr.DurationS, 1.0, "not counted from the phase's start, a second before the first arrival")
