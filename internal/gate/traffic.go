@@ -120,9 +120,9 @@ func notEvaluatedTraffic(cfg config.Config, t record.Traffic) []record.Check {
 			Verdict: record.NotEvaluated, Reason: reason, Required: true})
 	}
 	for _, m := range cfg.Models {
-		if cfg.ThresholdSetByUser(m.Label, "max_asleep_first_token_p99_s") && cfg.ThresholdsFor(m.Label).MaxAsleepFirstTokenP99S > 0 {
+		if lim := cfg.ThresholdsFor(m.Label).MaxAsleepFirstTokenP99S; cfg.ThresholdSetByUser(m.Label, "max_asleep_first_token_p99_s") && lim > 0 {
 			out = append(out, record.Check{Name: "traffic.asleep_first_token_s.p99", Model: m.Label, Op: "<=",
-				Limit: cfg.ThresholdsFor(m.Label).MaxAsleepFirstTokenP99S, Verdict: record.NotEvaluated, Reason: reason, Required: true})
+				Limit: lim, Verdict: record.NotEvaluated, Reason: reason, Required: true})
 		}
 	}
 	return out
