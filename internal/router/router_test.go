@@ -125,27 +125,35 @@ func TestStoppedRouterFailsWaiters(t *testing.T) {
 
 // TestMinDwell: with a minimum dwell the awake model keeps taking its own
 // requests ahead of a waiting one until the dwell ends, then the router
-// switches once: fewer switches, a longer wait for the other model.
+// switches once: fewer switches, a longer wait for the other model. The
+// events are ordered, not timed: the dwell starts after start, so B's
+// dispatch lies past start+dwell however busy the machine; A's request is
+// issued far inside the dwell (100 ms of 1.5 s); the last B request is sent
+// only once B has served, so it finds B awake.
 func TestMinDwell(t *testing.T) {
 	f := simFleet(t)
 	require.NoError(t, f.Activate(t.Context(), "B"))
 	require.NoError(t, f.Activate(t.Context(), "A"))
-	rt := NewWith(f, Options{Level: 1, MinDwell: 800 * time.Millisecond}, "A")
+	const dwell = 1500 * time.Millisecond
+	start := time.Now()
+	rt := NewWith(f, Options{Level: 1, MinDwell: dwell}, "A")
 	ctx, stop := run(t, rt)
 	defer stop()
 	req := vllm.CompletionRequest{Prompt: "hello", MaxTokens: 4, IgnoreEOS: true}
 	at := func(ms int, m string) load.Arrival {
 		return load.Arrival{At: time.Duration(ms) * time.Millisecond, Model: m, Request: req}
 	}
-	start := time.Now()
-	out := load.RunOpen(ctx, rt, []load.Arrival{at(0, "A"), at(100, "B"), at(200, "A"), at(1200, "B")}, 10*time.Second)
+	out := load.RunOpen(ctx, rt, []load.Arrival{at(0, "A"), at(50, "B"), at(100, "A")}, 10*time.Second)
 	for _, o := range out {
 		require.NoError(t, o.Err)
 	}
+	require.Less(t, out[2].Issued.Sub(start), dwell, "A's second request was issued within the dwell")
 	assert.False(t, out[2].Waited, "within the dwell, A's request goes ahead of B's")
 	assert.True(t, out[1].Waited)
-	assert.GreaterOrEqual(t, out[1].Dispatched.Sub(start), 800*time.Millisecond, "B waited for the dwell to end")
-	assert.False(t, out[3].Waited, "B awake by then")
+	assert.GreaterOrEqual(t, out[1].Dispatched.Sub(start), dwell, "B waited for the dwell to end")
+	last := load.RunOpen(ctx, rt, []load.Arrival{at(0, "B")}, 10*time.Second)
+	require.NoError(t, last[0].Err)
+	assert.False(t, last[0].Waited, "B awake by then")
 	sw := rt.Switches()
 	require.Len(t, sw, 1, "one switch, not three")
 	assert.Equal(t, "A", sw[0].From)
