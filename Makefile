@@ -27,7 +27,7 @@ test:
 ## stress: the packages whose tests run in real time (servers, routers, clocks), STRESS_ROUNDS
 ## times with -race while cmd/cpuhog keeps every core busy, as on a shared CI runner; each
 ## round's load average is printed
-STRESS_PKGS   ?= . ./internal/traffic ./internal/router ./internal/protocol ./internal/fleet \
+STRESS_PKGS   ?= . ./internal/traffic ./internal/router ./internal/protocol ./internal/pool \
 	./internal/vllmsim ./internal/harness ./internal/load ./internal/fleetjob ./internal/nodeagent
 STRESS_ROUNDS ?= 2
 stress:

@@ -37,7 +37,7 @@ func faultRun(t *testing.T, faults string, tweak func(*config.Config), phase fun
 	var pids []int
 	phaseErr := phase(t.Context(), h)
 	for _, l := range h.Labels() {
-		if pid := h.fleet.Procs().PID(l); pid != 0 {
+		if pid := h.pool.Procs().PID(l); pid != 0 {
 			pids = append(pids, pid)
 		}
 	}
@@ -115,7 +115,7 @@ func TestFaultsAreNamed(t *testing.T) {
 			[]string{"garbage output", "reload_weights"}, record.Failure{Phase: "sleep-level2", Model: "A", Step: "cycle 1 first token after wake"}},
 		{"prefix cache never reset after a level-2 wake", "prefix-reset-false", nil, restartThen(cycles(2)),
 			[]string{"wake A from level 2: reset_prefix_cache", `{"success": false}`}, record.Failure{Phase: "sleep-level2", Model: "A", Step: "cycle 1 wake"}},
-		// vLLM's newest sleep API (issue 24): the fleet verifies, not assumes.
+		// vLLM's newest sleep API (issue 24): the pool verifies, not assumes.
 		{"wake answers sleeping", "wake-stays-asleep", nil, restartThen(cycles(1)),
 			[]string{"wake A from level 1", `answered {"status":"sleeping"}`, "still asleep: scheduler=paused"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
 		{"a sleep-mode operation stays in flight", "stuck-op=wake_up", nil, restartThen(cycles(1)),
@@ -275,7 +275,7 @@ func TestDiskFull(t *testing.T) {
 	require.NoError(t, err)
 	_, err = h.SleepCycles(t.Context(), "A", 1, func(string, ...any) {})
 	require.NoError(t, err, "a full disk does not stop the measurements")
-	pid := h.fleet.Procs().PID("A")
+	pid := h.pool.Procs().PID("A")
 	rep, err := h.Close(nil)
 	require.Error(t, err)
 	t.Log(err)
@@ -357,16 +357,16 @@ func TestFailedStartIsStopped(t *testing.T) {
 	_, err = h.Restart(t.Context(), "A", t.Logf)
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "no answer within 2s")
-	assert.False(t, h.fleet.Running("A"))
-	assert.Zero(t, h.fleet.Procs().PID("A"), "the server that failed to start is stopped")
+	assert.False(t, h.pool.Running("A"))
+	assert.Zero(t, h.pool.Procs().PID("A"), "the server that failed to start is stopped")
 
 	_, err = h.Restart(t.Context(), "B", t.Logf)
 	require.NoError(t, err, "B starts alone; nothing is blamed on making room for it")
-	assert.Equal(t, []string{"B"}, h.fleet.Awake())
+	assert.Equal(t, []string{"B"}, h.pool.Awake())
 	_, err = h.Baseline(t.Context(), "A", t.Logf)
 	require.Error(t, err, "A is started afresh by the next phase, and hangs again")
 	assert.ErrorContains(t, err, "baseline A: activate")
-	assert.Zero(t, h.fleet.Procs().PID("A"))
+	assert.Zero(t, h.pool.Procs().PID("A"))
 }
 
 // TestLineFileKeepsWholeLines fills an 8 KiB tmpfs with lines of a size

@@ -1,6 +1,6 @@
 // Package harness assembles one run: it opens the backend (server program
 // and memory source), starts the GPU memory and host RSS samplers, creates
-// the fleet, the record and the protocol, streams samples.csv and
+// the pool, the record and the protocol, streams samples.csv and
 // metrics.jsonl while the run goes, and at Close stops every server and
 // writes every output. TestMain owns one Run.
 package harness
@@ -18,9 +18,9 @@ import (
 
 	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/config"
-	"github.com/wakebench/wakebench/internal/fleet"
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
@@ -35,7 +35,7 @@ type Run struct {
 
 	cfg     config.Config
 	be      *backend.Backend
-	fleet   *fleet.Fleet
+	pool   *pool.Pool
 	rec     *record.Recorder
 	sampler *gpu.Sampler
 	metrics *metricsLog
@@ -91,9 +91,9 @@ func Open(ctx context.Context, cfg config.Config) (*Run, error) {
 	if r.be.Source != nil {
 		r.sampler = gpu.NewSampler(r.be.Source, time.Duration(float64(time.Second)/cfg.Protocol.SampleHz))
 	}
-	r.fleet = fleet.New(cfg, fleet.Options{Command: r.be.Command, Env: r.be.ServerEnv, Sampler: r.sampler, CUDA: r.be.CUDA}, r.rec)
-	r.Protocol = protocol.New(cfg, r.fleet, r.rec, r)
-	r.Phase = traffic.New(cfg, r.fleet, r.rec, r.Protocol)
+	r.pool = pool.New(cfg, pool.Options{Command: r.be.Command, Env: r.be.ServerEnv, Sampler: r.sampler, CUDA: r.be.CUDA}, r.rec)
+	r.Protocol = protocol.New(cfg, r.pool, r.rec, r)
+	r.Phase = traffic.New(cfg, r.pool, r.rec, r.Protocol)
 
 	if r.metrics, err = openMetricsLog(filepath.Join(cfg.OutDir, "metrics.jsonl")); err != nil {
 		return fail(err)
@@ -105,10 +105,10 @@ func Open(ctx context.Context, cfg config.Config) (*Run, error) {
 	r.rec.OnSoakCycle(r.soak.cycle)
 	if r.sampler != nil {
 		r.sampler.OnSample(func(s gpu.Sample) {
-			// Resolve labels first: never hold the fleet's lock and the log's together.
+			// Resolve labels first: never hold the pool's lock and the log's together.
 			labels := make(map[int]string, len(s.Procs))
 			for pid := range s.Procs {
-				labels[pid] = r.fleet.Procs().LabelOf(pid)
+				labels[pid] = r.pool.Procs().LabelOf(pid)
 			}
 			r.samples.gpu(s, func(pid int) string { return labels[pid] })
 		})
@@ -121,7 +121,7 @@ func Open(ctx context.Context, cfg config.Config) (*Run, error) {
 	}
 	r.bg.Go(func() {
 		every(bgCtx, 250*time.Millisecond, func() {
-			for _, s := range r.fleet.Procs().SampleRSS() {
+			for _, s := range r.pool.Procs().SampleRSS() {
 				r.samples.rss(s)
 			}
 		})
@@ -149,11 +149,11 @@ func every(ctx context.Context, d time.Duration, f func()) {
 // metrics.jsonl, before and after each phase (protocol.Observer).
 func (r *Run) ObservePhase(ctx context.Context, phase, when string, labels []string) {
 	for _, l := range labels {
-		if !r.fleet.Running(l) {
+		if !r.pool.Running(l) {
 			continue
 		}
 		s := scrape{UnixS: record.Unix(time.Now()), Model: l, Phase: phase, When: when, Simulated: r.rec.Simulated()}
-		m, err := r.fleet.Engine().Metrics(ctx, l)
+		m, err := r.pool.Engine().Metrics(ctx, l)
 		if err != nil {
 			s.Error = err.Error()
 		} else {
@@ -168,7 +168,7 @@ func (r *Run) ObservePhase(ctx context.Context, phase, when string, labels []str
 
 // StopAll stops every server now (SIGTERM, SIGKILL after timeouts.stop_s):
 // for a deadline that cannot wait for the phases to end. Safe beside Close.
-func (r *Run) StopAll() error { return r.fleet.StopAll() }
+func (r *Run) StopAll() error { return r.pool.StopAll() }
 
 // Close stops every server (SIGTERM, then SIGKILL after timeouts.stop_s),
 // stops the samplers, completes samples.csv and metrics.jsonl and writes
@@ -189,7 +189,7 @@ func (r *Run) Stop() {
 	r.stopOnce.Do(func() {
 		// A server that needed SIGKILL, or NVML that would not shut down:
 		// nothing is left running, but the run did not end cleanly.
-		if err := r.fleet.StopAll(); err != nil {
+		if err := r.pool.StopAll(); err != nil {
 			r.rec.Fail(record.Failure{Phase: "stop", Error: err.Error()})
 			r.exitErrs = append(r.exitErrs, err)
 		}
@@ -200,7 +200,7 @@ func (r *Run) Stop() {
 				r.stopErrs = append(r.stopErrs, err)
 			}
 		}
-		r.fleet.Procs().CloseIdle()
+		r.pool.Procs().CloseIdle()
 		if err := r.be.Close(); err != nil {
 			r.rec.Fail(record.Failure{Phase: "stop", Error: err.Error()})
 			r.exitErrs = append(r.exitErrs, err)
@@ -232,8 +232,8 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 		r.rec.AddChecks(gate.Evaluate("memory.sampler_errors", "", float64(n), "==", 0))
 	}
 	r.rec.AddChecks(gate.OffPhases(r.cfg)...)
-	unverified := r.fleet.Unverified()
-	for _, l := range r.fleet.Labels() {
+	unverified := r.pool.Unverified()
+	for _, l := range r.pool.Labels() {
 		if why := unverified[l]; len(why) > 0 {
 			r.rec.AddChecks(gate.Unverified(l, why))
 		}
@@ -264,8 +264,8 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 			}
 		}
 	}
-	r.rec.SetRestartBaseline(r.be.RestartBaseline(r.fleet.Labels(), initial))
-	r.rec.Finish(used, r.fleet.Procs().RSSPeaks(), time.Now())
+	r.rec.SetRestartBaseline(r.be.RestartBaseline(r.pool.Labels(), initial))
+	r.rec.Finish(used, r.pool.Procs().RSSPeaks(), time.Now())
 
 	raw := r.rec.Raw()
 	write := func(name string, f func(io.Writer) error) {
@@ -284,7 +284,7 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 			title += fmt.Sprintf(" — vllmsim profile %s, time scale %g", raw.Simulated.Profile, raw.Simulated.TimeScale)
 		}
 		write("timeline.svg", func(w io.Writer) error {
-			return report.WriteTimelineSVG(w, report.Timeline{Samples: samples, LabelOf: r.fleet.Procs().LabelOf, Names: raw.Names,
+			return report.WriteTimelineSVG(w, report.Timeline{Samples: samples, LabelOf: r.pool.Procs().LabelOf, Names: raw.Names,
 				Windows: raw.Windows, Pad: time.Duration(r.cfg.Protocol.WindowPadS * float64(time.Second)), Events: raw.Events, Title: title,
 				Queue: trafficQueue(raw)})
 		})

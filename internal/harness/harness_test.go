@@ -33,7 +33,7 @@ func small(t *testing.T) config.Config {
 	p.RestartWarm, p.SleepL1Cycles, p.SleepL2Cycles, p.Handoffs = 1, 2, 1, 3
 	p.Concurrency, p.Rounds, p.RequestsPerRound, p.MaxTokens = []int{2}, 1, 4, 8
 	p.SettleS = 0.02
-	cfg.Sim.HostScale = 0.05 // many runs at once: see simtest.Fleet
+	cfg.Sim.HostScale = 0.05 // many runs at once: see simtest.Pool
 	cfg.Timeouts.StartS = 20
 	cfg.Timeouts.RequestS = 10
 	require.NoError(t, cfg.Validate())
@@ -64,10 +64,10 @@ func TestPhasesRecordEverything(t *testing.T) {
 		assert.True(t, rs[1].Warm)
 		assert.Less(t, rs[1].ReadyS, rs[0].ReadyS, "a warm start skips compilation")
 	}
-	assert.Equal(t, []string{"B"}, h.fleet.Awake(), "the last started model is awake, the others asleep")
+	assert.Equal(t, []string{"B"}, h.pool.Awake(), "the last started model is awake, the others asleep")
 	_, err = h.Baseline(ctx, "A", t.Logf)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"A"}, h.fleet.Awake())
+	assert.Equal(t, []string{"A"}, h.pool.Awake())
 	cycles, err := h.SleepCycles(ctx, "A", 2, t.Logf)
 	require.NoError(t, err)
 	require.Len(t, cycles, 1)
@@ -82,7 +82,7 @@ func TestPhasesRecordEverything(t *testing.T) {
 		record.DirectionKey(handoffs[2].From, handoffs[2].To),
 		record.DirectionKey(handoffs[3].From, handoffs[3].To)})
 
-	pids := []int{h.fleet.Procs().PID("A"), h.fleet.Procs().PID("B")}
+	pids := []int{h.pool.Procs().PID("A"), h.pool.Procs().PID("B")}
 	rep, err := h.Close(nil)
 	require.NoError(t, err)
 	for _, pid := range pids {
@@ -145,10 +145,10 @@ func TestFailuresAreNamedAndNothingIsLost(t *testing.T) {
 	assert.ErrorContains(t, err, `profile "tiny" has no model "no-such-model"`, "the server's own message is in the error")
 
 	// A dies (kill -9): the next phase says so instead of hanging or restarting it.
-	require.NoError(t, h.fleet.Activate(ctx, "A"))
-	pidA := h.fleet.Procs().PID("A")
+	require.NoError(t, h.pool.Activate(ctx, "A"))
+	pidA := h.pool.Procs().PID("A")
 	require.NoError(t, syscall.Kill(pidA, syscall.SIGKILL))
-	require.Eventually(t, func() bool { return !h.fleet.Running("A") }, 5*time.Second, 5*time.Millisecond, "A's exit is noticed")
+	require.Eventually(t, func() bool { return !h.pool.Running("A") }, 5*time.Second, 5*time.Millisecond, "A's exit is noticed")
 	start := time.Now()
 	_, err = h.SleepCycles(ctx, "A", 1, t.Logf)
 	require.Error(t, err)

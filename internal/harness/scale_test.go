@@ -53,7 +53,7 @@ func TestLongSwitchStaysFlat(t *testing.T) {
 
 	longCfg := cfg
 	longCfg.Protocol.Handoffs = 300 // the same servers and record, ten times longer
-	long := protocol.New(longCfg, h.fleet, h.rec, h)
+	long := protocol.New(longCfg, h.pool, h.rec, h)
 	handoffs, err := long.Switch(t.Context(), func(string, ...any) {})
 	require.NoError(t, err)
 	ok := 0

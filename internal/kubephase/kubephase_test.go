@@ -46,7 +46,7 @@ func tinyConfig(t *testing.T) config.Config {
 	cfg.Models = []config.Model{{Label: "A", Name: "tiny-a", GPUMemoryUtilization: 0.4}, {Label: "B", Name: "tiny-b", GPUMemoryUtilization: 0.4}}
 	cfg.Protocol.KVGiB = 1
 	// A level-1 sleep's pinned backup really allocated at 1/20, as
-	// simtest.Fleet has it: at 1 a tiny model's sleep paged in its weights,
+	// simtest.Pool has it: at 1 a tiny model's sleep paged in its weights,
 	// and a handoff (drain, that sleep, the wake) outlasted a new Pod's
 	// start (0.46 s against 0.44 s in make k8s after make perf).
 	cfg.Sim.HostScale = 0.05

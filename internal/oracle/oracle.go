@@ -3,7 +3,7 @@
 // (the reference), is replayed after every wake and compared token by token,
 // ids exactly and logprobs within a tolerance. A 200 response proves only
 // that an endpoint returned; the replay proves the weights, adapters and
-// KV-cache scales came back. It is pure: the fleet sends the probes.
+// KV-cache scales came back. It is pure: the pool sends the probes.
 package oracle
 
 import (

@@ -28,7 +28,7 @@ func servingConfig(cfg *config.Config) {
 // (which puts A to sleep to start B), each model's baseline is served by
 // a process that has never slept, by the servers' own count.
 func TestBaselineBeforeAnySleep(t *testing.T) {
-	f, _, p := simFleetWith(t, nil, servingConfig)
+	f, _, p := simPoolWith(t, nil, servingConfig)
 	ctx := t.Context()
 	for _, l := range p.Labels() {
 		_, err := p.Restart(ctx, l, t.Logf)
@@ -56,7 +56,7 @@ func TestAfterWakeCatchesASlowerDecode(t *testing.T) {
 		pass   bool
 	}{{"slow-decode-after-wake=3", false}, {"", true}} {
 		t.Run("faults="+tc.faults, func(t *testing.T) {
-			f, _, p := simFleetWith(t, nil, func(cfg *config.Config) {
+			f, _, p := simPoolWith(t, nil, func(cfg *config.Config) {
 				servingConfig(cfg)
 				cfg.Models[0].SimFaults = tc.faults
 				cfg.Thresholds.MinAfterWakeTPSRatio = 0.7
@@ -91,7 +91,7 @@ func TestAfterWakeCatchesASlowerDecode(t *testing.T) {
 // would warm the engine first). The witness is the server's own request
 // count: its 5th completion (after the baseline's 4) answers 500.
 func TestAfterWakeServesBeforeItsReplay(t *testing.T) {
-	_, rec, p := simFleetWith(t, nil, func(cfg *config.Config) {
+	_, rec, p := simPoolWith(t, nil, func(cfg *config.Config) {
 		servingConfig(cfg)
 		cfg.Models[0].SimFaults = "error-status=5:500"
 		cfg.Thresholds.MaxFailedRequests = 1

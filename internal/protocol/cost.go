@@ -225,13 +225,13 @@ func newState(st string) record.StateCost {
 // each). It returns the state and the dwell's closing reading.
 func (p *Protocol) hold(ctx context.Context, label, st string, m *meter, running bool) (record.StateCost, energyReading, error) {
 	s := newState(st)
-	perGPU, free, err := p.fleet.GPUGiB(ctx, label)
+	perGPU, free, err := p.pool.GPUGiB(ctx, label)
 	if err != nil {
 		return s, energyReading{}, err
 	}
 	if running {
 		s.GPUGiB = perGPU
-		h, err := p.fleet.Procs().Host(label)
+		h, err := p.pool.Procs().Host(label)
 		if err != nil {
 			return s, energyReading{}, err
 		}
@@ -282,7 +282,7 @@ func (p *Protocol) StateCost(ctx context.Context, label string, logf Logf) (reco
 	if p.cfg.Protocol.CostDwellS == 0 {
 		return record.Cost{}, nil
 	}
-	r := &costRun{p: p, ctx: ctx, label: label, m: &meter{read: p.fleet.Energy},
+	r := &costRun{p: p, ctx: ctx, label: label, m: &meter{read: p.pool.Energy},
 		c: record.Cost{DwellS: p.cfg.Protocol.CostDwellS, SleepPeakHostGiB: math.NaN(), WakeReturnedHostGiB: math.NaN(),
 			ReleaseHostEnv: os.Getenv("VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY")}}
 	step, err := r.run()
@@ -319,7 +319,7 @@ func skipped(why string) string {
 // run measures every state in turn; on error it names the step.
 func (r *costRun) run() (string, error) {
 	p, ctx, label := r.p, r.ctx, r.label
-	if err := p.fleet.Activate(ctx, label); err != nil {
+	if err := p.pool.Activate(ctx, label); err != nil {
 		return "activate", err
 	}
 	p.Settle(ctx)
@@ -346,14 +346,14 @@ func (r *costRun) run() (string, error) {
 // gave back (level 1). prev is the awake dwell's closing reading.
 func (r *costRun) sleepWake(level int, prev energyReading) (energyReading, error) {
 	p, ctx, label := r.p, r.ctx, r.label
-	before, err := p.fleet.Procs().Host(label)
+	before, err := p.pool.Procs().Host(label)
 	if err != nil {
 		return prev, err
 	}
 	var sent time.Time
 	var took time.Duration
 	sleep := func() (err error) {
-		sent, took, err = p.fleet.SleepMode(ctx, label, level, "")
+		sent, took, err = p.pool.SleepMode(ctx, label, level, "")
 		return err
 	}
 	e0, err := r.m.now(ctx) // just before the sleep: the awake power covers prev → here
@@ -362,7 +362,7 @@ func (r *costRun) sleepWake(level int, prev energyReading) (energyReading, error
 	}
 	if level == 1 {
 		var peak uint64
-		peak, err = peakDuring(ctx, hostPoll, func() (server.HostMemory, error) { return p.fleet.Procs().Host(label) }, sleep)
+		peak, err = peakDuring(ctx, hostPoll, func() (server.HostMemory, error) { return p.pool.Procs().Host(label) }, sleep)
 		if peak > 0 {
 			r.c.SleepPeakHostGiB = gib(max(peak, before.RSS) - before.RSS)
 		}
@@ -388,7 +388,7 @@ func (r *costRun) sleepWake(level int, prev energyReading) (energyReading, error
 	}
 	r.c.Transitions = append(r.c.Transitions, record.Transition{Op: fmt.Sprintf("sleep-l%d", level), S: took.Seconds(),
 		J: transitionJ(e0, e1, sent, sent.Add(took), r.awake.PowerW, asleep.PowerW)})
-	wsent, _, err := p.fleet.WakeAt(ctx, label)
+	wsent, _, err := p.pool.WakeAt(ctx, label)
 	if err != nil {
 		return end, err
 	}
@@ -405,7 +405,7 @@ func (r *costRun) sleepWake(level int, prev energyReading) (energyReading, error
 		J: transitionJ(end, e2, wsent, first, asleep.PowerW, r.awake.PowerW)})
 	p.Settle(ctx)
 	if level == 1 {
-		after, err := p.fleet.Procs().Host(label)
+		after, err := p.pool.Procs().Host(label)
 		if err != nil {
 			return e2, err
 		}
@@ -426,21 +426,21 @@ func (r *costRun) kvReleased(prev energyReading) (energyReading, error) {
 		r.c.States = append(r.c.States, s)
 		return prev, nil
 	}
-	ok, err := p.fleet.SupportsPause(ctx, label)
+	ok, err := p.pool.SupportsPause(ctx, label)
 	if err != nil {
 		return prev, fmt.Errorf("GET /is_paused: %w", err)
 	}
 	if !ok {
 		return skip("the server has no /pause (vLLM before the pause API)")
 	}
-	if _, _, err := p.fleet.SleepMode(ctx, label, 0, ""); err != nil {
+	if _, _, err := p.pool.SleepMode(ctx, label, 0, ""); err != nil {
 		return prev, fmt.Errorf("pause (sleep level 0): %w", err)
 	}
-	if _, _, err := p.fleet.ReleaseKVCacheAt(ctx, label); err != nil {
+	if _, _, err := p.pool.ReleaseKVCacheAt(ctx, label); err != nil {
 		if !errors.Is(err, vllm.ErrUnsupported) {
 			return prev, fmt.Errorf("release_kv_cache_memory: %w", err)
 		}
-		if _, err := p.fleet.Wake(ctx, label); err != nil {
+		if _, err := p.pool.Wake(ctx, label); err != nil {
 			return prev, fmt.Errorf("wake from the pause: %w", err)
 		}
 		return skip("the server has no /release_kv_cache_memory (vLLM before PR #44890)")
@@ -451,10 +451,10 @@ func (r *costRun) kvReleased(prev energyReading) (energyReading, error) {
 	if err != nil {
 		return end, err
 	}
-	if _, _, err := p.fleet.WakeKVCacheAt(ctx, label); err != nil {
+	if _, _, err := p.pool.WakeKVCacheAt(ctx, label); err != nil {
 		return end, err
 	}
-	if _, err := p.fleet.Probe(ctx, label); err != nil {
+	if _, err := p.pool.Probe(ctx, label); err != nil {
 		return end, fmt.Errorf("first token after the KV cache's restore: %w", err)
 	}
 	p.Settle(ctx)
@@ -465,7 +465,7 @@ func (r *costRun) kvReleased(prev energyReading) (energyReading, error) {
 // it cold (spawn → first token) and leaves it awake.
 func (r *costRun) stoppedAndCold(prev energyReading) (string, error) {
 	p, ctx, label := r.p, r.ctx, r.label
-	if err := p.fleet.Stop(label); err != nil {
+	if err := p.pool.Stop(label); err != nil {
 		return "stop", err
 	}
 	p.Settle(ctx)
@@ -474,10 +474,10 @@ func (r *costRun) stoppedAndCold(prev energyReading) (string, error) {
 	if err != nil {
 		return "hold stopped", err
 	}
-	if _, err := p.fleet.Start(ctx, label); err != nil {
+	if _, err := p.pool.Start(ctx, label); err != nil {
 		return "cold start", err
 	}
-	spawned := p.fleet.Procs().Spawned(label)
+	spawned := p.pool.Procs().Spawned(label)
 	s, err := p.firstTokenOnly(ctx, label)
 	if err != nil {
 		return "cold start's first token", err
@@ -489,7 +489,7 @@ func (r *costRun) stoppedAndCold(prev energyReading) (string, error) {
 	first := s.Tokens[0]
 	r.c.Transitions = append(r.c.Transitions, record.Transition{Op: record.OpStart, S: first.Sub(spawned).Seconds(),
 		J: transitionJ(end, e1, spawned, first, stopped.PowerW, r.awake.PowerW)})
-	if err := p.fleet.Started(ctx, label); err != nil { // outside the interval, as a restart's
+	if err := p.pool.Started(ctx, label); err != nil { // outside the interval, as a restart's
 		return "after the cold start", err
 	}
 	return "", nil
@@ -565,20 +565,20 @@ func (p *Protocol) NodeFit(ctx context.Context) (*record.Fit, string, error) {
 			return nil, "GPU memory per model unknown (no memory source, or one that lists no processes)", nil
 		}
 		models = append(models, m)
-		if p.fleet.Running(l) {
-			g, _, err := p.fleet.GPUGiB(ctx, l)
+		if p.pool.Running(l) {
+			g, _, err := p.pool.GPUGiB(ctx, l)
 			if err != nil {
 				return nil, "", err
 			}
 			for _, x := range g {
 				gpuHeld += x
 			}
-			if h, err := p.fleet.Procs().Host(l); err == nil {
+			if h, err := p.pool.Procs().Host(l); err == nil {
 				hostHeld += gib(h.RSS)
 			}
 		}
 	}
-	_, free, err := p.fleet.GPUGiB(ctx, p.Labels()[0])
+	_, free, err := p.pool.GPUGiB(ctx, p.Labels()[0])
 	if err != nil {
 		return nil, "", err
 	}
@@ -586,7 +586,7 @@ func (p *Protocol) NodeFit(ctx context.Context) (*record.Fit, string, error) {
 	for _, x := range free {
 		gpuFree += x
 	}
-	hc, err := p.fleet.HostCapacity()
+	hc, err := p.pool.HostCapacity()
 	if err != nil {
 		return nil, "", fmt.Errorf("host memory: %w", err)
 	}
@@ -628,7 +628,7 @@ func fmtGiB(xs []float64) string {
 // token, so the energy read right after it ends the transition there,
 // with no decode steps after the first token left to estimate.
 func (p *Protocol) firstTokenOnly(ctx context.Context, label string) (*vllm.Stream, error) {
-	s, err := p.fleet.Stream(ctx, label, vllm.CompletionRequest{Prompt: p.cfg.Protocol.Prompt, MaxTokens: 1, IgnoreEOS: true})
+	s, err := p.pool.Stream(ctx, label, vllm.CompletionRequest{Prompt: p.cfg.Protocol.Prompt, MaxTokens: 1, IgnoreEOS: true})
 	if err != nil {
 		return s, fmt.Errorf("probe %s: %w", label, err)
 	}

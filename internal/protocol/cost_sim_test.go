@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/config"
-	"github.com/wakebench/wakebench/internal/fleet"
 	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/server"
@@ -24,7 +24,7 @@ import (
 // tree while A sleeps (a pinned backup the sim does not yet allocate),
 // each read taking delay first.
 type asleepHost struct {
-	f     func() *fleet.Fleet
+	f     func() *pool.Pool
 	extra uint64
 	delay time.Duration
 }
@@ -45,12 +45,12 @@ func (h asleepHost) read(pids ...int) (server.HostMemory, error) {
 func costRun(t *testing.T, watts float64, eDelay time.Duration, extra uint64, hDelay time.Duration) (record.Cost, *record.Recorder) {
 	t.Helper()
 	var mu sync.Mutex // guards fl
-	var fl *fleet.Fleet
-	h := asleepHost{f: func() *fleet.Fleet { mu.Lock(); defer mu.Unlock(); return fl }, extra: extra, delay: hDelay}
-	f, rec, cfg := simtest.FleetWith(t, func(s gpu.Source) gpu.Source {
+	var fl *pool.Pool
+	h := asleepHost{f: func() *pool.Pool { mu.Lock(); defer mu.Unlock(); return fl }, extra: extra, delay: hDelay}
+	f, rec, cfg := simtest.PoolWith(t, func(s gpu.Source) gpu.Source {
 		return simtest.ConstPower{Source: s, Watts: watts, Delay: eDelay, Origin: time.Now()}
 	},
-		func(c *config.Config) { c.Protocol.CostDwellS = 0.3 }, func(o *fleet.Options) { o.HostMemory = h.read })
+		func(c *config.Config) { c.Protocol.CostDwellS = 0.3 }, func(o *pool.Options) { o.HostMemory = h.read })
 	mu.Lock()
 	fl = f
 	mu.Unlock()
@@ -117,7 +117,7 @@ func TestStateCostFigures(t *testing.T) {
 // W and J absent (NaN, never 0), says why, and max_sleeping_power_w is not
 // evaluated, failing the run only as a threshold the user set.
 func TestStateCostNoCounter(t *testing.T) {
-	_, rec, p := simFleetWith(t, simtest.NoEnergy, func(c *config.Config) {
+	_, rec, p := simPoolWith(t, simtest.NoEnergy, func(c *config.Config) {
 		c.Protocol.CostDwellS = 0.2
 		c.Thresholds.MaxSleepingPowerW = 50
 	})
@@ -147,7 +147,7 @@ func TestStateCostNoCounter(t *testing.T) {
 // 4), this also asserts: level-1 host GiB ≥ awake + the model's weight
 // GiB, and asleep W < awake W.
 func TestStateCostOnSim(t *testing.T) {
-	_, rec, p := simFleetWith(t, nil, func(c *config.Config) { c.Protocol.CostDwellS = 0.2 })
+	_, rec, p := simPoolWith(t, nil, func(c *config.Config) { c.Protocol.CostDwellS = 0.2 })
 	for _, l := range p.Labels() {
 		c, err := p.StateCost(t.Context(), l, t.Logf)
 		require.NoError(t, err)
@@ -186,7 +186,7 @@ func TestStateCostOnSim(t *testing.T) {
 // falls inside the level-1 dwell, as a counter reset mid-phase would.
 type cutCounter struct {
 	simtest.ConstPower
-	f      func() *fleet.Fleet
+	f      func() *pool.Pool
 	mu     sync.Mutex // guards awake and asleep
 	awake  bool       // a read saw A awake
 	asleep int        // reads that saw A asleep after that
@@ -220,10 +220,10 @@ func (c *cutCounter) Energy(ctx context.Context) ([]float64, error) {
 // set it, as every absent figure's check: TestStateCostNoCounter).
 func TestStateCostCounterGoesBackwards(t *testing.T) {
 	var mu sync.Mutex // guards fl
-	var fl *fleet.Fleet
-	f, _, p := simFleetWith(t, func(s gpu.Source) gpu.Source {
+	var fl *pool.Pool
+	f, _, p := simPoolWith(t, func(s gpu.Source) gpu.Source {
 		return &cutCounter{ConstPower: simtest.ConstPower{Source: s, Watts: 100, Origin: time.Now()}, CutJ: 5000,
-			f: func() *fleet.Fleet { mu.Lock(); defer mu.Unlock(); return fl }}
+			f: func() *pool.Pool { mu.Lock(); defer mu.Unlock(); return fl }}
 	}, func(c *config.Config) {
 		c.Protocol.CostDwellS = 0.3
 		c.Thresholds.MaxSleepingPowerW = 150

@@ -54,7 +54,7 @@ type EnergyTrace struct {
 	err  error
 }
 
-// TraceEnergy reads the counter through read (fleet.Energy) once, then
+// TraceEnergy reads the counter through read (pool.Energy) once, then
 // every interval in the background; Stop ends it.
 func TraceEnergy(ctx context.Context, read func(context.Context) ([]float64, error), every time.Duration) *EnergyTrace {
 	tr := &EnergyTrace{m: &meter{read: read}, stop: make(chan struct{})}

@@ -38,7 +38,7 @@ func powered(delay time.Duration) func(gpu.Source) gpu.Source {
 // handoffs.
 func switchRun(t *testing.T, wrap func(gpu.Source) gpu.Source, n int, faults string) []record.Handoff {
 	t.Helper()
-	_, rec, p := simFleetWith(t, wrap, func(c *config.Config) {
+	_, rec, p := simPoolWith(t, wrap, func(c *config.Config) {
 		c.Protocol.Handoffs = n
 		for i := range c.Models {
 			c.Models[i].SimFaults = faults
@@ -121,7 +121,7 @@ func TestSoakEnergy(t *testing.T) {
 		}
 	}
 	wakeMovesReadsStay(t, medianJ(plain, cycleJ), medianJ(slowWake, cycleJ), medianJ(slowRead, cycleJ), eDelay)
-	_, _, np := simFleetWith(t, simtest.NoEnergy, three(3, nil))
+	_, _, np := simPoolWith(t, simtest.NoEnergy, three(3, nil))
 	cs, err := np.Soak(t.Context(), t.Logf)
 	require.NoError(t, err)
 	for _, c := range cs {
@@ -137,7 +137,7 @@ func TestSoakEnergy(t *testing.T) {
 // 150 ms slow leave the figure where it was.
 func TestSoakHostMemory(t *testing.T) {
 	run := func(scale float64, wrap func(gpu.Source) gpu.Source) map[string]float64 {
-		_, _, p := simFleetWith(t, wrap, func(c *config.Config) {
+		_, _, p := simPoolWith(t, wrap, func(c *config.Config) {
 			three(3, nil)(c)
 			c.Sim.HostScale = scale
 		})

@@ -45,7 +45,7 @@ func TestCorruptionIsCaughtByName(t *testing.T) {
 		"tie-flip-after-wake,logprob-drift=0.3": {3, `probe "short" diverged from its answer before the first sleep at token 1 (logprob)`, 0},
 	} {
 		t.Run("fault="+fault, func(t *testing.T) {
-			_, rec, p := simFleetWith(t, same, func(cfg *config.Config) {
+			_, rec, p := simPoolWith(t, same, func(cfg *config.Config) {
 				cfg.Protocol.SleepL1Cycles = 2
 				cfg.Models = cfg.Models[:1]
 				cfg.Models[0].SimFaults = fault
@@ -86,7 +86,7 @@ func TestCorruptionIsCaughtByName(t *testing.T) {
 // TestEngineAccountAgrees: each cycle carries the server's own account
 // (log lines and metric), inside the HTTP times and matching the release.
 func TestEngineAccountAgrees(t *testing.T) {
-	_, _, p := simFleetWith(t, same, func(cfg *config.Config) { cfg.Protocol.SleepL2Cycles = 2 })
+	_, _, p := simPoolWith(t, same, func(cfg *config.Config) { cfg.Protocol.SleepL2Cycles = 2 })
 	for _, level := range []int{1, 2} {
 		cycles, err := p.SleepCycles(t.Context(), "A", level, t.Logf)
 		require.NoError(t, err)
@@ -108,7 +108,7 @@ func TestEngineAccountAgrees(t *testing.T) {
 // handing over and the wake of the one taking over, as their servers
 // logged them; the initial activation, with nothing to sleep, only the wake.
 func TestHandoffEngineAccount(t *testing.T) {
-	_, _, p := simFleet(t, same, 2)
+	_, _, p := simPool(t, same, 2)
 	handoffs, err := p.Switch(t.Context(), t.Logf)
 	require.NoError(t, err)
 	require.Len(t, handoffs, 3)
@@ -146,7 +146,7 @@ func three(cycles int, faults map[string]string) func(*config.Config) {
 // the others grow by nothing. Every process's first level-1 sleep pays
 // for its pinned buffer and is kept apart from the steady state.
 func TestSoakFindsALeak(t *testing.T) {
-	_, rec, p := simFleetWith(t, same, three(12, map[string]string{"B": "leak-per-cycle=64"}))
+	_, rec, p := simPoolWith(t, same, three(12, map[string]string{"B": "leak-per-cycle=64"}))
 	cycles, err := p.Soak(t.Context(), t.Logf)
 	require.NoError(t, err)
 	require.Len(t, cycles, 12)
@@ -176,7 +176,7 @@ func TestSoakFindsALeak(t *testing.T) {
 // headroom; the soak stops at the cycle whose wake could not fit, before
 // sending it, and names the model and the memory.
 func TestSoakNamesAnOOMBeforeTheWake(t *testing.T) {
-	_, rec, p := simFleetWith(t, same, three(30, map[string]string{"A": "leak-per-cycle=3072"}))
+	_, rec, p := simPoolWith(t, same, three(30, map[string]string{"A": "leak-per-cycle=3072"}))
 	cycles, err := p.Soak(t.Context(), t.Logf)
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "the wake would run out of memory")

@@ -47,10 +47,10 @@ func (p *Protocol) offOrCycles(ctx context.Context, phase, label string, level, 
 		return nil, nil
 	}
 	p.rec.PlanCycles(label, level, n)
-	if err := p.fleet.Activate(ctx, label); err != nil {
+	if err := p.pool.Activate(ctx, label); err != nil {
 		return nil, p.Fail(phase, label, "activate", err)
 	}
-	ok, err := p.fleet.SupportsPause(ctx, label)
+	ok, err := p.pool.SupportsPause(ctx, label)
 	if err != nil {
 		return nil, p.Fail(phase, label, "GET /is_paused", err)
 	}
@@ -102,7 +102,7 @@ func (p *Protocol) offOrCycles(ctx context.Context, phase, label string, level, 
 func (p *Protocol) pauseResume(ctx context.Context, phase, label string, logf Logf) {
 	ok := false
 	defer func() { p.pauseResumed[label] = ok }()
-	_, pd, err := p.fleet.PauseAt(ctx, label, vllm.SleepAbort, true)
+	_, pd, err := p.pool.PauseAt(ctx, label, vllm.SleepAbort, true)
 	if err != nil {
 		p.Fail(phase, label, "pause", err)
 		return
@@ -110,7 +110,7 @@ func (p *Protocol) pauseResume(ctx context.Context, phase, label string, logf Lo
 	collect, stop := p.holdProbe(ctx, label)
 	defer stop() // an early return ends the held request
 	p.Settle(ctx)
-	sent, rd, err := p.fleet.ResumeAt(ctx, label)
+	sent, rd, err := p.pool.ResumeAt(ctx, label)
 	if err != nil {
 		p.Fail(phase, label, "resume", err)
 		return
@@ -139,17 +139,17 @@ func (p *Protocol) pauseResume(ctx context.Context, phase, label string, logf Lo
 // returned why). One that accepts is an error: its engine released a KV
 // cache a running scheduler uses (the cache is restored before returning).
 func (p *Protocol) refusedWithoutPause(ctx context.Context, label string) (off string, err error) {
-	_, _, err = p.fleet.ReleaseKVCacheAt(ctx, label)
+	_, _, err = p.pool.ReleaseKVCacheAt(ctx, label)
 	switch {
 	case errors.Is(err, vllm.ErrUnsupported):
 		return "the server has no /release_kv_cache_memory (vLLM before PR #44890): the cycle is off", nil
 	case err != nil && strings.Contains(err.Error(), "HTTP 500") && strings.Contains(err.Error(), "pause"):
 		p.kvRefused[label] = true // "release_kv_cache_memory() requires a completed pause first"
-		return "", p.fleet.CheckEngine(ctx, label, "release_kv_cache_memory")
+		return "", p.pool.CheckEngine(ctx, label, "release_kv_cache_memory")
 	case err != nil:
 		return "", fmt.Errorf("a release without a pause failed, but not as vLLM refuses it (500, \"requires a completed pause first\"): %w", err)
 	}
-	if _, _, werr := p.fleet.WakeKVCacheAt(ctx, label); werr != nil {
+	if _, _, werr := p.pool.WakeKVCacheAt(ctx, label); werr != nil {
 		return "", fmt.Errorf("released the KV cache of a running engine, and restoring it failed: %w", werr)
 	}
 	return "", errors.New("/release_kv_cache_memory answered 200 on a running engine: vLLM refuses it without a completed pause (PR #44890)")
@@ -170,7 +170,7 @@ func (p *Protocol) pauseCycle(ctx context.Context, label string) (record.Cycle, 
 	collect, stop := p.holdProbe(ctx, label)
 	defer stop()
 	p.Settle(ctx)
-	tw, wd, err := p.fleet.WakeAt(ctx, label)
+	tw, wd, err := p.pool.WakeAt(ctx, label)
 	c.WakeAPIS = wd.Seconds()
 	if err != nil {
 		return c, "wake", err
@@ -202,7 +202,7 @@ func (p *Protocol) pauseCycle(ctx context.Context, label string) (record.Cycle, 
 // firstToken probes label after a wake sent at tw and sets the cycle's
 // wake → first token.
 func (p *Protocol) firstToken(ctx context.Context, c *record.Cycle, label string, tw time.Time) (step string, err error) {
-	s, err := p.fleet.Probe(ctx, label)
+	s, err := p.pool.Probe(ctx, label)
 	if err != nil {
 		return "first token after wake", err
 	}
@@ -215,12 +215,12 @@ func (p *Protocol) kvCycle(ctx context.Context, label string) (record.Cycle, str
 	c := newCycle(record.LevelKVRelease)
 	// The pause through /pause (mode abort, clear_cache: vLLM's defaults),
 	// the RLHF router's way; level 0 has its own cycles.
-	_, d, err := p.fleet.PauseAt(ctx, label, vllm.SleepAbort, true)
+	_, d, err := p.pool.PauseAt(ctx, label, vllm.SleepAbort, true)
 	c.SleepS = d.Seconds()
 	if err != nil {
 		return c, "pause", err
 	}
-	ms, err := p.fleet.Memory().StartRelease(ctx, label)
+	ms, err := p.pool.Memory().StartRelease(ctx, label)
 	if ms != nil {
 		c.ReleaseS = ms.Took.Seconds()
 	}
@@ -233,7 +233,7 @@ func (p *Protocol) kvCycle(ctx context.Context, label string) (record.Cycle, str
 	if err != nil {
 		return c, "memory read", err
 	}
-	sent, wd, err := p.fleet.WakeKVCacheAt(ctx, label)
+	sent, wd, err := p.pool.WakeKVCacheAt(ctx, label)
 	c.WakeAPIS = wd.Seconds()
 	if err != nil {
 		return c, "wake_up?tags=kv_cache", err
@@ -283,13 +283,13 @@ type held struct {
 }
 
 // holdProbe sends a probe to paused label in the background
-// (Fleet.ProbePaused): collect waits for its answer (or ctx's end), stop
+// (Pool.ProbePaused): collect waits for its answer (or ctx's end), stop
 // ends it early; the caller defers stop.
 func (p *Protocol) holdProbe(ctx context.Context, label string) (collect func() (held, error), stop func()) {
 	hc := make(chan held, 1) // buffered: the goroutine never blocks on an early return
 	hctx, cancel := context.WithCancel(ctx)
 	go func() {
-		s, sent, err := p.fleet.ProbePaused(hctx, label)
+		s, sent, err := p.pool.ProbePaused(hctx, label)
 		h := held{sent: sent, err: err}
 		if err == nil && len(s.Tokens) > 0 {
 			h.first = s.Tokens[0]

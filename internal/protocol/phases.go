@@ -7,9 +7,9 @@ import (
 	"math"
 	"time"
 
-	"github.com/wakebench/wakebench/internal/fleet"
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/load"
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
@@ -19,12 +19,12 @@ const restartFirstTok = "probe first token"
 func (p *Protocol) Settle(ctx context.Context) { p.settleFrom(ctx, time.Now()) }
 
 // measureSleep sleeps label at level with its memory read before and,
-// after protocol.settle_s, asleep (fleet.MeasuredSleep): it returns the
+// after protocol.settle_s, asleep (pool.MeasuredSleep): it returns the
 // sleep (its duration, what it released and, on a run of several GPUs,
 // the memory left on each; nil when /sleep was never sent) and the memory
 // left asleep in GiB.
-func (p *Protocol) measureSleep(ctx context.Context, label string, level int) (*fleet.MeasuredSleep, float64, error) {
-	ms, err := p.fleet.Memory().StartSleep(ctx, label, level)
+func (p *Protocol) measureSleep(ctx context.Context, label string, level int) (*pool.MeasuredSleep, float64, error) {
+	ms, err := p.pool.Memory().StartSleep(ctx, label, level)
 	if err != nil {
 		return ms, math.NaN(), err
 	}
@@ -33,11 +33,11 @@ func (p *Protocol) measureSleep(ctx context.Context, label string, level int) (*
 	return ms, resid, err
 }
 
-// finishSleep completes a measured sleep (fleet.MeasuredSleep.Finish) and
+// finishSleep completes a measured sleep (pool.MeasuredSleep.Finish) and
 // records what it measured: the level-1 release, in all and per GPU, or
 // the memory note saying why the figures are absent. It returns the memory
 // left asleep in GiB.
-func (p *Protocol) finishSleep(ctx context.Context, ms *fleet.MeasuredSleep) (float64, error) {
+func (p *Protocol) finishSleep(ctx context.Context, ms *pool.MeasuredSleep) (float64, error) {
 	resid, err := ms.Finish(ctx)
 	if err != nil {
 		return resid, err
@@ -59,7 +59,7 @@ func (p *Protocol) finishSleep(ctx context.Context, ms *fleet.MeasuredSleep) (fl
 // phase naming the probe and token; every mismatch counts in the check.
 // The error is a replay that could not be made.
 func (p *Protocol) verify(ctx context.Context, phase, label, stage string) error {
-	rp, err := p.fleet.Oracle().Replay(ctx, label, stage)
+	rp, err := p.pool.Oracle().Replay(ctx, label, stage)
 	if err != nil || rp == nil {
 		return err
 	}
@@ -82,10 +82,10 @@ func (p *Protocol) verify(ctx context.Context, phase, label, stage string) error
 // wake that followed (marked by to; the same mark in a cycle), judged
 // against the harness's HTTP times and the GiB released; nil when the
 // servers reported nothing.
-func (p *Protocol) engine(ctx context.Context, from, to fleet.EngineMark, sameServer bool, httpSleep, httpWake, released float64) *record.Engine {
-	e := p.fleet.Engine().Since(ctx, from)
+func (p *Protocol) engine(ctx context.Context, from, to pool.EngineMark, sameServer bool, httpSleep, httpWake, released float64) *record.Engine {
+	e := p.pool.Engine().Since(ctx, from)
 	if !sameServer {
-		w := p.fleet.Engine().Since(ctx, to)
+		w := p.pool.Engine().Since(ctx, to)
 		switch {
 		case e == nil:
 			e = w
@@ -129,36 +129,36 @@ func (p *Protocol) Restart(ctx context.Context, label string, logf Logf) ([]reco
 // startOnce stops label's server if it runs, puts the other models to
 // sleep, starts it and probes its first token.
 func (p *Protocol) startOnce(ctx context.Context, label string, warm bool) (record.Restart, string, error) {
-	if err := p.fleet.Stop(label); err != nil {
+	if err := p.pool.Stop(label); err != nil {
 		return record.Restart{}, "stop before restart", err
 	}
-	if err := p.fleet.MakeRoom(ctx, label); err != nil {
+	if err := p.pool.MakeRoom(ctx, label); err != nil {
 		return record.Restart{}, "make room", err
 	}
-	ready, err := p.fleet.Start(ctx, label)
+	ready, err := p.pool.Start(ctx, label)
 	if err != nil {
 		return record.Restart{}, "start", err
 	}
-	spawned := p.fleet.Procs().Spawned(label)
-	s, err := p.fleet.Probe(ctx, label)
+	spawned := p.pool.Procs().Spawned(label)
+	s, err := p.pool.Probe(ctx, label)
 	if err != nil {
 		return record.Restart{}, restartFirstTok, err
 	}
 	// After the first token, outside both intervals: the /proc scan, the
 	// start log, GET /version and the memory read.
-	if err := p.fleet.Started(ctx, label); err != nil {
+	if err := p.pool.Started(ctx, label); err != nil {
 		return record.Restart{}, "after the start", err
 	}
 	return record.Restart{Warm: warm, ReadyS: ready.Seconds(), FirstTokenS: s.Tokens[0].Sub(spawned).Seconds(),
-		Compile: p.fleet.Procs().StartCompile(label)}, "", nil
+		Compile: p.pool.Procs().StartCompile(label)}, "", nil
 }
 
 // WarmStart measures one restart of label (after its first start, so warm),
 // for benchmarks; it is not added to the report's restarts.
 func (p *Protocol) WarmStart(ctx context.Context, label string) (record.Restart, error) {
 	p = p.bench()
-	if !p.fleet.Running(label) {
-		if err := p.fleet.Activate(ctx, label); err != nil {
+	if !p.pool.Running(label) {
+		if err := p.pool.Activate(ctx, label); err != nil {
 			return record.Restart{}, err
 		}
 	}
@@ -173,16 +173,16 @@ func (p *Protocol) WarmStart(ctx context.Context, label string) (record.Restart,
 // (protocol.requests_per_round requests), for benchmarks.
 func (p *Protocol) ServeRound(ctx context.Context, label string, c int) (load.Result, error) {
 	p = p.bench()
-	if err := p.fleet.Activate(ctx, label); err != nil {
+	if err := p.pool.Activate(ctx, label); err != nil {
 		return load.Result{}, err
 	}
-	res, err := p.fleet.Serve(ctx, label, c, 1)
+	res, err := p.pool.Serve(ctx, label, c, 1)
 	if err != nil {
 		return res, fmt.Errorf("serve %s at concurrency %d: %w", label, c, err)
 	}
 	for _, q := range res.Requests {
 		if q.Err != nil {
-			return res, p.fleet.Procs().Explain(label, fmt.Errorf("serve %s at concurrency %d: %w", label, c, q.Err))
+			return res, p.pool.Procs().Explain(label, fmt.Errorf("serve %s at concurrency %d: %w", label, c, q.Err))
 		}
 	}
 	return res, nil
@@ -195,7 +195,7 @@ func (p *Protocol) ServeRound(ctx context.Context, label string, c int) (load.Re
 // more failures than that is a failure naming the first error. Only a
 // server that dies (or a plan that overruns) ends the phase early.
 func (p *Protocol) Serve(ctx context.Context, label, stage string, logf Logf) ([]record.PerfRun, error) {
-	if !p.fleet.Running(label) || p.fleet.Asleep(label) {
+	if !p.pool.Running(label) || p.pool.Asleep(label) {
 		return nil, p.Fail(stage, label, "serve", fmt.Errorf("model %s is not awake; refusing to send inference (a request to a sleeping vLLM hangs)", label))
 	}
 	pc := p.cfg.Protocol
@@ -204,7 +204,7 @@ func (p *Protocol) Serve(ctx context.Context, label, stage string, logf Logf) ([
 	var errs []error
 	for _, c := range pc.Concurrency {
 		step := fmt.Sprintf("serve at concurrency %d", c)
-		res, err := p.fleet.Serve(ctx, label, c, pc.Rounds)
+		res, err := p.pool.Serve(ctx, label, c, pc.Rounds)
 		run := record.PerfRun{Stage: stage, Concurrency: c, Rounds: pc.Rounds, Planned: pc.Rounds * pc.RequestsPerRound, Success: res.Success()}
 		var firstErr error
 		for _, q := range res.Requests {
@@ -234,9 +234,9 @@ func (p *Protocol) Serve(ctx context.Context, label, stage string, logf Logf) ([
 		logf("%s %s conc=%d: %d/%d ok, rounds passed %d/%d, tok/s %v", label, stage, c, run.Success, run.Planned, run.RoundsPassed, run.Rounds, round2(run.RoundTPS))
 		failed := run.Planned - run.Success
 		if err == nil && firstErr != nil {
-			reqErr := p.fleet.Procs().Explain(label, fmt.Errorf("%d of %d requests failed, first: %w", failed, run.Planned, firstErr))
+			reqErr := p.pool.Procs().Explain(label, fmt.Errorf("%d of %d requests failed, first: %w", failed, run.Planned, firstErr))
 			switch {
-			case !p.fleet.Running(label) || ctx.Err() != nil:
+			case !p.pool.Running(label) || ctx.Err() != nil:
 				err = reqErr // the server died or the run was stopped: nothing more to measure
 			case failed > limit:
 				errs = append(errs, p.Fail(stage, label, step, fmt.Errorf("%w (max_failed_requests %d)", reqErr, limit)))
@@ -276,13 +276,13 @@ func (p *Protocol) Baseline(ctx context.Context, label string, logf Logf) ([]rec
 // freshProcess makes label awake in a server process that has never slept
 // (started afresh if its server has slept); on error it names the step.
 func (p *Protocol) freshProcess(ctx context.Context, label string, logf Logf) (string, error) {
-	if p.fleet.Slept(label) {
+	if p.pool.Slept(label) {
 		logf("%s has slept since it started: a fresh server for a baseline before any sleep", label)
-		if err := p.fleet.Stop(label); err != nil {
+		if err := p.pool.Stop(label); err != nil {
 			return "stop a server that has slept", err
 		}
 	}
-	if err := p.fleet.Activate(ctx, label); err != nil {
+	if err := p.pool.Activate(ctx, label); err != nil {
 		return "activate", err
 	}
 	return "", nil
@@ -299,7 +299,7 @@ func (p *Protocol) SleepCycles(ctx context.Context, label string, level int, log
 	}
 	defer p.begin(ctx, phase, label)()
 	p.rec.PlanCycles(label, level, n)
-	if err := p.fleet.Activate(ctx, label); err != nil {
+	if err := p.pool.Activate(ctx, label); err != nil {
 		return nil, p.Fail(phase, label, "activate", err)
 	}
 	var out []record.Cycle
@@ -326,7 +326,7 @@ func (p *Protocol) cycle(ctx context.Context, label string, level int) (record.C
 	if level == 2 {
 		phase, stage = PhaseSleepL2, record.ReplayLevel2
 	}
-	mark := p.fleet.Engine().Mark(ctx, label)
+	mark := p.pool.Engine().Mark(ctx, label)
 	ms, resid, err := p.measureSleep(ctx, label, level)
 	if ms != nil {
 		c.SleepS, c.ResidualPerGPU = ms.Took.Seconds(), ms.ResidualPerGPU
@@ -336,12 +336,12 @@ func (p *Protocol) cycle(ctx context.Context, label string, level int) (record.C
 		return c, "sleep", err
 	}
 	tw := time.Now()
-	wd, err := p.fleet.Wake(ctx, label)
+	wd, err := p.pool.Wake(ctx, label)
 	c.WakeAPIS = wd.Seconds()
 	if err != nil {
 		return c, "wake", err
 	}
-	s, err := p.fleet.Probe(ctx, label)
+	s, err := p.pool.Probe(ctx, label)
 	if err != nil {
 		return c, "first token after wake", err
 	}
@@ -358,7 +358,7 @@ func (p *Protocol) cycle(ctx context.Context, label string, level int) (record.C
 // benchmarks; it is not added to the report's cycles.
 func (p *Protocol) Cycle(ctx context.Context, label string, level int) (record.Cycle, error) {
 	p = p.bench()
-	if err := p.fleet.Activate(ctx, label); err != nil {
+	if err := p.pool.Activate(ctx, label); err != nil {
 		return record.Cycle{}, err
 	}
 	c, step, err := p.cycle(ctx, label, level)
@@ -373,17 +373,17 @@ func (p *Protocol) Cycle(ctx context.Context, label string, level int) (record.C
 // first, straight after the wake (a replay would warm the engine).
 func (p *Protocol) AfterWake(ctx context.Context, label string, logf Logf) ([]record.PerfRun, error) {
 	defer p.begin(ctx, PhaseAfterWake, label)()
-	if err := p.fleet.Activate(ctx, label); err != nil {
+	if err := p.pool.Activate(ctx, label); err != nil {
 		return nil, p.Fail(PhaseAfterWake, label, "activate", err)
 	}
 	if _, _, err := p.measureSleep(ctx, label, 1); err != nil {
 		return nil, p.Fail(PhaseAfterWake, label, "sleep", err)
 	}
-	if _, err := p.fleet.Wake(ctx, label); err != nil {
+	if _, err := p.pool.Wake(ctx, label); err != nil {
 		return nil, p.Fail(PhaseAfterWake, label, "wake", err)
 	}
 	runs, err := p.Serve(ctx, label, gate.StageAfterWake, logf)
-	if !p.fleet.Running(label) || ctx.Err() != nil {
+	if !p.pool.Running(label) || ctx.Err() != nil {
 		return runs, err // nothing to replay on
 	}
 	if verr := p.verify(ctx, PhaseAfterWake, label, record.ReplayAfterWake); verr != nil {
@@ -398,11 +398,11 @@ func (p *Protocol) AfterWake(ctx context.Context, label string, logf Logf) ([]re
 func (p *Protocol) handoff(ctx context.Context, m *meter, from, to string) (ho record.Handoff, who, step string, err error) {
 	ho = record.Handoff{From: from, To: to, EnergyJ: math.NaN()}
 	dir := record.DirectionKey(from, to)
-	var markFrom fleet.EngineMark
+	var markFrom pool.EngineMark
 	if from != "" {
-		markFrom = p.fleet.Engine().Mark(ctx, from)
+		markFrom = p.pool.Engine().Mark(ctx, from)
 	}
-	markTo := p.fleet.Engine().Mark(ctx, to)
+	markTo := p.pool.Engine().Mark(ctx, to)
 	// The handoff's energy: the counter read just before /sleep is sent
 	// (the initial activation: before anything is sent) and right after
 	// to's first token; its difference, nothing inside subtracted
@@ -418,12 +418,12 @@ func (p *Protocol) handoff(ctx context.Context, m *meter, from, to string) (ho r
 		}
 	}
 	t0 := time.Now()
-	var ms *fleet.MeasuredSleep
+	var ms *pool.MeasuredSleep
 	if from != "" {
 		// The memory reads around the sleep stay outside the interval: it
 		// starts when /sleep is sent, and from's memory asleep is read
 		// after to's first token.
-		ms, err = p.fleet.Memory().StartSleepMarked(ctx, from, 1, mark)
+		ms, err = p.pool.Memory().StartSleepMarked(ctx, from, 1, mark)
 		if ms != nil {
 			t0, ho.SleepS = ms.Sent, ms.Took.Seconds()
 		}
@@ -431,17 +431,17 @@ func (p *Protocol) handoff(ctx context.Context, m *meter, from, to string) (ho r
 			return ho, from, "sleep " + dir, err
 		}
 	}
-	if err := p.fleet.MakeRoom(ctx, to); err != nil {
+	if err := p.pool.MakeRoom(ctx, to); err != nil {
 		return ho, to, "make room", err
 	}
-	if p.fleet.Asleep(to) {
-		wd, err := p.fleet.Wake(ctx, to)
+	if p.pool.Asleep(to) {
+		wd, err := p.pool.Wake(ctx, to)
 		ho.WakeS = wd.Seconds()
 		if err != nil {
 			return ho, to, "wake " + dir, err
 		}
 	}
-	s, err := p.fleet.Probe(ctx, to)
+	s, err := p.pool.Probe(ctx, to)
 	if err != nil {
 		return ho, to, "first token " + dir, err
 	}
@@ -472,16 +472,16 @@ func (p *Protocol) handoff(ctx context.Context, m *meter, from, to string) (ho r
 func (p *Protocol) Handoff(ctx context.Context, from, to string) (record.Handoff, error) {
 	p = p.bench()
 	for _, l := range []string{to, from} {
-		if !p.fleet.Running(l) {
-			if err := p.fleet.Activate(ctx, l); err != nil {
+		if !p.pool.Running(l) {
+			if err := p.pool.Activate(ctx, l); err != nil {
 				return record.Handoff{}, err
 			}
 		}
 	}
-	if err := p.fleet.Activate(ctx, from); err != nil {
+	if err := p.pool.Activate(ctx, from); err != nil {
 		return record.Handoff{}, err
 	}
-	ho, who, step, err := p.handoff(ctx, &meter{read: p.fleet.Energy}, from, to)
+	ho, who, step, err := p.handoff(ctx, &meter{read: p.pool.Energy}, from, to)
 	if err != nil {
 		return ho, fmt.Errorf("%s: %s: %w", who, step, err)
 	}
@@ -492,7 +492,7 @@ func (p *Protocol) Handoff(ctx context.Context, from, to string) (record.Handoff
 // then hands the GPU on protocol.handoffs times round-robin (A→B, B→A, …):
 // sleep the active model at level 1, wake the next, first token.
 func (p *Protocol) Switch(ctx context.Context, logf Logf) ([]record.Handoff, error) {
-	labels := p.fleet.Labels()
+	labels := p.pool.Labels()
 	defer p.begin(ctx, PhaseSwitch, labels...)()
 	if len(labels) < 2 {
 		return nil, p.Fail(PhaseSwitch, "", "plan", fmt.Errorf("switching needs at least two models, the config has %d", len(labels)))
@@ -500,31 +500,31 @@ func (p *Protocol) Switch(ctx context.Context, logf Logf) ([]record.Handoff, err
 	first := labels[0]
 	// Every server up, the last one started left awake.
 	for _, l := range labels[1:] {
-		if !p.fleet.Running(l) {
-			if err := p.fleet.Activate(ctx, l); err != nil {
+		if !p.pool.Running(l) {
+			if err := p.pool.Activate(ctx, l); err != nil {
 				return nil, p.Fail(PhaseSwitch, l, "start", err)
 			}
 		}
 	}
-	if !p.fleet.Running(first) {
+	if !p.pool.Running(first) {
 		// Start the first model with the others asleep, then put it back to
 		// sleep so the initial activation is a real wake.
-		if err := p.fleet.Activate(ctx, first); err != nil {
+		if err := p.pool.Activate(ctx, first); err != nil {
 			return nil, p.Fail(PhaseSwitch, first, "start", err)
 		}
-		if _, err := p.fleet.Sleep(ctx, first, 1); err != nil {
+		if _, err := p.pool.Sleep(ctx, first, 1); err != nil {
 			return nil, p.Fail(PhaseSwitch, first, "sleep before initial activation", err)
 		}
 	}
 	var out []record.Handoff
 	// Initial activation: whoever is awake hands over to the first model.
 	from := ""
-	for _, l := range p.fleet.Awake() {
+	for _, l := range p.pool.Awake() {
 		if l != first {
 			from = l
 		}
 	}
-	m := &meter{read: p.fleet.Energy} // once it says there is no counter, it reads no more
+	m := &meter{read: p.pool.Energy} // once it says there is no counter, it reads no more
 	hand := func(from, to string, initial bool) (record.Handoff, error) {
 		ho, who, step, err := p.handoff(ctx, m, from, to)
 		ho.Initial = initial

@@ -1,7 +1,7 @@
 // Package protocol is wakebench's protocol: the phases (restart, baseline,
 // sleep levels 1 and 2, after-wake, the state costs, switching; traffic, run by package
 // traffic through Begin, Fail and StartAll) in their run order and the
-// soak, each a method that drives the fleet, writes what it measured to
+// soak, each a method that drives the pool, writes what it measured to
 // the record and says where it failed; and each phase's threshold checks
 // (package gate). The go test suite calls the phases and asserts the checks.
 package protocol
@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/wakebench/wakebench/internal/config"
-	"github.com/wakebench/wakebench/internal/fleet"
 	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
@@ -74,10 +74,10 @@ type Observer interface {
 	ObservePhase(ctx context.Context, phase, when string, labels []string)
 }
 
-// Protocol runs the phases on a fleet and records them.
+// Protocol runs the phases on a pool and records them.
 type Protocol struct {
 	cfg   config.Config
-	fleet *fleet.Fleet
+	pool *pool.Pool
 	rec   *record.Recorder
 	obs   Observer
 	// mismatched: a correctness mismatch of this model/stage was
@@ -92,8 +92,8 @@ type Protocol struct {
 }
 
 // New is the protocol of cfg on f, recording into rec; obs may be nil.
-func New(cfg config.Config, f *fleet.Fleet, rec *record.Recorder, obs Observer) *Protocol {
-	return &Protocol{cfg: cfg, fleet: f, rec: rec, obs: obs, kvRefused: map[string]bool{}, pauseResumed: map[string]bool{}}
+func New(cfg config.Config, f *pool.Pool, rec *record.Recorder, obs Observer) *Protocol {
+	return &Protocol{cfg: cfg, pool: f, rec: rec, obs: obs, kvRefused: map[string]bool{}, pauseResumed: map[string]bool{}}
 }
 
 // bench is p for benchmarks: the same servers, but the measurements a
@@ -101,14 +101,14 @@ func New(cfg config.Config, f *fleet.Fleet, rec *record.Recorder, obs Observer) 
 // own, never into the run's report.
 func (p *Protocol) bench() *Protocol {
 	scratch := record.New(p.cfg.ModelNames()) // not a copy of the whole record per step
-	return &Protocol{cfg: p.cfg, fleet: p.fleet.Recording(scratch), rec: scratch}
+	return &Protocol{cfg: p.cfg, pool: p.pool.Recording(scratch), rec: scratch}
 }
 
 // Config is the run's configuration.
 func (p *Protocol) Config() config.Config { return p.cfg }
 
 // Labels are the model labels in config order.
-func (p *Protocol) Labels() []string { return p.fleet.Labels() }
+func (p *Protocol) Labels() []string { return p.pool.Labels() }
 
 // Raw is a copy of what the run has recorded so far.
 func (p *Protocol) Raw() record.Raw { return p.rec.Raw() }
@@ -145,19 +145,19 @@ func (p *Protocol) begin(ctx context.Context, phase string, labels ...string) (e
 	if p.obs != nil {
 		p.obs.ObservePhase(ctx, phase, "before", labels)
 	}
-	start, exits := time.Now(), p.fleet.Procs().ExitMark()
+	start, exits := time.Now(), p.pool.Procs().ExitMark()
 	return func() {
 		p.rec.Window(strings.Join(labels, "")+"-"+phase, start, time.Now(), seconds(p.cfg.Protocol.WindowPadS))
 		// A server that exited during the phase is a failure of it, also
 		// where no step met it (a request's error, a restart since).
 		// How each model's memory is attributed (its latest start's
-		// footprint, fleet.Memory), for the report.
-		for _, l := range p.fleet.Labels() {
-			if how := p.fleet.Memory().Attribution(l); how != "" {
+		// footprint, pool.Memory), for the report.
+		for _, l := range p.pool.Labels() {
+			if how := p.pool.Memory().Attribution(l); how != "" {
 				p.rec.SetAttribution(l, how)
 			}
 		}
-		ls, errs := p.fleet.Procs().Exits(exits)
+		ls, errs := p.pool.Procs().Exits(exits)
 		for i, l := range ls {
 			if !p.rec.FailedFor(phase, l) {
 				p.rec.Fail(record.Failure{Phase: phase, Model: l, Step: "server exited during the phase", Error: errs[i].Error()})

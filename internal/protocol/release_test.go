@@ -50,7 +50,7 @@ func (s *holdingSource) Read(ctx context.Context) (gpu.Reading, error) {
 // memory.l1_release_fraction median.
 func TestSwitchSleepsAreGatedOnRelease(t *testing.T) {
 	var hold atomic.Bool
-	f, rec, p := simFleetWith(t, func(s gpu.Source) gpu.Source {
+	f, rec, p := simPoolWith(t, func(s gpu.Source) gpu.Source {
 		return &holdingSource{Source: s, hold: &hold, most: map[int]uint64{}}
 	}, func(cfg *config.Config) {
 		cfg.Protocol.SleepL1Cycles = 5

@@ -9,25 +9,25 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/config"
-	"github.com/wakebench/wakebench/internal/fleet"
 	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
 )
 
-// simFleet is a fleet of vllmsim's tiny A and B whose memory source is
+// simPool is a pool of vllmsim's tiny A and B whose memory source is
 // wrapped by wrap, with its record and protocol; stopped when t ends.
-func simFleet(t *testing.T, wrap func(gpu.Source) gpu.Source, handoffs int) (*fleet.Fleet, *record.Recorder, *protocol.Protocol) {
+func simPool(t *testing.T, wrap func(gpu.Source) gpu.Source, handoffs int) (*pool.Pool, *record.Recorder, *protocol.Protocol) {
 	t.Helper()
-	return simFleetWith(t, wrap, func(cfg *config.Config) { cfg.Protocol.Handoffs = handoffs })
+	return simPoolWith(t, wrap, func(cfg *config.Config) { cfg.Protocol.Handoffs = handoffs })
 }
 
-// simFleetWith is simFleet of the default config changed by mod (its
+// simPoolWith is simPool of the default config changed by mod (its
 // models, their sim_faults, the protocol).
-func simFleetWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*fleet.Fleet, *record.Recorder, *protocol.Protocol) {
+func simPoolWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*pool.Pool, *record.Recorder, *protocol.Protocol) {
 	t.Helper()
-	f, rec, cfg := simtest.Fleet(t, wrap, mod)
+	f, rec, cfg := simtest.Pool(t, wrap, mod)
 	return f, rec, protocol.New(cfg, f, rec, nil)
 }
 
@@ -45,7 +45,7 @@ func TestHandoffClockStartsAtSleepSent(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, rec, p := simFleet(t, wrap, 1)
+			_, rec, p := simPool(t, wrap, 1)
 			handoffs, err := p.Switch(t.Context(), t.Logf)
 			require.NoError(t, err)
 			require.Len(t, handoffs, 2, "the initial activation and one handoff")
@@ -63,7 +63,7 @@ func TestHandoffClockStartsAtSleepSent(t *testing.T) {
 // phase on a model the harness put to sleep are refused before any request
 // is sent (an old vLLM crashed on one), and nothing is counted as executed.
 func TestNoInferenceToASleepingModel(t *testing.T) {
-	f, rec, p := simFleet(t, func(s gpu.Source) gpu.Source { return s }, 1)
+	f, rec, p := simPool(t, func(s gpu.Source) gpu.Source { return s }, 1)
 	require.NoError(t, f.Activate(t.Context(), "A"))
 	_, err := f.Sleep(t.Context(), "A", 1)
 	require.NoError(t, err)
@@ -88,7 +88,7 @@ func TestNoInferenceToASleepingModel(t *testing.T) {
 // per-process ones, and the release is the model's.
 func TestDeviceDeltaAttribution(t *testing.T) {
 	measure := func(wrap func(gpu.Source) gpu.Source) (record.Raw, []record.Cycle) {
-		_, rec, p := simFleetWith(t, wrap, func(cfg *config.Config) {
+		_, rec, p := simPoolWith(t, wrap, func(cfg *config.Config) {
 			cfg.Protocol.Handoffs = 1
 			cfg.Protocol.SettleS = 0.5 // the release lands within the hold
 			cfg.Models[0].SimFaults = "late-release=0.1"
@@ -143,7 +143,7 @@ func TestPerGPUFigures(t *testing.T) {
 		"device-delta": func(s gpu.Source) gpu.Source { return simtest.NoProcs{Source: splitSource{s}} },
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, rec, p := simFleet(t, wrap, 1)
+			_, rec, p := simPool(t, wrap, 1)
 			_, err := p.Restart(t.Context(), "A", t.Logf)
 			require.NoError(t, err)
 			cycles, err := p.SleepCycles(t.Context(), "A", 1, t.Logf)

@@ -25,7 +25,7 @@ const SoakDoc = "off unless `soak_cycles` > 0 (TestSoak, `make soak`): `soak_cyc
 // and switch → first token times, the servers' own account and a
 // correctness replay.
 func (p *Protocol) Soak(ctx context.Context, logf Logf) ([]record.SoakCycle, error) {
-	labels := p.fleet.Labels()
+	labels := p.pool.Labels()
 	n, level := p.cfg.Protocol.SoakCycles, p.cfg.Protocol.SoakLevel
 	defer p.begin(ctx, PhaseSoak, labels...)()
 	p.rec.PlanSoak(n, level)
@@ -36,7 +36,7 @@ func (p *Protocol) Soak(ctx context.Context, logf Logf) ([]record.SoakCycle, err
 		return nil, err
 	}
 	var out []record.SoakCycle
-	m := &meter{read: p.fleet.Energy} // once it says there is no counter, it reads no more
+	m := &meter{read: p.pool.Energy} // once it says there is no counter, it reads no more
 	every := max(1, n/10)
 	t0 := time.Now()
 	for i := range n {
@@ -59,15 +59,15 @@ func (p *Protocol) Soak(ctx context.Context, logf Logf) ([]record.SoakCycle, err
 // time, the others asleep) and leaves the first model awake; an error is a
 // failure of phase naming the model.
 func (p *Protocol) StartAll(ctx context.Context, phase string) error {
-	labels := p.fleet.Labels()
+	labels := p.pool.Labels()
 	for _, l := range labels[1:] {
-		if !p.fleet.Running(l) {
-			if err := p.fleet.Activate(ctx, l); err != nil {
+		if !p.pool.Running(l) {
+			if err := p.pool.Activate(ctx, l); err != nil {
 				return p.Fail(phase, l, "start", err)
 			}
 		}
 	}
-	if err := p.fleet.Activate(ctx, labels[0]); err != nil {
+	if err := p.pool.Activate(ctx, labels[0]); err != nil {
 		return p.Fail(phase, labels[0], "activate", err)
 	}
 	return nil
@@ -83,13 +83,13 @@ func (p *Protocol) soakCycle(ctx context.Context, m *meter, i int, from, to stri
 		c.Err = err.Error()
 		return c, who, step, err
 	}
-	markFrom, markTo := p.fleet.Engine().Mark(ctx, from), p.fleet.Engine().Mark(ctx, to)
+	markFrom, markTo := p.pool.Engine().Mark(ctx, from), p.pool.Engine().Mark(ctx, to)
 	// Switch → first token is timed as the switch phase's handoff: from
 	// /sleep sent to the woken model's first token, the memory reads
 	// outside it. The one read that must come between the sleep and the
 	// wake, the headroom (a wake that cannot fit is named before it is
 	// sent), is left out of it, as is device-delta's read of the device
-	// asleep (fleet.MeasuredSleep.Held): held is their time. vLLM frees
+	// asleep (pool.MeasuredSleep.Held): held is their time. vLLM frees
 	// the memory before /sleep answers (CuMemAllocator.sleep,
 	// vllm/device_allocator/cumem.py), so the headroom is read at once; only
 	// a wake that would not fit waits settle_s after the sleep answered and
@@ -103,7 +103,7 @@ func (p *Protocol) soakCycle(ctx context.Context, m *meter, i int, from, to stri
 		e0, err = m.now(ctx)
 		return err
 	}
-	ms, err := p.fleet.Memory().StartSleepMarked(ctx, from, level, mark)
+	ms, err := p.pool.Memory().StartSleepMarked(ctx, from, level, mark)
 	if ms != nil {
 		c.SleepS = ms.Took.Seconds()
 	}
@@ -122,16 +122,16 @@ func (p *Protocol) soakCycle(ctx context.Context, m *meter, i int, from, to stri
 		if !math.IsNaN(ms.ReleasedGiB) && !math.IsNaN(resid) && ms.ReleasedGiB+resid > 0 {
 			c.ReleasePct = 100 * ms.ReleasedGiB / (ms.ReleasedGiB + resid)
 		}
-		if h, err := p.fleet.Procs().Host(from); err == nil {
+		if h, err := p.pool.Procs().Host(from); err == nil {
 			c.RSSGiB, c.LockedGiB, c.PinnedGiB = gib(h.RSS), gib(h.Locked), gib(h.Pinned)
 		}
 		return nil
 	}
 	h0 := time.Now()
-	free, need, err := p.fleet.Memory().Headroom(ctx, to)
+	free, need, err := p.pool.Memory().Headroom(ctx, to)
 	if err == nil && free < need {
 		p.settleFrom(ctx, ms.Sent.Add(ms.Took))
-		free, need, err = p.fleet.Memory().Headroom(ctx, to)
+		free, need, err = p.pool.Memory().Headroom(ctx, to)
 	}
 	held := time.Since(h0) + ms.Held // and device-delta's read of the device asleep
 	if err != nil {
@@ -142,15 +142,15 @@ func (p *Protocol) soakCycle(ctx context.Context, m *meter, i int, from, to stri
 		_ = asleep() // what the slept model kept, for the failed cycle's row; the wake's refusal is the error
 		return fail(to, "headroom before the wake", fmt.Errorf("waking %s needs %.2f GiB (its memory awake) but the GPU has %.2f GiB free: the wake would run out of memory (CUDA out of memory at cumem_allocator); the residuals of the sleeping models grew (see soak.models.*.residual_slope_mib_per_cycle)", to, need, free))
 	}
-	if err := p.fleet.MakeRoom(ctx, to); err != nil {
+	if err := p.pool.MakeRoom(ctx, to); err != nil {
 		return fail(to, "make room", err)
 	}
-	wd, err := p.fleet.Wake(ctx, to)
+	wd, err := p.pool.Wake(ctx, to)
 	c.WakeS = wd.Seconds()
 	if err != nil {
 		return fail(to, "wake", err)
 	}
-	s, err := p.fleet.Probe(ctx, to)
+	s, err := p.pool.Probe(ctx, to)
 	if err != nil {
 		return fail(to, "first token", err)
 	}

@@ -17,7 +17,7 @@ import (
 // in the middle of a phase files the step it interrupted as stopped, with
 // the stop's reason, not as a failure of the model's step.
 func TestAStopIsNotTheModelsFailure(t *testing.T) {
-	_, rec, p := simFleetWith(t, nil, func(cfg *config.Config) { cfg.Protocol.SettleS = 0.2 })
+	_, rec, p := simPoolWith(t, nil, func(cfg *config.Config) { cfg.Protocol.SettleS = 0.2 })
 	ctx, cancel := context.WithCancelCause(t.Context())
 	defer cancel(nil)
 	_, err := p.Restart(ctx, "A", t.Logf)

@@ -10,7 +10,7 @@
 // taking its requests and the switch waits for the dwell to end: fewer
 // switches, longer waits for the other models. The queue is bounded
 // (Options.MaxQueue): a request that finds it full is shed — refused at
-// once with ErrShed, never sent — as a router in front of a fleet sheds
+// once with ErrShed, never sent — as a router in front of a pool sheds
 // load it cannot hold rather than hold every arrival in memory.
 package router
 
@@ -21,8 +21,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wakebench/wakebench/internal/fleet"
 	"github.com/wakebench/wakebench/internal/load"
+	"github.com/wakebench/wakebench/internal/pool"
 )
 
 // Switch is one handover the router made.
@@ -55,7 +55,7 @@ type Options struct {
 
 // Router sends each request to its model, waking it on demand.
 type Router struct {
-	f        *fleet.Fleet
+	f        *pool.Pool
 	level    int
 	dwell    time.Duration
 	maxQueue int
@@ -80,12 +80,12 @@ type waiter struct {
 
 // New is a router over f whose awake model is active ("" for none),
 // putting idle models to sleep at level, switching as soon as asked.
-func New(f *fleet.Fleet, level int, active string) *Router {
+func New(f *pool.Pool, level int, active string) *Router {
 	return NewWith(f, Options{Level: level}, active)
 }
 
 // NewWith is a router with the policy o; active's dwell starts now.
-func NewWith(f *fleet.Fleet, o Options, active string) *Router {
+func NewWith(f *pool.Pool, o Options, active string) *Router {
 	return &Router{f: f, level: o.Level, dwell: o.MinDwell, maxQueue: o.MaxQueue, active: active, activeSince: time.Now(), kick: make(chan struct{}, 1)}
 }
 
@@ -199,8 +199,8 @@ func (r *Router) handover(ctx context.Context, sw *Switch) error {
 	}
 	// Not started yet, or crashed: start it. The switch ends when it is
 	// ready; the harness's reads after a start (its processes, its log,
-	// GET /version, its memory: fleet.Started) come after the switch.
-	if err := r.f.Stop(sw.To); err != nil { // a crashed server's remains (its exit is kept: fleet.Exits)
+	// GET /version, its memory: pool.Started) come after the switch.
+	if err := r.f.Stop(sw.To); err != nil { // a crashed server's remains (its exit is kept: pool.Exits)
 		return err
 	}
 	if _, err := r.f.Start(ctx, sw.To); err != nil {

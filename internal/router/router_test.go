@@ -10,8 +10,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wakebench/wakebench/internal/config"
-	"github.com/wakebench/wakebench/internal/fleet"
 	"github.com/wakebench/wakebench/internal/load"
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/simtest"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
@@ -19,13 +19,13 @@ import (
 // TestMain fails the package's tests if any goroutine outlives them.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// simFleet is vllmsim's tiny A and B on a simulated GPU.
-func simFleet(t *testing.T) *fleet.Fleet { return simFleetFaults(t, "") }
+// simPool is vllmsim's tiny A and B on a simulated GPU.
+func simPool(t *testing.T) *pool.Pool { return simPoolFaults(t, "") }
 
-// simFleetFaults is simFleet with vllmsim faults in B's server.
-func simFleetFaults(t *testing.T, faultsB string) *fleet.Fleet {
+// simPoolFaults is simPool with vllmsim faults in B's server.
+func simPoolFaults(t *testing.T, faultsB string) *pool.Pool {
 	t.Helper()
-	f, _, _ := simtest.Fleet(t, nil, func(c *config.Config) { c.Models[1].SimFaults = faultsB })
+	f, _, _ := simtest.Pool(t, nil, func(c *config.Config) { c.Models[1].SimFaults = faultsB })
 	return f
 }
 
@@ -41,7 +41,7 @@ func run(t *testing.T, rt *Router) (ctx context.Context, stop func()) {
 // for a sleeping model waits while the router puts the awake one to sleep
 // and wakes it; requests queue first come, first served.
 func TestRouterWakesOnDemand(t *testing.T) {
-	f := simFleet(t)
+	f := simPool(t)
 	require.NoError(t, f.Activate(t.Context(), "B"))
 	require.NoError(t, f.Activate(t.Context(), "A"))
 	rt := New(f, 1, "A")
@@ -79,7 +79,7 @@ func TestRouterWakesOnDemand(t *testing.T) {
 // the requests waiting for it, naming the wake; the router goes on and
 // serves the next request for the other model.
 func TestAFailedWakeFailsItsRequests(t *testing.T) {
-	f := simFleetFaults(t, "wake-fail=1")
+	f := simPoolFaults(t, "wake-fail=1")
 	require.NoError(t, f.Activate(t.Context(), "B"))
 	require.NoError(t, f.Activate(t.Context(), "A"))
 	rt := New(f, 1, "A")
@@ -99,7 +99,7 @@ func TestAFailedWakeFailsItsRequests(t *testing.T) {
 // TestStoppedRouterFailsWaiters: a router stopped while requests wait
 // fails them (they never reached a server) and leaves no goroutine.
 func TestStoppedRouterFailsWaiters(t *testing.T) {
-	rt := New(nil, 1, "A") // no fleet: it must never switch
+	rt := New(nil, 1, "A") // no pool: it must never switch
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	_, err := rt.Send(ctx, load.Arrival{Model: "B"})
@@ -131,7 +131,7 @@ func TestStoppedRouterFailsWaiters(t *testing.T) {
 // issued far inside the dwell (100 ms of 1.5 s); the last B request is sent
 // only once B has served, so it finds B awake.
 func TestMinDwell(t *testing.T) {
-	f := simFleet(t)
+	f := simPool(t)
 	require.NoError(t, f.Activate(t.Context(), "B"))
 	require.NoError(t, f.Activate(t.Context(), "A"))
 	const dwell = 1500 * time.Millisecond
@@ -168,7 +168,7 @@ func TestMinDwell(t *testing.T) {
 // inside the switch lengthens it.
 func TestAStartEndsTheSwitchWhenReady(t *testing.T) {
 	switchTo := func(faultsB string) (Switch, load.Open) {
-		f := simFleetFaults(t, faultsB)
+		f := simPoolFaults(t, faultsB)
 		require.NoError(t, f.Activate(t.Context(), "A"))
 		rt := New(f, 1, "A")
 		ctx, stop := run(t, rt)

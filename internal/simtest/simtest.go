@@ -1,7 +1,7 @@
-// Package simtest starts the servers of a test on vllmsim: a fleet of the
+// Package simtest starts the servers of a test on vllmsim: a pool of the
 // default config's tiny models (changed as the test needs) on a private
 // simulated GPU, each server with its model's sim_faults, stopped when
-// the test ends. For the tests of the packages above fleet.
+// the test ends. For the tests of the packages above pool.
 package simtest
 
 import (
@@ -16,22 +16,22 @@ import (
 
 	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/config"
-	"github.com/wakebench/wakebench/internal/fleet"
 	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
-// Fleet is a fleet of config.SimDefault's models changed by mod (nil: as
+// Pool is a pool of config.SimDefault's models changed by mod (nil: as
 // they are), its memory source the simulated GPU wrapped by wrap (nil: as
 // it is), with its record and the config it runs.
-func Fleet(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*fleet.Fleet, *record.Recorder, config.Config) {
+func Pool(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*pool.Pool, *record.Recorder, config.Config) {
 	t.Helper()
-	return FleetWith(t, wrap, mod, nil)
+	return PoolWith(t, wrap, mod, nil)
 }
 
-// FleetWith is Fleet with the fleet's options changed by opt (nil: as
+// PoolWith is Fleet with the pool's options changed by opt (nil: as
 // they are): a host root with a short host, a host-memory reader.
-func FleetWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config), opt func(*fleet.Options)) (*fleet.Fleet, *record.Recorder, config.Config) {
+func PoolWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config), opt func(*pool.Options)) (*pool.Pool, *record.Recorder, config.Config) {
 	t.Helper()
 	bin, err := backend.BuildSim(t.Context())
 	require.NoError(t, err)
@@ -55,13 +55,13 @@ func FleetWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.
 	smp := gpu.NewSampler(src, time.Hour)
 	rec := record.New(cfg.ModelNames())
 	env := append(backend.SimEnv("tiny", "1", dir, false), backend.SimHostScaleEnv(cfg.Sim.HostScale)) // server.Start adds it to this process's environment
-	o := fleet.Options{Command: bin, Sampler: smp, Env: func(m config.Model) []string {
+	o := pool.Options{Command: bin, Sampler: smp, Env: func(m config.Model) []string {
 		return append(slices.Clone(env), backend.SimFaultsEnv(m.SimFaults))
 	}}
 	if opt != nil {
 		opt(&o)
 	}
-	f := fleet.New(cfg, o, rec)
+	f := pool.New(cfg, o, rec)
 	t.Cleanup(func() { f.StopAll(); f.Procs().CloseIdle() })
 	return f, rec, cfg
 }

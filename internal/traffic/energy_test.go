@@ -40,7 +40,7 @@ func energyRun(t *testing.T, wrap func(gpu.Source) gpu.Source, faults string) re
 	t.Helper()
 	trace := filepath.Join(t.TempDir(), "trace.csv")
 	require.NoError(t, os.WriteFile(trace, []byte(fourRows), 0o644))
-	_, _, p := simFleetWith(t, wrap, func(cfg *config.Config) {
+	_, _, p := simPoolWith(t, wrap, func(cfg *config.Config) {
 		cfg.Traffic.Trace, cfg.Traffic.InFlightRequests = trace, 0
 		for i := range cfg.Models {
 			cfg.Models[i].SimFaults = faults

@@ -24,7 +24,7 @@ func trafficRun(t *testing.T, faultsA, faultsB string, mod func(*config.Config))
 	t.Helper()
 	trace := filepath.Join(t.TempDir(), "trace.csv")
 	require.NoError(t, os.WriteFile(trace, []byte("t_s,model,prompt_tokens,output_tokens\n0,A,20,8\n0.1,B,20,8\n0.5,A,20,8\n"), 0o644))
-	_, rec, p := simFleetWith(t, same, func(cfg *config.Config) {
+	_, rec, p := simPoolWith(t, same, func(cfg *config.Config) {
 		cfg.Traffic.Trace = trace
 		cfg.Traffic.InFlightRequests = 0
 		cfg.Traffic.Ideal = false

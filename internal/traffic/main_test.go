@@ -6,8 +6,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wakebench/wakebench/internal/config"
-	"github.com/wakebench/wakebench/internal/fleet"
 	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
@@ -19,12 +19,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func same(s gpu.Source) gpu.Source { return s }
 
-// simFleetWith is a fleet of vllmsim's tiny A and B (the default config
+// simPoolWith is a pool of vllmsim's tiny A and B (the default config
 // changed by mod) whose memory source is wrapped by wrap, with its record
 // and traffic phase; stopped when t ends.
-func simFleetWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*fleet.Fleet, *record.Recorder, *traffic.Phase) {
+func simPoolWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*pool.Pool, *record.Recorder, *traffic.Phase) {
 	t.Helper()
-	f, rec, cfg := simtest.Fleet(t, wrap, mod)
+	f, rec, cfg := simtest.Pool(t, wrap, mod)
 	return f, rec, traffic.New(cfg, f, rec, protocol.New(cfg, f, rec, nil))
 }
 

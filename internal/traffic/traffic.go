@@ -18,28 +18,28 @@ import (
 	"time"
 
 	"github.com/wakebench/wakebench/internal/config"
-	"github.com/wakebench/wakebench/internal/fleet"
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/load"
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/router"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
-// Phase runs the traffic phase on a protocol's fleet and record: its
+// Phase runs the traffic phase on a protocol's pool and record: its
 // window, failures and checks go through the protocol as every phase's do.
 type Phase struct {
 	cfg   config.Config
-	fleet *fleet.Fleet
+	pool *pool.Pool
 	rec   *record.Recorder
 	proto *protocol.Protocol
 	plan  *Plan // planned before the run; nil: when the phase runs
 }
 
 // New is the traffic phase of p, which runs on f and records into rec.
-func New(cfg config.Config, f *fleet.Fleet, rec *record.Recorder, p *protocol.Protocol) *Phase {
-	return &Phase{cfg: cfg, fleet: f, rec: rec, proto: p}
+func New(cfg config.Config, f *pool.Pool, rec *record.Recorder, p *protocol.Protocol) *Phase {
+	return &Phase{cfg: cfg, pool: f, rec: rec, proto: p}
 }
 
 // UseTrafficPlan makes plan the traffic phase's requests (NewPlan, before
@@ -237,7 +237,7 @@ func readDataset(cfg config.Config) ([]load.Sample, error) {
 // ideal, where the GPU holds them all), then a sleep with requests in
 // flight in each of traffic.in_flight_modes.
 func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffic, error) {
-	labels := ph.fleet.Labels()
+	labels := ph.pool.Labels()
 	defer ph.proto.Begin(ctx, protocol.PhaseTraffic, labels...)()
 	tr := ph.cfg.Traffic
 	out := record.Traffic{Level: tr.SleepLevel, SharedJ: math.NaN(), IdealJ: math.NaN()}
@@ -261,11 +261,11 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 		// sleep; here, before the router starts, not inside its first
 		// switch (and the requests queued behind it).
 		for _, l := range labels {
-			if err := ph.fleet.Oracle().EnsureReference(ctx, l); err != nil {
+			if err := ph.pool.Oracle().EnsureReference(ctx, l); err != nil {
 				return out, ph.proto.Fail(protocol.PhaseTraffic, l, "correctness reference", err)
 			}
 		}
-		rt := router.NewWith(ph.fleet, router.Options{Level: tr.SleepLevel, MinDwell: seconds(tr.MinDwellS), MaxQueue: tr.MaxQueue}, labels[0])
+		rt := router.NewWith(ph.pool, router.Options{Level: tr.SleepLevel, MinDwell: seconds(tr.MinDwellS), MaxQueue: tr.MaxQueue}, labels[0])
 		out.Router = fmt.Sprintf("first come, first served, at most %d waiting (one more is shed); at most %d in flight in either run", tr.MaxQueue, tr.MaxInFlight)
 		out.MaxQueue = tr.MaxQueue
 		if tr.MinDwellS > 0 {
@@ -276,14 +276,14 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 		wg.Go(func() { rt.Run(rctx) })
 		logf("traffic: %d requests, %s, through the router", len(arrivals), what)
 		out.Start = time.Now()
-		et := protocol.TraceEnergy(ctx, ph.fleet.Energy, energyEvery)
+		et := protocol.TraceEnergy(ctx, ph.pool.Energy, energyEvery)
 		opens := load.RunOpenBounded(ctx, rt, arrivals, seconds(ph.cfg.Timeouts.RequestS+2*ph.cfg.Timeouts.WakeS), tr.MaxInFlight)
 		et.Stop(ctx)
 		out.SharedJ, out.EnergyNote = runEnergy(et, opens)
 		stop()
 		wg.Wait()
 		// The burst's connections, idle now, are closed: an open file each.
-		ph.fleet.Procs().CloseIdle()
+		ph.pool.Procs().CloseIdle()
 		out.Requests = ph.trafficRequests(record.RunShared, opens)
 		out.DurationS = span(opens).Seconds() // the router's shutdown is not part of the run
 		if first, _ := bounds(opens); !first.IsZero() {
@@ -311,7 +311,7 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 				logf("traffic: ideal run not executed: %s", note)
 			} else {
 				t0 := time.Now()
-				et := protocol.TraceEnergy(ctx, ph.fleet.Energy, energyEvery)
+				et := protocol.TraceEnergy(ctx, ph.pool.Energy, energyEvery)
 				ideal := load.RunOpenBounded(ctx, direct{ph}, arrivals, seconds(ph.cfg.Timeouts.RequestS), tr.MaxInFlight) // as the router's run: a fair comparison
 				et.Stop(ctx)
 				var note string
@@ -319,7 +319,7 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 				if out.EnergyNote == "" {
 					out.EnergyNote = note
 				}
-				ph.fleet.Procs().CloseIdle()
+				ph.pool.Procs().CloseIdle()
 				out.IdealS = time.Since(t0).Seconds()
 				out.IdealRan = true
 				out.Requests = append(out.Requests, ph.trafficRequests(record.RunIdeal, ideal)...)
@@ -338,9 +338,9 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 		for _, mode := range tr.InFlightModes {
 			if mode != vllm.SleepAbort && !asked {
 				asked = true
-				err := ph.fleet.Activate(ctx, labels[0])
+				err := ph.pool.Activate(ctx, labels[0])
 				if err == nil {
-					modes, err = ph.fleet.SupportsPause(ctx, labels[0])
+					modes, err = ph.pool.SupportsPause(ctx, labels[0])
 				}
 				if err != nil {
 					errs = append(errs, ph.proto.Fail(protocol.PhaseTraffic, labels[0], "GET /is_paused", err))
@@ -410,7 +410,7 @@ type direct struct{ ph *Phase }
 
 func (d direct) Send(ctx context.Context, a load.Arrival) (load.Delivery, error) {
 	del := load.Delivery{Dispatched: time.Now()}
-	s, err := d.ph.fleet.Stream(ctx, a.Model, a.Request)
+	s, err := d.ph.pool.Stream(ctx, a.Model, a.Request)
 	del.Stream = s
 	return del, err
 }
@@ -420,11 +420,11 @@ func (d direct) Send(ctx context.Context, a load.Arrival) (load.Delivery, error)
 func (ph *Phase) wakeAll(ctx context.Context) string {
 	var need float64
 	free := math.NaN()
-	for _, l := range ph.fleet.Labels() {
-		if !ph.fleet.Asleep(l) {
+	for _, l := range ph.pool.Labels() {
+		if !ph.pool.Asleep(l) {
 			continue
 		}
-		f, n, err := ph.fleet.Memory().Headroom(ctx, l)
+		f, n, err := ph.pool.Memory().Headroom(ctx, l)
 		if err != nil {
 			return "GPU memory could not be read: " + err.Error()
 		}
@@ -436,9 +436,9 @@ func (ph *Phase) wakeAll(ctx context.Context) string {
 	if !math.IsNaN(free) && need > free {
 		return fmt.Sprintf("the models need %.2f GiB more awake, the GPU has %.2f GiB free", need, free)
 	}
-	for _, l := range ph.fleet.Labels() {
-		if ph.fleet.Asleep(l) {
-			if _, err := ph.fleet.Wake(ctx, l); err != nil {
+	for _, l := range ph.pool.Labels() {
+		if ph.pool.Asleep(l) {
+			if _, err := ph.pool.Wake(ctx, l); err != nil {
 				return "waking " + l + ": " + err.Error()
 			}
 		}
@@ -473,7 +473,7 @@ func (ph *Phase) trafficRequests(run string, opens []load.Open) []record.Traffic
 func (ph *Phase) inFlight(ctx context.Context, label, mode string) (record.InFlight, error) {
 	n := ph.cfg.Traffic.InFlightRequests
 	f := record.InFlight{Mode: mode, Requests: n}
-	if err := ph.fleet.Activate(ctx, label); err != nil {
+	if err := ph.pool.Activate(ctx, label); err != nil {
 		return f, err
 	}
 	tokens := min(512, ph.cfg.Protocol.ContextTokens/2)
@@ -486,9 +486,9 @@ func (ph *Phase) inFlight(ctx context.Context, label, mode string) (record.InFli
 	// In mode abort the server ends these requests with finish_reason
 	// abort by design (vLLM's EngineCore.pause_scheduler, PR #34528): so
 	// counted, not as failed requests. In the other modes an abort fails.
-	send := ph.fleet.Stream
+	send := ph.pool.Stream
 	if mode == vllm.SleepAbort {
-		send = ph.fleet.StreamAbortable
+		send = ph.pool.StreamAbortable
 	}
 	for i := range n {
 		wg.Go(func() {
@@ -497,14 +497,14 @@ func (ph *Phase) inFlight(ctx context.Context, label, mode string) (record.InFli
 		})
 	}
 	ph.waitRunning(ctx, label, n)
-	sent, d, sleepErr := ph.fleet.SleepMode(ctx, label, 1, mode)
+	sent, d, sleepErr := ph.pool.SleepMode(ctx, label, 1, mode)
 	f.SleepS = d.Seconds()
 	answered := sent.Add(d)
 	var woke time.Time
 	if sleepErr == nil {
 		ph.proto.Settle(ctx)
 		woke = time.Now()
-		if _, err := ph.fleet.Wake(ctx, label); err != nil {
+		if _, err := ph.pool.Wake(ctx, label); err != nil {
 			sleepErr = err
 		}
 	}
@@ -538,7 +538,7 @@ func (ph *Phase) inFlight(ctx context.Context, label, mode string) (record.InFli
 	if sleepErr != nil {
 		return f, sleepErr
 	}
-	if _, err := ph.fleet.Probe(ctx, label); err != nil {
+	if _, err := ph.pool.Probe(ctx, label); err != nil {
 		f.Detail = "no answer after the wake: " + err.Error()
 		return f, fmt.Errorf("after a sleep in mode %s with requests in flight: %w", mode, err)
 	}
@@ -566,7 +566,7 @@ func documented(mode string) []string {
 func (ph *Phase) waitRunning(ctx context.Context, label string, n int) {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		m, err := ph.fleet.Engine().Metrics(ctx, label)
+		m, err := ph.pool.Engine().Metrics(ctx, label)
 		if err != nil {
 			time.Sleep(200 * time.Millisecond)
 			return

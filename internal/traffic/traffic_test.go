@@ -26,7 +26,7 @@ const fourRows = "t_s,model,prompt_tokens,output_tokens\n0,A,20,8\n0.1,B,30,8\n0
 func TestTrafficPhase(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "trace.csv")
 	require.NoError(t, os.WriteFile(trace, []byte(fourRows), 0o644))
-	_, rec, p := simFleetWith(t, same, func(cfg *config.Config) {
+	_, rec, p := simPoolWith(t, same, func(cfg *config.Config) {
 		cfg.Traffic.Trace = trace
 		cfg.Traffic.InFlightRequests = 3
 	})
@@ -72,7 +72,7 @@ func TestTrafficPhase(t *testing.T) {
 // TestInFlightCrashIsNamed: a server that dies when put to sleep with
 // requests running (vLLM before PR #34528) fails the phase by name.
 func TestInFlightCrashIsNamed(t *testing.T) {
-	_, rec, p := simFleetWith(t, same, func(cfg *config.Config) {
+	_, rec, p := simPoolWith(t, same, func(cfg *config.Config) {
 		cfg.Traffic.DurationS = 0 // the in-flight sleeps alone
 		cfg.Traffic.InFlightRequests = 2
 		cfg.Models[0].SimFaults = "inflight-crash"
@@ -96,7 +96,7 @@ func TestInFlightCrashIsNamed(t *testing.T) {
 func TestInFlightOffOnAnOldServer(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "trace.csv")
 	require.NoError(t, os.WriteFile(trace, []byte(fourRows), 0o644))
-	_, rec, p := simFleetWith(t, same, func(cfg *config.Config) {
+	_, rec, p := simPoolWith(t, same, func(cfg *config.Config) {
 		cfg.Traffic.Trace = trace
 		cfg.Traffic.InFlightRequests = 0
 		cfg.Models[0].SimFaults = "inflight-crash"
@@ -197,7 +197,7 @@ func TestPlanTrafficRefusesWhatTheRunCannotDo(t *testing.T) {
 func TestCrashDuringTheIdealRunFails(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "trace.csv")
 	require.NoError(t, os.WriteFile(trace, []byte("0,A,20,8\n0.05,A,20,8\n0.1,A,20,8\n0.15,A,20,8\n0.2,B,20,8\n"), 0o644))
-	_, rec, p := simFleetWith(t, same, func(cfg *config.Config) {
+	_, rec, p := simPoolWith(t, same, func(cfg *config.Config) {
 		cfg.Traffic.Trace = trace
 		cfg.Traffic.InFlightRequests = 0
 		cfg.Models[0].SimFaults = "crash-after=7"
@@ -255,7 +255,7 @@ func TestTrafficShedsBeyondItsQueueAndClosesIdleConnections(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "trace.csv")
 	require.NoError(t, os.WriteFile(file, []byte(trace.String()), 0o644))
-	f, _, p := simFleetWith(t, same, func(cfg *config.Config) {
+	f, _, p := simPoolWith(t, same, func(cfg *config.Config) {
 		cfg.Traffic.Trace = file
 		cfg.Traffic.InFlightRequests = 0
 		cfg.Traffic.Ideal = false
@@ -311,7 +311,7 @@ func TestTrafficShedsBeyondItsQueueAndClosesIdleConnections(t *testing.T) {
 func TestTrafficClockStartsAtTheFirstArrival(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "trace.csv")
 	require.NoError(t, os.WriteFile(trace, []byte("1,A,8,8\n1.2,B,8,8\n"), 0o644))
-	_, _, p := simFleetWith(t, same, func(cfg *config.Config) {
+	_, _, p := simPoolWith(t, same, func(cfg *config.Config) {
 		cfg.Traffic.Trace, cfg.Traffic.InFlightRequests, cfg.Traffic.Ideal = trace, 0, false
 	})
 	tr, err := p.Traffic(t.Context(), t.Logf)

@@ -1,4 +1,4 @@
-package fleet
+package pool
 
 import (
 	"math"
@@ -8,7 +8,7 @@ import (
 )
 
 // Procs is the servers' processes: their PIDs, host RSS and the exits the
-// fleet did not cause. Safe beside a phase in flight (the samplers call it).
+// pool did not cause. Safe beside a phase in flight (the samplers call it).
 type Procs struct{ s *servers }
 
 // Spawned is when label's running server was spawned (zero when none runs).
@@ -134,7 +134,7 @@ func (p Procs) Exits(mark int) (labels []string, errs []error) {
 
 // Explain puts label's server exit in front of an error it caused (a
 // crash shows to the client as a reset or a cut stream a moment before
-// the exit); an exit it names counts as reported (Fleet.Activate).
+// the exit); an exit it names counts as reported (Pool.Activate).
 func (p Procs) Explain(label string, err error) error {
 	m, merr := p.s.model(label)
 	if merr != nil {

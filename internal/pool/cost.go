@@ -1,4 +1,4 @@
-package fleet
+package pool
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/wakebench/wakebench/internal/server"
 )
 
-// What the state-cost phase reads beside the fleet's own measurements
+// What the state-cost phase reads beside the pool's own measurements
 // (docs/cost.md): the host memory of a server's process tree, the GPU's
 // energy counter, the host memory the runner may use, and each model's
 // GPU memory per GPU.
@@ -41,7 +41,7 @@ func (p Procs) Host(label string) (server.HostMemory, error) {
 // Energy is each GPU's energy counter in joules (gpu.EnergyOf the memory
 // source), an error wrapping gpu.ErrNoEnergy where there is none (no
 // memory source, or one without a counter).
-func (f *Fleet) Energy(ctx context.Context) ([]float64, error) {
+func (f *Pool) Energy(ctx context.Context) ([]float64, error) {
 	if f.s.opt.Sampler == nil {
 		return nil, fmt.Errorf("%w: no memory source", gpu.ErrNoEnergy)
 	}
@@ -51,7 +51,7 @@ func (f *Fleet) Energy(ctx context.Context) ([]float64, error) {
 // HostCapacity is what host memory the runner may use now (hostmem.Read
 // of this process under Options.HostRoot): the cgroup's headroom in a
 // container or Pod, else MemAvailable, with its source.
-func (f *Fleet) HostCapacity() (hostmem.Capacity, error) {
+func (f *Pool) HostCapacity() (hostmem.Capacity, error) {
 	root := f.s.opt.HostRoot
 	if root == "" {
 		root = "/"
@@ -63,7 +63,7 @@ func (f *Fleet) HostCapacity() (hostmem.Capacity, error) {
 // the source lists them), and the device's free memory per GPU; nil per
 // GPU where no memory source is set or the source lists none of its
 // processes.
-func (f *Fleet) GPUGiB(ctx context.Context, label string) (perGPU, freeGPU []float64, err error) {
+func (f *Pool) GPUGiB(ctx context.Context, label string) (perGPU, freeGPU []float64, err error) {
 	m, err := f.s.model(label)
 	if err != nil || f.s.opt.Sampler == nil {
 		return nil, nil, err
@@ -89,7 +89,7 @@ func (f *Fleet) GPUGiB(ctx context.Context, label string) (perGPU, freeGPU []flo
 // vllm/device_allocator/cumem.py sleep()), else its awake GPU memory less
 // its KV cache (protocol.kv_gib: an upper bound, the CUDA context and
 // graphs included), and how it was found; NaN when neither is known.
-func (f *Fleet) BackupGiB(label string) (gib float64, how string) {
+func (f *Pool) BackupGiB(label string) (gib float64, how string) {
 	if w, ok := f.rec.Weight(label); ok && w.GiB > 0 {
 		return w.GiB, "weights, " + w.Source
 	}

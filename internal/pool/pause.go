@@ -1,4 +1,4 @@
-package fleet
+package pool
 
 import (
 	"cmp"
@@ -22,10 +22,10 @@ import (
 
 // PauseAt is POST /pause?mode=…&clear_cache=… on label's server: the
 // scheduler stops, nothing is freed; /is_sleeping is then true (vLLM's
-// EngineCore.is_sleeping counts a paused scheduler). The fleet then holds
+// EngineCore.is_sleeping counts a paused scheduler). The pool then holds
 // the model asleep (no inference is sent) until WakeAt or WakeKVCacheAt.
 // The model's correctness reference is taken first (Oracle).
-func (f *Fleet) PauseAt(ctx context.Context, label, mode string, clearCache bool) (sent time.Time, d time.Duration, err error) {
+func (f *Pool) PauseAt(ctx context.Context, label, mode string, clearCache bool) (sent time.Time, d time.Duration, err error) {
 	return f.asleepStep(ctx, label, "pause", []string{"scheduling"}, func(ctx context.Context, c *vllm.Client) error {
 		return c.Pause(ctx, mode, clearCache)
 	})
@@ -35,7 +35,7 @@ func (f *Fleet) PauseAt(ctx context.Context, label, mode string, clearCache bool
 // paused first (PauseAt or SleepMode level 0): the KV cache is discarded,
 // the weights stay. vLLM refuses it (500) without a completed pause or with
 // anything else asleep. WakeKVCacheAt restores it.
-func (f *Fleet) ReleaseKVCacheAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
+func (f *Pool) ReleaseKVCacheAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
 	return f.asleepStep(ctx, label, "release_kv_cache_memory", []string{"kv_cache", "scheduling"}, func(ctx context.Context, c *vllm.Client) error {
 		return c.ReleaseKVCacheMemory(ctx)
 	})
@@ -44,7 +44,7 @@ func (f *Fleet) ReleaseKVCacheAt(ctx context.Context, label string) (sent time.T
 // CheckEngine reads label's sleep metrics after op (a call that failed as
 // expected, say): an unknown resource or an operation still in flight is
 // an error naming them (checkEngine).
-func (f *Fleet) CheckEngine(ctx context.Context, label, op string) error {
+func (f *Pool) CheckEngine(ctx context.Context, label, op string) error {
 	return f.verifyEngine(ctx, label, op)
 }
 
@@ -52,7 +52,7 @@ func (f *Fleet) CheckEngine(ctx context.Context, label, op string) error {
 // (GET /is_paused answers; a 404/405 is false). /release_kv_cache_memory
 // came later (#44890): ReleaseKVCacheAt's vllm.ErrUnsupported says it is
 // missing.
-func (f *Fleet) SupportsPause(ctx context.Context, label string) (bool, error) {
+func (f *Pool) SupportsPause(ctx context.Context, label string) (bool, error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return false, err
@@ -70,7 +70,7 @@ func (f *Fleet) SupportsPause(ctx context.Context, label string) (bool, error) {
 // asleepStep sends one call that leaves label's server not fully awake
 // (op), confirms /is_sleeping and the sleep metrics after its answer, and
 // marks the model asleep with slept added to what sleeps.
-func (f *Fleet) asleepStep(ctx context.Context, label, op string, slept []string, call func(context.Context, *vllm.Client) error) (sent time.Time, d time.Duration, err error) {
+func (f *Pool) asleepStep(ctx context.Context, label, op string, slept []string, call func(context.Context, *vllm.Client) error) (sent time.Time, d time.Duration, err error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return sent, 0, err
@@ -110,7 +110,7 @@ func (f *Fleet) asleepStep(ctx context.Context, label, op string, slept []string
 // scheduler runs again (vLLM's RLHF router, docs/vllm-api.md §5). It is
 // confirmed after its answer: /is_paused and /is_sleeping must be false.
 // Only a pause with nothing else asleep can be resumed so.
-func (f *Fleet) ResumeAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
+func (f *Pool) ResumeAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return sent, 0, err
@@ -152,7 +152,7 @@ func (f *Fleet) ResumeAt(ctx context.Context, label string) (sent time.Time, d t
 // is verified like WakeAt's last step: "sleeping" is a failed wake naming
 // what is still asleep, /is_sleeping must be false, and the sleep metrics
 // show no unknown resource and no hung operation.
-func (f *Fleet) WakeKVCacheAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
+func (f *Pool) WakeKVCacheAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return sent, 0, err

@@ -1,4 +1,4 @@
-package fleet
+package pool
 
 import (
 	"context"
@@ -12,16 +12,16 @@ import (
 )
 
 // Memory measures the models' GPU memory around their starts and sleeps
-// from the fleet's memory source (Options.Sampler): per process where the
+// from the pool's memory source (Options.Sampler): per process where the
 // source lists a model's processes, else by the device's change since just
 // before its spawn ("device-delta": only one model changes state at a
 // time). It returns what it measured and records nothing: the caller
 // records releases, notes and attributions. Its reads stay outside every
 // measured interval.
-type Memory struct{ f *Fleet }
+type Memory struct{ f *Pool }
 
 // memories is what Memory knows of each model's memory, shared by every
-// view of a fleet.
+// view of a pool.
 type memories struct {
 	mu sync.Mutex           // guards every memState in by (the map is fixed after New); never held with servers.mu
 	by map[string]*memState // by model label
@@ -76,7 +76,7 @@ func (mm Memory) beforeSpawn(ctx context.Context, label string) {
 
 // footprint reads the device once a started model is up (after its first
 // token, outside any measured interval) and settles how its memory is
-// attributed (Attribution). Fleet.Started calls it.
+// attributed (Attribution). Pool.Started calls it.
 func (mm Memory) footprint(ctx context.Context, label string) error {
 	s := mm.f.s
 	m, err := s.model(label)
@@ -176,13 +176,13 @@ type MeasuredSleep struct {
 	// release the device shows only after /sleep answered is counted.
 	delta                          bool
 	deviceBeforeGPU, deviceLeftGPU []uint64
-	changes                        uint64 // the fleet's changes after this sleep
+	changes                        uint64 // the pool's changes after this sleep
 	// beforeGPU is the model's memory on each GPU before (process mode).
 	beforeGPU []float64
 }
 
 // StartSleep reads label's GPU memory (when a memory source is set) and
-// puts it to sleep at level (Fleet.SleepMode). Finish completes the
+// puts it to sleep at level (Pool.SleepMode). Finish completes the
 // measurement. The error may come with the sleep (ms.Sent set when /sleep
 // was sent).
 func (mm Memory) StartSleep(ctx context.Context, label string, level int) (*MeasuredSleep, error) {
@@ -205,7 +205,7 @@ func (mm Memory) StartSleepMarked(ctx context.Context, label string, level int, 
 }
 
 // StartRelease is StartSleep for a KV-only release of a paused label
-// (Fleet.ReleaseKVCacheAt): its memory read just before
+// (Pool.ReleaseKVCacheAt): its memory read just before
 // /release_kv_cache_memory, what the release freed once Finish reads it
 // again. Level is record.LevelKVRelease.
 func (mm Memory) StartRelease(ctx context.Context, label string) (*MeasuredSleep, error) {

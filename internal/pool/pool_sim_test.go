@@ -1,4 +1,4 @@
-package fleet_test
+package pool_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/config"
-	"github.com/wakebench/wakebench/internal/fleet"
 	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
@@ -21,7 +21,7 @@ import (
 // TestLifecycle: a start, Activate handing the GPU over (MakeRoom), a
 // sleep and a wake, each leaving the state it says, and a stop.
 func TestLifecycle(t *testing.T) {
-	f, rec, _ := simtest.Fleet(t, nil, nil)
+	f, rec, _ := simtest.Pool(t, nil, nil)
 	ctx := t.Context()
 
 	ready, err := f.Start(ctx, "A")
@@ -79,7 +79,7 @@ func TestLifecycle(t *testing.T) {
 // error the client saw; Activate then starts it afresh (the crash was
 // reported once).
 func TestExits(t *testing.T) {
-	f, _, _ := simtest.Fleet(t, nil, func(c *config.Config) { c.Models[0].SimFaults = "crash-after=1" })
+	f, _, _ := simtest.Pool(t, nil, func(c *config.Config) { c.Models[0].SimFaults = "crash-after=1" })
 	ctx := t.Context()
 	require.NoError(t, f.Activate(ctx, "A"))
 	mark := f.Procs().ExitMark()
@@ -96,11 +96,11 @@ func TestExits(t *testing.T) {
 	assert.Empty(t, labels)
 }
 
-// TestAStopIsNoExit: a server the fleet stops is not an exit, also when a
+// TestAStopIsNoExit: a server the pool stops is not an exit, also when a
 // phase's end looks at the exits while the stop is under way (the timeout
 // guard's StopAll beside a phase).
 func TestAStopIsNoExit(t *testing.T) {
-	f, _, _ := simtest.Fleet(t, nil, nil)
+	f, _, _ := simtest.Pool(t, nil, nil)
 	ctx := t.Context()
 	mark := f.Procs().ExitMark()
 	for range 3 {
@@ -139,7 +139,7 @@ func TestMeasuredSleepExcludesMemoryRead(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			reads := &simtest.ReadLog{}
-			f, rec, _ := simtest.Fleet(t, wrap(reads), nil)
+			f, rec, _ := simtest.Pool(t, wrap(reads), nil)
 			ctx := t.Context()
 			// B first: the simulated device exists once a server runs, so
 			// the device is read before A's spawn (device delta's basis).
@@ -184,7 +184,7 @@ func TestMeasuredSleepExcludesMemoryRead(t *testing.T) {
 // stress, the plain run taking 366 ms).
 func TestMeasuredSleepFollowsTheSleep(t *testing.T) {
 	took := func(faults string) time.Duration {
-		f, _, _ := simtest.Fleet(t, nil, func(c *config.Config) { c.Models[0].SimFaults = faults })
+		f, _, _ := simtest.Pool(t, nil, func(c *config.Config) { c.Models[0].SimFaults = faults })
 		require.NoError(t, f.Activate(t.Context(), "A"))
 		ms, err := f.Memory().StartSleep(t.Context(), "A", 1)
 		require.NoError(t, err)
@@ -199,7 +199,7 @@ func TestMeasuredSleepFollowsTheSleep(t *testing.T) {
 // processes and there is no footprint to attribute by (the device was not
 // read before the start), the residual is NaN and Note says why.
 func TestMeasuredSleepNote(t *testing.T) {
-	f, _, _ := simtest.Fleet(t, func(s gpu.Source) gpu.Source { return simtest.NoProcs{Source: s} }, nil)
+	f, _, _ := simtest.Pool(t, func(s gpu.Source) gpu.Source { return simtest.NoProcs{Source: s} }, nil)
 	ctx := t.Context()
 	_, err := f.Start(ctx, "A") // no Started: no footprint
 	require.NoError(t, err)
@@ -218,7 +218,7 @@ func TestMeasuredSleepNote(t *testing.T) {
 func TestStopAllBesideAPhase(t *testing.T) {
 	for name, tc := range map[string]struct {
 		run   func(context.Context, *protocol.Protocol) error
-		ready func(*fleet.Fleet, *record.Recorder) bool
+		ready func(*pool.Pool, *record.Recorder) bool
 		after time.Duration // from ready to StopAll
 	}{
 		"serve": {
@@ -228,7 +228,7 @@ func TestStopAllBesideAPhase(t *testing.T) {
 			},
 			// Its requests are counted when they end: amid them is a
 			// moment after the phase starts (512 tokens a request).
-			ready: func(*fleet.Fleet, *record.Recorder) bool { return true },
+			ready: func(*pool.Pool, *record.Recorder) bool { return true },
 			after: 300 * time.Millisecond,
 		},
 		"cycles": {
@@ -236,11 +236,11 @@ func TestStopAllBesideAPhase(t *testing.T) {
 				_, err := p.SleepCycles(ctx, "A", 1, t.Logf)
 				return err
 			},
-			ready: func(f *fleet.Fleet, _ *record.Recorder) bool { return f.Slept("A") },
+			ready: func(f *pool.Pool, _ *record.Recorder) bool { return f.Slept("A") },
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f, rec, cfg := simtest.Fleet(t, nil, func(c *config.Config) { c.Protocol.MaxTokens = 512 })
+			f, rec, cfg := simtest.Pool(t, nil, func(c *config.Config) { c.Protocol.MaxTokens = 512 })
 			p := protocol.New(cfg, f, rec, nil)
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
@@ -285,7 +285,7 @@ func TestStopAllBesideAPhase(t *testing.T) {
 // moves it.
 func TestWakeVerifiedOutsideItsInterval(t *testing.T) {
 	wake := func(faults string) (d, all time.Duration) {
-		f, _, _ := simtest.Fleet(t, nil, func(c *config.Config) { c.Models[0].SimFaults = faults })
+		f, _, _ := simtest.Pool(t, nil, func(c *config.Config) { c.Models[0].SimFaults = faults })
 		ctx := t.Context()
 		require.NoError(t, f.Activate(ctx, "A"))
 		_, err := f.Sleep(ctx, "A", 1)
@@ -305,11 +305,11 @@ func TestWakeVerifiedOutsideItsInterval(t *testing.T) {
 }
 
 // TestPauseUnsupported: vllmsim in its oldest era (a: vLLM ≤ 0.11) has
-// no /pause, /is_paused or /release_kv_cache_memory: the fleet says so
+// no /pause, /is_paused or /release_kv_cache_memory: the pool says so
 // with vllm.ErrUnsupported and leaves the model awake.
 func TestPauseUnsupported(t *testing.T) {
 	t.Setenv("VLLMSIM_ERA", "a")
-	f, _, _ := simtest.Fleet(t, nil, nil)
+	f, _, _ := simtest.Pool(t, nil, nil)
 	ctx := t.Context()
 	require.NoError(t, f.Activate(ctx, "A"))
 	ok, err := f.SupportsPause(ctx, "A")

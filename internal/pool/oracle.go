@@ -1,4 +1,4 @@
-package fleet
+package pool
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 // Oracle is the correctness reference of each model (its probe set's
 // answers before its first sleep) and their replays after wakes, compared
 // by package oracle; references, replays and their requests go to its
-// fleet view's record.
-type Oracle struct{ f *Fleet }
+// pool view's record.
+type Oracle struct{ f *Pool }
 
 // probes is m's correctness probe set: its adapters in name order.
 func probes(m *model) []oracle.Probe {

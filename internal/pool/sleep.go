@@ -1,4 +1,4 @@
-package fleet
+package pool
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // Sleep puts the model to sleep and confirms it with /is_sleeping. It
 // returns the duration of the /sleep call.
-func (f *Fleet) Sleep(ctx context.Context, label string, level int) (time.Duration, error) {
+func (f *Pool) Sleep(ctx context.Context, label string, level int) (time.Duration, error) {
 	_, d, err := f.SleepMode(ctx, label, level, "")
 	return d, err
 }
@@ -26,7 +26,7 @@ func (f *Fleet) Sleep(ctx context.Context, label string, level int) (time.Durati
 // fails it). It returns when /sleep was sent and its duration. Level 0
 // pauses the scheduler only (vLLM ≥ #34528). The model's correctness
 // reference is taken first (Oracle).
-func (f *Fleet) SleepMode(ctx context.Context, label string, level int, mode string) (sent time.Time, d time.Duration, err error) {
+func (f *Pool) SleepMode(ctx context.Context, label string, level int, mode string) (sent time.Time, d time.Duration, err error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return sent, 0, err
@@ -70,7 +70,7 @@ func (f *Fleet) SleepMode(ctx context.Context, label string, level int, mode str
 // Wake wakes the model with vLLM's sequence for the level it sleeps at
 // (vllm.Client.Wake) and confirms it with /is_sleeping. It returns the time
 // from the first wake request to the last step's answer.
-func (f *Fleet) Wake(ctx context.Context, label string) (time.Duration, error) {
+func (f *Pool) Wake(ctx context.Context, label string) (time.Duration, error) {
 	_, d, err := f.WakeAt(ctx, label)
 	return d, err
 }
@@ -79,7 +79,7 @@ func (f *Fleet) Wake(ctx context.Context, label string) (time.Duration, error) {
 // the server exports its resource state: a failed memory RPC leaves them
 // unknown and vLLM then refuses every sleep and wake until a restart
 // (docs/vllm-api.md); "" when nothing is unknown or nothing is exported.
-func (f *Fleet) unknownAfter(ctx context.Context, label, op string) string {
+func (f *Pool) unknownAfter(ctx context.Context, label, op string) string {
 	ms, err := f.metricsOf(label)(ctx)
 	if err != nil {
 		return ""
@@ -96,7 +96,7 @@ func (f *Fleet) unknownAfter(ctx context.Context, label, op string) string {
 // what is still asleep), /is_sleeping must be false, and the sleep
 // metrics must show no unknown resource and no hung operation
 // (checkEngine).
-func (f *Fleet) WakeAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
+func (f *Pool) WakeAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return sent, 0, err
@@ -155,9 +155,9 @@ func (s *servers) askAsleep(ctx context.Context, m *model, what string, call fun
 }
 
 // markAwake records that m's server srv is awake again after a call sent
-// at sent (the timeline's event kind): the fleet sends it requests again.
+// at sent (the timeline's event kind): the pool sends it requests again.
 // It fails when srv was stopped meanwhile (StopAll during the call).
-func (f *Fleet) markAwake(m *model, srv *server.Server, label string, sent time.Time, kind string) error {
+func (f *Pool) markAwake(m *model, srv *server.Server, label string, sent time.Time, kind string) error {
 	f.s.mu.Lock()
 	if m.srv != srv {
 		f.s.mu.Unlock()
@@ -171,7 +171,7 @@ func (f *Fleet) markAwake(m *model, srv *server.Server, label string, sent time.
 }
 
 // Running reports whether the model's server is up.
-func (f *Fleet) Running(label string) bool {
+func (f *Pool) Running(label string) bool {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	m := f.s.models[label]
@@ -181,15 +181,15 @@ func (f *Fleet) Running(label string) bool {
 // Slept reports whether label's running server process has slept since
 // it started (false when none runs): a process that never slept is the
 // one a baseline "before any sleep" measures.
-func (f *Fleet) Slept(label string) bool {
+func (f *Pool) Slept(label string) bool {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	m := f.s.models[label]
 	return m != nil && m.srv != nil && m.sleeps > 0
 }
 
-// Asleep reports whether the fleet put the model to sleep and has not woken it.
-func (f *Fleet) Asleep(label string) bool {
+// Asleep reports whether the pool put the model to sleep and has not woken it.
+func (f *Pool) Asleep(label string) bool {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	m := f.s.models[label]
@@ -197,7 +197,7 @@ func (f *Fleet) Asleep(label string) bool {
 }
 
 // Awake lists the models whose servers run and are awake.
-func (f *Fleet) Awake() []string {
+func (f *Pool) Awake() []string {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	var out []string
@@ -213,7 +213,7 @@ func (f *Fleet) Awake() []string {
 // MakeRoom puts every other awake model to sleep (level 1) so label can
 // start or wake: models share the GPU, and vLLM must not sleep or wake one
 // instance while another is starting. These sleeps are not measured.
-func (f *Fleet) MakeRoom(ctx context.Context, label string) error {
+func (f *Pool) MakeRoom(ctx context.Context, label string) error {
 	for _, o := range f.s.order {
 		if o == label || !f.Running(o) || f.Asleep(o) {
 			continue
@@ -230,7 +230,7 @@ func (f *Fleet) MakeRoom(ctx context.Context, label string) error {
 // awake. A server that has died is an error (its exit and log tail) unless
 // an earlier error already named that exit: then it is started afresh, so
 // one crash is reported once, by the phase that met it.
-func (f *Fleet) Activate(ctx context.Context, label string) error {
+func (f *Pool) Activate(ctx context.Context, label string) error {
 	m, err := f.s.model(label)
 	if err != nil {
 		return err

@@ -1,19 +1,19 @@
-// Package fleet runs the model servers of one run on one GPU: start, stop,
+// Package pool runs the model servers of one run on one GPU: start, stop,
 // sleep, wake (vLLM's level-2 sequence included), probe, serve, and
 // activate one model while the others sleep. It keeps each server's state
 // (running, asleep and at which level, its processes and peak RSS) and
 // counts every inference request it sends. It knows nothing of phases or
 // thresholds.
 //
-// Its concerns, a file and a type each, reached from a Fleet:
-//   - fleet.go, sleep.go, requests.go: Fleet, the servers' lifecycle, the
+// Its concerns, a file and a type each, reached from a Pool:
+//   - pool.go, sleep.go, requests.go: Pool, the servers' lifecycle, the
 //     sleep/wake sequence and the requests;
 //   - procs.go: Procs, the servers' processes (PIDs, RSS, exits);
 //   - memory.go: Memory, the models' GPU memory around starts and sleeps,
 //     returned to the caller, which records it;
 //   - engine.go: Engine, the servers' own account (log lines, /metrics);
 //   - oracle.go: Oracle, the correctness reference and its replays.
-package fleet
+package pool
 
 import (
 	"context"
@@ -38,7 +38,7 @@ import (
 // ErrGarbage means a model answered with the text of uninitialised weights.
 var ErrGarbage = errors.New("garbage output (uninitialised weights: was reload_weights skipped after a level-2 wake?)")
 
-// Options are what the fleet needs besides the config.
+// Options are what the pool needs besides the config.
 type Options struct {
 	Command string                      // the server program
 	Env     func(config.Model) []string // each server's environment; nil: vLLM's own (vllm.ServerEnv)
@@ -52,7 +52,7 @@ type Options struct {
 	HostMemory func(pids ...int) (server.HostMemory, error)
 }
 
-// model is the fleet's view of one model's server. cfg is fixed; every
+// model is the pool's view of one model's server. cfg is fixed; every
 // other field is guarded by servers.mu.
 type model struct {
 	cfg    config.Model
@@ -82,14 +82,14 @@ type model struct {
 	pinnedBy *server.Server
 }
 
-// Fleet is the servers of one run, seen through one record: Recording
+// Pool is the servers of one run, seen through one record: Recording
 // gives another view of the same servers.
-type Fleet struct {
+type Pool struct {
 	s   *servers
 	rec *record.Recorder // where this view's measurements go
 }
 
-// servers is the state every view of a fleet shares.
+// servers is the state every view of a pool shares.
 //
 // One caller changes a model's state at a time (a phase, the router);
 // StopAll, the samplers (Procs) and the harness's /metrics scrapes may run
@@ -108,8 +108,8 @@ type servers struct {
 	// with memories.mu.
 	mu    sync.Mutex
 	pidOf map[int]string
-	exits []exit // every server exit the fleet did not cause, in the order noticed
-	// stopping are the servers Stop is stopping: their exit is the fleet's
+	exits []exit // every server exit the pool did not cause, in the order noticed
+	// stopping are the servers Stop is stopping: their exit is the pool's
 	// doing, not a crash (a phase's end may look while StopAll runs).
 	stopping map[*server.Server]bool
 	// changes counts state changes of any model (started, stopped, asleep,
@@ -128,8 +128,8 @@ type exit struct {
 	err   error
 }
 
-// New is a fleet of cfg's models, none started; measurements go to rec.
-func New(cfg config.Config, opt Options, rec *record.Recorder) *Fleet {
+// New is a pool of cfg's models, none started; measurements go to rec.
+func New(cfg config.Config, opt Options, rec *record.Recorder) *Pool {
 	if opt.Env == nil {
 		opt.Env = func(config.Model) []string { return vllm.ServerEnv(cfg.APIKey) }
 	}
@@ -140,31 +140,31 @@ func New(cfg config.Config, opt Options, rec *record.Recorder) *Fleet {
 		s.models[m.Label] = &model{cfg: m}
 		s.mem.by[m.Label] = &memState{}
 	}
-	return &Fleet{s: s, rec: rec}
+	return &Pool{s: s, rec: rec}
 }
 
 // Recording is the same servers, with measurements (requests, events,
 // references, replays, weights) going to rec instead: benchmarks drive the
 // servers without touching the run's record.
-func (f *Fleet) Recording(rec *record.Recorder) *Fleet {
-	return &Fleet{s: f.s, rec: rec}
+func (f *Pool) Recording(rec *record.Recorder) *Pool {
+	return &Pool{s: f.s, rec: rec}
 }
 
 // Labels are the model labels in config order.
-func (f *Fleet) Labels() []string { return slices.Clone(f.s.order) }
+func (f *Pool) Labels() []string { return slices.Clone(f.s.order) }
 
 // Procs is the servers' processes: PIDs, RSS, exits.
-func (f *Fleet) Procs() Procs { return Procs{s: f.s} }
+func (f *Pool) Procs() Procs { return Procs{s: f.s} }
 
 // Memory measures the models' GPU memory around starts and sleeps.
-func (f *Fleet) Memory() Memory { return Memory{f: f} }
+func (f *Pool) Memory() Memory { return Memory{f: f} }
 
 // Engine reads the servers' own account: their logs and /metrics.
-func (f *Fleet) Engine() Engine { return Engine{s: f.s} }
+func (f *Pool) Engine() Engine { return Engine{s: f.s} }
 
 // Oracle is the correctness reference and its replays, recorded in this
 // view's record.
-func (f *Fleet) Oracle() Oracle { return Oracle{f: f} }
+func (f *Pool) Oracle() Oracle { return Oracle{f: f} }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
@@ -228,7 +228,7 @@ func (s *servers) explain(m *model, err error) error {
 // /v1/models. It returns spawn → ready (the first /health 200). A start
 // that fails is stopped: nothing of it runs on beside the next model.
 // Started does the rest of a start's bookkeeping, after its first token.
-func (f *Fleet) Start(ctx context.Context, label string) (ready time.Duration, err error) {
+func (f *Pool) Start(ctx context.Context, label string) (ready time.Duration, err error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return 0, err
@@ -326,7 +326,7 @@ func checkModels(ctx context.Context, c *vllm.Client, mc config.Model) error {
 // scan), what its log says of the start (weight size, compile state), its
 // version (GET /version) and its footprint (Memory; Memory.Attribution
 // says how it was measured).
-func (f *Fleet) Started(ctx context.Context, label string) error {
+func (f *Pool) Started(ctx context.Context, label string) error {
 	m, err := f.s.model(label)
 	if err != nil {
 		return err
@@ -360,7 +360,7 @@ func (f *Fleet) Started(ctx context.Context, label string) error {
 
 // Stop ends the model's server (SIGTERM, SIGKILL after timeouts.stop_s);
 // nothing of its process group survives.
-func (f *Fleet) Stop(label string) error {
+func (f *Pool) Stop(label string) error {
 	m, err := f.s.model(label)
 	if err != nil {
 		return err
@@ -390,7 +390,7 @@ func (f *Fleet) Stop(label string) error {
 // StopAll stops every server now: for a deadline that cannot wait for the
 // phases to end. Safe beside a phase in flight (whose steps then fail, or
 // start a server again that the next StopAll stops).
-func (f *Fleet) StopAll() error {
+func (f *Pool) StopAll() error {
 	var errs []error
 	for _, l := range f.s.order {
 		if err := f.Stop(l); err != nil {

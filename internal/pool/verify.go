@@ -1,4 +1,4 @@
-package fleet
+package pool
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 //   - The last wake step must answer "awake" where the body says anything
 //     (era C, docs/vllm-api.md §3): "sleeping" is a failed wake naming the
 //     resources still asleep, read from vllm:engine_sleep_resource_state
-//     where exported, else from what the fleet slept.
+//     where exported, else from what the pool slept.
 //   - After each sleep and wake, where the new metrics are exported
 //     (docs/vllm-api.md §7, vLLM docs/design/engine_sleep_state.md and
 //     .../serve/dev/sleep/metrics.py): a resource in state `unknown` (a
@@ -33,7 +33,7 @@ type metricsRead func(context.Context) (vllm.Metrics, error)
 
 // stillAsleep names what a wake that answered "sleeping" left asleep: the
 // resources not running/resident where the server exports their state,
-// else what the fleet slept (slept).
+// else what the pool slept (slept).
 func stillAsleep(ctx context.Context, read metricsRead, slept []string) string {
 	if ms, err := read(ctx); err == nil {
 		if v := ms.SleepView(); v.Exported {
@@ -43,7 +43,7 @@ func stillAsleep(ctx context.Context, read metricsRead, slept []string) string {
 			return "none by vllm:engine_sleep_resource_state"
 		}
 	}
-	return strings.Join(slept, ", ") + " (what the fleet slept; the server exports no resource state)"
+	return strings.Join(slept, ", ") + " (what the pool slept; the server exports no resource state)"
 }
 
 // wakeVerdict is nil unless a the last wake step's answer says the server
@@ -66,7 +66,7 @@ func wakeVerdict(ctx context.Context, a vllm.WakeAnswer, read metricsRead, slept
 // server that does not export the families passes: the call's own answer
 // stands. A /metrics that cannot be read (an error status, garbage) is no
 // pass: unverified says which verification could not be made and why, so
-// the run reports it (Fleet.Unverified) instead of hiding a hung operation.
+// the run reports it (Pool.Unverified) instead of hiding a hung operation.
 func checkEngine(ctx context.Context, label, op string, read metricsRead, poll time.Duration) (unverified string, err error) {
 	ms, err := read(ctx)
 	if err != nil {
@@ -113,7 +113,7 @@ func unreadable(op string, err error) string {
 
 // verifyEngine is checkEngine on label's server after op; a verification
 // it could not make is kept for Unverified.
-func (f *Fleet) verifyEngine(ctx context.Context, label, op string) error {
+func (f *Pool) verifyEngine(ctx context.Context, label, op string) error {
 	why, err := checkEngine(ctx, label, op, f.metricsOf(label), f.s.poll())
 	if why != "" {
 		f.s.mu.Lock()
@@ -129,7 +129,7 @@ func (f *Fleet) verifyEngine(ctx context.Context, label, op string) error {
 // Unverified is, label → why, every sleep-mode verification after a sleep,
 // wake, pause or KV release that could not be made because the server's
 // /metrics could not be read, in the order they were tried.
-func (f *Fleet) Unverified() map[string][]string {
+func (f *Pool) Unverified() map[string][]string {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	out := make(map[string][]string, len(f.s.unverified))
@@ -145,7 +145,7 @@ func unknownErr(label, op string, v vllm.SleepView) error {
 }
 
 // metricsOf is the read of label's /metrics.
-func (f *Fleet) metricsOf(label string) metricsRead {
+func (f *Pool) metricsOf(label string) metricsRead {
 	return func(ctx context.Context) (vllm.Metrics, error) { return f.Engine().Metrics(ctx, label) }
 }
 

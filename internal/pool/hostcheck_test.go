@@ -1,4 +1,4 @@
-package fleet_test
+package pool_test
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/config"
-	"github.com/wakebench/wakebench/internal/fleet"
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/simtest"
 )
 
@@ -47,8 +47,8 @@ func TestHostHeadroomBeforeLevel1Sleep(t *testing.T) {
 		{"room", 64, 1, 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, _, _ := simtest.FleetWith(t, nil, func(c *config.Config) { c.Thresholds.MinHostHeadroomGiB = tc.headroom },
-				func(o *fleet.Options) { o.HostRoot = fakeHost(t, tc.availGiB) })
+			f, _, _ := simtest.PoolWith(t, nil, func(c *config.Config) { c.Thresholds.MinHostHeadroomGiB = tc.headroom },
+				func(o *pool.Options) { o.HostRoot = fakeHost(t, tc.availGiB) })
 			ctx := t.Context()
 			require.NoError(t, f.Activate(ctx, "A"))
 			backup, how := f.BackupGiB("A")
@@ -60,7 +60,7 @@ func TestHostHeadroomBeforeLevel1Sleep(t *testing.T) {
 				return
 			}
 			require.Error(t, err)
-			assert.True(t, errors.Is(err, fleet.ErrHostShort), err)
+			assert.True(t, errors.Is(err, pool.ErrHostShort), err)
 			// simtest's servers really allocate 1/20 of the backup (sim.host_scale).
 			for _, want := range []string{"sleep A level 1 not sent", fmt.Sprintf("A needs %.2f GiB", backup*0.05+tc.headroom),
 				"0.50 GiB free", "MemAvailable", "Model loading took", "× sim.host_scale 0.05"} {
@@ -80,10 +80,10 @@ func TestHostHeadroomBeforeLevel1Sleep(t *testing.T) {
 // counts as used; a new server process needs its backup again.
 func TestHostHeadroomCountsABackupOnce(t *testing.T) {
 	root := fakeHost(t, 2)
-	f, _, _ := simtest.FleetWith(t, nil, func(c *config.Config) {
+	f, _, _ := simtest.PoolWith(t, nil, func(c *config.Config) {
 		c.Thresholds.MinHostHeadroomGiB = 1
 		c.Sim.HostScale = 1
-	}, func(o *fleet.Options) { o.HostRoot = root })
+	}, func(o *pool.Options) { o.HostRoot = root })
 	ctx := t.Context()
 	require.NoError(t, f.Activate(ctx, "A"))
 	backup, how := f.BackupGiB("A")
@@ -101,5 +101,5 @@ func TestHostHeadroomCountsABackupOnce(t *testing.T) {
 	require.NoError(t, f.Stop("A"))
 	require.NoError(t, f.Activate(ctx, "A")) // a new process: its backup is not made yet
 	_, err = f.Sleep(ctx, "A", 1)
-	assert.ErrorIs(t, err, fleet.ErrHostShort, "a new server needs its backup again: %v", err)
+	assert.ErrorIs(t, err, pool.ErrHostShort, "a new server needs its backup again: %v", err)
 }

@@ -1,4 +1,4 @@
-package fleet
+package pool
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // Probe sends one short streaming request and checks its output; it counts
 // as an executed request.
-func (f *Fleet) Probe(ctx context.Context, label string) (*vllm.Stream, error) {
+func (f *Pool) Probe(ctx context.Context, label string) (*vllm.Stream, error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return nil, err
@@ -28,8 +28,8 @@ func (f *Fleet) Probe(ctx context.Context, label string) (*vllm.Stream, error) {
 
 // Stream sends one streaming request to label's server (its model name
 // filled in when empty) and checks its output; it counts as an executed
-// request. A model the fleet believes asleep gets none.
-func (f *Fleet) Stream(ctx context.Context, label string, r vllm.CompletionRequest) (*vllm.Stream, error) {
+// request. A model the pool believes asleep gets none.
+func (f *Pool) Stream(ctx context.Context, label string, r vllm.CompletionRequest) (*vllm.Stream, error) {
 	s, sent, err := f.s.stream(ctx, label, r)
 	if sent {
 		f.rec.Request(err == nil)
@@ -41,7 +41,7 @@ func (f *Fleet) Stream(ctx context.Context, label string, r vllm.CompletionReque
 // abort (a sleep in pause mode abort while it decodes): if the server ends
 // it with finish_reason abort, it is counted as aborted by design, not as
 // a failure. The error is Stream's all the same.
-func (f *Fleet) StreamAbortable(ctx context.Context, label string, r vllm.CompletionRequest) (*vllm.Stream, error) {
+func (f *Pool) StreamAbortable(ctx context.Context, label string, r vllm.CompletionRequest) (*vllm.Stream, error) {
 	s, sent, err := f.s.stream(ctx, label, r)
 	switch {
 	case !sent:
@@ -59,7 +59,7 @@ func (f *Fleet) StreamAbortable(ctx context.Context, label string, r vllm.Comple
 // pause_scheduler keeps new requests waiting, docs/vllm-api.md). sent is
 // when it was sent. It is refused where memory sleeps: there a request
 // may hang or meet garbage.
-func (f *Fleet) ProbePaused(ctx context.Context, label string) (s *vllm.Stream, sent time.Time, err error) {
+func (f *Pool) ProbePaused(ctx context.Context, label string) (s *vllm.Stream, sent time.Time, err error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return nil, sent, err
@@ -87,7 +87,7 @@ func (f *Fleet) ProbePaused(ctx context.Context, label string) (s *vllm.Stream, 
 	return s, sent, nil
 }
 
-// stream sends r to label's server unless the fleet believes it asleep
+// stream sends r to label's server unless the pool believes it asleep
 // (sent false: nothing was sent) and checks its output.
 func (s *servers) stream(ctx context.Context, label string, r vllm.CompletionRequest) (st *vllm.Stream, sent bool, err error) {
 	m, err := s.model(label)
@@ -128,7 +128,7 @@ func (s *servers) plan(m *model, c, rounds int) load.Plan {
 // c on an awake label and counts each request sent. The error is the
 // server's (it died, or the whole plan overran); failed requests are in
 // the result.
-func (f *Fleet) Serve(ctx context.Context, label string, c, rounds int) (load.Result, error) {
+func (f *Pool) Serve(ctx context.Context, label string, c, rounds int) (load.Result, error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return load.Result{}, err

@@ -1,4 +1,4 @@
-package fleet
+package pool
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // into swap and the OOM killer (#576, #777 there).
 var ErrHostShort = errors.New("host memory short of a level-1 sleep's pinned backup")
 
-// checkHost is asked before every sleep (Fleet.SleepMode): at level 1,
+// checkHost is asked before every sleep (Pool.SleepMode): at level 1,
 // with thresholds.min_host_headroom_gib set for label, the host must have
 // label's pinned backup (BackupGiB, for every tensor-parallel worker; none
 // where this server holds its backup from an earlier level-1 sleep; on
@@ -28,7 +28,7 @@ var ErrHostShort = errors.New("host memory short of a level-1 sleep's pinned bac
 // the GiB needed, the GiB free and where that figure came from (the
 // cgroup's headroom or MemAvailable). A backup not known is no check
 // (nothing to compare); a host that cannot be read is an error.
-func (f *Fleet) checkHost(ctx context.Context, label string, level int) error {
+func (f *Pool) checkHost(ctx context.Context, label string, level int) error {
 	if level != 1 || ctx.Err() != nil {
 		return nil // a cancelled sleep fails on its own
 	}

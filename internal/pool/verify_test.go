@@ -1,4 +1,4 @@
-package fleet
+package pool
 
 import (
 	"context"
@@ -103,7 +103,7 @@ func TestCheckEngineNotExported(t *testing.T) {
 	assert.NoError(t, err)
 	assert.Empty(t, why, "nothing exported, nothing to verify: the answer stands")
 	err = wakeVerdict(t.Context(), vllm.WakeAnswer{Status: "sleeping"}, read, sleptBy(1))
-	assert.ErrorContains(t, err, "still asleep: weights, kv_cache, scheduling (what the fleet slept; the server exports no resource state)")
+	assert.ErrorContains(t, err, "still asleep: weights, kv_cache, scheduling (what the pool slept; the server exports no resource state)")
 }
 
 // TestCheckEngineUnreadable: a /metrics that answers 500 or garbage is
