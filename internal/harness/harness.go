@@ -35,7 +35,7 @@ type Run struct {
 
 	cfg     config.Config
 	be      *backend.Backend
-	pool   *pool.Pool
+	pool    *pool.Pool
 	rec     *record.Recorder
 	sampler *gpu.Sampler
 	metrics *metricsLog

@@ -76,10 +76,10 @@ type Observer interface {
 
 // Protocol runs the phases on a pool and records them.
 type Protocol struct {
-	cfg   config.Config
+	cfg  config.Config
 	pool *pool.Pool
-	rec   *record.Recorder
-	obs   Observer
+	rec  *record.Recorder
+	obs  Observer
 	// mismatched: a correctness mismatch of this model/stage was
 	// recorded as a failure (the check counts the rest).
 	mismatched map[string]bool

@@ -31,7 +31,7 @@ import (
 // window, failures and checks go through the protocol as every phase's do.
 type Phase struct {
 	cfg   config.Config
-	pool *pool.Pool
+	pool  *pool.Pool
 	rec   *record.Recorder
 	proto *protocol.Protocol
 	plan  *Plan // planned before the run; nil: when the phase runs
