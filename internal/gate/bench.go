@@ -25,6 +25,49 @@ type Bench struct {
 	Simulated string
 }
 
+func newBench() Bench {
+	return Bench{Values: map[BenchKey][]float64{}, Meta: benchfmt.UnitMetadataMap{}}
+}
+
+// BenchOf is the Bench of a run's own results and unit metadata, in
+// memory (report.BenchResults, report.BenchUnits): what ReadBench reads
+// back from the bench.txt they are written to, without the file.
+func BenchOf(units []*benchfmt.UnitMetadata, results []*benchfmt.Result) Bench {
+	b := newBench()
+	for _, m := range units {
+		b.addMeta(m)
+	}
+	for _, r := range results {
+		b.add(r)
+	}
+	return b
+}
+
+func (b *Bench) addMeta(m *benchfmt.UnitMetadata) {
+	c := *m
+	b.Meta[m.UnitMetadataKey] = &c
+}
+
+// add collects one result line's values per benchmark and unit, as
+// written (OrigUnit where benchfmt tidied it).
+func (b *Bench) add(rec *benchfmt.Result) {
+	if c := rec.GetConfig("cpu"); c != "" {
+		b.CPU = c
+	}
+	if c := rec.GetConfig("simulated"); c != "" {
+		b.Simulated = c
+	}
+	name := procsSuffix.ReplaceAllString(rec.Name.String(), "")
+	for _, v := range rec.Values {
+		unit, val := v.Unit, v.Value
+		if v.OrigUnit != "" {
+			unit, val = v.OrigUnit, v.OrigValue
+		}
+		k := BenchKey{name, unit}
+		b.Values[k] = append(b.Values[k], val)
+	}
+}
+
 // looksJSON follows the name of a file that begins with "{".
 const looksJSON = "looks like a report.json (JSON: summaries, not samples, so no difference can be tested): want the run's bench.txt"
 
@@ -47,7 +90,7 @@ func ReadBench(r io.Reader, file string) (Bench, error) {
 	if b, _ := br.Peek(512); isJSON(b) {
 		return Bench{}, fmt.Errorf("%s %s", file, looksJSON)
 	}
-	out := Bench{Values: map[BenchKey][]float64{}, Meta: benchfmt.UnitMetadataMap{}}
+	out := newBench()
 	var errs []error
 	rd := benchfmt.NewReader(br, file)
 	for rd.Scan() {
@@ -55,24 +98,9 @@ func ReadBench(r io.Reader, file string) (Bench, error) {
 		case *benchfmt.SyntaxError:
 			errs = append(errs, rec)
 		case *benchfmt.UnitMetadata:
-			m := *rec
-			out.Meta[rec.UnitMetadataKey] = &m
+			out.addMeta(rec)
 		case *benchfmt.Result:
-			if c := rec.GetConfig("cpu"); c != "" {
-				out.CPU = c
-			}
-			if c := rec.GetConfig("simulated"); c != "" {
-				out.Simulated = c
-			}
-			name := procsSuffix.ReplaceAllString(rec.Name.String(), "")
-			for _, v := range rec.Values {
-				unit, val := v.Unit, v.Value
-				if v.OrigUnit != "" {
-					unit, val = v.OrigUnit, v.OrigValue
-				}
-				k := BenchKey{name, unit}
-				out.Values[k] = append(out.Values[k], val)
-			}
+			out.add(rec)
 		}
 	}
 	if err := rd.Err(); err != nil {

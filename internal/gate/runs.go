@@ -124,6 +124,19 @@ func ParseRun(data []byte, path string, mtime time.Time) (Run, error) {
 	return r, nil
 }
 
+// RunOf is the Run of a run's own samples, judged in memory (BenchOf):
+// as ParseRun would read its bench.txt, started at started (zero: unknown).
+func RunOf(b Bench, path string, started time.Time) (Run, error) {
+	if len(b.Values) == 0 {
+		return Run{}, fmt.Errorf("%s: no benchmark results: %s", path, wantBench)
+	}
+	r := Run{Path: path, Bench: b, Started: started, Order: OrderMtime}
+	if !started.IsZero() {
+		r.Order = OrderStarted
+	}
+	return r, nil
+}
+
 // startedLine is the time of a StartedPrefix line; ok is false for any
 // other line.
 func startedLine(line string) (t time.Time, ok bool, err error) {

@@ -70,12 +70,21 @@ var unitMeta = []struct{ unit, key, value string }{
 // WriteUnitMetadata writes the unit metadata lines (Unit tok/s better=higher, …).
 func WriteUnitMetadata(w io.Writer) error {
 	bw := benchfmt.NewWriter(w)
-	for _, m := range unitMeta {
-		if err := bw.Write(&benchfmt.UnitMetadata{UnitMetadataKey: benchfmt.UnitMetadataKey{Unit: m.unit, Key: m.key}, OrigUnit: m.unit, Value: m.value}); err != nil {
+	for _, m := range BenchUnits() {
+		if err := bw.Write(m); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// BenchUnits are bench.txt's unit metadata lines, as records.
+func BenchUnits() []*benchfmt.UnitMetadata {
+	var out []*benchfmt.UnitMetadata
+	for _, m := range unitMeta {
+		out = append(out, &benchfmt.UnitMetadata{UnitMetadataKey: benchfmt.UnitMetadataKey{Unit: m.unit, Key: m.key}, OrigUnit: m.unit, Value: m.value})
+	}
+	return out
 }
 
 // WriteBench writes raw as benchfmt: config lines (gpu, runtime,
@@ -93,7 +102,6 @@ func WriteUnitMetadata(w io.Writer) error {
 //	BenchmarkPodStart/model=A/kind=cold, BenchmarkPodRestart/model=A, BenchmarkPodSwitch/dir=A→B (the Kubernetes phase)
 func WriteBench(w io.Writer, raw record.Raw) error {
 	bw := benchfmt.NewWriter(w)
-	cfg := benchConfig(raw)
 	if !raw.Started.IsZero() {
 		// The gate orders a history of runs by this line. Not a config
 		// line: one that differs in every run would make benchstat split
@@ -105,12 +113,25 @@ func WriteBench(w io.Writer, raw record.Raw) error {
 	if err := WriteUnitMetadata(w); err != nil {
 		return err
 	}
-	var werr error
+	for _, r := range BenchResults(raw) {
+		if err := bw.Write(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BenchResults are raw's bench.txt result lines, in order, with their
+// config: what the regression gate judges of this run without reading
+// back the file.
+func BenchResults(raw record.Raw) []*benchfmt.Result {
+	cfg := benchConfig(raw)
+	var out []*benchfmt.Result
 	line := func(name string, vals ...benchfmt.Value) {
-		if werr != nil || len(vals) == 0 {
+		if len(vals) == 0 {
 			return
 		}
-		werr = bw.Write(&benchfmt.Result{Config: cfg, Name: benchfmt.Name(name), Iters: 1, Values: vals})
+		out = append(out, &benchfmt.Result{Config: cfg, Name: benchfmt.Name(name), Iters: 1, Values: vals})
 	}
 	for _, l := range raw.Labels {
 		modelBench(raw, l, line)
@@ -130,7 +151,7 @@ func WriteBench(w io.Writer, raw record.Raw) error {
 	if peak := summary(raw.DeviceUsedGiB); peak.N > 0 {
 		line("Memory/device", val(peak.Max, UnitPeak))
 	}
-	return werr
+	return out
 }
 
 // benchConfig is bench.txt's config lines: the GPU, the runtime, each
