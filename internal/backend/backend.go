@@ -342,6 +342,30 @@ func SimEnv(profile, timeScale, dir string, stamp bool) []string {
 // idempotent build, written once and only read afterwards.
 var simBuild = sync.OnceValues(buildSim)
 
+// SimNode is a simulated GPU of a vllmsim profile, made for one node of a
+// local cluster (kubelocal's fleet nodes): the device's product name and
+// memory, and the environment its servers need (the profile and the
+// device's directory).
+type SimNode struct {
+	Product     string
+	MemoryBytes uint64
+	Env         []string
+}
+
+// NewSimNode creates the simulated GPU of vllmsim profile in dir.
+func NewSimNode(profile, dir string) (SimNode, error) {
+	prof, err := vllmsim.LookupProfile(profile)
+	if err != nil {
+		return SimNode{}, err
+	}
+	dev := prof.GPU.Device()
+	if err := simgpu.Create(dir, dev); err != nil {
+		return SimNode{}, err
+	}
+	return SimNode{Product: dev.Name, MemoryBytes: dev.TotalBytes,
+		Env: []string{config.EnvName("sim", "profile") + "=" + profile, simgpu.EnvDir + "=" + dir}}, nil
+}
+
 // BuildSim returns the path of the vllmsim program built from this
 // module. It is built once per process (go build's cache makes later
 // processes cheap) into the user's cache directory, one file per checkout,

@@ -113,6 +113,9 @@ func ProbeNVML(lib nvml.Interface) error {
 	}
 }
 
+// ProbeSystemNVML is ProbeNVML on this machine's NVML library.
+func ProbeSystemNVML() error { return ProbeNVML(nvml.New()) }
+
 // Close shuts NVML down (each successful Init needs one Shutdown).
 func (s *NVMLSource) Close() error {
 	if ret := s.lib.Shutdown(); ret != nvml.SUCCESS {

@@ -3,8 +3,6 @@ package harness
 import (
 	"errors"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
-
 	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/config"
 )
@@ -19,7 +17,7 @@ import (
 // the user's to see), the memory source is not NVML, or NVML loads (a GPU
 // runner, where a broken driver fails the run).
 func NoGPU(cfg config.Config, getenv func(string) string) string {
-	return noGPU(config.GPUTag, cfg, getenv, func() error { return backend.ProbeNVML(nvml.New()) })
+	return noGPU(config.GPUTag, cfg, getenv, func() error { return backend.ProbeSystemNVML() })
 }
 
 func noGPU(gpuTag bool, cfg config.Config, getenv func(string) string, probe func() error) string {

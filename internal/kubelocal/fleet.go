@@ -9,12 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/controlplane"
 	"github.com/wakebench/wakebench/internal/kube"
 	"github.com/wakebench/wakebench/internal/nodeagent"
-	"github.com/wakebench/wakebench/internal/simgpu"
-	"github.com/wakebench/wakebench/internal/vllmsim"
 )
 
 // GPUTaint is the taint every local fleet node carries, as GPU nodes of
@@ -93,26 +91,21 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 }
 
 func (f *Fleet) startNode(ctx context.Context, o FleetOptions, i int, n FleetNode) (*nodeagent.Agent, error) {
-	prof, err := vllmsim.LookupProfile(n.Profile)
+	dir := filepath.Join(o.Dir, "nodes", n.Name)
+	dev, err := backend.NewSimNode(n.Profile, filepath.Join(dir, "gpu"))
 	if err != nil {
 		return nil, fmt.Errorf("local fleet node %s: %w", n.Name, err)
 	}
-	dir := filepath.Join(o.Dir, "nodes", n.Name)
-	gpuDir := filepath.Join(dir, "gpu")
-	dev := prof.GPU.Device()
-	if err := simgpu.Create(gpuDir, dev); err != nil {
-		return nil, fmt.Errorf("local fleet node %s: %w", n.Name, err)
-	}
-	labels := map[string]string{LabelGPUProduct: strings.ReplaceAll(dev.Name, " ", "-"), LabelGPUPresent: "true", LabelProfile: n.Profile}
+	labels := map[string]string{LabelGPUProduct: strings.ReplaceAll(dev.Product, " ", "-"), LabelGPUPresent: "true", LabelProfile: n.Profile}
 	for k, v := range n.Labels {
 		labels[k] = v
 	}
-	env := append(append([]string(nil), o.Env...), config.EnvName("sim", "profile")+"="+n.Profile, simgpu.EnvDir+"="+gpuDir)
+	env := append(append([]string(nil), o.Env...), dev.Env...)
 	logDir := o.LogDir
 	if logDir != "" {
 		logDir = filepath.Join(logDir, n.Name)
 	}
-	gpu := nodeagent.GPU{Name: "gpu-0", UUID: fmt.Sprintf("GPU-wakebench-simulated-%s-%d", n.Profile, i), Product: dev.Name, MemoryBytes: dev.TotalBytes}
+	gpu := nodeagent.GPU{Name: "gpu-0", UUID: fmt.Sprintf("GPU-wakebench-simulated-%s-%d", n.Profile, i), Product: dev.Product, MemoryBytes: dev.MemoryBytes}
 	a, err := nodeagent.Start(ctx, nodeagent.Options{Node: n.Name, IP: f.IP, Driver: Driver, GPUs: []nodeagent.GPU{gpu}, Clients: f.Clients,
 		Programs: o.Programs, Env: env, Dir: dir,
 		// The containers reach the API server as their Pod's
