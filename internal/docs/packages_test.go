@@ -3,6 +3,7 @@ package docs
 import (
 	"flag"
 	"fmt"
+	"go/ast"
 	"go/doc"
 	"go/parser"
 	"go/token"
@@ -30,7 +31,9 @@ const (
 // build tag's files, no tests).
 type pkg struct {
 	path, synopsis string
-	imports        []string
+	imports        []string // the module's packages, below the module path
+	external       []string // every other import path
+	holdsRecord    bool     // names record.Recorder or calls record.New
 }
 
 // packages reads every package under internal/ and cmd/ from source.
@@ -42,7 +45,7 @@ func packages(t *testing.T, root string) map[string]*pkg {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 				return err
 			}
-			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly|parser.ParseComments)
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ParseComments)
 			if err != nil {
 				return err
 			}
@@ -59,10 +62,24 @@ func packages(t *testing.T, root string) map[string]*pkg {
 				p.synopsis = new(doc.Package).Synopsis(f.Doc.Text())
 			}
 			for _, im := range f.Imports {
-				if ip := strings.Trim(im.Path.Value, `"`); strings.HasPrefix(ip, module) && !slices.Contains(p.imports, strings.TrimPrefix(ip, module)) {
-					p.imports = append(p.imports, strings.TrimPrefix(ip, module))
+				ip := strings.Trim(im.Path.Value, `"`)
+				switch {
+				case strings.HasPrefix(ip, module):
+					if !slices.Contains(p.imports, strings.TrimPrefix(ip, module)) {
+						p.imports = append(p.imports, strings.TrimPrefix(ip, module))
+					}
+				case !slices.Contains(p.external, ip):
+					p.external = append(p.external, ip)
 				}
 			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok {
+					if x, ok := sel.X.(*ast.Ident); ok && x.Name == "record" && (sel.Sel.Name == "Recorder" || sel.Sel.Name == "New") {
+						p.holdsRecord = true
+					}
+				}
+				return true
+			})
 			return nil
 		})
 		require.NoError(t, err)
@@ -145,6 +162,44 @@ func TestDesignPackageTable(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, []byte(design), 0o644))
 	}
 	assert.Equal(t, want, design[i+len(tableBegin):j], "docs/DESIGN.md's package table is stale: go test ./internal/docs -update, then review the diff")
+}
+
+// TestLayerRules: the rules docs/DESIGN.md states of who may use what.
+// What serves the models and what measures the GPU (vllmsim, its
+// simulated device, NVML) is known to backend alone (cmd/vllmsim is the
+// simulator's command, and vllmsim itself writes its device); the run's
+// record is held by its runner alone (protocol's Env, which the phases
+// write through, and harness, which assembles the run and writes the
+// outputs; simtest is the runner of the tests below them): the servers,
+// the router, the traffic phase hand their values out.
+func TestLayerRules(t *testing.T) {
+	ps := packages(t, filepath.Join("..", "..", ""))
+	only := map[string][]string{
+		"internal/vllmsim":          {"internal/backend", "cmd/vllmsim"},
+		"internal/simgpu":           {"internal/backend", "internal/vllmsim"},
+		"github.com/NVIDIA/go-nvml": {"internal/backend"},
+	}
+	for dep, allowed := range only {
+		var users []string
+		for _, p := range ps {
+			for _, im := range append(slices.Clone(p.imports), p.external...) {
+				if (im == dep || strings.HasPrefix(im, dep+"/")) && !slices.Contains(users, filepath.ToSlash(p.path)) {
+					users = append(users, filepath.ToSlash(p.path))
+				}
+			}
+		}
+		slices.Sort(users)
+		assert.Subset(t, allowed, users, "packages that import %s", dep)
+		assert.NotEmpty(t, users, "nothing imports %s: the rule checks nothing", dep)
+	}
+	var holders []string
+	for _, p := range ps {
+		if p.holdsRecord && filepath.ToSlash(p.path) != "internal/record" {
+			holders = append(holders, filepath.ToSlash(p.path))
+		}
+	}
+	slices.Sort(holders)
+	assert.Equal(t, []string{"internal/harness", "internal/protocol", "internal/simtest"}, holders, "packages that hold a record.Recorder")
 }
 
 // TestOrderPutsImportersFirst: the order the table is written in, on a
