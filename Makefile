@@ -8,7 +8,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 FUZZTIME ?= 10s
 
 # The protocol's tests (not the harness's own robustness tests). TestProtocol
-# runs the phases in the order internal/protocol.Phases lists them.
+# runs the phases in the order internal/phases.List lists them.
 PROTOCOL := '^Test(GPUFacts|Protocol|Outputs|RegressionGate)$$'
 
 ## bench: the whole protocol on vllmsim (demo profile); writes out/

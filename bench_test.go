@@ -1,6 +1,6 @@
 // The protocol's benchmark run: TestProtocol runs every phase in
-// protocol.Phases' order (the restart and serving phases are here; the
-// sleep phases in sleep_test.go, the switching ones in switch_test.go),
+// phases.List's order (the restart and serving phases' invariants are here;
+// the sleep phases' in sleep_test.go, the switching ones' in switch_test.go),
 // TestOutputs checks what the run writes, TestRegressionGate judges it
 // against a baseline, and the Benchmark functions measure one protocol
 // step per iteration for go test -bench.
@@ -24,6 +24,7 @@ import (
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/harness"
+	"github.com/wakebench/wakebench/internal/phases"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
@@ -31,34 +32,64 @@ import (
 	"github.com/wakebench/wakebench/internal/stats"
 )
 
-// phaseTests are the tests of the protocol's phases, by phase name.
-var phaseTests = map[string]func(*testing.T){
-	protocol.PhaseRestart:   testRestart,
-	protocol.PhaseBaseline:  testBaseline,
-	protocol.PhaseSleepL1:   func(t *testing.T) { testSleep(t, 1) },
-	protocol.PhaseAfterWake: testAfterWake,
-	protocol.PhaseSleepL2:   func(t *testing.T) { testSleep(t, 2) },
-	protocol.PhaseSleepL0:   func(t *testing.T) { testPause(t, 0) },
-	protocol.PhaseKVRelease: func(t *testing.T) { testPause(t, record.LevelKVRelease) },
-	protocol.PhaseStateCost: testStateCost,
-	protocol.PhaseSwitch:    testSwitch,
-	protocol.PhaseTraffic:   testTraffic,
+// invariants are what a phase's measurements must show beyond its
+// threshold checks, by phase name; a phase without an entry is judged on
+// its checks alone. Each is given its step's Result.Value.
+var invariants = map[string]func(*testing.T, any){
+	protocol.PhaseRestart:   restartInvariants,
+	protocol.PhaseBaseline:  servingInvariants,
+	protocol.PhaseSleepL1:   cycleInvariants,
+	protocol.PhaseAfterWake: servingInvariants,
+	protocol.PhaseSleepL2:   cycleInvariants,
+	protocol.PhaseSleepL0:   cycleInvariants,
+	protocol.PhaseKVRelease: cycleInvariants,
+	protocol.PhaseStateCost: costInvariants,
+	protocol.PhaseSwitch:    switchInvariants,
+	protocol.PhaseTraffic:   trafficInvariants,
 }
 
-// TestProtocol runs the protocol's phases in protocol.Phases' order, one
+// TestProtocol runs the protocol's phases in phases.List's order, one
 // subtest each (TestProtocol/restart, TestProtocol/sleep-level1, …), each
-// over every model. A phase run alone (-run 'TestProtocol/switch') puts the
-// GPU in the state it needs: servers started, the other models asleep.
+// step of a phase one call: a subtest per model (TestProtocol/restart/A)
+// or, for a phase over every model, the phase's test itself. A phase run
+// alone (-run 'TestProtocol/switch') puts the GPU in the state it needs:
+// servers started, the other models asleep.
 func TestProtocol(t *testing.T) {
-	for _, ph := range protocol.Phases() {
-		test, ok := phaseTests[ph.Name]
-		require.True(t, ok, "phase %s has no test", ph.Name)
+	for _, ph := range phases.List() {
 		t.Run(ph.Name, func(t *testing.T) {
 			skipIfStopped(t)
-			test(t)
+			h, ctx := begin(t, ph.Name)
+			if ph.Off != nil {
+				if why := ph.Off(h.Config()); why != "" {
+					t.Skip(why)
+				}
+			}
+			for _, st := range ph.Steps(h.On()) {
+				if st.Name == "" {
+					runStep(t, ctx, ph.Name, st)
+					continue
+				}
+				t.Run(st.Name, func(t *testing.T) {
+					skipIfStopped(t)
+					runStep(t, ctx, ph.Name, st)
+				})
+			}
 		})
 	}
-	assert.Len(t, phaseTests, len(protocol.Phases()), "a test for a phase the protocol does not list")
+}
+
+// runStep runs one step of phase: no error, its invariants, and no
+// threshold check that fails the run.
+func runStep(t *testing.T, ctx context.Context, phase string, st phases.Step) {
+	res, err := st.Run(ctx, progress(t))
+	if err == nil && res.Skip != "" {
+		t.Skip(res.Skip)
+	}
+	assert.NoError(t, err)
+	if inv, ok := invariants[phase]; ok && res.Value != nil {
+		inv(t, res.Value)
+	}
+	passes(t, res.Checks)
 }
 
 // skipIfStopped skips what is left of a run that was stopped (a signal,
@@ -69,44 +100,17 @@ func skipIfStopped(t *testing.T) {
 	}
 }
 
-// testRestart measures the initial and warm starts of every model:
-// spawn → /health 200 → first token.
-func testRestart(t *testing.T) {
-	h, ctx := begin(t, protocol.PhaseRestart)
-	for _, l := range h.Labels() {
-		t.Run(l, func(t *testing.T) {
-			skipIfStopped(t)
-			rs, err := h.Restart(ctx, l, progress(t))
-			require.NoError(t, err)
-			passes(t, h.RestartChecks(l, rs))
-			for _, r := range rs {
-				assert.Positive(t, r.ReadyS, "spawn → ready")
-				assert.GreaterOrEqual(t, r.FirstTokenS, r.ReadyS, "first token comes after ready")
-			}
-		})
+// restartInvariants: every start became ready, then answered.
+func restartInvariants(t *testing.T, v any) {
+	for _, r := range v.([]record.Restart) {
+		assert.Positive(t, r.ReadyS, "spawn → ready")
+		assert.GreaterOrEqual(t, r.FirstTokenS, r.ReadyS, "first token comes after ready")
 	}
 }
 
-// testBaseline measures serving on each model before it ever sleeps.
-func testBaseline(t *testing.T) {
-	h, _ := begin(t, protocol.PhaseBaseline)
-	testServing(t, h.Baseline, h.ServeChecks)
-}
-
-// testServing runs a serving phase on every model: one run per
-// concurrency, each passing its checks.
-func testServing(t *testing.T, serve func(context.Context, string, protocol.Logf) ([]record.PerfRun, error),
-	checks func(string, []record.PerfRun) []record.Check) {
-	h, ctx := suite.h, suite.ctx
-	for _, l := range h.Labels() {
-		t.Run(l, func(t *testing.T) {
-			skipIfStopped(t)
-			runs, err := serve(ctx, l, progress(t))
-			assert.NoError(t, err)
-			require.Len(t, runs, len(h.Config().Protocol.Concurrency), "one run per concurrency")
-			passes(t, checks(l, runs))
-		})
-	}
+// servingInvariants: a serving phase ran every concurrency.
+func servingInvariants(t *testing.T, v any) {
+	assert.Len(t, v.([]record.PerfRun), len(suite.h.Config().Protocol.Concurrency), "one run per concurrency")
 }
 
 // TestOutputs checks what the run will write, after every phase ran: the
@@ -116,7 +120,7 @@ func testServing(t *testing.T, serve func(context.Context, string, protocol.Logf
 func TestOutputs(t *testing.T) {
 	h, _ := begin(t, "outputs")
 	raw := h.Raw()
-	for _, p := range protocol.PhaseNames() {
+	for _, p := range phases.Names() {
 		if !slices.Contains(raw.Phases, p) {
 			t.Skipf("phase %s did not run (a -run filter?): the output checks need every phase; ran %v", p, raw.Phases)
 		}
@@ -428,7 +432,7 @@ func BenchmarkRestart(b *testing.B) {
 		b.Run("model="+l+"/kind=warm", func(b *testing.B) {
 			var ready, first []float64
 			for b.Loop() {
-				rs, err := h.WarmStart(ctx, l)
+				rs, err := protocol.Steps{Env: h.Env()}.WarmStart(ctx, l)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -447,7 +451,7 @@ func BenchmarkSleep(b *testing.B) {
 			b.Run(fmt.Sprintf("model=%s/level=%d", l, level), func(b *testing.B) {
 				var sleep, wake, first, resid []float64
 				for b.Loop() {
-					c, err := h.Cycle(ctx, l, level)
+					c, err := protocol.Steps{Env: h.Env()}.Cycle(ctx, l, level)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -472,7 +476,7 @@ func BenchmarkServe(b *testing.B) {
 			b.Run(fmt.Sprintf("model=%s/stage=baseline/conc=%d", l, c), func(b *testing.B) {
 				var tps, ttft, tpot []float64
 				for b.Loop() {
-					res, err := h.ServeRound(ctx, l, c)
+					res, err := protocol.Steps{Env: h.Env()}.ServeRound(ctx, l, c)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -503,7 +507,7 @@ func BenchmarkSwitch(b *testing.B) {
 		b.Run("dir="+record.DirectionKey(from, to), func(b *testing.B) {
 			var sleep, wake, first []float64
 			for b.Loop() {
-				ho, err := h.Handoff(ctx, from, to)
+				ho, err := protocol.Steps{Env: h.Env()}.Handoff(ctx, from, to)
 				if err != nil {
 					b.Fatal(err)
 				}

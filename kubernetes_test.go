@@ -21,9 +21,10 @@ func TestKubernetes(t *testing.T) {
 		t.Skip("kubernetes phase off (kubernetes.control_plane unset): run make k8s, or set it to local or kubeconfig (docs/kubernetes.md)")
 	}
 	skipIfStopped(t)
-	k, err := h.Kubernetes(ctx, progress(t))
+	out, err := h.Kubernetes(ctx, progress(t))
 	require.NoError(t, err)
-	passes(t, h.KubernetesChecks(k))
+	passes(t, out.Checks)
+	k := out.Value
 	for _, l := range h.Labels() {
 		var cold, wake bool
 		for _, s := range k.Starts {

@@ -1,6 +1,6 @@
-// Switching the GPU between models: the switch phase's handoffs, the
-// traffic phase's wake-on-demand router, and the soak's hundreds of
-// handoffs over three or more models.
+// Switching the GPU between models: the invariants of the switch phase's
+// handoffs and of the traffic phase's wake-on-demand router, and the
+// soak's hundreds of handoffs over three or more models.
 
 package wakebench
 
@@ -14,30 +14,23 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 )
 
-// testSwitch hands the GPU back and forth: one initial activation, then
-// protocol.handoffs handoffs A→B, B→A, …
-func testSwitch(t *testing.T) {
-	h, ctx := begin(t, protocol.PhaseSwitch)
-	if n := len(h.Labels()); n < 2 {
-		t.Skipf("switching needs two models; the config has %d", n)
-	}
-	handoffs, err := h.Switch(ctx, progress(t))
-	assert.NoError(t, err)
-	for _, ho := range handoffs {
+// switchInvariants: switch → first token covers the sleep and the wake of
+// every handoff that succeeded.
+func switchInvariants(t *testing.T, v any) {
+	for _, ho := range v.([]record.Handoff) {
 		if ho.OK && !ho.Initial {
 			assert.GreaterOrEqual(t, ho.ToFirstTokenS, ho.SleepS+ho.WakeS, "switch → first token covers sleep and wake (%s)", record.DirectionKey(ho.From, ho.To))
 		}
 	}
-	passes(t, h.SwitchChecks(handoffs))
 }
 
-// testTraffic sends open-loop traffic to every model through the
-// wake-on-demand router, then with every model awake, then sleeps a model
-// with requests in flight in each pause mode.
-func testTraffic(t *testing.T) {
-	h, ctx := begin(t, protocol.PhaseTraffic)
-	tr, err := h.Traffic(ctx, progress(t))
-	assert.NoError(t, err)
+// trafficInvariants: every planned arrival was sent once through the
+// router (whose first token came after it left the router), the router
+// woke models on demand, and one sleep with requests in flight ran per
+// pause mode.
+func trafficInvariants(t *testing.T, v any) {
+	h := suite.h
+	tr := v.(record.Traffic)
 	shared := 0
 	for _, r := range tr.Requests {
 		if r.Run == record.RunShared {
@@ -62,7 +55,6 @@ func testTraffic(t *testing.T) {
 		wantInFlight = 0
 	}
 	assert.Len(t, tr.InFlight, wantInFlight)
-	passes(t, h.TrafficChecks(tr))
 }
 
 // TestSoak is the soak phase: hundreds of handoffs round-robin over three
@@ -77,8 +69,8 @@ func TestSoak(t *testing.T) {
 		t.Skip("soak off (protocol.soak_cycles 0): run make soak, or set WAKEBENCH_PROTOCOL_SOAK_CYCLES with three or more models")
 	}
 	skipIfStopped(t)
-	cycles, err := h.Soak(ctx, progress(t))
+	out, err := protocol.Soak{Env: h.Env()}.Run(ctx, progress(t))
 	assert.NoError(t, err)
-	assert.Len(t, cycles, n, "every planned cycle ran")
-	passes(t, h.SoakChecks(cycles))
+	assert.Len(t, out.Value, n, "every planned cycle ran")
+	passes(t, out.Checks)
 }

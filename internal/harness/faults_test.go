@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/server"
@@ -53,7 +54,7 @@ func faultRun(t *testing.T, faults string, tweak func(*config.Config), phase fun
 
 func restartThen(f func(ctx context.Context, h *Run) error) func(ctx context.Context, h *Run) error {
 	return func(ctx context.Context, h *Run) error {
-		if _, err := h.Restart(ctx, "A", func(string, ...any) {}); err != nil {
+		if _, err := (protocol.Restart{Env: h.env}).Run(ctx, "A", func(string, ...any) {}); err != nil {
 			return err
 		}
 		return f(ctx, h)
@@ -61,21 +62,19 @@ func restartThen(f func(ctx context.Context, h *Run) error) func(ctx context.Con
 }
 
 func baseline(ctx context.Context, h *Run) error {
-	_, err := h.Baseline(ctx, "A", func(string, ...any) {})
+	_, err := protocol.Baseline{Env: h.env}.Run(ctx, "A", func(string, ...any) {})
 	return err
 }
 
 func cycles(level int) func(ctx context.Context, h *Run) error {
 	return func(ctx context.Context, h *Run) error {
-		cs, err := h.SleepCycles(ctx, "A", level, func(string, ...any) {})
-		h.SleepChecks("A", level, cs)
+		_, err := protocol.Sleep{Env: h.env, Level: level}.Run(ctx, "A", func(string, ...any) {})
 		return err
 	}
 }
 
 func kvCycles(ctx context.Context, h *Run) error {
-	cs, err := h.KVReleaseCycles(ctx, "A", func(string, ...any) {})
-	h.PauseChecks("A", record.LevelKVRelease, cs)
+	_, err := protocol.KVRelease{Env: h.env}.Run(ctx, "A", func(string, ...any) {})
 	return err
 }
 
@@ -90,7 +89,7 @@ func TestFaultsAreNamed(t *testing.T) {
 	}{
 		{"server exits during start-up", "crash-at-start", nil,
 			func(ctx context.Context, h *Run) error {
-				_, err := h.Restart(ctx, "A", func(string, ...any) {})
+				_, err := protocol.Restart{Env: h.env}.Run(ctx, "A", func(string, ...any) {})
 				return err
 			},
 			[]string{"server A exited: exit status 1", "injected fault crash-at-start"}, record.Failure{Phase: "restart", Model: "A", Step: "start"}},
@@ -132,7 +131,7 @@ func TestFaultsAreNamed(t *testing.T) {
 			[]string{"sleep A level 1", "HTTP 500", "unknown"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 sleep"}},
 		{"port already in use", "", func(c *config.Config) { c.Models[0].Port = busyPort(t) },
 			func(ctx context.Context, h *Run) error {
-				_, err := h.Restart(ctx, "A", func(string, ...any) {})
+				_, err := protocol.Restart{Env: h.env}.Run(ctx, "A", func(string, ...any) {})
 				return err
 			},
 			[]string{"address already in use"}, record.Failure{Phase: "restart", Model: "A", Step: "start"}},
@@ -240,9 +239,9 @@ func TestAPIKeyNeverWritten(t *testing.T) {
 	cfg.APIKey = "sk-wakebench-secret-4242"
 	h, err := Open(t.Context(), cfg)
 	require.NoError(t, err)
-	_, err = h.Restart(t.Context(), "A", t.Logf)
+	_, err = protocol.Restart{Env: h.env}.Run(t.Context(), "A", t.Logf)
 	require.NoError(t, err)
-	_, err = h.Baseline(t.Context(), "A", t.Logf)
+	_, err = protocol.Baseline{Env: h.env}.Run(t.Context(), "A", t.Logf)
 	require.NoError(t, err)
 	_, err = h.Close(nil)
 	require.NoError(t, err)
@@ -271,9 +270,9 @@ func TestDiskFull(t *testing.T) {
 	cfg.Protocol.SleepL1Cycles = 8
 	h, err := Open(t.Context(), cfg)
 	require.NoError(t, err)
-	_, err = h.Restart(t.Context(), "A", t.Logf)
+	_, err = protocol.Restart{Env: h.env}.Run(t.Context(), "A", t.Logf)
 	require.NoError(t, err)
-	_, err = h.SleepCycles(t.Context(), "A", 1, func(string, ...any) {})
+	_, err = protocol.Sleep{Env: h.env, Level: 1}.Run(t.Context(), "A", func(string, ...any) {})
 	require.NoError(t, err, "a full disk does not stop the measurements")
 	pid := h.pool.Procs().PID("A")
 	rep, err := h.Close(nil)
@@ -313,10 +312,11 @@ func TestOneFailedRequestCostsOneRequest(t *testing.T) {
 			require.NoError(t, cfg.Validate())
 			h, err := Open(t.Context(), cfg)
 			require.NoError(t, err)
-			_, err = h.Restart(t.Context(), "A", t.Logf)
+			_, err = protocol.Restart{Env: h.env}.Run(t.Context(), "A", t.Logf)
 			require.NoError(t, err)
-			runs, err := h.Baseline(t.Context(), "A", t.Logf)
-			checks := h.ServeChecks("A", runs)
+			runsOut, err := protocol.Baseline{Env: h.env}.Run(t.Context(), "A", t.Logf)
+			runs := runsOut.Value
+			checks := runsOut.Checks
 			rep, cerr := h.Close(nil)
 			require.NoError(t, cerr)
 
@@ -354,16 +354,16 @@ func TestFailedStartIsStopped(t *testing.T) {
 	require.NoError(t, err)
 	defer h.Close(nil)
 
-	_, err = h.Restart(t.Context(), "A", t.Logf)
+	_, err = protocol.Restart{Env: h.env}.Run(t.Context(), "A", t.Logf)
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "no answer within 2s")
 	assert.False(t, h.pool.Running("A"))
 	assert.Zero(t, h.pool.Procs().PID("A"), "the server that failed to start is stopped")
 
-	_, err = h.Restart(t.Context(), "B", t.Logf)
+	_, err = protocol.Restart{Env: h.env}.Run(t.Context(), "B", t.Logf)
 	require.NoError(t, err, "B starts alone; nothing is blamed on making room for it")
 	assert.Equal(t, []string{"B"}, h.pool.Awake())
-	_, err = h.Baseline(t.Context(), "A", t.Logf)
+	_, err = protocol.Baseline{Env: h.env}.Run(t.Context(), "A", t.Logf)
 	require.Error(t, err, "A is started afresh by the next phase, and hangs again")
 	assert.ErrorContains(t, err, "baseline A: activate")
 	assert.Zero(t, h.pool.Procs().PID("A"))
@@ -405,12 +405,13 @@ func TestACrashIsReportedOnce(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 	h, err := Open(t.Context(), cfg)
 	require.NoError(t, err)
-	_, err = h.Restart(t.Context(), "A", t.Logf)
+	_, err = protocol.Restart{Env: h.env}.Run(t.Context(), "A", t.Logf)
 	require.NoError(t, err)
-	_, err = h.Baseline(t.Context(), "A", t.Logf)
+	_, err = protocol.Baseline{Env: h.env}.Run(t.Context(), "A", t.Logf)
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "server A exited: exit status 3")
-	cycles, err := h.SleepCycles(t.Context(), "A", 1, t.Logf) // 2 cycles, 2 probes: the fresh server lives
+	cyclesOut, err := protocol.Sleep{Env: h.env, Level: 1}.Run(t.Context(), "A", t.Logf) // 2 cycles, 2 probes: the fresh server lives
+	cycles := cyclesOut.Value
 	require.NoError(t, err, "the next phase runs on a fresh server")
 	assert.Len(t, cycles, 2)
 	rep, err := h.Close(nil)
@@ -427,7 +428,7 @@ func TestSamplerErrorsAreReported(t *testing.T) {
 	cfg.Protocol.SampleHz = 100
 	h, err := Open(t.Context(), cfg)
 	require.NoError(t, err)
-	_, err = h.Restart(t.Context(), "A", t.Logf)
+	_, err = protocol.Restart{Env: h.env}.Run(t.Context(), "A", t.Logf)
 	require.NoError(t, err)
 	require.NoError(t, os.RemoveAll(filepath.Join(h.tmp, "gpu")))
 	time.Sleep(200 * time.Millisecond)

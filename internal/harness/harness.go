@@ -1,6 +1,7 @@
 // Package harness assembles one run: it opens the backend (server program
 // and memory source), starts the GPU memory and host RSS samplers, creates
-// the pool, the record and the protocol, streams samples.csv and
+// the pool, the record and the phases' environment (protocol.Env: the
+// phases run on it, phases.List's steps through On), streams samples.csv and
 // metrics.jsonl while the run goes, and at Close stops every server and
 // writes every output. TestMain owns one Run.
 package harness
@@ -20,6 +21,7 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/phases"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
@@ -27,13 +29,12 @@ import (
 	"github.com/wakebench/wakebench/internal/traffic"
 )
 
-// Run is one run of the protocol: its phases (the embedded Protocol), its
-// servers, samplers, record and output files.
+// Run is one run of the protocol: the environment its phases run on (the
+// servers, the record), its samplers and output files.
 type Run struct {
-	*protocol.Protocol
-	*traffic.Phase // the protocol's traffic phase (its own package)
-
 	cfg     config.Config
+	env     *protocol.Env
+	traffic *traffic.Phase // the protocol's traffic phase (its own package), with its plan
 	be      *backend.Backend
 	pool    *pool.Pool
 	rec     *record.Recorder
@@ -91,9 +92,9 @@ func Open(ctx context.Context, cfg config.Config) (*Run, error) {
 	if r.be.Source != nil {
 		r.sampler = gpu.NewSampler(r.be.Source, time.Duration(float64(time.Second)/cfg.Protocol.SampleHz))
 	}
-	r.pool = pool.New(cfg, pool.Options{Command: r.be.Command, Env: r.be.ServerEnv, Sampler: r.sampler, CUDA: r.be.CUDA}, r.rec)
-	r.Protocol = protocol.New(cfg, r.pool, r.rec, r)
-	r.Phase = traffic.New(cfg, r.pool, r.rec, r.Protocol)
+	r.pool = pool.New(cfg, pool.Options{Command: r.be.Command, Env: r.be.ServerEnv, Sampler: r.sampler, CUDA: r.be.CUDA}, protocol.Observe(r.rec))
+	r.env = protocol.NewEnv(cfg, r.pool, r.rec, r)
+	r.traffic = traffic.New(r.env)
 
 	if r.metrics, err = openMetricsLog(filepath.Join(cfg.OutDir, "metrics.jsonl")); err != nil {
 		return fail(err)
@@ -102,7 +103,6 @@ func Open(ctx context.Context, cfg config.Config) (*Run, error) {
 		return fail(err)
 	}
 	r.soak = &soakLog{path: filepath.Join(cfg.OutDir, "soak.csv")}
-	r.rec.OnSoakCycle(r.soak.cycle)
 	if r.sampler != nil {
 		r.sampler.OnSample(func(s gpu.Sample) {
 			// Resolve labels first: never hold the pool's lock and the log's together.
@@ -130,6 +130,33 @@ func Open(ctx context.Context, cfg config.Config) (*Run, error) {
 	r.bg.Go(func() { every(bgCtx, time.Second, r.samples.flush) })
 	return r, nil
 }
+
+// On is what the phases' steps run on (phases.List's Steps).
+func (r *Run) On() phases.On { return phases.On{Env: r.env, Traffic: r.traffic} }
+
+// Env is the phases' environment: for the soak and the benchmark steps,
+// which are not phases of the list (protocol.Soak, protocol.Steps).
+func (r *Run) Env() *protocol.Env { return r.env }
+
+// Config is the run's configuration.
+func (r *Run) Config() config.Config { return r.cfg }
+
+// Labels are the model labels in config order.
+func (r *Run) Labels() []string { return r.pool.Labels() }
+
+// Raw is a copy of what the run has recorded so far.
+func (r *Run) Raw() record.Raw { return r.rec.Raw() }
+
+// Failed reports whether a failure of phase is recorded.
+func (r *Run) Failed(phase string) bool { return r.rec.Failed(phase) }
+
+// UseTrafficPlan makes plan the traffic phase's requests (traffic.NewPlan,
+// before any server started) instead of planning them when it runs.
+func (r *Run) UseTrafficPlan(plan traffic.Plan) { r.traffic.UseTrafficPlan(plan) }
+
+// TrafficPlan is the traffic phase's requests as planned before the run
+// (nil: planned when the phase runs).
+func (r *Run) TrafficPlan() *traffic.Plan { return r.traffic.TrafficPlan() }
 
 // every calls f every d until ctx ends.
 func every(ctx context.Context, d time.Duration, f func()) {
@@ -165,6 +192,10 @@ func (r *Run) ObservePhase(ctx context.Context, phase, when string, labels []str
 		r.metrics.write(s)
 	}
 }
+
+// ObserveSoakCycle writes a soak cycle's row to soak.csv as it is recorded
+// (protocol.Observer): a run killed at cycle 60 keeps the rows before it.
+func (r *Run) ObserveSoakCycle(c record.SoakCycle) { r.soak.cycle(c, r.rec.Simulated()) }
 
 // StopAll stops every server now (SIGTERM, SIGKILL after timeouts.stop_s):
 // for a deadline that cannot wait for the phases to end. Safe beside Close.

@@ -19,6 +19,7 @@ import (
 	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/server"
@@ -57,7 +58,8 @@ func TestPhasesRecordEverything(t *testing.T) {
 	require.NoError(t, err)
 	ctx := t.Context()
 	for _, l := range h.Labels() {
-		rs, err := h.Restart(ctx, l, t.Logf)
+		rsOut, err := protocol.Restart{Env: h.env}.Run(ctx, l, t.Logf)
+		rs := rsOut.Value
 		require.NoError(t, err)
 		require.Len(t, rs, 2)
 		assert.False(t, rs[0].Warm)
@@ -65,14 +67,16 @@ func TestPhasesRecordEverything(t *testing.T) {
 		assert.Less(t, rs[1].ReadyS, rs[0].ReadyS, "a warm start skips compilation")
 	}
 	assert.Equal(t, []string{"B"}, h.pool.Awake(), "the last started model is awake, the others asleep")
-	_, err = h.Baseline(ctx, "A", t.Logf)
+	_, err = protocol.Baseline{Env: h.env}.Run(ctx, "A", t.Logf)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"A"}, h.pool.Awake())
-	cycles, err := h.SleepCycles(ctx, "A", 2, t.Logf)
+	cyclesOut, err := protocol.Sleep{Env: h.env, Level: 2}.Run(ctx, "A", t.Logf)
+	cycles := cyclesOut.Value
 	require.NoError(t, err)
 	require.Len(t, cycles, 1)
 	assert.Greater(t, cycles[0].WakeAPIS, cycles[0].SleepS, "a level-2 wake reloads the weights")
-	handoffs, err := h.Switch(ctx, t.Logf)
+	handoffsOut, err := protocol.Switch{Env: h.env}.Run(ctx, t.Logf)
+	handoffs := handoffsOut.Value
 	require.NoError(t, err)
 	require.Len(t, handoffs, 4)
 	assert.True(t, handoffs[0].Initial)
@@ -137,9 +141,9 @@ func TestFailuresAreNamedAndNothingIsLost(t *testing.T) {
 	require.NoError(t, err)
 	ctx := t.Context()
 
-	_, err = h.Restart(ctx, "A", t.Logf)
+	_, err = protocol.Restart{Env: h.env}.Run(ctx, "A", t.Logf)
 	require.NoError(t, err)
-	_, err = h.Restart(ctx, "B", t.Logf)
+	_, err = protocol.Restart{Env: h.env}.Run(ctx, "B", t.Logf)
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "restart B: start")
 	assert.ErrorContains(t, err, `profile "tiny" has no model "no-such-model"`, "the server's own message is in the error")
@@ -150,7 +154,7 @@ func TestFailuresAreNamedAndNothingIsLost(t *testing.T) {
 	require.NoError(t, syscall.Kill(pidA, syscall.SIGKILL))
 	require.Eventually(t, func() bool { return !h.pool.Running("A") }, 5*time.Second, 5*time.Millisecond, "A's exit is noticed")
 	start := time.Now()
-	_, err = h.SleepCycles(ctx, "A", 1, t.Logf)
+	_, err = protocol.Sleep{Env: h.env, Level: 1}.Run(ctx, "A", t.Logf)
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "server A exited: signal: killed")
 	assert.Less(t, time.Since(start), 5*time.Second)
@@ -182,9 +186,10 @@ func TestAnyServerProgramAndNoMemory(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 	h, err := Open(t.Context(), cfg)
 	require.NoError(t, err)
-	_, err = h.Restart(t.Context(), "A", t.Logf)
+	_, err = protocol.Restart{Env: h.env}.Run(t.Context(), "A", t.Logf)
 	require.NoError(t, err)
-	cycles, err := h.SleepCycles(t.Context(), "A", 1, t.Logf)
+	cyclesOut, err := protocol.Sleep{Env: h.env, Level: 1}.Run(t.Context(), "A", t.Logf)
+	cycles := cyclesOut.Value
 	require.NoError(t, err)
 	require.Len(t, cycles, 2)
 	assert.True(t, math.IsNaN(cycles[0].ResidualGiB))
@@ -224,11 +229,11 @@ func gateRun(t *testing.T, scale, tolerancePct float64) (*Run, config.Config) {
 	cfg.Protocol.SleepL1Cycles = 5
 	h, err := Open(t.Context(), cfg)
 	require.NoError(t, err)
-	_, err = h.Restart(t.Context(), "A", t.Logf)
+	_, err = protocol.Restart{Env: h.env}.Run(t.Context(), "A", t.Logf)
 	require.NoError(t, err)
-	_, err = h.SleepCycles(t.Context(), "A", 1, t.Logf)
+	_, err = protocol.Sleep{Env: h.env, Level: 1}.Run(t.Context(), "A", t.Logf)
 	require.NoError(t, err)
-	_, err = h.Baseline(t.Context(), "A", t.Logf)
+	_, err = protocol.Baseline{Env: h.env}.Run(t.Context(), "A", t.Logf)
 	require.NoError(t, err)
 	return h, cfg
 }
@@ -327,24 +332,24 @@ func TestEveryThresholdIsChecked(t *testing.T) {
 	ctx, logf := t.Context(), func(string, ...any) {}
 	var checks []record.Check
 	for _, l := range h.Labels() {
-		rs, err := h.Restart(ctx, l, logf)
+		rsOut, err := protocol.Restart{Env: h.env}.Run(ctx, l, logf)
 		require.NoError(t, err)
-		checks = append(checks, h.RestartChecks(l, rs)...)
+		checks = append(checks, rsOut.Checks...)
 	}
-	runs, err := h.Baseline(ctx, "A", logf)
+	runsOut, err := protocol.Baseline{Env: h.env}.Run(ctx, "A", logf)
 	require.NoError(t, err)
-	checks = append(checks, h.ServeChecks("A", runs)...)
+	checks = append(checks, runsOut.Checks...)
 	for _, level := range []int{1, 2} {
-		cs, err := h.SleepCycles(ctx, "A", level, logf)
+		csOut, err := protocol.Sleep{Env: h.env, Level: level}.Run(ctx, "A", logf)
 		require.NoError(t, err)
-		checks = append(checks, h.SleepChecks("A", level, cs)...)
+		checks = append(checks, csOut.Checks...)
 	}
-	runs, err = h.AfterWake(ctx, "A", logf)
+	runsOut, err = protocol.AfterWake{Env: h.env}.Run(ctx, "A", logf)
 	require.NoError(t, err)
-	checks = append(checks, h.AfterWakeChecks("A", runs)...)
-	hos, err := h.Switch(ctx, logf)
+	checks = append(checks, runsOut.Checks...)
+	hosOut, err := protocol.Switch{Env: h.env}.Run(ctx, logf)
 	require.NoError(t, err)
-	checks = append(checks, h.SwitchChecks(hos)...)
+	checks = append(checks, hosOut.Checks...)
 	rep, err := h.Close(nil)
 	require.NoError(t, err)
 
@@ -394,7 +399,8 @@ func TestInitialStartIsColdAndSaysSo(t *testing.T) {
 		cfg.FreshCaches = fresh
 		h, err := Open(t.Context(), cfg)
 		require.NoError(t, err)
-		rs, err := h.Restart(t.Context(), "A", t.Logf)
+		rsOut, err := protocol.Restart{Env: h.env}.Run(t.Context(), "A", t.Logf)
+		rs := rsOut.Value
 		require.NoError(t, err)
 		rep, err := h.Close(nil)
 		require.NoError(t, err)
@@ -461,7 +467,7 @@ func TestSoakCSVIsStreamed(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist, "no soak yet: no soak.csv")
 	h.rec.PlanSoak(150, 1)
 	for i := range 60 {
-		h.rec.AddSoakCycle(record.SoakCycle{Cycle: i + 1, From: "A", To: "B", Level: 1, OK: true, SleepS: 0.5, ResidualGiB: math.NaN()})
+		h.ObserveSoakCycle(record.SoakCycle{Cycle: i + 1, From: "A", To: "B", Level: 1, OK: true, SleepS: 0.5, ResidualGiB: math.NaN()})
 	}
 	lines := func() []string {
 		b, err := os.ReadFile(path)
@@ -489,7 +495,7 @@ func TestCloseKeepsTheThresholdsOfOffPhases(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 	h, err := Open(t.Context(), cfg)
 	require.NoError(t, err)
-	_, err = h.Restart(t.Context(), "A", t.Logf)
+	_, err = protocol.Restart{Env: h.env}.Run(t.Context(), "A", t.Logf)
 	require.NoError(t, err)
 	rep, err := h.Close(nil)
 	require.NoError(t, err)

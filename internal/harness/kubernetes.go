@@ -12,6 +12,7 @@ import (
 	"github.com/wakebench/wakebench/internal/kube"
 	"github.com/wakebench/wakebench/internal/kubelocal"
 	"github.com/wakebench/wakebench/internal/kubephase"
+	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
@@ -19,12 +20,19 @@ import (
 // kubernetes.bin_dir is not set (make k8s sets it).
 const EnvK8sBin = "WAKEBENCH_K8S_BIN"
 
-// Kubernetes runs the Kubernetes phase: on the local control plane and
+// Kubernetes runs the Kubernetes phase and judges it (kubernetes.*
+// thresholds): on the local control plane and
 // node agent (kubernetes.control_plane "local", stopped when it ends; the
 // components' and containers' logs go to out_dir/kubernetes), or on the
 // kubeconfig's cluster. What it measured is recorded whether it passes or
 // not; a failure is recorded naming what to fix.
-func (r *Run) Kubernetes(ctx context.Context, logf func(string, ...any)) (k record.Kubernetes, err error) {
+func (r *Run) Kubernetes(ctx context.Context, logf func(string, ...any)) (protocol.Outcome[record.Kubernetes], error) {
+	k, err := r.kubernetes(ctx, logf)
+	return protocol.Outcome[record.Kubernetes]{Value: k, Checks: r.env.Record(gate.Kubernetes(r.cfg, k)...)}, err
+}
+
+// kubernetes is Kubernetes' run, without the checks.
+func (r *Run) kubernetes(ctx context.Context, logf func(string, ...any)) (k record.Kubernetes, err error) {
 	cfg := r.cfg
 	r.rec.PhaseRan(kubephase.Phase)
 	start := time.Now()
@@ -34,7 +42,7 @@ func (r *Run) Kubernetes(ctx context.Context, logf func(string, ...any)) (k reco
 			r.rec.SetKubernetes(k)
 		}
 		if err != nil {
-			err = r.Fail(kubephase.Phase, "", "run", err)
+			err = r.env.Fail(kubephase.Phase, "", "run", err)
 		}
 	}()
 	var env kubephase.Env
@@ -82,9 +90,4 @@ func (r *Run) Kubernetes(ctx context.Context, logf func(string, ...any)) (k reco
 		r.rec.SetServerVersion(got.ServerVersion, r.be.CUDA)
 	}
 	return got, err
-}
-
-// KubernetesChecks evaluates the Kubernetes phase's checks and records them.
-func (r *Run) KubernetesChecks(k record.Kubernetes) []record.Check {
-	return r.Record(gate.Kubernetes(r.cfg, k)...)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
@@ -24,14 +25,16 @@ func TestPauseCyclesByEra(t *testing.T) {
 			h, err := Open(t.Context(), cfg)
 			require.NoError(t, err)
 			logf := func(string, ...any) {}
-			_, err = h.Restart(t.Context(), "A", logf)
+			_, err = protocol.Restart{Env: h.env}.Run(t.Context(), "A", logf)
 			require.NoError(t, err)
-			l0, err := h.PauseCycles(t.Context(), "A", logf)
+			l0Out, err := protocol.Level0{Env: h.env}.Run(t.Context(), "A", logf)
+			l0 := l0Out.Value
 			require.NoError(t, err)
-			c0 := h.PauseChecks("A", 0, l0)
-			kv, err := h.KVReleaseCycles(t.Context(), "A", logf)
+			c0 := l0Out.Checks
+			kvOut, err := protocol.KVRelease{Env: h.env}.Run(t.Context(), "A", logf)
+			kv := kvOut.Value
 			require.NoError(t, err)
-			ckv := h.PauseChecks("A", record.LevelKVRelease, kv)
+			ckv := kvOut.Checks
 			rep, err := h.Close(nil)
 			require.NoError(t, err)
 			checks := append(c0, ckv...)

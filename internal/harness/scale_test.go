@@ -47,14 +47,15 @@ func TestLongSwitchStaysFlat(t *testing.T) {
 	h, err := Open(t.Context(), cfg)
 	require.NoError(t, err)
 	defer h.Close(nil)
-	_, err = h.Switch(t.Context(), func(string, ...any) {})
+	_, err = protocol.Switch{Env: h.env}.Run(t.Context(), func(string, ...any) {})
 	require.NoError(t, err)
 	heap0, threads0 := heapMiB(), threads(t)
 
 	longCfg := cfg
 	longCfg.Protocol.Handoffs = 300 // the same servers and record, ten times longer
-	long := protocol.New(longCfg, h.pool, h.rec, h)
-	handoffs, err := long.Switch(t.Context(), func(string, ...any) {})
+	long := protocol.NewEnv(longCfg, h.pool, h.rec, h)
+	o, err := protocol.Switch{Env: long}.Run(t.Context(), func(string, ...any) {})
+	handoffs := o.Value
 	require.NoError(t, err)
 	ok := 0
 	for _, ho := range handoffs {
@@ -84,9 +85,10 @@ func TestHighConcurrencyAccounting(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 	h, err := Open(t.Context(), cfg)
 	require.NoError(t, err)
-	_, err = h.Restart(t.Context(), "A", func(string, ...any) {})
+	_, err = protocol.Restart{Env: h.env}.Run(t.Context(), "A", func(string, ...any) {})
 	require.NoError(t, err)
-	runs, err := h.Baseline(t.Context(), "A", func(string, ...any) {})
+	runsOut, err := protocol.Baseline{Env: h.env}.Run(t.Context(), "A", func(string, ...any) {})
+	runs := runsOut.Value
 	require.NoError(t, err)
 	rep, err := h.Close(nil)
 	require.NoError(t, err)

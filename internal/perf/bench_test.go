@@ -20,6 +20,7 @@ import (
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/harness"
 	"github.com/wakebench/wakebench/internal/load"
+	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/simgpu"
 	"github.com/wakebench/wakebench/internal/vllm"
@@ -311,9 +312,9 @@ func BenchmarkPhysicalLimits(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		_, err = h.Baseline(b.Context(), "A", b.Logf)
+		_, err = protocol.Baseline{Env: h.Env()}.Run(b.Context(), "A", b.Logf)
 		if err == nil {
-			_, err = h.SleepCycles(b.Context(), "A", 1, b.Logf)
+			_, err = protocol.Sleep{Env: h.Env(), Level: 1}.Run(b.Context(), "A", b.Logf)
 		}
 		rep, cerr := h.Close(nil)
 		if err != nil || cerr != nil {

@@ -1,4 +1,4 @@
-package protocol
+package phases
 
 import (
 	"flag"
@@ -10,27 +10,29 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/wakebench/wakebench/internal/protocol"
 )
 
 // TestPhaseOrder: the protocol's order as the reference run defines it,
 // each name once and documented.
 func TestPhaseOrder(t *testing.T) {
-	assert.Equal(t, []string{PhaseRestart, PhaseBaseline, PhaseSleepL1, PhaseAfterWake, PhaseSleepL2, PhaseSleepL0, PhaseKVRelease, PhaseStateCost, PhaseSwitch, PhaseTraffic}, PhaseNames())
+	assert.Equal(t, []string{protocol.PhaseRestart, protocol.PhaseBaseline, protocol.PhaseSleepL1, protocol.PhaseAfterWake, protocol.PhaseSleepL2,
+		protocol.PhaseSleepL0, protocol.PhaseKVRelease, protocol.PhaseStateCost, protocol.PhaseSwitch, protocol.PhaseTraffic}, Names())
 	seen := map[string]bool{}
-	for _, p := range Phases() {
+	for _, p := range List() {
 		assert.False(t, seen[p.Name], "%s listed twice", p.Name)
 		seen[p.Name] = true
 		assert.NotEmpty(t, p.Doc, p.Name)
 	}
-	ph := Phases()
+	ph := List()
 	ph[0].Name = "changed"
-	assert.Equal(t, PhaseRestart, Phases()[0].Name, "callers get a copy")
+	assert.Equal(t, protocol.PhaseRestart, List()[0].Name, "callers get a copy")
 }
 
-var update = flag.Bool("update", false, "rewrite the docs/protocol.md's phase table from Phases")
+var update = flag.Bool("update", false, "rewrite the docs/protocol.md's phase table from List")
 
 const (
-	tableBegin = "<!-- phases: generated from internal/protocol.Phases by go test ./internal/protocol -update -->\n"
+	tableBegin = "<!-- phases: generated from internal/phases.List by go test ./internal/phases -update -->\n"
 	tableEnd   = "<!-- phases end -->\n"
 )
 
@@ -38,14 +40,14 @@ const (
 func phaseTable() string {
 	var b strings.Builder
 	b.WriteString("| phase | run alone | per model |\n|---|---|---|\n")
-	for _, p := range Phases() {
+	for _, p := range List() {
 		fmt.Fprintf(&b, "| %s | `-run 'TestProtocol/%s'` | %s |\n", p.Name, p.Name, p.Doc)
 	}
 	return b.String()
 }
 
 // TestDocsListThePhases: docs/protocol.md's phase table is generated from
-// Phases (go test ./internal/protocol -update rewrites it).
+// List (go test ./internal/phases -update rewrites it).
 func TestDocsListThePhases(t *testing.T) {
 	path := filepath.Join("..", "..", "docs", "protocol.md")
 	b, err := os.ReadFile(path)
@@ -59,5 +61,5 @@ func TestDocsListThePhases(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, []byte(readme), 0o644))
 		got = phaseTable()
 	}
-	assert.Equal(t, phaseTable(), got, "docs/protocol.md's phase table is stale: go test ./internal/protocol -update")
+	assert.Equal(t, phaseTable(), got, "docs/protocol.md's phase table is stale: go test ./internal/phases -update")
 }

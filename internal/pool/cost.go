@@ -90,7 +90,14 @@ func (f *Pool) GPUGiB(ctx context.Context, label string) (perGPU, freeGPU []floa
 // its KV cache (protocol.kv_gib: an upper bound, the CUDA context and
 // graphs included), and how it was found; NaN when neither is known.
 func (f *Pool) BackupGiB(label string) (gib float64, how string) {
-	if w, ok := f.rec.Weight(label); ok && w.GiB > 0 {
+	m, err := f.s.model(label)
+	if err != nil {
+		return math.NaN(), err.Error()
+	}
+	f.s.mu.Lock()
+	w := m.weight
+	f.s.mu.Unlock()
+	if w != nil && w.GiB > 0 {
 		return w.GiB, "weights, " + w.Source
 	}
 	var awake float64

@@ -14,8 +14,8 @@ import (
 
 // Oracle is the correctness reference of each model (its probe set's
 // answers before its first sleep) and their replays after wakes, compared
-// by package oracle; references, replays and their requests go to its
-// pool view's record.
+// by package oracle; references and their requests are told to its pool
+// view's Observer, replays returned.
 type Oracle struct{ f *Pool }
 
 // probes is m's correctness probe set: its adapters in name order.
@@ -39,7 +39,7 @@ func (o Oracle) generate(ctx context.Context, m *model) ([]vllm.Generation, time
 				MaxTokens: p.CorrectnessMaxTokens, Logprobs: p.CorrectnessLogprobs})
 			return err
 		})
-		o.f.rec.Request(err == nil)
+		o.f.obs.request(err == nil)
 		if err != nil {
 			return out, time.Since(t0), fmt.Errorf("correctness probe %q of %s: %w", pr.Name, m.cfg.Label, err)
 		}
@@ -88,13 +88,14 @@ func (o Oracle) ensure(ctx context.Context, m *model) error {
 	s.mu.Lock()
 	m.reference = gens
 	s.mu.Unlock()
-	o.f.rec.SetReference(m.cfg.Label, record.Reference{Basis: oracle.Basis(gens[0]), Probes: names, Seconds: d.Seconds()})
+	o.f.obs.reference(m.cfg.Label, record.Reference{Basis: oracle.Basis(gens[0]), Probes: names, Seconds: d.Seconds()})
 	return nil
 }
 
 // Replay answers label's probe set again (after a wake) and compares each
-// answer with the reference. It records the replay under stage and returns
-// it; the error is a replay that could not be made. With the oracle off,
+// answer with the reference. It returns the replay under stage (the
+// caller records it, which numbers it); the error is a replay that could
+// not be made. With the oracle off,
 // or no reference yet, it does nothing and returns nil.
 func (o Oracle) Replay(ctx context.Context, label, stage string) (*record.Replay, error) {
 	m, err := o.f.s.model(label)
@@ -111,7 +112,6 @@ func (o Oracle) Replay(ctx context.Context, label, stage string) (*record.Replay
 	rp := record.Replay{Stage: stage, Seconds: d.Seconds()}
 	if err != nil {
 		rp.Err = err.Error()
-		rp = o.f.rec.AddReplay(label, rp)
 		return &rp, err
 	}
 	for i, p := range probes(m) {
@@ -119,6 +119,5 @@ func (o Oracle) Replay(ctx context.Context, label, stage string) (*record.Replay
 		rp.Results = append(rp.Results, record.ProbeResult{Probe: p.Name, Match: r.Match, Position: r.Position, Kind: r.Kind,
 			Detail: r.Detail, Tie: r.Tie, MaxDelta: r.MaxDelta})
 	}
-	rp = o.f.rec.AddReplay(label, rp)
 	return &rp, nil
 }

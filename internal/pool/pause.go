@@ -99,7 +99,7 @@ func (f *Pool) asleepStep(ctx context.Context, label, op string, slept []string,
 	}
 	f.s.changes++
 	f.s.mu.Unlock()
-	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: op})
+	f.obs.event(record.Event{Time: sent, Label: label, Kind: op})
 	if err := f.verifyEngine(ctx, label, op); err != nil {
 		return sent, d, fmt.Errorf("%s %s: %w", op, label, err)
 	}

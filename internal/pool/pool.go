@@ -1,9 +1,10 @@
 // Package pool runs the model servers of one run on one GPU: start, stop,
 // sleep, wake (vLLM's level-2 sequence included), probe, serve, and
 // activate one model while the others sleep. It keeps each server's state
-// (running, asleep and at which level, its processes and peak RSS) and
-// counts every inference request it sends. It knows nothing of phases or
-// thresholds.
+// (running, asleep and at which level, its processes and peak RSS); what
+// it did that a run reports (requests, sleep and wake marks, weights,
+// references) it tells an Observer of, and it never holds the run's
+// record. It knows nothing of phases or thresholds.
 //
 // Its concerns, a file and a type each, reached from a Pool:
 //   - pool.go, sleep.go, requests.go: Pool, the servers' lifecycle, the
@@ -52,6 +53,65 @@ type Options struct {
 	HostMemory func(pids ...int) (server.HostMemory, error)
 }
 
+// Observer is what the pool tells the run as it goes, beside what its calls
+// return: every inference request it sent, each sleep and wake (the
+// timeline's marks), each server process's first sleep, the weight size
+// and version a start logged, each model's correctness reference. The run
+// (the protocol's Env) says where they go; the pool never holds the record,
+// as an instrumented library holds a counter and never the registry. A nil
+// function is not called.
+type Observer struct {
+	Request         func(ok bool) // a request sent: answered (ok) or failed
+	AbortedByDesign func()        // a request the caller had the server abort (StreamAbortable)
+	Event           func(record.Event)
+	FirstSleep      func(label string, fs record.FirstSleep)
+	Weight          func(label string, w record.Weight)
+	Version         func(version, cuda string)
+	Reference       func(label string, ref record.Reference)
+}
+
+func (o Observer) request(ok bool) {
+	if o.Request != nil {
+		o.Request(ok)
+	}
+}
+
+func (o Observer) abortedByDesign() {
+	if o.AbortedByDesign != nil {
+		o.AbortedByDesign()
+	}
+}
+
+func (o Observer) event(e record.Event) {
+	if o.Event != nil {
+		o.Event(e)
+	}
+}
+
+func (o Observer) firstSleep(label string, fs record.FirstSleep) {
+	if o.FirstSleep != nil {
+		o.FirstSleep(label, fs)
+	}
+}
+
+func (o Observer) weight(label string, w record.Weight) {
+	if o.Weight != nil {
+		o.Weight(label, w)
+	}
+}
+
+func (o Observer) version(v, cuda string) {
+	if o.Version != nil {
+		o.Version(v, cuda)
+	}
+}
+
+func (o Observer) reference(label string, ref record.Reference) {
+	if o.Reference != nil {
+		o.Reference(label, ref)
+	}
+}
+
 // model is the pool's view of one model's server. cfg is fixed; every
 // other field is guarded by servers.mu.
 type model struct {
@@ -80,13 +140,15 @@ type model struct {
 	// process's life, PR #58066, unless VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY
 	// frees it after each wake); nil: none held.
 	pinnedBy *server.Server
+	// weight is the weight size its latest start logged (nil: none yet).
+	weight *record.Weight
 }
 
-// Pool is the servers of one run, seen through one record: Recording
+// Pool is the servers of one run, seen through one Observer: Observed
 // gives another view of the same servers.
 type Pool struct {
 	s   *servers
-	rec *record.Recorder // where this view's measurements go
+	obs Observer // told what this view's calls did
 }
 
 // servers is the state every view of a pool shares.
@@ -104,7 +166,7 @@ type servers struct {
 
 	// mu guards every model's fields but cfg (port, srv, client, pids,
 	// asleep, level, slept, rssPeak, exitReported, compile, logFrom, reference,
-	// sleeps), pidOf, exits, stopping, changes and unverified. Never held
+	// sleeps, pinnedBy, weight), pidOf, exits, stopping, changes and unverified. Never held
 	// with memories.mu.
 	mu    sync.Mutex
 	pidOf map[int]string
@@ -128,8 +190,8 @@ type exit struct {
 	err   error
 }
 
-// New is a pool of cfg's models, none started; measurements go to rec.
-func New(cfg config.Config, opt Options, rec *record.Recorder) *Pool {
+// New is a pool of cfg's models, none started; obs is told what it does.
+func New(cfg config.Config, opt Options, obs Observer) *Pool {
 	if opt.Env == nil {
 		opt.Env = func(config.Model) []string { return vllm.ServerEnv(cfg.APIKey) }
 	}
@@ -140,14 +202,14 @@ func New(cfg config.Config, opt Options, rec *record.Recorder) *Pool {
 		s.models[m.Label] = &model{cfg: m}
 		s.mem.by[m.Label] = &memState{}
 	}
-	return &Pool{s: s, rec: rec}
+	return &Pool{s: s, obs: obs}
 }
 
-// Recording is the same servers, with measurements (requests, events,
-// references, replays, weights) going to rec instead: benchmarks drive the
-// servers without touching the run's record.
-func (f *Pool) Recording(rec *record.Recorder) *Pool {
-	return &Pool{s: f.s, rec: rec}
+// Observed is the same servers, with what they do (requests, events,
+// references, weights) told to obs instead: benchmarks drive the servers
+// without touching the run's record.
+func (f *Pool) Observed(obs Observer) *Pool {
+	return &Pool{s: f.s, obs: obs}
 }
 
 // Labels are the model labels in config order.
@@ -340,15 +402,18 @@ func (f *Pool) Started(ctx context.Context, label string) error {
 	f.s.mu.Unlock()
 	if w, compile, err := startLog(f.s.logPath(label), from); err == nil {
 		if w != nil {
-			f.rec.SetWeight(label, *w)
+			f.obs.weight(label, *w)
 		}
 		f.s.mu.Lock()
 		m.compile = compile
+		if w != nil {
+			m.weight = w
+		}
 		f.s.mu.Unlock()
 	}
 	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.RequestS), func(ctx context.Context, c *vllm.Client) error {
 		if v, err := c.Version(ctx); err == nil { // a server without /version: the report says unknown
-			f.rec.SetServerVersion(v, f.s.opt.CUDA)
+			f.obs.version(v, f.s.opt.CUDA)
 		}
 		return nil
 	})

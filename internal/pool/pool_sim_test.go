@@ -217,12 +217,12 @@ func TestMeasuredSleepNote(t *testing.T) {
 // -race no data race, and the phase ends (with errors).
 func TestStopAllBesideAPhase(t *testing.T) {
 	for name, tc := range map[string]struct {
-		run   func(context.Context, *protocol.Protocol) error
+		run   func(context.Context, *protocol.Env) error
 		ready func(*pool.Pool, *record.Recorder) bool
 		after time.Duration // from ready to StopAll
 	}{
 		"serve": {
-			run: func(ctx context.Context, p *protocol.Protocol) error {
+			run: func(ctx context.Context, p *protocol.Env) error {
 				_, err := p.Serve(ctx, "A", "baseline", t.Logf)
 				return err
 			},
@@ -232,8 +232,8 @@ func TestStopAllBesideAPhase(t *testing.T) {
 			after: 300 * time.Millisecond,
 		},
 		"cycles": {
-			run: func(ctx context.Context, p *protocol.Protocol) error {
-				_, err := p.SleepCycles(ctx, "A", 1, t.Logf)
+			run: func(ctx context.Context, p *protocol.Env) error {
+				_, err := protocol.Sleep{Env: p, Level: 1}.Run(ctx, "A", t.Logf)
 				return err
 			},
 			ready: func(f *pool.Pool, _ *record.Recorder) bool { return f.Slept("A") },
@@ -241,7 +241,7 @@ func TestStopAllBesideAPhase(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f, rec, cfg := simtest.Pool(t, nil, func(c *config.Config) { c.Protocol.MaxTokens = 512 })
-			p := protocol.New(cfg, f, rec, nil)
+			p := protocol.NewEnv(cfg, f, rec, nil)
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			require.NoError(t, f.Activate(ctx, "A"))

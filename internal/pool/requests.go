@@ -32,7 +32,7 @@ func (f *Pool) Probe(ctx context.Context, label string) (*vllm.Stream, error) {
 func (f *Pool) Stream(ctx context.Context, label string, r vllm.CompletionRequest) (*vllm.Stream, error) {
 	s, sent, err := f.s.stream(ctx, label, r)
 	if sent {
-		f.rec.Request(err == nil)
+		f.obs.request(err == nil)
 	}
 	return s, err
 }
@@ -46,9 +46,9 @@ func (f *Pool) StreamAbortable(ctx context.Context, label string, r vllm.Complet
 	switch {
 	case !sent:
 	case s != nil && s.FinishReason == "abort":
-		f.rec.RequestAbortedByDesign()
+		f.obs.abortedByDesign()
 	default:
-		f.rec.Request(err == nil)
+		f.obs.request(err == nil)
 	}
 	return s, err
 }
@@ -80,7 +80,7 @@ func (f *Pool) ProbePaused(ctx context.Context, label string) (s *vllm.Stream, s
 		}
 		return err
 	})
-	f.rec.Request(err == nil)
+	f.obs.request(err == nil)
 	if err != nil {
 		return s, sent, fmt.Errorf("probe %s while paused: %w", label, err)
 	}
@@ -147,7 +147,7 @@ func (f *Pool) Serve(ctx context.Context, label string, c, rounds int) (load.Res
 	})
 	for _, q := range res.Requests {
 		if !q.Sent.IsZero() || q.Err == nil {
-			f.rec.Request(q.Err == nil)
+			f.obs.request(q.Err == nil)
 		}
 	}
 	return res, err

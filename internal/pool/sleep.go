@@ -58,9 +58,9 @@ func (f *Pool) SleepMode(ctx context.Context, label string, level int, mode stri
 	first := m.sleeps == 1
 	f.s.mu.Unlock()
 	if first {
-		f.rec.AddFirstSleep(label, record.FirstSleep{Level: level, SleepS: d.Seconds()})
+		f.obs.firstSleep(label, record.FirstSleep{Level: level, SleepS: d.Seconds()})
 	}
-	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: fmt.Sprintf("sleep L%d", level)})
+	f.obs.event(record.Event{Time: sent, Label: label, Kind: fmt.Sprintf("sleep L%d", level)})
 	if err := f.verifyEngine(ctx, label, "sleep"); err != nil {
 		return sent, d, fmt.Errorf("sleep %s level %d: %w", label, level, err)
 	}
@@ -166,7 +166,7 @@ func (f *Pool) markAwake(m *model, srv *server.Server, label string, sent time.T
 	m.asleep, m.level, m.slept = false, 0, nil
 	f.s.changes++
 	f.s.mu.Unlock()
-	f.rec.AddEvent(record.Event{Time: sent, Label: label, Kind: kind})
+	f.obs.event(record.Event{Time: sent, Label: label, Kind: kind})
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
@@ -31,12 +32,13 @@ func TestBaselineBeforeAnySleep(t *testing.T) {
 	f, _, p := simPoolWith(t, nil, servingConfig)
 	ctx := t.Context()
 	for _, l := range p.Labels() {
-		_, err := p.Restart(ctx, l, t.Logf)
+		_, err := protocol.Restart{Env: p}.Run(ctx, l, t.Logf)
 		require.NoError(t, err)
 	}
 	require.True(t, f.Slept("A"), "the restart phase put A to sleep to start B")
 	for _, l := range p.Labels() {
-		runs, err := p.Baseline(ctx, l, t.Logf)
+		runsOut, err := protocol.Baseline{Env: p}.Run(ctx, l, t.Logf)
+		runs := runsOut.Value
 		require.NoError(t, err)
 		require.Len(t, runs, 1)
 		m, err := f.Engine().Metrics(ctx, l)
@@ -63,18 +65,18 @@ func TestAfterWakeCatchesASlowerDecode(t *testing.T) {
 			})
 			ctx := t.Context()
 			for _, l := range p.Labels() {
-				_, err := p.Restart(ctx, l, t.Logf)
+				_, err := protocol.Restart{Env: p}.Run(ctx, l, t.Logf)
 				require.NoError(t, err)
 			}
-			_, err := p.Baseline(ctx, "A", t.Logf)
+			_, err := protocol.Baseline{Env: p}.Run(ctx, "A", t.Logf)
 			require.NoError(t, err)
-			runs, err := p.AfterWake(ctx, "A", t.Logf)
+			runsOut, err := protocol.AfterWake{Env: p}.Run(ctx, "A", t.Logf)
 			require.NoError(t, err)
 			m, err := f.Engine().Metrics(ctx, "A")
 			require.NoError(t, err)
 			assert.Equal(t, 1.0, sleepsSeen(t, m), "after-wake served after one sleep of a fresh process")
 			var ratio *record.Check
-			for _, c := range p.AfterWakeChecks("A", runs) {
+			for _, c := range runsOut.Checks {
 				if c.Name == "after-wake.conc1.tps_ratio" {
 					ratio = &c
 				}
@@ -98,13 +100,15 @@ func TestAfterWakeServesBeforeItsReplay(t *testing.T) {
 	})
 	ctx := t.Context()
 	for _, l := range p.Labels() {
-		_, err := p.Restart(ctx, l, t.Logf)
+		_, err := protocol.Restart{Env: p}.Run(ctx, l, t.Logf)
 		require.NoError(t, err)
 	}
-	runs, err := p.Baseline(ctx, "A", t.Logf) // a fresh process: completions 1-4
+	runsOut, err := protocol.Baseline{Env: p}.Run(ctx, "A", t.Logf) // a fresh process: completions 1-4
+	runs := runsOut.Value
 	require.NoError(t, err)
 	require.Equal(t, 4, runs[0].Success)
-	runs, err = p.AfterWake(ctx, "A", t.Logf)
+	runsOut, err = protocol.AfterWake{Env: p}.Run(ctx, "A", t.Logf)
+	runs = runsOut.Value
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
 	assert.Equal(t, 3, runs[0].Success, "the first request after the wake was a serving request")

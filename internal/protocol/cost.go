@@ -17,13 +17,17 @@ import (
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
-// The state-cost phase (issue 25; docs/cost.md): each state of a model
-// held for protocol.cost_dwell_s and measured (GPU memory per GPU, host
-// memory of the server's process tree, GPU power from the energy
-// counter), the energy of each transition over exactly its interval, the
-// host memory a level-1 sleep needs transiently and what its wake gives
-// back, the break-even per level; and, over every model, the node's fit
-// table (NodeFit).
+// StateCost is the state-cost phase (PhaseStateCost): what each state of
+// a model costs, per model (Run), then the node's fit table over every
+// model (Fit).
+type StateCost struct{ *Env }
+
+// Run measures label's states and transitions and judges them
+// (max_sleeping_power_w at each level where set).
+func (p StateCost) Run(ctx context.Context, label string, logf Logf) (Outcome[record.Cost], error) {
+	c, err := p.run(ctx, label, logf)
+	return Outcome[record.Cost]{c, p.checks(label, c)}, err
+}
 
 // hostPoll is how often the level-1 sleep's transient host peak is polled.
 const hostPoll = 5 * time.Millisecond
@@ -223,7 +227,7 @@ func newState(st string) record.StateCost {
 // server's host memory (outside the energy window), then the energy
 // counter over cost_dwell_s. running false: the server is stopped (0 of
 // each). It returns the state and the dwell's closing reading.
-func (p *Protocol) hold(ctx context.Context, label, st string, m *meter, running bool) (record.StateCost, energyReading, error) {
+func (p *Env) hold(ctx context.Context, label, st string, m *meter, running bool) (record.StateCost, energyReading, error) {
 	s := newState(st)
 	perGPU, free, err := p.pool.GPUGiB(ctx, label)
 	if err != nil {
@@ -264,7 +268,7 @@ func (p *Protocol) hold(ctx context.Context, label, st string, m *meter, running
 
 // costRun is one model's measurement under way.
 type costRun struct {
-	p     *Protocol
+	p     *Env
 	ctx   context.Context
 	label string
 	m     *meter
@@ -272,17 +276,17 @@ type costRun struct {
 	awake record.StateCost
 }
 
-// StateCost measures label's states (awake idle, asleep at level 1 and 2,
+// run measures label's states (awake idle, asleep at level 1 and 2,
 // KV released where the server supports it, stopped) and transitions
 // (each sleep, wake and a cold start), records them and returns them;
 // protocol.cost_dwell_s 0 turns it off (nothing measured or recorded).
 // It leaves label awake.
-func (p *Protocol) StateCost(ctx context.Context, label string, logf Logf) (record.Cost, error) {
+func (p StateCost) run(ctx context.Context, label string, logf Logf) (record.Cost, error) {
 	defer p.begin(ctx, PhaseStateCost, label)()
 	if p.cfg.Protocol.CostDwellS == 0 {
 		return record.Cost{}, nil
 	}
-	r := &costRun{p: p, ctx: ctx, label: label, m: &meter{read: p.pool.Energy},
+	r := &costRun{p: p.Env, ctx: ctx, label: label, m: &meter{read: p.pool.Energy},
 		c: record.Cost{DwellS: p.cfg.Protocol.CostDwellS, SleepPeakHostGiB: math.NaN(), WakeReturnedHostGiB: math.NaN(),
 			ReleaseHostEnv: os.Getenv("VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY")}}
 	step, err := r.run()
@@ -544,14 +548,14 @@ func breakEvens(c record.Cost) []record.BreakEven {
 	return out
 }
 
-// NodeFit is the node's fit table for the models whose state costs were
+// Fit is the node's fit table for the models whose state costs were
 // measured (capacity.Fit): GPU free memory with none of the run's models
 // loaded (the device's free memory now plus what the run's servers hold),
 // host memory likewise (hostmem: the cgroup's headroom in a container or
 // Pod, else MemAvailable, plus the servers' RSS), less
 // min_host_headroom_gib. It records it; nil (with why) when a figure it
 // needs is unknown.
-func (p *Protocol) NodeFit(ctx context.Context) (*record.Fit, string, error) {
+func (p StateCost) Fit(ctx context.Context, logf Logf) (*record.Fit, string, error) {
 	raw := p.rec.Raw()
 	var models []capacity.Model
 	var gpuHeld, hostHeld float64
@@ -603,12 +607,20 @@ func (p *Protocol) NodeFit(ctx context.Context) (*record.Fit, string, error) {
 			NeedGPUGiB: lf.NeedGPUGiB, NeedHostGiB: lf.NeedHostGiB, LeftGPUGiB: lf.LeftGPUGiB, LeftHostGiB: lf.LeftHostGiB})
 	}
 	p.rec.SetFit(f)
+	binds := func(b string) string {
+		if b == "" {
+			return "every other model fits"
+		}
+		return b + " binds"
+	}
+	logf("fit: %s awake; level 1: %d/%d asleep (%s), level 2: %d/%d (%s); choose level %d: %s",
+		f.Largest, f.Levels[0].Fits, f.Levels[0].Others, binds(f.Levels[0].Binds), f.Levels[1].Fits, f.Levels[1].Others, binds(f.Levels[1].Binds), f.Choose, f.Why)
 	return &f, "", nil
 }
 
-// CostChecks: max_sleeping_power_w at each level where set (not
+// checks: max_sleeping_power_w at each level where set (not
 // evaluated, with why, where the device has no energy counter).
-func (p *Protocol) CostChecks(label string, c record.Cost) []record.Check {
+func (p StateCost) checks(label string, c record.Cost) []record.Check {
 	return p.Record(gate.StateCost(p.cfg, label, c)...)
 }
 
@@ -627,7 +639,7 @@ func fmtGiB(xs []float64) string {
 // firstTokenOnly sends a one-token probe: its stream ends at the first
 // token, so the energy read right after it ends the transition there,
 // with no decode steps after the first token left to estimate.
-func (p *Protocol) firstTokenOnly(ctx context.Context, label string) (*vllm.Stream, error) {
+func (p *Env) firstTokenOnly(ctx context.Context, label string) (*vllm.Stream, error) {
 	s, err := p.pool.Stream(ctx, label, vllm.CompletionRequest{Prompt: p.cfg.Protocol.Prompt, MaxTokens: 1, IgnoreEOS: true})
 	if err != nil {
 		return s, fmt.Errorf("probe %s: %w", label, err)

@@ -54,8 +54,9 @@ func costRun(t *testing.T, watts float64, eDelay time.Duration, extra uint64, hD
 	mu.Lock()
 	fl = f
 	mu.Unlock()
-	p := protocol.New(cfg, f, rec, nil)
-	c, err := p.StateCost(t.Context(), "A", t.Logf)
+	p := protocol.NewEnv(cfg, f, rec, nil)
+	cOut, err := protocol.StateCost{Env: p}.Run(t.Context(), "A", t.Logf)
+	c := cOut.Value
 	require.NoError(t, err)
 	return c, rec
 }
@@ -121,7 +122,8 @@ func TestStateCostNoCounter(t *testing.T) {
 		c.Protocol.CostDwellS = 0.2
 		c.Thresholds.MaxSleepingPowerW = 50
 	})
-	c, err := p.StateCost(t.Context(), "A", t.Logf)
+	cOut, err := protocol.StateCost{Env: p}.Run(t.Context(), "A", t.Logf)
+	c := cOut.Value
 	require.NoError(t, err)
 	assert.Contains(t, c.EnergyNote, gpu.ErrNoEnergy.Error())
 	for _, s := range c.States {
@@ -130,7 +132,7 @@ func TestStateCostNoCounter(t *testing.T) {
 	for _, tr := range c.Transitions {
 		assert.True(t, math.IsNaN(tr.J), tr.Op)
 	}
-	for _, ch := range p.CostChecks("A", c) {
+	for _, ch := range cOut.Checks {
 		assert.Equal(t, record.NotEvaluated, ch.Verdict, ch.Name)
 		assert.Contains(t, ch.Reason, "energy counter")
 	}
@@ -149,7 +151,8 @@ func TestStateCostNoCounter(t *testing.T) {
 func TestStateCostOnSim(t *testing.T) {
 	_, rec, p := simPoolWith(t, nil, func(c *config.Config) { c.Protocol.CostDwellS = 0.2 })
 	for _, l := range p.Labels() {
-		c, err := p.StateCost(t.Context(), l, t.Logf)
+		cOut, err := protocol.StateCost{Env: p}.Run(t.Context(), l, t.Logf)
+		c := cOut.Value
 		require.NoError(t, err)
 		awake, _ := c.State(record.StateAwake)
 		l1, _ := c.State(record.StateL1)
@@ -171,7 +174,7 @@ func TestStateCostOnSim(t *testing.T) {
 		}
 		assert.False(t, math.IsNaN(c.SleepPeakHostGiB), "the level-1 sleep's host memory was polled")
 	}
-	fit, why, err := p.NodeFit(t.Context())
+	fit, why, err := protocol.StateCost{Env: p}.Fit(t.Context(), t.Logf)
 	require.NoError(t, err)
 	require.NotNil(t, fit, why)
 	assert.Contains(t, fit.HostSource, "MemAvailable")
@@ -231,7 +234,8 @@ func TestStateCostCounterGoesBackwards(t *testing.T) {
 	mu.Lock()
 	fl = f
 	mu.Unlock()
-	c, err := p.StateCost(t.Context(), "A", t.Logf)
+	cOut, err := protocol.StateCost{Env: p}.Run(t.Context(), "A", t.Logf)
+	c := cOut.Value
 	require.NoError(t, err)
 	assert.Contains(t, c.EnergyNote, "went backwards on GPU 0")
 	nan := 0
@@ -251,7 +255,7 @@ func TestStateCostCounterGoesBackwards(t *testing.T) {
 	}
 	assert.Positive(t, nan, "the figure across the cut is unreadable")
 	checks := map[string]record.Check{}
-	for _, ch := range p.CostChecks("A", c) {
+	for _, ch := range cOut.Checks {
 		checks[ch.Name] = ch
 	}
 	for level, st := range map[int]string{1: record.StateL1, 2: record.StateL2} {

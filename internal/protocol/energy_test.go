@@ -11,6 +11,7 @@ import (
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
 )
@@ -44,7 +45,8 @@ func switchRun(t *testing.T, wrap func(gpu.Source) gpu.Source, n int, faults str
 			c.Models[i].SimFaults = faults
 		}
 	})
-	hs, err := p.Switch(t.Context(), t.Logf)
+	hsOut, err := protocol.Switch{Env: p}.Run(t.Context(), t.Logf)
+	hs := hsOut.Value
 	require.NoError(t, err)
 	require.Len(t, hs, n+1)
 	assert.Len(t, rec.Raw().Handoffs, n+1)
@@ -122,7 +124,8 @@ func TestSoakEnergy(t *testing.T) {
 	}
 	wakeMovesReadsStay(t, medianJ(plain, cycleJ), medianJ(slowWake, cycleJ), medianJ(slowRead, cycleJ), eDelay)
 	_, _, np := simPoolWith(t, simtest.NoEnergy, three(3, nil))
-	cs, err := np.Soak(t.Context(), t.Logf)
+	csOut, err := protocol.Soak{Env: np}.Run(t.Context(), t.Logf)
+	cs := csOut.Value
 	require.NoError(t, err)
 	for _, c := range cs {
 		assert.True(t, math.IsNaN(c.EnergyJ), "no counter: absent, never 0")
@@ -141,7 +144,8 @@ func TestSoakHostMemory(t *testing.T) {
 			three(3, nil)(c)
 			c.Sim.HostScale = scale
 		})
-		cs, err := p.Soak(t.Context(), t.Logf)
+		csOut, err := protocol.Soak{Env: p}.Run(t.Context(), t.Logf)
+		cs := csOut.Value
 		require.NoError(t, err)
 		out := map[string]float64{}
 		for _, c := range cs {

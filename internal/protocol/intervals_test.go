@@ -10,6 +10,7 @@ import (
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
 )
@@ -24,7 +25,8 @@ import (
 func soakRun(t *testing.T, wrap func(gpu.Source) gpu.Source, n int, faults string) []record.SoakCycle {
 	t.Helper()
 	_, _, p := simPoolWith(t, wrap, three(n, map[string]string{"A": faults, "B": faults, "C": faults}))
-	cycles, err := p.Soak(t.Context(), t.Logf)
+	cyclesOut, err := protocol.Soak{Env: p}.Run(t.Context(), t.Logf)
+	cycles := cyclesOut.Value
 	require.NoError(t, err)
 	require.Len(t, cycles, n)
 	for _, c := range cycles {
@@ -91,7 +93,8 @@ func TestRestartIntervalsEndAtTheirEvents(t *testing.T) {
 			cfg.Protocol.RestartWarm = 1
 			cfg.Models[0].SimFaults = faults
 		})
-		rs, err := p.Restart(t.Context(), "A", t.Logf)
+		rsOut, err := protocol.Restart{Env: p}.Run(t.Context(), "A", t.Logf)
+		rs := rsOut.Value
 		require.NoError(t, err)
 		require.Len(t, rs, 2)
 		raw := rec.Raw()
@@ -127,11 +130,12 @@ func pauseRun(t *testing.T, level int, wrap func(gpu.Source) gpu.Source, faults 
 			mod(cfg)
 		}
 	})
-	run := p.PauseCycles
+	run := protocol.Level0{Env: p}.Run
 	if level == record.LevelKVRelease {
-		run = p.KVReleaseCycles
+		run = protocol.KVRelease{Env: p}.Run
 	}
-	cs, err := run(t.Context(), "A", t.Logf)
+	o, err := run(t.Context(), "A", t.Logf)
+	cs := o.Value
 	require.NoError(t, err)
 	require.Len(t, cs, 3)
 	return cs

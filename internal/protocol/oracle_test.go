@@ -10,6 +10,7 @@ import (
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
@@ -51,10 +52,11 @@ func TestCorruptionIsCaughtByName(t *testing.T) {
 				cfg.Models[0].SimFaults = fault
 				cfg.Models[0].LoRAModules = map[string]string{"sql": "/adapters/sql"}
 			})
-			cycles, err := p.SleepCycles(t.Context(), "A", 1, t.Logf)
+			cyclesOut, err := protocol.Sleep{Env: p, Level: 1}.Run(t.Context(), "A", t.Logf)
+			cycles := cyclesOut.Value
 			require.NoError(t, err, "every cycle's wake and first token succeed: a 200 hides the fault")
 			require.Len(t, cycles, 2)
-			c := byName(p.SleepChecks("A", 1, cycles))["correctness.level1.mismatches/A"]
+			c := byName(cyclesOut.Checks)["correctness.level1.mismatches/A"]
 			assert.Equal(t, float64(2*want.perReplay), c.Value, "mismatching probes over 2 replays")
 			raw := rec.Raw()
 			ties := 0
@@ -88,7 +90,8 @@ func TestCorruptionIsCaughtByName(t *testing.T) {
 func TestEngineAccountAgrees(t *testing.T) {
 	_, _, p := simPoolWith(t, same, func(cfg *config.Config) { cfg.Protocol.SleepL2Cycles = 2 })
 	for _, level := range []int{1, 2} {
-		cycles, err := p.SleepCycles(t.Context(), "A", level, t.Logf)
+		cyclesOut, err := protocol.Sleep{Env: p, Level: level}.Run(t.Context(), "A", t.Logf)
+		cycles := cyclesOut.Value
 		require.NoError(t, err)
 		for i, c := range cycles {
 			e := c.Engine
@@ -100,7 +103,7 @@ func TestEngineAccountAgrees(t *testing.T) {
 			assert.InDelta(t, e.SleepS, e.MetricSleepS, 0.001, "log and metric")
 			assert.InDelta(t, 4.5, e.FreedGiB, 0.01, "tiny-a frees its 0.5 GiB of weights and its 4 GiB KV cache")
 		}
-		assert.Equal(t, "PASS", byName(p.SleepChecks("A", level, cycles))[fmt.Sprintf("sleep.level%d.engine_disagreements/A", level)].Verdict)
+		assert.Equal(t, "PASS", byName(cyclesOut.Checks)[fmt.Sprintf("sleep.level%d.engine_disagreements/A", level)].Verdict)
 	}
 }
 
@@ -109,7 +112,8 @@ func TestEngineAccountAgrees(t *testing.T) {
 // logged them; the initial activation, with nothing to sleep, only the wake.
 func TestHandoffEngineAccount(t *testing.T) {
 	_, _, p := simPool(t, same, 2)
-	handoffs, err := p.Switch(t.Context(), t.Logf)
+	handoffsOut, err := protocol.Switch{Env: p}.Run(t.Context(), t.Logf)
+	handoffs := handoffsOut.Value
 	require.NoError(t, err)
 	require.Len(t, handoffs, 3)
 	for _, ho := range handoffs {
@@ -124,7 +128,7 @@ func TestHandoffEngineAccount(t *testing.T) {
 		assert.LessOrEqual(t, e.SleepS, ho.SleepS)
 		assert.Positive(t, e.FreedGiB)
 	}
-	cs := byName(p.SwitchChecks(handoffs))
+	cs := byName(handoffsOut.Checks)
 	assert.Equal(t, "PASS", cs["switch.A→B.engine_disagreements/"].Verdict)
 }
 
@@ -147,10 +151,11 @@ func three(cycles int, faults map[string]string) func(*config.Config) {
 // for its pinned buffer and is kept apart from the steady state.
 func TestSoakFindsALeak(t *testing.T) {
 	_, rec, p := simPoolWith(t, same, three(12, map[string]string{"B": "leak-per-cycle=64"}))
-	cycles, err := p.Soak(t.Context(), t.Logf)
+	cyclesOut, err := protocol.Soak{Env: p}.Run(t.Context(), t.Logf)
+	cycles := cyclesOut.Value
 	require.NoError(t, err)
 	require.Len(t, cycles, 12)
-	cs := byName(p.SoakChecks(cycles))
+	cs := byName(cyclesOut.Checks)
 	assert.Equal(t, "PASS", cs["soak.successful_cycles/"].Verdict)
 	b := cs["soak.residual_growth_mib_per_cycle/B"]
 	assert.Equal(t, "FAIL", b.Verdict)
@@ -177,7 +182,8 @@ func TestSoakFindsALeak(t *testing.T) {
 // sending it, and names the model and the memory.
 func TestSoakNamesAnOOMBeforeTheWake(t *testing.T) {
 	_, rec, p := simPoolWith(t, same, three(30, map[string]string{"A": "leak-per-cycle=3072"}))
-	cycles, err := p.Soak(t.Context(), t.Logf)
+	cyclesOut, err := protocol.Soak{Env: p}.Run(t.Context(), t.Logf)
+	cycles := cyclesOut.Value
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "the wake would run out of memory")
 	last := cycles[len(cycles)-1]

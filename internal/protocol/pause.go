@@ -2,10 +2,8 @@ package protocol
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/gate"
@@ -13,34 +11,28 @@ import (
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
-// The cycles of vLLM's newest sleep API (issue 24; docs/vllm-api.md): a
-// level-0 sleep pauses the scheduler and frees nothing
-// (vllm/entrypoints/serve/dev/sleep/api_router.py, EngineCore.sleep with
-// level 0 → pause_scheduler); a KV-only release discards the KV cache of a
-// paused engine and keeps the weights (POST /release_kv_cache_memory, PR
-// #44890), and wake_up?tags=kv_cache restores it. A server without them
-// (vLLM before the pause API, or before #44890) has its cycles off: said
-// in the report, not failed.
+// Level0 is the level-0 phase (PhaseSleepL0): the scheduler paused,
+// nothing freed; off, and said so, on a vLLM without /pause.
+type Level0 struct{ *Env }
 
-// PauseCycles runs protocol.sleep_l0_cycles level-0 cycles on label: the
+// Run measures label's level-0 cycles and judges them (pauseChecks).
+func (p Level0) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.Cycle], error) {
+	cycles, err := p.run(ctx, label, logf)
+	return Outcome[[]record.Cycle]{cycles, p.pauseChecks(label, 0, cycles)}, err
+}
+
+// run runs protocol.sleep_l0_cycles level-0 cycles on label: the
 // pause (sleep level 0), a request sent while paused (what it meets: held
 // until the wake), the GPU memory freed (none expected), the wake, wake →
 // first token, and the correctness replay.
-func (p *Protocol) PauseCycles(ctx context.Context, label string, logf Logf) ([]record.Cycle, error) {
+func (p Level0) run(ctx context.Context, label string, logf Logf) ([]record.Cycle, error) {
 	return p.offOrCycles(ctx, PhaseSleepL0, label, 0, p.cfg.Protocol.SleepL0Cycles, logf, p.pauseCycle)
-}
-
-// KVReleaseCycles runs protocol.kv_release_cycles KV-only release cycles on
-// label: pause (sleep level 0), /release_kv_cache_memory, hold settle_s and
-// read the GiB freed, wake_up?tags=kv_cache, wake → first token, replay.
-// First, once, a release without a pause, which vLLM must refuse.
-func (p *Protocol) KVReleaseCycles(ctx context.Context, label string, logf Logf) ([]record.Cycle, error) {
-	return p.offOrCycles(ctx, PhaseKVRelease, label, record.LevelKVRelease, p.cfg.Protocol.KVReleaseCycles, logf, p.kvCycle)
 }
 
 // offOrCycles activates label, finds whether its server has the endpoints
 // the cycles need (off: recorded with why, no cycle run) and runs n cycles.
-func (p *Protocol) offOrCycles(ctx context.Context, phase, label string, level, n int, logf Logf,
+func (p *Env) offOrCycles(ctx context.Context, phase, label string, level, n int, logf Logf,
+
 	one func(context.Context, string) (record.Cycle, string, error)) ([]record.Cycle, error) {
 	defer p.begin(ctx, phase, label)()
 	if n == 0 {
@@ -99,7 +91,7 @@ func (p *Protocol) offOrCycles(ctx context.Context, phase, label string, level, 
 // (its RLHF router's), checked after the level-0 cycles; a failure is the
 // phase's. Its times are logged, not reported: the level-0 cycles are the
 // pause's figures.
-func (p *Protocol) pauseResume(ctx context.Context, phase, label string, logf Logf) {
+func (p *Env) pauseResume(ctx context.Context, phase, label string, logf Logf) {
 	ok := false
 	defer func() { p.pauseResumed[label] = ok }()
 	_, pd, err := p.pool.PauseAt(ctx, label, vllm.SleepAbort, true)
@@ -133,30 +125,8 @@ func (p *Protocol) pauseResume(ctx context.Context, phase, label string, logf Lo
 	}
 }
 
-// refusedWithoutPause asks label's awake server to release its KV cache
-// without a pause first: vLLM refuses (500, "requires a completed pause
-// first"); a server that lacks the endpoint makes the cycle off (the
-// returned why). One that accepts is an error: its engine released a KV
-// cache a running scheduler uses (the cache is restored before returning).
-func (p *Protocol) refusedWithoutPause(ctx context.Context, label string) (off string, err error) {
-	_, _, err = p.pool.ReleaseKVCacheAt(ctx, label)
-	switch {
-	case errors.Is(err, vllm.ErrUnsupported):
-		return "the server has no /release_kv_cache_memory (vLLM before PR #44890): the cycle is off", nil
-	case err != nil && strings.Contains(err.Error(), "HTTP 500") && strings.Contains(err.Error(), "pause"):
-		p.kvRefused[label] = true // "release_kv_cache_memory() requires a completed pause first"
-		return "", p.pool.CheckEngine(ctx, label, "release_kv_cache_memory")
-	case err != nil:
-		return "", fmt.Errorf("a release without a pause failed, but not as vLLM refuses it (500, \"requires a completed pause first\"): %w", err)
-	}
-	if _, _, werr := p.pool.WakeKVCacheAt(ctx, label); werr != nil {
-		return "", fmt.Errorf("released the KV cache of a running engine, and restoring it failed: %w", werr)
-	}
-	return "", errors.New("/release_kv_cache_memory answered 200 on a running engine: vLLM refuses it without a completed pause (PR #44890)")
-}
-
 // pauseCycle is one level-0 cycle of an awake model.
-func (p *Protocol) pauseCycle(ctx context.Context, label string) (record.Cycle, string, error) {
+func (p *Env) pauseCycle(ctx context.Context, label string) (record.Cycle, string, error) {
 	c := newCycle(0)
 	ms, resid, err := p.measureSleep(ctx, label, 0)
 	if ms != nil {
@@ -201,7 +171,7 @@ func (p *Protocol) pauseCycle(ctx context.Context, label string) (record.Cycle, 
 
 // firstToken probes label after a wake sent at tw and sets the cycle's
 // wake → first token.
-func (p *Protocol) firstToken(ctx context.Context, c *record.Cycle, label string, tw time.Time) (step string, err error) {
+func (p *Env) firstToken(ctx context.Context, c *record.Cycle, label string, tw time.Time) (step string, err error) {
 	s, err := p.pool.Probe(ctx, label)
 	if err != nil {
 		return "first token after wake", err
@@ -210,55 +180,17 @@ func (p *Protocol) firstToken(ctx context.Context, c *record.Cycle, label string
 	return "", nil
 }
 
-// kvCycle is one KV-only release cycle of an awake model.
-func (p *Protocol) kvCycle(ctx context.Context, label string) (record.Cycle, string, error) {
-	c := newCycle(record.LevelKVRelease)
-	// The pause through /pause (mode abort, clear_cache: vLLM's defaults),
-	// the RLHF router's way; level 0 has its own cycles.
-	_, d, err := p.pool.PauseAt(ctx, label, vllm.SleepAbort, true)
-	c.SleepS = d.Seconds()
-	if err != nil {
-		return c, "pause", err
-	}
-	ms, err := p.pool.Memory().StartRelease(ctx, label)
-	if ms != nil {
-		c.ReleaseS = ms.Took.Seconds()
-	}
-	if err != nil {
-		return c, "release_kv_cache_memory", err
-	}
-	p.Settle(ctx)
-	resid, err := p.finishSleep(ctx, ms)
-	c.ResidualGiB, c.FreedGiB = resid, ms.ReleasedGiB
-	if err != nil {
-		return c, "memory read", err
-	}
-	sent, wd, err := p.pool.WakeKVCacheAt(ctx, label)
-	c.WakeAPIS = wd.Seconds()
-	if err != nil {
-		return c, "wake_up?tags=kv_cache", err
-	}
-	if step, err := p.firstToken(ctx, &c, label, sent); err != nil {
-		return c, step, err
-	}
-	if err := p.verify(ctx, PhaseKVRelease, label, record.ReplayKVRelease); err != nil {
-		return c, "correctness replay", err
-	}
-	c.OK = true
-	return c, "", nil
-}
-
 // newCycle is a cycle at level with every optional figure unknown.
 func newCycle(level int) record.Cycle {
 	return record.Cycle{Level: level, ResidualGiB: math.NaN(), FreedGiB: math.NaN(), ReleaseS: math.NaN(), HeldS: math.NaN(), HeldPastWakeS: math.NaN()}
 }
 
-// PauseChecks: the level-0 cycles (or KV-only release cycles, level
-// record.LevelKVRelease) as SleepChecks has the others: every cycle
+// pauseChecks: the level-0 cycles (or KV-only release cycles, level
+// record.LevelKVRelease) as Sleep.checks has the others: every cycle
 // succeeded, wake → first token within its limit, the correctness
 // replays; NOT EVALUATED with the reason where the server lacks the
 // endpoints. The KV release adds that vLLM refused it without a pause.
-func (p *Protocol) PauseChecks(label string, level int, cycles []record.Cycle) []record.Check {
+func (p *Env) pauseChecks(label string, level int, cycles []record.Cycle) []record.Check {
 	raw := p.rec.Raw()
 	stage := record.ReplayLevel0
 	if level == record.LevelKVRelease {
@@ -285,7 +217,7 @@ type held struct {
 // holdProbe sends a probe to paused label in the background
 // (Pool.ProbePaused): collect waits for its answer (or ctx's end), stop
 // ends it early; the caller defers stop.
-func (p *Protocol) holdProbe(ctx context.Context, label string) (collect func() (held, error), stop func()) {
+func (p *Env) holdProbe(ctx context.Context, label string) (collect func() (held, error), stop func()) {
 	hc := make(chan held, 1) // buffered: the goroutine never blocks on an early return
 	hctx, cancel := context.WithCancel(ctx)
 	go func() {

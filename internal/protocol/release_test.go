@@ -11,6 +11,7 @@ import (
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/report"
 )
 
@@ -58,15 +59,15 @@ func TestSwitchSleepsAreGatedOnRelease(t *testing.T) {
 	})
 	ctx := t.Context()
 	require.NoError(t, f.Activate(ctx, "A"))
-	cycles, err := p.SleepCycles(ctx, "A", 1, t.Logf)
+	cyclesOut, err := protocol.Sleep{Env: p, Level: 1}.Run(ctx, "A", t.Logf)
 	require.NoError(t, err)
-	level1 := byName(p.SleepChecks("A", 1, cycles))
+	level1 := byName(cyclesOut.Checks)
 	assert.Equal(t, "PASS", level1["memory.l1_release_fraction.median/A"].Verdict, "the level-1 cycles release")
 
 	hold.Store(true)
-	handoffs, err := p.Switch(ctx, t.Logf)
+	handoffsOut, err := protocol.Switch{Env: p}.Run(ctx, t.Logf)
 	require.NoError(t, err)
-	sw := byName(p.SwitchChecks(handoffs))
+	sw := byName(handoffsOut.Checks)
 	got, ok := sw["memory.l1_release_fraction.median/A"]
 	require.True(t, ok, "the switch phase judges A's release again")
 	assert.Equal(t, "FAIL", got.Verdict, got.String())

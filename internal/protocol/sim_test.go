@@ -18,17 +18,17 @@ import (
 
 // simPool is a pool of vllmsim's tiny A and B whose memory source is
 // wrapped by wrap, with its record and protocol; stopped when t ends.
-func simPool(t *testing.T, wrap func(gpu.Source) gpu.Source, handoffs int) (*pool.Pool, *record.Recorder, *protocol.Protocol) {
+func simPool(t *testing.T, wrap func(gpu.Source) gpu.Source, handoffs int) (*pool.Pool, *record.Recorder, *protocol.Env) {
 	t.Helper()
 	return simPoolWith(t, wrap, func(cfg *config.Config) { cfg.Protocol.Handoffs = handoffs })
 }
 
 // simPoolWith is simPool of the default config changed by mod (its
 // models, their sim_faults, the protocol).
-func simPoolWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*pool.Pool, *record.Recorder, *protocol.Protocol) {
+func simPoolWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*pool.Pool, *record.Recorder, *protocol.Env) {
 	t.Helper()
 	f, rec, cfg := simtest.Pool(t, wrap, mod)
-	return f, rec, protocol.New(cfg, f, rec, nil)
+	return f, rec, protocol.NewEnv(cfg, f, rec, nil)
 }
 
 // TestHandoffClockStartsAtSleepSent: switch → first token runs from the
@@ -46,7 +46,8 @@ func TestHandoffClockStartsAtSleepSent(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, rec, p := simPool(t, wrap, 1)
-			handoffs, err := p.Switch(t.Context(), t.Logf)
+			handoffsOut, err := protocol.Switch{Env: p}.Run(t.Context(), t.Logf)
+			handoffs := handoffsOut.Value
 			require.NoError(t, err)
 			require.Len(t, handoffs, 2, "the initial activation and one handoff")
 			ho := handoffs[1]
@@ -93,9 +94,10 @@ func TestDeviceDeltaAttribution(t *testing.T) {
 			cfg.Protocol.SettleS = 0.5 // the release lands within the hold
 			cfg.Models[0].SimFaults = "late-release=0.1"
 		})
-		_, err := p.Restart(t.Context(), "A", t.Logf)
+		_, err := protocol.Restart{Env: p}.Run(t.Context(), "A", t.Logf)
 		require.NoError(t, err)
-		cycles, err := p.SleepCycles(t.Context(), "A", 1, t.Logf)
+		cyclesOut, err := protocol.Sleep{Env: p, Level: 1}.Run(t.Context(), "A", t.Logf)
+		cycles := cyclesOut.Value
 		require.NoError(t, err)
 		return rec.Raw(), cycles
 	}
@@ -144,9 +146,10 @@ func TestPerGPUFigures(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, rec, p := simPool(t, wrap, 1)
-			_, err := p.Restart(t.Context(), "A", t.Logf)
+			_, err := protocol.Restart{Env: p}.Run(t.Context(), "A", t.Logf)
 			require.NoError(t, err)
-			cycles, err := p.SleepCycles(t.Context(), "A", 1, t.Logf)
+			cyclesOut, err := protocol.Sleep{Env: p, Level: 1}.Run(t.Context(), "A", t.Logf)
+			cycles := cyclesOut.Value
 			require.NoError(t, err)
 			raw := rec.Raw()
 			assert.Equal(t, name, raw.Attribution["A"])

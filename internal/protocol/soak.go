@@ -10,21 +10,26 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 )
 
-// PhaseSoak is the soak phase (TestSoak): not in Phases, it runs only when
-// protocol.soak_cycles is set.
-const PhaseSoak = "soak"
+// Soak is the soak phase (PhaseSoak, TestSoak): not one of the
+// protocol's phases; off unless protocol.soak_cycles is set.
+type Soak struct{ *Env }
 
-// SoakDoc is the soak phase's line in the phase table (docs/protocol.md).
-const SoakDoc = "off unless `soak_cycles` > 0 (TestSoak, `make soak`): `soak_cycles` handoffs round-robin over every model (three or more) at `soak_level`: sleep the awake model (residual, release, host RSS), check the free memory against the next model's awake footprint, wake it, first token, correctness replay"
+// Run runs the soak's cycles and judges them: every cycle succeeded,
+// residual growth within its limit, the servers' account agrees, no
+// correctness mismatch.
+func (p Soak) Run(ctx context.Context, logf Logf) (Outcome[[]record.SoakCycle], error) {
+	cs, err := p.run(ctx, logf)
+	return Outcome[[]record.SoakCycle]{cs, p.checks(cs)}, err
+}
 
-// Soak hands the GPU round-robin over every model protocol.soak_cycles
+// run hands the GPU round-robin over every model protocol.soak_cycles
 // times (A→B, B→C, C→A, …), each sleep at protocol.soak_level, and
 // records per cycle the slept model's residual, release and host RSS, the
 // free memory against the woken model's awake footprint before its wake
 // (a wake that cannot fit is named before it is tried), the sleep, wake
 // and switch → first token times, the servers' own account and a
 // correctness replay.
-func (p *Protocol) Soak(ctx context.Context, logf Logf) ([]record.SoakCycle, error) {
+func (p Soak) run(ctx context.Context, logf Logf) ([]record.SoakCycle, error) {
 	labels := p.pool.Labels()
 	n, level := p.cfg.Protocol.SoakCycles, p.cfg.Protocol.SoakLevel
 	defer p.begin(ctx, PhaseSoak, labels...)()
@@ -44,6 +49,9 @@ func (p *Protocol) Soak(ctx context.Context, logf Logf) ([]record.SoakCycle, err
 		c, who, step, err := p.soakCycle(ctx, m, i+1, from, to, level)
 		out = append(out, c)
 		p.rec.AddSoakCycle(c)
+		if p.obs != nil {
+			p.obs.ObserveSoakCycle(c)
+		}
 		if err != nil {
 			return out, p.Fail(PhaseSoak, who, fmt.Sprintf("cycle %d %s", i+1, step), err)
 		}
@@ -58,7 +66,7 @@ func (p *Protocol) Soak(ctx context.Context, logf Logf) ([]record.SoakCycle, err
 // StartAll starts every model's server that is not running (one at a
 // time, the others asleep) and leaves the first model awake; an error is a
 // failure of phase naming the model.
-func (p *Protocol) StartAll(ctx context.Context, phase string) error {
+func (p *Env) StartAll(ctx context.Context, phase string) error {
 	labels := p.pool.Labels()
 	for _, l := range labels[1:] {
 		if !p.pool.Running(l) {
@@ -75,7 +83,7 @@ func (p *Protocol) StartAll(ctx context.Context, phase string) error {
 
 // soakCycle is one soak handoff from → to; on error it names the model and
 // step that failed.
-func (p *Protocol) soakCycle(ctx context.Context, m *meter, i int, from, to string, level int) (c record.SoakCycle, who, step string, err error) {
+func (p *Env) soakCycle(ctx context.Context, m *meter, i int, from, to string, level int) (c record.SoakCycle, who, step string, err error) {
 	nan := math.NaN()
 	c = record.SoakCycle{Cycle: i, From: from, To: to, Level: level, ResidualGiB: nan, ReleasePct: nan,
 		FreeGiB: nan, NeedGiB: nan, HeadroomGiB: nan, RSSGiB: nan, LockedGiB: nan, PinnedGiB: nan, EnergyJ: nan}
@@ -172,7 +180,7 @@ func (p *Protocol) soakCycle(ctx context.Context, m *meter, i int, from, to stri
 
 // settleFrom waits until protocol.settle_s after t (at once if that has
 // passed), or until ctx ends.
-func (p *Protocol) settleFrom(ctx context.Context, t time.Time) {
+func (p *Env) settleFrom(ctx context.Context, t time.Time) {
 	d := time.Until(t.Add(seconds(p.cfg.Protocol.SettleS)))
 	if d <= 0 {
 		return
@@ -185,10 +193,10 @@ func (p *Protocol) settleFrom(ctx context.Context, t time.Time) {
 	}
 }
 
-// SoakChecks: every cycle succeeded, residual growth within its limit,
+// checks: every cycle succeeded, residual growth within its limit,
 // the servers' account agrees, no correctness mismatch; at level 1 every
 // model's release again, with the soak's sleeps'.
-func (p *Protocol) SoakChecks(cycles []record.SoakCycle) []record.Check {
+func (p Soak) checks(cycles []record.SoakCycle) []record.Check {
 	cs := append(gate.Soak(p.cfg, cycles), p.correctnessChecks(record.ReplaySoak)...)
 	if p.cfg.Protocol.SoakLevel == 1 { // its sleeps added level-1 releases
 		cs = append(cs, releaseChecks(p.cfg, p.rec.Raw(), p.Labels()...)...)

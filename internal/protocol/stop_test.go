@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
@@ -20,10 +21,10 @@ func TestAStopIsNotTheModelsFailure(t *testing.T) {
 	_, rec, p := simPoolWith(t, nil, func(cfg *config.Config) { cfg.Protocol.SettleS = 0.2 })
 	ctx, cancel := context.WithCancelCause(t.Context())
 	defer cancel(nil)
-	_, err := p.Restart(ctx, "A", t.Logf)
+	_, err := protocol.Restart{Env: p}.Run(ctx, "A", t.Logf)
 	require.NoError(t, err)
 	time.AfterFunc(300*time.Millisecond, func() { cancel(record.Stopped{Reason: "interrupted by terminated"}) })
-	_, err = p.SleepCycles(ctx, "A", 1, t.Logf)
+	_, err = protocol.Sleep{Env: p, Level: 1}.Run(ctx, "A", t.Logf)
 	require.Error(t, err)
 	fs := rec.Raw().Failures
 	require.NotEmpty(t, fs)

@@ -142,26 +142,10 @@ func ResidualSeriesMiB(cycles []SoakCycle) map[string][]float64 {
 	return out
 }
 
-// AddSoakCycle records one soak cycle, then hands it to the OnSoakCycle
-// hook (soak.csv, streamed as the cycles run) outside the record's lock:
-// a slow disk slows the soak that writes, not every caller of the
-// Recorder. The soak adds its cycles one after another, so the hook sees
-// them in order.
+// AddSoakCycle records one soak cycle.
 func (r *Recorder) AddSoakCycle(c SoakCycle) {
-	unlock := r.lock()
-	r.raw.Soak = append(r.raw.Soak, c)
-	hook, simulated := r.onSoak, r.raw.Simulated != nil
-	unlock()
-	if hook != nil {
-		hook(c, simulated)
-	}
-}
-
-// OnSoakCycle makes f see every soak cycle as it is recorded, with whether
-// the run is simulated.
-func (r *Recorder) OnSoakCycle(f func(c SoakCycle, simulated bool)) {
 	defer r.lock()()
-	r.onSoak = f
+	r.raw.Soak = append(r.raw.Soak, c)
 }
 
 // PlanSoak records the soak's planned cycles and level.

@@ -1,5 +1,6 @@
 // Package record holds what a run measured, as it is measured: one Recorder
-// per run, written by the phases through typed methods (AddCycle,
+// per run, written by its runner alone (protocol's Env, which the phases
+// record through, and harness) through typed methods (AddCycle,
 // AddHandoff, …) and read as a Raw copy by the report writers and the gate.
 // Methods a retry could repeat (checks, failures, phases) are idempotent.
 package record
@@ -355,9 +356,8 @@ func Unix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // Recorder collects one run's Raw from concurrent phases and samplers.
 type Recorder struct {
-	mu     sync.Mutex // guards raw and onSoak
-	raw    Raw
-	onSoak func(SoakCycle, bool) // OnSoakCycle's hook
+	mu  sync.Mutex // guards raw
+	raw Raw
 }
 
 // New starts a record for the labelled models.

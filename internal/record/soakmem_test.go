@@ -26,7 +26,6 @@ func TestSoakRecordPerCycle(t *testing.T) {
 	const n = 10_000
 	labels := []string{"A", "B", "C"}
 	r := New(labels, nil)
-	r.OnSoakCycle(func(SoakCycle, bool) {})
 	now := time.Now()
 	h0 := heapBytes()
 	for i := range n {

@@ -18,6 +18,7 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/pool"
+	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
@@ -61,7 +62,7 @@ func PoolWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.C
 	if opt != nil {
 		opt(&o)
 	}
-	f := pool.New(cfg, o, rec)
+	f := pool.New(cfg, o, protocol.Observe(rec))
 	t.Cleanup(func() { f.StopAll(); f.Procs().CloseIdle() })
 	return f, rec, cfg
 }

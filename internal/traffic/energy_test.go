@@ -46,7 +46,8 @@ func energyRun(t *testing.T, wrap func(gpu.Source) gpu.Source, faults string) re
 			cfg.Models[i].SimFaults = faults
 		}
 	})
-	tr, err := p.Traffic(t.Context(), t.Logf)
+	trOut, err := p.Run(t.Context(), t.Logf)
+	tr := trOut.Value
 	require.NoError(t, err)
 	require.True(t, tr.IdealRan)
 	t.Logf("shared %.3fs %.2f J, ideal %.3fs %.2f J (%s)", tr.DurationS, tr.SharedJ, runSpan(tr, record.RunIdeal), tr.IdealJ, tr.EnergyNote)

@@ -33,7 +33,8 @@ func trafficRun(t *testing.T, faultsA, faultsB string, mod func(*config.Config))
 			mod(cfg)
 		}
 	})
-	tr, err := p.Traffic(t.Context(), t.Logf)
+	trOut, err := p.Run(t.Context(), t.Logf)
+	tr := trOut.Value
 	require.NoError(t, err)
 	require.Len(t, tr.Requests, 3)
 	for _, r := range tr.Requests {

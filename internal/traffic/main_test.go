@@ -25,7 +25,7 @@ func same(s gpu.Source) gpu.Source { return s }
 func simPoolWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*pool.Pool, *record.Recorder, *traffic.Phase) {
 	t.Helper()
 	f, rec, cfg := simtest.Pool(t, wrap, mod)
-	return f, rec, traffic.New(cfg, f, rec, protocol.New(cfg, f, rec, nil))
+	return f, rec, traffic.New(protocol.NewEnv(cfg, f, rec, nil))
 }
 
 func byName(cs []record.Check) map[string]record.Check {

@@ -32,14 +32,20 @@ import (
 type Phase struct {
 	cfg   config.Config
 	pool  *pool.Pool
-	rec   *record.Recorder
-	proto *protocol.Protocol
-	plan  *Plan // planned before the run; nil: when the phase runs
+	proto *protocol.Env // the runner: every record of the phase goes through it
+	plan  *Plan         // planned before the run; nil: when the phase runs
 }
 
-// New is the traffic phase of p, which runs on f and records into rec.
-func New(cfg config.Config, f *pool.Pool, rec *record.Recorder, p *protocol.Protocol) *Phase {
-	return &Phase{cfg: cfg, pool: f, rec: rec, proto: p}
+// New is the traffic phase on env.
+func New(env *protocol.Env) *Phase {
+	return &Phase{cfg: env.Config(), pool: env.Pool(), proto: env}
+}
+
+// Run runs the traffic phase and judges it (goodput, asleep p99, shed and
+// failed requests, the pause modes' outcomes).
+func (ph *Phase) Run(ctx context.Context, logf protocol.Logf) (protocol.Outcome[record.Traffic], error) {
+	t, err := ph.run(ctx, logf)
+	return protocol.Outcome[record.Traffic]{Value: t, Checks: ph.checks(t)}, err
 }
 
 // UseTrafficPlan makes plan the traffic phase's requests (NewPlan, before
@@ -231,12 +237,12 @@ func readDataset(cfg config.Config) ([]load.Sample, error) {
 	return s, nil
 }
 
-// Traffic runs the traffic phase: the arrivals through a wake-on-demand
+// run runs the traffic phase: the arrivals through a wake-on-demand
 // router (one model awake at a time, the others asleep at
 // traffic.sleep_level), the same arrivals with every model awake (the
 // ideal, where the GPU holds them all), then a sleep with requests in
 // flight in each of traffic.in_flight_modes.
-func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffic, error) {
+func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, error) {
 	labels := ph.pool.Labels()
 	defer ph.proto.Begin(ctx, protocol.PhaseTraffic, labels...)()
 	tr := ph.cfg.Traffic
@@ -252,7 +258,7 @@ func (ph *Phase) Traffic(ctx context.Context, logf protocol.Logf) (record.Traffi
 	arrivals, what := plan.Arrivals, plan.What
 	out.Arrivals = what
 	var errs []error
-	defer func() { ph.rec.SetTraffic(out) }()
+	defer func() { ph.proto.SetTraffic(out) }()
 	if len(arrivals) > 0 {
 		if err := ph.proto.StartAll(ctx, protocol.PhaseTraffic); err != nil {
 			return out, err
@@ -578,7 +584,7 @@ func (ph *Phase) waitRunning(ctx context.Context, label string, n int) {
 	}
 }
 
-// TrafficChecks: the traffic phase's thresholds.
-func (ph *Phase) TrafficChecks(t record.Traffic) []record.Check {
+// checks: the traffic phase's thresholds.
+func (ph *Phase) checks(t record.Traffic) []record.Check {
 	return ph.proto.Record(gate.Traffic(ph.cfg, t)...)
 }

@@ -30,7 +30,8 @@ func TestTrafficPhase(t *testing.T) {
 		cfg.Traffic.Trace = trace
 		cfg.Traffic.InFlightRequests = 3
 	})
-	tr, err := p.Traffic(t.Context(), t.Logf)
+	trOut, err := p.Run(t.Context(), t.Logf)
+	tr := trOut.Value
 	require.NoError(t, err)
 	var shared, ideal int
 	for _, r := range tr.Requests {
@@ -63,7 +64,7 @@ func TestTrafficPhase(t *testing.T) {
 	assert.Equal(t, 3, reqs.AbortedByDesign, "mode abort's requests")
 	assert.Zero(t, reqs.Failure, "no request failed")
 	assert.Equal(t, reqs.Executed, reqs.Success+reqs.Failure+reqs.AbortedByDesign)
-	for _, c := range p.TrafficChecks(tr) {
+	for _, c := range trOut.Checks {
 		assert.Equal(t, "PASS", c.Verdict, c.String())
 	}
 	assert.NotNil(t, rec.Raw().Traffic)
@@ -77,7 +78,8 @@ func TestInFlightCrashIsNamed(t *testing.T) {
 		cfg.Traffic.InFlightRequests = 2
 		cfg.Models[0].SimFaults = "inflight-crash"
 	})
-	tr, err := p.Traffic(t.Context(), t.Logf)
+	trOut, err := p.Run(t.Context(), t.Logf)
+	tr := trOut.Value
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "server A exited")
 	require.Len(t, tr.InFlight, 1, "the first mode ends it")
@@ -85,7 +87,7 @@ func TestInFlightCrashIsNamed(t *testing.T) {
 	f := rec.Raw().Failures
 	require.Len(t, f, 1)
 	assert.Equal(t, "sleep with requests in flight, mode abort", f[0].Step)
-	checks := byName(p.TrafficChecks(tr))
+	checks := byName(trOut.Checks)
 	assert.Equal(t, "FAIL", checks["traffic.in_flight.abort.survived/"].Verdict)
 }
 
@@ -101,11 +103,12 @@ func TestInFlightOffOnAnOldServer(t *testing.T) {
 		cfg.Traffic.InFlightRequests = 0
 		cfg.Models[0].SimFaults = "inflight-crash"
 	})
-	tr, err := p.Traffic(t.Context(), t.Logf)
+	trOut, err := p.Run(t.Context(), t.Logf)
+	tr := trOut.Value
 	require.NoError(t, err)
 	assert.Empty(t, tr.InFlight, "no sleep with requests in flight")
 	assert.Len(t, tr.Requests, 8, "both runs measured")
-	checks := p.TrafficChecks(tr)
+	checks := trOut.Checks
 	require.NotEmpty(t, checks)
 	for _, c := range checks {
 		assert.Equal(t, "PASS", c.Verdict, c.String())
@@ -202,7 +205,8 @@ func TestCrashDuringTheIdealRunFails(t *testing.T) {
 		cfg.Traffic.InFlightRequests = 0
 		cfg.Models[0].SimFaults = "crash-after=7"
 	})
-	tr, _ := p.Traffic(t.Context(), t.Logf)
+	trOut, _ := p.Run(t.Context(), t.Logf)
+	tr := trOut.Value
 	idealFailed := 0
 	for _, r := range tr.Requests {
 		if r.Run == record.RunShared {
@@ -220,7 +224,7 @@ func TestCrashDuringTheIdealRunFails(t *testing.T) {
 	}
 	require.NotNil(t, failure, "the phase names A's exit: %+v", rec.Raw().Failures)
 	assert.Contains(t, failure.Error, "server A exited: exit status 3")
-	v := byName(p.TrafficChecks(tr))
+	v := byName(trOut.Checks)
 	assert.Equal(t, "FAIL", v["traffic.ideal.failed_requests/"].Verdict)
 	assert.Equal(t, float64(idealFailed), v["traffic.ideal.failed_requests/"].Value)
 	assert.Equal(t, "PASS", v["traffic.failed_requests/"].Verdict)
@@ -266,7 +270,8 @@ func TestTrafficShedsBeyondItsQueueAndClosesIdleConnections(t *testing.T) {
 	}
 	f.Procs().CloseIdle()
 	before := openFiles(t)
-	tr, err := p.Traffic(t.Context(), t.Logf)
+	trOut, err := p.Run(t.Context(), t.Logf)
+	tr := trOut.Value
 	require.NoError(t, err)
 	after := openFiles(t)
 	// Which of A's and B's arrivals reach the router first is the
@@ -298,7 +303,7 @@ func TestTrafficShedsBeyondItsQueueAndClosesIdleConnections(t *testing.T) {
 		assert.LessOrEqual(t, d.Queued, 10, "the queue never holds more than max_queue")
 	}
 	assert.Equal(t, 10, tr.MaxQueue)
-	v := byName(p.TrafficChecks(tr))
+	v := byName(trOut.Checks)
 	assert.Equal(t, "PASS", v["traffic.failed_requests/"].Verdict, "shed is not failed")
 	assert.Equal(t, "FAIL", v["traffic.shed_requests/"].Verdict)
 	assert.Equal(t, float64(total), v["traffic.shed_requests/"].Value)
@@ -314,7 +319,8 @@ func TestTrafficClockStartsAtTheFirstArrival(t *testing.T) {
 	_, _, p := simPoolWith(t, same, func(cfg *config.Config) {
 		cfg.Traffic.Trace, cfg.Traffic.InFlightRequests, cfg.Traffic.Ideal = trace, 0, false
 	})
-	tr, err := p.Traffic(t.Context(), t.Logf)
+	trOut, err := p.Run(t.Context(), t.Logf)
+	tr := trOut.Value
 	require.NoError(t, err)
 	first, _, last := requestSpan(tr)
 	assert.True(t, tr.Start.Equal(first), "start %v, first arrival %v", tr.Start, first)

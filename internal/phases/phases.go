@@ -1,0 +1,128 @@
+// Package phases is the protocol's phase list: each phase once, in run
+// order, with what it does (docs/protocol.md's table is generated from it),
+// when it is off, and its steps on a run (one per model, or one over every
+// model). TestProtocol runs the list, one subtest per phase and one call
+// per step; TestOutputs expects every name in the report. Adding a phase is
+// its type (in package protocol, or a package of its own as traffic) and
+// one entry here.
+package phases
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/protocol"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/traffic"
+)
+
+// Result is what one step of a phase returns: its measurements (the
+// phase's own type, e.g. []record.Cycle) and its threshold checks,
+// recorded in the run's record already.
+type Result struct {
+	Value  any
+	Checks []record.Check
+	Skip   string // the step measured nothing, and why (the fit table without a figure it needs)
+}
+
+// Step is one run of a phase: for one model, or once over every model.
+type Step struct {
+	Name string // the subtest's name: a model's label, "fit"; "" for a phase run once over every model
+	Run  func(ctx context.Context, logf protocol.Logf) (Result, error)
+}
+
+// On is what a phase's steps run on.
+type On struct {
+	Env     *protocol.Env
+	Traffic *traffic.Phase // the traffic phase, with its plan
+}
+
+// Phase is one phase of the protocol.
+type Phase struct {
+	Name  string                         // as the report's phases, windows and failures give it
+	Doc   string                         // what it does per model, as docs/protocol.md's phase table says (Markdown)
+	Off   func(cfg config.Config) string // why the phase does not run with cfg ("": it runs); nil: always runs
+	Steps func(on On) []Step             // its steps, in order
+}
+
+// perModel is a step per model of on's run.
+func perModel[T any](on On, run func(context.Context, string, protocol.Logf) (protocol.Outcome[T], error)) []Step {
+	var out []Step
+	for _, l := range on.Env.Labels() {
+		out = append(out, Step{Name: l, Run: func(ctx context.Context, logf protocol.Logf) (Result, error) {
+			o, err := run(ctx, l, logf)
+			return Result{Value: o.Value, Checks: o.Checks}, err
+		}})
+	}
+	return out
+}
+
+// whole is a phase's one step over every model.
+func whole[T any](run func(context.Context, protocol.Logf) (protocol.Outcome[T], error)) []Step {
+	return []Step{{Run: func(ctx context.Context, logf protocol.Logf) (Result, error) {
+		o, err := run(ctx, logf)
+		return Result{Value: o.Value, Checks: o.Checks}, err
+	}}}
+}
+
+// List is the protocol in run order: the one list the suite runs, the
+// Makefile and docs/protocol.md name, and TestOutputs expects in the
+// report. Each call returns a fresh copy.
+func List() []Phase {
+	return []Phase{
+		{Name: protocol.PhaseRestart, Doc: "1 initial + `restart_warm` (2) warm starts: spawn → `/health` 200 → first token; other models asleep; the last start stays up",
+			Steps: func(on On) []Step { return perModel(on, protocol.Restart{Env: on.Env}.Run) }},
+		{Name: protocol.PhaseBaseline, Doc: "serving at each `concurrency` (1, 4): `rounds` (2) × `requests_per_round` (8), prompt ≈ 26 tokens, `max_tokens` 128 with `ignore_eos`; other models asleep; in a server process that has never slept (one that has, as the restart phase leaves all but the last model, is started afresh first)",
+			Steps: func(on On) []Step { return perModel(on, protocol.Baseline{Env: on.Env}.Run) }},
+		{Name: protocol.PhaseSleepL1, Doc: "`sleep_l1_cycles` (5) × (sleep level 1, hold `settle_s`, read residual, wake, probe first token, hold)",
+			Steps: func(on On) []Step { return perModel(on, protocol.Sleep{Env: on.Env, Level: 1}.Run) }},
+		{Name: protocol.PhaseAfterWake, Doc: "one level-1 sleep and wake, then serving again as in baseline straight after the wake, against the baseline's tok/s; then the correctness replay",
+			Steps: func(on On) []Step { return perModel(on, protocol.AfterWake{Env: on.Env}.Run) }},
+		{Name: protocol.PhaseSleepL2, Doc: "`sleep_l2_cycles` (3) cycles at level 2; the wake is `wake_up?tags=weights`, `collective_rpc {\"method\":\"reload_weights\"}`, `wake_up?tags=kv_cache`, `reset_prefix_cache`; every first token is checked for garbage",
+			Steps: func(on On) []Step { return perModel(on, protocol.Sleep{Env: on.Env, Level: 2}.Run) }},
+		{Name: protocol.PhaseSleepL0, Doc: "`sleep_l0_cycles` (3) × (sleep level 0: the scheduler paused, nothing freed; hold `settle_s`, read memory; a probe sent while paused, held until the wake; wake, probe first token); then once `/pause`, a held probe, `/resume`; off, and said so, on a vLLM without `/pause`",
+			Steps: func(on On) []Step { return perModel(on, protocol.Level0{Env: on.Env}.Run) }},
+		{Name: protocol.PhaseKVRelease, Doc: "once a release without a pause (vLLM must refuse it), then `kv_release_cycles` (3) × (`/pause`, `/release_kv_cache_memory`, hold `settle_s`, read the GiB freed, `wake_up?tags=kv_cache`, probe first token); off, and said so, on a vLLM without it (before PR #44890)",
+			Steps: func(on On) []Step { return perModel(on, protocol.KVRelease{Env: on.Env}.Run) }},
+		{Name: protocol.PhaseStateCost, Doc: "each state held `cost_dwell_s` (1 s; 0: off) and measured (GPU GiB per GPU, host GiB of the server's process tree with its locked and pinned parts, GPU W from the energy counter): awake idle, asleep at level 1, at level 2, KV released (where the server has `/release_kv_cache_memory`), stopped; the energy (J) of each sleep, wake and a cold start (spawn → first token), the level-1 sleep's transient host peak and what its wake gives back; the break-even per level; then the node's fit table over every model ([cost.md](cost.md))",
+			Off: func(cfg config.Config) string {
+				if cfg.Protocol.CostDwellS == 0 {
+					return "protocol.cost_dwell_s is 0: the state-cost phase is off"
+				}
+				return ""
+			},
+			Steps: func(on On) []Step {
+				sc := protocol.StateCost{Env: on.Env}
+				return append(perModel(on, sc.Run), Step{Name: "fit", Run: func(ctx context.Context, logf protocol.Logf) (Result, error) {
+					f, why, err := sc.Fit(ctx, logf)
+					switch {
+					case err != nil:
+						return Result{}, err
+					case f == nil:
+						return Result{Skip: "no fit table: " + why}, nil
+					}
+					return Result{Value: f}, nil
+				}})
+			}},
+		{Name: protocol.PhaseSwitch, Doc: "all models: 1 initial activation (A awake, others asleep), then `handoffs` (19) handoffs A→B, B→A, … (round-robin for more models): sleep the active model at level 1, wake the next, first token",
+			Off: func(cfg config.Config) string {
+				if n := len(cfg.Models); n < 2 {
+					return fmt.Sprintf("switching needs two models; the config has %d", n)
+				}
+				return ""
+			},
+			Steps: func(on On) []Step { return whole(protocol.Switch{Env: on.Env}.Run) }},
+		{Name: protocol.PhaseTraffic, Doc: "all models: open-loop `traffic.arrivals` (Poisson) at `traffic.rate` (2 req/s) per model for `traffic.duration_s` (6 s) through a wake-on-demand router (one model awake, the others asleep at `traffic.sleep_level`); the same arrivals with every model awake (the ideal); then a sleep with `in_flight_requests` (4) decoding in each pause mode (abort, wait, keep)",
+			Steps: func(on On) []Step { return whole(on.Traffic.Run) }},
+	}
+}
+
+// Names are the names of List, in order.
+func Names() []string {
+	var out []string
+	for _, p := range List() {
+		out = append(out, p.Name)
+	}
+	return out
+}

@@ -1,0 +1,53 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+// Baseline is the baseline phase (PhaseBaseline): serving before any
+// sleep, in a server process that has never slept.
+type Baseline struct{ *Env }
+
+// Run measures label's serving at every concurrency and judges it: failed
+// requests within the limit, every round passed.
+func (p Baseline) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.PerfRun], error) {
+	runs, err := p.run(ctx, label, logf)
+	return Outcome[[]record.PerfRun]{runs, p.checks(label, runs)}, err
+}
+
+// checks: failed requests within the limit and every round passed, per concurrency.
+func (p Baseline) checks(label string, runs []record.PerfRun) []record.Check {
+	return p.Record(gate.Serve(p.cfg, label, runs)...)
+}
+
+// run measures label's serving before any sleep: in a server process
+// that has never slept. The restart phase puts each model to sleep to start
+// the next, so a server that has slept is stopped and started afresh (the
+// other models asleep), before the phase's window opens: that start is
+// neither serving nor one of the restart phase's starts.
+func (p Baseline) run(ctx context.Context, label string, logf Logf) ([]record.PerfRun, error) {
+	step, err := p.freshProcess(ctx, label, logf)
+	defer p.begin(ctx, PhaseBaseline, label)()
+	if err != nil {
+		return nil, p.Fail(PhaseBaseline, label, step, err)
+	}
+	return p.Serve(ctx, label, gate.StageBaseline, logf)
+}
+
+// freshProcess makes label awake in a server process that has never slept
+// (started afresh if its server has slept); on error it names the step.
+func (p Baseline) freshProcess(ctx context.Context, label string, logf Logf) (string, error) {
+	if p.pool.Slept(label) {
+		logf("%s has slept since it started: a fresh server for a baseline before any sleep", label)
+		if err := p.pool.Stop(label); err != nil {
+			return "stop a server that has slept", err
+		}
+	}
+	if err := p.pool.Activate(ctx, label); err != nil {
+		return "activate", err
+	}
+	return "", nil
+}

@@ -1,0 +1,264 @@
+// Package protocol is the protocol's phases and what they run on: Env (the
+// run's config, its servers, its record: the runner every phase records
+// through), a type per phase (Restart, Baseline, Sleep, AfterWake, Level0,
+// KVRelease, StateCost, Switch; Soak, opt-in) whose Run returns what it
+// measured and its threshold checks (package gate) together, and Steps, the
+// one-step measurements of go test -bench. Package phases lists the phases
+// in run order; package traffic is the traffic phase, run on the same Env.
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/pool"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+// Phase names.
+const (
+	PhaseRestart   = "restart"
+	PhaseBaseline  = "baseline"
+	PhaseSleepL1   = "sleep-level1"
+	PhaseAfterWake = "after-wake"
+	PhaseSleepL2   = "sleep-level2"
+	PhaseSleepL0   = "sleep-level0"
+	PhaseKVRelease = "kv-release"
+	PhaseStateCost = "state-cost"
+	PhaseSwitch    = "switch"
+	PhaseTraffic   = "traffic" // run by package traffic, through Begin, Fail and StartAll
+	PhaseSoak      = "soak"    // TestSoak: not one of the protocol's phases (package phases), it runs only when protocol.soak_cycles is set
+)
+
+// Observe is the pool's Observer that writes what the servers did into
+// rec: the run's record, or a benchmark's scratch record.
+func Observe(rec *record.Recorder) pool.Observer {
+	return pool.Observer{Request: rec.Request, AbortedByDesign: rec.RequestAbortedByDesign, Event: rec.AddEvent,
+		FirstSleep: rec.AddFirstSleep, Weight: rec.SetWeight, Version: rec.SetServerVersion, Reference: rec.SetReference}
+}
+
+// Outcome is what one run of a phase returns: what it measured (Value)
+// and its threshold checks on it (Checks), recorded in the run's record
+// already, so a phase run through any entry leaves its verdicts in
+// report.json.
+type Outcome[T any] struct {
+	Value  T
+	Checks []record.Check
+}
+
+// Logf prints a progress line.
+type Logf func(format string, args ...any)
+
+// Observer is told when a phase starts and ends (when is "before" or
+// "after"), with the models it covers: the harness scrapes /metrics then;
+// and of each soak cycle once it is recorded: the harness streams soak.csv
+// (outside the record's lock, in the cycles' order).
+type Observer interface {
+	ObservePhase(ctx context.Context, phase, when string, labels []string)
+	ObserveSoakCycle(c record.SoakCycle)
+}
+
+// Env is what every phase runs on: the run's config, its servers (a
+// pool), its record and the observer told of each phase's start and end;
+// its methods are the steps the phases share (a phase's window and
+// failures, a measured sleep, a correctness replay, a handoff). A phase is
+// a type of its own that embeds it (Restart, Sleep, Switch, …): adding one
+// adds nothing here.
+type Env struct {
+	cfg  config.Config
+	pool *pool.Pool
+	rec  *record.Recorder
+	obs  Observer
+	// mismatched: a correctness mismatch of this model/stage was
+	// recorded as a failure (the check counts the rest).
+	mismatched map[string]bool
+	// kvRefused: the model's server refused a KV-only release without a
+	// pause, as vLLM must (KVRelease).
+	kvRefused map[string]bool
+	// pauseResumed: the model's /pause held a request until /resume
+	// (Level0).
+	pauseResumed map[string]bool
+}
+
+// NewEnv is the phases' environment of cfg on f, recording into rec; obs may be nil.
+func NewEnv(cfg config.Config, f *pool.Pool, rec *record.Recorder, obs Observer) *Env {
+	return &Env{cfg: cfg, pool: f, rec: rec, obs: obs, kvRefused: map[string]bool{}, pauseResumed: map[string]bool{}}
+}
+
+// Config is the run's configuration.
+func (p *Env) Config() config.Config { return p.cfg }
+
+// Pool is the run's servers, for a phase in a package of its own (traffic).
+func (p *Env) Pool() *pool.Pool { return p.pool }
+
+// SetTraffic records the traffic phase's measurements (package traffic:
+// it records through the runner, as the phases here do).
+func (p *Env) SetTraffic(t record.Traffic) { p.rec.SetTraffic(t) }
+
+// Labels are the model labels in config order.
+func (p *Env) Labels() []string { return p.pool.Labels() }
+
+// Raw is a copy of what the run has recorded so far.
+func (p *Env) Raw() record.Raw { return p.rec.Raw() }
+
+// Fail records a failure and returns it as an error naming phase, model
+// and step. A step the run's stop interrupted (record.Stopped) says so
+// first: it is no failure of the model.
+func (p *Env) Fail(phase, label, step string, err error) error {
+	if errors.As(err, new(record.Stopped)) { // filed under no model: it is none's failure
+		if label != "" {
+			step += " of " + label
+		}
+		step, label = "run stopped during "+step, ""
+	}
+	p.rec.Fail(record.Failure{Phase: phase, Model: label, Step: step, Error: err.Error()})
+	return fmt.Errorf("%s %s: %s: %w", phase, label, step, err)
+}
+
+// Failed reports whether a failure of phase is recorded.
+func (p *Env) Failed(phase string) bool { return p.rec.Failed(phase) }
+
+// Begin is begin, for a phase run by another package (traffic).
+func (p *Env) Begin(ctx context.Context, phase string, labels ...string) (end func()) {
+	return p.begin(ctx, phase, labels...)
+}
+
+// begin starts a phase for labels: it is listed in the report, the
+// observer is told, and the returned end records the phase window (named
+// <label>-<phase>, or the labels joined for several), records every
+// server that exited meanwhile as a failure of the phase (unless one of
+// its steps named that model's failure), and tells the observer again.
+func (p *Env) begin(ctx context.Context, phase string, labels ...string) (end func()) {
+	p.rec.PhaseRan(phase)
+	if p.obs != nil {
+		p.obs.ObservePhase(ctx, phase, "before", labels)
+	}
+	start, exits := time.Now(), p.pool.Procs().ExitMark()
+	return func() {
+		p.rec.Window(strings.Join(labels, "")+"-"+phase, start, time.Now(), seconds(p.cfg.Protocol.WindowPadS))
+		// A server that exited during the phase is a failure of it, also
+		// where no step met it (a request's error, a restart since).
+		// How each model's memory is attributed (its latest start's
+		// footprint, pool.Memory), for the report.
+		for _, l := range p.pool.Labels() {
+			if how := p.pool.Memory().Attribution(l); how != "" {
+				p.rec.SetAttribution(l, how)
+			}
+		}
+		ls, errs := p.pool.Procs().Exits(exits)
+		for i, l := range ls {
+			if !p.rec.FailedFor(phase, l) {
+				p.rec.Fail(record.Failure{Phase: phase, Model: l, Step: "server exited during the phase", Error: errs[i].Error()})
+			}
+		}
+		if p.obs != nil {
+			p.obs.ObservePhase(ctx, phase, "after", labels)
+		}
+	}
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Record records threshold verdicts (a check evaluated again replaces the
+// earlier one) and returns them.
+func (p *Env) Record(cs ...record.Check) []record.Check {
+	p.rec.AddChecks(cs...)
+	return cs
+}
+
+// releaseChecks re-evaluates min_l1_release_percent on every level-1
+// release of labels measured so far: each phase whose level-1 sleeps add
+// releases (sleep-level1, after-wake, switch, soak) records it again, so
+// the check (recorded once, the latest replacing the earlier) judges the
+// samples report.json's memory.l1_release_fraction summarises.
+func releaseChecks(cfg config.Config, raw record.Raw, labels ...string) []record.Check {
+	var out []record.Check
+	for _, l := range labels {
+		out = append(out, gate.Release(cfg, l, raw.Release[l], false)...)
+	}
+	return out
+}
+
+// correctnessChecks: every model's replays of stage (after the handoffs
+// or soak cycles that woke it) matched its reference.
+func (p *Env) correctnessChecks(stage string) []record.Check {
+	raw := p.rec.Raw()
+	var out []record.Check
+	for _, l := range p.Labels() {
+		out = append(out, gate.Correctness(l, stage, raw.Replays[l])...)
+	}
+	return out
+}
+
+const restartFirstTok = "probe first token"
+
+// Settle waits protocol.settle_s (or until ctx ends).
+func (p *Env) Settle(ctx context.Context) { p.settleFrom(ctx, time.Now()) }
+
+// verify replays label's correctness probes after a wake (stage), records
+// the replay, and records the first mismatch of each model and stage as a failure of
+// phase naming the probe and token; every mismatch counts in the check.
+// The error is a replay that could not be made.
+func (p *Env) verify(ctx context.Context, phase, label, stage string) error {
+	got, err := p.pool.Oracle().Replay(ctx, label, stage)
+	if got == nil {
+		return err
+	}
+	rp := p.rec.AddReplay(label, *got) // numbered among the model's replays of stage
+	if err != nil {
+		return err
+	}
+	for _, r := range rp.Results {
+		key := label + "/" + stage
+		if r.Match || p.mismatched[key] {
+			continue
+		}
+		if p.mismatched == nil {
+			p.mismatched = map[string]bool{}
+		}
+		p.mismatched[key] = true
+		p.rec.Fail(record.Failure{Phase: phase, Model: label, Step: fmt.Sprintf("correctness after %s wake %d", stage, rp.Cycle),
+			Error: fmt.Sprintf("probe %q diverged from its answer before the first sleep at token %d (%s): %s", r.Probe, r.Position, r.Kind, r.Detail)})
+	}
+	return nil
+}
+
+// engine is the server's own account of a sleep (marked by from) and the
+// wake that followed (marked by to; the same mark in a cycle), judged
+// against the harness's HTTP times and the GiB released; nil when the
+// servers reported nothing.
+func (p *Env) engine(ctx context.Context, from, to pool.EngineMark, sameServer bool, httpSleep, httpWake, released float64) *record.Engine {
+	e := p.pool.Engine().Since(ctx, from)
+	if !sameServer {
+		w := p.pool.Engine().Since(ctx, to)
+		switch {
+		case e == nil:
+			e = w
+			if e != nil {
+				e.SleepS, e.FreedGiB, e.InUseGiB, e.MetricSleepS = math.NaN(), math.NaN(), math.NaN(), math.NaN()
+			}
+		case w != nil:
+			e.WakeS, e.MetricWakeS = w.WakeS, w.MetricWakeS
+		default:
+			e.WakeS, e.MetricWakeS = math.NaN(), math.NaN()
+		}
+	}
+	if e != nil {
+		e.Disagreements = gate.Disagreements(e, httpSleep, httpWake, released, p.cfg.Protocol.EngineTolerancePercent)
+	}
+	return e
+}
+
+func round2(xs []float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = math.Round(x*100) / 100
+	}
+	return out
+}

@@ -1,0 +1,90 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/vllm"
+)
+
+// KVRelease is the KV-only release phase (PhaseKVRelease); off, and said
+// so, on a vLLM without /release_kv_cache_memory.
+type KVRelease struct{ *Env }
+
+// Run measures label's KV-only release cycles and judges them
+// (pauseChecks), with vLLM's refusal of a release without a pause.
+func (p KVRelease) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.Cycle], error) {
+	cycles, err := p.run(ctx, label, logf)
+	return Outcome[[]record.Cycle]{cycles, p.pauseChecks(label, record.LevelKVRelease, cycles)}, err
+}
+
+// run runs protocol.kv_release_cycles KV-only release cycles on
+// label: pause (sleep level 0), /release_kv_cache_memory, hold settle_s and
+// read the GiB freed, wake_up?tags=kv_cache, wake → first token, replay.
+// First, once, a release without a pause, which vLLM must refuse.
+func (p KVRelease) run(ctx context.Context, label string, logf Logf) ([]record.Cycle, error) {
+	return p.offOrCycles(ctx, PhaseKVRelease, label, record.LevelKVRelease, p.cfg.Protocol.KVReleaseCycles, logf, p.kvCycle)
+}
+
+// refusedWithoutPause asks label's awake server to release its KV cache
+// without a pause first: vLLM refuses (500, "requires a completed pause
+// first"); a server that lacks the endpoint makes the cycle off (the
+// returned why). One that accepts is an error: its engine released a KV
+// cache a running scheduler uses (the cache is restored before returning).
+func (p *Env) refusedWithoutPause(ctx context.Context, label string) (off string, err error) {
+	_, _, err = p.pool.ReleaseKVCacheAt(ctx, label)
+	switch {
+	case errors.Is(err, vllm.ErrUnsupported):
+		return "the server has no /release_kv_cache_memory (vLLM before PR #44890): the cycle is off", nil
+	case err != nil && strings.Contains(err.Error(), "HTTP 500") && strings.Contains(err.Error(), "pause"):
+		p.kvRefused[label] = true // "release_kv_cache_memory() requires a completed pause first"
+		return "", p.pool.CheckEngine(ctx, label, "release_kv_cache_memory")
+	case err != nil:
+		return "", fmt.Errorf("a release without a pause failed, but not as vLLM refuses it (500, \"requires a completed pause first\"): %w", err)
+	}
+	if _, _, werr := p.pool.WakeKVCacheAt(ctx, label); werr != nil {
+		return "", fmt.Errorf("released the KV cache of a running engine, and restoring it failed: %w", werr)
+	}
+	return "", errors.New("/release_kv_cache_memory answered 200 on a running engine: vLLM refuses it without a completed pause (PR #44890)")
+}
+
+// kvCycle is one KV-only release cycle of an awake model.
+func (p *Env) kvCycle(ctx context.Context, label string) (record.Cycle, string, error) {
+	c := newCycle(record.LevelKVRelease)
+	// The pause through /pause (mode abort, clear_cache: vLLM's defaults),
+	// the RLHF router's way; level 0 has its own cycles.
+	_, d, err := p.pool.PauseAt(ctx, label, vllm.SleepAbort, true)
+	c.SleepS = d.Seconds()
+	if err != nil {
+		return c, "pause", err
+	}
+	ms, err := p.pool.Memory().StartRelease(ctx, label)
+	if ms != nil {
+		c.ReleaseS = ms.Took.Seconds()
+	}
+	if err != nil {
+		return c, "release_kv_cache_memory", err
+	}
+	p.Settle(ctx)
+	resid, err := p.finishSleep(ctx, ms)
+	c.ResidualGiB, c.FreedGiB = resid, ms.ReleasedGiB
+	if err != nil {
+		return c, "memory read", err
+	}
+	sent, wd, err := p.pool.WakeKVCacheAt(ctx, label)
+	c.WakeAPIS = wd.Seconds()
+	if err != nil {
+		return c, "wake_up?tags=kv_cache", err
+	}
+	if step, err := p.firstToken(ctx, &c, label, sent); err != nil {
+		return c, step, err
+	}
+	if err := p.verify(ctx, PhaseKVRelease, label, record.ReplayKVRelease); err != nil {
+		return c, "correctness replay", err
+	}
+	c.OK = true
+	return c, "", nil
+}

@@ -1,0 +1,139 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/pool"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+// Sleep is a sleep phase: PhaseSleepL1 (Level 1) or PhaseSleepL2 (Level 2).
+type Sleep struct {
+	*Env
+	Level int // 1 or 2
+}
+
+// Run measures label's sleep/wake cycles at the phase's level and judges
+// them: every cycle succeeded; wake → first token, residual and (level 1)
+// release within their limits; the correctness replays.
+func (p Sleep) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.Cycle], error) {
+	cycles, err := p.run(ctx, label, p.Level, logf)
+	return Outcome[[]record.Cycle]{cycles, p.checks(label, p.Level, cycles)}, err
+}
+
+// checks: every cycle succeeded; wake → first token, residual and
+// (level 1) release within their limits.
+func (p Sleep) checks(label string, level int, cycles []record.Cycle) []record.Check {
+	raw := p.rec.Raw()
+	stage := record.ReplayLevel1
+	if level == 2 {
+		stage = record.ReplayLevel2
+	}
+	return p.Record(append(gate.Sleep(p.cfg, label, level, cycles, raw.Release[label]), gate.Correctness(label, stage, raw.Replays[label])...)...)
+}
+
+// measureSleep sleeps label at level with its memory read before and,
+// after protocol.settle_s, asleep (pool.MeasuredSleep): it returns the
+// sleep (its duration, what it released and, on a run of several GPUs,
+// the memory left on each; nil when /sleep was never sent) and the memory
+// left asleep in GiB.
+func (p *Env) measureSleep(ctx context.Context, label string, level int) (*pool.MeasuredSleep, float64, error) {
+	ms, err := p.pool.Memory().StartSleep(ctx, label, level)
+	if err != nil {
+		return ms, math.NaN(), err
+	}
+	p.Settle(ctx)
+	resid, err := p.finishSleep(ctx, ms)
+	return ms, resid, err
+}
+
+// finishSleep completes a measured sleep (pool.MeasuredSleep.Finish) and
+// records what it measured: the level-1 release, in all and per GPU, or
+// the memory note saying why the figures are absent. It returns the memory
+// left asleep in GiB.
+func (p *Env) finishSleep(ctx context.Context, ms *pool.MeasuredSleep) (float64, error) {
+	resid, err := ms.Finish(ctx)
+	if err != nil {
+		return resid, err
+	}
+	if ms.Note != "" {
+		p.rec.NoteMemory(ms.Note)
+	}
+	if !math.IsNaN(ms.ReleasePercent) {
+		p.rec.AddRelease(ms.Label, ms.ReleasePercent)
+	}
+	if ms.ReleasePercentPerGPU != nil {
+		p.rec.AddReleasePerGPU(ms.Label, ms.ReleasePercentPerGPU)
+	}
+	return resid, nil
+}
+
+// run runs protocol.sleep_l{1,2}_cycles sleep/wake cycles on label:
+// sleep time, wake API time, wake → first token, residual GiB. A failed
+// step ends the cycles (the server's state is then unknown).
+func (p Sleep) run(ctx context.Context, label string, level int, logf Logf) ([]record.Cycle, error) {
+	phase := PhaseSleepL1
+	n := p.cfg.Protocol.SleepL1Cycles
+	if level == 2 {
+		phase, n = PhaseSleepL2, p.cfg.Protocol.SleepL2Cycles
+	}
+	defer p.begin(ctx, phase, label)()
+	p.rec.PlanCycles(label, level, n)
+	if err := p.pool.Activate(ctx, label); err != nil {
+		return nil, p.Fail(phase, label, "activate", err)
+	}
+	var out []record.Cycle
+	for i := range n {
+		c, step, err := p.cycle(ctx, label, level)
+		out = append(out, c)
+		p.rec.AddCycle(label, c)
+		if err != nil {
+			return out, p.Fail(phase, label, fmt.Sprintf("cycle %d %s", i+1, step), err)
+		}
+		logf("%s level %d cycle %d/%d: sleep %.3fs, wake %.3fs, first token %.3fs, residual %.3f GiB",
+			label, level, i+1, n, c.SleepS, c.WakeAPIS, c.ToFirstTokenS, c.ResidualGiB)
+		p.Settle(ctx)
+	}
+	return out, nil
+}
+
+// cycle is one sleep/wake cycle of an awake model: sleep, hold settle_s
+// and read the residual, wake, probe the first token. On error it names the
+// step that failed.
+func (p *Env) cycle(ctx context.Context, label string, level int) (record.Cycle, string, error) {
+	c := record.Cycle{Level: level, ResidualGiB: math.NaN()}
+	phase, stage := PhaseSleepL1, record.ReplayLevel1
+	if level == 2 {
+		phase, stage = PhaseSleepL2, record.ReplayLevel2
+	}
+	mark := p.pool.Engine().Mark(ctx, label)
+	ms, resid, err := p.measureSleep(ctx, label, level)
+	if ms != nil {
+		c.SleepS, c.ResidualPerGPU = ms.Took.Seconds(), ms.ResidualPerGPU
+	}
+	c.ResidualGiB = resid
+	if err != nil {
+		return c, "sleep", err
+	}
+	tw := time.Now()
+	wd, err := p.pool.Wake(ctx, label)
+	c.WakeAPIS = wd.Seconds()
+	if err != nil {
+		return c, "wake", err
+	}
+	s, err := p.pool.Probe(ctx, label)
+	if err != nil {
+		return c, "first token after wake", err
+	}
+	c.ToFirstTokenS = s.Tokens[0].Sub(tw).Seconds()
+	c.Engine = p.engine(ctx, mark, mark, true, c.SleepS, c.WakeAPIS, ms.ReleasedGiB)
+	if err := p.verify(ctx, phase, label, stage); err != nil {
+		return c, "correctness replay", err
+	}
+	c.OK = true
+	return c, "", nil
+}

@@ -1,0 +1,170 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/pool"
+	"github.com/wakebench/wakebench/internal/record"
+)
+
+// Switch is the switch phase (PhaseSwitch): one initial activation, then
+// protocol.handoffs handoffs round-robin over every model.
+type Switch struct{ *Env }
+
+// Run measures the handoffs and judges them: every handoff succeeded;
+// switch → first token per direction; the replays; every model's
+// level-1 release again, with its switch sleeps'.
+func (p Switch) Run(ctx context.Context, logf Logf) (Outcome[[]record.Handoff], error) {
+	hs, err := p.run(ctx, logf)
+	return Outcome[[]record.Handoff]{hs, p.checks(hs)}, err
+}
+
+// checks: every handoff succeeded; switch → first token per
+// direction; every model's level-1 release again, with its switch sleeps'.
+func (p Switch) checks(handoffs []record.Handoff) []record.Check {
+	cs := append(gate.Switch(p.cfg, handoffs), p.correctnessChecks(record.ReplaySwitch)...)
+	return p.Record(append(cs, releaseChecks(p.cfg, p.rec.Raw(), p.Labels()...)...)...)
+}
+
+// handoff hands the GPU from one model (none: "") to another: sleep from at
+// level 1, put any other awake model to sleep, wake to, probe its first
+// token. On error it names the model and step that failed.
+func (p *Env) handoff(ctx context.Context, m *meter, from, to string) (ho record.Handoff, who, step string, err error) {
+	ho = record.Handoff{From: from, To: to, EnergyJ: math.NaN()}
+	dir := record.DirectionKey(from, to)
+	var markFrom pool.EngineMark
+	if from != "" {
+		markFrom = p.pool.Engine().Mark(ctx, from)
+	}
+	markTo := p.pool.Engine().Mark(ctx, to)
+	// The handoff's energy: the counter read just before /sleep is sent
+	// (the initial activation: before anything is sent) and right after
+	// to's first token; its difference, nothing inside subtracted
+	// (intervalJ).
+	var e0 energyReading
+	mark := func(ctx context.Context) (err error) {
+		e0, err = m.now(ctx)
+		return err
+	}
+	if from == "" {
+		if err := mark(ctx); err != nil {
+			return ho, to, "energy before the wake", err
+		}
+	}
+	t0 := time.Now()
+	var ms *pool.MeasuredSleep
+	if from != "" {
+		// The memory reads around the sleep stay outside the interval: it
+		// starts when /sleep is sent, and from's memory asleep is read
+		// after to's first token.
+		ms, err = p.pool.Memory().StartSleepMarked(ctx, from, 1, mark)
+		if ms != nil {
+			t0, ho.SleepS = ms.Sent, ms.Took.Seconds()
+		}
+		if err != nil {
+			return ho, from, "sleep " + dir, err
+		}
+	}
+	if err := p.pool.MakeRoom(ctx, to); err != nil {
+		return ho, to, "make room", err
+	}
+	if p.pool.Asleep(to) {
+		wd, err := p.pool.Wake(ctx, to)
+		ho.WakeS = wd.Seconds()
+		if err != nil {
+			return ho, to, "wake " + dir, err
+		}
+	}
+	s, err := p.pool.Probe(ctx, to)
+	if err != nil {
+		return ho, to, "first token " + dir, err
+	}
+	if ho.EnergyJ, ho.EnergyNote, err = closeInterval(ctx, m, e0, s.Tokens[0]); err != nil {
+		return ho, to, "energy after the first token " + dir, err
+	}
+	ho.ToFirstTokenS = s.Tokens[0].Sub(t0).Seconds()
+	if ms != nil {
+		ho.ToFirstTokenS -= ms.Held.Seconds() // device-delta's read of the device asleep
+	}
+	released := math.NaN()
+	if ms != nil {
+		if _, err := p.finishSleep(ctx, ms); err != nil {
+			return ho, from, "memory of " + from + " asleep", err
+		}
+		released = ms.ReleasedGiB
+	}
+	ho.Engine = p.engine(ctx, markFrom, markTo, false, ho.SleepS, ho.WakeS, released)
+	if err := p.verify(ctx, PhaseSwitch, to, record.ReplaySwitch); err != nil {
+		return ho, to, "correctness replay " + dir, err
+	}
+	ho.OK = true
+	return ho, "", "", nil
+}
+
+// run starts every model, activates the first (the initial activation),
+// then hands the GPU on protocol.handoffs times round-robin (A→B, B→A, …):
+// sleep the active model at level 1, wake the next, first token.
+func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
+	labels := p.pool.Labels()
+	defer p.begin(ctx, PhaseSwitch, labels...)()
+	if len(labels) < 2 {
+		return nil, p.Fail(PhaseSwitch, "", "plan", fmt.Errorf("switching needs at least two models, the config has %d", len(labels)))
+	}
+	first := labels[0]
+	// Every server up, the last one started left awake.
+	for _, l := range labels[1:] {
+		if !p.pool.Running(l) {
+			if err := p.pool.Activate(ctx, l); err != nil {
+				return nil, p.Fail(PhaseSwitch, l, "start", err)
+			}
+		}
+	}
+	if !p.pool.Running(first) {
+		// Start the first model with the others asleep, then put it back to
+		// sleep so the initial activation is a real wake.
+		if err := p.pool.Activate(ctx, first); err != nil {
+			return nil, p.Fail(PhaseSwitch, first, "start", err)
+		}
+		if _, err := p.pool.Sleep(ctx, first, 1); err != nil {
+			return nil, p.Fail(PhaseSwitch, first, "sleep before initial activation", err)
+		}
+	}
+	var out []record.Handoff
+	// Initial activation: whoever is awake hands over to the first model.
+	from := ""
+	for _, l := range p.pool.Awake() {
+		if l != first {
+			from = l
+		}
+	}
+	m := &meter{read: p.pool.Energy} // once it says there is no counter, it reads no more
+	hand := func(from, to string, initial bool) (record.Handoff, error) {
+		ho, who, step, err := p.handoff(ctx, m, from, to)
+		ho.Initial = initial
+		out = append(out, ho)
+		p.rec.AddHandoff(ho)
+		if err != nil {
+			return ho, p.Fail(PhaseSwitch, who, step, err)
+		}
+		return ho, nil
+	}
+	if _, err := hand(from, first, true); err != nil {
+		return out, err
+	}
+	cur := first
+	for i := range p.cfg.Protocol.Handoffs {
+		next := labels[(i+1)%len(labels)]
+		ho, err := hand(cur, next, false)
+		if err != nil {
+			return out, err
+		}
+		logf("switch %d/%d %s: sleep %.3fs, wake %.3fs, first token %.3fs", i+1, p.cfg.Protocol.Handoffs,
+			record.DirectionKey(cur, next), ho.SleepS, ho.WakeS, ho.ToFirstTokenS)
+		cur = next
+	}
+	return out, nil
+}
