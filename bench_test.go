@@ -55,6 +55,9 @@ var invariants = map[string]func(*testing.T, any){
 // alone (-run 'TestProtocol/switch') puts the GPU in the state it needs:
 // servers started, the other models asleep.
 func TestProtocol(t *testing.T) {
+	for name := range invariants {
+		require.Contains(t, phases.Names(), name, "invariants of a phase phases.List does not list")
+	}
 	for _, ph := range phases.List() {
 		t.Run(ph.Name, func(t *testing.T) {
 			skipIfStopped(t)
@@ -432,7 +435,7 @@ func BenchmarkRestart(b *testing.B) {
 		b.Run("model="+l+"/kind=warm", func(b *testing.B) {
 			var ready, first []float64
 			for b.Loop() {
-				rs, err := protocol.Steps{Env: h.Env()}.WarmStart(ctx, l)
+				rs, err := protocol.NewSteps(h.Env()).WarmStart(ctx, l)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -451,7 +454,7 @@ func BenchmarkSleep(b *testing.B) {
 			b.Run(fmt.Sprintf("model=%s/level=%d", l, level), func(b *testing.B) {
 				var sleep, wake, first, resid []float64
 				for b.Loop() {
-					c, err := protocol.Steps{Env: h.Env()}.Cycle(ctx, l, level)
+					c, err := protocol.NewSteps(h.Env()).Cycle(ctx, l, level)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -476,7 +479,7 @@ func BenchmarkServe(b *testing.B) {
 			b.Run(fmt.Sprintf("model=%s/stage=baseline/conc=%d", l, c), func(b *testing.B) {
 				var tps, ttft, tpot []float64
 				for b.Loop() {
-					res, err := protocol.Steps{Env: h.Env()}.ServeRound(ctx, l, c)
+					res, err := protocol.NewSteps(h.Env()).ServeRound(ctx, l, c)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -507,7 +510,7 @@ func BenchmarkSwitch(b *testing.B) {
 		b.Run("dir="+record.DirectionKey(from, to), func(b *testing.B) {
 			var sleep, wake, first []float64
 			for b.Loop() {
-				ho, err := protocol.Steps{Env: h.Env()}.Handoff(ctx, from, to)
+				ho, err := protocol.NewSteps(h.Env()).Handoff(ctx, from, to)
 				if err != nil {
 					b.Fatal(err)
 				}

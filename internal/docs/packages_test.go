@@ -170,8 +170,9 @@ func TestDesignPackageTable(t *testing.T) {
 // simulator's command, and vllmsim itself writes its device); the run's
 // record is held by its runner alone (protocol's Env, which the phases
 // write through, and harness, which assembles the run and writes the
-// outputs; simtest is the runner of the tests below them): the servers,
-// the router, the traffic phase hand their values out.
+// outputs; simtest is the runner of the tests below them): the servers
+// and the router hand their values out, the traffic phase records through
+// the Env it is given.
 func TestLayerRules(t *testing.T) {
 	ps := packages(t, filepath.Join("..", "..", ""))
 	only := map[string][]string{

@@ -57,9 +57,10 @@ type Options struct {
 // return: every inference request it sent, each sleep and wake (the
 // timeline's marks), each server process's first sleep, the weight size
 // and version a start logged, each model's correctness reference. The run
-// (the protocol's Env) says where they go; the pool never holds the record,
-// as an instrumented library holds a counter and never the registry. A nil
-// function is not called.
+// says where they go (protocol.Observe, which the harness wires to the
+// run's record); the pool never holds the record, as an instrumented
+// library holds a counter and never the registry. A nil function is not
+// called.
 type Observer struct {
 	Request         func(ok bool) // a request sent: answered (ok) or failed
 	AbortedByDesign func()        // a request the caller had the server abort (StreamAbortable)
@@ -224,8 +225,8 @@ func (f *Pool) Memory() Memory { return Memory{f: f} }
 // Engine reads the servers' own account: their logs and /metrics.
 func (f *Pool) Engine() Engine { return Engine{s: f.s} }
 
-// Oracle is the correctness reference and its replays, recorded in this
-// view's record.
+// Oracle is the correctness reference (told to this view's Observer) and
+// its replays (returned).
 func (f *Pool) Oracle() Oracle { return Oracle{f: f} }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -16,7 +16,7 @@ type AfterWake struct{ *Env }
 // baseline's tok/s, with the replay and the level-1 release.
 func (p AfterWake) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.PerfRun], error) {
 	runs, err := p.run(ctx, label, logf)
-	return Outcome[[]record.PerfRun]{runs, p.checks(label, runs)}, err
+	return Outcome[[]record.PerfRun]{runs, judge(err, func() []record.Check { return p.checks(label, runs) })}, err
 }
 
 // checks: the baseline's serving checks and after-wake tok/s against the baseline's;

@@ -15,7 +15,7 @@ type Baseline struct{ *Env }
 // requests within the limit, every round passed.
 func (p Baseline) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.PerfRun], error) {
 	runs, err := p.run(ctx, label, logf)
-	return Outcome[[]record.PerfRun]{runs, p.checks(label, runs)}, err
+	return Outcome[[]record.PerfRun]{runs, judge(err, func() []record.Check { return p.checks(label, runs) })}, err
 }
 
 // checks: failed requests within the limit and every round passed, per concurrency.

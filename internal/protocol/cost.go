@@ -17,6 +17,14 @@ import (
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
+// The state-cost phase (issue 25; docs/cost.md): each state of a model
+// held for protocol.cost_dwell_s and measured (GPU memory per GPU, host
+// memory of the server's process tree, GPU power from the energy
+// counter), the energy of each transition over exactly its interval, the
+// host memory a level-1 sleep needs transiently and what its wake gives
+// back, the break-even per level; and, over every model, the node's fit
+// table (StateCost.Fit).
+
 // StateCost is the state-cost phase (PhaseStateCost): what each state of
 // a model costs, per model (Run), then the node's fit table over every
 // model (Fit).
@@ -26,7 +34,7 @@ type StateCost struct{ *Env }
 // (max_sleeping_power_w at each level where set).
 func (p StateCost) Run(ctx context.Context, label string, logf Logf) (Outcome[record.Cost], error) {
 	c, err := p.run(ctx, label, logf)
-	return Outcome[record.Cost]{c, p.checks(label, c)}, err
+	return Outcome[record.Cost]{c, judge(err, func() []record.Check { return p.checks(label, c) })}, err
 }
 
 // hostPoll is how often the level-1 sleep's transient host peak is polled.
@@ -227,7 +235,7 @@ func newState(st string) record.StateCost {
 // server's host memory (outside the energy window), then the energy
 // counter over cost_dwell_s. running false: the server is stopped (0 of
 // each). It returns the state and the dwell's closing reading.
-func (p *Env) hold(ctx context.Context, label, st string, m *meter, running bool) (record.StateCost, energyReading, error) {
+func (p StateCost) hold(ctx context.Context, label, st string, m *meter, running bool) (record.StateCost, energyReading, error) {
 	s := newState(st)
 	perGPU, free, err := p.pool.GPUGiB(ctx, label)
 	if err != nil {
@@ -268,7 +276,7 @@ func (p *Env) hold(ctx context.Context, label, st string, m *meter, running bool
 
 // costRun is one model's measurement under way.
 type costRun struct {
-	p     *Env
+	p     StateCost
 	ctx   context.Context
 	label string
 	m     *meter
@@ -286,7 +294,7 @@ func (p StateCost) run(ctx context.Context, label string, logf Logf) (record.Cos
 	if p.cfg.Protocol.CostDwellS == 0 {
 		return record.Cost{}, nil
 	}
-	r := &costRun{p: p.Env, ctx: ctx, label: label, m: &meter{read: p.pool.Energy},
+	r := &costRun{p: p, ctx: ctx, label: label, m: &meter{read: p.pool.Energy},
 		c: record.Cost{DwellS: p.cfg.Protocol.CostDwellS, SleepPeakHostGiB: math.NaN(), WakeReturnedHostGiB: math.NaN(),
 			ReleaseHostEnv: os.Getenv("VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY")}}
 	step, err := r.run()
@@ -639,7 +647,7 @@ func fmtGiB(xs []float64) string {
 // firstTokenOnly sends a one-token probe: its stream ends at the first
 // token, so the energy read right after it ends the transition there,
 // with no decode steps after the first token left to estimate.
-func (p *Env) firstTokenOnly(ctx context.Context, label string) (*vllm.Stream, error) {
+func (p StateCost) firstTokenOnly(ctx context.Context, label string) (*vllm.Stream, error) {
 	s, err := p.pool.Stream(ctx, label, vllm.CompletionRequest{Prompt: p.cfg.Protocol.Prompt, MaxTokens: 1, IgnoreEOS: true})
 	if err != nil {
 		return s, fmt.Errorf("probe %s: %w", label, err)

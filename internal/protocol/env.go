@@ -52,6 +52,21 @@ type Outcome[T any] struct {
 	Checks []record.Check
 }
 
+// Judge is checks(), the verdicts of a phase's step that returned err,
+// unless err says the run's stop (a signal, the -timeout guard) cut the
+// step short: its partial figures are no model's verdict, as Fail files
+// the stop under no model. A step that failed otherwise is judged on what
+// it measured, and its checks say where it falls short.
+func Judge(err error, checks func() []record.Check) []record.Check {
+	if errors.As(err, new(record.Stopped)) {
+		return nil
+	}
+	return checks()
+}
+
+// judge is Judge, for the phases of this package.
+func judge(err error, checks func() []record.Check) []record.Check { return Judge(err, checks) }
+
 // Logf prints a progress line.
 type Logf func(format string, args ...any)
 
@@ -78,17 +93,11 @@ type Env struct {
 	// mismatched: a correctness mismatch of this model/stage was
 	// recorded as a failure (the check counts the rest).
 	mismatched map[string]bool
-	// kvRefused: the model's server refused a KV-only release without a
-	// pause, as vLLM must (KVRelease).
-	kvRefused map[string]bool
-	// pauseResumed: the model's /pause held a request until /resume
-	// (Level0).
-	pauseResumed map[string]bool
 }
 
 // NewEnv is the phases' environment of cfg on f, recording into rec; obs may be nil.
 func NewEnv(cfg config.Config, f *pool.Pool, rec *record.Recorder, obs Observer) *Env {
-	return &Env{cfg: cfg, pool: f, rec: rec, obs: obs, kvRefused: map[string]bool{}, pauseResumed: map[string]bool{}}
+	return &Env{cfg: cfg, pool: f, rec: rec, obs: obs}
 }
 
 // Config is the run's configuration.

@@ -10,23 +10,20 @@ import (
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
-// KVRelease is the KV-only release phase (PhaseKVRelease); off, and said
-// so, on a vLLM without /release_kv_cache_memory.
+// KVRelease is the KV-only release phase (PhaseKVRelease):
+// protocol.kv_release_cycles cycles on each model of pause (sleep level 0),
+// /release_kv_cache_memory, hold settle_s and read the GiB freed,
+// wake_up?tags=kv_cache, wake → first token, replay; first, once, a
+// release without a pause, which vLLM must refuse. Off, and said so, on a
+// vLLM without /release_kv_cache_memory.
 type KVRelease struct{ *Env }
 
 // Run measures label's KV-only release cycles and judges them
 // (pauseChecks), with vLLM's refusal of a release without a pause.
 func (p KVRelease) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.Cycle], error) {
-	cycles, err := p.run(ctx, label, logf)
-	return Outcome[[]record.Cycle]{cycles, p.pauseChecks(label, record.LevelKVRelease, cycles)}, err
-}
-
-// run runs protocol.kv_release_cycles KV-only release cycles on
-// label: pause (sleep level 0), /release_kv_cache_memory, hold settle_s and
-// read the GiB freed, wake_up?tags=kv_cache, wake → first token, replay.
-// First, once, a release without a pause, which vLLM must refuse.
-func (p KVRelease) run(ctx context.Context, label string, logf Logf) ([]record.Cycle, error) {
-	return p.offOrCycles(ctx, PhaseKVRelease, label, record.LevelKVRelease, p.cfg.Protocol.KVReleaseCycles, logf, p.kvCycle)
+	pr := &pauser{Env: p.Env}
+	cycles, err := pr.offOrCycles(ctx, PhaseKVRelease, label, record.LevelKVRelease, p.cfg.Protocol.KVReleaseCycles, logf, pr.kvCycle)
+	return Outcome[[]record.Cycle]{cycles, judge(err, func() []record.Check { return pr.pauseChecks(label, record.LevelKVRelease, cycles) })}, err
 }
 
 // refusedWithoutPause asks label's awake server to release its KV cache
@@ -34,13 +31,13 @@ func (p KVRelease) run(ctx context.Context, label string, logf Logf) ([]record.C
 // first"); a server that lacks the endpoint makes the cycle off (the
 // returned why). One that accepts is an error: its engine released a KV
 // cache a running scheduler uses (the cache is restored before returning).
-func (p *Env) refusedWithoutPause(ctx context.Context, label string) (off string, err error) {
+func (p *pauser) refusedWithoutPause(ctx context.Context, label string) (off string, err error) {
 	_, _, err = p.pool.ReleaseKVCacheAt(ctx, label)
 	switch {
 	case errors.Is(err, vllm.ErrUnsupported):
 		return "the server has no /release_kv_cache_memory (vLLM before PR #44890): the cycle is off", nil
 	case err != nil && strings.Contains(err.Error(), "HTTP 500") && strings.Contains(err.Error(), "pause"):
-		p.kvRefused[label] = true // "release_kv_cache_memory() requires a completed pause first"
+		p.confirmed = true // "release_kv_cache_memory() requires a completed pause first"
 		return "", p.pool.CheckEngine(ctx, label, "release_kv_cache_memory")
 	case err != nil:
 		return "", fmt.Errorf("a release without a pause failed, but not as vLLM refuses it (500, \"requires a completed pause first\"): %w", err)
@@ -52,7 +49,7 @@ func (p *Env) refusedWithoutPause(ctx context.Context, label string) (off string
 }
 
 // kvCycle is one KV-only release cycle of an awake model.
-func (p *Env) kvCycle(ctx context.Context, label string) (record.Cycle, string, error) {
+func (p *pauser) kvCycle(ctx context.Context, label string) (record.Cycle, string, error) {
 	c := newCycle(record.LevelKVRelease)
 	// The pause through /pause (mode abort, clear_cache: vLLM's defaults),
 	// the RLHF router's way; level 0 has its own cycles.

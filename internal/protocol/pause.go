@@ -11,28 +11,43 @@ import (
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
-// Level0 is the level-0 phase (PhaseSleepL0): the scheduler paused,
-// nothing freed; off, and said so, on a vLLM without /pause.
+// The cycles of vLLM's newest sleep API (issue 24; docs/vllm-api.md): a
+// level-0 sleep pauses the scheduler and frees nothing
+// (vllm/entrypoints/serve/dev/sleep/api_router.py, EngineCore.sleep with
+// level 0 → pause_scheduler); a KV-only release discards the KV cache of a
+// paused engine and keeps the weights (POST /release_kv_cache_memory, PR
+// #44890), and wake_up?tags=kv_cache restores it. A server without them
+// (vLLM before the pause API, or before #44890) has its cycles off: said
+// in the report, not failed.
+
+// Level0 is the level-0 phase (PhaseSleepL0): protocol.sleep_l0_cycles
+// cycles on each model of the pause (sleep level 0), a request sent while
+// paused (what it meets: held until the wake), the GPU memory freed (none
+// expected), the wake, wake → first token, and the correctness replay;
+// then once /pause, a held probe, /resume. Off, and said so, on a vLLM
+// without /pause.
 type Level0 struct{ *Env }
 
 // Run measures label's level-0 cycles and judges them (pauseChecks).
 func (p Level0) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.Cycle], error) {
-	cycles, err := p.run(ctx, label, logf)
-	return Outcome[[]record.Cycle]{cycles, p.pauseChecks(label, 0, cycles)}, err
+	pr := &pauser{Env: p.Env}
+	cycles, err := pr.offOrCycles(ctx, PhaseSleepL0, label, 0, p.cfg.Protocol.SleepL0Cycles, logf, pr.pauseCycle)
+	return Outcome[[]record.Cycle]{cycles, judge(err, func() []record.Check { return pr.pauseChecks(label, 0, cycles) })}, err
 }
 
-// run runs protocol.sleep_l0_cycles level-0 cycles on label: the
-// pause (sleep level 0), a request sent while paused (what it meets: held
-// until the wake), the GPU memory freed (none expected), the wake, wake →
-// first token, and the correctness replay.
-func (p Level0) run(ctx context.Context, label string, logf Logf) ([]record.Cycle, error) {
-	return p.offOrCycles(ctx, PhaseSleepL0, label, 0, p.cfg.Protocol.SleepL0Cycles, logf, p.pauseCycle)
+// pauser runs one model's cycles of vLLM's pause API (Level0, KVRelease)
+// and remembers what its checks need beside the cycles.
+type pauser struct {
+	*Env
+	// confirmed: at level 0, /pause held a request until /resume
+	// (pauseResume); for the KV-only release, the server refused a release
+	// without a pause, as vLLM must (refusedWithoutPause).
+	confirmed bool
 }
 
 // offOrCycles activates label, finds whether its server has the endpoints
 // the cycles need (off: recorded with why, no cycle run) and runs n cycles.
-func (p *Env) offOrCycles(ctx context.Context, phase, label string, level, n int, logf Logf,
-
+func (p *pauser) offOrCycles(ctx context.Context, phase, label string, level, n int, logf Logf,
 	one func(context.Context, string) (record.Cycle, string, error)) ([]record.Cycle, error) {
 	defer p.begin(ctx, phase, label)()
 	if n == 0 {
@@ -91,9 +106,9 @@ func (p *Env) offOrCycles(ctx context.Context, phase, label string, level, n int
 // (its RLHF router's), checked after the level-0 cycles; a failure is the
 // phase's. Its times are logged, not reported: the level-0 cycles are the
 // pause's figures.
-func (p *Env) pauseResume(ctx context.Context, phase, label string, logf Logf) {
+func (p *pauser) pauseResume(ctx context.Context, phase, label string, logf Logf) {
 	ok := false
-	defer func() { p.pauseResumed[label] = ok }()
+	defer func() { p.confirmed = ok }()
 	_, pd, err := p.pool.PauseAt(ctx, label, vllm.SleepAbort, true)
 	if err != nil {
 		p.Fail(phase, label, "pause", err)
@@ -126,7 +141,7 @@ func (p *Env) pauseResume(ctx context.Context, phase, label string, logf Logf) {
 }
 
 // pauseCycle is one level-0 cycle of an awake model.
-func (p *Env) pauseCycle(ctx context.Context, label string) (record.Cycle, string, error) {
+func (p *pauser) pauseCycle(ctx context.Context, label string) (record.Cycle, string, error) {
 	c := newCycle(0)
 	ms, resid, err := p.measureSleep(ctx, label, 0)
 	if ms != nil {
@@ -171,7 +186,7 @@ func (p *Env) pauseCycle(ctx context.Context, label string) (record.Cycle, strin
 
 // firstToken probes label after a wake sent at tw and sets the cycle's
 // wake → first token.
-func (p *Env) firstToken(ctx context.Context, c *record.Cycle, label string, tw time.Time) (step string, err error) {
+func (p *pauser) firstToken(ctx context.Context, c *record.Cycle, label string, tw time.Time) (step string, err error) {
 	s, err := p.pool.Probe(ctx, label)
 	if err != nil {
 		return "first token after wake", err
@@ -190,17 +205,13 @@ func newCycle(level int) record.Cycle {
 // succeeded, wake → first token within its limit, the correctness
 // replays; NOT EVALUATED with the reason where the server lacks the
 // endpoints. The KV release adds that vLLM refused it without a pause.
-func (p *Env) pauseChecks(label string, level int, cycles []record.Cycle) []record.Check {
+func (p *pauser) pauseChecks(label string, level int, cycles []record.Cycle) []record.Check {
 	raw := p.rec.Raw()
 	stage := record.ReplayLevel0
 	if level == record.LevelKVRelease {
 		stage = record.ReplayKVRelease
 	}
-	confirmed := p.pauseResumed[label]
-	if level == record.LevelKVRelease {
-		confirmed = p.kvRefused[label]
-	}
-	cs := gate.Pause(p.cfg, label, level, cycles, raw.CyclesOff[label][level], confirmed)
+	cs := gate.Pause(p.cfg, label, level, cycles, raw.CyclesOff[label][level], p.confirmed)
 	if raw.CyclesOff[label][level] == "" {
 		cs = append(cs, gate.Correctness(label, stage, raw.Replays[label])...)
 	}
@@ -217,7 +228,7 @@ type held struct {
 // holdProbe sends a probe to paused label in the background
 // (Pool.ProbePaused): collect waits for its answer (or ctx's end), stop
 // ends it early; the caller defers stop.
-func (p *Env) holdProbe(ctx context.Context, label string) (collect func() (held, error), stop func()) {
+func (p *pauser) holdProbe(ctx context.Context, label string) (collect func() (held, error), stop func()) {
 	hc := make(chan held, 1) // buffered: the goroutine never blocks on an early return
 	hctx, cancel := context.WithCancel(ctx)
 	go func() {

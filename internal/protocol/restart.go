@@ -16,7 +16,7 @@ type Restart struct{ *Env }
 // them: every planned start happened.
 func (p Restart) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.Restart], error) {
 	rs, err := p.run(ctx, label, logf)
-	return Outcome[[]record.Restart]{rs, p.checks(label, rs)}, err
+	return Outcome[[]record.Restart]{rs, judge(err, func() []record.Check { return p.checks(label, rs) })}, err
 }
 
 // checks: every planned start happened.

@@ -22,7 +22,7 @@ type Sleep struct {
 // release within their limits; the correctness replays.
 func (p Sleep) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.Cycle], error) {
 	cycles, err := p.run(ctx, label, p.Level, logf)
-	return Outcome[[]record.Cycle]{cycles, p.checks(label, p.Level, cycles)}, err
+	return Outcome[[]record.Cycle]{cycles, judge(err, func() []record.Check { return p.checks(label, p.Level, cycles) })}, err
 }
 
 // checks: every cycle succeeded; wake → first token, residual and

@@ -19,7 +19,7 @@ type Soak struct{ *Env }
 // correctness mismatch.
 func (p Soak) Run(ctx context.Context, logf Logf) (Outcome[[]record.SoakCycle], error) {
 	cs, err := p.run(ctx, logf)
-	return Outcome[[]record.SoakCycle]{cs, p.checks(cs)}, err
+	return Outcome[[]record.SoakCycle]{cs, judge(err, func() []record.Check { return p.checks(cs) })}, err
 }
 
 // run hands the GPU round-robin over every model protocol.soak_cycles
@@ -83,7 +83,7 @@ func (p *Env) StartAll(ctx context.Context, phase string) error {
 
 // soakCycle is one soak handoff from → to; on error it names the model and
 // step that failed.
-func (p *Env) soakCycle(ctx context.Context, m *meter, i int, from, to string, level int) (c record.SoakCycle, who, step string, err error) {
+func (p Soak) soakCycle(ctx context.Context, m *meter, i int, from, to string, level int) (c record.SoakCycle, who, step string, err error) {
 	nan := math.NaN()
 	c = record.SoakCycle{Cycle: i, From: from, To: to, Level: level, ResidualGiB: nan, ReleasePct: nan,
 		FreeGiB: nan, NeedGiB: nan, HeadroomGiB: nan, RSSGiB: nan, LockedGiB: nan, PinnedGiB: nan, EnergyJ: nan}

@@ -11,26 +11,29 @@ import (
 // Steps are the one-step measurements of go test -bench (a warm start, a
 // serving round, a sleep/wake cycle, a handoff): not phases, they record
 // nothing in the run's report (each step writes into a scratch record).
-type Steps struct{ *Env }
+type Steps struct{ env *Env }
+
+// NewSteps are the benchmark steps on env's servers.
+func NewSteps(env *Env) Steps { return Steps{env: env} }
 
 // bench is p for benchmarks: the same servers, but the measurements a
 // benchmark step makes (requests, releases, events) go to a record of its
 // own, never into the run's report.
 func (p *Env) bench() *Env {
 	scratch := record.New(p.cfg.ModelNames()) // not a copy of the whole record per step
-	return &Env{cfg: p.cfg, pool: p.pool.Observed(Observe(scratch)), rec: scratch, kvRefused: map[string]bool{}, pauseResumed: map[string]bool{}}
+	return &Env{cfg: p.cfg, pool: p.pool.Observed(Observe(scratch)), rec: scratch}
 }
 
 // WarmStart measures one restart of label (after its first start, so warm),
 // for benchmarks; it is not added to the report's restarts.
 func (p Steps) WarmStart(ctx context.Context, label string) (record.Restart, error) {
-	p = Steps{p.bench()}
-	if !p.pool.Running(label) {
-		if err := p.pool.Activate(ctx, label); err != nil {
+	b := p.env.bench()
+	if !b.pool.Running(label) {
+		if err := b.pool.Activate(ctx, label); err != nil {
 			return record.Restart{}, err
 		}
 	}
-	rs, step, err := p.startOnce(ctx, label, true)
+	rs, step, err := b.startOnce(ctx, label, true)
 	if err != nil {
 		return rs, fmt.Errorf("restart %s: %s: %w", label, step, err)
 	}
@@ -40,17 +43,17 @@ func (p Steps) WarmStart(ctx context.Context, label string) (record.Restart, err
 // ServeRound activates label and runs one serving round at concurrency c
 // (protocol.requests_per_round requests), for benchmarks.
 func (p Steps) ServeRound(ctx context.Context, label string, c int) (load.Result, error) {
-	p = Steps{p.bench()}
-	if err := p.pool.Activate(ctx, label); err != nil {
+	b := p.env.bench()
+	if err := b.pool.Activate(ctx, label); err != nil {
 		return load.Result{}, err
 	}
-	res, err := p.pool.Serve(ctx, label, c, 1)
+	res, err := b.pool.Serve(ctx, label, c, 1)
 	if err != nil {
 		return res, fmt.Errorf("serve %s at concurrency %d: %w", label, c, err)
 	}
 	for _, q := range res.Requests {
 		if q.Err != nil {
-			return res, p.pool.Procs().Explain(label, fmt.Errorf("serve %s at concurrency %d: %w", label, c, q.Err))
+			return res, b.pool.Procs().Explain(label, fmt.Errorf("serve %s at concurrency %d: %w", label, c, q.Err))
 		}
 	}
 	return res, nil
@@ -59,11 +62,11 @@ func (p Steps) ServeRound(ctx context.Context, label string, c int) (load.Result
 // Cycle activates label and measures one sleep/wake cycle at level, for
 // benchmarks; it is not added to the report's cycles.
 func (p Steps) Cycle(ctx context.Context, label string, level int) (record.Cycle, error) {
-	p = Steps{p.bench()}
-	if err := p.pool.Activate(ctx, label); err != nil {
+	b := p.env.bench()
+	if err := b.pool.Activate(ctx, label); err != nil {
 		return record.Cycle{}, err
 	}
-	c, step, err := p.cycle(ctx, label, level)
+	c, step, err := b.cycle(ctx, label, level)
 	if err != nil {
 		return c, fmt.Errorf("%s level %d: %s: %w", label, level, step, err)
 	}
@@ -73,18 +76,18 @@ func (p Steps) Cycle(ctx context.Context, label string, level int) (record.Cycle
 // Handoff measures one handoff from → to (from awake, to running), for
 // benchmarks; it is not added to the report's handoffs.
 func (p Steps) Handoff(ctx context.Context, from, to string) (record.Handoff, error) {
-	p = Steps{p.bench()}
+	b := p.env.bench()
 	for _, l := range []string{to, from} {
-		if !p.pool.Running(l) {
-			if err := p.pool.Activate(ctx, l); err != nil {
+		if !b.pool.Running(l) {
+			if err := b.pool.Activate(ctx, l); err != nil {
 				return record.Handoff{}, err
 			}
 		}
 	}
-	if err := p.pool.Activate(ctx, from); err != nil {
+	if err := b.pool.Activate(ctx, from); err != nil {
 		return record.Handoff{}, err
 	}
-	ho, who, step, err := p.handoff(ctx, &meter{read: p.pool.Energy}, from, to)
+	ho, who, step, err := b.handoff(ctx, &meter{read: b.pool.Energy}, from, to)
 	if err != nil {
 		return ho, fmt.Errorf("%s: %s: %w", who, step, err)
 	}

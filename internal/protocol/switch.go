@@ -20,7 +20,7 @@ type Switch struct{ *Env }
 // level-1 release again, with its switch sleeps'.
 func (p Switch) Run(ctx context.Context, logf Logf) (Outcome[[]record.Handoff], error) {
 	hs, err := p.run(ctx, logf)
-	return Outcome[[]record.Handoff]{hs, p.checks(hs)}, err
+	return Outcome[[]record.Handoff]{hs, judge(err, func() []record.Check { return p.checks(hs) })}, err
 }
 
 // checks: every handoff succeeded; switch → first token per

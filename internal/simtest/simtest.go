@@ -30,7 +30,7 @@ func Pool(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Confi
 	return PoolWith(t, wrap, mod, nil)
 }
 
-// PoolWith is Fleet with the pool's options changed by opt (nil: as
+// PoolWith is Pool with the pool's options changed by opt (nil: as
 // they are): a host root with a short host, a host-memory reader.
 func PoolWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config), opt func(*pool.Options)) (*pool.Pool, *record.Recorder, config.Config) {
 	t.Helper()
