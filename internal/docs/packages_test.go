@@ -171,8 +171,8 @@ func TestDesignPackageTable(t *testing.T) {
 // record is held by its runner alone (protocol's Env, which the phases
 // write through, and harness, which assembles the run and writes the
 // outputs; simtest is the runner of the tests below them): the servers
-// and the router hand their values out, the traffic phase records through
-// the Env it is given.
+// and the router hand their values out, the phases of packages of their
+// own (statecost, traffic) record through the Env they are given.
 func TestLayerRules(t *testing.T) {
 	ps := packages(t, filepath.Join("..", "..", ""))
 	only := map[string][]string{

@@ -14,6 +14,7 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/statecost"
 	"github.com/wakebench/wakebench/internal/traffic"
 )
 
@@ -93,7 +94,7 @@ func List() []Phase {
 				return ""
 			},
 			Steps: func(on On) []Step {
-				sc := protocol.StateCost{Env: on.Env}
+				sc := statecost.Phase{Env: on.Env}
 				return append(perModel(on, sc.Run), Step{Name: "fit", Run: func(ctx context.Context, logf protocol.Logf) (Result, error) {
 					f, why, err := sc.Fit(ctx, logf)
 					switch {

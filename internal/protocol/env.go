@@ -1,10 +1,11 @@
 // Package protocol is the protocol's phases and what they run on: Env (the
 // run's config, its servers, its record: the runner every phase records
 // through), a type per phase (Restart, Baseline, Sleep, AfterWake, Level0,
-// KVRelease, StateCost, Switch; Soak, opt-in) whose Run returns what it
-// measured and its threshold checks (package gate) together, and Steps, the
-// one-step measurements of go test -bench. Package phases lists the phases
-// in run order; package traffic is the traffic phase, run on the same Env.
+// KVRelease, Switch; Soak, opt-in) whose Run returns what it measured and
+// its threshold checks (package gate) together, and Steps, the one-step
+// measurements of go test -bench. Package phases lists the phases in run
+// order; packages statecost and traffic are phases of their own, run on
+// the same Env.
 package protocol
 
 import (
@@ -107,8 +108,15 @@ func (p *Env) Config() config.Config { return p.cfg }
 func (p *Env) Pool() *pool.Pool { return p.pool }
 
 // SetTraffic records the traffic phase's measurements (package traffic:
-// it records through the runner, as the phases here do).
+// a phase of its own package records through the runner, as the phases
+// here do).
 func (p *Env) SetTraffic(t record.Traffic) { p.rec.SetTraffic(t) }
+
+// SetCost records label's state costs (package statecost).
+func (p *Env) SetCost(label string, c record.Cost) { p.rec.SetCost(label, c) }
+
+// SetFit records the node's fit table (package statecost).
+func (p *Env) SetFit(f record.Fit) { p.rec.SetFit(f) }
 
 // Labels are the model labels in config order.
 func (p *Env) Labels() []string { return p.pool.Labels() }

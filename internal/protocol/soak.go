@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/wakebench/wakebench/internal/energy"
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/record"
 )
@@ -41,7 +42,7 @@ func (p Soak) run(ctx context.Context, logf Logf) ([]record.SoakCycle, error) {
 		return nil, err
 	}
 	var out []record.SoakCycle
-	m := &meter{read: p.pool.Energy} // once it says there is no counter, it reads no more
+	m := energy.NewMeter(p.pool.Energy) // once it says there is no counter, it reads no more
 	every := max(1, n/10)
 	t0 := time.Now()
 	for i := range n {
@@ -83,7 +84,7 @@ func (p *Env) StartAll(ctx context.Context, phase string) error {
 
 // soakCycle is one soak handoff from → to; on error it names the model and
 // step that failed.
-func (p Soak) soakCycle(ctx context.Context, m *meter, i int, from, to string, level int) (c record.SoakCycle, who, step string, err error) {
+func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to string, level int) (c record.SoakCycle, who, step string, err error) {
 	nan := math.NaN()
 	c = record.SoakCycle{Cycle: i, From: from, To: to, Level: level, ResidualGiB: nan, ReleasePct: nan,
 		FreeGiB: nan, NeedGiB: nan, HeadroomGiB: nan, RSSGiB: nan, LockedGiB: nan, PinnedGiB: nan, EnergyJ: nan}
@@ -105,10 +106,10 @@ func (p Soak) soakCycle(ctx context.Context, m *meter, i int, from, to string, l
 	// that fits), and that wait is held time too.
 	// The cycle's energy: the counter read just before /sleep is sent
 	// (after the memory read StartSleep makes) and right after the first
-	// token; its difference, nothing inside subtracted (intervalJ).
-	var e0 energyReading
+	// token; its difference, nothing inside subtracted (energy.IntervalJ).
+	var e0 energy.Reading
 	mark := func(ctx context.Context) (err error) {
-		e0, err = m.now(ctx)
+		e0, err = m.Now(ctx)
 		return err
 	}
 	ms, err := p.pool.Memory().StartSleepMarked(ctx, from, level, mark)
@@ -162,7 +163,7 @@ func (p Soak) soakCycle(ctx context.Context, m *meter, i int, from, to string, l
 	if err != nil {
 		return fail(to, "first token", err)
 	}
-	if c.EnergyJ, c.EnergyNote, err = closeInterval(ctx, m, e0, s.Tokens[0]); err != nil {
+	if c.EnergyJ, c.EnergyNote, err = energy.CloseInterval(ctx, m, e0, s.Tokens[0]); err != nil {
 		return fail(to, "energy after the first token", err)
 	}
 	c.ToFirstTokenS = (s.Tokens[0].Sub(ms.Sent) - held).Seconds()
@@ -203,3 +204,5 @@ func (p Soak) checks(cycles []record.SoakCycle) []record.Check {
 	}
 	return p.Record(cs...)
 }
+
+func gib(b uint64) float64 { return float64(b) / record.GiB }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/wakebench/wakebench/internal/energy"
 	"github.com/wakebench/wakebench/internal/load"
 	"github.com/wakebench/wakebench/internal/record"
 )
@@ -87,7 +88,7 @@ func (p Steps) Handoff(ctx context.Context, from, to string) (record.Handoff, er
 	if err := b.pool.Activate(ctx, from); err != nil {
 		return record.Handoff{}, err
 	}
-	ho, who, step, err := b.handoff(ctx, &meter{read: b.pool.Energy}, from, to)
+	ho, who, step, err := b.handoff(ctx, energy.NewMeter(b.pool.Energy), from, to)
 	if err != nil {
 		return ho, fmt.Errorf("%s: %s: %w", who, step, err)
 	}

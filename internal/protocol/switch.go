@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/wakebench/wakebench/internal/energy"
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
@@ -33,7 +34,7 @@ func (p Switch) checks(handoffs []record.Handoff) []record.Check {
 // handoff hands the GPU from one model (none: "") to another: sleep from at
 // level 1, put any other awake model to sleep, wake to, probe its first
 // token. On error it names the model and step that failed.
-func (p *Env) handoff(ctx context.Context, m *meter, from, to string) (ho record.Handoff, who, step string, err error) {
+func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho record.Handoff, who, step string, err error) {
 	ho = record.Handoff{From: from, To: to, EnergyJ: math.NaN()}
 	dir := record.DirectionKey(from, to)
 	var markFrom pool.EngineMark
@@ -44,10 +45,10 @@ func (p *Env) handoff(ctx context.Context, m *meter, from, to string) (ho record
 	// The handoff's energy: the counter read just before /sleep is sent
 	// (the initial activation: before anything is sent) and right after
 	// to's first token; its difference, nothing inside subtracted
-	// (intervalJ).
-	var e0 energyReading
+	// (energy.IntervalJ).
+	var e0 energy.Reading
 	mark := func(ctx context.Context) (err error) {
-		e0, err = m.now(ctx)
+		e0, err = m.Now(ctx)
 		return err
 	}
 	if from == "" {
@@ -83,7 +84,7 @@ func (p *Env) handoff(ctx context.Context, m *meter, from, to string) (ho record
 	if err != nil {
 		return ho, to, "first token " + dir, err
 	}
-	if ho.EnergyJ, ho.EnergyNote, err = closeInterval(ctx, m, e0, s.Tokens[0]); err != nil {
+	if ho.EnergyJ, ho.EnergyNote, err = energy.CloseInterval(ctx, m, e0, s.Tokens[0]); err != nil {
 		return ho, to, "energy after the first token " + dir, err
 	}
 	ho.ToFirstTokenS = s.Tokens[0].Sub(t0).Seconds()
@@ -141,7 +142,7 @@ func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 			from = l
 		}
 	}
-	m := &meter{read: p.pool.Energy} // once it says there is no counter, it reads no more
+	m := energy.NewMeter(p.pool.Energy) // once it says there is no counter, it reads no more
 	hand := func(from, to string, initial bool) (record.Handoff, error) {
 		ho, who, step, err := p.handoff(ctx, m, from, to)
 		ho.Initial = initial

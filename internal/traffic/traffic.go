@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/energy"
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/load"
 	"github.com/wakebench/wakebench/internal/pool"
@@ -282,7 +283,7 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 		wg.Go(func() { rt.Run(rctx) })
 		logf("traffic: %d requests, %s, through the router", len(arrivals), what)
 		out.Start = time.Now()
-		et := protocol.TraceEnergy(ctx, ph.pool.Energy, energyEvery)
+		et := energy.StartTrace(ctx, ph.pool.Energy, energyEvery)
 		opens := load.RunOpenBounded(ctx, rt, arrivals, seconds(ph.cfg.Timeouts.RequestS+2*ph.cfg.Timeouts.WakeS), tr.MaxInFlight)
 		et.Stop(ctx)
 		out.SharedJ, out.EnergyNote = runEnergy(et, opens)
@@ -317,7 +318,7 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 				logf("traffic: ideal run not executed: %s", note)
 			} else {
 				t0 := time.Now()
-				et := protocol.TraceEnergy(ctx, ph.pool.Energy, energyEvery)
+				et := energy.StartTrace(ctx, ph.pool.Energy, energyEvery)
 				ideal := load.RunOpenBounded(ctx, direct{ph}, arrivals, seconds(ph.cfg.Timeouts.RequestS), tr.MaxInFlight) // as the router's run: a fair comparison
 				et.Stop(ctx)
 				var note string
@@ -380,7 +381,7 @@ const energyEvery = 50 * time.Millisecond
 // runEnergy is a run's energy over its span (first planned arrival → last
 // request done, as duration_s), from the counter traced across it; NaN
 // with why when there is none.
-func runEnergy(et *protocol.EnergyTrace, opens []load.Open) (float64, string) {
+func runEnergy(et *energy.Trace, opens []load.Open) (float64, string) {
 	first, last := bounds(opens)
 	if first.IsZero() || !last.After(first) {
 		return math.NaN(), "the run has no requests"

@@ -1,4 +1,11 @@
-package protocol
+// Package statecost is the state-cost phase (issue 25; docs/cost.md): each
+// state of a model held for protocol.cost_dwell_s and measured (GPU memory
+// per GPU, host memory of the server's process tree, GPU power from the
+// energy counter), the energy of each transition over exactly its interval,
+// the host memory a level-1 sleep needs transiently and what its wake gives
+// back, the break-even per level; and, over every model, the node's fit
+// table (Phase.Fit, package capacity's arithmetic).
+package statecost
 
 import (
 	"context"
@@ -10,183 +17,28 @@ import (
 	"time"
 
 	"github.com/wakebench/wakebench/internal/capacity"
+	"github.com/wakebench/wakebench/internal/energy"
 	"github.com/wakebench/wakebench/internal/gate"
-	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/server"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
-// The state-cost phase (issue 25; docs/cost.md): each state of a model
-// held for protocol.cost_dwell_s and measured (GPU memory per GPU, host
-// memory of the server's process tree, GPU power from the energy
-// counter), the energy of each transition over exactly its interval, the
-// host memory a level-1 sleep needs transiently and what its wake gives
-// back, the break-even per level; and, over every model, the node's fit
-// table (StateCost.Fit).
-
-// StateCost is the state-cost phase (PhaseStateCost): what each state of
-// a model costs, per model (Run), then the node's fit table over every
-// model (Fit).
-type StateCost struct{ *Env }
+// Phase is the state-cost phase (protocol.PhaseStateCost) on a run's
+// Env: what each state of a model costs, per model (Run), then the node's
+// fit table over every model (Fit).
+type Phase struct{ *protocol.Env }
 
 // Run measures label's states and transitions and judges them
 // (max_sleeping_power_w at each level where set).
-func (p StateCost) Run(ctx context.Context, label string, logf Logf) (Outcome[record.Cost], error) {
+func (p Phase) Run(ctx context.Context, label string, logf protocol.Logf) (protocol.Outcome[record.Cost], error) {
 	c, err := p.run(ctx, label, logf)
-	return Outcome[record.Cost]{c, judge(err, func() []record.Check { return p.checks(label, c) })}, err
+	return protocol.Outcome[record.Cost]{Value: c, Checks: protocol.Judge(err, func() []record.Check { return p.checks(label, c) })}, err
 }
 
 // hostPoll is how often the level-1 sleep's transient host peak is polled.
 const hostPoll = 5 * time.Millisecond
-
-// energyReading is the energy counter's joules on each GPU (nil: no
-// counter) and when its read returned: the counter is taken as read then
-// (an NVML read takes microseconds; a slow read's latency falls before
-// it, outside the interval it ends). gen counts the meter's anomalies up
-// to this reading: two readings of different gen have a counter that went
-// backwards or stalled between them, so nothing between them is measured.
-type energyReading struct {
-	t   time.Time
-	j   []float64
-	gen int
-}
-
-// stallAfter is how long a GPU's energy counter may stay put before the
-// meter calls it stalled. A powered GPU draws tens of watts even at its
-// deepest idle, and NVML's total-energy counter (mJ) moves at every power
-// sample (tens of milliseconds apart); a second without a millijoule is a
-// counter that stopped, not an idle board.
-const stallAfter = time.Second
-
-// meter reads the energy counter; once the source says it has none
-// (gpu.ErrNoEnergy) it reads nothing more and off says why. A reading
-// lower than the one before on any GPU (a reset, a wrap) or unchanged for
-// stallAfter is an anomaly: it starts a new gen, bad says what was seen,
-// and every figure across it is unreadable (NaN with bad as the reason),
-// never a value.
-type meter struct {
-	read  func(context.Context) ([]float64, error)
-	clock func() time.Time // when a read returned; nil: time.Now
-	off   string
-	bad   string // the last anomaly seen, "" while none
-	last  energyReading
-	// moved is, per GPU, the reading at which its counter last changed
-	// (or the first): a counter unchanged for stallAfter across many
-	// readings (a trace reads every 50 ms) is stalled too.
-	moved []energyReading
-}
-
-func (m *meter) now(ctx context.Context) (energyReading, error) {
-	if m.off != "" {
-		return energyReading{}, nil
-	}
-	j, err := m.read(ctx)
-	t := time.Now()
-	if m.clock != nil {
-		t = m.clock()
-	}
-	if errors.Is(err, gpu.ErrNoEnergy) {
-		m.off = err.Error()
-		return energyReading{}, nil
-	}
-	if err != nil {
-		return energyReading{}, fmt.Errorf("read the GPU energy counter: %w", err)
-	}
-	e := energyReading{t: t, j: j, gen: m.last.gen}
-	why := anomaly(m.last, e)
-	if why == "" && len(m.moved) == len(j) {
-		for i := range j {
-			if since := m.moved[i]; j[i] == since.j[i] && t.Sub(since.t) >= stallAfter {
-				why = anomaly(energyReading{t: since.t, j: since.j}, e)
-				break
-			}
-		}
-	}
-	if why != "" {
-		e.gen++
-		m.bad = why
-	}
-	if len(m.moved) != len(j) {
-		m.moved = make([]energyReading, len(j))
-	}
-	for i := range j {
-		if m.moved[i].j == nil || j[i] != m.moved[i].j[i] || why != "" {
-			m.moved[i] = e
-		}
-	}
-	m.last = e
-	return e, nil
-}
-
-// anomaly says how the counter misbehaved from reading a to b ("" when it
-// did not, or a is the first reading): it went backwards, or it did not
-// move for stallAfter or longer.
-func anomaly(a, b energyReading) string {
-	if a.j == nil {
-		return ""
-	}
-	if len(a.j) != len(b.j) {
-		return fmt.Sprintf("the GPU energy counter read %d GPUs, then %d: its energy and power figures are unreadable", len(a.j), len(b.j))
-	}
-	for i := range a.j {
-		switch d := b.t.Sub(a.t); {
-		case b.j[i] < a.j[i]:
-			return fmt.Sprintf("the GPU energy counter went backwards on GPU %d (%.3f J, then %.3f J %.3f s later: a reset or a wrap): energy and power figures across it are unreadable",
-				i, a.j[i], b.j[i], d.Seconds())
-		case b.j[i] == a.j[i] && d >= stallAfter:
-			return fmt.Sprintf("the GPU energy counter stalled on GPU %d (%.3f J for %.3f s; a powered GPU moves it every power sample): energy and power figures across it are unreadable",
-				i, a.j[i], d.Seconds())
-		}
-	}
-	return ""
-}
-
-// unreadable says why no energy figure can span readings a and b: no
-// counter (off), or an anomaly between them (bad); "" when one can.
-func (m *meter) unreadable(a, b energyReading) string {
-	switch {
-	case a.j == nil || b.j == nil:
-		return m.off
-	case a.gen != b.gen:
-		return m.bad
-	}
-	return ""
-}
-
-// joules is the energy between two readings, summed over the GPUs (NaN
-// when either has none, or the counter misbehaved between them).
-func joules(a, b energyReading) float64 {
-	if a.j == nil || b.j == nil || len(a.j) != len(b.j) || a.gen != b.gen {
-		return math.NaN()
-	}
-	var s float64
-	for i := range a.j {
-		s += b.j[i] - a.j[i]
-	}
-	return s
-}
-
-// powerOver is the mean power between two readings: their energy over the
-// time between them (not the nominal dwell: a slow read lengthens both).
-func powerOver(a, b energyReading) float64 {
-	d := b.t.Sub(a.t).Seconds()
-	if d <= 0 {
-		return math.NaN()
-	}
-	return joules(a, b) / d
-}
-
-// transitionJ is the energy over exactly [start, end] from readings a
-// (before start) and b (after end): their difference less the state
-// before's power pBefore over a → start and the state after's pAfter over
-// end → b, so the harness's reads around a transition add nothing.
-func transitionJ(a, b energyReading, start, end time.Time, pBefore, pAfter float64) float64 {
-	if a.j == nil || b.j == nil || a.gen != b.gen {
-		return math.NaN()
-	}
-	return joules(a, b) - pBefore*max(0, start.Sub(a.t).Seconds()) - pAfter*max(0, b.t.Sub(end).Seconds())
-}
 
 // peakDuring runs call while a goroutine reads the host memory every
 // interval (the first read at once), and returns call's error and the
@@ -235,51 +87,51 @@ func newState(st string) record.StateCost {
 // server's host memory (outside the energy window), then the energy
 // counter over cost_dwell_s. running false: the server is stopped (0 of
 // each). It returns the state and the dwell's closing reading.
-func (p StateCost) hold(ctx context.Context, label, st string, m *meter, running bool) (record.StateCost, energyReading, error) {
+func (p Phase) hold(ctx context.Context, label, st string, m *energy.Meter, running bool) (record.StateCost, energy.Reading, error) {
 	s := newState(st)
-	perGPU, free, err := p.pool.GPUGiB(ctx, label)
+	perGPU, free, err := p.Pool().GPUGiB(ctx, label)
 	if err != nil {
-		return s, energyReading{}, err
+		return s, energy.Reading{}, err
 	}
 	if running {
 		s.GPUGiB = perGPU
-		h, err := p.pool.Procs().Host(label)
+		h, err := p.Pool().Procs().Host(label)
 		if err != nil {
-			return s, energyReading{}, err
+			return s, energy.Reading{}, err
 		}
 		s.HostGiB, s.LockedGiB, s.PinnedGiB, s.SwapGiB = gib(h.RSS), gib(h.Locked), gib(h.Pinned), gib(h.Swap)
 	} else {
 		s.GPUGiB = make([]float64, len(free))
 		s.HostGiB, s.LockedGiB, s.PinnedGiB, s.SwapGiB = 0, 0, 0, 0
 	}
-	a, err := m.now(ctx)
+	a, err := m.Now(ctx)
 	if err != nil {
 		return s, a, err
 	}
-	tm := time.NewTimer(seconds(p.cfg.Protocol.CostDwellS))
+	tm := time.NewTimer(seconds(p.Config().Protocol.CostDwellS))
 	defer tm.Stop()
 	select {
 	case <-ctx.Done():
 		return s, a, context.Cause(ctx)
 	case <-tm.C:
 	}
-	b, err := m.now(ctx)
+	b, err := m.Now(ctx)
 	if err != nil {
 		return s, b, err
 	}
-	s.PowerW = powerOver(a, b)
-	if a.j != nil {
-		s.DwellS = b.t.Sub(a.t).Seconds()
+	s.PowerW = energy.PowerOver(a, b)
+	if a.Known() {
+		s.DwellS = b.Time().Sub(a.Time()).Seconds()
 	}
 	return s, b, nil
 }
 
 // costRun is one model's measurement under way.
 type costRun struct {
-	p     StateCost
+	p     Phase
 	ctx   context.Context
 	label string
-	m     *meter
+	m     *energy.Meter
 	c     record.Cost
 	awake record.StateCost
 }
@@ -289,25 +141,25 @@ type costRun struct {
 // (each sleep, wake and a cold start), records them and returns them;
 // protocol.cost_dwell_s 0 turns it off (nothing measured or recorded).
 // It leaves label awake.
-func (p StateCost) run(ctx context.Context, label string, logf Logf) (record.Cost, error) {
-	defer p.begin(ctx, PhaseStateCost, label)()
-	if p.cfg.Protocol.CostDwellS == 0 {
+func (p Phase) run(ctx context.Context, label string, logf protocol.Logf) (record.Cost, error) {
+	defer p.Begin(ctx, protocol.PhaseStateCost, label)()
+	if p.Config().Protocol.CostDwellS == 0 {
 		return record.Cost{}, nil
 	}
-	r := &costRun{p: p, ctx: ctx, label: label, m: &meter{read: p.pool.Energy},
-		c: record.Cost{DwellS: p.cfg.Protocol.CostDwellS, SleepPeakHostGiB: math.NaN(), WakeReturnedHostGiB: math.NaN(),
+	r := &costRun{p: p, ctx: ctx, label: label, m: energy.NewMeter(p.Pool().Energy),
+		c: record.Cost{DwellS: p.Config().Protocol.CostDwellS, SleepPeakHostGiB: math.NaN(), WakeReturnedHostGiB: math.NaN(),
 			ReleaseHostEnv: os.Getenv("VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY")}}
 	step, err := r.run()
-	r.c.EnergyNote = r.m.off
+	r.c.EnergyNote = r.m.Off()
 	if r.c.EnergyNote == "" {
-		r.c.EnergyNote = r.m.bad // the figures across the anomaly are NaN
+		r.c.EnergyNote = r.m.Bad() // the figures across the anomaly are NaN
 	}
 	if err == nil {
 		r.c.BreakEvens = breakEvens(r.c)
 	}
-	p.rec.SetCost(label, r.c)
+	p.SetCost(label, r.c)
 	if err != nil {
-		return r.c, p.Fail(PhaseStateCost, label, step, err)
+		return r.c, p.Fail(protocol.PhaseStateCost, label, step, err)
 	}
 	for _, s := range r.c.States {
 		logf("%s %s: GPU %s GiB, host %.3f GiB (locked %.3f, pinned %.3f), %.1f W%s", label, s.State, fmtGiB(s.GPUGiB), s.HostGiB, s.LockedGiB, s.PinnedGiB, s.PowerW, skipped(s.Skipped))
@@ -331,7 +183,7 @@ func skipped(why string) string {
 // run measures every state in turn; on error it names the step.
 func (r *costRun) run() (string, error) {
 	p, ctx, label := r.p, r.ctx, r.label
-	if err := p.pool.Activate(ctx, label); err != nil {
+	if err := p.Pool().Activate(ctx, label); err != nil {
 		return "activate", err
 	}
 	p.Settle(ctx)
@@ -356,25 +208,25 @@ func (r *costRun) run() (string, error) {
 // host memory polled while the call runs), holds the state, wakes it and
 // probes its first token; after the first token, the host memory the wake
 // gave back (level 1). prev is the awake dwell's closing reading.
-func (r *costRun) sleepWake(level int, prev energyReading) (energyReading, error) {
+func (r *costRun) sleepWake(level int, prev energy.Reading) (energy.Reading, error) {
 	p, ctx, label := r.p, r.ctx, r.label
-	before, err := p.pool.Procs().Host(label)
+	before, err := p.Pool().Procs().Host(label)
 	if err != nil {
 		return prev, err
 	}
 	var sent time.Time
 	var took time.Duration
 	sleep := func() (err error) {
-		sent, took, err = p.pool.SleepMode(ctx, label, level, "")
+		sent, took, err = p.Pool().SleepMode(ctx, label, level, "")
 		return err
 	}
-	e0, err := r.m.now(ctx) // just before the sleep: the awake power covers prev → here
+	e0, err := r.m.Now(ctx) // just before the sleep: the awake power covers prev → here
 	if err != nil {
 		return prev, err
 	}
 	if level == 1 {
 		var peak uint64
-		peak, err = peakDuring(ctx, hostPoll, func() (server.HostMemory, error) { return p.pool.Procs().Host(label) }, sleep)
+		peak, err = peakDuring(ctx, hostPoll, func() (server.HostMemory, error) { return p.Pool().Procs().Host(label) }, sleep)
 		if peak > 0 {
 			r.c.SleepPeakHostGiB = gib(max(peak, before.RSS) - before.RSS)
 		}
@@ -384,7 +236,7 @@ func (r *costRun) sleepWake(level int, prev energyReading) (energyReading, error
 	if err != nil {
 		return prev, err
 	}
-	e1, err := r.m.now(ctx)
+	e1, err := r.m.Now(ctx)
 	if err != nil {
 		return prev, err
 	}
@@ -399,8 +251,8 @@ func (r *costRun) sleepWake(level int, prev energyReading) (energyReading, error
 		return end, err
 	}
 	r.c.Transitions = append(r.c.Transitions, record.Transition{Op: fmt.Sprintf("sleep-l%d", level), S: took.Seconds(),
-		J: transitionJ(e0, e1, sent, sent.Add(took), r.awake.PowerW, asleep.PowerW)})
-	wsent, _, err := p.pool.WakeAt(ctx, label)
+		J: energy.TransitionJ(e0, e1, sent, sent.Add(took), r.awake.PowerW, asleep.PowerW)})
+	wsent, _, err := p.Pool().WakeAt(ctx, label)
 	if err != nil {
 		return end, err
 	}
@@ -408,51 +260,51 @@ func (r *costRun) sleepWake(level int, prev energyReading) (energyReading, error
 	if err != nil {
 		return end, fmt.Errorf("first token after wake: %w", err)
 	}
-	e2, err := r.m.now(ctx)
+	e2, err := r.m.Now(ctx)
 	if err != nil {
 		return end, err
 	}
 	first := s.Tokens[0]
 	r.c.Transitions = append(r.c.Transitions, record.Transition{Op: fmt.Sprintf("wake-l%d", level), S: first.Sub(wsent).Seconds(),
-		J: transitionJ(end, e2, wsent, first, asleep.PowerW, r.awake.PowerW)})
+		J: energy.TransitionJ(end, e2, wsent, first, asleep.PowerW, r.awake.PowerW)})
 	p.Settle(ctx)
 	if level == 1 {
-		after, err := p.pool.Procs().Host(label)
+		after, err := p.Pool().Procs().Host(label)
 		if err != nil {
 			return e2, err
 		}
 		r.c.WakeReturnedHostGiB = asleep.HostGiB - gib(after.RSS)
 	}
-	return r.m.now(ctx)
+	return r.m.Now(ctx)
 }
 
 // kvReleased holds the model paused with its KV cache released (vLLM PR
 // #44890: sleep level 0, /release_kv_cache_memory), then restores the
 // cache (wake_up?tags=kv_cache); a server without the endpoints has the
 // state skipped, with why.
-func (r *costRun) kvReleased(prev energyReading) (energyReading, error) {
+func (r *costRun) kvReleased(prev energy.Reading) (energy.Reading, error) {
 	p, ctx, label := r.p, r.ctx, r.label
-	skip := func(why string) (energyReading, error) {
+	skip := func(why string) (energy.Reading, error) {
 		s := newState(record.StateKVReleased)
 		s.Skipped = why
 		r.c.States = append(r.c.States, s)
 		return prev, nil
 	}
-	ok, err := p.pool.SupportsPause(ctx, label)
+	ok, err := p.Pool().SupportsPause(ctx, label)
 	if err != nil {
 		return prev, fmt.Errorf("GET /is_paused: %w", err)
 	}
 	if !ok {
 		return skip("the server has no /pause (vLLM before the pause API)")
 	}
-	if _, _, err := p.pool.SleepMode(ctx, label, 0, ""); err != nil {
+	if _, _, err := p.Pool().SleepMode(ctx, label, 0, ""); err != nil {
 		return prev, fmt.Errorf("pause (sleep level 0): %w", err)
 	}
-	if _, _, err := p.pool.ReleaseKVCacheAt(ctx, label); err != nil {
+	if _, _, err := p.Pool().ReleaseKVCacheAt(ctx, label); err != nil {
 		if !errors.Is(err, vllm.ErrUnsupported) {
 			return prev, fmt.Errorf("release_kv_cache_memory: %w", err)
 		}
-		if _, err := p.pool.Wake(ctx, label); err != nil {
+		if _, err := p.Pool().Wake(ctx, label); err != nil {
 			return prev, fmt.Errorf("wake from the pause: %w", err)
 		}
 		return skip("the server has no /release_kv_cache_memory (vLLM before PR #44890)")
@@ -463,21 +315,21 @@ func (r *costRun) kvReleased(prev energyReading) (energyReading, error) {
 	if err != nil {
 		return end, err
 	}
-	if _, _, err := p.pool.WakeKVCacheAt(ctx, label); err != nil {
+	if _, _, err := p.Pool().WakeKVCacheAt(ctx, label); err != nil {
 		return end, err
 	}
-	if _, err := p.pool.Probe(ctx, label); err != nil {
+	if _, err := p.Pool().Probe(ctx, label); err != nil {
 		return end, fmt.Errorf("first token after the KV cache's restore: %w", err)
 	}
 	p.Settle(ctx)
-	return r.m.now(ctx)
+	return r.m.Now(ctx)
 }
 
 // stoppedAndCold stops the server, holds the GPU without it, then starts
 // it cold (spawn → first token) and leaves it awake.
-func (r *costRun) stoppedAndCold(prev energyReading) (string, error) {
+func (r *costRun) stoppedAndCold(prev energy.Reading) (string, error) {
 	p, ctx, label := r.p, r.ctx, r.label
-	if err := p.pool.Stop(label); err != nil {
+	if err := p.Pool().Stop(label); err != nil {
 		return "stop", err
 	}
 	p.Settle(ctx)
@@ -486,22 +338,22 @@ func (r *costRun) stoppedAndCold(prev energyReading) (string, error) {
 	if err != nil {
 		return "hold stopped", err
 	}
-	if _, err := p.pool.Start(ctx, label); err != nil {
+	if _, err := p.Pool().Start(ctx, label); err != nil {
 		return "cold start", err
 	}
-	spawned := p.pool.Procs().Spawned(label)
+	spawned := p.Pool().Procs().Spawned(label)
 	s, err := p.firstTokenOnly(ctx, label)
 	if err != nil {
 		return "cold start's first token", err
 	}
-	e1, err := r.m.now(ctx)
+	e1, err := r.m.Now(ctx)
 	if err != nil {
 		return "cold start", err
 	}
 	first := s.Tokens[0]
 	r.c.Transitions = append(r.c.Transitions, record.Transition{Op: record.OpStart, S: first.Sub(spawned).Seconds(),
-		J: transitionJ(end, e1, spawned, first, stopped.PowerW, r.awake.PowerW)})
-	if err := p.pool.Started(ctx, label); err != nil { // outside the interval, as a restart's
+		J: energy.TransitionJ(end, e1, spawned, first, stopped.PowerW, r.awake.PowerW)})
+	if err := p.Pool().Started(ctx, label); err != nil { // outside the interval, as a restart's
 		return "after the cold start", err
 	}
 	return "", nil
@@ -563,8 +415,8 @@ func breakEvens(c record.Cost) []record.BreakEven {
 // Pod, else MemAvailable, plus the servers' RSS), less
 // min_host_headroom_gib. It records it; nil (with why) when a figure it
 // needs is unknown.
-func (p StateCost) Fit(ctx context.Context, logf Logf) (*record.Fit, string, error) {
-	raw := p.rec.Raw()
+func (p Phase) Fit(ctx context.Context, logf protocol.Logf) (*record.Fit, string, error) {
+	raw := p.Raw()
 	var models []capacity.Model
 	var gpuHeld, hostHeld float64
 	for _, l := range p.Labels() {
@@ -577,20 +429,20 @@ func (p StateCost) Fit(ctx context.Context, logf Logf) (*record.Fit, string, err
 			return nil, "GPU memory per model unknown (no memory source, or one that lists no processes)", nil
 		}
 		models = append(models, m)
-		if p.pool.Running(l) {
-			g, _, err := p.pool.GPUGiB(ctx, l)
+		if p.Pool().Running(l) {
+			g, _, err := p.Pool().GPUGiB(ctx, l)
 			if err != nil {
 				return nil, "", err
 			}
 			for _, x := range g {
 				gpuHeld += x
 			}
-			if h, err := p.pool.Procs().Host(l); err == nil {
+			if h, err := p.Pool().Procs().Host(l); err == nil {
 				hostHeld += gib(h.RSS)
 			}
 		}
 	}
-	_, free, err := p.pool.GPUGiB(ctx, p.Labels()[0])
+	_, free, err := p.Pool().GPUGiB(ctx, p.Labels()[0])
 	if err != nil {
 		return nil, "", err
 	}
@@ -598,12 +450,12 @@ func (p StateCost) Fit(ctx context.Context, logf Logf) (*record.Fit, string, err
 	for _, x := range free {
 		gpuFree += x
 	}
-	hc, err := p.pool.HostCapacity()
+	hc, err := p.Pool().HostCapacity()
 	if err != nil {
 		return nil, "", fmt.Errorf("host memory: %w", err)
 	}
 	node := capacity.Node{GPUFreeGiB: gpuFree + gpuHeld, HostGiB: hc.Available.GiB() + hostHeld, HostSource: hc.Available.Source,
-		HostHeadroomGiB: p.cfg.Thresholds.MinHostHeadroomGiB}
+		HostHeadroomGiB: p.Config().Thresholds.MinHostHeadroomGiB}
 	plan, err := capacity.Fit(models, node)
 	if err != nil {
 		return nil, "", err
@@ -614,7 +466,7 @@ func (p StateCost) Fit(ctx context.Context, logf Logf) (*record.Fit, string, err
 		f.Levels = append(f.Levels, record.FitLevel{Level: int(lf.Level), Others: lf.Others, Fits: lf.Fit, Asleep: lf.Asleep, Binds: string(lf.Binds),
 			NeedGPUGiB: lf.NeedGPUGiB, NeedHostGiB: lf.NeedHostGiB, LeftGPUGiB: lf.LeftGPUGiB, LeftHostGiB: lf.LeftHostGiB})
 	}
-	p.rec.SetFit(f)
+	p.SetFit(f)
 	binds := func(b string) string {
 		if b == "" {
 			return "every other model fits"
@@ -628,8 +480,8 @@ func (p StateCost) Fit(ctx context.Context, logf Logf) (*record.Fit, string, err
 
 // checks: max_sleeping_power_w at each level where set (not
 // evaluated, with why, where the device has no energy counter).
-func (p StateCost) checks(label string, c record.Cost) []record.Check {
-	return p.Record(gate.StateCost(p.cfg, label, c)...)
+func (p Phase) checks(label string, c record.Cost) []record.Check {
+	return p.Record(gate.StateCost(p.Config(), label, c)...)
 }
 
 // fmtGiB is GiB per GPU for a log line.
@@ -647,10 +499,12 @@ func fmtGiB(xs []float64) string {
 // firstTokenOnly sends a one-token probe: its stream ends at the first
 // token, so the energy read right after it ends the transition there,
 // with no decode steps after the first token left to estimate.
-func (p StateCost) firstTokenOnly(ctx context.Context, label string) (*vllm.Stream, error) {
-	s, err := p.pool.Stream(ctx, label, vllm.CompletionRequest{Prompt: p.cfg.Protocol.Prompt, MaxTokens: 1, IgnoreEOS: true})
+func (p Phase) firstTokenOnly(ctx context.Context, label string) (*vllm.Stream, error) {
+	s, err := p.Pool().Stream(ctx, label, vllm.CompletionRequest{Prompt: p.Config().Protocol.Prompt, MaxTokens: 1, IgnoreEOS: true})
 	if err != nil {
 		return s, fmt.Errorf("probe %s: %w", label, err)
 	}
 	return s, nil
 }
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

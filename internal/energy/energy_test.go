@@ -1,4 +1,4 @@
-package protocol
+package energy
 
 import (
 	"context"
@@ -39,27 +39,27 @@ func TestMeterNamesACounterThatMisbehaves(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			src := &scripted{vals: tc.j}
 			i := 0
-			m := &meter{read: src.read, clock: func() time.Time { i++; return at(tc.dt[i-1]) }}
-			var rs []energyReading
+			m := &Meter{read: src.read, clock: func() time.Time { i++; return at(tc.dt[i-1]) }}
+			var rs []Reading
 			for range tc.j {
-				r, err := m.now(t.Context())
+				r, err := m.Now(t.Context())
 				require.NoError(t, err)
 				rs = append(rs, r)
 			}
 			// Readings 1 → 2 span the anomaly; 0 → 1 and 2 → 3 do not.
 			assert.Contains(t, m.bad, tc.want)
-			assert.False(t, math.IsNaN(joules(rs[0], rs[1])), "before it: a value")
-			assert.False(t, math.IsNaN(joules(rs[2], rs[3])), "after it: a value")
+			assert.False(t, math.IsNaN(Joules(rs[0], rs[1])), "before it: a value")
+			assert.False(t, math.IsNaN(Joules(rs[2], rs[3])), "after it: a value")
 			for _, span := range [][2]int{{1, 2}, {0, 3}, {0, 2}} {
 				a, b := rs[span[0]], rs[span[1]]
-				assert.True(t, math.IsNaN(joules(a, b)), "across it (%d → %d): unreadable", span[0], span[1])
-				assert.True(t, math.IsNaN(powerOver(a, b)))
-				assert.True(t, math.IsNaN(transitionJ(a, b, a.t, b.t, 1, 1)))
-				j, why := intervalJ(a, b, b.t, m)
+				assert.True(t, math.IsNaN(Joules(a, b)), "across it (%d → %d): unreadable", span[0], span[1])
+				assert.True(t, math.IsNaN(PowerOver(a, b)))
+				assert.True(t, math.IsNaN(TransitionJ(a, b, a.t, b.t, 1, 1)))
+				j, why := IntervalJ(a, b, b.t, m)
 				assert.True(t, math.IsNaN(j))
 				assert.Equal(t, m.bad, why, "its reason is the anomaly")
 			}
-			j, why := intervalJ(rs[2], rs[3], rs[3].t, m)
+			j, why := IntervalJ(rs[2], rs[3], rs[3].t, m)
 			assert.Empty(t, why)
 			want := 0.0
 			for g := range tc.j[3] {
@@ -76,12 +76,12 @@ func TestMeterNamesACounterThatMisbehaves(t *testing.T) {
 // many close readings (a trace's, 50 ms apart) is stalled.
 func TestMeterMovingCounter(t *testing.T) {
 	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
-	run := func(vals [][]float64, dt float64) (*meter, []energyReading) {
+	run := func(vals [][]float64, dt float64) (*Meter, []Reading) {
 		i := 0
-		m := &meter{read: (&scripted{vals: vals}).read, clock: func() time.Time { i++; return at(float64(i) * dt) }}
-		var rs []energyReading
+		m := &Meter{read: (&scripted{vals: vals}).read, clock: func() time.Time { i++; return at(float64(i) * dt) }}
+		var rs []Reading
 		for range vals {
-			r, err := m.now(t.Context())
+			r, err := m.Now(t.Context())
 			require.NoError(t, err)
 			rs = append(rs, r)
 		}
@@ -89,7 +89,7 @@ func TestMeterMovingCounter(t *testing.T) {
 	}
 	m, rs := run([][]float64{{100}, {100}, {100.001}, {150}}, 0.3)
 	assert.Empty(t, m.bad)
-	assert.InDelta(t, 50, joules(rs[0], rs[3]), 1e-9)
+	assert.InDelta(t, 50, Joules(rs[0], rs[3]), 1e-9)
 
 	flat := [][]float64{{100}}
 	for range 30 { // 30 readings 50 ms apart, all 100 J: 1.5 s without a change
@@ -97,7 +97,7 @@ func TestMeterMovingCounter(t *testing.T) {
 	}
 	m, rs = run(flat, 0.05)
 	assert.Contains(t, m.bad, "stalled on GPU 0 (100.000 J for 1.000 s")
-	assert.True(t, math.IsNaN(joules(rs[0], rs[len(rs)-1])), "a run over a stalled counter is unreadable, not 0 J")
+	assert.True(t, math.IsNaN(Joules(rs[0], rs[len(rs)-1])), "a run over a stalled counter is unreadable, not 0 J")
 }
 
 // TestTraceAcrossACut: the traffic phase's trace interpolates between
@@ -105,8 +105,8 @@ func TestMeterMovingCounter(t *testing.T) {
 // with why, one that lies after it is a value.
 func TestTraceAcrossACut(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	m := &meter{bad: "the GPU energy counter went backwards on GPU 0"}
-	tr := &EnergyTrace{m: m, pts: []energyReading{
+	m := &Meter{bad: "the GPU energy counter went backwards on GPU 0"}
+	tr := &Trace{m: m, pts: []Reading{
 		{t: t0, j: []float64{100}}, {t: t0.Add(time.Second), j: []float64{200}},
 		{t: t0.Add(2 * time.Second), j: []float64{10}, gen: 1}, {t: t0.Add(3 * time.Second), j: []float64{110}, gen: 1},
 	}}
@@ -120,3 +120,32 @@ func TestTraceAcrossACut(t *testing.T) {
 	assert.Empty(t, why)
 	assert.InDelta(t, 80, j, 1e-9, "after the cut: 100 J/s × 0.8 s")
 }
+
+// TestTransitionJ: the energy over exactly [start, end], whatever time the
+// readings around it took: the same transition read at once or 400 ms
+// before and after gives the same joules; more power during it, more.
+func TestTransitionJ(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	// A counter drawing 100 W before start, 300 W in [start, end] (2 s),
+	// 50 W after.
+	start, end := t0.Add(time.Second), t0.Add(3*time.Second)
+	counter := func(t time.Time, during float64) Reading {
+		s := t.Sub(t0).Seconds()
+		j := 100 * min(s, 1)
+		if s > 1 {
+			j += during * (min(s, 3) - 1)
+		}
+		if s > 3 {
+			j += 50 * (s - 3)
+		}
+		return Reading{t: t, j: []float64{j / 2, j / 2}} // two GPUs
+	}
+	tight := TransitionJ(counter(start, 300), counter(end, 300), start, end, 100, 50)
+	slow := TransitionJ(counter(start.Add(-400*time.Millisecond), 300), counter(end.Add(400*time.Millisecond), 300), start, end, 100, 50)
+	assert.InDelta(t, 600, tight, 1e-9)
+	assert.InDelta(t, 600, slow, 1e-9, "the reads' 0.8 s are left out")
+	assert.InDelta(t, 900, TransitionJ(counter(start, 450), counter(end, 450), start, end, 100, 50), 1e-9)
+	assert.True(t, isNaN(TransitionJ(Reading{}, counter(end, 1), start, end, 1, 1)), "no counter: absent, not 0")
+}
+
+func isNaN(x float64) bool { return x != x }

@@ -1,4 +1,4 @@
-package protocol
+package statecost
 
 import (
 	"context"
@@ -66,32 +66,3 @@ func TestPeakDuringStops(t *testing.T) {
 	assert.Equal(t, n, reads.Load(), "no read after the call returned")
 	assert.Positive(t, n)
 }
-
-// TestTransitionJ: the energy over exactly [start, end], whatever time the
-// readings around it took: the same transition read at once or 400 ms
-// before and after gives the same joules; more power during it, more.
-func TestTransitionJ(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	// A counter drawing 100 W before start, 300 W in [start, end] (2 s),
-	// 50 W after.
-	start, end := t0.Add(time.Second), t0.Add(3*time.Second)
-	counter := func(t time.Time, during float64) energyReading {
-		s := t.Sub(t0).Seconds()
-		j := 100 * min(s, 1)
-		if s > 1 {
-			j += during * (min(s, 3) - 1)
-		}
-		if s > 3 {
-			j += 50 * (s - 3)
-		}
-		return energyReading{t: t, j: []float64{j / 2, j / 2}} // two GPUs
-	}
-	tight := transitionJ(counter(start, 300), counter(end, 300), start, end, 100, 50)
-	slow := transitionJ(counter(start.Add(-400*time.Millisecond), 300), counter(end.Add(400*time.Millisecond), 300), start, end, 100, 50)
-	assert.InDelta(t, 600, tight, 1e-9)
-	assert.InDelta(t, 600, slow, 1e-9, "the reads' 0.8 s are left out")
-	assert.InDelta(t, 900, transitionJ(counter(start, 450), counter(end, 450), start, end, 100, 50), 1e-9)
-	assert.True(t, isNaN(transitionJ(energyReading{}, counter(end, 1), start, end, 1, 1)), "no counter: absent, not 0")
-}
-
-func isNaN(x float64) bool { return x != x }

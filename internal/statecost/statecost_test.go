@@ -1,4 +1,4 @@
-package protocol_test
+package statecost_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/server"
 	"github.com/wakebench/wakebench/internal/simtest"
+	"github.com/wakebench/wakebench/internal/statecost"
 )
 
 // asleepHost is a host-memory reader adding extra bytes to every server
@@ -55,7 +56,7 @@ func costRun(t *testing.T, watts float64, eDelay time.Duration, extra uint64, hD
 	fl = f
 	mu.Unlock()
 	p := protocol.NewEnv(cfg, f, rec, nil)
-	cOut, err := protocol.StateCost{Env: p}.Run(t.Context(), "A", t.Logf)
+	cOut, err := statecost.Phase{Env: p}.Run(t.Context(), "A", t.Logf)
 	c := cOut.Value
 	require.NoError(t, err)
 	return c, rec
@@ -122,7 +123,7 @@ func TestStateCostNoCounter(t *testing.T) {
 		c.Protocol.CostDwellS = 0.2
 		c.Thresholds.MaxSleepingPowerW = 50
 	})
-	cOut, err := protocol.StateCost{Env: p}.Run(t.Context(), "A", t.Logf)
+	cOut, err := statecost.Phase{Env: p}.Run(t.Context(), "A", t.Logf)
 	c := cOut.Value
 	require.NoError(t, err)
 	assert.Contains(t, c.EnergyNote, gpu.ErrNoEnergy.Error())
@@ -151,7 +152,7 @@ func TestStateCostNoCounter(t *testing.T) {
 func TestStateCostOnSim(t *testing.T) {
 	_, rec, p := simPoolWith(t, nil, func(c *config.Config) { c.Protocol.CostDwellS = 0.2 })
 	for _, l := range p.Labels() {
-		cOut, err := protocol.StateCost{Env: p}.Run(t.Context(), l, t.Logf)
+		cOut, err := statecost.Phase{Env: p}.Run(t.Context(), l, t.Logf)
 		c := cOut.Value
 		require.NoError(t, err)
 		awake, _ := c.State(record.StateAwake)
@@ -174,7 +175,7 @@ func TestStateCostOnSim(t *testing.T) {
 		}
 		assert.False(t, math.IsNaN(c.SleepPeakHostGiB), "the level-1 sleep's host memory was polled")
 	}
-	fit, why, err := protocol.StateCost{Env: p}.Fit(t.Context(), t.Logf)
+	fit, why, err := statecost.Phase{Env: p}.Fit(t.Context(), t.Logf)
 	require.NoError(t, err)
 	require.NotNil(t, fit, why)
 	assert.Contains(t, fit.HostSource, "MemAvailable")
@@ -234,7 +235,7 @@ func TestStateCostCounterGoesBackwards(t *testing.T) {
 	mu.Lock()
 	fl = f
 	mu.Unlock()
-	cOut, err := protocol.StateCost{Env: p}.Run(t.Context(), "A", t.Logf)
+	cOut, err := statecost.Phase{Env: p}.Run(t.Context(), "A", t.Logf)
 	c := cOut.Value
 	require.NoError(t, err)
 	assert.Contains(t, c.EnergyNote, "went backwards on GPU 0")
@@ -268,4 +269,13 @@ func TestStateCostCounterGoesBackwards(t *testing.T) {
 			assert.Equal(t, "PASS", ch.Verdict, "%s: 100 W under 150", st)
 		}
 	}
+}
+
+// simPoolWith is a pool of vllmsim's tiny A and B (the default config
+// changed by mod) whose memory source is wrapped by wrap, with its record
+// and the phases' environment; stopped when t ends.
+func simPoolWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*pool.Pool, *record.Recorder, *protocol.Env) {
+	t.Helper()
+	f, rec, cfg := simtest.Pool(t, wrap, mod)
+	return f, rec, protocol.NewEnv(cfg, f, rec, nil)
 }
