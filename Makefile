@@ -28,7 +28,8 @@ test:
 ## times with -race while cmd/cpuhog keeps every core busy, as on a shared CI runner; each
 ## round's load average is printed
 STRESS_PKGS   ?= . ./internal/traffic ./internal/router ./internal/protocol ./internal/pool \
-	./internal/vllmsim ./internal/harness ./internal/load ./internal/fleetjob ./internal/nodeagent
+	./internal/vllmsim ./internal/harness ./internal/load ./internal/fleetjob ./internal/nodeagent \
+	./internal/statecost
 STRESS_ROUNDS ?= 2
 stress:
 	@mkdir -p bin && $(GO) build -o bin/cpuhog ./cmd/cpuhog

@@ -39,10 +39,10 @@ type Reading struct {
 const stallAfter = time.Second
 
 // Meter reads the energy counter; once the source says it has none
-// (gpu.ErrNoEnergy) it reads nothing more and off says why. A reading
+// (gpu.ErrNoEnergy) it reads nothing more and Off says why. A reading
 // lower than the one before on any GPU (a reset, a wrap) or unchanged for
-// stallAfter is an anomaly: it starts a new gen, bad says what was seen,
-// and every figure across it is unreadable (NaN with bad as the reason),
+// stallAfter is an anomaly: it starts a new gen, Bad says what was seen,
+// and every figure across it is unreadable (NaN with Bad as the reason),
 // never a value.
 type Meter struct {
 	read  func(context.Context) ([]float64, error)
@@ -56,6 +56,8 @@ type Meter struct {
 	moved []Reading
 }
 
+// Now reads the counter: a reading without a value where the source has
+// no counter (Off says why), an error where the read failed.
 func (m *Meter) Now(ctx context.Context) (Reading, error) {
 	if m.off != "" {
 		return Reading{}, nil
@@ -192,7 +194,7 @@ func (e Reading) Known() bool { return e.j != nil }
 // is subtracted: the harness's reads there are part of what the GPU drew
 // while the models changed state. Only b's lateness is left out: the
 // probe's remaining tokens after the first and b's own read latency
-// (end → b.t), at the interval's mean power; a second read to measure the
+// (end → b's time), at the interval's mean power; a second read to measure the
 // power after would span microseconds, finer than the counter updates.
 // NaN with why when the device has no counter.
 func IntervalJ(a, b Reading, end time.Time, m *Meter) (float64, string) {

@@ -265,11 +265,11 @@ func (s *servers) timeout(ctx context.Context, m *model, d time.Duration, fn fun
 
 // explain puts a server's exit in front of an error it caused: a crash
 // shows to the client as a reset or a cut stream a moment before the exit.
-// An error of a stopped run (context canceled) is its own cause: it does
-// not wait for an exit. An exit it names counts as reported (Activate).
+// An error of a stopped run (context canceled, or the run's stop as its
+// cause) is its own cause: it does not wait for an exit. An exit it names counts as reported (Activate).
 func (s *servers) explain(m *model, err error) error {
 	srv, _ := s.server(m)
-	if err == nil || srv == nil || errors.Is(err, context.Canceled) {
+	if err == nil || srv == nil || errors.Is(err, context.Canceled) || errors.As(err, new(record.Stopped)) {
 		return err
 	}
 	select {

@@ -48,7 +48,7 @@ type pauser struct {
 // offOrCycles activates label, finds whether its server has the endpoints
 // the cycles need (off: recorded with why, no cycle run) and runs n cycles.
 func (p *pauser) offOrCycles(ctx context.Context, phase, label string, level, n int, logf Logf,
-	one func(context.Context, string) (record.Cycle, string, error)) ([]record.Cycle, error) {
+	one func(context.Context, string) (record.Cycle, string, error)) (out []record.Cycle, err error) {
 	defer p.begin(ctx, phase, label)()
 	if n == 0 {
 		return nil, nil
@@ -77,10 +77,9 @@ func (p *pauser) offOrCycles(ctx context.Context, phase, label string, level, n 
 			return nil, nil
 		}
 	}
-	var out []record.Cycle
 	defer func() {
-		if level == 0 && len(out) == n && out[n-1].OK {
-			p.pauseResume(ctx, phase, label, logf)
+		if err == nil && level == 0 && len(out) == n && out[n-1].OK {
+			err = p.pauseResume(ctx, phase, label, logf)
 		}
 	}()
 	for i := range n {
@@ -104,39 +103,37 @@ func (p *pauser) offOrCycles(ctx context.Context, phase, label string, level, n 
 // pauseResume pauses label through /pause, sends a probe (held), resumes
 // through /resume and takes the probe's answer: the other way vLLM pauses
 // (its RLHF router's), checked after the level-0 cycles; a failure is the
-// phase's. Its times are logged, not reported: the level-0 cycles are the
+// phase's, recorded and returned. Its times are logged, not reported: the level-0 cycles are the
 // pause's figures.
-func (p *pauser) pauseResume(ctx context.Context, phase, label string, logf Logf) {
+func (p *pauser) pauseResume(ctx context.Context, phase, label string, logf Logf) error {
 	ok := false
 	defer func() { p.confirmed = ok }()
 	_, pd, err := p.pool.PauseAt(ctx, label, vllm.SleepAbort, true)
 	if err != nil {
-		p.Fail(phase, label, "pause", err)
-		return
+		return p.Fail(phase, label, "pause", err)
 	}
 	collect, stop := p.holdProbe(ctx, label)
 	defer stop() // an early return ends the held request
 	p.Settle(ctx)
 	sent, rd, err := p.pool.ResumeAt(ctx, label)
 	if err != nil {
-		p.Fail(phase, label, "resume", err)
-		return
+		return p.Fail(phase, label, "resume", err)
 	}
 	h, err := collect()
 	if err != nil {
-		p.Fail(phase, label, "request held by /pause", err)
-		return
+		return p.Fail(phase, label, "request held by /pause", err)
 	}
 	switch {
 	case h.err != nil:
-		p.Fail(phase, label, "request held by /pause", h.err)
+		return p.Fail(phase, label, "request held by /pause", h.err)
 	case !h.sent.Before(sent):
-		p.Fail(phase, label, "request held by /pause", fmt.Errorf("it was sent %.3f s after /resume (settle_s %g too short to send it while paused)", h.sent.Sub(sent).Seconds(), p.cfg.Protocol.SettleS))
+		return p.Fail(phase, label, "request held by /pause", fmt.Errorf("it was sent %.3f s after /resume (settle_s %g too short to send it while paused)", h.sent.Sub(sent).Seconds(), p.cfg.Protocol.SettleS))
 	case h.first.Before(sent):
-		p.Fail(phase, label, "request held by /pause", fmt.Errorf("its first token came %.3f s before /resume was sent", sent.Sub(h.first).Seconds()))
+		return p.Fail(phase, label, "request held by /pause", fmt.Errorf("its first token came %.3f s before /resume was sent", sent.Sub(h.first).Seconds()))
 	default:
 		ok = true
 		logf("%s: /pause %.3fs, /resume %.3fs, held request's first token %.3fs after /resume", label, pd.Seconds(), rd.Seconds(), h.first.Sub(sent).Seconds())
+		return nil
 	}
 }
 

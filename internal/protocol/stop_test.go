@@ -2,6 +2,8 @@ package protocol_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +18,9 @@ import (
 
 // TestAStopIsNotTheModelsFailure: a run stopped from outside (a signal)
 // in the middle of a phase files the step it interrupted as stopped, with
-// the stop's reason, not as a failure of the model's step.
+// the stop's reason, not as a failure of the model's step, and judges none
+// of its partial figures (protocol.Judge): no check blames the model. The
+// same step failing for a reason of its own is judged.
 func TestAStopIsNotTheModelsFailure(t *testing.T) {
 	_, rec, p := simPoolWith(t, nil, func(cfg *config.Config) { cfg.Protocol.SettleS = 0.2 })
 	ctx, cancel := context.WithCancelCause(t.Context())
@@ -24,8 +28,16 @@ func TestAStopIsNotTheModelsFailure(t *testing.T) {
 	_, err := protocol.Restart{Env: p}.Run(ctx, "A", t.Logf)
 	require.NoError(t, err)
 	time.AfterFunc(300*time.Millisecond, func() { cancel(record.Stopped{Reason: "interrupted by terminated"}) })
-	_, err = protocol.Sleep{Env: p, Level: 1}.Run(ctx, "A", t.Logf)
+	out, err := protocol.Sleep{Env: p, Level: 1}.Run(ctx, "A", t.Logf)
 	require.Error(t, err)
+	assert.Empty(t, out.Checks, "a stopped step is not judged")
+	for _, c := range rec.Raw().Checks {
+		assert.Equal(t, "restart.starts", c.Name, "only the restart's check is recorded, not the stopped sleep's")
+	}
+	failed := protocol.Judge(errors.New("sleep: HTTP 500"), func() []record.Check { return []record.Check{{Name: "judged"}} })
+	assert.Len(t, failed, 1, "a step failed for a reason of its own is judged")
+	stopped := protocol.Judge(fmt.Errorf("sleep: %w", record.Stopped{Reason: "x"}), func() []record.Check { return []record.Check{{Name: "judged"}} })
+	assert.Empty(t, stopped, "a wrapped stop is found")
 	fs := rec.Raw().Failures
 	require.NotEmpty(t, fs)
 	f := fs[len(fs)-1]
