@@ -240,8 +240,7 @@ func TestStopAllBesideAPhase(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f, rec, cfg := simtest.Pool(t, nil, func(c *config.Config) { c.Protocol.MaxTokens = 512 })
-			p := protocol.NewEnv(cfg, f, rec, nil)
+			f, rec, p := simtest.Env(t, nil, func(c *config.Config) { c.Protocol.MaxTokens = 512 })
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			require.NoError(t, f.Activate(ctx, "A"))

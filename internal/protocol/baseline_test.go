@@ -9,6 +9,7 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/simtest"
 )
 
 // sleepsSeen is what label's server process itself counts of its sleep
@@ -29,7 +30,7 @@ func servingConfig(cfg *config.Config) {
 // (which puts A to sleep to start B), each model's baseline is served by
 // a process that has never slept, by the servers' own count.
 func TestBaselineBeforeAnySleep(t *testing.T) {
-	f, _, p := simPoolWith(t, nil, servingConfig)
+	f, _, p := simtest.Env(t, nil, servingConfig)
 	ctx := t.Context()
 	for _, l := range p.Labels() {
 		_, err := protocol.Restart{Env: p}.Run(ctx, l, t.Logf)
@@ -58,7 +59,7 @@ func TestAfterWakeCatchesASlowerDecode(t *testing.T) {
 		pass   bool
 	}{{"slow-decode-after-wake=3", false}, {"", true}} {
 		t.Run("faults="+tc.faults, func(t *testing.T) {
-			f, _, p := simPoolWith(t, nil, func(cfg *config.Config) {
+			f, _, p := simtest.Env(t, nil, func(cfg *config.Config) {
 				servingConfig(cfg)
 				cfg.Models[0].SimFaults = tc.faults
 				cfg.Thresholds.MinAfterWakeTPSRatio = 0.7
@@ -93,7 +94,7 @@ func TestAfterWakeCatchesASlowerDecode(t *testing.T) {
 // would warm the engine first). The witness is the server's own request
 // count: its 5th completion (after the baseline's 4) answers 500.
 func TestAfterWakeServesBeforeItsReplay(t *testing.T) {
-	_, rec, p := simPoolWith(t, nil, func(cfg *config.Config) {
+	_, rec, p := simtest.Env(t, nil, func(cfg *config.Config) {
 		servingConfig(cfg)
 		cfg.Models[0].SimFaults = "error-status=5:500"
 		cfg.Thresholds.MaxFailedRequests = 1

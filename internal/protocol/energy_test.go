@@ -39,7 +39,7 @@ func powered(delay time.Duration) func(gpu.Source) gpu.Source {
 // handoffs.
 func switchRun(t *testing.T, wrap func(gpu.Source) gpu.Source, n int, faults string) []record.Handoff {
 	t.Helper()
-	_, rec, p := simPoolWith(t, wrap, func(c *config.Config) {
+	_, rec, p := simtest.Env(t, wrap, func(c *config.Config) {
 		c.Protocol.Handoffs = n
 		for i := range c.Models {
 			c.Models[i].SimFaults = faults
@@ -123,7 +123,7 @@ func TestSoakEnergy(t *testing.T) {
 		}
 	}
 	wakeMovesReadsStay(t, medianJ(plain, cycleJ), medianJ(slowWake, cycleJ), medianJ(slowRead, cycleJ), eDelay)
-	_, _, np := simPoolWith(t, simtest.NoEnergy, three(3, nil))
+	_, _, np := simtest.Env(t, simtest.NoEnergy, three(3, nil))
 	csOut, err := protocol.Soak{Env: np}.Run(t.Context(), t.Logf)
 	cs := csOut.Value
 	require.NoError(t, err)
@@ -140,7 +140,7 @@ func TestSoakEnergy(t *testing.T) {
 // 150 ms slow leave the figure where it was.
 func TestSoakHostMemory(t *testing.T) {
 	run := func(scale float64, wrap func(gpu.Source) gpu.Source) map[string]float64 {
-		_, _, p := simPoolWith(t, wrap, func(c *config.Config) {
+		_, _, p := simtest.Env(t, wrap, func(c *config.Config) {
 			three(3, nil)(c)
 			c.Sim.HostScale = scale
 		})

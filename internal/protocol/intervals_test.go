@@ -24,7 +24,7 @@ import (
 // every server with faults.
 func soakRun(t *testing.T, wrap func(gpu.Source) gpu.Source, n int, faults string) []record.SoakCycle {
 	t.Helper()
-	_, _, p := simPoolWith(t, wrap, three(n, map[string]string{"A": faults, "B": faults, "C": faults}))
+	_, _, p := simtest.Env(t, wrap, three(n, map[string]string{"A": faults, "B": faults, "C": faults}))
 	cyclesOut, err := protocol.Soak{Env: p}.Run(t.Context(), t.Logf)
 	cycles := cyclesOut.Value
 	require.NoError(t, err)
@@ -89,7 +89,7 @@ func medianFirstToken(cs []record.SoakCycle) float64 {
 // late (the server ready later) moves both figures.
 func TestRestartIntervalsEndAtTheirEvents(t *testing.T) {
 	restart := func(faults string) []record.Restart {
-		_, rec, p := simPoolWith(t, same, func(cfg *config.Config) {
+		_, rec, p := simtest.Env(t, same, func(cfg *config.Config) {
 			cfg.Protocol.RestartWarm = 1
 			cfg.Models[0].SimFaults = faults
 		})
@@ -123,7 +123,7 @@ func TestRestartIntervalsEndAtTheirEvents(t *testing.T) {
 // wrap, A's server with faults.
 func pauseRun(t *testing.T, level int, wrap func(gpu.Source) gpu.Source, faults string, mod func(*config.Config)) []record.Cycle {
 	t.Helper()
-	_, _, p := simPoolWith(t, wrap, func(cfg *config.Config) {
+	_, _, p := simtest.Env(t, wrap, func(cfg *config.Config) {
 		cfg.Models[0].SimFaults = faults
 		cfg.Protocol.SleepL0Cycles, cfg.Protocol.KVReleaseCycles = 3, 3
 		if mod != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/simtest"
 )
 
 func same(s gpu.Source) gpu.Source { return s }
@@ -46,7 +47,7 @@ func TestCorruptionIsCaughtByName(t *testing.T) {
 		"tie-flip-after-wake,logprob-drift=0.3": {3, `probe "short" diverged from its answer before the first sleep at token 1 (logprob)`, 0},
 	} {
 		t.Run("fault="+fault, func(t *testing.T) {
-			_, rec, p := simPoolWith(t, same, func(cfg *config.Config) {
+			_, rec, p := simtest.Env(t, same, func(cfg *config.Config) {
 				cfg.Protocol.SleepL1Cycles = 2
 				cfg.Models = cfg.Models[:1]
 				cfg.Models[0].SimFaults = fault
@@ -88,7 +89,7 @@ func TestCorruptionIsCaughtByName(t *testing.T) {
 // TestEngineAccountAgrees: each cycle carries the server's own account
 // (log lines and metric), inside the HTTP times and matching the release.
 func TestEngineAccountAgrees(t *testing.T) {
-	_, _, p := simPoolWith(t, same, func(cfg *config.Config) { cfg.Protocol.SleepL2Cycles = 2 })
+	_, _, p := simtest.Env(t, same, func(cfg *config.Config) { cfg.Protocol.SleepL2Cycles = 2 })
 	for _, level := range []int{1, 2} {
 		cyclesOut, err := protocol.Sleep{Env: p, Level: level}.Run(t.Context(), "A", t.Logf)
 		cycles := cyclesOut.Value
@@ -150,7 +151,7 @@ func three(cycles int, faults map[string]string) func(*config.Config) {
 // the others grow by nothing. Every process's first level-1 sleep pays
 // for its pinned buffer and is kept apart from the steady state.
 func TestSoakFindsALeak(t *testing.T) {
-	_, rec, p := simPoolWith(t, same, three(12, map[string]string{"B": "leak-per-cycle=64"}))
+	_, rec, p := simtest.Env(t, same, three(12, map[string]string{"B": "leak-per-cycle=64"}))
 	cyclesOut, err := protocol.Soak{Env: p}.Run(t.Context(), t.Logf)
 	cycles := cyclesOut.Value
 	require.NoError(t, err)
@@ -181,7 +182,7 @@ func TestSoakFindsALeak(t *testing.T) {
 // headroom; the soak stops at the cycle whose wake could not fit, before
 // sending it, and names the model and the memory.
 func TestSoakNamesAnOOMBeforeTheWake(t *testing.T) {
-	_, rec, p := simPoolWith(t, same, three(30, map[string]string{"A": "leak-per-cycle=3072"}))
+	_, rec, p := simtest.Env(t, same, three(30, map[string]string{"A": "leak-per-cycle=3072"}))
 	cyclesOut, err := protocol.Soak{Env: p}.Run(t.Context(), t.Logf)
 	cycles := cyclesOut.Value
 	require.Error(t, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/report"
+	"github.com/wakebench/wakebench/internal/simtest"
 )
 
 // holdingSource, once hold is set, shows every process at the most device
@@ -51,7 +52,7 @@ func (s *holdingSource) Read(ctx context.Context) (gpu.Reading, error) {
 // memory.l1_release_fraction median.
 func TestSwitchSleepsAreGatedOnRelease(t *testing.T) {
 	var hold atomic.Bool
-	f, rec, p := simPoolWith(t, func(s gpu.Source) gpu.Source {
+	f, rec, p := simtest.Env(t, func(s gpu.Source) gpu.Source {
 		return &holdingSource{Source: s, hold: &hold, most: map[int]uint64{}}
 	}, func(cfg *config.Config) {
 		cfg.Protocol.SleepL1Cycles = 5

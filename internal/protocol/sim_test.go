@@ -20,15 +20,7 @@ import (
 // wrapped by wrap, with its record and protocol; stopped when t ends.
 func simPool(t *testing.T, wrap func(gpu.Source) gpu.Source, handoffs int) (*pool.Pool, *record.Recorder, *protocol.Env) {
 	t.Helper()
-	return simPoolWith(t, wrap, func(cfg *config.Config) { cfg.Protocol.Handoffs = handoffs })
-}
-
-// simPoolWith is simPool of the default config changed by mod (its
-// models, their sim_faults, the protocol).
-func simPoolWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*pool.Pool, *record.Recorder, *protocol.Env) {
-	t.Helper()
-	f, rec, cfg := simtest.Pool(t, wrap, mod)
-	return f, rec, protocol.NewEnv(cfg, f, rec, nil)
+	return simtest.Env(t, wrap, func(cfg *config.Config) { cfg.Protocol.Handoffs = handoffs })
 }
 
 // TestHandoffClockStartsAtSleepSent: switch → first token runs from the
@@ -89,7 +81,7 @@ func TestNoInferenceToASleepingModel(t *testing.T) {
 // per-process ones, and the release is the model's.
 func TestDeviceDeltaAttribution(t *testing.T) {
 	measure := func(wrap func(gpu.Source) gpu.Source) (record.Raw, []record.Cycle) {
-		_, rec, p := simPoolWith(t, wrap, func(cfg *config.Config) {
+		_, rec, p := simtest.Env(t, wrap, func(cfg *config.Config) {
 			cfg.Protocol.Handoffs = 1
 			cfg.Protocol.SettleS = 0.5 // the release lands within the hold
 			cfg.Models[0].SimFaults = "late-release=0.1"

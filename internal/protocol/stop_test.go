@@ -14,6 +14,7 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/simtest"
 )
 
 // TestAStopIsNotTheModelsFailure: a run stopped from outside (a signal)
@@ -22,7 +23,7 @@ import (
 // of its partial figures (protocol.Judge): no check blames the model. The
 // same step failing for a reason of its own is judged.
 func TestAStopIsNotTheModelsFailure(t *testing.T) {
-	_, rec, p := simPoolWith(t, nil, func(cfg *config.Config) { cfg.Protocol.SettleS = 0.2 })
+	_, rec, p := simtest.Env(t, nil, func(cfg *config.Config) { cfg.Protocol.SettleS = 0.2 })
 	ctx, cancel := context.WithCancelCause(t.Context())
 	defer cancel(nil)
 	_, err := protocol.Restart{Env: p}.Run(ctx, "A", t.Logf)

@@ -30,6 +30,14 @@ func Pool(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Confi
 	return PoolWith(t, wrap, mod, nil)
 }
 
+// Env is Pool with the phases' environment on it (no observer): what a
+// test of a phase runs.
+func Env(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*pool.Pool, *record.Recorder, *protocol.Env) {
+	t.Helper()
+	f, rec, cfg := Pool(t, wrap, mod)
+	return f, rec, protocol.NewEnv(cfg, f, rec, nil)
+}
+
 // PoolWith is Pool with the pool's options changed by opt (nil: as
 // they are): a host root with a short host, a host-memory reader.
 func PoolWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config), opt func(*pool.Options)) (*pool.Pool, *record.Recorder, config.Config) {

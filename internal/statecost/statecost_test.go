@@ -119,7 +119,7 @@ func TestStateCostFigures(t *testing.T) {
 // W and J absent (NaN, never 0), says why, and max_sleeping_power_w is not
 // evaluated, failing the run only as a threshold the user set.
 func TestStateCostNoCounter(t *testing.T) {
-	_, rec, p := simPoolWith(t, simtest.NoEnergy, func(c *config.Config) {
+	_, rec, p := simtest.Env(t, simtest.NoEnergy, func(c *config.Config) {
 		c.Protocol.CostDwellS = 0.2
 		c.Thresholds.MaxSleepingPowerW = 50
 	})
@@ -150,7 +150,7 @@ func TestStateCostNoCounter(t *testing.T) {
 // 4), this also asserts: level-1 host GiB ≥ awake + the model's weight
 // GiB, and asleep W < awake W.
 func TestStateCostOnSim(t *testing.T) {
-	_, rec, p := simPoolWith(t, nil, func(c *config.Config) { c.Protocol.CostDwellS = 0.2 })
+	_, rec, p := simtest.Env(t, nil, func(c *config.Config) { c.Protocol.CostDwellS = 0.2 })
 	for _, l := range p.Labels() {
 		cOut, err := statecost.Phase{Env: p}.Run(t.Context(), l, t.Logf)
 		c := cOut.Value
@@ -225,7 +225,7 @@ func (c *cutCounter) Energy(ctx context.Context) ([]float64, error) {
 func TestStateCostCounterGoesBackwards(t *testing.T) {
 	var mu sync.Mutex // guards fl
 	var fl *pool.Pool
-	f, _, p := simPoolWith(t, func(s gpu.Source) gpu.Source {
+	f, _, p := simtest.Env(t, func(s gpu.Source) gpu.Source {
 		return &cutCounter{ConstPower: simtest.ConstPower{Source: s, Watts: 100, Origin: time.Now()}, CutJ: 5000,
 			f: func() *pool.Pool { mu.Lock(); defer mu.Unlock(); return fl }}
 	}, func(c *config.Config) {
@@ -269,13 +269,4 @@ func TestStateCostCounterGoesBackwards(t *testing.T) {
 			assert.Equal(t, "PASS", ch.Verdict, "%s: 100 W under 150", st)
 		}
 	}
-}
-
-// simPoolWith is a pool of vllmsim's tiny A and B (the default config
-// changed by mod) whose memory source is wrapped by wrap, with its record
-// and the phases' environment; stopped when t ends.
-func simPoolWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*pool.Pool, *record.Recorder, *protocol.Env) {
-	t.Helper()
-	f, rec, cfg := simtest.Pool(t, wrap, mod)
-	return f, rec, protocol.NewEnv(cfg, f, rec, nil)
 }

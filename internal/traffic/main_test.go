@@ -8,7 +8,6 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/pool"
-	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
 	"github.com/wakebench/wakebench/internal/traffic"
@@ -24,8 +23,8 @@ func same(s gpu.Source) gpu.Source { return s }
 // and traffic phase; stopped when t ends.
 func simPoolWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*pool.Pool, *record.Recorder, *traffic.Phase) {
 	t.Helper()
-	f, rec, cfg := simtest.Pool(t, wrap, mod)
-	return f, rec, traffic.New(protocol.NewEnv(cfg, f, rec, nil))
+	f, rec, env := simtest.Env(t, wrap, mod)
+	return f, rec, traffic.New(env)
 }
 
 func byName(cs []record.Check) map[string]record.Check {
