@@ -52,8 +52,7 @@ func perModel[T any](on On, run func(context.Context, string, protocol.Logf) (pr
 	var out []Step
 	for _, l := range on.Env.Labels() {
 		out = append(out, Step{Name: l, Run: func(ctx context.Context, logf protocol.Logf) (Result, error) {
-			o, err := run(ctx, l, logf)
-			return Result{Value: o.Value, Checks: o.Checks}, err
+			return result(run(ctx, l, logf))
 		}})
 	}
 	return out
@@ -62,9 +61,13 @@ func perModel[T any](on On, run func(context.Context, string, protocol.Logf) (pr
 // whole is a phase's one step over every model.
 func whole[T any](run func(context.Context, protocol.Logf) (protocol.Outcome[T], error)) []Step {
 	return []Step{{Run: func(ctx context.Context, logf protocol.Logf) (Result, error) {
-		o, err := run(ctx, logf)
-		return Result{Value: o.Value, Checks: o.Checks}, err
+		return result(run(ctx, logf))
 	}}}
+}
+
+// result is a phase's outcome as a step's Result.
+func result[T any](o protocol.Outcome[T], err error) (Result, error) {
+	return Result{Value: o.Value, Checks: o.Checks}, err
 }
 
 // List is the protocol in run order: the one list the suite runs, the

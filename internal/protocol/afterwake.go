@@ -16,7 +16,7 @@ type AfterWake struct{ *Env }
 // baseline's tok/s, with the replay and the level-1 release.
 func (p AfterWake) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.PerfRun], error) {
 	runs, err := p.run(ctx, label, logf)
-	return Outcome[[]record.PerfRun]{runs, judge(err, func() []record.Check { return p.checks(label, runs) })}, err
+	return Judged(runs, err, func() []record.Check { return p.checks(label, runs) })
 }
 
 // checks: the baseline's serving checks and after-wake tok/s against the baseline's;
@@ -31,7 +31,7 @@ func (p AfterWake) checks(label string, runs []record.PerfRun) []record.Check {
 // serving again, then replays the correctness probes: the serving comes
 // first, straight after the wake (a replay would warm the engine).
 func (p AfterWake) run(ctx context.Context, label string, logf Logf) ([]record.PerfRun, error) {
-	defer p.begin(ctx, PhaseAfterWake, label)()
+	defer p.Begin(ctx, PhaseAfterWake, label)()
 	if err := p.pool.Activate(ctx, label); err != nil {
 		return nil, p.Fail(PhaseAfterWake, label, "activate", err)
 	}

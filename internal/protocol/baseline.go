@@ -15,7 +15,7 @@ type Baseline struct{ *Env }
 // requests within the limit, every round passed.
 func (p Baseline) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.PerfRun], error) {
 	runs, err := p.run(ctx, label, logf)
-	return Outcome[[]record.PerfRun]{runs, judge(err, func() []record.Check { return p.checks(label, runs) })}, err
+	return Judged(runs, err, func() []record.Check { return p.checks(label, runs) })
 }
 
 // checks: failed requests within the limit and every round passed, per concurrency.
@@ -30,7 +30,7 @@ func (p Baseline) checks(label string, runs []record.PerfRun) []record.Check {
 // neither serving nor one of the restart phase's starts.
 func (p Baseline) run(ctx context.Context, label string, logf Logf) ([]record.PerfRun, error) {
 	step, err := p.freshProcess(ctx, label, logf)
-	defer p.begin(ctx, PhaseBaseline, label)()
+	defer p.Begin(ctx, PhaseBaseline, label)()
 	if err != nil {
 		return nil, p.Fail(PhaseBaseline, label, step, err)
 	}

@@ -53,20 +53,18 @@ type Outcome[T any] struct {
 	Checks []record.Check
 }
 
-// Judge is checks(), the verdicts of a phase's step that returned err,
-// unless err says the run's stop (a signal, the -timeout guard) cut the
-// step short: its partial figures are no model's verdict, as Fail files
-// the stop under no model. A step that failed otherwise is judged on what
-// it measured, and its checks say where it falls short.
-func Judge(err error, checks func() []record.Check) []record.Check {
+// Judged is the outcome of a phase's step that measured v and returned
+// err: v with checks(), its verdicts, unless err says the run's stop (a
+// signal, the -timeout guard) cut the step short: its partial figures are
+// no model's verdict, as Fail files the stop under no model. A step that
+// failed otherwise is judged on what it measured, and its checks say
+// where it falls short.
+func Judged[T any](v T, err error, checks func() []record.Check) (Outcome[T], error) {
 	if errors.As(err, new(record.Stopped)) {
-		return nil
+		return Outcome[T]{Value: v}, err
 	}
-	return checks()
+	return Outcome[T]{Value: v, Checks: checks()}, err
 }
-
-// judge is Judge, for the phases of this package.
-func judge(err error, checks func() []record.Check) []record.Check { return Judge(err, checks) }
 
 // Logf prints a progress line.
 type Logf func(format string, args ...any)
@@ -141,17 +139,12 @@ func (p *Env) Fail(phase, label, step string, err error) error {
 // Failed reports whether a failure of phase is recorded.
 func (p *Env) Failed(phase string) bool { return p.rec.Failed(phase) }
 
-// Begin is begin, for a phase run by another package (traffic).
-func (p *Env) Begin(ctx context.Context, phase string, labels ...string) (end func()) {
-	return p.begin(ctx, phase, labels...)
-}
-
-// begin starts a phase for labels: it is listed in the report, the
+// Begin starts a phase for labels: it is listed in the report, the
 // observer is told, and the returned end records the phase window (named
 // <label>-<phase>, or the labels joined for several), records every
 // server that exited meanwhile as a failure of the phase (unless one of
 // its steps named that model's failure), and tells the observer again.
-func (p *Env) begin(ctx context.Context, phase string, labels ...string) (end func()) {
+func (p *Env) Begin(ctx context.Context, phase string, labels ...string) (end func()) {
 	p.rec.PhaseRan(phase)
 	if p.obs != nil {
 		p.obs.ObservePhase(ctx, phase, "before", labels)

@@ -22,8 +22,7 @@ type KVRelease struct{ *Env }
 // (pauseChecks), with vLLM's refusal of a release without a pause.
 func (p KVRelease) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.Cycle], error) {
 	pr := &pauser{Env: p.Env}
-	cycles, err := pr.offOrCycles(ctx, PhaseKVRelease, label, record.LevelKVRelease, p.cfg.Protocol.KVReleaseCycles, logf, pr.kvCycle)
-	return Outcome[[]record.Cycle]{cycles, judge(err, func() []record.Check { return pr.pauseChecks(label, record.LevelKVRelease, cycles) })}, err
+	return pr.judged(ctx, PhaseKVRelease, label, record.LevelKVRelease, p.cfg.Protocol.KVReleaseCycles, logf, pr.kvCycle)
 }
 
 // refusedWithoutPause asks label's awake server to release its KV cache

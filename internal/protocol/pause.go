@@ -31,8 +31,7 @@ type Level0 struct{ *Env }
 // Run measures label's level-0 cycles and judges them (pauseChecks).
 func (p Level0) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.Cycle], error) {
 	pr := &pauser{Env: p.Env}
-	cycles, err := pr.offOrCycles(ctx, PhaseSleepL0, label, 0, p.cfg.Protocol.SleepL0Cycles, logf, pr.pauseCycle)
-	return Outcome[[]record.Cycle]{cycles, judge(err, func() []record.Check { return pr.pauseChecks(label, 0, cycles) })}, err
+	return pr.judged(ctx, PhaseSleepL0, label, 0, p.cfg.Protocol.SleepL0Cycles, logf, pr.pauseCycle)
 }
 
 // pauser runs one model's cycles of vLLM's pause API (Level0, KVRelease)
@@ -45,11 +44,18 @@ type pauser struct {
 	confirmed bool
 }
 
+// judged runs the cycles (offOrCycles) and judges them (pauseChecks).
+func (p *pauser) judged(ctx context.Context, phase, label string, level, n int, logf Logf,
+	one func(context.Context, string) (record.Cycle, string, error)) (Outcome[[]record.Cycle], error) {
+	cycles, err := p.offOrCycles(ctx, phase, label, level, n, logf, one)
+	return Judged(cycles, err, func() []record.Check { return p.pauseChecks(label, level, cycles) })
+}
+
 // offOrCycles activates label, finds whether its server has the endpoints
 // the cycles need (off: recorded with why, no cycle run) and runs n cycles.
 func (p *pauser) offOrCycles(ctx context.Context, phase, label string, level, n int, logf Logf,
 	one func(context.Context, string) (record.Cycle, string, error)) (out []record.Cycle, err error) {
-	defer p.begin(ctx, phase, label)()
+	defer p.Begin(ctx, phase, label)()
 	if n == 0 {
 		return nil, nil
 	}

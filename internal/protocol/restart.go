@@ -16,7 +16,7 @@ type Restart struct{ *Env }
 // them: every planned start happened.
 func (p Restart) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.Restart], error) {
 	rs, err := p.run(ctx, label, logf)
-	return Outcome[[]record.Restart]{rs, judge(err, func() []record.Check { return p.checks(label, rs) })}, err
+	return Judged(rs, err, func() []record.Check { return p.checks(label, rs) })
 }
 
 // checks: every planned start happened.
@@ -28,7 +28,7 @@ func (p Restart) checks(label string, rs []record.Restart) []record.Check {
 // spawn → /health 200 → first token of a probe. Other models are put to
 // sleep first; the last start is left running and awake.
 func (p Restart) run(ctx context.Context, label string, logf Logf) ([]record.Restart, error) {
-	defer p.begin(ctx, PhaseRestart, label)()
+	defer p.Begin(ctx, PhaseRestart, label)()
 	var out []record.Restart
 	for i := range 1 + p.cfg.Protocol.RestartWarm {
 		rs, step, err := p.startOnce(ctx, label, i > 0)

@@ -22,7 +22,7 @@ type Sleep struct {
 // release within their limits; the correctness replays.
 func (p Sleep) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.Cycle], error) {
 	cycles, err := p.run(ctx, label, p.Level, logf)
-	return Outcome[[]record.Cycle]{cycles, judge(err, func() []record.Check { return p.checks(label, p.Level, cycles) })}, err
+	return Judged(cycles, err, func() []record.Check { return p.checks(label, p.Level, cycles) })
 }
 
 // checks: every cycle succeeded; wake → first token, residual and
@@ -81,7 +81,7 @@ func (p Sleep) run(ctx context.Context, label string, level int, logf Logf) ([]r
 	if level == 2 {
 		phase, n = PhaseSleepL2, p.cfg.Protocol.SleepL2Cycles
 	}
-	defer p.begin(ctx, phase, label)()
+	defer p.Begin(ctx, phase, label)()
 	p.rec.PlanCycles(label, level, n)
 	if err := p.pool.Activate(ctx, label); err != nil {
 		return nil, p.Fail(phase, label, "activate", err)

@@ -20,7 +20,7 @@ type Soak struct{ *Env }
 // correctness mismatch.
 func (p Soak) Run(ctx context.Context, logf Logf) (Outcome[[]record.SoakCycle], error) {
 	cs, err := p.run(ctx, logf)
-	return Outcome[[]record.SoakCycle]{cs, judge(err, func() []record.Check { return p.checks(cs) })}, err
+	return Judged(cs, err, func() []record.Check { return p.checks(cs) })
 }
 
 // run hands the GPU round-robin over every model protocol.soak_cycles
@@ -33,7 +33,7 @@ func (p Soak) Run(ctx context.Context, logf Logf) (Outcome[[]record.SoakCycle], 
 func (p Soak) run(ctx context.Context, logf Logf) ([]record.SoakCycle, error) {
 	labels := p.pool.Labels()
 	n, level := p.cfg.Protocol.SoakCycles, p.cfg.Protocol.SoakLevel
-	defer p.begin(ctx, PhaseSoak, labels...)()
+	defer p.Begin(ctx, PhaseSoak, labels...)()
 	p.rec.PlanSoak(n, level)
 	if len(labels) < 3 {
 		return nil, p.Fail(PhaseSoak, "", "plan", fmt.Errorf("the soak rotates over at least 3 models, the config has %d", len(labels)))

@@ -35,10 +35,12 @@ func TestAStopIsNotTheModelsFailure(t *testing.T) {
 	for _, c := range rec.Raw().Checks {
 		assert.Equal(t, "restart.starts", c.Name, "only the restart's check is recorded, not the stopped sleep's")
 	}
-	failed := protocol.Judge(errors.New("sleep: HTTP 500"), func() []record.Check { return []record.Check{{Name: "judged"}} })
-	assert.Len(t, failed, 1, "a step failed for a reason of its own is judged")
-	stopped := protocol.Judge(fmt.Errorf("sleep: %w", record.Stopped{Reason: "x"}), func() []record.Check { return []record.Check{{Name: "judged"}} })
-	assert.Empty(t, stopped, "a wrapped stop is found")
+	judged := func() []record.Check { return []record.Check{{Name: "judged"}} }
+	failed, _ := protocol.Judged(1, errors.New("sleep: HTTP 500"), judged)
+	assert.Len(t, failed.Checks, 1, "a step failed for a reason of its own is judged")
+	stopped, _ := protocol.Judged(1, fmt.Errorf("sleep: %w", record.Stopped{Reason: "x"}), judged)
+	assert.Empty(t, stopped.Checks, "a wrapped stop is found")
+	assert.Equal(t, 1, stopped.Value, "what it measured is kept")
 	fs := rec.Raw().Failures
 	require.NotEmpty(t, fs)
 	f := fs[len(fs)-1]

@@ -21,7 +21,7 @@ type Switch struct{ *Env }
 // level-1 release again, with its switch sleeps'.
 func (p Switch) Run(ctx context.Context, logf Logf) (Outcome[[]record.Handoff], error) {
 	hs, err := p.run(ctx, logf)
-	return Outcome[[]record.Handoff]{hs, judge(err, func() []record.Check { return p.checks(hs) })}, err
+	return Judged(hs, err, func() []record.Check { return p.checks(hs) })
 }
 
 // checks: every handoff succeeded; switch → first token per
@@ -111,7 +111,7 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 // sleep the active model at level 1, wake the next, first token.
 func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 	labels := p.pool.Labels()
-	defer p.begin(ctx, PhaseSwitch, labels...)()
+	defer p.Begin(ctx, PhaseSwitch, labels...)()
 	if len(labels) < 2 {
 		return nil, p.Fail(PhaseSwitch, "", "plan", fmt.Errorf("switching needs at least two models, the config has %d", len(labels)))
 	}

@@ -34,7 +34,7 @@ type Phase struct{ *protocol.Env }
 // (max_sleeping_power_w at each level where set).
 func (p Phase) Run(ctx context.Context, label string, logf protocol.Logf) (protocol.Outcome[record.Cost], error) {
 	c, err := p.run(ctx, label, logf)
-	return protocol.Outcome[record.Cost]{Value: c, Checks: protocol.Judge(err, func() []record.Check { return p.checks(label, c) })}, err
+	return protocol.Judged(c, err, func() []record.Check { return p.checks(label, c) })
 }
 
 // hostPoll is how often the level-1 sleep's transient host peak is polled.

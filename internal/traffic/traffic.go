@@ -46,7 +46,7 @@ func New(env *protocol.Env) *Phase {
 // failed requests, the pause modes' outcomes).
 func (ph *Phase) Run(ctx context.Context, logf protocol.Logf) (protocol.Outcome[record.Traffic], error) {
 	t, err := ph.run(ctx, logf)
-	return protocol.Outcome[record.Traffic]{Value: t, Checks: protocol.Judge(err, func() []record.Check { return ph.checks(t) })}, err
+	return protocol.Judged(t, err, func() []record.Check { return ph.checks(t) })
 }
 
 // UseTrafficPlan makes plan the traffic phase's requests (NewPlan, before
