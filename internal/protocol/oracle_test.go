@@ -101,7 +101,11 @@ func TestEngineAccountAgrees(t *testing.T) {
 			assert.Positive(t, e.SleepS)
 			assert.LessOrEqual(t, e.SleepS, c.SleepS, "the engine's sleep is inside the /sleep call")
 			assert.LessOrEqual(t, e.WakeS, c.WakeAPIS, "the wake calls' engine time inside the wake")
-			assert.InDelta(t, e.SleepS, e.MetricSleepS, 0.001, "log and metric")
+			// The log times the engine's part, the metric the whole
+			// operation, the HTTP call holds both: an order a busy machine
+			// keeps (the log's microseconds may round down by 0.5 µs).
+			assert.LessOrEqual(t, e.SleepS, e.MetricSleepS+0.5e-6, "the log's sleep inside the metric's")
+			assert.LessOrEqual(t, e.MetricSleepS, c.SleepS, "the metric's sleep inside the /sleep call")
 			assert.InDelta(t, 4.5, e.FreedGiB, 0.01, "tiny-a frees its 0.5 GiB of weights and its 4 GiB KV cache")
 		}
 		assert.Equal(t, "PASS", byName(cyclesOut.Checks)[fmt.Sprintf("sleep.level%d.engine_disagreements/A", level)].Verdict)

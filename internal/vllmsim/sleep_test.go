@@ -179,7 +179,11 @@ func TestKVOnlyRelease(t *testing.T) {
 	require.NotNil(t, mm, logs.String())
 	took, _ := strconv.ParseFloat(mm[1], 64)
 	p := tinyPhysics(t)
-	assert.InDelta(t, p.WakeKV()*40, took, 0.05, "a KV wake's modelled time")
+	// At least a KV wake's modelled time (the log rounds to µs), and short
+	// of what mapping the weights back in too would add (1.06 s here): a
+	// busy machine only lengthens the wake, so no tight upper bound.
+	assert.GreaterOrEqual(t, took, p.WakeKV()*40-1e-6, "a KV wake's modelled time")
+	assert.Less(t, took, (p.WakeKV()+p.WakeWeights(1))*40, "the weights were not mapped back in")
 	st, err := s.c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 2, IgnoreEOS: true})
 	require.NoError(t, err)
 	assert.Equal(t, 2, st.OutputTokens)
