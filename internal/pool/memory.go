@@ -142,10 +142,11 @@ type MeasuredSleep struct {
 	Level int           // the sleep level
 	Sent  time.Time     // /sleep sent
 	Took  time.Duration // /sleep sent → answered
-	// Held is the harness's own read that must follow the sleep at once,
-	// before any other model changes state (device-delta mode: the
-	// device's memory), 0 otherwise: an interval from Sent that runs on
-	// past the sleep leaves it out.
+	// Held is the harness's own work between the sleep's answer and
+	// StartSleep's return: the verification reads (/is_sleeping, the
+	// sleep metrics) and, in device-delta mode, the device's memory read
+	// that must follow the sleep before any other model changes state.
+	// An interval from Sent that runs on past the sleep leaves it out.
 	Held time.Duration
 
 	// Set by Finish:
@@ -251,13 +252,14 @@ func (mm Memory) start(ctx context.Context, label string, level int, step func(c
 		s.mu.Lock()
 		ms.changes = s.changes
 		s.mu.Unlock()
-		r0 := time.Now()
 		r, serr := smp.SampleNow(ctx)
-		ms.Held = time.Since(r0)
 		if serr != nil {
 			return ms, serr
 		}
 		ms.deviceLeftGPU = usedPerGPU(r)
+	}
+	if err == nil {
+		ms.Held = time.Since(ms.Sent.Add(ms.Took))
 	}
 	return ms, err
 }

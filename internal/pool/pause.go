@@ -106,78 +106,69 @@ func (f *Pool) asleepStep(ctx context.Context, label, op string, slept []string,
 	return sent, d, nil
 }
 
-// ResumeAt is POST /resume on label's server after PauseAt: the
-// scheduler runs again (vLLM's RLHF router, docs/vllm-api.md §5). It is
-// confirmed after its answer: /is_paused and /is_sleeping must be false.
-// Only a pause with nothing else asleep can be resumed so.
+// ResumeAt is ResumeThen with nothing to run before the verification.
 func (f *Pool) ResumeAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
+	return f.ResumeThen(ctx, label, nil)
+}
+
+// ResumeThen is POST /resume on label's server after PauseAt: the
+// scheduler runs again (vLLM's RLHF router, docs/vllm-api.md §5). then
+// runs after its answer, and only then is it confirmed (wakeThen):
+// /is_paused and /is_sleeping must be false. Only a pause with nothing
+// else asleep can be resumed so.
+func (f *Pool) ResumeThen(ctx context.Context, label string, then func(context.Context)) (sent time.Time, d time.Duration, err error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return sent, 0, err
 	}
 	f.s.mu.Lock()
-	srv, slept := m.srv, m.slept
+	slept := m.slept
 	f.s.mu.Unlock()
 	if !slices.Equal(slept, []string{"scheduling"}) {
 		return sent, 0, fmt.Errorf("resume %s: only a paused scheduler resumes; asleep: %v", label, slept)
 	}
-	step := "resume"
-	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.WakeS), func(ctx context.Context, c *vllm.Client) error {
-		sent = time.Now()
-		if err := c.Resume(ctx); err != nil {
-			return err
-		}
-		d = time.Since(sent)
-		step = "is_paused"
-		if paused, err := c.IsPaused(ctx); err != nil || paused {
-			return cmp.Or(err, errors.New("resume answered 200 but /is_paused is still true"))
-		}
-		step = "is_sleeping"
-		if asleep, err := c.IsSleeping(ctx); err != nil || asleep {
-			return cmp.Or(err, errors.New("resume answered 200 but /is_sleeping is still true"))
-		}
-		return nil
-	})
-	if err != nil {
-		return sent, d, fmt.Errorf("resume %s: %s: %w", label, step, err)
-	}
-	if err := f.markAwake(m, srv, label, sent, "resume"); err != nil {
-		return sent, d, fmt.Errorf("resume %s: %w", label, err)
-	}
-	return sent, d, nil
+	return f.wakeThen(ctx, m, "resume "+label, "resume",
+		func(ctx context.Context, c *vllm.Client) (string, error) { return "resume", c.Resume(ctx) },
+		func(ctx context.Context, c *vllm.Client) (string, error) {
+			if paused, err := c.IsPaused(ctx); err != nil || paused {
+				return "is_paused", cmp.Or(err, errors.New("resume answered 200 but /is_paused is still true"))
+			}
+			if asleep, err := c.IsSleeping(ctx); err != nil || asleep {
+				return "is_sleeping", cmp.Or(err, errors.New("resume answered 200 but /is_sleeping is still true"))
+			}
+			return "", nil
+		}, then)
 }
 
-// WakeKVCacheAt is POST /wake_up?tags=kv_cache after ReleaseKVCacheAt: it
-// restores the KV cache and resumes scheduling (docs/vllm-api.md §6). It
-// is verified like WakeAt's last step: "sleeping" is a failed wake naming
-// what is still asleep, /is_sleeping must be false, and the sleep metrics
-// show no unknown resource and no hung operation.
+// WakeKVCacheAt is WakeKVCacheThen with nothing to run before the
+// verification.
 func (f *Pool) WakeKVCacheAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
+	return f.WakeKVCacheThen(ctx, label, nil)
+}
+
+// WakeKVCacheThen is POST /wake_up?tags=kv_cache after ReleaseKVCacheAt:
+// it restores the KV cache and resumes scheduling (docs/vllm-api.md §6).
+// It is verified like WakeThen's last step, then running before the
+// verification reads: "sleeping" is a failed wake naming what is still
+// asleep, /is_sleeping must be false, and the sleep metrics show no
+// unknown resource and no hung operation.
+func (f *Pool) WakeKVCacheThen(ctx context.Context, label string, then func(context.Context)) (sent time.Time, d time.Duration, err error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return sent, 0, err
 	}
 	f.s.mu.Lock()
-	srv, slept := m.srv, m.slept
+	slept := m.slept
 	f.s.mu.Unlock()
-	step := "wake_up?tags=kv_cache"
-	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.WakeS), func(ctx context.Context, c *vllm.Client) error {
-		sent = time.Now()
-		a, err := c.WakeUpAnswer(ctx, "kv_cache")
-		if err != nil {
-			return err
-		}
-		d = time.Since(sent)
-		return confirmAwake(ctx, c, a, f.metricsOf(label), slept, &step)
-	})
-	if err != nil {
-		return sent, d, fmt.Errorf("wake %s kv_cache: %s: %w", label, step, err)
-	}
-	if err := f.markAwake(m, srv, label, sent, "wake kv_cache"); err != nil {
-		return sent, d, fmt.Errorf("wake %s kv_cache: %w", label, err)
-	}
-	if err := f.verifyEngine(ctx, label, "wake"); err != nil {
-		return sent, d, fmt.Errorf("wake %s kv_cache: %w", label, err)
-	}
-	return sent, d, nil
+	return f.wakeThen(ctx, m, "wake "+label+" kv_cache", "wake kv_cache",
+		func(ctx context.Context, c *vllm.Client) (string, error) {
+			a, err := c.WakeUpAnswer(ctx, "kv_cache")
+			if err != nil {
+				return "wake_up?tags=kv_cache", err
+			}
+			return "wake_up?tags=kv_cache", wakeVerdict(ctx, a, f.metricsOf(label), slept)
+		},
+		func(ctx context.Context, c *vllm.Client) (string, error) {
+			return confirmAwake(ctx, c, f.metricsOf(label))
+		}, then)
 }

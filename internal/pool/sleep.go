@@ -71,7 +71,7 @@ func (f *Pool) SleepMode(ctx context.Context, label string, level int, mode stri
 // (vllm.Client.Wake) and confirms it with /is_sleeping. It returns the time
 // from the first wake request to the last step's answer.
 func (f *Pool) Wake(ctx context.Context, label string) (time.Duration, error) {
-	_, d, err := f.WakeAt(ctx, label)
+	_, d, err := f.WakeThen(ctx, label, nil)
 	return d, err
 }
 
@@ -90,43 +90,97 @@ func (f *Pool) unknownAfter(ctx context.Context, label, op string) string {
 	return ""
 }
 
-// WakeAt is Wake, also returning when the first wake request was sent: the
-// wake's answer is sent + d. Then, outside the interval, it verifies: the
-// last /wake_up step must not answer "sleeping" (a failed wake naming
-// what is still asleep), /is_sleeping must be false, and the sleep
-// metrics must show no unknown resource and no hung operation
-// (checkEngine).
+// WakeAt is WakeThen with nothing to run before the verification.
 func (f *Pool) WakeAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
+	return f.WakeThen(ctx, label, nil)
+}
+
+// WakeThen is Wake, also returning when the first wake request was sent
+// (the wake's answer is sent + d), running then between the wake's answer
+// and the harness's verification reads (wakeThen). The verification: the
+// last /wake_up step must not answer "sleeping" (a failed wake naming
+// what is still asleep; judged before then, from the answer alone),
+// /is_sleeping must be false, and the sleep metrics must show no unknown
+// resource and no hung operation (checkEngine).
+func (f *Pool) WakeThen(ctx context.Context, label string, then func(context.Context)) (sent time.Time, d time.Duration, err error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return sent, 0, err
 	}
 	f.s.mu.Lock()
-	level, srv, slept := m.level, m.srv, m.slept // the server this wake is for
+	level, slept := m.level, m.slept
 	f.s.mu.Unlock()
-	step := "wake_up"
+	return f.wakeThen(ctx, m, fmt.Sprintf("wake %s from level %d", label, level), "wake",
+		func(ctx context.Context, c *vllm.Client) (string, error) {
+			a, failed, err := c.WakeSequence(ctx, level)
+			if err != nil {
+				return failed, err
+			}
+			step := "wake_up"
+			if level == 2 {
+				step = "wake_up?tags=kv_cache"
+			}
+			return step, wakeVerdict(ctx, a, f.metricsOf(label), slept)
+		},
+		func(ctx context.Context, c *vllm.Client) (string, error) {
+			return confirmAwake(ctx, c, f.metricsOf(label))
+		}, then)
+}
+
+// wakeThen is every call that wakes label's server (m): a wake, a KV
+// wake, a resume. answer sends it under timeouts.wake_s and judges its
+// answer from the answer alone (the step it names is the error's); the
+// interval sent → answered is d. The pool then counts the model awake
+// (requests reach it again) and runs then (nil: nothing), and only after
+// then makes the harness's verification reads: confirm (under
+// timeouts.wake_s again; it names its step) and, for a wake, the sleep
+// metrics' checkEngine. So a caller timing "wake → first token" in then
+// times no read the harness makes for itself (docs/metrics.md). A failed
+// verification puts the model back as it was and is the error, before
+// anything then met: it explains a probe that failed. The timeline gets
+// kind's event at sent once the wake is verified.
+func (f *Pool) wakeThen(ctx context.Context, m *model, name, kind string,
+	answer, confirm func(context.Context, *vllm.Client) (step string, err error),
+	then func(context.Context)) (sent time.Time, d time.Duration, err error) {
+	label := m.cfg.Label
+	f.s.mu.Lock()
+	srv, asleep, level, slept := m.srv, m.asleep, m.level, m.slept // the server this wake is for
+	f.s.mu.Unlock()
+	step := ""
 	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.WakeS), func(ctx context.Context, c *vllm.Client) error {
 		sent = time.Now()
-		last, failed, err := c.WakeSequence(ctx, level)
-		if err != nil {
-			step = failed
-			return err
-		}
-		d = time.Since(sent)
-		if level == 2 {
-			step = "wake_up?tags=kv_cache"
-		}
-		return confirmAwake(ctx, c, last, f.metricsOf(label), slept, &step)
+		s, err := answer(ctx, c)
+		d, step = time.Since(sent), s
+		return err
 	})
 	if err != nil {
-		return sent, d, fmt.Errorf("wake %s from level %d: %s: %w%s", label, level, step, err, f.unknownAfter(ctx, label, "wake"))
+		return sent, d, fmt.Errorf("%s: %s: %w%s", name, step, err, f.unknownAfter(ctx, label, "wake"))
 	}
-	// The timeline's △ is the wake request sent, as its ▲ is /sleep sent.
-	if err := f.markAwake(m, srv, label, sent, "wake"); err != nil {
-		return sent, d, fmt.Errorf("wake %s from level %d: %w", label, level, err)
+	if err := f.setAwake(m, srv); err != nil {
+		return sent, d, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := f.verifyEngine(ctx, label, "wake"); err != nil {
-		return sent, d, fmt.Errorf("wake %s from level %d: %w", label, level, err)
+	if then != nil {
+		then(ctx)
+	}
+	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.WakeS), func(ctx context.Context, c *vllm.Client) error {
+		s, err := confirm(ctx, c)
+		step = s
+		return err
+	})
+	if err != nil {
+		f.s.mu.Lock()
+		if m.srv == srv { // as it was: the wake did not take
+			m.asleep, m.level, m.slept = asleep, level, slept
+			f.s.changes++
+		}
+		f.s.mu.Unlock()
+		return sent, d, fmt.Errorf("%s: %s: %w%s", name, step, err, f.unknownAfter(ctx, label, "wake"))
+	}
+	f.obs.event(record.Event{Time: sent, Label: label, Kind: kind})
+	if kind != "resume" {
+		if err := f.verifyEngine(ctx, label, "wake"); err != nil {
+			return sent, d, fmt.Errorf("%s: %w", name, err)
+		}
 	}
 	return sent, d, nil
 }
@@ -154,19 +208,17 @@ func (s *servers) askAsleep(ctx context.Context, m *model, what string, call fun
 	return sent, d, err
 }
 
-// markAwake records that m's server srv is awake again after a call sent
-// at sent (the timeline's event kind): the pool sends it requests again.
-// It fails when srv was stopped meanwhile (StopAll during the call).
-func (f *Pool) markAwake(m *model, srv *server.Server, label string, sent time.Time, kind string) error {
+// setAwake records that m's server srv is awake again: the pool sends
+// it requests again. It fails when srv was stopped meanwhile (StopAll
+// during the call).
+func (f *Pool) setAwake(m *model, srv *server.Server) error {
 	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
 	if m.srv != srv {
-		f.s.mu.Unlock()
 		return errors.New("the server was stopped meanwhile")
 	}
 	m.asleep, m.level, m.slept = false, 0, nil
 	f.s.changes++
-	f.s.mu.Unlock()
-	f.obs.event(record.Event{Time: sent, Label: label, Kind: kind})
 	return nil
 }
 

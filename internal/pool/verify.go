@@ -163,23 +163,18 @@ func sleptBy(level int) []string {
 	return []string{"weights", "kv_cache", "scheduling"}
 }
 
-// confirmAwake verifies a wake's last answer a (wakeVerdict) and then that
-// /is_sleeping is false, after the wake's interval; *step names the call
-// that failed.
-func confirmAwake(ctx context.Context, c *vllm.Client, a vllm.WakeAnswer, read metricsRead, slept []string, step *string) error {
-	if err := wakeVerdict(ctx, a, read, slept); err != nil {
-		return err
-	}
-	*step = "is_sleeping"
+// confirmAwake verifies a wake whose answer said awake: /is_sleeping
+// must be false and the sleep metrics must say fully awake
+// (notFullyAwake). It names the step that failed.
+func confirmAwake(ctx context.Context, c *vllm.Client, read metricsRead) (step string, err error) {
 	asleep, err := c.IsSleeping(ctx)
 	if err != nil {
-		return err
+		return "is_sleeping", err
 	}
 	if asleep {
-		return errors.New("wake answered 200 but /is_sleeping is still true")
+		return "is_sleeping", errors.New("wake answered 200 but /is_sleeping is still true")
 	}
-	*step = "sleep metrics"
-	return notFullyAwake(ctx, read)
+	return "sleep metrics", notFullyAwake(ctx, read)
 }
 
 // notFullyAwake reads the server's sleep state after a wake and fails one

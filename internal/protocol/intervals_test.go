@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -193,4 +194,91 @@ func TestPauseFiguresMeanWhatTheySay(t *testing.T) {
 	for _, c := range l0 {
 		assert.InDelta(t, 0, c.FreedGiB, 0.01, "a pause frees nothing")
 	}
+}
+
+// readsLate answers every read-only endpoint the harness verifies with
+// (/is_sleeping, /is_paused, /metrics, /version) d seconds late, as a
+// busy API server or a proxy would: the server's own operations are as
+// fast as ever.
+func readsLate(d float64) string {
+	return fmt.Sprintf("delay=/is_sleeping:%g,delay=/is_paused:%g,delay=/metrics:%g,delay=/version:%g", d, d, d, d)
+}
+
+// TestWakeToFirstTokenHoldsNoVerificationRead: wake → first token runs
+// from the wake request sent to the probe's first token, and the
+// harness's verification of the wake (/is_sleeping, the sleep metrics)
+// comes after that token (pool.WakeThen): with every read-only endpoint
+// answering 0.4 s late, no wake figure holds a read: what lies past the
+// wake's answer (the probe alone) stays under one read's delay, where
+// the verification before the probe put three reads (1.2 s) there. The
+// switch and soak intervals, from /sleep sent, leave the sleep's
+// confirmations out too (pool.MeasuredSleep.Held). A floor set by the
+// server, one run, no two runs compared: a busy machine only lengthens
+// the probe, and it would need 0.4 s to break it.
+func TestWakeToFirstTokenHoldsNoVerificationRead(t *testing.T) {
+	const late = 0.4
+	env := func(t *testing.T, mod func(*config.Config)) *protocol.Env {
+		_, _, p := simtest.Env(t, same, func(cfg *config.Config) {
+			for i := range cfg.Models {
+				cfg.Models[i].SimFaults = readsLate(late)
+			}
+			cfg.Protocol.SleepL1Cycles, cfg.Protocol.SleepL2Cycles = 1, 1
+			cfg.Protocol.SleepL0Cycles, cfg.Protocol.KVReleaseCycles = 1, 1
+			cfg.Protocol.Handoffs = 2
+			if mod != nil {
+				mod(cfg)
+			}
+		})
+		return p
+	}
+	pastWake := func(t *testing.T, what string, cs []record.Cycle) {
+		t.Helper()
+		require.NotEmpty(t, cs)
+		for i, c := range cs {
+			require.True(t, c.OK, "%s cycle %d", what, i+1)
+			assert.Less(t, c.ToFirstTokenS-c.WakeAPIS, late, "%s cycle %d: wake %.3fs, first token %.3fs: a verification read lies between the wake's answer and the first token", what, i+1, c.WakeAPIS, c.ToFirstTokenS)
+			assert.GreaterOrEqual(t, c.ToFirstTokenS, c.WakeAPIS, "%s cycle %d: the wake's answer is inside", what, i+1)
+		}
+	}
+	t.Run("sleep", func(t *testing.T) {
+		t.Parallel()
+		p := env(t, nil)
+		for _, level := range []int{1, 2} {
+			o, err := protocol.Sleep{Env: p, Level: level}.Run(t.Context(), "A", t.Logf)
+			require.NoError(t, err)
+			pastWake(t, fmt.Sprintf("level %d", level), o.Value)
+		}
+	})
+	t.Run("pause", func(t *testing.T) {
+		t.Parallel()
+		p := env(t, nil)
+		l0, err := protocol.Level0{Env: p}.Run(t.Context(), "A", t.Logf)
+		require.NoError(t, err)
+		pastWake(t, "level 0", l0.Value)
+		kv, err := protocol.KVRelease{Env: p}.Run(t.Context(), "A", t.Logf)
+		require.NoError(t, err)
+		pastWake(t, "kv", kv.Value)
+	})
+	t.Run("switch", func(t *testing.T) {
+		t.Parallel()
+		o, err := protocol.Switch{Env: env(t, nil)}.Run(t.Context(), t.Logf)
+		require.NoError(t, err)
+		require.Len(t, o.Value, 3)
+		for _, h := range o.Value[1:] {
+			require.True(t, h.OK)
+			assert.Less(t, h.ToFirstTokenS-h.SleepS-h.WakeS, late, "%s→%s: sleep %.3fs, wake %.3fs, first token %.3fs: a confirmation read lies inside", h.From, h.To, h.SleepS, h.WakeS, h.ToFirstTokenS)
+		}
+	})
+	t.Run("soak", func(t *testing.T) {
+		t.Parallel()
+		rl := readsLate(late)
+		_, _, p := simtest.Env(t, same, three(2, map[string]string{"A": rl, "B": rl, "C": rl}))
+		o, err := protocol.Soak{Env: p}.Run(t.Context(), t.Logf)
+		require.NoError(t, err)
+		require.Len(t, o.Value, 2)
+		for _, c := range o.Value {
+			require.True(t, c.OK)
+			assert.Less(t, c.ToFirstTokenS-c.SleepS-c.WakeS, late, "%s→%s: sleep %.3fs, wake %.3fs, first token %.3fs: a confirmation read lies inside", c.From, c.To, c.SleepS, c.WakeS, c.ToFirstTokenS)
+		}
+	})
 }

@@ -70,12 +70,12 @@ func (p *pauser) kvCycle(ctx context.Context, label string) (record.Cycle, strin
 	if err != nil {
 		return c, "memory read", err
 	}
-	sent, wd, err := p.pool.WakeKVCacheAt(ctx, label)
+	_, wd, step, err := p.wakeToFirstToken(ctx, &c, label, p.pool.WakeKVCacheThen)
 	c.WakeAPIS = wd.Seconds()
-	if err != nil {
-		return c, "wake_up?tags=kv_cache", err
+	if step == "wake" {
+		step = "wake_up?tags=kv_cache"
 	}
-	if step, err := p.firstToken(ctx, &c, label, sent); err != nil {
+	if err != nil {
 		return c, step, err
 	}
 	if err := p.verify(ctx, PhaseKVRelease, label, record.ReplayKVRelease); err != nil {

@@ -158,12 +158,9 @@ func (p *pauser) pauseCycle(ctx context.Context, label string) (record.Cycle, st
 	collect, stop := p.holdProbe(ctx, label)
 	defer stop()
 	p.Settle(ctx)
-	tw, wd, err := p.pool.WakeAt(ctx, label)
+	tw, wd, step, err := p.wakeToFirstToken(ctx, &c, label, p.pool.WakeThen)
 	c.WakeAPIS = wd.Seconds()
 	if err != nil {
-		return c, "wake", err
-	}
-	if step, err := p.firstToken(ctx, &c, label, tw); err != nil {
 		return c, step, err
 	}
 	h, err := collect()
@@ -187,15 +184,24 @@ func (p *pauser) pauseCycle(ctx context.Context, label string) (record.Cycle, st
 	return c, "", nil
 }
 
-// firstToken probes label after a wake sent at tw and sets the cycle's
-// wake → first token.
-func (p *pauser) firstToken(ctx context.Context, c *record.Cycle, label string, tw time.Time) (step string, err error) {
-	s, err := p.pool.Probe(ctx, label)
+// wakeToFirstToken wakes label with wake (pool.WakeThen or
+// WakeKVCacheThen), sending the probe at the wake's answer, before the
+// harness's verification reads, and sets the cycle's wake → first token.
+// It returns when the wake was sent, its answer's time and, on error,
+// the step that failed.
+func (p *pauser) wakeToFirstToken(ctx context.Context, c *record.Cycle, label string,
+	wake func(context.Context, string, func(context.Context)) (time.Time, time.Duration, error)) (tw time.Time, wd time.Duration, step string, err error) {
+	var s *vllm.Stream
+	var perr error
+	tw, wd, err = wake(ctx, label, func(ctx context.Context) { s, perr = p.pool.Probe(ctx, label) })
 	if err != nil {
-		return "first token after wake", err
+		return tw, wd, "wake", err
+	}
+	if perr != nil {
+		return tw, wd, "first token after wake", perr
 	}
 	c.ToFirstTokenS = s.Tokens[0].Sub(tw).Seconds()
-	return "", nil
+	return tw, wd, "", nil
 }
 
 // newCycle is a cycle at level with every optional figure unknown.

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // Sleep is a sleep phase: PhaseSleepL1 (Level 1) or PhaseSleepL2 (Level 2).
@@ -119,15 +119,17 @@ func (p *Env) cycle(ctx context.Context, label string, level int) (record.Cycle,
 	if err != nil {
 		return c, "sleep", err
 	}
-	tw := time.Now()
-	wd, err := p.pool.Wake(ctx, label)
+	// The probe goes out at the wake's answer; the harness's verification
+	// of the wake (/is_sleeping, the sleep metrics) follows the first token.
+	var s *vllm.Stream
+	var perr error
+	tw, wd, err := p.pool.WakeThen(ctx, label, func(ctx context.Context) { s, perr = p.pool.Probe(ctx, label) })
 	c.WakeAPIS = wd.Seconds()
 	if err != nil {
 		return c, "wake", err
 	}
-	s, err := p.pool.Probe(ctx, label)
-	if err != nil {
-		return c, "first token after wake", err
+	if perr != nil {
+		return c, "first token after wake", perr
 	}
 	c.ToFirstTokenS = s.Tokens[0].Sub(tw).Seconds()
 	c.Engine = p.engine(ctx, mark, mark, true, c.SleepS, c.WakeAPIS, ms.ReleasedGiB)

@@ -9,6 +9,7 @@ import (
 	"github.com/wakebench/wakebench/internal/energy"
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // Soak is the soak phase (PhaseSoak, TestSoak): not one of the
@@ -154,17 +155,24 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 	if err := p.pool.MakeRoom(ctx, to); err != nil {
 		return fail(to, "make room", err)
 	}
-	wd, err := p.pool.Wake(ctx, to)
+	// The probe and the energy reading go out at the wake's answer, the
+	// wake's verification reads after them (pool.WakeThen).
+	var s *vllm.Stream
+	var perr, eerr error
+	_, wd, err := p.pool.WakeThen(ctx, to, func(ctx context.Context) {
+		if s, perr = p.pool.Probe(ctx, to); perr == nil {
+			c.EnergyJ, c.EnergyNote, eerr = energy.CloseInterval(ctx, m, e0, s.Tokens[0])
+		}
+	})
 	c.WakeS = wd.Seconds()
 	if err != nil {
 		return fail(to, "wake", err)
 	}
-	s, err := p.pool.Probe(ctx, to)
-	if err != nil {
-		return fail(to, "first token", err)
+	if perr != nil {
+		return fail(to, "first token", perr)
 	}
-	if c.EnergyJ, c.EnergyNote, err = energy.CloseInterval(ctx, m, e0, s.Tokens[0]); err != nil {
-		return fail(to, "energy after the first token", err)
+	if eerr != nil {
+		return fail(to, "energy after the first token", eerr)
 	}
 	c.ToFirstTokenS = (s.Tokens[0].Sub(ms.Sent) - held).Seconds()
 	// After the first token: the slept model's residual, release and host RSS.

@@ -10,6 +10,7 @@ import (
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // Switch is the switch phase (PhaseSwitch): one initial activation, then
@@ -73,19 +74,29 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 	if err := p.pool.MakeRoom(ctx, to); err != nil {
 		return ho, to, "make room", err
 	}
+	// The probe, and the energy reading that closes the interval, go out
+	// at the wake's answer; the wake's verification reads follow them.
+	var s *vllm.Stream
+	var perr, eerr error
+	firstToken := func(ctx context.Context) {
+		if s, perr = p.pool.Probe(ctx, to); perr == nil {
+			ho.EnergyJ, ho.EnergyNote, eerr = energy.CloseInterval(ctx, m, e0, s.Tokens[0])
+		}
+	}
 	if p.pool.Asleep(to) {
-		wd, err := p.pool.Wake(ctx, to)
+		_, wd, err := p.pool.WakeThen(ctx, to, firstToken)
 		ho.WakeS = wd.Seconds()
 		if err != nil {
 			return ho, to, "wake " + dir, err
 		}
+	} else {
+		firstToken(ctx)
 	}
-	s, err := p.pool.Probe(ctx, to)
-	if err != nil {
-		return ho, to, "first token " + dir, err
+	if perr != nil {
+		return ho, to, "first token " + dir, perr
 	}
-	if ho.EnergyJ, ho.EnergyNote, err = energy.CloseInterval(ctx, m, e0, s.Tokens[0]); err != nil {
-		return ho, to, "energy after the first token " + dir, err
+	if eerr != nil {
+		return ho, to, "energy after the first token " + dir, eerr
 	}
 	ho.ToFirstTokenS = s.Tokens[0].Sub(t0).Seconds()
 	if ms != nil {

@@ -252,17 +252,24 @@ func (r *costRun) sleepWake(level int, prev energy.Reading) (energy.Reading, err
 	}
 	r.c.Transitions = append(r.c.Transitions, record.Transition{Op: fmt.Sprintf("sleep-l%d", level), S: took.Seconds(),
 		J: energy.TransitionJ(e0, e1, sent, sent.Add(took), r.awake.PowerW, asleep.PowerW)})
-	wsent, _, err := p.Pool().WakeAt(ctx, label)
+	// The probe and the energy reading after its first token go out at
+	// the wake's answer; the wake's verification reads come after them.
+	var s *vllm.Stream
+	var e2 energy.Reading
+	var perr, eerr error
+	wsent, _, err := p.Pool().WakeThen(ctx, label, func(ctx context.Context) {
+		if s, perr = p.firstTokenOnly(ctx, label); perr == nil {
+			e2, eerr = r.m.Now(ctx)
+		}
+	})
 	if err != nil {
 		return end, err
 	}
-	s, err := p.firstTokenOnly(ctx, label)
-	if err != nil {
-		return end, fmt.Errorf("first token after wake: %w", err)
+	if perr != nil {
+		return end, fmt.Errorf("first token after wake: %w", perr)
 	}
-	e2, err := r.m.Now(ctx)
-	if err != nil {
-		return end, err
+	if eerr != nil {
+		return end, eerr
 	}
 	first := s.Tokens[0]
 	r.c.Transitions = append(r.c.Transitions, record.Transition{Op: fmt.Sprintf("wake-l%d", level), S: first.Sub(wsent).Seconds(),

@@ -270,3 +270,29 @@ func TestStateCostCounterGoesBackwards(t *testing.T) {
 		}
 	}
 }
+
+// TestStateCostWakeHoldsNoVerificationRead: a state-cost wake runs from
+// the wake request sent to the probe's first token, its energy reading
+// right after that token; the wake's verification reads (/is_sleeping,
+// the sleep metrics) follow both (pool.WakeThen). With every read-only
+// endpoint answering 0.4 s late, a wake's s stays under two reads' delay
+// (the tiny model's wake and probe take under 0.3 s), where the
+// verification before the probe put three reads (1.2 s) in it.
+func TestStateCostWakeHoldsNoVerificationRead(t *testing.T) {
+	const late = 0.4
+	_, _, p := simtest.Env(t, nil, func(c *config.Config) {
+		c.Protocol.CostDwellS = 0.2
+		c.Models[0].SimFaults = fmt.Sprintf("delay=/is_sleeping:%g,delay=/metrics:%g,delay=/version:%g", late, late, late)
+	})
+	cOut, err := statecost.Phase{Env: p}.Run(t.Context(), "A", t.Logf)
+	require.NoError(t, err)
+	woke := 0
+	for _, tr := range cOut.Value.Transitions {
+		if tr.Op == record.OpWakeL1 || tr.Op == record.OpWakeL2 {
+			woke++
+			assert.Less(t, tr.S, 2*late, "%s: a verification read lies inside wake → first token", tr.Op)
+			assert.Positive(t, tr.S, tr.Op)
+		}
+	}
+	assert.Equal(t, 2, woke)
+}
