@@ -278,29 +278,36 @@ func TestStopAllBesideAPhase(t *testing.T) {
 	}
 }
 
-// TestWakeVerifiedOutsideItsInterval: WakeAt reads /metrics after the wake
-// answered (checkEngine): a /metrics read 300 ms slower (vllmsim's delay
-// fault) leaves the measured wake as it is, while a /wake_up 300 ms slower
-// moves it.
+// TestWakeVerifiedOutsideItsInterval: WakeThen reads /is_sleeping and
+// /metrics after the wake answered and after then ran: with both read
+// 300 ms late (vllmsim's delay fault), the measured wake and then's start
+// lie before every read (then begins less than one read's delay after
+// the answer, the whole call takes at least the reads), while a /wake_up 300
+// ms slower moves the wake. Floors and orders within one run: a busy
+// machine only lengthens what is measured.
 func TestWakeVerifiedOutsideItsInterval(t *testing.T) {
-	wake := func(faults string) (d, all time.Duration) {
+	const late = 300 * time.Millisecond
+	wake := func(faults string) (d, toThen, all time.Duration) {
 		f, _, _ := simtest.Pool(t, nil, func(c *config.Config) { c.Models[0].SimFaults = faults })
 		ctx := t.Context()
 		require.NoError(t, f.Activate(ctx, "A"))
 		_, err := f.Sleep(ctx, "A", 1)
 		require.NoError(t, err)
 		t0 := time.Now()
-		_, d, err = f.WakeAt(ctx, "A")
+		var then time.Time
+		sent, d, err := f.WakeThen(ctx, "A", func(context.Context) { then = time.Now() })
 		require.NoError(t, err)
-		return d, time.Since(t0)
+		require.False(t, then.IsZero(), "then ran")
+		return d, then.Sub(sent), time.Since(t0)
 	}
-	fast, _ := wake("")
-	slowMetrics, all := wake("delay=/metrics:0.3")
-	slowWake, _ := wake("delay=/wake_up:0.3")
-	t.Logf("wake %v; with /metrics 300 ms slower %v (WakeAt took %v); with /wake_up 300 ms slower %v", fast, slowMetrics, all, slowWake)
-	assert.GreaterOrEqual(t, all, 300*time.Millisecond, "the metrics were read")
-	assert.Less(t, slowMetrics, fast+200*time.Millisecond, "the read is not in the interval")
-	assert.GreaterOrEqual(t, slowWake-fast, 250*time.Millisecond, "a slower wake shows")
+	slowReads, toThen, all := wake("delay=/metrics:0.3,delay=/is_sleeping:0.3")
+	slowWake, _, _ := wake("delay=/wake_up:0.3")
+	t.Logf("with /metrics and /is_sleeping 300 ms slower: wake %v, then at %v, WakeThen took %v; with /wake_up 300 ms slower: wake %v", slowReads, toThen, all, slowWake)
+	assert.GreaterOrEqual(t, all, 2*late, "/is_sleeping and the metrics were read")
+	assert.GreaterOrEqual(t, toThen, slowReads, "then runs after the answer")
+	assert.Less(t, toThen-slowReads, late, "no read between the wake's answer and then")
+	assert.GreaterOrEqual(t, all-toThen, 2*late, "both reads come after then")
+	assert.GreaterOrEqual(t, slowWake, late, "a slower wake shows")
 }
 
 // TestPauseUnsupported: vllmsim in its oldest era (a: vLLM ≤ 0.11) has

@@ -220,6 +220,13 @@ func (r *costRun) sleepWake(level int, prev energy.Reading) (energy.Reading, err
 		sent, took, err = p.Pool().SleepMode(ctx, label, level, "")
 		return err
 	}
+	// The correctness reference a model's first sleep takes (its probe
+	// set's inference) comes before the reading that opens the sleep's
+	// energy: it is no part of the sleep, and the overhang between the
+	// reading and /sleep is charged at the awake idle power.
+	if err := p.Pool().Oracle().EnsureReference(ctx, label); err != nil {
+		return prev, err
+	}
 	e0, err := r.m.Now(ctx) // just before the sleep: the awake power covers prev → here
 	if err != nil {
 		return prev, err

@@ -2,6 +2,9 @@ package vllmsim
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -28,6 +31,35 @@ func (s *sim) powerOver(t *testing.T, d time.Duration) float64 {
 	return w
 }
 
+// inState waits until the sim's server draws power in state st (its
+// meter's record in the device directory says so): a dwell measured from
+// then on sees that state alone, however late a busy machine made the
+// change.
+func (s *sim) inState(t *testing.T, st simgpu.State) {
+	t.Helper()
+	state := func() string {
+		files, err := filepath.Glob(filepath.Join(s.dir, "power-*.json"))
+		require.NoError(t, err)
+		for _, f := range files {
+			if filepath.Base(f) == "power-0.json" { // the board's
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return "" // being rewritten
+			}
+			var r struct {
+				State string `json:"state"`
+			}
+			if json.Unmarshal(b, &r) == nil {
+				return r.State
+			}
+		}
+		return ""
+	}
+	require.Eventually(t, func() bool { return state() == string(st) }, 10*time.Second, 5*time.Millisecond, "the server's power state never became %s (last %q)", st, state())
+}
+
 // TestPowerFollowsTheServersState: the energy counter of the sim's GPU,
 // read as the harness reads it, shows the profile's power per state: awake
 // and idle, decoding while a request runs (and idle again when it ends),
@@ -50,6 +82,7 @@ func TestPowerFollowsTheServersState(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 
+	s.inState(t, simgpu.AwakeIdle)
 	assert.InEpsilon(t, want(simgpu.AwakeIdle), s.powerOver(t, dwell), 0.1, "awake and idle")
 
 	streamCtx, stopStream := context.WithCancel(ctx)
@@ -59,20 +92,23 @@ func TestPowerFollowsTheServersState(t *testing.T) {
 		// ~1 ms a token on tiny-a: 3000 tokens outlast the dwell.
 		_, _ = s.c.Complete(streamCtx, vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 3000, IgnoreEOS: true})
 	}()
-	time.Sleep(50 * time.Millisecond) // past the prefill
+	s.inState(t, simgpu.Decoding) // past the prefill
 	assert.InEpsilon(t, want(simgpu.Decoding), s.powerOver(t, dwell), 0.1, "decoding")
 	stopStream()
 	<-streamDone
-	time.Sleep(20 * time.Millisecond) // the engine drops the request at its next step
+	s.inState(t, simgpu.AwakeIdle) // the engine dropped the request at its next step
 	assert.InEpsilon(t, want(simgpu.AwakeIdle), s.powerOver(t, dwell), 0.1, "idle again once no request runs")
 
 	for _, level := range []int{1, 2} {
 		require.NoError(t, s.c.Sleep(ctx, level))
+		s.inState(t, simgpu.Asleep)
 		assert.InEpsilon(t, want(simgpu.Asleep), s.powerOver(t, dwell), 0.1, "asleep at level %d: the CUDA context only", level)
 		require.NoError(t, s.c.WakeUp(ctx))
+		s.inState(t, simgpu.AwakeIdle)
 		assert.InEpsilon(t, want(simgpu.AwakeIdle), s.powerOver(t, dwell), 0.1, "awake after level %d", level)
 	}
 	require.NoError(t, s.c.Sleep(ctx, 0))
+	s.inState(t, simgpu.AwakeIdle)
 	assert.InEpsilon(t, want(simgpu.AwakeIdle), s.powerOver(t, dwell), 0.1, "level 0 keeps weights and KV cache mapped")
 	require.NoError(t, s.c.WakeUp(ctx))
 
