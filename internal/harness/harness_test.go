@@ -64,7 +64,10 @@ func TestPhasesRecordEverything(t *testing.T) {
 		require.Len(t, rs, 2)
 		assert.False(t, rs[0].Warm)
 		assert.True(t, rs[1].Warm)
-		assert.Less(t, rs[1].ReadyS, rs[0].ReadyS, "a warm start skips compilation")
+		// What the server logged, not two spawns' times (a busy machine
+		// stretches either): the warm start loads the compiled graphs.
+		assert.Equal(t, "compiled", rs[0].Compile, "the initial start compiles")
+		assert.Equal(t, "loaded from cache", rs[1].Compile, "a warm start skips compilation")
 	}
 	assert.Equal(t, []string{"B"}, h.pool.Awake(), "the last started model is awake, the others asleep")
 	_, err = protocol.Baseline{Env: h.env}.Run(ctx, "A", t.Logf)

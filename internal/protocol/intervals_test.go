@@ -39,12 +39,14 @@ func soakRun(t *testing.T, wrap func(gpu.Source) gpu.Source, n int, faults strin
 
 // TestSoakClockIsTheSwitchClock: the soak's switch → first token runs, as
 // the switch phase's, from /sleep sent to the woken model's first token:
-// memory reads of 150 ms each (the residual after settle_s, the headroom
+// memory reads of 300 ms each (the residual after settle_s, the headroom
 // before the wake, device-delta's read of the device asleep) add nothing
-// to it (per cycle over sleep + wake, and median against a run without), and the residual and headroom are measured all the same; a wake answered 300 ms later
-// moves it by that much.
+// to it (per cycle, over its sleep and wake: less than one read's delay
+// more, the probe's first token), and the residual and headroom are
+// measured all the same; a wake answered 300 ms later moves it by that
+// much. Each cycle against itself: no two runs' times compared.
 func TestSoakClockIsTheSwitchClock(t *testing.T) {
-	const delay = 150 * time.Millisecond
+	const delay = 300 * time.Millisecond
 	plain := soakRun(t, same, 3, "")
 	for name, wrap := range map[string]func(gpu.Source) gpu.Source{
 		"process": func(s gpu.Source) gpu.Source { return simtest.SlowReads{Source: s, Delay: delay} },
@@ -53,7 +55,6 @@ func TestSoakClockIsTheSwitchClock(t *testing.T) {
 		},
 	} {
 		slowRead := soakRun(t, wrap, 3, "")
-		assert.Less(t, medianFirstToken(slowRead), medianFirstToken(plain)+delay.Seconds(), "%s: as without slow reads (medians)", name)
 		for i, c := range slowRead {
 			overhead := time.Duration((c.ToFirstTokenS - c.SleepS - c.WakeS) * float64(time.Second))
 			assert.Less(t, overhead, delay, "%s, cycle %d: confirmations and a probe's first token, not the memory reads", name, c.Cycle)
@@ -73,21 +74,12 @@ func TestSoakClockIsTheSwitchClock(t *testing.T) {
 	}
 }
 
-// medianFirstToken is the median switch → first token of an odd number of cycles.
-func medianFirstToken(cs []record.SoakCycle) float64 {
-	xs := make([]float64, len(cs))
-	for i, c := range cs {
-		xs[i] = c.ToFirstTokenS
-	}
-	slices.Sort(xs)
-	return xs[len(xs)/2]
-}
-
 // TestRestartIntervalsEndAtTheirEvents: restart's first token is the probe
 // sent after /health 200 and /v1/models; GET /version (and the /proc scan,
-// the start log, the memory read) come after it: a /version answered
-// 500 ms late leaves ready → first token short. A /health answered 300 ms
-// late (the server ready later) moves both figures.
+// the start log, the memory read) come after it: with /version answered
+// 500 ms late, ready → first token stays under that delay. A /health
+// answered 300 ms late (the server ready later) is in both figures. Floors
+// and bounds within one run: a busy machine only lengthens a start.
 func TestRestartIntervalsEndAtTheirEvents(t *testing.T) {
 	restart := func(faults string) []record.Restart {
 		_, rec, p := simtest.Env(t, same, func(cfg *config.Config) {
@@ -103,20 +95,13 @@ func TestRestartIntervalsEndAtTheirEvents(t *testing.T) {
 		assert.NotZero(t, raw.Weights["A"].GiB, "the start log is read all the same")
 		return rs
 	}
-	plain := restart("")
-	slowVersion := restart("delay=/version:0.5")
-	for i, r := range slowVersion {
+	for i, r := range restart("delay=/version:0.5") {
 		assert.Less(t, r.FirstTokenS-r.ReadyS, 0.5, "start %d: ready → first token is /v1/models and the probe, not GET /version", i+1)
-		assert.Less(t, r.FirstTokenS, plain[i].FirstTokenS+0.5, "start %d: spawn → first token as without the slow /version", i+1)
 	}
-	// Each start's first /health 200 comes at least 0.3 s after the server
-	// is ready: over both starts, 0.6 s; asserted with room for a busy box.
-	slowHealth := restart("delay=/health:0.3")
-	total := func(rs []record.Restart, f func(record.Restart) float64) float64 { return f(rs[0]) + f(rs[1]) }
-	ready := func(r record.Restart) float64 { return r.ReadyS }
-	first := func(r record.Restart) float64 { return r.FirstTokenS }
-	assert.Greater(t, total(slowHealth, ready), total(plain, ready)+0.3, "ready later")
-	assert.Greater(t, total(slowHealth, first), total(plain, first)+0.3, "first token later")
+	for i, r := range restart("delay=/health:0.3") { // floors the server's delay sets
+		assert.GreaterOrEqual(t, r.ReadyS, 0.3, "start %d: ready no sooner than the first /health 200", i+1)
+		assert.GreaterOrEqual(t, r.FirstTokenS, r.ReadyS, "start %d: the first token after ready", i+1)
+	}
 }
 
 // pauseRun runs n cycles of the level-0 phase (level 0) or the KV-only
@@ -154,24 +139,25 @@ func medianOf(cs []record.Cycle, f func(record.Cycle) float64) float64 {
 
 // TestPauseFiguresMeanWhatTheySay: the level-0 and KV-only release
 // figures (docs/metrics.md) move with what they measure and not with the
-// harness's own work: memory reads of 150 ms each (before the pause or
-// the release, settle_s after it) leave release_s, held_request_s and the
-// wake → first token where they were, and the GiB freed the same; a
-// release answered 300 ms later moves release_s, a wake answered 300 ms
-// later moves held_request_s (the request waits for it) and wake → first
-// token, and a KV cache twice as large doubles the GiB a release frees.
+// harness's own work: memory reads of 300 ms each (before the pause or
+// the release, settle_s after it) stay out of release_s, of the held
+// request's wait past the wake and of the wake → first token (each cycle
+// less than one read's delay past what the server did), and the GiB freed
+// are the same; a release answered 300 ms later moves release_s, a wake
+// answered 300 ms later moves held_request_s (the request waits for it)
+// and wake → first token, and a KV cache twice as large doubles the GiB a
+// release frees.
 func TestPauseFiguresMeanWhatTheySay(t *testing.T) {
-	const delay = 150 * time.Millisecond
+	const delay = 300 * time.Millisecond
 	slow := func(s gpu.Source) gpu.Source { return simtest.SlowReads{Source: s, Delay: delay} }
-	release := func(c record.Cycle) float64 { return c.ReleaseS }
-	held := func(c record.Cycle) float64 { return c.HeldS }
-	ftt := func(c record.Cycle) float64 { return c.ToFirstTokenS }
 	freed := func(c record.Cycle) float64 { return c.FreedGiB }
 
 	kv := pauseRun(t, record.LevelKVRelease, same, "", nil)
 	kvSlowRead := pauseRun(t, record.LevelKVRelease, slow, "", nil)
-	assert.Less(t, medianOf(kvSlowRead, release), medianOf(kv, release)+delay.Seconds(), "release_s: not the memory reads")
-	assert.Less(t, medianOf(kvSlowRead, ftt), medianOf(kv, ftt)+delay.Seconds(), "kv to_first_token_s: not the memory reads")
+	for i, c := range kvSlowRead {
+		assert.Less(t, c.ReleaseS, delay.Seconds(), "cycle %d: release_s: not the memory reads", i+1)
+		assert.Less(t, c.ToFirstTokenS-c.WakeAPIS, delay.Seconds(), "cycle %d: kv to_first_token_s: not the memory reads", i+1)
+	}
 	assert.InDelta(t, medianOf(kv, freed), medianOf(kvSlowRead, freed), 1e-6, "freed_gib is read all the same")
 	kvSlowRelease := pauseRun(t, record.LevelKVRelease, same, "delay=/release_kv_cache_memory:0.3", nil)
 	for i, c := range kvSlowRelease { // a floor the server sets, not two runs compared
@@ -183,8 +169,10 @@ func TestPauseFiguresMeanWhatTheySay(t *testing.T) {
 
 	l0 := pauseRun(t, 0, same, "", nil)
 	l0SlowRead := pauseRun(t, 0, slow, "", nil)
-	assert.Less(t, medianOf(l0SlowRead, held), medianOf(l0, held)+delay.Seconds(), "held_request_s: not the memory reads")
-	assert.Less(t, medianOf(l0SlowRead, ftt), medianOf(l0, ftt)+delay.Seconds(), "level-0 to_first_token_s: not the memory reads")
+	for i, c := range l0SlowRead {
+		assert.Less(t, c.HeldPastWakeS, delay.Seconds(), "cycle %d: held_request_s past the wake: not the memory reads", i+1)
+		assert.Less(t, c.ToFirstTokenS-c.WakeAPIS, delay.Seconds(), "cycle %d: level-0 to_first_token_s: not the memory reads", i+1)
+	}
 	l0SlowWake := pauseRun(t, 0, same, "delay=/wake_up:0.3", nil)
 	for i, c := range l0SlowWake { // floors the server's delay sets
 		assert.GreaterOrEqual(t, c.HeldPastWakeS, 0.3, "cycle %d: the held request waits for the slower wake's answer", i+1)

@@ -89,7 +89,7 @@ func TestStateCostFigures(t *testing.T) {
 				if s.Skipped != "" {
 					continue
 				}
-				assert.InDelta(t, tc.watts, s.PowerW, tc.watts*0.01, "%s: W", s.State)
+				assert.InDelta(t, tc.watts, s.PowerW, tc.watts*0.05, "%s: W (a read's 250 ms in a 0.3 s dwell would be 45%% off)", s.State)
 				assert.GreaterOrEqual(t, s.DwellS, 0.3, s.State)
 			}
 			assert.Equal(t, []string{record.StateAwake, record.StateL1, record.StateL2, record.StateKVReleased, record.StateStopped}, states)
@@ -97,7 +97,7 @@ func TestStateCostFigures(t *testing.T) {
 			for _, tr := range c.Transitions {
 				ops = append(ops, tr.Op)
 				assert.Positive(t, tr.S, tr.Op)
-				assert.InDelta(t, tc.watts*tr.S, tr.J, tc.watts*0.005, "%s: J = W × (its interval), the reads left out", tr.Op)
+				assert.InDelta(t, tc.watts*tr.S, tr.J, tc.watts*0.02, "%s: J = W × (its interval), the reads left out (a 250 ms read in it: W × 0.25)", tr.Op)
 			}
 			assert.Equal(t, []string{record.OpSleepL1, record.OpWakeL1, record.OpSleepL2, record.OpWakeL2, record.OpStart}, ops)
 			awake, _ := c.State(record.StateAwake)
@@ -244,14 +244,14 @@ func TestStateCostCounterGoesBackwards(t *testing.T) {
 		if math.IsNaN(s.PowerW) {
 			nan++
 		} else if s.Skipped == "" {
-			assert.InDelta(t, 100, s.PowerW, 1, "%s: the counter's power, or unreadable", s.State)
+			assert.InDelta(t, 100, s.PowerW, 5, "%s: the counter's power, or unreadable", s.State)
 		}
 	}
 	for _, tr := range c.Transitions {
 		if math.IsNaN(tr.J) {
 			nan++
 		} else {
-			assert.InDelta(t, 100*tr.S, tr.J, 0.5, "%s: 100 W × its interval, or unreadable", tr.Op)
+			assert.InDelta(t, 100*tr.S, tr.J, 2, "%s: 100 W × its interval, or unreadable", tr.Op)
 		}
 	}
 	assert.Positive(t, nan, "the figure across the cut is unreadable")

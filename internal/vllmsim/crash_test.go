@@ -91,7 +91,15 @@ func TestInFlightCrash(t *testing.T) {
 		_, err := c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-b", Prompt: "hi", MaxTokens: 500, IgnoreEOS: true})
 		streamErr <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// Until the engine runs it (a fixed wait is too short on a busy machine).
+	require.Eventually(t, func() bool {
+		text, err := c.Metrics(ctx)
+		if err != nil {
+			return false
+		}
+		m, err := vllm.ParseMetrics(text)
+		return err == nil && m["vllm:num_requests_running"] == 1
+	}, 5*time.Second, 2*time.Millisecond, "the request never ran")
 	assert.Error(t, c.SleepMode(ctx, 1, vllm.SleepWait), "the sleep never answers")
 	assert.Error(t, <-streamErr, "the stream is cut")
 	select {
