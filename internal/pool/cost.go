@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/hostmem"
 	"github.com/wakebench/wakebench/internal/record"
@@ -82,13 +83,16 @@ func (f *Pool) GPUGiB(ctx context.Context, label string) (perGPU, freeGPU []floa
 	return perGPU, freeGPU, nil
 }
 
-// BackupGiB is the pinned host copy a level-1 sleep of label makes: its
+// BackupGiB is the pinned host copy a level-1 sleep of label makes, over
+// all its tensor-parallel workers (each backs up its own shard): its
 // weights, as its server logged loading them (vLLM's "Model loading took
-// X GiB"; vLLM's CuMemAllocator backs up the allocations tagged "weights"
-// to pinned CPU memory at level 1 and discards the rest,
-// vllm/device_allocator/cumem.py sleep()), else its awake GPU memory less
-// its KV cache (protocol.kv_gib: an upper bound, the CUDA context and
-// graphs included), and how it was found; NaN when neither is known.
+// X GiB", one worker's share, × the workers; vLLM's CuMemAllocator backs
+// up the allocations tagged "weights" to pinned CPU memory at level 1 and
+// discards the rest, vllm/device_allocator/cumem.py sleep()), else its
+// awake GPU memory (every worker's process) less its KV cache
+// (protocol.kv_gib, per GPU as vLLM's --kv-cache-memory-bytes is:
+// vllm/config/cache.py, × the workers; an upper bound, the CUDA contexts
+// and graphs included), and how it was found; NaN when neither is known.
 func (f *Pool) BackupGiB(label string) (gib float64, how string) {
 	m, err := f.s.model(label)
 	if err != nil {
@@ -97,14 +101,29 @@ func (f *Pool) BackupGiB(label string) (gib float64, how string) {
 	f.s.mu.Lock()
 	w := m.weight
 	f.s.mu.Unlock()
-	if w != nil && w.GiB > 0 {
-		return w.GiB, "weights, " + w.Source
-	}
 	var awake float64
 	Memory{f: f}.state(label, func(st *memState) { awake = st.awakeGiB })
-	if awake > 0 {
-		kv := f.s.cfg.Protocol.KVGiB
-		return max(0, awake-kv), fmt.Sprintf("awake GPU memory %.2f GiB less kv_gib %.2f", awake, kv)
+	tp, ok := config.TensorParallel(m.cfg.ExtraArgs)
+	if !ok || tp < 1 {
+		tp = 1
+	}
+	return pinnedBackup(w, awake, f.s.cfg.Protocol.KVGiB, tp)
+}
+
+// pinnedBackup is BackupGiB from what is known: the weight line w (nil or
+// 0 GiB: none), the model's awake GPU memory over all its workers (0:
+// not read), kv_gib per GPU and tp workers.
+func pinnedBackup(w *record.Weight, awakeGiB, kvGiB float64, tp int) (gib float64, how string) {
+	workers := ""
+	if tp > 1 {
+		workers = fmt.Sprintf(" × %d tensor-parallel workers", tp)
+	}
+	if w != nil && w.GiB > 0 {
+		return w.GiB * float64(tp), "weights, " + w.Source + workers
+	}
+	if awakeGiB > 0 {
+		kv := kvGiB * float64(tp)
+		return max(0, awakeGiB-kv), fmt.Sprintf("awake GPU memory %.2f GiB (every worker's) less kv_gib %.2f%s", awakeGiB, kvGiB, workers)
 	}
 	return math.NaN(), "the model's weights are not known (no server log line, no memory source)"
 }

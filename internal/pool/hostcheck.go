@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-
-	"github.com/wakebench/wakebench/internal/config"
 )
 
 // ErrHostShort is a level-1 sleep the host could not back: the host
@@ -20,7 +18,7 @@ var ErrHostShort = errors.New("host memory short of a level-1 sleep's pinned bac
 
 // checkHost is asked before every sleep (Pool.SleepMode): at level 1,
 // with thresholds.min_host_headroom_gib set for label, the host must have
-// label's pinned backup (BackupGiB, for every tensor-parallel worker; none
+// label's pinned backup (BackupGiB, over every tensor-parallel worker; none
 // where this server holds its backup from an earlier level-1 sleep; on
 // vllmsim × sim.host_scale) plus that headroom available (HostCapacity;
 // the headroom also covers the sleep call's transient peak, which the
@@ -41,10 +39,6 @@ func (f *Pool) checkHost(ctx context.Context, label string, level int) error {
 		return nil
 	}
 	if m, err := f.s.model(label); err == nil {
-		if tp, ok := config.TensorParallel(m.cfg.ExtraArgs); ok && tp > 1 {
-			// "Model loading took X GiB" is one worker's share.
-			backup, how = backup*float64(tp), fmt.Sprintf("%s × %d tensor-parallel workers", how, tp)
-		}
 		f.s.mu.Lock()
 		held := m.pinnedBy != nil && m.pinnedBy == m.srv
 		f.s.mu.Unlock()

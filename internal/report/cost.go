@@ -197,7 +197,7 @@ func writeCosts(b *strings.Builder, rep Report, labels []string) {
 			for _, x := range s.GPUGiB {
 				g = append(g, fmt.Sprintf("%.3g", x))
 			}
-			fmt.Fprintf(b, "| %s | %s | %s (%s / %s) | %s |\n", st, orDash(strings.Join(g, " + ")), f3(s.HostGiB), f3(s.LockedGiB), f3(s.PinnedGiB), f3(s.PowerW))
+			fmt.Fprintf(b, "| %s | %s | %s (%s / %s) | %s |\n", st, orDash(strings.Join(g, " + ")), gib3(s.HostGiB), gib3(s.LockedGiB), gib3(s.PinnedGiB), f3(s.PowerW))
 		}
 		var tr []string
 		for _, op := range []string{record.OpSleepL1, record.OpWakeL1, record.OpSleepL2, record.OpWakeL2, record.OpStart} {
@@ -205,7 +205,7 @@ func writeCosts(b *strings.Builder, rep Report, labels []string) {
 				tr = append(tr, fmt.Sprintf("%s %.3g s / %s J", op, t.S, f3(t.J)))
 			}
 		}
-		fmt.Fprintf(b, "\nTransitions: %s. Level-1 sleep's transient host peak %s GiB; its wake gave back %s GiB.\n", strings.Join(tr, "; "), f3(c.SleepPeakHostGiB), f3(c.WakeReturnedHostGiB))
+		fmt.Fprintf(b, "\nTransitions: %s. Level-1 sleep's transient host peak %s GiB; its wake gave back %s GiB.\n", strings.Join(tr, "; "), gib3(c.SleepPeakHostGiB), gib3(c.WakeReturnedHostGiB))
 		for _, lv := range []string{"1", "2"} {
 			be, ok := c.BreakEven[lv]
 			if !ok {
@@ -239,6 +239,21 @@ func f3(x *float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.4g", *x)
+}
+
+// gib3 is a host-memory figure in GiB to the MiB (three decimals): RSS
+// moves by pages, and a difference of two reads that is a few pages
+// either way (-7.629e-06 GiB: two pages) is 0.000, not noise in
+// scientific notation.
+func gib3(x *float64) string {
+	if x == nil {
+		return "—"
+	}
+	s := fmt.Sprintf("%.3f", *x)
+	if s == "-0.000" {
+		return "0.000"
+	}
+	return s
 }
 
 func orDash(s string) string {

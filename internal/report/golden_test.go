@@ -3,8 +3,6 @@ package report
 import (
 	"bytes"
 	"flag"
-	"github.com/wakebench/wakebench/internal/gate"
-	"github.com/wakebench/wakebench/internal/record"
 	"io"
 	"math"
 	"os"
@@ -12,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/record"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -139,4 +140,21 @@ func TestReadmeShowsTheGoldenSummary(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, []byte(readme), 0o644))
 	}
 	assert.Equal(t, string(want), readme[k:j], "README.md's summary.md is not the golden one: go test ./internal/report -run Golden -update")
+}
+
+// TestHostFiguresToTheMiB: a host-memory difference of a few pages either
+// way (the wake gave back −2 pages, −7.629e-06 GiB) reads 0.000 GiB in
+// summary.md, and every host figure of the state costs is printed to the
+// MiB, never in scientific notation.
+func TestHostFiguresToTheMiB(t *testing.T) {
+	raw := goldenRaw()
+	c := raw.Cost["A"]
+	c.WakeReturnedHostGiB = -2 * 4096.0 / (1 << 30)
+	c.SleepPeakHostGiB = 1.0 / 3
+	raw.Cost["A"] = c
+	var b bytes.Buffer
+	require.NoError(t, WriteSummary(&b, Build(raw)))
+	assert.Contains(t, b.String(), "transient host peak 0.333 GiB; its wake gave back 0.000 GiB.")
+	assert.Contains(t, b.String(), "| awake | 20 | 2.000 (0.000 / 0.000) | 90 |")
+	assert.NotRegexp(t, `(host peak|gave back) -?[0-9.]+e-`, b.String())
 }
