@@ -60,8 +60,10 @@ type Figures struct {
 	TPOTFractionOfHBM    float64 `json:"tpot_c1_fraction_of_hbm_limit"`
 	ResidualGiB          float64 `json:"residual_gib"` // level-1 residual, median of the cycles
 	// OutputTPS is the baseline stage's output tok/s (median of its rounds) at its lowest
-	// concurrency, OutputTPSConc; OutputTPSFractionOfHBM is it × the node's own TPOT floor
-	// (weight bytes / HBM bandwidth), the share of the decode rate its memory bandwidth allows.
+	// concurrency, OutputTPSConc; OutputTPSFractionOfHBM is it over the decode rate the node's
+	// memory bandwidth allows at that concurrency, OutputTPSConc / the node's own TPOT floor
+	// (weight bytes / HBM bandwidth; each step reads the weights once for every request in
+	// the batch): a fraction, at most 1 but for the exceptions physical_limits names.
 	OutputTPS              float64 `json:"output_tps"`
 	OutputTPSConc          int     `json:"output_tps_concurrency"`
 	OutputTPSFractionOfHBM float64 `json:"output_tps_fraction_of_hbm_limit"`
@@ -252,7 +254,9 @@ func figures(m *report.Model) Figures {
 	}
 	if f.OutputTPSConc != 0 {
 		if l := m.PhysicalLimits; l != nil && l.TPOTFloorS > 0 {
-			f.OutputTPSFractionOfHBM = f.OutputTPS * l.TPOTFloorS
+			// At concurrency c a decode step reads the weights once for c
+			// tokens: the bandwidth's limit is c / TPOT floor tok/s.
+			f.OutputTPSFractionOfHBM = f.OutputTPS * l.TPOTFloorS / float64(f.OutputTPSConc)
 			f.metrics[MetricTPSFraction] = f.OutputTPSFractionOfHBM
 		} else {
 			// No HBM figure to normalise by: the raw rate, compared only within the kind.

@@ -165,7 +165,7 @@ func TestFiguresFromReport(t *testing.T) {
 	assert.Equal(t, rep.Models["A"].Sleep["1"].ResidualGiB.Median, m.ResidualGiB)
 	assert.Equal(t, 1, m.OutputTPSConc)
 	assert.Equal(t, rep.Models["A"].Performance[0].OutputTPS.Median, m.OutputTPS)
-	assert.InDelta(t, m.OutputTPS*l.TPOTFloorS, m.OutputTPSFractionOfHBM, 1e-12)
+	assert.InDelta(t, m.OutputTPS*l.TPOTFloorS, m.OutputTPSFractionOfHBM, 1e-12, "at concurrency 1: tok/s × the TPOT floor")
 	assert.Equal(t, "vllmsim profile tiny, time scale 1", f.Nodes[0].Simulated)
 	assert.Equal(t, 1, f.Simulated)
 	assert.Empty(t, f.Outliers, "the tiny profile is above the floors")
@@ -265,4 +265,32 @@ func TestBadInputs(t *testing.T) {
 	assert.ErrorContains(t, err, `node "a": two results`)
 	_, err = Build([]NodeResult{{Node: "a"}}, Options{})
 	assert.ErrorContains(t, err, "both are needed")
+}
+
+// TestTPSFractionIsAFraction: the baseline's lowest concurrency 4 serving
+// 100 tok/s on a node whose TPOT floor is 20 ms: a decode step reads the
+// weights once for all 4 requests, so the bandwidth allows 4 / 0.02 = 200
+// tok/s, and the fraction is 100 / 200 = 0.5 (not 100 × 0.02 = 2, above
+// 1). The floor (0.15) then reads it as the fraction it is.
+func TestTPSFractionIsAFraction(t *testing.T) {
+	rep, _ := readTestdata(t)
+	m := rep.Models["A"]
+	l := *m.PhysicalLimits
+	l.TPOTFloorS = 0.02
+	m.PhysicalLimits = &l
+	var perf []report.Perf
+	for _, p := range m.Performance {
+		if p.Stage != "baseline" {
+			continue
+		}
+		p.Concurrency, p.OutputTPS.N, p.OutputTPS.Median = 4, 1, 100
+		perf = append(perf, p)
+		break
+	}
+	require.Len(t, perf, 1)
+	m.Performance = perf
+	got := figures(m)
+	assert.Equal(t, 4, got.OutputTPSConc)
+	assert.InDelta(t, 0.5, got.OutputTPSFractionOfHBM, 1e-12)
+	assert.InDelta(t, 0.5, got.metrics[MetricTPSFraction], 1e-12)
 }

@@ -13,9 +13,9 @@ import (
 //   - MetricWakeFraction: the level-1 wake's PCIe floor (weight bytes / the node's own link
 //     rate) over the measured wake (physical_limits.l1_wake_fraction_of_pcie_limit); a node
 //     with a narrower link has a lower floor and keeps its fraction. Lower is worse.
-//   - MetricTPSFraction: baseline output tok/s (lowest concurrency, median round) × the node's
-//     own TPOT floor (weight bytes / its HBM bandwidth): the share of the decode rate its
-//     memory bandwidth allows. Lower is worse. MetricTPS, the raw rate, stands in for a node
+//   - MetricTPSFraction: baseline output tok/s (lowest concurrency c, median round) over
+//     c / the node's own TPOT floor (weight bytes / its HBM bandwidth): the share of the
+//     decode rate its memory bandwidth allows at c, a fraction. Lower is worse. MetricTPS, the raw rate, stands in for a node
 //     whose report has no HBM figure (compared only with the kind's nodes in the same case).
 //   - MetricResidual: the level-1 residual GiB (median of the cycles). A property of the
 //     software and the model, not of the node's size; only higher is worse, so a node that
