@@ -43,7 +43,8 @@ type State struct {
 	// energy over an equal dwell stopped) / dwell, from the energy counter.
 	PowerW float64
 	// WakeJ is the energy of waking from this state (wake request sent →
-	// first token), from the energy counter; 0 for Awake.
+	// first token) above the same GPU with the model stopped: the energy
+	// counter's difference less the stopped power × WakeS; 0 for Awake.
 	WakeJ float64
 	// WakeS is the wake latency: wake request sent → first token.
 	WakeS float64
@@ -53,7 +54,7 @@ type State struct {
 type Model struct {
 	Label         string
 	Awake, L1, L2 State
-	ColdStartJ    float64 // energy of a cold start: spawn → first token
+	ColdStartJ    float64 // energy of a cold start (spawn → first token) above the model stopped, as WakeJ
 	ColdStartS    float64 // its latency
 }
 
@@ -309,13 +310,20 @@ func choose(p Plan, others []Model) (Level, string) {
 type BreakEven struct {
 	Label string
 	Level Level
-	// IdleS is t* = (E_cold − E_wake) / P_sleep: asleep for t then woken
-	// costs P_sleep·t + E_wake, stopped for t then started cold costs
-	// P_stopped·t + E_cold with P_stopped = 0 (PowerW is measured above
-	// the model stopped, and the GPU's own idle power is drawn either way).
-	// Past t*, stopping costs less. 0 when a cold start costs no more
-	// than a wake; +Inf when sleeping draws nothing; NaN when a figure is
-	// unknown (NaN).
+	// IdleS is t*, where the two paths cost the same energy over one time
+	// span: the model goes idle at 0 and the next request comes at t.
+	// Asleep: P_sleep·t, then the wake (E_wake over w s), then awake
+	// (P_awake) until the cold start would have served, t + c. Stopped:
+	// P_stopped·t, then the cold start (E_cold over c s). Over [0, t + c],
+	// with every power and energy above the model stopped (P_stopped = 0;
+	// the GPU's own draw is the same on both paths and cancels):
+	//
+	//	P_sleep·t + E_wake + P_awake·(c − w) = E_cold
+	//	t* = (E_cold − E_wake − P_awake·(c − w)) / P_sleep
+	//
+	// Past t*, stopping costs less. 0 when stopping costs no more even at
+	// t = 0 (the numerator ≤ 0); +Inf when sleeping draws nothing above
+	// stopped; NaN when a figure is unknown (NaN).
 	IdleS float64
 	// WakeS and ColdStartS are the two latencies (request sent → first
 	// token); LatencyS = ColdStartS − WakeS is the price of stopping:
@@ -323,14 +331,17 @@ type BreakEven struct {
 	WakeS, ColdStartS, LatencyS float64
 }
 
-// BreakEvenIdle is t* = (coldJ − wakeJ) / sleepW in seconds: 0 when
-// coldJ ≤ wakeJ, +Inf when sleepW ≤ 0 (and coldJ > wakeJ), NaN when any
-// input is NaN.
-func BreakEvenIdle(coldJ, wakeJ, sleepW float64) float64 {
-	if math.IsNaN(coldJ) || math.IsNaN(wakeJ) || math.IsNaN(sleepW) {
-		return math.NaN()
+// BreakEvenIdle is t* = (coldJ − wakeJ − awakeW·(coldS − wakeS)) /
+// sleepW in seconds (BreakEven.IdleS: energies and powers above the model
+// stopped): 0 when the numerator ≤ 0, +Inf when sleepW ≤ 0 (and the
+// numerator > 0), NaN when any input is NaN.
+func BreakEvenIdle(coldJ, coldS, wakeJ, wakeS, awakeW, sleepW float64) float64 {
+	for _, x := range []float64{coldJ, coldS, wakeJ, wakeS, awakeW, sleepW} {
+		if math.IsNaN(x) {
+			return math.NaN()
+		}
 	}
-	d := coldJ - wakeJ
+	d := coldJ - wakeJ - awakeW*(coldS-wakeS)
 	if d <= 0 {
 		return 0
 	}
@@ -346,7 +357,7 @@ func BreakEvens(m Model) []BreakEven {
 	for _, l := range []Level{Level1, Level2} {
 		st := m.At(l)
 		out = append(out, BreakEven{Label: m.Label, Level: l,
-			IdleS: BreakEvenIdle(m.ColdStartJ, st.WakeJ, st.PowerW),
+			IdleS: BreakEvenIdle(m.ColdStartJ, m.ColdStartS, st.WakeJ, st.WakeS, m.Awake.PowerW, st.PowerW),
 			WakeS: st.WakeS, ColdStartS: m.ColdStartS, LatencyS: m.ColdStartS - st.WakeS})
 	}
 	return out

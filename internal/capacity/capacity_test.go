@@ -150,34 +150,42 @@ func TestFitOneModelAndErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "at most 20")
 }
 
+// TestBreakEven: t* = (E_cold − E_wake − P_awake·(c − w)) / P_sleep,
+// every figure above the model stopped: both paths over one span, from
+// idle until the cold start would have served. Hand computations.
 func TestBreakEven(t *testing.T) {
 	cases := []struct {
-		name                string
-		coldJ, wakeJ, sleep float64
-		want                float64
+		name                                      string
+		coldJ, coldS, wakeJ, wakeS, awakeW, sleep float64
+		want                                      float64
 	}{
-		{"level 1: (2000 − 200) J / 30 W", 2000, 200, 30, 60},
-		{"level 2: (2000 − 600) J / 25 W", 2000, 600, 25, 56},
-		{"more sleeping power: stopping pays sooner", 2000, 200, 60, 30},
-		{"a cold start no dearer than a wake: stop at once", 500, 500, 30, 0},
-		{"sleeping draws nothing: never stop", 2000, 200, 0, math.Inf(1)},
-		{"unknown energy", math.NaN(), 200, 30, math.NaN()},
+		// A cold start of 7200 J over 60 s, a wake of 240 J over 2 s, the
+		// woken model awake at 60 W for the 58 s the cold start still
+		// takes (3480 J), asleep at 15 W: (7200 − 240 − 3480) / 15.
+		{"level 1: (7200 − 240 − 60 × 58) J / 15 W", 7200, 60, 240, 2, 60, 15, 232},
+		{"level 2: (7200 − 1130 − 60 × 51) J / 14 W", 7200, 60, 1130, 9, 60, 14, 215},
+		{"twice the sleeping power: stopping pays in half the time", 7200, 60, 240, 2, 60, 30, 116},
+		{"awake for the cold start's lead costs more than it: stop at once", 2000, 40, 200, 2, 60, 30, 0},
+		{"a cold start no dearer than a wake: stop at once", 500, 2, 500, 2, 60, 30, 0},
+		{"sleeping draws nothing: never stop", 7200, 60, 240, 2, 60, 0, math.Inf(1)},
+		{"unknown energy", math.NaN(), 60, 240, 2, 60, 15, math.NaN()},
+		{"unknown awake power", 7200, 60, 240, 2, math.NaN(), 15, math.NaN()},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := BreakEvenIdle(c.coldJ, c.wakeJ, c.sleep)
+			got := BreakEvenIdle(c.coldJ, c.coldS, c.wakeJ, c.wakeS, c.awakeW, c.sleep)
 			if math.IsNaN(c.want) {
 				assert.True(t, math.IsNaN(got), "got %g", got)
 				return
 			}
-			assert.Equal(t, c.want, got)
+			assert.InDelta(t, c.want, got, 1e-9)
 		})
 	}
 
-	m := Model{Label: "A", ColdStartJ: 2000, ColdStartS: 40,
-		L1: State{WakeJ: 200, PowerW: 30, WakeS: 2}, L2: State{WakeJ: 600, PowerW: 25, WakeS: 6}}
+	m := Model{Label: "A", ColdStartJ: 7200, ColdStartS: 60, Awake: State{PowerW: 60},
+		L1: State{WakeJ: 240, PowerW: 15, WakeS: 2}, L2: State{WakeJ: 1130, PowerW: 14, WakeS: 9}}
 	assert.Equal(t, []BreakEven{
-		{Label: "A", Level: Level1, IdleS: 60, WakeS: 2, ColdStartS: 40, LatencyS: 38},
-		{Label: "A", Level: Level2, IdleS: 56, WakeS: 6, ColdStartS: 40, LatencyS: 34},
+		{Label: "A", Level: Level1, IdleS: 232, WakeS: 2, ColdStartS: 60, LatencyS: 58},
+		{Label: "A", Level: Level2, IdleS: 215, WakeS: 9, ColdStartS: 60, LatencyS: 51},
 	}, BreakEvens(m))
 }

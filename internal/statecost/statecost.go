@@ -374,8 +374,9 @@ func (r *costRun) stoppedAndCold(prev energy.Reading) (string, error) {
 }
 
 // capModel is c as package capacity takes it: GPU memory summed over the
-// GPUs, power above the model stopped, the level-1 sleep's peak as the
-// tree's memory at it.
+// GPUs, power and the transitions' energy above the model stopped (a
+// transition's J less the stopped power × its seconds), the level-1
+// sleep's peak as the tree's memory at it.
 func capModel(label string, c record.Cost) capacity.Model {
 	stopped, _ := c.State(record.StateStopped)
 	at := func(st string) capacity.State {
@@ -404,11 +405,11 @@ func capModel(label string, c record.Cost) capacity.Model {
 	}{{&m.L1, record.OpWakeL1}, {&m.L2, record.OpWakeL2}} {
 		lv.st.WakeJ, lv.st.WakeS = math.NaN(), math.NaN()
 		if t, ok := c.Transition(lv.op); ok {
-			lv.st.WakeJ, lv.st.WakeS = t.J, t.S
+			lv.st.WakeJ, lv.st.WakeS = t.J-stopped.PowerW*t.S, t.S
 		}
 	}
 	if t, ok := c.Transition(record.OpStart); ok {
-		m.ColdStartJ, m.ColdStartS = t.J, t.S
+		m.ColdStartJ, m.ColdStartS = t.J-stopped.PowerW*t.S, t.S
 	}
 	return m
 }
