@@ -306,7 +306,9 @@ type Thresholds struct {
 	// much, else the sleep is not sent (0: off).
 	MinHostHeadroomGiB float64 `json:"min_host_headroom_gib"`
 	// MaxSleepingPowerW: the GPU power a model holds asleep (each level,
-	// over protocol.cost_dwell_s, from the energy counter), per model.
+	// over protocol.cost_dwell_s, from the energy counter), per model: the
+	// device's power with it asleep less with it stopped, the other
+	// models as they were (gate.StateCost).
 	MaxSleepingPowerW float64 `json:"max_sleeping_power_w"`
 	// MaxPodSwitchRoutableS: the Kubernetes phase's handoffs across Pods,
 	// begun → the woken Pod ready in its EndpointSlice, p95 per direction.

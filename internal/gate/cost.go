@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 
@@ -9,14 +10,19 @@ import (
 )
 
 // StateCost judges one model's state costs: thresholds.max_sleeping_power_w
-// against the GPU power held asleep at each level (when set); not
-// evaluated, with why, where the power is absent (no energy counter, or
-// the state not measured).
+// against the power the model holds asleep at each level (when set). NVML
+// has no per-process energy, so the model's power is a difference on the
+// same device: the state's power less the stopped row's, every other
+// model held as it was in both dwells (asleep beside it). The device's
+// own figure would judge the board and the other models too (A asleep
+// beside B reads as B's). Not evaluated, with why, where a power is
+// absent (no energy counter, the state not measured).
 func StateCost(cfg config.Config, label string, c record.Cost) []record.Check {
 	limit := cfg.ThresholdsFor(label).MaxSleepingPowerW
 	if limit == 0 {
 		return nil
 	}
+	stopped, stoppedOK := c.State(record.StateStopped)
 	var out []record.Check
 	for _, lv := range []struct {
 		level int
@@ -24,16 +30,21 @@ func StateCost(cfg config.Config, label string, c record.Cost) []record.Check {
 	}{{1, record.StateL1}, {2, record.StateL2}} {
 		name := fmt.Sprintf("cost.level%d.power_w", lv.level)
 		s, ok := c.State(lv.state)
-		if !ok || math.IsNaN(s.PowerW) {
-			why := c.EnergyNote
-			if why == "" {
-				why = "state " + lv.state + " not measured"
-			}
+		why := ""
+		switch {
+		case !ok || s.Skipped != "":
+			why = "state " + lv.state + " not measured"
+		case !stoppedOK || stopped.Skipped != "":
+			why = "state " + record.StateStopped + " not measured: the model's share of the device's power is unknown"
+		case math.IsNaN(s.PowerW) || math.IsNaN(stopped.PowerW):
+			why = cmp.Or(c.EnergyNote, "the power asleep or stopped is unknown")
+		}
+		if why != "" {
 			out = append(out, record.Check{Name: name, Model: label, Op: "<=", Limit: limit, Verdict: record.NotEvaluated,
 				Reason: why, Required: cfg.ThresholdSetByUser(label, "max_sleeping_power_w")})
 			continue
 		}
-		out = append(out, Evaluate(name, label, s.PowerW, "<=", limit))
+		out = append(out, Evaluate(name, label, s.PowerW-stopped.PowerW, "<=", limit))
 	}
 	return out
 }
