@@ -17,7 +17,9 @@ import (
 // 60 × 51) / 14 = 215 s. (Counting the board's draw during the cold start
 // as its cost read 580 s and 542.9 s.)
 func TestBreakEvenByHand(t *testing.T) {
-	st := func(name string, w float64) record.StateCost { return record.StateCost{State: name, GPUGiB: []float64{1}, PowerW: w} }
+	st := func(name string, w float64) record.StateCost {
+		return record.StateCost{State: name, GPUGiB: []float64{1}, PowerW: w}
+	}
 	c := record.Cost{
 		States: []record.StateCost{st(record.StateAwake, 90), st(record.StateL1, 45), st(record.StateL2, 44), st(record.StateStopped, 30)},
 		Transitions: []record.Transition{{Op: record.OpWakeL1, S: 2, J: 300}, {Op: record.OpWakeL2, S: 9, J: 1400},
