@@ -105,8 +105,10 @@ type LevelFit struct {
 	// NeedGPUGiB and NeedHostGiB are what all Others asleep at Level would
 	// need (host: their HostGiB plus the largest transient sleep peak).
 	NeedGPUGiB, NeedHostGiB float64
-	// LeftGPUGiB and LeftHostGiB are what stays free with the largest awake
-	// and Asleep asleep (host: after HostHeadroomGiB and the peak).
+	// LeftGPUGiB and LeftHostGiB are what stays free in the fullest state
+	// of the largest and Asleep: the largest awake with Asleep asleep, or
+	// any state their switching reaches (Fit; host: after HostHeadroomGiB
+	// and the peak).
 	LeftGPUGiB, LeftHostGiB float64
 	// Binds is the resource that stops more from fitting: the one under
 	// which, alone, fewer models fit; NoResource when all fit.
@@ -131,18 +133,23 @@ type Plan struct {
 const maxOthers = 20
 
 // Fit plans models on node: the largest model (most awake GPU memory, then
-// host memory) stays awake; for each sleep level, the largest number of
-// the others that fit asleep beside it, where a set S fits when
+// host memory) is the one kept awake; for each sleep level, the largest
+// number of the others that fit asleep beside it, where a set S fits when
 //
 //	Σ_{m∈S} GPU_m(level) ≤ GPUFree − GPU_largest(awake)
 //	Σ_{m∈S} Host_m(level) + max_{m∈S}(Peak_m(level) − Host_m(level))
 //	    ≤ HostGiB − HostHeadroomGiB − Host_largest(awake)
 //
-// (one sleep call at a time: only one transient peak at once). The count
-// is exact (every subset is tried; at most 20 others). The level chosen is
-// the one at which more models fit; on a tie, the one whose sleepers wake
-// faster in total (Σ WakeS), then the one drawing less power asleep, then
-// level 1.
+// (one sleep call at a time: only one transient peak at once), and when
+// it also fits in every state the run's switching among K = S ∪ {largest}
+// reaches (reach): any one of K awake and the rest asleep at the level,
+// or one of K in its sleep call (its transient peak) and the rest asleep.
+// The largest awake is not the only state: asleep at level 1 the largest
+// holds its weights' pinned copy in host memory, and a switch to a small
+// model needs that beside the small one awake. The count is exact (every
+// subset is tried; at most 20 others). The level chosen is the one at
+// which more models fit; on a tie, the one whose sleepers wake faster in
+// total (Σ WakeS), then the one drawing less power asleep, then level 1.
 func Fit(models []Model, node Node) (Plan, error) {
 	if len(models) == 0 {
 		return Plan{}, errors.New("capacity: no models")
@@ -170,7 +177,7 @@ func Fit(models []Model, node Node) (Plan, error) {
 		p.Short = binds(gpuBudget < 0, hostBudget < 0)
 	}
 	for _, l := range []Level{Level1, Level2} {
-		p.Levels = append(p.Levels, fitLevel(others, l, gpuBudget, hostBudget))
+		p.Levels = append(p.Levels, fitLevel(models[big], others, l, node, gpuBudget, hostBudget))
 	}
 	p.Choose, p.Why = choose(p, others)
 	return p, nil
@@ -206,7 +213,43 @@ func need(others []Model, l Level, set uint32) (gpu, host float64) {
 	return gpu, host + top
 }
 
-func fitLevel(others []Model, l Level, gpuBudget, hostBudget float64) LevelFit {
+// reach is the most GPU and the most host memory a state of the run's
+// switching needs, among big and the set of others kept at level l: one
+// of them awake and the rest asleep at l, or (host; only where there is a
+// switch, two or more kept) one of them in its sleep call into l, at its
+// transient peak, and the rest asleep.
+func reach(big Model, others []Model, l Level, set uint32) (gpu, host float64) {
+	kept := []Model{big}
+	for i, m := range others {
+		if set&(1<<i) != 0 {
+			kept = append(kept, m)
+		}
+	}
+	var asleepGPU, asleepHost float64
+	for _, m := range kept {
+		asleepGPU += m.At(l).GPUGiB
+		asleepHost += m.At(l).HostGiB
+	}
+	for _, m := range kept {
+		st := m.At(l)
+		gpu = max(gpu, asleepGPU-st.GPUGiB+m.Awake.GPUGiB)
+		host = max(host, asleepHost-st.HostGiB+m.Awake.HostGiB)
+		if len(kept) > 1 { // a switch: m's sleep call, then all asleep until the next wakes
+			host = max(host, asleepHost+peak(st))
+		}
+	}
+	return gpu, host
+}
+
+// left is what stays free of each resource in the fullest state a set
+// reaches: the largest awake with the others asleep (g, h against the
+// budgets left beside it) or any state of the switching (rg, rh against
+// the node's whole budgets).
+func left(g, h, rg, rh, gpuBudget, hostBudget float64, node Node) (gpu, host float64) {
+	return min(gpuBudget-g, node.GPUFreeGiB-rg), min(hostBudget-h, node.HostGiB-node.HostHeadroomGiB-rh)
+}
+
+func fitLevel(big Model, others []Model, l Level, node Node, gpuBudget, hostBudget float64) LevelFit {
 	f := LevelFit{Level: l, Others: len(others)}
 	all := uint32(1)<<len(others) - 1
 	f.NeedGPUGiB, f.NeedHostGiB = need(others, l, all)
@@ -214,19 +257,21 @@ func fitLevel(others []Model, l Level, gpuBudget, hostBudget float64) LevelFit {
 	var gpuAlone, hostAlone int // the most that fit under one resource alone
 	for set := uint32(0); set <= all; set++ {
 		g, h := need(others, l, set)
+		rg, rh := reach(big, others, l, set)
+		lg, lh := left(g, h, rg, rh, gpuBudget, hostBudget, node)
 		c := bits.OnesCount32(set)
-		if g <= gpuBudget {
+		if lg >= 0 {
 			gpuAlone = max(gpuAlone, c)
 		}
-		if h <= hostBudget {
+		if lh >= 0 {
 			hostAlone = max(hostAlone, c)
 		}
-		if g > gpuBudget || h > hostBudget {
+		if lg < 0 || lh < 0 {
 			continue
 		}
 		// Of the largest sets, the one leaving the most of the scarcer
 		// resource (as a share of its budget) free.
-		slack := min(share(gpuBudget-g, gpuBudget), share(hostBudget-h, hostBudget))
+		slack := min(share(lg, gpuBudget), share(lh, hostBudget))
 		if c > bestCount || (c == bestCount && slack > bestSlack) {
 			best, bestCount, bestSlack = set, c, slack
 		}
@@ -243,7 +288,8 @@ func fitLevel(others []Model, l Level, gpuBudget, hostBudget float64) LevelFit {
 		}
 	}
 	g, h := need(others, l, best)
-	f.LeftGPUGiB, f.LeftHostGiB = gpuBudget-g, hostBudget-h
+	rg, rh := reach(big, others, l, best)
+	f.LeftGPUGiB, f.LeftHostGiB = left(g, h, rg, rh, gpuBudget, hostBudget, node)
 	if f.Fit < f.Others {
 		switch {
 		case gpuAlone < hostAlone:

@@ -189,3 +189,43 @@ func TestBreakEven(t *testing.T) {
 		{Label: "A", Level: Level2, IdleS: 215, WakeS: 9, ColdStartS: 60, LatencyS: 51},
 	}, BreakEvens(m))
 }
+
+// TestFitHoldsInEveryStateTheSwitchingReaches: by hand. X (awake 40 GiB
+// GPU, 5 host) asleep at level 1 holds its weights' pinned copy: 43 GiB
+// of host; Y1 and Y2 (awake 8 and 3, level 1: 1 and 6). The node: 80 GiB
+// GPU, 45 host. Beside X awake both Ys fit at level 1 (5 + 6 + 6 = 17 of
+// 45, 28 left), but the first switch to Y1 puts X to sleep: between X's
+// sleep and Y1's wake all three are asleep, 43 + 6 + 6 = 55 GiB of 45,
+// and Y1 awake needs 43 + 3 + 6 = 52; with Y1 alone kept, 43 + 6 = 49 and
+// 43 + 3 = 46. So none fits at level 1. At
+// level 2 (X asleep holds 2 GiB of host; the Ys 1) every state fits: the
+// fullest host state is X awake with both asleep, 5 + 1 + 1 = 7 (38 left),
+// the fullest GPU state Y1 awake, 1 + 8 + 1 = 10 of 80 beside X's 40 awake
+// (40 − 2 = 38 left beside X awake, 70 in Y1's state).
+func TestFitHoldsInEveryStateTheSwitchingReaches(t *testing.T) {
+	x := Model{Label: "X", Awake: State{GPUGiB: 40, HostGiB: 5}, L1: State{GPUGiB: 1, HostGiB: 43, WakeS: 4}, L2: State{GPUGiB: 1, HostGiB: 2, WakeS: 9}}
+	y := func(label string) Model {
+		return Model{Label: label, Awake: State{GPUGiB: 8, HostGiB: 3}, L1: State{GPUGiB: 1, HostGiB: 6, WakeS: 1}, L2: State{GPUGiB: 1, HostGiB: 1, WakeS: 2}}
+	}
+	p, err := Fit([]Model{x, y("Y1"), y("Y2")}, Node{GPUFreeGiB: 80, HostGiB: 45})
+	require.NoError(t, err)
+	require.Equal(t, "X", p.Largest)
+	l1, l2 := p.Levels[0], p.Levels[1]
+	assert.Equal(t, 0, l1.Fit, "the switch to Y1 needs X's 43 GiB backup beside it: %+v", l1)
+	assert.Equal(t, Host, l1.Binds)
+	assert.InDelta(t, 40, l1.LeftHostGiB, 1e-9, "none kept: X awake alone, 45 − 5")
+	assert.Equal(t, 2, l2.Fit)
+	assert.Equal(t, []string{"Y1", "Y2"}, l2.Asleep)
+	assert.InDelta(t, 38, l2.LeftHostGiB, 1e-9)
+	assert.InDelta(t, 38, l2.LeftGPUGiB, 1e-9)
+	assert.Equal(t, Level2, p.Choose)
+
+	// The old rule, beside X awake only, kept both at level 1 with 28 GiB
+	// left: it holds still as one of the states (X awake).
+	g, h := need([]Model{y("Y1"), y("Y2")}, Level1, 3)
+	assert.InDelta(t, 45-5-h, 28.0, 1e-9)
+	rg, rh := reach(x, []Model{y("Y1"), y("Y2")}, Level1, 3)
+	assert.InDelta(t, 2.0, g, 1e-9)
+	assert.InDelta(t, 43+6+6.0, rh, 1e-9, "all asleep, between X's sleep and Y1's wake (Y1 awake: 52)")
+	assert.InDelta(t, 40+1+1.0, rg, 1e-9, "X awake: the most GPU")
+}
