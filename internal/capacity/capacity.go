@@ -48,6 +48,12 @@ type State struct {
 	WakeJ float64
 	// WakeS is the wake latency: wake request sent → first token.
 	WakeS float64
+	// WokenHostGiB is the tree's host memory awake again after a wake
+	// from this state (0: unknown, taken as Awake's): vLLM keeps a level-1
+	// sleep's pinned weight copy for the process's life (PR #58066) unless
+	// VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY=1 frees it at the wake, so a
+	// model woken from level 1 may hold more than one never put to sleep.
+	WokenHostGiB float64
 }
 
 // Model is one model's costs: each state, and a cold start.
@@ -233,7 +239,7 @@ func reach(big Model, others []Model, l Level, set uint32) (gpu, host float64) {
 	for _, m := range kept {
 		st := m.At(l)
 		gpu = max(gpu, asleepGPU-st.GPUGiB+m.Awake.GPUGiB)
-		host = max(host, asleepHost-st.HostGiB+m.Awake.HostGiB)
+		host = max(host, asleepHost-st.HostGiB+max(m.Awake.HostGiB, st.WokenHostGiB)) // switched to: woken from l
 		if len(kept) > 1 { // a switch: m's sleep call, then all asleep until the next wakes
 			host = max(host, asleepHost+peak(st))
 		}

@@ -229,3 +229,27 @@ func TestFitHoldsInEveryStateTheSwitchingReaches(t *testing.T) {
 	assert.InDelta(t, 43+6+6.0, rh, 1e-9, "all asleep, between X's sleep and Y1's wake (Y1 awake: 52)")
 	assert.InDelta(t, 40+1+1.0, rg, 1e-9, "X awake: the most GPU")
 }
+
+// TestFitCountsWhatALevel1WakeKeeps: a model woken from level 1 keeps its
+// pinned copy (vLLM PR #58066) unless it is given back at the wake. By
+// hand: X asleep at level 1 holds 13 GiB of host, Y asleep 10. All asleep
+// (between a sleep and a wake) is 23; Y woken beside X asleep is 13 +
+// Y's woken figure: 23 when it keeps 10, 25 when it keeps 12 (over a
+// 24 GiB host: Y does not fit at level 1), 16 when it gives all but 3
+// back (the fullest state is then all asleep, 23: Y fits).
+func TestFitCountsWhatALevel1WakeKeeps(t *testing.T) {
+	x := Model{Label: "X", Awake: State{GPUGiB: 40, HostGiB: 5}, L1: State{GPUGiB: 1, HostGiB: 13}, L2: State{GPUGiB: 1, HostGiB: 5}}
+	y := Model{Label: "Y", Awake: State{GPUGiB: 8, HostGiB: 3}, L1: State{GPUGiB: 1, HostGiB: 10, WokenHostGiB: 10}, L2: State{GPUGiB: 1, HostGiB: 3}}
+	_, rh := reach(x, []Model{y}, Level1, 1)
+	assert.InDelta(t, 23, rh, 1e-9, "all asleep or Y woken beside X asleep")
+	y.L1.WokenHostGiB = 12
+	_, rh = reach(x, []Model{y}, Level1, 1)
+	assert.InDelta(t, 25, rh, 1e-9, "Y woken keeps 12: 13 + 12")
+	p, err := Fit([]Model{x, y}, Node{GPUFreeGiB: 80, HostGiB: 24})
+	require.NoError(t, err)
+	assert.Equal(t, 0, p.Levels[0].Fit)
+	y.L1.WokenHostGiB = 3
+	p, err = Fit([]Model{x, y}, Node{GPUFreeGiB: 80, HostGiB: 24})
+	require.NoError(t, err)
+	assert.Equal(t, 1, p.Levels[0].Fit, "given back at the wake: all asleep (23) is the fullest state")
+}

@@ -8,11 +8,13 @@
 package statecost
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -180,28 +182,60 @@ func skipped(why string) string {
 	return " (skipped: " + why + ")"
 }
 
-// run measures every state in turn; on error it names the step.
+// run measures every state in turn; on error it names the step. The
+// server is stopped and started cold first, so that awake, level 2 and
+// the KV release are measured in a process that never slept at level 1:
+// vLLM keeps a level-1 sleep's pinned weight copy for the process's life
+// (PR #58066), and a process that had slept at level 1 would count it in
+// every later state's host memory. Level 1 comes last. The record holds
+// the states and transitions in their usual order.
 func (r *costRun) run() (string, error) {
 	p, ctx, label := r.p, r.ctx, r.label
 	if err := p.Pool().Activate(ctx, label); err != nil {
 		return "activate", err
 	}
+	defer r.ordered()
+	start, step, err := r.stoppedAndCold()
+	if err != nil {
+		return step, err
+	}
 	p.Settle(ctx)
 	awake, end, err := p.hold(ctx, label, record.StateAwake, r.m, true)
 	r.awake = awake
 	r.c.States = append(r.c.States, awake)
+	r.c.Transitions = append(r.c.Transitions, start.transition(awake.PowerW))
 	if err != nil {
 		return "hold awake", err
 	}
-	for _, level := range []int{1, 2} {
-		if end, err = r.sleepWake(level, end); err != nil {
-			return fmt.Sprintf("level %d", level), err
-		}
+	if end, err = r.sleepWake(2, end); err != nil {
+		return "level 2", err
 	}
 	if end, err = r.kvReleased(end); err != nil {
 		return "KV released", err
 	}
-	return r.stoppedAndCold(end)
+	if _, err = r.sleepWake(1, end); err != nil {
+		return "level 1", err
+	}
+	return "", nil
+}
+
+// rank is a state's or transition's place in the record's order.
+func rank(name string) int {
+	for _, order := range [][]string{
+		{record.StateAwake, record.StateL1, record.StateL2, record.StateKVReleased, record.StateStopped},
+		{record.OpSleepL1, record.OpWakeL1, record.OpSleepL2, record.OpWakeL2, record.OpStart},
+	} {
+		if i := slices.Index(order, name); i >= 0 {
+			return i
+		}
+	}
+	return math.MaxInt
+}
+
+// ordered puts the states and transitions measured in the record's order.
+func (r *costRun) ordered() {
+	slices.SortStableFunc(r.c.States, func(a, b record.StateCost) int { return cmp.Compare(rank(a.State), rank(b.State)) })
+	slices.SortStableFunc(r.c.Transitions, func(a, b record.Transition) int { return cmp.Compare(rank(a.Op), rank(b.Op)) })
 }
 
 // sleepWake puts the awake model to sleep at level (at level 1 with its
@@ -339,38 +373,51 @@ func (r *costRun) kvReleased(prev energy.Reading) (energy.Reading, error) {
 	return r.m.Now(ctx)
 }
 
+// coldStart is a cold start measured, its energy not yet computed: it
+// needs the awake power after it (the closing reading's overhang).
+type coldStart struct {
+	a, b           energy.Reading // before the spawn, after the first token
+	spawned, first time.Time
+	stoppedW       float64
+}
+
+// transition is the start's record, awakeW the power after it.
+func (s coldStart) transition(awakeW float64) record.Transition {
+	return record.Transition{Op: record.OpStart, S: s.first.Sub(s.spawned).Seconds(),
+		J: energy.TransitionJ(s.a, s.b, s.spawned, s.first, s.stoppedW, awakeW)}
+}
+
 // stoppedAndCold stops the server, holds the GPU without it, then starts
-// it cold (spawn → first token) and leaves it awake.
-func (r *costRun) stoppedAndCold(prev energy.Reading) (string, error) {
+// it cold (spawn → first token) and leaves it awake: a process that never
+// slept.
+func (r *costRun) stoppedAndCold() (coldStart, string, error) {
 	p, ctx, label := r.p, r.ctx, r.label
 	if err := p.Pool().Stop(label); err != nil {
-		return "stop", err
+		return coldStart{}, "stop", err
 	}
 	p.Settle(ctx)
 	stopped, end, err := p.hold(ctx, label, record.StateStopped, r.m, false)
 	r.c.States = append(r.c.States, stopped)
 	if err != nil {
-		return "hold stopped", err
+		return coldStart{}, "hold stopped", err
 	}
 	if _, err := p.Pool().Start(ctx, label); err != nil {
-		return "cold start", err
+		return coldStart{}, "cold start", err
 	}
 	spawned := p.Pool().Procs().Spawned(label)
 	s, err := p.firstTokenOnly(ctx, label)
 	if err != nil {
-		return "cold start's first token", err
+		return coldStart{}, "cold start's first token", err
 	}
 	e1, err := r.m.Now(ctx)
 	if err != nil {
-		return "cold start", err
+		return coldStart{}, "cold start", err
 	}
-	first := s.Tokens[0]
-	r.c.Transitions = append(r.c.Transitions, record.Transition{Op: record.OpStart, S: first.Sub(spawned).Seconds(),
-		J: energy.TransitionJ(end, e1, spawned, first, stopped.PowerW, r.awake.PowerW)})
+	cs := coldStart{a: end, b: e1, spawned: spawned, first: s.Tokens[0], stoppedW: stopped.PowerW}
 	if err := p.Pool().Started(ctx, label); err != nil { // outside the interval, as a restart's
-		return "after the cold start", err
+		return cs, "after the cold start", err
 	}
-	return "", nil
+	return cs, "", nil
 }
 
 // capModel is c as package capacity takes it: GPU memory summed over the
@@ -398,6 +445,9 @@ func capModel(label string, c record.Cost) capacity.Model {
 		ColdStartJ: math.NaN(), ColdStartS: math.NaN()}
 	if !math.IsNaN(c.SleepPeakHostGiB) { // unknown: the state's own figure (capacity.State)
 		m.L1.SleepPeakHostGiB = m.Awake.HostGiB + c.SleepPeakHostGiB
+	}
+	if !math.IsNaN(c.WakeReturnedHostGiB) && !math.IsNaN(m.L1.HostGiB) { // what the level-1 wake kept
+		m.L1.WokenHostGiB = m.L1.HostGiB - c.WakeReturnedHostGiB
 	}
 	for _, lv := range []struct {
 		st *capacity.State

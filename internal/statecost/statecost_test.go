@@ -296,3 +296,41 @@ func TestStateCostWakeHoldsNoVerificationRead(t *testing.T) {
 	}
 	assert.Equal(t, 2, woke)
 }
+
+// TestLevel2HostHoldsNoLevel1Backup: vLLM keeps a level-1 sleep's pinned
+// weight copy for the process's life (PR #58066); vllmsim allocates it
+// for real (tiny-a's 0.5 GiB of weights × sim.host_scale 0.5 = 0.25
+// GiB). A model that slept at level 1 before the phase (as in a whole
+// run) is measured awake, at level 2 and KV released in a fresh process
+// (the phase's cold start comes first): none of those host figures holds
+// the backup (each within 0.1 GiB of awake), while level 1's does (at
+// least 0.2 GiB more than awake), so level 2's host advantage shows.
+func TestLevel2HostHoldsNoLevel1Backup(t *testing.T) {
+	_, _, p := simtest.Env(t, nil, func(c *config.Config) {
+		c.Protocol.CostDwellS = 0.2
+		c.Sim.HostScale = 0.5
+	})
+	ctx := t.Context()
+	require.NoError(t, p.Pool().Activate(ctx, "A"))
+	_, err := p.Pool().Sleep(ctx, "A", 1)
+	require.NoError(t, err)
+	_, err = p.Pool().Wake(ctx, "A")
+	require.NoError(t, err)
+	cOut, err := statecost.Phase{Env: p}.Run(ctx, "A", t.Logf)
+	require.NoError(t, err)
+	c := cOut.Value
+	awake, _ := c.State(record.StateAwake)
+	l1, _ := c.State(record.StateL1)
+	l2, _ := c.State(record.StateL2)
+	assert.GreaterOrEqual(t, l1.HostGiB-awake.HostGiB, 0.2, "level 1 holds the 0.25 GiB backup")
+	assert.Less(t, l2.HostGiB-awake.HostGiB, 0.1, "level 2 holds none")
+	assert.Less(t, awake.HostGiB, l1.HostGiB-0.2, "awake is a process that never slept at level 1")
+	if kv, ok := c.State(record.StateKVReleased); ok && kv.Skipped == "" {
+		assert.Less(t, kv.HostGiB-awake.HostGiB, 0.1, "KV released holds none")
+	}
+	var states []string
+	for _, s := range c.States {
+		states = append(states, s.State)
+	}
+	assert.Equal(t, []string{record.StateAwake, record.StateL1, record.StateL2, record.StateKVReleased, record.StateStopped}, states, "the record's order")
+}
