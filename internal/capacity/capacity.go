@@ -239,8 +239,10 @@ func reach(big Model, others []Model, l Level, set uint32) (gpu, host float64) {
 	for _, m := range kept {
 		st := m.At(l)
 		gpu = max(gpu, asleepGPU-st.GPUGiB+m.Awake.GPUGiB)
-		host = max(host, asleepHost-st.HostGiB+max(m.Awake.HostGiB, st.WokenHostGiB)) // switched to: woken from l
-		if len(kept) > 1 {                                                            // a switch: m's sleep call, then all asleep until the next wakes
+		// m switched to: woken from l.
+		host = max(host, asleepHost-st.HostGiB+max(m.Awake.HostGiB, st.WokenHostGiB))
+		// A switch: m's sleep call, then all asleep until the next wakes.
+		if len(kept) > 1 {
 			host = max(host, asleepHost+peak(st))
 		}
 	}
