@@ -231,22 +231,33 @@ func reach(big Model, others []Model, l Level, set uint32) (gpu, host float64) {
 			kept = append(kept, m)
 		}
 	}
+	// An unknown figure (NaN: a state not measured) counts 0 here, as the
+	// largest's asleep states did before they were counted at all; need
+	// carries the others' unknowns.
 	var asleepGPU, asleepHost float64
 	for _, m := range kept {
-		asleepGPU += m.At(l).GPUGiB
-		asleepHost += m.At(l).HostGiB
+		asleepGPU += known(m.At(l).GPUGiB)
+		asleepHost += known(m.At(l).HostGiB)
 	}
 	for _, m := range kept {
 		st := m.At(l)
-		gpu = max(gpu, asleepGPU-st.GPUGiB+m.Awake.GPUGiB)
+		gpu = max(gpu, asleepGPU-known(st.GPUGiB)+known(m.Awake.GPUGiB))
 		// m switched to: woken from l.
-		host = max(host, asleepHost-st.HostGiB+max(m.Awake.HostGiB, st.WokenHostGiB))
+		host = max(host, asleepHost-known(st.HostGiB)+max(known(m.Awake.HostGiB), known(st.WokenHostGiB)))
 		// A switch: m's sleep call, then all asleep until the next wakes.
 		if len(kept) > 1 {
-			host = max(host, asleepHost+peak(st))
+			host = max(host, asleepHost+known(peak(st)))
 		}
 	}
 	return gpu, host
+}
+
+// known is x, or 0 for an unknown (NaN) figure.
+func known(x float64) float64 {
+	if math.IsNaN(x) {
+		return 0
+	}
+	return x
 }
 
 // left is what stays free of each resource in the fullest state a set

@@ -200,8 +200,8 @@ func TestBreakEven(t *testing.T) {
 // 43 + 3 = 46. So none fits at level 1. At
 // level 2 (X asleep holds 2 GiB of host; the Ys 1) every state fits: the
 // fullest host state is X awake with both asleep, 5 + 1 + 1 = 7 (38 left),
-// the fullest GPU state Y1 awake, 1 + 8 + 1 = 10 of 80 beside X's 40 awake
-// (40 − 2 = 38 left beside X awake, 70 in Y1's state).
+// and the fullest GPU state X awake too, 40 + 1 + 1 = 42 of 80 (38 left;
+// Y1 awake beside them asleep needs 1 + 8 + 1 = 10).
 func TestFitHoldsInEveryStateTheSwitchingReaches(t *testing.T) {
 	x := Model{Label: "X", Awake: State{GPUGiB: 40, HostGiB: 5}, L1: State{GPUGiB: 1, HostGiB: 43, WakeS: 4}, L2: State{GPUGiB: 1, HostGiB: 2, WakeS: 9}}
 	y := func(label string) Model {

@@ -106,17 +106,11 @@ func (f *Pool) asleepStep(ctx context.Context, label, op string, slept []string,
 	return sent, d, nil
 }
 
-// ResumeAt is ResumeThen with nothing to run before the verification.
+// ResumeAt is POST /resume on label's server after PauseAt: the
+// scheduler runs again (vLLM's RLHF router, docs/vllm-api.md §5). It is
+// confirmed after its answer (wakeThen): /is_paused and /is_sleeping must
+// be false. Only a pause with nothing else asleep can be resumed so.
 func (f *Pool) ResumeAt(ctx context.Context, label string) (sent time.Time, d time.Duration, err error) {
-	return f.ResumeThen(ctx, label, nil)
-}
-
-// ResumeThen is POST /resume on label's server after PauseAt: the
-// scheduler runs again (vLLM's RLHF router, docs/vllm-api.md §5). then
-// runs after its answer, and only then is it confirmed (wakeThen):
-// /is_paused and /is_sleeping must be false. Only a pause with nothing
-// else asleep can be resumed so.
-func (f *Pool) ResumeThen(ctx context.Context, label string, then func(context.Context)) (sent time.Time, d time.Duration, err error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return sent, 0, err
@@ -128,7 +122,9 @@ func (f *Pool) ResumeThen(ctx context.Context, label string, then func(context.C
 		return sent, 0, fmt.Errorf("resume %s: only a paused scheduler resumes; asleep: %v", label, slept)
 	}
 	return f.wakeThen(ctx, m, "resume "+label, "resume",
-		func(ctx context.Context, c *vllm.Client) (string, error) { return "resume", c.Resume(ctx) },
+		func(ctx context.Context, c *vllm.Client) (string, func(context.Context) error, error) {
+			return "resume", nil, c.Resume(ctx)
+		},
 		func(ctx context.Context, c *vllm.Client) (string, error) {
 			if paused, err := c.IsPaused(ctx); err != nil || paused {
 				return "is_paused", cmp.Or(err, errors.New("resume answered 200 but /is_paused is still true"))
@@ -137,7 +133,7 @@ func (f *Pool) ResumeThen(ctx context.Context, label string, then func(context.C
 				return "is_sleeping", cmp.Or(err, errors.New("resume answered 200 but /is_sleeping is still true"))
 			}
 			return "", nil
-		}, then)
+		}, nil)
 }
 
 // WakeKVCacheAt is WakeKVCacheThen with nothing to run before the
@@ -161,12 +157,12 @@ func (f *Pool) WakeKVCacheThen(ctx context.Context, label string, then func(cont
 	slept := m.slept
 	f.s.mu.Unlock()
 	return f.wakeThen(ctx, m, "wake "+label+" kv_cache", "wake kv_cache",
-		func(ctx context.Context, c *vllm.Client) (string, error) {
+		func(ctx context.Context, c *vllm.Client) (string, func(context.Context) error, error) {
 			a, err := c.WakeUpAnswer(ctx, "kv_cache")
 			if err != nil {
-				return "wake_up?tags=kv_cache", err
+				return "wake_up?tags=kv_cache", nil, err
 			}
-			return "wake_up?tags=kv_cache", wakeVerdict(ctx, a, f.metricsOf(label), slept)
+			return "wake_up?tags=kv_cache", func(ctx context.Context) error { return wakeVerdict(ctx, a, f.metricsOf(label), slept) }, nil
 		},
 		func(ctx context.Context, c *vllm.Client) (string, error) {
 			return confirmAwake(ctx, c, f.metricsOf(label))

@@ -111,16 +111,16 @@ func (f *Pool) WakeThen(ctx context.Context, label string, then func(context.Con
 	level, slept := m.level, m.slept
 	f.s.mu.Unlock()
 	return f.wakeThen(ctx, m, fmt.Sprintf("wake %s from level %d", label, level), "wake",
-		func(ctx context.Context, c *vllm.Client) (string, error) {
+		func(ctx context.Context, c *vllm.Client) (string, func(context.Context) error, error) {
 			a, failed, err := c.WakeSequence(ctx, level)
 			if err != nil {
-				return failed, err
+				return failed, nil, err
 			}
 			step := "wake_up"
 			if level == 2 {
 				step = "wake_up?tags=kv_cache"
 			}
-			return step, wakeVerdict(ctx, a, f.metricsOf(label), slept)
+			return step, func(ctx context.Context) error { return wakeVerdict(ctx, a, f.metricsOf(label), slept) }, nil
 		},
 		func(ctx context.Context, c *vllm.Client) (string, error) {
 			return confirmAwake(ctx, c, f.metricsOf(label))
@@ -128,33 +128,47 @@ func (f *Pool) WakeThen(ctx context.Context, label string, then func(context.Con
 }
 
 // wakeThen is every call that wakes label's server (m): a wake, a KV
-// wake, a resume. answer sends it under timeouts.wake_s and judges its
-// answer from the answer alone (the step it names is the error's); the
-// interval sent → answered is d. The pool then counts the model awake
-// (requests reach it again) and runs then (nil: nothing), and only after
-// then makes the harness's verification reads: confirm (under
-// timeouts.wake_s again; it names its step) and, for a wake, the sleep
-// metrics' checkEngine. So a caller timing "wake → first token" in then
-// times no read the harness makes for itself (docs/metrics.md). A failed
-// verification puts the model back as it was and is the error, before
-// anything then met: it explains a probe that failed. The timeline gets
-// kind's event at sent once the wake is verified.
+// wake, a resume. answer sends it under timeouts.wake_s (the interval
+// sent → answered is d) and returns the step it names in an error and
+// verdict (nil: none), its answer's judgement from the answer alone
+// (a read only where the answer says it failed). The pool then counts
+// the model awake (requests reach it again) and runs then (nil: nothing),
+// and only after then makes the harness's verification reads: confirm
+// (under timeouts.wake_s again; it names its step) and, for a wake, the
+// sleep metrics' checkEngine. So a caller timing "wake → first token" in
+// then times no read the harness makes for itself (docs/metrics.md); the
+// price is that then's probe may reach a server whose wake a read would
+// have refuted (an answer without a body, a partial wake): it then waits
+// or fails, and the verification's error, which explains it, is returned
+// before anything then met. A failed verification puts the model back as
+// it was. The timeline gets kind's event at sent once the wake is
+// verified.
 func (f *Pool) wakeThen(ctx context.Context, m *model, name, kind string,
-	answer, confirm func(context.Context, *vllm.Client) (step string, err error),
+	answer func(context.Context, *vllm.Client) (step string, verdict func(context.Context) error, err error),
+	confirm func(context.Context, *vllm.Client) (step string, err error),
 	then func(context.Context)) (sent time.Time, d time.Duration, err error) {
 	label := m.cfg.Label
 	f.s.mu.Lock()
 	srv, asleep, level, slept := m.srv, m.asleep, m.level, m.slept // the server this wake is for
 	f.s.mu.Unlock()
+	failed := func(step string, err error) error {
+		if step != "" {
+			step += ": "
+		}
+		return fmt.Errorf("%s: %s%w%s", name, step, err, f.unknownAfter(ctx, label, "wake"))
+	}
 	step := ""
 	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.WakeS), func(ctx context.Context, c *vllm.Client) error {
 		sent = time.Now()
-		s, err := answer(ctx, c)
+		s, verdict, err := answer(ctx, c)
 		d, step = time.Since(sent), s
-		return err
+		if err != nil || verdict == nil {
+			return err
+		}
+		return verdict(ctx)
 	})
 	if err != nil {
-		return sent, d, fmt.Errorf("%s: %s: %w%s", name, step, err, f.unknownAfter(ctx, label, "wake"))
+		return sent, d, failed(step, err)
 	}
 	if err := f.setAwake(m, srv); err != nil {
 		return sent, d, fmt.Errorf("%s: %w", name, err)
@@ -162,6 +176,7 @@ func (f *Pool) wakeThen(ctx context.Context, m *model, name, kind string,
 	if then != nil {
 		then(ctx)
 	}
+	step = ""
 	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.WakeS), func(ctx context.Context, c *vllm.Client) error {
 		s, err := confirm(ctx, c)
 		step = s
@@ -174,7 +189,7 @@ func (f *Pool) wakeThen(ctx context.Context, m *model, name, kind string,
 			f.s.changes++
 		}
 		f.s.mu.Unlock()
-		return sent, d, fmt.Errorf("%s: %s: %w%s", name, step, err, f.unknownAfter(ctx, label, "wake"))
+		return sent, d, failed(step, err)
 	}
 	f.obs.event(record.Event{Time: sent, Label: label, Kind: kind})
 	if kind != "resume" {

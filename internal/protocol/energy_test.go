@@ -82,9 +82,9 @@ func energyFollowsTheInterval(t *testing.T, run string, xs []interval, slack flo
 	for i, x := range xs {
 		assert.GreaterOrEqual(t, x.j, testW*x.s-testW*0.005, "%s %d: J = W × (/sleep sent → first token) at least", run, i+1)
 		assert.Less(t, x.j, testW*(x.s+slack+eDelay.Seconds()/2), "%s %d: no more than the interval and its quick reads", run, i+1)
-		if slowWake {
+		if slowWake { // in the interval, so in J by the floor above
 			assert.GreaterOrEqual(t, x.wake, 0.3, "%s %d: the wake took its delay", run, i+1)
-			assert.GreaterOrEqual(t, x.j, testW*x.wake, "%s %d: a wake 300 ms slower: its time at %g W is in it", run, i+1, testW)
+			assert.GreaterOrEqual(t, x.s, x.wake, "%s %d: the wake inside the interval", run, i+1)
 		}
 	}
 }

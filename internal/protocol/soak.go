@@ -143,7 +143,7 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 		p.settleFrom(ctx, ms.Sent.Add(ms.Took))
 		free, need, err = p.pool.Memory().Headroom(ctx, to)
 	}
-	held := time.Since(h0) + ms.Held // and device-delta's read of the device asleep
+	held := time.Since(h0) + ms.Held // and the sleep's confirmation and device-delta's read
 	if err != nil {
 		return fail(to, "read GPU memory before the wake", err)
 	}

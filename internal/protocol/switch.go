@@ -100,7 +100,7 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 	}
 	ho.ToFirstTokenS = s.Tokens[0].Sub(t0).Seconds()
 	if ms != nil {
-		ho.ToFirstTokenS -= ms.Held.Seconds() // device-delta's read of the device asleep
+		ho.ToFirstTokenS -= ms.Held.Seconds() // the sleep's confirmation and device-delta's read
 	}
 	released := math.NaN()
 	if ms != nil {

@@ -191,6 +191,10 @@ func skipped(why string) string {
 // the states and transitions in their usual order.
 func (r *costRun) run() (string, error) {
 	p, ctx, label := r.p, r.ctx, r.label
+	// Running, the others asleep, as in every state after. A model the
+	// run has not started yet (the phase run alone) is started here only
+	// to be stopped: on the simulator no device exists to read before a
+	// server starts; on real vLLM that is one start more.
 	if err := p.Pool().Activate(ctx, label); err != nil {
 		return "activate", err
 	}
