@@ -156,7 +156,8 @@ func (f *Pool) WakeKVCacheThen(ctx context.Context, label string, then func(cont
 	f.s.mu.Lock()
 	slept := m.slept
 	f.s.mu.Unlock()
-	return f.wakeThen(ctx, m, "wake "+label+" kv_cache", "wake kv_cache",
+	name := "wake " + label + " kv_cache"
+	sent, d, err = f.wakeThen(ctx, m, name, "wake kv_cache",
 		func(ctx context.Context, c *vllm.Client) (string, func(context.Context) error, error) {
 			a, err := c.WakeUpAnswer(ctx, "kv_cache")
 			if err != nil {
@@ -167,4 +168,5 @@ func (f *Pool) WakeKVCacheThen(ctx context.Context, label string, then func(cont
 		func(ctx context.Context, c *vllm.Client) (string, error) {
 			return confirmAwake(ctx, c, f.metricsOf(label))
 		}, then)
+	return sent, d, f.engineAfterWake(ctx, label, name, err)
 }

@@ -110,7 +110,8 @@ func (f *Pool) WakeThen(ctx context.Context, label string, then func(context.Con
 	f.s.mu.Lock()
 	level, slept := m.level, m.slept
 	f.s.mu.Unlock()
-	return f.wakeThen(ctx, m, fmt.Sprintf("wake %s from level %d", label, level), "wake",
+	name := fmt.Sprintf("wake %s from level %d", label, level)
+	sent, d, err = f.wakeThen(ctx, m, name, "wake",
 		func(ctx context.Context, c *vllm.Client) (string, func(context.Context) error, error) {
 			a, failed, err := c.WakeSequence(ctx, level)
 			if err != nil {
@@ -125,6 +126,7 @@ func (f *Pool) WakeThen(ctx context.Context, label string, then func(context.Con
 		func(ctx context.Context, c *vllm.Client) (string, error) {
 			return confirmAwake(ctx, c, f.metricsOf(label))
 		}, then)
+	return sent, d, f.engineAfterWake(ctx, label, name, err)
 }
 
 // wakeThen is every call that wakes label's server (m): a wake, a KV
@@ -134,9 +136,10 @@ func (f *Pool) WakeThen(ctx context.Context, label string, then func(context.Con
 // (a read only where the answer says it failed). The pool then counts
 // the model awake (requests reach it again) and runs then (nil: nothing),
 // and only after then makes the harness's verification reads: confirm
-// (under timeouts.wake_s again; it names its step) and, for a wake, the
-// sleep metrics' checkEngine. So a caller timing "wake → first token" in
-// then times no read the harness makes for itself (docs/metrics.md); the
+// (under timeouts.wake_s again; it names its step) and, for a wake, its
+// caller's sleep-metrics check (engineAfterWake). So a caller timing
+// "wake → first token" in then times no read the harness makes for
+// itself (docs/metrics.md); the
 // price is that then's probe may reach a server whose wake a read would
 // have refuted (an answer without a body, a partial wake): it then waits
 // or fails, and the verification's error, which explains it, is returned
@@ -192,12 +195,20 @@ func (f *Pool) wakeThen(ctx context.Context, m *model, name, kind string,
 		return sent, d, failed(step, err)
 	}
 	f.obs.event(record.Event{Time: sent, Label: label, Kind: kind})
-	if kind != "resume" {
-		if err := f.verifyEngine(ctx, label, "wake"); err != nil {
-			return sent, d, fmt.Errorf("%s: %w", name, err)
-		}
-	}
 	return sent, d, nil
+}
+
+// engineAfterWake is, after a wake named name that err did not fail, the
+// sleep metrics' check (checkEngine: an unknown resource, a hung
+// operation); a resume has none.
+func (f *Pool) engineAfterWake(ctx context.Context, label, name string, err error) error {
+	if err != nil {
+		return err
+	}
+	if err := f.verifyEngine(ctx, label, "wake"); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
 }
 
 // askAsleep sends call (a request that puts m's server to sleep, or
