@@ -184,26 +184,6 @@ func (p *pauser) pauseCycle(ctx context.Context, label string) (record.Cycle, st
 	return c, "", nil
 }
 
-// wakeToFirstToken wakes label with wake (pool.WakeThen or
-// WakeKVCacheThen), sending the probe at the wake's answer, before the
-// harness's verification reads, and sets the cycle's wake → first token.
-// It returns when the wake was sent, its answer's time and, on error,
-// the step that failed.
-func (p *pauser) wakeToFirstToken(ctx context.Context, c *record.Cycle, label string,
-	wake func(context.Context, string, func(context.Context)) (time.Time, time.Duration, error)) (tw time.Time, wd time.Duration, step string, err error) {
-	var s *vllm.Stream
-	var perr error
-	tw, wd, err = wake(ctx, label, func(ctx context.Context) { s, perr = p.pool.Probe(ctx, label) })
-	if err != nil {
-		return tw, wd, "wake", err
-	}
-	if perr != nil {
-		return tw, wd, "first token after wake", perr
-	}
-	c.ToFirstTokenS = s.Tokens[0].Sub(tw).Seconds()
-	return tw, wd, "", nil
-}
-
 // newCycle is a cycle at level with every optional figure unknown.
 func newCycle(level int) record.Cycle {
 	return record.Cycle{Level: level, ResidualGiB: math.NaN(), FreedGiB: math.NaN(), ReleaseS: math.NaN(), HeldS: math.NaN(), HeldPastWakeS: math.NaN()}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/pool"
@@ -119,23 +120,35 @@ func (p *Env) cycle(ctx context.Context, label string, level int) (record.Cycle,
 	if err != nil {
 		return c, "sleep", err
 	}
-	// The probe goes out at the wake's answer; the harness's verification
-	// of the wake (/is_sleeping, the sleep metrics) follows the first token.
-	var s *vllm.Stream
-	var perr error
-	tw, wd, err := p.pool.WakeThen(ctx, label, func(ctx context.Context) { s, perr = p.pool.Probe(ctx, label) })
+	_, wd, step, err := p.wakeToFirstToken(ctx, &c, label, p.pool.WakeThen)
 	c.WakeAPIS = wd.Seconds()
 	if err != nil {
-		return c, "wake", err
+		return c, step, err
 	}
-	if perr != nil {
-		return c, "first token after wake", perr
-	}
-	c.ToFirstTokenS = s.Tokens[0].Sub(tw).Seconds()
 	c.Engine = p.engine(ctx, mark, mark, true, c.SleepS, c.WakeAPIS, ms.ReleasedGiB)
 	if err := p.verify(ctx, phase, label, stage); err != nil {
 		return c, "correctness replay", err
 	}
 	c.OK = true
 	return c, "", nil
+}
+
+// wakeToFirstToken wakes label with wake (pool.WakeThen or
+// WakeKVCacheThen), sending the probe at the wake's answer, before the
+// harness's verification reads, and sets the cycle's wake → first token.
+// It returns when the wake was sent, its answer's time and, on error,
+// the step that failed.
+func (p *Env) wakeToFirstToken(ctx context.Context, c *record.Cycle, label string,
+	wake func(context.Context, string, func(context.Context)) (time.Time, time.Duration, error)) (tw time.Time, wd time.Duration, step string, err error) {
+	var s *vllm.Stream
+	var perr error
+	tw, wd, err = wake(ctx, label, func(ctx context.Context) { s, perr = p.pool.Probe(ctx, label) })
+	if err != nil {
+		return tw, wd, "wake", err
+	}
+	if perr != nil {
+		return tw, wd, "first token after wake", perr
+	}
+	c.ToFirstTokenS = s.Tokens[0].Sub(tw).Seconds()
+	return tw, wd, "", nil
 }
