@@ -186,14 +186,6 @@ func TestPauseFiguresMeanWhatTheySay(t *testing.T) {
 	}
 }
 
-// readsLate answers every read-only endpoint the harness verifies with
-// (/is_sleeping, /is_paused, /metrics, /version) d seconds late, as a
-// busy API server or a proxy would: the server's own operations are as
-// fast as ever.
-func readsLate(d float64) string {
-	return fmt.Sprintf("delay=/is_sleeping:%g,delay=/is_paused:%g,delay=/metrics:%g,delay=/version:%g", d, d, d, d)
-}
-
 // TestWakeToFirstTokenHoldsNoVerificationRead: wake → first token runs
 // from the wake request sent to the probe's first token, and the
 // harness's verification of the wake (/is_sleeping, the sleep metrics)
@@ -210,7 +202,7 @@ func TestWakeToFirstTokenHoldsNoVerificationRead(t *testing.T) {
 	env := func(t *testing.T, mod func(*config.Config)) *protocol.Env {
 		_, _, p := simtest.Env(t, same, func(cfg *config.Config) {
 			for i := range cfg.Models {
-				cfg.Models[i].SimFaults = readsLate(late)
+				cfg.Models[i].SimFaults = simtest.ReadsLate(late)
 			}
 			cfg.Protocol.SleepL1Cycles, cfg.Protocol.SleepL2Cycles = 1, 1
 			cfg.Protocol.SleepL0Cycles, cfg.Protocol.KVReleaseCycles = 1, 1
@@ -261,7 +253,7 @@ func TestWakeToFirstTokenHoldsNoVerificationRead(t *testing.T) {
 	})
 	t.Run("soak", func(t *testing.T) {
 		t.Parallel()
-		rl := readsLate(late)
+		rl := simtest.ReadsLate(late)
 		_, _, p := simtest.Env(t, same, three(2, map[string]string{"A": rl, "B": rl, "C": rl}))
 		o, err := protocol.Soak{Env: p}.Run(t.Context(), t.Logf)
 		require.NoError(t, err)

@@ -6,6 +6,7 @@ package simtest
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -162,3 +163,12 @@ func (c ConstPower) Energy(context.Context) ([]float64, error) {
 func NoEnergy(src gpu.Source) gpu.Source { return plain{src} }
 
 type plain struct{ gpu.Source }
+
+// ReadsLate is a server's sim_faults answering every read-only endpoint
+// the harness verifies with (/is_sleeping, /is_paused, /metrics,
+// /version) seconds late, as a busy API server or a proxy would: the
+// server's own operations are as fast as ever.
+func ReadsLate(seconds float64) string {
+	d := seconds
+	return fmt.Sprintf("delay=/is_sleeping:%g,delay=/is_paused:%g,delay=/metrics:%g,delay=/version:%g", d, d, d, d)
+}

@@ -282,7 +282,7 @@ func TestStateCostWakeHoldsNoVerificationRead(t *testing.T) {
 	const late = 0.6
 	_, _, p := simtest.Env(t, nil, func(c *config.Config) {
 		c.Protocol.CostDwellS = 0.2
-		c.Models[0].SimFaults = fmt.Sprintf("delay=/is_sleeping:%g,delay=/metrics:%g,delay=/version:%g", late, late, late)
+		c.Models[0].SimFaults = simtest.ReadsLate(late)
 	})
 	cOut, err := statecost.Phase{Env: p}.Run(t.Context(), "A", t.Logf)
 	require.NoError(t, err)
