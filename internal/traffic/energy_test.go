@@ -16,9 +16,8 @@ import (
 	"github.com/wakebench/wakebench/internal/simtest"
 )
 
-// runSpan is a run's first planned arrival → last request done.
-func runSpan(tr record.Traffic, run string) float64 {
-	var first, last time.Time
+// runWindow is a run's first planned arrival and its last request done.
+func runWindow(tr record.Traffic, run string) (first, last time.Time) {
 	for _, r := range tr.Requests {
 		if r.Run != run {
 			continue
@@ -30,6 +29,12 @@ func runSpan(tr record.Traffic, run string) float64 {
 			last = r.Done
 		}
 	}
+	return first, last
+}
+
+// runSpan is a run's first planned arrival → last request done, in seconds.
+func runSpan(tr record.Traffic, run string) float64 {
+	first, last := runWindow(tr, run)
 	return last.Sub(first).Seconds()
 }
 
@@ -93,9 +98,9 @@ func TestTrafficEnergy(t *testing.T) {
 	// The ideal run (each model on a GPU of its own, both awake) wakes
 	// nothing: no switch of the router falls inside its span.
 	for _, tr := range []record.Traffic{plain, slowWake} {
-		ideal := idealWindow(tr)
+		start, end := runWindow(tr, record.RunIdeal)
 		for _, sw := range tr.Switches {
-			assert.False(t, sw.Start.Before(ideal.end) && sw.End.After(ideal.start), "%s→%s inside the ideal run", sw.From, sw.To)
+			assert.False(t, sw.Start.Before(end) && sw.End.After(start), "%s→%s inside the ideal run", sw.From, sw.To)
 		}
 	}
 
@@ -103,24 +108,4 @@ func TestTrafficEnergy(t *testing.T) {
 	assert.True(t, math.IsNaN(none.SharedJ))
 	assert.True(t, math.IsNaN(none.IdealJ))
 	assert.Contains(t, none.EnergyNote, gpu.ErrNoEnergy.Error())
-}
-
-// window is a run's span: its first planned arrival → its last request done.
-type window struct{ start, end time.Time }
-
-// idealWindow is the ideal run's span in tr.
-func idealWindow(tr record.Traffic) window {
-	var w window
-	for _, r := range tr.Requests {
-		if r.Run != record.RunIdeal {
-			continue
-		}
-		if w.start.IsZero() || r.Planned.Before(w.start) {
-			w.start = r.Planned
-		}
-		if r.Done.After(w.end) {
-			w.end = r.Done
-		}
-	}
-	return w
 }
