@@ -22,6 +22,14 @@ const (
 	OpStart   = "start" // a cold start: spawn → first token
 )
 
+// States is the states in their order (report.json, summary.md, the record).
+func States() []string {
+	return []string{StateAwake, StateL1, StateL2, StateKVReleased, StateStopped}
+}
+
+// Ops is the transitions in their order.
+func Ops() []string { return []string{OpSleepL1, OpWakeL1, OpSleepL2, OpWakeL2, OpStart} }
+
 // StateCost is one state of a model held for the dwell. A figure not
 // measured is NaN (nil per GPU), with Note saying why.
 type StateCost struct {

@@ -184,7 +184,7 @@ func writeCosts(b *strings.Builder, rep Report, labels []string) {
 		}
 		fmt.Fprintf(b, "\n## State costs of %s (held %g s each)%s\n\n", l, c.DwellS, sim)
 		b.WriteString("| state | GPU GiB | host GiB (locked / pinned) | W |\n|---|---|---|---|\n")
-		for _, st := range []string{record.StateAwake, record.StateL1, record.StateL2, record.StateKVReleased, record.StateStopped} {
+		for _, st := range record.States() {
 			s, ok := c.States[st]
 			if !ok {
 				continue
@@ -200,7 +200,7 @@ func writeCosts(b *strings.Builder, rep Report, labels []string) {
 			fmt.Fprintf(b, "| %s | %s | %s (%s / %s) | %s |\n", st, orDash(strings.Join(g, " + ")), gib3(s.HostGiB), gib3(s.LockedGiB), gib3(s.PinnedGiB), f3(s.PowerW))
 		}
 		var tr []string
-		for _, op := range []string{record.OpSleepL1, record.OpWakeL1, record.OpSleepL2, record.OpWakeL2, record.OpStart} {
+		for _, op := range record.Ops() {
 			if t, ok := c.Transitions[op]; ok {
 				tr = append(tr, fmt.Sprintf("%s %.3g s / %s J", op, t.S, f3(t.J)))
 			}

@@ -225,10 +225,7 @@ func (r *costRun) run() (string, error) {
 
 // rank is a state's or transition's place in the record's order.
 func rank(name string) int {
-	for _, order := range [][]string{
-		{record.StateAwake, record.StateL1, record.StateL2, record.StateKVReleased, record.StateStopped},
-		{record.OpSleepL1, record.OpWakeL1, record.OpSleepL2, record.OpWakeL2, record.OpStart},
-	} {
+	for _, order := range [][]string{record.States(), record.Ops()} {
 		if i := slices.Index(order, name); i >= 0 {
 			return i
 		}
