@@ -50,7 +50,7 @@ type State struct {
 	WakeS float64
 	// WokenHostGiB is the tree's host memory awake again after a wake
 	// from this state (0: unknown, taken as Awake's): vLLM keeps a level-1
-	// sleep's pinned weight copy for the process's life (PR #58066) unless
+	// sleep's pinned weight copy for the process's life (pinned by cumem.py, cached by PyTorch's host allocator: pytorch/pytorch#275) unless
 	// VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY=1 frees it at the wake, so a
 	// model woken from level 1 may hold more than one never put to sleep.
 	WokenHostGiB float64

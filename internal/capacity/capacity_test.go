@@ -231,7 +231,7 @@ func TestFitHoldsInEveryStateTheSwitchingReaches(t *testing.T) {
 }
 
 // TestFitCountsWhatALevel1WakeKeeps: a model woken from level 1 keeps its
-// pinned copy (vLLM PR #58066) unless it is given back at the wake. By
+// pinned copy (pinned by cumem.py, cached by PyTorch's host allocator: pytorch/pytorch#275) unless it is given back at the wake. By
 // hand: X asleep at level 1 holds 13 GiB of host, Y asleep 10. All asleep
 // (between a sleep and a wake) is 23; Y woken beside X asleep is 13 +
 // Y's woken figure: 23 when it keeps 10, 25 when it keeps 12 (over a

@@ -75,7 +75,7 @@ func TestHostHeadroomBeforeLevel1Sleep(t *testing.T) {
 }
 
 // TestHostHeadroomCountsABackupOnce: vLLM keeps a server's pinned backup
-// from its first level-1 sleep on (PR #58066): a later level-1 sleep of
+// from its first level-1 sleep on (pinned by cumem.py, cached by PyTorch's host allocator: pytorch/pytorch#275): a later level-1 sleep of
 // the same server needs only the headroom free, though the backup now
 // counts as used; a new server process needs its backup again.
 func TestHostHeadroomCountsABackupOnce(t *testing.T) {

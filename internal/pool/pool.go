@@ -138,7 +138,7 @@ type model struct {
 	sleeps    int
 	// pinnedBy is the server that made its pinned host backup with a
 	// level-1 sleep and holds it still (vLLM keeps the buffer for the
-	// process's life, PR #58066, unless VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY
+	// process's life: pinned by cumem.py, cached by PyTorch's host allocator: pytorch/pytorch#275; unless VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY
 	// frees it after each wake); nil: none held.
 	pinnedBy *server.Server
 	// weight is the weight size its latest start logged (nil: none yet).

@@ -88,7 +88,7 @@ type Engine struct {
 }
 
 // FirstSleep is the first sleep of one server process: where vLLM
-// allocates its pinned host buffer (PR #58066), often far slower than
+// allocates its pinned host buffer (pinned by cumem.py, cached by PyTorch's host allocator: pytorch/pytorch#275), often far slower than
 // the steady state, and in this protocol often an unmeasured sleep that
 // makes room for another model.
 type FirstSleep struct {

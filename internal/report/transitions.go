@@ -16,7 +16,7 @@ import (
 // FirstCycle is the first cycle of a series (a level's cycles, a
 // direction's handoffs, a model's soak sleeps), kept apart from the steady
 // state: vLLM's first level-1 sleep of a process allocates its pinned host
-// buffer (PR #58066) and can take ten times the steady state.
+// buffer (pinned by cumem.py, cached by PyTorch's host allocator: pytorch/pytorch#275) and can take ten times the steady state.
 type FirstCycle struct {
 	SleepS        float64 `json:"sleep_s"`
 	WakeS         float64 `json:"wake_s"` // the wake API time (wake_api_s of a level)

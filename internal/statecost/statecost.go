@@ -186,7 +186,7 @@ func skipped(why string) string {
 // server is stopped and started cold first, so that awake, level 2 and
 // the KV release are measured in a process that never slept at level 1:
 // vLLM keeps a level-1 sleep's pinned weight copy for the process's life
-// (PR #58066), and a process that had slept at level 1 would count it in
+// (pinned by cumem.py, cached by PyTorch's host allocator: pytorch/pytorch#275), and a process that had slept at level 1 would count it in
 // every later state's host memory. Level 1 comes last. The record holds
 // the states and transitions in their usual order.
 func (r *costRun) run() (string, error) {

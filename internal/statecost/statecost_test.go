@@ -298,7 +298,7 @@ func TestStateCostWakeHoldsNoVerificationRead(t *testing.T) {
 }
 
 // TestLevel2HostHoldsNoLevel1Backup: vLLM keeps a level-1 sleep's pinned
-// weight copy for the process's life (PR #58066); vllmsim allocates it
+// weight copy for the process's life (pinned by cumem.py, cached by PyTorch's host allocator: pytorch/pytorch#275); vllmsim allocates it
 // for real (tiny-a's 0.5 GiB of weights × sim.host_scale 0.5 = 0.25
 // GiB). A model that slept at level 1 before the phase (as in a whole
 // run) is measured awake, at level 2 and KV released in a fresh process

@@ -100,7 +100,7 @@ func memlockLimit() string {
 
 // hostMemory is the server's host memory for level-1 sleeps: the pinned
 // backup of the weights, kept for the process's lifetime once the first
-// level-1 sleep allocated it (vLLM PR #58066), or freed after the weights
+// level-1 sleep allocated it (pinned by cumem.py, cached by PyTorch's host allocator: pytorch/pytorch#275), or freed after the weights
 // wake under VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY.
 type hostMemory struct {
 	scale float64 // VLLMSIM_HOST_SCALE

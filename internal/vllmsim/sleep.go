@@ -435,7 +435,7 @@ func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode s
 	s.mu.Lock()
 	if level == 1 && !s.pinned {
 		// The first level-1 sleep allocates the pinned host buffer the
-		// weights are copied to (vLLM PR #58066); later ones reuse it.
+		// weights are copied to (pinned by cumem.py, cached by PyTorch's host allocator: pytorch/pytorch#275); later ones reuse it.
 		cost += s.phys.PinAlloc()
 		s.pinned = true
 	}
