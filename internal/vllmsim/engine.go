@@ -2,6 +2,7 @@ package vllmsim
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,11 @@ type engine struct {
 	// slowdown multiplies every decode step's cost (1 by default; the
 	// slow-decode-after-wake fault raises it at the first wake).
 	slowdown float64
+
+	// extraPrefill and extraDecode are added to every prefill step and to
+	// every decode step after a sequence's first token (the slow=OP:S
+	// fault); set before run starts, read only by it.
+	extraPrefill, extraDecode time.Duration
 }
 
 func newEngine(p Physics, c clock, m *metrics) *engine {
@@ -197,6 +203,13 @@ func (e *engine) step(ctx context.Context) bool {
 		admit, e.waiting = e.waiting, nil
 	}
 	batch, slowdown := len(e.running), e.slowdown
+	// A decode step past some sequence's first token: the first token is
+	// the prefill's (vLLM samples it at the end of the prefill's forward
+	// pass), this simulator's one step later.
+	extra := time.Duration(0)
+	if slices.ContainsFunc(e.running, func(s *seq) bool { return s.emitted > 0 }) {
+		extra = e.extraDecode
+	}
 	e.mu.Unlock()
 
 	if len(admit) > 0 {
@@ -207,7 +220,7 @@ func (e *engine) step(ctx context.Context) bool {
 				tokens += s.emitted
 			}
 		}
-		if !e.wait(ctx, e.phys.Prefill(tokens)) {
+		if !e.wait(ctx, e.phys.Prefill(tokens), e.extraPrefill) {
 			return false
 		}
 		e.mu.Lock()
@@ -220,7 +233,7 @@ func (e *engine) step(ctx context.Context) bool {
 	if batch == 0 {
 		return true
 	}
-	if !e.wait(ctx, e.phys.DecodeStep(batch)*slowdown) {
+	if !e.wait(ctx, e.phys.DecodeStep(batch)*slowdown, extra) {
 		return false
 	}
 	now := time.Now()
@@ -264,11 +277,11 @@ func (e *engine) step(ctx context.Context) bool {
 // wait ends the current step seconds (modelled) after the previous step's
 // planned end (after now if the engine was idle), so timer overshoot does
 // not accumulate over a stream: a late step is followed by a shorter one.
-func (e *engine) wait(ctx context.Context, seconds float64) bool {
+func (e *engine) wait(ctx context.Context, seconds float64, extra time.Duration) bool {
 	if e.deadline.IsZero() {
 		e.deadline = time.Now()
 	}
-	e.deadline = e.deadline.Add(e.clock.dur(seconds))
+	e.deadline = e.deadline.Add(e.clock.dur(seconds) + extra)
 	return e.clock.sleepUntil(ctx, e.deadline)
 }
 

@@ -59,6 +59,17 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	                       are unchanged)
 //	slow-wake=F            every /wake_up takes F times its modelled time; nothing
 //	                       else changes (what the regression gate must catch alone)
+//	slow=OP:S              the server's own operation OP takes S seconds (not scaled)
+//	                       more, inside the engine's own timing of it (its "It took"
+//	                       line and sleep-mode metric): start (start-up, before the
+//	                       weights load), prefill (each prefill step), decode (each
+//	                       decode step after a sequence's first token: the first
+//	                       token is the prefill's), sleep (every level), wake (every
+//	                       /wake_up call), reload (reload_weights), pause (/pause),
+//	                       release (/release_kv_cache_memory); several may be given.
+//	                       delay=PATH:S, by contrast, is the API server answering
+//	                       late. The whole-run figure test (figures_test.go) slows
+//	                       each operation in turn
 //
 // Benign, not a fault: numerics after a wake (another batch, another
 // kernel split) may reorder two nearly equal candidates; the oracle must
@@ -131,6 +142,8 @@ type Faults struct {
 
 	// Delays: path → seconds added before it is handled (delay=PATH:S).
 	Delays map[string]float64
+	// Slow: operation (start, prefill, decode) → seconds it takes more (slow=OP:S).
+	Slow map[string]float64
 
 	completions atomic.Int64
 	wakes       atomic.Int64
@@ -169,6 +182,7 @@ var faultParsers = map[string]func(*Faults, faultArg) error{
 	"error-status":           parseErrorStatus,
 	"stall-stream":           parseStallStream,
 	"delay":                  parseDelay,
+	"slow":                   parseSlow,
 	"wake-fail":              everyOrNthFault(func(f *Faults) *int { return &f.WakeFail }),
 	"wake-hang":              everyOrNthFault(func(f *Faults) *int { return &f.WakeHang }),
 	"no-reload":              flagFault(func(f *Faults) *bool { return &f.NoReload }),
@@ -331,6 +345,27 @@ func parseDelay(f *Faults, a faultArg) error {
 	}
 	f.Delays[path] = v
 	return nil
+}
+
+// The server's own operations slow=OP:S names.
+var slowOps = []string{"start", "prefill", "decode", "sleep", "wake", "reload", "pause", "release"}
+
+func parseSlow(f *Faults, a faultArg) error {
+	op, secs, ok := strings.Cut(a.arg, ":")
+	v, err := strconv.ParseFloat(secs, 64)
+	if !ok || !slices.Contains(slowOps, op) || err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return fmt.Errorf("slow: %q: want OP:SECONDS, OP one of %s and SECONDS > 0", a.arg, strings.Join(slowOps, ", "))
+	}
+	if f.Slow == nil {
+		f.Slow = map[string]float64{}
+	}
+	f.Slow[op] = v
+	return nil
+}
+
+// slow is how much longer the server's operation op takes (slow=OP:S).
+func (f *Faults) slow(op string) time.Duration {
+	return time.Duration(f.Slow[op] * float64(time.Second))
 }
 
 // nextCompletion counts a completion request and returns its number (from 1).

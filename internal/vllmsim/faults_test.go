@@ -1,12 +1,14 @@
 package vllmsim
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // TestFaultHooksFireAtTheirPoint: each request fault's hook acts on its
@@ -74,4 +76,38 @@ func TestParseNewSleepFaults(t *testing.T) {
 		_, err := ParseFaults(bad)
 		assert.ErrorContains(t, err, "want one of", bad)
 	}
+}
+
+// TestSlowOperation: slow=OP:S parses for the server's own operations
+// only, and lies inside the engine's own timing of the operation: the
+// sleep's and the wake's "It took" lines grow by at least S, a completion's
+// first token by at least the prefill's S and each later token gap by
+// about the decode's (the engine keeps an absolute schedule, so a gap is
+// short by what the token before it was late).
+func TestSlowOperation(t *testing.T) {
+	f, err := ParseFaults("slow=sleep:0.2,slow=decode:0.1")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]float64{"sleep": 0.2, "decode": 0.1}, f.Slow)
+	for _, bad := range []string{"slow=health:1", "slow=sleep", "slow=sleep:0", "slow=sleep:x"} {
+		_, err := ParseFaults(bad)
+		assert.ErrorContains(t, err, "want OP:SECONDS", bad)
+	}
+
+	const d = 0.2
+	logs := &SyncLog{}
+	s := startSimLog(t, "tiny-a", map[string]string{EnvFaults: fmt.Sprintf("slow=sleep:%g,slow=wake:%g,slow=prefill:%g,slow=decode:%g", d, d, d, d)}, logs)
+	s.ready(t)
+	ctx := t.Context()
+	st, err := s.c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-a", Prompt: "slow", MaxTokens: 3, IgnoreEOS: true})
+	require.NoError(t, err)
+	require.Len(t, st.Tokens, 3)
+	assert.GreaterOrEqual(t, st.Tokens[0].Sub(st.Sent).Seconds(), d, "the prefill's S lies before the first token")
+	assert.GreaterOrEqual(t, st.Tokens[2].Sub(st.Tokens[0]).Seconds(), 2*d, "each later token waits the decode's S")
+	require.NoError(t, s.c.Sleep(ctx, 1))
+	require.NoError(t, s.c.WakeUp(ctx))
+	e := vllm.ParseEngineLog(logs.Bytes())
+	require.Len(t, e.SleepS, 1)
+	require.Len(t, e.WakeS, 1)
+	assert.GreaterOrEqual(t, e.SleepS[0], d, "the engine's own sleep line holds the slowed sleep")
+	assert.GreaterOrEqual(t, e.WakeS[0], d, "and its wake line the slowed wake")
 }

@@ -428,7 +428,7 @@ func (s *server) handleRPC(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Printf("Reloading weights inplace...")
-	if !s.clock.sleep(r.Context(), s.phys.Reload()) {
+	if !s.slowOp(r.Context(), "reload") || !s.clock.sleep(r.Context(), s.phys.Reload()) {
 		return
 	}
 	s.mu.Lock()
@@ -532,7 +532,7 @@ func (s *server) startup(ctx context.Context, warm bool) error {
 			errStartup, float64(free)/GiB, float64(s.dev.info.TotalBytes)/GiB, util, want/GiB)
 	}
 	load := s.phys.LoadWeights()
-	if !s.clock.sleep(ctx, 0.3*s.phys.StartCost(warm)) || !s.clock.sleep(ctx, load) {
+	if !s.slowOp(ctx, "start") || !s.clock.sleep(ctx, 0.3*s.phys.StartCost(warm)) || !s.clock.sleep(ctx, load) {
 		return ctx.Err()
 	}
 	if s.faults.CrashAtStart {

@@ -392,6 +392,9 @@ func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode s
 	if mode == modeWait && s.eng.busy() {
 		s.log.Printf("Waiting for in-flight requests to complete before sleeping...")
 	}
+	if !s.slowOp(r.Context(), "sleep") {
+		return nil, false
+	}
 	// Pause first, always (PR #34528): even a sleep the executor then refuses
 	// leaves the scheduler paused (the pause-first contract, vllm-api.md §2).
 	if !s.pauseScheduler(r.Context(), mode) {
@@ -551,6 +554,9 @@ func (s *server) wake(ctx context.Context, tags []string) (awake bool, oe *opErr
 	if s.era != eraA {
 		memTags = slices.DeleteFunc(slices.Clone(tags), func(t string) bool { return t == "scheduling" })
 	}
+	if !memAsleep && !s.slowOp(ctx, "wake") { // level 0: the scheduler's resume is the whole wake
+		return false, nil, false
+	}
 	noop := false
 	if tags == nil || len(memTags) > 0 {
 		var oe *opError
@@ -610,6 +616,9 @@ func (s *server) wakeMemory(ctx context.Context, tags []string) (noop bool, oe *
 		wake = sleeping
 	}
 	start := time.Now()
+	if !s.slowOp(ctx, "wake") {
+		return false, nil, false
+	}
 	for _, tag := range wake {
 		var asleep, unknown *bool
 		var bytes uint64
@@ -686,7 +695,7 @@ func (s *server) handlePause(w http.ResponseWriter, r *http.Request) {
 	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
-	if !s.pauseScheduler(r.Context(), mode) {
+	if !s.slowOp(r.Context(), "pause") || !s.pauseScheduler(r.Context(), mode) {
 		return
 	}
 	s.syncMetrics()
@@ -753,7 +762,7 @@ func (s *server) handleReleaseKV(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Executor.discard(("kv_cache",)): unmapped with no copy.
-	if !s.clock.sleep(r.Context(), s.phys.GPU.SleepFixedS) {
+	if !s.slowOp(r.Context(), "release") || !s.clock.sleep(r.Context(), s.phys.GPU.SleepFixedS) {
 		return
 	}
 	s.mu.Lock()
@@ -799,4 +808,12 @@ func pyListOrNone(tags []string) string {
 func pySet(tags []string) string {
 	l := pyList(tags)
 	return "{" + l[1:len(l)-1] + "}"
+}
+
+// slowOp waits what the slow=OP:S fault adds to the server's operation op
+// (nothing without it), inside the engine's own timing of it; false when
+// ctx ended first.
+func (s *server) slowOp(ctx context.Context, op string) bool {
+	d := s.faults.slow(op)
+	return d == 0 || s.clock.sleepUntil(ctx, time.Now().Add(d))
 }

@@ -292,6 +292,7 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 		s.faults = &Faults{}
 	}
 	s.eng = newEngine(phys, c, s.m)
+	s.eng.extraPrefill, s.eng.extraDecode = s.faults.slow("prefill"), s.faults.slow("decode")
 	s.eng.onStepping = s.syncPower
 	defer s.close() // before the process entry is removed (deferred above)
 	if err := s.startCompiled(ctx, st.CacheDir); err != nil {
