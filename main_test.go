@@ -109,7 +109,11 @@ func run(m *testing.M) int {
 			cancel(record.Stopped{Reason: fmt.Sprintf("interrupted by %v", sig)})
 		}
 	}()
-	h, err := harness.Open(ctx, cfg)
+	var h *harness.Run
+	hooks, err := harness.HooksFromEnv(os.Getenv)
+	if err == nil {
+		h, err = harness.OpenWith(ctx, cfg, hooks)
+	}
 	if err != nil {
 		cancel(nil)
 		stop()

@@ -190,9 +190,8 @@ func (e Reading) Known() bool { return e.j != nil }
 // before an interval's first event (the Meter takes a value as of its
 // read's return: /sleep is sent right after) to its last event end (the
 // woken model's first token), from b, the reading taken right after it:
-// the soak's cycle and the switch's handoff. Nothing inside the interval
-// is subtracted: the harness's reads there are part of what the GPU drew
-// while the models changed state. Only b's lateness is left out: the
+// the soak's cycle and the switch's handoff (which take out the span
+// their time leaves out with Without). Here only b's lateness is left out: the
 // probe's remaining tokens after the first and b's own read latency
 // (end → b's time), at the interval's mean power; a second read to measure the
 // power after would span microseconds, finer than the counter updates.
@@ -217,6 +216,27 @@ func CloseInterval(ctx context.Context, m *Meter, a Reading, end time.Time) (flo
 	}
 	j, why := IntervalJ(a, b, end, m)
 	return j, why, nil
+}
+
+// Without is j, an interval's energy, less the energy of a span inside it
+// that the interval's time leaves out too: from the instant from (a
+// sleep's answer) to reading b (taken once the harness's own reads there
+// are done, just before the wake is sent). a is read right after from; the
+// part before a's reading (its own latency) is taken at the span's mean
+// power, as IntervalJ takes the closing reading's lateness. NaN with why
+// where either reading is.
+func Without(j float64, why string, a, b Reading, from time.Time, m *Meter) (float64, string) {
+	if math.IsNaN(j) {
+		return j, why
+	}
+	if bad := m.Unreadable(a, b); bad != "" || a.j == nil || b.j == nil {
+		return math.NaN(), bad
+	}
+	held := Joules(a, b)
+	if read, span := b.t.Sub(a.t), b.t.Sub(from); read > 0 && span > read {
+		held *= span.Seconds() / read.Seconds()
+	}
+	return j - held, why
 }
 
 // Trace reads the energy counter every interval in the background,

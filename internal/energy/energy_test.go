@@ -149,3 +149,22 @@ func TestTransitionJ(t *testing.T) {
 }
 
 func isNaN(x float64) bool { return x != x }
+
+// TestWithout: a switch's 50 J (200 W over its 0.25 s of /sleep and
+// wake) drawn around a 1 s span the harness spends reading at 40 W: the
+// span's reading a comes 0.2 s after the sleep's answer (its own latency),
+// b as the span ends. By hand: the span's 0.8 s measured hold 32 J; at
+// that mean power its whole 1 s holds 40 J; 90 J − 40 J = 50 J.
+func TestWithout(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	answer := t0.Add(100 * time.Millisecond)
+	at := func(d time.Duration, j float64) Reading { return Reading{t: answer.Add(d), j: []float64{j}} }
+	a, b := at(200*time.Millisecond, 1000+0.2*40), at(time.Second, 1000+40)
+	j, why := Without(90, "", a, b, answer, &Meter{})
+	assert.Empty(t, why)
+	assert.InDelta(t, 50, j, 1e-9)
+	j, _ = Without(math.NaN(), "no counter", a, b, answer, &Meter{})
+	assert.True(t, isNaN(j), "an unknown interval stays unknown")
+	j, _ = Without(90, "", Reading{}, b, answer, &Meter{})
+	assert.True(t, isNaN(j), "an unknown span leaves the interval unknown, never the whole 90 J")
+}

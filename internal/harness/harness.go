@@ -56,7 +56,10 @@ type Run struct {
 // writes a provisional FAIL report that Close replaces, so a run killed
 // outright still leaves a report saying it did not finish. No server is
 // started yet.
-func Open(ctx context.Context, cfg config.Config) (*Run, error) {
+func Open(ctx context.Context, cfg config.Config) (*Run, error) { return OpenWith(ctx, cfg, Hooks{}) }
+
+// OpenWith is Open with the test hooks hooks.
+func OpenWith(ctx context.Context, cfg config.Config, hooks Hooks) (*Run, error) {
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("out_dir %s: %w", cfg.OutDir, err)
 	}
@@ -89,10 +92,13 @@ func Open(ctx context.Context, cfg config.Config) (*Run, error) {
 	if err := provisional(cfg.OutDir, r.rec.Raw()); err != nil {
 		return fail(err)
 	}
+	if r.be.Source != nil && hooks.ReadDelay > 0 {
+		r.be.Source = gpu.Late{Source: r.be.Source, Delay: hooks.ReadDelay}
+	}
 	if r.be.Source != nil {
 		r.sampler = gpu.NewSampler(r.be.Source, time.Duration(float64(time.Second)/cfg.Protocol.SampleHz))
 	}
-	r.pool = pool.New(cfg, pool.Options{Command: r.be.Command, Env: r.be.ServerEnv, Sampler: r.sampler, CUDA: r.be.CUDA}, protocol.Observe(r.rec))
+	r.pool = pool.New(cfg, pool.Options{Command: r.be.Command, Env: r.be.ServerEnv, Sampler: r.sampler, CUDA: r.be.CUDA, ReadDelay: hooks.ReadDelay}, protocol.Observe(r.rec))
 	r.env = protocol.NewEnv(cfg, r.pool, r.rec, r)
 	r.traffic = traffic.New(r.env)
 

@@ -29,6 +29,7 @@ func (p Procs) Host(label string) (server.HostMemory, error) {
 	if srv == nil {
 		return server.HostMemory{}, fmt.Errorf("host memory of %s: no server runs", label)
 	}
+	p.s.late()
 	if p.s.opt.HostMemory == nil {
 		return srv.Host()
 	}

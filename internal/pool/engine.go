@@ -64,6 +64,7 @@ func (e Engine) Since(ctx context.Context, mk EngineMark) *record.Engine {
 	out := record.Engine{SleepS: math.NaN(), WakeS: math.NaN(), FreedGiB: math.NaN(), InUseGiB: math.NaN(),
 		MetricSleepS: math.NaN(), MetricWakeS: math.NaN()}
 	foundLog, foundMetric := false, false
+	e.s.late()
 	if b, err := readFrom(e.s.logPath(mk.label), mk.logFrom); err == nil {
 		foundLog = engineLog(&out, vllm.ParseEngineLog(b))
 	}
@@ -74,6 +75,11 @@ func (e Engine) Since(ctx context.Context, mk EngineMark) *record.Engine {
 	}
 	if !foundLog && !foundMetric {
 		return nil
+	}
+	if m, err := e.s.model(mk.label); err == nil {
+		e.s.mu.Lock()
+		out.WakeCallsS = m.wakeCalls.Seconds()
+		e.s.mu.Unlock()
 	}
 	return &out
 }

@@ -187,21 +187,24 @@ type MeasuredSleep struct {
 // measurement. The error may come with the sleep (ms.Sent set when /sleep
 // was sent).
 func (mm Memory) StartSleep(ctx context.Context, label string, level int) (*MeasuredSleep, error) {
-	return mm.StartSleepMarked(ctx, label, level, nil)
+	return mm.StartSleepMarked(ctx, label, level, nil, nil)
 }
 
 // StartSleepMarked is StartSleep with mark (nil: none) run after the
 // memory read, just before /sleep is sent: a reading that must open the
 // interval /sleep starts (the energy counter) without the memory read in
-// it. mark's error is returned before anything is sent.
-func (mm Memory) StartSleepMarked(ctx context.Context, label string, level int, mark func(context.Context) error) (*MeasuredSleep, error) {
+// it; and answered (nil: none) run right at the sleep's answer, before
+// its confirmation (Pool.SleepModeThen): a reading that opens the span of
+// the harness's own work (MeasuredSleep.Held) the interval leaves out.
+// mark's error is returned before anything is sent.
+func (mm Memory) StartSleepMarked(ctx context.Context, label string, level int, mark func(context.Context) error, answered func(context.Context)) (*MeasuredSleep, error) {
 	return mm.start(ctx, label, level, func(ctx context.Context) (time.Time, time.Duration, error) {
 		if mark != nil {
 			if err := mark(ctx); err != nil {
 				return time.Time{}, 0, err
 			}
 		}
-		return mm.f.SleepMode(ctx, label, level, "")
+		return mm.f.SleepModeThen(ctx, label, level, "", answered)
 	})
 }
 

@@ -79,7 +79,7 @@ func (f *Pool) asleepStep(ctx context.Context, label, op string, slept []string,
 		return sent, 0, fmt.Errorf("%s %s: %w", op, label, err)
 	}
 	srv, _ := f.s.server(m)
-	sent, d, err = f.s.askAsleep(ctx, m, op, call)
+	sent, d, err = f.s.askAsleep(ctx, m, op, call, nil)
 	if err != nil {
 		return sent, d, fmt.Errorf("%s %s: %w%s", op, label, err, f.unknownAfter(ctx, label, op))
 	}

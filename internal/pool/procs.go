@@ -59,6 +59,7 @@ func (p Procs) SampleRSS() []record.RSSSample {
 		if srv == nil {
 			continue
 		}
+		p.s.late()
 		b, err := srv.RSS() // a /proc scan: not under mu, which a start's measured interval may wait on
 		if err != nil {
 			continue
@@ -94,6 +95,7 @@ func (p Procs) RSSGiB(label string) float64 {
 	if srv == nil {
 		return math.NaN()
 	}
+	p.s.late()
 	b, err := srv.RSS()
 	if err != nil {
 		return math.NaN()

@@ -27,6 +27,14 @@ func (f *Pool) Sleep(ctx context.Context, label string, level int) (time.Duratio
 // pauses the scheduler only (vLLM ≥ #34528). The model's correctness
 // reference is taken first (Oracle).
 func (f *Pool) SleepMode(ctx context.Context, label string, level int, mode string) (sent time.Time, d time.Duration, err error) {
+	return f.SleepModeThen(ctx, label, level, mode, nil)
+}
+
+// SleepModeThen is SleepMode with then (nil: none) run right at the
+// sleep's answer, before its confirmation reads: a reading that must
+// close the span /sleep took (the energy counter, so that the harness's
+// reads after it can be left out of an energy as of a time).
+func (f *Pool) SleepModeThen(ctx context.Context, label string, level int, mode string, then func(context.Context)) (sent time.Time, d time.Duration, err error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return sent, 0, err
@@ -40,7 +48,7 @@ func (f *Pool) SleepMode(ctx context.Context, label string, level int, mode stri
 	srv, _ := f.s.server(m) // the server this sleep is for: one stopped meanwhile is not asleep
 	sent, d, err = f.s.askAsleep(ctx, m, fmt.Sprintf("/sleep?level=%d", level), func(ctx context.Context, c *vllm.Client) error {
 		return c.SleepMode(ctx, level, mode)
-	})
+	}, then)
 	if err != nil {
 		return sent, d, fmt.Errorf("sleep %s level %d: %w%s", label, level, err, f.unknownAfter(ctx, label, "sleep"))
 	}
@@ -113,10 +121,13 @@ func (f *Pool) WakeThen(ctx context.Context, label string, then func(context.Con
 	name := fmt.Sprintf("wake %s from level %d", label, level)
 	sent, d, err = f.wakeThen(ctx, m, name, "wake",
 		func(ctx context.Context, c *vllm.Client) (string, func(context.Context) error, error) {
-			a, failed, err := c.WakeSequence(ctx, level)
+			a, calls, failed, err := c.WakeSequence(ctx, level)
 			if err != nil {
 				return failed, nil, err
 			}
+			f.s.mu.Lock()
+			m.wakeCalls = calls
+			f.s.mu.Unlock()
 			step := "wake_up"
 			if level == 2 {
 				step = "wake_up?tags=kv_cache"
@@ -153,6 +164,7 @@ func (f *Pool) wakeThen(ctx context.Context, m *model, name, kind string,
 	label := m.cfg.Label
 	f.s.mu.Lock()
 	srv, asleep, level, slept := m.srv, m.asleep, m.level, m.slept // the server this wake is for
+	m.wakeCalls = 0                                                // known again only if answer says
 	f.s.mu.Unlock()
 	failed := func(step string, err error) error {
 		if step != "" {
@@ -215,13 +227,16 @@ func (f *Pool) engineAfterWake(ctx context.Context, label, name string, err erro
 // pauses it) within timeouts.sleep_s, timed from sent to its answer, and
 // then, outside that interval, confirms /is_sleeping is true; what names
 // the call in that error.
-func (s *servers) askAsleep(ctx context.Context, m *model, what string, call func(context.Context, *vllm.Client) error) (sent time.Time, d time.Duration, err error) {
+func (s *servers) askAsleep(ctx context.Context, m *model, what string, call func(context.Context, *vllm.Client) error, then func(context.Context)) (sent time.Time, d time.Duration, err error) {
 	err = s.timeout(ctx, m, seconds(s.cfg.Timeouts.SleepS), func(ctx context.Context, c *vllm.Client) error {
 		sent = time.Now()
 		if err := call(ctx, c); err != nil {
 			return err
 		}
 		d = time.Since(sent)
+		if then != nil {
+			then(ctx)
+		}
 		asleep, err := c.IsSleeping(ctx)
 		if err != nil {
 			return err

@@ -18,10 +18,10 @@ import (
 
 // The energy of a switch and of a soak cycle runs, as their clock, from
 // /sleep sent to the woken model's first token (docs/metrics.md): on a
-// counter drawing constant power it is that power × the interval (the
-// harness's reads inside included, which here are none that take long);
-// a wake 300 ms slower adds 300 ms of that power; energy reads 200 ms slow
-// add nothing.
+// counter drawing constant power it is that power × the interval, the
+// harness's reads between the sleep's answer and the wake left out of
+// both; a wake 300 ms slower adds 300 ms of that power; the read-only
+// endpoints 300 ms late, or energy reads 400 ms slow, add nothing.
 
 const testW = 100.0 // W of simtest.ConstPower in these tests
 
@@ -94,10 +94,10 @@ func cycleJ(c record.SoakCycle) float64 { return c.EnergyJ }
 
 // TestSwitchEnergy: each handoff's J is testW × its switch → first token
 // and at most 0.1 s more (the reading before /sleep is taken just before
-// it is sent; the sleep's confirmation is inside the energy, not the
-// time); a /wake_up answered 300 ms late is in it; energy reads 400 ms
-// slow add at most 200 ms of it (the closing read's latency is left out:
-// without that it would add 40 J).
+// it is sent); a /wake_up answered 300 ms late is in it; the sleep's
+// confirmation read 300 ms late is in neither (energy.Without: 30 J
+// more before); energy reads 400 ms slow add at most 200 ms of it (the
+// closing read's latency is left out: without that it would add 40 J).
 func TestSwitchEnergy(t *testing.T) {
 	const eDelay = 400 * time.Millisecond
 	of := func(hs []record.Handoff) []interval {
@@ -110,6 +110,7 @@ func TestSwitchEnergy(t *testing.T) {
 	}
 	energyFollowsTheInterval(t, "plain", of(switchRun(t, powered(0), 3, "")), 0.1, false, 0)
 	energyFollowsTheInterval(t, "slow wake", of(switchRun(t, powered(0), 3, "delay=/wake_up:0.3")), 0.1, true, 0)
+	energyFollowsTheInterval(t, "late reads", of(switchRun(t, powered(0), 3, simtest.ReadsLate(0.3))), 0.1, false, 0)
 	energyFollowsTheInterval(t, "slow energy reads", of(switchRun(t, powered(eDelay), 3, "")), 0.1, false, eDelay)
 }
 
@@ -123,11 +124,11 @@ func TestSwitchEnergyNoCounter(t *testing.T) {
 }
 
 // TestSoakEnergy: as TestSwitchEnergy, for the soak's cycles: J is the
-// power × /sleep sent → first token plus the reads the soak must make
-// between the sleep and the wake (the headroom, the sleep's confirmation;
-// not subtracted), so at least testW × the cycle's switch → first token;
-// a wake 300 ms slower is in it; energy reads 400 ms slow add at most
-// half their delay.
+// power × /sleep sent → first token, the reads the soak must make between
+// the sleep and the wake (the headroom, the sleep's confirmation) left
+// out of both; a wake 300 ms slower is in it, the confirmation read
+// 300 ms late is not; energy reads 400 ms slow add at most half their
+// delay.
 func TestSoakEnergy(t *testing.T) {
 	const eDelay = 400 * time.Millisecond
 	of := func(cs []record.SoakCycle) []interval {
@@ -140,6 +141,7 @@ func TestSoakEnergy(t *testing.T) {
 	}
 	energyFollowsTheInterval(t, "plain", of(soakRun(t, powered(0), 3, "")), 0.1, false, 0)
 	energyFollowsTheInterval(t, "slow wake", of(soakRun(t, powered(0), 3, "delay=/wake_up:0.3")), 0.1, true, 0)
+	energyFollowsTheInterval(t, "late reads", of(soakRun(t, powered(0), 3, simtest.ReadsLate(0.3))), 0.1, false, 0)
 	energyFollowsTheInterval(t, "slow energy reads", of(soakRun(t, powered(eDelay), 3, "")), 0.1, false, eDelay)
 	_, _, np := simtest.Env(t, simtest.NoEnergy, three(3, nil))
 	csOut, err := protocol.Soak{Env: np}.Run(t.Context(), t.Logf)

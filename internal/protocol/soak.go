@@ -107,15 +107,20 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 	// that fits), and that wait is held time too.
 	// The cycle's energy: the counter read just before /sleep is sent
 	// (after the memory read StartSleep makes) and right after the first
-	// token; its difference, nothing inside subtracted (energy.IntervalJ).
-	var e0 energy.Reading
+	// token, less the held span as the time: read at the sleep's answer
+	// (ea) and once the headroom is read (eh) (energy.Without).
+	var e0, ea, eh energy.Reading
+	var eaErr error
 	mark := func(ctx context.Context) (err error) {
 		e0, err = m.Now(ctx)
 		return err
 	}
-	ms, err := p.pool.Memory().StartSleepMarked(ctx, from, level, mark)
+	ms, err := p.pool.Memory().StartSleepMarked(ctx, from, level, mark, func(ctx context.Context) { ea, eaErr = m.Now(ctx) })
 	if ms != nil {
 		c.SleepS = ms.Took.Seconds()
+	}
+	if err == nil {
+		err = eaErr
 	}
 	if err != nil {
 		return fail(from, "sleep", err)
@@ -143,10 +148,13 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 		p.settleFrom(ctx, ms.Sent.Add(ms.Took))
 		free, need, err = p.pool.Memory().Headroom(ctx, to)
 	}
-	held := time.Since(h0) + ms.Held // and the sleep's confirmation and device-delta's read
 	if err != nil {
 		return fail(to, "read GPU memory before the wake", err)
 	}
+	if eh, err = m.Now(ctx); err != nil {
+		return fail(to, "energy before the wake", err)
+	}
+	held := time.Since(h0) + ms.Held // and the sleep's confirmation, device-delta's read, the energy reads
 	c.FreeGiB, c.NeedGiB, c.HeadroomGiB = free, need, free-need
 	if c.HeadroomGiB < 0 {
 		_ = asleep() // what the slept model kept, for the failed cycle's row; the wake's refusal is the error
@@ -162,6 +170,7 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 	_, wd, err := p.pool.WakeThen(ctx, to, func(ctx context.Context) {
 		if s, perr = p.pool.Probe(ctx, to); perr == nil {
 			c.EnergyJ, c.EnergyNote, eerr = energy.CloseInterval(ctx, m, e0, s.Tokens[0])
+			c.EnergyJ, c.EnergyNote = energy.Without(c.EnergyJ, c.EnergyNote, ea, eh, ms.Sent.Add(ms.Took), m)
 		}
 	})
 	c.WakeS = wd.Seconds()

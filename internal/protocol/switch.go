@@ -45,13 +45,17 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 	markTo := p.pool.Engine().Mark(ctx, to)
 	// The handoff's energy: the counter read just before /sleep is sent
 	// (the initial activation: before anything is sent) and right after
-	// to's first token; its difference, nothing inside subtracted
-	// (energy.IntervalJ).
-	var e0 energy.Reading
+	// to's first token, less the span the time leaves out, the sleep's
+	// confirmation and device-delta's read (pool.MeasuredSleep.Held): the
+	// counter is read again at the sleep's answer (ea) and once they are
+	// done (eh) (energy.IntervalJ, energy.Without).
+	var e0, ea, eh energy.Reading
+	var eaErr error
 	mark := func(ctx context.Context) (err error) {
 		e0, err = m.Now(ctx)
 		return err
 	}
+	answered := func(ctx context.Context) { ea, eaErr = m.Now(ctx) }
 	if from == "" {
 		if err := mark(ctx); err != nil {
 			return ho, to, "energy before the wake", err
@@ -59,17 +63,25 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 	}
 	t0 := time.Now()
 	var ms *pool.MeasuredSleep
+	var held time.Duration // the sleep's answer → the closing energy read before the wake: the harness's own span
 	if from != "" {
 		// The memory reads around the sleep stay outside the interval: it
 		// starts when /sleep is sent, and from's memory asleep is read
 		// after to's first token.
-		ms, err = p.pool.Memory().StartSleepMarked(ctx, from, 1, mark)
+		ms, err = p.pool.Memory().StartSleepMarked(ctx, from, 1, mark, answered)
 		if ms != nil {
 			t0, ho.SleepS = ms.Sent, ms.Took.Seconds()
+		}
+		if err == nil {
+			err = eaErr
+		}
+		if err == nil {
+			eh, err = m.Now(ctx)
 		}
 		if err != nil {
 			return ho, from, "sleep " + dir, err
 		}
+		held = time.Since(ms.Sent.Add(ms.Took))
 	}
 	if err := p.pool.MakeRoom(ctx, to); err != nil {
 		return ho, to, "make room", err
@@ -81,6 +93,9 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 	firstToken := func(ctx context.Context) {
 		if s, perr = p.pool.Probe(ctx, to); perr == nil {
 			ho.EnergyJ, ho.EnergyNote, eerr = energy.CloseInterval(ctx, m, e0, s.Tokens[0])
+			if ms != nil {
+				ho.EnergyJ, ho.EnergyNote = energy.Without(ho.EnergyJ, ho.EnergyNote, ea, eh, ms.Sent.Add(ms.Took), m)
+			}
 		}
 	}
 	if p.pool.Asleep(to) {
@@ -99,9 +114,8 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 		return ho, to, "energy after the first token " + dir, eerr
 	}
 	ho.ToFirstTokenS = s.Tokens[0].Sub(t0).Seconds()
-	if ms != nil {
-		ho.ToFirstTokenS -= ms.Held.Seconds() // the sleep's confirmation and device-delta's read
-	}
+	ho.ToFirstTokenS -= held.Seconds() // the sleep's confirmation, device-delta's read, the energy reads
+
 	released := math.NaN()
 	if ms != nil {
 		if _, err := p.finishSleep(ctx, ms); err != nil {

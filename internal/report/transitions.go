@@ -149,7 +149,11 @@ func engineFigures(engines []*record.Engine, httpSleep, httpWake []float64) *Eng
 		f.Cycles++
 		sl, wk = appendKnown(sl, e.SleepS), appendKnown(wk, e.WakeS)
 		msl, mwk = appendKnown(msl, e.MetricSleepS), appendKnown(mwk, e.MetricWakeS)
-		osl, owk = appendKnown(osl, httpSleep[i]-e.SleepS), appendKnown(owk, httpWake[i]-e.WakeS)
+		wake := httpWake[i] // the wake's API time; its /wake_up calls' where known (level 2 has two more steps)
+		if e.WakeCallsS > 0 {
+			wake = e.WakeCallsS
+		}
+		osl, owk = appendKnown(osl, httpSleep[i]-e.SleepS), appendKnown(owk, wake-e.WakeS)
 		fr = appendKnown(fr, e.FreedGiB)
 		if len(e.Disagreements) > 0 {
 			f.Disagreements++

@@ -88,8 +88,7 @@ type SlowReads struct {
 // Read reads the source after Delay.
 func (s SlowReads) Read(ctx context.Context) (gpu.Reading, error) {
 	start := time.Now()
-	time.Sleep(s.Delay)
-	r, err := s.Source.Read(ctx)
+	r, err := gpu.Late{Source: s.Source, Delay: s.Delay}.Read(ctx)
 	if s.Log != nil {
 		s.Log.add(Span{Start: start, End: time.Now()})
 	}

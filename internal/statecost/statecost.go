@@ -251,8 +251,16 @@ func (r *costRun) sleepWake(level int, prev energy.Reading) (energy.Reading, err
 	}
 	var sent time.Time
 	var took time.Duration
+	// The reading that closes the sleep's energy is taken at its answer,
+	// before the sleep's confirmation reads (pool.Pool.SleepModeThen): the
+	// overhang charged at the asleep power is that reading's alone.
+	var e1 energy.Reading
+	var e1Err error
 	sleep := func() (err error) {
-		sent, took, err = p.Pool().SleepMode(ctx, label, level, "")
+		sent, took, err = p.Pool().SleepModeThen(ctx, label, level, "", func(ctx context.Context) { e1, e1Err = r.m.Now(ctx) })
+		if err == nil {
+			err = e1Err
+		}
 		return err
 	}
 	// The correctness reference a model's first sleep takes (its probe
@@ -275,10 +283,6 @@ func (r *costRun) sleepWake(level int, prev energy.Reading) (energy.Reading, err
 	} else {
 		err = sleep()
 	}
-	if err != nil {
-		return prev, err
-	}
-	e1, err := r.m.Now(ctx)
 	if err != nil {
 		return prev, err
 	}

@@ -3,6 +3,7 @@ package vllm
 import (
 	"context"
 	"strconv"
+	"time"
 )
 
 // ServeOptions are the settings of one `vllm serve` process.
@@ -100,21 +101,26 @@ func wakeSteps(level int) []wakeStep {
 // Wake wakes a server asleep at level with vLLM's sequence for it (see
 // wakeSteps). On error it returns the step that failed.
 func (c *Client) Wake(ctx context.Context, level int) (step string, err error) {
-	_, step, err = c.WakeSequence(ctx, level)
+	_, _, step, err = c.WakeSequence(ctx, level)
 	return step, err
 }
 
 // WakeSequence is Wake, also returning the answer of its last /wake_up
-// step: the one that must say "awake" where the server says anything.
-func (c *Client) WakeSequence(ctx context.Context, level int) (last WakeAnswer, step string, err error) {
+// step (the one that must say "awake" where the server says anything)
+// and the time its /wake_up calls took, sent → answered, summed: the
+// HTTP time the engine's "It took … to wake up" lines account for (level
+// 2's reload_weights and reset_prefix_cache are not /wake_up calls).
+func (c *Client) WakeSequence(ctx context.Context, level int) (last WakeAnswer, calls time.Duration, step string, err error) {
 	for _, s := range wakeSteps(level) {
+		t := time.Now()
 		a, err := s.call(c, ctx)
 		if err != nil {
-			return last, s.name, err
+			return last, calls, s.name, err
 		}
-		if a != nil {
+		if a != nil { // a /wake_up step
 			last = *a
+			calls += time.Since(t)
 		}
 	}
-	return last, "", nil
+	return last, calls, "", nil
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -101,12 +102,17 @@ func TestWakeSequenceLastAnswer(t *testing.T) {
 			}
 			w.Write([]byte(`{"status":"awake","tags_woken":["kv_cache"]}`))
 		case "/collective_rpc":
+			time.Sleep(300 * time.Millisecond) // a slow reload: not a /wake_up call
 			w.Write([]byte(`{"results":[null]}`))
 		}
 	}))
 	defer srv.Close()
-	a, step2, err := New(srv.URL).WakeSequence(t.Context(), 2)
+	began := time.Now()
+	a, calls, step2, err := New(srv.URL).WakeSequence(t.Context(), 2)
+	took := time.Since(began)
 	require.NoError(t, err)
+	assert.Positive(t, calls, "the /wake_up calls' time")
+	assert.GreaterOrEqual(t, took-calls, 300*time.Millisecond, "the reload is not in the /wake_up calls' time")
 	assert.Empty(t, step2)
 	assert.Equal(t, WakeAnswer{Status: "awake", TagsWoken: []string{"kv_cache"}}, a)
 	assert.Equal(t, 2, step)
