@@ -4,7 +4,7 @@ CONFIG ?= testdata/demo.json
 # go-nvml's cgo build warns about every NVML 13 deprecation; silence them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: bench test stress vet fuzz gpu nogpu perf ci soak k8s fleet gate-power
+.PHONY: bench test stress vet fuzz gpu nogpu perf ci soak k8s fleet gate-power figures
 FUZZTIME ?= 10s
 
 # The protocol's tests (not the harness's own robustness tests). TestProtocol
@@ -23,6 +23,12 @@ soak:
 ## test: every package, race detector on (what CI runs)
 test:
 	$(GO) test -count=1 -race ./...
+
+## figures: the whole-run figure test (docs/metrics.md): the protocol on vllmsim as it is, with the
+## harness's own reads slowed, and with each server operation slowed in turn (ten runs side by
+## side, about 5 minutes on 2 cores); exactly the figures whose row names the slowed operation move
+figures:
+	WAKEBENCH_FIGURES=1 $(GO) test -count=1 -race -timeout 20m -v -run '^TestEveryFigureMeansItsName$$' .
 
 ## stress: the packages whose tests run in real time (servers, routers, clocks), STRESS_ROUNDS
 ## times with -race while cmd/cpuhog keeps every core busy, as on a shared CI runner; each
