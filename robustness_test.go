@@ -132,6 +132,7 @@ func readChildReport(t *testing.T, out string) report.Report {
 // after it are skipped, not failed) with the cycles done so far, and
 // leaves no server behind.
 func TestInterruptStopsEverything(t *testing.T) {
+	t.Parallel() // a child run of its own: side by side with the others
 	cmd, _, out, servers := child{run: "^TestProtocol$"}.start(t)
 	sent := time.Now()
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
@@ -158,6 +159,7 @@ func TestInterruptStopsEverything(t *testing.T) {
 // writes its FAIL report, removes its temporary directory and leaves no
 // server.
 func TestCIJobEndsWritesEverything(t *testing.T) {
+	t.Parallel() // a child run of its own: side by side with the others
 	tmp := t.TempDir()
 	cmd, suite, out, servers := child{piped: true, env: []string{"TMPDIR=" + tmp}}.start(t)
 	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM))
@@ -260,6 +262,7 @@ func TestConfigErrorReportsInTheConfiguredOutDir(t *testing.T) {
 // TestGoTestTimeoutStillCleansUp: a run about to hit go test -timeout stops
 // itself first, so the report is written and no server is left.
 func TestGoTestTimeoutStillCleansUp(t *testing.T) {
+	t.Parallel() // a child run of its own: side by side with the others
 	cmd, out, servers := childRun(t, "-test.timeout=20s")
 	start := time.Now()
 	var ee *exec.ExitError
@@ -277,6 +280,7 @@ func TestGoTestTimeoutStillCleansUp(t *testing.T) {
 // die with it (Pdeathsig), samples.csv holds all but the last second, and
 // report.json is the provisional FAIL report saying the run did not finish.
 func TestKilledHarnessLosesAtMostASecond(t *testing.T) {
+	t.Parallel() // a child run of its own: side by side with the others
 	cmd, out, servers := childRun(t)
 	time.Sleep(1500 * time.Millisecond)
 	killedAt := time.Now()
@@ -325,6 +329,7 @@ func TestAnyServerWithoutMemoryPasses(t *testing.T) {
 	if os.Getenv("WAKEBENCH_CHILD") != "" {
 		t.Skip("this is a child run")
 	}
+	t.Parallel() // child runs of its own: side by side with the others
 	bin, err := backend.BuildSim(t.Context())
 	require.NoError(t, err)
 	out := t.TempDir()
@@ -449,6 +454,7 @@ func TestTrafficWithoutInFlightSleeps(t *testing.T) {
 	if os.Getenv("WAKEBENCH_CHILD") != "" {
 		t.Skip("this is a child run")
 	}
+	t.Parallel() // child runs of its own: side by side with the others
 	out := t.TempDir()
 	// The goodput ratio of two seconds of traffic (10 requests: one more
 	// or less within its SLOs moves it by 0.1) is the machine's load, not
@@ -487,6 +493,7 @@ func TestOlderVLLMPasses(t *testing.T) {
 	if os.Getenv("WAKEBENCH_CHILD") != "" {
 		t.Skip("this is a child run")
 	}
+	t.Parallel() // child runs of its own: side by side with the others
 	// A short protocol; what is judged is what the server can do, not how
 	// fast a shared machine runs it, two child runs beside each other: the
 	// speed ratios are off (0 is off), the goodput ratio of a second of

@@ -167,24 +167,48 @@ func (t Table) Row(path string) (Row, error) {
 	return Row{}, fmt.Errorf("%s: rows at lines %s all name it", path, strings.Join(lines, ", "))
 }
 
-// Match reports whether a report path matches a pattern: the same keys
-// and indices, "*" standing for any one.
+// Match reports whether a path matches a pattern: the same keys and
+// indices (a bench.txt path: the same sub-names and unit parts), "*"
+// standing for any one, "key=*" for any value of that key.
 func Match(pattern, path string) bool {
 	ps, xs := split(pattern), split(path)
 	if len(ps) != len(xs) {
 		return false
 	}
 	for i, p := range ps {
-		if p != "*" && p != xs[i] {
+		if prefix, ok := strings.CutSuffix(p, "*"); !ok && p != xs[i] || ok && !strings.HasPrefix(xs[i], prefix) {
 			return false
 		}
 	}
 	return true
 }
 
-// split cuts a path into its keys and indices: "a.b[2].c" → a, b, 2, c.
+// split cuts a path into its keys and indices, "a.b[2].c" → a, b, 2, c;
+// a bench.txt path into its sub-names and unit,
+// "bench:Sleep/model=A/level=1 sec/wake" → bench:Sleep,
+// model=A, level=1, sec, wake.
 func split(path string) []string {
-	return strings.FieldsFunc(path, func(r rune) bool { return r == '.' || r == '[' || r == ']' })
+	return strings.FieldsFunc(path, func(r rune) bool { return strings.ContainsRune(".[]/ ", r) })
+}
+
+// BenchPath is the path of a bench.txt benchmark's unit in the figure
+// table: "bench:" + the benchmark's name without "Benchmark" (as
+// gate.ReadBench keys it) + " " + the unit.
+func BenchPath(name, unit string) string { return "bench:" + name + " " + unit }
+
+// Values is a figure of samples (a bench.txt benchmark's values in one
+// unit): n, median, smallest.
+func Values(xs []float64) Figure {
+	f := Figure{N: len(xs), Median: math.NaN(), Min: math.NaN()}
+	if len(xs) == 0 {
+		return f
+	}
+	s := slices.Sorted(slices.Values(xs))
+	f.Min, f.Median = s[0], s[len(s)/2]
+	if len(s)%2 == 0 {
+		f.Median = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return f
 }
 
 // Figure is one figure's value in a report: a summary's (n, median, min)

@@ -1,12 +1,14 @@
 package figures
 
 import (
+	"math"
 	"os"
 	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/wakebench/wakebench/internal/gate"
 )
 
 func docTable(t *testing.T) Table {
@@ -20,7 +22,8 @@ func docTable(t *testing.T) Table {
 
 // TestGoldenReportHasARowForEveryFigure: every figure of the golden
 // report (internal/report's fixture, every section filled, soak included)
-// has exactly one row in docs/metrics.md. The whole-run test checks a
+// and every benchmark and unit of its bench.txt has exactly one row in
+// docs/metrics.md. The whole-run test checks a
 // real run's report the same way.
 func TestGoldenReportHasARowForEveryFigure(t *testing.T) {
 	tab := docTable(t)
@@ -31,6 +34,16 @@ func TestGoldenReportHasARowForEveryFigure(t *testing.T) {
 	require.Greater(t, len(figs), 100, "the golden report's figures")
 	for p := range figs {
 		_, err := tab.Row(p)
+		assert.NoError(t, err)
+	}
+	f, err := os.Open("../report/testdata/golden/bench.txt")
+	require.NoError(t, err)
+	defer f.Close()
+	bench, err := gate.ReadBench(f, "bench.txt")
+	require.NoError(t, err)
+	require.NotEmpty(t, bench.Values)
+	for k := range bench.Values {
+		_, err := tab.Row(BenchPath(k.Name, k.Unit))
 		assert.NoError(t, err)
 	}
 }
@@ -85,6 +98,19 @@ func TestMatch(t *testing.T) {
 	assert.True(t, Match("switch.directions.*.sleep_s", "switch.directions.A→B.sleep_s"))
 	assert.False(t, Match("models.*.sleep_s", "models.A.sleep.1.sleep_s"), "* is one key, not several")
 	assert.False(t, Match("models.*.sleep.1.sleep_s", "models.A.sleep.2.sleep_s"))
+	p := BenchPath("Sleep/model=A/level=1", "sec/wake")
+	assert.True(t, Match("bench:Sleep/model=*/level=1 sec/wake", p))
+	assert.False(t, Match("bench:Sleep/model=*/level=2 sec/wake", p))
+	assert.False(t, Match("bench:Sleep/model=*/level=1 sec/sleep", p))
+	assert.False(t, Match("bench:Sleep/dir=*/level=1 sec/wake", p), "key=* holds the key")
+}
+
+func TestValues(t *testing.T) {
+	assert.Equal(t, Figure{N: 4, Median: 2.5, Min: 1}, Values([]float64{4, 1, 3, 2}))
+	assert.Equal(t, Figure{N: 3, Median: 2, Min: 1}, Values([]float64{2, 3, 1}))
+	f := Values(nil)
+	assert.Zero(t, f.N)
+	assert.True(t, math.IsNaN(f.Min))
 }
 
 func TestFlatten(t *testing.T) {

@@ -54,6 +54,7 @@ func (f *Pool) Energy(ctx context.Context) ([]float64, error) {
 // of this process under Options.HostRoot): the cgroup's headroom in a
 // container or Pod, else MemAvailable, with its source.
 func (f *Pool) HostCapacity() (hostmem.Capacity, error) {
+	f.s.late()
 	root := f.s.opt.HostRoot
 	if root == "" {
 		root = "/"

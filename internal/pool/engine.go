@@ -22,6 +22,7 @@ type EngineMark struct {
 	label   string
 	logFrom int64
 	metrics vllm.Metrics // nil when /metrics could not be read
+	wakes   int          // the model's wakes begun before the mark
 }
 
 // Metrics scrapes label's /metrics.
@@ -45,6 +46,11 @@ func (e Engine) Metrics(ctx context.Context, label string) (vllm.Metrics, error)
 // Mark marks label's log and metric now (outside any measured interval).
 func (e Engine) Mark(ctx context.Context, label string) EngineMark {
 	mk := EngineMark{label: label}
+	if m, err := e.s.model(label); err == nil {
+		e.s.mu.Lock()
+		mk.wakes = m.wakes
+		e.s.mu.Unlock()
+	}
 	if st, err := os.Stat(e.s.logPath(label)); err == nil {
 		mk.logFrom = st.Size()
 	}
@@ -78,7 +84,9 @@ func (e Engine) Since(ctx context.Context, mk EngineMark) *record.Engine {
 	}
 	if m, err := e.s.model(mk.label); err == nil {
 		e.s.mu.Lock()
-		out.WakeCallsS = m.wakeCalls.Seconds()
+		if m.wakes > mk.wakes { // a wake since the mark: its /wake_up calls' time
+			out.WakeCallsS = m.wakeCalls.Seconds()
+		}
 		e.s.mu.Unlock()
 	}
 	return &out

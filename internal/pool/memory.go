@@ -191,7 +191,7 @@ func (mm Memory) StartSleep(ctx context.Context, label string, level int) (*Meas
 }
 
 // StartSleepMarked is StartSleep with mark (nil: none) run after the
-// memory read, just before /sleep is sent: a reading that must open the
+// memory read and the host-headroom check, just before /sleep is sent: a reading that must open the
 // interval /sleep starts (the energy counter) without the memory read in
 // it; and answered (nil: none) run right at the sleep's answer, before
 // its confirmation (Pool.SleepModeThen): a reading that opens the span of
@@ -199,12 +199,7 @@ func (mm Memory) StartSleep(ctx context.Context, label string, level int) (*Meas
 // mark's error is returned before anything is sent.
 func (mm Memory) StartSleepMarked(ctx context.Context, label string, level int, mark func(context.Context) error, answered func(context.Context)) (*MeasuredSleep, error) {
 	return mm.start(ctx, label, level, func(ctx context.Context) (time.Time, time.Duration, error) {
-		if mark != nil {
-			if err := mark(ctx); err != nil {
-				return time.Time{}, 0, err
-			}
-		}
-		return mm.f.SleepModeThen(ctx, label, level, "", answered)
+		return mm.f.SleepModeThen(ctx, label, level, "", mark, answered)
 	})
 }
 

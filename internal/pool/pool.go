@@ -133,8 +133,11 @@ type model struct {
 	// server exports no resource state.
 	slept []string
 	// wakeCalls is the HTTP time of the last wake's /wake_up calls
-	// (vllm.Client.WakeSequence): what the engine's wake lines account for.
+	// (vllm.Client.WakeSequence): what the engine's wake lines account
+	// for; wakes counts the wakes begun, so that an EngineMark taken after
+	// one never reports it.
 	wakeCalls time.Duration
+	wakes     int
 	rssPeak   uint64
 	// exitReported: an error naming this server's exit was returned, so
 	// the phase that met the crash has reported it.

@@ -27,14 +27,17 @@ func (f *Pool) Sleep(ctx context.Context, label string, level int) (time.Duratio
 // pauses the scheduler only (vLLM ≥ #34528). The model's correctness
 // reference is taken first (Oracle).
 func (f *Pool) SleepMode(ctx context.Context, label string, level int, mode string) (sent time.Time, d time.Duration, err error) {
-	return f.SleepModeThen(ctx, label, level, mode, nil)
+	return f.SleepModeThen(ctx, label, level, mode, nil, nil)
 }
 
-// SleepModeThen is SleepMode with then (nil: none) run right at the
-// sleep's answer, before its confirmation reads: a reading that must
-// close the span /sleep took (the energy counter, so that the harness's
-// reads after it can be left out of an energy as of a time).
-func (f *Pool) SleepModeThen(ctx context.Context, label string, level int, mode string, then func(context.Context)) (sent time.Time, d time.Duration, err error) {
+// SleepModeThen is SleepMode with mark (nil: none) run last before
+// /sleep is sent, after every check of the harness's own (the host
+// headroom), and then (nil: none) right at the sleep's answer, before its
+// confirmation reads: readings that must open and close the span /sleep
+// took (the energy counter, so that the harness's reads around it are
+// left out of an energy as of a time). mark's error is returned before
+// anything is sent.
+func (f *Pool) SleepModeThen(ctx context.Context, label string, level int, mode string, mark func(context.Context) error, then func(context.Context)) (sent time.Time, d time.Duration, err error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return sent, 0, err
@@ -44,6 +47,11 @@ func (f *Pool) SleepModeThen(ctx context.Context, label string, level int, mode 
 	}
 	if err := f.checkHost(ctx, label, level); err != nil { // hostcheck.go: min_host_headroom_gib
 		return sent, 0, err
+	}
+	if mark != nil {
+		if err := mark(ctx); err != nil {
+			return sent, 0, err
+		}
 	}
 	srv, _ := f.s.server(m) // the server this sleep is for: one stopped meanwhile is not asleep
 	sent, d, err = f.s.askAsleep(ctx, m, fmt.Sprintf("/sleep?level=%d", level), func(ctx context.Context, c *vllm.Client) error {
@@ -165,6 +173,7 @@ func (f *Pool) wakeThen(ctx context.Context, m *model, name, kind string,
 	f.s.mu.Lock()
 	srv, asleep, level, slept := m.srv, m.asleep, m.level, m.slept // the server this wake is for
 	m.wakeCalls = 0                                                // known again only if answer says
+	m.wakes++
 	f.s.mu.Unlock()
 	failed := func(step string, err error) error {
 		if step != "" {

@@ -254,9 +254,9 @@ func (p *Env) engine(ctx context.Context, from, to pool.EngineMark, sameServer b
 				e.SleepS, e.FreedGiB, e.InUseGiB, e.MetricSleepS = math.NaN(), math.NaN(), math.NaN(), math.NaN()
 			}
 		case w != nil:
-			e.WakeS, e.MetricWakeS = w.WakeS, w.MetricWakeS
+			e.WakeS, e.MetricWakeS, e.WakeCallsS = w.WakeS, w.MetricWakeS, w.WakeCallsS
 		default:
-			e.WakeS, e.MetricWakeS = math.NaN(), math.NaN()
+			e.WakeS, e.MetricWakeS, e.WakeCallsS = math.NaN(), math.NaN(), 0
 		}
 	}
 	if e != nil {

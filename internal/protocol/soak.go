@@ -119,11 +119,11 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 	if ms != nil {
 		c.SleepS = ms.Took.Seconds()
 	}
-	if err == nil {
-		err = eaErr
-	}
 	if err != nil {
 		return fail(from, "sleep", err)
+	}
+	if eaErr != nil {
+		return fail(from, "energy at the sleep's answer", eaErr)
 	}
 	// asleep reads from's residual settle_s after its sleep answered, its
 	// release and its host memory (a process scan: RSS, locked, pinned).

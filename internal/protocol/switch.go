@@ -72,14 +72,14 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 		if ms != nil {
 			t0, ho.SleepS = ms.Sent, ms.Took.Seconds()
 		}
-		if err == nil {
-			err = eaErr
-		}
-		if err == nil {
-			eh, err = m.Now(ctx)
-		}
 		if err != nil {
 			return ho, from, "sleep " + dir, err
+		}
+		if eaErr != nil {
+			return ho, from, "energy at the sleep's answer " + dir, eaErr
+		}
+		if eh, err = m.Now(ctx); err != nil {
+			return ho, from, "energy before the wake " + dir, err
 		}
 		held = time.Since(ms.Sent.Add(ms.Took))
 	}

@@ -251,13 +251,17 @@ func (r *costRun) sleepWake(level int, prev energy.Reading) (energy.Reading, err
 	}
 	var sent time.Time
 	var took time.Duration
-	// The reading that closes the sleep's energy is taken at its answer,
-	// before the sleep's confirmation reads (pool.Pool.SleepModeThen): the
-	// overhang charged at the asleep power is that reading's alone.
-	var e1 energy.Reading
+	// The readings around the sleep's energy are taken last before it is
+	// sent (after the host-headroom check; the awake power covers prev →
+	// there) and at its answer, before its confirmation reads
+	// (pool.Pool.SleepModeThen): the overhangs charged at the neighbouring
+	// states' power are those readings' alone.
+	var e0, e1 energy.Reading
 	var e1Err error
 	sleep := func() (err error) {
-		sent, took, err = p.Pool().SleepModeThen(ctx, label, level, "", func(ctx context.Context) { e1, e1Err = r.m.Now(ctx) })
+		sent, took, err = p.Pool().SleepModeThen(ctx, label, level, "",
+			func(ctx context.Context) (err error) { e0, err = r.m.Now(ctx); return err },
+			func(ctx context.Context) { e1, e1Err = r.m.Now(ctx) })
 		if err == nil {
 			err = e1Err
 		}
@@ -268,10 +272,6 @@ func (r *costRun) sleepWake(level int, prev energy.Reading) (energy.Reading, err
 	// energy: it is no part of the sleep, and the overhang between the
 	// reading and /sleep is charged at the awake idle power.
 	if err := p.Pool().Oracle().EnsureReference(ctx, label); err != nil {
-		return prev, err
-	}
-	e0, err := r.m.Now(ctx) // just before the sleep: the awake power covers prev → here
-	if err != nil {
 		return prev, err
 	}
 	if level == 1 {

@@ -142,7 +142,7 @@ type Faults struct {
 
 	// Delays: path → seconds added before it is handled (delay=PATH:S).
 	Delays map[string]float64
-	// Slow: operation (start, prefill, decode) → seconds it takes more (slow=OP:S).
+	// Slow: operation (slowOps) → seconds it takes more (slow=OP:S).
 	Slow map[string]float64
 
 	completions atomic.Int64
