@@ -2,9 +2,12 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/oracle"
@@ -40,6 +43,17 @@ func (o Oracle) generate(ctx context.Context, m *model) ([]vllm.Generation, time
 			return err
 		})
 		o.f.obs.request(err == nil)
+		var ae *vllm.APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusBadRequest && strings.Contains(ae.Message, "maximum context length") {
+			// vLLM's 400 for a prompt the context cannot hold ("This
+			// model's maximum context length is N tokens…":
+			// vllm/entrypoints/openai/serving_engine.py,
+			// OpenAIServing._validate_prompt_and_tokenize; vllmsim's "Input
+			// length (X) exceeds model's maximum context length (N)"): the
+			// probe set is fixed, the context is the config's to change.
+			return out, time.Since(t0), fmt.Errorf("correctness probe %q of %s does not fit protocol.context_tokens (%d): raise it, or set protocol.correctness_max_tokens to 0 to turn the correctness oracle off: %w",
+				pr.Name, m.cfg.Label, p.ContextTokens, err)
+		}
 		if err != nil {
 			return out, time.Since(t0), fmt.Errorf("correctness probe %q of %s: %w", pr.Name, m.cfg.Label, err)
 		}

@@ -329,3 +329,19 @@ func TestPauseUnsupported(t *testing.T) {
 	_, err = f.Probe(ctx, "A")
 	assert.NoError(t, err)
 }
+
+// TestProbeThatCannotFitNamesTheContext: a context too short for the
+// correctness probes (the "long" one is about 227 tokens) fails the first
+// sleep with an error naming the config keys that fix it, not a bare 400.
+func TestProbeThatCannotFitNamesTheContext(t *testing.T) {
+	f, _, _ := simtest.Pool(t, nil, func(c *config.Config) { c.Protocol.ContextTokens = 64; c.Protocol.MaxTokens = 8 })
+	ctx := t.Context()
+	_, err := f.Start(ctx, "A")
+	require.NoError(t, err)
+	_, err = f.Sleep(ctx, "A", 1)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "protocol.context_tokens (64)")
+	assert.ErrorContains(t, err, "correctness_max_tokens to 0")
+	assert.ErrorContains(t, err, "maximum context length", "the server's own words follow")
+	assert.False(t, f.Asleep("A"), "nothing was sent: the reference comes first")
+}

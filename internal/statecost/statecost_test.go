@@ -184,10 +184,11 @@ func TestStateCostOnSim(t *testing.T) {
 	assert.Equal(t, fit, rec.Raw().Fit)
 }
 
-// cutCounter is ConstPower's counter cut by CutJ from the third read that
-// sees A asleep after awake on: the state-cost phase reads the counter
-// after the level-1 sleep, at its dwell's start and at its end, so the cut
-// falls inside the level-1 dwell, as a counter reset mid-phase would.
+// cutCounter is ConstPower's counter cut by CutJ from the second read that
+// sees A asleep after awake on: the state-cost phase reads the counter at
+// the first sleep's answer (before the pool marks A asleep), then at its
+// dwell's start and at its end, so the cut falls inside the first asleep
+// dwell, as a counter reset mid-phase would.
 type cutCounter struct {
 	simtest.ConstPower
 	f      func() *pool.Pool
@@ -209,14 +210,14 @@ func (c *cutCounter) Energy(ctx context.Context) ([]float64, error) {
 			c.asleep++
 		}
 	}
-	if c.asleep >= 3 {
+	if c.asleep >= 2 {
 		j[0] -= c.CutJ
 	}
 	return j, err
 }
 
 // TestStateCostCounterGoesBackwards: an energy counter cut by 5000 J
-// during A's level-1 sleep once read as -2483.6 W asleep and passed
+// during A's first sleep once read as -2483.6 W asleep and passed
 // max_sleeping_power_w. Now no figure is negative: each is the counter's
 // true 100 W (or 100 W × its interval) or, where it spans the cut, NaN;
 // the cost says why, and a max_sleeping_power_w check on an unreadable
