@@ -334,7 +334,10 @@ func TestPauseUnsupported(t *testing.T) {
 // correctness probes (the "long" one is about 227 tokens) fails the first
 // sleep with an error naming the config keys that fix it, not a bare 400.
 func TestProbeThatCannotFitNamesTheContext(t *testing.T) {
-	f, _, _ := simtest.Pool(t, nil, func(c *config.Config) { c.Protocol.ContextTokens = 64; c.Protocol.MaxTokens = 8 })
+	f, _, _ := simtest.Pool(t, nil, func(c *config.Config) {
+		c.Protocol.ContextTokens, c.Protocol.MaxTokens = 64, 8
+		c.Traffic.Workload.PromptTokens, c.Traffic.Workload.OutputTokens = 16, 8 // the config holds them: only the probes do not fit
+	})
 	ctx := t.Context()
 	_, err := f.Start(ctx, "A")
 	require.NoError(t, err)
