@@ -141,6 +141,10 @@ func TestEveryFigureMeansItsName(t *testing.T) {
 		t.Run(s.op, func(t *testing.T) {
 			slow := done[s.op]
 			judged := 0
+			// The margins, logged: the smallest move (as a fraction of the
+			// operation's delay) of a figure holding it, the largest of one
+			// that does not; the test's bounds are ¼ and ½.
+			minIn, maxOut, minAt, maxAt := math.Inf(1), 0.0, "", ""
 			for p, b := range base {
 				row, err := table.Row(p)
 				if err != nil || !row.Interval || slices.Contains(row.Partly, s.op) || b.N == 0 || math.IsNaN(b.Min) {
@@ -163,6 +167,11 @@ func TestEveryFigureMeansItsName(t *testing.T) {
 					unit *= pLow
 				}
 				moved := f.Min - b.Min
+				if frac := moved / unit; slices.Contains(row.Inside, s.op) && frac < minIn {
+					minIn, minAt = frac, p
+				} else if !slices.Contains(row.Inside, s.op) && !row.Schedule && math.Abs(frac) > maxOut {
+					maxOut, maxAt = math.Abs(frac), p
+				}
 				if slices.Contains(row.Inside, s.op) {
 					// A quarter: the unslowed run's one sample may itself
 					// have been slow (a busy machine), which hides part of
@@ -176,6 +185,7 @@ func TestEveryFigureMeansItsName(t *testing.T) {
 				}
 			}
 			assert.Greater(t, judged, 100, "interval and energy figures judged")
+			t.Logf("%d figures judged; holding %s: least moved %.2f × its delay (%s); not holding it: most moved %.2f × (%s)", judged, s.op, minIn, minAt, maxOut, maxAt)
 		})
 	}
 }
