@@ -335,31 +335,31 @@ func parseStallStream(f *Faults, a faultArg) error {
 
 // parseDelay parses delay=PATH:S; several may be given.
 func parseDelay(f *Faults, a faultArg) error {
-	path, secs, ok := strings.Cut(a.arg, ":")
-	v, err := strconv.ParseFloat(secs, 64)
-	if !ok || !strings.HasPrefix(path, "/") || err != nil || !(v > 0) || math.IsInf(v, 0) {
-		return fmt.Errorf("delay: %q: want PATH:SECONDS, PATH starting with / and SECONDS > 0", a.arg)
-	}
-	if f.Delays == nil {
-		f.Delays = map[string]float64{}
-	}
-	f.Delays[path] = v
-	return nil
+	return keyedSeconds(&f.Delays, a, func(path string) bool { return strings.HasPrefix(path, "/") },
+		"want PATH:SECONDS, PATH starting with / and SECONDS > 0")
 }
 
 // The server's own operations slow=OP:S names.
 var slowOps = []string{"start", "prefill", "decode", "sleep", "wake", "reload", "pause", "release"}
 
+// parseSlow parses slow=OP:S; several may be given.
 func parseSlow(f *Faults, a faultArg) error {
-	op, secs, ok := strings.Cut(a.arg, ":")
+	return keyedSeconds(&f.Slow, a, func(op string) bool { return slices.Contains(slowOps, op) },
+		"want OP:SECONDS, OP one of "+strings.Join(slowOps, ", ")+" and SECONDS > 0")
+}
+
+// keyedSeconds parses a KEY:SECONDS item into *m (made when nil): KEY as
+// valid says, SECONDS finite and above 0; want says what is wanted.
+func keyedSeconds(m *map[string]float64, a faultArg, valid func(string) bool, want string) error {
+	key, secs, ok := strings.Cut(a.arg, ":")
 	v, err := strconv.ParseFloat(secs, 64)
-	if !ok || !slices.Contains(slowOps, op) || err != nil || !(v > 0) || math.IsInf(v, 0) {
-		return fmt.Errorf("slow: %q: want OP:SECONDS, OP one of %s and SECONDS > 0", a.arg, strings.Join(slowOps, ", "))
+	if !ok || !valid(key) || err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return fmt.Errorf("%s: %q: %s", a.name, a.arg, want)
 	}
-	if f.Slow == nil {
-		f.Slow = map[string]float64{}
+	if *m == nil {
+		*m = map[string]float64{}
 	}
-	f.Slow[op] = v
+	(*m)[key] = v
 	return nil
 }
 
