@@ -257,10 +257,14 @@ func (mm Memory) start(ctx context.Context, label string, level int, step func(c
 		ms.deviceLeftGPU = usedPerGPU(r)
 	}
 	if err == nil {
-		ms.Held = time.Since(ms.Sent.Add(ms.Took))
+		ms.Held = time.Since(ms.Answered())
 	}
 	return ms, err
 }
+
+// Answered is when the sleep answered: Sent + Took, where the harness's
+// own span (Held) begins.
+func (ms *MeasuredSleep) Answered() time.Time { return ms.Sent.Add(ms.Took) }
 
 // Finish reads the model's memory asleep, sets what the sleep released
 // (ReleasedGiB; at level 1 ReleasePercent; per GPU on several) and returns

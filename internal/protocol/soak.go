@@ -99,7 +99,8 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 	// outside it. The one read that must come between the sleep and the
 	// wake, the headroom (a wake that cannot fit is named before it is
 	// sent), is left out of it, as is device-delta's read of the device
-	// asleep (pool.MeasuredSleep.Held): held is their time. vLLM frees
+	// asleep (pool.MeasuredSleep.Held): held is their time, the sleep's
+	// answer to the energy reading before the wake. vLLM frees
 	// the memory before /sleep answers (CuMemAllocator.sleep,
 	// vllm/device_allocator/cumem.py), so the headroom is read at once; only
 	// a wake that would not fit waits settle_s after the sleep answered and
@@ -128,7 +129,7 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 	// asleep reads from's residual settle_s after its sleep answered, its
 	// release and its host memory (a process scan: RSS, locked, pinned).
 	asleep := func() error {
-		p.settleFrom(ctx, ms.Sent.Add(ms.Took))
+		p.settleFrom(ctx, ms.Answered())
 		resid, err := p.finishSleep(ctx, ms)
 		if err != nil {
 			return err
@@ -142,10 +143,9 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 		}
 		return nil
 	}
-	h0 := time.Now()
 	free, need, err := p.pool.Memory().Headroom(ctx, to)
 	if err == nil && free < need {
-		p.settleFrom(ctx, ms.Sent.Add(ms.Took))
+		p.settleFrom(ctx, ms.Answered())
 		free, need, err = p.pool.Memory().Headroom(ctx, to)
 	}
 	if err != nil {
@@ -154,7 +154,7 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 	if eh, err = m.Now(ctx); err != nil {
 		return fail(to, "energy before the wake", err)
 	}
-	held := time.Since(h0) + ms.Held // and the sleep's confirmation, device-delta's read, the energy reads
+	held := time.Since(ms.Answered()) // the sleep's confirmation, device-delta's read, the headroom, the energy reads: the span energy.Without takes out
 	c.FreeGiB, c.NeedGiB, c.HeadroomGiB = free, need, free-need
 	if c.HeadroomGiB < 0 {
 		_ = asleep() // what the slept model kept, for the failed cycle's row; the wake's refusal is the error
@@ -170,7 +170,7 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 	_, wd, err := p.pool.WakeThen(ctx, to, func(ctx context.Context) {
 		if s, perr = p.pool.Probe(ctx, to); perr == nil {
 			c.EnergyJ, c.EnergyNote, eerr = energy.CloseInterval(ctx, m, e0, s.Tokens[0])
-			c.EnergyJ, c.EnergyNote = energy.Without(c.EnergyJ, c.EnergyNote, ea, eh, ms.Sent.Add(ms.Took), m)
+			c.EnergyJ, c.EnergyNote = energy.Without(c.EnergyJ, c.EnergyNote, ea, eh, ms.Answered(), m)
 		}
 	})
 	c.WakeS = wd.Seconds()

@@ -81,7 +81,7 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 		if eh, err = m.Now(ctx); err != nil {
 			return ho, from, "energy before the wake " + dir, err
 		}
-		held = time.Since(ms.Sent.Add(ms.Took))
+		held = time.Since(ms.Answered())
 	}
 	if err := p.pool.MakeRoom(ctx, to); err != nil {
 		return ho, to, "make room", err
@@ -94,7 +94,7 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 		if s, perr = p.pool.Probe(ctx, to); perr == nil {
 			ho.EnergyJ, ho.EnergyNote, eerr = energy.CloseInterval(ctx, m, e0, s.Tokens[0])
 			if ms != nil {
-				ho.EnergyJ, ho.EnergyNote = energy.Without(ho.EnergyJ, ho.EnergyNote, ea, eh, ms.Sent.Add(ms.Took), m)
+				ho.EnergyJ, ho.EnergyNote = energy.Without(ho.EnergyJ, ho.EnergyNote, ea, eh, ms.Answered(), m)
 			}
 		}
 	}
