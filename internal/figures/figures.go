@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/wakebench/wakebench/internal/stats"
 )
 
 // Ops are the operations a row's "inside" column may name, each one a
@@ -197,18 +199,14 @@ func split(path string) []string {
 func BenchPath(name, unit string) string { return "bench:" + name + " " + unit }
 
 // Values is a figure of samples (a bench.txt benchmark's values in one
-// unit): n, median, smallest.
+// unit): n, median and smallest as stats.Summarize takes them (NaN with
+// none).
 func Values(xs []float64) Figure {
-	f := Figure{N: len(xs), Median: math.NaN(), Min: math.NaN()}
-	if len(xs) == 0 {
-		return f
+	s, err := stats.Summarize(xs)
+	if err != nil {
+		return Figure{N: len(xs), Median: math.NaN(), Min: math.NaN()}
 	}
-	s := slices.Sorted(slices.Values(xs))
-	f.Min, f.Median = s[0], s[len(s)/2]
-	if len(s)%2 == 0 {
-		f.Median = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return f
+	return Figure{N: s.N, Median: s.Median, Min: s.Min}
 }
 
 // Figure is one figure's value in a report: a summary's (n, median, min)
