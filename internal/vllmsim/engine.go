@@ -204,8 +204,10 @@ func (e *engine) step(ctx context.Context) bool {
 	}
 	batch, slowdown := len(e.running), e.slowdown
 	// A decode step past some sequence's first token: the first token is
-	// the prefill's (vLLM samples it at the end of the prefill's forward
-	// pass), this simulator's one step later.
+	// the prefill's in vLLM (GPUModelRunner.execute_model,
+	// vllm/v1/worker/gpu_model_runner.py, samples every scheduled request
+	// and discards the token only for a partial prefill), this
+	// simulator's one step later.
 	extra := time.Duration(0)
 	if slices.ContainsFunc(e.running, func(s *seq) bool { return s.emitted > 0 }) {
 		extra = e.extraDecode
