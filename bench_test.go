@@ -23,6 +23,7 @@ import (
 	"golang.org/x/perf/benchfmt"
 
 	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/harness"
 	"github.com/wakebench/wakebench/internal/phases"
 	"github.com/wakebench/wakebench/internal/protocol"
@@ -148,6 +149,16 @@ func TestOutputs(t *testing.T) {
 	assert.Empty(t, diffs, "key paths of the reference report missing or of another type in ours")
 	assert.NotEmpty(t, rep.RestartBaseline.Summary)
 	assert.NotEmpty(t, rep.DRA.Summary)
+
+	// Every timed figure of bench.txt names the phase window whose host
+	// load the regression gate reads to tell a busy machine from a slower
+	// code (docs/compare.md), and that window carries one.
+	run, err := gate.RunOf(gate.BenchOf(report.BenchUnits(), report.BenchResults(raw)), "this run", raw.Started)
+	require.NoError(t, err)
+	for k := range run.Bench.Values {
+		_, ok := run.HostWindow(k)
+		assert.True(t, ok, "%s %s: no phase window with a host load", k.Name, k.Unit)
+	}
 
 	cfg := h.Config()
 	p := cfg.Protocol
@@ -415,7 +426,7 @@ func TestRegressionGate(t *testing.T) {
 	t.Output().Write([]byte(table))
 	for _, v := range vs {
 		if v.Regression {
-			assert.Fail(t, "regression", "%s %s: %+.1f%% (%s rule, %d runs), flagged beyond %.3g%%", v.Name, v.Unit, v.ChangePct, v.Rule, v.Runs, v.MinPct)
+			assert.Fail(t, "regression", "%s %s: %+.1f%% (%s rule, %d runs), flagged beyond %.3g%%", v.Name, v.Unit+gate.StatSuffix(v.Stat), v.ChangePct, v.Rule, v.Runs, v.ThresholdPct)
 		}
 	}
 }

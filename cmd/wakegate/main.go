@@ -82,7 +82,7 @@ func run(ctx context.Context, w io.Writer, baseline, path string, pct, alpha flo
 	for _, v := range vs {
 		if v.Regression {
 			n++
-			fmt.Fprintf(w, "REGRESSION %s %s %+.1f %% (%s rule, %d runs; flagged beyond %.3g %%)\n", v.Name, v.Unit, v.ChangePct, v.Rule, v.Runs, v.MinPct)
+			fmt.Fprintf(w, "REGRESSION %s %s %+.1f %% (%s rule, %d runs; flagged beyond %.3g %%)\n", v.Name, v.Unit+gate.StatSuffix(v.Stat), v.ChangePct, v.Rule, v.Runs, v.ThresholdPct)
 		}
 	}
 	return n, nil

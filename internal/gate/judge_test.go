@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -31,7 +32,7 @@ func benchText(started time.Time, metrics map[string][]float64) string {
 	if !started.IsZero() {
 		b.WriteString(StartedPrefix + started.Format(time.RFC3339Nano) + "\n")
 	}
-	b.WriteString("gpu: g\nUnit sec/wake better=lower\nUnit sec/ttft better=lower\nUnit sec/ready better=lower\nUnit tok/s better=higher\n")
+	b.WriteString("gpu: g\nUnit sec/wake better=lower\nUnit sec/ttft better=lower\nUnit sec/ready better=lower\nUnit tok/s better=higher\nUnit GiB/residual better=lower\n")
 	for k, xs := range metrics {
 		name, unit, _ := strings.Cut(k, " ")
 		for _, x := range xs {
@@ -101,11 +102,12 @@ func TestOneRunRuleHoldsTheSameCodeCase(t *testing.T) {
 	assert.Contains(t, v.How, "noise floor")
 	assert.Contains(t, v.Why, "one baseline run: cannot see a change under")
 	assert.Contains(t, v.How, "Bonferroni over the 2 metrics this rule gates")
-	assert.Equal(t, 10.0, verdict(t, vs, wake).MinPct, "a tight metric is held to the tolerance")
+	assert.Equal(t, 10.0, verdict(t, vs, wake).ThresholdPct, "a tight metric is held to the tolerance")
+	assert.InDelta(t, 11.1, verdict(t, vs, wake).MinPct, 0.1, "flagged in 80 %% of runs: the tolerance and z(0.8) of its 1 %% floor's scatter")
 	r := verdict(t, vs, rdy)
 	assert.True(t, math.IsInf(r.MinPct, 1), "one sample: nothing flagged, %v", r.MinPct)
 	assert.Contains(t, r.How, "1 sample(s) in the baseline run: its spread is unknown")
-	assert.Contains(t, r.Why, "fewer than 3 samples")
+	assert.Contains(t, r.Why, "fewer than 5 samples")
 
 	slow := mkRun(t, 2, map[string][]float64{ttft: scaled(ttfts, 1.5), wake: around(1.2, 0.01, 5), rdy: {25}})
 	vs, err = Judge(t.Context(), []Run{base}, slow, 10, 0.05)
@@ -178,12 +180,12 @@ func TestOneRunRuleHoldsItsFamilyRate(t *testing.T) {
 func TestRunsRuleLearnsTheRunToRunSpread(t *testing.T) {
 	var noisy, tight []Run
 	for i, m := range []float64{1.0, 1.12, 0.88, 1.08, 0.92} {
-		noisy = append(noisy, mkRun(t, i, map[string][]float64{wake: around(m, 0.01, 5), tps: {100, 101}}))
+		noisy = append(noisy, mkRun(t, i, map[string][]float64{wake: around(m, 0.01, 5), tps: around(101, 0.01, 5)}))
 	}
 	for i, m := range []float64{1.0, 1.01, 0.99, 1.005, 0.995} {
-		tight = append(tight, mkRun(t, i, map[string][]float64{wake: around(m, 0.01, 5), tps: {100 * m, 101 * m}}))
+		tight = append(tight, mkRun(t, i, map[string][]float64{wake: around(m, 0.01, 5), tps: around(101*m, 0.01, 5)}))
 	}
-	cur := mkRun(t, 9, map[string][]float64{wake: around(1.14, 0.01, 5), tps: {100, 101}})
+	cur := mkRun(t, 9, map[string][]float64{wake: around(1.14, 0.01, 5), tps: around(101, 0.01, 5)})
 
 	vs, err := Judge(t.Context(), noisy, cur, 10, 0.05)
 	require.NoError(t, err)
@@ -193,7 +195,8 @@ func TestRunsRuleLearnsTheRunToRunSpread(t *testing.T) {
 	assert.Greater(t, v.ChangePct, 10.0)
 	assert.False(t, v.Regression, "+%.1f %% is inside the runs' spread: p %.3g", v.ChangePct, v.P)
 	assert.Greater(t, v.P, 0.1)
-	assert.InDelta(t, 36, v.MinPct, 5, "the smallest change these runs can tell from their spread, at α/2: two metrics are judged")
+	assert.InDelta(t, 36, v.ThresholdPct, 5, "the smallest change these runs can tell from their spread, at α/2: two metrics are judged")
+	assert.InDelta(t, 52, v.MinPct, 5, "and the change flagged in 80 %% of runs: t(0.8) of the spread beyond it")
 	assert.Contains(t, v.How, "t-test of this run's median against the 5 baseline runs")
 
 	vs, err = Judge(t.Context(), tight, cur, 10, 0.05)
@@ -201,11 +204,32 @@ func TestRunsRuleLearnsTheRunToRunSpread(t *testing.T) {
 	v = verdict(t, vs, wake)
 	assert.True(t, v.Regression, "+%.1f %% against runs within 1 %%: p %.3g", v.ChangePct, v.P)
 	assert.Less(t, v.P, 0.001)
-	assert.Equal(t, 10.0, v.MinPct, "tight runs: the tolerance is the limit")
+	assert.InDelta(t, 10.0, v.ThresholdPct, 1e-9, "tight runs: the tolerance is the limit")
 	assert.False(t, verdict(t, vs, tps).Regression, "tok/s unchanged")
 
 	// Higher is better: 20 % fewer tok/s is worse.
-	slowTPS := mkRun(t, 9, map[string][]float64{wake: around(1, 0.01, 5), tps: {80, 81}})
+	slowTPS := mkRun(t, 9, map[string][]float64{wake: around(1, 0.01, 5), tps: around(81, 0.01, 5)})
+	// Two rounds a run: a hiccup moves such a run whole; five runs do not gate it.
+	two := func(i int, f float64) Run {
+		return mkRun(t, i, map[string][]float64{wake: around(1, 0.01, 5), tps: {100 * f, 101 * f}})
+	}
+	var twos []Run
+	for i, m := range []float64{1.0, 1.01, 0.99, 1.005, 0.995} {
+		twos = append(twos, two(i, m))
+	}
+	vs, err = Judge(t.Context(), twos, two(9, 0.8), 10, 0.05)
+	require.NoError(t, err)
+	v = verdict(t, vs, tps)
+	assert.False(t, v.Regression)
+	assert.True(t, math.IsInf(v.MinPct, 1))
+	assert.Contains(t, v.Why, "gated against 10 or more baseline runs")
+	var tens []Run
+	for i := range 10 {
+		tens = append(tens, two(i, 1+0.01*float64(i%3-1)))
+	}
+	vs, err = Judge(t.Context(), tens, two(19, 0.8), 10, 0.05)
+	require.NoError(t, err)
+	assert.True(t, verdict(t, vs, tps).Regression, "ten runs gate two rounds a run")
 	vs, err = Judge(t.Context(), tight, slowTPS, 10, 0.05)
 	require.NoError(t, err)
 	assert.True(t, verdict(t, vs, tps).Regression)
@@ -324,34 +348,358 @@ func TestRunsRuleBorrowsSpreadFromItsPhase(t *testing.T) {
 	assert.Contains(t, verdict(t, vs, keys[1]).How, "by the prior of 6 Sleep sec/* metrics")
 }
 
-// TestRunsRuleAsksTheBestSampleToo: five runs whose wakes agree to 1 %.
-// A run where the box hiccupped during three of its five wakes (+30 %
-// each) moves its median by 30 % but not its fastest wake: not a
-// regression. A wake 30 % slower every time moves both: flagged. A
-// throughput (higher is better) is confirmed on the run's largest round.
-func TestRunsRuleAsksTheBestSampleToo(t *testing.T) {
+// TestRunsRuleSeesASlowerMostOfTheRun is the first miss of issue 35 (on
+// e06ccb7 the runs rule also required each run's fastest sample to be
+// worse): 15 of 16 requests twice as slow, the fastest one as before,
+// move the median +100 % and were never flagged. They are now; and a wake
+// 30 % slower every time still is.
+func TestRunsRuleSeesASlowerMostOfTheRun(t *testing.T) {
 	var base []Run
 	for i, m := range []float64{1.0, 1.01, 0.99, 1.005, 0.995} {
-		base = append(base, mkRun(t, i, map[string][]float64{wake: around(m, 0.01, 5), tps: around(100*m, 0.01, 5)}))
+		base = append(base, mkRun(t, i, map[string][]float64{ttft: around(0.01*m, 0.2, 16), wake: around(m, 0.01, 5)}))
 	}
-	hiccup := mkRun(t, 9, map[string][]float64{wake: {0.99, 1.0, 1.3, 1.31, 1.32}, tps: {101, 100, 70, 71, 69}})
-	vs, err := Judge(t.Context(), base, hiccup, 10, 0.05)
+	most := around(0.01, 0.2, 16)
+	for i := 1; i < len(most); i++ {
+		most[i] *= 2
+	}
+	vs, err := Judge(t.Context(), base, mkRun(t, 9, map[string][]float64{ttft: most, wake: around(1, 0.01, 5)}), 10, 0.05)
 	require.NoError(t, err)
-	for _, key := range []string{wake, tps} {
-		v := verdict(t, vs, key)
-		assert.Greater(t, math.Abs(v.ChangePct), 25.0, "%s: the median moved", key)
-		assert.Less(t, math.Abs(v.BestChangePct), 2.0, "%s: the best sample did not", key)
-		assert.False(t, v.Regression, "%s: a hiccup, not a slower code: %s", key, v.How)
-		assert.Contains(t, v.How, "intersection-union")
-	}
-	slower := mkRun(t, 9, map[string][]float64{wake: around(1.3, 0.01, 5), tps: around(70, 0.01, 5)})
-	vs, err = Judge(t.Context(), base, slower, 10, 0.05)
+	v := verdict(t, vs, ttft)
+	assert.InDelta(t, 100, v.ChangePct, 5)
+	assert.True(t, v.Regression, "15 of 16 requests twice as slow: %s", v.How)
+	assert.False(t, verdict(t, vs, wake).Regression)
+
+	vs, err = Judge(t.Context(), base, mkRun(t, 9, map[string][]float64{ttft: around(0.01, 0.2, 16), wake: around(1.3, 0.01, 5)}), 10, 0.05)
 	require.NoError(t, err)
-	for _, key := range []string{wake, tps} {
-		v := verdict(t, vs, key)
-		assert.True(t, v.Regression, "%s: median %+.1f %%, best %+.1f %%", key, v.ChangePct, v.BestChangePct)
+	assert.True(t, verdict(t, vs, wake).Regression)
+	assert.False(t, verdict(t, vs, ttft).Regression)
+}
+
+// tailVerdict is the tail verdict (StatP95 or StatP5) of key.
+func tailVerdict(t *testing.T, vs []Verdict, key string) Verdict {
+	t.Helper()
+	name, unit, _ := strings.Cut(key, " ")
+	for _, v := range vs {
+		if v.Name == name && v.Unit == unit && v.Stat != StatMedian {
+			return v
+		}
 	}
-	assert.Contains(t, verdict(t, vs, tps).How, "best sample (max)")
+	require.Failf(t, "no tail verdict", "%s", key)
+	return Verdict{}
+}
+
+// TestRunsRuleJudgesTheTail: a metric of 16 samples a run is judged on
+// its runs' 95th percentiles as well as their medians. A run's tail is its
+// slowest request or two, which a stall of the machine moves whole (as it
+// moves a metric of one sample), so it is judged against ten or more
+// baseline runs, never five. Requests drawn with a 20 % spread, runs 3 %
+// apart: against ten runs, a run whose slowest request takes twice as long
+// (the p95 of 16 by nearest rank) under an unchanged median is flagged in
+// at least 18 of 20 trials, on its tail; the same code flags the tail in
+// at most 1 of 20. A throughput's tail is its lowest values (p5).
+func TestRunsRuleJudgesTheTail(t *testing.T) {
+	rng := rand.New(rand.NewPCG(35, 95))
+	draw := func(i int, tail float64) Run {
+		m := math.Exp(0.03 * rng.NormFloat64())
+		xs, ts := make([]float64, 16), make([]float64, 16)
+		for j := range xs {
+			xs[j] = 0.01 * m * math.Exp(0.2*rng.NormFloat64())
+			ts[j] = 100 / m * math.Exp(0.2*rng.NormFloat64())
+		}
+		slices.Sort(xs)
+		xs[15] *= tail
+		slices.Sort(ts)
+		ts[0] /= tail
+		return mkRun(t, i, map[string][]float64{ttft: xs, tps: ts, wake: around(m, 0.01, 5)})
+	}
+	caught, caughtTPS, medianToo, falseTail := 0, 0, 0, 0
+	for range 20 {
+		var base []Run
+		for i := range 10 {
+			base = append(base, draw(i, 1))
+		}
+		vs, err := Judge(t.Context(), base, draw(19, 2), 10, 0.05)
+		require.NoError(t, err)
+		if tailVerdict(t, vs, ttft).Regression {
+			caught++
+		}
+		if tailVerdict(t, vs, tps).Regression {
+			caughtTPS++
+		}
+		if verdict(t, vs, ttft).Regression {
+			medianToo++
+		}
+		vs, err = Judge(t.Context(), base, draw(19, 1), 10, 0.05)
+		require.NoError(t, err)
+		if tailVerdict(t, vs, ttft).Regression || tailVerdict(t, vs, tps).Regression {
+			falseTail++
+		}
+	}
+	t.Logf("doubled p95: flagged %d of 20 (the median %d of 20); halved p5 of tok/s: %d of 20; same code: a tail flagged %d of 20", caught, medianToo, caughtTPS, falseTail)
+	assert.GreaterOrEqual(t, caught, 18)
+	assert.GreaterOrEqual(t, caughtTPS, 18)
+	assert.LessOrEqual(t, medianToo, 1, "the median did not move: flagged at most as a same-code run's is")
+	assert.LessOrEqual(t, falseTail, 1)
+
+	var base []Run
+	for i := range 10 {
+		base = append(base, draw(i, 1))
+	}
+	vs, err := Judge(t.Context(), base, draw(19, 1), 10, 0.05)
+	require.NoError(t, err)
+	v := tailVerdict(t, vs, ttft)
+	assert.Contains(t, v.How, "t-test of this run's p95 against the 10 baseline runs")
+	assert.Equal(t, StatP5, func() string {
+		for _, v := range vs {
+			if v.Name+" "+v.Unit == tps && v.Stat != StatMedian {
+				return v.Stat
+			}
+		}
+		return ""
+	}())
+	var table strings.Builder
+	require.NoError(t, WriteVerdicts(&table, vs))
+	assert.Contains(t, table.String(), "sec/ttft p95")
+	for _, v := range vs {
+		if v.Name+" "+v.Unit == wake {
+			assert.Equal(t, StatMedian, v.Stat, "5 samples a run: no tail verdict")
+		}
+	}
+	// Five runs do not gate a tail, and say so.
+	vs, err = Judge(t.Context(), base[:5], draw(19, 2), 10, 0.05)
+	require.NoError(t, err)
+	v = tailVerdict(t, vs, ttft)
+	assert.False(t, v.Regression)
+	assert.True(t, math.IsInf(v.MinPct, 1))
+	assert.Contains(t, v.Why, "a run's tail is its slowest request or two")
+}
+
+// TestDisturbedPhaseIsNotEvaluated is the second miss of issue 35: a
+// same-code rerun under a CPU hog, against runs of the quiet machine, was
+// flagged on every timed metric of a crowded phase (+77 % on a level-1
+// sleep), and nothing said the machine was the cause. Its window's host
+// load now says so: NOT EVALUATED with the measured load, never a
+// regression for that alone. A memory figure of the same phase is still
+// judged (a busy CPU does not add GiB); a phase whose load was as the
+// baseline's is judged; a busy neighbour the run did not wait for (its
+// threads' run-queue wait as in the baseline) disturbs nothing; and a
+// baseline taken under the same load judges the loaded run.
+func TestDisturbedPhaseIsNotEvaluated(t *testing.T) {
+	const resid = "Sleep/model=A/level=1 GiB/residual"
+	host := func(w string, others, wait float64) map[string][]float64 {
+		return map[string][]float64{
+			"Host/window=" + w + " %-others-cpu": {others},
+			"Host/window=" + w + " wait/run":     {wait},
+		}
+	}
+	run := func(i int, f float64, sleep, serve map[string][]float64) Run {
+		m := map[string][]float64{wake: around(f, 0.01, 5), resid: around(f, 0.01, 5), ttft: around(0.01*f, 0.01, 16)}
+		maps.Copy(m, sleep)
+		maps.Copy(m, serve)
+		return mkRun(t, i, m)
+	}
+	quiet := func(base float64) []Run {
+		var out []Run
+		for i, m := range []float64{1.0, 1.01, 0.99, 1.005, 0.995} {
+			out = append(out, run(i, m, host("A-sleep-level1", base+float64(i), 0.2), host("A-after-wake", 1, 0.2)))
+		}
+		return out
+	}
+	busy := run(9, 1.4, host("A-sleep-level1", 85, 1.4), host("A-after-wake", 2, 0.21))
+	vs, err := Judge(t.Context(), quiet(2), busy, 10, 0.05)
+	require.NoError(t, err)
+	w := verdict(t, vs, wake)
+	assert.False(t, w.Regression, "+%.0f %% in a crowded phase", w.ChangePct)
+	assert.Contains(t, w.Disturbed, "NOT EVALUATED: the machine was busy during A-sleep-level1: other processes took 85 % of its CPU (at most 6 % in the 5 baseline runs)")
+	assert.Contains(t, w.Why, "waited 1.40 s for a CPU per second they ran, more than in any baseline run (at most 0.20)")
+	assert.True(t, verdict(t, vs, resid).Regression, "memory is judged in a crowded phase too")
+	assert.True(t, verdict(t, vs, ttft).Regression, "after-wake's window was as quiet as the baseline's: judged")
+	var table strings.Builder
+	require.NoError(t, WriteVerdicts(&table, vs))
+	assert.Contains(t, table.String(), "(NOT EVALUATED: the machine was busy, see below)")
+
+	neighbour := run(9, 1.4, host("A-sleep-level1", 85, 0.25), host("A-after-wake", 2, 0.21))
+	vs, err = Judge(t.Context(), quiet(2), neighbour, 10, 0.05)
+	require.NoError(t, err)
+	assert.True(t, verdict(t, vs, wake).Regression, "others took idle CPU, the run did not wait for it: judged")
+
+	// Others as busy in the baseline runs, but the run waited longer for
+	// a CPU than in any of them: still disturbed.
+	vs, err = Judge(t.Context(), quiet(80), busy, 10, 0.05)
+	require.NoError(t, err)
+	assert.Contains(t, verdict(t, vs, wake).Disturbed, "at most 84 %")
+	// A machine nobody else used, the run's threads waiting for each
+	// other (a server that burns more CPU: the code): judged.
+	selfish := run(9, 1.4, host("A-sleep-level1", 4, 1.4), host("A-after-wake", 2, 0.21))
+	vs, err = Judge(t.Context(), quiet(2), selfish, 10, 0.05)
+	require.NoError(t, err)
+	assert.True(t, verdict(t, vs, wake).Regression, "others took 4 %%: the wait is the run's own")
+	var loaded []Run
+	for i, m := range []float64{1.0, 1.01, 0.99, 1.005, 0.995} {
+		loaded = append(loaded, run(i, m, host("A-sleep-level1", 80+float64(i), 1.3), host("A-after-wake", 1, 0.2)))
+	}
+	vs, err = Judge(t.Context(), loaded, busy, 10, 0.05)
+	require.NoError(t, err)
+	assert.True(t, verdict(t, vs, wake).Regression, "a baseline under the same load judges the loaded run")
+
+	// A baseline from before host loads were measured: judged as before.
+	var old []Run
+	for i, m := range []float64{1.0, 1.01, 0.99, 1.005, 0.995} {
+		old = append(old, run(i, m, nil, nil))
+	}
+	vs, err = Judge(t.Context(), old, busy, 10, 0.05)
+	require.NoError(t, err)
+	assert.True(t, verdict(t, vs, wake).Regression)
+}
+
+// TestHistoryConfirmsItsChangePoints is the third miss of issue 35: in
+// same-code histories of seven runs E-Divisive, at α per metric, found 3
+// to 7 change points among a hundred metrics, after which those metrics
+// were judged on two or three runs. Sixty metrics of pure run-to-run
+// noise (3 %), twenty histories: no change point is confirmed, and every
+// metric is judged on all seven runs. A real change (+30 % on twenty of
+// the sixty metrics, at run 7 of 12) is confirmed on them, and the newest
+// run is judged against the level since.
+func TestHistoryConfirmsItsChangePoints(t *testing.T) {
+	rng := rand.New(rand.NewPCG(35, 3))
+	const metrics = 60
+	key := func(j int) string { return fmt.Sprintf("Sleep/model=A/level=%d sec/wake", j) }
+	draw := func(i int, f func(j int) float64) Run {
+		m := map[string][]float64{}
+		for j := range metrics {
+			m[key(j)] = around(f(j)*math.Exp(0.03*rng.NormFloat64()), 0.01, 5)
+		}
+		return mkRun(t, i, m)
+	}
+	same := func(int) float64 { return 1 }
+	found, confirmed, short := 0, 0, 0
+	for range 20 {
+		var hist []Run
+		for i := range 7 {
+			hist = append(hist, draw(i, same))
+		}
+		vs, err := Judge(t.Context(), hist, draw(9, same), 10, 0.05)
+		require.NoError(t, err)
+		for _, v := range vs {
+			found += len(v.ChangePoints) + len(v.Unconfirmed)
+			confirmed += len(v.ChangePoints)
+			if v.Runs < 7 {
+				short++
+			}
+		}
+	}
+	t.Logf("same-code histories: %d change points found, %d confirmed; %d metrics judged on fewer than 7 runs", found, confirmed, short)
+	assert.Zero(t, confirmed)
+	assert.Zero(t, short)
+
+	step := func(i int) func(int) float64 {
+		return func(j int) float64 {
+			if i >= 6 && j < 20 {
+				return 1.3
+			}
+			return 1
+		}
+	}
+	var hist []Run
+	for i := range 12 {
+		hist = append(hist, draw(i, step(i)))
+	}
+	vs, err := Judge(t.Context(), hist, draw(20, step(20)), 10, 0.05)
+	require.NoError(t, err)
+	cut := 0
+	for j := range 20 {
+		v := verdict(t, vs, key(j))
+		if len(v.ChangePoints) == 1 && v.ChangePoints[0].Index == 6 {
+			cut++
+			assert.Equal(t, 6, v.Runs)
+			assert.False(t, v.Regression, "the new level")
+		}
+	}
+	assert.GreaterOrEqual(t, cut, 18, "a change of twenty metrics is confirmed on them")
+	for j := 20; j < metrics; j++ {
+		assert.Empty(t, verdict(t, vs, key(j)).ChangePoints, "metric %d did not change", j)
+	}
+}
+
+// TestStatedPowerHoldsByInjection: what compare.txt states as each
+// metric's smallest flagged change is measured. Thirty metrics whose runs
+// wander 3 % (five samples a run, 1 % apart), five baseline runs; for
+// each of 100 trials the stated power of one metric is injected into a
+// same-code run: flagged in at least 80 %; half of it in at most 20 %.
+// The one-run rule likewise, on a run whose drift is as large as its
+// within-run spread (the rule's assumption).
+func TestStatedPowerHoldsByInjection(t *testing.T) {
+	rng := rand.New(rand.NewPCG(35, 80))
+	const metrics, trials = 30, 100
+	key := func(j int) string { return fmt.Sprintf("Sleep/model=A/level=%d sec/wake", j) }
+	type rule struct {
+		name  string
+		draw  func(i int, f0 float64) Run
+		nbase int
+	}
+	rules := []rule{
+		{RuleRuns, func(i int, f0 float64) Run {
+			m := map[string][]float64{}
+			for j := range metrics {
+				f := math.Exp(0.03 * rng.NormFloat64())
+				if j == 0 {
+					f *= f0
+				}
+				m[key(j)] = around(f, 0.01, 5)
+			}
+			return mkRun(t, i, m)
+		}, 5},
+		{RuleOneRun, func(i int, f0 float64) Run {
+			m := map[string][]float64{}
+			for j := range metrics {
+				f := math.Exp(0.05 * rng.NormFloat64())
+				if j == 0 {
+					f *= f0
+				}
+				xs := make([]float64, 8)
+				for n := range xs {
+					xs[n] = f * (1 + 0.05*rng.NormFloat64())
+				}
+				m[key(j)] = xs
+			}
+			return mkRun(t, i, m)
+		}, 1},
+	}
+	for _, r := range rules {
+		full, half := 0, 0
+		var stated []float64
+		for range trials {
+			var base []Run
+			for i := range r.nbase {
+				base = append(base, r.draw(i, 1))
+			}
+			vs, err := Judge(t.Context(), base, r.draw(9, 1), 10, 0.05)
+			require.NoError(t, err)
+			v := verdict(t, vs, key(0))
+			require.Equal(t, r.name, v.Rule)
+			require.False(t, math.IsInf(v.MinPct, 1))
+			stated = append(stated, v.MinPct)
+			for _, h := range []bool{false, true} {
+				f := 1 + v.MinPct/100
+				if h {
+					f = 1 + v.MinPct/200
+				}
+				vs, err := Judge(t.Context(), base, r.draw(9, f), 10, 0.05)
+				require.NoError(t, err)
+				if verdict(t, vs, key(0)).Regression {
+					if h {
+						half++
+					} else {
+						full++
+					}
+				}
+			}
+		}
+		slices.Sort(stated)
+		t.Logf("%s rule: stated power %.0f–%.0f %% (median %.0f %%): flagged %d of %d at it, %d of %d at half of it", r.name, stated[0], stated[len(stated)-1], stated[len(stated)/2], full, trials, half, trials)
+		assert.GreaterOrEqual(t, full, 80*trials/100, "%s: the stated power is flagged in 80 %% of runs", r.name)
+		assert.LessOrEqual(t, half, 20*trials/100, "%s: half of it in at most 20 %%", r.name)
+	}
 }
 
 // TestFitPrior: variances drawn as Smyth's model has them (s0² = 0.01,
@@ -479,7 +827,7 @@ func TestRunsRuleHoldsTheFamilyWiseRate(t *testing.T) {
 	draw := func(i int, shift func(j int) float64) Run {
 		m := map[string][]float64{}
 		for j := range metrics {
-			m[fmt.Sprintf("Sleep/model=A/level=%d sec/wake", j)] = []float64{shift(j) * math.Exp(0.05*rng.NormFloat64())}
+			m[fmt.Sprintf("Sleep/model=A/level=%d sec/wake", j)] = around(shift(j)*math.Exp(0.05*rng.NormFloat64()), 0.001, 5)
 		}
 		return mkRun(t, i, m)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,17 +51,23 @@ func (r Run) Median(k BenchKey) (float64, bool) {
 	return s.Median, err == nil
 }
 
-// Best is the run's best sample of one benchmark × unit: its largest
-// where better is +1 (higher is better), else its smallest.
-func (r Run) Best(k BenchKey, better int) (float64, bool) {
+// Stat is the run's statistic st of one benchmark × unit: StatMedian,
+// StatP95 (stats.Summarize's, by nearest rank) or StatP5 (the value at
+// rank ⌈0.05·n⌉, likewise); ok is false when the run lacks it.
+func (r Run) Stat(k BenchKey, st string) (float64, bool) {
 	xs := r.Bench.Values[k]
-	if len(xs) == 0 {
-		return 0, false
+	s, err := stats.Summarize(xs)
+	switch st {
+	case StatP95:
+		return s.P95, err == nil
+	case StatP5:
+		if err != nil {
+			return 0, false
+		}
+		sorted := slices.Sorted(slices.Values(xs))
+		return sorted[max(0, int(math.Ceil(0.05*float64(len(xs))))-1)], true
 	}
-	if better > 0 {
-		return slices.Max(xs), true
-	}
-	return slices.Min(xs), true
+	return s.Median, err == nil
 }
 
 // MaxBenchBytes bounds a bench.txt the gate reads: a run's bench.txt is
@@ -81,7 +88,7 @@ const HistoryMaxRuns = 100
 // Benchmarks are the first name elements of wakebench's bench.txt results
 // (package report's WriteBench writes them; a test there holds the two
 // together): a baseline run with none of them is another project's.
-var Benchmarks = []string{"Restart", "Sleep", "Serve", "Switch", "Traffic", "TrafficEnergy", "Memory", "Cost", "Energy", "PodStart", "PodRestart", "PodSwitch"}
+var Benchmarks = []string{"Restart", "Sleep", "Serve", "Switch", "Traffic", "TrafficEnergy", "Memory", "Cost", "Energy", "PodStart", "PodRestart", "PodSwitch", "Host"}
 
 // ParseRun reads one run's bench.txt. Its time is the StartedPrefix line
 // when there is one, else mtime (bench.txt files written before the line

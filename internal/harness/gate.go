@@ -93,9 +93,9 @@ func (r *Run) judge(ctx context.Context, baseline string) ([]gate.Verdict, strin
 	for _, v := range vs {
 		// JSON has neither NaN (no figure: a metric missing in this run or
 		// in the baseline) nor +Inf (nothing flagged: no power to state).
-		row := record.GateRow{Metric: v.Name, Unit: v.Unit, Rule: v.Rule, Runs: v.Runs, Baseline: finite(v.Base), ThisRun: finite(v.Cur),
+		row := record.GateRow{Metric: v.Name, Unit: v.Unit + gate.StatSuffix(v.Stat), Rule: v.Rule, Runs: v.Runs, Baseline: finite(v.Base), ThisRun: finite(v.Cur),
 			ChangePct: finite(v.ChangePct), MinChange: v.Min, MinChangePct: v.MinPct, Regression: v.Regression, Gated: v.Better != 0, Why: v.Why}
-		if math.IsInf(v.MinPct, 1) {
+		if math.IsInf(v.MinPct, 1) || v.Disturbed != "" {
 			row.MinChange, row.MinChangePct, row.Gated = 0, 0, false
 		}
 		for _, c := range v.ChangePoints {
@@ -104,7 +104,7 @@ func (r *Run) judge(ctx context.Context, baseline string) ([]gate.Verdict, strin
 		g.Rows = append(g.Rows, row)
 		if v.Regression {
 			n++
-			r.rec.AddChecks(gate.Evaluate("regression "+v.Name+" "+v.Unit+" ("+v.Rule+" rule)", "", v.ChangePct*float64(-v.Better), "within", v.MinPct))
+			r.rec.AddChecks(gate.Evaluate("regression "+v.Name+" "+v.Unit+" ("+v.Rule+" rule)", "", v.ChangePct*float64(-v.Better), "within", v.ThresholdPct))
 		}
 	}
 	r.rec.SetGate(g)

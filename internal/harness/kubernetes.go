@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/hostload"
 	"github.com/wakebench/wakebench/internal/kube"
 	"github.com/wakebench/wakebench/internal/kubelocal"
 	"github.com/wakebench/wakebench/internal/kubephase"
@@ -35,9 +36,9 @@ func (r *Run) Kubernetes(ctx context.Context, logf func(string, ...any)) (protoc
 func (r *Run) kubernetes(ctx context.Context, logf func(string, ...any)) (k record.Kubernetes, err error) {
 	cfg := r.cfg
 	r.rec.PhaseRan(kubephase.Phase)
-	start := time.Now()
+	start, host := time.Now(), hostload.Window()
 	defer func() {
-		r.rec.Window(kubephase.Phase, start, time.Now(), time.Duration(cfg.Protocol.WindowPadS*float64(time.Second)))
+		r.rec.Window(kubephase.Phase, start, time.Now(), time.Duration(cfg.Protocol.WindowPadS*float64(time.Second)), host())
 		if k.Cluster != "" { // a cluster was reached: the phase ran, however far
 			r.rec.SetKubernetes(k)
 		}

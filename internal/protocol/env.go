@@ -18,6 +18,7 @@ import (
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/hostload"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
 )
@@ -150,8 +151,9 @@ func (p *Env) Begin(ctx context.Context, phase string, labels ...string) (end fu
 		p.obs.ObservePhase(ctx, phase, "before", labels)
 	}
 	start, exits := time.Now(), p.pool.Procs().ExitMark()
+	host := hostload.Window() // the machine's load over the phase, for the regression gate
 	return func() {
-		p.rec.Window(strings.Join(labels, "")+"-"+phase, start, time.Now(), seconds(p.cfg.Protocol.WindowPadS))
+		p.rec.Window(strings.Join(labels, "")+"-"+phase, start, time.Now(), seconds(p.cfg.Protocol.WindowPadS), host())
 		// A server that exited during the phase is a failure of it, also
 		// where no step met it (a request's error, a restart since).
 		// How each model's memory is attributed (its latest start's

@@ -126,6 +126,22 @@ type Requests struct {
 type Window struct {
 	Start float64 `json:"start"`
 	End   float64 `json:"end"`
+	// Host is what the machine did to the run during the phase (package
+	// hostload; nil where it could not be read): the regression gate does
+	// not attribute a change of a phase other processes crowded to the
+	// code.
+	Host *HostLoad `json:"host,omitempty"`
+}
+
+// HostLoad is the machine's load over a phase window, measured from the
+// kernel's counters at its start and end (package hostload).
+type HostLoad struct {
+	// OthersCPUPct is the CPU time processes outside the run's process
+	// tree took (steal included), in percent of all the machine's cores.
+	OthersCPUPct float64 `json:"others_cpu_pct"`
+	// WaitPerRun is the seconds the run's threads waited on a run queue
+	// per second they ran.
+	WaitPerRun float64 `json:"wait_per_run"`
 }
 
 // Simulated says the numbers come from vllmsim, not hardware.
@@ -513,9 +529,9 @@ func (r *Recorder) PhaseRan(name string) {
 
 // Window records a phase window, widened by pad on both sides. A phase
 // run again replaces its window.
-func (r *Recorder) Window(name string, start, end time.Time, pad time.Duration) {
+func (r *Recorder) Window(name string, start, end time.Time, pad time.Duration, host *HostLoad) {
 	defer r.lock()()
-	r.raw.Windows[name] = Window{Start: Unix(start.Add(-pad)), End: Unix(end.Add(pad))}
+	r.raw.Windows[name] = Window{Start: Unix(start.Add(-pad)), End: Unix(end.Add(pad)), Host: host}
 }
 
 // AddRestart records one start of label.

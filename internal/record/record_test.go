@@ -68,7 +68,7 @@ func TestRawIsACopy(t *testing.T) {
 	assert.Equal(t, 10, r.Raw().Planned["A"][1])
 	assert.Equal(t, "m", r.Raw().Names["A"])
 
-	r.Window("A-restart", time.Unix(100, 0), time.Unix(110, 0), 2*time.Second)
+	r.Window("A-restart", time.Unix(100, 0), time.Unix(110, 0), 2*time.Second, nil)
 	r.Finish([]float64{1, 2}, map[string]uint64{"A": 7}, time.Unix(120, 0))
 	raw := r.Raw()
 	assert.Equal(t, Window{Start: 98, End: 112}, raw.Windows["A-restart"])

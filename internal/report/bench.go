@@ -3,7 +3,9 @@ package report
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +41,11 @@ const (
 	UnitStartJ     = "J/start"       // energy of a cold start: spawn → first token
 	UnitSwitchJ    = "J/switch"      // energy of a handoff: /sleep sent → the woken model's first token
 	UnitJ          = "J"             // energy of a traffic run: first planned arrival → last request done
+	// The machine's load over a phase window (record.HostLoad): shown,
+	// never gated (no better=); the regression gate reads them to tell a
+	// crowded phase from a slower code.
+	UnitOthersCPU  = "%-others-cpu"
+	UnitWaitPerRun = "wait/run"
 )
 
 // unitMeta is what benchstat should assume about each unit.
@@ -100,6 +107,7 @@ func BenchUnits() []*benchfmt.UnitMetadata {
 //	BenchmarkMemory/model=A
 //	BenchmarkCost/model=A/state=asleep-l1 (W, host-GiB), BenchmarkEnergy/model=A/op=wake-l1 (J/wake, J/sleep, J/start)
 //	BenchmarkPodStart/model=A/kind=cold, BenchmarkPodRestart/model=A, BenchmarkPodSwitch/dir=A→B (the Kubernetes phase)
+//	BenchmarkHost/window=A-sleep-level1 (the machine's load over a phase window: %-others-cpu, wait/run; no better=)
 func WriteBench(w io.Writer, raw record.Raw) error {
 	bw := benchfmt.NewWriter(w)
 	if !raw.Started.IsZero() {
@@ -151,8 +159,17 @@ func BenchResults(raw record.Raw) []*benchfmt.Result {
 	if peak := summary(raw.DeviceUsedGiB); peak.N > 0 {
 		line("Memory/device", val(peak.Max, UnitPeak))
 	}
+	for _, w := range slices.Sorted(maps.Keys(raw.Windows)) {
+		if h := raw.Windows[w].Host; h != nil {
+			line(HostBench+"/window="+w, val(h.OthersCPUPct, UnitOthersCPU), val(h.WaitPerRun, UnitWaitPerRun))
+		}
+	}
 	return out
 }
+
+// HostBench is the benchmark of the machine's load over each phase
+// window: Host/window=<the window's name, e.g. A-sleep-level1>.
+const HostBench = "Host"
 
 // benchConfig is bench.txt's config lines: the GPU, the runtime, each
 // model's name and whether the run was simulated.

@@ -34,6 +34,7 @@ func goldenRaw() record.Raw {
 	raw.Requests.Executed += 4 // a sleep in pause mode abort ended 4 requests
 	raw.Requests.AbortedByDesign = 4
 	raw.Phases = []string{"restart", "baseline", "sleep-level1"}
+	raw.Windows["A-sleep-level1"] = record.Window{Start: 1_700_000_100, End: 1_700_000_160, Host: &record.HostLoad{OthersCPUPct: 3.5, WaitPerRun: 0.25}}
 	raw.GPUFacts = &record.GPUFacts{Name: "G (simulated)", MemoryGiB: 48, PCIeGen: 4, PCIeWidth: 16, MaxPCIeGen: 4, MaxPCIeWidth: 16,
 		PCIeGBps: 32, MemBusWidthBits: 384, MaxMemClockMHz: 9001, MemoryGBps: 864.1, Simulated: true}
 	raw.Weights = map[string]record.Weight{"A": {GiB: 8, Source: "server log: Model loading took 8.0 GiB"}}
