@@ -94,8 +94,9 @@ fleet:
 	$(GO) test -count=1 ./internal/fleetjob ./internal/fleetreport && \
 	WAKEBENCH_CONFIG=$(FLEET_CONFIG) $(GO) test -count=1 -timeout 20m -v -run '^TestFleet$$' .
 
-## gate-power: the regression gate's false alarms and power, measured (RERUNS=10 BASE=5: ~35 short
-## runs of testdata/gate-power.json, ~13 min on 2 cores); prints one table, runs in out/gate-power
+## gate-power: the regression gate's false alarms and power, measured (RERUNS=20 BASE=10: ~70 short
+## runs of testdata/gate-power.json, ~60 min on 2 cores; LOAD=1 adds the same under a CPU hog on
+## every core, ~110 min); prints one table with the machine and its load, runs in out/gate-power
 gate-power:
 	scripts/gate-power.sh
 

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// writeRun writes one run's bench.txt into dir: the serving TTFT of 16
+// requests (tailKey), a wake of 5 samples, and the host load of both
+// windows; every time is scaled by f, the wake by wake too.
+func writeRun(t *testing.T, rng *rand.Rand, dir string, f, wake, others float64) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	var b strings.Builder
+	b.WriteString("# wakebench run started 2026-12-05T00:00:00Z\nUnit sec/ttft better=lower\nUnit sec/wake better=lower\ngpu: g\n")
+	run := math.Exp(0.02 * rng.NormFloat64())
+	for range 16 {
+		fmt.Fprintf(&b, "BenchmarkServe/model=A/stage=baseline/conc=4 1 %g sec/ttft\n", 0.015*f*run*math.Exp(0.05*rng.NormFloat64()))
+	}
+	for range 5 {
+		fmt.Fprintf(&b, "BenchmarkSleep/model=A/level=1 1 %g sec/wake\n", 0.03*f*wake*run*math.Exp(0.01*rng.NormFloat64()))
+	}
+	for _, w := range []string{"A-baseline", "A-sleep-level1"} {
+		fmt.Fprintf(&b, "BenchmarkHost/window=%s 1 %g %%-others-cpu %g wait/run\n", w, others, 0.2+others/50)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bench.txt"), []byte(b.String()), 0o644))
+}
+
+// TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem: runs drawn as the
+// runs rule models them (each run off by 2 %, its samples by 5 % and 1 %)
+// give the table's rows by hand: the same code flagged in none, 1.5× and
+// a 30 % slower wake in every run, the injected changes in every run; the
+// same code under a busier machine is NOT EVALUATED against quiet runs,
+// never flagged; each gated metric's stated power is injected once per
+// run. A run without bench.txt is an error, not a row.
+func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
+	rng := rand.New(rand.NewPCG(35, 1))
+	out := t.TempDir()
+	for i := 1; i <= 10; i++ {
+		writeRun(t, rng, filepath.Join(out, scBase, fmt.Sprint(i)), 1, 1, 2)
+		writeRun(t, rng, filepath.Join(out, scBaseLoad, fmt.Sprint(i)), 1.3, 1, 80)
+	}
+	for i := 1; i <= 20; i++ {
+		writeRun(t, rng, filepath.Join(out, scSame, fmt.Sprint(i)), 1, 1, 2)
+		writeRun(t, rng, filepath.Join(out, scSameLoad, fmt.Sprint(i)), 1.3, 1, 80)
+	}
+	for i := 1; i <= 4; i++ {
+		writeRun(t, rng, filepath.Join(out, scSlow, fmt.Sprint(i)), 1.5, 1, 2)
+		writeRun(t, rng, filepath.Join(out, scSlowWake, fmt.Sprint(i)), 1, 1.3, 2)
+		writeRun(t, rng, filepath.Join(out, scSlowLoad, fmt.Sprint(i)), 1.3*1.5, 1, 80)
+	}
+	var b strings.Builder
+	_, err := run(t.Context(), &b, out, true, 10, 0.05, true)
+	require.NoError(t, err)
+	table := b.String()
+	t.Log(table)
+	// Every goal of the false alarms and of the changes made is met; the
+	// stated power's injections are a measurement of 40 correlated trials
+	// (two gated metrics, twenty runs, each against half the baseline):
+	// counted, not held to 80 % here (package gate's
+	// TestStatedPowerHoldsByInjection holds it over 100 baselines).
+	for _, l := range strings.Split(table, "\n") {
+		if strings.HasPrefix(l, "| ") && !strings.HasPrefix(l, "| runs") && !strings.Contains(l, "stated power") && !strings.Contains(l, "half of it") {
+			assert.True(t, strings.HasSuffix(l, "| yes |"), "goal missed: %s", l)
+		}
+	}
+	assert.Regexp(t, `stated power \(smallest flagged\), injected into each same-code run \(quiet\), one metric at a time \| 5 of the 10 runs \(quiet\), drawn for each run \| \d+ of 40 \|`, table)
+	assert.Regexp(t, `half of it, injected alike \(under the hog\) \| 5 of the 10 runs \(under the hog\), drawn for each run \| \d+ of 40 \|`, table)
+	for _, want := range []string{
+		"| same code (quiet) | 5 runs (quiet) | 0 of 20 | 0 | 0 flagged | yes |",
+		"| same code (quiet) | 1 run (quiet), each of 10 in turn |",
+		"| 1.5× slower (quiet) | 5 runs (quiet) | 4 of 4 |",
+		"| every wake 10 % slower (quiet) | 5 runs (quiet) | 4 of 4 |",
+		"| same code (under the hog) | 5 runs (under the hog) | 0 of 20 |",
+		"| same code (under the hog) | 5 runs (quiet) | 0 of 20 | 20 |",
+		"| 1.5× slower (under the hog) | 5 runs (under the hog) | 4 of 4 |",
+		"15 of 16 requests twice as slow (Serve/model=A/stage=baseline/conc=4 sec/ttft) | 10 runs (quiet) | 20 of 20 |",
+		"the slowest request twice as slow, the median unchanged (its p95) | 10 runs (quiet) | 20 of 20 |",
+		"machine: ",
+		"quiet: Sleep/model=A/level=1 sec/wake: stated power flagged in",
+	} {
+		assert.Contains(t, table, want)
+	}
+
+	require.NoError(t, os.MkdirAll(filepath.Join(out, scSame, "21"), 0o755))
+	_, err = run(t.Context(), &b, out, true, 10, 0.05, false)
+	assert.ErrorContains(t, err, "a run wrote no bench.txt")
+	_, err = run(t.Context(), &b, t.TempDir(), false, 10, 0.05, false)
+	assert.ErrorContains(t, err, "no runs of base or same")
+}

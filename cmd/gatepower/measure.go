@@ -1,0 +1,504 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/stats"
+)
+
+// The scenarios scripts/gate-power.sh runs, each a directory of runs
+// (<OUT>/<scenario>/<i>/bench.txt).
+const (
+	scBase     = "base"         // the baseline, on the quiet machine
+	scSame     = "same"         // the same code, quiet
+	scSlow     = "slow1.5"      // 1.5× slower, quiet (LOAD=0)
+	scSlowWake = "slowwake1.1"  // every wake 10 % slower, quiet
+	scBaseLoad = "base-load"    // the baseline under the hog (LOAD=1)
+	scSameLoad = "same-load"    // the same code under the hog
+	scSlowLoad = "slow1.5-load" // 1.5× slower under the hog
+)
+
+// fiveRuns is the baseline size of the goals for false alarms and
+// for the 10 % slower wake: the first five runs of a baseline.
+const fiveRuns = 5
+
+// tailKey is the metric the injected changes users fear are made in: a
+// serving TTFT of 16 requests a run.
+var tailKey = gate.BenchKey{Name: "Serve/model=A/stage=baseline/conc=4", Unit: "sec/ttft"}
+
+// row is one line of the table: what was judged against what, how many
+// runs the gate flagged, and the goal.
+type row struct {
+	what, against string
+	flagged, of   int
+	notEvaluated  int // runs with a metric NOT EVALUATED (the machine busy)
+	goal          string
+	met           bool
+}
+
+// measurement is the whole table.
+type measurement struct {
+	machine, load string
+	rows          []row
+	notes         []string
+	// detail is each metric's injection counts (printed with -v).
+	detail []string
+	// broken: a run wrote no bench.txt.
+	broken bool
+}
+
+// judge is gate.Judge with the table's tolerance and alpha.
+type judge func(ctx context.Context, base []gate.Run, cur gate.Run) ([]gate.Verdict, error)
+
+func measure(ctx context.Context, out string, load bool, pct, alpha float64) (measurement, error) {
+	j := func(ctx context.Context, base []gate.Run, cur gate.Run) ([]gate.Verdict, error) {
+		return gate.Judge(ctx, base, cur, pct, alpha)
+	}
+	sc := map[string][]gate.Run{}
+	var m measurement
+	for _, name := range scenarios {
+		runs, missing, err := readScenario(filepath.Join(out, name))
+		if err != nil {
+			return m, err
+		}
+		sc[name] = runs
+		if missing > 0 {
+			m.notes = append(m.notes, fmt.Sprintf("%s: %d run(s) wrote no bench.txt (see their test.log)", name, missing))
+			m.broken = true
+		}
+	}
+	if len(sc[scBase]) == 0 || len(sc[scSame]) == 0 {
+		return m, fmt.Errorf("%s: no runs of %s or %s: run scripts/gate-power.sh first", out, scBase, scSame)
+	}
+	if load && (len(sc[scBaseLoad]) == 0 || len(sc[scSameLoad]) == 0) {
+		return m, fmt.Errorf("%s: LOAD=1 but no runs of %s or %s", out, scBaseLoad, scSameLoad)
+	}
+	m.machine = machine()
+	m.load = "others' share of the CPU over the runs' phase windows (median, range): " + loadSummary(sc)
+	first := func(runs []gate.Run) []gate.Run { return runs[:min(fiveRuns, len(runs))] }
+	named := func(l string, runs []gate.Run) string { return fmt.Sprintf("%d runs (%s)", len(runs), l) }
+	type cond struct {
+		name             string
+		base, same, slow []gate.Run
+	}
+	conds := []cond{{"quiet", sc[scBase], sc[scSame], sc[scSlow]}}
+	if load {
+		conds = append(conds, cond{"under the hog", sc[scBaseLoad], sc[scSameLoad], sc[scSlowLoad]})
+	}
+	var rows []func() (row, error)
+	for _, c := range conds {
+		rows = append(rows,
+			func() (row, error) {
+				return flagRate(ctx, j, "same code ("+c.name+")", c.same, first(c.base), named(c.name, first(c.base)), 0)
+			},
+			func() (row, error) { return oneRunRate(ctx, j, "same code ("+c.name+")", c.same, c.base, c.name) })
+		if c.name != "quiet" {
+			rows = append(rows, func() (row, error) {
+				return flagRate(ctx, j, "same code ("+c.name+")", c.same, first(sc[scBase]), named("quiet", first(sc[scBase])), 0)
+			})
+		}
+		if len(c.slow) > 0 {
+			rows = append(rows, func() (row, error) {
+				return flagRate(ctx, j, "1.5× slower ("+c.name+")", c.slow, first(c.base), named(c.name, first(c.base)), len(c.slow))
+			})
+		}
+	}
+	if k := len(sc[scSlowWake]); k > 0 {
+		rows = append(rows, func() (row, error) {
+			return flagRate(ctx, j, "every wake 10 % slower (quiet)", sc[scSlowWake], first(sc[scBase]), named("quiet", first(sc[scBase])), (9*k+9)/10)
+		})
+	}
+	for _, c := range conds {
+		rows = append(rows,
+			func() (row, error) {
+				return injectRate(ctx, j, "injected ("+c.name+"): 15 of 16 requests twice as slow ("+tailKey.Name+" "+tailKey.Unit+")",
+					c.same, c.base, named(c.name, c.base), mostSlower, gate.StatMedian)
+			},
+			func() (row, error) {
+				return injectRate(ctx, j, "injected ("+c.name+"): the slowest request twice as slow, the median unchanged (its p95)",
+					c.same, c.base, named(c.name, c.base), tailSlower, gate.StatP95)
+			})
+	}
+	for _, f := range rows {
+		r, err := f()
+		if err != nil {
+			return m, err
+		}
+		m.rows = append(m.rows, r)
+	}
+	for _, c := range conds {
+		full, half, err := statedPower(ctx, j, c.name, c.same, c.base, fmt.Sprintf("%d of the %d runs (%s), drawn for each run", (len(c.base)+1)/2, len(c.base), c.name), &m.detail)
+		if err != nil {
+			return m, err
+		}
+		m.rows = append(m.rows, full, half)
+	}
+	return m, nil
+}
+
+// scenarios are every scenario directory gatepower reads.
+var scenarios = []string{scBase, scSame, scSlow, scSlowWake, scBaseLoad, scSameLoad, scSlowLoad}
+
+// readScenario reads dir/<i>/bench.txt of every run directory of dir, in
+// index order; missing counts the directories without one.
+func readScenario(dir string) (runs []gate.Run, missing int, err error) {
+	ents, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	var idx []int
+	for _, e := range ents {
+		if i, err := strconv.Atoi(e.Name()); err == nil && e.IsDir() {
+			idx = append(idx, i)
+		}
+	}
+	slices.Sort(idx)
+	for _, i := range idx {
+		p := filepath.Join(dir, strconv.Itoa(i), "bench.txt")
+		r, err := gate.ReadRun(p)
+		if os.IsNotExist(err) {
+			missing++
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		runs = append(runs, r)
+	}
+	return runs, missing, nil
+}
+
+// flagRate judges every run of curs against base: how many the gate
+// flagged (a regression in any metric) and how many had a metric NOT
+// EVALUATED. want ≤ 0 is a false-alarm row (goal: none flagged), else
+// the fewest runs to flag.
+func flagRate(ctx context.Context, j judge, what string, curs, base []gate.Run, against string, want int) (row, error) {
+	r := row{what: what, against: against, of: len(curs)}
+	vss, err := judgeAll(ctx, j, base, curs)
+	if err != nil {
+		return r, err
+	}
+	for _, vs := range vss {
+		if slices.ContainsFunc(vs, func(v gate.Verdict) bool { return v.Regression }) {
+			r.flagged++
+		}
+		if slices.ContainsFunc(vs, func(v gate.Verdict) bool { return v.Disturbed != "" }) {
+			r.notEvaluated++
+		}
+	}
+	if want <= 0 {
+		r.goal, r.met = "0 flagged", r.flagged == 0
+	} else {
+		r.goal, r.met = fmt.Sprintf("≥ %d flagged", want), r.flagged >= want
+	}
+	return r, nil
+}
+
+// oneRunRate judges every same-code run against each baseline run alone:
+// the goal is at most one flagged in twenty against any one of them.
+func oneRunRate(ctx context.Context, j judge, what string, curs, base []gate.Run, load string) (row, error) {
+	r := row{what: what, against: fmt.Sprintf("1 run (%s), each of %d in turn", load, len(base))}
+	worst := 0
+	for _, b := range base {
+		x, err := flagRate(ctx, j, "", curs, []gate.Run{b}, "", 0)
+		if err != nil {
+			return r, err
+		}
+		r.flagged, r.of, r.notEvaluated = r.flagged+x.flagged, r.of+x.of, r.notEvaluated+x.notEvaluated
+		worst = max(worst, x.flagged)
+	}
+	limit := max(1, len(curs)/20)
+	r.goal = fmt.Sprintf("≤ %d of %d against each (worst: %d)", limit, len(curs), worst)
+	r.met = worst <= limit
+	return r, nil
+}
+
+// judgeAll judges each of curs against base, on every core.
+func judgeAll(ctx context.Context, j judge, base, curs []gate.Run) ([][]gate.Verdict, error) {
+	out := make([][]gate.Verdict, len(curs))
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, c := range curs {
+		g.Go(func() error {
+			vs, err := j(ctx, base, c)
+			if err != nil {
+				return fmt.Errorf("judge %s: %w", c.Path, err)
+			}
+			out[i] = vs
+			return nil
+		})
+	}
+	return out, g.Wait()
+}
+
+// scaled is r with key k's samples changed by f (each sample's index in
+// ascending order and value → its new value).
+func scaled(r gate.Run, k gate.BenchKey, f func(i int, x float64) float64) gate.Run {
+	c := r
+	c.Bench.Values = maps.Clone(r.Bench.Values)
+	xs := slices.Clone(r.Bench.Values[k])
+	slices.Sort(xs)
+	for i, x := range xs {
+		xs[i] = f(i, x)
+	}
+	c.Bench.Values[k] = xs
+	return c
+}
+
+// mostSlower: every request of tailKey but the fastest twice as slow.
+func mostSlower(r gate.Run) gate.Run {
+	return scaled(r, tailKey, func(i int, x float64) float64 {
+		if i == 0 {
+			return x
+		}
+		return 2 * x
+	})
+}
+
+// tailSlower: the slowest request of tailKey twice as slow (at 16 a run
+// its p95 by nearest rank), the others as they were.
+func tailSlower(r gate.Run) gate.Run {
+	n := len(r.Bench.Values[tailKey])
+	return scaled(r, tailKey, func(i int, x float64) float64 {
+		if i == n-1 {
+			return 2 * x
+		}
+		return x
+	})
+}
+
+// injectRate injects f into every same-code run and counts those whose
+// tailKey verdict of statistic stat the gate flagged.
+func injectRate(ctx context.Context, j judge, what string, curs, base []gate.Run, against string, f func(gate.Run) gate.Run, stat string) (row, error) {
+	r := row{what: what, against: against, of: len(curs)}
+	inj := make([]gate.Run, len(curs))
+	for i, c := range curs {
+		if len(c.Bench.Values[tailKey]) < gate.TailMinSamples {
+			return r, fmt.Errorf("%s: %s %s has %d samples, %d wanted", c.Path, tailKey.Name, tailKey.Unit, len(c.Bench.Values[tailKey]), gate.TailMinSamples)
+		}
+		inj[i] = f(c)
+	}
+	vss, err := judgeAll(ctx, j, base, inj)
+	if err != nil {
+		return r, err
+	}
+	for _, vs := range vss {
+		if slices.ContainsFunc(vs, func(v gate.Verdict) bool {
+			return v.Name == tailKey.Name && v.Unit == tailKey.Unit && v.Stat == stat && v.Regression
+		}) {
+			r.flagged++
+		}
+		if slices.ContainsFunc(vs, func(v gate.Verdict) bool {
+			return v.Name == tailKey.Name && v.Unit == tailKey.Unit && v.Disturbed != ""
+		}) {
+			r.notEvaluated++
+		}
+	}
+	r.goal, r.met = fmt.Sprintf("%d flagged", len(curs)), r.flagged == len(curs)
+	return r, nil
+}
+
+// metricKey names one verdict: its benchmark, unit and statistic.
+type metricKey struct {
+	gate.BenchKey
+	stat string
+}
+
+// subset is n of runs drawn by seed, in their order.
+func subset(runs []gate.Run, n int, seed uint64) []gate.Run {
+	idx := rand.New(rand.NewPCG(seed, 35)).Perm(len(runs))[:n]
+	slices.Sort(idx)
+	out := make([]gate.Run, n)
+	for i, k := range idx {
+		out[i] = runs[k]
+	}
+	return out
+}
+
+// statedPower injects into every same-code run, one metric at a time,
+// the change its verdict states as the gate's power (the smallest flagged
+// in gate.PowerLevel of runs), and half of it, each run against its own
+// half of the baseline runs (subset). Rows: the injections
+// flagged at the stated size (goal: at least 80 %) and at half of it (at
+// most 20 %), pooled over the metrics; detail lists each metric's counts.
+func statedPower(ctx context.Context, j judge, cond string, curs, base []gate.Run, against string, detail *[]string) (row, row, error) {
+	full := row{what: "each metric's stated power (smallest flagged), injected into each same-code run (" + cond + "), one metric at a time", against: against}
+	half := row{what: "half of it, injected alike (" + cond + ")", against: against}
+	// Pooled over metrics: a metric's rate against one baseline leans on
+	// where that baseline's runs happened to fall (a metric whose runs
+	// were slow is flagged less), which the pool and the drawn baselines
+	// average out, as the power is stated (gate.PowerLevel: over
+	// baselines).
+	// Each trial its own baseline: the stated power holds over baselines
+	// like the user's (gate.PowerLevel), so trial i draws half the
+	// baseline runs (in their order) by its own seed.
+	bases := make([][]gate.Run, len(curs))
+	vss := make([][]gate.Verdict, len(curs))
+	for i := range curs {
+		bases[i] = subset(base, (len(base)+1)/2, uint64(i))
+		vs, err := j(ctx, bases[i], curs[i])
+		if err != nil {
+			return full, half, fmt.Errorf("judge %s: %w", curs[i].Path, err)
+		}
+		vss[i] = vs
+	}
+	// hits[k][0]: runs the stated change was flagged in; [1]: half of it; [2]: trials.
+	var mu sync.Mutex // guards hits
+	hits := map[metricKey]*[3]int{}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, vs := range vss {
+		for _, v := range vs {
+			if v.Better == 0 || v.Disturbed != "" || math.IsInf(v.MinPct, 1) || v.Rule != gate.RuleRuns && v.Rule != gate.RuleOneRun {
+				continue
+			}
+			k := metricKey{gate.BenchKey{Name: v.Name, Unit: v.Unit}, v.Stat}
+			g.Go(func() error {
+				var got [2]bool
+				for h, size := range []float64{v.MinPct, v.MinPct / 2} {
+					f := 1 + size/100
+					if v.Better > 0 {
+						f = 1 - size/100
+					}
+					n := len(curs[i].Bench.Values[k.BenchKey])
+					// A tail verdict: its tail sample alone (the slowest,
+					// or the lowest throughput), the rest as they were.
+					inj := scaled(curs[i], k.BenchKey, func(i int, x float64) float64 {
+						if k.stat == gate.StatP95 && i != n-1 || k.stat == gate.StatP5 && i != 0 {
+							return x
+						}
+						return x * f
+					})
+					ws, err := j(gctx, bases[i], inj)
+					if err != nil {
+						return fmt.Errorf("judge %s with %s %s%s injected: %w", curs[i].Path, k.Name, k.Unit, gate.StatSuffix(k.stat), err)
+					}
+					got[h] = slices.ContainsFunc(ws, func(w gate.Verdict) bool {
+						return w.Name == k.Name && w.Unit == k.Unit && w.Stat == k.stat && w.Regression
+					})
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if hits[k] == nil {
+					hits[k] = &[3]int{}
+				}
+				for h, ok := range got {
+					if ok {
+						hits[k][h]++
+					}
+				}
+				hits[k][2]++
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return full, half, err
+	}
+	below, above := 0, 0
+	for _, k := range slices.SortedFunc(maps.Keys(hits), func(a, b metricKey) int {
+		return strings.Compare(a.Name+a.Unit+a.stat, b.Name+b.Unit+b.stat)
+	}) {
+		h := hits[k]
+		full.flagged, half.flagged = full.flagged+h[0], half.flagged+h[1]
+		full.of, half.of = full.of+h[2], half.of+h[2]
+		if float64(h[0]) < gate.PowerLevel*float64(h[2]) {
+			below++
+		}
+		if float64(h[1]) > 0.2*float64(h[2]) {
+			above++
+		}
+		*detail = append(*detail, fmt.Sprintf("%s: %s %s%s: stated power flagged in %d of %d runs, half of it in %d", cond, k.Name, k.Unit, gate.StatSuffix(k.stat), h[0], h[2], h[1]))
+	}
+	full.goal = fmt.Sprintf("≥ 80 %% of the %d injections (%d metrics; %d of them under 80 %% alone: -v lists them)", full.of, len(hits), below)
+	full.met = full.of > 0 && float64(full.flagged) >= gate.PowerLevel*float64(full.of)
+	half.goal = fmt.Sprintf("≤ 20 %% of the %d injections (%d metrics over 20 %% alone)", half.of, above)
+	half.met = half.of > 0 && float64(half.flagged) <= 0.2*float64(half.of)
+	return full, half, nil
+}
+
+// loadSummary is the median and range of the others' CPU share over
+// every phase window of each scenario's runs.
+func loadSummary(sc map[string][]gate.Run) string {
+	var parts []string
+	for _, name := range scenarios {
+		var xs []float64
+		for _, r := range sc[name] {
+			for k, v := range r.Bench.Values {
+				if strings.HasPrefix(k.Name, "Host/window=") && k.Unit == "%-others-cpu" && len(v) > 0 {
+					xs = append(xs, v[0])
+				}
+			}
+		}
+		if s, err := stats.Summarize(xs); err == nil {
+			parts = append(parts, fmt.Sprintf("%s %.0f %% (%.0f–%.0f)", name, s.Median, s.Min, s.Max))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// machine names the machine: cores, CPU model, kernel.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	kernel := ""
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = ", Linux " + strings.TrimSpace(string(b))
+	}
+	la := ""
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		la = ", load average now " + strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	return fmt.Sprintf("%d cores (%s), %s%s%s", runtime.NumCPU(), runtime.GOARCH, model, kernel, la)
+}
+
+// write prints the table (and with verbose each metric's injections); it
+// reports whether every goal was met.
+func (m measurement) write(w io.Writer, verbose bool) bool {
+	fmt.Fprintf(w, "machine: %s\nload: %s\n\n", m.machine, m.load)
+	fmt.Fprintln(w, "| runs | judged against | flagged | NOT EVALUATED (busy) | goal | met |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	ok := true
+	for _, r := range m.rows {
+		met := "yes"
+		if !r.met {
+			met, ok = "**no**", false
+		}
+		fmt.Fprintf(w, "| %s | %s | %d of %d | %d | %s | %s |\n", r.what, r.against, r.flagged, r.of, r.notEvaluated, r.goal, met)
+	}
+	for _, n := range m.notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	if verbose {
+		fmt.Fprintln(w)
+		for _, d := range m.detail {
+			fmt.Fprintln(w, d)
+		}
+	}
+	return ok
+}
