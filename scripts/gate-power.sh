@@ -25,7 +25,7 @@
 # go test) judged nothing; a run whose protocol FAILs a threshold still counts
 # (slower runs may). STAGES picks what runs: "load quiet judge" (the
 # default; load only with LOAD=1); STAGES=judge judges the runs in $OUT again.
-# RERUNS=20 BASE=10 LOAD=1 take about 90 minutes on 2 cores.
+# RERUNS=20 BASE=10 take about 60 minutes on 2 cores, LOAD=1 about 110.
 set -euo pipefail
 RERUNS=${RERUNS:-20}
 BASE=${BASE:-10}

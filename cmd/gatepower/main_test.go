@@ -61,22 +61,23 @@ func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
 		writeRun(t, rng, filepath.Join(out, scSlowLoad, fmt.Sprint(i)), 1.3*1.5, 1, 80)
 	}
 	var b strings.Builder
-	_, err := run(t.Context(), &b, out, true, 10, 0.05, true)
+	ok, err := run(t.Context(), &b, out, true, 10, 0.05, true)
 	require.NoError(t, err)
+	assert.True(t, ok, "every goal met")
 	table := b.String()
 	t.Log(table)
 	// Every goal of the false alarms and of the changes made is met; the
-	// stated power's injections are a measurement of 40 correlated trials
-	// (two gated metrics, twenty runs, each against half the baseline):
-	// counted, not held to 80 % here (package gate's
-	// TestStatedPowerHoldsByInjection holds it over 100 baselines).
+	// stated power's injections are a measurement of 60 correlated trials
+	// (three gated metrics, twenty runs, each against half the baseline or,
+	// the tail, all of it): counted and reported, not a goal (package
+	// gate's TestStatedPowerHoldsByInjection holds it over 100 baselines).
 	for _, l := range strings.Split(table, "\n") {
 		if strings.HasPrefix(l, "| ") && !strings.HasPrefix(l, "| runs") && !strings.Contains(l, "stated power") && !strings.Contains(l, "half of it") {
 			assert.True(t, strings.HasSuffix(l, "| yes |"), "goal missed: %s", l)
 		}
 	}
-	assert.Regexp(t, `stated power \(smallest flagged\), injected into each same-code run \(quiet\), one metric at a time \| 5 of the 10 runs \(quiet\), drawn for each run \| \d+ of 40 \|`, table)
-	assert.Regexp(t, `half of it, injected alike \(under the hog\) \| 5 of the 10 runs \(under the hog\), drawn for each run \| \d+ of 40 \|`, table)
+	assert.Regexp(t, `stated power \(smallest flagged\), injected into each same-code run \(quiet\), one metric at a time \| 5 of the 10 runs \(quiet\), drawn for each run; all 10 for a metric gated only from more \| \d+ of 60 \|`, table)
+	assert.Regexp(t, `half of it, injected alike \(under the hog\) \| 5 of the 10 runs \(under the hog\), drawn for each run; all 10 for a metric gated only from more \| \d+ of 60 \|`, table)
 	for _, want := range []string{
 		"| same code (quiet) | 5 runs (quiet) | 0 of 20 | 0 | 0 flagged | yes |",
 		"| same code (quiet) | 1 run (quiet), each of 10 in turn |",
@@ -86,7 +87,7 @@ func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
 		"| same code (under the hog) | 5 runs (quiet) | 0 of 20 | 20 |",
 		"| 1.5× slower (under the hog) | 5 runs (under the hog) | 4 of 4 |",
 		"15 of 16 requests twice as slow (Serve/model=A/stage=baseline/conc=4 sec/ttft) | 10 runs (quiet) | 20 of 20 |",
-		"the slowest request twice as slow, the median unchanged (its p95) | 10 runs (quiet) | 20 of 20 |",
+		"the p95 doubled (at 16 requests, the slowest), the median unchanged | 10 runs (quiet) | 20 of 20 |",
 		"machine: ",
 		"quiet: Sleep/model=A/level=1 sec/wake: stated power flagged in",
 	} {

