@@ -383,8 +383,8 @@ const RuleNew = "new"
 // change (a slower wake moves sleep, switch and traffic figures alike),
 // the k-th of them needs only p ≤ k·alpha/m, more power than Holm's. A
 // change inside the tolerance is a change too, and counts among them (a
-// 10 % slower wake moved A's wake +9 %, B's +13 %: ranked alone, B's was
-// flagged in 8 of 20 runs, with A's beside it in 17). So where a whole
+// 10 % slower wake moved A's wake +9 %, B's +13 %: with only the changes
+// beyond the tolerance ranked, the run was flagged in 8 of 20). So where a whole
 // run is slower inside the tolerance, a noisy metric pushed past it by
 // its noise is flagged: the tolerance bounds the observed change, not the
 // true one (a busier machine is the host load's to name).
@@ -929,7 +929,7 @@ func (v *Verdict) judgeOneRun(tolPct, alpha float64, m, n0, n1 int) {
 	v.How += fmt.Sprintf("; flags a worse change beyond %.3g %%, and one of %.3g %% in %.0f %% of runs", v.ThresholdPct, v.MinPct, 100*PowerLevel)
 	v.Why = fmt.Sprintf("one baseline run: cannot see a change under %.3g %%, nor tell a change from this box's run-to-run drift beyond the within-run spread", v.MinPct)
 	if math.IsInf(v.MinPct, 1) {
-		v.Why = fmt.Sprintf("one baseline run: its noise floor puts the smallest flagged fall beyond %.3g %%, to nothing: not gated", 100*z*spread*floor)
+		v.Why = "one baseline run: the smallest fall it would flag is 100 % or more (its tolerance, or its noise floor × z), a throughput of nothing: not gated"
 	}
 	if min(n0, n1) >= TailMinSamples {
 		v.Why += "; its tail is not judged against one run (a run's slowest request is one event: ten or more baseline runs judge it)"

@@ -25,23 +25,11 @@ type Reading struct {
 	// steal; Total adds idle and iowait.
 	Busy, Total float64
 	// threads is each thread of the run's process tree: its CPU seconds
-	// and run-queue wait seconds (/proc/PID/task/TID/schedstat), and its
-	// process.
+	// and run-queue wait seconds (/proc/PID/task/TID/schedstat).
 	threads map[int]thread
-	// reaped is the CPU seconds of the root's children it has waited for
-	// (its cutime and cstime: a server stopped and reaped inside a window
-	// ran there, and its threads are gone from the later reading).
-	reaped float64
 }
 
-type thread struct {
-	run, wait float64
-	pid       int
-}
-
-// userHZ is the kernel's clock tick for /proc/PID/stat times (USER_HZ,
-// 100 on every Linux ABI; procfs assumes the same).
-const userHZ = 100
+type thread struct{ run, wait float64 }
 
 // Load is what the machine did to the run between two readings.
 type Load struct {
@@ -84,11 +72,6 @@ func Read(root int) (Reading, error) {
 			children[s.PPID] = append(children[s.PPID], p.PID)
 		}
 	}
-	if p, err := fs.Proc(root); err == nil {
-		if st, err := p.Stat(); err == nil {
-			r.reaped = float64(st.CUTime+st.CSTime) / userHZ
-		}
-	}
 	for todo := []int{root}; len(todo) > 0; {
 		pid := todo[len(todo)-1]
 		todo = append(todo[:len(todo)-1], children[pid]...)
@@ -98,7 +81,7 @@ func Read(root int) (Reading, error) {
 		}
 		for _, t := range ts {
 			if s, err := t.Schedstat(); err == nil {
-				r.threads[t.PID] = thread{float64(s.RunningNanoseconds) / 1e9, float64(s.WaitingNanoseconds) / 1e9, pid}
+				r.threads[t.PID] = thread{float64(s.RunningNanoseconds) / 1e9, float64(s.WaitingNanoseconds) / 1e9}
 			}
 		}
 	}
@@ -109,29 +92,21 @@ func Read(root int) (Reading, error) {
 func ReadSelf() (Reading, error) { return Read(os.Getpid()) }
 
 // Between is the load from a to b. A thread that started between them
-// counts from zero. A process of the tree that ended between them and
-// that the root reaped counts by the root's reaped children's time less
-// what its threads had run at a; one reaped by another (an orphan) is
-// left out, so OthersPct is an upper bound where such processes came and
-// went, and their wait is unknown.
+// counts from zero; one that ended between them (a server stopped inside
+// the window, or a thread's exit) is left out, its last counts gone with
+// it, so OthersPct is an upper bound where the run's processes came and
+// went. (The root's reaped-children time cannot mend this: a child reaped
+// in the window brings its whole life and its own reaped children's, and
+// a process another reaped brings nothing.)
 func Between(a, b Reading) Load {
 	var run, wait float64
-	alive := map[int]bool{}
 	for tid, t := range b.threads {
-		alive[t.pid] = true
 		p := a.threads[tid]
 		if t.run < p.run || t.wait < p.wait { // a new thread reusing the id
 			p = thread{}
 		}
 		run, wait = run+t.run-p.run, wait+t.wait-p.wait
 	}
-	before := 0.0 // what the processes gone since a had run by then
-	for _, t := range a.threads {
-		if !alive[t.pid] {
-			before += t.run
-		}
-	}
-	run += max(0, b.reaped-a.reaped-before)
 	l := Load{Seconds: b.At.Sub(a.At).Seconds(), RunS: run}
 	if dt := b.Total - a.Total; dt > 0 {
 		l.OthersPct = max(0, min(100, 100*(b.Busy-a.Busy-run)/dt))
