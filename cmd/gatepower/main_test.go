@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/wakebench/wakebench/internal/gate"
 	"go.uber.org/goleak"
 )
 
@@ -99,4 +100,35 @@ func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
 	assert.ErrorContains(t, err, "a run wrote no bench.txt")
 	_, err = run(t.Context(), &b, t.TempDir(), false, 10, 0.05, false)
 	assert.ErrorContains(t, err, "no runs of base or same")
+}
+
+// TestInjectMovesExactlyItsStatistic: a tail injected into 16 and into 20
+// requests (the p95 the slowest, then the second slowest) doubles that
+// run's p95, or halves its p5, by nearest rank, and leaves its median; the
+// median's injection moves every sample.
+func TestInjectMovesExactlyItsStatistic(t *testing.T) {
+	k := gate.BenchKey{Name: "Serve/model=A/stage=baseline/conc=4", Unit: "sec/ttft"}
+	for _, n := range []int{16, 20} {
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = float64(i + 1)
+		}
+		r := gate.Run{Bench: gate.Bench{Values: map[gate.BenchKey][]float64{k: xs}}}
+		for _, c := range []struct {
+			stat   string
+			better int
+			f      float64
+		}{{gate.StatP95, -1, 2}, {gate.StatP5, 1, 0.5}, {gate.StatMedian, -1, 2}} {
+			before, _ := r.Stat(k, c.stat)
+			med, _ := r.Stat(k, gate.StatMedian)
+			inj := inject(r, k, c.stat, c.better, 100*math.Abs(c.f-1))
+			after, _ := inj.Stat(k, c.stat)
+			assert.InDelta(t, c.f*before, after, 1e-12, "n %d %s", n, c.stat)
+			if c.stat != gate.StatMedian {
+				m, _ := inj.Stat(k, gate.StatMedian)
+				assert.Equal(t, med, m, "n %d %s: the median unchanged", n, c.stat)
+			}
+			assert.Equal(t, float64(n), xs[n-1], "the run injected into is left as it was")
+		}
+	}
 }

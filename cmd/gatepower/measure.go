@@ -291,8 +291,7 @@ func inject(r gate.Run, k gate.BenchKey, stat string, better int, pct float64) g
 		f = 1 - pct/100
 	}
 	n := len(r.Bench.Values[k])
-	p95 := int(math.Ceil(0.95*float64(n))) - 1
-	p5 := int(math.Ceil(0.05*float64(n))) - 1
+	p95, p5 := stats.Rank(n, 95)-1, stats.Rank(n, 5)-1 // their indexes in ascending order
 	return scaled(r, k, func(i int, x float64) float64 {
 		if stat == gate.StatP95 && i < p95 || stat == gate.StatP5 && i > p5 {
 			return x

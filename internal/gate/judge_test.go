@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/stats"
 )
 
 const (
@@ -679,7 +681,7 @@ func TestStatedPowerHoldsByInjection(t *testing.T) {
 		out := slices.Sorted(slices.Values(xs))
 		from := 0
 		if tail {
-			from = int(math.Ceil(0.95*float64(len(out)))) - 1
+			from = stats.Rank(len(out), 95) - 1
 		}
 		for i := from; i < len(out); i++ {
 			out[i] *= f

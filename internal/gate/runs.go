@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,8 +51,8 @@ func (r Run) Median(k BenchKey) (float64, bool) {
 }
 
 // Stat is the run's statistic st of one benchmark × unit: StatMedian,
-// StatP95 (stats.Summarize's, by nearest rank) or StatP5 (the value at
-// rank ⌈0.05·n⌉, likewise); ok is false when the run lacks it.
+// StatP95 (stats.Summarize's, by nearest rank) or StatP5 (by nearest rank
+// too, stats.NearestRank); ok is false when the run lacks it.
 func (r Run) Stat(k BenchKey, st string) (float64, bool) {
 	xs := r.Bench.Values[k]
 	s, err := stats.Summarize(xs)
@@ -64,8 +63,7 @@ func (r Run) Stat(k BenchKey, st string) (float64, bool) {
 		if err != nil {
 			return 0, false
 		}
-		sorted := slices.Sorted(slices.Values(xs))
-		return sorted[max(0, int(math.Ceil(0.05*float64(len(xs))))-1)], true
+		return stats.NearestRank(slices.Sorted(slices.Values(xs)), 5), true
 	}
 	return s.Median, err == nil
 }

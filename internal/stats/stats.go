@@ -48,14 +48,20 @@ func Summarize(xs []float64) (Summary, error) {
 // NearestRank returns the p-th percentile (0 < p ≤ 100) of sorted by the
 // nearest-rank rule: the value at rank ceil(p/100·n), ranks counted from 1.
 func NearestRank(sorted []float64, p float64) float64 {
-	n := len(sorted)
+	return sorted[Rank(len(sorted), p)-1]
+}
+
+// Rank is the nearest-rank rule's rank of the p-th percentile (0 < p ≤
+// 100) of n ≥ 1 sorted samples: ceil(p/100·n), counted from 1, within
+// [1, n]. For whoever changes the samples at a percentile's place (the
+// regression gate's injected tails), not only reads its value.
+func Rank(n int, p float64) int {
 	rank := int(math.Ceil(p / 100 * float64(n)))
 	// Guard against floating-point error pushing e.g. 0.95*20 to 19.000000000000004.
 	if r := p / 100 * float64(n); math.Abs(r-math.Round(r)) < 1e-9 {
 		rank = int(math.Round(r))
 	}
-	rank = max(1, min(rank, n))
-	return sorted[rank-1]
+	return max(1, min(rank, n))
 }
 
 // Distribution is a latency distribution as serving benchmarks give it:

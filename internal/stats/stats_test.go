@@ -202,3 +202,15 @@ func TestDistribute(t *testing.T) {
 	assert.JSONEq(t, `{"n":3,"median":2,"min":1,"max":3,"p95":3,"p50":2,"p90":3,"p99":3,"mean":2}`, string(b))
 	assert.Zero(t, Distribute(nil).N)
 }
+
+// TestRankIsNearestRanksPlace: the rank by hand, ceil(p/100·n) within
+// [1, n].
+func TestRankIsNearestRanksPlace(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		p    float64
+		want int
+	}{{16, 95, 16}, {20, 95, 19}, {21, 95, 20}, {16, 5, 1}, {20, 5, 1}, {21, 5, 2}, {1, 95, 1}, {4, 50, 2}} {
+		assert.Equal(t, c.want, Rank(c.n, c.p), "n %d p %g", c.n, c.p)
+	}
+}
