@@ -325,13 +325,13 @@ func TestOutputs(t *testing.T) {
 			for _, v := range rec.Values {
 				units[v.OrigUnit+v.Unit] = true
 			}
-			if !strings.Contains(rec.Name.String(), "model=") && !strings.HasPrefix(rec.Name.String(), "Switch/dir=") && !strings.HasPrefix(rec.Name.String(), "TrafficEnergy/run=") && !strings.HasPrefix(rec.Name.String(), report.HostBench+"/window=") {
+			if !strings.Contains(rec.Name.String(), "model=") && !strings.HasPrefix(rec.Name.String(), "Switch/dir=") && !strings.HasPrefix(rec.Name.String(), "TrafficEnergy/run=") && !strings.HasPrefix(rec.Name.String(), record.HostWindowBench) {
 				assert.Equal(t, "Memory/device", rec.Name.String())
 			}
 		}
 	}
 	require.NoError(t, rd.Err())
-	benches := []string{"Restart", "Sleep", "Serve", "Switch", report.HostBench}
+	benches := []string{"Restart", "Sleep", "Serve", "Switch", record.HostBench}
 	wantUnits := []string{report.UnitReady, report.UnitFirstToken, report.UnitSleep, report.UnitWake, report.UnitTTFT, report.UnitTPOT, report.UnitTPS, report.UnitReqTPS,
 		report.UnitOthersCPU, report.UnitWaitPerRun} // every phase window's host load
 	anyL0, anyKV := false, false

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/stats"
 )
 
@@ -462,7 +463,7 @@ func loadSummary(sc map[string][]gate.Run) string {
 		var xs []float64
 		for _, r := range sc[name] {
 			for k, v := range r.Bench.Values {
-				if strings.HasPrefix(k.Name, "Host/window=") && k.Unit == "%-others-cpu" && len(v) > 0 {
+				if strings.HasPrefix(k.Name, record.HostWindowBench) && k.Unit == record.UnitOthersCPU && len(v) > 0 {
 					xs = append(xs, v[0])
 				}
 			}

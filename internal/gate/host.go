@@ -3,21 +3,18 @@ package gate
 import (
 	"fmt"
 	"strings"
+
+	"github.com/wakebench/wakebench/internal/record"
 )
 
 // The machine's load over each phase window, as bench.txt carries it
-// (report.HostBench: Host/window=<window> with %-others-cpu and wait/run,
-// package hostload). The gate reads it to tell a phase the machine crowded
-// from a slower code: a same-code rerun under a CPU hog on both cores of a
-// 2-core runner took +34 % on a level-1 sleep and +24 % on a traffic first
-// token against quiet runs, while its windows read 65–93 % of the CPU taken
-// by others (quiet: at most 3.3 %) and 0.6–2.9 s of run-queue wait per
-// second run (quiet: 0.06–0.77).
-const (
-	hostPrefix     = "Host/window="
-	unitOthersCPU  = "%-others-cpu"
-	unitWaitPerRun = "wait/run"
-)
+// (record.HostWindowBench: Host/window=<window> with %-others-cpu and
+// wait/run, package hostload). The gate reads it to tell a phase the
+// machine crowded from a slower code: a same-code rerun under a CPU hog on
+// both cores of a 2-core runner took +34 % on a level-1 sleep and +24 % on
+// a traffic first token against quiet runs, while its windows read 65–93 %
+// of the CPU taken by others (quiet: at most 3.3 %) and 0.6–2.9 s of
+// run-queue wait per second run (quiet: 0.06–0.77).
 
 // Disturbance thresholds: a phase of this run is disturbed where other
 // processes took at least DisturbOthersPct of the machine's CPU during it,
@@ -43,15 +40,15 @@ type hostLoad struct{ others, wait float64 }
 func hostLoads(r Run) map[string]hostLoad {
 	out := map[string]hostLoad{}
 	for k, xs := range r.Bench.Values {
-		w, ok := strings.CutPrefix(k.Name, hostPrefix)
+		w, ok := strings.CutPrefix(k.Name, record.HostWindowBench)
 		if !ok || len(xs) == 0 {
 			continue
 		}
 		l := out[w]
 		switch k.Unit {
-		case unitOthersCPU:
+		case record.UnitOthersCPU:
 			l.others = xs[0]
-		case unitWaitPerRun:
+		case record.UnitWaitPerRun:
 			l.wait = xs[0]
 		default:
 			continue
@@ -131,7 +128,7 @@ func loadIn(loads map[string]hostLoad, name string) (hostLoad, string, bool) {
 // a timed metric of no window with a load in r; a metric the load does
 // not bear on (memory, the host lines) has none and is ok.
 func (r Run) HostWindow(k BenchKey) (window string, ok bool) {
-	if !timed(k.Unit) || strings.HasPrefix(k.Name, hostPrefix) {
+	if !timed(k.Unit) || strings.HasPrefix(k.Name, record.HostWindowBench) {
 		return "", true
 	}
 	_, w, ok := loadIn(hostLoads(r), k.Name)

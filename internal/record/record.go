@@ -465,6 +465,17 @@ func (r *Recorder) AddMemoryNote(note string) {
 // any comparison of two runs into two tables.
 const BenchStartedPrefix = "# wakebench run started "
 
+// The bench.txt lines of the machine's load over each phase window
+// (HostLoad), which package report writes and the regression gate reads:
+// BenchmarkHost/window=<window> with its two units, no better= (shown,
+// never gated).
+const (
+	HostBench       = "Host"
+	HostWindowBench = HostBench + "/window="
+	UnitOthersCPU   = "%-others-cpu"
+	UnitWaitPerRun  = "wait/run"
+)
+
 // Gate is the regression gate's judgement of a run against its baseline
 // runs (package gate decides; summary.md shows it).
 type Gate struct {

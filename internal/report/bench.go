@@ -44,8 +44,8 @@ const (
 	// The machine's load over a phase window (record.HostLoad): shown,
 	// never gated (no better=); the regression gate reads them to tell a
 	// crowded phase from a slower code.
-	UnitOthersCPU  = "%-others-cpu"
-	UnitWaitPerRun = "wait/run"
+	UnitOthersCPU  = record.UnitOthersCPU
+	UnitWaitPerRun = record.UnitWaitPerRun
 )
 
 // unitMeta is what benchstat should assume about each unit.
@@ -161,15 +161,11 @@ func BenchResults(raw record.Raw) []*benchfmt.Result {
 	}
 	for _, w := range slices.Sorted(maps.Keys(raw.Windows)) {
 		if h := raw.Windows[w].Host; h != nil {
-			line(HostBench+"/window="+w, val(h.OthersCPUPct, UnitOthersCPU), val(h.WaitPerRun, UnitWaitPerRun))
+			line(record.HostWindowBench+w, val(h.OthersCPUPct, UnitOthersCPU), val(h.WaitPerRun, UnitWaitPerRun))
 		}
 	}
 	return out
 }
-
-// HostBench is the benchmark of the machine's load over each phase
-// window: Host/window=<the window's name, e.g. A-sleep-level1>.
-const HostBench = "Host"
 
 // benchConfig is bench.txt's config lines: the GPU, the runtime, each
 // model's name and whether the run was simulated.
