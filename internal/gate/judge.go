@@ -86,7 +86,7 @@ type Verdict struct {
 	ChangePct float64 // (Cur / Base − 1) × 100
 	P         float64 // one-sided p of a worse change (RuleRuns); NaN otherwise
 	// MinPct is the gate's power: the smallest change in the worse
-	// direction that it flags in PowerLevel of runs (80 %), in percent;
+	// direction that it flags in at least PowerLevel of runs (80 %), in percent;
 	// Min is the same in the metric's unit (an absolute change). A change
 	// of half that size is flagged in at most about a fifth of runs
 	// (TestStatedPowerHoldsByInjection).
@@ -95,9 +95,9 @@ type Verdict struct {
 	// the rule flags (the tolerance, or significance at alpha/m).
 	ThresholdPct float64
 	Regression   bool
-	// Disturbed is why the metric is NOT EVALUATED: its phase window was
-	// crowded by other processes beyond every baseline run's (the
-	// measured load); "" where it was not.
+	// Disturbed is why the metric is NOT EVALUATED: during its phase
+	// window others took the CPU and this run waited for it longer than
+	// in every baseline run (the measured load, disturbed); "" where not.
 	Disturbed string
 	Why       string // why not gated, or what the rule cannot see
 	// ChangePoints are the confirmed changes of this metric in the
@@ -748,7 +748,7 @@ func (v *Verdict) judgeRuns(c runsCase, pr prior, tolPct, alpha float64) {
 	}
 	// What the rule flags: an observed worse change beyond the tolerance
 	// and significant (tc·se) on the rule's scale; the change it flags in
-	// PowerLevel of runs lies t(PowerLevel)·se beyond that (the observed
+	// RunsPowerLevel of runs lies t(RunsPowerLevel)·se beyond that (the observed
 	// change scatters about the true one by se, the baseline's centre
 	// being an estimate too). That holds over baselines like this one,
 	// not for each: a baseline whose runs happened to sit a few percent
@@ -765,9 +765,7 @@ func (v *Verdict) judgeRuns(c runsCase, pr prior, tolPct, alpha float64) {
 	v.ThresholdPct = math.Abs(c.lg.from(c.mean+dir*thr)/v.Base-1) * 100
 	v.MinPct = math.Abs(c.lg.from(c.mean+dir*(thr+t80*se))/v.Base-1) * 100
 	if se == 0 {
-		// No scatter: every change beyond the threshold is flagged, the
-		// threshold itself not (worse by more than the tolerance).
-		v.MinPct = v.ThresholdPct * (1 + 1e-9)
+		v.MinPct = justBeyond(v.ThresholdPct)
 	}
 	if math.IsInf(tc, 1) || math.IsNaN(v.MinPct) {
 		v.ThresholdPct, v.MinPct = math.Inf(1), math.Inf(1)
@@ -799,6 +797,11 @@ func (v *Verdict) judgeRuns(c runsCase, pr prior, tolPct, alpha float64) {
 		v.Why = "the baseline runs agree exactly: any change beyond the tolerance is flagged"
 	}
 }
+
+// justBeyond is the power of a rule whose samples do not scatter: every
+// change beyond its threshold is flagged, the threshold itself not (worse
+// by more than the tolerance).
+func justBeyond(thresholdPct float64) float64 { return thresholdPct * (1 + 1e-9) }
 
 // unitFloor is the within-run noise floor of one unit in one run.
 type unitFloor struct {
@@ -919,9 +922,7 @@ func (v *Verdict) judgeOneRun(tolPct, alpha float64, m, n0, n1 int) {
 		v.MinPct = 100 * ((1+v.ThresholdPct/100)*step - 1)
 	}
 	if floor == 0 && !math.IsInf(v.MinPct, 1) {
-		// No scatter: every change beyond the threshold is flagged, the
-		// threshold itself not (worse by more than the tolerance).
-		v.MinPct = v.ThresholdPct * (1 + 1e-9)
+		v.MinPct = justBeyond(v.ThresholdPct)
 	}
 	v.Min = v.MinPct / 100 * math.Abs(v.Base)
 	v.How += fmt.Sprintf(" × z(1 − %.3g/%d) = %.3g × %.3g (two runs' drift and their medians' sampling, √(2 + π/2·(1/%d + 1/%d)); Bonferroni over the %d metrics this rule gates)",
