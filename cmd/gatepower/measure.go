@@ -317,14 +317,11 @@ func injectRate(ctx context.Context, j judge, what string, curs, base []gate.Run
 		return r, err
 	}
 	for _, vs := range vss {
-		if slices.ContainsFunc(vs, func(v gate.Verdict) bool {
-			return v.Name == tailKey.Name && v.Unit == tailKey.Unit && v.Stat == stat && v.Regression
-		}) {
+		v, _ := verdictOf(vs, metricKey{tailKey, stat})
+		if v.Regression {
 			r.flagged++
 		}
-		if slices.ContainsFunc(vs, func(v gate.Verdict) bool {
-			return v.Name == tailKey.Name && v.Unit == tailKey.Unit && v.Disturbed != ""
-		}) {
+		if v.Disturbed != "" { // the median's and the tail's alike: the phase's
 			r.notEvaluated++
 		}
 	}
@@ -336,6 +333,20 @@ func injectRate(ctx context.Context, j judge, what string, curs, base []gate.Run
 type metricKey struct {
 	gate.BenchKey
 	stat string
+}
+
+// keyOf is v's metricKey.
+func keyOf(v gate.Verdict) metricKey {
+	return metricKey{gate.BenchKey{Name: v.Name, Unit: v.Unit}, v.Stat}
+}
+
+// verdictOf is vs's verdict of k; ok is false where vs has none.
+func verdictOf(vs []gate.Verdict, k metricKey) (gate.Verdict, bool) {
+	i := slices.IndexFunc(vs, func(v gate.Verdict) bool { return keyOf(v) == k })
+	if i < 0 {
+		return gate.Verdict{}, false
+	}
+	return vs[i], true
 }
 
 // subset is n of runs drawn by seed, in their order.
@@ -352,9 +363,10 @@ func subset(runs []gate.Run, n int, seed uint64) []gate.Run {
 // statedPower injects into every same-code run, one metric at a time,
 // the change its verdict states as the gate's power (the smallest flagged
 // in gate.PowerLevel of runs), and half of it, each run against its own
-// half of the baseline runs (subset). Rows: the injections
-// flagged at the stated size (goal: at least 80 %) and at half of it (at
-// most 20 %), pooled over the metrics; detail lists each metric's counts.
+// half of the baseline runs (subset). Rows, reported beside their aims
+// (at least 80 % at the stated size, at most 20 % at half of it): the
+// injections flagged, pooled over the metrics; detail lists each
+// metric's counts.
 func statedPower(ctx context.Context, j judge, cond string, curs, base []gate.Run, against string, detail *[]string) (row, row, error) {
 	full := row{what: "each metric's stated power (smallest flagged), injected into each same-code run (" + cond + "), one metric at a time", against: against}
 	half := row{what: "half of it, injected alike (" + cond + ")", against: against}
@@ -380,7 +392,7 @@ func statedPower(ctx context.Context, j judge, cond string, curs, base []gate.Ru
 				return full, half, fmt.Errorf("judge %s: %w", curs[i].Path, err)
 			}
 			for _, v := range vs {
-				k := metricKey{gate.BenchKey{Name: v.Name, Unit: v.Unit}, v.Stat}
+				k := keyOf(v)
 				if seen[k] || v.Better == 0 || v.Disturbed != "" || math.IsInf(v.MinPct, 1) || v.Rule != gate.RuleRuns && v.Rule != gate.RuleOneRun {
 					continue
 				}
@@ -398,7 +410,7 @@ func statedPower(ctx context.Context, j judge, cond string, curs, base []gate.Ru
 	for i, ts := range trials {
 		for _, tr := range ts {
 			v := tr.v
-			k := metricKey{gate.BenchKey{Name: v.Name, Unit: v.Unit}, v.Stat}
+			k := keyOf(v)
 			g.Go(func() error {
 				var got [2]bool
 				for h, size := range []float64{v.MinPct, v.MinPct / 2} {
@@ -406,9 +418,8 @@ func statedPower(ctx context.Context, j judge, cond string, curs, base []gate.Ru
 					if err != nil {
 						return fmt.Errorf("judge %s with %s %s%s injected: %w", curs[i].Path, k.Name, k.Unit, gate.StatSuffix(k.stat), err)
 					}
-					got[h] = slices.ContainsFunc(ws, func(w gate.Verdict) bool {
-						return w.Name == k.Name && w.Unit == k.Unit && w.Stat == k.stat && w.Regression
-					})
+					w, _ := verdictOf(ws, k)
+					got[h] = w.Regression
 				}
 				mu.Lock()
 				defer mu.Unlock()
