@@ -352,6 +352,9 @@ func TestOutputs(t *testing.T) {
 		// GiB/peak (Memory/device) is summed from every sample at Close,
 		// after this test.
 		wantUnits = append(wantUnits, report.UnitResidual, report.UnitRelease)
+		if cfg.GPUs > 1 { // models across GPUs: the worst GPU's residual
+			wantUnits = append(wantUnits, report.UnitResidualGPU)
+		}
 		if anyL0 || anyKV { // what a pause or a KV-only release freed
 			wantUnits = append(wantUnits, report.UnitFreed)
 		}

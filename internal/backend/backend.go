@@ -60,10 +60,11 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 	if cfg.Protocol.CorrectnessMaxTokens > 0 && cfg.Protocol.PoisonDiscardedPages {
 		// With correctness replays on, discarded pages (a level-2 sleep's
 		// weights, every KV cache) are filled with 0xFF when woken
-		// (vllm/envs.py VLLM_POISON_DISCARDED_PAGES; docs/vllm-api.md):
-		// a wake that skipped reload_weights then answers deterministic
-		// garbage the oracle cannot miss, never stale weights that happen
-		// to still be in the freed pages. A vLLM without it ignores it.
+		// (VLLM_POISON_DISCARDED_PAGES, proposed in vLLM PR #52597, open;
+		// docs/vllm-api.md §10): a wake that skipped reload_weights then
+		// answers deterministic garbage the oracle cannot miss, never stale
+		// weights that happen to still be in the freed pages. A vLLM
+		// without it, every release so far, ignores it.
 		b.env = append(b.env, PoisonEnv)
 	}
 	if cfg.FreshCaches {
@@ -115,24 +116,49 @@ func (b *Backend) openCommand(ctx context.Context, cfg config.Config, dir string
 	if b.Command, err = BuildSim(ctx); err != nil {
 		return err
 	}
+	if cfg.Sim.Era != "" {
+		b.env = append(b.env, vllmsim.EnvEra+"="+cfg.Sim.Era)
+	}
 	b.env = append(b.env,
 		vllmsim.EnvProfile+"="+cfg.Sim.Profile,
 		vllmsim.EnvTimeScale+"="+strconv.FormatFloat(cfg.Sim.TimeScale, 'g', -1, 64),
 		SimHostScaleEnv(cfg.Sim.HostScale))
-	note := "simulated: servers are vllmsim and GPU memory is modelled (" + prof.Source + "); times are wall-clock at this time scale"
+	note := "simulated: servers are vllmsim (vLLM era " + simEra(cfg.Sim.Era) + ") and GPU memory is modelled (" + prof.Source + "); times are wall-clock at this time scale"
 	if cfg.Sim.HostScale != 1 {
 		note += fmt.Sprintf("; host memory of a level-1 sleep's pinned backup is %g of the modelled bytes (sim.host_scale)", cfg.Sim.HostScale)
 	}
 	b.Setup.Simulated = &record.Simulated{Profile: cfg.Sim.Profile, TimeScale: cfg.Sim.TimeScale, Note: note}
 	if cfg.Memory == "sim" {
-		gpuDir := filepath.Join(dir, "gpu")
-		if err := simgpu.Create(gpuDir, prof.GPU.Device()); err != nil {
-			return err
+		// One simulated GPU per GPU of the run: a model across several
+		// (--tensor-parallel-size) puts a rank process on each.
+		var dirs []string
+		var srcs []devSource
+		for i := range max(1, cfg.GPUs) {
+			d := filepath.Join(dir, "gpu")
+			if cfg.GPUs > 1 {
+				d = filepath.Join(dir, fmt.Sprintf("gpu%d", i))
+			}
+			if err := simgpu.Create(d, prof.GPU.Device()); err != nil {
+				return err
+			}
+			dirs = append(dirs, d)
+			srcs = append(srcs, NewSimSource(d))
 		}
-		b.env = append(b.env, simgpu.EnvDir+"="+gpuDir)
-		b.Source = NewSimSource(gpuDir)
+		b.env = append(b.env, simgpu.EnvDir+"="+strings.Join(dirs, string(filepath.ListSeparator)))
+		b.Source = srcs[0].(gpu.Source)
+		if len(srcs) > 1 {
+			b.Source = multiSource{devs: srcs}
+		}
 	}
 	return nil
+}
+
+// simEra names vllmsim's era as the report shows it ("" is its default).
+func simEra(e string) string {
+	if e == "" {
+		return "c, the newest release"
+	}
+	return e
 }
 
 // runGPUs are the run's GPUs: gpu_index and, for models spanning GPUs, the
@@ -168,7 +194,11 @@ func (b *Backend) openMemory(cfg config.Config, refs []DeviceRef, nvmlLib func()
 		}
 		b.Source, b.CUDA = b.nvml[0], b.nvml[0].Facts().CUDAVersion
 		if len(b.nvml) > 1 {
-			b.Source = multiSource{devs: b.nvml}
+			devs := make([]devSource, len(b.nvml))
+			for i, d := range b.nvml {
+				devs[i] = d
+			}
+			b.Source = multiSource{devs: devs}
 		}
 	case "none":
 		b.Setup.MemoryNote = "memory source none: no GPU memory was sampled, so residual, release and peak figures are absent (n = 0)"

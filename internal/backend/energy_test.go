@@ -77,7 +77,7 @@ func TestTwoGPUsEnergy(t *testing.T) {
 	require.NoError(t, err)
 	sb, err := OpenNVML(b.lib, 0)
 	require.NoError(t, err)
-	m := multiSource{devs: []*NVMLSource{sa, sb}}
+	m := multiSource{devs: []devSource{sa, sb}}
 	j, err := m.Energy(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, []float64{5, 7}, j)

@@ -9,10 +9,16 @@ import (
 	"github.com/wakebench/wakebench/internal/gpu"
 )
 
+// devSource is one GPU of a run: NVML's, or vllmsim's simulated one.
+type devSource interface {
+	gpu.Source
+	Facts() gpu.DeviceFacts
+}
+
 // multiSource reads every GPU of a run whose models span several (tensor
 // parallel): the reading is their sum, with each GPU's in Devices.
 type multiSource struct {
-	devs []*NVMLSource
+	devs []devSource
 }
 
 // Describe names the GPUs: "NVIDIA H200" when all are the same product.
@@ -33,8 +39,13 @@ func (m multiSource) Describe() (string, error) {
 // Facts are the first GPU's (the facts of a run are one GPU's).
 func (m multiSource) Facts() gpu.DeviceFacts { return m.devs[0].Facts() }
 
-// Index is the first GPU's NVML index.
-func (m multiSource) Index() int { return m.devs[0].Index() }
+// Index is the first GPU's NVML index (0 for a simulated one).
+func (m multiSource) Index() int {
+	if n, ok := m.devs[0].(interface{ Index() int }); ok {
+		return n.Index()
+	}
+	return 0
+}
 
 func (m multiSource) Read(ctx context.Context) (gpu.Reading, error) {
 	devs := make([]gpu.Reading, len(m.devs))
@@ -52,7 +63,9 @@ func (m multiSource) Read(ctx context.Context) (gpu.Reading, error) {
 func (m multiSource) Close() error {
 	var errs []error
 	for _, d := range m.devs {
-		errs = append(errs, d.Close())
+		if c, ok := d.(interface{ Close() error }); ok {
+			errs = append(errs, c.Close())
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -60,15 +73,25 @@ func (m multiSource) Close() error {
 // Energy is every GPU's energy counter, in the run's order; unavailable
 // (gpu.ErrNoEnergy) when any GPU's is.
 func (m multiSource) Energy(ctx context.Context) ([]float64, error) {
-	return m.each(ctx, (*NVMLSource).Energy)
+	return m.each(ctx, func(d devSource, ctx context.Context) ([]float64, error) {
+		if e, ok := d.(gpu.EnergySource); ok {
+			return e.Energy(ctx)
+		}
+		return nil, gpu.ErrNoEnergy
+	})
 }
 
 // AveragePower is every GPU's one-second average power, in the run's order.
 func (m multiSource) AveragePower(ctx context.Context) ([]float64, error) {
-	return m.each(ctx, (*NVMLSource).AveragePower)
+	return m.each(ctx, func(d devSource, ctx context.Context) ([]float64, error) {
+		if p, ok := d.(gpu.PowerSource); ok {
+			return p.AveragePower(ctx)
+		}
+		return nil, fmt.Errorf("%w: no average power reading", gpu.ErrNoEnergy)
+	})
 }
 
-func (m multiSource) each(ctx context.Context, f func(*NVMLSource, context.Context) ([]float64, error)) ([]float64, error) {
+func (m multiSource) each(ctx context.Context, f func(devSource, context.Context) ([]float64, error)) ([]float64, error) {
 	var out []float64
 	for i, d := range m.devs {
 		v, err := f(d, ctx)

@@ -100,12 +100,15 @@ func Sleep(cfg config.Config, label string, level int, cycles []record.Cycle, re
 		planned, maxFTT = cfg.Protocol.SleepL2Cycles, t.MaxL2WakeToFirstTokenS
 	}
 	prefix := fmt.Sprintf("sleep.level%d", level)
-	var ftt, resid []float64
+	var ftt, resid, worstGPU []float64
 	for _, c := range cycles {
 		if c.OK {
 			ftt = append(ftt, c.ToFirstTokenS)
 			if c.ResidualGiB == c.ResidualGiB { // not NaN
 				resid = append(resid, c.ResidualGiB)
+			}
+			if len(c.ResidualPerGPU) > 1 {
+				worstGPU = append(worstGPU, slices.Max(c.ResidualPerGPU))
 			}
 		}
 	}
@@ -126,6 +129,9 @@ func Sleep(cfg config.Config, label string, level int, cycles []record.Cycle, re
 		}
 	}
 	median(prefix+".residual_gib.median", resid, "<=", t.MaxResidualGiB, "max_residual_gib")
+	if len(worstGPU) > 0 { // a model across GPUs (one GPU has no per-GPU figure)
+		median(prefix+".residual_gib_per_gpu.max.median", worstGPU, "<=", t.MaxResidualGiBPerGPU, "max_residual_gib_per_gpu")
+	}
 	if level == 1 {
 		out = append(out, Release(cfg, label, release, len(ftt) > 0)...)
 	}

@@ -115,19 +115,19 @@ func TestFaultsAreNamed(t *testing.T) {
 		{"prefix cache never reset after a level-2 wake", "prefix-reset-false", nil, restartThen(cycles(2)),
 			[]string{"wake A from level 2: reset_prefix_cache", `{"success": false}`}, record.Failure{Phase: "sleep-level2", Model: "A", Step: "cycle 1 wake"}},
 		// vLLM's newest sleep API (issue 24): the pool verifies, not assumes.
-		{"wake answers sleeping", "wake-stays-asleep", nil, restartThen(cycles(1)),
+		{"wake answers sleeping", "wake-stays-asleep", proposed, restartThen(cycles(1)),
 			[]string{"wake A from level 1", `answered {"status":"sleeping"}`, "still asleep: scheduler=paused"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
-		{"a sleep-mode operation stays in flight", "stuck-op=wake_up", nil, restartThen(cycles(1)),
+		{"a sleep-mode operation stays in flight", "stuck-op=wake_up", proposed, restartThen(cycles(1)),
 			[]string{"wake A from level 1", "hung sleep-mode operation wake (1 in flight)"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
 		// Issue 25: a full host fails the level-1 sleep's pinned copy and
 		// the engine dies (ls1intum/edutelligence#583): named, host memory said.
 		{"host out of memory at a level-1 sleep", "host-oom", nil, restartThen(cycles(1)),
 			[]string{"sleep A level 1", "HTTP 500", "pinned host memory"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 sleep"}},
-		{"a KV release stays in flight", "stuck-op=release_kv_cache_memory", nil, restartThen(kvCycles),
+		{"a KV release stays in flight", "stuck-op=release_kv_cache_memory", proposed, restartThen(kvCycles),
 			[]string{"release without a pause", "hung sleep-mode operation release_kv_cache_memory (1 in flight)"}, record.Failure{Phase: "kv-release", Model: "A", Step: "release without a pause"}},
-		{"a KV discard fails", "rpc-fail=release_kv_cache_memory", nil, restartThen(kvCycles),
+		{"a KV discard fails", "rpc-fail=release_kv_cache_memory", proposed, restartThen(kvCycles),
 			[]string{"release_kv_cache_memory A", "HTTP 500", "unknown"}, record.Failure{Phase: "kv-release", Model: "A", Step: "cycle 1 release_kv_cache_memory"}},
-		{"a memory RPC fails", "rpc-fail=sleep", nil, restartThen(cycles(1)),
+		{"a memory RPC fails", "rpc-fail=sleep", proposed, restartThen(cycles(1)),
 			[]string{"sleep A level 1", "HTTP 500", "unknown"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 sleep"}},
 		{"port already in use", "", func(c *config.Config) { c.Models[0].Port = busyPort(t) },
 			func(ctx context.Context, h *Run) error {
@@ -153,6 +153,12 @@ func TestFaultsAreNamed(t *testing.T) {
 		})
 	}
 }
+
+// proposed runs vllmsim as the API open vLLM PRs propose (era proposed):
+// a wake's JSON answer, the resource states and the operation gauges, the
+// only ways these faults show before the first token (no release has them,
+// docs/vllm-api.md §0).
+func proposed(c *config.Config) { c.Sim.Era = "proposed" }
 
 // busyPort holds a loopback port for the test's duration.
 func busyPort(t *testing.T) int {

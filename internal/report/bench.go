@@ -27,20 +27,23 @@ const (
 	UnitTPS        = "tok/s"
 	UnitReqTPS     = "req-tok/s" // one request's output tokens / its sent → done time
 	UnitResidual   = "GiB/residual"
-	UnitFreed      = "GiB/freed"   // level 0, KV-only release: GiB the model gave back
-	UnitRelease2   = "sec/release" // /release_kv_cache_memory sent → answered
-	UnitHeld       = "sec/held"    // level 0: a request sent while paused, sent → first token
-	UnitRelease    = "%-released"
-	UnitPeak       = "GiB/peak"
-	UnitScheduled  = "sec/scheduled" // Pod created → scheduled
-	UnitRoutable   = "sec/routable"  // Pod created, or handoff begun → ready in its EndpointSlice
-	UnitPower      = "W"             // the state-cost phase: GPU power held in a state
-	UnitHostGiB    = "host-GiB"      // host memory of the server's process tree in a state
-	UnitWakeJ      = "J/wake"        // energy of a wake: sent → first token
-	UnitSleepJ     = "J/sleep"       // energy of a sleep: sent → answered
-	UnitStartJ     = "J/start"       // energy of a cold start: spawn → first token
-	UnitSwitchJ    = "J/switch"      // energy of a handoff: /sleep sent → the woken model's first token
-	UnitJ          = "J"             // energy of a traffic run: first planned arrival → last request done
+	// UnitResidualGPU is, for a model across GPUs, its residual on the GPU
+	// that kept the most (vllm#32714: 16 GB a GPU asleep at TP 4).
+	UnitResidualGPU = "GiB/residual-max-gpu"
+	UnitFreed       = "GiB/freed"   // level 0, KV-only release: GiB the model gave back
+	UnitRelease2    = "sec/release" // /release_kv_cache_memory sent → answered
+	UnitHeld        = "sec/held"    // level 0: a request sent while paused, sent → first token
+	UnitRelease     = "%-released"
+	UnitPeak        = "GiB/peak"
+	UnitScheduled   = "sec/scheduled" // Pod created → scheduled
+	UnitRoutable    = "sec/routable"  // Pod created, or handoff begun → ready in its EndpointSlice
+	UnitPower       = "W"             // the state-cost phase: GPU power held in a state
+	UnitHostGiB     = "host-GiB"      // host memory of the server's process tree in a state
+	UnitWakeJ       = "J/wake"        // energy of a wake: sent → first token
+	UnitSleepJ      = "J/sleep"       // energy of a sleep: sent → answered
+	UnitStartJ      = "J/start"       // energy of a cold start: spawn → first token
+	UnitSwitchJ     = "J/switch"      // energy of a handoff: /sleep sent → the woken model's first token
+	UnitJ           = "J"             // energy of a traffic run: first planned arrival → last request done
 	// The machine's load over a phase window (record.HostLoad): shown,
 	// never gated (no better=); the regression gate reads them to tell a
 	// crowded phase from a slower code.
@@ -60,6 +63,7 @@ var unitMeta = []struct{ unit, key, value string }{
 	{UnitTTFT, "better", "lower"},
 	{UnitTPOT, "better", "lower"},
 	{UnitResidual, "better", "lower"},
+	{UnitResidualGPU, "better", "lower"},
 	{UnitRelease2, "better", "lower"},
 	{UnitHeld, "better", "lower"},
 	{UnitPeak, "better", "lower"},
@@ -203,6 +207,9 @@ func modelBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) 
 		vals := []benchfmt.Value{val(c.SleepS, UnitSleep), val(c.WakeAPIS, UnitWake), val(c.ToFirstTokenS, UnitFirstToken)}
 		if !math.IsNaN(c.ResidualGiB) {
 			vals = append(vals, val(c.ResidualGiB, UnitResidual))
+		}
+		if len(c.ResidualPerGPU) > 1 {
+			vals = append(vals, val(slices.Max(c.ResidualPerGPU), UnitResidualGPU))
 		}
 		level := strconv.Itoa(c.Level)
 		if c.Level == record.LevelKVRelease {
