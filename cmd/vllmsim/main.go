@@ -15,6 +15,9 @@ import (
 )
 
 func main() {
+	if os.Getenv(vllmsim.EnvWorkerRank) != "" { // a rank process of a tensor-parallel server
+		os.Exit(vllmsim.Worker(os.Getenv, os.Stdin, os.Stdout))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	code := vllmsim.Main(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()

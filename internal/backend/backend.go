@@ -117,7 +117,7 @@ func (b *Backend) openCommand(ctx context.Context, cfg config.Config, dir string
 		return err
 	}
 	if cfg.Sim.Era != "" {
-		b.env = append(b.env, vllmsim.EnvEra+"="+cfg.Sim.Era)
+		b.env = append(b.env, SimEraEnv(cfg.Sim.Era))
 	}
 	b.env = append(b.env,
 		vllmsim.EnvProfile+"="+cfg.Sim.Profile,
@@ -354,6 +354,10 @@ func SimFaultsEnv(faults string) string { return vllmsim.EnvFaults + "=" + fault
 func SimHostScaleEnv(scale float64) string {
 	return vllmsim.EnvHostScale + "=" + strconv.FormatFloat(scale, 'g', -1, 64)
 }
+
+// SimEraEnv is the environment entry that makes vllmsim speak era's vLLM
+// (config sim.era).
+func SimEraEnv(era string) string { return vllmsim.EnvEra + "=" + era }
 
 // SimEnv is the environment of a vllmsim server on its own (benchmarks of
 // the harness): profile, time scale, development endpoints, a simulated

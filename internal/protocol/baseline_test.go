@@ -1,6 +1,9 @@
 package protocol_test
 
 import (
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,11 +20,16 @@ import (
 // own account.
 func sleepsSeen(t *testing.T, m map[string]float64) float64 {
 	t.Helper()
-	return m[`vllm:sleep_mode_operation_duration_seconds_count{operation="sleep"}`]
+	require.True(t, slices.ContainsFunc(slices.Collect(maps.Keys(m)), func(k string) bool { return strings.HasPrefix(k, "vllm:engine_fully_awake") }),
+		"the server speaks the proposed API (its metrics)")
+	return m[`vllm:sleep_mode_operation_duration_seconds_count{operation="sleep"}`] // no child before the first sleep
 }
 
-// servingConfig is a short serving protocol: one concurrency, one round.
+// servingConfig is a short serving protocol: one concurrency, one round;
+// vllmsim speaks the proposed API, whose operation counter (sleepsSeen)
+// no release exports (docs/vllm-api.md §0).
 func servingConfig(cfg *config.Config) {
+	cfg.Sim.Era = "proposed"
 	cfg.Protocol.RestartWarm = 0
 	cfg.Protocol.Concurrency, cfg.Protocol.Rounds, cfg.Protocol.RequestsPerRound = []int{1}, 1, 4
 }

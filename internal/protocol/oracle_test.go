@@ -87,9 +87,10 @@ func TestCorruptionIsCaughtByName(t *testing.T) {
 }
 
 // TestEngineAccountAgrees: each cycle carries the server's own account
-// (log lines and metric), inside the HTTP times and matching the release.
+// (log lines and the proposed API's operation metric), inside the HTTP
+// times and matching the release.
 func TestEngineAccountAgrees(t *testing.T) {
-	_, _, p := simtest.Env(t, same, func(cfg *config.Config) { cfg.Protocol.SleepL2Cycles = 2 })
+	_, _, p := simtest.Env(t, same, func(cfg *config.Config) { cfg.Protocol.SleepL2Cycles, cfg.Sim.Era = 2, "proposed" })
 	for _, level := range []int{1, 2} {
 		cyclesOut, err := protocol.Sleep{Env: p, Level: level}.Run(t.Context(), "A", t.Logf)
 		cycles := cyclesOut.Value

@@ -65,6 +65,9 @@ func PoolWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.C
 	smp := gpu.NewSampler(src, time.Hour)
 	rec := record.New(cfg.ModelNames())
 	env := append(backend.SimEnv("tiny", "1", dir, false), backend.SimHostScaleEnv(cfg.Sim.HostScale)) // server.Start adds it to this process's environment
+	if cfg.Sim.Era != "" {
+		env = append(env, backend.SimEraEnv(cfg.Sim.Era))
+	}
 	o := pool.Options{Command: bin, Sampler: smp, Env: func(m config.Model) []string {
 		return append(slices.Clone(env), backend.SimFaultsEnv(m.SimFaults))
 	}}

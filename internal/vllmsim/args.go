@@ -30,6 +30,19 @@ type Args struct {
 	// vllm/device_allocator/sleep_mode_backend.py). An unknown name fails
 	// at the first sleep or wake, where vLLM creates the backend.
 	SleepModeBackend string
+	// TensorParallelSize is --tensor-parallel-size (-tp): the GPUs the
+	// model is split over, a rank process on each (default 1).
+	TensorParallelSize int
+	// Unmodelled are the flags given that vLLM has and vllmsim accepts
+	// without modelling ("--name value…"), logged at start.
+	Unmodelled []string
+	// EnablePrefixCaching is --enable-prefix-caching / --no-enable-prefix-caching
+	// (on by default, as in vLLM V1).
+	EnablePrefixCaching bool
+	// EnablePromptTokensDetails adds usage.prompt_tokens_details.cached_tokens.
+	EnablePromptTokensDetails bool
+	// EnableServerLoadTracking counts the requests in flight on GET /load.
+	EnableServerLoadTracking bool
 }
 
 // LoRAModule is one adapter served beside the base model, requested by its name.
@@ -49,47 +62,27 @@ func (a Args) Adapter(name string) (LoRAModule, bool) {
 	return LoRAModule{}, false
 }
 
-// parseLoRAModules takes --lora-modules' values out of args: like vLLM's
-// argparse (nargs='+'), the flag takes every following argument that is not
-// a flag, each `name=path` or a JSON object {"name", "path",
-// "base_model_name"}; given again, it replaces the list.
-func parseLoRAModules(args []string) (rest []string, mods []LoRAModule, err error) {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, val, hasVal := strings.Cut(a, "=")
-		if name != "--lora-modules" {
-			rest = append(rest, a)
-			continue
-		}
-		var vals []string
-		if hasVal {
-			vals = append(vals, val)
-		}
-		for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-			i++
-			vals = append(vals, args[i])
-		}
-		if len(vals) == 0 {
-			return nil, nil, errors.New("argument --lora-modules: expected at least one argument")
-		}
-		mods = nil
-		for _, v := range vals {
-			var m LoRAModule
-			if strings.HasPrefix(strings.TrimSpace(v), "{") {
-				if err := json.Unmarshal([]byte(v), &m); err != nil || m.Name == "" || m.Path == "" {
-					return nil, nil, fmt.Errorf("argument --lora-modules: invalid JSON format %q: want {\"name\": …, \"path\": …}", v)
-				}
-			} else {
-				n, p, ok := strings.Cut(v, "=")
-				if !ok || n == "" || p == "" {
-					return nil, nil, fmt.Errorf("argument --lora-modules: %q: want name=path", v)
-				}
-				m = LoRAModule{Name: n, Path: p}
+// parseLoRAModuleValues reads --lora-modules' values as vLLM's
+// LoRAParserAction does: each `name=path` or a JSON object {"name",
+// "path", "base_model_name"}; given again, the flag replaces the list.
+func parseLoRAModuleValues(vals []string) ([]LoRAModule, error) {
+	var mods []LoRAModule
+	for _, v := range vals {
+		var m LoRAModule
+		if strings.HasPrefix(strings.TrimSpace(v), "{") {
+			if err := json.Unmarshal([]byte(v), &m); err != nil || m.Name == "" || m.Path == "" {
+				return nil, fmt.Errorf("argument --lora-modules: invalid JSON format %q: want {\"name\": …, \"path\": …}", v)
 			}
-			mods = append(mods, m)
+		} else {
+			n, p, ok := strings.Cut(v, "=")
+			if !ok || n == "" || p == "" {
+				return nil, fmt.Errorf("argument --lora-modules: %q: want name=path", v)
+			}
+			m = LoRAModule{Name: n, Path: p}
 		}
+		mods = append(mods, m)
 	}
-	return rest, mods, nil
+	return mods, nil
 }
 
 // ServedName is the name responses carry: the first served name, else the model.
@@ -155,52 +148,89 @@ func ParseHumanInt(s string) (int64, error) {
 	return n, nil
 }
 
-// ParseArgs parses `serve MODEL [flags]` (flags may also come before MODEL, and
-// --model may name it). Underscores and dashes in flag names are the same, as in vLLM.
+// ParseArgs parses `serve MODEL [flags]` as the newest release's `vllm
+// serve` does (ParseArgsEra with era c).
 func ParseArgs(argv []string, stderr io.Writer) (Args, error) {
+	return parseArgs(argv, eraC, stderr)
+}
+
+// parseArgs parses `serve MODEL [flags]` as `vllm serve` of era e parses it
+// (flags may also come before MODEL, and --model may name it; underscores
+// and dashes in flag names are the same; --x=V and --x V; every flag of
+// vLLM's parser, serveflags.tsv). The flags vllmsim models set Args; the
+// others are accepted and kept in Args.Unmodelled (Main logs them); a flag
+// vLLM's parser does not have, or one newer than era a's vLLM for era a,
+// is refused as argparse refuses it.
+func parseArgs(argv []string, e era, stderr io.Writer) (Args, error) {
 	if len(argv) == 0 || argv[0] != "serve" {
 		return Args{}, errors.New("usage: vllmsim serve MODEL [--port N] [--enable-sleep-mode] [other vllm serve flags]")
 	}
-	var a Args
+	a := Args{Port: 8000, GPUMemUtilization: 0.92, TensorParallelSize: 1, EnablePrefixCaching: true}
 	var maxLen, kv int64
-	var names stringList
-	fs := flag.NewFlagSet("vllm serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&a.Model, "model", "", "model name or path")
-	fs.Var(&names, "served-model-name", "name(s) the server answers to")
-	fs.StringVar(&a.Host, "host", "", "bind address (default: all interfaces)")
-	fs.IntVar(&a.Port, "port", 8000, "port")
-	fs.BoolVar(&a.EnableSleepMode, "enable-sleep-mode", false, "enable sleep mode")
-	fs.Var(humanInt{&maxLen}, "max-model-len", "context length")
-	fs.Var(humanInt{&kv}, "kv-cache-memory-bytes", "KV cache size in bytes")
-	fs.Float64Var(&a.GPUMemUtilization, "gpu-memory-utilization", 0.92, "per-instance share of GPU memory")
-	fs.StringVar(&a.APIKey, "api-key", "", "API key for /v1")
-	fs.BoolVar(&a.EnforceEager, "enforce-eager", false, "no CUDA graphs")
-	fs.BoolVar(&a.EnableLoRA, "enable-lora", false, "serve LoRA adapters")
-	fs.StringVar(&a.SleepModeBackend, "sleep-mode-backend", "", "sleep-mode memory backend (cumem)")
-	// Accepted and ignored: they change nothing vllmsim models.
-	for _, n := range []string{"dtype", "tensor-parallel-size", "seed", "generation-config", "uvicorn-log-level", "load-format", "quantization", "kv-cache-dtype", "max-lora-rank", "max-loras"} {
-		fs.String(n, "", "accepted, not modelled")
-	}
-	for _, n := range []string{"disable-log-stats", "trust-remote-code", "enable-log-requests", "no-enable-log-requests", "disable-uvicorn-access-log", "enable-prefix-caching"} {
-		fs.Bool(n, false, "accepted, not modelled")
-	}
-
-	rest, loras, err := parseLoRAModules(normalize(argv[1:]))
-	if err != nil {
-		return Args{}, err
-	}
-	a.LoRAModules = loras
-	var positional []string
-	for {
-		if err := fs.Parse(rest); err != nil {
+	var positional, unknown []string
+	args := normalize(argv[1:])
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "-h" || arg == "--help" {
+			fmt.Fprintln(stderr, "usage: vllm serve [model_tag] [options] (vllmsim: every flag of vLLM's parser is accepted; see docs/vllmsim.md)")
+			return Args{}, flag.ErrHelp
+		}
+		if !strings.HasPrefix(arg, "-") || arg == "-" {
+			positional = append(positional, arg)
+			continue
+		}
+		name, val, hasVal := strings.Cut(arg, "=")
+		negated := false
+		f, ok := serveFlags[name]
+		if !ok && strings.HasPrefix(name, "--no-") {
+			if f, ok = serveFlags["--"+strings.TrimPrefix(name, "--no-")]; ok && f.kind == kindBoolOpt {
+				negated = true
+			} else {
+				ok = false
+			}
+		}
+		if ok && ((e == eraA && f.newSince011) || !e.since(f.since)) {
+			ok = false // vLLM 0.11's parser (or the era's) did not have it
+		}
+		if !ok {
+			unknown = append(unknown, arg)
+			continue
+		}
+		var vals []string
+		switch f.kind {
+		case kindBool, kindBoolOpt:
+			if hasVal {
+				return Args{}, fmt.Errorf("argument %s: ignored explicit argument '%s'", name, val)
+			}
+			vals = []string{strconv.FormatBool(!negated)}
+		case kindValue:
+			switch {
+			case hasVal:
+				vals = []string{val}
+			case i+1 < len(args) && (!strings.HasPrefix(args[i+1], "-") || isNumber(args[i+1])):
+				i++
+				vals = []string{args[i]}
+			default:
+				return Args{}, fmt.Errorf("argument %s: expected one argument", f.name)
+			}
+		case kindNargsPlus, kindNargsOpt:
+			if hasVal {
+				vals = append(vals, val)
+			}
+			for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") && (f.kind == kindNargsPlus || len(vals) == 0) {
+				i++
+				vals = append(vals, args[i])
+			}
+			if len(vals) == 0 && f.kind == kindNargsPlus {
+				return Args{}, fmt.Errorf("argument %s: expected at least one argument", f.name)
+			}
+		}
+		if err := a.set(f.name, vals, &maxLen, &kv); err != nil {
 			return Args{}, err
 		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		rest = fs.Args()[1:]
+	}
+	if len(unknown) > 0 {
+		return Args{}, fmt.Errorf("unrecognized arguments: %s", strings.Join(unknown, " "))
 	}
 	switch {
 	case len(positional) > 1:
@@ -213,7 +243,6 @@ func ParseArgs(argv []string, stderr io.Writer) (Args, error) {
 	if a.Model == "" {
 		return Args{}, errors.New("the following arguments are required: model_tag")
 	}
-	a.ServedNames = names
 	a.MaxModelLen = int(maxLen)
 	if kv < 0 || maxLen < 0 {
 		return Args{}, errors.New("--kv-cache-memory-bytes and --max-model-len must not be negative")
@@ -222,10 +251,93 @@ func ParseArgs(argv []string, stderr io.Writer) (Args, error) {
 	if a.GPUMemUtilization <= 0 || a.GPUMemUtilization > 1 {
 		return Args{}, fmt.Errorf("--gpu-memory-utilization must be in (0, 1], got %v", a.GPUMemUtilization)
 	}
+	if a.TensorParallelSize < 1 {
+		return Args{}, fmt.Errorf("--tensor-parallel-size must be at least 1, got %d", a.TensorParallelSize)
+	}
 	if a.Port < 0 || a.Port > 65535 {
 		return Args{}, fmt.Errorf("--port %d out of range", a.Port)
 	}
 	return a, nil
+}
+
+// isNumber reports whether s is a negative number (argparse takes one as a
+// value, not as a flag).
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
+}
+
+// set gives Args the value(s) of the flag named name (its long name), or
+// keeps a flag vllmsim does not model in Unmodelled.
+func (a *Args) set(name string, vals []string, maxLen, kv *int64) error {
+	v := vals[0]
+	boolean := func(to *bool) error {
+		*to = v == "true"
+		return nil
+	}
+	integer := func(to *int) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("argument %s: invalid int value: '%s'", name, v)
+		}
+		*to = n
+		return nil
+	}
+	human := func(to *int64) error {
+		n, err := ParseHumanInt(v)
+		if err != nil {
+			return fmt.Errorf("argument %s: %w", name, err)
+		}
+		*to = n
+		return nil
+	}
+	switch name {
+	case "--model":
+		a.Model = v
+	case "--served-model-name":
+		a.ServedNames = vals
+	case "--host":
+		a.Host = v
+	case "--port":
+		return integer(&a.Port)
+	case "--enable-sleep-mode":
+		return boolean(&a.EnableSleepMode)
+	case "--max-model-len":
+		return human(maxLen)
+	case "--kv-cache-memory-bytes":
+		return human(kv)
+	case "--gpu-memory-utilization":
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return fmt.Errorf("argument %s: invalid float value: '%s'", name, v)
+		}
+		a.GPUMemUtilization = f
+	case "--api-key":
+		a.APIKey = v // the first key; vllmsim checks one
+	case "--enforce-eager":
+		return boolean(&a.EnforceEager)
+	case "--enable-lora":
+		return boolean(&a.EnableLoRA)
+	case "--lora-modules":
+		mods, err := parseLoRAModuleValues(vals)
+		if err != nil {
+			return err
+		}
+		a.LoRAModules = mods
+	case "--sleep-mode-backend":
+		a.SleepModeBackend = v
+	case "--tensor-parallel-size":
+		return integer(&a.TensorParallelSize)
+	case "--enable-prefix-caching":
+		return boolean(&a.EnablePrefixCaching)
+	case "--enable-prompt-tokens-details":
+		return boolean(&a.EnablePromptTokensDetails)
+	case "--enable-server-load-tracking":
+		return boolean(&a.EnableServerLoadTracking)
+	default:
+		a.Unmodelled = append(a.Unmodelled, name+" "+strings.Join(vals, " "))
+	}
+	return nil
 }
 
 // normalize turns --max_model_len into --max-model-len (flag names only, never values).

@@ -44,8 +44,9 @@ func (c *chunkEncoder) token(text, finish string) []byte {
 	return c.end(b)
 }
 
-// usage is the final chunk: no choices, the token counts.
-func (c *chunkEncoder) usage(prompt, completion int) []byte {
+// usage is the final chunk: no choices, the token counts; cached ≥ 0 adds
+// prompt_tokens_details.cached_tokens (--enable-prompt-tokens-details).
+func (c *chunkEncoder) usage(prompt, completion, cached int) []byte {
 	b := append(c.buf[:0], c.head...)
 	b = append(b, `[],"usage":{"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt), 10)
@@ -53,6 +54,11 @@ func (c *chunkEncoder) usage(prompt, completion int) []byte {
 	b = strconv.AppendInt(b, int64(prompt+completion), 10)
 	b = append(b, `,"completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(completion), 10)
+	if cached >= 0 {
+		b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+		b = strconv.AppendInt(b, int64(cached), 10)
+		b = append(b, '}')
+	}
 	b = append(b, '}')
 	return c.end(b)
 }

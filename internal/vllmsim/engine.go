@@ -18,7 +18,10 @@ type token struct {
 // seq is one request inside the engine.
 type seq struct {
 	ctx          context.Context
+	id           string // the request's id (cmpl-…), for /abort_requests
+	prompt       string // for the prefix cache
 	promptTokens int
+	cached       int // prompt tokens the prefix cache held at its prefill
 	maxTokens    int
 	stopAt       int        // tokens after which the model emits EOS (≥ maxTokens when ignore_eos)
 	gen          generator  // the tokens it generates
@@ -62,6 +65,8 @@ type engine struct {
 	// every decode step after a sequence's first token (the slow=OP:S
 	// fault); set before run starts, read only by it.
 	extraPrefill, extraDecode time.Duration
+
+	prefix *prefixCache // nil: no prefix caching
 }
 
 func newEngine(p Physics, c clock, m *metrics) *engine {
@@ -144,6 +149,37 @@ func (e *engine) pause(ctx context.Context, mode string) bool {
 	return true
 }
 
+// abort ends the requests in flight whose id is in ids (every one for
+// none) with finish_reason "abort", as pause's abort does; it returns how
+// many it ended.
+func (e *engine) abort(ids []string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := time.Now()
+	n := 0
+	drop := func(list []*seq) []*seq {
+		out := list[:0]
+		for _, s := range list {
+			if len(ids) > 0 && !slices.Contains(ids, s.id) {
+				out = append(out, s)
+				continue
+			}
+			s.out <- token{finish: "abort", at: now}
+			close(s.out)
+			e.m.finished("abort")
+			n++
+		}
+		clear(list[len(out):])
+		return out
+	}
+	e.running, e.waiting = drop(e.running), drop(e.waiting)
+	e.m.setQueue(len(e.running), len(e.waiting))
+	return n
+}
+
+// clearPrefixCache drops the prefix cache (the KV cache is gone or reset).
+func (e *engine) clearPrefixCache() { e.prefix.clear() }
+
 // busy reports whether any request is running or waiting.
 func (e *engine) busy() bool {
 	e.mu.Lock()
@@ -217,13 +253,17 @@ func (e *engine) step(ctx context.Context) bool {
 	if len(admit) > 0 {
 		tokens := 0
 		for _, s := range admit {
-			tokens += s.promptTokens
+			s.cached = e.prefix.hit(s.prompt, s.promptTokens)
+			tokens += s.promptTokens - s.cached
 			if s.recompute {
 				tokens += s.emitted
 			}
 		}
 		if !e.wait(ctx, e.phys.Prefill(tokens), e.extraPrefill) {
 			return false
+		}
+		for _, s := range admit {
+			e.prefix.add(s.prompt)
 		}
 		e.mu.Lock()
 		e.running = append(e.running, admit...)

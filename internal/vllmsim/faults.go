@@ -134,11 +134,16 @@ type Faults struct {
 	SlowWake         float64 // slow-wake: factor on every wake's modelled time (0: none)
 	TieFlipAfterWake bool
 	LeakPerCycleMiB  float64
-	WakeStaysAsleep  bool
-	StuckOps         map[string]bool // stuck-op: operation (sleep, wake_up, release_kv_cache_memory)
-	RPCFail          map[string]bool // rpc-fail: operation (sleep, wake_up, release_kv_cache_memory)
-	HostOOM          bool            // host-oom: a level-1 sleep's host allocation fails
-	MetricsBroken    string          // metrics-broken: "500" or "garbage" ("": /metrics works)
+	// TPResidualGiB (tp-residual=GiB): each rank holds this much more
+	// outside the sleep-mode pools, kept on its GPU asleep, as vLLM
+	// 0.14/0.15 kept 16 GB a GPU asleep against 1.14 GB on 0.13 on four
+	// GPUs (vllm-project/vllm#32714, closed "fixed in nightly").
+	TPResidualGiB   float64
+	WakeStaysAsleep bool
+	StuckOps        map[string]bool // stuck-op: operation (sleep, wake_up, release_kv_cache_memory)
+	RPCFail         map[string]bool // rpc-fail: operation (sleep, wake_up, release_kv_cache_memory)
+	HostOOM         bool            // host-oom: a level-1 sleep's host allocation fails
+	MetricsBroken   string          // metrics-broken: "500" or "garbage" ("": /metrics works)
 
 	// Delays: path → seconds added before it is handled (delay=PATH:S).
 	Delays map[string]float64
@@ -198,6 +203,7 @@ var faultParsers = map[string]func(*Faults, faultArg) error{
 	"slow-decode-after-wake": positiveFault(func(f *Faults) *float64 { return &f.SlowDecodeAfter }),
 	"slow-wake":              positiveFault(func(f *Faults) *float64 { return &f.SlowWake }),
 	"leak-per-cycle":         positiveFault(func(f *Faults) *float64 { return &f.LeakPerCycleMiB }),
+	"tp-residual":            positiveFault(func(f *Faults) *float64 { return &f.TPResidualGiB }),
 	"wake-stays-asleep":      flagFault(func(f *Faults) *bool { return &f.WakeStaysAsleep }),
 	"stuck-op":               opFault(func(f *Faults) *map[string]bool { return &f.StuckOps }, opSleep, opWakeUp, opReleaseKV),
 	"rpc-fail":               opFault(func(f *Faults) *map[string]bool { return &f.RPCFail }, opSleep, opWakeUp, opReleaseKV),

@@ -155,7 +155,7 @@ func engineDeadMessage(detail string) string {
 // allocation (fault host-oom, or the kernel refusing the mapping) kills
 // the engine: the error is fatal, its answer ends the process.
 func (s *server) sleepHost() (staging *hostBuffer, oe *opError) {
-	weights := s.phys.WeightBytes()
+	weights := s.phys.TotalWeightBytes() // every rank's shard (held by the server process)
 	var err error
 	if s.faults.HostOOM {
 		err = errHostOOM

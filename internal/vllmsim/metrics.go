@@ -41,7 +41,7 @@ type metrics struct {
 
 // metricsOpts say which sleep metrics a server exports.
 type metricsOpts struct {
-	newest bool // era C: resource state, fully awake, the operation histogram and gauge
+	newest bool // era proposed: resource state, fully awake, the operation histogram and gauge
 	legacy bool // vllm:engine_sleep_state (not with the Rust frontend)
 	// rl: the operation metrics as the RLHF router's variant names them,
 	// every one prefixed vllm:rl_, with a calls counter
@@ -97,7 +97,7 @@ func newMetrics(model string, kvUsage func(running int) float64, o metricsOpts) 
 		f(m.resState)
 		m.ops, m.stuck = map[string]int{}, map[string]bool{}
 	}
-	m.setState(sleepSnapshot{scheduler: "running", weights: "resident", kv: "resident"}, true)
+	m.setState(sleepSnapshot{scheduler: "running", weights: "resident", kv: "resident"}, legacyRecord{}, false)
 	return m
 }
 
@@ -117,7 +117,7 @@ func (m *metrics) finished(reason string) {
 }
 
 // opStart counts a sleep-mode call of operation op ("sleep", "wake",
-// "release_kv_cache_memory") in flight (era C; nothing before).
+// "release_kv_cache_memory") in flight (era proposed; no release has them).
 func (m *metrics) opStart(op string) {
 	if m.inFlight == nil {
 		return
@@ -169,17 +169,30 @@ func b2f(c bool) float64 {
 	return 0
 }
 
-// setState publishes the sleep state s. legacyOld: vllm:engine_sleep_state
-// as eras A and B set it (the level slept at, until every tag is awake);
-// else as era C derives it from the resource states (vllm-api.md §7.2): awake
-// only when fully awake, weights_offloaded when the weights are offloaded,
-// discard_all when they are discarded and the KV cache released — all three
-// 0 after a level-0 pause, a partial wake, a KV-only release or an unknown.
-func (m *metrics) setState(s sleepSnapshot, legacyOld bool) {
+// legacyRecord is what released vLLM last recorded on
+// vllm:engine_sleep_state: record_sleep_state(sleep, level), called with
+// (1, level) by every sleep (a KV-only release records level 0) and with
+// (0, 0) by every wake, a partial one included
+// (vllm/v1/metrics/loggers.py PrometheusStatLogger.record_sleep_state;
+// its callers in vllm/v1/engine/async_llm.py; PR #24176, merged).
+type legacyRecord struct {
+	asleep bool
+	level  int
+}
+
+// setState publishes the sleep state s. derived: vllm:engine_sleep_state
+// as the proposed state design derives it from the resource states
+// (vllm-api.md §7.2): awake only when fully awake, weights_offloaded when
+// the weights are offloaded, discard_all when they are discarded and the
+// KV cache released, all three 0 after a level-0 pause, a partial wake, a
+// KV-only release or an unknown. Else as released vLLM records it (rec):
+// awake after any wake, weights_offloaded after level 1, discard_all after
+// level 2, all three 0 after any other level (0, 3) or a KV-only release.
+func (m *metrics) setState(s sleepSnapshot, rec legacyRecord, derived bool) {
 	if m.sleepState != nil {
 		awake, off, all := s.fullyAwake(), s.weights == "offloaded", s.weights == "discarded" && s.kv == "released"
-		if legacyOld {
-			awake, off, all = s.level == 0, s.level == 1, s.level == 2
+		if !derived {
+			awake, off, all = !rec.asleep, rec.asleep && rec.level == 1, rec.asleep && rec.level == 2
 		}
 		m.sleepState.WithLabelValues("awake").Set(b2f(awake))
 		m.sleepState.WithLabelValues("weights_offloaded").Set(b2f(off))

@@ -92,15 +92,20 @@ func TestSleepModes(t *testing.T) {
 		}
 	})
 	t.Run("bad mode", func(t *testing.T) {
-		s := startSim(t, "tiny-a", env)
+		s := startSim(t, "tiny-a", map[string]string{EnvTimeScale: "5", EnvEra: string(eraProposed)})
 		s.ready(t)
 		err := s.c.SleepMode(t.Context(), 1, "later")
-		assert.ErrorContains(t, err, "HTTP 400", "era C: FastAPI validation, rewritten to 400")
+		assert.ErrorContains(t, err, "HTTP 400", "era proposed: FastAPI validation, rewritten to 400")
 		assert.ErrorContains(t, err, "('query', 'mode')")
-		b := startSim(t, "tiny-a", map[string]string{EnvTimeScale: "5", EnvEra: "b"})
-		b.ready(t)
-		err = b.c.SleepMode(t.Context(), 1, "later")
-		assert.ErrorContains(t, err, "HTTP 400", "era B: pause_scheduler's ValueError")
-		assert.ErrorContains(t, err, "Invalid pause mode: later")
+		for _, e := range []era{eraB, eraC} {
+			b := startSim(t, "tiny-a", map[string]string{EnvTimeScale: "5", EnvEra: string(e)})
+			b.ready(t)
+			err = b.c.SleepMode(t.Context(), 1, "later")
+			assert.ErrorContains(t, err, "HTTP 400", "era %s: pause_scheduler's ValueError", e)
+			assert.ErrorContains(t, err, "Invalid pause mode: later", e)
+			asleep, err := b.c.IsSleeping(t.Context())
+			require.NoError(t, err)
+			assert.False(t, asleep, "era %s: refused before the pause", e)
+		}
 	})
 }

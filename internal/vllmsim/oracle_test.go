@@ -150,12 +150,19 @@ func TestOracleMeetsATie(t *testing.T) {
 	}
 }
 
-// TestSleepAsTheEngineLogsIt: vLLM's own lines for a sleep and a wake,
-// the sleep-mode metric, a leak that grows the residual each sleep, and
-// the first level-1 sleep's pinned-buffer cost.
+// TestSleepAsTheEngineLogsIt: vLLM's own lines for a sleep and a wake, a
+// leak that grows the residual each sleep, the first level-1 sleep's
+// pinned-buffer cost, and, in era proposed, the sleep-mode operation
+// metric (no release has it).
 func TestSleepAsTheEngineLogsIt(t *testing.T) {
+	for _, e := range []era{eraC, eraProposed} {
+		t.Run(string(e), func(t *testing.T) { sleepAsTheEngineLogsIt(t, e) })
+	}
+}
+
+func sleepAsTheEngineLogsIt(t *testing.T, ev era) {
 	logs := &SyncLog{}
-	s := startSimLog(t, "tiny-a", map[string]string{EnvFaults: "leak-per-cycle=64", EnvTimeScale: "4"}, logs)
+	s := startSimLog(t, "tiny-a", map[string]string{EnvFaults: "leak-per-cycle=64", EnvTimeScale: "4", EnvEra: string(ev)}, logs)
 	s.ready(t)
 	ctx := t.Context()
 	// calls is the sleeps' wall time as the client saw it: each sleep's
@@ -197,6 +204,10 @@ func TestSleepAsTheEngineLogsIt(t *testing.T) {
 	m, err := vllm.ParseMetrics(text)
 	require.NoError(t, err)
 	sum, n, ok := m.SleepOp("sleep")
+	if ev != eraProposed {
+		assert.False(t, ok, "era %s: no operation metrics", ev)
+		return
+	}
 	require.True(t, ok, "vllm:sleep_mode_operation_duration_seconds")
 	assert.Equal(t, 4.0, n)
 	// The metric times the whole /sleep operation, the log line the

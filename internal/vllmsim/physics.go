@@ -6,17 +6,35 @@ package vllmsim
 type Physics struct {
 	GPU   GPU
 	Model Model
-	// KVBytes is the KV-cache pool size (--kv-cache-memory-bytes or derived).
+	// KVBytes is the KV-cache pool size (--kv-cache-memory-bytes or derived)
+	// of one rank.
 	KVBytes uint64
+	// Ranks is --tensor-parallel-size: the weights are split evenly over
+	// this many GPUs, each rank its own process; every byte figure here
+	// but TotalWeightBytes is one rank's, every duration one rank's (the
+	// ranks copy their shards at once). 0 is 1.
+	Ranks int
+	// ExtraResidualBytes is what each rank holds beyond its CUDA context
+	// outside the sleep-mode pools: NCCL's buffers with more than one
+	// rank, and fault tp-residual's.
+	ExtraResidualBytes uint64
 }
 
 func gb(bytes float64) float64 { return bytes / 1e9 }
 
-// WeightBytes is the size of the weight pool.
-func (p Physics) WeightBytes() uint64 { return uint64(p.Model.WeightGiB * GiB) }
+// WeightBytes is the size of one rank's weight pool: its shard.
+func (p Physics) WeightBytes() uint64 { return p.TotalWeightBytes() / uint64(p.ranks()) }
 
-// ResidualBytes is the memory that stays on the device while asleep.
-func (p Physics) ResidualBytes() uint64 { return uint64(p.Model.ResidualGiB * GiB) }
+// TotalWeightBytes is the model's weights over every rank.
+func (p Physics) TotalWeightBytes() uint64 { return uint64(p.Model.WeightGiB * GiB) }
+
+func (p Physics) ranks() int { return max(1, p.Ranks) }
+
+// ResidualBytes is the memory that stays on each rank's device while
+// asleep: its CUDA context and what lies outside the pools.
+func (p Physics) ResidualBytes() uint64 {
+	return uint64(p.Model.ResidualGiB*GiB) + p.ExtraResidualBytes
+}
 
 // flopsPerToken is 2·P.
 func (p Physics) flopsPerToken() float64 { return 2 * p.Model.ParamsB * 1e9 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -33,6 +35,7 @@ type server struct {
 	devMode bool
 	created int64
 	reqID   atomic.Uint64
+	load    atomic.Int64 // completions in flight (--enable-server-load-tracking)
 	faults  *Faults
 	stamp   bool           // VLLMSIM_STAMP
 	exit    func(code int) // os.Exit after cleaning up; injected crashes use it
@@ -62,9 +65,10 @@ type server struct {
 	kvUnknown      bool // … the KV cache's
 	backendUsed    bool // the sleep-mode backend was created (its log line written)
 	weightsValid   bool
-	woken          bool // woken at least once: the after-wake faults apply
-	sleeps         int  // sleeps at level ≥ 1 so far (fault leak-per-cycle)
-	pinned         bool // the pinned host buffer for level-1 offload is allocated
+	woken          bool         // woken at least once: the after-wake faults apply
+	sleeps         int          // sleeps at level ≥ 1 so far (fault leak-per-cycle)
+	pinned         bool         // the pinned host buffer for level-1 offload is allocated
+	legacy         legacyRecord // what released vLLM last recorded on vllm:engine_sleep_state
 }
 
 // metricsHandler serves /metrics, or what fault metrics-broken answers
@@ -92,6 +96,12 @@ func (s *server) routes() http.Handler {
 	})
 	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("GET /v1/models", s.auth(s.handleModels))
+	// GET /load: {"server_load": N}, the requests in flight, counted only
+	// with --enable-server-load-tracking (PR #13950, merged 2025-02;
+	// vllm/entrypoints/openai/api_server.py get_server_load_metrics).
+	mux.HandleFunc("GET /load", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]int64{"server_load": s.load.Load()})
+	})
 	mux.HandleFunc("POST /v1/completions", s.auth(s.handleCompletions))
 	if s.devMode {
 		mux.HandleFunc("POST /sleep", s.handleSleep)
@@ -102,14 +112,18 @@ func (s *server) routes() http.Handler {
 		// The RLHF router's pause endpoints predate pause modes (an
 		// older router had /pause with wait_for_inflight_requests only;
 		// docs/vllm-api.md §5): era b has them; the KV-only release came
-		// with PR #44890 (era c).
+		// with PR #44890 (era c, merged after v0.26.0).
 		if s.era != eraA {
 			mux.HandleFunc("POST /pause", s.handlePause)
 			mux.HandleFunc("POST /resume", s.handleResume)
 			mux.HandleFunc("GET /is_paused", s.handleIsPaused)
 		}
-		if s.era == eraC {
+		if s.era.since(eraC) {
 			mux.HandleFunc("POST /release_kv_cache_memory", s.handleReleaseKV)
+			// The RLHF router's (vllm/entrypoints/serve/rlhf/api_router.py;
+			// the release that added them was not read: the newest here).
+			mux.HandleFunc("GET /get_world_size", s.handleWorldSize)
+			mux.HandleFunc("POST /abort_requests", s.handleAbortRequests)
 		}
 	}
 	return s.delayed(mux)
@@ -265,15 +279,48 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.nth = nth
-	c.sq = &seq{ctx: r.Context(), promptTokens: c.promptTokens, maxTokens: c.maxTokens, stopAt: c.stopAt, gen: s.generator(c.prompt, c.adapter)}
-	s.eng.submit(c.sq)
 	c.id = fmt.Sprintf("cmpl-%016x", s.reqID.Add(1))
+	if s.args.EnableServerLoadTracking { // load_aware_call: counted until the answer is written
+		s.load.Add(1)
+		defer s.load.Add(-1)
+	}
+	c.sq = &seq{ctx: r.Context(), id: c.id, prompt: c.prompt, promptTokens: c.promptTokens, maxTokens: c.maxTokens, stopAt: c.stopAt, gen: s.generator(c.prompt, c.adapter)}
+	s.eng.submit(c.sq)
 	c.name = s.args.ServedName()
 	if !req.Stream {
 		s.answerCompletion(w, c)
 		return
 	}
 	s.streamCompletion(w, r, c)
+}
+
+// handleWorldSize is GET /get_world_size?include_dp=: {"world_size": N},
+// the tensor × pipeline parallel size (× data parallel with include_dp,
+// the default); vllmsim has neither pipeline nor data parallelism.
+func (s *server) handleWorldSize(w http.ResponseWriter, r *http.Request) {
+	if _, ok := boolParam(w, r, "include_dp", true); !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"world_size": s.args.TensorParallelSize})
+}
+
+// handleAbortRequests is POST /abort_requests {"request_ids": [...]}: the
+// requests named, or every one in flight when none are, end with
+// finish_reason "abort". vLLM's answer body was not read (its tokens-only
+// variant answers an empty 200): vllmsim answers an empty 200.
+func (s *server) handleAbortRequests(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		RequestIDs []string `json:"request_ids"`
+	}
+	if r.ContentLength != 0 {
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+			writeError(w, http.StatusBadRequest, "BadRequestError", "JSON decode error: "+err.Error())
+			return
+		}
+	}
+	n := s.eng.abort(body.RequestIDs)
+	s.log.Printf("Aborted %d request(s)", n)
+	w.WriteHeader(http.StatusOK)
 }
 
 // completion is one accepted completion request on its way through the engine.
@@ -345,7 +392,10 @@ func (s *server) answerCompletion(w http.ResponseWriter, c *completion) {
 		}
 	}
 	n := len(toks)
-	usage := map[string]int{"prompt_tokens": c.promptTokens, "completion_tokens": n, "total_tokens": n + c.promptTokens}
+	usage := map[string]any{"prompt_tokens": c.promptTokens, "completion_tokens": n, "total_tokens": n + c.promptTokens}
+	if s.args.EnablePromptTokensDetails {
+		usage["prompt_tokens_details"] = map[string]int{"cached_tokens": c.sq.cached}
+	}
 	choice := map[string]any{"index": 0, "text": text.String(), "logprobs": nil, "finish_reason": finish, "stop_reason": nil}
 	if req.Logprobs != nil {
 		choice["logprobs"] = logprobsOf(c.sq.gen, toks, *req.Logprobs, req.ReturnTokensAsTokenIDs)
@@ -397,7 +447,11 @@ func (s *server) streamCompletion(w http.ResponseWriter, r *http.Request, c *com
 		}
 	}
 	if includeUsage {
-		write(enc.usage(c.promptTokens, n))
+		cached := -1
+		if s.args.EnablePromptTokensDetails {
+			cached = c.sq.cached
+		}
+		write(enc.usage(c.promptTokens, n, cached))
 	}
 	write([]byte("data: [DONE]\n\n"))
 }
@@ -487,29 +541,61 @@ func (s *server) publish() {
 	}
 }
 
-// device is this process's view of the simulated GPU.
+// device is the server's simulated GPUs: one per rank.
 type device struct {
-	dir   string
-	pid   int
-	model string
-	info  simgpu.Device
+	ranks []*rank
+	info  simgpu.Device // rank 0's GPU (the product every rank runs on)
 }
 
+// publish records used bytes on every rank's GPU (each rank holds the same).
 func (d *device) publish(used uint64) error {
-	return simgpu.Publish(d.dir, simgpu.Process{PID: d.pid, Model: d.model, UsedBytes: used})
+	var errs []error
+	for _, r := range d.ranks {
+		errs = append(errs, r.publish(used))
+	}
+	return errors.Join(errs...)
 }
 
-// free is the device memory not held by anyone.
+// free is the least device memory not held by anyone on any rank's GPU:
+// what an allocation every rank makes at once can count on.
 func (d *device) free() (uint64, error) {
-	procs, err := simgpu.Processes(d.dir)
-	if err != nil {
-		return 0, fmt.Errorf("read simulated GPU: %w", err)
+	least := uint64(math.MaxUint64)
+	for _, r := range d.ranks {
+		f, err := r.free()
+		if err != nil {
+			return 0, err
+		}
+		least = min(least, f)
 	}
-	used := simgpu.Used(d.info, procs)
-	if used >= d.info.TotalBytes {
-		return 0, nil
+	return least, nil
+}
+
+// freeEach is each rank's GPU memory not held by anyone (0 where it
+// cannot be read).
+func (d *device) freeEach() []uint64 {
+	out := make([]uint64, len(d.ranks))
+	for i, r := range d.ranks {
+		out[i], _ = r.free()
 	}
-	return d.info.TotalBytes - used, nil
+	return out
+}
+
+// prefix is what vLLM's multiprocess executor puts before a worker's log
+// lines, as users' logs of it show ("(VllmWorker TP0 pid=720) ERROR …
+// [multiproc_executor.py:596]"); "" for one GPU, where vllmsim logs as
+// one process.
+func (d *device) prefix(i int) string {
+	if len(d.ranks) < 2 {
+		return ""
+	}
+	return fmt.Sprintf("(VllmWorker TP%d pid=%d) ", i, d.ranks[i].pid)
+}
+
+// stop ends every rank: the device memory of the server is freed.
+func (d *device) stop() {
+	for _, r := range d.ranks {
+		r.stop()
+	}
 }
 
 var errStartup = errors.New("start-up failed")

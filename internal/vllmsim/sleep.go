@@ -22,24 +22,41 @@ import (
 	"time"
 )
 
-// era is the vLLM release line whose sleep API vllmsim speaks.
+// era is the vLLM release line whose sleep API vllmsim speaks: three
+// released ones and the proposals (docs/vllm-api.md §1). Whether a fact is
+// released was read in its PR thread, not inferred from a commit of the
+// code index (which holds unmerged PR branches too).
 type era string
 
 const (
-	eraA era = "a" // ≤ v0.11: /sleep?level=1|2, empty 200 bodies, no mode, only engine_sleep_state
-	eraB era = "b" // PR #34528 (2026-02): pause first, mode, level 0, still empty bodies
-	eraC era = "c" // newest: JSON bodies, validation, resource states, pause/resume, KV-only release
+	eraA era = "a" // ≤ v0.11: /sleep?level=N (int(), 1 offloads, any other discards all), empty 200 bodies, no pause, only engine_sleep_state
+	eraB era = "b" // PR #34528 (merged 2026-02, ~v0.17) to v0.26: pause first, mode, level 0 (and below) pauses only, empty bodies
+	eraC era = "c" // the newest release: b + /release_kv_cache_memory (PR #44890, merged after v0.26.0; a full sleep after it allowed), --sleep-mode-backend (PR #44074), /reset_prefix_cache {"success": bool} (v0.26.0)
+	// eraProposed is c with what open PRs and unmerged branches propose:
+	// JSON bodies from /sleep, /wake_up and /release_kv_cache_memory
+	// (#52864 open; #45518, #45586 closed), level and mode validated before
+	// dispatch, the resource-state and operation metrics and the rejection
+	// of a sleep while partially awake (branch code, no PR found),
+	// VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY (#55206 open) and
+	// VLLM_POISON_DISCARDED_PAGES (#52597 open).
+	eraProposed era = "proposed"
 )
 
-// parseEra reads VLLMSIM_ERA ("" is the newest, c).
+// eras in order: each has what the one before it has, unless its code says otherwise.
+var eras = []era{eraA, eraB, eraC, eraProposed}
+
+// since reports whether e is o or later.
+func (e era) since(o era) bool { return slices.Index(eras, e) >= slices.Index(eras, o) }
+
+// parseEra reads VLLMSIM_ERA ("" is the newest release, c).
 func parseEra(v string) (era, error) {
 	switch e := era(strings.ToLower(v)); e {
 	case "":
 		return eraC, nil
-	case eraA, eraB, eraC:
+	case eraA, eraB, eraC, eraProposed:
 		return e, nil
 	}
-	return "", fmt.Errorf("%s=%q: want a (vLLM ≤ 0.11: empty bodies, no mode, no level 0), b (PR #34528: modes and level 0, empty bodies) or c (newest, the default)", EnvEra, v)
+	return "", fmt.Errorf("%s=%q: want a (vLLM ≤ 0.11: empty bodies, no mode, no level 0), b (PR #34528 to v0.26: modes and level 0), c (the newest release, the default) or proposed (c with what open vLLM PRs propose: JSON bodies, validation, resource-state metrics)", EnvEra, v)
 }
 
 // envBool reads one of vLLM's on/off environment variables: 1 or true on,
@@ -94,9 +111,9 @@ func (s *server) snapshot() sleepSnapshot {
 // syncMetrics publishes the sleep state to /metrics.
 func (s *server) syncMetrics() {
 	s.mu.Lock()
-	st := s.snapshot()
+	st, rec := s.snapshot(), s.legacy
 	s.mu.Unlock()
-	s.m.setState(st, s.era != eraC)
+	s.m.setState(st, rec, s.era == eraProposed)
 }
 
 // sleepingTags are the memory tags asleep now, in vLLM's order. Caller holds s.mu.
@@ -154,7 +171,7 @@ func (s *server) useBackend() *opError {
 	first := !s.backendUsed
 	s.backendUsed = true
 	s.mu.Unlock()
-	if first && s.era == eraC {
+	if first && s.era.since(eraC) {
 		s.log.Printf("Using sleep-mode backend: %s", name)
 	}
 	return nil
@@ -201,14 +218,19 @@ func boolParam(w http.ResponseWriter, r *http.Request, name string, def bool) (b
 }
 
 // sleepParams reads /sleep's level and mode as the server's era does and
-// answers a bad one (false: answered).
+// answers a bad one (false: answered). Released routers read both raw
+// (query_params.get("level", "1"), int(level); vllm@e7a47b82
+// vllm/entrypoints/serve/dev/sleep/api_router.py; the v0.24.0 router
+// quoted in ovg-project/kvcached#475) and read nothing else: a query such
+// as tags=kv_cache (proposed in the open PR #42658) is ignored, and the
+// sleep is a full level-1 sleep.
 func (s *server) sleepParams(w http.ResponseWriter, r *http.Request) (level int, mode string, ok bool) {
 	q := r.URL.Query()
 	lv := "1"
 	if q.Has("level") {
 		lv = q.Get("level")
 	}
-	if s.era == eraC {
+	if s.era == eraProposed {
 		// level: Annotated[int, Query(ge=0, le=2)] = 1; mode: PauseMode = "abort".
 		n, err := strconv.Atoi(lv)
 		switch {
@@ -225,23 +247,15 @@ func (s *server) sleepParams(w http.ResponseWriter, r *http.Request) (level int,
 		mode, ok := modeParam(w, r)
 		return n, mode, ok
 	}
-	// Eras A and B: int(level) in the router; a ValueError is a 400 with param null.
+	// Released: int(level) in the router; a ValueError is a 400 with param
+	// null. Any integer goes on to the engine (see sleep).
 	n, err := strconv.Atoi(lv)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("invalid literal for int() with base 10: '%s'", lv))
 		return 0, "", false
 	}
 	if s.era == eraA {
-		// No mode, no level 0 (vllmsim refuses what era A's engine did not define).
-		if n != 1 && n != 2 {
-			writeError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("sleep level %d: this vLLM (VLLMSIM_ERA=a) has levels 1 and 2", n))
-			return 0, "", false
-		}
-		return n, modeAbort, true
-	}
-	if n < 0 || n > 2 { // era B passes it on unchecked; what the engine then does was not read
-		internalError("sleep level %d is not supported", n).write(w)
-		return 0, "", false
+		return n, modeAbort, true // no mode in era A's router
 	}
 	mode = modeAbort
 	if q.Has("mode") {
@@ -253,6 +267,21 @@ func (s *server) sleepParams(w http.ResponseWriter, r *http.Request) (level int,
 		return 0, "", false
 	}
 	return n, mode, true
+}
+
+// memoryLevel is the sleep an engine level makes of the memory: Worker.sleep
+// offloads the weights at level 1 and discards everything at any other
+// level that reaches it (vllm/v1/worker/gpu_worker.py: offload_tags =
+// ("weights",) if level == 1 else tuple()); 0 for a level that stops at
+// the pause (0 and below, from PR #34528 on: `if level < 1: return`).
+func (s *server) memoryLevel(level int) int {
+	switch {
+	case level == 1:
+		return 1
+	case level < 1 && s.era != eraA:
+		return 0
+	}
+	return 2
 }
 
 // operation is one sleep-mode call on the operation metrics (era C): in
@@ -365,25 +394,31 @@ func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
 		}()
 	case oe != nil:
 		oe.write(w)
-	case s.era == eraC:
+	case s.era == eraProposed:
 		writeJSON(w, http.StatusOK, map[string]any{"status": "sleeping", "level": level})
 	default:
 		w.WriteHeader(http.StatusOK)
 	}
 }
 
-// sleep is EngineCore.sleep: pause the scheduler (eras B, C), then, for
-// level ≥ 1, the executor's sleep. ok is false when the request is over
-// (client gone, or a fault answered it). Caller holds s.opMu.
+// sleep is EngineCore.sleep: pause the scheduler (eras B on), then, for
+// a level that reaches the executor, its sleep. ok is false when the
+// request is over (client gone, or a fault answered it). Caller holds s.opMu.
 func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode string) (oe *opError, ok bool) {
 	start := time.Now()
+	requested := level
+	level = s.memoryLevel(level)
 	s.mu.Lock()
 	memAsleep := s.weightsAsleep || s.kvAsleep
+	allAsleep := s.weightsAsleep && s.kvAsleep
+	kvWasAsleep := s.kvAsleep
 	partial := s.weightsAsleep != s.kvAsleep
 	unknown := s.unknownError()
 	s.mu.Unlock()
 	if s.era == eraA && memAsleep {
 		s.log.Printf("WARNING Executor is already sleeping.")
+		s.recordLegacy(true, requested)
+		s.syncMetrics()
 		return nil, true
 	}
 	if s.inject(w, r, s.faults.beforeSleep(s.eng.busy)) {
@@ -397,28 +432,33 @@ func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode s
 	}
 	// Pause first, always (PR #34528): even a sleep the executor then refuses
 	// leaves the scheduler paused (the pause-first contract, vllm-api.md §2).
-	if !s.pauseScheduler(r.Context(), mode) {
+	if !s.pauseScheduler(r.Context(), mode) { // era a: requests in flight end as aborted (vllmsim's choice: what v0.11 did with them was not read)
 		return nil, false
 	}
 	defer s.syncMetrics()
 	if level == 0 {
+		s.recordLegacy(true, requested)
 		return nil, true // level 0: the pause only, no executor call, no log line
 	}
+	s.eng.clearPrefixCache() // pause_scheduler(clear_cache=level >= 1), then the KV cache goes
 	if unknown != nil {
 		return unknown, true
 	}
-	if s.era == eraC {
-		if partial {
-			// A new sleep while only some resources are awake is rejected
-			// (design doc; test_partial_wake_then_sleep_is_rejected).
-			s.mu.Lock()
-			st := s.snapshot()
-			s.mu.Unlock()
-			return internalError("cannot sleep while the engine is partially awake (weights=%s, kv_cache=%s); wake it up fully first", st.weights, st.kv), true
-		}
+	if s.era == eraProposed && partial {
+		// A new sleep while only some resources are awake is rejected
+		// (the proposed state design; test_partial_wake_then_sleep_is_rejected).
+		s.mu.Lock()
+		st := s.snapshot()
+		s.mu.Unlock()
+		return internalError("cannot sleep while the engine is partially awake (weights=%s, kv_cache=%s); wake it up fully first", st.weights, st.kv), true
 	}
-	if memAsleep {
+	// The executor's guard: before PR #44890 any tag asleep made a sleep a
+	// no-op; from it only every tag asleep does, so a full sleep after a
+	// KV-only release sleeps the weights (its review, 2026-09-17: "The new
+	// guard only returns when *all* tags are sleeping").
+	if (s.era.since(eraC) && allAsleep) || (!s.era.since(eraC) && memAsleep) {
 		s.log.Printf("WARNING Executor is already sleeping.")
+		s.recordLegacy(true, requested)
 		return nil, true
 	}
 	if oe := s.useBackend(); oe != nil {
@@ -432,7 +472,7 @@ func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode s
 		s.log.Printf("ERROR injected fault rpc-fail=sleep: collective_rpc 'sleep' failed")
 		return internalError("injected fault rpc-fail=sleep: collective_rpc 'sleep' failed: CUDA error: an illegal memory access was encountered"), true
 	}
-	freeBefore, _ := s.dev.free()
+	freeBefore := s.dev.freeEach()
 	usedBefore := s.used()
 	cost := s.phys.Sleep(level)
 	s.mu.Lock()
@@ -478,27 +518,44 @@ func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode s
 		s.publish()
 	}
 	// cumem.py's line (vllm@010c2112 vllm/device_allocator/cumem.py): level 1
-	// backs the weights up in CPU, everything else is discarded.
+	// backs the weights up in CPU, everything else is discarded; then
+	// gpu_worker.py's, from the device's free memory before and after. Each
+	// rank's worker logs both of its own (the harness sums the freed lines).
 	backed := float64(0)
 	if level == 1 {
 		backed = float64(s.phys.WeightBytes())
 	}
-	total := float64(s.phys.WeightBytes() + s.phys.KVBytes)
-	s.log.Printf("CuMemAllocator: sleep freed %.2f GiB memory in total, of which %.2f GiB is backed up in CPU and the rest %.2f GiB is discarded directly.",
-		total/GiB, backed/GiB, (total-backed)/GiB)
-	// gpu_worker.py's line, from the device's free memory before and after.
-	freeAfter, _ := s.dev.free()
-	freed := float64(0)
-	if freeAfter > freeBefore {
-		freed = float64(freeAfter - freeBefore)
+	total := float64(s.phys.WeightBytes())
+	if !kvWasAsleep { // after a KV-only release only the weights are left
+		total += float64(s.phys.KVBytes)
 	}
-	if usedNow := s.used(); late && usedBefore > usedNow { // the engine freed it; the device does not show it yet
-		freeAfter += usedBefore - usedNow
-		freed = float64(usedBefore - usedNow)
+	freeAfter := s.dev.freeEach()
+	usedNow := s.used()
+	for i := range freeAfter {
+		pre := s.dev.prefix(i)
+		s.log.Printf("%sCuMemAllocator: sleep freed %.2f GiB memory in total, of which %.2f GiB is backed up in CPU and the rest %.2f GiB is discarded directly.",
+			pre, total/GiB, backed/GiB, (total-backed)/GiB)
+		freed, after := float64(0), freeAfter[i]
+		if after > freeBefore[i] {
+			freed = float64(after - freeBefore[i])
+		}
+		if late && usedBefore > usedNow { // the engine freed it; the device does not show it yet
+			after += usedBefore - usedNow
+			freed = float64(usedBefore - usedNow)
+		}
+		s.log.Printf("%sSleep mode freed %.2f GiB memory, %.2f GiB memory is still in use.", pre, freed/GiB, float64(s.dev.info.TotalBytes-after)/GiB)
 	}
-	s.log.Printf("Sleep mode freed %.2f GiB memory, %.2f GiB memory is still in use.", freed/GiB, float64(s.dev.info.TotalBytes-freeAfter)/GiB)
 	s.log.Printf("It took %.6f seconds to fall asleep.", time.Since(start).Seconds())
+	s.recordLegacy(true, requested)
 	return nil, true
+}
+
+// recordLegacy is released vLLM's record_sleep_state after a sleep or a
+// wake returned (see legacyRecord).
+func (s *server) recordLegacy(asleep bool, level int) {
+	s.mu.Lock()
+	s.legacy = legacyRecord{asleep: asleep, level: level}
+	s.mu.Unlock()
 }
 
 func (s *server) handleWake(w http.ResponseWriter, r *http.Request) {
@@ -522,7 +579,7 @@ func (s *server) handleWake(w http.ResponseWriter, r *http.Request) {
 		return
 	case oe != nil:
 		oe.write(w)
-	case s.era == eraC:
+	case s.era == eraProposed:
 		status := "sleeping"
 		if awake {
 			status = "awake"
@@ -584,6 +641,7 @@ func (s *server) wake(ctx context.Context, tags []string) (awake bool, oe *opErr
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.legacy = legacyRecord{} // record_sleep_state(0, 0): every wake, a partial one too
 	return s.snapshot().fullyAwake(), nil, true
 }
 
@@ -687,7 +745,8 @@ func (s *server) handlePause(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if _, ok := boolParam(w, r, "clear_cache", true); !ok {
+	clearCache, ok := boolParam(w, r, "clear_cache", true)
+	if !ok {
 		return
 	}
 	if _, ok := boolParam(w, r, "wait_for_inflight_requests", false); !ok { // deprecated
@@ -697,6 +756,9 @@ func (s *server) handlePause(w http.ResponseWriter, r *http.Request) {
 	defer s.opMu.Unlock()
 	if !s.slowOp(r.Context(), "pause") || !s.pauseScheduler(r.Context(), mode) {
 		return
+	}
+	if clearCache && mode != modeKeep { // _finish_pause resets the prefix cache (ignored for keep)
+		s.eng.clearPrefixCache()
 	}
 	s.syncMetrics()
 	writeJSON(w, http.StatusOK, map[string]string{"status": "paused"})
@@ -765,30 +827,53 @@ func (s *server) handleReleaseKV(w http.ResponseWriter, r *http.Request) {
 	if !s.slowOp(r.Context(), "release") || !s.clock.sleep(r.Context(), s.phys.GPU.SleepFixedS) {
 		return
 	}
+	s.eng.clearPrefixCache()
 	s.mu.Lock()
 	s.kvAsleep = true
+	s.legacy = legacyRecord{asleep: true} // record_sleep_state(1, 0) (async_llm.py)
 	s.mu.Unlock()
 	s.publish()
 	s.syncMetrics()
-	writeJSON(w, http.StatusOK, map[string]string{"status": "kv_cache_released"})
+	if s.era == eraProposed {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "kv_cache_released"})
+		return
+	}
+	// The merged router's answer was not read (its handler is four lines,
+	// as the sleep router's bare Response(status_code=200)): empty, as /sleep.
+	w.WriteHeader(http.StatusOK)
 }
 
-// handleResetPrefixCache is POST /reset_prefix_cache: vLLM logs and answers
-// 200 with an empty body without checking the reset (vllm@b35f7c2b
-// vllm/entrypoints/serve/dev/cache/api_router.py); era C validates its
-// bool query parameters reset_running_requests and reset_external (no KV
-// connector is simulated, so reset_external clears nothing more).
+// handleResetPrefixCache is POST /reset_prefix_cache?reset_running_requests=&reset_external=
+// (bool query parameters, validated; vllm@b35f7c2b
+// vllm/entrypoints/serve/dev/cache/api_router.py). Up to v0.26 vLLM logs
+// and answers 200 with an empty body without checking the reset (PR
+// #28827); from v0.26.0 it answers {"success": bool}, false while blocks
+// are still held (llm-d/llm-d-benchmark#1918 citing vllm#46893; vllm#57727
+// quotes {"success":true}). Blocks are held while requests run and
+// reset_running_requests is false. No KV connector is simulated, so
+// reset_external clears nothing more.
 func (s *server) handleResetPrefixCache(w http.ResponseWriter, r *http.Request) {
-	if s.era == eraC {
+	running := false
+	if s.era.since(eraC) {
 		for _, p := range []string{"reset_running_requests", "reset_external"} {
-			if _, ok := boolParam(w, r, p, false); !ok {
+			v, ok := boolParam(w, r, p, false)
+			if !ok {
 				return
 			}
+			running = running || (p == "reset_running_requests" && v)
 		}
 	}
 	s.log.Printf("Resetting prefix cache...")
-	if s.faults.resetFails() { // as a vLLM that reports the engine's answer might
-		writeJSON(w, http.StatusOK, map[string]bool{"success": false})
+	held := s.eng.busy() && !running
+	ok := !held && !s.faults.resetFails()
+	if ok {
+		s.eng.clearPrefixCache()
+		s.log.Printf("Successfully reset prefix cache")
+	} else {
+		s.log.Printf("Failed to reset prefix cache because some blocks are not freed yet")
+	}
+	if s.era.since(eraC) || s.faults.PrefixResetFalse != 0 { // the fault answers as v0.26 on does
+		writeJSON(w, http.StatusOK, map[string]bool{"success": ok})
 		return
 	}
 	w.WriteHeader(http.StatusOK)

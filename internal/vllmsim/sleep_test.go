@@ -57,136 +57,203 @@ func errMessage(t *testing.T, body map[string]any) string {
 
 // TestLevel0PausesOnly: /sleep?level=0 pauses the scheduler and nothing
 // else (EngineCore.sleep, vllm-api.md §2): is_sleeping true, every byte
-// still on the device, no "fall asleep" or freed line, and a request sent
-// meanwhile waits until the wake, then runs.
+// still on the device, no "fall asleep" or freed line, the legacy metric
+// all zero, and a request sent meanwhile waits until the wake, then runs.
+// The newest release answers empty bodies; era proposed JSON, and its
+// resource-state metrics show the pause.
 func TestLevel0PausesOnly(t *testing.T) {
-	logs := &SyncLog{}
-	s := startSimLog(t, "tiny-a", nil, logs)
-	s.ready(t)
-	ctx := t.Context()
-	before := s.used(t)
-	code, body := send(t, s, "POST /sleep?level=0")
-	require.Equal(t, 200, code)
-	assert.Equal(t, map[string]any{"status": "sleeping", "level": float64(0)}, body)
-	asleep, err := s.c.IsSleeping(ctx)
-	require.NoError(t, err)
-	assert.True(t, asleep)
-	assert.Equal(t, before, s.used(t), "level 0 frees nothing")
-	assert.NotContains(t, logs.String(), "fall asleep")
-	assert.NotContains(t, logs.String(), "Sleep mode freed")
-	assert.NotContains(t, logs.String(), "CuMemAllocator")
-	m := s.metrics(t)
-	assert.Equal(t, 0.0, m["vllm:engine_fully_awake"])
-	for _, st := range []string{"awake", "weights_offloaded", "discard_all"} {
-		assert.Equal(t, 0.0, m[`vllm:engine_sleep_state{sleep_state="`+st+`"}`], st)
-	}
-	assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="weights",state="resident"}`])
+	for _, e := range []era{eraC, eraProposed} {
+		t.Run(string(e), func(t *testing.T) {
+			proposed := e == eraProposed
+			logs := &SyncLog{}
+			s := startSimLog(t, "tiny-a", map[string]string{EnvEra: string(e)}, logs)
+			s.ready(t)
+			ctx := t.Context()
+			before := s.used(t)
+			code, body := send(t, s, "POST /sleep?level=0")
+			require.Equal(t, 200, code)
+			if proposed {
+				assert.Equal(t, map[string]any{"status": "sleeping", "level": float64(0)}, body)
+			} else {
+				assert.Nil(t, body, "released: an empty 200")
+			}
+			asleep, err := s.c.IsSleeping(ctx)
+			require.NoError(t, err)
+			assert.True(t, asleep)
+			assert.Equal(t, before, s.used(t), "level 0 frees nothing")
+			assert.NotContains(t, logs.String(), "fall asleep")
+			assert.NotContains(t, logs.String(), "Sleep mode freed")
+			assert.NotContains(t, logs.String(), "CuMemAllocator")
+			m := s.metrics(t)
+			for _, st := range []string{"awake", "weights_offloaded", "discard_all"} {
+				assert.Equal(t, 0.0, m[`vllm:engine_sleep_state{sleep_state="`+st+`"}`], st)
+			}
+			if proposed {
+				assert.Equal(t, 0.0, m["vllm:engine_fully_awake"])
+				assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="weights",state="resident"}`])
+			} else {
+				assert.NotContains(t, m, "vllm:engine_fully_awake", "no release exports it")
+			}
 
-	short, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
-	defer cancel()
-	_, err = s.c.Complete(short, vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 2})
-	assert.ErrorIs(t, err, context.DeadlineExceeded, "paused: the request waits")
-	got := make(chan error, 1)
-	go func() {
-		_, err := s.c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 2, IgnoreEOS: true})
-		got <- err
-	}()
-	time.Sleep(50 * time.Millisecond)
-	code, body = send(t, s, "POST /wake_up")
-	require.Equal(t, 200, code)
-	assert.Equal(t, "awake", body["status"])
-	select {
-	case err := <-got:
-		assert.NoError(t, err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiting request never ran after the wake")
+			short, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+			defer cancel()
+			_, err = s.c.Complete(short, vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 2})
+			assert.ErrorIs(t, err, context.DeadlineExceeded, "paused: the request waits")
+			got := make(chan error, 1)
+			go func() {
+				_, err := s.c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 2, IgnoreEOS: true})
+				got <- err
+			}()
+			time.Sleep(50 * time.Millisecond)
+			code, body = send(t, s, "POST /wake_up")
+			require.Equal(t, 200, code)
+			if proposed {
+				assert.Equal(t, "awake", body["status"])
+			} else {
+				assert.Nil(t, body)
+			}
+			select {
+			case err := <-got:
+				assert.NoError(t, err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiting request never ran after the wake")
+			}
+			logs.Has(t, "WARNING Executor is not sleeping.", "no memory slept")
+			assert.NotContains(t, logs.String(), "to wake up tags")
+			m = s.metrics(t)
+			assert.Equal(t, 1.0, m[`vllm:engine_sleep_state{sleep_state="awake"}`])
+			if proposed {
+				assert.Equal(t, 1.0, m["vllm:engine_fully_awake"])
+			}
+		})
 	}
-	logs.Has(t, "WARNING Executor is not sleeping.", "no memory slept")
-	assert.NotContains(t, logs.String(), "to wake up tags")
-	assert.Equal(t, 1.0, s.metrics(t)["vllm:engine_fully_awake"])
 }
 
-// TestWakeLogLines: vLLM's router and executor lines (vllm-api.md §3).
+// TestWakeLogLines: vLLM's router and executor lines (vllm-api.md §3), and
+// what a sleep after a partial wake does: the newest release sleeps again
+// (only "every tag asleep" is the executor's no-op since PR #44890), era
+// proposed refuses it with a 500 naming "partially awake".
 func TestWakeLogLines(t *testing.T) {
-	logs := &SyncLog{}
-	s := startSimLog(t, "tiny-a", nil, logs)
-	s.ready(t)
-	send(t, s, "POST /sleep?level=1")
-	send(t, s, "POST /wake_up")
-	logs.Has(t, "wake up the engine with tags: None")
-	assert.Regexp(t, `It took [0-9.]+ seconds to wake up tags \{'weights', 'kv_cache'\}\.`, logs.String(), "no tags: the executor's set")
+	for _, e := range []era{eraC, eraProposed} {
+		t.Run(string(e), func(t *testing.T) {
+			proposed := e == eraProposed
+			logs := &SyncLog{}
+			s := startSimLog(t, "tiny-a", map[string]string{EnvEra: string(e)}, logs)
+			s.ready(t)
+			send(t, s, "POST /sleep?level=1")
+			send(t, s, "POST /wake_up")
+			logs.Has(t, "wake up the engine with tags: None")
+			assert.Regexp(t, `It took [0-9.]+ seconds to wake up tags \{'weights', 'kv_cache'\}\.`, logs.String(), "no tags: the executor's set")
 
-	n := strings.Count(logs.String(), "to wake up tags")
-	code, body := send(t, s, "POST /wake_up")
-	require.Equal(t, 200, code)
-	assert.Equal(t, "awake", body["status"])
-	logs.Has(t, "WARNING Executor is not sleeping.")
-	assert.Equal(t, n, strings.Count(logs.String(), "to wake up tags"), "nothing asleep: no It took line")
+			n := strings.Count(logs.String(), "to wake up tags")
+			code, body := send(t, s, "POST /wake_up")
+			require.Equal(t, 200, code)
+			if proposed {
+				assert.Equal(t, "awake", body["status"])
+			} else {
+				assert.Nil(t, body)
+			}
+			logs.Has(t, "WARNING Executor is not sleeping.")
+			assert.Equal(t, n, strings.Count(logs.String(), "to wake up tags"), "nothing asleep: no It took line")
 
-	send(t, s, "POST /sleep?level=1")
-	send(t, s, "POST /wake_up?tags=weights")
-	logs.Has(t, "wake up the engine with tags: ['weights']")
-	assert.Regexp(t, `It took [0-9.]+ seconds to wake up tags \['weights'\]\.`, logs.String())
-	n = strings.Count(logs.String(), "to wake up tags")
-	used := s.used(t)
-	code, body = send(t, s, "POST /wake_up?tags=weights")
-	require.Equal(t, 200, code)
-	assert.Equal(t, map[string]any{"status": "sleeping", "tags_woken": []any{"weights"}}, body)
-	logs.Has(t, "WARNING Tag weights is not in sleeping tags {'kv_cache'}")
-	assert.Equal(t, n, strings.Count(logs.String(), "to wake up tags"), "a tag not asleep wakes nothing")
-	assert.Equal(t, used, s.used(t))
+			send(t, s, "POST /sleep?level=1")
+			send(t, s, "POST /wake_up?tags=weights")
+			logs.Has(t, "wake up the engine with tags: ['weights']")
+			assert.Regexp(t, `It took [0-9.]+ seconds to wake up tags \['weights'\]\.`, logs.String())
+			n = strings.Count(logs.String(), "to wake up tags")
+			used := s.used(t)
+			code, body = send(t, s, "POST /wake_up?tags=weights")
+			require.Equal(t, 200, code)
+			if proposed {
+				assert.Equal(t, map[string]any{"status": "sleeping", "tags_woken": []any{"weights"}}, body)
+			} else {
+				assert.Nil(t, body)
+			}
+			logs.Has(t, "WARNING Tag weights is not in sleeping tags {'kv_cache'}")
+			assert.Equal(t, n, strings.Count(logs.String(), "to wake up tags"), "a tag not asleep wakes nothing")
+			assert.Equal(t, used, s.used(t))
 
-	code, body = send(t, s, "POST /sleep?level=1")
-	require.Equal(t, 500, code, "sleep while partially awake")
-	assert.Regexp(t, "partially awake", errMessage(t, body))
-	paused, err := s.c.IsSleeping(t.Context())
-	require.NoError(t, err)
-	assert.True(t, paused, "the scheduler stays paused")
+			code, body = send(t, s, "POST /sleep?level=1")
+			if proposed {
+				require.Equal(t, 500, code, "sleep while partially awake")
+				assert.Regexp(t, "partially awake", errMessage(t, body))
+				assert.Equal(t, used, s.used(t), "refused: the weights stay")
+			} else {
+				require.Equal(t, 200, code, "released: a sleep while partially awake sleeps the weights")
+				assert.Nil(t, body)
+				assert.Equal(t, tinyPhysics(t).ResidualBytes(), s.used(t), "the woken weights are offloaded again")
+			}
+			paused, err := s.c.IsSleeping(t.Context())
+			require.NoError(t, err)
+			assert.True(t, paused, "the scheduler stays paused")
+		})
+	}
 }
 
 // TestKVOnlyRelease: pause → release_kv_cache_memory frees exactly the KV
 // cache on the device (weights stay) → wake_up?tags=kv_cache maps it back
-// in a KV wake's time and resumes serving.
+// in a KV wake's time and resumes serving. The newest release answers
+// empty 200s; era proposed JSON and its resource-state and operation
+// metrics.
 func TestKVOnlyRelease(t *testing.T) {
-	logs := &SyncLog{}
-	// slow-wake stretches every wake 40 times: 0.2 s for the KV cache.
-	s := startSimLog(t, "tiny-a", map[string]string{EnvFaults: "slow-wake=40"}, logs)
-	s.ready(t)
-	ctx := t.Context()
-	awake := s.used(t)
-	code, body := send(t, s, "POST /release_kv_cache_memory")
-	require.Equal(t, 500, code)
-	assert.Equal(t, "release_kv_cache_memory() requires a completed pause first", errMessage(t, body))
-	assert.Equal(t, awake, s.used(t))
+	for _, e := range []era{eraC, eraProposed} {
+		t.Run(string(e), func(t *testing.T) {
+			proposed := e == eraProposed
+			logs := &SyncLog{}
+			// slow-wake stretches every wake 40 times: 0.2 s for the KV cache.
+			s := startSimLog(t, "tiny-a", map[string]string{EnvFaults: "slow-wake=40", EnvEra: string(e)}, logs)
+			s.ready(t)
+			ctx := t.Context()
+			awake := s.used(t)
+			code, body := send(t, s, "POST /release_kv_cache_memory")
+			require.Equal(t, 500, code)
+			assert.Equal(t, "release_kv_cache_memory() requires a completed pause first", errMessage(t, body))
+			assert.Equal(t, awake, s.used(t))
 
-	code, _ = send(t, s, "POST /pause")
-	require.Equal(t, 200, code)
-	code, body = send(t, s, "POST /release_kv_cache_memory")
-	require.Equal(t, 200, code)
-	assert.Equal(t, map[string]any{"status": "kv_cache_released"}, body)
-	assert.Equal(t, awake-1*GiB, s.used(t), "the 1 GiB KV cache is freed, the weights stay")
-	m := s.metrics(t)
-	assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="kv_cache",state="released"}`])
-	assert.Equal(t, 0.0, m[`vllm:engine_sleep_state{sleep_state="awake"}`], "legacy: all zero")
-	assert.Equal(t, 2.0, m[`vllm:sleep_mode_operation_duration_seconds_count{operation="release_kv_cache_memory"}`], "the refused call is observed too")
+			code, _ = send(t, s, "POST /pause")
+			require.Equal(t, 200, code)
+			code, body = send(t, s, "POST /release_kv_cache_memory")
+			require.Equal(t, 200, code)
+			if proposed {
+				assert.Equal(t, map[string]any{"status": "kv_cache_released"}, body)
+			} else {
+				assert.Nil(t, body, "released: an empty 200")
+			}
+			assert.Equal(t, awake-1*GiB, s.used(t), "the 1 GiB KV cache is freed, the weights stay")
+			m := s.metrics(t)
+			assert.Equal(t, 0.0, m[`vllm:engine_sleep_state{sleep_state="awake"}`], "legacy: all zero")
+			assert.Equal(t, 0.0, m[`vllm:engine_sleep_state{sleep_state="weights_offloaded"}`], "legacy: all zero")
+			if proposed {
+				assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="kv_cache",state="released"}`])
+				assert.Equal(t, 2.0, m[`vllm:sleep_mode_operation_duration_seconds_count{operation="release_kv_cache_memory"}`], "the refused call is observed too")
+			} else {
+				assert.NotContains(t, m, `vllm:engine_sleep_resource_state{resource="kv_cache",state="released"}`)
+				assert.NotContains(t, m, `vllm:sleep_mode_operation_duration_seconds_count{operation="release_kv_cache_memory"}`)
+			}
 
-	code, body = send(t, s, "POST /wake_up?tags=kv_cache")
-	require.Equal(t, 200, code)
-	assert.Equal(t, "awake", body["status"])
-	assert.Equal(t, awake, s.used(t))
-	re := regexp.MustCompile(`It took ([0-9.]+) seconds to wake up tags \['kv_cache'\]`)
-	mm := re.FindStringSubmatch(logs.String())
-	require.NotNil(t, mm, logs.String())
-	took, _ := strconv.ParseFloat(mm[1], 64)
-	p := tinyPhysics(t)
-	// At least a KV wake's modelled time (the log rounds to µs), and short
-	// of what mapping the weights back in too would add (1.06 s here): a
-	// busy machine only lengthens the wake, so no tight upper bound.
-	assert.GreaterOrEqual(t, took, p.WakeKV()*40-1e-6, "a KV wake's modelled time")
-	assert.Less(t, took, (p.WakeKV()+p.WakeWeights(1))*40, "the weights were not mapped back in")
-	st, err := s.c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 2, IgnoreEOS: true})
-	require.NoError(t, err)
-	assert.Equal(t, 2, st.OutputTokens)
+			code, body = send(t, s, "POST /wake_up?tags=kv_cache")
+			require.Equal(t, 200, code)
+			if proposed {
+				assert.Equal(t, "awake", body["status"])
+			} else {
+				assert.Nil(t, body)
+			}
+			assert.Equal(t, awake, s.used(t))
+			re := regexp.MustCompile(`It took ([0-9.]+) seconds to wake up tags \['kv_cache'\]`)
+			mm := re.FindStringSubmatch(logs.String())
+			require.NotNil(t, mm, logs.String())
+			took, _ := strconv.ParseFloat(mm[1], 64)
+			p := tinyPhysics(t)
+			// At least a KV wake's modelled time (the log rounds to µs), and short
+			// of what mapping the weights back in too would add (1.06 s here): a
+			// busy machine only lengthens the wake, so no tight upper bound.
+			assert.GreaterOrEqual(t, took, p.WakeKV()*40-1e-6, "a KV wake's modelled time")
+			assert.Less(t, took, (p.WakeKV()+p.WakeWeights(1))*40, "the weights were not mapped back in")
+			st, err := s.c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 2, IgnoreEOS: true})
+			require.NoError(t, err)
+			assert.Equal(t, 2, st.OutputTokens)
+		})
+	}
 }
 
 // tinyPhysics is the tiny profile's tiny-a with the tests' 1 GiB KV cache.
@@ -199,31 +266,43 @@ func tinyPhysics(t *testing.T) Physics {
 	return Physics{GPU: p.GPU, Model: m, KVBytes: 1 * GiB}
 }
 
-// TestWakeStaysAsleepFault: the memory comes back, the answer is
-// "sleeping", the scheduler stays paused.
+// TestWakeStaysAsleepFault: the memory comes back, the scheduler stays
+// paused; era proposed answers "sleeping" and its metrics say so, the
+// newest release its empty 200.
 func TestWakeStaysAsleepFault(t *testing.T) {
-	s := startSim(t, "tiny-a", map[string]string{EnvFaults: "wake-stays-asleep"})
-	s.ready(t)
-	awake := s.used(t)
-	send(t, s, "POST /sleep?level=1")
-	code, body := send(t, s, "POST /wake_up")
-	require.Equal(t, 200, code)
-	assert.Equal(t, map[string]any{"status": "sleeping", "tags_woken": nil}, body)
-	assert.Equal(t, awake, s.used(t), "the memory work was done")
-	asleep, err := s.c.IsSleeping(t.Context())
-	require.NoError(t, err)
-	assert.True(t, asleep)
-	m := s.metrics(t)
-	assert.Equal(t, 0.0, m["vllm:engine_fully_awake"])
-	assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="scheduler",state="paused"}`])
+	for _, e := range []era{eraC, eraProposed} {
+		t.Run(string(e), func(t *testing.T) {
+			s := startSim(t, "tiny-a", map[string]string{EnvFaults: "wake-stays-asleep", EnvEra: string(e)})
+			s.ready(t)
+			awake := s.used(t)
+			send(t, s, "POST /sleep?level=1")
+			code, body := send(t, s, "POST /wake_up")
+			require.Equal(t, 200, code)
+			if e == eraProposed {
+				assert.Equal(t, map[string]any{"status": "sleeping", "tags_woken": nil}, body)
+			} else {
+				assert.Nil(t, body)
+			}
+			assert.Equal(t, awake, s.used(t), "the memory work was done")
+			asleep, err := s.c.IsSleeping(t.Context())
+			require.NoError(t, err)
+			assert.True(t, asleep)
+			if e == eraProposed {
+				m := s.metrics(t)
+				assert.Equal(t, 0.0, m["vllm:engine_fully_awake"])
+				assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="scheduler",state="paused"}`])
+			}
+		})
+	}
 }
 
 // TestStuckOpFault: the call answers, its in-flight gauge stays 1; the
-// other operations' gauges go back to 0.
+// other operations' gauges go back to 0 (the operation metrics are era
+// proposed's).
 func TestStuckOpFault(t *testing.T) {
 	for _, op := range []string{"sleep", "wake_up", "release_kv_cache_memory"} {
 		t.Run(op, func(t *testing.T) {
-			s := startSim(t, "tiny-a", map[string]string{EnvFaults: "stuck-op=" + op})
+			s := startSim(t, "tiny-a", map[string]string{EnvFaults: "stuck-op=" + op, EnvEra: string(eraProposed)})
 			s.ready(t)
 			for _, req := range []string{"POST /sleep?level=1", "POST /wake_up", "POST /pause", "POST /release_kv_cache_memory", "POST /wake_up"} {
 				code, body := send(t, s, req)
@@ -244,45 +323,54 @@ func TestStuckOpFault(t *testing.T) {
 
 // TestRPCFailFault: a failed memory RPC is a 500, leaves what it touched
 // unknown, and every later sleep, wake or release is a 500 naming unknown
-// and rebuild (test_failed_rpc_is_unknown, vllm-api.md §7.1).
+// and rebuild (test_failed_rpc_is_unknown, vllm-api.md §7.1); era proposed
+// shows the unknown resources on its resource-state metric.
 func TestRPCFailFault(t *testing.T) {
-	t.Run("sleep", func(t *testing.T) {
-		s := startSim(t, "tiny-a", map[string]string{EnvFaults: "rpc-fail=sleep"})
-		s.ready(t)
-		code, _ := send(t, s, "POST /sleep?level=1")
-		require.Equal(t, 500, code)
-		m := s.metrics(t)
-		assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="weights",state="unknown"}`])
-		assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="kv_cache",state="unknown"}`])
-		assert.Equal(t, 0.0, m["vllm:engine_fully_awake"])
-		assert.Equal(t, 0.0, m[`vllm:engine_sleep_state{sleep_state="awake"}`])
-		for _, req := range []string{"POST /wake_up", "POST /sleep?level=2", "POST /wake_up?tags=kv_cache", "POST /release_kv_cache_memory"} {
-			code, body := send(t, s, req)
-			assert.Equal(t, 500, code, req)
-			assert.Regexp(t, "unknown.*rebuild", errMessage(t, body), req)
-		}
-		asleep, err := s.c.IsSleeping(t.Context())
-		require.NoError(t, err)
-		assert.True(t, asleep)
-	})
-	t.Run("wake_up", func(t *testing.T) {
-		s := startSim(t, "tiny-a", map[string]string{EnvFaults: "rpc-fail=wake_up"})
-		s.ready(t)
-		send(t, s, "POST /sleep?level=1")
-		code, _ := send(t, s, "POST /wake_up?tags=weights")
-		require.Equal(t, 500, code)
-		m := s.metrics(t)
-		assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="weights",state="unknown"}`])
-		assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="kv_cache",state="released"}`], "untouched")
-		code, body := send(t, s, "POST /wake_up")
-		assert.Equal(t, 500, code)
-		assert.Regexp(t, "unknown.*rebuild", errMessage(t, body))
-	})
+	for _, e := range []era{eraC, eraProposed} {
+		proposed := e == eraProposed
+		t.Run("sleep/"+string(e), func(t *testing.T) {
+			s := startSim(t, "tiny-a", map[string]string{EnvFaults: "rpc-fail=sleep", EnvEra: string(e)})
+			s.ready(t)
+			code, _ := send(t, s, "POST /sleep?level=1")
+			require.Equal(t, 500, code)
+			m := s.metrics(t)
+			if proposed {
+				assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="weights",state="unknown"}`])
+				assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="kv_cache",state="unknown"}`])
+				assert.Equal(t, 0.0, m["vllm:engine_fully_awake"])
+				assert.Equal(t, 0.0, m[`vllm:engine_sleep_state{sleep_state="awake"}`])
+			}
+			for _, req := range []string{"POST /wake_up", "POST /sleep?level=2", "POST /wake_up?tags=kv_cache", "POST /release_kv_cache_memory"} {
+				code, body := send(t, s, req)
+				assert.Equal(t, 500, code, req)
+				assert.Regexp(t, "unknown.*rebuild", errMessage(t, body), req)
+			}
+			asleep, err := s.c.IsSleeping(t.Context())
+			require.NoError(t, err)
+			assert.True(t, asleep)
+		})
+		t.Run("wake_up/"+string(e), func(t *testing.T) {
+			s := startSim(t, "tiny-a", map[string]string{EnvFaults: "rpc-fail=wake_up", EnvEra: string(e)})
+			s.ready(t)
+			send(t, s, "POST /sleep?level=1")
+			code, _ := send(t, s, "POST /wake_up?tags=weights")
+			require.Equal(t, 500, code)
+			if proposed {
+				m := s.metrics(t)
+				assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="weights",state="unknown"}`])
+				assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="kv_cache",state="released"}`], "untouched")
+			}
+			code, body := send(t, s, "POST /wake_up")
+			assert.Equal(t, 500, code)
+			assert.Regexp(t, "unknown.*rebuild", errMessage(t, body))
+		})
+	}
 }
 
 // TestSleepModeBackend: cumem is logged once at the first memory call; an
 // unknown name fails there with vLLM's factory message (a level-0 pause
-// makes no memory call); before era C the flag does not exist.
+// makes no memory call); before era C vLLM's parser does not have the flag:
+// argparse's "unrecognized arguments", exit 2.
 func TestSleepModeBackend(t *testing.T) {
 	logs := &SyncLog{}
 	s := startSimLog(t, "tiny-a", nil, logs, "--sleep-mode-backend", "cumem")
@@ -299,26 +387,32 @@ func TestSleepModeBackend(t *testing.T) {
 	require.Equal(t, 500, code)
 	assert.Contains(t, errMessage(t, body), "Unsupported sleep-mode backend 'nvshmem'. Registered backends: cumem.")
 
-	a := startSim(t, "tiny-a", map[string]string{EnvEra: "a"}, "--sleep-mode-backend", "cumem")
-	select {
-	case code := <-a.done:
-		assert.Equal(t, 1, code)
-		assert.Contains(t, a.stderr.String(), "unrecognized arguments: --sleep-mode-backend")
-		a.done <- code // for the cleanup
-	case <-time.After(5 * time.Second):
-		t.Fatal("era a started with --sleep-mode-backend")
+	for _, e := range []era{eraA, eraB} {
+		old := startSim(t, "tiny-a", map[string]string{EnvEra: string(e)}, "--sleep-mode-backend", "cumem")
+		select {
+		case code := <-old.done:
+			assert.Equal(t, 2, code, e)
+			assert.Contains(t, old.stderr.String(), "vllm: error: unrecognized arguments: --sleep-mode-backend", e)
+			old.done <- code // for the cleanup
+		case <-time.After(5 * time.Second):
+			t.Fatalf("era %s started with --sleep-mode-backend", e)
+		}
 	}
 }
 
-// TestReleaseHostMemoryLog: with VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY=1 a
-// weights wake after level 1 logs the pinned release; not after level 2,
-// not without the variable.
+// TestReleaseHostMemoryLog: with VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY=1 (era
+// proposed: vllm#55206 is open) a weights wake after level 1 logs the
+// pinned release; not after level 2, not without the variable, and not in
+// a release, where the variable is ignored with a warning.
 func TestReleaseHostMemoryLog(t *testing.T) {
 	const line = "Released 0.50 GiB of pinned host memory after wake-up."
-	for _, on := range []bool{false, true} {
+	for _, tc := range []struct {
+		e  era
+		on bool
+	}{{eraProposed, false}, {eraProposed, true}, {eraC, true}} {
 		logs := &SyncLog{}
-		env := map[string]string{}
-		if on {
+		env := map[string]string{EnvEra: string(tc.e)}
+		if tc.on {
 			env[EnvReleaseHostMemory] = "1"
 		}
 		s := startSimLog(t, "tiny-a", env, logs)
@@ -330,16 +424,22 @@ func TestReleaseHostMemoryLog(t *testing.T) {
 		send(t, s, "POST /wake_up?tags=kv_cache")
 		assert.NotContains(t, logs.String(), "pinned host memory", "a KV wake")
 		send(t, s, "POST /wake_up?tags=weights")
-		assert.Equal(t, on, strings.Contains(logs.String(), line), "on=%v: %s", on, logs.String())
+		want := tc.on && tc.e == eraProposed
+		assert.Equal(t, want, strings.Contains(logs.String(), line), "%+v: %s", tc, logs.String())
+		assert.Equal(t, tc.on && !want, strings.Contains(logs.String(), "WARNING vllmsim: "+EnvReleaseHostMemory+" is proposed"), "%+v: the ignored variable is named", tc)
 	}
 }
 
 // TestPoisonDiscardedPages: a level-2 wake without reload_weights answers
-// the 0xFF token over and over with VLLM_POISON_DISCARDED_PAGES=1, "!"
-// without; with the reload the answer is right either way.
+// the 0xFF token over and over with VLLM_POISON_DISCARDED_PAGES=1 in era
+// proposed (vllm#52597 is open), "!" without it and in a release, which
+// ignores it; with the reload the answer is right either way.
 func TestPoisonDiscardedPages(t *testing.T) {
-	for _, tc := range []struct{ env, want string }{{"", "!!!!"}, {"1", "ÿÿÿÿ"}} {
-		s := startSim(t, "tiny-a", map[string]string{EnvPoisonPages: tc.env})
+	for _, tc := range []struct {
+		e         era
+		env, want string
+	}{{eraProposed, "", "!!!!"}, {eraProposed, "1", "ÿÿÿÿ"}, {eraC, "1", "!!!!"}} {
+		s := startSim(t, "tiny-a", map[string]string{EnvPoisonPages: tc.env, EnvEra: string(tc.e)})
 		s.ready(t)
 		ctx := t.Context()
 		req := vllm.CompletionRequest{Model: "tiny-a", Prompt: "hi", MaxTokens: 4, IgnoreEOS: true}
@@ -349,7 +449,7 @@ func TestPoisonDiscardedPages(t *testing.T) {
 		send(t, s, "POST /wake_up")
 		st, err := s.c.Complete(ctx, req)
 		require.NoError(t, err)
-		assert.Equal(t, tc.want, st.Text, "poison=%q", tc.env)
+		assert.Equal(t, tc.want, st.Text, "%+v", tc)
 		send(t, s, "POST /sleep?level=2")
 		_, err = s.c.Wake(ctx, 2)
 		require.NoError(t, err)
@@ -359,24 +459,32 @@ func TestPoisonDiscardedPages(t *testing.T) {
 	}
 }
 
-// TestRustFrontendDropsLegacyMetric: VLLM_USE_RUST_FRONTEND=1 exports no
-// vllm:engine_sleep_state, the resource state still.
+// TestRustFrontendDropsLegacyMetric: in era proposed (the state design's
+// "Rust does not add the deprecated three-state metric")
+// VLLM_USE_RUST_FRONTEND=1 exports no vllm:engine_sleep_state, the resource
+// state still; a release keeps the legacy metric, its only sleep metric
+// (vllmsim's choice: the released Rust frontend's metrics were not read).
 func TestRustFrontendDropsLegacyMetric(t *testing.T) {
-	s := startSim(t, "tiny-a", map[string]string{EnvRustFrontend: "1"})
+	s := startSim(t, "tiny-a", map[string]string{EnvRustFrontend: "1", EnvEra: string(eraProposed)})
 	s.ready(t)
 	m := s.metrics(t)
 	_, legacy := m[`vllm:engine_sleep_state{sleep_state="awake"}`]
 	assert.False(t, legacy)
 	assert.Equal(t, 1.0, m["vllm:engine_fully_awake"])
-	s = startSim(t, "tiny-a", nil)
+	s = startSim(t, "tiny-a", map[string]string{EnvEra: string(eraProposed)})
 	s.ready(t)
 	assert.Equal(t, 1.0, s.metrics(t)[`vllm:engine_sleep_state{sleep_state="awake"}`])
+	s = startSim(t, "tiny-a", map[string]string{EnvRustFrontend: "1"})
+	s.ready(t)
+	m = s.metrics(t)
+	assert.Equal(t, 1.0, m[`vllm:engine_sleep_state{sleep_state="awake"}`], "era c: the legacy metric stays")
+	assert.NotContains(t, m, "vllm:engine_fully_awake")
 }
 
-// TestEraSetting: VLLMSIM_ERA picks a, b or c (default c); anything else
-// fails the start naming the variable.
+// TestEraSetting: VLLMSIM_ERA picks a, b, c or proposed (default c);
+// anything else fails the start naming the variable.
 func TestEraSetting(t *testing.T) {
-	for in, want := range map[string]era{"": eraC, "a": eraA, "B": eraB, "c": eraC} {
+	for in, want := range map[string]era{"": eraC, "a": eraA, "B": eraB, "c": eraC, "proposed": eraProposed, "Proposed": eraProposed} {
 		st, err := SettingsFromEnv(func(k string) string { return map[string]string{EnvEra: in}[k] })
 		require.NoError(t, err, in)
 		assert.Equal(t, want, st.Era, in)
@@ -387,12 +495,12 @@ func TestEraSetting(t *testing.T) {
 	assert.ErrorContains(t, err, EnvPoisonPages)
 }
 
-// TestRLMetricsVariant: with VLLMSIM_RL_METRICS=1 the operation metrics
+// TestRLMetricsVariant: with VLLMSIM_RL_METRICS=1 (era proposed) the operation metrics
 // carry vLLM's RLHF router's names (vllm:rl_…) and a calls counter by
 // outcome: a sleep and a wake that succeeded, and a sleep refused while
 // partially awake (500), counted as such; the plain names are absent.
 func TestRLMetricsVariant(t *testing.T) {
-	s := startSim(t, "tiny-a", map[string]string{EnvRLMetrics: "1"})
+	s := startSim(t, "tiny-a", map[string]string{EnvRLMetrics: "1", EnvEra: string(eraProposed)})
 	s.ready(t)
 	for _, req := range []struct {
 		line string
@@ -410,22 +518,39 @@ func TestRLMetricsVariant(t *testing.T) {
 	for k := range m {
 		assert.NotContains(t, k, "vllm:sleep_mode_operation", "only the rl_ names")
 	}
+
+	// A release ignores the variable (and says so): no operation metrics at all.
+	logs := &SyncLog{}
+	c := startSimLog(t, "tiny-a", map[string]string{EnvRLMetrics: "1"}, logs)
+	c.ready(t)
+	code, _ := send(t, c, "POST /sleep?level=1")
+	require.Equal(t, 200, code)
+	for k := range c.metrics(t) {
+		assert.NotContains(t, k, "sleep_mode_operation", "era c")
+	}
+	logs.Has(t, "WARNING vllmsim: "+EnvRLMetrics+" is proposed")
 }
 
 // TestRPCFailOnRelease: a failed discard leaves the KV cache unknown
-// (vllm-api.md §7.1): the release is a 500, the resource state says
-// unknown, and every later wake is refused until a restart.
+// (vllm-api.md §7.1): the release is a 500, every later wake is refused
+// until a restart, and era proposed's resource state says unknown.
 func TestRPCFailOnRelease(t *testing.T) {
-	s := startSim(t, "tiny-a", map[string]string{EnvFaults: "rpc-fail=release_kv_cache_memory"})
-	s.ready(t)
-	code, _ := send(t, s, "POST /pause")
-	require.Equal(t, 200, code)
-	code, body := send(t, s, "POST /release_kv_cache_memory")
-	require.Equal(t, 500, code)
-	assert.Contains(t, errMessage(t, body), "rpc-fail=release_kv_cache_memory")
-	m := s.metrics(t)
-	assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="kv_cache",state="unknown"}`])
-	code, body = send(t, s, "POST /wake_up")
-	require.Equal(t, 500, code)
-	assert.Contains(t, errMessage(t, body), "unknown")
+	for _, e := range []era{eraC, eraProposed} {
+		t.Run(string(e), func(t *testing.T) {
+			s := startSim(t, "tiny-a", map[string]string{EnvFaults: "rpc-fail=release_kv_cache_memory", EnvEra: string(e)})
+			s.ready(t)
+			code, _ := send(t, s, "POST /pause")
+			require.Equal(t, 200, code)
+			code, body := send(t, s, "POST /release_kv_cache_memory")
+			require.Equal(t, 500, code)
+			assert.Contains(t, errMessage(t, body), "rpc-fail=release_kv_cache_memory")
+			if e == eraProposed {
+				m := s.metrics(t)
+				assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="kv_cache",state="unknown"}`])
+			}
+			code, body = send(t, s, "POST /wake_up")
+			require.Equal(t, 500, code)
+			assert.Contains(t, errMessage(t, body), "unknown")
+		})
+	}
 }

@@ -22,8 +22,9 @@
 //	                    (vLLM before 0.24: int() of each entry, so a UUID
 //	                    ends the start with its ValueError)
 //	VLLMSIM_ERA         which vLLM's sleep API to speak: a (≤ v0.11), b (PR
-//	                    #34528: modes, level 0, empty bodies) or c (newest,
-//	                    default); docs/vllm-api.md §1
+//	                    #34528: modes, level 0, empty bodies), c (the newest
+//	                    release, default) or proposed (c with what open PRs
+//	                    propose); docs/vllm-api.md §1
 //	VLLMSIM_HOST_SCALE  factor on the host memory the server really
 //	                    allocates for level-1 sleeps (default 1: the
 //	                    profile's weight bytes; 0: none)
@@ -43,6 +44,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -196,12 +198,23 @@ func parseDevicesAsInts(visible string) error {
 // Main runs `vllmsim serve MODEL [flags]` until ctx ends; it returns the exit code.
 func Main(ctx context.Context, argv []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	lg := log.New(stdout, "INFO ", log.LstdFlags|log.Lmicroseconds)
-	args, err := ParseArgs(argv, stderr)
+	e, err := parseEra(getenv(EnvEra))
+	if err != nil {
+		fmt.Fprintf(stderr, "vllmsim: %v\n", err)
+		return 1
+	}
+	args, err := parseArgs(argv, e, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintf(stderr, "vllm serve: error: %v\n", err)
+		// argparse: an unknown flag is the top-level parser's error, a bad
+		// value the subcommand's (exit 2 both).
+		prog := "vllm serve"
+		if strings.HasPrefix(err.Error(), "unrecognized arguments") {
+			prog = "vllm"
+		}
+		fmt.Fprintf(stderr, "%s: error: %v\n", prog, err)
 		return 2
 	}
 	st, err := SettingsFromEnv(getenv)
@@ -229,16 +242,21 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	if args.MaxModelLen == 0 {
 		args.MaxModelLen = 32768
 	}
-	if args.SleepModeBackend != "" && st.Era != eraC {
+	if args.SleepModeBackend != "" && !st.Era.since(eraC) {
 		// The flag came with the sleep-mode backend factory (RFC #34303);
 		// older vLLM's argparse refuses it.
 		return fmt.Errorf("vllm serve: error: unrecognized arguments: --sleep-mode-backend %s (%s=%s: vLLM before the sleep-mode backends)", args.SleepModeBackend, EnvEra, st.Era)
 	}
-	gpuDir, info, removeDir, err := openGPU(st)
+	dirs, removeDirs, err := openGPUs(st, args.TensorParallelSize)
 	if err != nil {
 		return err
 	}
-	defer removeDir()
+	defer removeDirs()
+	gpuDir := dirs[0]
+	info, err := simgpu.ReadDevice(gpuDir)
+	if err != nil {
+		return err
+	}
 	phys, err := planMemory(args, st, model, info)
 	if err != nil {
 		return err
@@ -249,8 +267,19 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	}
 
 	pid := os.Getpid()
-	dev := &device{dir: gpuDir, pid: pid, model: args.ServedName(), info: info}
-	defer simgpu.Remove(gpuDir, pid)
+	ranks, err := startRanks(ctx, dirs, args.TensorParallelSize, args.ServedName())
+	if err != nil {
+		return err
+	}
+	dev := &device{ranks: ranks, info: info}
+	defer dev.stop()
+	if len(ranks) > 1 {
+		pids := make([]string, len(ranks))
+		for i, r := range ranks {
+			pids[i] = strconv.Itoa(r.pid)
+		}
+		lg.Printf("vllmsim tensor parallel size %d: rank processes %s, each with %.2f GiB of weights", len(ranks), strings.Join(pids, ", "), float64(phys.WeightBytes())/GiB)
+	}
 
 	lg.Printf("vllmsim %s serving %s (profile %s, time scale %g, simulated GPU %s)", Version, args.Model, st.Profile.Name, st.TimeScale, info.Name)
 	// Host figures measured on a sim are its bytes × this scale: the
@@ -270,6 +299,19 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 			lg.Printf("ERROR %v", err)
 		}
 	}()
+	for _, p := range []struct {
+		on        bool
+		env, what string
+	}{{st.ReleaseHostMemory, EnvReleaseHostMemory, "vllm#55206, open"}, {st.PoisonPages, EnvPoisonPages, "vllm#52597, open"},
+		{st.RLMetrics, EnvRLMetrics, "the rl_ operation metrics of unmerged branch code"}} {
+		if p.on && st.Era != eraProposed {
+			// A released vLLM does not read it; vllmsim says so rather than act on it.
+			lg.Printf("WARNING vllmsim: %s is proposed (%s), not in a release: ignored with %s=%s (set %s=proposed)", p.env, p.what, EnvEra, st.Era, EnvEra)
+		}
+	}
+	if len(args.Unmodelled) > 0 {
+		lg.Printf("vllmsim accepted, without modelling them: %s", strings.Join(args.Unmodelled, "; "))
+	}
 	if st.DevMode {
 		lg.Printf("WARNING SECURITY WARNING: Development endpoints are enabled! This should NOT be used in production!")
 	}
@@ -280,18 +322,20 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 		return min(1, float64(running)*perSeq/float64(phys.KVBytes))
 	}
 	s := &server{args: args, phys: phys, clock: c, dev: dev, log: lg, devMode: st.DevMode, created: time.Now().Unix(),
-		era: st.Era, backend: args.SleepModeBackend, releaseHostMem: st.ReleaseHostMemory, poisonPages: st.PoisonPages,
-		m:     newMetrics(args.ServedName(), kvUsage, metricsOpts{newest: st.Era == eraC, legacy: st.Era != eraC || !st.RustFrontend, rl: st.RLMetrics}),
+		era: st.Era, backend: args.SleepModeBackend,
+		releaseHostMem: st.ReleaseHostMemory && st.Era == eraProposed, poisonPages: st.PoisonPages && st.Era == eraProposed,
+		m:     newMetrics(args.ServedName(), kvUsage, metricsOpts{newest: st.Era == eraProposed, legacy: st.Era != eraProposed || !st.RustFrontend, rl: st.RLMetrics && st.Era == eraProposed}),
 		power: pw, host: host,
 		faults: st.Faults, stamp: st.Stamp, exit: func(code int) {
 			_ = pw.stop()
-			simgpu.Remove(gpuDir, pid)
+			dev.stop()
 			os.Exit(code)
 		}}
 	if s.faults == nil {
 		s.faults = &Faults{}
 	}
 	s.eng = newEngine(phys, c, s.m)
+	s.eng.prefix = &prefixCache{on: args.EnablePrefixCaching}
 	s.eng.extraPrefill, s.eng.extraDecode = s.faults.slow("prefill"), s.faults.slow("decode")
 	s.eng.onStepping = s.syncPower
 	defer s.close() // before the process entry is removed (deferred above)
@@ -301,38 +345,50 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	return s.serveHTTP(ctx, addr, pid)
 }
 
-// openGPU is the simulated GPU the server publishes to: VLLMSIM_GPU_DIR's,
-// created from the profile when it does not exist yet, or a private one
-// that remove deletes.
-func openGPU(st Settings) (dir string, info simgpu.Device, remove func(), err error) {
-	dir, remove = st.GPUDir, func() {}
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "vllmsim-gpu-"); err != nil {
-			return "", info, nil, err
+// openGPUs are the simulated GPUs the server's n ranks publish to:
+// VLLMSIM_GPU_DIR's (a list, one per GPU), each created from the profile
+// when it does not exist yet, or private ones that remove deletes.
+func openGPUs(st Settings, n int) (dirs []string, remove func(), err error) {
+	dirs, remove = gpuDirs(st.GPUDir), func() {}
+	if len(dirs) == 0 {
+		for range n {
+			d, err := os.MkdirTemp("", "vllmsim-gpu-")
+			if err != nil {
+				remove()
+				return nil, nil, err
+			}
+			dirs = append(dirs, d)
 		}
-		remove = func() { os.RemoveAll(dir) }
-	}
-	info, err = simgpu.ReadDevice(dir)
-	if err != nil {
-		info = st.Profile.GPU.Device()
-		if err := simgpu.Create(dir, info); err != nil {
-			remove()
-			return "", info, nil, err
-		}
-		// As created: Create fills in the device's power model.
-		if info, err = simgpu.ReadDevice(dir); err != nil {
-			remove()
-			return "", info, nil, err
+		private := slices.Clone(dirs)
+		remove = func() {
+			for _, d := range private {
+				os.RemoveAll(d)
+			}
 		}
 	}
-	return dir, info, remove, nil
+	for _, dir := range dirs {
+		if _, err := simgpu.ReadDevice(dir); err == nil {
+			continue
+		}
+		if err := simgpu.Create(dir, st.Profile.GPU.Device()); err != nil {
+			remove()
+			return nil, nil, err
+		}
+	}
+	return dirs, remove, nil
 }
 
 // planMemory is the server's memory model: the KV cache --kv-cache-memory
 // asks for, else what --gpu-memory-utilization leaves after the weights,
 // refused as vLLM refuses it when nothing is left.
 func planMemory(args Args, st Settings, model Model, info simgpu.Device) (Physics, error) {
-	phys := Physics{GPU: st.Profile.GPU, Model: model, KVBytes: args.KVCacheBytes}
+	phys := Physics{GPU: st.Profile.GPU, Model: model, KVBytes: args.KVCacheBytes, Ranks: args.TensorParallelSize}
+	if args.TensorParallelSize > 1 {
+		phys.ExtraResidualBytes = commBytesPerRank
+	}
+	if st.Faults != nil {
+		phys.ExtraResidualBytes += uint64(st.Faults.TPResidualGiB * GiB)
+	}
 	if phys.KVBytes == 0 {
 		avail := args.GPUMemUtilization*float64(info.TotalBytes) - float64(phys.WeightBytes()+phys.ResidualBytes())
 		if avail <= 0 {

@@ -124,7 +124,7 @@ func TestStreamChunks(t *testing.T) {
 			enc := newChunkEncoder("cmpl-1", 1730000000, `qwen "q"`, stamp)
 			tok := string(enc.token(" \"the\"\n", ""))
 			fin := string(enc.token(" cat", "length"))
-			use := string(enc.usage(3, 2))
+			use := string(enc.usage(3, 2, -1))
 			want := `data: {"id":"cmpl-1","object":"text_completion","created":1730000000,"model":"qwen \"q\"","choices":[{"index":0,"text":" \"the\"\n","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null`
 			if !stamp {
 				assert.Equal(t, want+"}\n\n", tok)
