@@ -198,7 +198,7 @@ func (b *Backend) openMemory(cfg config.Config, refs []DeviceRef, nvmlLib func()
 			for i, d := range b.nvml {
 				devs[i] = d
 			}
-			b.Source = multiSource{devs: devs}
+			b.Source = nvmlMulti{multiSource{devs: devs}}
 		}
 	case "none":
 		b.Setup.MemoryNote = "memory source none: no GPU memory was sampled, so residual, release and peak figures are absent (n = 0)"

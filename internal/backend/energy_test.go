@@ -17,7 +17,7 @@ var (
 	_ gpu.EnergySource = (*NVMLSource)(nil)
 	_ gpu.PowerSource  = (*NVMLSource)(nil)
 	_ gpu.EnergySource = multiSource{}
-	_ gpu.PowerSource  = multiSource{}
+	_ gpu.PowerSource  = nvmlMulti{}
 	_ gpu.EnergySource = (*SimSource)(nil)
 )
 
@@ -108,4 +108,30 @@ func TestSimSourceEnergy(t *testing.T) {
 	require.NoError(t, simgpu.Create(dir, simgpu.Device{Name: "unknown", TotalBytes: 1 << 30}))
 	_, err = NewSimSource(dir).Energy(t.Context())
 	assert.ErrorIs(t, err, gpu.ErrNoEnergy, "a device without a power model has no counter")
+}
+
+// TestSimMultiSource: a run of two simulated GPUs reads both, each GPU's
+// memory apart and summed, each GPU's energy counter; it does not claim
+// NVML's one-second average power, which a simulated GPU has not.
+func TestSimMultiSource(t *testing.T) {
+	var devs []devSource
+	for i := range 2 {
+		dir := t.TempDir()
+		p := simgpu.Power{BoardIdleW: 10, ContextW: 20}
+		require.NoError(t, simgpu.Create(dir, simgpu.Device{Name: "G", TotalBytes: 8 << 30, Power: &p}))
+		require.NoError(t, simgpu.Publish(dir, simgpu.Process{PID: os.Getpid(), Model: "m", UsedBytes: uint64(i+1) << 30}))
+		devs = append(devs, NewSimSource(dir))
+	}
+	m := multiSource{devs: devs}
+	r, err := m.Read(t.Context())
+	require.NoError(t, err)
+	require.Len(t, r.Devices, 2)
+	assert.Equal(t, uint64(1<<30), r.Devices[0].Procs[os.Getpid()])
+	assert.Equal(t, uint64(2<<30), r.Devices[1].Procs[os.Getpid()])
+	assert.Equal(t, uint64(3<<30), r.Procs[os.Getpid()], "the process's memory over both GPUs")
+	j, err := m.Energy(t.Context())
+	require.NoError(t, err)
+	assert.Len(t, j, 2, "a counter per GPU")
+	_, ok := any(m).(gpu.PowerSource)
+	assert.False(t, ok, "no average power from simulated GPUs")
 }

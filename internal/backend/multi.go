@@ -81,13 +81,14 @@ func (m multiSource) Energy(ctx context.Context) ([]float64, error) {
 	})
 }
 
+// nvmlMulti is a multiSource over NVML devices, which also average their
+// power (simulated GPUs do not).
+type nvmlMulti struct{ multiSource }
+
 // AveragePower is every GPU's one-second average power, in the run's order.
-func (m multiSource) AveragePower(ctx context.Context) ([]float64, error) {
+func (m nvmlMulti) AveragePower(ctx context.Context) ([]float64, error) {
 	return m.each(ctx, func(d devSource, ctx context.Context) ([]float64, error) {
-		if p, ok := d.(gpu.PowerSource); ok {
-			return p.AveragePower(ctx)
-		}
-		return nil, fmt.Errorf("%w: no average power reading", gpu.ErrNoEnergy)
+		return d.(gpu.PowerSource).AveragePower(ctx)
 	})
 }
 

@@ -46,6 +46,34 @@ func TestSleepChecks(t *testing.T) {
 	}
 }
 
+// TestResidualPerGPU: a model across two GPUs is held to max_residual_gib
+// on each GPU it spans (2 × 1 GiB here) and to max_residual_gib_per_gpu on
+// its worst GPU. By hand: cycles keeping 0.6 + 0.6 GiB total 1.2 ≤ 2 and
+// worst 0.6 ≤ 0.8 pass; 0.3 + 1.5 = 1.8 ≤ 2 passes the total but its worst
+// GPU's 1.5 > 0.8 fails; one GPU gives no per-GPU check at all.
+func TestResidualPerGPU(t *testing.T) {
+	cfg := config.SimDefault()
+	cfg.Protocol.SleepL1Cycles = 2
+	cfg.Thresholds.MaxResidualGiB, cfg.Thresholds.MaxResidualGiBPerGPU = 1, 0.8
+	cycle := func(per ...float64) record.Cycle {
+		c := record.Cycle{Level: 1, OK: true, ToFirstTokenS: 0.1, ResidualPerGPU: per}
+		for _, g := range per {
+			c.ResidualGiB += g
+		}
+		return c
+	}
+	judge := func(cs ...record.Cycle) map[string]string { return verdicts(Sleep(cfg, "A", 1, cs, nil)) }
+	got := judge(cycle(0.6, 0.6), cycle(0.6, 0.6))
+	assert.Equal(t, "PASS", got["sleep.level1.residual_gib.median/A"], "1.2 GiB over 2 GPUs ≤ 2 × 1")
+	assert.Equal(t, "PASS", got["sleep.level1.residual_gib_per_gpu.max.median/A"])
+	got = judge(cycle(0.3, 1.5), cycle(0.3, 1.5))
+	assert.Equal(t, "PASS", got["sleep.level1.residual_gib.median/A"], "1.8 ≤ 2")
+	assert.Equal(t, "FAIL", got["sleep.level1.residual_gib_per_gpu.max.median/A"], "its worst GPU keeps 1.5 > 0.8")
+	got = judge(record.Cycle{Level: 1, OK: true, ToFirstTokenS: 0.1, ResidualGiB: 1.2}, record.Cycle{Level: 1, OK: true, ToFirstTokenS: 0.1, ResidualGiB: 1.2})
+	assert.Equal(t, "FAIL", got["sleep.level1.residual_gib.median/A"], "one GPU: 1.2 > 1")
+	assert.NotContains(t, got, "sleep.level1.residual_gib_per_gpu.max.median/A")
+}
+
 // TestAfterWakeAgainstBaseline: the ratio is after-wake median tok/s over
 // the baseline's at the same concurrency; a concurrency without a
 // baseline has no ratio check.

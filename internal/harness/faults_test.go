@@ -127,6 +127,12 @@ func TestFaultsAreNamed(t *testing.T) {
 			[]string{"release without a pause", "hung sleep-mode operation release_kv_cache_memory (1 in flight)"}, record.Failure{Phase: "kv-release", Model: "A", Step: "release without a pause"}},
 		{"a KV discard fails", "rpc-fail=release_kv_cache_memory", proposed, restartThen(kvCycles),
 			[]string{"release_kv_cache_memory A", "HTTP 500", "unknown"}, record.Failure{Phase: "kv-release", Model: "A", Step: "cycle 1 release_kv_cache_memory"}},
+		// The same faults on the newest release (no JSON answer, no
+		// resource states, no operation gauges): what it does say is named.
+		{"wake answers sleeping (a release)", "wake-stays-asleep", nil, restartThen(cycles(1)),
+			[]string{"wake A from level 1", "wake answered 200 but /is_sleeping is still true"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
+		{"a memory RPC fails (a release)", "rpc-fail=sleep", nil, restartThen(cycles(1)),
+			[]string{"sleep A level 1", "HTTP 500", "rpc-fail=sleep"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 sleep"}},
 		{"a memory RPC fails", "rpc-fail=sleep", proposed, restartThen(cycles(1)),
 			[]string{"sleep A level 1", "HTTP 500", "unknown"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 sleep"}},
 		{"port already in use", "", func(c *config.Config) { c.Models[0].Port = busyPort(t) },

@@ -27,7 +27,8 @@ type scrape struct {
 	// vllm:engine_sleep_resource_state where exported ("awake", "paused",
 	// "kv_released", "weights_offloaded", "discard_all", "partial",
 	// "unknown"), else the legacy vllm:engine_sleep_state's label, "not
-	// fully awake" when its three labels are all 0 (docs/vllm-api.md §7).
+	// fully awake" when its three labels are all 0 (docs/vllm-api.md §7;
+	// the resource-state families are proposed, no release exports them).
 	SleepState   string   `json:"sleep_state,omitempty"`
 	KVCacheUsage *float64 `json:"kv_cache_usage,omitempty"`
 }

@@ -106,9 +106,11 @@ func engineLog(e *record.Engine, lg vllm.EngineLog) (found bool) {
 		}
 		return t
 	}
+	// One sleep's lines: each worker logs its own GPU's freed and in-use
+	// memory (tensor parallelism), so both are summed over the workers.
 	e.SleepS, e.WakeS, e.FreedGiB = sum(lg.SleepS), sum(lg.WakeS), sum(lg.FreedGiB)
-	if n := len(lg.InUseGiB); n > 0 {
-		e.InUseGiB = lg.InUseGiB[n-1]
+	if len(lg.InUseGiB) > 0 {
+		e.InUseGiB = sum(lg.InUseGiB)
 	}
 	return found
 }

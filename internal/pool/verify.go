@@ -17,7 +17,8 @@ import (
 // interval's end event (the answer), never inside a measured interval.
 //
 //   - The last wake step must answer "awake" where the body says anything
-//     (era C, docs/vllm-api.md §3): "sleeping" is a failed wake naming the
+//     (the proposed API, docs/vllm-api.md §3; a release answers an empty
+//     body): "sleeping" is a failed wake naming the
 //     resources still asleep, read from vllm:engine_sleep_resource_state
 //     where exported, else from what the pool slept.
 //   - After each sleep and wake, where the new metrics are exported
@@ -180,7 +181,8 @@ func confirmAwake(ctx context.Context, c *vllm.Client, read metricsRead) (step s
 // notFullyAwake reads the server's sleep state after a wake and fails one
 // that says it is not fully awake: engine_fully_awake 0 where the new
 // families are exported, else engine_sleep_state with all three labels 0
-// (docs/vllm-api.md §7: a partial wake, a pause, a released KV cache). A
+// (docs/vllm-api.md §7: a pause, a released KV cache; a partial wake only
+// in the proposed API, as a release records awake after any wake). A
 // state that may trail the answer is read again once, a moment later. A
 // server that exports neither, or a /metrics that cannot be read, passes.
 func notFullyAwake(ctx context.Context, read metricsRead) error {

@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -86,30 +87,39 @@ func TestCorruptionIsCaughtByName(t *testing.T) {
 	}
 }
 
-// TestEngineAccountAgrees: each cycle carries the server's own account
-// (log lines and the proposed API's operation metric), inside the HTTP
-// times and matching the release.
+// TestEngineAccountAgrees: each cycle carries the server's own account,
+// inside the HTTP times and matching the release: its log lines on the
+// newest release, and the proposed API's operation metric where the
+// server has it (a release has none: NaN, not judged).
 func TestEngineAccountAgrees(t *testing.T) {
-	_, _, p := simtest.Env(t, same, func(cfg *config.Config) { cfg.Protocol.SleepL2Cycles, cfg.Sim.Era = 2, "proposed" })
-	for _, level := range []int{1, 2} {
-		cyclesOut, err := protocol.Sleep{Env: p, Level: level}.Run(t.Context(), "A", t.Logf)
-		cycles := cyclesOut.Value
-		require.NoError(t, err)
-		for i, c := range cycles {
-			e := c.Engine
-			require.NotNil(t, e, "level %d cycle %d", level, i+1)
-			assert.Empty(t, e.Disagreements)
-			assert.Positive(t, e.SleepS)
-			assert.LessOrEqual(t, e.SleepS, c.SleepS, "the engine's sleep is inside the /sleep call")
-			assert.LessOrEqual(t, e.WakeS, c.WakeAPIS, "the wake calls' engine time inside the wake")
-			// The log times the engine's part, the metric the whole
-			// operation, the HTTP call holds both: an order a busy machine
-			// keeps (the log's microseconds may round down by 0.5 µs).
-			assert.LessOrEqual(t, e.SleepS, e.MetricSleepS+0.5e-6, "the log's sleep inside the metric's")
-			assert.LessOrEqual(t, e.MetricSleepS, c.SleepS, "the metric's sleep inside the /sleep call")
-			assert.InDelta(t, 4.5, e.FreedGiB, 0.01, "tiny-a frees its 0.5 GiB of weights and its 4 GiB KV cache")
-		}
-		assert.Equal(t, "PASS", byName(cyclesOut.Checks)[fmt.Sprintf("sleep.level%d.engine_disagreements/A", level)].Verdict)
+	for _, era := range []string{"c", "proposed"} {
+		t.Run(era, func(t *testing.T) {
+			_, _, p := simtest.Env(t, same, func(cfg *config.Config) { cfg.Protocol.SleepL2Cycles, cfg.Sim.Era = 2, era })
+			for _, level := range []int{1, 2} {
+				cyclesOut, err := protocol.Sleep{Env: p, Level: level}.Run(t.Context(), "A", t.Logf)
+				cycles := cyclesOut.Value
+				require.NoError(t, err)
+				for i, c := range cycles {
+					e := c.Engine
+					require.NotNil(t, e, "level %d cycle %d", level, i+1)
+					assert.Empty(t, e.Disagreements)
+					assert.Positive(t, e.SleepS)
+					assert.LessOrEqual(t, e.SleepS, c.SleepS, "the engine's sleep is inside the /sleep call")
+					assert.LessOrEqual(t, e.WakeS, c.WakeAPIS, "the wake calls' engine time inside the wake")
+					assert.InDelta(t, 4.5, e.FreedGiB, 0.01, "tiny-a frees its 0.5 GiB of weights and its 4 GiB KV cache")
+					if era != "proposed" {
+						assert.True(t, math.IsNaN(e.MetricSleepS), "no release exports the operation metric")
+						continue
+					}
+					// The log times the engine's part, the metric the whole
+					// operation, the HTTP call holds both: an order a busy
+					// machine keeps (the log's microseconds may round down by 0.5 µs).
+					assert.LessOrEqual(t, e.SleepS, e.MetricSleepS+0.5e-6, "the log's sleep inside the metric's")
+					assert.LessOrEqual(t, e.MetricSleepS, c.SleepS, "the metric's sleep inside the /sleep call")
+				}
+				assert.Equal(t, "PASS", byName(cyclesOut.Checks)[fmt.Sprintf("sleep.level%d.engine_disagreements/A", level)].Verdict)
+			}
+		})
 	}
 }
 

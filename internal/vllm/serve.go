@@ -79,8 +79,9 @@ func wakeUp(tags ...string) func(*Client, context.Context) (*WakeAnswer, error) 
 // documented order. Level 1: one /wake_up. Level 2 (the weights were
 // discarded): wake_up?tags=weights, collective_rpc reload_weights,
 // wake_up?tags=kv_cache, reset_prefix_cache — without the reload the model
-// answers from uninitialised weights. In era C the first step answers
-// "sleeping" and the kv_cache step "awake" (docs/vllm-api.md §8).
+// answers from uninitialised weights. In the proposed API the first step
+// answers "sleeping" and the kv_cache step "awake" (docs/vllm-api.md §8);
+// a release answers both with an empty body.
 func wakeSteps(level int) []wakeStep {
 	if level == 2 {
 		return []wakeStep{

@@ -32,9 +32,10 @@ type SleepAnswer struct {
 // {"status":"awake"|"sleeping","tags_woken":<the request's tags or null>}:
 // "sleeping" means the engine is not fully awake (a partial wake, or tags
 // that were not asleep). tags_woken echoes the request, it does not name
-// what is still asleep. Eras A and B answer 200 with an empty body.
+// what is still asleep. Every release answers 200 with an empty body (the
+// JSON answer is proposed, vLLM PR #52864 open).
 type WakeAnswer struct {
-	Status    string   // "awake", "sleeping"; "" for an empty body (eras A and B)
+	Status    string   // "awake", "sleeping"; "" for an empty body (every release)
 	TagsWoken []string // the request's tags as echoed (nil: none given, or not said)
 }
 

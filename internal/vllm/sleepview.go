@@ -28,11 +28,13 @@ var (
 //
 // Exported is false when neither vllm:engine_fully_awake nor
 // vllm:engine_sleep_resource_state is present: vLLM creates those gauges
-// only once a snapshot arrives, and eras A/B have none, so absent means
-// "not exported", never "not awake". The legacy
-// vllm:engine_sleep_state{sleep_state} is read apart: present with its
-// three labels all 0 is "not fully awake" (a level-0 pause, a partial wake,
-// a KV-only release, an unknown resource), never "not exported".
+// only once a snapshot arrives, and no release has them (they are
+// proposed, docs/vllm-api.md §0), so absent means "not exported", never
+// "not awake". The legacy vllm:engine_sleep_state{sleep_state} is read
+// apart: present with its three labels all 0 is "not fully awake" (a
+// level-0 pause, a KV-only release; in the proposed API also a partial
+// wake or an unknown resource: a release says awake after any wake, so
+// /is_sleeping is read first), never "not exported".
 type SleepView struct {
 	Exported   bool              // the resource-state families are present
 	FullyAwake bool              // engine_fully_awake 1 (or, without it, every resource resident and the scheduler running)

@@ -189,7 +189,7 @@ func parseArgs(argv []string, e era, stderr io.Writer) (Args, error) {
 				ok = false
 			}
 		}
-		if ok && ((e == eraA && f.newSince011) || !e.since(f.since)) {
+		if ok && ((e == eraA && f.newSince011) || !e.since(f.since) || (f.until != "" && e != f.until && e.since(f.until))) {
 			ok = false // vLLM 0.11's parser (or the era's) did not have it
 		}
 		if !ok {

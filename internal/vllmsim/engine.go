@@ -20,6 +20,7 @@ type seq struct {
 	ctx          context.Context
 	id           string // the request's id (cmpl-…), for /abort_requests
 	prompt       string // for the prefix cache
+	adapter      string // its LoRA adapter ("" for the base model): its cached blocks are its own
 	promptTokens int
 	cached       int // prompt tokens the prefix cache held at its prefill
 	maxTokens    int
@@ -29,6 +30,7 @@ type seq struct {
 	emitted      int
 	queuedAt     time.Time
 	recompute    bool // frozen by a keep sleep: its prefill covers the tokens so far too
+	aborted      bool // ended by /abort_requests during its prefill (guarded by the engine's mu)
 }
 
 // engine is a continuous-batching scheduler over a simulated clock: each step
@@ -48,11 +50,12 @@ type engine struct {
 	stepping   atomic.Bool
 	onStepping func()
 
-	mu      sync.Mutex
-	kick    chan struct{} // signalled when work arrives or the engine is resumed
-	waiting []*seq
-	running []*seq
-	paused  bool // nothing is scheduled (an abort or keep pause, or asleep)
+	mu        sync.Mutex
+	kick      chan struct{} // signalled when work arrives or the engine is resumed
+	waiting   []*seq
+	running   []*seq
+	admitting []*seq // in the prefill step now: neither waiting nor running
+	paused    bool   // nothing is scheduled (an abort or keep pause, or asleep)
 	// drain: no new request is admitted, the running ones go on (a wait
 	// pause); idle is closed when none runs.
 	drain bool
@@ -173,6 +176,15 @@ func (e *engine) abort(ids []string) int {
 		return out
 	}
 	e.running, e.waiting = drop(e.running), drop(e.waiting)
+	for _, s := range e.admitting { // in its prefill: ended now, left out when the prefill ends
+		if !s.aborted && (len(ids) == 0 || slices.Contains(ids, s.id)) {
+			s.aborted = true
+			s.out <- token{finish: "abort", at: now}
+			close(s.out)
+			e.m.finished("abort")
+			n++
+		}
+	}
 	e.m.setQueue(len(e.running), len(e.waiting))
 	return n
 }
@@ -237,6 +249,7 @@ func (e *engine) step(ctx context.Context) bool {
 	var admit []*seq
 	if !e.drain {
 		admit, e.waiting = e.waiting, nil
+		e.admitting = admit
 	}
 	batch, slowdown := len(e.running), e.slowdown
 	// A decode step past some sequence's first token: the first token is
@@ -253,7 +266,7 @@ func (e *engine) step(ctx context.Context) bool {
 	if len(admit) > 0 {
 		tokens := 0
 		for _, s := range admit {
-			s.cached = e.prefix.hit(s.prompt, s.promptTokens)
+			s.cached = e.prefix.hit(s.prompt, s.adapter, s.promptTokens)
 			tokens += s.promptTokens - s.cached
 			if s.recompute {
 				tokens += s.emitted
@@ -263,9 +276,11 @@ func (e *engine) step(ctx context.Context) bool {
 			return false
 		}
 		for _, s := range admit {
-			e.prefix.add(s.prompt)
+			e.prefix.add(s.prompt, s.adapter)
 		}
 		e.mu.Lock()
+		e.admitting = nil
+		admit = slices.DeleteFunc(admit, func(s *seq) bool { return s.aborted })
 		e.running = append(e.running, admit...)
 		e.m.setQueue(len(e.running), len(e.waiting))
 		e.mu.Unlock()

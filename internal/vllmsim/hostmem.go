@@ -104,9 +104,13 @@ func memlockLimit() string {
 // wake under VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY.
 type hostMemory struct {
 	scale float64 // VLLMSIM_HOST_SCALE
+	// ranks, for a model across GPUs, hold the backup: each rank's worker
+	// its shard's (as each vLLM worker pins its own); nil: this process.
+	ranks []*rank
 
-	mu     sync.Mutex  // guards pinned
+	mu     sync.Mutex  // guards pinned and held
 	pinned *hostBuffer // the backup; nil until a level-1 sleep allocates it
+	held   bool        // the ranks hold their shards' backups
 }
 
 // real is modelled bytes scaled to what the server really allocates.
@@ -117,6 +121,20 @@ func (h *hostMemory) real(modelled uint64) uint64 { return uint64(float64(modell
 func (h *hostMemory) pin(modelled uint64) (fresh bool, lockErr error, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if len(h.ranks) > 1 {
+		if h.held {
+			return false, nil, nil
+		}
+		for _, r := range h.ranks {
+			le, err := r.pin(h.real(modelled) / uint64(len(h.ranks)))
+			if err != nil {
+				return false, nil, err
+			}
+			lockErr = errors.Join(lockErr, le)
+		}
+		h.held = true
+		return true, lockErr, nil
+	}
 	if h.pinned != nil {
 		return false, nil, nil
 	}
@@ -128,10 +146,20 @@ func (h *hostMemory) pin(modelled uint64) (fresh bool, lockErr error, err error)
 	return true, lockErr, nil
 }
 
-// release frees the pinned backup and returns the bytes freed.
+// release frees the pinned backup and returns the bytes freed (this
+// process's; the ranks' go with their workers).
 func (h *hostMemory) release() (uint64, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.held {
+		var errs []error
+		for _, r := range h.ranks {
+			_, err := r.pin(0)
+			errs = append(errs, err)
+		}
+		h.held = false
+		return 0, errors.Join(errs...)
+	}
 	n := h.pinned.size()
 	err := h.pinned.free()
 	h.pinned = nil

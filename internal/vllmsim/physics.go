@@ -32,12 +32,15 @@ func (p Physics) ranks() int { return max(1, p.Ranks) }
 
 // ResidualBytes is the memory that stays on each rank's device while
 // asleep: its CUDA context and what lies outside the pools.
-func (p Physics) ResidualBytes() uint64 {
-	return uint64(p.Model.ResidualGiB*GiB) + p.ExtraResidualBytes
-}
+func (p Physics) ResidualBytes() uint64 { return p.ContextBytes() + p.ExtraResidualBytes }
 
-// flopsPerToken is 2·P.
-func (p Physics) flopsPerToken() float64 { return 2 * p.Model.ParamsB * 1e9 }
+// ContextBytes is one rank's CUDA context, there from the process's first
+// moment (the rest of the residual comes with start-up).
+func (p Physics) ContextBytes() uint64 { return uint64(p.Model.ResidualGiB * GiB) }
+
+// flopsPerToken is 2·P over the ranks: each rank computes its shard's
+// share at once (the allreduce between them is not modelled).
+func (p Physics) flopsPerToken() float64 { return 2 * p.Model.ParamsB * 1e9 / float64(p.ranks()) }
 
 // weightPass is one read of every weight from device memory plus the per-layer launch cost.
 func (p Physics) weightPass() float64 {

@@ -1,6 +1,7 @@
 package vllmsim
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -15,9 +16,36 @@ type power struct {
 	model simgpu.Power // the device's power model (zero: the device has none)
 	has   bool         // the device has a power model
 
-	mu      sync.Mutex // guards meter, stopped and the order of the meter's writes
+	mu      sync.Mutex // guards meter, more, stopped and the order of the meters' writes
 	meter   *simgpu.Meter
-	stopped bool // the process is going away: nothing but Stopped from now on
+	more    []*simgpu.Meter // a model across GPUs: ranks 1… on theirs, each drawing as rank 0 does
+	stopped bool            // the process is going away: nothing but Stopped from now on
+}
+
+// setState sets every meter to st. Caller holds p.mu.
+func (p *power) setState(st simgpu.State) error {
+	now := time.Now()
+	err := p.meter.SetState(p.model, st, now)
+	for _, m := range p.more {
+		err = errors.Join(err, m.SetState(p.model, st, now))
+	}
+	return err
+}
+
+// addRank starts a meter for a rank of a model across GPUs: its worker's
+// pid on its GPU's directory (same product, same power model).
+func (p *power) addRank(dir string, pid int, model string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.has {
+		return nil
+	}
+	m, err := simgpu.NewMeter(dir, pid, model, time.Now())
+	if err != nil {
+		return err
+	}
+	p.more = append(p.more, m)
+	return nil
 }
 
 // newPower starts the process's meter on the device in dir; a device
@@ -44,7 +72,12 @@ func (p *power) starting() error {
 	if p.meter == nil || p.stopped {
 		return nil
 	}
-	return p.meter.Set("starting", p.model.ContextW, time.Now())
+	now := time.Now()
+	err := p.meter.Set("starting", p.model.ContextW, now)
+	for _, m := range p.more {
+		err = errors.Join(err, m.Set("starting", p.model.ContextW, now))
+	}
+	return err
 }
 
 // stop records Stopped for good (the process is exiting).
@@ -55,7 +88,7 @@ func (p *power) stop() error {
 		return nil
 	}
 	p.stopped = true
-	return p.meter.SetState(p.model, simgpu.Stopped, time.Now())
+	return p.setState(simgpu.Stopped)
 }
 
 // powerState is the server's power state now: asleep while the weights
@@ -89,7 +122,7 @@ func (s *server) syncPower() {
 		return
 	}
 	st := s.powerState()
-	if err := s.power.meter.SetState(s.power.model, st, time.Now()); err != nil {
+	if err := s.power.setState(st); err != nil {
 		s.log.Printf("ERROR simulated GPU power: %v", err)
 	}
 }

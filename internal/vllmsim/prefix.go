@@ -51,11 +51,13 @@ func tokens(s string) []string {
 	return out
 }
 
-// chain is the hash of each whole block of prompt, each over the one before it.
-func chain(prompt string) [][32]byte {
+// chain is the hash of each whole block of prompt through adapter ("" for
+// the base model), each over the one before it: a LoRA adapter's blocks are
+// its own (vLLM's block hash carries the request's LoRA name as extra keys).
+func chain(prompt, adapter string) [][32]byte {
 	toks := tokens(prompt)
 	var hs [][32]byte
-	var prev [32]byte
+	prev := sha256.Sum256([]byte(adapter))
 	for i := 0; i+blockSize <= len(toks); i += blockSize {
 		h := sha256.New()
 		h.Write(prev[:])
@@ -68,14 +70,14 @@ func chain(prompt string) [][32]byte {
 
 // hit is how many of prompt's n tokens the cache holds: whole blocks, at
 // most n − 1 (the last token is computed again to sample from).
-func (p *prefixCache) hit(prompt string, n int) int {
+func (p *prefixCache) hit(prompt, adapter string, n int) int {
 	if p == nil || !p.on {
 		return 0
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	blocks := 0
-	for _, h := range chain(prompt) {
+	for _, h := range chain(prompt, adapter) {
 		if !p.blocks[h] {
 			break
 		}
@@ -85,7 +87,7 @@ func (p *prefixCache) hit(prompt string, n int) int {
 }
 
 // add caches prompt's whole blocks (its prefill computed them).
-func (p *prefixCache) add(prompt string) {
+func (p *prefixCache) add(prompt, adapter string) {
 	if p == nil || !p.on {
 		return
 	}
@@ -94,7 +96,7 @@ func (p *prefixCache) add(prompt string) {
 	if p.blocks == nil {
 		p.blocks = map[[32]byte]bool{}
 	}
-	for _, h := range chain(prompt) {
+	for _, h := range chain(prompt, adapter) {
 		p.blocks[h] = true
 	}
 }

@@ -16,7 +16,6 @@ package vllmsim
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/wakebench/wakebench/internal/simgpu"
 )
@@ -75,19 +75,41 @@ func (r *rank) publish(used uint64) error {
 	if r.cmd == nil {
 		return simgpu.Publish(r.dir, simgpu.Process{PID: r.pid, Model: r.model, UsedBytes: used})
 	}
+	_, err := r.call("used", used)
+	return err
+}
+
+// pin makes the rank's worker hold n bytes of page-locked host memory,
+// its shard's pinned backup (0 frees it); lockErr says why the pages are
+// resident but not locked.
+func (r *rank) pin(n uint64) (lockErr error, err error) {
+	answer, err := r.call("pin", n)
+	if err != nil {
+		return nil, err
+	}
+	if why, ok := strings.CutPrefix(answer, "unlocked "); ok {
+		return errors.New(why), nil
+	}
+	return nil, nil
+}
+
+// call sends one command to the rank's worker and returns what its "ok"
+// answer says after it.
+func (r *rank) call(cmd string, n uint64) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, err := fmt.Fprintf(r.in, "used %d\n", used); err != nil {
-		return fmt.Errorf("rank %d (pid %d): %w", r.index, r.pid, err)
+	if _, err := fmt.Fprintf(r.in, "%s %d\n", cmd, n); err != nil {
+		return "", fmt.Errorf("rank %d (pid %d): %w", r.index, r.pid, err)
 	}
 	line, err := r.out.ReadString('\n')
 	if err != nil {
-		return fmt.Errorf("rank %d (pid %d) did not answer: %w", r.index, r.pid, err)
+		return "", fmt.Errorf("rank %d (pid %d) did not answer: %w", r.index, r.pid, err)
 	}
-	if line = strings.TrimSpace(line); line != "ok" {
-		return fmt.Errorf("rank %d (pid %d): %s", r.index, r.pid, line)
+	line = strings.TrimSpace(line)
+	if rest, ok := strings.CutPrefix(line, "ok"); ok {
+		return strings.TrimSpace(rest), nil
 	}
-	return nil
+	return "", fmt.Errorf("rank %d (pid %d): %s", r.index, r.pid, line)
 }
 
 // free is the rank's GPU memory not held by anyone.
@@ -111,15 +133,20 @@ func (r *rank) stop() {
 		return
 	}
 	r.in.Close() // the worker exits at the end of its input
-	if err := r.cmd.Wait(); err != nil {
+	done := make(chan struct{})
+	go func() { r.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second): // a worker that does not go: kill it
 		r.cmd.Process.Kill()
+		<-done
 	}
 	simgpu.Remove(r.dir, r.pid)
 }
 
 // startRanks starts a worker process per rank on dirs (the first n), or
 // for n = 1 gives the server's own process the one GPU.
-func startRanks(ctx context.Context, dirs []string, n int, model string) ([]*rank, error) {
+func startRanks(dirs []string, n int, model string) ([]*rank, error) {
 	if len(dirs) < n {
 		return nil, fmt.Errorf("ValueError: --tensor-parallel-size %d needs %d GPUs, %d visible (%s lists %d simulated GPUs)", n, n, len(dirs), "VLLMSIM_GPU_DIR", len(dirs))
 	}
@@ -137,7 +164,7 @@ func startRanks(ctx context.Context, dirs []string, n int, model string) ([]*ran
 		}
 		r := &rank{index: i, dir: dirs[i], info: info, model: model, pid: os.Getpid()}
 		if n > 1 {
-			if err := r.startWorker(ctx); err != nil {
+			if err := r.startWorker(); err != nil {
 				stopAll()
 				return nil, err
 			}
@@ -150,12 +177,15 @@ func startRanks(ctx context.Context, dirs []string, n int, model string) ([]*ran
 // startWorker starts the rank's worker: this program again, told its rank
 // and GPU through the environment, dying with the server (Pdeathsig, and
 // the end of its input).
-func (r *rank) startWorker(ctx context.Context) error {
+func (r *rank) startWorker() error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", r.index, err)
 	}
-	cmd := exec.CommandContext(ctx, exe)
+	// Not bound to ctx: a SIGTERM ends the server's context first, and the
+	// ranks must hold their memory until the server has stopped (stop ends
+	// them; Pdeathsig if the server dies).
+	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), EnvWorkerRank+"="+strconv.Itoa(r.index), simgpu.EnvDir+"="+r.dir, "VLLMSIM_WORKER_MODEL="+r.model)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -175,20 +205,37 @@ func (r *rank) startWorker(ctx context.Context) error {
 
 // Worker is a rank process (EnvWorkerRank set): it publishes, under its own
 // PID on its GPU (VLLMSIM_GPU_DIR), the bytes each "used N" line on in
-// names, answers "ok" on out, and at the end of in removes its entry and
-// returns 0.
+// names; on "pin N" it holds N bytes of page-locked host memory, its
+// shard's pinned backup ("pin 0" frees it); it answers each line "ok" (or
+// "ok unlocked WHY", "error WHY") on out, and at the end of in frees
+// everything and returns 0.
 func Worker(getenv func(string) string, in io.Reader, out io.Writer) int {
 	dir, model, pid := getenv(simgpu.EnvDir), getenv("VLLMSIM_WORKER_MODEL"), os.Getpid()
 	defer simgpu.Remove(dir, pid)
+	var backup *hostBuffer
+	defer func() { backup.free() }()
 	lines := bufio.NewScanner(in)
 	for lines.Scan() {
-		var err error
-		switch f := strings.Fields(lines.Text()); {
-		case len(f) == 2 && f[0] == "used":
-			var n uint64
-			if n, err = strconv.ParseUint(f[1], 10, 64); err == nil {
-				err = simgpu.Publish(dir, simgpu.Process{PID: pid, Model: model, UsedBytes: n})
+		f := strings.Fields(lines.Text())
+		var n uint64
+		err := errors.New("unknown command")
+		if len(f) == 2 {
+			n, err = strconv.ParseUint(f[1], 10, 64)
+		}
+		answer := "ok"
+		switch {
+		case err != nil:
+		case f[0] == "used":
+			err = simgpu.Publish(dir, simgpu.Process{PID: pid, Model: model, UsedBytes: n})
+		case f[0] == "pin" && n == 0:
+			err = backup.free()
+			backup = nil
+		case f[0] == "pin" && backup == nil:
+			var lockErr error
+			if backup, lockErr, err = allocHost(n, true); lockErr != nil {
+				answer = "ok unlocked " + lockErr.Error()
 			}
+		case f[0] == "pin": // held already
 		default:
 			err = errors.New("unknown command")
 		}
@@ -196,7 +243,7 @@ func Worker(getenv func(string) string, in io.Reader, out io.Writer) int {
 			fmt.Fprintf(out, "error %v\n", err)
 			continue
 		}
-		fmt.Fprintln(out, "ok")
+		fmt.Fprintln(out, answer)
 	}
 	return 0
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -346,6 +348,13 @@ func TestParseArgsEveryFlag(t *testing.T) {
 		_, err = parseArgs([]string{"serve", "m", "--enable-log-deltas"}, e, &bytes.Buffer{})
 		assert.NoError(t, err, e)
 	}
+	// --swap-space 4: in v0.11's parser, gone by 63344913.
+	_, err = parseArgs([]string{"serve", "m", "--swap-space", "4", "--disable-log-requests"}, eraA, &bytes.Buffer{})
+	assert.NoError(t, err, "vLLM 0.11 had them")
+	for _, e := range []era{eraB, eraC, eraProposed} {
+		_, err = parseArgs([]string{"serve", "m", "--swap-space", "4"}, e, &bytes.Buffer{})
+		assert.EqualError(t, err, "unrecognized arguments: --swap-space", e)
+	}
 
 	for _, tc := range []struct {
 		e   string
@@ -376,13 +385,15 @@ func TestTensorParallel(t *testing.T) {
 		t.Run(fmt.Sprint(extraGiB), func(t *testing.T) {
 			base := t.TempDir()
 			dirs := []string{filepath.Join(base, "gpu0"), filepath.Join(base, "gpu1")}
-			env := map[string]string{simgpu.EnvDir: strings.Join(dirs, ":")}
+			env := map[string]string{simgpu.EnvDir: strings.Join(dirs, ":"), EnvHostScale: "1"}
 			if extraGiB > 0 {
 				env[EnvFaults] = fmt.Sprintf("tp-residual=%g", extraGiB)
 			}
-			// The start's free-memory check counts the ranks' residual, fault
-			// tp-residual's 2 GiB too: 0.92 of the 16 GiB GPU would not fit.
-			s := startSim(t, "tiny-a", env, "-tp", "2", "--gpu-memory-utilization", "0.8")
+			// The default 0.92 of the 16 GiB GPU: NCCL's buffers and fault
+			// tp-residual's 2 GiB come after the start's free-memory check,
+			// as vLLM's distributed set-up does (only the CUDA context is
+			// there before it).
+			s := startSim(t, "tiny-a", env, "-tp", "2")
 			s.ready(t)
 			ranks := func() []simgpu.Process {
 				t.Helper()
@@ -407,6 +418,13 @@ func TestTensorParallel(t *testing.T) {
 			require.Equal(t, 200, code)
 			for _, pr := range ranks() {
 				assert.Equal(t, residual, pr.UsedBytes, "asleep: the residual and NCCL's buffers stay")
+				// Each rank's worker pins its shard's backup (0.25 GiB of
+				// tiny-a's 0.5 at host scale 1), as each vLLM worker does.
+				proc, err := procfs.NewProc(pr.PID)
+				require.NoError(t, err)
+				st, err := proc.NewStatus()
+				require.NoError(t, err)
+				assert.GreaterOrEqual(t, float64(st.VmRSS), 0.95*float64(p.WeightBytes()/2), "rank %d holds its shard's pinned backup", pr.PID)
 			}
 			code, _ = send(t, s, "POST /wake_up")
 			require.Equal(t, 200, code)

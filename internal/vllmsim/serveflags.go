@@ -31,6 +31,7 @@ type serveFlag struct {
 	name        string // the long name an alias stands for (--tensor-parallel-size for -tp)
 	kind        flagKind
 	newSince011 bool // not in vLLM 0.11's parser
+	until       era  // the last era whose parser has it ("": every era's since)
 	since       era  // the first era whose parser has it ("": every era's)
 }
 
@@ -38,10 +39,27 @@ type serveFlag struct {
 var serveFlags = parseServeFlags(serveFlagsTSV)
 
 // extraFlags are options vllmsim accepts beyond serveflags.tsv's commit:
-// --sleep-mode-backend, ModelConfig.sleep_mode_backend of PR #44074
-// (merged 2026-05-30; its thread: "auto-exposed as --sleep-mode-backend").
+// --sleep-mode-backend, in era proposed only. PR #44074 (merged
+// 2026-05-30) added ModelConfig.sleep_mode_backend and its thread says
+// "auto-exposed as --sleep-mode-backend", but main at 63344913
+// (2026-08-13), after the merge, registers no such option (EngineArgs has
+// no field for it): a release's parser refuses it.
 var extraFlags = map[string]serveFlag{
-	"--sleep-mode-backend": {name: "--sleep-mode-backend", kind: kindValue, newSince011: true, since: eraC},
+	"--sleep-mode-backend": {name: "--sleep-mode-backend", kind: kindValue, newSince011: true, since: eraProposed},
+}
+
+// goneSince011 are the options of vLLM 0.11's parser (main of 2025-10-03)
+// that main at 63344913 no longer has (serveflags.tsv's header): era a
+// accepts them, later eras refuse them. -O, then an alias of
+// --compilation-config (remapped by PR #29557), is not among them.
+var goneSince011 = map[string]flagKind{
+	"--task": kindValue, "--rope-scaling": kindValue, "--rope-theta": kindValue, "--swap-space": kindValue,
+	"--cuda-graph-sizes": kindNargsPlus, "--disable-log-requests": kindBool, "--disable-frontend-multiprocessing": kindBool,
+	"--disable-mm-preprocessor-cache": kindBool, "--enable-lora-bias": kindBoolOpt, "--lora-extra-vocab-size": kindValue,
+	"--enable-multimodal-encoder-data-parallel": kindBool, "--logits-processor-pattern": kindValue,
+	"--num-lookahead-slots": kindValue, "--override-pooler-config": kindValue, "--num-redundant-experts": kindValue,
+	"--eplb-window-size": kindValue, "--eplb-step-interval": kindValue, "--eplb-log-balancedness": kindBoolOpt,
+	"--calculate-kv-scales": kindBoolOpt, "--max-num-partial-prefills": kindValue, "--max-long-partial-prefills": kindValue,
 }
 
 func parseServeFlags(tsv string) map[string]serveFlag {
@@ -64,6 +82,11 @@ func parseServeFlags(tsv string) map[string]serveFlag {
 	for k, v := range extraFlags {
 		if _, ok := out[k]; !ok {
 			out[k] = v
+		}
+	}
+	for k, kind := range goneSince011 {
+		if _, ok := out[k]; !ok {
+			out[k] = serveFlag{name: k, kind: kind, until: eraA}
 		}
 	}
 	return out

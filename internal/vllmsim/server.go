@@ -69,6 +69,7 @@ type server struct {
 	sleeps         int          // sleeps at level ≥ 1 so far (fault leak-per-cycle)
 	pinned         bool         // the pinned host buffer for level-1 offload is allocated
 	legacy         legacyRecord // what released vLLM last recorded on vllm:engine_sleep_state
+	commMapped     bool         // the residual beyond the CUDA context (NCCL, fault tp-residual) is allocated
 }
 
 // metricsHandler serves /metrics, or what fault metrics-broken answers
@@ -284,7 +285,7 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		s.load.Add(1)
 		defer s.load.Add(-1)
 	}
-	c.sq = &seq{ctx: r.Context(), id: c.id, prompt: c.prompt, promptTokens: c.promptTokens, maxTokens: c.maxTokens, stopAt: c.stopAt, gen: s.generator(c.prompt, c.adapter)}
+	c.sq = &seq{ctx: r.Context(), id: c.id, prompt: c.prompt, adapter: c.adapter, promptTokens: c.promptTokens, maxTokens: c.maxTokens, stopAt: c.stopAt, gen: s.generator(c.prompt, c.adapter)}
 	s.eng.submit(c.sq)
 	c.name = s.args.ServedName()
 	if !req.Stream {
@@ -495,7 +496,10 @@ func (s *server) handleRPC(w http.ResponseWriter, r *http.Request) {
 func (s *server) used() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := s.phys.ResidualBytes() + uint64(float64(s.sleeps)*s.faults.LeakPerCycleMiB*(1<<20))
+	u := s.phys.ContextBytes() + uint64(float64(s.sleeps)*s.faults.LeakPerCycleMiB*(1<<20))
+	if s.commMapped {
+		u += s.phys.ExtraResidualBytes
+	}
 	if !s.weightsAsleep || (s.level != 0 && s.faults.NoRelease) {
 		u += s.phys.WeightBytes()
 	}
@@ -536,6 +540,8 @@ func (s *server) close() {
 }
 
 func (s *server) publish() {
+	s.dev.mu.Lock() // used() and the publish as one: a later state is never overwritten by an earlier
+	defer s.dev.mu.Unlock()
 	if err := s.dev.publish(s.used()); err != nil {
 		s.log.Printf("ERROR publishing simulated GPU memory: %v", err)
 	}
@@ -545,9 +551,14 @@ func (s *server) publish() {
 type device struct {
 	ranks []*rank
 	info  simgpu.Device // rank 0's GPU (the product every rank runs on)
+
+	// mu orders publishes (server.publish holds it over reading the state
+	// and publishing it): every rank shows the same, latest state.
+	mu sync.Mutex
 }
 
-// publish records used bytes on every rank's GPU (each rank holds the same).
+// publish records used bytes on every rank's GPU (each rank holds the
+// same). Caller holds d.mu.
 func (d *device) publish(used uint64) error {
 	var errs []error
 	for _, r := range d.ranks {
@@ -570,14 +581,16 @@ func (d *device) free() (uint64, error) {
 	return least, nil
 }
 
-// freeEach is each rank's GPU memory not held by anyone (0 where it
-// cannot be read).
-func (d *device) freeEach() []uint64 {
+// freeEach is each rank's GPU memory not held by anyone.
+func (d *device) freeEach() ([]uint64, error) {
 	out := make([]uint64, len(d.ranks))
 	for i, r := range d.ranks {
-		out[i], _ = r.free()
+		var err error
+		if out[i], err = r.free(); err != nil {
+			return nil, err
+		}
 	}
-	return out
+	return out, nil
 }
 
 // prefix is what vLLM's multiprocess executor puts before a worker's log
@@ -617,6 +630,12 @@ func (s *server) startup(ctx context.Context, warm bool) error {
 		return fmt.Errorf("%w: ValueError: Free memory on device (%.2f/%.2f GiB) on startup is less than desired GPU memory utilization (%.2f, %.2f GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes",
 			errStartup, float64(free)/GiB, float64(s.dev.info.TotalBytes)/GiB, util, want/GiB)
 	}
+	// NCCL's buffers (and fault tp-residual's) come after the check, with
+	// the workers' distributed set-up.
+	s.mu.Lock()
+	s.commMapped = true
+	s.mu.Unlock()
+	s.publish()
 	load := s.phys.LoadWeights()
 	if !s.slowOp(ctx, "start") || !s.clock.sleep(ctx, 0.3*s.phys.StartCost(warm)) || !s.clock.sleep(ctx, load) {
 		return ctx.Err()

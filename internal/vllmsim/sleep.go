@@ -465,14 +465,19 @@ func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode s
 		return oe, true
 	}
 	if s.faults.RPCFail[opSleep] {
-		// A failed sleep RPC leaves both resources unknown (test_failed_rpc_is_unknown).
+		// A failed sleep RPC leaves both resources unknown
+		// (test_failed_rpc_is_unknown, proposed); a released executor
+		// raises before it records the sleep: nothing changes.
 		s.mu.Lock()
-		s.weightsUnknown, s.kvUnknown = true, true
+		s.weightsUnknown, s.kvUnknown = s.era == eraProposed, s.era == eraProposed
 		s.mu.Unlock()
 		s.log.Printf("ERROR injected fault rpc-fail=sleep: collective_rpc 'sleep' failed")
 		return internalError("injected fault rpc-fail=sleep: collective_rpc 'sleep' failed: CUDA error: an illegal memory access was encountered"), true
 	}
-	freeBefore := s.dev.freeEach()
+	freeBefore, err := s.dev.freeEach()
+	if err != nil {
+		return internalError("%v", err), true
+	}
 	usedBefore := s.used()
 	cost := s.phys.Sleep(level)
 	s.mu.Lock()
@@ -529,7 +534,11 @@ func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode s
 	if !kvWasAsleep { // after a KV-only release only the weights are left
 		total += float64(s.phys.KVBytes)
 	}
-	freeAfter := s.dev.freeEach()
+	freeAfter, err := s.dev.freeEach()
+	if err != nil {
+		s.log.Printf("ERROR %v", err)
+		freeAfter = freeBefore // the freed lines then say 0: the device could not be read
+	}
 	usedNow := s.used()
 	for i := range freeAfter {
 		pre := s.dev.prefix(i)
@@ -693,7 +702,7 @@ func (s *server) wakeMemory(ctx context.Context, tags []string) (noop bool, oe *
 			// The failed RPC leaves what it touched unknown (wake(weights)
 			// after level 1: weights unknown, kv_cache still released).
 			s.mu.Lock()
-			*unknown = true
+			*unknown = s.era == eraProposed // released: the tag stays asleep
 			s.mu.Unlock()
 			s.log.Printf("ERROR injected fault rpc-fail=wake_up: collective_rpc 'wake_up' failed for tag %s", tag)
 			return false, internalError("injected fault rpc-fail=wake_up: collective_rpc 'wake_up' failed for tag %s", tag), true
@@ -733,7 +742,9 @@ func (s *server) wakeMemory(ctx context.Context, tags []string) (noop bool, oe *
 		s.mu.Lock()
 		s.pinned = false
 		s.mu.Unlock()
-		s.log.Printf("Released %.2f GiB of pinned host memory after wake-up.", float64(s.phys.WeightBytes())/GiB)
+		for i := range s.dev.ranks { // each rank's worker frees its shard's and logs it
+			s.log.Printf("%sReleased %.2f GiB of pinned host memory after wake-up.", s.dev.prefix(i), float64(s.phys.WeightBytes())/GiB)
+		}
 	}
 	return false, nil, true
 }
@@ -810,7 +821,7 @@ func (s *server) handleReleaseKV(w http.ResponseWriter, r *http.Request) {
 		oe = internalError("release_kv_cache_memory() requires all executor memory to be resident")
 	case s.faults.RPCFail[opReleaseKV]:
 		// A failed discard leaves the KV cache unknown (vllm-api.md §7.1).
-		s.kvUnknown = true
+		s.kvUnknown = s.era == eraProposed // released: the KV cache stays resident
 		s.log.Printf("ERROR injected fault rpc-fail=release_kv_cache_memory: collective_rpc 'discard' failed")
 		oe = internalError("injected fault rpc-fail=release_kv_cache_memory: collective_rpc 'discard' failed: CUDA error: an illegal memory access was encountered")
 	}

@@ -340,6 +340,20 @@ func TestRPCFailFault(t *testing.T) {
 				assert.Equal(t, 0.0, m["vllm:engine_fully_awake"])
 				assert.Equal(t, 0.0, m[`vllm:engine_sleep_state{sleep_state="awake"}`])
 			}
+			if !proposed {
+				// Released: the executor raised before it recorded the
+				// sleep; the wake finds nothing asleep and resumes, and the
+				// next sleep's RPC fails again.
+				code, _ := send(t, s, "POST /wake_up")
+				assert.Equal(t, 200, code)
+				asleep, err := s.c.IsSleeping(t.Context())
+				require.NoError(t, err)
+				assert.False(t, asleep)
+				code, body := send(t, s, "POST /sleep?level=1")
+				assert.Equal(t, 500, code)
+				assert.Contains(t, errMessage(t, body), "rpc-fail=sleep")
+				return
+			}
 			for _, req := range []string{"POST /wake_up", "POST /sleep?level=2", "POST /wake_up?tags=kv_cache", "POST /release_kv_cache_memory"} {
 				code, body := send(t, s, req)
 				assert.Equal(t, 500, code, req)
@@ -362,24 +376,31 @@ func TestRPCFailFault(t *testing.T) {
 			}
 			code, body := send(t, s, "POST /wake_up")
 			assert.Equal(t, 500, code)
+			if !proposed { // released: still asleep, and the RPC fails again
+				assert.Contains(t, errMessage(t, body), "rpc-fail=wake_up")
+				return
+			}
 			assert.Regexp(t, "unknown.*rebuild", errMessage(t, body))
 		})
 	}
 }
 
-// TestSleepModeBackend: cumem is logged once at the first memory call; an
-// unknown name fails there with vLLM's factory message (a level-0 pause
-// makes no memory call); before era C vLLM's parser does not have the flag:
-// argparse's "unrecognized arguments", exit 2.
+// TestSleepModeBackend: in era proposed, cumem is logged once at the first
+// memory call and an unknown name fails there with vLLM's factory message
+// (a level-0 pause makes no memory call); no release's parser has the
+// flag (PR #44074 merged the config field; main at 63344913 registers no
+// option): argparse's "unrecognized arguments", exit 2. A release logs
+// the default backend it creates.
 func TestSleepModeBackend(t *testing.T) {
+	proposed := map[string]string{EnvEra: string(eraProposed)}
 	logs := &SyncLog{}
-	s := startSimLog(t, "tiny-a", nil, logs, "--sleep-mode-backend", "cumem")
+	s := startSimLog(t, "tiny-a", proposed, logs, "--sleep-mode-backend", "cumem")
 	s.ready(t)
 	send(t, s, "POST /sleep?level=1")
 	send(t, s, "POST /wake_up")
 	assert.Equal(t, 1, strings.Count(logs.String(), "Using sleep-mode backend: cumem"))
 
-	s = startSim(t, "tiny-a", nil, "--sleep-mode-backend", "nvshmem")
+	s = startSim(t, "tiny-a", proposed, "--sleep-mode-backend", "nvshmem")
 	s.ready(t)
 	code, _ := send(t, s, "POST /sleep?level=0")
 	assert.Equal(t, 200, code, "level 0 creates no backend")
@@ -387,7 +408,12 @@ func TestSleepModeBackend(t *testing.T) {
 	require.Equal(t, 500, code)
 	assert.Contains(t, errMessage(t, body), "Unsupported sleep-mode backend 'nvshmem'. Registered backends: cumem.")
 
-	for _, e := range []era{eraA, eraB} {
+	released := &SyncLog{}
+	s = startSimLog(t, "tiny-a", nil, released)
+	s.ready(t)
+	send(t, s, "POST /sleep?level=1")
+	assert.Equal(t, 1, strings.Count(released.String(), "Using sleep-mode backend: cumem"), "the merged factory's default")
+	for _, e := range []era{eraA, eraB, eraC} {
 		old := startSim(t, "tiny-a", map[string]string{EnvEra: string(e)}, "--sleep-mode-backend", "cumem")
 		select {
 		case code := <-old.done:
@@ -531,9 +557,9 @@ func TestRLMetricsVariant(t *testing.T) {
 	logs.Has(t, "WARNING vllmsim: "+EnvRLMetrics+" is proposed")
 }
 
-// TestRPCFailOnRelease: a failed discard leaves the KV cache unknown
-// (vllm-api.md §7.1): the release is a 500, every later wake is refused
-// until a restart, and era proposed's resource state says unknown.
+// TestRPCFailOnRelease: a failed discard is a 500. In era proposed it
+// leaves the KV cache unknown (vllm-api.md §7.1): every later wake is
+// refused until a restart; a release changes nothing and wakes again.
 func TestRPCFailOnRelease(t *testing.T) {
 	for _, e := range []era{eraC, eraProposed} {
 		t.Run(string(e), func(t *testing.T) {
@@ -549,8 +575,17 @@ func TestRPCFailOnRelease(t *testing.T) {
 				assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="kv_cache",state="unknown"}`])
 			}
 			code, body = send(t, s, "POST /wake_up")
-			require.Equal(t, 500, code)
-			assert.Contains(t, errMessage(t, body), "unknown")
+			if e == eraProposed { // refused until a restart
+				require.Equal(t, 500, code)
+				assert.Contains(t, errMessage(t, body), "unknown")
+				return
+			}
+			// Released: the executor raised before it recorded a discard;
+			// the KV cache is as it was and the wake resumes the scheduler.
+			require.Equal(t, 200, code)
+			asleep, err := s.c.IsSleeping(t.Context())
+			require.NoError(t, err)
+			assert.False(t, asleep)
 		})
 	}
 }

@@ -242,7 +242,7 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	if args.MaxModelLen == 0 {
 		args.MaxModelLen = 32768
 	}
-	if args.SleepModeBackend != "" && !st.Era.since(eraC) {
+	if args.SleepModeBackend != "" && st.Era != eraProposed {
 		// The flag came with the sleep-mode backend factory (RFC #34303);
 		// older vLLM's argparse refuses it.
 		return fmt.Errorf("vllm serve: error: unrecognized arguments: --sleep-mode-backend %s (%s=%s: vLLM before the sleep-mode backends)", args.SleepModeBackend, EnvEra, st.Era)
@@ -267,7 +267,7 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	}
 
 	pid := os.Getpid()
-	ranks, err := startRanks(ctx, dirs, args.TensorParallelSize, args.ServedName())
+	ranks, err := startRanks(dirs, args.TensorParallelSize, args.ServedName())
 	if err != nil {
 		return err
 	}
@@ -285,12 +285,20 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	// Host figures measured on a sim are its bytes × this scale: the
 	// harness reads it from here to label them simulated/scaled.
 	lg.Printf("vllmsim host memory scale %g: a level-1 sleep really allocates %.3f GiB pinned (+ %.3f GiB transient) for %.2f GiB of weights",
-		st.HostScale, float64(phys.WeightBytes())*st.HostScale/GiB, float64(phys.WeightBytes())*st.HostScale*stagingFraction/GiB, float64(phys.WeightBytes())/GiB)
+		st.HostScale, float64(phys.TotalWeightBytes())*st.HostScale/GiB, float64(phys.TotalWeightBytes())*st.HostScale*stagingFraction/GiB, float64(phys.TotalWeightBytes())/GiB)
 	pw, err := newPower(gpuDir, pid, args.ServedName(), info)
 	if err != nil {
 		lg.Printf("ERROR simulated GPU power: %v", err)
 	}
+	for _, r := range ranks[1:] { // the other ranks draw on their GPUs' counters
+		if err := pw.addRank(r.dir, r.pid, args.ServedName()); err != nil {
+			lg.Printf("ERROR simulated GPU power of rank %d: %v", r.index, err)
+		}
+	}
 	host := &hostMemory{scale: st.HostScale}
+	if len(ranks) > 1 {
+		host.ranks = ranks // each rank's worker pins its shard's backup
+	}
 	defer func() {
 		if err := pw.stop(); err != nil {
 			lg.Printf("ERROR simulated GPU power: %v", err)
