@@ -20,7 +20,7 @@ func (f *Pool) Sleep(ctx context.Context, label string, level int) (time.Duratio
 
 // SleepMode puts label to sleep at level in a pause mode (vllm.SleepAbort,
 // SleepWait, SleepKeep; "": the server's default) while requests may be in
-// flight, and confirms it: the answer (era C: {"status":"sleeping",
+// flight, and confirms it: the answer (the proposed API: {"status":"sleeping",
 // "level":N}), /is_sleeping, and, after the interval, the sleep metrics
 // where exported (checkEngine: an unknown resource or a hung operation
 // fails it). It returns when /sleep was sent and its duration. Level 0

@@ -16,7 +16,7 @@ import (
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
-// metricsServer serves era-C /metrics (docs/vllm-api.md §7): the resource
+// metricsServer serves the proposed API's /metrics (docs/vllm-api.md §7): the resource
 // states given, and the in-flight gauge of op at inFlight(n) on the n-th
 // scrape (rl_ name set when rl).
 func metricsServer(t *testing.T, states map[string]string, op string, inFlight func(n int64) int, rl bool) metricsRead {
@@ -138,7 +138,7 @@ func TestWakeVerdict(t *testing.T) {
 
 // TestNotFullyAwakeFailsAWakeThatSaysSo: a wake answered and /is_sleeping
 // false, but the server's own state says it is not fully awake (a KV
-// cache still released; era C's engine_fully_awake 0, or the legacy gauge
+// cache still released; the proposed engine_fully_awake 0, or the legacy gauge
 // with all three labels 0): a failed wake naming what is not resident. A
 // fully awake server and one that exports nothing pass.
 func TestNotFullyAwakeFailsAWakeThatSaysSo(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// eraCMetrics is an era-C scrape (docs/vllm-api.md §7) with the given
+// eraCMetrics is a scrape of the proposed API (docs/vllm-api.md §7) with the given
 // resource states (resource → state), fully-awake value, legacy labels
 // (nil: not exported, as the Rust frontend) and in-flight operations, in
 // the plain or the rl_ name set.

@@ -24,7 +24,7 @@ type metrics struct {
 	sleepOps   *prometheus.HistogramVec
 	kvUsageOf  func(running int) float64
 
-	// Era C only (nil before): vLLM's resource-state telemetry
+	// Era proposed only (nil in releases): vLLM's proposed resource-state telemetry
 	// (docs/design/engine_sleep_state.md, vllm-api.md §7.1) and the
 	// operation gauge (serve/dev/sleep/metrics.py, §7.3).
 	fullyAwake *prometheus.GaugeVec

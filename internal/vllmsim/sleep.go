@@ -1,10 +1,10 @@
 package vllmsim
 
-// The sleep-mode API in three eras of vLLM (docs/vllm-api.md): /sleep,
-// /wake_up, /is_sleeping, and in era C /pause, /resume, /is_paused,
+// The sleep-mode API in the eras of vLLM (docs/vllm-api.md §1): /sleep,
+// /wake_up, /is_sleeping, from era b /pause, /resume, /is_paused, from era c
 // /release_kv_cache_memory. Sources, as that file cites them: the sleep
-// router vllm/frontend/entrypoints/serve/dev/sleep/api_router.py (era C:
-// index 68943427322; era B: vllm@e7a47b82 and vllm@055e47c2), the RLHF
+// router vllm/frontend/entrypoints/serve/dev/sleep/api_router.py (proposed:
+// index 68943427322; released: vllm@e7a47b82 and vllm@055e47c2), the RLHF
 // router vllm@6fbea117 vllm/entrypoints/serve/dev/rlhf/api_router.py,
 // EngineCore.sleep / wake_up / pause_scheduler / release_kv_cache_memory
 // (vllm/v1/engine/core.py, index 70928243513), the executor's sleep and
@@ -129,7 +129,7 @@ func (s *server) sleepingTags() []string {
 }
 
 // opError is an exception of the engine that the router turns into an
-// HTTP error: vLLM's nested error body (era C and B handlers,
+// HTTP error: vLLM's nested error body (the released and proposed handlers,
 // vllm@ba638200 .../exception_handling/error_response.py: RuntimeError →
 // 500 InternalServerError, ValueError → 400 BadRequestError).
 type opError struct {
@@ -186,7 +186,8 @@ func validationError(w http.ResponseWriter, param, errType, msg, input string) {
 	writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": m, "type": "Bad Request", "param": "query." + param, "code": http.StatusBadRequest}})
 }
 
-// modeParam is the query parameter mode in era C: abort (default), wait or
+// modeParam is the query parameter mode as FastAPI validates it (the RLHF
+// router's /pause, and /sleep in era proposed): abort (default), wait or
 // keep, else a 400 naming query.mode (false: answered).
 func modeParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if !r.URL.Query().Has("mode") {
@@ -284,7 +285,7 @@ func (s *server) memoryLevel(level int) int {
 	return 2
 }
 
-// operation is one sleep-mode call on the operation metrics (era C): in
+// operation is one sleep-mode call on the operation metrics (era proposed): in
 // flight from begin to end, then observed, on success and on error.
 type operation struct {
 	s     *server
@@ -749,7 +750,7 @@ func (s *server) wakeMemory(ctx context.Context, tags []string) (noop bool, oe *
 	return false, nil, true
 }
 
-// handlePause is the RLHF router's POST /pause?mode=&clear_cache= (era C):
+// handlePause is the RLHF router's POST /pause?mode=&clear_cache= (era b on):
 // 200 {"status":"paused"} once the pause completed.
 func (s *server) handlePause(w http.ResponseWriter, r *http.Request) {
 	mode, ok := modeParam(w, r)
@@ -775,7 +776,7 @@ func (s *server) handlePause(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "paused"})
 }
 
-// handleResume is POST /resume (era C). Whether vLLM resumes a scheduler
+// handleResume is POST /resume (era b on). Whether vLLM resumes a scheduler
 // whose memory sleeps was not read (vllm-api.md §5): vllmsim refuses, as a
 // flat 500 of the RLHF router, rather than schedule without memory.
 func (s *server) handleResume(w http.ResponseWriter, r *http.Request) {
@@ -794,7 +795,7 @@ func (s *server) handleResume(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "resumed"})
 }
 
-// handleIsPaused is GET /is_paused (era C).
+// handleIsPaused is GET /is_paused (era b on).
 func (s *server) handleIsPaused(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	p := s.paused
@@ -802,7 +803,7 @@ func (s *server) handleIsPaused(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]bool{"is_paused": p})
 }
 
-// handleReleaseKV is POST /release_kv_cache_memory (PR #44890, era C):
+// handleReleaseKV is POST /release_kv_cache_memory (PR #44890, era c on):
 // after a completed pause with all memory resident, the KV cache is
 // discarded (the weights stay) until /wake_up?tags=kv_cache restores it.
 func (s *server) handleReleaseKV(w http.ResponseWriter, r *http.Request) {

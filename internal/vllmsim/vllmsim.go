@@ -81,9 +81,9 @@ type Settings struct {
 	Faults    *Faults
 	APIKey    string // VLLM_API_KEY, used when --api-key is not given (as vLLM does)
 	Era       era    // VLLMSIM_ERA
-	// RustFrontend (VLLM_USE_RUST_FRONTEND=1, era C): no vllm:engine_sleep_state.
+	// RustFrontend (VLLM_USE_RUST_FRONTEND=1, era proposed): no vllm:engine_sleep_state.
 	RustFrontend bool
-	// RLMetrics (VLLMSIM_RL_METRICS=1, era C): the rl_ operation metrics.
+	// RLMetrics (VLLMSIM_RL_METRICS=1, era proposed): the rl_ operation metrics.
 	RLMetrics bool
 	// ReleaseHostMemory (VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY=1): a weights
 	// wake after level 1 frees the pinned host backup and logs it.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,13 +172,39 @@ func startSim(t *testing.T, model string, env map[string]string, extra ...string
 	return startSimLog(t, model, env, io.Discard, extra...)
 }
 
+// portSet hands out free loopback ports, never the same twice in this
+// test process: a port the kernel gave, closed and gave again before the
+// first server bound it put two parallel tests' servers on one port, and
+// one test's client on the other's server (TestSlowWake's wake found
+// nothing asleep in make test).
+type portSet struct {
+	mu   sync.Mutex // guards used
+	used map[int]bool
+}
+
+// testPorts is the test process's port set (the package's tests only).
+var testPorts = &portSet{used: map[int]bool{}}
+
+func (p *portSet) free(t *testing.T) int {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if !p.used[port] {
+			p.used[port] = true
+			return port
+		}
+	}
+}
+
 // startSimLog is startSim with the server's log written to stdout.
 func startSimLog(t *testing.T, model string, env map[string]string, stdout io.Writer, extra ...string) *sim {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := testPorts.free(t)
 	s := &sim{dir: t.TempDir(), stderr: &bytes.Buffer{}, done: make(chan int, 1)}
 	// In-process servers share the test process's RSS, where their host
 	// memory measures nothing: a hundredth of it keeps parallel tests'
