@@ -1,9 +1,11 @@
 // Package vllmsim is a simulated vLLM server: the `vllm serve` command line,
 // vLLM's OpenAI-compatible and sleep-mode HTTP API with its status codes and
 // bodies, and a time and memory model derived from a GPU and model profile
-// (bandwidths, weight bytes, start-up costs). It publishes the device memory
-// it holds to a simulated GPU (package simgpu) that wakebench samples like
-// NVML. It imports nothing of the harness: it is the other side of the wire.
+// (bandwidths, weight bytes, start-up costs), as a release of vLLM has them
+// (or as open PRs propose them: VLLMSIM_ERA). It publishes the device
+// memory it holds to a simulated GPU (package simgpu) that wakebench samples
+// like NVML, a rank process on each GPU for a model across several. It
+// imports nothing of the harness: it is the other side of the wire.
 //
 // Settings that real vLLM does not have come from the environment, so the
 // command line stays exactly vLLM's:
@@ -14,7 +16,10 @@
 //	VLLMSIM_STAMP       1 adds "vllmsim_sent_ns" (Unix ns, taken just before
 //	                    the write) to every streamed chunk, so a client can
 //	                    measure its own receive delay
-//	VLLMSIM_GPU_DIR     simulated GPU directory; default a private one
+//	VLLMSIM_GPU_DIR     simulated GPU directories, ':'-separated, one per GPU
+//	                    (--tensor-parallel-size uses the first N); default
+//	                    private ones
+//	VLLMSIM_WORKER_RANK set by the server on its rank processes (rank.go)
 //	VLLMSIM_CACHE_DIR   compile-cache markers (initial vs warm start)
 //	VLLMSIM_FAULTS      failures to inject (see Faults)
 //	VLLMSIM_DEVICE_IDS  how CUDA_VISIBLE_DEVICES is read: "any" (default,
