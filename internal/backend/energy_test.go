@@ -2,6 +2,8 @@ package backend
 
 import (
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/simgpu"
 )
@@ -132,6 +135,35 @@ func TestSimMultiSource(t *testing.T) {
 	j, err := m.Energy(t.Context())
 	require.NoError(t, err)
 	assert.Len(t, j, 2, "a counter per GPU")
-	_, ok := any(m).(gpu.PowerSource)
-	assert.False(t, ok, "no average power from simulated GPUs")
+}
+
+// TestSimBackendOfTwoGPUs: a vllmsim run with gpus 2 gets a simulated GPU
+// per GPU, both named to the servers in VLLMSIM_GPU_DIR, read together; it
+// claims no NVML one-second average power.
+func TestSimBackendOfTwoGPUs(t *testing.T) {
+	cfg := config.SimDefault()
+	cfg.GPUs = 2
+	dir := t.TempDir()
+	b, err := open(t.Context(), cfg, dir, func(string) string { return "" }, nil)
+	require.NoError(t, err)
+	defer b.Close()
+	var gpuDir string
+	for _, e := range b.NodeEnv() {
+		if v, ok := strings.CutPrefix(e, simgpu.EnvDir+"="); ok {
+			gpuDir = v
+		}
+	}
+	dirs := filepath.SplitList(gpuDir)
+	require.Len(t, dirs, 2, "a simulated GPU per GPU of the run: %q", gpuDir)
+	for _, d := range dirs {
+		_, err := simgpu.ReadDevice(d)
+		assert.NoError(t, err, d)
+	}
+	r, err := b.Source.Read(t.Context())
+	require.NoError(t, err)
+	assert.Len(t, r.Devices, 2, "both read")
+	_, power := b.Source.(gpu.PowerSource)
+	assert.False(t, power, "no average power from simulated GPUs")
+	_, energy := b.Source.(gpu.EnergySource)
+	assert.True(t, energy, "each simulated GPU's energy counter")
 }

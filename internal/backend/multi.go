@@ -81,6 +81,14 @@ func (m multiSource) Energy(ctx context.Context) ([]float64, error) {
 	})
 }
 
+// describe names d for an error.
+func describe(d devSource) string {
+	if n, err := d.Describe(); err == nil {
+		return n
+	}
+	return "a GPU"
+}
+
 // nvmlMulti is a multiSource over NVML devices, which also average their
 // power (simulated GPUs do not).
 type nvmlMulti struct{ multiSource }
@@ -88,7 +96,11 @@ type nvmlMulti struct{ multiSource }
 // AveragePower is every GPU's one-second average power, in the run's order.
 func (m nvmlMulti) AveragePower(ctx context.Context) ([]float64, error) {
 	return m.each(ctx, func(d devSource, ctx context.Context) ([]float64, error) {
-		return d.(gpu.PowerSource).AveragePower(ctx)
+		p, ok := d.(gpu.PowerSource)
+		if !ok {
+			return nil, fmt.Errorf("%s: no average power reading: %w", describe(d), gpu.ErrNoEnergy)
+		}
+		return p.AveragePower(ctx)
 	})
 }
 

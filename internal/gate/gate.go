@@ -128,12 +128,16 @@ func Sleep(cfg config.Config, label string, level int, cycles []record.Cycle, re
 			out = append(out, notEvaluated(cfg, name, label, op, limit, key))
 		}
 	}
-	// A model across n GPUs keeps a CUDA context (and NCCL's buffers) on
-	// each: max_residual_gib is per GPU it spans (a healthy TP 4 run of
-	// vLLM 0.13 kept 1.14 GB on each, vllm#32714).
+	// A model across n GPUs (--tensor-parallel-size n) keeps a CUDA
+	// context (and NCCL's buffers) on each: max_residual_gib is per GPU it
+	// spans (a healthy TP 4 run of vLLM 0.13 kept 1.14 GB on each,
+	// vllm#32714). Not per GPU of the run: a model on one of two GPUs is
+	// held to the limit as it is.
 	gpus := 1
-	for _, c := range cycles {
-		gpus = max(gpus, len(c.ResidualPerGPU))
+	if m, ok := cfg.Model(label); ok {
+		if tp, ok := config.TensorParallel(m.ExtraArgs); ok && tp > 1 {
+			gpus = tp
+		}
 	}
 	median(prefix+".residual_gib.median", resid, "<=", t.MaxResidualGiB*float64(gpus), "max_residual_gib")
 	if len(worstGPU) > 0 { // a model across GPUs (one GPU has no per-GPU figure)

@@ -50,9 +50,12 @@ func TestSleepChecks(t *testing.T) {
 // on each GPU it spans (2 × 1 GiB here) and to max_residual_gib_per_gpu on
 // its worst GPU. By hand: cycles keeping 0.6 + 0.6 GiB total 1.2 ≤ 2 and
 // worst 0.6 ≤ 0.8 pass; 0.3 + 1.5 = 1.8 ≤ 2 passes the total but its worst
-// GPU's 1.5 > 0.8 fails; one GPU gives no per-GPU check at all.
+// GPU's 1.5 > 0.8 fails; one GPU's figures give no per-GPU check; a model
+// on one of the two GPUs keeps its limit of 1.
 func TestResidualPerGPU(t *testing.T) {
 	cfg := config.SimDefault()
+	cfg.GPUs = 2
+	cfg.Models[0].ExtraArgs = []string{"--tensor-parallel-size", "2"} // A spans both GPUs; B is on one
 	cfg.Protocol.SleepL1Cycles = 2
 	cfg.Thresholds.MaxResidualGiB, cfg.Thresholds.MaxResidualGiBPerGPU = 1, 0.8
 	cycle := func(per ...float64) record.Cycle {
@@ -70,8 +73,12 @@ func TestResidualPerGPU(t *testing.T) {
 	assert.Equal(t, "PASS", got["sleep.level1.residual_gib.median/A"], "1.8 ≤ 2")
 	assert.Equal(t, "FAIL", got["sleep.level1.residual_gib_per_gpu.max.median/A"], "its worst GPU keeps 1.5 > 0.8")
 	got = judge(record.Cycle{Level: 1, OK: true, ToFirstTokenS: 0.1, ResidualGiB: 1.2}, record.Cycle{Level: 1, OK: true, ToFirstTokenS: 0.1, ResidualGiB: 1.2})
-	assert.Equal(t, "FAIL", got["sleep.level1.residual_gib.median/A"], "one GPU: 1.2 > 1")
-	assert.NotContains(t, got, "sleep.level1.residual_gib_per_gpu.max.median/A")
+	assert.NotContains(t, got, "sleep.level1.residual_gib_per_gpu.max.median/A", "one GPU's figures: no per-GPU check")
+	// B on one of the run's two GPUs: its per-GPU figures are 1.2 and 0,
+	// and its limit is 1, not 2: 1.2 fails.
+	b := verdicts(Sleep(cfg, "B", 1, []record.Cycle{cycle(1.2, 0), cycle(1.2, 0)}, nil))
+	assert.Equal(t, "FAIL", b["sleep.level1.residual_gib.median/B"], "a model on one GPU: 1.2 > 1")
+	assert.Equal(t, "FAIL", b["sleep.level1.residual_gib_per_gpu.max.median/B"], "its GPU keeps 1.2 > 0.8")
 }
 
 // TestAfterWakeAgainstBaseline: the ratio is after-wake median tok/s over

@@ -57,6 +57,9 @@ type Options struct {
 	// figure counts these reads unless its row in docs/metrics.md says so.
 	// The memory source is slowed where it is made (gpu.Late).
 	ReadDelay time.Duration
+	// FreePort picks a free port for a model whose config names none (nil:
+	// server.FreePort); tests give one taken to see a start try again.
+	FreePort func(host string) (int, error)
 }
 
 // Observer is what the pool tells the run as it goes, beside what its calls
@@ -312,23 +315,44 @@ func (s *servers) explain(m *model, err error) error {
 // that fails is stopped: nothing of it runs on beside the next model.
 // Started does the rest of a start's bookkeeping, after its first token.
 func (f *Pool) Start(ctx context.Context, label string) (ready time.Duration, err error) {
+	for try := 1; ; try++ {
+		var picked bool
+		ready, picked, err = f.startOnce(ctx, label)
+		// A port picked free here and taken by another process before the
+		// server bound it (a test package running beside this one): the
+		// server failed at once, as vLLM does, naming the address; another
+		// port, at most three tries.
+		if err == nil || !picked || try == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return ready, err
+		}
+	}
+}
+
+// startOnce is one try of Start; picked reports that the port was picked
+// free for it (the model's config names none).
+func (f *Pool) startOnce(ctx context.Context, label string) (ready time.Duration, picked bool, err error) {
 	m, err := f.s.model(label)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	f.s.mu.Lock()
 	running, port := m.srv != nil, m.cfg.Port
 	f.s.mu.Unlock()
+	picked = port == 0
 	if running {
-		return 0, fmt.Errorf("server %s already running", label)
+		return 0, picked, fmt.Errorf("server %s already running", label)
 	}
 	if port == 0 {
 		// A fresh free port at every start: the one this model's last
 		// server freed when it stopped (a restart, the state-cost phase's
 		// stopped state) may meanwhile be another process's, as a test
 		// package running beside this one once made it.
-		if port, err = server.FreePort(f.s.cfg.Host); err != nil {
-			return 0, err
+		free := f.s.opt.FreePort
+		if free == nil {
+			free = server.FreePort
+		}
+		if port, err = free(f.s.cfg.Host); err != nil {
+			return 0, picked, err
 		}
 	}
 	cfg, p := f.s.cfg, f.s.cfg.Protocol
@@ -349,7 +373,7 @@ func (f *Pool) Start(ctx context.Context, label string) (ready time.Duration, er
 	f.Memory().beforeSpawn(ctx, label)
 	srv, err := server.Start(spec)
 	if err != nil {
-		return 0, err
+		return 0, picked, err
 	}
 	client := vllm.New("http://"+net.JoinHostPort(cfg.Host, strconv.Itoa(port)), vllm.WithAPIKey(cfg.APIKey))
 	f.s.mu.Lock()
@@ -373,18 +397,18 @@ func (f *Pool) Start(ctx context.Context, label string) (ready time.Duration, er
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("start %s (%s): %w; server log: %s", label, m.cfg.Name, err, spec.LogPath)
+		return 0, picked, fmt.Errorf("start %s (%s): %w; server log: %s", label, m.cfg.Name, err, spec.LogPath)
 	}
 	ready = readyAt.Sub(srv.Spawned)
 	if err = f.s.timeout(ctx, m, seconds(cfg.Timeouts.RequestS), func(ctx context.Context, c *vllm.Client) error {
 		return checkModels(ctx, c, m.cfg)
 	}); err != nil {
-		return ready, fmt.Errorf("start %s: %w", label, err)
+		return ready, picked, fmt.Errorf("start %s: %w", label, err)
 	}
 	f.s.mu.Lock()
 	m.logFrom = logFrom
 	f.s.mu.Unlock()
-	return ready, nil
+	return ready, picked, nil
 }
 
 // checkModels checks that /v1/models lists the model and its adapters.

@@ -3,6 +3,7 @@ package pool_test
 import (
 	"context"
 	"math"
+	"net"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/server"
 	"github.com/wakebench/wakebench/internal/simtest"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
@@ -347,4 +349,30 @@ func TestProbeThatCannotFitNamesTheContext(t *testing.T) {
 	assert.ErrorContains(t, err, "correctness_max_tokens to 0")
 	assert.ErrorContains(t, err, "maximum context length", "the server's own words follow")
 	assert.False(t, f.Asleep("A"), "nothing was sent: the reference comes first")
+}
+
+// TestStartTriesAnotherPortWhenItsIsTaken: a port picked free and taken by
+// another process before the server bound it (a test package beside this
+// one once made it: the probe then reached the other package's server)
+// fails the server at once, as vLLM does ("address already in use"); the
+// start picks another port and the model serves.
+func TestStartTriesAnotherPortWhenItsIsTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	picks := 0
+	f, _, _ := simtest.PoolWith(t, nil, nil, func(o *pool.Options) {
+		o.FreePort = func(host string) (int, error) {
+			picks++
+			if picks == 1 {
+				return taken.Addr().(*net.TCPAddr).Port, nil
+			}
+			return server.FreePort(host)
+		}
+	})
+	_, err = f.Start(t.Context(), "A")
+	require.NoError(t, err, "the second port serves")
+	assert.Equal(t, 2, picks, "one more pick after the taken port")
+	_, err = f.Probe(t.Context(), "A")
+	assert.NoError(t, err, "it answers on its own port")
 }

@@ -120,7 +120,7 @@ func (e *engine) pause(ctx context.Context, mode string) bool {
 		e.paused = true
 	case modeWait:
 		e.drain = true
-		if len(e.running) > 0 {
+		if e.computing() {
 			e.idle = make(chan struct{})
 			idle := e.idle
 			e.mu.Unlock()
@@ -146,6 +146,7 @@ func (e *engine) pause(ctx context.Context, mode string) bool {
 			e.m.finished("abort")
 		}
 		e.running, e.waiting = nil, nil
+		e.abortAdmitting(nil, now) // in their prefill: left out when it ends
 		e.m.setQueue(0, 0)
 	}
 	e.mu.Unlock()
@@ -176,7 +177,17 @@ func (e *engine) abort(ids []string) int {
 		return out
 	}
 	e.running, e.waiting = drop(e.running), drop(e.waiting)
-	for _, s := range e.admitting { // in its prefill: ended now, left out when the prefill ends
+	n += e.abortAdmitting(ids, now)
+	e.m.setQueue(len(e.running), len(e.waiting))
+	return n
+}
+
+// abortAdmitting ends the requests in their prefill step whose id is in
+// ids (every one for none): the abort token now, left out of the running
+// when the step ends. It returns how many it ended. Caller holds e.mu.
+func (e *engine) abortAdmitting(ids []string, now time.Time) int {
+	n := 0
+	for _, s := range e.admitting {
 		if !s.aborted && (len(ids) == 0 || slices.Contains(ids, s.id)) {
 			s.aborted = true
 			s.out <- token{finish: "abort", at: now}
@@ -185,7 +196,6 @@ func (e *engine) abort(ids []string) int {
 			n++
 		}
 	}
-	e.m.setQueue(len(e.running), len(e.waiting))
 	return n
 }
 
@@ -196,7 +206,13 @@ func (e *engine) clearPrefixCache() { e.prefix.clear() }
 func (e *engine) busy() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return len(e.running)+len(e.waiting) > 0
+	return len(e.waiting) > 0 || e.computing()
+}
+
+// computing reports whether a request is in a prefill or decoding (not
+// one ended in its prefill). Caller holds e.mu.
+func (e *engine) computing() bool {
+	return len(e.running) > 0 || slices.ContainsFunc(e.admitting, func(s *seq) bool { return !s.aborted })
 }
 
 // resume schedules again. Requests frozen while running (keep) lost their
@@ -251,6 +267,14 @@ func (e *engine) step(ctx context.Context) bool {
 		admit, e.waiting = e.waiting, nil
 		e.admitting = admit
 	}
+	tokens := 0 // the prefill's: each prompt less its cached prefix (set here, under mu: its answer reads it)
+	for _, s := range admit {
+		s.cached = e.prefix.hit(s.prompt, s.adapter, s.promptTokens)
+		tokens += s.promptTokens - s.cached
+		if s.recompute {
+			tokens += s.emitted
+		}
+	}
 	batch, slowdown := len(e.running), e.slowdown
 	// A decode step past some sequence's first token: the first token is
 	// the prefill's in vLLM (GPUModelRunner.execute_model,
@@ -264,14 +288,6 @@ func (e *engine) step(ctx context.Context) bool {
 	e.mu.Unlock()
 
 	if len(admit) > 0 {
-		tokens := 0
-		for _, s := range admit {
-			s.cached = e.prefix.hit(s.prompt, s.adapter, s.promptTokens)
-			tokens += s.promptTokens - s.cached
-			if s.recompute {
-				tokens += s.emitted
-			}
-		}
 		if !e.wait(ctx, e.phys.Prefill(tokens), e.extraPrefill) {
 			return false
 		}
@@ -282,6 +298,10 @@ func (e *engine) step(ctx context.Context) bool {
 		e.admitting = nil
 		admit = slices.DeleteFunc(admit, func(s *seq) bool { return s.aborted })
 		e.running = append(e.running, admit...)
+		if len(e.running) == 0 && e.idle != nil {
+			close(e.idle) // a wait pause: every request in the prefill was aborted
+			e.idle = nil
+		}
 		e.m.setQueue(len(e.running), len(e.waiting))
 		e.mu.Unlock()
 		e.m.prompt(tokens)

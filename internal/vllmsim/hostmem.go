@@ -125,9 +125,12 @@ func (h *hostMemory) pin(modelled uint64) (fresh bool, lockErr error, err error)
 		if h.held {
 			return false, nil, nil
 		}
-		for _, r := range h.ranks {
+		for i, r := range h.ranks {
 			le, err := r.pin(h.real(modelled) / uint64(len(h.ranks)))
 			if err != nil {
+				for _, done := range h.ranks[:i] { // the shards pinned so far go too
+					done.pin(0)
+				}
 				return false, nil, err
 			}
 			lockErr = errors.Join(lockErr, le)

@@ -6,6 +6,7 @@ package vllmsim
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -455,4 +456,82 @@ func TestTensorParallel(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("-tp 2 started on one GPU")
 	}
+}
+
+// TestAbortInPrefill: a request in its prefill step (neither waiting nor
+// running) is ended by /abort_requests and by an abort-mode sleep alike:
+// one abort token, its channel closed once, and it never decodes; a
+// wait-mode sleep waits for it. The prefill is made long with the slow
+// fault's extra seconds.
+func TestAbortInPrefill(t *testing.T) {
+	inPrefill := func(t *testing.T) (*engine, *seq, func()) {
+		t.Helper()
+		e := newEngine(tinyPhysics(t), clock{scale: 1}, newMetrics("m", func(int) float64 { return 0 }, metricsOpts{legacy: true}))
+		e.extraPrefill = 2 * time.Second
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { defer close(done); e.run(ctx) }()
+		s := &seq{ctx: ctx, id: "cmpl-1", promptTokens: 8, maxTokens: 4, stopAt: 4, gen: newGenerator("x", "", true)}
+		e.submit(s)
+		require.Eventually(t, func() bool {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return len(e.admitting) == 1
+		}, 5*time.Second, time.Millisecond, "the request is in its prefill")
+		return e, s, func() { cancel(); <-done }
+	}
+	tokensOf := func(t *testing.T, s *seq) []token { // every token, once its channel is closed
+		t.Helper()
+		var toks []token
+		for {
+			select {
+			case tok, ok := <-s.out:
+				if !ok {
+					return toks
+				}
+				toks = append(toks, tok)
+			case <-time.After(5 * time.Second):
+				t.Fatalf("the request was not ended: %d token(s) so far", len(toks))
+			}
+		}
+	}
+	only := func(t *testing.T, s *seq) {
+		t.Helper()
+		toks := tokensOf(t, s)
+		require.Len(t, toks, 1, "one token, the abort")
+		assert.Equal(t, "abort", toks[0].finish)
+	}
+	t.Run("abort_requests", func(t *testing.T) {
+		e, s, stop := inPrefill(t)
+		defer stop()
+		assert.Equal(t, 0, e.abort([]string{"cmpl-other"}), "another id ends nothing")
+		assert.True(t, e.busy(), "in its prefill, the engine is busy")
+		assert.Equal(t, 1, e.abort([]string{"cmpl-1"}))
+		assert.Equal(t, 0, e.abort(nil), "ended once")
+		only(t, s)
+		assert.False(t, e.busy(), "an aborted prefill holds nothing")
+	})
+	t.Run("abort-mode sleep", func(t *testing.T) {
+		e, s, stop := inPrefill(t)
+		defer stop()
+		require.True(t, e.pause(t.Context(), modeAbort))
+		only(t, s)
+		require.Eventually(t, func() bool {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return e.admitting == nil
+		}, 5*time.Second, time.Millisecond, "the prefill step ends")
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		assert.Empty(t, e.running, "the aborted request never decodes")
+	})
+	t.Run("wait-mode sleep", func(t *testing.T) {
+		e, s, stop := inPrefill(t)
+		defer stop()
+		require.True(t, e.pause(t.Context(), modeWait), "returns once the request finished")
+		assert.Len(t, s.out, 4, "every token was out before the sleep returned")
+		toks := tokensOf(t, s)
+		require.Len(t, toks, 4, "it decoded every token before the sleep")
+		assert.Equal(t, "length", toks[3].finish)
+	})
 }

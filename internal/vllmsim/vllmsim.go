@@ -52,6 +52,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/simgpu"
@@ -266,10 +267,11 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	if err != nil {
 		return err
 	}
-	addr, err := bindCheck(args)
+	sock, err := bindCheck(args)
 	if err != nil {
 		return err
 	}
+	defer sock.close()
 
 	pid := os.Getpid()
 	ranks, err := startRanks(dirs, args.TensorParallelSize, args.ServedName())
@@ -355,7 +357,7 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	if err := s.startCompiled(ctx, st.CacheDir); err != nil {
 		return err
 	}
-	return s.serveHTTP(ctx, addr, pid)
+	return s.serveHTTP(ctx, sock, pid)
 }
 
 // openGPUs are the simulated GPUs the server's n ranks publish to:
@@ -412,21 +414,76 @@ func planMemory(args Args, st Settings, model Model, info simgpu.Device) (Physic
 	return phys, nil
 }
 
-// bindCheck is the address the server listens on, checked free as vLLM
-// checks it: vLLM binds the port before loading, so an address in use fails
-// at once.
-func bindCheck(args Args) (string, error) {
+// boundSocket is the server's port, bound at start and listened on once
+// start-up is done: vLLM binds it before the engine is set up and listens
+// only when ready (vllm/entrypoints/openai/api_server.py
+// create_server_socket: SO_REUSEADDR, bind, no listen; vllm#8204), so a
+// port in use fails at once, no other server takes it meanwhile, and a
+// client is refused until the server is ready.
+type boundSocket struct {
+	addr string
+	fd   int // -1 once listened on or closed
+}
+
+// bindCheck binds the address the server will listen on; an address in
+// use fails at once, as vLLM's does.
+func bindCheck(args Args) (*boundSocket, error) {
 	host := args.Host
 	if host == "" {
 		host = "0.0.0.0"
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(args.Port))
-	probe, err := net.Listen("tcp", addr)
+	ta, err := net.ResolveTCPAddr("tcp", addr)
 	if err != nil {
-		return "", fmt.Errorf("[Errno 98] error while attempting to bind on address %s: address already in use (%v)", addr, err)
+		return nil, fmt.Errorf("resolve %s: %w", addr, err)
 	}
-	probe.Close() // closed while loading: connection refused until ready, as vLLM
-	return addr, nil
+	family, sa := syscall.AF_INET, syscall.Sockaddr(&syscall.SockaddrInet4{Port: ta.Port})
+	if ip4 := ta.IP.To4(); ip4 != nil || ta.IP == nil {
+		if ip4 != nil {
+			copy(sa.(*syscall.SockaddrInet4).Addr[:], ip4)
+		}
+	} else {
+		family = syscall.AF_INET6
+		sa6 := &syscall.SockaddrInet6{Port: ta.Port}
+		copy(sa6.Addr[:], ta.IP.To16())
+		sa = sa6
+	}
+	fd, err := syscall.Socket(family, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket for %s: %w", addr, err)
+	}
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("socket for %s: %w", addr, err)
+	}
+	if err := syscall.Bind(fd, sa); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("[Errno 98] error while attempting to bind on address %s: address already in use (%v)", addr, err)
+	}
+	return &boundSocket{addr: addr, fd: fd}, nil
+}
+
+// listen starts listening on the bound port.
+func (b *boundSocket) listen() (net.Listener, error) {
+	if err := syscall.Listen(b.fd, syscall.SOMAXCONN); err != nil {
+		return nil, fmt.Errorf("listen on %s after start-up: %w", b.addr, err)
+	}
+	f := os.NewFile(uintptr(b.fd), b.addr)
+	b.fd = -1
+	defer f.Close() // the listener holds its own descriptor
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s after start-up: %w", b.addr, err)
+	}
+	return ln, nil
+}
+
+// close releases the port if it was never listened on.
+func (b *boundSocket) close() {
+	if b.fd >= 0 {
+		syscall.Close(b.fd)
+		b.fd = -1
+	}
 }
 
 // startCompiled starts the engine up, warm when cacheDir holds the model's
@@ -446,13 +503,14 @@ func (s *server) startCompiled(ctx context.Context, cacheDir string) error {
 	return nil
 }
 
-// serveHTTP runs the engine and the HTTP API on addr until ctx ends (then
-// shuts both down) or the listener fails.
-func (s *server) serveHTTP(ctx context.Context, addr string, pid int) error {
+// serveHTTP runs the engine and the HTTP API on the bound port until ctx
+// ends (then shuts both down) or the listener fails.
+func (s *server) serveHTTP(ctx context.Context, sock *boundSocket, pid int) error {
 	lg := s.log
-	ln, err := net.Listen("tcp", addr)
+	addr := sock.addr
+	ln, err := sock.listen()
 	if err != nil {
-		return fmt.Errorf("listen on %s after start-up: %w", addr, err)
+		return err
 	}
 	engCtx, stopEngine := context.WithCancel(context.Background())
 	defer stopEngine()
