@@ -416,10 +416,13 @@ func planMemory(args Args, st Settings, model Model, info simgpu.Device) (Physic
 
 // boundSocket is the server's port, bound at start and listened on once
 // start-up is done: vLLM binds it before the engine is set up and listens
-// only when ready (vllm/entrypoints/openai/api_server.py
-// create_server_socket: SO_REUSEADDR, bind, no listen; vllm#8204), so a
-// port in use fails at once, no other server takes it meanwhile, and a
-// client is refused until the server is ready.
+// only when ready (vllm/entrypoints/openai/api_server.py run_server:
+// "bind the port before the engine is set up ... see vllm#8204";
+// create_server_socket: SO_REUSEADDR, bind, no listen), so a port in use
+// fails at once, no other server takes it meanwhile, and a client is
+// refused until the server is ready. Newer copies of create_server_socket
+// also set SO_REUSEPORT, with which two vLLM servers on one port both
+// start and share it; vllmsim does not, so a port is one server's.
 type boundSocket struct {
 	addr string
 	fd   int // -1 once listened on or closed
