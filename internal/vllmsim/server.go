@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -570,15 +569,11 @@ func (d *device) publish(used uint64) error {
 // free is the least device memory not held by anyone on any rank's GPU:
 // what an allocation every rank makes at once can count on.
 func (d *device) free() (uint64, error) {
-	least := uint64(math.MaxUint64)
-	for _, r := range d.ranks {
-		f, err := r.free()
-		if err != nil {
-			return 0, err
-		}
-		least = min(least, f)
+	each, err := d.freeEach()
+	if err != nil {
+		return 0, err
 	}
-	return least, nil
+	return slices.Min(each), nil
 }
 
 // freeEach is each rank's GPU memory not held by anyone.
