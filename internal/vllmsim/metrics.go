@@ -171,7 +171,7 @@ func b2f(c bool) float64 {
 
 // legacyRecord is what released vLLM last recorded on
 // vllm:engine_sleep_state: record_sleep_state(sleep, level), called with
-// (1, level) by every sleep (a KV-only release records level 0) and with
+// (1, level) by every sleep and with
 // (0, 0) by every wake, a partial one included
 // (vllm/v1/metrics/loggers.py PrometheusStatLogger.record_sleep_state;
 // its callers in vllm/v1/engine/async_llm.py; PR #24176, merged).

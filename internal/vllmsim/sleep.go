@@ -842,7 +842,7 @@ func (s *server) handleReleaseKV(w http.ResponseWriter, r *http.Request) {
 	s.eng.clearPrefixCache()
 	s.mu.Lock()
 	s.kvAsleep = true
-	s.legacy = legacyRecord{asleep: true} // record_sleep_state(1, 0) (async_llm.py)
+	s.legacy = legacyRecord{asleep: true} // all zero: an audit of main@00b7847c says async_llm.py records sleep state 0 for it (not read: vllm-api.md §7.2)
 	s.mu.Unlock()
 	s.publish()
 	s.syncMetrics()
