@@ -69,6 +69,11 @@ type engine struct {
 	// fault); set before run starts, read only by it.
 	extraPrefill, extraDecode time.Duration
 
+	// readWeights (real-device mode; set before run starts) reads the weights once on the
+	// device, as each step does: its time is the device's, the rest of the step is modelled
+	// after it.
+	readWeights func()
+
 	prefix *prefixCache // nil: no prefix caching
 }
 
@@ -288,6 +293,7 @@ func (e *engine) step(ctx context.Context) bool {
 	e.mu.Unlock()
 
 	if len(admit) > 0 {
+		e.deviceRead()
 		if !e.wait(ctx, e.phys.Prefill(tokens), e.extraPrefill) {
 			return false
 		}
@@ -310,6 +316,7 @@ func (e *engine) step(ctx context.Context) bool {
 	if batch == 0 {
 		return true
 	}
+	e.deviceRead()
 	if !e.wait(ctx, e.phys.DecodeStep(batch)*slowdown, extra) {
 		return false
 	}
@@ -349,6 +356,18 @@ func (e *engine) step(ctx context.Context) bool {
 		e.idle = nil
 	}
 	return true
+}
+
+// deviceRead is a step's read of the weights on a real device (nothing without one); the
+// modelled rest of the step starts when it is done.
+func (e *engine) deviceRead() {
+	if e.readWeights == nil {
+		return
+	}
+	e.readWeights()
+	if now := time.Now(); now.After(e.deadline) {
+		e.deadline = now
+	}
 }
 
 // wait ends the current step seconds (modelled) after the previous step's

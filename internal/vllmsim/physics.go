@@ -18,6 +18,11 @@ type Physics struct {
 	// outside the sleep-mode pools: NCCL's buffers with more than one
 	// rank, and fault tp-residual's.
 	ExtraResidualBytes uint64
+	// Real is real-device mode (VLLMSIM_DEVICE=cuda): what the device does (a sleep's and a
+	// wake's copies and frees, the pinned buffer's allocation, a step's read of the weights)
+	// takes the device's own time, so none of it is modelled here; the host's and the CPU's
+	// parts (fixed costs, launches, compute, checkpoint reads) still are.
+	Real bool
 }
 
 func gb(bytes float64) float64 { return bytes / 1e9 }
@@ -44,7 +49,11 @@ func (p Physics) flopsPerToken() float64 { return 2 * p.Model.ParamsB * 1e9 / fl
 
 // weightPass is one read of every weight from device memory plus the per-layer launch cost.
 func (p Physics) weightPass() float64 {
-	return gb(float64(p.WeightBytes()))/p.GPU.HBMGBps + float64(p.Model.Layers)*p.GPU.LayerLaunchS
+	launch := float64(p.Model.Layers) * p.GPU.LayerLaunchS
+	if p.Real {
+		return launch
+	}
+	return gb(float64(p.WeightBytes()))/p.GPU.HBMGBps + launch
 }
 
 // DecodeStep is one decode step with batch sequences running: memory-bound on
@@ -61,6 +70,9 @@ func (p Physics) Prefill(tokens int) float64 {
 // Sleep is the duration of /sleep at level 1 (weights copied to host) or 2 (discarded).
 func (p Physics) Sleep(level int) float64 {
 	w := gb(float64(p.WeightBytes()))
+	if p.Real {
+		return p.GPU.SleepFixedS
+	}
 	if level == 1 {
 		return p.GPU.SleepFixedS + w/p.GPU.PCIeD2HGBps
 	}
@@ -70,7 +82,7 @@ func (p Physics) Sleep(level int) float64 {
 // PinAlloc is the extra cost of the first level-1 sleep of a process:
 // allocating the pinned host buffer the weights are copied to.
 func (p Physics) PinAlloc() float64 {
-	if p.GPU.PinAllocGBps <= 0 {
+	if p.GPU.PinAllocGBps <= 0 || p.Real {
 		return 0
 	}
 	return gb(float64(p.WeightBytes())) / p.GPU.PinAllocGBps
@@ -79,7 +91,7 @@ func (p Physics) PinAlloc() float64 {
 // WakeWeights is waking the weight pool: a host→device copy after level 1,
 // a bare re-mapping (contents undefined) after level 2.
 func (p Physics) WakeWeights(fromLevel int) float64 {
-	if fromLevel == 1 {
+	if fromLevel == 1 && !p.Real {
 		return p.GPU.WakeFixedS + gb(float64(p.WeightBytes()))/p.GPU.PCIeH2DGBps
 	}
 	return p.GPU.WakeFixedS

@@ -35,6 +35,9 @@ func (p *power) setState(st simgpu.State) error {
 // addRank starts a meter for a rank of a model across GPUs: its worker's
 // pid on its GPU's directory (same product, same power model).
 func (p *power) addRank(dir string, pid int, model string) error {
+	if p == nil { // real-device mode: no simulated meter
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.has {
@@ -67,6 +70,9 @@ func newPower(dir string, pid int, model string, info simgpu.Device) (*power, er
 // starting is the draw while the weights load: the CUDA context exists,
 // nothing is mapped yet, so the context's watts, under a label of its own.
 func (p *power) starting() error {
+	if p == nil { // real-device mode: no simulated meter
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.meter == nil || p.stopped {
@@ -82,6 +88,9 @@ func (p *power) starting() error {
 
 // stop records Stopped for good (the process is exiting).
 func (p *power) stop() error {
+	if p == nil { // real-device mode: no simulated meter
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.meter == nil || p.stopped {

@@ -72,6 +72,9 @@ type rank struct {
 // publish records used bytes on the rank's GPU, under the rank's process,
 // and returns once the device shows it.
 func (r *rank) publish(used uint64) error {
+	if r.dir == "" { // real-device mode: the device itself shows what the process holds
+		return nil
+	}
 	if r.cmd == nil {
 		return simgpu.Publish(r.dir, simgpu.Process{PID: r.pid, Model: r.model, UsedBytes: used})
 	}
@@ -129,7 +132,9 @@ func (r *rank) free() (uint64, error) {
 // the server's own entry.
 func (r *rank) stop() {
 	if r.cmd == nil {
-		simgpu.Remove(r.dir, r.pid)
+		if r.dir != "" {
+			simgpu.Remove(r.dir, r.pid)
+		}
 		return
 	}
 	r.in.Close() // the worker exits at the end of its input

@@ -485,24 +485,42 @@ func (s *server) handleRPC(w http.ResponseWriter, r *http.Request) {
 	if !s.slowOp(r.Context(), "reload") || !s.clock.sleep(r.Context(), s.phys.Reload()) {
 		return
 	}
+	if s.dev.real != nil && !s.faults.NoReload { // the checkpoint's bytes, written on the device
+		if err := s.dev.real.fillWeights(); err != nil {
+			writeError(w, http.StatusInternalServerError, "InternalServerError", fmt.Sprintf("reload_weights: %v", err))
+			return
+		}
+	}
 	s.mu.Lock()
 	s.weightsValid = !s.faults.NoReload
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"results": []any{nil}})
 }
 
-// used is the device memory this process holds now.
-func (s *server) used() uint64 {
+// target is what the server's state asks the device to hold.
+func (s *server) target() poolState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := s.phys.ContextBytes() + uint64(float64(s.sleeps)*s.faults.LeakPerCycleMiB*(1<<20))
-	if s.commMapped {
-		u += s.phys.ExtraResidualBytes
+	st := poolState{
+		extra:   uint64(float64(s.sleeps) * s.faults.LeakPerCycleMiB * (1 << 20)),
+		weights: !s.weightsAsleep || (s.level != 0 && s.faults.NoRelease),
+		kv:      !s.kvAsleep,
+		level:   s.level,
 	}
-	if !s.weightsAsleep || (s.level != 0 && s.faults.NoRelease) {
+	if s.commMapped {
+		st.extra += s.phys.ExtraResidualBytes
+	}
+	return st
+}
+
+// used is the device memory this process holds now.
+func (s *server) used() uint64 {
+	st := s.target()
+	u := s.phys.ContextBytes() + st.extra
+	if st.weights {
 		u += s.phys.WeightBytes()
 	}
-	if !s.kvAsleep {
+	if st.kv {
 		u += s.phys.KVBytes
 	}
 	return u
@@ -538,18 +556,32 @@ func (s *server) close() {
 	}
 }
 
-func (s *server) publish() {
-	s.dev.mu.Lock() // used() and the publish as one: a later state is never overwritten by an earlier
+// publish makes the device show the server's state: its simulated GPUs' process entries, or
+// in real-device mode the pools it holds on the real one (an error there is logged and
+// returned: a wake that cannot allocate fails).
+func (s *server) publish() error {
+	s.dev.mu.Lock() // the state and the publish as one: a later state is never overwritten by an earlier
 	defer s.dev.mu.Unlock()
-	if err := s.dev.publish(s.used()); err != nil {
-		s.log.Printf("ERROR publishing simulated GPU memory: %v", err)
+	var err error
+	if s.dev.real != nil {
+		err = s.dev.real.apply(s.target())
+	} else {
+		err = s.dev.publish(s.used())
 	}
+	if err != nil {
+		err = fmt.Errorf("device memory: %w", err)
+		s.log.Printf("ERROR %v", err)
+	}
+	return err
 }
 
 // device is the server's simulated GPUs: one per rank.
 type device struct {
 	ranks []*rank
 	info  simgpu.Device // rank 0's GPU (the product every rank runs on)
+	// real holds the server's memory on a real GPU in real-device mode (VLLMSIM_DEVICE=cuda),
+	// nil on the simulated one.
+	real *realPools
 
 	// mu orders publishes (server.publish holds it over reading the state
 	// and publishing it): every rank shows the same, latest state.
@@ -578,6 +610,13 @@ func (d *device) free() (uint64, error) {
 
 // freeEach is each rank's GPU memory not held by anyone.
 func (d *device) freeEach() ([]uint64, error) {
+	if d.real != nil {
+		f, err := d.real.free()
+		if err != nil {
+			return nil, fmt.Errorf("CUDA device memory: %w", err)
+		}
+		return []uint64{f}, nil
+	}
 	out := make([]uint64, len(d.ranks))
 	for i, r := range d.ranks {
 		var err error
@@ -601,6 +640,9 @@ func (d *device) prefix(i int) string {
 
 // stop ends every rank: the device memory of the server is freed.
 func (d *device) stop() {
+	if d.real != nil {
+		d.real.close()
+	}
 	for _, r := range d.ranks {
 		r.stop()
 	}
@@ -646,7 +688,14 @@ func (s *server) startup(ctx context.Context, warm bool) error {
 	s.mu.Lock()
 	s.weightsAsleep = false
 	s.mu.Unlock()
-	s.publish()
+	if err := s.publish(); err != nil && s.dev.real != nil {
+		return fmt.Errorf("%w: %v", errStartup, err)
+	}
+	if s.dev.real != nil { // the checkpoint's bytes, written on the device
+		if err := s.dev.real.fillWeights(); err != nil {
+			return fmt.Errorf("%w: %v", errStartup, err)
+		}
+	}
 	s.syncPower()
 	// vLLM's gpu_model_runner line: wakebench reads the weight size from it.
 	s.log.Printf("Model loading took %.4f GiB and %.6f seconds", float64(s.phys.WeightBytes())/GiB, load*s.clock.scale)
@@ -668,7 +717,9 @@ func (s *server) startup(ctx context.Context, warm bool) error {
 	s.kvAsleep = false
 	s.weightsValid = true
 	s.mu.Unlock()
-	s.publish()
+	if err := s.publish(); err != nil && s.dev.real != nil {
+		return fmt.Errorf("%w: %v", errStartup, err)
+	}
 	s.log.Printf("Available KV cache memory: %.2f GiB", float64(s.phys.KVBytes)/GiB)
 	return nil
 }

@@ -496,9 +496,10 @@ func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode s
 			s.log.Printf("ERROR %v", err)
 		}
 	}
-	if level == 1 {
+	if level == 1 && s.dev.real == nil {
 		// Level 1 really holds host memory (level 2 none): the pinned
-		// backup, kept, and a staging buffer freed once the copy is done.
+		// backup, kept, and a staging buffer freed once the copy is done
+		// (real-device mode: the pinned backup is the device's copy target).
 		var oe *opError
 		if staging, oe = s.sleepHost(); oe != nil {
 			return oe, true
@@ -520,8 +521,8 @@ func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode s
 	late := s.faults.LateReleaseS > 0
 	if late { // fault late-release: the device shows the state as it is then
 		s.publishLater(time.Duration(s.faults.LateReleaseS * float64(time.Second)))
-	} else {
-		s.publish()
+	} else if err := s.publish(); err != nil && s.dev.real != nil {
+		return internalError("%v", err), true
 	}
 	// cumem.py's line (vllm@010c2112 vllm/device_allocator/cumem.py): level 1
 	// backs the weights up in CPU, everything else is discarded; then
@@ -723,7 +724,9 @@ func (s *server) wakeMemory(ctx context.Context, tags []string) (noop bool, oe *
 		s.mu.Lock()
 		*asleep = false
 		s.mu.Unlock()
-		s.publish()
+		if err := s.publish(); err != nil && s.dev.real != nil {
+			return false, internalError("CUDA error waking %s: %v", tag, err), true
+		}
 		s.syncPower()
 	}
 	// The request's list, or with no tags the executor's set of sleeping tags.

@@ -100,6 +100,10 @@ type Settings struct {
 	// PoisonPages (VLLM_POISON_DISCARDED_PAGES=1): a level-2 wake without
 	// reload_weights answers poisonText, not "!".
 	PoisonPages bool
+	// Device (VLLMSIM_DEVICE): "sim", the simulated GPU, or "cuda", real-device mode.
+	Device string
+	// openGPU opens real-device mode's GPU (openCUDA; tests give a fake).
+	openGPU func() (gpuMemory, error)
 }
 
 // SettingsFromEnv reads Settings; errors name the variable to fix.
@@ -157,6 +161,9 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 	if st.Era, err = parseEra(getenv(EnvEra)); err != nil {
 		return st, err
 	}
+	if st.Device, err = parseDevice(getenv(EnvDevice)); err != nil {
+		return st, err
+	}
 	for _, b := range []struct {
 		env string
 		to  *bool
@@ -203,6 +210,11 @@ func parseDevicesAsInts(visible string) error {
 
 // Main runs `vllmsim serve MODEL [flags]` until ctx ends; it returns the exit code.
 func Main(ctx context.Context, argv []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	return run(ctx, argv, getenv, stdout, stderr, openCUDA)
+}
+
+// run is Main with real-device mode's GPU opened by openGPU (tests give a fake).
+func run(ctx context.Context, argv []string, getenv func(string) string, stdout, stderr io.Writer, openGPU func() (gpuMemory, error)) int {
 	lg := log.New(stdout, "INFO ", log.LstdFlags|log.Lmicroseconds)
 	e, err := parseEra(getenv(EnvEra))
 	if err != nil {
@@ -228,6 +240,7 @@ func Main(ctx context.Context, argv []string, getenv func(string) string, stdout
 		fmt.Fprintf(stderr, "vllmsim: %v\n", err)
 		return 1
 	}
+	st.openGPU = openGPU
 	if err := serve(ctx, args, st, lg); err != nil {
 		fmt.Fprintf(stderr, "ERROR %v\n", err)
 		return 1
@@ -253,33 +266,41 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 		// older vLLM's argparse refuses it.
 		return fmt.Errorf("vllm serve: error: unrecognized arguments: --sleep-mode-backend %s (%s=%s: vLLM before the sleep-mode backends)", args.SleepModeBackend, EnvEra, st.Era)
 	}
-	dirs, removeDirs, err := openGPUs(st, args.TensorParallelSize)
-	if err != nil {
-		return err
+	var dev *device
+	var gpuDir, where string
+	var phys Physics
+	if st.Device == deviceCUDA {
+		if dev, phys, where, err = openRealDevice(args, st, model, st.openGPU); err != nil {
+			return err
+		}
+	} else {
+		dirs, removeDirs, err := openGPUs(st, args.TensorParallelSize)
+		if err != nil {
+			return err
+		}
+		defer removeDirs()
+		gpuDir = dirs[0]
+		info, err := simgpu.ReadDevice(gpuDir)
+		if err != nil {
+			return err
+		}
+		if phys, err = planMemory(args, st, model, info); err != nil {
+			return err
+		}
+		ranks, err := startRanks(dirs, args.TensorParallelSize, args.ServedName())
+		if err != nil {
+			return err
+		}
+		dev, where = &device{ranks: ranks, info: info}, "simulated GPU "+info.Name
 	}
-	defer removeDirs()
-	gpuDir := dirs[0]
-	info, err := simgpu.ReadDevice(gpuDir)
-	if err != nil {
-		return err
-	}
-	phys, err := planMemory(args, st, model, info)
-	if err != nil {
-		return err
-	}
+	defer dev.stop()
 	sock, err := bindCheck(args)
 	if err != nil {
 		return err
 	}
 	defer sock.close()
-
 	pid := os.Getpid()
-	ranks, err := startRanks(dirs, args.TensorParallelSize, args.ServedName())
-	if err != nil {
-		return err
-	}
-	dev := &device{ranks: ranks, info: info}
-	defer dev.stop()
+	info, ranks := dev.info, dev.ranks
 	if len(ranks) > 1 {
 		pids := make([]string, len(ranks))
 		for i, r := range ranks {
@@ -288,14 +309,16 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 		lg.Printf("vllmsim tensor parallel size %d: rank processes %s, each with %.2f GiB of weights", len(ranks), strings.Join(pids, ", "), float64(phys.WeightBytes())/GiB)
 	}
 
-	lg.Printf("vllmsim %s serving %s (profile %s, time scale %g, simulated GPU %s)", Version, args.Model, st.Profile.Name, st.TimeScale, info.Name)
+	lg.Printf("vllmsim %s serving %s (profile %s, time scale %g, %s)", Version, args.Model, st.Profile.Name, st.TimeScale, where)
 	// Host figures measured on a sim are its bytes × this scale: the
 	// harness reads it from here to label them simulated/scaled.
 	lg.Printf("vllmsim host memory scale %g: a level-1 sleep really allocates %.3f GiB pinned (+ %.3f GiB transient) for %.2f GiB of weights",
 		st.HostScale, float64(phys.TotalWeightBytes())*st.HostScale/GiB, float64(phys.TotalWeightBytes())*st.HostScale*stagingFraction/GiB, float64(phys.TotalWeightBytes())/GiB)
-	pw, err := newPower(gpuDir, pid, args.ServedName(), info)
-	if err != nil {
-		lg.Printf("ERROR simulated GPU power: %v", err)
+	var pw *power // real-device mode: the device's own energy counter, nothing simulated
+	if dev.real == nil {
+		if pw, err = newPower(gpuDir, pid, args.ServedName(), info); err != nil {
+			lg.Printf("ERROR simulated GPU power: %v", err)
+		}
 	}
 	for _, r := range ranks[1:] { // the other ranks draw on their GPUs' counters
 		if err := pw.addRank(r.dir, r.pid, args.ServedName()); err != nil {
@@ -353,6 +376,13 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	s.eng.prefix = &prefixCache{on: args.EnablePrefixCaching}
 	s.eng.extraPrefill, s.eng.extraDecode = s.faults.slow("prefill"), s.faults.slow("decode")
 	s.eng.onStepping = s.syncPower
+	if dev.real != nil {
+		s.eng.readWeights = func() {
+			if err := dev.real.readWeights(); err != nil {
+				lg.Printf("ERROR %v", err)
+			}
+		}
+	}
 	defer s.close() // before the process entry is removed (deferred above)
 	if err := s.startCompiled(ctx, st.CacheDir); err != nil {
 		return err

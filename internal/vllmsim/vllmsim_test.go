@@ -204,6 +204,12 @@ func (p *portSet) free(t *testing.T) int {
 // startSimLog is startSim with the server's log written to stdout.
 func startSimLog(t *testing.T, model string, env map[string]string, stdout io.Writer, extra ...string) *sim {
 	t.Helper()
+	return startSimOn(t, model, env, stdout, nil, extra...)
+}
+
+// startSimOn is startSimLog with real-device mode's GPU opened by openGPU (nil: the CUDA driver).
+func startSimOn(t *testing.T, model string, env map[string]string, stdout io.Writer, openGPU func() (gpuMemory, error), extra ...string) *sim {
+	t.Helper()
 	port := testPorts.free(t)
 	s := &sim{dir: t.TempDir(), stderr: &bytes.Buffer{}, done: make(chan int, 1)}
 	// In-process servers share the test process's RSS, where their host
@@ -218,7 +224,7 @@ func startSimLog(t *testing.T, model string, env map[string]string, stdout io.Wr
 		"--max-model-len", "4096", "--kv-cache-memory-bytes", "1073741824"}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
-	go func() { s.done <- Main(ctx, args, func(k string) string { return e[k] }, stdout, s.stderr) }()
+	go func() { s.done <- run(ctx, args, func(k string) string { return e[k] }, stdout, s.stderr, openGPU) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
