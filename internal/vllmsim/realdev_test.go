@@ -51,7 +51,7 @@ func newFakeGPU(totalGiB float64) *fakeGPU {
 }
 
 func (f *fakeGPU) open() (gpuMemory, error) { return f, nil }
-func (f *fakeGPU) Describe() string          { return "Fake GPU (test)" }
+func (f *fakeGPU) Describe() string         { return "Fake GPU (test)" }
 func (f *fakeGPU) MemInfo() (uint64, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -286,7 +286,9 @@ func TestRealDeviceServer(t *testing.T) {
 
 // Real-device mode refuses what it cannot do, naming the thing to fix.
 func TestRealDeviceRefusals(t *testing.T) {
-	noDriver := func() (gpuMemory, error) { return nil, fmt.Errorf("%w (libcuda.so.1: cannot open shared object file)", cuda.ErrNoDriver) }
+	noDriver := func() (gpuMemory, error) {
+		return nil, fmt.Errorf("%w (libcuda.so.1: cannot open shared object file)", cuda.ErrNoDriver)
+	}
 	for _, tc := range []struct {
 		name  string
 		env   map[string]string
