@@ -45,6 +45,8 @@ type Backend struct {
 	env    []string
 	nvml   []*NVMLSource // one per GPU of the run, when memory is nvml
 	caches string        // each model's fresh compile caches under it; "" to leave the runner's
+	// measure probes a real GPU's link (measureCUDA; tests give their own).
+	measure measureFunc
 }
 
 // Open prepares cfg's backend. dir is a private directory for the
@@ -72,7 +74,7 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 	}
 	b.Setup = record.Setup{GPU: "unknown GPU (memory source none)", Runtime: "unknown (no server reached)",
 		ContextTokens: cfg.Protocol.ContextTokens, KVGiB: cfg.Protocol.KVGiB, MemorySource: cfg.Memory}
-	if err := b.openCommand(ctx, cfg, dir); err != nil {
+	if err := b.openCommand(ctx, cfg, dir, getenv); err != nil {
 		return nil, err
 	}
 	refs, hows, err := runGPUs(cfg, getenv)
@@ -91,7 +93,7 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 // openCommand finds the server program: vllmsim, built once and set up with
 // the profile, the time scale and (memory "sim") its simulated GPU under
 // dir, after every model's faults parse; or vLLM (or a path) on PATH.
-func (b *Backend) openCommand(ctx context.Context, cfg config.Config, dir string) error {
+func (b *Backend) openCommand(ctx context.Context, cfg config.Config, dir string, getenv func(string) string) error {
 	if cfg.Command != "vllmsim" {
 		p, err := exec.LookPath(cfg.Command)
 		if err != nil {
@@ -113,7 +115,14 @@ func (b *Backend) openCommand(ctx context.Context, cfg config.Config, dir string
 	if len(bad) > 0 { // before anything is built or started
 		return errors.Join(bad...)
 	}
-	if b.Command, err = BuildSim(ctx); err != nil {
+	if p := getenv(EnvSimBinary); p != "" {
+		// A vllmsim built elsewhere (make device-check builds it beside the test binaries for
+		// a GPU machine without Go).
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("%s: %w (build it with go build -o %s ./cmd/vllmsim)", EnvSimBinary, err, p)
+		}
+		b.Command = p
+	} else if b.Command, err = BuildSim(ctx); err != nil {
 		return err
 	}
 	if cfg.Sim.Era != "" {
@@ -127,7 +136,11 @@ func (b *Backend) openCommand(ctx context.Context, cfg config.Config, dir string
 	if cfg.Sim.HostScale != 1 {
 		note += fmt.Sprintf("; host memory of a level-1 sleep's pinned backup is %g of the modelled bytes (sim.host_scale)", cfg.Sim.HostScale)
 	}
-	b.Setup.Simulated = &record.Simulated{Profile: cfg.Sim.Profile, TimeScale: cfg.Sim.TimeScale, Note: note}
+	if cfg.Sim.Device == "cuda" {
+		b.env = append(b.env, vllmsim.EnvDevice+"=cuda")
+		note = "simulated in part: servers are vllmsim (vLLM era " + simEra(cfg.Sim.Era) + ") in real-device mode: device memory, pinned host memory, the sleeps' and wakes' copies and each step's read of the weights are the real GPU's, unscaled; start-up, checkpoint loads, kernel launches and compute are modelled (" + prof.Source + ") at this time scale"
+	}
+	b.Setup.Simulated = &record.Simulated{Profile: cfg.Sim.Profile, TimeScale: cfg.Sim.TimeScale, Note: note, RealDevice: cfg.Sim.Device == "cuda"}
 	if cfg.Memory == "sim" {
 		// One simulated GPU per GPU of the run: a model across several
 		// (--tensor-parallel-size) puts a rank process on each.
@@ -232,7 +245,7 @@ func (b *Backend) placeServers(cfg config.Config, refs []DeviceRef, hows []strin
 	var idx []int
 	var places []string
 	switch {
-	case cfg.Command == "vllmsim":
+	case cfg.Command == "vllmsim" && cfg.Sim.Device != "cuda":
 		b.Setup.GPUPlacement = "simulated GPU (vllmsim runs on no GPU)"
 		return nil
 	case b.nvml != nil:
@@ -255,6 +268,10 @@ func (b *Backend) placeServers(cfg config.Config, refs []DeviceRef, hows []strin
 	b.Setup.GPUPlacement = fmt.Sprintf("%s: %s", strings.Join(env, " "), strings.Join(places, "; "))
 	return nil
 }
+
+// EnvSimBinary names a vllmsim binary to run instead of building one (a GPU machine without
+// Go: make device-check).
+const EnvSimBinary = "WAKEBENCH_VLLMSIM"
 
 // PoisonEnv makes vLLM fill discarded pages with 0xFF on wake.
 const PoisonEnv = "VLLM_POISON_DISCARDED_PAGES=1"

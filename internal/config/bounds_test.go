@@ -107,9 +107,14 @@ func TestSimBounded(t *testing.T) {
 		{"time scale 1e300", func(_ *testing.T, c *Config) { c.Sim.TimeScale = 1e300 }, "sim.time_scale: 1e+300: want a factor in (0, 1000]"},
 		{"time scale NaN", func(_ *testing.T, c *Config) { c.Sim.TimeScale = math.NaN() }, "sim.time_scale: NaN: want a factor in (0, 1000]"},
 		{"unknown profile", func(_ *testing.T, c *Config) { c.Sim.Profile = "h200" }, `sim.profile: "h200": not a vllmsim profile (want one of a100, demo, h100, h100-pcie-gen3x8, l20, tiny)`},
+		{"unknown device", func(_ *testing.T, c *Config) { c.Sim.Device = "gpu" }, `sim.device: "gpu": want sim (the simulated GPU, the default) or cuda`},
+		{"real device on the simulated GPU", func(_ *testing.T, c *Config) { c.Sim.Device = "cuda" }, `sim.device: "cuda" puts vllmsim's memory on the real GPU NVML measures: want command "vllmsim" and memory "nvml" (have "vllmsim", "sim")`},
+		{"link probe negative", func(_ *testing.T, c *Config) { c.Protocol.LinkProbeMiB = -1 }, "protocol.link_probe_mib: -1: want 0 (no link probe) or MiB in [1, 4096]"},
 	})
 	checkAccepted(t, map[string]func(*testing.T, *Config){
 		"time scale 1000":                  func(_ *testing.T, c *Config) { c.Sim.TimeScale = 1000 },
+		"real device":                      func(_ *testing.T, c *Config) { c.Sim.Device, c.Memory = "cuda", "nvml" },
+		"no link probe":                    func(_ *testing.T, c *Config) { c.Protocol.LinkProbeMiB = 0 },
 		"any profile name without vllmsim": func(_ *testing.T, c *Config) { c.Command, c.Memory, c.Sim.Profile = "vllm", "none", "h200" },
 	})
 }

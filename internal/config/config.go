@@ -86,7 +86,15 @@ type Sim struct {
 	// 0.26), "c" (the newest release) or "proposed" (c with what open vLLM
 	// PRs propose); "" is vllmsim's default, c.
 	Era string `json:"era"`
+	// Device is where vllmsim's device memory lives (VLLMSIM_DEVICE): "" or "sim", the
+	// simulated GPU; "cuda", real-device mode: weights, KV cache and residual allocated on
+	// the real GPU the run measures (memory "nvml"), sleeps and wakes copying them for real
+	// (docs/vllmsim.md "Real-device mode").
+	Device string `json:"device"`
 }
+
+// SimDevices are the values of sim.device.
+var SimDevices = []string{"", "sim", "cuda"}
 
 // SimEras are vllmsim's eras (package vllmsim's, which config may not import).
 var SimEras = []string{"a", "b", "c", "proposed"}
@@ -151,6 +159,9 @@ type Protocol struct {
 	SettleS              float64 `json:"settle_s"`     // hold after a sleep and after a wake, for memory to settle
 	WindowPadS           float64 `json:"window_pad_s"` // phase windows are widened by this much on each side
 	SampleHz             float64 `json:"sample_hz"`    // GPU memory sampling rate
+	// LinkProbeMiB is the link probe's buffer (package linkprobe: pinned host↔device copies
+	// of it, once per run before the first server); 0 turns the probe off.
+	LinkProbeMiB int `json:"link_probe_mib"`
 	// The correctness oracle: a fixed probe set generated greedily before
 	// each model's first sleep and replayed after every wake.
 	CorrectnessMaxTokens int     `json:"correctness_max_tokens"` // tokens per probe; 0 turns the oracle off
@@ -353,7 +364,7 @@ func base() Config {
 			RestartWarm: 2, SleepL1Cycles: 5, SleepL2Cycles: 3, SleepL0Cycles: 3, KVReleaseCycles: 3, PoisonDiscardedPages: true,
 			Concurrency: []int{1, 4}, Rounds: 2, RequestsPerRound: 8,
 			Handoffs: 19, ContextTokens: 4096, KVGiB: 4, MaxTokens: 128, ProbeMaxTokens: 8,
-			Prompt: DefaultPrompt, SettleS: 0.1, WindowPadS: 2, SampleHz: 20,
+			Prompt: DefaultPrompt, SettleS: 0.1, WindowPadS: 2, SampleHz: 20, LinkProbeMiB: 64,
 			CorrectnessMaxTokens: 16, CorrectnessLogprobs: 5, LogprobTolerance: 0.05,
 			SoakLevel: 1, EngineTolerancePercent: 10, CostDwellS: 1,
 		},
@@ -517,6 +528,12 @@ func (c Config) validateServers(bad badFunc) {
 	if c.Sim.Era != "" && !slices.Contains(SimEras, c.Sim.Era) {
 		bad("sim.era", "%q: want a (vLLM ≤ 0.11), b (0.17 to 0.26), c (the newest release) or proposed (open PRs)", c.Sim.Era)
 	}
+	if !slices.Contains(SimDevices, c.Sim.Device) {
+		bad("sim.device", "%q: want sim (the simulated GPU, the default) or cuda (vllmsim's memory and copies on the real GPU)", c.Sim.Device)
+	}
+	if c.Sim.Device == "cuda" && (c.Command != "vllmsim" || c.Memory != "nvml") {
+		bad("sim.device", `"cuda" puts vllmsim's memory on the real GPU NVML measures: want command "vllmsim" and memory "nvml" (have %q, %q)`, c.Command, c.Memory)
+	}
 	if !(c.Sim.HostScale > 0 && c.Sim.HostScale <= 1) {
 		bad("sim.host_scale", "%v: must be in (0, 1]: the share of a level-1 sleep's pinned host backup vllmsim really allocates", c.Sim.HostScale)
 	}
@@ -677,7 +694,14 @@ func (c Config) validateProtocol(bad badFunc) {
 	if !(p.SampleHz > 0 && p.SampleHz <= 1000) {
 		bad("protocol.sample_hz", "%v: want 0 < Hz ≤ 1000", p.SampleHz)
 	}
+	if p.LinkProbeMiB < 0 || p.LinkProbeMiB > MaxLinkProbeMiB {
+		bad("protocol.link_probe_mib", "%d: want 0 (no link probe) or MiB in [1, %d] (nvbandwidth's default is 64)", p.LinkProbeMiB, MaxLinkProbeMiB)
+	}
 }
+
+// MaxLinkProbeMiB bounds protocol.link_probe_mib: pinned host memory and device memory of
+// that size are held while the probe runs.
+const MaxLinkProbeMiB = 4096
 
 // MaxTimeoutS bounds every timeouts.* key and the other waits in seconds
 // (kubernetes.timeout_s, traffic.min_dwell_s …): a day, as MaxSpanS. A

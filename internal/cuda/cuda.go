@@ -387,3 +387,45 @@ func (h *Host) Bytes() []byte {
 	}
 	return unsafe.Slice((*byte)(h.p), h.n)
 }
+
+// Ordinal is the CUDA device ordinal of the GPU at PCI address bus (as NVML or the driver
+// writes it) among the devices CUDA_VISIBLE_DEVICES leaves this process; an error names the
+// devices the driver does see.
+func Ordinal(bus string) (int, error) {
+	want, err := NormalizeBusID(bus)
+	if err != nil {
+		return 0, err
+	}
+	if err := load(Library); err != nil {
+		return 0, err
+	}
+	openMu.Lock() // cuInit and the device queries need no context: any thread will do
+	defer openMu.Unlock()
+	if err := check("cuInit", C.wb_init()); err != nil {
+		return 0, err
+	}
+	var n C.int
+	if err := check("cuDeviceGetCount", C.wb_device_count(&n)); err != nil {
+		return 0, err
+	}
+	var seen []string
+	buf := make([]byte, 64)
+	for i := range int(n) {
+		var dev C.int
+		if err := check("cuDeviceGet", C.wb_device_get(&dev, C.int(i))); err != nil {
+			return 0, err
+		}
+		if err := check("cuDeviceGetPCIBusId", C.wb_device_bus_id((*C.char)(unsafe.Pointer(&buf[0])), C.int(len(buf)), dev)); err != nil {
+			return 0, err
+		}
+		got, err := NormalizeBusID(C.GoString((*C.char)(unsafe.Pointer(&buf[0]))))
+		if err != nil {
+			return 0, err
+		}
+		if got == want {
+			return i, nil
+		}
+		seen = append(seen, got)
+	}
+	return 0, fmt.Errorf("GPU at PCI %s is not among the %d CUDA device(s) this process sees %v (CUDA_VISIBLE_DEVICES hides it?)", want, n, seen)
+}

@@ -86,6 +86,8 @@ func OpenWith(ctx context.Context, cfg config.Config, hooks Hooks) (*Run, error)
 	}
 	r.rec = record.New(cfg.ModelNames())
 	r.rec.SetSetup(r.be.Setup)
+	// Before the first server and the samplers: the probe's copies are the GPU's only traffic.
+	r.rec.SetLinks(r.be.ProbeLinks(ctx, cfg.Protocol.LinkProbeMiB))
 	if err := claim(cfg); err != nil {
 		return fail(err)
 	}

@@ -114,8 +114,9 @@ func TestPhasesRecordEverything(t *testing.T) {
 	assert.InDelta(t, 100*(1-0.25/4.75), rep.Memory.L1ReleaseFraction["A"].Median, 0.01, "tiny-a: 0.25 of 0.25 + 0.5 + 4 (KV) GiB stays")
 	assert.Greater(t, rep.Memory.PhysicalPeakGiB.N, 10)
 	assert.Greater(t, rep.Memory.RSSPeakGiB["A"], 0.0)
-	// Physical limits: tiny-a's 0.5 GiB over the simulated PCIe gen 4 x16
-	// link and ≈ 1000 GB/s memory, from its own log line.
+	// Physical limits: tiny-a's 0.5 GiB over the simulated link as the link probe read it (the
+	// tiny profile's 25 GB/s pinned host→device rate, against PCIe gen 4 x16's nominal 31.504)
+	// and ≈ 1000 GB/s memory, from its own log line.
 	lim := rep.Models["A"].PhysicalLimits
 	require.NotNil(t, lim)
 	assert.InDelta(t, 0.5, lim.WeightGiB, 1e-9)
@@ -124,7 +125,13 @@ func TestPhasesRecordEverything(t *testing.T) {
 	require.NotNil(t, rep.GPUFacts)
 	assert.True(t, rep.GPUFacts.Simulated)
 	assert.InDelta(t, 31.504, rep.GPUFacts.PCIeGBps, 1e-9)
-	assert.InDelta(t, 0.5*record.GiB/31.504e9, lim.L1WakeFloorS, 1e-9)
+	require.Len(t, rep.LinkProbe, 1, "one GPU, probed once before the first server")
+	assert.True(t, rep.LinkProbe[0].Simulated)
+	assert.Equal(t, 25.0, rep.LinkProbe[0].H2DGBps)
+	assert.Equal(t, "measured", lim.PCIeBasis)
+	assert.InDelta(t, 31.504, lim.PCIeNominalGBps, 1e-9)
+	assert.InDelta(t, 25/31.504, lim.LinkFractionOfNominal, 1e-9)
+	assert.InDelta(t, 0.5*record.GiB/25e9, lim.L1WakeFloorS, 1e-9)
 	assert.InDelta(t, 0.5*record.GiB/(4096/8*977*2e6), lim.TPOTFloorS, 1e-9)
 	assert.Zero(t, lim.TPOTFractionOfHBM, "this run has no baseline at concurrency 1")
 	assert.Contains(t, lim.Note, "not measured: level-1 wake (no successful level-1 cycle); TPOT at concurrency 1")

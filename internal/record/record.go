@@ -149,6 +149,10 @@ type Simulated struct {
 	Profile   string  `json:"profile"`
 	TimeScale float64 `json:"time_scale"`
 	Note      string  `json:"note"`
+	// RealDevice is vllmsim's real-device mode (sim.device "cuda"): device memory, the
+	// sleeps' and wakes' copies and each step's weight read are the real GPU's, unscaled;
+	// the rest is modelled at TimeScale.
+	RealDevice bool `json:"real_device,omitempty"`
 }
 
 // GPUFacts is what NVML says about the device and its driver (or, with
@@ -168,6 +172,29 @@ type GPUFacts struct {
 	MaxMemClockMHz  int     `json:"max_mem_clock_mhz"`
 	MemoryGBps      float64 `json:"memory_gbps"` // bus width / 8 × memory clock × 2
 	Simulated       bool    `json:"simulated,omitempty"`
+}
+
+// Link is one GPU's host↔device link as the run's link probe measured it (package
+// linkprobe, once before the first server), beside the rate NVML's maximum link generation
+// and width promise (GPUFacts.PCIeGBps).
+type Link struct {
+	GPU         string  `json:"gpu"`           // which GPU: NVML index, UUID and PCI address, or the simulated one
+	H2DGBps     float64 `json:"h2d_gbps"`      // pinned host → device, the median trial (10^9 bytes a second)
+	D2HGBps     float64 `json:"d2h_gbps"`      // device → pinned host, the median trial
+	H2DBestGBps float64 `json:"h2d_best_gbps"` // the fastest trial
+	D2HBestGBps float64 `json:"d2h_best_gbps"`
+	// NominalGBps is the raw one-direction rate of the link NVML reports at its maximum
+	// generation × width; H2DFractionOfNominal is H2DGBps over it (a healthy PCIe link copies
+	// at about 0.8 of it; a link trained down reads a fraction of that).
+	NominalGBps          float64 `json:"nominal_gbps"`
+	H2DFractionOfNominal float64 `json:"h2d_fraction_of_nominal"`
+	BufferBytes          uint64  `json:"buffer_bytes"`
+	LoopCount            int     `json:"loop_count"`
+	Trials               int     `json:"trials"`
+	// Source says how the rates were had: measured through the CUDA driver, or the simulated
+	// GPU's profile (simulated, no copy made).
+	Source    string `json:"source"`
+	Simulated bool   `json:"simulated,omitempty"`
 }
 
 // Check is one threshold's verdict.
@@ -242,6 +269,10 @@ type Raw struct {
 	GPUFacts      *GPUFacts
 	MemorySource  string
 	MemoryNote    string
+	// Links are the link probe's measurements, one per GPU of the run; LinkNote says why
+	// there are none (the probe off, no memory source, a probe that failed).
+	Links    []Link
+	LinkNote string
 	// NotRun says why nothing was measured where nothing failed either (a
 	// gpu-tag run on a machine without a GPU): the report's not_run_reason.
 	NotRun string
@@ -353,6 +384,7 @@ func (r Raw) Clone() Raw {
 		c.Gate = &g
 	}
 	c.Kubernetes = cloneKubernetes(r.Kubernetes)
+	c.Links = slices.Clone(r.Links)
 	return c
 }
 
@@ -399,6 +431,12 @@ func (r *Recorder) SetSetup(s Setup) {
 	w.GPU, w.GPUFacts, w.Runtime, w.ContextTokens, w.KVGiB = s.GPU, s.GPUFacts, s.Runtime, s.ContextTokens, s.KVGiB
 	w.GPUPlacement = s.GPUPlacement
 	w.Simulated, w.MemorySource, w.MemoryNote = s.Simulated, s.MemorySource, s.MemoryNote
+}
+
+// SetLinks records the link probe's measurements, or why there are none.
+func (r *Recorder) SetLinks(links []Link, note string) {
+	defer r.lock()()
+	r.raw.Links, r.raw.LinkNote = slices.Clone(links), note
 }
 
 // SetNotRun records why the run measured nothing: its report is NOT RUN

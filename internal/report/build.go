@@ -50,7 +50,7 @@ func newReport(raw record.Raw) Report {
 		Runtime: raw.Runtime, GPU: raw.GPU, ContextTokens: raw.ContextTokens, KVGiB: raw.KVGiB,
 		Models: map[string]*Model{}, Requests: raw.Requests, PercentileMethod: stats.PercentileMethod,
 		RestartBaseline: RestartBaseline{Summary: "same host, warm local caches, servers started one at a time; not a cold node or container start"},
-		Windows:         raw.Windows, Simulated: raw.Simulated, GPUFacts: raw.GPUFacts,
+		Windows:         raw.Windows, Simulated: raw.Simulated, GPUFacts: raw.GPUFacts, LinkProbe: raw.Links, LinkNote: raw.LinkNote,
 		Phases: raw.Phases, Checks: raw.Checks, Failures: raw.Failures, NotRunReason: raw.NotRun,
 		Started: unix(raw.Started), Finished: unix(raw.Finished), Gate: raw.Gate,
 	}

@@ -38,6 +38,8 @@ func goldenRaw() record.Raw {
 	raw.GPUFacts = &record.GPUFacts{Name: "G (simulated)", MemoryGiB: 48, PCIeGen: 4, PCIeWidth: 16, MaxPCIeGen: 4, MaxPCIeWidth: 16,
 		PCIeGBps: 32, MemBusWidthBits: 384, MaxMemClockMHz: 9001, MemoryGBps: 864.1, Simulated: true}
 	raw.Weights = map[string]record.Weight{"A": {GiB: 8, Source: "server log: Model loading took 8.0 GiB"}}
+	raw.Links = []record.Link{{GPU: "simulated GPU 0 (G)", H2DGBps: 16.5, D2HGBps: 22, H2DBestGBps: 16.5, D2HBestGBps: 22,
+		NominalGBps: 32, H2DFractionOfNominal: 16.5 / 32, Source: "simulated: the vllmsim profile's pinned copy rates", Simulated: true}}
 	addTransitions(&raw)
 	addCost(&raw)
 	return raw

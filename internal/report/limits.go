@@ -24,6 +24,10 @@ func limits(raw record.Raw, label string, m *Model) *Limits {
 		scale = raw.Simulated.TimeScale
 		how = fmt.Sprintf("simulated GPU (vllmsim profile %s), as NVML would report it", raw.Simulated.Profile)
 		scaled = fmt.Sprintf("; floor × time scale %g, like every simulated time", scale)
+		if raw.Simulated.RealDevice {
+			// Real-device mode: the copies are the GPU's own, never scaled.
+			scale, how, scaled = 1, "NVML (vllmsim in real-device mode: the copies are the GPU's)", ""
+		}
 	}
 	floor := func(gbps float64) float64 { return w.GiB * GiB / (gbps * 1e9) * scale }
 	frac := func(floor, measured float64) float64 {
@@ -45,14 +49,23 @@ func limits(raw record.Raw, label string, m *Model) *Limits {
 	case f == nil:
 		missing = append(missing, "GPU facts (memory source is not nvml or sim)")
 	default:
-		if lim.PCIeGBps = f.PCIeGBps; lim.PCIeGBps > 0 {
+		if lim.PCIeNominalGBps = f.PCIeGBps; lim.PCIeNominalGBps > 0 {
 			link := fmt.Sprintf("PCIe gen %d x%d (maximum link)", f.MaxPCIeGen, f.MaxPCIeWidth)
 			if f.MaxPCIeGen <= 0 || f.MaxPCIeWidth <= 0 {
 				// gpu.DeviceFacts.PCIeLimitGBps fell back to the current link.
 				link = fmt.Sprintf("PCIe gen %d x%d (the current link: NVML gave no maximum, and an idle link trains down, so this floor may be too slow)", f.PCIeGen, f.PCIeWidth)
 			}
+			lim.PCIeGBps, lim.PCIeBasis = lim.PCIeNominalGBps, "nominal"
 			lim.PCIeSource = fmt.Sprintf("%s: %s, raw one-direction rate after line coding%s", how, link, scaled)
-		} else {
+		}
+		if l, ok := slowestLink(raw.Links); ok {
+			lim.PCIeGBps, lim.PCIeBasis = l.H2DGBps, "measured"
+			lim.PCIeSource = fmt.Sprintf("link probe, host→device (%s, %s)%s", l.GPU, l.Source, scaled)
+			if lim.PCIeNominalGBps > 0 {
+				lim.LinkFractionOfNominal = l.H2DGBps / lim.PCIeNominalGBps
+			}
+		}
+		if lim.PCIeGBps <= 0 {
 			missing = append(missing, "PCIe generation and width")
 		}
 		if lim.HBMGBps = f.MemoryGBps; lim.HBMGBps > 0 {
@@ -82,12 +95,29 @@ func limits(raw record.Raw, label string, m *Model) *Limits {
 	if len(notRun) > 0 {
 		notes = append(notes, "not measured: "+strings.Join(notRun, "; "))
 	}
-	if lim.L1WakeFractionOfPCIe > 1 {
+	if lim.L1WakeFractionOfPCIe > 1 && lim.PCIeBasis == "measured" {
+		notes = append(notes, "level-1 wake faster than the measured link allows: the weight size is wrong, or the wake copied less than the weights")
+	} else if lim.L1WakeFractionOfPCIe > 1 {
 		notes = append(notes, "level-1 wake faster than the PCIe floor: the host link is not PCIe (NVLink-C2C?) or the weight size is wrong")
+	}
+	if raw.Simulated != nil && raw.Simulated.RealDevice && lim.TPOTFractionOfHBM > 0 {
+		notes = append(notes, "real-device mode: a step reads the weights as a device-to-device copy, which writes as many bytes as it reads, so the TPOT fraction of the memory floor is at most about 0.5")
 	}
 	if lim.TPOTFractionOfHBM > 1 {
 		notes = append(notes, "TPOT below the memory floor: a decode step reads less than every weight (mixture of experts?) or the weight size is wrong")
 	}
 	lim.Note = strings.Join(notes, ". ")
 	return lim
+}
+
+// slowestLink is the run's link with the lowest measured host→device rate: a model across
+// several GPUs wakes as slowly as its slowest.
+func slowestLink(links []record.Link) (record.Link, bool) {
+	var out record.Link
+	for _, l := range links {
+		if l.H2DGBps > 0 && (out.H2DGBps == 0 || l.H2DGBps < out.H2DGBps) {
+			out = l
+		}
+	}
+	return out, out.H2DGBps > 0
 }

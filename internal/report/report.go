@@ -30,6 +30,10 @@ type Report struct {
 
 	Simulated *record.Simulated `json:"simulated,omitempty"`
 	GPUFacts  *record.GPUFacts  `json:"gpu_facts,omitempty"` // from NVML
+	// LinkProbe is each GPU's host↔device link as the run measured it before its first server
+	// (beside gpu_facts' nominal pcie_gbps); LinkNote says why there is none.
+	LinkProbe []record.Link `json:"link_probe,omitempty"`
+	LinkNote  string        `json:"link_note,omitempty"`
 	// GPUPlacement is how every server was put on the GPU measured
 	// (CUDA_DEVICE_ORDER and CUDA_VISIBLE_DEVICES, the GPU's UUID, where gpu_index came from).
 	GPUPlacement string   `json:"gpu_placement,omitempty"`
@@ -161,11 +165,18 @@ type Limits struct {
 	WeightGiB    float64 `json:"weight_gib"`
 	WeightSource string  `json:"weight_source"`
 
-	PCIeGBps             float64 `json:"pcie_gbps"`
-	PCIeSource           string  `json:"pcie_source"`
-	L1WakeFloorS         float64 `json:"l1_wake_floor_s"` // weight bytes / PCIe bandwidth (× time scale when simulated)
-	L1WakeS              float64 `json:"l1_wake_s"`       // median level-1 wake API time
-	L1WakeFractionOfPCIe float64 `json:"l1_wake_fraction_of_pcie_limit"`
+	// PCIeGBps is the host→device rate the wake's floor is taken at: the link probe's
+	// measured rate where the run has one (PCIeBasis "measured"), else NVML's nominal link
+	// ("nominal"); PCIeNominalGBps is the nominal one either way, and LinkFractionOfNominal the
+	// measured over it (a link trained down reads low).
+	PCIeGBps              float64 `json:"pcie_gbps"`
+	PCIeBasis             string  `json:"pcie_basis,omitempty"`
+	PCIeNominalGBps       float64 `json:"pcie_nominal_gbps,omitempty"`
+	LinkFractionOfNominal float64 `json:"link_h2d_fraction_of_nominal,omitempty"`
+	PCIeSource            string  `json:"pcie_source"`
+	L1WakeFloorS          float64 `json:"l1_wake_floor_s"` // weight bytes / PCIeGBps (× time scale when simulated)
+	L1WakeS               float64 `json:"l1_wake_s"`       // median level-1 wake API time
+	L1WakeFractionOfPCIe  float64 `json:"l1_wake_fraction_of_pcie_limit"`
 
 	HBMGBps           float64 `json:"hbm_gbps"`
 	HBMSource         string  `json:"hbm_source"`

@@ -342,10 +342,47 @@ func TestPhysicalLimits(t *testing.T) {
 	raw.GPUFacts = &record.GPUFacts{PCIeGBps: 31.5, MemoryGBps: 864}
 	var sb strings.Builder
 	require.NoError(t, WriteSummary(&sb, Build(raw)))
-	assert.Contains(t, sb.String(), "| A | 0.11 (3 s vs floor 0.3409 s at 31.5 GB/s) | 1.24 (0.01 s vs floor 0.01243 s at 864 GB/s) |")
+	assert.Contains(t, sb.String(), "| A | 0.11 (3 s vs floor 0.3409 s at 31.5 GB/s nominal) | 1.24 (0.01 s vs floor 0.01243 s at 864 GB/s) |")
 	assert.Contains(t, sb.String(), "| B | – | – |")
 	assert.Contains(t, Build(raw).Models["A"].PhysicalLimits.Note, "TPOT below the memory floor",
 		"a fraction above 1 says the floor does not hold")
+}
+
+// TestPhysicalLimitsMeasuredLink: with a link probe the wake's floor is the measured
+// host→device rate, the slowest GPU's, and the report says so; the nominal link stays beside
+// it with the measured rate's fraction of it. Hand computation: 10 GiB at 20 GB/s measured is
+// 10·2^30/20e9 = 0.536870912 s, × time scale 0.5 = 0.268435456 s; the wake's median is 3 s,
+// so 0.0894785; 20 / 31.5 nominal = 0.634921. In real-device mode the copies are unscaled.
+func TestPhysicalLimitsMeasuredLink(t *testing.T) {
+	raw := sampleRaw()
+	raw.Simulated.TimeScale = 0.5
+	raw.Weights["A"] = record.Weight{GiB: 10, Source: "log"}
+	raw.GPUFacts = &record.GPUFacts{Name: "G", MaxPCIeGen: 4, MaxPCIeWidth: 16, PCIeGBps: 31.5, MemoryGBps: 864}
+	raw.Links = []record.Link{
+		{GPU: "GPU 0", H2DGBps: 24, D2HGBps: 25, Source: "measured: …"},
+		{GPU: "GPU 1", H2DGBps: 20, D2HGBps: 25, Source: "measured: …"},
+	}
+	a := Build(raw).Models["A"].PhysicalLimits
+	require.NotNil(t, a)
+	assert.Equal(t, "measured", a.PCIeBasis)
+	assert.Equal(t, 20.0, a.PCIeGBps, "the slowest GPU's link")
+	assert.Equal(t, 31.5, a.PCIeNominalGBps)
+	assert.InDelta(t, 0.634921, a.LinkFractionOfNominal, 1e-6)
+	assert.InDelta(t, 0.268435456, a.L1WakeFloorS, 1e-12)
+	assert.InDelta(t, 0.0894785, a.L1WakeFractionOfPCIe, 1e-6)
+	assert.Contains(t, a.PCIeSource, "link probe, host→device (GPU 1")
+
+	raw.Simulated.RealDevice = true
+	a = Build(raw).Models["A"].PhysicalLimits
+	assert.InDelta(t, 0.536870912, a.L1WakeFloorS, 1e-12, "real-device mode: the copies are the GPU's, never scaled")
+	assert.InDelta(t, 10*GiB/864e9, a.TPOTFloorS, 1e-12)
+	assert.Contains(t, a.Note, "real-device mode")
+
+	raw.Links = nil
+	a = Build(raw).Models["A"].PhysicalLimits
+	assert.Equal(t, "nominal", a.PCIeBasis)
+	assert.Equal(t, 31.5, a.PCIeGBps)
+	assert.Zero(t, a.LinkFractionOfNominal)
 }
 
 // TestPerGPUSummaries: a run of two GPUs reports the residual, the level-1

@@ -125,8 +125,11 @@ func writePhysicalLimits(b *strings.Builder, rep Report, labels []string) {
 	var rows []string
 	for _, l := range labels {
 		if lim := rep.Models[l].PhysicalLimits; lim != nil {
-			rows = append(rows, fmt.Sprintf("| %s | %s | %s |", l,
-				fraction(lim.L1WakeFractionOfPCIe, lim.L1WakeS, lim.L1WakeFloorS, lim.PCIeGBps),
+			wake := fraction(lim.L1WakeFractionOfPCIe, lim.L1WakeS, lim.L1WakeFloorS, lim.PCIeGBps)
+			if lim.PCIeBasis != "" && wake != "–" {
+				wake = strings.TrimSuffix(wake, ")") + " " + lim.PCIeBasis + ")"
+			}
+			rows = append(rows, fmt.Sprintf("| %s | %s | %s |", l, wake,
 				fraction(lim.TPOTFractionOfHBM, lim.TPOTC1S, lim.TPOTFloorS, lim.HBMGBps)))
 		}
 	}
@@ -134,6 +137,28 @@ func writePhysicalLimits(b *strings.Builder, rep Report, labels []string) {
 		b.WriteString("\n## Physical limits (fraction of the limit: 1 = at the hardware's raw rate; see report.json for sources)\n\n")
 		b.WriteString("| model | L1 wake vs PCIe host→device | TPOT c=1 vs memory bandwidth |\n|---|---|---|\n")
 		b.WriteString(strings.Join(rows, "\n") + "\n")
+	}
+	writeLinks(b, rep)
+}
+
+// writeLinks writes the link probe's rates against the nominal link, or why there are none.
+func writeLinks(b *strings.Builder, rep Report) {
+	if len(rep.LinkProbe) == 0 && rep.LinkNote == "" {
+		return
+	}
+	b.WriteString("\n## Host link (link probe, before the first server)\n\n")
+	if len(rep.LinkProbe) > 0 {
+		b.WriteString("| GPU | host→device GB/s | device→host GB/s | nominal GB/s | host→device / nominal |\n|---|---|---|---|---|\n")
+		for _, l := range rep.LinkProbe {
+			sim := ""
+			if l.Simulated && !strings.Contains(l.GPU, "simulated") {
+				sim = " (simulated)"
+			}
+			fmt.Fprintf(b, "| %s%s | %.4g | %.4g | %.4g | %.2f |\n", l.GPU, sim, l.H2DGBps, l.D2HGBps, l.NominalGBps, l.H2DFractionOfNominal)
+		}
+	}
+	if rep.LinkNote != "" {
+		fmt.Fprintf(b, "\n%s\n", rep.LinkNote)
 	}
 }
 

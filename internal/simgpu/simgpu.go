@@ -37,6 +37,11 @@ type Device struct {
 	PCIeWidth       int `json:"pcie_width,omitempty"`
 	MemBusWidthBits int `json:"mem_bus_width_bits,omitempty"`
 	MemClockMHz     int `json:"mem_clock_mhz,omitempty"`
+	// The pinned copy rates of the device's host link in GB/s, host→device and device→host
+	// (0 when not modelled): what vllmsim's wakes and sleeps copy at, and what a link probe
+	// of this device reads.
+	PinnedH2DGBps float64 `json:"pinned_h2d_gbps,omitempty"`
+	PinnedD2HGBps float64 `json:"pinned_d2h_gbps,omitempty"`
 	// Power is the device's simulated power model (nil: none; Create
 	// fills in DefaultPower for a device it knows). Energy integrates it.
 	Power *Power `json:"power,omitempty"`

@@ -53,7 +53,8 @@ type GPU struct {
 // description both vllmsim and wakebench's backend create it from.
 func (g GPU) Device() simgpu.Device {
 	return simgpu.Device{Name: g.Name, TotalBytes: uint64(g.MemoryGiB * GiB), ReservedBytes: uint64(g.ReservedGiB * GiB),
-		PCIeGen: g.PCIeGen, PCIeWidth: g.PCIeWidth, MemBusWidthBits: g.MemBusWidthBits, MemClockMHz: g.MemClockMHz}
+		PCIeGen: g.PCIeGen, PCIeWidth: g.PCIeWidth, MemBusWidthBits: g.MemBusWidthBits, MemClockMHz: g.MemClockMHz,
+		PinnedH2DGBps: g.PCIeH2DGBps, PinnedD2HGBps: g.PCIeD2HGBps}
 }
 
 // Model is the physical model of one served model.
