@@ -167,7 +167,9 @@ func TestDesignPackageTable(t *testing.T) {
 // TestLayerRules: the rules docs/DESIGN.md states of who may use what.
 // What serves the models and what measures the GPU (vllmsim, its
 // simulated device, NVML) is known to backend alone (cmd/vllmsim is the
-// simulator's command, and vllmsim itself writes its device); the run's
+// simulator's command, and vllmsim itself writes its device; the CUDA
+// driver, package cuda, is backend's link probe's and vllmsim's
+// real-device mode's alone); the run's
 // record is held by its runner alone (protocol's Env, which the phases
 // write through, and harness, which assembles the run and writes the
 // outputs; simtest is the runner of the tests below them): the servers
@@ -179,6 +181,7 @@ func TestLayerRules(t *testing.T) {
 		"internal/vllmsim":          {"internal/backend", "cmd/vllmsim"},
 		"internal/simgpu":           {"internal/backend", "internal/vllmsim"},
 		"github.com/NVIDIA/go-nvml": {"internal/backend"},
+		"internal/cuda":             {"internal/backend", "internal/vllmsim"},
 	}
 	for dep, allowed := range only {
 		var users []string

@@ -20,7 +20,7 @@ func BenchmarkBuild(b *testing.B) {
 		in := make([]NodeResult, n)
 		input := 0
 		for i := range in {
-			s := shape{fmt.Sprintf("node-%04d", i), kinds[i%len(kinds)], 0.6 + 0.01*float64(i%7), 0.5, 0.5, 1}
+			s := shape{fmt.Sprintf("node-%04d", i), kinds[i%len(kinds)], 0.6 + 0.01*float64(i%7), 0.5, 0.5, 1, 0.8}
 			if i == n/2 {
 				s.wake = 0.3
 			}

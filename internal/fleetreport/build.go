@@ -42,6 +42,8 @@ type Node struct {
 	Simulated string `json:"simulated,omitempty"`
 	// Models holds each model's key figures (by the report's label: A, B, …).
 	Models map[string]Figures `json:"models,omitempty"`
+	// Link is the node's host link as its link probe measured it (absent without a probe).
+	Link *Link `json:"link,omitempty"`
 	// Outlier is true when the node is named in Fleet.Outliers.
 	Outlier bool `json:"outlier,omitempty"`
 	// Notes say what is missing from the node's results without failing it (no bench.txt,
@@ -49,6 +51,15 @@ type Node struct {
 	Notes []string `json:"notes,omitempty"`
 
 	bench []byte // the node's bench.txt, for the merged bench.txt
+}
+
+// Link is a node's host link: the slowest GPU's measured host→device rate against the rate of
+// NVML's maximum link (report.json link_probe).
+type Link struct {
+	H2DGBps           float64 `json:"h2d_gbps"`
+	NominalGBps       float64 `json:"nominal_gbps"`
+	FractionOfNominal float64 `json:"h2d_fraction_of_nominal"`
+	Simulated         bool    `json:"simulated,omitempty"` // the simulated GPU's profile rates
 }
 
 // Figures are one model's key figures on one node, from its report.json. Has* say which are
@@ -208,6 +219,11 @@ func readNode(r NodeResult) Node {
 		fail("run failed: " + failureText(rep.Failures))
 	default:
 		fail(fmt.Sprintf("report.json: status %q (want PASS or FAIL)", rep.Status))
+	}
+	for _, l := range rep.LinkProbe {
+		if l.H2DGBps > 0 && l.NominalGBps > 0 && (n.Link == nil || l.H2DGBps < n.Link.H2DGBps) {
+			n.Link = &Link{H2DGBps: l.H2DGBps, NominalGBps: l.NominalGBps, FractionOfNominal: l.H2DGBps / l.NominalGBps, Simulated: l.Simulated}
+		}
 	}
 	n.Models = make(map[string]Figures, len(rep.Models))
 	for label, m := range rep.Models {

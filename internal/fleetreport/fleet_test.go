@@ -36,6 +36,7 @@ type shape struct {
 	node, gpu        string
 	wake, tps, resid float64
 	size             float64
+	link             float64 // the link probe's host→device rate over the nominal link (0: no probe)
 }
 
 // synth makes a node result from the testdata report with every model's figures set from s.
@@ -67,6 +68,11 @@ func synth(t testing.TB, base report.Report, bench []byte, s shape) NodeResult {
 		}
 		rep.Models[label] = &mm
 	}
+	rep.LinkProbe = nil
+	if s.link > 0 {
+		const nominal = 63.008 // PCIe Gen5 x16
+		rep.LinkProbe = []record.Link{{GPU: "GPU 0", H2DGBps: s.link * nominal * s.size, NominalGBps: nominal * s.size}}
+	}
 	j, err := json.Marshal(rep)
 	require.NoError(t, err)
 	return NodeResult{Node: s.node, GPU: s.gpu, Status: StatusPass, Report: j, Bench: bench}
@@ -75,7 +81,8 @@ func synth(t testing.TB, base report.Report, bench []byte, s shape) NodeResult {
 func TestOutlierRule(t *testing.T) {
 	base, bench := readTestdata(t)
 	const h, a = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"
-	ok := func(node, gpu string) shape { return shape{node, gpu, 0.6, 0.5, 0.5, 1} }
+	ok := func(node, gpu string) shape { return shape{node, gpu, 0.6, 0.5, 0.5, 1, 0.8} }
+	link := MetricLinkFraction
 	with := func(s shape, f func(*shape)) shape { f(&s); return s }
 	tests := []struct {
 		name  string
@@ -105,6 +112,14 @@ func TestOutlierRule(t *testing.T) {
 		// Median/MAD: 30% below the median is an outlier in a tight kind, not in a noisy one.
 		{"tight kind", []shape{ok("h1", h), ok("h2", h), ok("h3", h), ok("h4", h), with(ok("h5", h), func(s *shape) { s.wake = 0.42 })},
 			[]string{"h5/A/" + MetricWakeFraction, "h5/B/" + MetricWakeFraction}},
+		// The link probe: a link trained down is named on a node alone in its kind (the floor,
+		// on every node), among peers by the floor or, for a smaller loss, the relative rule; a
+		// node without a probe is not judged on it.
+		{"a link trained down, alone in its kind", []shape{ok("h1", h), with(ok("a1", a), func(s *shape) { s.link = 0.1 })}, []string{"a1/" + LinkModel + "/" + link}},
+		{"a link trained down among four", []shape{ok("h1", h), ok("h2", h), with(ok("h3", h), func(s *shape) { s.link = 0.1 }), ok("h4", h)}, []string{"h3/" + LinkModel + "/" + link}},
+		{"half a link among four", []shape{ok("h1", h), ok("h2", h), with(ok("h3", h), func(s *shape) { s.link = 0.4 }), ok("h4", h)}, []string{"h3/" + LinkModel + "/" + link}},
+		{"half a link, alone in its kind", []shape{ok("h1", h), with(ok("a1", a), func(s *shape) { s.link = 0.4 })}, nil},
+		{"no probe", []shape{with(ok("h1", h), func(s *shape) { s.link = 0 }), with(ok("h2", h), func(s *shape) { s.link = 0 })}, nil},
 		{"noisy kind", []shape{with(ok("h1", h), func(s *shape) { s.wake = 0.4 }), with(ok("h2", h), func(s *shape) { s.wake = 0.5 }), with(ok("h3", h), func(s *shape) { s.wake = 0.7 }),
 			with(ok("h4", h), func(s *shape) { s.wake = 0.8 }), with(ok("h5", h), func(s *shape) { s.wake = 0.42 })}, nil},
 	}
@@ -142,7 +157,7 @@ func TestOutlierNamesFigures(t *testing.T) {
 	const h = "NVIDIA H100 80GB HBM3"
 	var in []NodeResult
 	for i, w := range []float64{0.6, 0.62, 0.58, 0.3} {
-		in = append(in, synth(t, base, bench, shape{fmt.Sprint("h", i), h, w, 0.5, 0.5, 1}))
+		in = append(in, synth(t, base, bench, shape{fmt.Sprint("h", i), h, w, 0.5, 0.5, 1, 0}))
 	}
 	f, err := Build(in, Options{})
 	require.NoError(t, err)

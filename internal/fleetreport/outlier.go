@@ -20,7 +20,17 @@ import (
 //   - MetricResidual: the level-1 residual GiB (median of the cycles). A property of the
 //     software and the model, not of the node's size; only higher is worse, so a node that
 //     keeps less is never flagged.
+//   - MetricLinkFraction: the node's link as its link probe measured it, host→device, over
+//     the rate NVML's maximum link promises (report.json link_probe, the slowest GPU's), a
+//     fraction of the node's own link, judged under model LinkModel. NVML reports the maximum
+//     link even where it trained down, so without a probe such a link shows only through slow
+//     wakes, and only against peers; with one it is named on any node by the floor
+//     MinLinkFractionOfNominal, peers or not. Lower is worse.
 const (
+	MetricLinkFraction = "link_h2d_fraction_of_nominal"
+	// LinkModel is the model label a node's link figures are judged under: the link is the
+	// node's, not a model's.
+	LinkModel          = "(link)"
 	MetricWakeFraction = "l1_wake_fraction_of_pcie_limit"
 	MetricTPSFraction  = "output_tps_fraction_of_hbm_limit"
 	MetricTPS          = "output_tps"
@@ -57,6 +67,9 @@ type Options struct {
 	MinResidualExcessGiB  float64 `json:"min_residual_excess_gib"`   // default 0.5
 	MinWakeFractionOfPCIe float64 `json:"min_wake_fraction_of_pcie"` // default 0.15
 	MinTPSFractionOfHBM   float64 `json:"min_tps_fraction_of_hbm"`   // default 0.15
+	// MinLinkFractionOfNominal is the floor on MetricLinkFraction, applied on every node
+	// whatever its kind's size: default 0.25.
+	MinLinkFractionOfNominal float64 `json:"min_link_fraction_of_nominal"`
 }
 
 // Defaults. A healthy node reaches well above the floors: a link trained down from gen4 x16 to
@@ -68,6 +81,12 @@ const (
 	DefaultMinResidualExcessGiB  = 0.5
 	DefaultMinWakeFractionOfPCIe = 0.15
 	DefaultMinTPSFractionOfHBM   = 0.15
+	// DefaultMinLinkFractionOfNominal: a healthy PCIe link copies pinned memory at about 0.8
+	// of its nominal rate (Gen4 x16: 25 of 31.5 GB/s), vllmsim's profiles at 0.53 (the L20
+	// reference's wakes); a link trained to a quarter of its rate or less (Gen5 x16 to Gen4
+	// x8, or to Gen3 x8: an eighth) falls below 0.25 on either. Smaller losses are left to
+	// the relative rule against the kind's other nodes.
+	DefaultMinLinkFractionOfNominal = 0.25
 	// FloorMaxOthers: the floors (rule 3) apply to a node with at most this many other PASS
 	// nodes of its kind for the figure.
 	FloorMaxOthers = 1
@@ -84,6 +103,7 @@ func (o Options) withDefaults() Options {
 	def(&o.MinResidualExcessGiB, DefaultMinResidualExcessGiB)
 	def(&o.MinWakeFractionOfPCIe, DefaultMinWakeFractionOfPCIe)
 	def(&o.MinTPSFractionOfHBM, DefaultMinTPSFractionOfHBM)
+	def(&o.MinLinkFractionOfNominal, DefaultMinLinkFractionOfNominal)
 	if o.MADMinOthers == 0 {
 		o.MADMinOthers = DefaultMADMinOthers
 	}
@@ -91,7 +111,7 @@ func (o Options) withDefaults() Options {
 }
 
 // higherIsBetter says each metric's good direction.
-var higherIsBetter = map[string]bool{MetricWakeFraction: true, MetricTPSFraction: true, MetricTPS: true, MetricResidual: false}
+var higherIsBetter = map[string]bool{MetricLinkFraction: true, MetricWakeFraction: true, MetricTPSFraction: true, MetricTPS: true, MetricResidual: false}
 
 func (o Options) floor(metric string) float64 {
 	switch metric {
@@ -99,6 +119,8 @@ func (o Options) floor(metric string) float64 {
 		return o.MinWakeFractionOfPCIe
 	case MetricTPSFraction:
 		return o.MinTPSFractionOfHBM
+	case MetricLinkFraction:
+		return o.MinLinkFractionOfNominal
 	}
 	return 0
 }
@@ -127,6 +149,10 @@ func outliers(nodes []Node, o Options) []Outlier {
 				k := key{label, metric}
 				series[k] = append(series[k], point{i, x})
 			}
+		}
+		if n.Link != nil && n.Link.FractionOfNominal > 0 {
+			k := key{LinkModel, MetricLinkFraction}
+			series[k] = append(series[k], point{i, n.Link.FractionOfNominal})
 		}
 	}
 	keys := make([]key, 0, len(series))
@@ -190,7 +216,10 @@ func outliers(nodes []Node, o Options) []Outlier {
 					}
 				}
 			}
-			if fl := o.floor(k.metric); fl > 0 && p.x < fl && others <= FloorMaxOthers {
+			if fl := o.floor(k.metric); fl > 0 && p.x < fl && k.metric == MetricLinkFraction {
+				o1.Rule = fmt.Sprintf("link measured below %.2f of the rate NVML's maximum link promises (the floor on every node: a link trained down)", fl)
+				out = append(out, o1)
+			} else if fl > 0 && p.x < fl && others <= FloorMaxOthers {
 				o1.Rule = fmt.Sprintf("below the absolute floor %.2f of a fraction of the node's own physical limit (the kind has %d other PASS nodes)", fl, others)
 				out = append(out, o1)
 			}

@@ -158,6 +158,10 @@ func WriteMarkdown(w io.Writer, f Fleet) (err error) {
 		}
 		p("\n")
 		for _, o := range byNode[n.Node] {
+			if o.Model == LinkModel {
+				p("  - outlier: host link %s = %.4g (measured host→device over NVML's nominal), kind median %.4g: %s\n", o.Metric, o.Value, o.KindMedian, o.Rule)
+				continue
+			}
 			p("  - outlier: model %s %s = %.4g, kind median %.4g: %s\n", o.Model, o.Metric, o.Value, o.KindMedian, o.Rule)
 		}
 		for _, note := range n.Notes {
@@ -167,12 +171,12 @@ func WriteMarkdown(w io.Writer, f Fleet) (err error) {
 	if bad == 0 {
 		p("None: every node passed and none is an outlier of its kind.\n")
 	}
-	p("\nOutlier rule: against the median of the kind's other nodes, at least %.0f%% worse (residual also ≥ %.2g GiB), and ≥ %.1f scaled MADs when the kind has ≥ %d other nodes; physical-limit fractions below %.2f (wake/PCIe) or %.2f (tok/s/HBM) for every node.\n",
-		100*f.Options.RelativeDeviation, f.Options.MinResidualExcessGiB, f.Options.MADs, f.Options.MADMinOthers, f.Options.MinWakeFractionOfPCIe, f.Options.MinTPSFractionOfHBM)
+	p("\nOutlier rule: against the median of the kind's other nodes, at least %.0f%% worse (residual also ≥ %.2g GiB), and ≥ %.1f scaled MADs when the kind has ≥ %d other nodes; physical-limit fractions below %.2f (wake/PCIe) or %.2f (tok/s/HBM) for a node with at most %d other node of its kind; a host link measured below %.2f of its nominal rate on every node.\n",
+		100*f.Options.RelativeDeviation, f.Options.MinResidualExcessGiB, f.Options.MADs, f.Options.MADMinOthers, f.Options.MinWakeFractionOfPCIe, f.Options.MinTPSFractionOfHBM, FloorMaxOthers, f.Options.MinLinkFractionOfNominal)
 
 	for _, k := range f.Kinds {
 		p("\n## %s\n\n%d nodes, samples pooled from %d.\n\n", k.GPU, k.Nodes, k.Pooled)
-		p("| node | status | model | wake / PCIe limit | tok/s (conc) | tok/s / HBM limit | residual GiB |\n|---|---|---|---|---|---|---|\n")
+		p("| node | status | link measured / nominal | model | wake / PCIe limit | tok/s (conc) | tok/s / HBM limit | residual GiB |\n|---|---|---|---|---|---|---|---|\n")
 		for _, n := range f.Nodes {
 			if n.GPU != k.GPU {
 				continue
@@ -184,13 +188,17 @@ func WriteMarkdown(w io.Writer, f Fleet) (err error) {
 			if n.Simulated != "" {
 				status += ", simulated"
 			}
+			link := "–"
+			if n.Link != nil {
+				link = fmt.Sprintf("%.3g of %.4g GB/s = %.2f", n.Link.H2DGBps, n.Link.NominalGBps, n.Link.FractionOfNominal)
+			}
 			labels := sortedKeys(n.Models)
 			if len(labels) == 0 {
-				p("| %s | %s | | | | | |\n", n.Node, status)
+				p("| %s | %s | %s | | | | | |\n", n.Node, status, link)
 			}
 			for _, l := range labels {
 				m := n.Models[l]
-				p("| %s | %s | %s | %.3f | %.1f (%d) | %.3f | %.3f |\n", n.Node, status, l, m.L1WakeFractionOfPCIe, m.OutputTPS, m.OutputTPSConc, m.OutputTPSFractionOfHBM, m.ResidualGiB)
+				p("| %s | %s | %s | %s | %.3f | %.1f (%d) | %.3f | %.3f |\n", n.Node, status, link, l, m.L1WakeFractionOfPCIe, m.OutputTPS, m.OutputTPSConc, m.OutputTPSFractionOfHBM, m.ResidualGiB)
 			}
 		}
 		if len(k.Summaries) > 0 {

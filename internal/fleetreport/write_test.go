@@ -19,7 +19,7 @@ func TestWrite(t *testing.T) {
 	base, bench := readTestdata(t)
 	const h, a = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"
 	var in []NodeResult
-	for _, s := range []shape{{"h1", h, 0.6, 0.5, 0.5, 1}, {"h2", h, 0.6, 0.5, 0.5, 1}, {"h3", h, 0.3, 0.5, 0.5, 1}, {"a1", a, 0.5, 0.4, 0.5, 1}} {
+	for _, s := range []shape{{"h1", h, 0.6, 0.5, 0.5, 1, 0.8}, {"h2", h, 0.6, 0.5, 0.5, 1, 0.8}, {"h3", h, 0.3, 0.5, 0.5, 1, 0.8}, {"a1", a, 0.5, 0.4, 0.5, 1, 0.1}} {
 		in = append(in, synth(t, base, bench, s))
 	}
 	in = append(in, NodeResult{Node: "gone", GPU: a, Status: StatusNotRun, Reason: "pod never scheduled: 0/9 nodes are available"})
@@ -35,7 +35,7 @@ func TestWrite(t *testing.T) {
 	assert.Equal(t, StatusFail, back.Status)
 	assert.Len(t, back.Nodes, 5)
 	assert.Len(t, back.Kinds, 2)
-	assert.Equal(t, []string{"gone", "h3"}, back.Flagged())
+	assert.Equal(t, []string{"a1", "gone", "h3"}, back.Flagged(), "a1's link probe read a tenth of its nominal link")
 	assert.Equal(t, 4, back.Simulated)
 
 	md, err := os.ReadFile(filepath.Join(dir, FileMD))
@@ -44,7 +44,8 @@ func TestWrite(t *testing.T) {
 	assert.Contains(t, string(md), "- **gone** (NVIDIA A100-SXM4-40GB): NOT RUN: pod never scheduled")
 	assert.Contains(t, string(md), "- **h3** (NVIDIA H100 80GB HBM3, simulated: vllmsim profile tiny, time scale 1): PASS\n  - outlier: model A l1_wake_fraction_of_pcie_limit = 0.3, kind median 0.6")
 	assert.NotContains(t, string(md), "- **h1**")
-	assert.Contains(t, string(md), "| h3 | PASS, outlier, simulated | A | 0.300 |")
+	assert.Contains(t, string(md), "| h3 | PASS, outlier, simulated | 50.4 of 63.01 GB/s = 0.80 | A | 0.300 |")
+	assert.Contains(t, string(md), "- **a1** (NVIDIA A100-SXM4-40GB, simulated: vllmsim profile tiny, time scale 1): PASS\n  - outlier: host link link_h2d_fraction_of_nominal = 0.1 (measured host→device over NVML's nominal), kind median 0: link measured below 0.25 of the rate NVML's maximum link promises")
 
 	// Every merged result carries its node and kind; the node's own gpu line is kept apart.
 	merged, err := os.ReadFile(filepath.Join(dir, FileBench))

@@ -1,8 +1,10 @@
-// Package linkprobe measures a node's host↔device link as nvbandwidth measures it in its
-// host_to_device_memcpy_ce and device_to_host_memcpy_ce tests: one pinned host buffer copied
-// to and from device memory by the copy engines, loopCount copies a trial, the median of
-// trials (github.com/NVIDIA/nvbandwidth README at 04bf2869: --bufferSize 64 MiB, --loopCount
-// 16, "repeated 3 times, and the median bandwidth ... is reported"). Unlike nvbandwidth it
+// Package linkprobe measures a GPU's host↔device link as nvbandwidth's
+// host_to_device_memcpy_ce and device_to_host_memcpy_ce tests do: pinned copies, the median of
+// trials.
+//
+// One pinned host buffer is copied to and from device memory by the copy engines, loopCount
+// copies a trial (github.com/NVIDIA/nvbandwidth README at 04bf2869: --bufferSize 64 MiB,
+// --loopCount 16, "repeated 3 times, and the median bandwidth ... is reported"). Unlike nvbandwidth it
 // times on the host around synchronous copies (no spin kernel or CUDA events, which need a
 // kernel launch); at 64 MiB a copy's launch is well under 1 % of it on any PCIe link. A
 // run measures its GPU once, before its first server: the rate its wakes and sleeps can

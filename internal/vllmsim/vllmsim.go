@@ -4,8 +4,10 @@
 // (bandwidths, weight bytes, start-up costs), as a release of vLLM has them
 // (or as open PRs propose them: VLLMSIM_ERA). It publishes the device
 // memory it holds to a simulated GPU (package simgpu) that wakebench samples
-// like NVML, a rank process on each GPU for a model across several. It
-// imports nothing of the harness: it is the other side of the wire.
+// like NVML, a rank process on each GPU for a model across several; or, in
+// real-device mode (VLLMSIM_DEVICE=cuda, realdev.go), allocates it on a real
+// GPU through the CUDA driver and makes a sleep's and a wake's copies there.
+// It imports nothing of the harness: it is the other side of the wire.
 //
 // Settings that real vLLM does not have come from the environment, so the
 // command line stays exactly vLLM's:
@@ -33,6 +35,9 @@
 //	VLLMSIM_HOST_SCALE  factor on the host memory the server really
 //	                    allocates for level-1 sleeps (default 1: the
 //	                    profile's weight bytes; 0: none)
+//	VLLMSIM_DEVICE      sim (default: the simulated GPU) or cuda (real-device
+//	                    mode: memory and copies on CUDA device 0 of what
+//	                    CUDA_VISIBLE_DEVICES leaves, as vLLM's worker)
 //
 // and vLLM's own: VLLM_SERVER_DEV_MODE, VLLM_API_KEY, VLLM_USE_RUST_FRONTEND,
 // VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY, VLLM_POISON_DISCARDED_PAGES.
