@@ -4,7 +4,7 @@ CONFIG ?= testdata/demo.json
 # go-nvml's cgo build warns about every NVML 13 deprecation; silence them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: bench test stress vet fuzz gpu nogpu perf ci soak k8s fleet gate-power figures
+.PHONY: bench test stress vet fuzz gpu nogpu perf ci soak k8s fleet gate-power figures device-check device-check-build
 FUZZTIME ?= 10s
 
 # The protocol's tests (not the harness's own robustness tests). TestProtocol
@@ -66,6 +66,23 @@ GPU_CONFIG ?= $(wildcard gpu.json)
 gpu:
 	WAKEBENCH_CONFIG=$(GPU_CONFIG) $(GO) test -tags gpu -count=1 -timeout 0 -v -run $(PROTOCOL) .
 	$(GO) test -tags gpu -count=1 -v ./internal/backend
+
+## device-check: the first thing to run on a new GPU runner, vLLM not needed (docs/gpu.md): builds
+## the gpu-tag test binaries and vllmsim into bin/device-check, then runs them on the GPU
+## (scripts/device-check.sh): the NVML and CUDA hardware tests, the link probe, and the protocol
+## with vllmsim in real-device mode on two small models (testdata/device.json); prints the
+## report's summary; under 5 minutes. On a GPU machine without Go: make device-check-build here,
+## copy bin/device-check and the checkout there, run scripts/device-check.sh
+DEVICE_BIN := bin/device-check
+device-check: device-check-build
+	scripts/device-check.sh
+
+device-check-build:
+	@mkdir -p $(DEVICE_BIN)
+	$(GO) test -c -tags gpu -ldflags=-s\ -w -o $(DEVICE_BIN)/wakebench.test .
+	$(GO) test -c -tags gpu -ldflags=-s\ -w -o $(DEVICE_BIN)/backend.test ./internal/backend
+	$(GO) test -c -tags gpu -ldflags=-s\ -w -o $(DEVICE_BIN)/cuda.test ./internal/cuda
+	$(GO) build -ldflags="-s -w" -o $(DEVICE_BIN)/vllmsim ./cmd/vllmsim
 
 ## nogpu: on a machine without an NVIDIA driver, `go test -tags gpu` FAILs with a NOT RUN
 ## report naming the driver to install, and `go test -short -tags gpu` skips the hardware

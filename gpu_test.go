@@ -23,4 +23,22 @@ func TestGPUFacts(t *testing.T) {
 	assert.NotEmpty(t, raw.GPUFacts.CUDAVersion)
 	assert.Positive(t, raw.GPUFacts.MemoryGiB)
 	assert.Positive(t, raw.GPUFacts.PCIeGBps, "PCIe generation and width")
+	// The link probe ran before the first server, through the CUDA driver, on every GPU of the
+	// run; its rates are the physical limits' floor.
+	if h.Config().Protocol.LinkProbeMiB > 0 {
+		require.NotEmpty(t, raw.Links, "link probe: %s", raw.LinkNote)
+		require.Empty(t, raw.LinkNote)
+		for _, l := range raw.Links {
+			t.Logf("link probe: %s: host→device %.2f GB/s, device→host %.2f GB/s, nominal %.2f GB/s (%.2f of it)", l.GPU, l.H2DGBps, l.D2HGBps, l.NominalGBps, l.H2DFractionOfNominal)
+			assert.False(t, l.Simulated)
+			assert.Positive(t, l.H2DGBps)
+			assert.Positive(t, l.D2HGBps)
+		}
+	}
+	// vllmsim in real-device mode: NVML sees each server's own process holding memory.
+	if h.Config().Sim.Device == "cuda" {
+		for _, l := range h.Labels() {
+			assert.Equal(t, "process", raw.Attribution[l], "model %s's memory attributed by NVML's per-process list", l)
+		}
+	}
 }

@@ -24,7 +24,8 @@ const maxSimHostGiB = 1.0
 // TestCIConfigsBoundTheSimsHostMemory holds every config of testdata/
 // that runs on vllmsim (those the Makefile and .ci/run name among them) to
 // maxSimHostGiB per model and level-1 sleep, on every simulated node it
-// names. A config for real vLLM (command "vllm") is no sim's, and
+// names. A config for real vLLM (command "vllm") or for vllmsim's
+// real-device mode (sim.device "cuda") runs on a GPU runner only, and
 // example-config.json lists every key for docs/configuration.md but no
 // make target runs it.
 func TestCIConfigsBoundTheSimsHostMemory(t *testing.T) {
@@ -43,7 +44,10 @@ func TestCIConfigsBoundTheSimsHostMemory(t *testing.T) {
 		require.NoError(t, err)
 		cfg := config.SimDefault() // as a build without the gpu tag, which make runs them in
 		require.NoError(t, config.Decode(b, &cfg), name)
-		if cfg.Command != "vllmsim" {
+		if cfg.Command != "vllmsim" || cfg.Sim.Device == "cuda" {
+			// Real vLLM, or vllmsim in real-device mode (device.json, make device-check): a GPU
+			// runner's, never CI's, and its pinned backups are the real weights' whatever
+			// sim.host_scale says.
 			continue
 		}
 		sims++

@@ -174,3 +174,26 @@ func TestRealEnergyCounter(t *testing.T) {
 	assert.Greater(t, e1[0]-e0[0], 2*5.0, "at least 5 W for 2 s")
 	assert.Positive(t, w[0])
 }
+
+// TestRealLinkProbe: the link probe on the GPU NVML opened, through the CUDA driver at its PCI
+// address: both directions measured, against the nominal link NVML reports. Any PCIe GPU of
+// the last decade copies pinned memory at more than 5 GB/s; a rate above 1.2 × the nominal
+// link is not PCIe (NVLink-C2C on a Grace Hopper) and is logged, not failed.
+func TestRealLinkProbe(t *testing.T) {
+	s := openReal(t)
+	b := &Backend{Source: s}
+	links, note := b.ProbeLinks(t.Context(), 64)
+	require.Empty(t, note)
+	require.Len(t, links, 1)
+	l := links[0]
+	t.Logf("link probe: %s: host→device %.2f GB/s (best %.2f), device→host %.2f GB/s (best %.2f), nominal %.2f GB/s (PCIe gen %d x%d), host→device %.2f of nominal; %s",
+		l.GPU, l.H2DGBps, l.H2DBestGBps, l.D2HGBps, l.D2HBestGBps, l.NominalGBps, s.Facts().MaxPCIeGen, s.Facts().MaxPCIeWidth, l.H2DFractionOfNominal, l.Source)
+	assert.False(t, l.Simulated)
+	assert.Greater(t, l.H2DGBps, 5.0)
+	assert.Greater(t, l.D2HGBps, 5.0)
+	assert.GreaterOrEqual(t, l.H2DBestGBps, l.H2DGBps)
+	assert.Equal(t, 3, l.Trials)
+	if l.H2DFractionOfNominal > 1.2 {
+		t.Logf("host→device above the nominal PCIe link: this GPU's host link is not PCIe")
+	}
+}

@@ -56,7 +56,7 @@ func TestBackendDefaultsFollowTheBuildTag(t *testing.T) {
 }
 
 func TestShippedConfigsLoad(t *testing.T) {
-	for f, models := range map[string]int{"example-config.json": 2, "demo.json": 2, "gpu-example.json": 2, "soak.json": 3, "k8s.json": 2, "fleet.json": 1} {
+	for f, models := range map[string]int{"example-config.json": 2, "demo.json": 2, "gpu-example.json": 2, "soak.json": 3, "k8s.json": 2, "fleet.json": 1, "device.json": 2} {
 		t.Run(f, func(t *testing.T) {
 			c, err := Load(env(map[string]string{EnvFile: filepath.Join("..", "..", "testdata", f)}))
 			require.NoError(t, err)
