@@ -21,6 +21,7 @@ step "NVML hardware tests and the link probe (internal/backend, -tags gpu)"
 (cd internal/backend && "../../$bin/backend.test" -test.v -test.count=1 -test.timeout 3m -test.run '^Test(Real|NVMLSees|SamplerRate)') || status=1
 step "the protocol, vllmsim in real-device mode (testdata/device.json)"
 rm -rf "$out"
+mkdir -p "$(dirname "$out")"
 WAKEBENCH_CONFIG=testdata/device.json WAKEBENCH_OUT_DIR="$out" WAKEBENCH_VLLMSIM="$bin/vllmsim" \
 	"$bin/wakebench.test" -test.v -test.count=1 -test.timeout 8m -test.run '^Test(GPUFacts|Protocol|Outputs)$' 2>&1 | tee "$out.log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|link probe|Error|error' | grep -v '^=== RUN.*/' 
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1

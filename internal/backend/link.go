@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -116,15 +117,19 @@ func measureCUDA(ctx context.Context, bus string, bytes uint64) (linkprobe.Resul
 	return res, where, err
 }
 
-// cudaLink copies one buffer each way.
+// cudaLink copies one buffer each way, timed on the device's thread.
 type cudaLink struct {
 	d *cuda.Device
 	h *cuda.Host
 	p cuda.Ptr
 }
 
-func (c cudaLink) CopyHtoD() error { return c.d.CopyHtoD(c.p, c.h, 0, c.h.Size()) }
-func (c cudaLink) CopyDtoH() error { return c.d.CopyDtoH(c.h, 0, c.p, c.h.Size()) }
+func (c cudaLink) HtoD(n int) (time.Duration, error) {
+	return c.d.TimeCopies(cuda.HostToDevice, c.p, c.h, c.h.Size(), n)
+}
+func (c cudaLink) DtoH(n int) (time.Duration, error) {
+	return c.d.TimeCopies(cuda.DeviceToHost, c.p, c.h, c.h.Size(), n)
+}
 
 // BusID is the GPU's PCI address as NVML reports it (domain:bus:device.0).
 func (s *NVMLSource) BusID() (string, error) {

@@ -191,8 +191,10 @@ func TestRealLinkProbe(t *testing.T) {
 	assert.False(t, l.Simulated)
 	assert.Greater(t, l.H2DGBps, 5.0)
 	assert.Greater(t, l.D2HGBps, 5.0)
-	assert.GreaterOrEqual(t, l.H2DBestGBps, l.H2DGBps)
 	assert.Equal(t, 3, l.Trials)
+	// Host→device and device→host of one PCIe link are within a factor of two of each other
+	// (a much slower direction is a link or IOMMU problem, not a rate).
+	assert.InDelta(t, 1, l.H2DGBps/l.D2HGBps, 0.5, "host→device over device→host")
 	if l.H2DFractionOfNominal > 1.2 {
 		t.Logf("host→device above the nominal PCIe link: this GPU's host link is not PCIe")
 	}

@@ -109,6 +109,11 @@ func TestSimBounded(t *testing.T) {
 		{"unknown profile", func(_ *testing.T, c *Config) { c.Sim.Profile = "h200" }, `sim.profile: "h200": not a vllmsim profile (want one of a100, demo, h100, h100-pcie-gen3x8, l20, tiny)`},
 		{"unknown device", func(_ *testing.T, c *Config) { c.Sim.Device = "gpu" }, `sim.device: "gpu": want sim (the simulated GPU, the default) or cuda`},
 		{"real device on the simulated GPU", func(_ *testing.T, c *Config) { c.Sim.Device = "cuda" }, `sim.device: "cuda" puts vllmsim's memory on the real GPU NVML measures: want command "vllmsim" and memory "nvml" (have "vllmsim", "sim")`},
+		{"real device at a host scale", func(_ *testing.T, c *Config) { c.Sim.Device, c.Memory, c.Sim.HostScale = "cuda", "nvml", 0.5 }, `sim.host_scale: 0.5 with sim.device "cuda": real-device mode pins the real weights' bytes`},
+		{"real device across GPUs", func(_ *testing.T, c *Config) {
+			c.Sim.Device, c.Memory, c.GPUs = "cuda", "nvml", 2
+			c.Models[0].ExtraArgs = []string{"--tensor-parallel-size", "2"}
+		}, `models[0].extra_args: --tensor-parallel-size 2 with sim.device "cuda": real-device mode runs a server on one GPU`},
 		{"link probe negative", func(_ *testing.T, c *Config) { c.Protocol.LinkProbeMiB = -1 }, "protocol.link_probe_mib: -1: want 0 (no link probe) or MiB in [1, 4096]"},
 	})
 	checkAccepted(t, map[string]func(*testing.T, *Config){

@@ -534,6 +534,16 @@ func (c Config) validateServers(bad badFunc) {
 	if c.Sim.Device == "cuda" && (c.Command != "vllmsim" || c.Memory != "nvml") {
 		bad("sim.device", `"cuda" puts vllmsim's memory on the real GPU NVML measures: want command "vllmsim" and memory "nvml" (have %q, %q)`, c.Command, c.Memory)
 	}
+	if c.Sim.Device == "cuda" && c.Sim.HostScale != 1 {
+		bad("sim.host_scale", `%v with sim.device "cuda": real-device mode pins the real weights' bytes; leave host_scale at 1`, c.Sim.HostScale)
+	}
+	if c.Sim.Device == "cuda" {
+		for i, m := range c.Models {
+			if tp, ok := TensorParallel(m.ExtraArgs); ok && tp > 1 {
+				bad(fmt.Sprintf("models[%d].extra_args", i), `--tensor-parallel-size %d with sim.device "cuda": real-device mode runs a server on one GPU (a rank process per GPU is simulated only)`, tp)
+			}
+		}
+	}
 	if !(c.Sim.HostScale > 0 && c.Sim.HostScale <= 1) {
 		bad("sim.host_scale", "%v: must be in (0, 1]: the share of a level-1 sleep's pinned host backup vllmsim really allocates", c.Sim.HostScale)
 	}

@@ -44,11 +44,15 @@ static wb_result (*wb_cuGetErrorName)(wb_result, const char **);
 
 // wb_open loads the library and every entry point; it returns NULL, or the first thing
 // missing (dlerror's text, or the symbol's name).
+// wb_missing is set when the library loaded but lacked an entry point (an old driver).
+static int wb_missing;
+static int wb_was_missing(void) { return wb_missing; }
 static const char *wb_open(const char *name) {
 	if (wb_lib != NULL) return NULL;
+	wb_missing = 0;
 	void *h = dlopen(name, RTLD_LAZY | RTLD_LOCAL);
 	if (h == NULL) return dlerror();
-#define WB_SYM(var, sym) if ((*(void **)(&var) = dlsym(h, sym)) == NULL) { dlclose(h); return sym; }
+#define WB_SYM(var, sym) if ((*(void **)(&var) = dlsym(h, sym)) == NULL) { dlclose(h); wb_missing = 1; return sym; }
 	WB_SYM(wb_cuInit, "cuInit")
 	WB_SYM(wb_cuDriverGetVersion, "cuDriverGetVersion")
 	WB_SYM(wb_cuDeviceGetCount, "cuDeviceGetCount")
@@ -104,8 +108,10 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -127,6 +133,9 @@ func load(name string) error {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	if why := C.wb_open(cname); why != nil {
+		if C.wb_was_missing() != 0 {
+			return fmt.Errorf("%s has no entry point %s: the NVIDIA driver is older than CUDA 11.0's (R450); update it", name, C.GoString(why))
+		}
 		return fmt.Errorf("%w (%s)", ErrNoDriver, C.GoString(why))
 	}
 	return nil
@@ -159,6 +168,24 @@ func check(call string, r C.wb_result) error {
 		e.Name = C.GoString(s)
 	}
 	return e
+}
+
+// initErr says what a failed cuInit usually means: no device left by CUDA_VISIBLE_DEVICES
+// (CUDA_ERROR_NO_DEVICE, 100), or a kernel module that is missing or does not match the
+// library (CUDA_ERROR_SYSTEM_DRIVER_MISMATCH 803, CUDA_ERROR_UNKNOWN 999 and the like).
+func initErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	visible, set := os.LookupEnv("CUDA_VISIBLE_DEVICES")
+	if !set {
+		visible = "(unset)"
+	}
+	var ce *Error
+	if errors.As(err, &ce) && ce.Code == 100 {
+		return fmt.Errorf("%w: no CUDA device is visible (CUDA_VISIBLE_DEVICES=%s)", err, visible)
+	}
+	return fmt.Errorf("%w: the CUDA driver could not start (CUDA_VISIBLE_DEVICES=%s; is the nvidia kernel module loaded and of the library's version? nvidia-smi says)", err, visible)
 }
 
 // Ptr is a device address.
@@ -216,7 +243,7 @@ func (d *Device) loop(started chan<- error) {
 	defer close(d.done)
 	var ctx unsafe.Pointer
 	err := func() error {
-		if err := check("cuInit", C.wb_init()); err != nil {
+		if err := initErr(check("cuInit", C.wb_init())); err != nil {
 			return err
 		}
 		var v, n C.int
@@ -245,7 +272,11 @@ func (d *Device) loop(started chan<- error) {
 		if err := check("cuDevicePrimaryCtxRetain", C.wb_ctx_retain(&ctx, d.dev)); err != nil {
 			return err
 		}
-		return check("cuCtxSetCurrent", C.wb_ctx_set(ctx))
+		if err := check("cuCtxSetCurrent", C.wb_ctx_set(ctx)); err != nil {
+			C.wb_ctx_release(d.dev)
+			return err
+		}
+		return nil
 	}()
 	started <- err
 	if err != nil {
@@ -322,7 +353,12 @@ func (d *Device) FreeHost(h *Host) error {
 	if h == nil {
 		return nil
 	}
-	return d.do(func() error { return check("cuMemFreeHost", C.wb_free_host(h.p)) })
+	if h.p == nil {
+		return nil // freed already
+	}
+	err := d.do(func() error { return check("cuMemFreeHost", C.wb_free_host(h.p)) })
+	h.p, h.n = nil, 0
+	return err
 }
 
 // rangeOK refuses a copy past the end of a host buffer.
@@ -370,6 +406,46 @@ func (d *Device) CopyDtoD(dst, src Ptr, n uint64) error {
 	})
 }
 
+// Direction is a copy's direction between pinned host memory and the device.
+type Direction int
+
+const (
+	HostToDevice Direction = iota
+	DeviceToHost
+)
+
+// TimeCopies makes count copies of n bytes between h and p in direction dir, back to back on
+// the device's thread (no hand-off between copies: a copy from or to pinned memory returns once
+// its bytes are there), and returns the time from the first one's issue to the last one's
+// return, the context synchronised.
+func (d *Device) TimeCopies(dir Direction, p Ptr, h *Host, n uint64, count int) (time.Duration, error) {
+	if err := h.rangeOK(0, n); err != nil {
+		return 0, err
+	}
+	var took time.Duration
+	err := d.do(func() error {
+		start := time.Now()
+		for range count {
+			var r C.wb_result
+			call := "cuMemcpyHtoD_v2"
+			if dir == HostToDevice {
+				r = C.wb_htod(C.wb_dptr(p), h.p, C.size_t(n))
+			} else {
+				call, r = "cuMemcpyDtoH_v2", C.wb_dtoh(h.p, C.wb_dptr(p), C.size_t(n))
+			}
+			if err := check(call, r); err != nil {
+				return err
+			}
+		}
+		if err := check("cuCtxSynchronize", C.wb_sync()); err != nil {
+			return err
+		}
+		took = time.Since(start)
+		return nil
+	})
+	return took, err
+}
+
 // Fill sets n bytes at p (a multiple of 4) to the 32-bit word v and returns once done.
 func (d *Device) Fill(p Ptr, v uint32, n uint64) error {
 	return d.do(func() error {
@@ -401,7 +477,7 @@ func Ordinal(bus string) (int, error) {
 	}
 	openMu.Lock() // cuInit and the device queries need no context: any thread will do
 	defer openMu.Unlock()
-	if err := check("cuInit", C.wb_init()); err != nil {
+	if err := initErr(check("cuInit", C.wb_init())); err != nil {
 		return 0, err
 	}
 	var n C.int

@@ -65,8 +65,11 @@ type Link struct {
 // Figures are one model's key figures on one node, from its report.json. Has* say which are
 // known (a figure absent from the report is not zero).
 type Figures struct {
-	L1WakeS              float64 `json:"l1_wake_s"`
-	PCIeGBps             float64 `json:"pcie_gbps"`
+	L1WakeS  float64 `json:"l1_wake_s"`
+	PCIeGBps float64 `json:"pcie_gbps"`
+	// PCIeBasis says which rate the wake's floor was taken at: "measured" (the node's link
+	// probe) or "nominal" (NVML's maximum link); "" from a report before the probe.
+	PCIeBasis            string  `json:"pcie_basis,omitempty"`
 	L1WakeFractionOfPCIe float64 `json:"l1_wake_fraction_of_pcie_limit"`
 	TPOTFractionOfHBM    float64 `json:"tpot_c1_fraction_of_hbm_limit"`
 	ResidualGiB          float64 `json:"residual_gib"` // level-1 residual, median of the cycles
@@ -211,7 +214,7 @@ func readNode(r NodeResult) Node {
 		return n
 	}
 	if rep.Simulated != nil {
-		n.Simulated = fmt.Sprintf("vllmsim profile %s, time scale %g", rep.Simulated.Profile, rep.Simulated.TimeScale)
+		n.Simulated = rep.Simulated.Label()
 	}
 	switch rep.Status {
 	case StatusPass:
@@ -254,6 +257,7 @@ func figures(m *report.Model) Figures {
 	f.metrics = make(map[string]float64, 3)
 	if l := m.PhysicalLimits; l != nil {
 		f.L1WakeS, f.PCIeGBps, f.L1WakeFractionOfPCIe, f.TPOTFractionOfHBM = l.L1WakeS, l.PCIeGBps, l.L1WakeFractionOfPCIe, l.TPOTFractionOfHBM
+		f.PCIeBasis = l.PCIeBasis
 		if l.L1WakeFractionOfPCIe > 0 {
 			f.metrics[MetricWakeFraction] = l.L1WakeFractionOfPCIe
 		}

@@ -51,6 +51,10 @@ func synth(t testing.TB, base report.Report, bench []byte, s shape) NodeResult {
 		l.L1WakeFloorS /= s.size
 		l.L1WakeS = l.L1WakeFloorS / s.wake
 		l.L1WakeFractionOfPCIe = s.wake
+		l.PCIeBasis = "nominal"
+		if s.link > 0 {
+			l.PCIeBasis = "measured"
+		}
 		l.HBMGBps *= s.size
 		l.TPOTFloorS /= s.size
 		mm.PhysicalLimits = &l
@@ -119,6 +123,10 @@ func TestOutlierRule(t *testing.T) {
 		{"a link trained down among four", []shape{ok("h1", h), ok("h2", h), with(ok("h3", h), func(s *shape) { s.link = 0.1 }), ok("h4", h)}, []string{"h3/" + LinkModel + "/" + link}},
 		{"half a link among four", []shape{ok("h1", h), ok("h2", h), with(ok("h3", h), func(s *shape) { s.link = 0.4 }), ok("h4", h)}, []string{"h3/" + LinkModel + "/" + link}},
 		{"half a link, alone in its kind", []shape{ok("h1", h), with(ok("a1", a), func(s *shape) { s.link = 0.4 })}, nil},
+		// One node's probe did not run: its wake fraction is of its nominal link, not judged
+		// against its peers' fractions of their measured ones (the kind has no other node of
+		// its basis); nor is it a link outlier.
+		{"one node without a probe", []shape{ok("h1", h), ok("h2", h), with(ok("h3", h), func(s *shape) { s.link, s.wake = 0, 0.35 }), ok("h4", h)}, nil},
 		{"no probe", []shape{with(ok("h1", h), func(s *shape) { s.link = 0 }), with(ok("h2", h), func(s *shape) { s.link = 0 })}, nil},
 		{"noisy kind", []shape{with(ok("h1", h), func(s *shape) { s.wake = 0.4 }), with(ok("h2", h), func(s *shape) { s.wake = 0.5 }), with(ok("h3", h), func(s *shape) { s.wake = 0.7 }),
 			with(ok("h4", h), func(s *shape) { s.wake = 0.8 }), with(ok("h5", h), func(s *shape) { s.wake = 0.42 })}, nil},

@@ -134,7 +134,10 @@ func (o Options) minExcess(metric string) float64 {
 
 // outliers applies the rule to the PASS nodes of one kind.
 func outliers(nodes []Node, o Options) []Outlier {
-	type key struct{ model, metric string }
+	// basis splits the wake fraction by the rate its floor was taken at (a node whose probe
+	// did not run is judged against its nominal link, ~0.5 of a measured one's fraction): only
+	// nodes of one basis are compared.
+	type key struct{ model, metric, basis string }
 	type point struct {
 		node int
 		x    float64
@@ -146,12 +149,15 @@ func outliers(nodes []Node, o Options) []Outlier {
 		}
 		for label, fig := range n.Models {
 			for metric, x := range fig.metrics {
-				k := key{label, metric}
+				k := key{label, metric, ""}
+				if metric == MetricWakeFraction {
+					k.basis = fig.PCIeBasis
+				}
 				series[k] = append(series[k], point{i, x})
 			}
 		}
 		if n.Link != nil && n.Link.FractionOfNominal > 0 {
-			k := key{LinkModel, MetricLinkFraction}
+			k := key{LinkModel, MetricLinkFraction, ""}
 			series[k] = append(series[k], point{i, n.Link.FractionOfNominal})
 		}
 	}
@@ -159,7 +165,9 @@ func outliers(nodes []Node, o Options) []Outlier {
 	for k := range series {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b key) int { return cmp.Or(cmp.Compare(a.model, b.model), cmp.Compare(a.metric, b.metric)) })
+	slices.SortFunc(keys, func(a, b key) int {
+		return cmp.Or(cmp.Compare(a.model, b.model), cmp.Compare(a.metric, b.metric), cmp.Compare(a.basis, b.basis))
+	})
 
 	var out []Outlier
 	var sorted, scratch []float64
@@ -186,7 +194,11 @@ func outliers(nodes []Node, o Options) []Outlier {
 					if up {
 						dir = "below"
 					}
-					rule := fmt.Sprintf("%.0f%% %s the median of the kind's %d other nodes (relative rule: at least %.0f%%", 100*worse/m, dir, others, 100*o.RelativeDeviation)
+					same := ""
+					if k.basis != "" {
+						same = fmt.Sprintf(" whose wake floors are at the %s link too", k.basis)
+					}
+					rule := fmt.Sprintf("%.0f%% %s the median of the kind's %d other nodes%s (relative rule: at least %.0f%%", 100*worse/m, dir, others, same, 100*o.RelativeDeviation)
 					if mex := o.minExcess(k.metric); mex > 0 {
 						rule += fmt.Sprintf(" and %.2g GiB", mex)
 					}

@@ -176,7 +176,7 @@ func WriteMarkdown(w io.Writer, f Fleet) (err error) {
 
 	for _, k := range f.Kinds {
 		p("\n## %s\n\n%d nodes, samples pooled from %d.\n\n", k.GPU, k.Nodes, k.Pooled)
-		p("| node | status | link measured / nominal | model | wake / PCIe limit | tok/s (conc) | tok/s / HBM limit | residual GiB |\n|---|---|---|---|---|---|---|---|\n")
+		p("| node | status | link measured / nominal | model | wake / link limit (basis) | tok/s (conc) | tok/s / HBM limit | residual GiB |\n|---|---|---|---|---|---|---|---|\n")
 		for _, n := range f.Nodes {
 			if n.GPU != k.GPU {
 				continue
@@ -198,7 +198,11 @@ func WriteMarkdown(w io.Writer, f Fleet) (err error) {
 			}
 			for _, l := range labels {
 				m := n.Models[l]
-				p("| %s | %s | %s | %s | %.3f | %.1f (%d) | %.3f | %.3f |\n", n.Node, status, link, l, m.L1WakeFractionOfPCIe, m.OutputTPS, m.OutputTPSConc, m.OutputTPSFractionOfHBM, m.ResidualGiB)
+				basis := ""
+				if m.PCIeBasis != "" {
+					basis = " (" + m.PCIeBasis + ")"
+				}
+				p("| %s | %s | %s | %s | %.3f%s | %.1f (%d) | %.3f | %.3f |\n", n.Node, status, link, l, m.L1WakeFractionOfPCIe, basis, m.OutputTPS, m.OutputTPSConc, m.OutputTPSFractionOfHBM, m.ResidualGiB)
 			}
 		}
 		if len(k.Summaries) > 0 {

@@ -44,7 +44,7 @@ func TestWrite(t *testing.T) {
 	assert.Contains(t, string(md), "- **gone** (NVIDIA A100-SXM4-40GB): NOT RUN: pod never scheduled")
 	assert.Contains(t, string(md), "- **h3** (NVIDIA H100 80GB HBM3, simulated: vllmsim profile tiny, time scale 1): PASS\n  - outlier: model A l1_wake_fraction_of_pcie_limit = 0.3, kind median 0.6")
 	assert.NotContains(t, string(md), "- **h1**")
-	assert.Contains(t, string(md), "| h3 | PASS, outlier, simulated | 50.4 of 63.01 GB/s = 0.80 | A | 0.300 |")
+	assert.Contains(t, string(md), "| h3 | PASS, outlier, simulated | 50.4 of 63.01 GB/s = 0.80 | A | 0.300 (measured) |")
 	assert.Contains(t, string(md), "- **a1** (NVIDIA A100-SXM4-40GB, simulated: vllmsim profile tiny, time scale 1): PASS\n  - outlier: host link link_h2d_fraction_of_nominal = 0.1 (measured host→device over NVML's nominal), kind median 0: link measured below 0.25 of the rate NVML's maximum link promises")
 
 	// Every merged result carries its node and kind; the node's own gpu line is kept apart.

@@ -128,7 +128,7 @@ func TestPhasesRecordEverything(t *testing.T) {
 	require.Len(t, rep.LinkProbe, 1, "one GPU, probed once before the first server")
 	assert.True(t, rep.LinkProbe[0].Simulated)
 	assert.Equal(t, 25.0, rep.LinkProbe[0].H2DGBps)
-	assert.Equal(t, "measured", lim.PCIeBasis)
+	assert.Equal(t, "simulated", lim.PCIeBasis, "the simulated GPU's profile rates")
 	assert.InDelta(t, 31.504, lim.PCIeNominalGBps, 1e-9)
 	assert.InDelta(t, 25/31.504, lim.LinkFractionOfNominal, 1e-9)
 	assert.InDelta(t, 0.5*record.GiB/25e9, lim.L1WakeFloorS, 1e-9)

@@ -155,6 +155,16 @@ type Simulated struct {
 	RealDevice bool `json:"real_device,omitempty"`
 }
 
+// Label is how the outputs name a simulated run in one phrase: "vllmsim profile tiny, time
+// scale 1", and for real-device mode what of it is real.
+func (s Simulated) Label() string {
+	l := fmt.Sprintf("vllmsim profile %s, time scale %g", s.Profile, s.TimeScale)
+	if s.RealDevice {
+		l += "; real device: GPU memory, copies and weight reads real and unscaled"
+	}
+	return l
+}
+
 // GPUFacts is what NVML says about the device and its driver (or, with
 // simulated true, what the simulated GPU says as NVML would).
 type GPUFacts struct {

@@ -184,7 +184,7 @@ func benchConfig(raw record.Raw) []benchfmt.Config {
 	}
 	sim := "no"
 	if raw.Simulated != nil {
-		sim = fmt.Sprintf("yes (vllmsim profile %s, time scale %g)", raw.Simulated.Profile, raw.Simulated.TimeScale)
+		sim = "yes (" + raw.Simulated.Label() + ")"
 	}
 	cfg = append(cfg, benchfmt.Config{Key: "simulated", Value: []byte(sim), File: true})
 	return cfg

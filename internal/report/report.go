@@ -166,8 +166,8 @@ type Limits struct {
 	WeightSource string  `json:"weight_source"`
 
 	// PCIeGBps is the host→device rate the wake's floor is taken at: the link probe's
-	// measured rate where the run has one (PCIeBasis "measured"), else NVML's nominal link
-	// ("nominal"); PCIeNominalGBps is the nominal one either way, and LinkFractionOfNominal the
+	// measured rate where the run has one (PCIeBasis "measured"; "simulated" for the simulated
+	// GPU's profile rate), else NVML's nominal link ("nominal"); PCIeNominalGBps is the nominal one either way, and LinkFractionOfNominal the
 	// measured over it (a link trained down reads low).
 	PCIeGBps              float64 `json:"pcie_gbps"`
 	PCIeBasis             string  `json:"pcie_basis,omitempty"`
@@ -177,6 +177,13 @@ type Limits struct {
 	L1WakeFloorS          float64 `json:"l1_wake_floor_s"` // weight bytes / PCIeGBps (× time scale when simulated)
 	L1WakeS               float64 `json:"l1_wake_s"`       // median level-1 wake API time
 	L1WakeFractionOfPCIe  float64 `json:"l1_wake_fraction_of_pcie_limit"`
+	// The level-1 sleep against the link probe's device→host rate (absent without a probe):
+	// weight bytes / D2HGBps, over the median level-1 sleep_s (which holds the sleep's fixed
+	// costs, and in its first cycle the pinned buffer's allocation, beside the copy).
+	D2HGBps               float64 `json:"d2h_gbps,omitempty"`
+	L1SleepFloorS         float64 `json:"l1_sleep_floor_s,omitempty"`
+	L1SleepS              float64 `json:"l1_sleep_s,omitempty"`
+	L1SleepFractionOfLink float64 `json:"l1_sleep_fraction_of_link,omitempty"`
 
 	HBMGBps           float64 `json:"hbm_gbps"`
 	HBMSource         string  `json:"hbm_source"`

@@ -342,8 +342,8 @@ func TestPhysicalLimits(t *testing.T) {
 	raw.GPUFacts = &record.GPUFacts{PCIeGBps: 31.5, MemoryGBps: 864}
 	var sb strings.Builder
 	require.NoError(t, WriteSummary(&sb, Build(raw)))
-	assert.Contains(t, sb.String(), "| A | 0.11 (3 s vs floor 0.3409 s at 31.5 GB/s nominal) | 1.24 (0.01 s vs floor 0.01243 s at 864 GB/s) |")
-	assert.Contains(t, sb.String(), "| B | – | – |")
+	assert.Contains(t, sb.String(), "| A | 0.11 (3 s vs floor 0.3409 s at 31.5 GB/s nominal) | – | 1.24 (0.01 s vs floor 0.01243 s at 864 GB/s) |")
+	assert.Contains(t, sb.String(), "| B | – | – | – |")
 	assert.Contains(t, Build(raw).Models["A"].PhysicalLimits.Note, "TPOT below the memory floor",
 		"a fraction above 1 says the floor does not hold")
 }
@@ -359,8 +359,8 @@ func TestPhysicalLimitsMeasuredLink(t *testing.T) {
 	raw.Weights["A"] = record.Weight{GiB: 10, Source: "log"}
 	raw.GPUFacts = &record.GPUFacts{Name: "G", MaxPCIeGen: 4, MaxPCIeWidth: 16, PCIeGBps: 31.5, MemoryGBps: 864}
 	raw.Links = []record.Link{
-		{GPU: "GPU 0", H2DGBps: 24, D2HGBps: 25, Source: "measured: …"},
-		{GPU: "GPU 1", H2DGBps: 20, D2HGBps: 25, Source: "measured: …"},
+		{GPU: "GPU 0", H2DGBps: 24, D2HGBps: 26, H2DFractionOfNominal: 24 / 31.5, Source: "measured: …"},
+		{GPU: "GPU 1", H2DGBps: 20, D2HGBps: 25, H2DFractionOfNominal: 20 / 31.5, Source: "measured: …"},
 	}
 	a := Build(raw).Models["A"].PhysicalLimits
 	require.NotNil(t, a)
@@ -371,6 +371,21 @@ func TestPhysicalLimitsMeasuredLink(t *testing.T) {
 	assert.InDelta(t, 0.268435456, a.L1WakeFloorS, 1e-12)
 	assert.InDelta(t, 0.0894785, a.L1WakeFractionOfPCIe, 1e-6)
 	assert.Contains(t, a.PCIeSource, "link probe, host→device (GPU 1")
+	// The level-1 sleep against the same GPU's device→host rate: 10·2^30 / 25e9 × 0.5 =
+	// 0.2147483648 s, over the median level-1 sleep (2 s).
+	assert.Equal(t, 25.0, a.D2HGBps)
+	assert.Equal(t, 2.0, a.L1SleepS)
+	assert.InDelta(t, 0.2147483648, a.L1SleepFloorS, 1e-12)
+	assert.InDelta(t, 0.1073741824, a.L1SleepFractionOfLink, 1e-12)
+
+	raw.LinkNote = "link probe failed: NVML index 2 (PCI 0000:3b:00.0): cuInit: CUDA_ERROR_NO_DEVICE (100)"
+	a = Build(raw).Models["A"].PhysicalLimits
+	assert.Contains(t, a.PCIeSource, raw.LinkNote, "a GPU left unprobed is said")
+	raw.LinkNote = ""
+
+	raw.Links[1].Simulated = true
+	assert.Equal(t, "simulated", Build(raw).Models["A"].PhysicalLimits.PCIeBasis, "a simulated GPU's rates are not measured")
+	raw.Links[1].Simulated = false
 
 	raw.Simulated.RealDevice = true
 	a = Build(raw).Models["A"].PhysicalLimits

@@ -39,7 +39,7 @@ func WriteSummary(w io.Writer, rep Report) error {
 func writeChecks(b *strings.Builder, rep Report) {
 	sim := ""
 	if rep.Simulated != nil {
-		sim = fmt.Sprintf(" — simulated (vllmsim profile %s, time scale %g)", rep.Simulated.Profile, rep.Simulated.TimeScale)
+		sim = " — simulated (" + rep.Simulated.Label() + ")"
 	}
 	fmt.Fprintf(b, "# wakebench: %s%s\n\n%s · %s · phases: %s\n\n", rep.Status, sim, rep.GPU, rep.Runtime, strings.Join(rep.Phases, ", "))
 	if rep.Status == StatusNotRun && rep.NotRunReason != "" {
@@ -129,13 +129,14 @@ func writePhysicalLimits(b *strings.Builder, rep Report, labels []string) {
 			if lim.PCIeBasis != "" && wake != "–" {
 				wake = strings.TrimSuffix(wake, ")") + " " + lim.PCIeBasis + ")"
 			}
-			rows = append(rows, fmt.Sprintf("| %s | %s | %s |", l, wake,
+			rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s |", l, wake,
+				fraction(lim.L1SleepFractionOfLink, lim.L1SleepS, lim.L1SleepFloorS, lim.D2HGBps),
 				fraction(lim.TPOTFractionOfHBM, lim.TPOTC1S, lim.TPOTFloorS, lim.HBMGBps)))
 		}
 	}
 	if len(rows) > 0 {
 		b.WriteString("\n## Physical limits (fraction of the limit: 1 = at the hardware's raw rate; see report.json for sources)\n\n")
-		b.WriteString("| model | L1 wake vs PCIe host→device | TPOT c=1 vs memory bandwidth |\n|---|---|---|\n")
+		b.WriteString("| model | L1 wake vs PCIe host→device | L1 sleep vs probed device→host | TPOT c=1 vs memory bandwidth |\n|---|---|---|---|\n")
 		b.WriteString(strings.Join(rows, "\n") + "\n")
 	}
 	writeLinks(b, rep)

@@ -180,6 +180,16 @@ func engineDeadMessage(detail string) string {
 	return "EngineCore encountered an issue. See stack trace (above) for the root cause.\nEngineCore fatal detail:\n" + detail
 }
 
+// hostFailed is a level-1 sleep whose pinned backup could not be allocated: the engine core
+// prints why as it dies, then the API server's EngineDeadError (see handleSleep for the
+// answer); the error is fatal.
+func (s *server) hostFailed(weights uint64, err error) *opError {
+	detail := fmt.Sprintf("failed to allocate %.2f GiB of pinned host memory for the level-1 weight backup: out of host memory (%v)", float64(weights)/GiB, err)
+	s.log.Printf("ERROR EngineCore failed: %s", detail)
+	s.log.Printf("ERROR AsyncLLM output_handler failed: EngineDeadError: %s", engineDeadMessage(detail))
+	return &opError{status: http.StatusInternalServerError, typ: "EngineDeadError", msg: engineDeadMessage(detail), fatal: true}
+}
+
 // sleepHost is a level-1 sleep's host memory before its copy: the pinned
 // backup (the first time, or again after a release) and the transient
 // staging buffer, which the caller frees when the sleep answers. A failed
@@ -200,12 +210,7 @@ func (s *server) sleepHost() (staging *hostBuffer, oe *opError) {
 		staging, _, err = allocHost(s.host.real(uint64(float64(weights)*stagingFraction)), false)
 	}
 	if err != nil {
-		// What the engine core prints as it dies, then the API server's
-		// EngineDeadError (see handleSleep for the answer).
-		detail := fmt.Sprintf("failed to allocate %.2f GiB of pinned host memory for the level-1 weight backup: out of host memory (%v)", float64(weights)/GiB, err)
-		s.log.Printf("ERROR EngineCore failed: %s", detail)
-		s.log.Printf("ERROR AsyncLLM output_handler failed: EngineDeadError: %s", engineDeadMessage(detail))
-		return nil, &opError{status: http.StatusInternalServerError, typ: "EngineDeadError", msg: engineDeadMessage(detail), fatal: true}
+		return nil, s.hostFailed(weights, err)
 	}
 	if fresh {
 		locked := "locked"

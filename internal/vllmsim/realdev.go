@@ -109,6 +109,9 @@ func (c cudaMemory) CopyDtoD(dst, src uint64, n uint64) error {
 func (c cudaMemory) Fill(p uint64, v uint32, n uint64) error { return c.d.Fill(cuda.Ptr(p), v, n) }
 func (c cudaMemory) Close()                                  { c.d.Close() }
 
+// errPinnedAlloc is the pinned host backup's allocation failing (the engine dies of it).
+var errPinnedAlloc = errors.New("allocate pinned host memory")
+
 // poolState is what the server's state asks the device to hold.
 type poolState struct {
 	weights bool   // the weight pool is on the device
@@ -214,7 +217,7 @@ func (r *realPools) backupWeights() error {
 	if r.backup == nil {
 		h, err := r.mem.AllocHost(r.weightBytes)
 		if err != nil {
-			return fmt.Errorf("allocate %.2f GiB of pinned host memory for the weights: %w", float64(r.weightBytes)/GiB, err)
+			return fmt.Errorf("%w: %.2f GiB for the weights: %w", errPinnedAlloc, float64(r.weightBytes)/GiB, err)
 		}
 		r.backup = h
 	}
@@ -223,6 +226,19 @@ func (r *realPools) backupWeights() error {
 	}
 	r.backed = true
 	return nil
+}
+
+// releaseBackup frees the pinned host copy of the weights (VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY,
+// proposed: after a level-1 wake); the next level-1 sleep allocates it again.
+func (r *realPools) releaseBackup() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.backup == nil {
+		return nil
+	}
+	err := r.mem.FreeHost(r.backup)
+	r.backup, r.backed = nil, false
+	return err
 }
 
 // freePool frees one pool. Caller holds mu.

@@ -31,6 +31,7 @@ type fakeGPU struct {
 	dtod     uint64 // device → device
 	hostHeld uint64
 	failNext bool // the next Alloc fails out of memory
+	failHost bool // AllocHost fails
 	closed   bool
 }
 
@@ -94,6 +95,9 @@ func (f *fakeGPU) at(p, n uint64) (*fakeAlloc, error) {
 func (f *fakeGPU) AllocHost(n uint64) (hostBuf, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.failHost {
+		return nil, &cuda.Error{Call: "cuMemAllocHost_v2", Code: cuda.ErrOutOfMemory, Name: "CUDA_ERROR_OUT_OF_MEMORY"}
+	}
 	f.hostHeld += n
 	return &fakeHost{size: n}, nil
 }
@@ -223,6 +227,25 @@ func TestRealPools(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "CUDA_ERROR_OUT_OF_MEMORY")
 	assert.Contains(t, err.Error(), "weight pool")
+	st = f.snapshot(w)
+	assert.Equal(t, uint64(GiB/4), st.used, "nothing half-allocated: the KV cache waits for the weights")
+	require.NoError(t, r.apply(poolState{weights: true, kv: true}), "the next wake, with memory, succeeds")
+	assert.Equal(t, w+1<<30+GiB/4, f.snapshot(w).used)
+
+	// A level-1 sleep whose pinned backup cannot be allocated keeps the weights on the device
+	// and says so (the server dies of it, as vLLM's engine does: errPinnedAlloc).
+	require.NoError(t, r.releaseBackup())
+	assert.Zero(t, f.snapshot(w).host)
+	f.mu.Lock()
+	f.failHost = true
+	f.mu.Unlock()
+	err = r.apply(poolState{level: 1})
+	require.ErrorIs(t, err, errPinnedAlloc)
+	assert.Equal(t, "uninitialised", f.snapshot(w).weights, "the weights stay on the device")
+	f.mu.Lock()
+	f.failHost = false
+	f.mu.Unlock()
+	require.NoError(t, r.apply(poolState{level: 2}))
 
 	// Residual growth (a leak, NCCL's buffers) is allocated, once.
 	require.NoError(t, r.apply(poolState{extra: 64 << 20}))
@@ -282,6 +305,24 @@ func TestRealDeviceServer(t *testing.T) {
 	_, err = s.c.CollectiveRPC(ctx, "reload_weights")
 	require.NoError(t, err)
 	assert.Equal(t, "fill 0x3f803f80", f.snapshot(w).weights, "reload_weights writes them on the device")
+}
+
+// VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY (proposed) frees the real pinned backup after a level-1
+// wake; the next level-1 sleep allocates it again.
+func TestRealDeviceReleasesHostMemory(t *testing.T) {
+	f := newFakeGPU(16)
+	s := startSimOn(t, "tiny-a", map[string]string{EnvDevice: "cuda", EnvEra: string(eraProposed), EnvReleaseHostMemory: "1"}, &SyncLog{}, f.open)
+	s.ready(t)
+	ctx := t.Context()
+	m, _ := LookupProfile("tiny")
+	w := uint64(m.Models["tiny-a"].WeightGiB * GiB)
+	require.NoError(t, s.c.Sleep(ctx, 1))
+	assert.Equal(t, w, f.snapshot(w).host)
+	require.NoError(t, s.c.WakeUp(ctx))
+	assert.Zero(t, f.snapshot(w).host, "released after the wake")
+	assert.Equal(t, "fill 0x3f803f80", f.snapshot(w).weights)
+	require.NoError(t, s.c.Sleep(ctx, 1))
+	assert.Equal(t, w, f.snapshot(w).host, "allocated again")
 }
 
 // Real-device mode refuses what it cannot do, naming the thing to fix.

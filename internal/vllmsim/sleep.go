@@ -14,6 +14,7 @@ package vllmsim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -496,6 +497,9 @@ func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode s
 			s.log.Printf("ERROR %v", err)
 		}
 	}
+	if level == 1 && s.dev.real != nil && s.faults.HostOOM {
+		return s.hostFailed(s.phys.TotalWeightBytes(), errHostOOM), true
+	}
 	if level == 1 && s.dev.real == nil {
 		// Level 1 really holds host memory (level 2 none): the pinned
 		// backup, kept, and a staging buffer freed once the copy is done
@@ -522,6 +526,9 @@ func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode s
 	if late { // fault late-release: the device shows the state as it is then
 		s.publishLater(time.Duration(s.faults.LateReleaseS * float64(time.Second)))
 	} else if err := s.publish(); err != nil && s.dev.real != nil {
+		if errors.Is(err, errPinnedAlloc) { // real-device mode: the backup's cuMemAllocHost failed
+			return s.hostFailed(s.phys.TotalWeightBytes(), err), true
+		}
 		return internalError("%v", err), true
 	}
 	// cumem.py's line (vllm@010c2112 vllm/device_allocator/cumem.py): level 1
@@ -742,6 +749,11 @@ func (s *server) wakeMemory(ctx context.Context, tags []string) (noop bool, oe *
 		// level-1 sleep allocates (and pays for) it again.
 		if _, err := s.host.release(); err != nil {
 			s.log.Printf("ERROR %v", err)
+		}
+		if s.dev.real != nil {
+			if err := s.dev.real.releaseBackup(); err != nil {
+				s.log.Printf("ERROR %v", err)
+			}
 		}
 		s.mu.Lock()
 		s.pinned = false

@@ -317,8 +317,12 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	lg.Printf("vllmsim %s serving %s (profile %s, time scale %g, %s)", Version, args.Model, st.Profile.Name, st.TimeScale, where)
 	// Host figures measured on a sim are its bytes × this scale: the
 	// harness reads it from here to label them simulated/scaled.
-	lg.Printf("vllmsim host memory scale %g: a level-1 sleep really allocates %.3f GiB pinned (+ %.3f GiB transient) for %.2f GiB of weights",
-		st.HostScale, float64(phys.TotalWeightBytes())*st.HostScale/GiB, float64(phys.TotalWeightBytes())*st.HostScale*stagingFraction/GiB, float64(phys.TotalWeightBytes())/GiB)
+	if dev.real != nil {
+		lg.Printf("vllmsim real-device mode: a level-1 sleep pins %.2f GiB of host memory (cuMemAllocHost) for the weights' copy", float64(phys.TotalWeightBytes())/GiB)
+	} else {
+		lg.Printf("vllmsim host memory scale %g: a level-1 sleep really allocates %.3f GiB pinned (+ %.3f GiB transient) for %.2f GiB of weights",
+			st.HostScale, float64(phys.TotalWeightBytes())*st.HostScale/GiB, float64(phys.TotalWeightBytes())*st.HostScale*stagingFraction/GiB, float64(phys.TotalWeightBytes())/GiB)
+	}
 	var pw *power // real-device mode: the device's own energy counter, nothing simulated
 	if dev.real == nil {
 		if pw, err = newPower(gpuDir, pid, args.ServedName(), info); err != nil {
