@@ -35,10 +35,13 @@ func TestGPUFacts(t *testing.T) {
 			assert.Positive(t, l.D2HGBps)
 		}
 	}
-	// vllmsim in real-device mode: NVML sees each server's own process holding memory.
+	// vllmsim in real-device mode: each server's memory is attributed, by NVML's per-process
+	// list where it shows the server's PID, else (a container without the host's PID
+	// namespace) by the device's deltas; which one is logged.
 	if h.Config().Sim.Device == "cuda" {
 		for _, l := range h.Labels() {
-			assert.Equal(t, "process", raw.Attribution[l], "model %s's memory attributed by NVML's per-process list", l)
+			t.Logf("model %s's memory attributed by %s", l, raw.Attribution[l])
+			assert.Contains(t, []string{"process", "device-delta"}, raw.Attribution[l], "model %s's memory attributed", l)
 		}
 	}
 }

@@ -82,8 +82,8 @@ const (
 	DefaultMinWakeFractionOfPCIe = 0.15
 	DefaultMinTPSFractionOfHBM   = 0.15
 	// DefaultMinLinkFractionOfNominal: a healthy PCIe link copies pinned memory at about 0.8
-	// of its nominal rate (Gen4 x16: 25 of 31.5 GB/s), vllmsim's profiles at 0.53 (the L20
-	// reference's wakes); a link trained to a quarter of its rate or less (Gen5 x16 to Gen4
+	// of its nominal rate (Gen4 x16: 25 of 31.5 GB/s), vllmsim's l20-derived profiles at 0.53
+	// (the L20 reference's wakes), the tiny one at 0.79; a link trained to a quarter of its rate or less (Gen5 x16 to Gen4
 	// x8, or to Gen3 x8: an eighth) falls below 0.25 on either. Smaller losses are left to
 	// the relative rule against the kind's other nodes.
 	DefaultMinLinkFractionOfNominal = 0.25

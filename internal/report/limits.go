@@ -103,13 +103,13 @@ func limits(raw record.Raw, label string, m *Model) *Limits {
 	if len(notRun) > 0 {
 		notes = append(notes, "not measured: "+strings.Join(notRun, "; "))
 	}
-	if lim.L1WakeFractionOfPCIe > measuredSlack && lim.PCIeBasis == "measured" {
+	if lim.L1WakeFractionOfPCIe > MeasuredSlack && lim.PCIeBasis == "measured" {
 		notes = append(notes, "level-1 wake faster than the measured link allows: the weight size is wrong, or the wake copied less than the weights")
 	} else if lim.L1WakeFractionOfPCIe > 1 && lim.PCIeBasis != "measured" {
 		notes = append(notes, "level-1 wake faster than the PCIe floor: the host link is not PCIe (NVLink-C2C?) or the weight size is wrong")
 	}
 	if raw.Simulated != nil && raw.Simulated.RealDevice && lim.TPOTFractionOfHBM > 0 {
-		notes = append(notes, "real-device mode: a step reads the weights as a device-to-device copy, which writes as many bytes as it reads, so the TPOT fraction of the memory floor is at most about 0.5")
+		notes = append(notes, RealDeviceNote)
 	}
 	if lim.TPOTFractionOfHBM > 1 {
 		notes = append(notes, "TPOT below the memory floor: a decode step reads less than every weight (mixture of experts?) or the weight size is wrong")
@@ -118,10 +118,13 @@ func limits(raw record.Raw, label string, m *Model) *Limits {
 	return lim
 }
 
-// measuredSlack is how far above a measured link's median rate a wake may copy before the
+// MeasuredSlack is how far above a measured link's median rate a wake may copy before the
 // report says the weights or the wake are not what they seem: the probe's trials vary by a few
 // percent, and a wake's one large copy can beat its 64 MiB ones.
-const measuredSlack = 1.1
+const MeasuredSlack = 1.1
+
+// RealDeviceNote is the physical limits' note in vllmsim's real-device mode.
+const RealDeviceNote = "real-device mode: a step reads the weights as a device-to-device copy, which writes as many bytes as it reads, so the TPOT fraction of the memory floor is at most about 0.5"
 
 // slowestLink is the run's link with the lowest measured host→device rate: a model across
 // several GPUs wakes as slowly as its slowest.

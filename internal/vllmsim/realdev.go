@@ -6,8 +6,9 @@ package vllmsim
 // the device's own. The server holds, on CUDA device 0 of what CUDA_VISIBLE_DEVICES leaves it
 // (the driver applies CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, as it does for vLLM's
 // worker, whose cuda:0 is the same device):
-//   - the residual: the profile's residual_gib (beside the real CUDA context the driver
-//     creates), NCCL's and fault tp-residual's bytes, and fault leak-per-cycle's growth;
+//   - the residual: the CUDA context the driver really creates (the profile's residual_gib is
+//     not allocated on top of it), NCCL's and fault tp-residual's bytes, and fault
+//     leak-per-cycle's growth;
 //   - the weight pool, filled with a pattern at load and by reload_weights;
 //   - the KV-cache pool.
 // A level-1 sleep copies the weight pool into page-locked host memory (allocated by the first
@@ -128,30 +129,24 @@ const weightPattern = 0x3f803f80 // two bf16 1.0s
 type realPools struct {
 	mem                 gpuMemory
 	weightBytes, kvSize uint64
-	context             uint64 // the modelled residual (profile residual_gib)
 
 	// mu guards everything below: one change of the device's memory at a time, and no step's
 	// weight read while the pools change.
 	mu       sync.Mutex
 	weights  uint64   // device address of the weight pool, 0 when not held
 	kv       uint64   // the KV-cache pool's, 0 when not held
-	residual []uint64 // the residual's allocations (context, then each extra)
+	residual []uint64 // the residual's allocations beyond the context (each extra)
 	extra    uint64   // bytes of residual held beyond the context
 	backup   hostBuf  // the pinned host copy of the weights (kept once allocated)
 	backed   bool     // backup holds the weights of the last level-1 sleep
 }
 
-// newRealPools allocates the residual (the profile's context bytes).
-func newRealPools(mem gpuMemory, p Physics) (*realPools, error) {
-	r := &realPools{mem: mem, weightBytes: align4(p.WeightBytes()), kvSize: align4(p.KVBytes), context: align4(p.ContextBytes())}
-	if r.context > 0 {
-		ptr, err := mem.Alloc(r.context)
-		if err != nil {
-			return nil, fmt.Errorf("allocate the residual (%.2f GiB): %w", float64(r.context)/GiB, err)
-		}
-		r.residual = append(r.residual, ptr)
-	}
-	return r, nil
+// newRealPools is the server's pools on mem, none allocated yet. The profile's residual_gib
+// (vLLM's CUDA context, graphs and memory outside the pools) is not allocated: the CUDA
+// context the driver really created is the residual here, and allocating the modelled one on
+// top would count a context twice.
+func newRealPools(mem gpuMemory, p Physics) *realPools {
+	return &realPools{mem: mem, weightBytes: align4(p.WeightBytes()), kvSize: align4(p.KVBytes)}
 }
 
 // align4 rounds n down to whole 32-bit words (cuMemsetD32 fills words).
@@ -178,14 +173,17 @@ func (r *realPools) apply(st poolState) error {
 	if r.kv != 0 && !st.kv {
 		errs = append(errs, r.freePool(&r.kv, "KV cache"))
 	}
+	if !st.weights && st.level != 1 {
+		// Asleep at a level that discards (level 2, or 3 and the like on a release): whatever
+		// an earlier level-1 sleep backed up is not brought back, as vllmsim's model has it.
+		r.backed = false
+	}
 	switch {
 	case r.weights != 0 && !st.weights:
 		if st.level == 1 {
 			if err := r.backupWeights(); err != nil {
 				return errors.Join(append(errs, err)...) // the weights stay: nothing is lost
 			}
-		} else {
-			r.backed = false
 		}
 		errs = append(errs, r.freePool(&r.weights, "weights"))
 	case r.weights == 0 && st.weights:
@@ -333,11 +331,7 @@ func openRealDevice(args Args, st Settings, model Model, open func() (gpuMemory,
 		return nil, phys, "", err
 	}
 	phys.Real = true
-	pools, err := newRealPools(mem, phys)
-	if err != nil {
-		mem.Close()
-		return nil, phys, "", fmt.Errorf("%s=cuda: %w", EnvDevice, err)
-	}
+	pools := newRealPools(mem, phys)
 	r := &rank{index: 0, info: info, model: args.ServedName(), pid: os.Getpid()}
 	return &device{ranks: []*rank{r}, info: info, real: pools}, phys, where, nil
 }

@@ -52,7 +52,14 @@ func newFakeGPU(totalGiB float64) *fakeGPU {
 }
 
 func (f *fakeGPU) open() (gpuMemory, error) { return f, nil }
-func (f *fakeGPU) Describe() string         { return "Fake GPU (test)" }
+
+// busyFake is a fake GPU of totalGiB of which another process holds heldGiB.
+func busyFake(totalGiB, heldGiB float64) *fakeGPU {
+	f := newFakeGPU(totalGiB)
+	f.used = uint64(heldGiB * GiB)
+	return f
+}
+func (f *fakeGPU) Describe() string { return "Fake GPU (test)" }
 func (f *fakeGPU) MemInfo() (uint64, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -181,15 +188,14 @@ func (f *fakeGPU) snapshot(weightBytes uint64) fakeState {
 func TestRealPools(t *testing.T) {
 	f := newFakeGPU(16)
 	p := Physics{Model: Model{WeightGiB: 2, ResidualGiB: 0.25}, KVBytes: 1 << 30, Real: true}
-	r, err := newRealPools(f, p)
-	require.NoError(t, err)
+	r := newRealPools(f, p)
 	w := p.WeightBytes()
-	assert.Equal(t, uint64(GiB/4), f.snapshot(w).used, "the residual from the start")
+	assert.Zero(t, f.snapshot(w).used, "the residual is the real CUDA context, not allocated again")
 
 	awake := poolState{weights: true, kv: true}
 	require.NoError(t, r.apply(awake))
 	require.NoError(t, r.fillWeights())
-	assert.Equal(t, fakeState{used: w + 1<<30 + GiB/4, weights: "fill 0x3f803f80"}, f.snapshot(w))
+	assert.Equal(t, fakeState{used: w + 1<<30, weights: "fill 0x3f803f80"}, f.snapshot(w))
 
 	// A step reads every weight byte once, through the KV pool in pieces of its size.
 	require.NoError(t, r.readWeights())
@@ -198,7 +204,7 @@ func TestRealPools(t *testing.T) {
 	// Level 1: the weights to pinned host memory, both pools freed.
 	require.NoError(t, r.apply(poolState{level: 1}))
 	st := f.snapshot(w)
-	assert.Equal(t, uint64(GiB/4), st.used)
+	assert.Zero(t, st.used)
 	assert.Equal(t, w, st.dtoh)
 	assert.Equal(t, w, st.host, "the pinned backup is the weights' size")
 	// Its wake: the weights come back as they were; the KV cache is fresh.
@@ -207,7 +213,7 @@ func TestRealPools(t *testing.T) {
 	assert.Equal(t, "fill 0x3f803f80", st.weights)
 	assert.Equal(t, w, st.htod)
 	require.NoError(t, r.apply(awake))
-	assert.Equal(t, w+1<<30+GiB/4, f.snapshot(w).used)
+	assert.Equal(t, w+1<<30, f.snapshot(w).used)
 
 	// Level 2: freed without a copy; its wake brings memory, not the weights.
 	require.NoError(t, r.apply(poolState{level: 2}))
@@ -223,14 +229,14 @@ func TestRealPools(t *testing.T) {
 	f.mu.Lock()
 	f.failNext = true
 	f.mu.Unlock()
-	err = r.apply(poolState{weights: true, kv: true})
+	err := r.apply(poolState{weights: true, kv: true})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "CUDA_ERROR_OUT_OF_MEMORY")
 	assert.Contains(t, err.Error(), "weight pool")
 	st = f.snapshot(w)
-	assert.Equal(t, uint64(GiB/4), st.used, "nothing half-allocated: the KV cache waits for the weights")
+	assert.Zero(t, st.used, "nothing half-allocated: the KV cache waits for the weights")
 	require.NoError(t, r.apply(poolState{weights: true, kv: true}), "the next wake, with memory, succeeds")
-	assert.Equal(t, w+1<<30+GiB/4, f.snapshot(w).used)
+	assert.Equal(t, w+1<<30, f.snapshot(w).used)
 
 	// A level-1 sleep whose pinned backup cannot be allocated keeps the weights on the device
 	// and says so (the server dies of it, as vLLM's engine does: errPinnedAlloc).
@@ -250,7 +256,19 @@ func TestRealPools(t *testing.T) {
 	// Residual growth (a leak, NCCL's buffers) is allocated, once.
 	require.NoError(t, r.apply(poolState{extra: 64 << 20}))
 	require.NoError(t, r.apply(poolState{extra: 64 << 20}))
-	assert.Equal(t, uint64(GiB/4+64<<20), f.snapshot(w).used)
+	assert.Equal(t, uint64(64<<20), f.snapshot(w).used)
+
+	// A level-1 sleep, its KV cache woken alone, then a level-2 sleep: the weights' level-1
+	// copy is not brought back by the next wake (level 2 discards, in vllmsim's model).
+	require.NoError(t, r.apply(poolState{weights: true, kv: true, extra: 64 << 20}))
+	require.NoError(t, r.fillWeights())
+	htod := f.snapshot(w).htod
+	require.NoError(t, r.apply(poolState{level: 1, extra: 64 << 20}))
+	require.NoError(t, r.apply(poolState{kv: true, level: 1, extra: 64 << 20}))
+	require.NoError(t, r.apply(poolState{level: 2, extra: 64 << 20}))
+	require.NoError(t, r.apply(poolState{weights: true, kv: true, level: 2, extra: 64 << 20}))
+	assert.Equal(t, htod, f.snapshot(w).htod, "no copy back after the level-2 sleep")
+	assert.Equal(t, "uninitialised", f.snapshot(w).weights)
 
 	r.close()
 	st = f.snapshot(w)
@@ -271,9 +289,8 @@ func TestRealDeviceServer(t *testing.T) {
 	kv := uint64(1 << 30) // startSimOn's --kv-cache-memory-bytes
 	m, _ := LookupProfile("tiny")
 	w := uint64(m.Models["tiny-a"].WeightGiB * GiB)
-	ctxBytes := uint64(m.Models["tiny-a"].ResidualGiB * GiB)
 	st := f.snapshot(w)
-	assert.Equal(t, w+kv+ctxBytes, st.used)
+	assert.Equal(t, w+kv, st.used)
 	assert.Equal(t, "fill 0x3f803f80", st.weights, "the load writes the weights")
 	assert.Contains(t, logs.String(), "real GPU Fake GPU (test)")
 
@@ -286,7 +303,7 @@ func TestRealDeviceServer(t *testing.T) {
 
 	require.NoError(t, s.c.Sleep(ctx, 1))
 	st = f.snapshot(w)
-	assert.Equal(t, ctxBytes, st.used, "level 1 frees both pools")
+	assert.Zero(t, st.used, "level 1 frees both pools (the residual is the real context, not the fake's)")
 	assert.Equal(t, w, st.dtoh)
 	freed := regexp.MustCompile(`Sleep mode freed ([0-9.]+) GiB memory`).FindStringSubmatch(logs.String())
 	require.NotNil(t, freed, logs.String())
@@ -294,7 +311,7 @@ func TestRealDeviceServer(t *testing.T) {
 	assert.InDelta(t, float64(w+kv)/GiB, g, 0.01, "the freed line is the device's free memory before and after")
 	require.NoError(t, s.c.WakeUp(ctx))
 	st = f.snapshot(w)
-	assert.Equal(t, w+kv+ctxBytes, st.used)
+	assert.Equal(t, w+kv, st.used)
 	assert.Equal(t, "fill 0x3f803f80", st.weights, "the weights came back by copy")
 	assert.Equal(t, w, st.htod)
 
@@ -340,8 +357,9 @@ func TestRealDeviceRefusals(t *testing.T) {
 		{"no driver", map[string]string{EnvDevice: "cuda"}, noDriver, nil, "VLLMSIM_DEVICE=cuda: the CUDA driver library libcuda.so.1 cannot be loaded: install the NVIDIA driver"},
 		{"tensor parallel", map[string]string{EnvDevice: "cuda"}, newFakeGPU(16).open, []string{"--tensor-parallel-size", "2"}, "real-device mode runs a server on one GPU"},
 		{"bad value", map[string]string{EnvDevice: "gpu"}, nil, nil, `VLLMSIM_DEVICE="gpu": want sim`},
-		{"too small", map[string]string{EnvDevice: "cuda"}, newFakeGPU(1).open, nil, "Free memory on device (0.75/1.00 GiB) on startup is less than desired"},
-		{"weights do not fit", map[string]string{EnvDevice: "cuda"}, newFakeGPU(0.5).open, []string{"--gpu-memory-utilization", "0.1"}, "allocate the weight pool (0.50 GiB): cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2)"},
+		{"another process holds half", map[string]string{EnvDevice: "cuda"}, busyFake(1, 0.5).open, nil, "Free memory on device (0.50/1.00 GiB) on startup is less than desired"},
+		{"weights do not fit", map[string]string{EnvDevice: "cuda"}, newFakeGPU(0.4).open, []string{"--gpu-memory-utilization", "0.1"}, "allocate the weight pool (0.50 GiB): cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2)"},
+		{"no room for the KV cache", map[string]string{EnvDevice: "cuda"}, newFakeGPU(1).open, nil, "CUDA out of memory allocating the KV cache (1.00 GiB, 0.50 GiB free)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := startSimOn(t, "tiny-a", tc.env, &SyncLog{}, tc.open, tc.extra...)

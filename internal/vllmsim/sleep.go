@@ -732,6 +732,9 @@ func (s *server) wakeMemory(ctx context.Context, tags []string) (noop bool, oe *
 		*asleep = false
 		s.mu.Unlock()
 		if err := s.publish(); err != nil && s.dev.real != nil {
+			s.mu.Lock()
+			*asleep = true // nothing of it is on the device: it did not wake
+			s.mu.Unlock()
 			return false, internalError("CUDA error waking %s: %v", tag, err), true
 		}
 		s.syncPower()
