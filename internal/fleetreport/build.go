@@ -223,10 +223,8 @@ func readNode(r NodeResult) Node {
 	default:
 		fail(fmt.Sprintf("report.json: status %q (want PASS or FAIL)", rep.Status))
 	}
-	for _, l := range rep.LinkProbe {
-		if l.H2DGBps > 0 && l.NominalGBps > 0 && (n.Link == nil || l.H2DGBps < n.Link.H2DGBps) {
-			n.Link = &Link{H2DGBps: l.H2DGBps, NominalGBps: l.NominalGBps, FractionOfNominal: l.H2DGBps / l.NominalGBps, Simulated: l.Simulated}
-		}
+	if l, ok := record.SlowestLink(rep.LinkProbe); ok && l.NominalGBps > 0 {
+		n.Link = &Link{H2DGBps: l.H2DGBps, NominalGBps: l.NominalGBps, FractionOfNominal: l.H2DFractionOfNominal, Simulated: l.Simulated}
 	}
 	n.Models = make(map[string]Figures, len(rep.Models))
 	for label, m := range rep.Models {

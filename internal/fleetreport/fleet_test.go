@@ -75,7 +75,7 @@ func synth(t testing.TB, base report.Report, bench []byte, s shape) NodeResult {
 	rep.LinkProbe = nil
 	if s.link > 0 {
 		const nominal = 63.008 // PCIe Gen5 x16
-		rep.LinkProbe = []record.Link{{GPU: "GPU 0", H2DGBps: s.link * nominal * s.size, NominalGBps: nominal * s.size}}
+		rep.LinkProbe = []record.Link{{GPU: "GPU 0", H2DGBps: s.link * nominal * s.size, NominalGBps: nominal * s.size, H2DFractionOfNominal: s.link}}
 	}
 	j, err := json.Marshal(rep)
 	require.NoError(t, err)

@@ -15,8 +15,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
+
+	"github.com/wakebench/wakebench/internal/stats"
 )
 
 // Copier copies one buffer of Options.Bytes between pinned host memory and device memory:
@@ -85,8 +86,11 @@ func Measure(ctx context.Context, c Copier, o Options) (Result, error) {
 	if r.D2HTrialsGBps, err = trials(ctx, c.DtoH, o); err != nil {
 		return r, fmt.Errorf("link probe, device to host: %w", err)
 	}
-	r.H2DGBps, r.H2DBestGBps = median(r.H2DTrialsGBps), slices.Max(r.H2DTrialsGBps)
-	r.D2HGBps, r.D2HBestGBps = median(r.D2HTrialsGBps), slices.Max(r.D2HTrialsGBps)
+	// Trials ≥ 1 rates, none NaN (each a positive time's): Summarize cannot fail here.
+	h, _ := stats.Summarize(r.H2DTrialsGBps)
+	d, _ := stats.Summarize(r.D2HTrialsGBps)
+	r.H2DGBps, r.H2DBestGBps = h.Median, h.Max
+	r.D2HGBps, r.D2HBestGBps = d.Median, d.Max
 	return r, nil
 }
 
@@ -107,15 +111,4 @@ func trials(ctx context.Context, copies func(int) (time.Duration, error), o Opti
 		out = append(out, float64(o.Bytes)*float64(o.LoopCount)/d.Seconds()/1e9)
 	}
 	return out, nil
-}
-
-// median is the middle value (the mean of the two middle ones for an even count), as
-// package stats summarises.
-func median(xs []float64) float64 {
-	s := slices.Sorted(slices.Values(xs))
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }

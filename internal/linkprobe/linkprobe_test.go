@@ -67,8 +67,3 @@ func TestMeasureFails(t *testing.T) {
 	_, err = Measure(ctx, &fakeLink{bytes: 1, h2d: []float64{1}, d2h: []float64{1}}, Options{Bytes: 1})
 	assert.ErrorIs(t, err, context.Canceled)
 }
-
-func TestMedian(t *testing.T) {
-	assert.Equal(t, 2.0, median([]float64{3, 1, 2}))
-	assert.Equal(t, 2.5, median([]float64{4, 1, 2, 3}))
-}

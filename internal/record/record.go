@@ -207,6 +207,19 @@ type Link struct {
 	Simulated bool   `json:"simulated,omitempty"`
 }
 
+// SlowestLink is the link of links with the lowest measured host→device rate (false when
+// none was measured): a model across several GPUs wakes as slowly as its slowest, and a node's
+// link is its slowest GPU's.
+func SlowestLink(links []Link) (Link, bool) {
+	var out Link
+	for _, l := range links {
+		if l.H2DGBps > 0 && (out.H2DGBps == 0 || l.H2DGBps < out.H2DGBps) {
+			out = l
+		}
+	}
+	return out, out.H2DGBps > 0
+}
+
 // Check is one threshold's verdict.
 type Check struct {
 	Name    string  `json:"name"`

@@ -58,7 +58,7 @@ func limits(raw record.Raw, label string, m *Model) *Limits {
 			lim.PCIeGBps, lim.PCIeBasis = lim.PCIeNominalGBps, "nominal"
 			lim.PCIeSource = fmt.Sprintf("%s: %s, raw one-direction rate after line coding%s", how, link, scaled)
 		}
-		if l, ok := slowestLink(raw.Links); ok {
+		if l, ok := record.SlowestLink(raw.Links); ok {
 			lim.PCIeGBps, lim.PCIeBasis, lim.D2HGBps = l.H2DGBps, "measured", l.D2HGBps
 			if l.Simulated {
 				lim.PCIeBasis = "simulated" // the profile's rates: no copy was made
@@ -125,15 +125,3 @@ const MeasuredSlack = 1.1
 
 // RealDeviceNote is the physical limits' note in vllmsim's real-device mode.
 const RealDeviceNote = "real-device mode: a step reads the weights as a device-to-device copy, which writes as many bytes as it reads, so the TPOT fraction of the memory floor is at most about 0.5"
-
-// slowestLink is the run's link with the lowest measured host→device rate: a model across
-// several GPUs wakes as slowly as its slowest.
-func slowestLink(links []record.Link) (record.Link, bool) {
-	var out record.Link
-	for _, l := range links {
-		if l.H2DGBps > 0 && (out.H2DGBps == 0 || l.H2DGBps < out.H2DGBps) {
-			out = l
-		}
-	}
-	return out, out.H2DGBps > 0
-}
