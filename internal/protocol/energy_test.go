@@ -80,7 +80,10 @@ type interval struct{ s, j, wake float64 }
 func energyFollowsTheInterval(t *testing.T, run string, xs []interval, slack float64, slowWake bool, eDelay time.Duration) {
 	t.Helper()
 	for i, x := range xs {
-		assert.GreaterOrEqual(t, x.j, testW*x.s-testW*0.005, "%s %d: J = W × (/sleep sent → first token) at least", run, i+1)
+		// 20 ms under at most: a reading is stamped when its read
+		// returned, and on a busy machine the goroutine can lose
+		// milliseconds between the counter's value and the stamp.
+		assert.GreaterOrEqual(t, x.j, testW*(x.s-0.020), "%s %d: J = W × (/sleep sent → first token) at least", run, i+1)
 		assert.Less(t, x.j, testW*(x.s+slack+eDelay.Seconds()/2), "%s %d: no more than the interval and its quick reads", run, i+1)
 		if slowWake { // in the interval, so in J by the floor above
 			assert.GreaterOrEqual(t, x.wake, 0.3, "%s %d: the wake took its delay", run, i+1)
