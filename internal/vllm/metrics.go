@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -86,3 +87,75 @@ func (m Metrics) KVCacheUsage() (float64, bool) {
 // "discard_all") or "not fully awake" when all three are 0; "" when the
 // server exports neither (before vLLM 0.11).
 func (m Metrics) SleepState() string { return m.SleepView().State() }
+
+// Counters are the engine's own counters an engine-health window takes the
+// difference of (docs/metrics.md, "Engine health"): speculative decoding's
+// drafts (vllm/v1/spec_decode/metrics.py SpecDecodingProm; exported only
+// under --speculative-config), prefix-cache lookups in tokens
+// (vllm/v1/metrics/loggers.py: vllm:prefix_cache_queries/hits, earlier
+// releases vllm:gpu_prefix_cache_queries/hits, deprecated since), and the
+// tokens generated with each finished request's decode time (first token
+// → last, vllm/v1/metrics/stats.py update_from_finished_request). Has*
+// say whether the server exports each family.
+type Counters struct {
+	HasSpec                                   bool
+	SpecDrafts, SpecDraftTokens, SpecAccepted float64
+	HasPrefix                                 bool
+	PrefixQueries, PrefixHits                 float64
+	HasDecode                                 bool
+	// GenTokens is vllm:generation_tokens_total; DecodeS and Decoded the
+	// sum and count of vllm:request_decode_time_seconds.
+	GenTokens, DecodeS, Decoded float64
+}
+
+// Counters reads the scrape's engine counters.
+func (m Metrics) Counters() Counters {
+	var c Counters
+	c.SpecDraftTokens, c.HasSpec = m["vllm:spec_decode_num_draft_tokens_total"]
+	c.SpecDrafts = m["vllm:spec_decode_num_drafts_total"]
+	c.SpecAccepted = m["vllm:spec_decode_num_accepted_tokens_total"]
+	q, okQ := m["vllm:prefix_cache_queries_total"]
+	h := m["vllm:prefix_cache_hits_total"]
+	if !okQ {
+		q, okQ = m["vllm:gpu_prefix_cache_queries_total"]
+		h = m["vllm:gpu_prefix_cache_hits_total"]
+	}
+	c.HasPrefix, c.PrefixQueries, c.PrefixHits = okQ, q, h
+	var okG, okS bool
+	c.GenTokens, okG = m["vllm:generation_tokens_total"]
+	c.DecodeS, okS = m["vllm:request_decode_time_seconds_sum"]
+	c.Decoded = m["vllm:request_decode_time_seconds_count"]
+	c.HasDecode = okG && okS
+	return c
+}
+
+// Rates are an engine-health window's figures, from the counters at its
+// start and end: NaN where the server exports no such counter or the
+// window gave it nothing to count.
+type Rates struct {
+	// SpecAcceptance is accepted / draft tokens (vLLM's "Avg Draft
+	// acceptance rate", SpecDecodingLogging.log).
+	SpecAcceptance float64
+	// PrefixHitRate is cached / queried prompt tokens.
+	PrefixHitRate float64
+	// DecodeTPS is the tokens generated past each request's first, per
+	// second of the finished requests' decode time: a request's own
+	// decode rate, averaged over tokens.
+	DecodeTPS float64
+}
+
+// RatesOver are the figures of the window from a to b.
+func RatesOver(a, b Counters) Rates {
+	ratio := func(num, den float64, ok bool) float64 {
+		if !ok || den <= 0 || num < 0 {
+			return math.NaN()
+		}
+		return num / den
+	}
+	decoded := b.Decoded - a.Decoded
+	return Rates{
+		SpecAcceptance: ratio(b.SpecAccepted-a.SpecAccepted, b.SpecDraftTokens-a.SpecDraftTokens, a.HasSpec && b.HasSpec),
+		PrefixHitRate:  ratio(b.PrefixHits-a.PrefixHits, b.PrefixQueries-a.PrefixQueries, a.HasPrefix && b.HasPrefix),
+		DecodeTPS:      ratio(b.GenTokens-a.GenTokens-decoded, b.DecodeS-a.DecodeS, a.HasDecode && b.HasDecode && decoded > 0),
+	}
+}

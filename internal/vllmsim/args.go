@@ -43,6 +43,43 @@ type Args struct {
 	EnablePromptTokensDetails bool
 	// EnableServerLoadTracking counts the requests in flight on GET /load.
 	EnableServerLoadTracking bool
+	// Speculative is --speculative-config (nil: no speculative decoding).
+	Speculative *SpecConfig
+}
+
+// SpecConfig is what vllmsim models of --speculative-config's JSON
+// (vLLM's SpeculativeConfig, vllm/config/speculative.py): the method
+// ("eagle3", "mtp", "ngram", "draft_model", …; any is accepted) and the
+// draft tokens proposed per step (num_speculative_tokens; 1 when absent,
+// as an MTP model with one prediction layer has).
+type SpecConfig struct {
+	Method    string `json:"method"`
+	Model     string `json:"model"`
+	NumTokens int    `json:"num_speculative_tokens"`
+}
+
+// specTokens is the draft tokens a step proposes (0: no speculative decoding).
+func (a Args) specTokens() int {
+	if a.Speculative == nil {
+		return 0
+	}
+	return a.Speculative.NumTokens
+}
+
+// parseSpecConfig reads --speculative-config's value as vLLM does
+// (json.loads into SpeculativeConfig's fields).
+func parseSpecConfig(v string) (*SpecConfig, error) {
+	var c SpecConfig
+	if err := json.Unmarshal([]byte(v), &c); err != nil {
+		return nil, fmt.Errorf("argument --speculative-config: invalid loads value: '%s'", v)
+	}
+	if c.NumTokens < 0 {
+		return nil, fmt.Errorf("argument --speculative-config: num_speculative_tokens must be > 0, got %d", c.NumTokens)
+	}
+	if c.NumTokens == 0 {
+		c.NumTokens = 1
+	}
+	return &c, nil
 }
 
 // LoRAModule is one adapter served beside the base model, requested by its name.
@@ -334,6 +371,12 @@ func (a *Args) set(name string, vals []string, maxLen, kv *int64) error {
 		return boolean(&a.EnablePromptTokensDetails)
 	case "--enable-server-load-tracking":
 		return boolean(&a.EnableServerLoadTracking)
+	case "--speculative-config", "-sc":
+		c, err := parseSpecConfig(v)
+		if err != nil {
+			return err
+		}
+		a.Speculative = c
 	default:
 		a.Unmodelled = append(a.Unmodelled, name+" "+strings.Join(vals, " "))
 	}

@@ -29,8 +29,9 @@ type seq struct {
 	out          chan token // buffered for every token: the engine never blocks on a slow reader
 	emitted      int
 	queuedAt     time.Time
-	recompute    bool // frozen by a keep sleep: its prefill covers the tokens so far too
-	aborted      bool // ended by /abort_requests during its prefill (guarded by the engine's mu)
+	firstAt      time.Time // its first token: vLLM's decode time runs from it to the last
+	recompute    bool      // frozen by a keep sleep: its prefill covers the tokens so far too
+	aborted      bool      // ended by /abort_requests during its prefill (guarded by the engine's mu)
 }
 
 // engine is a continuous-batching scheduler over a simulated clock: each step
@@ -75,6 +76,39 @@ type engine struct {
 	readWeights func()
 
 	prefix *prefixCache // nil: no prefix caching
+
+	spec *spec // nil: no speculative decoding (set before run starts)
+}
+
+// spec is speculative decoding as its figures show it: each decode step
+// of a sequence past its first token proposes k draft tokens, of which
+// the target accepts a share (the profile's acceptance; spread evenly
+// over the steps, so the figures are exact), emitting the accepted ones
+// and one token of its own; the draft's pass adds draftCost of the step
+// per draft token. Fault spec-off-after-wake (#52479: the draft model not
+// reloaded after a level-2 wake) leaves the drafts rejected from the
+// first wake on: the tokens are the same, the rate falls.
+type spec struct {
+	k         int
+	accept    float64 // accepted share of the draft tokens
+	draftCost float64 // a step's extra cost per draft token (a fraction of the step)
+	carry     float64 // accepted tokens owed by the even spread (only the run goroutine touches it)
+	off       atomic.Bool
+}
+
+// specDraftCost is a draft token's cost as a fraction of the target's
+// decode step (simulated: a draft model or MTP head is a few layers).
+const specDraftCost = 0.05
+
+// accepted is how many of a step's k draft tokens the target accepts.
+func (sp *spec) accepted() int {
+	if sp.off.Load() {
+		return 0
+	}
+	sp.carry += sp.accept * float64(sp.k)
+	n := min(int(sp.carry), sp.k)
+	sp.carry -= float64(n)
+	return n
 }
 
 func newEngine(p Physics, c clock, m *metrics) *engine {
@@ -275,6 +309,9 @@ func (e *engine) step(ctx context.Context) bool {
 	tokens := 0 // the prefill's: each prompt less its cached prefix (set here, under mu: its answer reads it)
 	for _, s := range admit {
 		s.cached = e.prefix.hit(s.prompt, s.adapter, s.promptTokens)
+		if e.prefix != nil && e.prefix.on {
+			e.m.prefixLookup(s.promptTokens, s.cached)
+		}
 		tokens += s.promptTokens - s.cached
 		if s.recompute {
 			tokens += s.emitted
@@ -317,7 +354,11 @@ func (e *engine) step(ctx context.Context) bool {
 		return true
 	}
 	e.deviceRead()
-	if !e.wait(ctx, e.phys.DecodeStep(batch)*slowdown, extra) {
+	cost := e.phys.DecodeStep(batch) * slowdown
+	if e.spec != nil {
+		cost *= 1 + e.spec.draftCost*float64(e.spec.k)
+	}
+	if !e.wait(ctx, cost, extra) {
 		return false
 	}
 	now := time.Now()
@@ -328,25 +369,9 @@ func (e *engine) step(ctx context.Context) bool {
 	}
 	kept := e.running[:0]
 	for _, s := range e.running {
-		t := token{genToken: s.gen.token(s.emitted), at: now}
-		s.emitted++
-		switch {
-		case s.emitted >= s.maxTokens:
-			t.finish = "length"
-		case s.emitted >= s.stopAt:
-			t.finish = "stop"
+		if !e.emit(s, now) {
+			kept = append(kept, s)
 		}
-		if s.emitted == 1 {
-			e.m.ttft(now.Sub(s.queuedAt))
-		}
-		s.out <- t
-		e.m.generated()
-		if t.finish != "" {
-			close(s.out)
-			e.m.finished(t.finish)
-			continue
-		}
-		kept = append(kept, s)
 	}
 	clear(e.running[len(kept):])
 	e.running = kept
@@ -356,6 +381,42 @@ func (e *engine) step(ctx context.Context) bool {
 		e.idle = nil
 	}
 	return true
+}
+
+// emit gives s its tokens of a decode step ending at now: one, or past
+// its first token under speculative decoding one more per accepted draft
+// token (vLLM's rejection sampler emits the accepted prefix and a token
+// of the target's own). true when s finished. Caller holds e.mu.
+func (e *engine) emit(s *seq, now time.Time) (finished bool) {
+	n := 1
+	if e.spec != nil && s.emitted > 0 {
+		a := e.spec.accepted()
+		e.m.draft(e.spec.k, a)
+		n += a
+	}
+	for range n {
+		t := token{genToken: s.gen.token(s.emitted), at: now}
+		s.emitted++
+		switch {
+		case s.emitted >= s.maxTokens:
+			t.finish = "length"
+		case s.emitted >= s.stopAt:
+			t.finish = "stop"
+		}
+		if s.emitted == 1 {
+			s.firstAt = now
+			e.m.ttft(now.Sub(s.queuedAt))
+		}
+		s.out <- t
+		e.m.generated()
+		if t.finish != "" {
+			close(s.out)
+			e.m.finished(t.finish)
+			e.m.decodeTime(now.Sub(s.firstAt))
+			return true
+		}
+	}
+	return false
 }
 
 // deviceRead is a step's read of the weights on a real device (nothing without one); the

@@ -57,6 +57,13 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	slow-decode-after-wake=F  from the process's first wake on, every decode step
 //	                       takes F times as long (prefill and the wake itself
 //	                       are unchanged)
+//	spec-off-after-wake    from the process's first wake on, speculative decoding
+//	                       accepts no draft token (the draft model not reloaded,
+//	                       #52479): the same tokens, acceptance 0, decoding slower
+//	adapter-ignored-after-wake  from the first wake on, a LoRA adapter's requests
+//	                       run as the base model's (its prefix-cache blocks shared
+//	                       with the base model's), the tokens still the adapter's
+//	                       (#53888's speed side; lora-ignored is its token side)
 //	slow-wake=F            every /wake_up takes F times its modelled time; nothing
 //	                       else changes (what the regression gate must catch alone)
 //	slow=OP:S              the server's own operation OP takes S seconds (not scaled)
@@ -133,7 +140,11 @@ type Faults struct {
 	SlowDecodeAfter  float64 // slow-decode-after-wake: decode step cost factor after the first wake
 	SlowWake         float64 // slow-wake: factor on every wake's modelled time (0: none)
 	TieFlipAfterWake bool
-	LeakPerCycleMiB  float64
+	SpecOffAfterWake bool
+	// AdapterIgnoredAfterWake: after a wake an adapter's requests are the
+	// base model's to the engine (cache blocks), not to the tokens.
+	AdapterIgnoredAfterWake bool
+	LeakPerCycleMiB         float64
 	// TPResidualGiB (tp-residual=GiB): each rank holds this much more
 	// outside the sleep-mode pools, kept on its GPU asleep, as vLLM
 	// 0.14/0.15 kept 16 GB a GPU asleep against 1.14 GB on 0.13 on four
@@ -178,36 +189,38 @@ func ParseFaults(s string) (*Faults, error) {
 // faultParsers set each fault's fields from its item, by the fault's name.
 // A fault that takes no argument ignores one given.
 var faultParsers = map[string]func(*Faults, faultArg) error{
-	"crash-at-start":         flagFault(func(f *Faults) *bool { return &f.CrashAtStart }),
-	"start-hang":             flagFault(func(f *Faults) *bool { return &f.StartHang }),
-	"crash-after":            nthFault(func(f *Faults) *int { return &f.CrashAfter }),
-	"crash-mid-stream":       nthFault(func(f *Faults) *int { return &f.CrashMidStream }),
-	"truncate-stream":        nthFault(func(f *Faults) *int { return &f.TruncateStream }),
-	"error-event":            nthFault(func(f *Faults) *int { return &f.ErrorEvent }),
-	"error-status":           parseErrorStatus,
-	"stall-stream":           parseStallStream,
-	"delay":                  parseDelay,
-	"slow":                   parseSlow,
-	"wake-fail":              everyOrNthFault(func(f *Faults) *int { return &f.WakeFail }),
-	"wake-hang":              everyOrNthFault(func(f *Faults) *int { return &f.WakeHang }),
-	"no-reload":              flagFault(func(f *Faults) *bool { return &f.NoReload }),
-	"prefix-reset-false":     everyOrNthFault(func(f *Faults) *int { return &f.PrefixResetFalse }),
-	"no-release":             flagFault(func(f *Faults) *bool { return &f.NoRelease }),
-	"late-release":           positiveFault(func(f *Faults) *float64 { return &f.LateReleaseS }),
-	"asleep-crash":           flagFault(func(f *Faults) *bool { return &f.AsleepCrash }),
-	"inflight-crash":         flagFault(func(f *Faults) *bool { return &f.InFlightCrash }),
-	"diverge-after-wake":     nthFault(func(f *Faults) *int { return &f.DivergeAfterWake }),
-	"lora-ignored":           flagFault(func(f *Faults) *bool { return &f.LoRAIgnored }),
-	"tie-flip-after-wake":    flagFault(func(f *Faults) *bool { return &f.TieFlipAfterWake }),
-	"logprob-drift":          positiveFault(func(f *Faults) *float64 { return &f.LogprobDrift }),
-	"slow-decode-after-wake": positiveFault(func(f *Faults) *float64 { return &f.SlowDecodeAfter }),
-	"slow-wake":              positiveFault(func(f *Faults) *float64 { return &f.SlowWake }),
-	"leak-per-cycle":         positiveFault(func(f *Faults) *float64 { return &f.LeakPerCycleMiB }),
-	"tp-residual":            positiveFault(func(f *Faults) *float64 { return &f.TPResidualGiB }),
-	"wake-stays-asleep":      flagFault(func(f *Faults) *bool { return &f.WakeStaysAsleep }),
-	"stuck-op":               opFault(func(f *Faults) *map[string]bool { return &f.StuckOps }, opSleep, opWakeUp, opReleaseKV),
-	"rpc-fail":               opFault(func(f *Faults) *map[string]bool { return &f.RPCFail }, opSleep, opWakeUp, opReleaseKV),
-	"host-oom":               flagFault(func(f *Faults) *bool { return &f.HostOOM }),
+	"crash-at-start":             flagFault(func(f *Faults) *bool { return &f.CrashAtStart }),
+	"start-hang":                 flagFault(func(f *Faults) *bool { return &f.StartHang }),
+	"crash-after":                nthFault(func(f *Faults) *int { return &f.CrashAfter }),
+	"crash-mid-stream":           nthFault(func(f *Faults) *int { return &f.CrashMidStream }),
+	"truncate-stream":            nthFault(func(f *Faults) *int { return &f.TruncateStream }),
+	"error-event":                nthFault(func(f *Faults) *int { return &f.ErrorEvent }),
+	"error-status":               parseErrorStatus,
+	"stall-stream":               parseStallStream,
+	"delay":                      parseDelay,
+	"slow":                       parseSlow,
+	"wake-fail":                  everyOrNthFault(func(f *Faults) *int { return &f.WakeFail }),
+	"wake-hang":                  everyOrNthFault(func(f *Faults) *int { return &f.WakeHang }),
+	"no-reload":                  flagFault(func(f *Faults) *bool { return &f.NoReload }),
+	"prefix-reset-false":         everyOrNthFault(func(f *Faults) *int { return &f.PrefixResetFalse }),
+	"no-release":                 flagFault(func(f *Faults) *bool { return &f.NoRelease }),
+	"late-release":               positiveFault(func(f *Faults) *float64 { return &f.LateReleaseS }),
+	"asleep-crash":               flagFault(func(f *Faults) *bool { return &f.AsleepCrash }),
+	"inflight-crash":             flagFault(func(f *Faults) *bool { return &f.InFlightCrash }),
+	"diverge-after-wake":         nthFault(func(f *Faults) *int { return &f.DivergeAfterWake }),
+	"lora-ignored":               flagFault(func(f *Faults) *bool { return &f.LoRAIgnored }),
+	"tie-flip-after-wake":        flagFault(func(f *Faults) *bool { return &f.TieFlipAfterWake }),
+	"spec-off-after-wake":        flagFault(func(f *Faults) *bool { return &f.SpecOffAfterWake }),
+	"adapter-ignored-after-wake": flagFault(func(f *Faults) *bool { return &f.AdapterIgnoredAfterWake }),
+	"logprob-drift":              positiveFault(func(f *Faults) *float64 { return &f.LogprobDrift }),
+	"slow-decode-after-wake":     positiveFault(func(f *Faults) *float64 { return &f.SlowDecodeAfter }),
+	"slow-wake":                  positiveFault(func(f *Faults) *float64 { return &f.SlowWake }),
+	"leak-per-cycle":             positiveFault(func(f *Faults) *float64 { return &f.LeakPerCycleMiB }),
+	"tp-residual":                positiveFault(func(f *Faults) *float64 { return &f.TPResidualGiB }),
+	"wake-stays-asleep":          flagFault(func(f *Faults) *bool { return &f.WakeStaysAsleep }),
+	"stuck-op":                   opFault(func(f *Faults) *map[string]bool { return &f.StuckOps }, opSleep, opWakeUp, opReleaseKV),
+	"rpc-fail":                   opFault(func(f *Faults) *map[string]bool { return &f.RPCFail }, opSleep, opWakeUp, opReleaseKV),
+	"host-oom":                   flagFault(func(f *Faults) *bool { return &f.HostOOM }),
 	"metrics-broken": func(f *Faults, a faultArg) error {
 		if a.arg != "500" && a.arg != "garbage" {
 			return fmt.Errorf("%s: %q: want 500 or garbage", a.name, a.arg)

@@ -2,6 +2,7 @@ package vllmsim
 
 import (
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -12,17 +13,32 @@ import (
 // metrics exposes the vLLM metric names a harness scrapes (vllm-api.md §6),
 // labelled model_name and engine as vLLM labels them.
 type metrics struct {
-	reg        *prometheus.Registry
-	running    prometheus.Gauge
-	waiting    prometheus.Gauge
-	kvUsage    prometheus.Gauge
-	ttftHist   prometheus.Observer
-	promptTok  prometheus.Counter
-	genTok     prometheus.Counter
-	success    *prometheus.CounterVec
-	sleepState *prometheus.GaugeVec // nil: not exported (VLLM_USE_RUST_FRONTEND=1)
-	sleepOps   *prometheus.HistogramVec
-	kvUsageOf  func(running int) float64
+	reg       *prometheus.Registry
+	running   prometheus.Gauge
+	waiting   prometheus.Gauge
+	kvUsage   prometheus.Gauge
+	ttftHist  prometheus.Observer
+	promptTok prometheus.Counter
+	genTok    prometheus.Counter
+	success   *prometheus.CounterVec
+	// Prefix caching, in tokens (vLLM V1's PrometheusStatLogger,
+	// vllm/v1/metrics/loggers.py: vllm:prefix_cache_queries and
+	// vllm:prefix_cache_hits, "in terms of number of queried/cached
+	// tokens"), and each finished request's decode time (first token →
+	// last, vllm/v1/metrics/stats.py update_from_finished_request).
+	prefixQueries prometheus.Counter
+	prefixHits    prometheus.Counter
+	decodeHist    prometheus.Observer
+	// Speculative decoding (vllm/v1/spec_decode/metrics.py
+	// SpecDecodingProm, per-position counters since PR #16665, merged):
+	// registered only under --speculative-config, as vLLM does. nil
+	// without it. prometheus_client appends _total to a Counter's name on
+	// the wire; client_golang does not, so the names here carry it.
+	specDrafts, specDraftTokens, specAccepted prometheus.Counter
+	specPerPos                                []prometheus.Counter
+	sleepState                                *prometheus.GaugeVec // nil: not exported (VLLM_USE_RUST_FRONTEND=1)
+	sleepOps                                  *prometheus.HistogramVec
+	kvUsageOf                                 func(running int) float64
 
 	// Era proposed only (nil in releases): vLLM's proposed resource-state telemetry
 	// (docs/design/engine_sleep_state.md, vllm-api.md §7.1) and the
@@ -47,6 +63,8 @@ type metricsOpts struct {
 	// every one prefixed vllm:rl_, with a calls counter
 	// (dev/rlhf/api_router.py; docs/vllm-api.md §7.3).
 	rl bool
+	// specTokens > 0: the spec-decode counters, with that many positions.
+	specTokens int
 }
 
 // Resources and their states (vllm-api.md §7.1).
@@ -70,8 +88,25 @@ func newMetrics(model string, kvUsage func(running int) float64, o metricsOpts) 
 	m.promptTok = prometheus.NewCounter(prometheus.CounterOpts{Name: "vllm:prompt_tokens_total", Help: "Number of prefill tokens processed.", ConstLabels: labels})
 	m.genTok = prometheus.NewCounter(prometheus.CounterOpts{Name: "vllm:generation_tokens_total", Help: "Number of generation tokens processed.", ConstLabels: labels})
 	m.success = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm:request_success_total", Help: "Count of successfully processed requests.", ConstLabels: labels}, []string{"finished_reason"})
-	for _, c := range []prometheus.Collector{m.running, m.waiting, m.kvUsage, h, m.promptTok, m.genTok, m.success} {
+	m.prefixQueries = prometheus.NewCounter(prometheus.CounterOpts{Name: "vllm:prefix_cache_queries_total", Help: "Prefix cache queries, in terms of number of queried tokens.", ConstLabels: labels})
+	m.prefixHits = prometheus.NewCounter(prometheus.CounterOpts{Name: "vllm:prefix_cache_hits_total", Help: "Prefix cache hits, in terms of number of cached tokens.", ConstLabels: labels})
+	dh := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "vllm:request_decode_time_seconds", Help: "Histogram of time spent in DECODE phase for request.", ConstLabels: labels,
+		Buckets: []float64{0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680}})
+	m.decodeHist = dh
+	for _, c := range []prometheus.Collector{m.running, m.waiting, m.kvUsage, h, m.promptTok, m.genTok, m.success, m.prefixQueries, m.prefixHits, dh} {
 		f(c)
+	}
+	if o.specTokens > 0 {
+		m.specDrafts = prometheus.NewCounter(prometheus.CounterOpts{Name: "vllm:spec_decode_num_drafts_total", Help: "Number of spec decoding drafts.", ConstLabels: labels})
+		m.specDraftTokens = prometheus.NewCounter(prometheus.CounterOpts{Name: "vllm:spec_decode_num_draft_tokens_total", Help: "Number of draft tokens.", ConstLabels: labels})
+		m.specAccepted = prometheus.NewCounter(prometheus.CounterOpts{Name: "vllm:spec_decode_num_accepted_tokens_total", Help: "Number of accepted tokens.", ConstLabels: labels})
+		perPos := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm:spec_decode_num_accepted_tokens_per_pos_total", Help: "Accepted tokens per draft position.", ConstLabels: labels}, []string{"position"})
+		for i := range o.specTokens {
+			m.specPerPos = append(m.specPerPos, perPos.WithLabelValues(strconv.Itoa(i)))
+		}
+		for _, c := range []prometheus.Collector{m.specDrafts, m.specDraftTokens, m.specAccepted, perPos} {
+			f(c)
+		}
 	}
 	if o.legacy {
 		m.sleepState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:engine_sleep_state", Help: "Engine sleep state; awake = 0 means engine is sleeping.", ConstLabels: labels}, []string{"sleep_state"})
@@ -112,6 +147,31 @@ func (m *metrics) setQueue(running, waiting int) {
 func (m *metrics) ttft(d time.Duration) { m.ttftHist.Observe(d.Seconds()) }
 func (m *metrics) prompt(n int)         { m.promptTok.Add(float64(n)) }
 func (m *metrics) generated()           { m.genTok.Inc() }
+
+// prefixLookup counts a request's prefix-cache lookup: its prompt tokens
+// queried, cached of them hit.
+func (m *metrics) prefixLookup(queried, cached int) {
+	m.prefixQueries.Add(float64(queried))
+	m.prefixHits.Add(float64(cached))
+}
+
+// decodeTime observes a finished request's first token → last token.
+func (m *metrics) decodeTime(d time.Duration) { m.decodeHist.Observe(d.Seconds()) }
+
+// draft counts one draft of k tokens of which accepted were accepted
+// (SpecDecodingStats.observe_draft: positions 0 … accepted−1 each once).
+func (m *metrics) draft(k, accepted int) {
+	if m.specDrafts == nil {
+		return
+	}
+	m.specDrafts.Inc()
+	m.specDraftTokens.Add(float64(k))
+	m.specAccepted.Add(float64(accepted))
+	for i := range min(accepted, len(m.specPerPos)) {
+		m.specPerPos[i].Inc()
+	}
+}
+
 func (m *metrics) finished(reason string) {
 	m.success.WithLabelValues(reason).Inc()
 }

@@ -69,6 +69,22 @@ type Model struct {
 	// torch.compile and CUDA-graph capture); warm starts reuse the compile cache.
 	StartInitialS float64 `json:"start_initial_s"`
 	StartWarmS    float64 `json:"start_warm_s"`
+	// SpecAcceptance is the share of draft tokens the model accepts under
+	// --speculative-config (0: DefaultSpecAcceptance). A simulated figure:
+	// real acceptance depends on the draft method and the prompts.
+	SpecAcceptance float64 `json:"spec_acceptance"`
+}
+
+// DefaultSpecAcceptance is a model's draft acceptance where its profile
+// sets none (simulated).
+const DefaultSpecAcceptance = 0.7
+
+// specAcceptance is m's draft acceptance, DefaultSpecAcceptance unless set.
+func (m Model) specAcceptance() float64 {
+	if m.SpecAcceptance > 0 {
+		return m.SpecAcceptance
+	}
+	return DefaultSpecAcceptance
 }
 
 // Profile is a GPU with the models it can serve.

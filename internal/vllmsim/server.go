@@ -284,7 +284,7 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		s.load.Add(1)
 		defer s.load.Add(-1)
 	}
-	c.sq = &seq{ctx: r.Context(), id: c.id, prompt: c.prompt, adapter: c.adapter, promptTokens: c.promptTokens, maxTokens: c.maxTokens, stopAt: c.stopAt, gen: s.generator(c.prompt, c.adapter)}
+	c.sq = &seq{ctx: r.Context(), id: c.id, prompt: c.prompt, adapter: s.engineAdapter(c.adapter), promptTokens: c.promptTokens, maxTokens: c.maxTokens, stopAt: c.stopAt, gen: s.generator(c.prompt, c.adapter)}
 	s.eng.submit(c.sq)
 	c.name = s.args.ServedName()
 	if !req.Stream {
@@ -722,6 +722,18 @@ func (s *server) startup(ctx context.Context, warm bool) error {
 	}
 	s.log.Printf("Available KV cache memory: %.2f GiB", float64(s.phys.KVBytes)/GiB)
 	return nil
+}
+
+// engineAdapter is the adapter the engine runs a request to adapter
+// under (its prefix-cache blocks): "" after a wake with fault
+// adapter-ignored-after-wake.
+func (s *server) engineAdapter(adapter string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.woken && s.faults.AdapterIgnoredAfterWake {
+		return ""
+	}
+	return adapter
 }
 
 // generator is the output of prompt through adapter ("" for the base model)

@@ -654,6 +654,9 @@ func (s *server) wake(ctx context.Context, tags []string) (awake bool, oe *opErr
 			if f := s.faults.SlowDecodeAfter; f > 0 {
 				s.eng.slowDecode(f)
 			}
+			if s.faults.SpecOffAfterWake && s.eng.spec != nil {
+				s.eng.spec.off.Store(true)
+			}
 			s.resumeScheduler()
 		}
 	}

@@ -371,7 +371,7 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	s := &server{args: args, phys: phys, clock: c, dev: dev, log: lg, devMode: st.DevMode, created: time.Now().Unix(),
 		era: st.Era, backend: args.SleepModeBackend,
 		releaseHostMem: st.ReleaseHostMemory && st.Era == eraProposed, poisonPages: st.PoisonPages && st.Era == eraProposed,
-		m:     newMetrics(args.ServedName(), kvUsage, metricsOpts{newest: st.Era == eraProposed, legacy: st.Era != eraProposed || !st.RustFrontend, rl: st.RLMetrics && st.Era == eraProposed}),
+		m:     newMetrics(args.ServedName(), kvUsage, metricsOpts{newest: st.Era == eraProposed, legacy: st.Era != eraProposed || !st.RustFrontend, rl: st.RLMetrics && st.Era == eraProposed, specTokens: args.specTokens()}),
 		power: pw, host: host,
 		faults: st.Faults, stamp: st.Stamp, exit: func(code int) {
 			_ = pw.stop()
@@ -383,6 +383,10 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	}
 	s.eng = newEngine(phys, c, s.m)
 	s.eng.prefix = &prefixCache{on: args.EnablePrefixCaching}
+	if sc := args.Speculative; sc != nil {
+		s.eng.spec = &spec{k: sc.NumTokens, accept: phys.Model.specAcceptance(), draftCost: specDraftCost}
+		lg.Printf("Speculative decoding: method %q, %d draft tokens a step, acceptance %.2f (simulated)", sc.Method, sc.NumTokens, s.eng.spec.accept)
+	}
 	s.eng.extraPrefill, s.eng.extraDecode = s.faults.slow("prefill"), s.faults.slow("decode")
 	s.eng.onStepping = s.syncPower
 	if dev.real != nil {
