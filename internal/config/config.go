@@ -179,6 +179,17 @@ type Protocol struct {
 	// idle, asleep at level 1 and 2, KV released, stopped) to measure the
 	// GPU power held from the energy counter; 0 turns the phase off.
 	CostDwellS float64 `json:"cost_dwell_s"`
+	// HealthRequests is the engine-health burst: that many requests of
+	// HealthMaxTokens each, one at a time, to the model and then to each
+	// of its LoRA adapters, before the first sleep and after each kind of
+	// wake, their figures from the server's own /metrics (docs/metrics.md,
+	// "Engine health"); 0 turns the windows off.
+	HealthRequests  int `json:"health_requests"`
+	HealthMaxTokens int `json:"health_max_tokens"`
+	// LostPrefixTokens is the lost-prefix probe's prompt in tokens: sent
+	// twice warm before a sleep and again as the first request after the
+	// wake, at each level (the after-wake phases); 0 turns it off.
+	LostPrefixTokens int `json:"lost_prefix_tokens"`
 }
 
 // Traffic is the traffic phase: open-loop arrivals for every model through
@@ -310,8 +321,22 @@ type Thresholds struct {
 	MaxL2WakeToFirstTokenS float64 `json:"max_l2_wake_to_first_token_s"` // p95
 	MaxL0WakeToFirstTokenS float64 `json:"max_l0_wake_to_first_token_s"` // p95: a level-0 pause's wake
 	MaxKVWakeToFirstTokenS float64 `json:"max_kv_wake_to_first_token_s"` // p95: wake_up?tags=kv_cache after a KV-only release
-	MinAfterWakeTPSRatio   float64 `json:"min_after_wake_tps_ratio"`     // after-wake / baseline median tok/s, per concurrency
-	MaxSwitchToFirstTokenS float64 `json:"max_switch_to_first_token_s"`  // p95, per direction
+	MinAfterWakeTPSRatio   float64 `json:"min_after_wake_tps_ratio"`     // after-wake / baseline median tok/s, per concurrency (each after-wake level)
+	// Engine health after each kind of wake against before the first
+	// sleep, each feature the model's configuration turns on: speculative
+	// acceptance, prefix-cache hit rate and decode rate as ratios (after /
+	// before); each adapter's hit rate as a change (after − before, either
+	// way: an adapter whose requests hit the base model's blocks is no
+	// longer applied).
+	MinSpecAcceptanceRatio float64 `json:"min_spec_acceptance_ratio"`
+	MinPrefixHitRatio      float64 `json:"min_prefix_hit_ratio"`
+	MinDecodeRateRatio     float64 `json:"min_decode_rate_ratio"`
+	MaxAdapterHitChange    float64 `json:"max_adapter_hit_change"`
+	// MaxLostPrefixS: the lost-prefix probe's first request after a wake
+	// may take at most this much longer to its first token than warm, per
+	// level.
+	MaxLostPrefixS         float64 `json:"max_lost_prefix_s"`
+	MaxSwitchToFirstTokenS float64 `json:"max_switch_to_first_token_s"` // p95, per direction
 	// MaxResidualGrowthMiBPerCycle: a model's residual memory may grow by
 	// at most this much per soak cycle (the fitted slope).
 	MaxResidualGrowthMiBPerCycle float64 `json:"max_residual_growth_mib_per_cycle"`
@@ -367,12 +392,14 @@ func base() Config {
 			Prompt: DefaultPrompt, SettleS: 0.1, WindowPadS: 2, SampleHz: 20, LinkProbeMiB: 64,
 			CorrectnessMaxTokens: 16, CorrectnessLogprobs: 5, LogprobTolerance: 0.05,
 			SoakLevel: 1, EngineTolerancePercent: 10, CostDwellS: 1,
+			HealthRequests: 4, HealthMaxTokens: 32, LostPrefixTokens: 2048,
 		},
 		Timeouts: Timeouts{StartS: 600, RequestS: 300, SleepS: 300, WakeS: 300, StopS: 10, PollMS: 5},
 		Thresholds: Thresholds{
 			MaxFailedRequests: 0, MinL1ReleasePercent: 80, MaxResidualGiB: 4, MaxResidualGiBPerGPU: 2, MinAfterWakeTPSRatio: 0.95,
 			MaxResidualGrowthMiBPerCycle: 1, RegressionPercent: 10, RegressionAlpha: 0.05,
 			MinTrafficGoodputRatio: 0.5, MaxAsleepFirstTokenP99S: 60, MinHostHeadroomGiB: 1,
+			MinSpecAcceptanceRatio: 0.8, MinPrefixHitRatio: 0.8, MinDecodeRateRatio: 0.8, MaxAdapterHitChange: 0.1, MaxLostPrefixS: 10,
 		},
 		Traffic: Traffic{DurationS: 6, Rate: 2, Arrivals: "poisson", Burstiness: 1, Seed: 1, WarmupRequests: 1,
 			Workload:   TrafficWorkload{Kind: "fixed", PromptTokens: 64, OutputTokens: 32},
@@ -642,6 +669,13 @@ func (c Config) validateProtocol(bad badFunc) {
 	within("correctness_max_tokens", p.CorrectnessMaxTokens, 0, 4096)
 	within("correctness_logprobs", p.CorrectnessLogprobs, 0, 20) // vLLM's default --max-logprobs
 	within("soak_cycles", p.SoakCycles, 0, MaxCycles)
+	within("health_requests", p.HealthRequests, 0, 1000)
+	if p.HealthRequests > 0 {
+		within("health_max_tokens", p.HealthMaxTokens, 2, 1<<20) // a decode time needs two tokens
+	}
+	if p.LostPrefixTokens != 0 && (p.LostPrefixTokens < 32 || p.LostPrefixTokens+p.ProbeMaxTokens >= p.ContextTokens) {
+		bad("protocol.lost_prefix_tokens", "%d: want 0 (off) or at least 32 tokens (two KV blocks) and, with probe_max_tokens %d, under context_tokens %d", p.LostPrefixTokens, p.ProbeMaxTokens, p.ContextTokens)
+	}
 	if p.SoakLevel != 1 && p.SoakLevel != 2 {
 		bad("protocol.soak_level", "%d: want 1 or 2", p.SoakLevel)
 	}
@@ -836,6 +870,8 @@ func checkThreshold(bad badFunc, key, name string, x float64) {
 		bad(key, "%v: a percent of the model's memory, at most 100", x)
 	case name == "min_host_headroom_gib" && x > MaxHostHeadroomGiB:
 		bad(key, "%v: at most %d GiB (64 TiB: more than any one host holds, so every level-1 sleep would be refused)", x, MaxHostHeadroomGiB)
+	case name == "max_adapter_hit_change" && x > 1:
+		bad(key, "%v: a change of a hit rate (a share of prompt tokens), at most 1", x)
 	case (name == "max_failed_requests" || name == "max_shed_requests") && x != math.Trunc(x):
 		bad(key, "%v: a number of requests, want a whole number", x)
 	}
@@ -846,6 +882,34 @@ func checkThreshold(bad badFunc, key, name string, x float64) {
 // a headroom beyond every host's memory refuses every level-1 sleep, and
 // only once the servers have started.
 const MaxHostHeadroomGiB = 64 << 10
+
+// Adapters are m's LoRA adapter names, sorted.
+func (m Model) Adapters() []string { return slices.Sorted(maps.Keys(m.LoRAModules)) }
+
+// Speculative reports whether m's server decodes speculatively: its
+// extra_args give --speculative-config (or its alias -sc, vLLM's parser;
+// an underscore spelling too, which vLLM's argparse accepts).
+func (m Model) Speculative() bool {
+	return slices.ContainsFunc(m.ExtraArgs, func(a string) bool {
+		name, _, _ := strings.Cut(a, "=")
+		return strings.ReplaceAll(name, "_", "-") == "--speculative-config" || name == "-sc"
+	})
+}
+
+// PrefixCaching reports whether m's server caches prefixes: vLLM V1's
+// default, unless extra_args turn it off (--no-enable-prefix-caching).
+func (m Model) PrefixCaching() bool {
+	on := true
+	for _, a := range m.ExtraArgs {
+		switch strings.ReplaceAll(a, "_", "-") {
+		case "--no-enable-prefix-caching":
+			on = false
+		case "--enable-prefix-caching":
+			on = true
+		}
+	}
+	return on
+}
 
 // KVBytes is protocol.kv_gib in bytes, as the plain integer vLLM accepts.
 func (c Config) KVBytes() uint64 { return uint64(c.Protocol.KVGiB * (1 << 30)) }

@@ -21,6 +21,8 @@ import (
 const (
 	StageBaseline  = "baseline"
 	StageAfterWake = "after-wake"
+	// StageAfterWakeL2 is serving after a level-2 wake (the after-wake-l2 phase).
+	StageAfterWakeL2 = "after-wake-l2"
 )
 
 // Evaluate compares value with limit by op: "<=", ">=", "==", or "within"
@@ -67,9 +69,10 @@ func Serve(cfg config.Config, label string, runs []record.PerfRun) []record.Chec
 }
 
 // AfterWake is Serve's checks plus, when min_after_wake_tps_ratio is set,
-// the after-wake median tok/s against the baseline's (from all, the
-// model's serving runs so far) for each concurrency that has a baseline.
-func AfterWake(cfg config.Config, label string, runs, all []record.PerfRun) []record.Check {
+// the median tok/s of stage (StageAfterWake, StageAfterWakeL2) against
+// the baseline's (from all, the model's serving runs so far) for each
+// concurrency that has a baseline.
+func AfterWake(cfg config.Config, label, stage string, runs, all []record.PerfRun) []record.Check {
 	out := Serve(cfg, label, runs)
 	min := cfg.ThresholdsFor(label).MinAfterWakeTPSRatio
 	if min == 0 {
@@ -84,7 +87,7 @@ func AfterWake(cfg config.Config, label string, runs, all []record.PerfRun) []re
 	for _, r := range runs {
 		aw, err := stats.Summarize(r.RoundTPS)
 		if b, ok := base[r.Concurrency]; ok && err == nil && b > 0 {
-			out = append(out, Evaluate(fmt.Sprintf("after-wake.conc%d.tps_ratio", r.Concurrency), label, aw.Median/b, ">=", min))
+			out = append(out, Evaluate(fmt.Sprintf("%s.conc%d.tps_ratio", stage, r.Concurrency), label, aw.Median/b, ">=", min))
 		}
 	}
 	return out

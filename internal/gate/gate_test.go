@@ -91,7 +91,7 @@ func TestAfterWakeAgainstBaseline(t *testing.T) {
 	aw := record.PerfRun{Stage: StageAfterWake, Concurrency: 1, Rounds: 2, Planned: 4, Success: 4, RoundsPassed: 2, RoundTPS: []float64{80, 90}}
 	aw4 := aw
 	aw4.Concurrency = 4
-	cs := AfterWake(cfg, "A", []record.PerfRun{aw, aw4}, []record.PerfRun{base, aw, aw4})
+	cs := AfterWake(cfg, "A", StageAfterWake, []record.PerfRun{aw, aw4}, []record.PerfRun{base, aw, aw4})
 	var ratios []record.Check
 	for _, c := range cs {
 		if strings.HasSuffix(c.Name, "tps_ratio") {

@@ -366,7 +366,7 @@ func TestEveryThresholdIsChecked(t *testing.T) {
 		require.NoError(t, err)
 		checks = append(checks, csOut.Checks...)
 	}
-	runsOut, err = protocol.AfterWake{Env: h.env}.Run(ctx, "A", logf)
+	runsOut, err = protocol.AfterWake{Env: h.env, Level: 1}.Run(ctx, "A", logf)
 	require.NoError(t, err)
 	checks = append(checks, runsOut.Checks...)
 	hosOut, err := protocol.Switch{Env: h.env}.Run(ctx, logf)

@@ -8,45 +8,81 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 )
 
-// AfterWake is the after-wake phase (PhaseAfterWake): serving again
-// straight after a level-1 sleep and wake, then the correctness replay.
-type AfterWake struct{ *Env }
+// AfterWake is an after-wake phase: PhaseAfterWake (Level 1) or
+// PhaseAfterWakeL2 (Level 2). One sleep at the level and its wake, with
+// the lost-prefix probe around them; then serving again, the engine's
+// health and the correctness replay.
+type AfterWake struct {
+	*Env
+	Level int // 1 or 2
+}
+
+// names are the level's phase, serving stage (also its engine-health
+// stage) and replay stage.
+func (p AfterWake) names() (phase, stage, replay string) {
+	if p.Level == 2 {
+		return PhaseAfterWakeL2, gate.StageAfterWakeL2, record.ReplayAfterWakeL2
+	}
+	return PhaseAfterWake, gate.StageAfterWake, record.ReplayAfterWake
+}
 
 // Run measures label's serving after a wake and judges it against the
-// baseline's tok/s, with the replay and the level-1 release.
+// baseline's tok/s, with the lost prefix's price, the engine's health
+// against before the first sleep, the replay and the level-1 release.
 func (p AfterWake) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.PerfRun], error) {
 	runs, err := p.run(ctx, label, logf)
 	return Judged(runs, err, func() []record.Check { return p.checks(label, runs) })
 }
 
-// checks: the baseline's serving checks and after-wake tok/s against the baseline's;
-// the model's level-1 release again, with the after-wake sleep's.
+// checks: the baseline's serving checks and after-wake tok/s against the
+// baseline's; the lost prefix's price at the level; the engine's health
+// against before the first sleep; the replay; at level 1 the model's
+// level-1 release again, with the after-wake sleep's.
 func (p AfterWake) checks(label string, runs []record.PerfRun) []record.Check {
+	_, stage, replay := p.names()
 	raw := p.rec.Raw()
-	cs := append(gate.AfterWake(p.cfg, label, runs, raw.Perf[label]), gate.Correctness(label, record.ReplayAfterWake, raw.Replays[label])...)
-	return p.Record(append(cs, releaseChecks(p.cfg, raw, label)...)...)
+	cs := append(gate.AfterWake(p.cfg, label, stage, runs, raw.Perf[label]), gate.Correctness(label, replay, raw.Replays[label])...)
+	cs = append(cs, gate.LostPrefix(p.cfg, label, p.Level, raw.LostPrefix[label])...)
+	cs = append(cs, gate.Health(p.cfg, label, stage, raw.Health[label])...)
+	if p.Level == 1 {
+		cs = append(cs, releaseChecks(p.cfg, raw, label)...)
+	}
+	return p.Record(cs...)
 }
 
-// run puts label through one level-1 sleep and wake, then measures
-// serving again, then replays the correctness probes: the serving comes
-// first, straight after the wake (a replay would warm the engine).
+// run sends the lost-prefix probe twice (warm), puts label through one
+// sleep at the level and its wake, sends the probe again as the first
+// request, then measures serving, then the engine's health, then replays
+// the correctness probes: serving comes straight after the wake and the
+// probe (a replay would warm the engine).
 func (p AfterWake) run(ctx context.Context, label string, logf Logf) ([]record.PerfRun, error) {
-	defer p.Begin(ctx, PhaseAfterWake, label)()
+	phase, stage, replay := p.names()
+	defer p.Begin(ctx, phase, label)()
 	if err := p.pool.Activate(ctx, label); err != nil {
-		return nil, p.Fail(PhaseAfterWake, label, "activate", err)
+		return nil, p.Fail(phase, label, "activate", err)
 	}
-	if _, _, err := p.measureSleep(ctx, label, 1); err != nil {
-		return nil, p.Fail(PhaseAfterWake, label, "sleep", err)
+	warm, err := p.warmPrefix(ctx, label, p.Level)
+	if err != nil {
+		return nil, p.Fail(phase, label, "lost-prefix probe", err)
+	}
+	if _, _, err := p.measureSleep(ctx, label, p.Level); err != nil {
+		return nil, p.Fail(phase, label, "sleep", err)
 	}
 	if _, err := p.pool.Wake(ctx, label); err != nil {
-		return nil, p.Fail(PhaseAfterWake, label, "wake", err)
+		return nil, p.Fail(phase, label, "wake", err)
 	}
-	runs, err := p.Serve(ctx, label, gate.StageAfterWake, logf)
+	if err := p.wokenPrefix(ctx, label, p.Level, warm, logf); err != nil {
+		return nil, p.Fail(phase, label, "lost-prefix probe", err)
+	}
+	runs, err := p.Serve(ctx, label, stage, logf)
 	if !p.pool.Running(label) || ctx.Err() != nil {
-		return runs, err // nothing to replay on
+		return runs, err // nothing to probe or replay on
 	}
-	if verr := p.verify(ctx, PhaseAfterWake, label, record.ReplayAfterWake); verr != nil {
-		err = errors.Join(err, p.Fail(PhaseAfterWake, label, "correctness replay", verr))
+	if herr := p.health(ctx, label, stage, logf); herr != nil {
+		err = errors.Join(err, p.Fail(phase, label, "engine health", herr))
+	}
+	if verr := p.verify(ctx, phase, label, replay); verr != nil {
+		err = errors.Join(err, p.Fail(phase, label, "correctness replay", verr))
 	}
 	return runs, err
 }

@@ -34,7 +34,15 @@ func (p Baseline) run(ctx context.Context, label string, logf Logf) ([]record.Pe
 	if err != nil {
 		return nil, p.Fail(PhaseBaseline, label, step, err)
 	}
-	return p.Serve(ctx, label, gate.StageBaseline, logf)
+	runs, err := p.Serve(ctx, label, gate.StageBaseline, logf)
+	if err != nil || ctx.Err() != nil {
+		return runs, err
+	}
+	// The engine's health before the first sleep: what each wake's is compared with.
+	if herr := p.health(ctx, label, record.StageHealthBaseline, logf); herr != nil {
+		return runs, p.Fail(PhaseBaseline, label, "engine health", herr)
+	}
+	return runs, nil
 }
 
 // freshProcess makes label awake in a server process that has never slept

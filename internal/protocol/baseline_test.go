@@ -79,7 +79,7 @@ func TestAfterWakeCatchesASlowerDecode(t *testing.T) {
 			}
 			_, err := protocol.Baseline{Env: p}.Run(ctx, "A", t.Logf)
 			require.NoError(t, err)
-			runsOut, err := protocol.AfterWake{Env: p}.Run(ctx, "A", t.Logf)
+			runsOut, err := protocol.AfterWake{Env: p, Level: 1}.Run(ctx, "A", t.Logf)
 			require.NoError(t, err)
 			m, err := f.Engine().Metrics(ctx, "A")
 			require.NoError(t, err)
@@ -116,7 +116,7 @@ func TestAfterWakeServesBeforeItsReplay(t *testing.T) {
 	runs := runsOut.Value
 	require.NoError(t, err)
 	require.Equal(t, 4, runs[0].Success)
-	runsOut, err = protocol.AfterWake{Env: p}.Run(ctx, "A", t.Logf)
+	runsOut, err = protocol.AfterWake{Env: p, Level: 1}.Run(ctx, "A", t.Logf)
 	runs = runsOut.Value
 	require.NoError(t, err)
 	require.Len(t, runs, 1)

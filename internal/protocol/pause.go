@@ -101,6 +101,11 @@ func (p *pauser) offOrCycles(ctx context.Context, phase, label string, level, n 
 		}
 		logf("%s %s cycle %d/%d: pause %.3fs, %s, wake %.3fs, first token %.3fs, freed %.3f GiB",
 			label, phase, i+1, n, c.SleepS, what, c.WakeAPIS, c.ToFirstTokenS, c.FreedGiB)
+		if i == 0 && level == record.LevelKVRelease { // the engine's health after a KV-only wake, once
+			if err := p.health(ctx, label, record.HealthAfterKV, logf); err != nil {
+				return out, p.Fail(phase, label, "engine health after cycle 1", err)
+			}
+		}
 		p.Settle(ctx)
 	}
 	return out, nil
@@ -203,6 +208,9 @@ func (p *pauser) pauseChecks(label string, level int, cycles []record.Cycle) []r
 	cs := gate.Pause(p.cfg, label, level, cycles, raw.CyclesOff[label][level], p.confirmed)
 	if raw.CyclesOff[label][level] == "" {
 		cs = append(cs, gate.Correctness(label, stage, raw.Replays[label])...)
+	}
+	if level == record.LevelKVRelease {
+		cs = append(cs, gate.Health(p.cfg, label, record.HealthAfterKV, raw.Health[label])...)
 	}
 	return p.Record(cs...)
 }

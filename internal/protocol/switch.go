@@ -28,8 +28,12 @@ func (p Switch) Run(ctx context.Context, logf Logf) (Outcome[[]record.Handoff], 
 // checks: every handoff succeeded; switch → first token per
 // direction; every model's level-1 release again, with its switch sleeps'.
 func (p Switch) checks(handoffs []record.Handoff) []record.Check {
+	raw := p.rec.Raw()
 	cs := append(gate.Switch(p.cfg, handoffs), p.correctnessChecks(record.ReplaySwitch)...)
-	return p.Record(append(cs, releaseChecks(p.cfg, p.rec.Raw(), p.Labels()...)...)...)
+	for _, l := range p.Labels() {
+		cs = append(cs, gate.Health(p.cfg, l, record.HealthAfterSwitch, raw.Health[l])...)
+	}
+	return p.Record(append(cs, releaseChecks(p.cfg, raw, p.Labels()...)...)...)
 }
 
 // handoff hands the GPU from one model (none: "") to another: sleep from at
@@ -182,6 +186,7 @@ func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 		return out, err
 	}
 	cur := first
+	checked := map[string]bool{} // models whose engine health was taken after a handoff's wake
 	for i := range p.cfg.Protocol.Handoffs {
 		next := labels[(i+1)%len(labels)]
 		ho, err := hand(cur, next, false)
@@ -190,6 +195,12 @@ func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 		}
 		logf("switch %d/%d %s: sleep %.3fs, wake %.3fs, first token %.3fs", i+1, p.cfg.Protocol.Handoffs,
 			record.DirectionKey(cur, next), ho.SleepS, ho.WakeS, ho.ToFirstTokenS)
+		if !checked[next] { // after the first counted handoff to each model, outside the handoffs' intervals
+			checked[next] = true
+			if err := p.health(ctx, next, record.HealthAfterSwitch, logf); err != nil {
+				return out, p.Fail(PhaseSwitch, next, "engine health after "+record.DirectionKey(cur, next), err)
+			}
+		}
 		cur = next
 	}
 	return out, nil

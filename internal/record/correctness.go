@@ -13,8 +13,10 @@ const (
 	ReplayLevel0    = "level0"     // each level-0 (pause) cycle
 	ReplayKVRelease = "kv-release" // each KV-only release cycle
 	ReplayAfterWake = "after-wake" // the after-wake phase's wake
-	ReplaySwitch    = "switch"     // each handoff's woken model
-	ReplaySoak      = "soak"       // each soak cycle's woken model
+	// ReplayAfterWakeL2 is the level-2 after-wake phase's wake.
+	ReplayAfterWakeL2 = "after-wake-l2"
+	ReplaySwitch      = "switch" // each handoff's woken model
+	ReplaySoak        = "soak"   // each soak cycle's woken model
 )
 
 // Reference is a model's probe set as answered before its first sleep.

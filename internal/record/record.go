@@ -350,6 +350,10 @@ type Raw struct {
 	// Fit the node's fit table; nil when it did not run.
 	Cost map[string]Cost
 	Fit  *Fit
+	// Health is each model's engine-health windows (health.go), LostPrefix
+	// its lost-prefix measurements; nil when none was taken.
+	Health     map[string][]Health
+	LostPrefix map[string][]LostPrefix
 }
 
 // NewRaw is an empty record of the labelled models, started now.
@@ -408,6 +412,7 @@ func (r Raw) Clone() Raw {
 	}
 	c.Kubernetes = cloneKubernetes(r.Kubernetes)
 	c.Links = slices.Clone(r.Links)
+	cloneHealth(&c, r)
 	return c
 }
 

@@ -118,6 +118,7 @@ func buildModel(raw record.Raw, l string) (m *Model, planned int) {
 	m.FirstSleep = firstSleep(raw.FirstSleeps[l], m.Sleep[levelKey(1)])
 	ref, ok := raw.References[l]
 	m.Correctness = correctness(ref, ok, raw.Replays[l])
+	m.Health, m.LostPrefix = health(raw.Health[l]), lostPrefix(raw.LostPrefix[l])
 	return m, planned
 }
 

@@ -85,6 +85,17 @@ func addTransitions(raw *record.Raw) {
 	raw.Cycles["A"][1].Engine = &record.Engine{SleepS: 2.9, WakeS: 3.9, FreedGiB: 2, InUseGiB: 9, MetricSleepS: nan, MetricWakeS: nan,
 		Disagreements: []string{"engine log: freed 2.00 GiB, the harness measured 7.50 GiB released"}}
 	raw.FirstSleeps["A"] = []record.FirstSleep{{Level: 1, SleepS: 20}, {Level: 1, SleepS: 22}}
+	raw.Health = map[string][]record.Health{"A": {
+		{Stage: record.StageHealthBaseline, Requests: 4, SpecAcceptance: 0.7, PrefixHitRate: 0.6, DecodeTPS: 300,
+			Adapters: []record.AdapterHealth{{Name: "sql", PrefixHitRate: 0.6, DecodeTPS: 250}}},
+		{Stage: record.HealthAfterL2, Requests: 4, SpecAcceptance: 0, PrefixHitRate: 0.6, DecodeTPS: 120,
+			Adapters: []record.AdapterHealth{{Name: "sql", PrefixHitRate: 0.8, DecodeTPS: 250}}},
+		{Stage: record.HealthAfterSwitch, Requests: 4, SpecAcceptance: nan, PrefixHitRate: nan, DecodeTPS: nan, Note: "/metrics unreadable: HTTP 500"},
+	}}
+	raw.LostPrefix = map[string][]record.LostPrefix{"A": {
+		{Level: 1, PromptTokens: 2060, WarmTTFTS: 0.05, WokenTTFTS: 0.65, WarmCached: -1, WokenCached: -1},
+		{Level: 2, PromptTokens: 2060, WarmTTFTS: 0.05, WokenTTFTS: 0.85, WarmCached: 2048, WokenCached: 0},
+	}}
 	raw.FirstSleeps["B"] = []record.FirstSleep{{Level: 1, SleepS: 1}}
 	raw.SoakPlanned, raw.SoakLevel = 9, 1
 	labels := []string{"A", "B", "C"}

@@ -74,6 +74,11 @@ type Model struct {
 	Correctness *Correctness `json:"correctness,omitempty"`
 	// Cost is the state-cost phase's figures (absent when it did not run).
 	Cost *Cost `json:"cost,omitempty"`
+	// Health is the engine-health windows, before the first sleep and
+	// after each kind of wake; LostPrefix the lost-prefix probe by level
+	// (health.go; absent when not taken).
+	Health     []Health               `json:"health,omitempty"`
+	LostPrefix map[string]*LostPrefix `json:"lost_prefix,omitempty"`
 }
 
 // SleepLevel is the figures of one sleep level's cycles.

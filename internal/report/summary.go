@@ -25,6 +25,7 @@ func WriteSummary(w io.Writer, rep Report) error {
 	writePhysicalLimits(&b, rep, labels)
 	writeSwitching(&b, rep.Switch)
 	writeTransitions(&b, rep, labels)
+	writeHealth(&b, rep, labels)
 	writeCosts(&b, rep, labels)
 	writeTraffic(&b, rep.Traffic)
 	writeKubernetes(&b, rep, labels)

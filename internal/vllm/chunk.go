@@ -21,6 +21,7 @@ type chunk struct {
 	usage        bool
 	promptTokens int
 	outputTokens int
+	cachedTokens int   // usage.prompt_tokens_details.cached_tokens; -1 when absent
 	sentNS       int64 // vllmsim_sent_ns, 0 when absent
 }
 
@@ -96,6 +97,17 @@ func (d *chunkDecoder) decode(data string) (chunk, error) {
 		if c.outputTokens, err = count(u, "completion_tokens"); err != nil {
 			return c, err
 		}
+		c.cachedTokens = -1 // vLLM reports it with --enable-prompt-tokens-details only
+		if d := field(u, "prompt_tokens_details"); d != nil {
+			if d.Type() != fastjson.TypeObject {
+				return c, fmt.Errorf("usage.prompt_tokens_details is %s, not an object", d.Type())
+			}
+			if field(d, "cached_tokens") != nil {
+				if c.cachedTokens, err = count(d, "cached_tokens"); err != nil {
+					return c, err
+				}
+			}
+		}
 	}
 	if s := field(v, "vllmsim_sent_ns"); s != nil {
 		if c.sentNS, err = s.Int64(); err != nil {
@@ -134,6 +146,6 @@ func (s *Stream) apply(c chunk, now time.Time, text *strings.Builder) {
 		s.FinishReason = c.finish
 	}
 	if c.usage {
-		s.PromptTokens, s.OutputTokens = c.promptTokens, c.outputTokens
+		s.PromptTokens, s.OutputTokens, s.CachedTokens = c.promptTokens, c.outputTokens, c.cachedTokens
 	}
 }

@@ -24,6 +24,9 @@ func refChunk(data string) (chunk, error) {
 		Usage *struct {
 			PromptTokens     int `json:"prompt_tokens"`
 			CompletionTokens int `json:"completion_tokens"`
+			Details          *struct {
+				Cached *int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
 		} `json:"usage"`
 		Error  json.RawMessage `json:"error"`
 		SentNS int64           `json:"vllmsim_sent_ns"`
@@ -44,7 +47,10 @@ func refChunk(data string) (chunk, error) {
 		}
 	}
 	if w.Usage != nil {
-		c.usage, c.promptTokens, c.outputTokens = true, w.Usage.PromptTokens, w.Usage.CompletionTokens
+		c.usage, c.promptTokens, c.outputTokens, c.cachedTokens = true, w.Usage.PromptTokens, w.Usage.CompletionTokens, -1
+		if d := w.Usage.Details; d != nil && d.Cached != nil {
+			c.cachedTokens = *d.Cached
+		}
 	}
 	return c, nil
 }

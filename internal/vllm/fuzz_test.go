@@ -64,6 +64,7 @@ func FuzzParseError(f *testing.F) {
 func FuzzChunkDecode(f *testing.F) {
 	f.Add(`{"id":"cmpl-1","object":"text_completion","created":1730000000,"model":"qwen","choices":[{"index":0,"text":" the","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}`)
 	f.Add(`{"choices":[],"usage":{"prompt_tokens":26,"completion_tokens":3,"total_tokens":29},"vllmsim_sent_ns":1}`)
+	f.Add(`{"choices":[],"usage":{"prompt_tokens":48,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":32}}}`)
 	f.Add(`{"error":{"message":"boom","type":"InternalServerError","param":null,"code":500}}`)
 	f.Add(`{"choices":[{"text":"\u00e9\n","finish_reason":"stop"}]}`)
 	var d chunkDecoder

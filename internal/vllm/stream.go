@@ -52,6 +52,10 @@ type Stream struct {
 	FinishReason string
 	PromptTokens int // from usage
 	OutputTokens int // usage.completion_tokens
+	// CachedTokens is usage.prompt_tokens_details.cached_tokens: the prompt
+	// tokens the prefix cache held (-1 where the server does not say:
+	// vLLM without --enable-prompt-tokens-details).
+	CachedTokens int
 	// Stamps, when the server is vllmsim with VLLMSIM_STAMP=1, is when it
 	// wrote each chunk of Tokens: Tokens[i] − Stamps[i] is the delay the
 	// measurement itself adds (write, loopback, read, parse).

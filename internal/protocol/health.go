@@ -1,0 +1,132 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/vllm"
+)
+
+// healthPromptWords is the engine-health burst's prompt after its tag:
+// short words, about a token each in vLLM's tokenizers (and exactly one in
+// vllmsim's), four KV blocks of 16.
+const healthPromptWords = 64
+
+// words is a text of n short words.
+func words(n int) string {
+	w := strings.Fields("the cat sat on a mat and ate")
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(w[i%len(w)])
+	}
+	return b.String()
+}
+
+// health runs label's engine-health burst (awake) and records it under
+// stage: protocol.health_requests requests of health_max_tokens, one at a
+// time, to the model, then as many to each LoRA adapter, all with one
+// prompt whose tag is new to the burst (so its first request finds
+// nothing cached, whatever came before); each part's figures are the
+// difference of the server's /metrics counters across it. Off (nil, no
+// record) when health_requests is 0. A failed request is the burst's
+// error; an unreadable /metrics leaves the figures NaN with the note.
+func (p *Env) health(ctx context.Context, label, stage string, logf Logf) error {
+	n := p.cfg.Protocol.HealthRequests
+	m, ok := p.cfg.Model(label)
+	if n == 0 || !ok {
+		return nil
+	}
+	prompt := fmt.Sprintf("[engine health %s %s %d] %s", label, stage, time.Now().UnixNano(), words(healthPromptWords))
+	h := record.Health{Stage: stage, Requests: n, SpecAcceptance: math.NaN(), PrefixHitRate: math.NaN(), DecodeTPS: math.NaN()}
+	window := func(model string) (vllm.Rates, error) {
+		nan := vllm.Rates{SpecAcceptance: math.NaN(), PrefixHitRate: math.NaN(), DecodeTPS: math.NaN()}
+		before, merr := p.pool.Engine().Metrics(ctx, label)
+		for range n {
+			if _, err := p.pool.Stream(ctx, label, vllm.CompletionRequest{Model: model, Prompt: prompt, MaxTokens: p.cfg.Protocol.HealthMaxTokens, IgnoreEOS: true}); err != nil {
+				return nan, fmt.Errorf("engine health %s, %s: %w", stage, model, err)
+			}
+		}
+		after, err := p.pool.Engine().Metrics(ctx, label)
+		if merr == nil {
+			merr = err
+		}
+		if merr != nil {
+			if h.Note == "" {
+				h.Note = fmt.Sprintf("/metrics unreadable: %v", merr)
+			}
+			return nan, nil
+		}
+		return vllm.RatesOver(before.Counters(), after.Counters()), nil
+	}
+	base, err := window(m.Name)
+	if err != nil {
+		return err
+	}
+	h.SpecAcceptance, h.PrefixHitRate, h.DecodeTPS = base.SpecAcceptance, base.PrefixHitRate, base.DecodeTPS
+	for _, name := range m.Adapters() {
+		r, err := window(name)
+		if err != nil {
+			return err
+		}
+		h.Adapters = append(h.Adapters, record.AdapterHealth{Name: name, PrefixHitRate: r.PrefixHitRate, DecodeTPS: r.DecodeTPS})
+	}
+	p.rec.AddHealth(label, h)
+	logf("%s engine health %s: spec acceptance %.3f, prefix hit rate %.3f, decode %.1f tok/s%s", label, stage, h.SpecAcceptance, h.PrefixHitRate, h.DecodeTPS, noteSuffix(h.Note))
+	return nil
+}
+
+func noteSuffix(note string) string {
+	if note == "" {
+		return ""
+	}
+	return " (" + note + ")"
+}
+
+// lostPrefixPrompt is the lost-prefix probe's prompt at level: about
+// protocol.lost_prefix_tokens tokens of short words behind a tag of its
+// own.
+func (p *Env) lostPrefixPrompt(label string, level int) string {
+	return fmt.Sprintf("[lost prefix %s level %d] %s", label, level, words(p.cfg.Protocol.LostPrefixTokens))
+}
+
+// warmPrefix sends label's lost-prefix probe twice (awake, before the
+// sleep): the second finds the prefix cached, its TTFT is the warm one.
+// nil when the probe is off.
+func (p *Env) warmPrefix(ctx context.Context, label string, level int) (*vllm.Stream, error) {
+	if p.cfg.Protocol.LostPrefixTokens == 0 {
+		return nil, nil
+	}
+	var s *vllm.Stream
+	for range 2 {
+		var err error
+		if s, err = p.pool.Stream(ctx, label, vllm.CompletionRequest{Prompt: p.lostPrefixPrompt(label, level), MaxTokens: p.cfg.Protocol.ProbeMaxTokens, IgnoreEOS: true}); err != nil {
+			return nil, fmt.Errorf("lost-prefix probe, warm: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// wokenPrefix sends the lost-prefix probe again as the first request
+// after the wake and records the pair (warm from warmPrefix; nothing when
+// it is nil).
+func (p *Env) wokenPrefix(ctx context.Context, label string, level int, warm *vllm.Stream, logf Logf) error {
+	if warm == nil {
+		return nil
+	}
+	s, err := p.pool.Stream(ctx, label, vllm.CompletionRequest{Prompt: p.lostPrefixPrompt(label, level), MaxTokens: p.cfg.Protocol.ProbeMaxTokens, IgnoreEOS: true})
+	if err != nil {
+		return fmt.Errorf("lost-prefix probe, first request after the wake: %w", err)
+	}
+	lp := record.LostPrefix{Level: level, PromptTokens: s.PromptTokens, WarmTTFTS: warm.TTFT().Seconds(), WokenTTFTS: s.TTFT().Seconds(),
+		WarmCached: warm.CachedTokens, WokenCached: s.CachedTokens}
+	p.rec.AddLostPrefix(label, lp)
+	logf("%s lost prefix at level %d (%d tokens): warm %.3fs, first after the wake %.3fs: %.3fs more", label, level, lp.PromptTokens, lp.WarmTTFTS, lp.WokenTTFTS, lp.PriceS())
+	return nil
+}
