@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,16 +38,17 @@ import (
 // threshold checks, by phase name; a phase without an entry is judged on
 // its checks alone. Each is given its step's Result.Value.
 var invariants = map[string]func(*testing.T, any){
-	protocol.PhaseRestart:   restartInvariants,
-	protocol.PhaseBaseline:  servingInvariants,
-	protocol.PhaseSleepL1:   cycleInvariants,
-	protocol.PhaseAfterWake: servingInvariants,
-	protocol.PhaseSleepL2:   cycleInvariants,
-	protocol.PhaseSleepL0:   cycleInvariants,
-	protocol.PhaseKVRelease: cycleInvariants,
-	protocol.PhaseStateCost: costInvariants,
-	protocol.PhaseSwitch:    switchInvariants,
-	protocol.PhaseTraffic:   trafficInvariants,
+	protocol.PhaseRestart:     restartInvariants,
+	protocol.PhaseBaseline:    servingInvariants,
+	protocol.PhaseSleepL1:     cycleInvariants,
+	protocol.PhaseAfterWake:   servingInvariants,
+	protocol.PhaseSleepL2:     cycleInvariants,
+	protocol.PhaseAfterWakeL2: servingInvariants,
+	protocol.PhaseSleepL0:     cycleInvariants,
+	protocol.PhaseKVRelease:   cycleInvariants,
+	protocol.PhaseStateCost:   costInvariants,
+	protocol.PhaseSwitch:      switchInvariants,
+	protocol.PhaseTraffic:     trafficInvariants,
 }
 
 // TestProtocol runs the protocol's phases in phases.List's order, one
@@ -117,6 +119,52 @@ func servingInvariants(t *testing.T, v any) {
 	assert.Len(t, v.([]record.PerfRun), len(suite.h.Config().Protocol.Concurrency), "one run per concurrency")
 }
 
+// healthWindows holds each model's engine-health windows to the protocol:
+// one before the first sleep (baseline), one after each after-wake
+// phase's wake, one after the first KV-only release where it ran, one
+// after the first handoff to the model; each with a prefix-cache hit
+// rate and a decode rate (vllmsim exports both; speculative acceptance
+// only under --speculative-config), each adapter's too, and the same hit
+// rate at every stage (the burst's prompt is the same length each time).
+// It returns the requests the windows sent.
+func healthWindows(t *testing.T, raw record.Raw, cfg config.Config, ran map[string]map[int]bool) int {
+	t.Helper()
+	n := cfg.Protocol.HealthRequests
+	if n == 0 {
+		assert.Empty(t, raw.Health, "health_requests 0: no window")
+		return 0
+	}
+	sent := 0
+	for _, m := range cfg.Models {
+		want := []string{record.StageHealthBaseline, record.HealthAfterL1, record.HealthAfterL2}
+		if ran[m.Label][record.LevelKVRelease] {
+			want = append(want, record.HealthAfterKV)
+		}
+		if slices.ContainsFunc(raw.Handoffs, func(h record.Handoff) bool { return !h.Initial && h.To == m.Label }) {
+			want = append(want, record.HealthAfterSwitch)
+		}
+		var got []string
+		for _, h := range raw.Health[m.Label] {
+			got = append(got, h.Stage)
+			sent += h.Requests * (1 + len(h.Adapters))
+			assert.Equal(t, n, h.Requests, "%s %s", m.Label, h.Stage)
+			assert.Len(t, h.Adapters, len(m.LoRAModules), "%s %s: a part per adapter", m.Label, h.Stage)
+			if raw.Simulated != nil {
+				assert.Empty(t, h.Note, "%s %s", m.Label, h.Stage)
+				assert.Positive(t, h.DecodeTPS, "%s %s: the engine's decode rate", m.Label, h.Stage)
+				assert.Equal(t, m.Speculative(), !math.IsNaN(h.SpecAcceptance), "%s %s: acceptance where speculative", m.Label, h.Stage)
+				if m.PrefixCaching() {
+					// n requests of one prompt: the first finds nothing of the burst's cached.
+					assert.InDelta(t, raw.Health[m.Label][0].PrefixHitRate, h.PrefixHitRate, 1e-9, "%s %s: the same burst hits as much", m.Label, h.Stage)
+					assert.Less(t, h.PrefixHitRate, float64(n-1)/float64(n)+1e-9, "%s %s", m.Label, h.Stage)
+				}
+			}
+		}
+		assert.ElementsMatch(t, want, got, "%s: engine-health windows", m.Label)
+	}
+	return sent
+}
+
 // TestOutputs checks what the run will write, after every phase ran: the
 // report has every key path of the L20 reference report with the same JSON
 // type, the request accounting adds up, and bench.txt parses as benchfmt
@@ -166,7 +214,7 @@ func TestOutputs(t *testing.T) {
 	// server has their endpoints (vLLM with the pause API, PR #44890's
 	// release); where they are on and did not run, the record says why.
 	ran := ranCycles(t, raw, cfg)
-	perModel := 2 * len(p.Concurrency) * p.Rounds * p.RequestsPerRound
+	perModel := 3 * len(p.Concurrency) * p.Rounds * p.RequestsPerRound // baseline, after-wake, after-wake-l2
 	assert.Equal(t, len(cfg.Models)*perModel, rep.Requests.PlannedPerformance, "planned_performance")
 	assert.Equal(t, rep.Requests.Executed, rep.Requests.Success+rep.Requests.Failure+rep.Requests.AbortedByDesign, "executed = success + failure + aborted by design")
 	// Performance requests plus one probe per start, cycle and handoff
@@ -175,6 +223,10 @@ func TestOutputs(t *testing.T) {
 	// sleep and once after each of its wakes: every cycle, the after-wake
 	// wake, every handoff to it (the initial activation too).
 	probes := len(cfg.Models)*(1+p.RestartWarm+p.SleepL1Cycles+p.SleepL2Cycles) + 1 + p.Handoffs
+	if p.LostPrefixTokens > 0 { // the lost-prefix probe at each level: twice warm, once after the wake
+		probes += len(cfg.Models) * 2 * 3
+	}
+	probes += healthWindows(t, raw, cfg, ran)
 	// Level 0: a probe after the wake and one held while paused; a KV-only
 	// release: a probe after the wake (none where the cycles were off).
 	// After the level-0 cycles, one probe held between /pause and /resume.
@@ -198,7 +250,7 @@ func TestOutputs(t *testing.T) {
 	}
 	if p.CorrectnessMaxTokens > 0 {
 		for _, m := range cfg.Models {
-			wakes := p.SleepL1Cycles + p.SleepL2Cycles + 1 + extraWakes[m.Label]
+			wakes := p.SleepL1Cycles + p.SleepL2Cycles + 2 + extraWakes[m.Label] // the after-wake phases': 2
 			for _, ho := range raw.Handoffs {
 				if ho.To == m.Label {
 					wakes++
@@ -207,7 +259,7 @@ func TestOutputs(t *testing.T) {
 			probes += (1 + wakes) * (2 + len(m.LoRAModules))
 			c := rep.Models[m.Label].Correctness
 			if assert.NotNil(t, c, "correctness of %s", m.Label) {
-				stages := []string{record.ReplayLevel1, record.ReplayLevel2, record.ReplayAfterWake, record.ReplaySwitch}
+				stages := []string{record.ReplayLevel1, record.ReplayLevel2, record.ReplayAfterWake, record.ReplayAfterWakeL2, record.ReplaySwitch}
 				if ran[m.Label][0] {
 					stages = append(stages, record.ReplayLevel0)
 				}
@@ -349,6 +401,10 @@ func TestOutputs(t *testing.T) {
 	benches := []string{"Restart", "Sleep", "Serve", "Switch", record.HostBench}
 	wantUnits := []string{report.UnitReady, report.UnitFirstToken, report.UnitSleep, report.UnitWake, report.UnitTTFT, report.UnitTPOT, report.UnitTPS, report.UnitReqTPS,
 		report.UnitOthersCPU, report.UnitWaitPerRun} // every phase window's host load
+	if p.LostPrefixTokens > 0 {
+		benches = append(benches, "LostPrefix")
+		wantUnits = append(wantUnits, report.UnitLostPrefix)
+	}
 	anyL0, anyKV := false, false
 	for _, l := range h.Labels() {
 		anyL0, anyKV = anyL0 || ran[l][0], anyKV || ran[l][record.LevelKVRelease]

@@ -34,9 +34,9 @@ const figuresConfig = `{"command": "vllmsim", "memory": "sim", "sim": {"profile"
 		{"label": "B", "name": "tiny-b", "gpu_memory_utilization": 0.45, "sim_faults": %[1]q}],
 	"protocol": {"restart_warm": 2, "sleep_l1_cycles": 2, "sleep_l2_cycles": 2, "sleep_l0_cycles": 2, "kv_release_cycles": 2,
 		"handoffs": 4, "concurrency": [1, 2], "rounds": 1, "requests_per_round": 2, "max_tokens": 3, "correctness_max_tokens": 2,
-		"context_tokens": 300, "settle_s": 0.02, "cost_dwell_s": 0.2},
+		"context_tokens": 300, "settle_s": 0.02, "cost_dwell_s": 0.2, "health_requests": 2, "health_max_tokens": 2, "lost_prefix_tokens": 128},
 	"traffic": {"duration_s": 2, "workload": {"kind": "fixed", "prompt_tokens": 16, "output_tokens": 4}, "in_flight_modes": ["abort"]},
-	"thresholds": {"min_after_wake_tps_ratio": 0, "min_traffic_goodput_ratio": 0}}`
+	"thresholds": {"min_after_wake_tps_ratio": 0, "min_traffic_goodput_ratio": 0, "min_decode_rate_ratio": 0}}`
 
 // envFigures turns TestEveryFigureMeansItsName on (make figures): 1 for
 // every operation, or a comma-separated list of them (reads,wake) to run

@@ -186,11 +186,17 @@ type Protocol struct {
 	// "Engine health"); 0 turns the windows off.
 	HealthRequests  int `json:"health_requests"`
 	HealthMaxTokens int `json:"health_max_tokens"`
-	// LostPrefixTokens is the lost-prefix probe's prompt in tokens: sent
-	// twice warm before a sleep and again as the first request after the
-	// wake, at each level (the after-wake phases); 0 turns it off.
+	// LostPrefixTokens is the lost-prefix probe's prompt in tokens (at
+	// most half of ContextTokens: LostPrefixLen): sent twice warm before a
+	// sleep and again as the first request after the wake, at each level
+	// (the after-wake phases); 0 turns it off.
 	LostPrefixTokens int `json:"lost_prefix_tokens"`
 }
+
+// LostPrefixLen is the lost-prefix probe's prompt length in tokens:
+// lost_prefix_tokens, at most half of context_tokens (the rest holds the
+// probe's output); 0 when off.
+func (p Protocol) LostPrefixLen() int { return min(p.LostPrefixTokens, p.ContextTokens/2) }
 
 // Traffic is the traffic phase: open-loop arrivals for every model through
 // a wake-on-demand router, the same arrivals with every model awake (the
@@ -673,8 +679,8 @@ func (c Config) validateProtocol(bad badFunc) {
 	if p.HealthRequests > 0 {
 		within("health_max_tokens", p.HealthMaxTokens, 2, 1<<20) // a decode time needs two tokens
 	}
-	if p.LostPrefixTokens != 0 && (p.LostPrefixTokens < 32 || p.LostPrefixTokens+p.ProbeMaxTokens >= p.ContextTokens) {
-		bad("protocol.lost_prefix_tokens", "%d: want 0 (off) or at least 32 tokens (two KV blocks) and, with probe_max_tokens %d, under context_tokens %d", p.LostPrefixTokens, p.ProbeMaxTokens, p.ContextTokens)
+	if p.LostPrefixTokens != 0 && (p.LostPrefixTokens < 32 || p.LostPrefixTokens > MaxContextTokens) {
+		bad("protocol.lost_prefix_tokens", "%d: want 0 (off) or at least 32 tokens (two KV blocks), at most %d (the probe takes at most half of context_tokens)", p.LostPrefixTokens, MaxContextTokens)
 	}
 	if p.SoakLevel != 1 && p.SoakLevel != 2 {
 		bad("protocol.soak_level", "%d: want 1 or 2", p.SoakLevel)

@@ -337,3 +337,29 @@ func TestDocsListEveryKey(t *testing.T) {
 	walk("", reflect.TypeOf(Config{}))
 	assert.Empty(t, missing, "keys docs/configuration.md does not name")
 }
+
+// TestModelFeatures: speculative decoding is on where extra_args give
+// --speculative-config (its alias -sc, its underscore spelling, with =);
+// prefix caching is on unless the last of its flags turns it off; the
+// lost-prefix probe takes at most half the context.
+func TestModelFeatures(t *testing.T) {
+	for args, want := range map[string][2]bool{
+		"":                           {false, true},
+		"--speculative-config {}":    {true, true},
+		"-sc {}":                     {true, true},
+		"--speculative_config={}":    {true, true},
+		"--no-enable-prefix-caching": {false, false},
+		"--no-enable-prefix-caching --enable-prefix-caching": {false, true},
+		"--speculative-config-x {}":                          {false, true},
+	} {
+		m := Model{ExtraArgs: strings.Fields(args)}
+		assert.Equal(t, want[0], m.Speculative(), "speculative: %q", args)
+		assert.Equal(t, want[1], m.PrefixCaching(), "prefix caching: %q", args)
+	}
+	p := Default().Protocol
+	assert.Equal(t, 2048, p.LostPrefixLen())
+	p.ContextTokens = 300
+	assert.Equal(t, 150, p.LostPrefixLen())
+	p.LostPrefixTokens = 0
+	assert.Zero(t, p.LostPrefixLen())
+}

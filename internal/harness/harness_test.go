@@ -102,8 +102,9 @@ func TestPhasesRecordEverything(t *testing.T) {
 	// probes: 2 starts × 2 models + 1 level-2 cycle + 1 activation + 3
 	// handoffs; correctness: the 2-probe set before each model's first
 	// sleep, and after each wake (A: its cycle, the activation, B→A; B:
-	// A→B twice).
-	assert.Equal(t, 4+4+1+4+2*2+2*(3+2), rep.Requests.Executed)
+	// A→B twice); the engine-health bursts: A's baseline, and after the
+	// first handoff to each model.
+	assert.Equal(t, 4+4+1+4+2*2+2*(3+2)+3*cfg.Protocol.HealthRequests, rep.Requests.Executed)
 	assert.Equal(t, rep.Requests.Executed, rep.Requests.Success)
 	assert.Equal(t, 2, rep.Switch.Directions["A→B"].N)
 	assert.InDelta(t, 0.25, rep.Models["A"].Sleep["2"].ResidualGiB.Median, 1e-9, "tiny-a's residual")

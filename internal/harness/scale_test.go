@@ -68,8 +68,10 @@ func TestLongSwitchStaysFlat(t *testing.T) {
 	assert.Equal(t, raw.Requests.Executed, raw.Requests.Success, "no request failed")
 	// One probe per activation and handoff, a replay of the 2-probe
 	// correctness set after each, the set once per model before its first
-	// sleep; nothing else.
-	assert.Equal(t, 3*(1+30+1+300)+2*2, raw.Requests.Executed, "one probe and one 2-probe replay per activation and handoff, 2 references")
+	// sleep, and each switch phase's engine-health burst after its first
+	// handoff to each model (2 phases × 2 models); nothing else.
+	assert.Equal(t, 3*(1+30+1+300)+2*2+2*2*cfg.Protocol.HealthRequests, raw.Requests.Executed,
+		"one probe and one 2-probe replay per activation and handoff, 2 references, 4 health bursts")
 	heap, th := heapMiB(), threads(t)
 	t.Logf("after 30 handoffs: heap %.1f MiB, %d threads; after 300 more: heap %.1f MiB, %d threads", heap0, threads0, heap, th)
 	assert.Less(t, heap-heap0, 8.0, "heap grows by less than 8 MiB over 300 handoffs")
@@ -96,6 +98,6 @@ func TestHighConcurrencyAccounting(t *testing.T) {
 	assert.Equal(t, 128, runs[0].Success)
 	assert.Len(t, runs[0].TTFT, 128, "a TTFT per request")
 	assert.Equal(t, 128, rep.Requests.PlannedPerformance)
-	assert.Equal(t, 128+2, rep.Requests.Executed, "128 requests and the 2 start probes")
+	assert.Equal(t, 128+2+cfg.Protocol.HealthRequests, rep.Requests.Executed, "128 requests, the 2 start probes and the engine-health burst's")
 	assert.Zero(t, rep.Requests.Failure)
 }

@@ -13,7 +13,10 @@ import (
 
 // healthPromptWords is the engine-health burst's prompt after its tag:
 // short words, about a token each in vLLM's tokenizers (and exactly one in
-// vllmsim's), four KV blocks of 16.
+// vllmsim's). With the tag (9 tokens in vllmsim's count) the prompt is 73
+// tokens: the last is computed again, and 72 ends half-way through a
+// 16-token KV block, so a tokenizer's count a few tokens off still caches
+// the same whole blocks (4): the hit rate is the same at every stage.
 const healthPromptWords = 64
 
 // words is a text of n short words.
@@ -43,7 +46,9 @@ func (p *Env) health(ctx context.Context, label, stage string, logf Logf) error 
 	if n == 0 || !ok {
 		return nil
 	}
-	prompt := fmt.Sprintf("[engine health %s %s %d] %s", label, stage, time.Now().UnixNano(), words(healthPromptWords))
+	// A tag of fixed length, new to the burst: its first request finds
+	// nothing of it cached.
+	prompt := fmt.Sprintf("[engine health %010d] %s", time.Now().UnixNano()%1e10, words(healthPromptWords))
 	h := record.Health{Stage: stage, Requests: n, SpecAcceptance: math.NaN(), PrefixHitRate: math.NaN(), DecodeTPS: math.NaN()}
 	window := func(model string) (vllm.Rates, error) {
 		nan := vllm.Rates{SpecAcceptance: math.NaN(), PrefixHitRate: math.NaN(), DecodeTPS: math.NaN()}
@@ -90,17 +95,17 @@ func noteSuffix(note string) string {
 }
 
 // lostPrefixPrompt is the lost-prefix probe's prompt at level: about
-// protocol.lost_prefix_tokens tokens of short words behind a tag of its
-// own.
+// protocol.lost_prefix_tokens tokens (Protocol.LostPrefixLen) of short
+// words behind a tag of its own.
 func (p *Env) lostPrefixPrompt(label string, level int) string {
-	return fmt.Sprintf("[lost prefix %s level %d] %s", label, level, words(p.cfg.Protocol.LostPrefixTokens))
+	return fmt.Sprintf("[lost prefix %s level %d] %s", label, level, words(p.cfg.Protocol.LostPrefixLen()-8))
 }
 
 // warmPrefix sends label's lost-prefix probe twice (awake, before the
 // sleep): the second finds the prefix cached, its TTFT is the warm one.
 // nil when the probe is off.
 func (p *Env) warmPrefix(ctx context.Context, label string, level int) (*vllm.Stream, error) {
-	if p.cfg.Protocol.LostPrefixTokens == 0 {
+	if p.cfg.Protocol.LostPrefixLen() == 0 {
 		return nil, nil
 	}
 	var s *vllm.Stream

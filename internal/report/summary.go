@@ -94,11 +94,11 @@ func writeModels(b *strings.Builder, rep Report, labels []string) {
 	}
 }
 
-// writeServing writes each model's serving, baseline beside after-wake,
-// one row per concurrency.
+// writeServing writes each model's serving, baseline beside after-wake
+// (level 1, then level 2), one row per concurrency.
 func writeServing(b *strings.Builder, rep Report, labels []string) {
 	b.WriteString("\n## Serving (median output tok/s; TTFT and TPOT median / p95)\n\n")
-	b.WriteString("| model | concurrency | tok/s baseline → after-wake | TTFT baseline | TTFT after-wake | TPOT baseline | TPOT after-wake |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| model | concurrency | tok/s baseline → after-wake → after-wake-l2 | TTFT baseline | TTFT after-wake | TPOT baseline | TPOT after-wake |\n|---|---|---|---|---|---|---|\n")
 	for _, l := range labels {
 		perf := map[string]map[int]Perf{}
 		var concs []int
@@ -113,8 +113,8 @@ func writeServing(b *strings.Builder, rep Report, labels []string) {
 		}
 		slices.Sort(concs)
 		for _, c := range concs {
-			bl, aw := perf["baseline"][c], perf["after-wake"][c]
-			fmt.Fprintf(b, "| %s | %d | %s → %s | %s | %s | %s | %s |\n", l, c, num(bl.OutputTPS), num(aw.OutputTPS),
+			bl, aw, aw2 := perf["baseline"][c], perf["after-wake"][c], perf["after-wake-l2"][c]
+			fmt.Fprintf(b, "| %s | %d | %s → %s → %s | %s | %s | %s | %s |\n", l, c, num(bl.OutputTPS), num(aw.OutputTPS), num(aw2.OutputTPS),
 				spread(bl.TTFTS), spread(aw.TTFTS), spread(bl.TPOTS), spread(aw.TPOTS))
 		}
 	}
