@@ -401,10 +401,6 @@ func TestOutputs(t *testing.T) {
 	benches := []string{"Restart", "Sleep", "Serve", "Switch", record.HostBench}
 	wantUnits := []string{report.UnitReady, report.UnitFirstToken, report.UnitSleep, report.UnitWake, report.UnitTTFT, report.UnitTPOT, report.UnitTPS, report.UnitReqTPS,
 		report.UnitOthersCPU, report.UnitWaitPerRun} // every phase window's host load
-	if p.LostPrefixTokens > 0 {
-		benches = append(benches, "LostPrefix")
-		wantUnits = append(wantUnits, report.UnitLostPrefix)
-	}
 	anyL0, anyKV := false, false
 	for _, l := range h.Labels() {
 		anyL0, anyKV = anyL0 || ran[l][0], anyKV || ran[l][record.LevelKVRelease]

@@ -30,7 +30,7 @@ import (
 // sleep in mode abort only: wait and keep decode 150 tokens to the end).
 // %s is each model's sim_faults.
 const figuresConfig = `{"command": "vllmsim", "memory": "sim", "sim": {"profile": "tiny", "time_scale": 0.5, "host_scale": 0.02},
-	"models": [{"label": "A", "name": "tiny-a", "gpu_memory_utilization": 0.45, "sim_faults": %[1]q},
+	"models": [{"label": "A", "name": "tiny-a", "gpu_memory_utilization": 0.45, "sim_faults": %[1]q, "lora_modules": {"sql": "/adapters/sql"}},
 		{"label": "B", "name": "tiny-b", "gpu_memory_utilization": 0.45, "sim_faults": %[1]q}],
 	"protocol": {"restart_warm": 2, "sleep_l1_cycles": 2, "sleep_l2_cycles": 2, "sleep_l0_cycles": 2, "kv_release_cycles": 2,
 		"handoffs": 4, "concurrency": [1, 2], "rounds": 1, "requests_per_round": 2, "max_tokens": 3, "correctness_max_tokens": 2,

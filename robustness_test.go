@@ -555,15 +555,18 @@ func TestEveryEraPasses(t *testing.T) {
 	}
 }
 
-// shortProtocol is a short protocol (fewer cycles, one serving round, a
-// second of traffic) for child runs judged on what the server can do, not
-// on how fast a shared machine runs two or more of them side by side: the speed ratios are off (0 is off), the goodput
-// ratio of a second of traffic (0.44 with both cores busy) and the
-// after-wake tok/s ratio of the tiny models' sub-millisecond steps.
+// shortProtocol is a short protocol (fewer cycles, one serving round of
+// 32 tokens a request, a second of traffic, short engine-health bursts)
+// for child runs judged on what the server can do, not on how fast a
+// shared machine runs two or more of them side by side: the speed ratios
+// are off (0 is off), the goodput ratio of a second of traffic (0.44 with
+// both cores busy), the after-wake tok/s and decode-rate ratios of the
+// tiny models' sub-millisecond steps.
 var shortProtocol = []string{"WAKEBENCH_PROTOCOL_SLEEP_L1_CYCLES=2", "WAKEBENCH_PROTOCOL_SLEEP_L2_CYCLES=1", "WAKEBENCH_PROTOCOL_ROUNDS=1",
 	"WAKEBENCH_PROTOCOL_HANDOFFS=2", "WAKEBENCH_PROTOCOL_RESTART_WARM=1", "WAKEBENCH_TRAFFIC_DURATION_S=1",
 	"WAKEBENCH_PROTOCOL_COST_DWELL_S=0.2",
-	"WAKEBENCH_THRESHOLDS_MIN_TRAFFIC_GOODPUT_RATIO=0", "WAKEBENCH_THRESHOLDS_MIN_AFTER_WAKE_TPS_RATIO=0"}
+	"WAKEBENCH_THRESHOLDS_MIN_TRAFFIC_GOODPUT_RATIO=0", "WAKEBENCH_THRESHOLDS_MIN_AFTER_WAKE_TPS_RATIO=0",
+	"WAKEBENCH_THRESHOLDS_MIN_DECODE_RATE_RATIO=0", "WAKEBENCH_PROTOCOL_MAX_TOKENS=32", "WAKEBENCH_PROTOCOL_HEALTH_MAX_TOKENS=8"}
 
 // passingChild runs the short protocol and the output checks as a child
 // with env and requires a PASS: its report and output.

@@ -10,16 +10,32 @@ import (
 
 // LostPrefix: the price of a lost prefix at level (the after-wake phase's
 // probe: its first request after the wake, sent → first token, less the
-// warm one's) within max_lost_prefix_s when set.
+// warm one's) within max_lost_prefix_s when set. NOT EVALUATED where
+// nothing was cached to lose: the model's prefix caching is off, or the
+// server said its warm request found nothing cached.
 func LostPrefix(cfg config.Config, label string, level int, lps []record.LostPrefix) []record.Check {
 	limit := cfg.ThresholdsFor(label).MaxLostPrefixS
 	if limit == 0 {
 		return nil
 	}
+	name := fmt.Sprintf("lost_prefix.level%d.price_s", level)
+	absent := func(why string) []record.Check {
+		return []record.Check{{Name: name, Model: label, Op: "<=", Limit: limit, Verdict: record.NotEvaluated, Reason: why,
+			Required: cfg.ThresholdSetByUser(label, "max_lost_prefix_s")}}
+	}
 	var out []record.Check
 	for _, lp := range lps {
-		if lp.Level == level {
-			out = []record.Check{Evaluate(fmt.Sprintf("lost_prefix.level%d.price_s", level), label, lp.PriceS(), "<=", limit)}
+		if lp.Level != level {
+			continue
+		}
+		m, _ := cfg.Model(label)
+		switch {
+		case !m.PrefixCaching():
+			out = absent("prefix caching is off (--no-enable-prefix-caching): nothing cached to lose")
+		case lp.WarmCached == 0:
+			out = absent("the warm request found nothing cached (usage.prompt_tokens_details.cached_tokens 0)")
+		default:
+			out = []record.Check{Evaluate(name, label, lp.PriceS(), "<=", limit)}
 		}
 	}
 	return out
@@ -43,14 +59,21 @@ func Health(cfg config.Config, label, stage string, hs []record.Health) []record
 			after = h
 		}
 	}
-	if after == nil {
-		return nil
-	}
 	m, _ := cfg.Model(label)
 	t := cfg.ThresholdsFor(label)
 	name := func(f string) string { return "health." + stage + "." + f }
 	absent := func(n, op string, limit float64, key, why string) record.Check {
 		return record.Check{Name: n, Model: label, Op: op, Limit: limit, Verdict: record.NotEvaluated, Reason: why, Required: cfg.ThresholdSetByUser(label, key)}
+	}
+	if cfg.Protocol.HealthRequests == 0 {
+		return nil // the windows are off
+	}
+	if after == nil { // the phase ran without such a wake of the model (a switch that never woke it)
+		if t.MinDecodeRateRatio == 0 {
+			return nil
+		}
+		return []record.Check{absent(name("decode_rate_ratio"), ">=", t.MinDecodeRateRatio, "min_decode_rate_ratio",
+			"no engine-health window "+stage+": the phase did not wake the model that way")}
 	}
 	// why is the reason a figure is absent (NaN) in h.
 	why := func(h *record.Health, missing string) string {
@@ -90,9 +113,6 @@ func Health(cfg config.Config, label, stage string, hs []record.Health) []record
 	}
 	ratio("decode_rate_ratio", "min_decode_rate_ratio", t.MinDecodeRateRatio, after.DecodeTPS, b0.DecodeTPS,
 		"the server exports no decode time (vllm:request_decode_time_seconds with vllm:generation_tokens_total)")
-	if !m.PrefixCaching() || t.MaxAdapterHitChange == 0 {
-		return out
-	}
 	for _, a := range after.Adapters {
 		n := name("adapter." + a.Name + ".prefix_hit_change")
 		var was *record.AdapterHealth
@@ -101,7 +121,12 @@ func Health(cfg config.Config, label, stage string, hs []record.Health) []record
 				was = &b0.Adapters[i]
 			}
 		}
+		if was != nil {
+			ratio("adapter."+a.Name+".decode_rate_ratio", "min_decode_rate_ratio", t.MinDecodeRateRatio, a.DecodeTPS, was.DecodeTPS,
+				"the server exports no decode time (vllm:request_decode_time_seconds with vllm:generation_tokens_total)")
+		}
 		switch {
+		case !m.PrefixCaching() || t.MaxAdapterHitChange == 0:
 		case was == nil:
 			out = append(out, absent(n, "within", t.MaxAdapterHitChange, "max_adapter_hit_change", "the adapter has no engine-health window before the first sleep"))
 		case math.IsNaN(was.PrefixHitRate) || math.IsNaN(a.PrefixHitRate):

@@ -32,9 +32,10 @@ func healthConfig() config.Config {
 
 // TestHealthComparesWithBeforeTheFirstSleep, by hand: before the first
 // sleep acceptance 0.7, hit rate 0.6, 300 tok/s, the adapter's hit rate
-// 0.6; after a level-2 wake acceptance 0 (0 / 0.7 = 0 < 0.8: FAIL), hit
-// rate 0.6 (1: PASS), 120 tok/s (0.4: FAIL), the adapter's 0.8 (+0.2,
-// beyond ±0.1: FAIL). The windows of other stages are not this one's.
+// 0.6 at 250 tok/s; after a level-2 wake acceptance 0 (0 / 0.7 = 0 < 0.8:
+// FAIL), hit rate 0.6 (1: PASS), 120 tok/s (0.4: FAIL), the adapter's 0.8
+// (+0.2, beyond ±0.1: FAIL) at 250 tok/s (1: PASS). The windows of other
+// stages are not this one's; a stage with no window is NOT EVALUATED.
 func TestHealthComparesWithBeforeTheFirstSleep(t *testing.T) {
 	cfg := healthConfig()
 	before := record.Health{Stage: record.StageHealthBaseline, SpecAcceptance: 0.7, PrefixHitRate: 0.6, DecodeTPS: 300,
@@ -46,7 +47,9 @@ func TestHealthComparesWithBeforeTheFirstSleep(t *testing.T) {
 	hs := []record.Health{before, l1, l2}
 
 	c := byName(Health(cfg, "A", record.HealthAfterL2, hs))
-	require.Len(t, c, 4)
+	require.Len(t, c, 5)
+	assert.Equal(t, "PASS", c["health.after-wake-l2.adapter.sql.decode_rate_ratio"].Verdict)
+	assert.InDelta(t, 1, c["health.after-wake-l2.adapter.sql.decode_rate_ratio"].Value, 1e-12)
 	assert.Equal(t, "FAIL", c["health.after-wake-l2.spec_acceptance_ratio"].Verdict)
 	assert.Zero(t, c["health.after-wake-l2.spec_acceptance_ratio"].Value)
 	assert.Equal(t, "PASS", c["health.after-wake-l2.prefix_hit_ratio"].Verdict)
@@ -61,7 +64,12 @@ func TestHealthComparesWithBeforeTheFirstSleep(t *testing.T) {
 	for _, ck := range Health(cfg, "A", record.HealthAfterL1, hs) {
 		assert.Equal(t, "PASS", ck.Verdict, "%s: the level-1 wake kept every feature", ck)
 	}
-	assert.Empty(t, Health(cfg, "A", record.HealthAfterKV, hs), "no window after a KV-only wake: no check")
+	kv := Health(cfg, "A", record.HealthAfterKV, hs)
+	require.Len(t, kv, 1, "no window after a KV-only wake: said so")
+	assert.Equal(t, record.NotEvaluated, kv[0].Verdict)
+	assert.Contains(t, kv[0].Reason, "no engine-health window after-kv-release")
+	cfg.Protocol.HealthRequests = 0
+	assert.Empty(t, Health(cfg, "A", record.HealthAfterKV, hs), "the windows off: no check")
 }
 
 // TestHealthOnlyWhatTheModelTurnsOn: without --speculative-config no
@@ -108,11 +116,14 @@ func keys(m map[string]record.Check) []string {
 
 // TestLostPrefixPrice, by hand: warm 0.05 s, first after the level-1
 // wake 0.65 s: a price of 0.6 s ≤ 1: PASS; at level 2 3.05 − 0.05 = 3 > 1:
-// FAIL; max_lost_prefix_s 0 is off.
+// FAIL; max_lost_prefix_s 0 is off. Nothing cached to lose is NOT
+// EVALUATED: prefix caching off, or a warm request the server says
+// found nothing cached.
 func TestLostPrefixPrice(t *testing.T) {
 	cfg := config.SimDefault()
 	cfg.Thresholds.MaxLostPrefixS = 1
-	lps := []record.LostPrefix{{Level: 1, WarmTTFTS: 0.05, WokenTTFTS: 0.65}, {Level: 2, WarmTTFTS: 0.05, WokenTTFTS: 3.05}}
+	lps := []record.LostPrefix{{Level: 1, WarmTTFTS: 0.05, WokenTTFTS: 0.65, WarmCached: -1, WokenCached: -1},
+		{Level: 2, WarmTTFTS: 0.05, WokenTTFTS: 3.05, WarmCached: 2048, WokenCached: 0}}
 	l1 := LostPrefix(cfg, "A", 1, lps)
 	require.Len(t, l1, 1)
 	assert.Equal(t, "lost_prefix.level1.price_s", l1[0].Name)
@@ -122,6 +133,15 @@ func TestLostPrefixPrice(t *testing.T) {
 	require.Len(t, l2, 1)
 	assert.InDelta(t, 3, l2[0].Value, 1e-12)
 	assert.Equal(t, "FAIL", l2[0].Verdict)
+	cold := LostPrefix(cfg, "A", 1, []record.LostPrefix{{Level: 1, WarmTTFTS: 0.6, WokenTTFTS: 0.6, WarmCached: 0}})
+	require.Len(t, cold, 1)
+	assert.Equal(t, record.NotEvaluated, cold[0].Verdict)
+	assert.Contains(t, cold[0].Reason, "found nothing cached")
+	cfg.Models[0].ExtraArgs = []string{"--no-enable-prefix-caching"}
+	off := LostPrefix(cfg, "A", 2, lps)
+	require.Len(t, off, 1)
+	assert.Equal(t, record.NotEvaluated, off[0].Verdict)
+	assert.Contains(t, off[0].Reason, "prefix caching is off")
 	cfg.Thresholds.MaxLostPrefixS = 0
 	assert.Empty(t, LostPrefix(cfg, "A", 1, lps))
 }

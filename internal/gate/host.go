@@ -83,13 +83,6 @@ func windowOf(name string) (model, phase string, ok bool) {
 		case "0", "1", "2":
 			return model, "sleep-level" + l, model != ""
 		}
-	case "LostPrefix": // the after-wake phase of its level
-		switch keys["level"] {
-		case "1":
-			return model, "after-wake", model != ""
-		case "2":
-			return model, "after-wake-l2", model != ""
-		}
 	case "Cost", "Energy":
 		return model, "state-cost", model != ""
 	case "Switch":

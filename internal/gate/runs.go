@@ -86,7 +86,7 @@ const HistoryMaxRuns = 100
 // Benchmarks are the first name elements of wakebench's bench.txt results
 // (package report's WriteBench writes them; a test there holds the two
 // together): a baseline run with none of them is another project's.
-var Benchmarks = []string{"Restart", "Sleep", "Serve", "LostPrefix", "Switch", "Traffic", "TrafficEnergy", "Memory", "Cost", "Energy", "PodStart", "PodRestart", "PodSwitch", record.HostBench}
+var Benchmarks = []string{"Restart", "Sleep", "Serve", "Switch", "Traffic", "TrafficEnergy", "Memory", "Cost", "Energy", "PodStart", "PodRestart", "PodSwitch", record.HostBench}
 
 // ParseRun reads one run's bench.txt. Its time is the StartedPrefix line
 // when there is one, else mtime (bench.txt files written before the line

@@ -349,6 +349,7 @@ func TestEveryThresholdIsChecked(t *testing.T) {
 	cfg.Protocol.SleepL1Cycles, cfg.Protocol.Handoffs = 1, 2
 	cfg.Thresholds = config.Thresholds{MaxFailedRequests: 0, MinL1ReleasePercent: 50, MaxResidualGiB: 5,
 		MaxL1WakeToFirstTokenS: 30, MaxL2WakeToFirstTokenS: 30, MinAfterWakeTPSRatio: 0.5, MaxSwitchToFirstTokenS: 30,
+		MinSpecAcceptanceRatio: 0.5, MinPrefixHitRatio: 0.5, MinDecodeRateRatio: 0.3, MaxAdapterHitChange: 0.5, MaxLostPrefixS: 30,
 		RegressionPercent: 10, RegressionAlpha: 0.05}
 	h, err := Open(t.Context(), cfg)
 	require.NoError(t, err)
@@ -359,15 +360,17 @@ func TestEveryThresholdIsChecked(t *testing.T) {
 		require.NoError(t, err)
 		checks = append(checks, rsOut.Checks...)
 	}
-	runsOut, err := protocol.Baseline{Env: h.env}.Run(ctx, "A", logf)
-	require.NoError(t, err)
-	checks = append(checks, runsOut.Checks...)
+	for _, l := range []string{"B", "A"} { // each model's engine health before its first sleep
+		runsOut, err := protocol.Baseline{Env: h.env}.Run(ctx, l, logf)
+		require.NoError(t, err)
+		checks = append(checks, runsOut.Checks...)
+	}
 	for _, level := range []int{1, 2} {
 		csOut, err := protocol.Sleep{Env: h.env, Level: level}.Run(ctx, "A", logf)
 		require.NoError(t, err)
 		checks = append(checks, csOut.Checks...)
 	}
-	runsOut, err = protocol.AfterWake{Env: h.env, Level: 1}.Run(ctx, "A", logf)
+	runsOut, err := protocol.AfterWake{Env: h.env, Level: 1}.Run(ctx, "A", logf)
 	require.NoError(t, err)
 	checks = append(checks, runsOut.Checks...)
 	hosOut, err := protocol.Switch{Env: h.env}.Run(ctx, logf)
@@ -383,13 +386,16 @@ func TestEveryThresholdIsChecked(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{
 		"restart.starts/A", "restart.starts/B",
-		"baseline.conc2.failed_requests/A", "baseline.conc2.rounds_passed/A",
+		"baseline.conc2.failed_requests/A", "baseline.conc2.rounds_passed/A", "baseline.conc2.failed_requests/B", "baseline.conc2.rounds_passed/B",
 		"sleep.level1.successful_cycles/A", "sleep.level1.to_first_token_s.p95/A", "sleep.level1.residual_gib.median/A", "memory.l1_release_fraction.median/A",
 		"sleep.level1.engine_disagreements/A", "correctness.level1.mismatches/A",
 		"sleep.level2.successful_cycles/A", "sleep.level2.to_first_token_s.p95/A", "sleep.level2.residual_gib.median/A",
 		"sleep.level2.engine_disagreements/A", "correctness.level2.mismatches/A",
 		"after-wake.conc2.failed_requests/A", "after-wake.conc2.rounds_passed/A", "after-wake.conc2.tps_ratio/A",
 		"correctness.after-wake.mismatches/A", "memory.l1_release_fraction.median/A",
+		"lost_prefix.level1.price_s/A", "health.after-wake.prefix_hit_ratio/A", "health.after-wake.decode_rate_ratio/A",
+		"health.after-switch.prefix_hit_ratio/A", "health.after-switch.decode_rate_ratio/A",
+		"health.after-switch.prefix_hit_ratio/B", "health.after-switch.decode_rate_ratio/B",
 		"switch.successful_handoffs/", "switch.A→B.to_first_token_s.p95/", "switch.B→A.to_first_token_s.p95/",
 		"switch.A→B.engine_disagreements/", "switch.B→A.engine_disagreements/",
 		"correctness.switch.mismatches/A", "correctness.switch.mismatches/B",

@@ -53,7 +53,7 @@ func phaseTable() string {
 	var b strings.Builder
 	b.WriteString("| phase | run alone | per model |\n|---|---|---|\n")
 	for _, p := range List() {
-		fmt.Fprintf(&b, "| %s | `-run 'TestProtocol/%s'` | %s |\n", p.Name, p.Name, p.Doc)
+		fmt.Fprintf(&b, "| %s | `-run 'TestProtocol/%s$'` | %s |\n", p.Name, p.Name, p.Doc)
 	}
 	return b.String()
 }

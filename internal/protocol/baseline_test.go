@@ -99,10 +99,10 @@ func TestAfterWakeCatchesASlowerDecode(t *testing.T) {
 
 // TestAfterWakeServesBeforeItsReplay: after the wake, the server's next
 // completion is a serving request, not a correctness probe (a replay
-// would warm the engine first) nor the engine-health burst. The witness
-// is the server's own request count: its 5th completion (after the
-// baseline's 4) answers 500. The lost-prefix probe, whose second request
-// is by design the first after the wake, and the baseline's burst are off.
+// would warm the engine first). The witness is the server's own request
+// count: its 5th completion (after the baseline's 4) answers 500. The
+// lost-prefix probe, whose last request is by design the first after the
+// wake, and the engine-health bursts (counted by the server too) are off.
 func TestAfterWakeServesBeforeItsReplay(t *testing.T) {
 	_, rec, p := simtest.Env(t, nil, func(cfg *config.Config) {
 		servingConfig(cfg)

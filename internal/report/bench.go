@@ -35,16 +35,15 @@ const (
 	UnitHeld        = "sec/held"    // level 0: a request sent while paused, sent → first token
 	UnitRelease     = "%-released"
 	UnitPeak        = "GiB/peak"
-	UnitScheduled   = "sec/scheduled"   // Pod created → scheduled
-	UnitRoutable    = "sec/routable"    // Pod created, or handoff begun → ready in its EndpointSlice
-	UnitPower       = "W"               // the state-cost phase: GPU power held in a state
-	UnitHostGiB     = "host-GiB"        // host memory of the server's process tree in a state
-	UnitWakeJ       = "J/wake"          // energy of a wake: sent → first token
-	UnitSleepJ      = "J/sleep"         // energy of a sleep: sent → answered
-	UnitStartJ      = "J/start"         // energy of a cold start: spawn → first token
-	UnitSwitchJ     = "J/switch"        // energy of a handoff: /sleep sent → the woken model's first token
-	UnitJ           = "J"               // energy of a traffic run: first planned arrival → last request done
-	UnitLostPrefix  = "sec/lost-prefix" // the lost-prefix probe: first request after a wake's TTFT less the warm one's
+	UnitScheduled   = "sec/scheduled" // Pod created → scheduled
+	UnitRoutable    = "sec/routable"  // Pod created, or handoff begun → ready in its EndpointSlice
+	UnitPower       = "W"             // the state-cost phase: GPU power held in a state
+	UnitHostGiB     = "host-GiB"      // host memory of the server's process tree in a state
+	UnitWakeJ       = "J/wake"        // energy of a wake: sent → first token
+	UnitSleepJ      = "J/sleep"       // energy of a sleep: sent → answered
+	UnitStartJ      = "J/start"       // energy of a cold start: spawn → first token
+	UnitSwitchJ     = "J/switch"      // energy of a handoff: /sleep sent → the woken model's first token
+	UnitJ           = "J"             // energy of a traffic run: first planned arrival → last request done
 	// The machine's load over a phase window (record.HostLoad): shown,
 	// never gated (no better=); the regression gate reads them to tell a
 	// crowded phase from a slower code.
@@ -77,7 +76,6 @@ var unitMeta = []struct{ unit, key, value string }{
 	{UnitStartJ, "better", "lower"},
 	{UnitSwitchJ, "better", "lower"},
 	{UnitJ, "better", "lower"},
-	{UnitLostPrefix, "better", "lower"},
 }
 
 // WriteUnitMetadata writes the unit metadata lines (Unit tok/s better=higher, …).
@@ -108,7 +106,6 @@ func BenchUnits() []*benchfmt.UnitMetadata {
 //	BenchmarkRestart/model=A/kind=warm
 //	BenchmarkSleep/model=A/level=1 (0, 1, 2, kv: a KV-only release)
 //	BenchmarkServe/model=A/stage=baseline/conc=4 (stages baseline, after-wake, after-wake-l2)
-//	BenchmarkLostPrefix/model=A/level=1 (sec/lost-prefix: the first request after the wake's TTFT less the warm one's)
 //	BenchmarkSwitch/dir=A→B
 //	BenchmarkTraffic/model=A/run=shared/found=asleep (one line per request: issued → first token, TPOT)
 //	BenchmarkMemory/model=A
@@ -249,9 +246,7 @@ func modelBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) 
 	for _, pct := range raw.Release[l] {
 		line("Memory/model="+l, val(pct, UnitRelease))
 	}
-	for _, lp := range raw.LostPrefix[l] {
-		line(fmt.Sprintf("LostPrefix/model=%s/level=%d", l, lp.Level), val(lp.PriceS(), UnitLostPrefix))
-	}
+
 	costBench(raw, l, line)
 }
 

@@ -134,7 +134,9 @@ func (m Metrics) Counters() Counters {
 // window gave it nothing to count.
 type Rates struct {
 	// SpecAcceptance is accepted / draft tokens (vLLM's "Avg Draft
-	// acceptance rate", SpecDecodingLogging.log).
+	// acceptance rate", SpecDecodingLogging.log); 0 where the counters
+	// are exported and requests decoded past their first token but
+	// nothing was drafted (a drafter gone).
 	SpecAcceptance float64
 	// PrefixHitRate is cached / queried prompt tokens.
 	PrefixHitRate float64
@@ -153,8 +155,12 @@ func RatesOver(a, b Counters) Rates {
 		return num / den
 	}
 	decoded := b.Decoded - a.Decoded
+	acceptance := ratio(b.SpecAccepted-a.SpecAccepted, b.SpecDraftTokens-a.SpecDraftTokens, a.HasSpec && b.HasSpec)
+	if a.HasSpec && b.HasSpec && b.SpecDraftTokens == a.SpecDraftTokens && b.GenTokens-a.GenTokens > decoded && decoded > 0 {
+		acceptance = 0 // tokens decoded past each request's first, none drafted: speculation is off
+	}
 	return Rates{
-		SpecAcceptance: ratio(b.SpecAccepted-a.SpecAccepted, b.SpecDraftTokens-a.SpecDraftTokens, a.HasSpec && b.HasSpec),
+		SpecAcceptance: acceptance,
 		PrefixHitRate:  ratio(b.PrefixHits-a.PrefixHits, b.PrefixQueries-a.PrefixQueries, a.HasPrefix && b.HasPrefix),
 		DecodeTPS:      ratio(b.GenTokens-a.GenTokens-decoded, b.DecodeS-a.DecodeS, a.HasDecode && b.HasDecode && decoded > 0),
 	}

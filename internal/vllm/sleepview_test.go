@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -130,4 +131,35 @@ func TestSplitKey(t *testing.T) {
 	n, l = splitKey("vllm:y")
 	assert.Equal(t, "vllm:y", n)
 	assert.Nil(t, l)
+}
+
+// TestRatesOver, by hand: over a window 30 draft tokens with 21 accepted
+// (0.7); 80 of 100 prompt tokens cached (0.8); 4 requests finished with
+// 132 tokens generated, 128 of them past each first, in 0.4 s of decode
+// time (320 tok/s). A server without a family gives NaN; one that exports
+// the spec counters and decoded past the first tokens but drafted nothing
+// has acceptance 0 (a drafter gone); the legacy prefix names are read where
+// the new ones are absent.
+func TestRatesOver(t *testing.T) {
+	a := Metrics{"vllm:spec_decode_num_draft_tokens_total": 100, "vllm:spec_decode_num_accepted_tokens_total": 50,
+		"vllm:prefix_cache_queries_total": 1000, "vllm:prefix_cache_hits_total": 500,
+		"vllm:generation_tokens_total": 1000, "vllm:request_decode_time_seconds_sum": 2, "vllm:request_decode_time_seconds_count": 10}
+	b := Metrics{"vllm:spec_decode_num_draft_tokens_total": 130, "vllm:spec_decode_num_accepted_tokens_total": 71,
+		"vllm:prefix_cache_queries_total": 1100, "vllm:prefix_cache_hits_total": 580,
+		"vllm:generation_tokens_total": 1132, "vllm:request_decode_time_seconds_sum": 2.4, "vllm:request_decode_time_seconds_count": 14}
+	r := RatesOver(a.Counters(), b.Counters())
+	assert.InDelta(t, 0.7, r.SpecAcceptance, 1e-12)
+	assert.InDelta(t, 0.8, r.PrefixHitRate, 1e-12)
+	assert.InDelta(t, 320, r.DecodeTPS, 1e-9)
+
+	none := RatesOver(Metrics{}.Counters(), Metrics{}.Counters())
+	assert.True(t, math.IsNaN(none.SpecAcceptance) && math.IsNaN(none.PrefixHitRate) && math.IsNaN(none.DecodeTPS))
+
+	b["vllm:spec_decode_num_draft_tokens_total"], b["vllm:spec_decode_num_accepted_tokens_total"] = 100, 50
+	assert.Zero(t, RatesOver(a.Counters(), b.Counters()).SpecAcceptance, "decoded, drafted nothing")
+
+	legacy := func(m Metrics) Metrics {
+		return Metrics{"vllm:gpu_prefix_cache_queries_total": m["vllm:prefix_cache_queries_total"], "vllm:gpu_prefix_cache_hits_total": m["vllm:prefix_cache_hits_total"]}
+	}
+	assert.InDelta(t, 0.8, RatesOver(legacy(a).Counters(), legacy(b).Counters()).PrefixHitRate, 1e-12)
 }

@@ -87,7 +87,7 @@ type engine struct {
 // and one token of its own; the draft's pass adds draftCost of the step
 // per draft token. Fault spec-off-after-wake (#52479: the draft model not
 // reloaded after a level-2 wake) leaves the drafts rejected from the
-// first wake on: the tokens are the same, the rate falls.
+// first level-2 wake on: the tokens are the same, the rate falls.
 type spec struct {
 	k         int
 	accept    float64 // accepted share of the draft tokens

@@ -57,9 +57,10 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	slow-decode-after-wake=F  from the process's first wake on, every decode step
 //	                       takes F times as long (prefill and the wake itself
 //	                       are unchanged)
-//	spec-off-after-wake    from the process's first wake on, speculative decoding
-//	                       accepts no draft token (the draft model not reloaded,
-//	                       #52479): the same tokens, acceptance 0, decoding slower
+//	spec-off-after-wake    from the process's first wake after a level-2 sleep on,
+//	                       speculative decoding accepts no draft token (the draft
+//	                       model not reloaded, #52479): the same tokens,
+//	                       acceptance 0, decoding slower
 //	adapter-ignored-after-wake  from the first wake on, a LoRA adapter's requests
 //	                       run as the base model's (its prefix-cache blocks shared
 //	                       with the base model's), the tokens still the adapter's

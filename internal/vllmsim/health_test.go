@@ -42,9 +42,10 @@ func generate(t *testing.T, s *sim, model, prompt string) string {
 // (spread evenly: exact to a token per window), the tokens are those
 // without speculation, and the decode rate (the engine's own, from
 // vllm:request_decode_time_seconds) rises. Fault spec-off-after-wake:
-// from the first wake on the drafts are all rejected, the tokens the
+// from the first level-2 wake on the drafts are all rejected, the tokens the
 // same, the rate back below a server without speculation's. Without the
-// flag no spec-decode series exists.
+// flag no spec-decode series exists. The fault waits for a level-2 wake
+// (the reload path): a level-1 wake keeps the draft model.
 func TestSpeculativeDecoding(t *testing.T) {
 	const prompt = "speculate on the next few tokens"
 	plain := startSim(t, "tiny-a", map[string]string{EnvTimeScale: "5"})
@@ -65,15 +66,22 @@ func TestSpeculativeDecoding(t *testing.T) {
 	// 40 tokens: the first from the prefill step, then steps of 1 + accepted
 	// (2.1 on average at 0.7 of 3): 13 steps, 39 draft tokens.
 	assert.InDelta(t, DefaultSpecAcceptance, on.SpecAcceptance, 1.0/13, "accepted / drafted")
-	assert.Greater(t, on.DecodeTPS, 1.5*base.DecodeTPS, "speculation decodes faster: %.0f against %.0f tok/s", on.DecodeTPS, base.DecodeTPS)
+	assert.Greater(t, on.DecodeTPS, 1.3*base.DecodeTPS, "speculation decodes faster: %.0f against %.0f tok/s", on.DecodeTPS, base.DecodeTPS)
 	assert.True(t, counters(t, spec).HasPrefix, "the prefix-cache counters are exported")
 
 	require.NoError(t, spec.c.Sleep(t.Context(), 1))
 	require.NoError(t, spec.c.WakeUp(t.Context()))
+	got, l1 := window(spec)
+	assert.Equal(t, want, got)
+	assert.InDelta(t, DefaultSpecAcceptance, l1.SpecAcceptance, 1.0/13, "a level-1 wake keeps the draft model")
+
+	require.NoError(t, spec.c.Sleep(t.Context(), 2))
+	_, err := spec.c.Wake(t.Context(), 2) // vLLM's level-2 sequence: weights, reload_weights, kv_cache, reset_prefix_cache
+	require.NoError(t, err)
 	got, off := window(spec)
 	assert.Equal(t, want, got, "the fault keeps the tokens")
 	assert.Zero(t, off.SpecAcceptance, "spec-off-after-wake: every draft rejected")
-	assert.Less(t, off.DecodeTPS, 0.6*on.DecodeTPS, "and decoding slower: %.0f against %.0f tok/s", off.DecodeTPS, on.DecodeTPS)
+	assert.Less(t, off.DecodeTPS, 0.7*on.DecodeTPS, "and decoding slower: %.0f against %.0f tok/s", off.DecodeTPS, on.DecodeTPS)
 }
 
 // TestAdapterIgnoredAfterWake: an adapter's prefix-cache blocks are its

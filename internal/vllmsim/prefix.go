@@ -53,7 +53,9 @@ func tokens(s string) []string {
 
 // chain is the hash of each whole block of prompt through adapter ("" for
 // the base model), each over the one before it: a LoRA adapter's blocks are
-// its own (vLLM's block hash carries the request's LoRA name as extra keys).
+// its own (vLLM's block hash carries the request's LoRA name as extra keys:
+// vllm/v1/core/kv_cache_utils.py _gen_lora_extra_hash_keys; its LoRA int
+// id in earlier releases).
 func chain(prompt, adapter string) [][32]byte {
 	toks := tokens(prompt)
 	var hs [][32]byte

@@ -82,7 +82,7 @@ const DefaultSpecAcceptance = 0.7
 // specAcceptance is m's draft acceptance, DefaultSpecAcceptance unless set.
 func (m Model) specAcceptance() float64 {
 	if m.SpecAcceptance > 0 {
-		return m.SpecAcceptance
+		return min(m.SpecAcceptance, 1) // a share: more than every draft token cannot be accepted
 	}
 	return DefaultSpecAcceptance
 }

@@ -641,6 +641,7 @@ func (s *server) wake(ctx context.Context, tags []string) (awake bool, oe *opErr
 	}
 	s.mu.Lock()
 	resident := !s.weightsAsleep && !s.kvAsleep && !s.weightsUnknown && !s.kvUnknown
+	slept := s.level // the sleep this wake ends
 	if resident {
 		s.level = 0
 	}
@@ -654,8 +655,8 @@ func (s *server) wake(ctx context.Context, tags []string) (awake bool, oe *opErr
 			if f := s.faults.SlowDecodeAfter; f > 0 {
 				s.eng.slowDecode(f)
 			}
-			if s.faults.SpecOffAfterWake && s.eng.spec != nil {
-				s.eng.spec.off.Store(true)
+			if s.faults.SpecOffAfterWake && s.eng.spec != nil && memAsleep && slept == 2 {
+				s.eng.spec.off.Store(true) // the level-2 reload left the draft model out (#52479)
 			}
 			s.resumeScheduler()
 		}
