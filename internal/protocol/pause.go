@@ -208,9 +208,9 @@ func (p *pauser) pauseChecks(label string, level int, cycles []record.Cycle) []r
 	cs := gate.Pause(p.cfg, label, level, cycles, raw.CyclesOff[label][level], p.confirmed)
 	if raw.CyclesOff[label][level] == "" {
 		cs = append(cs, gate.Correctness(label, stage, raw.Replays[label])...)
-	}
-	if level == record.LevelKVRelease {
-		cs = append(cs, gate.Health(p.cfg, label, record.HealthAfterKV, raw.Health[label])...)
+		if level == record.LevelKVRelease && len(cycles) > 0 { // the cycles ran: the window after the first
+			cs = append(cs, gate.Health(p.cfg, label, record.HealthAfterKV, raw.Health[label])...)
+		}
 	}
 	return p.Record(cs...)
 }
