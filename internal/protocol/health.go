@@ -58,7 +58,7 @@ func (p *Env) health(ctx context.Context, label, stage string, logf Logf) error 
 				return nan, fmt.Errorf("engine health %s, %s: %w", stage, model, err)
 			}
 		}
-		after, err := p.pool.Engine().Metrics(ctx, label)
+		after, err := p.settledMetrics(ctx, label, before, n)
 		if merr == nil {
 			merr = err
 		}
@@ -85,6 +85,34 @@ func (p *Env) health(ctx context.Context, label, stage string, logf Logf) error 
 	p.rec.AddHealth(label, h)
 	logf("%s engine health %s: spec acceptance %.3f, prefix hit rate %.3f, decode %.1f tok/s%s", label, stage, h.SpecAcceptance, h.PrefixHitRate, h.DecodeTPS, noteSuffix(h.Note))
 	return nil
+}
+
+// settleWait bounds how long a window waits for the server to count its
+// finished requests: vLLM's frontend records an iteration's stats after it
+// hands the iteration's outputs out (vllm/v1/engine/async_llm.py's output
+// handler), so a read at a stream's end may miss its last iteration.
+const settleWait = 2 * time.Second
+
+// settledMetrics reads label's /metrics after a burst of n requests that
+// each decoded, until its decode-time count has grown by n since before
+// (nil: not known) or settleWait passed: the last read either way.
+func (p *Env) settledMetrics(ctx context.Context, label string, before vllm.Metrics, n int) (vllm.Metrics, error) {
+	deadline := time.Now().Add(settleWait)
+	for {
+		m, err := p.pool.Engine().Metrics(ctx, label)
+		if err != nil || before == nil {
+			return m, err
+		}
+		a, b := before.Counters(), m.Counters()
+		if !b.HasDecode || b.Decoded-a.Decoded >= float64(n) || !time.Now().Before(deadline) {
+			return m, nil
+		}
+		select {
+		case <-ctx.Done():
+			return m, context.Cause(ctx)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func noteSuffix(note string) string {

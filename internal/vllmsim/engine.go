@@ -407,12 +407,16 @@ func (e *engine) emit(s *seq, now time.Time) (finished bool) {
 			s.firstAt = now
 			e.m.ttft(now.Sub(s.queuedAt))
 		}
-		s.out <- t
+		// The token's stats before the token: a client that reads
+		// /metrics once its stream ended finds them counted.
 		e.m.generated()
 		if t.finish != "" {
-			close(s.out)
 			e.m.finished(t.finish)
 			e.m.decodeTime(now.Sub(s.firstAt))
+		}
+		s.out <- t
+		if t.finish != "" {
+			close(s.out)
 			return true
 		}
 	}
