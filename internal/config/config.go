@@ -634,7 +634,7 @@ func (c Config) validateModel(bad badFunc, key string, m Model) {
 			bad(key+".extra_args", "pass the key as api_key (it would show in logs as an argument)")
 		}
 	}
-	for _, n := range slices.Sorted(maps.Keys(m.LoRAModules)) {
+	for _, n := range m.Adapters() {
 		switch {
 		case !labelRE.MatchString(n):
 			bad(key+".lora_modules", "adapter name %q: use letters, digits, - or _", n)

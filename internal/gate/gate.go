@@ -17,12 +17,13 @@ import (
 	"github.com/wakebench/wakebench/internal/stats"
 )
 
-// Stage names of the serving measurements.
+// Stage names of the serving measurements: the engine-health stages of
+// the same phases, one name for both.
 const (
-	StageBaseline  = "baseline"
-	StageAfterWake = "after-wake"
+	StageBaseline  = record.StageHealthBaseline
+	StageAfterWake = record.HealthAfterL1
 	// StageAfterWakeL2 is serving after a level-2 wake (the after-wake-l2 phase).
-	StageAfterWakeL2 = "after-wake-l2"
+	StageAfterWakeL2 = record.HealthAfterL2
 )
 
 // Evaluate compares value with limit by op: "<=", ">=", "==", or "within"

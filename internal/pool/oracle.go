@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -23,7 +21,7 @@ type Oracle struct{ f *Pool }
 
 // probes is m's correctness probe set: its adapters in name order.
 func probes(m *model) []oracle.Probe {
-	return oracle.Set(m.cfg.Name, slices.Sorted(maps.Keys(m.cfg.LoRAModules)))
+	return oracle.Set(m.cfg.Name, m.cfg.Adapters())
 }
 
 // on reports whether the correctness oracle runs.

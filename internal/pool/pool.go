@@ -420,7 +420,7 @@ func checkModels(ctx context.Context, c *vllm.Client, mc config.Model) error {
 	if !slices.Contains(ids, mc.Name) {
 		return fmt.Errorf("/v1/models lists %v, not %q", ids, mc.Name)
 	}
-	for _, a := range slices.Sorted(maps.Keys(mc.LoRAModules)) {
+	for _, a := range mc.Adapters() {
 		if !slices.Contains(ids, a) {
 			return fmt.Errorf("/v1/models lists %v, not the LoRA adapter %q (lora_modules): was it loaded?", ids, a)
 		}

@@ -98,13 +98,13 @@ const settleWait = 2 * time.Second
 // (nil: not known) or settleWait passed: the last read either way.
 func (p *Env) settledMetrics(ctx context.Context, label string, before vllm.Metrics, n int) (vllm.Metrics, error) {
 	deadline := time.Now().Add(settleWait)
+	a := before.Counters()
 	for {
 		m, err := p.pool.Engine().Metrics(ctx, label)
 		if err != nil || before == nil {
 			return m, err
 		}
-		a, b := before.Counters(), m.Counters()
-		if !b.HasDecode || b.Decoded-a.Decoded >= float64(n) || !time.Now().Before(deadline) {
+		if b := m.Counters(); !b.HasDecode || b.Decoded-a.Decoded >= float64(n) || !time.Now().Before(deadline) {
 			return m, nil
 		}
 		select {
@@ -122,11 +122,12 @@ func noteSuffix(note string) string {
 	return " (" + note + ")"
 }
 
-// lostPrefixPrompt is the lost-prefix probe's prompt at level: about
+// lostPrefixProbe is the lost-prefix probe at level: a prompt of about
 // protocol.lost_prefix_tokens tokens (Protocol.LostPrefixLen) of short
-// words behind a tag of its own.
-func (p *Env) lostPrefixPrompt(label string, level int) string {
-	return fmt.Sprintf("[lost prefix %s level %d] %s", label, level, words(p.cfg.Protocol.LostPrefixLen()-8))
+// words behind a tag of its own, probe_max_tokens long.
+func (p *Env) lostPrefixProbe(label string, level int) vllm.CompletionRequest {
+	prompt := fmt.Sprintf("[lost prefix %s level %d] %s", label, level, words(p.cfg.Protocol.LostPrefixLen()-8))
+	return vllm.CompletionRequest{Prompt: prompt, MaxTokens: p.cfg.Protocol.ProbeMaxTokens, IgnoreEOS: true}
 }
 
 // warmPrefix sends label's lost-prefix probe twice (awake, before the
@@ -139,7 +140,7 @@ func (p *Env) warmPrefix(ctx context.Context, label string, level int) (*vllm.St
 	var s *vllm.Stream
 	for range 2 {
 		var err error
-		if s, err = p.pool.Stream(ctx, label, vllm.CompletionRequest{Prompt: p.lostPrefixPrompt(label, level), MaxTokens: p.cfg.Protocol.ProbeMaxTokens, IgnoreEOS: true}); err != nil {
+		if s, err = p.pool.Stream(ctx, label, p.lostPrefixProbe(label, level)); err != nil {
 			return nil, fmt.Errorf("lost-prefix probe, warm: %w", err)
 		}
 	}
@@ -153,7 +154,7 @@ func (p *Env) wokenPrefix(ctx context.Context, label string, level int, warm *vl
 	if warm == nil {
 		return nil
 	}
-	s, err := p.pool.Stream(ctx, label, vllm.CompletionRequest{Prompt: p.lostPrefixPrompt(label, level), MaxTokens: p.cfg.Protocol.ProbeMaxTokens, IgnoreEOS: true})
+	s, err := p.pool.Stream(ctx, label, p.lostPrefixProbe(label, level))
 	if err != nil {
 		return fmt.Errorf("lost-prefix probe, first request after the wake: %w", err)
 	}

@@ -9,7 +9,7 @@ import (
 // health"): a fixed burst of requests sent one at a time, each feature's
 // figure from the difference of the server's own /metrics counters
 // across it. Stage says where it was taken: StageHealthBaseline before the
-// model's first sleep, or after a kind of wake (HealthAfter).
+// model's first sleep, or after a kind of wake (the HealthAfter* stages).
 type Health struct {
 	Stage    string
 	Requests int // the burst's base-model requests (each adapter has as many)
@@ -32,8 +32,8 @@ type AdapterHealth struct {
 }
 
 // Engine-health stages: before the first sleep (the baseline phase's),
-// and after each kind of wake (HealthAfter names them; the after-wake
-// phases' are their serving stages).
+// and after each kind of wake; the baseline and after-wake phases' are
+// their serving stages too (gate.StageBaseline, … are these).
 const (
 	StageHealthBaseline = "baseline"
 	HealthAfterL1       = "after-wake"
@@ -41,9 +41,6 @@ const (
 	HealthAfterKV       = "after-kv-release"
 	HealthAfterSwitch   = "after-switch"
 )
-
-// HealthAfter are the after-wake stages in report order.
-var HealthAfter = []string{HealthAfterL1, HealthAfterL2, HealthAfterKV, HealthAfterSwitch}
 
 // LostPrefix is the price of a lost prefix at one sleep level: a prompt of
 // PromptTokens sent twice before the sleep (the second warm: its prefix
