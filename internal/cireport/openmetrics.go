@@ -1,0 +1,215 @@
+package cireport
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/report"
+	"github.com/wakebench/wakebench/internal/stats"
+)
+
+// statHelp ends the help of a family summarised as stat="p50" and stat="p95".
+const statHelp = "; stat p50 is the median, p95 the 95th percentile (nearest rank)"
+
+// WriteOpenMetrics writes rep's headline figures as metrics.txt, OpenMetrics
+// text for GitLab's metrics report: per model its restarts, each sleep
+// level's sleep, wake and residual memory, and serving throughput; each
+// switch direction's handoff; the checks by verdict, whether the run passed
+// and what it ran on. Every family is a gauge named
+// wakebench_<figure>[_<unit>] in base units (seconds, bytes), with a UNIT
+// where it has one; a summarised figure is two samples, stat="p50" (the
+// median) and stat="p95". Figures the run does not have (no samples) and
+// values that are not finite are left out. On a simulated run every sample
+// carries simulated="true". Families are sorted by name, samples by label
+// values.
+func WriteOpenMetrics(w io.Writer, rep report.Report) error {
+	m := metrics{families: map[string]*dto.MetricFamily{}, simulated: rep.Simulated != nil}
+	m.models(rep)
+	m.switching(rep.Switch)
+	m.run(rep)
+	for _, name := range slices.Sorted(maps.Keys(m.families)) {
+		f := m.families[name]
+		slices.SortFunc(f.Metric, compareLabels)
+		if _, err := expfmt.MetricFamilyToOpenMetrics(w, f); err != nil {
+			return fmt.Errorf("cireport: openmetrics: %s: %w", name, err)
+		}
+	}
+	if _, err := expfmt.FinalizeOpenMetrics(w); err != nil {
+		return fmt.Errorf("cireport: openmetrics: %w", err)
+	}
+	return nil
+}
+
+// metrics collects the families WriteOpenMetrics writes.
+type metrics struct {
+	families  map[string]*dto.MetricFamily
+	simulated bool
+}
+
+// family describes one metric family: its name's figure (before the unit
+// suffix), its unit ("" for none) and its help.
+type family struct {
+	figure, unit, help string
+}
+
+// name is the family's name: wakebench_<figure>_<unit>.
+func (f family) name() string {
+	if f.unit == "" {
+		return "wakebench_" + f.figure
+	}
+	return "wakebench_" + f.figure + "_" + f.unit
+}
+
+var (
+	restartFirstToken = family{"restart_to_first_token", "seconds",
+		"Restart time: server process spawned to the first token of a probe request, by start " +
+			"(initial: the first start, with fresh compile caches; warm: the later starts, reusing them)" + statHelp}
+	restartReady = family{"restart_ready", "seconds",
+		"Restart readiness: server process spawned to /health answering 200, by start " +
+			"(initial: the first start, with fresh compile caches; warm: the later starts, reusing them)" + statHelp}
+	sleepTime = family{"sleep", "seconds",
+		"Sleep time: sleep request sent to its response, by sleep level, over the successful cycles" + statHelp}
+	wakeAPI = family{"wake_api", "seconds",
+		"Wake API time: first wake request sent to the last wake step answered, by sleep level, over the successful cycles" + statHelp}
+	wakeFirstToken = family{"wake_to_first_token", "seconds",
+		"Wake to first token: first wake request sent to the first token of a probe request, by sleep level, over the successful cycles" + statHelp}
+	residual = family{"sleep_residual", "bytes",
+		"Residual GPU memory: the model's GPU memory while asleep (GiB x 2^30), by sleep level, over the successful cycles" + statHelp}
+	servingTPS = family{"serving_output_tokens_per_second", "",
+		"Serving throughput: output tokens per second of a round of requests, by stage and concurrency, over the rounds" + statHelp}
+	switchFirstToken = family{"switch_to_first_token", "seconds",
+		"Switch time: sleep request of the model handing over sent to the first token of the model taking over, by direction, over the handoffs" + statHelp}
+	checksByVerdict = family{"checks", "",
+		"Checks (thresholds) of the run by verdict: PASS, FAIL or NOT EVALUATED"}
+	runPassed = family{"run_passed", "",
+		"1 if the run's status is PASS, else 0 (FAIL or NOT RUN)"}
+	runInfo = family{"run_info", "",
+		"The run: its status, GPU, runtime and whether it was simulated (always 1)"}
+)
+
+// add adds one sample of f with the label pairs labels (name, value, …),
+// unless v is not finite.
+func (m *metrics) add(f family, v float64, labels ...string) {
+	if !finite(v) {
+		return
+	}
+	name := f.name()
+	fam := m.families[name]
+	if fam == nil {
+		fam = &dto.MetricFamily{Name: ptr(name), Help: ptr(f.help), Type: dto.MetricType_GAUGE.Enum()}
+		if f.unit != "" {
+			fam.Unit = ptr(f.unit)
+		}
+		m.families[name] = fam
+	}
+	if m.simulated {
+		labels = append(labels, "simulated", "true")
+	}
+	metric := &dto.Metric{Gauge: &dto.Gauge{Value: ptr(v)}}
+	for i := 0; i+1 < len(labels); i += 2 {
+		metric.Label = append(metric.Label, &dto.LabelPair{Name: ptr(labels[i]), Value: ptr(labels[i+1])})
+	}
+	slices.SortFunc(metric.Label, func(a, b *dto.LabelPair) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	fam.Metric = append(fam.Metric, metric)
+}
+
+// summary adds s's median and p95, each × scale, unless s has no samples.
+func (m *metrics) summary(f family, s stats.Summary, scale float64, labels ...string) {
+	if s.N == 0 {
+		return
+	}
+	m.add(f, s.Median*scale, append(slices.Clip(labels), "stat", "p50")...)
+	m.add(f, s.P95*scale, append(slices.Clip(labels), "stat", "p95")...)
+}
+
+// models adds each model's restarts, sleep levels and serving.
+func (m *metrics) models(rep report.Report) {
+	for _, label := range slices.Sorted(maps.Keys(rep.Models)) {
+		mod := rep.Models[label]
+		if mod == nil {
+			continue
+		}
+		m.summary(restartFirstToken, mod.RestartInitial, 1, "model", label, "start", "initial")
+		m.summary(restartFirstToken, mod.RestartWarm, 1, "model", label, "start", "warm")
+		m.summary(restartReady, mod.RestartReadyInitial, 1, "model", label, "start", "initial")
+		m.summary(restartReady, mod.RestartReadyWarm, 1, "model", label, "start", "warm")
+		for _, level := range slices.Sorted(maps.Keys(mod.Sleep)) {
+			sl := mod.Sleep[level]
+			if sl == nil {
+				continue
+			}
+			m.summary(sleepTime, sl.SleepS, 1, "model", label, "level", level)
+			m.summary(wakeAPI, sl.WakeAPIS, 1, "model", label, "level", level)
+			m.summary(wakeFirstToken, sl.ToFirstTokenS, 1, "model", label, "level", level)
+			m.summary(residual, sl.ResidualGiB, record.GiB, "model", label, "level", level)
+		}
+		for _, p := range mod.Performance {
+			m.summary(servingTPS, p.OutputTPS, 1, "model", label, "stage", p.Stage, "concurrency", strconv.Itoa(p.Concurrency))
+		}
+	}
+}
+
+// switching adds each switch direction's handoffs to first token.
+func (m *metrics) switching(sw report.Switch) {
+	for _, dir := range slices.Sorted(maps.Keys(sw.Directions)) {
+		if d := sw.Directions[dir]; d != nil {
+			m.summary(switchFirstToken, d.ToFirstTokenS, 1, "dir", dir)
+		}
+	}
+}
+
+// run adds the checks by verdict, whether the run passed and its info.
+func (m *metrics) run(rep report.Report) {
+	counts := map[string]int{verdictPass: 0, verdictFail: 0, record.NotEvaluated: 0}
+	for _, c := range rep.Checks {
+		counts[c.Verdict]++
+	}
+	for verdict, n := range counts {
+		m.add(checksByVerdict, float64(n), "verdict", verdict)
+	}
+	passed := 0.0
+	if rep.Status == verdictPass {
+		passed = 1
+	}
+	m.add(runPassed, passed)
+	info := []string{"status", rep.Status, "gpu", rep.GPU, "runtime", rep.Runtime}
+	if rep.Simulated != nil {
+		info = append(info, "simulation", rep.Simulated.Label()) // m.add adds simulated="true"
+	} else {
+		info = append(info, "simulated", "false")
+	}
+	m.add(runInfo, 1, info...)
+}
+
+// compareLabels orders samples by their label values, label by label (the
+// labels sorted by name), numbers by value.
+func compareLabels(a, b *dto.Metric) int {
+	for i := range min(len(a.Label), len(b.Label)) {
+		x, y := a.Label[i], b.Label[i]
+		if c := cmp.Compare(x.GetName(), y.GetName()); c != 0 {
+			return c
+		}
+		if c := compareValues(x.GetValue(), y.GetValue()); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(len(a.Label), len(b.Label))
+}
+
+// compareValues compares two label values, as integers where both are.
+func compareValues(x, y string) int {
+	if i, err := strconv.Atoi(x); err == nil {
+		if j, err := strconv.Atoi(y); err == nil {
+			return cmp.Compare(i, j)
+		}
+	}
+	return cmp.Compare(x, y)
+}
