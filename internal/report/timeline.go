@@ -365,7 +365,7 @@ func shadeWindows(p *plot.Plot, tl Timeline, ymax float64, xs *xSpan) ([]phaseLa
 			return nil, err
 		}
 		c := palette[i%len(palette)]
-		poly.Color = color.RGBA{c.R, c.G, c.B, 22}
+		poly.Color = color.NRGBA{c.R, c.G, c.B, 22} // not premultiplied: RGBA with R > A is no colour (vgsvg wrote fill:#B8B5C0A2, which SVG ignores)
 		poly.LineStyle.Width = 0
 		p.Add(poly)
 		phases = append(phases, phaseLabel{x: x0, text: n, color: darker(c)})

@@ -328,3 +328,20 @@ func white(c color.Color) bool {
 	r, g, b, _ := c.RGBA()
 	return r>>8 >= 0xf0 && g>>8 >= 0xf0 && b>>8 >= 0xf0
 }
+
+// TestTimelineColoursAreColours: every fill and stroke colour in the SVG
+// is #RRGGBB. A premultiplied color.RGBA whose channels exceed its alpha
+// (the phase shading once) came out as nine hex digits, which SVG ignores:
+// every window was shaded the same grey, not its model's colour.
+func TestTimelineColoursAreColours(t *testing.T) {
+	valid := regexp.MustCompile(`^#[0-9A-Fa-f]{6}$`)
+	for name, tl := range timelineCases() {
+		var b bytes.Buffer
+		require.NoError(t, WriteTimelineSVG(&b, tl))
+		cs := regexp.MustCompile(`(?:fill|stroke):(#[0-9A-Fa-f]+)`).FindAllStringSubmatch(b.String(), -1)
+		require.NotEmpty(t, cs, name)
+		for _, c := range cs {
+			assert.Regexp(t, valid, c[1], "%s: colour %s", name, c[1])
+		}
+	}
+}
