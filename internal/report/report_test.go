@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/shape"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -617,4 +619,34 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestSummaryFitsAStepSummary: a run whose summary would pass GitHub's
+// 1 MiB step-summary limit (tens of thousands of failed checks) keeps its
+// first lines whole, ends with a line naming what was cut, and fits.
+func TestSummaryFitsAStepSummary(t *testing.T) {
+	rep := Build(record.New([]string{"A"}, map[string]string{"A": "m"}).Raw())
+	for i := range 30000 {
+		rep.Checks = append(rep.Checks, record.Check{Name: fmt.Sprintf("soak.cycle%05d.first_token_s", i), Model: "A", Value: 9, Op: "<=", Limit: 1, Verdict: "FAIL"})
+	}
+	rep.Status = "FAIL"
+	var full strings.Builder
+	writeChecks(&full, rep)
+	require.Greater(t, full.Len(), SummaryLimit, "the case must not fit")
+
+	var b bytes.Buffer
+	require.NoError(t, WriteSummary(&b, rep))
+	md := b.String()
+	assert.LessOrEqual(t, len(md), SummaryLimit)
+	assert.True(t, strings.HasPrefix(md, "# wakebench: FAIL"), "the verdict stays first")
+	assert.Contains(t, md, "soak.cycle00000.first_token_s", "the first failed check stays")
+	last := md[strings.LastIndex(strings.TrimSuffix(md, "\n"), "\n")+1:]
+	assert.Contains(t, last, "summary.md was cut at 1024 KiB")
+	assert.Contains(t, last, "Models (medians", "the cut line names the sections left out")
+	cut := md[:strings.Index(md, "\n**summary.md was cut")]
+	assert.True(t, strings.HasSuffix(cut, "\n"), "only whole lines are kept")
+	assert.True(t, utf8.ValidString(md))
+
+	small := "# wakebench: PASS\n\nall fits\n"
+	assert.Equal(t, small, FitSummary(small, SummaryLimit), "a summary that fits is not touched")
 }

@@ -31,8 +31,40 @@ func WriteSummary(w io.Writer, rep Report) error {
 	writeKubernetes(&b, rep, labels)
 	writeGate(&b, rep.Gate)
 	writeMemory(&b, rep.Memory)
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, FitSummary(b.String(), SummaryLimit))
 	return err
+}
+
+// SummaryLimit is the most bytes summary.md holds: what GitHub takes of a
+// step summary ($GITHUB_STEP_SUMMARY, 1 MiB a step; a bigger one is
+// refused whole, not shown cut).
+const SummaryLimit = 1 << 20
+
+// FitSummary is md if it fits in limit bytes. Otherwise it is md's first
+// whole lines (the verdict and what failed come first, so they stay)
+// and a last line saying how much was cut and which sections it held,
+// all within limit.
+func FitSummary(md string, limit int) string {
+	if len(md) <= limit {
+		return md
+	}
+	const room = 2048 // for the cut line, whatever the headings it names
+	keep := strings.LastIndexByte(md[:limit-room], '\n') + 1
+	var sections []string
+	for _, line := range strings.Split(md[keep:], "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok && len(sections) < 12 {
+			if r := []rune(h); len(r) > 60 { // 12 of them fit room
+				h = string(r[:60]) + "…"
+			}
+			sections = append(sections, h)
+		}
+	}
+	note := fmt.Sprintf("\n**summary.md was cut at %d KiB** (a CI step summary holds at most 1 MiB): %d more bytes did not fit", limit>>10, len(md)-keep)
+	if len(sections) > 0 {
+		note += ", holding the sections " + strings.Join(sections, "; ")
+	}
+	note += ". report.html and report.json hold everything.\n"
+	return md[:keep] + note
 }
 
 // writeChecks writes the verdict with the run's setup, what failed, the
