@@ -2,7 +2,7 @@
 // of a cluster) into one report: each node's status and reason, per GPU kind the summaries
 // computed from the nodes' pooled raw samples (never from merged percentiles), the outlier
 // nodes against their own kind's distribution (normalised per kind, so a smaller node shape is
-// not failed for being smaller), and the outputs fleet.json, fleet.md and a merged bench.txt
+// not failed for being smaller), and the outputs fleet.json, fleet.md, fleet.html (package htmlreport) and a merged bench.txt
 // whose results carry `node:` and `gpu:` config keys.
 package fleetreport
 

@@ -2,6 +2,7 @@ package fleetreport
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/perf/benchfmt"
+
+	"github.com/wakebench/wakebench/internal/htmlreport"
 )
 
 // Output file names under Write's directory.
@@ -19,9 +22,11 @@ const (
 	FileJSON  = "fleet.json"
 	FileMD    = "fleet.md"
 	FileBench = "bench.txt"
+	FileHTML  = "fleet.html"
 )
 
-// Write writes f's fleet.json, fleet.md and merged bench.txt into dir (created if needed).
+// Write writes f's fleet.json, fleet.md, fleet.html and merged bench.txt into dir (created if
+// needed).
 func Write(dir string, f Fleet) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("fleetreport: %w", err)
@@ -33,7 +38,14 @@ func Write(dir string, f Fleet) error {
 	if err := os.WriteFile(filepath.Join(dir, FileJSON), append(j, '\n'), 0o644); err != nil {
 		return fmt.Errorf("fleetreport: %w", err)
 	}
-	if err := writeFile(filepath.Join(dir, FileMD), func(w io.Writer) error { return WriteMarkdown(w, f) }); err != nil {
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, f); err != nil {
+		return fmt.Errorf("fleetreport: fleet.md: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, FileMD), md.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("fleetreport: %w", err)
+	}
+	if err := writeFile(filepath.Join(dir, FileHTML), func(w io.Writer) error { return htmlreport.WriteFleet(w, htmlView(f, md.Bytes())) }); err != nil {
 		return err
 	}
 	return writeFile(filepath.Join(dir, FileBench), func(w io.Writer) error { return WriteBench(w, f) })
@@ -230,4 +242,73 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.SortFunc(ks, strings.Compare)
 	return ks
+}
+
+// htmlView is fleet.html's content: the nodes to look at (as fleet.md
+// lists them), and each figure the outlier rule judges over the nodes, a
+// row per GPU kind and model, the outliers marked.
+func htmlView(f Fleet, md []byte) htmlreport.Fleet {
+	v := htmlreport.Fleet{Status: f.Status, Setup: fmt.Sprintf("%d nodes, %d GPU kinds", len(f.Nodes), len(f.Kinds)), Summary: md}
+	if f.Simulated > 0 {
+		v.Simulated = fmt.Sprintf("Simulated: %d of the %d nodes ran on vllmsim, not on GPU hardware; their figures are simulated.", f.Simulated, len(f.Nodes))
+	}
+	flagged := map[[3]string]bool{}
+	why := map[string][]string{}
+	for _, o := range f.Outliers {
+		flagged[[3]string{o.Node, o.Model, o.Metric}] = true
+		why[o.Node] = append(why[o.Node], fmt.Sprintf("%s %s = %.4g, kind median %.4g: %s", o.Model, o.Metric, o.Value, o.KindMedian, o.Rule))
+	}
+	for _, n := range f.Nodes {
+		if n.Status != StatusPass || n.Outlier {
+			s := fmt.Sprintf("%s (%s): %s", n.Node, n.GPU, n.Status)
+			if n.Reason != "" {
+				s += ": " + n.Reason
+			}
+			if w := why[n.Node]; len(w) > 0 {
+				s += "; outlier: " + strings.Join(w, "; ")
+			}
+			v.Attention = append(v.Attention, s)
+		}
+	}
+	metric := func(title, unit, model, name string, value func(Node) (float64, bool)) {
+		m := htmlreport.FleetMetric{Title: title, Unit: unit}
+		for _, k := range f.Kinds {
+			row := htmlreport.FleetRow{Name: k.GPU}
+			if model != LinkModel {
+				row.Name += " · model " + model
+			}
+			for _, n := range f.Nodes {
+				if x, ok := value(n); ok && n.GPU == k.GPU {
+					row.Points = append(row.Points, htmlreport.FleetPoint{Node: n.Node, Value: x, Outlier: flagged[[3]string{n.Node, model, name}]})
+				}
+			}
+			if len(row.Points) > 0 {
+				m.Rows = append(m.Rows, row)
+			}
+		}
+		if len(m.Rows) > 0 {
+			v.Metrics = append(v.Metrics, m)
+		}
+	}
+	metric("host link: measured host→device over nominal", "fraction of nominal", LinkModel, MetricLinkFraction, func(n Node) (float64, bool) {
+		if n.Link == nil {
+			return 0, false
+		}
+		return n.Link.FractionOfNominal, true
+	})
+	labels := map[string]bool{}
+	for _, n := range f.Nodes {
+		for l := range n.Models {
+			labels[l] = true
+		}
+	}
+	for _, l := range sortedKeys(labels) {
+		for _, name := range []string{MetricWakeFraction, MetricTPSFraction, MetricTPS, MetricResidual} {
+			metric("model "+l+": "+name, name, l, name, func(n Node) (float64, bool) {
+				x, ok := n.Models[l].metrics[name]
+				return x, ok
+			})
+		}
+	}
+	return v
 }

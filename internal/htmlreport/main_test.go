@@ -1,0 +1,10 @@
+package htmlreport
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if any goroutine outlives them.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,0 +1,288 @@
+// Package htmlreport writes report.html, a run's outputs as one page a
+// person reads in a browser: self-contained (every picture inlined, no
+// network), readable with JavaScript off (there is none): the verdict and
+// what failed first, summary.md's tables, the memory timeline, every
+// figure's distribution (each cycle, handoff and request a point), and,
+// with a baseline, the regression gate's comparison per metric; and
+// fleet.html, a fleet run's nodes with its outliers marked.
+package htmlreport
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/extension"
+	"golang.org/x/perf/benchfmt"
+
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/report"
+	"github.com/wakebench/wakebench/internal/stats"
+)
+
+// Run is what report.html shows of one run.
+type Run struct {
+	Report report.Report
+	// Summary is summary.md as written (its tables become the page's).
+	Summary []byte
+	// Timeline is timeline.svg as written; nil when there is none (no GPU
+	// sample).
+	Timeline []byte
+	// Samples are bench.txt's results: every sample, drawn as points.
+	Samples []*benchfmt.Result
+}
+
+// Write writes r's report.html.
+func Write(w io.Writer, r Run) error {
+	v, err := runView(r)
+	if err != nil {
+		return fmt.Errorf("report.html: %w", err)
+	}
+	if err := pageTmpl.Execute(w, v); err != nil {
+		return fmt.Errorf("report.html: %w", err)
+	}
+	return nil
+}
+
+// view is what the page template reads.
+type view struct {
+	Title     string
+	Status    string
+	Simulated string // "" on hardware
+	Setup     string
+	First     []string // what failed first: the first failure, the first failed check
+	Counts    string
+	Sections  []section
+}
+
+// section is one part of the page, with its anchor in the contents.
+type section struct {
+	ID, Title string
+	Intro     string
+	Body      template.HTML
+}
+
+func runView(r Run) (view, error) {
+	rep := r.Report
+	v := view{Title: "wakebench: " + rep.Status, Status: rep.Status}
+	if rep.Simulated != nil {
+		v.Simulated = "Simulated: every figure on this page is vllmsim's (" + rep.Simulated.Label() + "), not a GPU's."
+	}
+	v.Setup = fmt.Sprintf("%s · %s · phases: %s", rep.GPU, rep.Runtime, strings.Join(rep.Phases, ", "))
+	if rep.Started > 0 && rep.Finished >= rep.Started {
+		v.Setup += fmt.Sprintf(" · %s, %s", unixTime(rep.Started).Format("2006-01-02 15:04:05 MST"),
+			(time.Duration((rep.Finished - rep.Started) * float64(time.Second))).Round(time.Second))
+	}
+	v.First, v.Counts = firstFailed(rep)
+
+	md, err := markdown(r.Summary)
+	if err != nil {
+		return v, err
+	}
+	v.Sections = append(v.Sections, section{ID: "summary", Title: "Summary", Intro: "summary.md's tables (medians; the distributions below have every sample).", Body: md})
+	if len(r.Timeline) > 0 {
+		v.Sections = append(v.Sections, section{ID: "timeline", Title: "GPU memory over time", Intro: "timeline.svg: device memory and each model's, the phases shaded, every sleep and wake marked.",
+			Body: figure(inlineSVG(r.Timeline))})
+	}
+	dist, err := distributions(r.Samples, v.Simulated != "")
+	if err != nil {
+		return v, err
+	}
+	if dist != "" {
+		v.Sections = append(v.Sections, section{ID: "distributions", Title: "Distributions",
+			Intro: "Every sample of bench.txt (each start, cycle, handoff, request, round) as a point; the black bar is the median. The tables give each row's n, median, p95, min and max (package stats: p95 by nearest rank).",
+			Body:  dist})
+	}
+	if rep.Gate != nil {
+		v.Sections = append(v.Sections, section{ID: "gate", Title: "Regression gate", Intro: gateIntro(rep.Gate), Body: gateTable(rep.Gate)})
+	}
+	return v, nil
+}
+
+// firstFailed is what the page says first under the verdict: the first
+// failure recorded and the first check that fails the run, and the counts.
+func firstFailed(rep report.Report) ([]string, string) {
+	var first []string
+	if len(rep.Failures) > 0 {
+		f := rep.Failures[0]
+		where := f.Phase
+		for _, s := range []string{f.Model, f.Step} {
+			if s != "" {
+				where += " / " + s
+			}
+		}
+		first = append(first, fmt.Sprintf("Failure (%s): %s", where, f.Error))
+	}
+	n := map[string]int{}
+	for _, c := range rep.Checks {
+		n[c.Verdict]++
+		if c.Fails() && len(first) < 2 && (len(first) == 0 || strings.HasPrefix(first[0], "Failure")) {
+			first = append(first, "Check: "+c.String()+reasonOf(c))
+		}
+	}
+	counts := fmt.Sprintf("%d checks: %d PASS, %d FAIL, %d NOT EVALUATED; %d failures", len(rep.Checks), n["PASS"], n["FAIL"], n[record.NotEvaluated], len(rep.Failures))
+	return first, counts
+}
+
+func reasonOf(c record.Check) string {
+	if c.Reason == "" {
+		return ""
+	}
+	return " (" + c.Reason + ")"
+}
+
+// markdown renders summary.md (GitHub's tables; raw HTML in it is
+// escaped, not passed through) without its first heading and the setup
+// line under it, which the page's header says; every table in a box that
+// scrolls sideways.
+func markdown(md []byte) (template.HTML, error) {
+	if bytes.HasPrefix(md, []byte("# ")) {
+		_, rest, _ := bytes.Cut(md, []byte("\n\n"))
+		_, md, _ = bytes.Cut(rest, []byte("\n\n"))
+	}
+	var b bytes.Buffer
+	if err := goldmark.New(goldmark.WithExtensions(extension.Table)).Convert(md, &b); err != nil {
+		return "", fmt.Errorf("summary.md: %w", err)
+	}
+	s := strings.ReplaceAll(b.String(), "<table>", `<div class="scroll"><table>`)
+	s = strings.NewReplacer("<h2>", "<h3>", "</h2>", "</h3>").Replace(s) // under the page's own section heading
+	s = strings.ReplaceAll(s, "</table>", "</table></div>")
+	return template.HTML(s), nil
+}
+
+// figure is an inlined picture in a box of the page's width.
+func figure(svg []byte) template.HTML {
+	return template.HTML(`<div class="figure">` + string(svg) + `</div>`)
+}
+
+// group is one benchmark × unit of bench.txt: a strip plot.
+type group struct {
+	bench, unit string
+	rows        []Row
+	index       map[string]int
+}
+
+// distributions draws every benchmark × unit of samples as a strip plot,
+// a row per sub-benchmark (model=A/level=1), with a table of each row's
+// summary under it.
+func distributions(samples []*benchfmt.Result, simulated bool) (template.HTML, error) {
+	var groups []*group
+	byKey := map[string]*group{}
+	for _, r := range samples {
+		base := string(r.Name.Base())
+		sub := strings.TrimPrefix(strings.TrimPrefix(string(r.Name.Full()), base), "/")
+		if sub == "" {
+			sub = base
+		}
+		for _, val := range r.Values {
+			k := base + "\x00" + val.Unit
+			g := byKey[k]
+			if g == nil {
+				g = &group{bench: base, unit: val.Unit, index: map[string]int{}}
+				byKey[k] = g
+				groups = append(groups, g)
+			}
+			i, ok := g.index[sub]
+			if !ok {
+				i = len(g.rows)
+				g.index[sub] = i
+				g.rows = append(g.rows, Row{Name: sub})
+			}
+			g.rows[i].Values = append(g.rows[i].Values, val.Value)
+		}
+	}
+	var b strings.Builder
+	sim := ""
+	if simulated {
+		sim = " (simulated)"
+	}
+	last := ""
+	for _, g := range groups {
+		if g.bench != last {
+			fmt.Fprintf(&b, "<h3 id=%q>%s</h3>\n", "dist-"+g.bench, template.HTMLEscapeString(g.bench))
+			last = g.bench
+		}
+		svg, err := stripSVG(g.bench+" · "+g.unit+sim, unitLabel(g.unit), g.rows)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(string(figure(svg)))
+		b.WriteString(`<div class="scroll"><table class="num"><thead><tr><th>` + template.HTMLEscapeString(g.bench) + `</th><th>unit</th><th>n</th><th>median</th><th>p95</th><th>min</th><th>max</th></tr></thead><tbody>`)
+		for _, r := range g.rows {
+			s, err := stats.Summarize(finite(r.Values))
+			if err != nil {
+				continue
+			}
+			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>",
+				template.HTMLEscapeString(r.Name), template.HTMLEscapeString(g.unit), s.N, Num(s.Median), Num(s.P95), Num(s.Min), Num(s.Max))
+		}
+		b.WriteString("</tbody></table></div>\n")
+	}
+	return template.HTML(b.String()), nil
+}
+
+// Num is a figure as the page writes it: four significant digits.
+func Num(x float64) string {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return "—"
+	}
+	return strconv.FormatFloat(x, 'g', 4, 64)
+}
+
+func gateIntro(g *record.Gate) string {
+	s := fmt.Sprintf("This run against %d baseline run(s) from %s: a regression is worse by more than %g %% and significant at %g by the metric's rule. "+
+		"\"Smallest change\" is the least worse change the rule would flag at these runs' noise (its power).",
+		len(g.Runs), g.Baseline, g.TolerancePct, g.Alpha)
+	if g.Error != "" {
+		s += " The gate judged nothing: " + g.Error
+	}
+	return s
+}
+
+// gateTable is the gate's comparison, a row per metric, regressions first.
+func gateTable(g *record.Gate) template.HTML {
+	var b strings.Builder
+	b.WriteString(`<div class="scroll"><table class="num"><thead><tr><th>metric</th><th>unit</th><th>rule</th><th>runs</th><th>baseline</th><th>this run</th><th>change</th><th>smallest change it could see</th><th>verdict</th></tr></thead><tbody>`)
+	rows := append([]record.GateRow(nil), g.Rows...)
+	for pass := range 2 {
+		for _, r := range rows {
+			if r.Regression != (pass == 0) {
+				continue
+			}
+			verdict, class := "no regression", ""
+			switch {
+			case r.Regression:
+				verdict, class = "REGRESSION", ` class="fail"`
+			case !r.Gated:
+				verdict = "not gated"
+			}
+			if r.Why != "" {
+				verdict += ": " + r.Why
+			}
+			if len(r.ChangePoints) > 0 {
+				verdict += "; change points in the baseline: " + strings.Join(r.ChangePoints, ", ")
+			}
+			minc := "—"
+			if r.Gated {
+				minc = fmt.Sprintf("%s %% (%s)", Num(r.MinChangePct), Num(r.MinChange))
+			}
+			fmt.Fprintf(&b, "<tr%s><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%+.1f %%</td><td>%s</td><td>%s</td></tr>",
+				class, esc(r.Metric), esc(r.Unit), esc(r.Rule), r.Runs, Num(r.Baseline), Num(r.ThisRun), r.ChangePct, esc(minc), esc(verdict))
+		}
+	}
+	b.WriteString("</tbody></table></div>")
+	return template.HTML(b.String())
+}
+
+func esc(s string) string { return template.HTMLEscapeString(s) }
+
+func unixTime(s float64) time.Time {
+	sec, frac := math.Modf(s)
+	return time.Unix(int64(sec), int64(frac*1e9)).UTC()
+}

@@ -1,0 +1,152 @@
+package htmlreport
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/perf/benchfmt"
+
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/report"
+)
+
+// testRun is a real run's outputs (make bench on vllmsim's demo profile,
+// testdata/): its report.json, summary.md, timeline.svg and bench.txt.
+func testRun(t testing.TB) Run {
+	t.Helper()
+	var r Run
+	b, err := os.ReadFile("testdata/report.json")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &r.Report))
+	r.Summary, err = os.ReadFile("testdata/summary.md")
+	require.NoError(t, err)
+	r.Timeline, err = os.ReadFile("testdata/timeline.svg")
+	require.NoError(t, err)
+	f, err := os.Open("testdata/bench.txt")
+	require.NoError(t, err)
+	defer f.Close()
+	rd := benchfmt.NewReader(f, "bench.txt")
+	for rd.Scan() {
+		if res, ok := rd.Result().(*benchfmt.Result); ok {
+			r.Samples = append(r.Samples, res.Clone())
+		}
+	}
+	require.NoError(t, rd.Err())
+	return r
+}
+
+// failedRun is testRun turned into a FAIL with a regression gate: a
+// failure, a failed check, a gate row flagged and one not.
+func failedRun(t testing.TB) Run {
+	r := testRun(t)
+	r.Report.Status = "FAIL"
+	r.Report.Failures = append(r.Report.Failures, record.Failure{Phase: "sleep-level1", Model: "B", Step: "wake", Error: "POST /wake_up: context deadline exceeded after 120 s"})
+	r.Report.Checks = append(r.Report.Checks, record.Check{Name: "sleep.level1.wake_to_first_token_s", Model: "B", Value: 130.5, Op: "<=", Limit: 30, Verdict: "FAIL"})
+	r.Report.Gate = &record.Gate{Baseline: "out/baseline", Runs: []string{"runs/1/bench.txt", "runs/2/bench.txt"}, TolerancePct: 10, Alpha: 0.05,
+		Rows: []record.GateRow{
+			{Metric: "Sleep/model=A/level=1", Unit: "sec/wake", Rule: "u-test", Runs: 2, Baseline: 0.0969, ThisRun: 0.1453, ChangePct: 49.9, MinChange: 0.012, MinChangePct: 12.4, Regression: true, Gated: true},
+			{Metric: "Serve/model=B/stage=baseline/conc=1", Unit: "tok/s", Rule: "noise floor", Runs: 2, Baseline: 812, ThisRun: 808, ChangePct: -0.5, MinChange: 40, MinChangePct: 4.9, Gated: true},
+		}}
+	return r
+}
+
+func render(t testing.TB, r Run) string {
+	t.Helper()
+	var b bytes.Buffer
+	require.NoError(t, Write(&b, r))
+	return b.String()
+}
+
+// TestPageIsSelfContained: one file with no script and nothing fetched
+// (no URL in a src, an href outside the page, a CSS url()), every sample
+// of bench.txt a point, the simulated label, and the summary's tables.
+func TestPageIsSelfContained(t *testing.T) {
+	r := testRun(t)
+	page := render(t, r)
+	assert.NotContains(t, strings.ToLower(page), "<script")
+	assert.NotRegexp(t, `(?i)\bsrc\s*=`, page, "nothing is loaded from anywhere")
+	assert.NotRegexp(t, `(?i)url\(`, page)
+	for _, m := range regexp.MustCompile(`href="([^"]*)"`).FindAllStringSubmatch(page, -1) {
+		assert.True(t, strings.HasPrefix(m[1], "#"), "link %q leaves the page", m[1])
+	}
+	assert.Contains(t, page, `id="simulated"`)
+	assert.Contains(t, page, "vllmsim profile demo, time scale 0.1")
+
+	// Every value of bench.txt is one circle in its group's strip plot.
+	values := 0
+	for _, s := range r.Samples {
+		values += len(s.Values)
+	}
+	assert.Equal(t, values, points(page), "a point per sample")
+
+	// summary.md's tables are the page's: as many as it has, each in its box.
+	mdTables := strings.Count(string(r.Summary), "\n|---") + strings.Count(string(r.Summary), "\n| ---") + strings.Count(string(r.Summary), "\n|:--")
+	require.Positive(t, mdTables)
+	summary := page[strings.Index(page, `<section id="summary">`):strings.Index(page, `<section id="timeline">`)]
+	assert.Equal(t, mdTables, strings.Count(summary, `<div class="scroll"><table>`))
+}
+
+// points is how many sample points the page's distributions draw (each a
+// path filled with the points' colour).
+func points(page string) int {
+	i := strings.Index(page, `<section id="distributions">`)
+	if i < 0 {
+		return 0
+	}
+	d := page[i:]
+	if j := strings.Index(d, "</section>"); j >= 0 {
+		d = d[:j]
+	}
+	return strings.Count(d, "fill:#1E76B3;") // pointColor as vgsvg writes it (un-premultiplied from 8 bits)
+}
+
+// TestWhatFailedFirst: the page's header names the first failure and the
+// first failed check, before any table; a passing run has no such box.
+func TestWhatFailedFirst(t *testing.T) {
+	page := render(t, failedRun(t))
+	first := page[strings.Index(page, `id="first-failed"`):]
+	first = first[:strings.Index(first, "</div>")]
+	assert.Contains(t, first, "Failure (sleep-level1 / B / wake): POST /wake_up: context deadline exceeded after 120 s")
+	assert.Contains(t, first, "sleep.level1.wake_to_first_token_s (model B) = 130.5, limit &lt;= 30: FAIL")
+	assert.Less(t, strings.Index(page, `id="first-failed"`), strings.Index(page, "<table"))
+	assert.Contains(t, page, `<span class="verdict FAIL" id="status">FAIL</span>`)
+
+	assert.NotContains(t, render(t, testRun(t)), `id="first-failed"`)
+}
+
+// TestGateComparison: with a baseline, a row per metric, the regression
+// first, each with baseline, this run, change and the smallest change
+// the rule could see.
+func TestGateComparison(t *testing.T) {
+	page := render(t, failedRun(t))
+	gate := page[strings.Index(page, `<section id="gate">`):]
+	assert.Contains(t, gate, "against 2 baseline run(s) from out/baseline")
+	reg := strings.Index(gate, "Sleep/model=A/level=1")
+	ok := strings.Index(gate, "Serve/model=B/stage=baseline/conc=1")
+	require.Positive(t, reg)
+	assert.Less(t, reg, ok, "the regression first")
+	assert.Contains(t, gate, `<tr class="fail"><td>Sleep/model=A/level=1</td><td>sec/wake</td><td>u-test</td><td>2</td><td>0.0969</td><td>0.1453</td><td>+49.9 %</td><td>12.4 % (0.012)</td><td>REGRESSION</td></tr>`)
+	assert.Contains(t, gate, `<td>812</td><td>808</td><td>-0.5 %</td><td>4.9 % (40)</td><td>no regression</td>`)
+	assert.NotContains(t, render(t, testRun(t)), `<section id="gate">`)
+}
+
+// TestNumbersAreTheReports: the distribution table's medians are package
+// stats' over bench.txt's values, by hand for one row.
+func TestNumbersAreTheReports(t *testing.T) {
+	r := Run{Report: report.Report{Status: "PASS"}, Samples: []*benchfmt.Result{
+		{Name: benchfmt.Name("Sleep/model=A/level=1"), Iters: 1, Values: []benchfmt.Value{{Value: 1, Unit: "sec/wake"}}},
+		{Name: benchfmt.Name("Sleep/model=A/level=1"), Iters: 1, Values: []benchfmt.Value{{Value: 3, Unit: "sec/wake"}}},
+		{Name: benchfmt.Name("Sleep/model=A/level=1"), Iters: 1, Values: []benchfmt.Value{{Value: 10, Unit: "sec/wake"}}},
+		{Name: benchfmt.Name("Sleep/model=A/level=1"), Iters: 1, Values: []benchfmt.Value{{Value: 4, Unit: "sec/wake"}}},
+	}}
+	page := render(t, r)
+	// n 4, median (3+4)/2, p95 rank ceil(3.8) = 4th = 10, min 1, max 10.
+	assert.Contains(t, page, "<tr><td>model=A/level=1</td><td>sec/wake</td><td>4</td><td>3.5</td><td>10</td><td>1</td><td>10</td></tr>")
+	assert.Equal(t, 4, points(page))
+}
