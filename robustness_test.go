@@ -178,9 +178,12 @@ func TestCIJobEndsWritesEverything(t *testing.T) {
 	assert.Equal(t, "FAIL", rep.Status)
 	require.NotEmpty(t, rep.Failures)
 	assert.Contains(t, rep.Failures[0].Error, "interrupted by terminated", "the final report, not the provisional one: %+v", rep.Failures)
-	for _, name := range []string{"bench.txt", "summary.md", "samples.csv"} {
+	for _, name := range []string{"bench.txt", "summary.md", "samples.csv", "report.html", "ctrf.json", "metrics.txt"} {
 		assert.FileExists(t, filepath.Join(out, name))
 	}
+	junit, err := os.ReadFile(filepath.Join(out, "checks.junit.xml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(junit), "interrupted by terminated", "CI's test view names why the run failed")
 	left, err := filepath.Glob(filepath.Join(tmp, "wakebench-*"))
 	require.NoError(t, err)
 	assert.Empty(t, left, "the run's temporary directory is removed")
@@ -223,7 +226,7 @@ func TestStaleOutputsAreReplaced(t *testing.T) {
 	out := t.TempDir()
 	stale := []string{"bench.txt", "A.log", "compare.txt", "requests.jsonl", "soak.csv", "kubernetes/kube-apiserver.log"}
 	require.NoError(t, os.Mkdir(filepath.Join(out, "kubernetes"), 0o755))
-	for _, name := range append([]string{"report.json", "summary.md"}, stale...) {
+	for _, name := range append([]string{"report.json", "summary.md", "report.html", "checks.junit.xml", "ctrf.json", "metrics.txt"}, stale...) {
 		require.NoError(t, os.WriteFile(filepath.Join(out, name), []byte(`{"status": "PASS"}`), 0o644))
 	}
 	b, err := runChild(t, out, []string{"WAKEBENCH_PROTOCOL_HANDOFFS=0"}, "-test.run=^TestProtocol$")
@@ -238,6 +241,11 @@ func TestStaleOutputsAreReplaced(t *testing.T) {
 	summary, err := os.ReadFile(filepath.Join(out, "summary.md"))
 	require.NoError(t, err)
 	assert.Contains(t, string(summary), "FAIL")
+	for _, name := range []string{"report.html", "checks.junit.xml", "ctrf.json"} { // each says the run failed, and why
+		b, err := os.ReadFile(filepath.Join(out, name))
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "protocol.handoffs: 0", name)
+	}
 	for _, name := range stale {
 		assert.NoFileExists(t, filepath.Join(out, name), "an earlier run's %s is removed", name)
 	}

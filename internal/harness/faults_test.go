@@ -273,7 +273,7 @@ func TestAPIKeyNeverWritten(t *testing.T) {
 // missing, and no server is left.
 func TestDiskFull(t *testing.T) {
 	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=32k", "tmpfs", dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Skipf("needs root to mount a small tmpfs: %v %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })

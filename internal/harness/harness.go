@@ -7,6 +7,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -317,22 +318,28 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 	if raw.Traffic != nil {
 		write("requests.jsonl", func(w io.Writer) error { return report.WriteRequestsJSONL(w, raw) })
 	}
+	var timeline []byte // for report.html
 	if len(samples) > 0 {
 		title := "wakebench: GPU memory, " + raw.GPU
 		if raw.Simulated != nil {
 			title += fmt.Sprintf(" — vllmsim profile %s, time scale %g", raw.Simulated.Profile, raw.Simulated.TimeScale)
 		}
-		write("timeline.svg", func(w io.Writer) error {
-			return report.WriteTimelineSVG(w, report.Timeline{Samples: samples, LabelOf: r.pool.Procs().LabelOf, Names: raw.Names,
-				Windows: raw.Windows, Pad: time.Duration(r.cfg.Protocol.WindowPadS * float64(time.Second)), Events: raw.Events, Title: title,
-				Queue: trafficQueue(raw)})
-		})
+		var svg bytes.Buffer
+		err := report.WriteTimelineSVG(&svg, report.Timeline{Samples: samples, LabelOf: r.pool.Procs().LabelOf, Names: raw.Names,
+			Windows: raw.Windows, Pad: time.Duration(r.cfg.Protocol.WindowPadS * float64(time.Second)), Events: raw.Events, Title: title,
+			Queue: trafficQueue(raw)})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("write timeline.svg: %w", err))
+		} else {
+			timeline = svg.Bytes()
+			write("timeline.svg", func(w io.Writer) error { _, err := w.Write(timeline); return err })
+		}
 	}
 	// The report comes last and says what could not be written before it.
 	for _, err := range errs {
 		r.rec.Fail(record.Failure{Phase: "outputs", Error: err.Error()})
 	}
-	rep, err := writeReport(r.cfg.OutDir, r.rec.Raw())
+	rep, err := writeReport(r.cfg.OutDir, r.rec.Raw(), timeline)
 	if err != nil {
 		errs = append(errs, err)
 		rep.Status = "FAIL"

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +11,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/wakebench/wakebench/internal/cireport"
 	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/htmlreport"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 )
@@ -20,7 +23,7 @@ import (
 // that did not run (soak.csv, requests.jsonl) too, so an earlier run's are
 // never read beside this run's report.
 var Outputs = []string{"report.json", "summary.md", "bench.txt", "timeline.svg", "compare.txt", "samples.csv", "metrics.jsonl",
-	"soak.csv", "requests.jsonl"}
+	"soak.csv", "requests.jsonl", "report.html", "checks.junit.xml", "ctrf.json", "metrics.txt"}
 
 // kubeLogs is the directory of out_dir that holds the Kubernetes phase's logs.
 const kubeLogs = "kubernetes"
@@ -49,18 +52,39 @@ func claim(cfg config.Config) error {
 	return errors.Join(errs...)
 }
 
-// writeReport writes report.json and summary.md of raw (atomically).
-func writeReport(dir string, raw record.Raw) (report.Report, error) {
+// writeReport writes the outputs made from the report of raw
+// (atomically): report.json and summary.md, and for people and CI systems
+// report.html (with timeline, timeline.svg as written, nil without one),
+// checks.junit.xml, ctrf.json and metrics.txt. All say the same: one
+// that cannot be written is in the error (the run's exit and its last
+// lines say so), not in the others.
+func writeReport(dir string, raw record.Raw, timeline []byte) (report.Report, error) {
 	rep := report.Build(raw)
-	return rep, errors.Join(
-		report.WriteFile(filepath.Join(dir, "summary.md"), func(w io.Writer) error { return report.WriteSummary(w, rep) }),
-		report.WriteFile(filepath.Join(dir, "report.json"), func(w io.Writer) error { return report.WriteJSON(w, rep) }))
+	var summary bytes.Buffer
+	errs := []error{report.WriteSummary(&summary, rep)}
+	page := htmlreport.Run{Report: rep, Summary: summary.Bytes(), Timeline: timeline, Samples: report.BenchResults(raw)}
+	for _, o := range []struct {
+		name  string
+		write func(io.Writer) error
+	}{
+		// The report and its summary first, the biggest (the page) last:
+		// on a disk that fills, what CI and people read first is there.
+		{"summary.md", func(w io.Writer) error { _, err := w.Write(summary.Bytes()); return err }},
+		{"report.json", func(w io.Writer) error { return report.WriteJSON(w, rep) }},
+		{"checks.junit.xml", func(w io.Writer) error { return cireport.WriteJUnit(w, rep) }},
+		{"ctrf.json", func(w io.Writer) error { return cireport.WriteCTRF(w, rep) }},
+		{"metrics.txt", func(w io.Writer) error { return cireport.WriteOpenMetrics(w, rep) }},
+		{"report.html", func(w io.Writer) error { return htmlreport.Write(w, page) }},
+	} {
+		errs = append(errs, report.WriteFile(filepath.Join(dir, o.name), o.write))
+	}
+	return rep, errors.Join(errs...)
 }
 
 // provisional writes the report a run leaves if it never reaches Close.
 func provisional(dir string, raw record.Raw) error {
 	raw.Failures = append(raw.Failures, record.Failure{Phase: "run", Error: NotFinished})
-	_, err := writeReport(dir, raw)
+	_, err := writeReport(dir, raw, nil)
 	return err
 }
 
@@ -92,7 +116,7 @@ func writeUnstarted(cfg config.Config, mark func(*record.Recorder)) error {
 	rec := record.New(cfg.ModelNames())
 	rec.SetSetup(record.Setup{GPU: "unknown (the run did not start)", Runtime: "unknown (no server reached)", MemorySource: cfg.Memory})
 	mark(rec)
-	_, err := writeReport(cfg.OutDir, rec.Raw())
+	_, err := writeReport(cfg.OutDir, rec.Raw(), nil)
 	return errors.Join(claimErr, err)
 }
 
@@ -158,6 +182,7 @@ func Ending(rep report.Report, closeErr error, outDir string) string {
 		}
 		return filepath.Join(outDir, name)
 	}
+	fmt.Fprintf(&b, "wakebench: for a browser %s; for CI %s, %s, %s\n", file("report.html"), file("checks.junit.xml"), file("ctrf.json"), file("metrics.txt"))
 	fmt.Fprintf(&b, "wakebench: benchstat file %s, samples %s, server logs in %s\n", file("bench.txt"), file("samples.csv"), outDir)
 	return b.String()
 }
