@@ -104,7 +104,7 @@ k8s:
 ## fleet: the fleet run (TestFleet, docs/fleet.md) on the local control plane of make k8s (same
 ## cached build) with several node agents, each a simulated GPU of its own kind (L20, H100, A100,
 ## one H100 degraded, two nodes with faults): the coordinator's and the report's tests, then
-## TestFleet with testdata/fleet.json; writes out/fleet/fleet (fleet.json, fleet.md, bench.txt)
+## TestFleet with testdata/fleet.json; writes out/fleet/fleet (fleet.json, fleet.md, fleet.html, bench.txt)
 FLEET_CONFIG ?= testdata/fleet.json
 fleet:
 	@bin=$$(scripts/k8s-build.sh) && export WAKEBENCH_K8S_BIN=$$bin && \

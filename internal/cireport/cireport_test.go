@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,6 +28,9 @@ import (
 // handReport is a small simulated run with every kind of verdict: a PASS,
 // a FAIL, a check not evaluated, a required one not evaluated (which fails
 // the run), a run-level check, a FAIL whose value is NaN, and one failure.
+// Its figures differ from one another (restart from restart_ready, sleep
+// and first token from wake, median from p95), so a figure written from
+// another's field shows; model B lacks most of them.
 func handReport() report.Report {
 	return report.Report{
 		Status:    "FAIL",
@@ -40,21 +44,32 @@ func handReport() report.Report {
 				Name:           "model-a",
 				RestartInitial: stats.Summary{N: 1, Median: 2, P95: 2},
 				RestartWarm:    stats.Summary{N: 2, Median: 1.5, P95: 1.75},
+				// spawn → /health 200, short of the first token
+				RestartReadyInitial: stats.Summary{N: 1, Median: 1.125, P95: 1.125},
+				RestartReadyWarm:    stats.Summary{N: 2, Median: 0.625, P95: 0.875},
 				Sleep: map[string]*report.SleepLevel{
 					"1": {
 						SleepS:        stats.Summary{N: 5, Median: 0.25, P95: 0.5},
 						WakeAPIS:      stats.Summary{N: 5, Median: 0.75, P95: 0.9},
 						ToFirstTokenS: stats.Summary{N: 5, Median: 1.25, P95: 1.5},
-						ResidualGiB:   stats.Summary{N: 5, Median: 1.5, P95: 1.5},
+						ResidualGiB:   stats.Summary{N: 5, Median: 0.5, P95: 0.75},
 					},
 					"2": {ToFirstTokenS: stats.Summary{N: 3, Median: math.NaN(), P95: math.Inf(1)}}, // others absent
 				},
 				Performance: []report.Perf{
-					{Stage: "baseline", Concurrency: 16, OutputTPS: stats.Summary{N: 2, Median: 900, P95: 950}},
-					{Stage: "baseline", Concurrency: 4, OutputTPS: stats.Summary{N: 2, Median: 300, P95: 310}},
+					{Stage: "baseline", Concurrency: 16, OutputTPS: stats.Summary{N: 2, Median: 900, P95: 950},
+						TTFTS: stats.Summary{N: 32, Median: 0.125, P95: 0.1875}, TPOTS: stats.Summary{N: 32, Median: 0.015625, P95: 0.03125}},
+					{Stage: "baseline", Concurrency: 4, OutputTPS: stats.Summary{N: 2, Median: 300, P95: 310},
+						TPOTS: stats.Summary{N: 8, Median: 0.0078125, P95: 0.01}}, // no TTFT
 				},
+				PhysicalLimits: &report.Limits{L1WakeS: 0.75, L1WakeFloorS: 0.28125, L1WakeFractionOfPCIe: 0.375,
+					TPOTC1S: 0.0125, TPOTFloorS: 0.0078125, TPOTFractionOfHBM: 0.625},
 			},
 			"B": {Name: "model-b", RestartInitial: stats.Summary{N: 1, Median: 3, P95: 3}},
+		},
+		Memory: report.Memory{
+			RSSPeakGiB:        map[string]float64{"A": 1.5, "B": 0}, // B's not sampled
+			L1ReleaseFraction: map[string]stats.Summary{"A": {N: 16, Median: 70, P95: 92.5}, "B": {}},
 		},
 		Switch: report.Switch{Directions: map[string]*report.Direction{
 			"A→B": {N: 3, ToFirstTokenS: stats.Summary{N: 3, Median: 0.06, P95: 0.07}},
@@ -155,13 +170,19 @@ func TestJUnit(t *testing.T) {
 	assert.Equal(t, 7, doc.Tests)
 	assert.Equal(t, 3, doc.Failures)
 	assert.Equal(t, 1, doc.Errors)
+	// The run's duration on <testsuites> only; each suite's time is its
+	// testcases' sum, 0 here (checks are judged, not timed), so suites
+	// summed by a CI view do not count the run 4 times.
 	assert.Equal(t, "12.345", doc.Time)
 	var names []string
 	skipped := 0
 	for _, s := range doc.Suites {
 		names = append(names, s.Name)
 		skipped += s.Skipped
-		assert.Equal(t, "12.345", s.Time)
+		assert.Equal(t, "0.000", s.Time, s.Name)
+		for _, c := range s.Cases {
+			assert.Equal(t, "0.000", c.Time, c.Name)
+		}
 		assert.Equal(t, "2023-11-14T22:13:20Z", s.Timestamp)
 		assert.Contains(t, s.Properties, junitProperty{"simulated", "vllmsim profile tiny, time scale 1"})
 		assert.Contains(t, s.Properties, junitProperty{"status", "FAIL"})
@@ -207,6 +228,17 @@ func TestJUnit(t *testing.T) {
 	assert.Contains(t, f.Error.Message, "<connection refused> &")
 }
 
+// TestJUnitSuiteTime: a suite's time is the sum of its testcases' seconds,
+// those the schema cannot take (negative, not finite) counted as 0, as
+// they are written.
+func TestJUnitSuiteTime(t *testing.T) {
+	assert.Zero(t, casesSeconds(nil))
+	assert.Zero(t, casesSeconds([]junitCase{{}, {}}))
+	cases := []junitCase{{seconds: 0.25}, {seconds: 1.5}, {seconds: math.NaN()}, {seconds: -2}, {seconds: math.Inf(1)}, {}}
+	assert.Equal(t, 1.75, casesSeconds(cases))
+	assert.Equal(t, "1.750", junitTime(casesSeconds(cases)))
+}
+
 // TestJUnitTimes: a run whose clock ran backwards, or never started, still
 // writes times the schema takes.
 func TestJUnitTimes(t *testing.T) {
@@ -221,6 +253,9 @@ func TestJUnitTimes(t *testing.T) {
 			raw, doc := junitOf(t, rep)
 			require.NoError(t, validateJUnit(t, raw))
 			assert.Equal(t, "0.000", doc.Time)
+			for _, s := range doc.Suites {
+				assert.Equal(t, "0.000", s.Time, s.Name)
+			}
 		})
 	}
 }
@@ -325,6 +360,12 @@ func parseOpenMetrics(t *testing.T, text []byte) (samples []sample, types, units
 	return samples, types, units
 }
 
+// series is the text of the labels of the sample named name with the
+// label pairs kv (name, value, …) beside simulated="true".
+func series(name string, kv ...string) string {
+	return labels.FromStrings(append(slices.Clone(kv), "__name__", name, "simulated", "true")...).String()
+}
+
 // find returns the value of the sample named name with exactly the labels
 // kv (name, value, …) beside simulated="true", and whether there is one.
 func find(samples []sample, name string, kv ...string) (float64, bool) {
@@ -353,54 +394,68 @@ func TestOpenMetrics(t *testing.T) {
 		assert.Equal(t, "gauge", types[s.labels.Get("__name__")], s.labels.String())
 	}
 
-	a1 := rep.Models["A"].Sleep["1"]
-	v, ok := find(samples, "wakebench_wake_api_seconds", "model", "A", "level", "1", "stat", "p50")
-	assert.True(t, ok)
-	assert.Equal(t, a1.WakeAPIS.Median, v)
-	v, ok = find(samples, "wakebench_wake_api_seconds", "model", "A", "level", "1", "stat", "p95")
-	assert.True(t, ok)
-	assert.Equal(t, a1.WakeAPIS.P95, v)
-	v, ok = find(samples, "wakebench_sleep_residual_bytes", "model", "A", "level", "1", "stat", "p50")
-	assert.True(t, ok)
-	assert.Equal(t, 1610612736.0, v) // 1.5 GiB
-	v, ok = find(samples, "wakebench_restart_to_first_token_seconds", "model", "A", "start", "warm", "stat", "p95")
-	assert.True(t, ok)
-	assert.Equal(t, 1.75, v)
-	v, ok = find(samples, "wakebench_serving_output_tokens_per_second", "model", "A", "stage", "baseline", "concurrency", "16", "stat", "p50")
-	assert.True(t, ok)
-	assert.Equal(t, 900.0, v)
-	v, ok = find(samples, "wakebench_switch_to_first_token_seconds", "dir", "A→B", "stat", "p50")
-	assert.True(t, ok)
-	assert.Equal(t, 0.06, v)
-	for verdict, n := range map[string]float64{"PASS": 2, "FAIL": 2, "NOT EVALUATED": 2} {
-		v, ok = find(samples, "wakebench_checks", "verdict", verdict)
-		assert.True(t, ok, verdict)
-		assert.Equal(t, n, v, verdict)
+	// Every sample, by hand from handReport's figures, each from its own
+	// field; nothing else. Absent, so not written: B's warm restart and
+	// readiness (no samples), level 1's and 2's sleep and wake at level 2
+	// (no samples), level 2's first token (NaN, +Inf), the TTFT at
+	// concurrency 4 (no samples), B's release (no samples), B's RSS (0: not
+	// sampled) and B's physical limits (none).
+	A1, A4, A16 := []string{"model", "A", "level", "1"}, []string{"model", "A", "stage", "baseline", "concurrency", "4"},
+		[]string{"model", "A", "stage", "baseline", "concurrency", "16"}
+	want := map[string]float64{}
+	put := func(name string, p50, p95 float64, kv ...string) {
+		want[series(name, append(slices.Clone(kv), "stat", "p50")...)] = p50
+		want[series(name, append(slices.Clone(kv), "stat", "p95")...)] = p95
 	}
-	v, ok = find(samples, "wakebench_run_passed")
-	assert.True(t, ok)
-	assert.Zero(t, v)
-	v, ok = find(samples, "wakebench_run_info", "status", "FAIL", "gpu", rep.GPU, "runtime", rep.Runtime,
-		"simulation", rep.Simulated.Label())
-	assert.True(t, ok)
-	assert.Equal(t, 1.0, v)
+	put("wakebench_restart_to_first_token_seconds", 2, 2, "model", "A", "start", "initial")   // RestartInitial
+	put("wakebench_restart_to_first_token_seconds", 1.5, 1.75, "model", "A", "start", "warm") // RestartWarm
+	put("wakebench_restart_to_first_token_seconds", 3, 3, "model", "B", "start", "initial")
+	put("wakebench_restart_ready_seconds", 1.125, 1.125, "model", "A", "start", "initial") // RestartReadyInitial
+	put("wakebench_restart_ready_seconds", 0.625, 0.875, "model", "A", "start", "warm")    // RestartReadyWarm
+	put("wakebench_sleep_seconds", 0.25, 0.5, A1...)                                       // SleepS
+	put("wakebench_wake_api_seconds", 0.75, 0.9, A1...)                                    // WakeAPIS
+	put("wakebench_wake_to_first_token_seconds", 1.25, 1.5, A1...)                         // ToFirstTokenS
+	put("wakebench_sleep_residual_bytes", 536870912, 805306368, A1...)                     // 0.5 and 0.75 GiB
+	put("wakebench_serving_output_tokens_per_second", 900, 950, A16...)
+	put("wakebench_serving_output_tokens_per_second", 300, 310, A4...)
+	put("wakebench_serving_ttft_seconds", 0.125, 0.1875, A16...)
+	put("wakebench_serving_tpot_seconds", 0.015625, 0.03125, A16...)
+	put("wakebench_serving_tpot_seconds", 0.0078125, 0.01, A4...)
+	put("wakebench_sleep_level1_released_ratio", 0.7, 0.925, "model", "A")               // 70 % and 92.5 %
+	want[series("wakebench_server_rss_peak_bytes", "model", "A")] = 1610612736           // 1.5 GiB
+	want[series("wakebench_l1_wake_fraction_of_pcie_limit_ratio", "model", "A")] = 0.375 // 0.28125 s floor / 0.75 s
+	want[series("wakebench_tpot_fraction_of_hbm_limit_ratio", "model", "A")] = 0.625     // 0.0078125 s floor / 0.0125 s
+	put("wakebench_switch_to_first_token_seconds", 0.06, 0.07, "dir", "A→B")
+	for verdict, n := range map[string]float64{"PASS": 2, "FAIL": 2, "NOT EVALUATED": 2} {
+		want[series("wakebench_checks", "verdict", verdict)] = n
+	}
+	want[series("wakebench_run_passed")] = 0
+	want[series("wakebench_run_info", "status", "FAIL", "gpu", rep.GPU, "runtime", rep.Runtime,
+		"simulation", rep.Simulated.Label())] = 1
+	got := map[string]float64{}
+	for _, s := range samples {
+		require.NotContains(t, got, s.labels.String(), "a sample written twice")
+		got[s.labels.String()] = s.value
+	}
+	assert.Equal(t, want, got)
 
-	// Absent figures (no samples; not finite) are not written.
-	_, ok = find(samples, "wakebench_wake_api_seconds", "model", "A", "level", "2", "stat", "p50")
-	assert.False(t, ok)
-	_, ok = find(samples, "wakebench_wake_to_first_token_seconds", "model", "A", "level", "2", "stat", "p50")
-	assert.False(t, ok)
-	_, ok = find(samples, "wakebench_restart_to_first_token_seconds", "model", "B", "start", "warm", "stat", "p50")
-	assert.False(t, ok)
-	assert.NotContains(t, text, "restart_ready")
-
+	// Every family with a unit has its UNIT, which prometheus's parser
+	// checks ends the name: tokens_per_second, no base unit, passes too.
 	assert.Equal(t, map[string]string{
-		"wakebench_restart_to_first_token_seconds": "seconds",
-		"wakebench_sleep_seconds":                  "seconds",
-		"wakebench_wake_api_seconds":               "seconds",
-		"wakebench_wake_to_first_token_seconds":    "seconds",
-		"wakebench_sleep_residual_bytes":           "bytes",
-		"wakebench_switch_to_first_token_seconds":  "seconds",
+		"wakebench_restart_to_first_token_seconds":       "seconds",
+		"wakebench_restart_ready_seconds":                "seconds",
+		"wakebench_sleep_seconds":                        "seconds",
+		"wakebench_wake_api_seconds":                     "seconds",
+		"wakebench_wake_to_first_token_seconds":          "seconds",
+		"wakebench_sleep_residual_bytes":                 "bytes",
+		"wakebench_serving_output_tokens_per_second":     "tokens_per_second",
+		"wakebench_serving_ttft_seconds":                 "seconds",
+		"wakebench_serving_tpot_seconds":                 "seconds",
+		"wakebench_sleep_level1_released_ratio":          "ratio",
+		"wakebench_server_rss_peak_bytes":                "bytes",
+		"wakebench_l1_wake_fraction_of_pcie_limit_ratio": "ratio",
+		"wakebench_tpot_fraction_of_hbm_limit_ratio":     "ratio",
+		"wakebench_switch_to_first_token_seconds":        "seconds",
 	}, units)
 
 	// Deterministic: families by name, samples by label values, numbers
@@ -410,6 +465,39 @@ func TestOpenMetrics(t *testing.T) {
 	assert.Equal(t, text, again.String())
 	assert.Less(t, strings.Index(text, `concurrency="4"`), strings.Index(text, `concurrency="16"`))
 	assert.Less(t, strings.Index(text, "# TYPE wakebench_checks "), strings.Index(text, "# TYPE wakebench_restart_to_first_token_seconds "))
+}
+
+// TestOpenMetricsAbsent: a model whose physical limits are there but not
+// taken (fractions 0), whose RSS was not sampled (0) and whose release has
+// no samples writes none of those families; nor does one with no serving.
+func TestOpenMetricsAbsent(t *testing.T) {
+	rep := handReport()
+	a := rep.Models["A"]
+	a.PhysicalLimits = &report.Limits{Note: "no weight size in the server log"}
+	a.Performance = nil
+	rep.Memory.RSSPeakGiB = map[string]float64{"A": 0}
+	rep.Memory.L1ReleaseFraction = map[string]stats.Summary{"A": {N: 0, Median: 50, P95: 60}}
+	var b bytes.Buffer
+	require.NoError(t, WriteOpenMetrics(&b, rep))
+	text := b.String()
+	for _, name := range []string{"wakebench_l1_wake_fraction_of_pcie_limit_ratio", "wakebench_tpot_fraction_of_hbm_limit_ratio",
+		"wakebench_server_rss_peak_bytes", "wakebench_sleep_level1_released_ratio", "wakebench_serving_output_tokens_per_second",
+		"wakebench_serving_ttft_seconds", "wakebench_serving_tpot_seconds"} {
+		assert.NotContains(t, text, name)
+	}
+	samples, _, _ := parseOpenMetrics(t, b.Bytes())
+	_, ok := find(samples, "wakebench_wake_api_seconds", "model", "A", "level", "1", "stat", "p50")
+	assert.True(t, ok) // the rest still written
+
+	// One fraction taken, the other not.
+	a.PhysicalLimits = &report.Limits{TPOTFractionOfHBM: 0.5}
+	b.Reset()
+	require.NoError(t, WriteOpenMetrics(&b, rep))
+	assert.NotContains(t, b.String(), "wakebench_l1_wake_fraction_of_pcie_limit_ratio")
+	samples, _, _ = parseOpenMetrics(t, b.Bytes())
+	v, ok := find(samples, "wakebench_tpot_fraction_of_hbm_limit_ratio", "model", "A")
+	assert.True(t, ok)
+	assert.Equal(t, 0.5, v)
 }
 
 // TestOpenMetricsNotSimulated: a run on hardware has no simulated label but
@@ -430,27 +518,26 @@ func TestOpenMetricsNotSimulated(t *testing.T) {
 }
 
 // TestRealReport writes all three from a real simulated run's report and
-// validates each.
+// validates each; the run passed (72 checks, all PASS, no failures), so
+// its counts are checked again on a failing copy.
 func TestRealReport(t *testing.T) {
 	rep := realReport(t)
 	require.NotNil(t, rep.Simulated)
+	require.Equal(t, "PASS", rep.Status)
+	require.Len(t, rep.Checks, 72)
+	require.Empty(t, rep.Failures)
 
 	raw, doc := junitOf(t, rep)
 	require.NoError(t, validateJUnit(t, raw))
-	assert.Equal(t, len(rep.Checks)+len(rep.Failures), doc.Tests)
-	failing := 0
-	for _, c := range rep.Checks {
-		if c.Fails() {
-			failing++
-		}
+	assert.Equal(t, [3]int{72, 0, 0}, [3]int{doc.Tests, doc.Failures, doc.Errors})
+	assert.Equal(t, junitTime(rep.Finished-rep.Started), doc.Time)
+	for _, s := range doc.Suites {
+		assert.Equal(t, "0.000", s.Time, s.Name)
 	}
-	assert.Equal(t, failing, doc.Failures)
-	assert.Equal(t, len(rep.Failures), doc.Errors)
 
 	raw, ctrf := ctrfOf(t, rep)
 	require.NoError(t, validateCTRF(t, raw))
-	assert.Equal(t, len(rep.Checks)+len(rep.Failures), ctrf.Results.Summary.Tests)
-	assert.Equal(t, failing+len(rep.Failures), ctrf.Results.Summary.Failed)
+	assert.Equal(t, [2]int{72, 0}, [2]int{ctrf.Results.Summary.Tests, ctrf.Results.Summary.Failed})
 
 	var b bytes.Buffer
 	require.NoError(t, WriteOpenMetrics(&b, rep))
@@ -458,14 +545,64 @@ func TestRealReport(t *testing.T) {
 	for _, s := range samples {
 		assert.Equal(t, "true", s.labels.Get("simulated"), s.labels.String())
 	}
-	a1 := rep.Models["A"].Sleep["1"]
-	v, ok := find(samples, "wakebench_wake_api_seconds", "model", "A", "level", "1", "stat", "p50")
+	a := rep.Models["A"]
+	a1 := a.Sleep["1"]
+	for _, w := range []struct {
+		want float64
+		name string
+		kv   []string
+	}{
+		{a1.WakeAPIS.Median, "wakebench_wake_api_seconds", []string{"model", "A", "level", "1", "stat", "p50"}},
+		{a1.ResidualGiB.Median * (1 << 30), "wakebench_sleep_residual_bytes", []string{"model", "A", "level", "1", "stat", "p50"}},
+		{a.Performance[0].TTFTS.P95, "wakebench_serving_ttft_seconds",
+			[]string{"model", "A", "stage", a.Performance[0].Stage, "concurrency", "1", "stat", "p95"}},
+		{a.Performance[0].TPOTS.Median, "wakebench_serving_tpot_seconds",
+			[]string{"model", "A", "stage", a.Performance[0].Stage, "concurrency", "1", "stat", "p50"}},
+		{rep.Memory.L1ReleaseFraction["A"].Median / 100, "wakebench_sleep_level1_released_ratio", []string{"model", "A", "stat", "p50"}},
+		{rep.Memory.RSSPeakGiB["A"] * (1 << 30), "wakebench_server_rss_peak_bytes", []string{"model", "A"}},
+		{a.PhysicalLimits.L1WakeFractionOfPCIe, "wakebench_l1_wake_fraction_of_pcie_limit_ratio", []string{"model", "A"}},
+		{a.PhysicalLimits.TPOTFractionOfHBM, "wakebench_tpot_fraction_of_hbm_limit_ratio", []string{"model", "A"}},
+		{1, "wakebench_run_passed", nil},
+		{72, "wakebench_checks", []string{"verdict", "PASS"}},
+	} {
+		v, ok := find(samples, w.name, w.kv...)
+		if assert.True(t, ok, w.name) {
+			assert.Equal(t, w.want, v, w.name)
+		}
+	}
+	// A release ratio is a fraction, report.json's percent / 100.
+	v, _ := find(samples, "wakebench_sleep_level1_released_ratio", "model", "A", "stat", "p50")
+	assert.InDelta(t, 0.947, v, 0.001)
+
+	// A failing copy: one FAIL check of model A and one failure of the run.
+	rep.Status = "FAIL"
+	rep.Checks = append(rep.Checks, record.Check{Name: "serving.output_tps", Model: "A", Value: 90, Op: ">=", Limit: 100, Verdict: "FAIL"})
+	rep.Failures = append(rep.Failures, record.Failure{Phase: "serving", Model: "B", Step: "round", Error: "stream cut"})
+
+	raw, doc = junitOf(t, rep)
+	require.NoError(t, validateJUnit(t, raw))
+	assert.Equal(t, [3]int{74, 1, 1}, [3]int{doc.Tests, doc.Failures, doc.Errors})
+	suites := map[string]junitSuite{}
+	for _, s := range doc.Suites {
+		suites[s.Name] = s
+	}
+	assert.Equal(t, 1, suites["wakebench.A"].Failures)
+	assert.Zero(t, suites["wakebench.B"].Failures)
+	assert.Equal(t, [2]int{1, 1}, [2]int{suites["wakebench.failures"].Tests, suites["wakebench.failures"].Errors})
+
+	raw, ctrf = ctrfOf(t, rep)
+	require.NoError(t, validateCTRF(t, raw))
+	assert.Equal(t, [3]int{74, 72, 2}, [3]int{ctrf.Results.Summary.Tests, ctrf.Results.Summary.Passed, ctrf.Results.Summary.Failed})
+
+	b.Reset()
+	require.NoError(t, WriteOpenMetrics(&b, rep))
+	samples, _, _ = parseOpenMetrics(t, b.Bytes())
+	for verdict, n := range map[string]float64{"PASS": 72, "FAIL": 1, "NOT EVALUATED": 0} {
+		v, ok := find(samples, "wakebench_checks", "verdict", verdict)
+		assert.True(t, ok, verdict)
+		assert.Equal(t, n, v, verdict)
+	}
+	v, ok := find(samples, "wakebench_run_passed")
 	assert.True(t, ok)
-	assert.Equal(t, a1.WakeAPIS.Median, v)
-	v, ok = find(samples, "wakebench_sleep_residual_bytes", "model", "A", "level", "1", "stat", "p50")
-	assert.True(t, ok)
-	assert.Equal(t, a1.ResidualGiB.Median*(1<<30), v)
-	v, ok = find(samples, "wakebench_run_passed")
-	assert.True(t, ok)
-	assert.Equal(t, map[bool]float64{true: 1}[rep.Status == "PASS"], v)
+	assert.Zero(t, v)
 }

@@ -52,6 +52,11 @@ type (
 		Error     *junitOutcome `xml:"error"`
 		Skipped   *junitOutcome `xml:"skipped"`
 		SystemOut string        `xml:"system-out,omitempty"`
+
+		// seconds is the testcase's duration, written as Time (a failure
+		// of the run, and a check, which is judged, not timed, take 0);
+		// its suite's time is the sum of its testcases'.
+		seconds float64
 	}
 	// junitOutcome is a <failure>, <error> or <skipped>.
 	junitOutcome struct {
@@ -66,7 +71,9 @@ type (
 // checks and one ("wakebench.failures") with an <error> testcase per
 // failure of the run. A FAIL check, and a required check that could not be
 // evaluated, is a <failure>; any other check not evaluated is <skipped>.
-// Suites without testcases are left out.
+// Suites without testcases are left out. <testsuites>' time is the run's
+// duration, each suite's the sum of its testcases' (0: a check is judged,
+// not timed).
 func WriteJUnit(w io.Writer, rep report.Report) error {
 	doc := junitDocument(rep)
 	if _, err := io.WriteString(w, xml.Header); err != nil {
@@ -86,9 +93,11 @@ func WriteJUnit(w io.Writer, rep report.Report) error {
 	return nil
 }
 
-// junitDocument builds the document WriteJUnit writes.
+// junitDocument builds the document WriteJUnit writes. The run's duration
+// (Finished − Started) is the time of <testsuites> only: each suite's time
+// is the sum of its testcases', so a CI view that adds up the suites does
+// not count the run once per suite.
 func junitDocument(rep report.Report) junitSuites {
-	elapsed := junitTime(rep.Finished - rep.Started)
 	stamp := ""
 	if finite(rep.Started) && rep.Started > 0 {
 		sec, frac := math.Modf(rep.Started)
@@ -99,7 +108,7 @@ func junitDocument(rep report.Report) junitSuites {
 		props = append(props, junitProperty{"simulated", rep.Simulated.Label()})
 	}
 	suite := func(name string) junitSuite {
-		return junitSuite{Name: name, Time: elapsed, Timestamp: stamp, Properties: props}
+		return junitSuite{Name: name, Timestamp: stamp, Properties: props}
 	}
 
 	// The run-level suite first, then the models' in label order.
@@ -135,7 +144,6 @@ func junitDocument(rep report.Report) junitSuites {
 		failures.Cases = append(failures.Cases, junitCase{
 			Name:      where,
 			Classname: failureSuite,
-			Time:      "0",
 			Error:     &junitOutcome{Message: f.Error, Type: "run failure", Text: where + ": " + f.Error},
 		})
 		failures.Tests++
@@ -143,11 +151,15 @@ func junitDocument(rep report.Report) junitSuites {
 	}
 	suites = append(suites, failures)
 
-	doc := junitSuites{Name: toolName, Time: elapsed}
+	doc := junitSuites{Name: toolName, Time: junitTime(rep.Finished - rep.Started)}
 	for _, s := range suites {
 		if s.Tests == 0 {
 			continue
 		}
+		for i := range s.Cases {
+			s.Cases[i].Time = junitTime(s.Cases[i].seconds)
+		}
+		s.Time = junitTime(casesSeconds(s.Cases))
 		doc.Suites = append(doc.Suites, s)
 		doc.Tests += s.Tests
 		doc.Failures += s.Failures
@@ -162,7 +174,8 @@ func junitCheck(c record.Check, sim *record.Simulated) junitCase {
 	if c.Model == "" {
 		classname = suiteName("run")
 	}
-	tc := junitCase{Name: c.Name, Classname: classname, Time: "0", SystemOut: checkFigures(c, sim)}
+	// A check is judged, not timed: its testcase's seconds stay 0.
+	tc := junitCase{Name: c.Name, Classname: classname, SystemOut: checkFigures(c, sim)}
 	switch {
 	case c.Verdict == verdictFail:
 		tc.Failure = &junitOutcome{
@@ -211,4 +224,16 @@ func junitTime(s float64) string {
 		s = 0
 	}
 	return strconv.FormatFloat(s, 'f', 3, 64)
+}
+
+// casesSeconds is the sum of cases' durations (those not finite or
+// negative taken as 0, as junitTime writes them): a suite's time.
+func casesSeconds(cases []junitCase) float64 {
+	total := 0.0
+	for _, c := range cases {
+		if finite(c.seconds) && c.seconds > 0 {
+			total += c.seconds
+		}
+	}
+	return total
 }

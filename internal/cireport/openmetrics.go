@@ -21,13 +21,15 @@ const statHelp = "; stat p50 is the median, p95 the 95th percentile (nearest ran
 
 // WriteOpenMetrics writes rep's headline figures as metrics.txt, OpenMetrics
 // text for GitLab's metrics report: per model its restarts, each sleep
-// level's sleep, wake and residual memory, and serving throughput; each
-// switch direction's handoff; the checks by verdict, whether the run passed
-// and what it ran on. Every family is a gauge named
-// wakebench_<figure>[_<unit>] in base units (seconds, bytes), with a UNIT
-// where it has one; a summarised figure is two samples, stat="p50" (the
-// median) and stat="p95". Figures the run does not have (no samples) and
-// values that are not finite are left out. On a simulated run every sample
+// level's sleep, wake and residual memory, serving throughput, TTFT and
+// TPOT, the level-1 sleep's release, the server's peak RSS and the
+// physical-limit fractions; each switch direction's handoff; the checks by
+// verdict, whether the run passed and what it ran on. Every family is a
+// gauge named wakebench_<figure>[_<unit>] in base units (seconds, bytes,
+// ratio), with a UNIT where it has one; a summarised figure is two samples,
+// stat="p50" (the median) and stat="p95". Figures the run does not have (no
+// samples, no physical limits, an RSS or limit fraction of 0) and values
+// that are not finite are left out. On a simulated run every sample
 // carries simulated="true". Families are sorted by name, samples by label
 // values.
 func WriteOpenMetrics(w io.Writer, rep report.Report) error {
@@ -83,8 +85,27 @@ var (
 		"Wake to first token: first wake request sent to the first token of a probe request, by sleep level, over the successful cycles" + statHelp}
 	residual = family{"sleep_residual", "bytes",
 		"Residual GPU memory: the model's GPU memory while asleep (GiB x 2^30), by sleep level, over the successful cycles" + statHelp}
-	servingTPS = family{"serving_output_tokens_per_second", "",
+	// The unit is no base unit, but OpenMetrics asks only that it end the
+	// name (prometheus's parser checks that, and the tests parse it).
+	servingTPS = family{"serving_output", "tokens_per_second",
 		"Serving throughput: output tokens per second of a round of requests, by stage and concurrency, over the rounds" + statHelp}
+	servingTTFT = family{"serving_ttft", "seconds",
+		"Serving time to first token: request sent to its first non-empty token, by stage and concurrency, " +
+			"over the successful requests" + statHelp}
+	servingTPOT = family{"serving_tpot", "seconds",
+		"Serving time per output token: first token to last over (completion tokens - 1), by stage and concurrency, " +
+			"over the successful requests" + statHelp}
+	l1Released = family{"sleep_level1_released", "ratio",
+		"Level-1 release: the model's GPU memory a level-1 sleep released over its memory just before it " +
+			"(report.json's percent / 100), over the measured level-1 sleeps" + statHelp}
+	rssPeak = family{"server_rss_peak", "bytes",
+		"Peak host RSS of the model's server process group, its processes summed, sampled every 250 ms (GiB x 2^30)"}
+	l1WakeLimit = family{"l1_wake_fraction_of_pcie_limit", "ratio",
+		"Level-1 wake against the host-to-device link: the wake's floor (weight bytes / the link's rate) over the median " +
+			"level-1 wake API time, limit / measured: 1 = waking at the hardware's raw rate"}
+	tpotLimit = family{"tpot_fraction_of_hbm_limit", "ratio",
+		"TPOT at concurrency 1 against device memory bandwidth: the floor (weight bytes / memory bandwidth) over the median " +
+			"baseline TPOT at concurrency 1, limit / measured: 1 = decoding at the hardware's raw rate"}
 	switchFirstToken = family{"switch_to_first_token", "seconds",
 		"Switch time: sleep request of the model handing over sent to the first token of the model taking over, by direction, over the handoffs" + statHelp}
 	checksByVerdict = family{"checks", "",
@@ -130,7 +151,8 @@ func (m *metrics) summary(f family, s stats.Summary, scale float64, labels ...st
 	m.add(f, s.P95*scale, append(slices.Clip(labels), "stat", "p95")...)
 }
 
-// models adds each model's restarts, sleep levels and serving.
+// models adds each model's restarts, sleep levels, serving, memory and
+// physical limits.
 func (m *metrics) models(rep report.Report) {
 	for _, label := range slices.Sorted(maps.Keys(rep.Models)) {
 		mod := rep.Models[label]
@@ -152,7 +174,27 @@ func (m *metrics) models(rep report.Report) {
 			m.summary(residual, sl.ResidualGiB, record.GiB, "model", label, "level", level)
 		}
 		for _, p := range mod.Performance {
-			m.summary(servingTPS, p.OutputTPS, 1, "model", label, "stage", p.Stage, "concurrency", strconv.Itoa(p.Concurrency))
+			at := []string{"model", label, "stage", p.Stage, "concurrency", strconv.Itoa(p.Concurrency)}
+			m.summary(servingTPS, p.OutputTPS, 1, at...)
+			m.summary(servingTTFT, p.TTFTS, 1, at...)
+			m.summary(servingTPOT, p.TPOTS, 1, at...)
+		}
+		// report.json's release is a percent, the ratio a fraction (divided,
+		// not × 0.01, so 70 % is 0.7 exactly); an RSS peak of 0 was not
+		// sampled, a limit fraction of 0 not taken.
+		rel := rep.Memory.L1ReleaseFraction[label]
+		rel.Median, rel.P95 = rel.Median/100, rel.P95/100
+		m.summary(l1Released, rel, 1, "model", label)
+		if gib := rep.Memory.RSSPeakGiB[label]; gib > 0 {
+			m.add(rssPeak, gib*record.GiB, "model", label)
+		}
+		if lim := mod.PhysicalLimits; lim != nil {
+			if lim.L1WakeFractionOfPCIe > 0 {
+				m.add(l1WakeLimit, lim.L1WakeFractionOfPCIe, "model", label)
+			}
+			if lim.TPOTFractionOfHBM > 0 {
+				m.add(tpotLimit, lim.TPOTFractionOfHBM, "model", label)
+			}
 		}
 	}
 }

@@ -45,10 +45,9 @@ func Write(dir string, f Fleet) error {
 	if err := os.WriteFile(filepath.Join(dir, FileMD), md.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("fleetreport: %w", err)
 	}
-	if err := writeFile(filepath.Join(dir, FileHTML), func(w io.Writer) error { return htmlreport.WriteFleet(w, htmlView(f, md.Bytes())) }); err != nil {
-		return err
-	}
-	return writeFile(filepath.Join(dir, FileBench), func(w io.Writer) error { return WriteBench(w, f) })
+	// The page last: one that cannot be drawn loses nothing else.
+	return errors.Join(writeFile(filepath.Join(dir, FileBench), func(w io.Writer) error { return WriteBench(w, f) }),
+		writeFile(filepath.Join(dir, FileHTML), func(w io.Writer) error { return htmlreport.WriteFleet(w, htmlView(f, md.Bytes())) }))
 }
 
 // WriteNodes writes each node's own outputs as they came back into
@@ -258,17 +257,21 @@ func htmlView(f Fleet, md []byte) htmlreport.Fleet {
 		flagged[[3]string{o.Node, o.Model, o.Metric}] = true
 		why[o.Node] = append(why[o.Node], fmt.Sprintf("%s %s = %.4g, kind median %.4g: %s", o.Model, o.Metric, o.Value, o.KindMedian, o.Rule))
 	}
-	for _, n := range f.Nodes {
-		if n.Status != StatusPass || n.Outlier {
-			s := fmt.Sprintf("%s (%s): %s", n.Node, n.GPU, n.Status)
-			if n.Reason != "" {
-				s += ": " + n.Reason
-			}
-			if w := why[n.Node]; len(w) > 0 {
-				s += "; outlier: " + strings.Join(w, "; ")
-			}
-			v.Attention = append(v.Attention, s)
+	for _, n := range f.Nodes { // the nodes fleet.md lists to look at
+		if n.Status == StatusPass && !n.Outlier && len(n.Notes) == 0 {
+			continue
 		}
+		s := fmt.Sprintf("%s (%s): %s", n.Node, n.GPU, n.Status)
+		if n.Reason != "" {
+			s += ": " + n.Reason
+		}
+		if w := why[n.Node]; len(w) > 0 {
+			s += "; outlier: " + strings.Join(w, "; ")
+		}
+		if len(n.Notes) > 0 {
+			s += "; note: " + strings.Join(n.Notes, "; ")
+		}
+		v.Attention = append(v.Attention, s)
 	}
 	metric := func(title, unit, model, name string, value func(Node) (float64, bool)) {
 		m := htmlreport.FleetMetric{Title: title, Unit: unit}
@@ -279,7 +282,7 @@ func htmlView(f Fleet, md []byte) htmlreport.Fleet {
 			}
 			for _, n := range f.Nodes {
 				if x, ok := value(n); ok && n.GPU == k.GPU {
-					row.Points = append(row.Points, htmlreport.FleetPoint{Node: n.Node, Value: x, Outlier: flagged[[3]string{n.Node, model, name}]})
+					row.Points = append(row.Points, htmlreport.FleetPoint{Node: n.Node, Value: x, Outlier: flagged[[3]string{n.Node, model, name}], Simulated: n.Simulated != ""})
 				}
 			}
 			if len(row.Points) > 0 {
@@ -290,7 +293,7 @@ func htmlView(f Fleet, md []byte) htmlreport.Fleet {
 			v.Metrics = append(v.Metrics, m)
 		}
 	}
-	metric("host link: measured host→device over nominal", "fraction of nominal", LinkModel, MetricLinkFraction, func(n Node) (float64, bool) {
+	metric("host link: measured host→device over nominal ("+MetricLinkFraction+")", "fraction of the nominal rate", LinkModel, MetricLinkFraction, func(n Node) (float64, bool) {
 		if n.Link == nil {
 			return 0, false
 		}
@@ -302,10 +305,16 @@ func htmlView(f Fleet, md []byte) htmlreport.Fleet {
 			labels[l] = true
 		}
 	}
+	titles := []struct{ metric, title, unit string }{
+		{MetricWakeFraction, "level-1 wake against the host link's limit", "fraction of the limit (limit / measured)"},
+		{MetricTPSFraction, "serving rate against the memory bandwidth's limit", "fraction of the limit (measured / limit)"},
+		{MetricTPS, "serving rate (no bandwidth figure to normalise by)", "output tok/s"},
+		{MetricResidual, "level-1 residual GPU memory (median of the cycles)", "GiB"},
+	}
 	for _, l := range sortedKeys(labels) {
-		for _, name := range []string{MetricWakeFraction, MetricTPSFraction, MetricTPS, MetricResidual} {
-			metric("model "+l+": "+name, name, l, name, func(n Node) (float64, bool) {
-				x, ok := n.Models[l].metrics[name]
+		for _, m := range titles {
+			metric("model "+l+": "+m.title+" ("+m.metric+")", m.unit, l, m.metric, func(n Node) (float64, bool) {
+				x, ok := n.Models[l].metrics[m.metric]
 				return x, ok
 			})
 		}

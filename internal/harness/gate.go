@@ -88,6 +88,9 @@ func (r *Run) judge(ctx context.Context, baseline string) ([]gate.Verdict, strin
 	g := record.Gate{Baseline: baseline, TolerancePct: tol, Alpha: alpha, Notes: notes}
 	for _, b := range base {
 		g.Runs = append(g.Runs, b.Path)
+		if strings.HasPrefix(b.Bench.Simulated, "yes") {
+			g.SimulatedRuns = append(g.SimulatedRuns, b.Path)
+		}
 	}
 	n := 0
 	for _, v := range vs {

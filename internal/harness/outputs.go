@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -60,16 +59,17 @@ func claim(cfg config.Config) error {
 // lines say so), not in the others.
 func writeReport(dir string, raw record.Raw, timeline []byte) (report.Report, error) {
 	rep := report.Build(raw)
-	var summary bytes.Buffer
-	errs := []error{report.WriteSummary(&summary, rep)}
-	page := htmlreport.Run{Report: rep, Summary: summary.Bytes(), Timeline: timeline, Samples: report.BenchResults(raw)}
+	whole := report.Summary(rep)
+	summary := report.FitSummary(whole, report.SummaryLimit) // the page shows it whole
+	page := htmlreport.Run{Report: rep, Summary: []byte(whole), Timeline: timeline, Samples: report.BenchResults(raw)}
+	var errs []error
 	for _, o := range []struct {
 		name  string
 		write func(io.Writer) error
 	}{
 		// The report and its summary first, the biggest (the page) last:
 		// on a disk that fills, what CI and people read first is there.
-		{"summary.md", func(w io.Writer) error { _, err := w.Write(summary.Bytes()); return err }},
+		{"summary.md", func(w io.Writer) error { _, err := io.WriteString(w, summary); return err }},
 		{"report.json", func(w io.Writer) error { return report.WriteJSON(w, rep) }},
 		{"checks.junit.xml", func(w io.Writer) error { return cireport.WriteJUnit(w, rep) }},
 		{"ctrf.json", func(w io.Writer) error { return cireport.WriteCTRF(w, rep) }},

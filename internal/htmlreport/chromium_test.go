@@ -98,6 +98,47 @@ func TestInChromium(t *testing.T) {
 			})
 		}
 	}
+
+	// fleet.html: the same page over nodes, the outlier named first and
+	// marked in its figure's table, at both widths.
+	f := testFleet()
+	var b bytes.Buffer
+	require.NoError(t, WriteFleet(&b, f))
+	path := filepath.Join(dir, "fleet.html")
+	require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
+	for _, width := range []int64{1280, 400} {
+		t.Run(fmt.Sprintf("fleet/%dpx", width), func(t *testing.T) {
+			bad, fetched, text, _ := open(t, bctx, path, width)
+			assert.Empty(t, bad, "boxes overflowing at %d px", width)
+			assert.Empty(t, fetched, "the page fetched something")
+			assert.Contains(t, text, "wakebench: FAIL")
+			assert.Contains(t, text, f.Attention[0])
+			assert.Contains(t, text, "node-007\t0.31\tOUTLIER\tsimulated")
+		})
+	}
+}
+
+// testFleet is a fleet of two GPU kinds, node-007 an outlier of its kind.
+func testFleet() Fleet {
+	f := Fleet{Status: "FAIL", Simulated: "Simulated: 9 of the 9 nodes ran on vllmsim, not on GPU hardware; their figures are simulated.",
+		Setup:     "9 nodes, 2 GPU kinds",
+		Attention: []string{"node-007 (NVIDIA H100 80GB HBM3): PASS; outlier: A l1_wake_fraction_of_pcie_limit = 0.31, kind median 0.62: at least 30% worse than the kind's other nodes"},
+		Summary:   []byte("# Fleet report: FAIL\n\n9 nodes, 2 GPU kinds.\n\n## Nodes to look at\n\n- **node-007**: outlier\n")}
+	m := FleetMetric{Title: "model A: level-1 wake against the host link's limit (l1_wake_fraction_of_pcie_limit)", Unit: "fraction of the limit"}
+	for k, kind := range []string{"NVIDIA H100 80GB HBM3", "NVIDIA L20"} {
+		row := FleetRow{Name: kind + " · model A"}
+		for i := range 5 - k {
+			n := fmt.Sprintf("node-%03d", 5*k+i+3)
+			v := 0.6 + 0.01*float64(i)
+			row.Points = append(row.Points, FleetPoint{Node: n, Value: v, Simulated: true})
+		}
+		if k == 0 {
+			row.Points[4] = FleetPoint{Node: "node-007", Value: 0.31, Outlier: true, Simulated: true}
+		}
+		m.Rows = append(m.Rows, row)
+	}
+	f.Metrics = []FleetMetric{m}
+	return f
 }
 
 // assertKeyText: what a reader looks for first is on the page as text,
@@ -112,6 +153,12 @@ func assertKeyText(t *testing.T, r Run, text string) {
 	for _, f := range r.Report.Failures {
 		assert.Contains(t, text, f.Error)
 	}
+	for _, c := range r.Report.Checks {
+		if c.Fails() {
+			assert.Contains(t, text, c.String(), "the first failed check")
+			break
+		}
+	}
 	rows := 0
 	for _, line := range strings.Split(string(r.Summary), "\n") {
 		if !strings.HasPrefix(line, "| A ") && !strings.HasPrefix(line, "| B ") {
@@ -125,7 +172,7 @@ func assertKeyText(t *testing.T, r Run, text string) {
 	assert.Positive(t, rows, "the summary's model rows")
 }
 
-var pages = flag.String("pages", "", "comma-separated report.html and fleet.html files a run wrote, for TestPagesInChromium (.ci/run: out/report.html,out/fleet/fleet.html)")
+var pages = flag.String("pages", "", "comma-separated report.html and fleet.html files a run wrote, for TestPagesInChromium (.ci/run: make bench's out/report.html, make fleet's out/fleet/fleet/fleet.html)")
 
 // TestPagesInChromium renders the pages a run wrote (-pages; .ci/run
 // names make bench's report.html and make fleet's fleet.html) as

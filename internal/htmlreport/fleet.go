@@ -39,6 +39,8 @@ type FleetPoint struct {
 	Node    string
 	Value   float64
 	Outlier bool
+	// Simulated: the node ran on vllmsim (its figure is simulated).
+	Simulated bool
 }
 
 // WriteFleet writes fleet.html.
@@ -59,19 +61,26 @@ func WriteFleet(w io.Writer, f Fleet) error {
 				}
 			}
 		}
-		svg, err := stripSVG(m.Title, m.Unit, rows)
+		title := m.Title
+		if anySimulated(m.Rows) {
+			title += " (simulated nodes in the table)"
+		}
+		svg, err := stripSVG(title, m.Unit, rows)
 		if err != nil {
 			return fmt.Errorf("fleet.html: %w", err)
 		}
 		fmt.Fprintf(&figs, "<h3>%s</h3>\n%s", esc(m.Title), figure(svg))
-		figs.WriteString(`<div class="scroll"><table class="num"><thead><tr><th>GPU kind · model</th><th>node</th><th>value</th><th>outlier</th></tr></thead><tbody>`)
+		figs.WriteString(`<div class="scroll"><table class="num"><thead><tr><th>GPU kind · model</th><th>node</th><th>` + esc(m.Unit) + `</th><th>outlier</th><th>simulated</th></tr></thead><tbody>`)
 		for _, r := range m.Rows {
 			for _, p := range r.Points {
-				cls, mark := "", ""
+				cls, mark, sim := "", "", ""
 				if p.Outlier {
 					cls, mark = ` class="outlier"`, "OUTLIER"
 				}
-				fmt.Fprintf(&figs, "<tr%s><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>", cls, esc(r.Name), esc(p.Node), Num(p.Value), mark)
+				if p.Simulated {
+					sim = "simulated"
+				}
+				fmt.Fprintf(&figs, "<tr%s><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>", cls, esc(r.Name), esc(p.Node), Num(p.Value), mark, sim)
 			}
 		}
 		figs.WriteString("</tbody></table></div>\n")
@@ -90,4 +99,15 @@ func WriteFleet(w io.Writer, f Fleet) error {
 		return fmt.Errorf("fleet.html: %w", err)
 	}
 	return nil
+}
+
+func anySimulated(rows []FleetRow) bool {
+	for _, r := range rows {
+		for _, p := range r.Points {
+			if p.Simulated {
+				return true
+			}
+		}
+	}
+	return false
 }

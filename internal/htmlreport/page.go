@@ -13,14 +13,19 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/extension"
+	"github.com/yuin/goldmark/parser"
+	"github.com/yuin/goldmark/util"
 	"golang.org/x/perf/benchfmt"
 
+	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/stats"
@@ -72,7 +77,7 @@ func runView(r Run) (view, error) {
 	rep := r.Report
 	v := view{Title: "wakebench: " + rep.Status, Status: rep.Status}
 	if rep.Simulated != nil {
-		v.Simulated = "Simulated: every figure on this page is vllmsim's (" + rep.Simulated.Label() + "), not a GPU's."
+		v.Simulated = "Simulated: this run's figures are vllmsim's (" + rep.Simulated.Label() + "), not a GPU's."
 	}
 	v.Setup = fmt.Sprintf("%s · %s · phases: %s", rep.GPU, rep.Runtime, strings.Join(rep.Phases, ", "))
 	if rep.Started > 0 && rep.Finished >= rep.Started {
@@ -81,7 +86,11 @@ func runView(r Run) (view, error) {
 	}
 	v.First, v.Counts = firstFailed(rep)
 
-	md, err := markdown(r.Summary)
+	summary := r.Summary
+	if rep.Gate != nil { // the page's own section below has the gate's rows, with the smallest change each could see
+		summary = dropSection(summary, "## Regression gate")
+	}
+	md, err := markdown(summary)
 	if err != nil {
 		return v, err
 	}
@@ -100,16 +109,24 @@ func runView(r Run) (view, error) {
 			Body:  dist})
 	}
 	if rep.Gate != nil {
-		v.Sections = append(v.Sections, section{ID: "gate", Title: "Regression gate", Intro: gateIntro(rep.Gate), Body: gateTable(rep.Gate)})
+		v.Sections = append(v.Sections, section{ID: "gate", Title: "Regression gate", Intro: gateIntro(rep.Gate, rep.Simulated != nil), Body: gateTable(rep.Gate)})
 	}
 	return v, nil
 }
 
 // firstFailed is what the page says first under the verdict: the first
-// failure recorded and the first check that fails the run, and the counts.
+// check that fails the run and the first failure recorded, in summary.md's
+// order, and the counts.
 func firstFailed(rep report.Report) ([]string, string) {
 	var first []string
-	if len(rep.Failures) > 0 {
+	n := map[string]int{}
+	for _, c := range rep.Checks {
+		n[c.Verdict]++
+		if c.Fails() && len(first) == 0 {
+			first = append(first, "Check: "+c.String()+reasonOf(c))
+		}
+	}
+	if len(rep.Failures) > 0 { // after the checks, as summary.md's What failed lists them
 		f := rep.Failures[0]
 		where := f.Phase
 		for _, s := range []string{f.Model, f.Step} {
@@ -118,13 +135,6 @@ func firstFailed(rep report.Report) ([]string, string) {
 			}
 		}
 		first = append(first, fmt.Sprintf("Failure (%s): %s", where, f.Error))
-	}
-	n := map[string]int{}
-	for _, c := range rep.Checks {
-		n[c.Verdict]++
-		if c.Fails() && len(first) < 2 && (len(first) == 0 || strings.HasPrefix(first[0], "Failure")) {
-			first = append(first, "Check: "+c.String()+reasonOf(c))
-		}
 	}
 	counts := fmt.Sprintf("%d checks: %d PASS, %d FAIL, %d NOT EVALUATED; %d failures", len(rep.Checks), n["PASS"], n["FAIL"], n[record.NotEvaluated], len(rep.Failures))
 	return first, counts
@@ -137,23 +147,52 @@ func reasonOf(c record.Check) string {
 	return " (" + c.Reason + ")"
 }
 
-// markdown renders summary.md (GitHub's tables; raw HTML in it is
-// escaped, not passed through) without its first heading and the setup
-// line under it, which the page's header says; every table in a box that
-// scrolls sideways.
+// markdown renders summary.md (GitHub's tables; a "<nil>" or an HTML body
+// in an error's text is text, escaped: summaryMarkdown reads no raw HTML)
+// without its first heading and the setup line under it, which the page's
+// header says; every table in a box that scrolls sideways.
 func markdown(md []byte) (template.HTML, error) {
 	if bytes.HasPrefix(md, []byte("# ")) {
 		_, rest, _ := bytes.Cut(md, []byte("\n\n"))
 		_, md, _ = bytes.Cut(rest, []byte("\n\n"))
 	}
 	var b bytes.Buffer
-	if err := goldmark.New(goldmark.WithExtensions(extension.Table)).Convert(md, &b); err != nil {
-		return "", fmt.Errorf("summary.md: %w", err)
+	if err := summaryMarkdown.Convert(md, &b); err != nil {
+		return "", fmt.Errorf("the summary's tables: %w", err)
 	}
 	s := strings.ReplaceAll(b.String(), "<table>", `<div class="scroll"><table>`)
 	s = strings.NewReplacer("<h2>", "<h3>", "</h2>", "</h3>").Replace(s) // under the page's own section heading
 	s = strings.ReplaceAll(s, "</table>", "</table></div>")
 	return template.HTML(s), nil
+}
+
+// dropSection is md without its section whose heading line starts with
+// heading (up to the next heading of its level).
+func dropSection(md []byte, heading string) []byte {
+	i := bytes.Index(md, []byte("\n"+heading))
+	if i < 0 {
+		return md
+	}
+	rest := md[i+1:]
+	end := len(rest)
+	if j := bytes.Index(rest[1:], []byte("\n## ")); j >= 0 {
+		end = j + 2
+	}
+	return append(md[:i+1:i+1], rest[end:]...)
+}
+
+// summaryMarkdown is goldmark with GitHub's tables and without its raw
+// HTML parsers: by default it drops what looks like a tag ("got <nil>"
+// became "got <!-- raw HTML omitted -->"), and a summary's text is the
+// run's errors, never markup.
+var summaryMarkdown = goldmark.New(goldmark.WithExtensions(extension.Table), goldmark.WithParser(parser.NewParser(
+	parser.WithBlockParsers(without(parser.DefaultBlockParsers(), parser.NewHTMLBlockParser())...),
+	parser.WithInlineParsers(without(parser.DefaultInlineParsers(), parser.NewRawHTMLParser())...),
+	parser.WithParagraphTransformers(parser.DefaultParagraphTransformers()...))))
+
+// without is ps less the parser of drop's type.
+func without(ps []util.PrioritizedValue, drop any) []util.PrioritizedValue {
+	return slices.DeleteFunc(ps, func(p util.PrioritizedValue) bool { return reflect.TypeOf(p.Value) == reflect.TypeOf(drop) })
 }
 
 // figure is an inlined picture in a box of the page's width.
@@ -197,6 +236,15 @@ func distributions(samples []*benchfmt.Result, simulated bool) (template.HTML, e
 			g.rows[i].Values = append(g.rows[i].Values, val.Value)
 		}
 	}
+	// By benchmark (in order of first appearance), then unit: one heading
+	// per benchmark.
+	order := map[string]int{}
+	for _, g := range groups {
+		if _, ok := order[g.bench]; !ok {
+			order[g.bench] = len(order)
+		}
+	}
+	slices.SortStableFunc(groups, func(a, b *group) int { return order[a.bench] - order[b.bench] })
 	var b strings.Builder
 	sim := ""
 	if simulated {
@@ -207,6 +255,10 @@ func distributions(samples []*benchfmt.Result, simulated bool) (template.HTML, e
 		if g.bench != last {
 			fmt.Fprintf(&b, "<h3 id=%q>%s</h3>\n", "dist-"+g.bench, template.HTMLEscapeString(g.bench))
 			last = g.bench
+		}
+		if !anyFinite(g.rows) {
+			fmt.Fprintf(&b, "<p>%s · %s: no sample is a number (%d samples), nothing to draw.</p>\n", esc(g.bench), esc(g.unit), countSamples(g.rows))
+			continue
 		}
 		svg, err := stripSVG(g.bench+" · "+g.unit+sim, unitLabel(g.unit), g.rows)
 		if err != nil {
@@ -227,6 +279,23 @@ func distributions(samples []*benchfmt.Result, simulated bool) (template.HTML, e
 	return template.HTML(b.String()), nil
 }
 
+func anyFinite(rows []Row) bool {
+	for _, r := range rows {
+		if len(finite(r.Values)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func countSamples(rows []Row) int {
+	n := 0
+	for _, r := range rows {
+		n += len(r.Values)
+	}
+	return n
+}
+
 // Num is a figure as the page writes it: four significant digits.
 func Num(x float64) string {
 	if math.IsNaN(x) || math.IsInf(x, 0) {
@@ -235,10 +304,18 @@ func Num(x float64) string {
 	return strconv.FormatFloat(x, 'g', 4, 64)
 }
 
-func gateIntro(g *record.Gate) string {
+func gateIntro(g *record.Gate, simulated bool) string {
 	s := fmt.Sprintf("This run against %d baseline run(s) from %s: a regression is worse by more than %g %% and significant at %g by the metric's rule. "+
 		"\"Smallest change\" is the least worse change the rule would flag at these runs' noise (its power).",
 		len(g.Runs), g.Baseline, g.TolerancePct, g.Alpha)
+	switch n := len(g.SimulatedRuns); {
+	case n == len(g.Runs) && n > 0:
+		s += " The baseline runs are simulated (vllmsim)."
+	case n > 0:
+		s += fmt.Sprintf(" %d of the baseline runs are simulated (vllmsim): %s.", n, strings.Join(g.SimulatedRuns, ", "))
+	case simulated && len(g.Runs) > 0:
+		s += " The baseline runs are not simulated: this simulated run is compared with runs on hardware."
+	}
 	if g.Error != "" {
 		s += " The gate judged nothing: " + g.Error
 	}
@@ -272,8 +349,12 @@ func gateTable(g *record.Gate) template.HTML {
 			if r.Gated {
 				minc = fmt.Sprintf("%s %% (%s)", Num(r.MinChangePct), Num(r.MinChange))
 			}
-			fmt.Fprintf(&b, "<tr%s><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%+.1f %%</td><td>%s</td><td>%s</td></tr>",
-				class, esc(r.Metric), esc(r.Unit), esc(r.Rule), r.Runs, Num(r.Baseline), Num(r.ThisRun), r.ChangePct, esc(minc), esc(verdict))
+			cur, change := Num(r.ThisRun), fmt.Sprintf("%+.1f %%", r.ChangePct)
+			if r.Rule == gate.RuleMissing { // no figure in this run (the record holds 0: JSON has no NaN)
+				cur, change, verdict = "—", "—", "missing in this run"
+			}
+			fmt.Fprintf(&b, "<tr%s><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>",
+				class, esc(r.Metric), esc(r.Unit), esc(r.Rule), r.Runs, Num(r.Baseline), cur, change, esc(minc), esc(verdict))
 		}
 	}
 	b.WriteString("</tbody></table></div>")

@@ -3,6 +3,8 @@ package htmlreport
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/perf/benchfmt"
 
+	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 )
@@ -149,4 +152,79 @@ func TestNumbersAreTheReports(t *testing.T) {
 	// n 4, median (3+4)/2, p95 rank ceil(3.8) = 4th = 10, min 1, max 10.
 	assert.Contains(t, page, "<tr><td>model=A/level=1</td><td>sec/wake</td><td>4</td><td>3.5</td><td>10</td><td>1</td><td>10</td></tr>")
 	assert.Equal(t, 4, points(page))
+}
+
+// TestSummaryTextIsText: an error's text in the summary that looks like a
+// tag ("<nil>", an HTML error body) is shown as text, not dropped or
+// passed through as markup; the table extension still makes tables.
+func TestSummaryTextIsText(t *testing.T) {
+	md := "# wakebench: FAIL\n\nsetup\n\n## What failed\n\n- wake_up: got <nil> answer, body <html><script>x()</script></html>\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+	page := render(t, Run{Report: report.Report{Status: "FAIL"}, Summary: []byte(md)})
+	assert.Contains(t, page, "got &lt;nil&gt; answer, body &lt;html&gt;&lt;script&gt;x()&lt;/script&gt;&lt;/html&gt;")
+	assert.NotContains(t, page, "<script>")
+	assert.NotContains(t, page, "raw HTML omitted")
+	assert.Contains(t, page, `<div class="scroll"><table>`)
+}
+
+// TestDistributionsAreTheReportsFigures: on a real run, a distribution
+// table's median is report.json's figure of the same samples (its row in
+// docs/metrics.md names the bench line): A's level-1 wake API and the
+// A→B handoff's first token.
+func TestDistributionsAreTheReportsFigures(t *testing.T) {
+	r := testRun(t)
+	page := render(t, r)
+	wake := r.Report.Models["A"].Sleep["1"].WakeAPIS
+	require.Positive(t, wake.N)
+	assert.Contains(t, page, fmt.Sprintf("<tr><td>model=A/level=1</td><td>sec/wake</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>",
+		wake.N, Num(wake.Median), Num(wake.P95), Num(wake.Min), Num(wake.Max)))
+	sw := r.Report.Switch.Directions["A→B"].ToFirstTokenS
+	require.Positive(t, sw.N)
+	assert.Contains(t, page, fmt.Sprintf("<tr><td>dir=A→B</td><td>sec/first-token</td><td>%d</td><td>%s</td>", sw.N, Num(sw.Median)))
+}
+
+// TestIDsAreUnique: every id on the page once (an anchor the contents
+// link to is one place), and each benchmark's plots under one heading.
+func TestIDsAreUnique(t *testing.T) {
+	page := render(t, failedRun(t))
+	seen := map[string]int{}
+	for _, m := range regexp.MustCompile(` id="([^"]*)"`).FindAllStringSubmatch(page, -1) {
+		seen[m[1]]++
+	}
+	require.NotEmpty(t, seen)
+	for id, n := range seen {
+		assert.Equal(t, 1, n, "id %q", id)
+	}
+	assert.Contains(t, seen, "dist-Memory")
+}
+
+// TestNoNumberToDraw: a benchmark × unit whose samples are all NaN is
+// said, not drawn, and the rest of the page is written.
+func TestNoNumberToDraw(t *testing.T) {
+	nan := math.NaN()
+	page := render(t, Run{Report: report.Report{Status: "PASS"}, Samples: []*benchfmt.Result{
+		{Name: benchfmt.Name("Energy/model=A"), Iters: 1, Values: []benchfmt.Value{{Value: nan, Unit: "J/wake"}}},
+		{Name: benchfmt.Name("Sleep/model=A/level=1"), Iters: 1, Values: []benchfmt.Value{{Value: 2, Unit: "sec/wake"}}},
+	}})
+	assert.Contains(t, page, "Energy · J/wake: no sample is a number (1 samples), nothing to draw.")
+	assert.Equal(t, 1, points(page))
+}
+
+// TestGateMissingAndSimulated: a metric this run lacks shows no figure
+// for it (the record holds 0, JSON having no NaN), and a simulated run
+// against hardware baselines says so.
+func TestGateMissingAndSimulated(t *testing.T) {
+	r := failedRun(t)
+	r.Report.Gate.Rows = append(r.Report.Gate.Rows, record.GateRow{Metric: "Switch/dir=B→A", Unit: "sec/first-token", Rule: gate.RuleMissing, Runs: 2, Baseline: 0.5})
+	page := render(t, r)
+	assert.Contains(t, page, "<td>Switch/dir=B→A</td><td>sec/first-token</td><td>missing</td><td>2</td><td>0.5</td><td>—</td><td>—</td><td>—</td><td>missing in this run</td>")
+	assert.Contains(t, page, "The baseline runs are not simulated: this simulated run is compared with runs on hardware.")
+	r.Report.Gate.SimulatedRuns = r.Report.Gate.Runs
+	assert.Contains(t, render(t, r), "The baseline runs are simulated (vllmsim).")
+
+	// summary.md's gate section is left out of the page's summary (the
+	// page's own has the same rows and more); the section after it stays.
+	r.Summary = append(r.Summary, "\n## Regression gate (1 regressions; worse by > 10 %)\n\n| metric | change |\n|---|---|\n| x | +50 % |\n\n## After the gate\n\nstays\n"...)
+	page = render(t, r)
+	assert.NotContains(t, page, "Regression gate (1 regressions")
+	assert.Contains(t, page, "<h3>After the gate</h3>")
 }

@@ -556,6 +556,9 @@ type Gate struct {
 	// Error is why the gate judged nothing (stopped, a baseline it could
 	// not read): the run FAILs, its check NOT EVALUATED.
 	Error string `json:",omitempty"`
+	// SimulatedRuns are the baseline runs whose bench.txt says they ran
+	// on vllmsim (its simulated: line), to label beside this run's own.
+	SimulatedRuns []string `json:",omitempty"`
 }
 
 // GateRow is one metric's verdict: the rule that decided it, the baseline

@@ -642,11 +642,25 @@ func TestSummaryFitsAStepSummary(t *testing.T) {
 	assert.Contains(t, md, "soak.cycle00000.first_token_s", "the first failed check stays")
 	last := md[strings.LastIndex(strings.TrimSuffix(md, "\n"), "\n")+1:]
 	assert.Contains(t, last, "summary.md was cut at 1024 KiB")
-	assert.Contains(t, last, "Models (medians", "the cut line names the sections left out")
+	assert.Contains(t, last, "holding the rest of What failed; Models (medians", "the cut line names the section it fell in and those after it")
+	assert.Contains(t, Summary(rep), "soak.cycle29999.first_token_s", "Summary is whole (report.html shows it)")
 	cut := md[:strings.Index(md, "\n**summary.md was cut")]
 	assert.True(t, strings.HasSuffix(cut, "\n"), "only whole lines are kept")
 	assert.True(t, utf8.ValidString(md))
 
 	small := "# wakebench: PASS\n\nall fits\n"
 	assert.Equal(t, small, FitSummary(small, SummaryLimit), "a summary that fits is not touched")
+
+	// Headings of many multibyte runes: the note drops the ones that do
+	// not fit its room and says how many, and the whole still fits.
+	var long strings.Builder
+	long.WriteString("# wakebench: FAIL\n\n")
+	for i := range 400 {
+		fmt.Fprintf(&long, "## %03d %s\n\n%s\n\n", i, strings.Repeat("模型", 100), strings.Repeat("x", 200))
+	}
+	fit := FitSummary(long.String(), 32<<10)
+	assert.LessOrEqual(t, len(fit), 32<<10)
+	assert.Regexp(t, `and \d+ more\. report\.html`, fit)
+	assert.True(t, utf8.ValidString(fit))
+	assert.Equal(t, "# wake", FitSummary(long.String(), 6), "below 1 KiB: the first bytes, no room for a note")
 }

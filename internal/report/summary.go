@@ -12,11 +12,18 @@ import (
 	"github.com/wakebench/wakebench/internal/stats"
 )
 
-// WriteSummary writes the run's headline figures as Markdown (readable as
-// plain text too, fit for a CI step summary): status, every failed check
-// and failure first, then per model restarts, sleep levels, serving and
-// memory, then switching.
+// WriteSummary writes summary.md: the run's Summary, cut to fit a CI step
+// summary (FitSummary at SummaryLimit).
 func WriteSummary(w io.Writer, rep Report) error {
+	_, err := io.WriteString(w, FitSummary(Summary(rep), SummaryLimit))
+	return err
+}
+
+// Summary is the run's headline figures as Markdown (readable as plain
+// text too): status, every failed check and failure first, then per model
+// restarts, sleep levels, serving and memory, then switching, whole
+// (report.html shows all of it; summary.md what fits).
+func Summary(rep Report) string {
 	var b strings.Builder
 	writeChecks(&b, rep)
 	labels := slices.Sorted(maps.Keys(rep.Models))
@@ -31,8 +38,7 @@ func WriteSummary(w io.Writer, rep Report) error {
 	writeKubernetes(&b, rep, labels)
 	writeGate(&b, rep.Gate)
 	writeMemory(&b, rep.Memory)
-	_, err := io.WriteString(w, FitSummary(b.String(), SummaryLimit))
-	return err
+	return b.String()
 }
 
 // SummaryLimit is the most bytes summary.md holds: what GitHub takes of a
@@ -41,29 +47,44 @@ func WriteSummary(w io.Writer, rep Report) error {
 const SummaryLimit = 1 << 20
 
 // FitSummary is md if it fits in limit bytes. Otherwise it is md's first
-// whole lines (the verdict and what failed come first, so they stay)
-// and a last line saying how much was cut and which sections it held,
-// all within limit.
+// whole lines (the verdict and what failed come first, so they stay) and a
+// last line saying how much was cut: the rest of the section the cut fell
+// in, and the sections after it, by their headings. The whole is within
+// limit for any limit of at least 1 KiB (below that, md's first limit
+// bytes and no note).
 func FitSummary(md string, limit int) string {
 	if len(md) <= limit {
 		return md
 	}
-	const room = 2048 // for the cut line, whatever the headings it names
+	room := min(2048, limit/4) // for the note, whatever the headings it names
+	if room < 256 {
+		return strings.ToValidUTF8(md[:limit], "")
+	}
 	keep := strings.LastIndexByte(md[:limit-room], '\n') + 1
 	var sections []string
+	if i := strings.LastIndex("\n"+md[:keep], "\n## "); i >= 0 && !strings.HasPrefix(md[keep:], "## ") { // the section the cut fell in
+		h, _, _ := strings.Cut(md[i+3:], "\n")
+		sections = append(sections, "the rest of "+h)
+	}
 	for _, line := range strings.Split(md[keep:], "\n") {
-		if h, ok := strings.CutPrefix(line, "## "); ok && len(sections) < 12 {
-			if r := []rune(h); len(r) > 60 { // 12 of them fit room
-				h = string(r[:60]) + "…"
-			}
+		if h, ok := strings.CutPrefix(line, "## "); ok {
 			sections = append(sections, h)
 		}
 	}
-	note := fmt.Sprintf("\n**summary.md was cut at %d KiB** (a CI step summary holds at most 1 MiB): %d more bytes did not fit", limit>>10, len(md)-keep)
-	if len(sections) > 0 {
-		note += ", holding the sections " + strings.Join(sections, "; ")
+	head := fmt.Sprintf("\n**summary.md was cut at %d KiB** (a CI step summary holds at most 1 MiB): %d more bytes did not fit", limit>>10, len(md)-keep)
+	const tail = ". report.html and report.json hold everything.\n"
+	note := head + tail
+	for n := len(sections); n > 0; n-- { // as many headings as fit the room
+		list := sections[:n]
+		more := ""
+		if n < len(sections) {
+			more = fmt.Sprintf(" and %d more", len(sections)-n)
+		}
+		if s := head + ", holding " + strings.Join(list, "; ") + more + tail; len(s) <= room {
+			note = s
+			break
+		}
 	}
-	note += ". report.html and report.json hold everything.\n"
 	return md[:keep] + note
 }
 
