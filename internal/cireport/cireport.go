@@ -3,7 +3,6 @@ package cireport
 import (
 	"math"
 	"strconv"
-	"strings"
 
 	"github.com/wakebench/wakebench/internal/record"
 )
@@ -31,18 +30,12 @@ func suiteName(model string) string {
 }
 
 // failureWhere names where a failure happened: its phase, model and step,
-// the empty ones left out, e.g. "sleep/A/wake".
+// the empty ones left out, e.g. "sleep/A/wake"; "run" when it names none.
 func failureWhere(f record.Failure) string {
-	var parts []string
-	for _, p := range []string{f.Phase, f.Model, f.Step} {
-		if p != "" {
-			parts = append(parts, p)
-		}
+	if w := f.Where("/"); w != "" {
+		return w
 	}
-	if len(parts) == 0 {
-		return "run"
-	}
-	return strings.Join(parts, "/")
+	return "run"
 }
 
 // formatFloat writes v in the shortest form that reads back as v ("NaN",

@@ -4,7 +4,6 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,8 +99,7 @@ func WriteJUnit(w io.Writer, rep report.Report) error {
 func junitDocument(rep report.Report) junitSuites {
 	stamp := ""
 	if finite(rep.Started) && rep.Started > 0 {
-		sec, frac := math.Modf(rep.Started)
-		stamp = time.Unix(int64(sec), int64(frac*1e9)).UTC().Format(time.RFC3339)
+		stamp = record.FromUnix(rep.Started).Format(time.RFC3339)
 	}
 	props := []junitProperty{{"gpu", rep.GPU}, {"runtime", rep.Runtime}, {"status", rep.Status}}
 	if rep.Simulated != nil {

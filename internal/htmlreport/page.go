@@ -81,7 +81,7 @@ func runView(r Run) (view, error) {
 	}
 	v.Setup = fmt.Sprintf("%s · %s · phases: %s", rep.GPU, rep.Runtime, strings.Join(rep.Phases, ", "))
 	if rep.Started > 0 && rep.Finished >= rep.Started {
-		v.Setup += fmt.Sprintf(" · %s, %s", unixTime(rep.Started).Format("2006-01-02 15:04:05 MST"),
+		v.Setup += fmt.Sprintf(" · %s, %s", record.FromUnix(rep.Started).Format("2006-01-02 15:04:05 MST"),
 			(time.Duration((rep.Finished - rep.Started) * float64(time.Second))).Round(time.Second))
 	}
 	v.First, v.Counts = firstFailed(rep)
@@ -128,13 +128,7 @@ func firstFailed(rep report.Report) ([]string, string) {
 	}
 	if len(rep.Failures) > 0 { // after the checks, as summary.md's What failed lists them
 		f := rep.Failures[0]
-		where := f.Phase
-		for _, s := range []string{f.Model, f.Step} {
-			if s != "" {
-				where += " / " + s
-			}
-		}
-		first = append(first, fmt.Sprintf("Failure (%s): %s", where, f.Error))
+		first = append(first, fmt.Sprintf("Failure (%s): %s", f.Where(" / "), f.Error))
 	}
 	counts := fmt.Sprintf("%d checks: %d PASS, %d FAIL, %d NOT EVALUATED; %d failures", len(rep.Checks), n["PASS"], n["FAIL"], n[record.NotEvaluated], len(rep.Failures))
 	return first, counts
@@ -362,8 +356,3 @@ func gateTable(g *record.Gate) template.HTML {
 }
 
 func esc(s string) string { return template.HTMLEscapeString(s) }
-
-func unixTime(s float64) time.Time {
-	sec, frac := math.Modf(s)
-	return time.Unix(int64(sec), int64(frac*1e9)).UTC()
-}

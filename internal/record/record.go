@@ -8,6 +8,7 @@ package record
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -265,6 +266,18 @@ type Failure struct {
 	Error string `json:"error"`
 }
 
+// Where names where f happened: its phase, model and step, the empty ones
+// left out, joined by sep ("sleep-level1 / A / wake" with " / ").
+func (f Failure) Where(sep string) string {
+	parts := make([]string, 0, 3)
+	for _, p := range []string{f.Phase, f.Model, f.Step} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	return strings.Join(parts, sep)
+}
+
 // Setup is what the run knows before any server starts: the device, the
 // memory source, the protocol's context and KV sizes, and whether it is
 // simulated.
@@ -429,6 +442,13 @@ func DirectionKey(from, to string) string { return from + "→" + to }
 
 // Unix is t in Unix seconds.
 func Unix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// FromUnix is the UTC time of s Unix seconds, Unix's inverse (report.json's
+// started and finished).
+func FromUnix(s float64) time.Time {
+	sec, frac := math.Modf(s)
+	return time.Unix(int64(sec), int64(frac*1e9)).UTC()
+}
 
 // Recorder collects one run's Raw from concurrent phases and samplers.
 type Recorder struct {

@@ -83,3 +83,21 @@ func TestSimulatedLabel(t *testing.T) {
 	assert.Equal(t, "vllmsim profile demo, time scale 0.05; real device: GPU memory, copies and weight reads real and unscaled",
 		Simulated{Profile: "demo", TimeScale: 0.05, RealDevice: true}.Label())
 }
+
+// TestFailureWhere: the phase, model and step a failure names, the empty
+// ones left out (a run-level failure with a step but no model has no
+// empty slot between them).
+func TestFailureWhere(t *testing.T) {
+	assert.Equal(t, "sleep-level1 / A / wake", Failure{Phase: "sleep-level1", Model: "A", Step: "wake"}.Where(" / "))
+	assert.Equal(t, "switch/handoff 2", Failure{Phase: "switch", Step: "handoff 2"}.Where("/"))
+	assert.Equal(t, "", Failure{Error: "x"}.Where(" / "))
+}
+
+// TestFromUnix: Unix seconds back to the instant, in UTC, to the
+// microsecond (a float64 of today's seconds holds no finer).
+func TestFromUnix(t *testing.T) {
+	at := time.Date(2026, 12, 5, 13, 1, 4, 627_000_000, time.UTC)
+	assert.Equal(t, "2026-12-05T13:01:04.627Z", FromUnix(1796475664.627).Format("2006-01-02T15:04:05.000Z07:00"))
+	assert.WithinDuration(t, at, FromUnix(Unix(at)), time.Microsecond)
+	assert.Equal(t, time.UTC, FromUnix(0).Location())
+}

@@ -115,8 +115,7 @@ func writeChecks(b *strings.Builder, rep Report) {
 			fmt.Fprintf(b, "- check %s\n", c)
 		}
 		for _, f := range rep.Failures {
-			where := strings.Trim(strings.Join([]string{f.Phase, f.Model, f.Step}, " / "), " /")
-			fmt.Fprintf(b, "- %s: %s\n", where, f.Error)
+			fmt.Fprintf(b, "- %s: %s\n", f.Where(" / "), f.Error)
 		}
 		b.WriteString("\n")
 	}
