@@ -59,9 +59,8 @@ func claim(cfg config.Config) error {
 // lines say so), not in the others.
 func writeReport(dir string, raw record.Raw, timeline []byte) (report.Report, error) {
 	rep := report.Build(raw)
-	whole := report.Summary(rep)
-	summary := report.FitSummary(whole, report.SummaryLimit) // the page shows it whole
-	page := htmlreport.Run{Report: rep, Summary: []byte(whole), Timeline: timeline, Samples: report.BenchResults(raw)}
+	summary := report.FitSummary(report.Summary(rep), report.SummaryLimit) // the page shows it whole
+	page := htmlreport.Run{Report: rep, Timeline: timeline, Samples: report.BenchResults(raw)}
 	var errs []error
 	for _, o := range []struct {
 		name  string

@@ -2,8 +2,10 @@ package harness
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -24,7 +26,7 @@ func TestReportOutputsAgreeAndOneLostLosesOnlyItself(t *testing.T) {
 	rep, err := writeReport(dir, rec.Raw(), nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), filepath.Join(dir, "report.html"))
-	assert.Equal(t, []string{"report.html"}, keys(lostOutputs(err)), "only the page is lost")
+	assert.Equal(t, []string{"report.html"}, slices.Sorted(maps.Keys(lostOutputs(err))), "only the page is lost")
 	assert.Equal(t, "FAIL", rep.Status)
 
 	var back struct{ Status string }
@@ -49,12 +51,4 @@ func TestReportOutputsAgreeAndOneLostLosesOnlyItself(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(page), "got &lt;nil&gt; answer")
 	assert.Contains(t, string(page), `id="status">FAIL<`)
-}
-
-func keys(m map[string]error) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	return ks
 }

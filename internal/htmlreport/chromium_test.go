@@ -16,6 +16,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/report"
 )
 
 var screenshots = flag.String("screenshots", "", "write each page's first screen, as Chromium drew it, into this directory "+
@@ -160,7 +162,7 @@ func assertKeyText(t *testing.T, r Run, text string) {
 		}
 	}
 	rows := 0
-	for _, line := range strings.Split(string(r.Summary), "\n") {
+	for _, line := range strings.Split(report.Summary(r.Report), "\n") {
 		if !strings.HasPrefix(line, "| A ") && !strings.HasPrefix(line, "| B ") {
 			continue
 		}

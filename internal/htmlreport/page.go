@@ -34,8 +34,6 @@ import (
 // Run is what report.html shows of one run.
 type Run struct {
 	Report report.Report
-	// Summary is summary.md as written (its tables become the page's).
-	Summary []byte
 	// Timeline is timeline.svg as written; nil when there is none (no GPU
 	// sample).
 	Timeline []byte
@@ -86,11 +84,12 @@ func runView(r Run) (view, error) {
 	}
 	v.First, v.Counts = firstFailed(rep)
 
-	summary := r.Summary
-	if rep.Gate != nil { // the page's own section below has the gate's rows, with the smallest change each could see
-		summary = dropSection(summary, "## Regression gate")
-	}
-	md, err := markdown(summary)
+	// The report's summary whole (summary.md is cut to fit a CI step
+	// summary), without the gate's section: the page's own below has its
+	// rows, with the smallest change each could see.
+	noGate := rep
+	noGate.Gate = nil
+	md, err := markdown([]byte(report.Summary(noGate)))
 	if err != nil {
 		return v, err
 	}
@@ -141,7 +140,7 @@ func reasonOf(c record.Check) string {
 	return " (" + c.Reason + ")"
 }
 
-// markdown renders summary.md (GitHub's tables; a "<nil>" or an HTML body
+// markdown renders a summary's Markdown (GitHub's tables; a "<nil>" or an HTML body
 // in an error's text is text, escaped: summaryMarkdown reads no raw HTML)
 // without its first heading and the setup line under it, which the page's
 // header says; every table in a box that scrolls sideways.
@@ -158,21 +157,6 @@ func markdown(md []byte) (template.HTML, error) {
 	s = strings.NewReplacer("<h2>", "<h3>", "</h2>", "</h3>").Replace(s) // under the page's own section heading
 	s = strings.ReplaceAll(s, "</table>", "</table></div>")
 	return template.HTML(s), nil
-}
-
-// dropSection is md without its section whose heading line starts with
-// heading (up to the next heading of its level).
-func dropSection(md []byte, heading string) []byte {
-	i := bytes.Index(md, []byte("\n"+heading))
-	if i < 0 {
-		return md
-	}
-	rest := md[i+1:]
-	end := len(rest)
-	if j := bytes.Index(rest[1:], []byte("\n## ")); j >= 0 {
-		end = j + 2
-	}
-	return append(md[:i+1:i+1], rest[end:]...)
 }
 
 // summaryMarkdown is goldmark with GitHub's tables and without its raw

@@ -20,15 +20,13 @@ import (
 )
 
 // testRun is a real run's outputs (make bench on vllmsim's demo profile,
-// testdata/): its report.json, summary.md, timeline.svg and bench.txt.
+// testdata/): its report.json, timeline.svg and bench.txt.
 func testRun(t testing.TB) Run {
 	t.Helper()
 	var r Run
 	b, err := os.ReadFile("testdata/report.json")
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &r.Report))
-	r.Summary, err = os.ReadFile("testdata/summary.md")
-	require.NoError(t, err)
 	r.Timeline, err = os.ReadFile("testdata/timeline.svg")
 	require.NoError(t, err)
 	f, err := os.Open("testdata/bench.txt")
@@ -89,7 +87,8 @@ func TestPageIsSelfContained(t *testing.T) {
 	assert.Equal(t, values, points(page), "a point per sample")
 
 	// summary.md's tables are the page's: as many as it has, each in its box.
-	mdTables := strings.Count(string(r.Summary), "\n|---") + strings.Count(string(r.Summary), "\n| ---") + strings.Count(string(r.Summary), "\n|:--")
+	md := report.Summary(r.Report)
+	mdTables := strings.Count(md, "\n|---") + strings.Count(md, "\n| ---") + strings.Count(md, "\n|:--")
 	require.Positive(t, mdTables)
 	summary := page[strings.Index(page, `<section id="summary">`):strings.Index(page, `<section id="timeline">`)]
 	assert.Equal(t, mdTables, strings.Count(summary, `<div class="scroll"><table>`))
@@ -158,12 +157,16 @@ func TestNumbersAreTheReports(t *testing.T) {
 // tag ("<nil>", an HTML error body) is shown as text, not dropped or
 // passed through as markup; the table extension still makes tables.
 func TestSummaryTextIsText(t *testing.T) {
-	md := "# wakebench: FAIL\n\nsetup\n\n## What failed\n\n- wake_up: got <nil> answer, body <html><script>x()</script></html>\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
-	page := render(t, Run{Report: report.Report{Status: "FAIL"}, Summary: []byte(md)})
-	assert.Contains(t, page, "got &lt;nil&gt; answer, body &lt;html&gt;&lt;script&gt;x()&lt;/script&gt;&lt;/html&gt;")
+	rep := testRun(t).Report
+	rep.Status = "FAIL"
+	rep.Failures = append(rep.Failures, record.Failure{Phase: "sleep-level1", Model: "A", Step: "wake", Error: "wake_up: got <nil> answer, body <html><script>x()</script></html>"})
+	page := render(t, Run{Report: rep})
+	summary := page[strings.Index(page, `<section id="summary">`):]
+	summary = summary[:strings.Index(summary, "</section>")]
+	assert.Contains(t, summary, "sleep-level1 / A / wake: wake_up: got &lt;nil&gt; answer, body &lt;html&gt;&lt;script&gt;x()&lt;/script&gt;&lt;/html&gt;")
 	assert.NotContains(t, page, "<script>")
 	assert.NotContains(t, page, "raw HTML omitted")
-	assert.Contains(t, page, `<div class="scroll"><table>`)
+	assert.Contains(t, summary, `<div class="scroll"><table>`)
 }
 
 // TestDistributionsAreTheReportsFigures: on a real run, a distribution
@@ -223,8 +226,9 @@ func TestGateMissingAndSimulated(t *testing.T) {
 
 	// summary.md's gate section is left out of the page's summary (the
 	// page's own has the same rows and more); the section after it stays.
-	r.Summary = append(r.Summary, "\n## Regression gate (1 regressions; worse by > 10 %)\n\n| metric | change |\n|---|---|\n| x | +50 % |\n\n## After the gate\n\nstays\n"...)
-	page = render(t, r)
-	assert.NotContains(t, page, "Regression gate (1 regressions")
-	assert.Contains(t, page, "<h3>After the gate</h3>")
+	require.Contains(t, report.Summary(r.Report), "## Regression gate (1 regressions", "summary.md has a gate section")
+	summary := page[strings.Index(page, `<section id="summary">`):]
+	summary = summary[:strings.Index(summary, "</section>")]
+	assert.NotContains(t, summary, "Regression gate")
+	assert.Contains(t, summary, "<p>GPU memory: peak", "what summary.md writes after the gate stays")
 }
