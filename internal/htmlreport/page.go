@@ -231,7 +231,7 @@ func distributions(samples []*benchfmt.Result, simulated bool) (template.HTML, e
 	last := ""
 	for _, g := range groups {
 		if g.bench != last {
-			fmt.Fprintf(&b, "<h3 id=%q>%s</h3>\n", "dist-"+g.bench, template.HTMLEscapeString(g.bench))
+			fmt.Fprintf(&b, "<h3 id=%q>%s</h3>\n", "dist-"+g.bench, esc(g.bench))
 			last = g.bench
 		}
 		if !anyFinite(g.rows) {
@@ -243,14 +243,14 @@ func distributions(samples []*benchfmt.Result, simulated bool) (template.HTML, e
 			return "", err
 		}
 		b.WriteString(string(figure(svg)))
-		b.WriteString(`<div class="scroll"><table class="num"><thead><tr><th>` + template.HTMLEscapeString(g.bench) + `</th><th>unit</th><th>n</th><th>median</th><th>p95</th><th>min</th><th>max</th></tr></thead><tbody>`)
+		b.WriteString(`<div class="scroll"><table class="num"><thead><tr><th>` + esc(g.bench) + `</th><th>unit</th><th>n</th><th>median</th><th>p95</th><th>min</th><th>max</th></tr></thead><tbody>`)
 		for _, r := range g.rows {
 			s, err := stats.Summarize(finite(r.Values))
 			if err != nil {
 				continue
 			}
 			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>",
-				template.HTMLEscapeString(r.Name), template.HTMLEscapeString(g.unit), s.N, Num(s.Median), Num(s.P95), Num(s.Min), Num(s.Max))
+				esc(r.Name), esc(g.unit), s.N, Num(s.Median), Num(s.P95), Num(s.Min), Num(s.Max))
 		}
 		b.WriteString("</tbody></table></div>\n")
 	}
