@@ -91,8 +91,9 @@ if has judge; then
 	1) [ "$GOALS" = 0 ] || broken=1 ;; # a goal missed
 	*) broken=1 ;;                      # nothing judged
 	esac
-	if [ -s "$OUT/insuite/compare.txt" ] && grep -Eq -- '--- (PASS|FAIL): TestRegressionGate' "$OUT/insuite/test.log"; then
-		echo "in-suite gate (WAKEBENCH_BASELINE=$OUT/base): judged ($(grep -Eo -- '--- (PASS|FAIL): TestRegressionGate' "$OUT/insuite/test.log")); see $OUT/insuite/compare.txt"
+	if [ -s "$OUT/insuite/compare.txt" ] && grep -Eq -- '--- (PASS|FAIL): TestRegressionGate' "$OUT/insuite/test.log" &&
+		grep -Eq 'judged [1-9][0-9]* of' "$OUT/insuite/compare.txt"; then
+		echo "in-suite gate (WAKEBENCH_BASELINE=$OUT/base): $(grep -Eo -m1 'judged [0-9]+ of [0-9]+ metrics' "$OUT/insuite/compare.txt") ($(grep -Eo -- '--- (PASS|FAIL): TestRegressionGate' "$OUT/insuite/test.log")); see $OUT/insuite/compare.txt"
 	else
 		echo "gate-power: the in-suite gate (WAKEBENCH_BASELINE) judged nothing: see $OUT/insuite/test.log" >&2
 		broken=1

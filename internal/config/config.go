@@ -372,6 +372,11 @@ type Thresholds struct {
 	// in (0, 1)) fails the run.
 	RegressionPercent float64 `json:"regression_percent"`
 	RegressionAlpha   float64 `json:"regression_alpha"`
+	// RegressionMinJudged: against the baseline, the fewest metrics the
+	// gate must judge (its rule able to flag a change: package gate's
+	// Coverage); judging fewer, the comparison is NOT EVALUATED and the run
+	// FAILs. 0 accepts a gate that judged nothing.
+	RegressionMinJudged int `json:"regression_min_judged"`
 }
 
 // DefaultPrompt is about 26 tokens, like the reference run's prompt.
@@ -403,7 +408,7 @@ func base() Config {
 		Timeouts: Timeouts{StartS: 600, RequestS: 300, SleepS: 300, WakeS: 300, StopS: 10, PollMS: 5},
 		Thresholds: Thresholds{
 			MaxFailedRequests: 0, MinL1ReleasePercent: 80, MaxResidualGiB: 4, MaxResidualGiBPerGPU: 2, MinAfterWakeTPSRatio: 0.95,
-			MaxResidualGrowthMiBPerCycle: 1, RegressionPercent: 10, RegressionAlpha: 0.05,
+			MaxResidualGrowthMiBPerCycle: 1, RegressionPercent: 10, RegressionAlpha: 0.05, RegressionMinJudged: 1,
 			MinTrafficGoodputRatio: 0.5, MaxAsleepFirstTokenP99S: 60, MinHostHeadroomGiB: 1,
 			MinSpecAcceptanceRatio: 0.8, MinPrefixHitRatio: 0.8, MinDecodeRateRatio: 0.8, MaxAdapterHitChange: 0.1, MaxLostPrefixS: 10,
 		},
@@ -799,7 +804,7 @@ func (c Config) validateThresholds(bad badFunc) {
 		} else {
 			x = f.Float()
 		}
-		if k != "regression_percent" && k != "regression_alpha" {
+		if !strings.HasPrefix(k, "regression_") {
 			checkThreshold(bad, "thresholds."+k, k, x)
 		}
 	}
@@ -823,6 +828,9 @@ func (c Config) validateRegressionGate(bad badFunc) {
 	}
 	if !(c.Thresholds.RegressionAlpha > 0 && c.Thresholds.RegressionAlpha < 1) {
 		bad("thresholds.regression_alpha", "%v: want a significance level in (0, 1), e.g. 0.05", c.Thresholds.RegressionAlpha)
+	}
+	if n := c.Thresholds.RegressionMinJudged; n < 0 {
+		bad("thresholds.regression_min_judged", "%v: want the fewest metrics the gate must judge, ≥ 0 (0 accepts a gate that judged nothing)", n)
 	}
 	checkBaseline(bad, c.Baseline)
 }
@@ -860,7 +868,7 @@ const MaxInFlight = 65536
 const MaxCycles = 10_000
 
 // globalThresholds apply to the whole run, so a model cannot override them.
-var globalThresholds = []string{"max_switch_to_first_token_s", "regression_percent", "regression_alpha", "min_traffic_goodput_ratio", "max_pod_switch_routable_s", "max_shed_requests"}
+var globalThresholds = []string{"max_switch_to_first_token_s", "regression_percent", "regression_alpha", "regression_min_judged", "min_traffic_goodput_ratio", "max_pod_switch_routable_s", "max_shed_requests"}
 
 // checkThreshold reports a threshold value that cannot mean what its key
 // says: negative (0 turns a limit off; a negative one would pass or turn

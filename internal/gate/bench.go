@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
+	"strings"
 
 	"golang.org/x/perf/benchfmt"
 )
@@ -86,6 +88,13 @@ var procsSuffix = regexp.MustCompile(`-\d+$`)
 // naming the file and line; the rest is still read, so a caller can choose
 // to go on.
 func ReadBench(r io.Reader, file string) (Bench, error) {
+	return readBench(r, file, false)
+}
+
+// readBench is ReadBench; with judged, a sample the gate cannot judge
+// (checkSample: NaN, ±Inf, or negative in a unit that cannot be) is an
+// error naming the file, the line and the sample, and is left out.
+func readBench(r io.Reader, file string, judged bool) (Bench, error) {
 	br := bufio.NewReader(r)
 	if b, _ := br.Peek(512); isJSON(b) {
 		return Bench{}, fmt.Errorf("%s %s", file, looksJSON)
@@ -100,6 +109,9 @@ func ReadBench(r io.Reader, file string) (Bench, error) {
 		case *benchfmt.UnitMetadata:
 			out.addMeta(rec)
 		case *benchfmt.Result:
+			if judged {
+				errs = append(errs, refuseSamples(rec)...)
+			}
 			out.add(rec)
 		}
 	}
@@ -108,3 +120,51 @@ func ReadBench(r io.Reader, file string) (Bench, error) {
 	}
 	return out, errors.Join(errs...)
 }
+
+// refuseSamples drops from rec the samples the gate cannot judge
+// (checkSample) and returns an error for each, naming its file and line.
+func refuseSamples(rec *benchfmt.Result) []error {
+	var errs []error
+	kept := rec.Values[:0]
+	for _, v := range rec.Values {
+		unit, x := v.Unit, v.Value
+		if v.OrigUnit != "" {
+			unit, x = v.OrigUnit, v.OrigValue
+		}
+		if why := checkSample(x, unit); why != "" {
+			file, line := rec.Pos()
+			errs = append(errs, fmt.Errorf("%s:%d: Benchmark%s: %v %s: %s", file, line, rec.Name, x, unit, why))
+			continue
+		}
+		kept = append(kept, v)
+	}
+	rec.Values = kept
+	return errs
+}
+
+// checkSample says why the gate cannot judge sample x of unit: NaN or
+// ±Inf (no figure: one +Inf makes its run's median infinite, a change of
+// −100 %), or below zero in a unit that cannot be (a duration, a rate, a
+// memory size, a power, a share of the CPU: a clock or a counter that went
+// wrong); "" where it can. A share released (%-released: a model that held
+// more asleep than awake) and an energy (J, J/…: a counter's difference
+// less the reads around it) may be below zero.
+func checkSample(x float64, unit string) string {
+	switch {
+	case math.IsNaN(x) || math.IsInf(x, 0):
+		return "not a finite number: the gate cannot judge a run with it (rewrite or drop the line, or the run)"
+	case x < 0 && !signed(unit):
+		return "negative, which a " + unit + " cannot be: the gate cannot judge a run with it (rewrite or drop the line, or the run)"
+	}
+	return ""
+}
+
+// signed says whether a sample of unit may be below zero: a share
+// released and an energy (checkSample).
+func signed(unit string) bool {
+	return unit == unitReleased || unit == "J" || strings.HasPrefix(unit, "J/")
+}
+
+// unitReleased is the share of a model's memory a level-1 sleep released
+// (report.UnitRelease).
+const unitReleased = "%-released"

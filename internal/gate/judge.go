@@ -46,7 +46,8 @@ const (
 	// tolerance. A metric with fewer than OneRunMinSamples samples in the
 	// baseline run is not gated: one sample cannot tell a change from a
 	// hiccup of the box (a single 18 ms level-2 sleep drifted 47 % between
-	// two runs of the same code).
+	// two runs of the same code). A timed metric of a phase others crowded
+	// in the baseline run is gated on a floor of at least BusyOneRunFloor.
 	RuleOneRun = "one run"
 )
 
@@ -108,6 +109,20 @@ type Verdict struct {
 	// history that confirm did not (held to alpha over every metric, or
 	// within the tolerance): listed, the history not cut at them.
 	Unconfirmed []ChangePoint
+	// Unjudged is why the gate judged nothing of this metric (Judged where
+	// its rule could flag a change), and NeedRuns how many more baseline
+	// runs would judge it (0 where more runs would not): what Coverage
+	// counts and groups.
+	Unjudged Unjudged
+	NeedRuns int
+}
+
+// Judged reports whether the gate judged v: a metric of a rule that could
+// flag a worse change in it (a direction, a power, its phase not
+// disturbed). A metric not judged passes nothing: Coverage counts it
+// apart.
+func (v Verdict) Judged() bool {
+	return (v.Rule == RuleRuns || v.Rule == RuleOneRun) && v.Better != 0 && v.Disturbed == "" && !math.IsInf(v.MinPct, 1)
 }
 
 // What of a run's samples a verdict judges: its median, or its worse
@@ -172,8 +187,12 @@ type ChangePoint struct {
 // runs are judged against (each verdict's How says so). A metric of this
 // run that no baseline run has is a RuleNew verdict, not judged; one that
 // only some baseline runs have is judged on those, and its Why names the
-// runs that lack it. ctx stops the judgement (the change-point search
-// checks it as it goes) with an error naming ctx's cause.
+// runs that lack it. Each verdict says whether its rule could flag a
+// change (Judged) and, where not, why and how many more baseline runs
+// would (Unjudged, NeedRuns): CoverageOf counts them, and Comparison
+// never passes a comparison that judged too little. ctx stops the
+// judgement (the change-point search checks it as it goes) with an error
+// naming ctx's cause.
 func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64) ([]Verdict, error) {
 	if len(base) == 0 {
 		return nil, fmt.Errorf("no baseline run")
@@ -219,6 +238,7 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 			v.Rule, v.Base, v.ChangePct, v.MinPct, v.Min = RuleNew, math.NaN(), math.NaN(), math.Inf(1), math.Inf(1)
 			v.How = "no baseline run has it"
 			v.Why = fmt.Sprintf("%s: in this run, in none of the %d baseline run(s) (a phase, model or metric the baseline lacks): not judged", record.NotEvaluated, len(base))
+			v.Unjudged = UnjudgedNew
 			fresh = append(fresh, v)
 			continue
 		}
@@ -260,7 +280,7 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 		}
 		v.oneRunFloor(runs[0], k, floors[i])
 		if why := busyBaseline(baseLoads[i], k); why != "" && !math.IsInf(v.MinPct, 1) {
-			v.MinPct, v.How, v.Why = math.Inf(1), why, "one baseline run on a busy machine: nothing is flagged"
+			v.busyFloor(why)
 		}
 		single = append(single, len(out))
 		out = append(out, v)
@@ -319,13 +339,16 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 		}
 		switch {
 		case v.Better == 0:
+			v.Unjudged, v.NeedRuns = UnjudgedNoDirection, 0
 		case !(v.Base > 0):
 			// A relative change of a zero or negative centre is undefined
 			// (a residual of 0 GiB) or flips its sign: not gated, said so.
 			v.MinPct, v.Min = math.Inf(1), math.Inf(1)
 			v.Why = fmt.Sprintf("the baseline's centre is %g: a change relative to it is undefined, not gated", v.Base)
+			v.Unjudged, v.NeedRuns = UnjudgedZeroBase, 0
 		case v.Disturbed != "":
 			v.Why = v.Disturbed
+			v.Unjudged, v.NeedRuns = UnjudgedDisturbed, 0
 		case v.Rule == RuleRuns:
 			// Decided by Benjamini-Hochberg on P below (familyWise).
 			v.Regression = worse > tolerancePct && !math.IsNaN(v.P)
@@ -334,6 +357,14 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 		}
 	}
 	familyWise(out, alpha)
+	for i := range out {
+		switch v := &out[i]; {
+		case v.Judged():
+			v.Unjudged, v.NeedRuns = Judged, 0
+		case v.Unjudged == Judged:
+			v.Unjudged = UnjudgedOther // a rule that flags nothing and did not say why: counted, never passed
+		}
+	}
 	for i, note := range absent {
 		out[i].Why = strings.TrimPrefix(out[i].Why+"; "+note, "; ")
 	}
@@ -429,7 +460,8 @@ func missing(base []Run, cur Run) []Verdict {
 	for _, k := range keys {
 		v := Verdict{Name: k.Name, Unit: k.Unit, Rule: RuleMissing, Runs: seen[k], P: math.NaN(),
 			ChangePct: math.NaN(), Cur: math.NaN(), MinPct: math.Inf(1), Min: math.Inf(1),
-			Why: fmt.Sprintf("in %d baseline run(s), not in this run: a phase or model that did not run, or a renamed metric; not judged", seen[k])}
+			Why:      fmt.Sprintf("in %d baseline run(s), not in this run: a phase or model that did not run, or a renamed metric; not judged", seen[k]),
+			Unjudged: UnjudgedMissing}
 		for _, r := range base {
 			if m, ok := r.Median(k); ok {
 				v.Base = m
@@ -787,10 +819,13 @@ func (v *Verdict) judgeRuns(c runsCase, pr prior, tolPct, alpha float64) {
 	switch {
 	case c.k < 2:
 		v.Why = "one run since the last change point: its run-to-run spread is unknown, nothing is flagged"
+		v.Unjudged, v.NeedRuns = UnjudgedSinceChange, 2-c.k
 	case c.few && c.k < FewMinRuns:
 		what := fmt.Sprintf("fewer than %d samples in some run", OneRunMinSamples)
+		v.Unjudged, v.NeedRuns = UnjudgedFewSamples, FewMinRuns-c.k
 		if v.Stat != StatMedian {
 			what = "a run's tail is its slowest request or two"
+			v.Unjudged = UnjudgedTail
 		}
 		v.Why = fmt.Sprintf("%s: a hiccup of the machine moves such a run's value whole, and %d runs cannot tell that from a change; gated against %d or more baseline runs", what, c.k, FewMinRuns)
 	case se == 0:
@@ -853,6 +888,8 @@ func (v *Verdict) oneRunFloor(r Run, k BenchKey, floors map[string]unitFloor) {
 	if !hasOwn {
 		v.MinPct = math.Inf(1)
 		v.How = fmt.Sprintf("%d sample(s) in the baseline run: its spread is unknown", n)
+		// The runs rule gates one or two events a run from FewMinRuns runs.
+		v.Unjudged, v.NeedRuns = UnjudgedFewSamples, FewMinRuns-1
 		return
 	}
 	if m := moments(r, k); m < OneRunMinSamples {
@@ -861,6 +898,8 @@ func (v *Verdict) oneRunFloor(r Run, k BenchKey, floors map[string]unitFloor) {
 		// of a round share one moment of the machine.
 		v.MinPct = math.Inf(1)
 		v.How = fmt.Sprintf("%d samples in %d rounds of concurrent requests in the baseline run: %d moments of the machine, whose spread says nothing of run-to-run drift", n, m, m)
+		// The runs rule judges runs' medians: two runs gate it.
+		v.Unjudged, v.NeedRuns = UnjudgedFewRounds, 1
 		return
 	}
 	floor, src := own, fmt.Sprintf("this metric's CV over its %d samples", n)
@@ -931,6 +970,10 @@ func (v *Verdict) judgeOneRun(tolPct, alpha float64, m, n0, n1 int) {
 	v.Why = fmt.Sprintf("one baseline run: cannot see a change under %.3g %%, nor tell a change from this box's run-to-run drift beyond the within-run spread", v.MinPct)
 	if math.IsInf(v.MinPct, 1) {
 		v.Why = "one baseline run: the smallest fall it would flag is 100 % or more (its tolerance, or its noise floor × z), a throughput of nothing: not gated"
+		v.Unjudged, v.NeedRuns = UnjudgedWideFloor, 1
+		if n1 < OneRunMinSamples {
+			v.NeedRuns = FewMinRuns - 1
+		}
 	}
 	if min(n0, n1) >= TailMinSamples {
 		v.Why += "; its tail is not judged against one run (a run's slowest request is one event: ten or more baseline runs judge it)"

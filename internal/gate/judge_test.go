@@ -161,14 +161,21 @@ func TestOneRunRuleKnowsWhatOneRunCannotSee(t *testing.T) {
 	assert.True(t, verdict(t, vs, wake).Regression, "five cycles are five moments")
 	assert.True(t, verdict(t, vs, resid).Regression)
 
-	vs, err = Judge(t.Context(), []Run{mk(0, 1, 80)}, mk(1, 1.5, 80), 10, 0.05)
+	// A baseline run on a busy machine: its within-run spread understates
+	// its drift, so its timed metrics are gated on BusyOneRunFloor (a
+	// drift as large as a CPU hog's passes, a wake twice as slow does
+	// not); its memory on its own floor.
+	vs, err = Judge(t.Context(), []Run{mk(0, 1, 80)}, mk(1, 1.3, 80), 10, 0.05)
 	require.NoError(t, err)
 	w := verdict(t, vs, wake)
-	assert.False(t, w.Regression)
-	assert.True(t, math.IsInf(w.MinPct, 1))
+	assert.False(t, w.Regression, "+30 %%: inside a busy run's drift")
+	assert.True(t, w.Judged())
+	assert.Contains(t, w.How, "noise floor 15 % (gate.BusyOneRunFloor, raised from 0.")
 	assert.Contains(t, w.How, "the one baseline run shared A-sleep-level1 with other processes (they took 80 % of the CPU)")
-	assert.Contains(t, w.Why, "one baseline run on a busy machine")
-	assert.True(t, verdict(t, vs, resid).Regression, "memory is no time: judged")
+	assert.True(t, verdict(t, vs, resid).Regression, "memory is no time: judged on its own floor")
+	vs, err = Judge(t.Context(), []Run{mk(0, 1, 80)}, mk(1, 2, 80), 10, 0.05)
+	require.NoError(t, err)
+	assert.True(t, verdict(t, vs, wake).Regression, "twice as slow, on a busy baseline")
 }
 
 // TestOneRunRuleHoldsItsFamilyRate: sixty metrics, each run shifted by a

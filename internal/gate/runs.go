@@ -91,7 +91,10 @@ var Benchmarks = []string{"Restart", "Sleep", "Serve", "Switch", "Traffic", "Tra
 // ParseRun reads one run's bench.txt. Its time is the StartedPrefix line
 // when there is one, else mtime (bench.txt files written before the line
 // existed). A last line without its newline is cut (a copy or a write
-// that stopped part-way): it is not read, and Run.Warnings says so.
+// that stopped part-way): it is not read, and Run.Warnings says so. A
+// sample the gate cannot judge (NaN, ±Inf, or negative in a unit that
+// cannot be: checkSample) refuses the run, the error naming its file and
+// line.
 func ParseRun(data []byte, path string, mtime time.Time) (Run, error) {
 	if isJSON(data[:min(len(data), 512)]) {
 		return Run{}, fmt.Errorf("%s %s", path, looksJSON)
@@ -105,7 +108,7 @@ func ParseRun(data []byte, path string, mtime time.Time) (Run, error) {
 		warnings = append(warnings, fmt.Sprintf("last line cut (no newline at the end of the file): %q: not read", cut))
 		data = data[:i+1]
 	}
-	b, err := ReadBench(bytes.NewReader(data), path)
+	b, err := readBench(bytes.NewReader(data), path, true)
 	if err != nil {
 		return Run{}, err
 	}

@@ -21,9 +21,12 @@ const PhaseGate = "regression-gate"
 // names (bench.txt files and directories of runs, comma- or
 // colon-separated; package gate says how each metric is decided, and
 // bounds a history to its newest gate.HistoryMaxRuns runs), writes the
-// table to compare.txt (labelled simulated when either side is), records
-// a check per regression and one for the whole comparison, and hands
-// summary.md every metric's rule, runs and power. It returns the verdicts
+// table to compare.txt (labelled simulated when either side is, headed
+// by what it judged: gate.WriteCoverage), records a check per regression
+// and one for the whole comparison (gate.Comparison: NOT EVALUATED, and
+// the run FAILs, where it judged fewer metrics than
+// thresholds.regression_min_judged), and hands summary.md every metric's
+// rule, runs and power and the gate's coverage. It returns the verdicts
 // and the table.
 //
 // ctx stops it (a signal, go test's -timeout guard). When it cannot judge
@@ -36,15 +39,16 @@ func (r *Run) Gate(ctx context.Context, baseline string) ([]gate.Verdict, string
 	if err != nil {
 		err = fmt.Errorf("regression gate: %w", err)
 		cfg := r.cfg
-		r.rec.SetGate(record.Gate{Baseline: baseline, TolerancePct: cfg.Thresholds.RegressionPercent, Alpha: cfg.Thresholds.RegressionAlpha, Error: err.Error()})
-		r.rec.AddChecks(record.Check{Name: checkRegressions, Op: "==", Verdict: record.NotEvaluated, Reason: err.Error(), Required: true})
+		r.rec.SetGate(record.Gate{Baseline: baseline, TolerancePct: cfg.Thresholds.RegressionPercent, Alpha: cfg.Thresholds.RegressionAlpha, Error: err.Error(),
+			MinJudged: cfg.Thresholds.RegressionMinJudged})
+		r.rec.AddChecks(record.Check{Name: CheckRegressions, Phase: PhaseGate, Op: "==", Verdict: record.NotEvaluated, Reason: err.Error(), Required: true})
 		r.rec.Fail(record.Failure{Phase: PhaseGate, Error: err.Error()})
 	}
 	return vs, table, err
 }
 
-// checkRegressions is the check of the whole comparison.
-const checkRegressions = "regressions against baseline"
+// CheckRegressions is the check of the whole comparison.
+const CheckRegressions = "regressions against baseline"
 
 func (r *Run) judge(ctx context.Context, baseline string) ([]gate.Verdict, string, error) {
 	cfg := r.cfg
@@ -81,39 +85,44 @@ func (r *Run) judge(ctx context.Context, baseline string) ([]gate.Verdict, strin
 	for _, n := range notes {
 		fmt.Fprintf(&table, "note: %s\n", n)
 	}
+	minJudged := cfg.Thresholds.RegressionMinJudged
+	if err := gate.WriteCoverage(&table, vs, minJudged); err != nil {
+		return nil, "", err
+	}
 	table.WriteString("\n")
 	if err := gate.WriteVerdicts(&table, vs); err != nil {
 		return nil, "", err
 	}
-	g := record.Gate{Baseline: baseline, TolerancePct: tol, Alpha: alpha, Notes: notes}
+	g := record.Gate{Baseline: baseline, TolerancePct: tol, Alpha: alpha, Notes: notes, Coverage: gate.CoverageOf(vs), MinJudged: minJudged}
 	for _, b := range base {
 		g.Runs = append(g.Runs, b.Path)
 		if strings.HasPrefix(b.Bench.Simulated, "yes") {
 			g.SimulatedRuns = append(g.SimulatedRuns, b.Path)
 		}
 	}
-	n := 0
 	for _, v := range vs {
 		// JSON has neither NaN (no figure: a metric missing in this run or
 		// in the baseline) nor +Inf (nothing flagged: no power to state).
 		row := record.GateRow{Metric: v.Name, Unit: v.Unit + gate.StatSuffix(v.Stat), Rule: v.Rule, Runs: v.Runs, Baseline: finite(v.Base), ThisRun: finite(v.Cur),
-			ChangePct: finite(v.ChangePct), MinChange: v.Min, MinChangePct: v.MinPct, Regression: v.Regression, Gated: v.Better != 0, Why: v.Why}
-		if math.IsInf(v.MinPct, 1) || v.Disturbed != "" {
-			row.MinChange, row.MinChangePct, row.Gated = 0, 0, false
+			ChangePct: finite(v.ChangePct), MinChange: v.Min, MinChangePct: v.MinPct, Regression: v.Regression, Gated: v.Judged(), Why: v.Why}
+		if !row.Gated {
+			row.MinChange, row.MinChangePct = 0, 0
 		}
 		for _, c := range v.ChangePoints {
 			row.ChangePoints = append(row.ChangePoints, fmt.Sprintf("%+.1f %% at %s", c.ChangePct, c.Run))
 		}
 		g.Rows = append(g.Rows, row)
 		if v.Regression {
-			n++
 			// Flagged: worse by more than the tolerance (and significant by
 			// its rule), so the check holds it to the tolerance and FAILs.
 			r.rec.AddChecks(gate.Evaluate("regression "+v.Name+" "+v.Unit+gate.StatSuffix(v.Stat)+" ("+v.Rule+" rule)", "", v.ChangePct*float64(-v.Better), "within", tol))
 		}
 	}
 	r.rec.SetGate(g)
-	r.rec.AddChecks(gate.Evaluate(checkRegressions, "", float64(n), "==", 0))
+	// FAIL on a regression; NOT EVALUATED and required where the gate
+	// judged fewer than thresholds.regression_min_judged metrics; its
+	// reason says what it judged either way.
+	r.rec.AddChecks(gate.Comparison(CheckRegressions, vs, minJudged))
 	err = report.WriteFile(filepath.Join(cfg.OutDir, "compare.txt"), func(w io.Writer) error {
 		_, err := w.Write(table.Bytes())
 		return err

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,7 +58,7 @@ func TestGateErrorEndsInAWrittenReport(t *testing.T) {
 			assert.True(t, strings.HasPrefix(failed[0], c.want), failed[0])
 			var check *record.Check
 			for i := range rep.Checks {
-				if rep.Checks[i].Name == checkRegressions {
+				if rep.Checks[i].Name == CheckRegressions {
 					check = &rep.Checks[i]
 				}
 			}
@@ -68,6 +70,81 @@ func TestGateErrorEndsInAWrittenReport(t *testing.T) {
 			summary, err := os.ReadFile(filepath.Join(cfg.OutDir, "summary.md"))
 			require.NoError(t, err)
 			assert.Contains(t, string(summary), "## Regression gate: NOT EVALUATED\n\nbaseline "+c.baseline+": "+c.want)
+		})
+	}
+}
+
+// TestGateThatJudgedNothingFailsTheRun is issue 47's first item: against
+// one baseline run whose level-1 cycles are two (fewer than the one-run
+// rule gates on), the gate judges none of the run's metrics. The
+// comparison's check is then NOT EVALUATED and required, and the run
+// FAILs, each output saying how many it judged and why not the rest
+// (compare.txt's head, summary.md's gate heading, report.json's gate
+// coverage, the check's reason) — unless thresholds.regression_min_judged
+// is 0, which accepts it and says so.
+func TestGateThatJudgedNothingFailsTheRun(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "bench.txt")
+	require.NoError(t, os.WriteFile(base, []byte("Unit sec/wake better=lower\nUnit sec/sleep better=lower\nUnit sec/first-token better=lower\n"+
+		"BenchmarkSleep/model=A/level=1 1 0.1 sec/sleep 0.05 sec/wake 0.06 sec/first-token\n"+
+		"BenchmarkSleep/model=A/level=1 1 0.1 sec/sleep 0.05 sec/wake 0.06 sec/first-token\n"), 0o644))
+	for _, c := range []struct {
+		minJudged int
+		verdict   string
+		status    string
+	}{
+		{1, record.NotEvaluated, "FAIL"},
+		{0, "PASS", "PASS"},
+	} {
+		t.Run(fmt.Sprint("min judged ", c.minJudged), func(t *testing.T) {
+			cfg := small(t)
+			cfg.Thresholds.RegressionMinJudged = c.minJudged
+			h, err := Open(t.Context(), cfg)
+			require.NoError(t, err)
+			h.rec.PhaseRan("sleep-level1")
+			for range 2 { // the wake three times as slow
+				h.rec.AddCycle("A", record.Cycle{Level: 1, OK: true, SleepS: 0.1, WakeAPIS: 0.15, ToFirstTokenS: 0.16, ResidualGiB: math.NaN(),
+					ReleaseS: math.NaN(), FreedGiB: math.NaN(), HeldS: math.NaN(), HeldPastWakeS: math.NaN()})
+			}
+			_, table, err := h.Gate(t.Context(), base)
+			require.NoError(t, err)
+			rep, err := h.Close(nil)
+			require.NoError(t, err)
+			assert.Equal(t, c.status, rep.Status)
+
+			var check *record.Check
+			for i := range rep.Checks {
+				if rep.Checks[i].Name == CheckRegressions {
+					check = &rep.Checks[i]
+				}
+			}
+			require.NotNil(t, check)
+			assert.Equal(t, c.verdict, check.Verdict)
+			assert.Equal(t, c.minJudged > 0, check.Fails())
+			assert.Contains(t, check.Reason, "judged 0 of 3 metrics")
+			assert.Contains(t, check.Reason, "not judged: 3 with fewer than 5 samples in a run")
+			assert.Contains(t, check.Reason, "9 more baseline runs needed")
+			assert.Contains(t, check.Reason, "worst change among them Sleep/model=A/level=1 sec/wake +200.0 %")
+
+			require.NotNil(t, rep.Gate)
+			assert.Equal(t, record.GateCoverage{Judged: 0, Metrics: 3, Unjudged: rep.Gate.Coverage.Unjudged}, rep.Gate.Coverage)
+			require.Len(t, rep.Gate.Coverage.Unjudged, 1)
+			assert.Equal(t, 3, rep.Gate.Coverage.Unjudged[0].Metrics)
+			assert.Equal(t, c.minJudged, rep.Gate.MinJudged)
+
+			compare, err := os.ReadFile(filepath.Join(cfg.OutDir, "compare.txt"))
+			require.NoError(t, err)
+			assert.Equal(t, table, string(compare))
+			summary, err := os.ReadFile(filepath.Join(cfg.OutDir, "summary.md"))
+			require.NoError(t, err)
+			if c.minJudged > 0 {
+				assert.Contains(t, table, "\nNOT EVALUATED: judged 0 of 3 metrics, fewer than thresholds.regression_min_judged (1) asks")
+				assert.Contains(t, string(summary), "## Regression gate: NOT EVALUATED (0 regressions; judged 0 of 3 metrics, at least 1 needed: thresholds.regression_min_judged;")
+				assert.Contains(t, string(summary), "check regressions against baseline, limit == 0: NOT EVALUATED (judged 0 of 3 metrics")
+			} else {
+				assert.Contains(t, table, "\njudged 0 of 3 metrics (thresholds.regression_min_judged: 0)\nnot judged:\n  3 with fewer than 5 samples in a run")
+				assert.Contains(t, string(summary), "## Regression gate (0 regressions; judged 0 of 3 metrics, at least 0 needed")
+			}
+			assert.Contains(t, string(summary), "- not judged: 3 with fewer than 5 samples in a run")
 		})
 	}
 }

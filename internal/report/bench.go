@@ -56,6 +56,7 @@ var unitMeta = []struct{ unit, key, value string }{
 	{UnitTPS, "better", "higher"},
 	{UnitReqTPS, "better", "higher"},
 	{UnitRelease, "better", "higher"},
+	{UnitFreed, "better", "higher"}, // what a pause or a KV-only release gave back
 	{UnitReady, "better", "lower"},
 	{UnitFirstToken, "better", "lower"},
 	{UnitSleep, "better", "lower"},

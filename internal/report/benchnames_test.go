@@ -59,3 +59,52 @@ func TestGateKnowsEveryBenchmark(t *testing.T) {
 		assert.True(t, seen[n], "the records write Benchmark%s (so the check above covers it)", n)
 	}
 }
+
+// TestEveryGatedUnitHasADirection: every unit WriteBench writes says
+// which way is better (its Unit line's better=), but the machine's load
+// (shown, never gated): the regression gate gates no unit without one, so
+// a unit written without it is a figure no baseline ever judges. The
+// records hold every kind of line: the golden's (costs, energy), a level-0
+// and a KV-only release cycle (GiB/freed, sec/held, sec/release), several
+// GPUs, the Kubernetes phase and traffic.
+func TestEveryGatedUnitHasADirection(t *testing.T) {
+	nan := math.NaN()
+	cycles := goldenRaw()
+	for _, l := range []string{"A", "B"} {
+		cycles.Cycles[l] = append(cycles.Cycles[l],
+			record.Cycle{Level: 0, OK: true, SleepS: 0.01, WakeAPIS: 0.01, ToFirstTokenS: 0.02, ResidualGiB: 12, ReleaseS: nan, FreedGiB: 0, HeldS: 0.5, HeldPastWakeS: 0.1},
+			record.Cycle{Level: record.LevelKVRelease, OK: true, SleepS: 0.01, WakeAPIS: 0.01, ToFirstTokenS: 0.02, ResidualGiB: 8, ReleaseS: 0.004, FreedGiB: 4, HeldS: nan, HeldPastWakeS: nan},
+			record.Cycle{Level: 1, OK: true, SleepS: 1, WakeAPIS: 2, ToFirstTokenS: 2.1, ResidualGiB: 1, ResidualPerGPU: []float64{0.5, 0.5}})
+	}
+	t0 := time.Unix(1_700_000_000, 0)
+	traffic := sampleRaw()
+	traffic.Traffic = &record.Traffic{Start: t0, SharedJ: 10, IdealJ: 12, Requests: []record.TrafficRequest{
+		{Run: record.RunShared, Model: "A", Planned: t0, Issued: t0, TTFTS: 0.1, HasTPOT: true, TPOTS: 0.01, Good: true},
+	}}
+	k8s := sampleRaw()
+	k8s.Kubernetes = sampleKubernetes()
+	better := map[string]bool{}
+	for _, m := range BenchUnits() {
+		if m.Key == "better" && (m.Value == "higher" || m.Value == "lower") {
+			better[m.Unit] = true
+		}
+	}
+	written := map[string]bool{}
+	for _, raw := range []record.Raw{cycles, k8s, traffic} {
+		for _, r := range BenchResults(raw) {
+			for _, v := range r.Values {
+				written[v.Unit] = true
+			}
+		}
+	}
+	for _, u := range []string{UnitFreed, UnitHeld, UnitRelease2, UnitResidualGPU, UnitJ, UnitSwitchJ, UnitScheduled, UnitRoutable} {
+		require.True(t, written[u], "the records write %s (so the check below covers it)", u)
+	}
+	for u := range written {
+		if u == UnitOthersCPU || u == UnitWaitPerRun {
+			assert.False(t, better[u], "%s: the machine's load is shown, never gated", u)
+			continue
+		}
+		assert.True(t, better[u], "%s is written without better=higher or better=lower: the gate would never judge it", u)
+	}
+}
