@@ -29,7 +29,7 @@ const EnvK8sBin = "WAKEBENCH_K8S_BIN"
 // not; a failure is recorded naming what to fix.
 func (r *Run) Kubernetes(ctx context.Context, logf func(string, ...any)) (protocol.Outcome[record.Kubernetes], error) {
 	k, err := r.kubernetes(ctx, logf)
-	return protocol.Judged(k, err, func() []record.Check { return r.env.Record(gate.Kubernetes(r.cfg, k)...) })
+	return protocol.Judged(k, err, func() []record.Check { return r.env.Record(kubephase.Phase, gate.Kubernetes(r.cfg, k)...) })
 }
 
 // kubernetes is Kubernetes' run, without the checks.

@@ -114,20 +114,38 @@ func runView(r Run) (view, error) {
 }
 
 // firstFailed is what the page says first under the verdict: the first
-// check that fails the run and the first failure recorded, in summary.md's
-// order, and the counts.
+// entry of summary.md's What failed (report.WhatFailed: the first cause,
+// with its fix and the checks that failed because of it), and the first
+// check that failed on its own when that entry is not one; and the counts.
 func firstFailed(rep report.Report) ([]string, string) {
 	var first []string
 	n := map[string]int{}
 	for _, c := range rep.Checks {
 		n[c.Verdict]++
-		if c.Fails() && len(first) == 0 {
-			first = append(first, "Check: "+c.String()+reasonOf(c))
-		}
 	}
-	if len(rep.Failures) > 0 { // after the checks, as summary.md's What failed lists them
-		f := rep.Failures[0]
-		first = append(first, fmt.Sprintf("Failure (%s): %s", f.Where(" / "), f.Error))
+	causes := report.WhatFailed(rep)
+	if len(causes) > 0 {
+		c := causes[0]
+		if c.Check != nil {
+			first = append(first, "Check: "+c.Check.String()+reasonOf(*c.Check))
+		} else {
+			where := c.First.Where(" / ")
+			first = append(first, fmt.Sprintf("Failure (%s): %s", where, strings.TrimPrefix(c.String(), where+": ")))
+		}
+		if c.Fix != "" {
+			first = append(first, "Fix: "+c.Fix)
+		}
+		if s := c.Consequences(); s != "" {
+			first = append(first, strings.ToUpper(s[:1])+s[1:])
+		}
+		if c.Check == nil {
+			for _, o := range causes[1:] {
+				if o.Check != nil {
+					first = append(first, "Check: "+o.Check.String()+reasonOf(*o.Check))
+					break
+				}
+			}
+		}
 	}
 	counts := fmt.Sprintf("%d checks: %d PASS, %d FAIL, %d NOT EVALUATED; %d failures", len(rep.Checks), n["PASS"], n["FAIL"], n[record.NotEvaluated], len(rep.Failures))
 	return first, counts

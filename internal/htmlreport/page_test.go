@@ -122,6 +122,28 @@ func TestWhatFailedFirst(t *testing.T) {
 	assert.NotContains(t, render(t, testRun(t)), `id="first-failed"`)
 }
 
+// TestWhatFailedFirstIsTheCause: the box takes summary.md's order: the
+// cause first, once, with how often it was met, its fix and the checks
+// of its phases that failed with it; not a check it caused.
+func TestWhatFailedFirstIsTheCause(t *testing.T) {
+	r := testRun(t)
+	r.Report.Status = "FAIL"
+	noDev := "sleep A level 1: POST /sleep: HTTP 404: 404 page not found: the server has no sleep endpoints: start vLLM with VLLM_SERVER_DEV_MODE=1 in its environment (a vLLM older than 0.7.3 may have none)"
+	r.Report.Checks = append(r.Report.Checks, record.Check{Name: "sleep.level1.successful_cycles", Model: "A", Value: 0, Op: "==", Limit: 5, Verdict: "FAIL", Phase: "sleep-level1"})
+	r.Report.Failures = append(r.Report.Failures,
+		record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 sleep", Error: noDev},
+		record.Failure{Phase: "switch", Model: "B", Step: "start", Error: "make room for B: " + noDev})
+	page := render(t, r)
+	first := page[strings.Index(page, `id="first-failed"`):]
+	first = first[:strings.Index(first, "</div>")]
+	paras := regexp.MustCompile(`<p>(.*?)</p>`).FindAllStringSubmatch(first, -1)
+	require.Len(t, paras, 3, first)
+	assert.True(t, strings.HasPrefix(paras[0][1], "Failure (sleep-level1 / A / cycle 1 sleep): sleep A level 1: POST /sleep: HTTP 404"), paras[0][1])
+	assert.Contains(t, paras[0][1], "the same cause 2 times, in 2 phases (sleep-level1, switch), models A, B")
+	assert.True(t, strings.HasPrefix(paras[1][1], "Fix: start vLLM with VLLM_SERVER_DEV_MODE=1"), paras[1][1])
+	assert.Equal(t, "And 1 check of those phases: sleep.level1.successful_cycles (model A) = 0, limit == 5: FAIL", paras[2][1])
+}
+
 // TestGateComparison: with a baseline, a row per metric, the regression
 // first, each with baseline, this run, change and the smallest change
 // the rule could see.

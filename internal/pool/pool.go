@@ -322,10 +322,25 @@ func (f *Pool) Start(ctx context.Context, label string) (ready time.Duration, er
 		// server bound it (a test package running beside this one): the
 		// server failed at once, as vLLM does, naming the address; another
 		// port, at most three tries.
-		if err == nil || !picked || try == 3 || !strings.Contains(err.Error(), "address already in use") {
+		inUse := err != nil && strings.Contains(err.Error(), "address already in use")
+		if inUse && !picked {
+			return ready, f.portInUse(label, err)
+		}
+		if err == nil || !picked || try == 3 || !inUse {
 			return ready, err
 		}
 	}
+}
+
+// portInUse is the error of a start that found its configured port
+// taken: it names the port and the config key that set it.
+func (f *Pool) portInUse(label string, err error) error {
+	for i, m := range f.s.cfg.Models {
+		if m.Label == label {
+			return fmt.Errorf("port %d, config models[%d].port, is already in use by another process: %w", m.Port, i, err)
+		}
+	}
+	return err
 }
 
 // startOnce is one try of Start; picked reports that the port was picked

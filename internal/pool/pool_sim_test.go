@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net"
 	"testing"
@@ -375,4 +376,19 @@ func TestStartTriesAnotherPortWhenItsIsTaken(t *testing.T) {
 	assert.Equal(t, 2, picks, "one more pick after the taken port")
 	_, err = f.Probe(t.Context(), "A")
 	assert.NoError(t, err, "it answers on its own port")
+}
+
+// TestConfiguredPortInUseIsNamed: a port the config names and another
+// process holds fails the start at once (no other port is tried: the
+// config chose it), and the error names the port and its config key.
+func TestConfiguredPortInUseIsNamed(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	f, _, _ := simtest.Pool(t, nil, func(c *config.Config) { c.Models[1].Port = port })
+	_, err = f.Start(t.Context(), "B")
+	require.Error(t, err)
+	assert.ErrorContains(t, err, fmt.Sprintf("port %d, config models[1].port, is already in use", port))
+	assert.ErrorContains(t, err, "address already in use", "the server's own words follow")
 }

@@ -39,7 +39,7 @@ func (p AfterWake) Run(ctx context.Context, label string, logf Logf) (Outcome[[]
 // against before the first sleep; the replay; at level 1 the model's
 // level-1 release again, with the after-wake sleep's.
 func (p AfterWake) checks(label string, runs []record.PerfRun) []record.Check {
-	_, stage, replay := p.names()
+	phase, stage, replay := p.names()
 	raw := p.rec.Raw()
 	cs := append(gate.AfterWake(p.cfg, label, stage, runs, raw.Perf[label]), gate.Correctness(label, replay, raw.Replays[label])...)
 	cs = append(cs, gate.LostPrefix(p.cfg, label, p.Level, raw.LostPrefix[label])...)
@@ -47,7 +47,7 @@ func (p AfterWake) checks(label string, runs []record.PerfRun) []record.Check {
 	if p.Level == 1 {
 		cs = append(cs, releaseChecks(p.cfg, raw, label)...)
 	}
-	return p.Record(cs...)
+	return p.Record(phase, cs...)
 }
 
 // run sends the lost-prefix probe twice (warm), puts label through one

@@ -20,7 +20,7 @@ func (p Baseline) Run(ctx context.Context, label string, logf Logf) (Outcome[[]r
 
 // checks: failed requests within the limit and every round passed, per concurrency.
 func (p Baseline) checks(label string, runs []record.PerfRun) []record.Check {
-	return p.Record(gate.Serve(p.cfg, label, runs)...)
+	return p.Record(PhaseBaseline, gate.Serve(p.cfg, label, runs)...)
 }
 
 // run measures label's serving before any sleep: in a server process

@@ -179,11 +179,16 @@ func (p *Env) Begin(ctx context.Context, phase string, labels ...string) (end fu
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// Record records threshold verdicts (a check evaluated again replaces the
-// earlier one) and returns them.
-func (p *Env) Record(cs ...record.Check) []record.Check {
-	p.rec.AddChecks(cs...)
-	return cs
+// Record records threshold verdicts as phase's (a check evaluated again
+// replaces the earlier one, and is the later phase's) and returns them.
+func (p *Env) Record(phase string, cs ...record.Check) []record.Check {
+	out := make([]record.Check, len(cs))
+	for i, c := range cs {
+		c.Phase = phase
+		out[i] = c
+	}
+	p.rec.AddChecks(out...)
+	return out
 }
 
 // releaseChecks re-evaluates min_l1_release_percent on every level-1

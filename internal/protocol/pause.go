@@ -48,7 +48,7 @@ type pauser struct {
 func (p *pauser) judged(ctx context.Context, phase, label string, level, n int, logf Logf,
 	one func(context.Context, string) (record.Cycle, string, error)) (Outcome[[]record.Cycle], error) {
 	cycles, err := p.offOrCycles(ctx, phase, label, level, n, logf, one)
-	return Judged(cycles, err, func() []record.Check { return p.pauseChecks(label, level, cycles) })
+	return Judged(cycles, err, func() []record.Check { return p.pauseChecks(phase, label, level, cycles) })
 }
 
 // offOrCycles activates label, finds whether its server has the endpoints
@@ -199,7 +199,7 @@ func newCycle(level int) record.Cycle {
 // succeeded, wake → first token within its limit, the correctness
 // replays; NOT EVALUATED with the reason where the server lacks the
 // endpoints. The KV release adds that vLLM refused it without a pause.
-func (p *pauser) pauseChecks(label string, level int, cycles []record.Cycle) []record.Check {
+func (p *pauser) pauseChecks(phase, label string, level int, cycles []record.Cycle) []record.Check {
 	raw := p.rec.Raw()
 	stage := record.ReplayLevel0
 	if level == record.LevelKVRelease {
@@ -212,7 +212,7 @@ func (p *pauser) pauseChecks(label string, level int, cycles []record.Cycle) []r
 			cs = append(cs, gate.Health(p.cfg, label, record.HealthAfterKV, raw.Health[label])...)
 		}
 	}
-	return p.Record(cs...)
+	return p.Record(phase, cs...)
 }
 
 // held is a probe sent while a model's scheduler was paused: when it was

@@ -21,7 +21,7 @@ func (p Restart) Run(ctx context.Context, label string, logf Logf) (Outcome[[]re
 
 // checks: every planned start happened.
 func (p Restart) checks(label string, rs []record.Restart) []record.Check {
-	return p.Record(gate.Restart(p.cfg, label, rs)...)
+	return p.Record(PhaseRestart, gate.Restart(p.cfg, label, rs)...)
 }
 
 // run measures 1 initial and protocol.restart_warm warm starts of label:

@@ -30,11 +30,11 @@ func (p Sleep) Run(ctx context.Context, label string, logf Logf) (Outcome[[]reco
 // (level 1) release within their limits.
 func (p Sleep) checks(label string, level int, cycles []record.Cycle) []record.Check {
 	raw := p.rec.Raw()
-	stage := record.ReplayLevel1
+	phase, stage := PhaseSleepL1, record.ReplayLevel1
 	if level == 2 {
-		stage = record.ReplayLevel2
+		phase, stage = PhaseSleepL2, record.ReplayLevel2
 	}
-	return p.Record(append(gate.Sleep(p.cfg, label, level, cycles, raw.Release[label]), gate.Correctness(label, stage, raw.Replays[label])...)...)
+	return p.Record(phase, append(gate.Sleep(p.cfg, label, level, cycles, raw.Release[label]), gate.Correctness(label, stage, raw.Replays[label])...)...)
 }
 
 // measureSleep sleeps label at level with its memory read before and,

@@ -219,7 +219,7 @@ func (p Soak) checks(cycles []record.SoakCycle) []record.Check {
 	if p.cfg.Protocol.SoakLevel == 1 { // its sleeps added level-1 releases
 		cs = append(cs, releaseChecks(p.cfg, p.rec.Raw(), p.Labels()...)...)
 	}
-	return p.Record(cs...)
+	return p.Record(PhaseSoak, cs...)
 }
 
 func gib(b uint64) float64 { return float64(b) / record.GiB }

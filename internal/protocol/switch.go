@@ -33,7 +33,7 @@ func (p Switch) checks(handoffs []record.Handoff) []record.Check {
 	for _, l := range p.Labels() {
 		cs = append(cs, gate.Health(p.cfg, l, record.HealthAfterSwitch, raw.Health[l])...)
 	}
-	return p.Record(append(cs, releaseChecks(p.cfg, raw, p.Labels()...)...)...)
+	return p.Record(PhaseSwitch, append(cs, releaseChecks(p.cfg, raw, p.Labels()...)...)...)
 }
 
 // handoff hands the GPU from one model (none: "") to another: sleep from at

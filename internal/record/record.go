@@ -159,7 +159,11 @@ type Simulated struct {
 // Label is how the outputs name a simulated run in one phrase: "vllmsim profile tiny, time
 // scale 1", and for real-device mode what of it is real.
 func (s Simulated) Label() string {
-	l := fmt.Sprintf("vllmsim profile %s, time scale %g", s.Profile, s.TimeScale)
+	scale := fmt.Sprintf("%g", s.TimeScale)
+	if s.TimeScale == 0 { // a vllmsim the run did not start: its scale is the server's own
+		scale = "unknown"
+	}
+	l := fmt.Sprintf("vllmsim profile %s, time scale %s", s.Profile, scale)
 	if s.RealDevice {
 		l += "; real device: GPU memory, copies and weight reads real and unscaled"
 	}
@@ -229,11 +233,18 @@ type Check struct {
 	Op      string  `json:"op"` // "<=", ">=", "==", "within"
 	Limit   float64 `json:"limit"`
 	Verdict string  `json:"verdict"` // PASS, FAIL or NOT EVALUATED
-	// Reason says why a check was not evaluated (its figure is absent).
+	// Reason says why a check was not evaluated (its figure is absent);
+	// the regression gate's comparison says what it judged whatever its
+	// verdict ("judged 20 of 191 metrics; not judged: …").
 	Reason string `json:"reason,omitempty"`
 	// Required: the user set this threshold, so not evaluating it fails
 	// the run.
 	Required bool `json:"required,omitempty"`
+	// Phase is the phase that judged it (the latest, for a check several
+	// phases evaluate again); "" for a check of the whole run (the
+	// regression gate, the memory sampler). What failed reads it: a check
+	// of a phase that also recorded a failure follows from that failure.
+	Phase string `json:"phase,omitempty"`
 }
 
 // NotEvaluated is the verdict of a threshold whose figure is absent.
@@ -255,7 +266,11 @@ func (c Check) String() string {
 	if c.Verdict == NotEvaluated {
 		return fmt.Sprintf("%s%s, limit %s %.6g: %s (%s)", c.Name, m, c.Op, c.Limit, c.Verdict, c.Reason)
 	}
-	return fmt.Sprintf("%s%s = %.6g, limit %s %.6g: %s", c.Name, m, c.Value, c.Op, c.Limit, c.Verdict)
+	s := fmt.Sprintf("%s%s = %.6g, limit %s %.6g: %s", c.Name, m, c.Value, c.Op, c.Limit, c.Verdict)
+	if c.Reason != "" { // what the verdict rests on (the gate's: what it judged)
+		s += " (" + c.Reason + ")"
+	}
+	return s
 }
 
 // Failure is one thing that went wrong.
@@ -291,6 +306,10 @@ type Setup struct {
 	Simulated     *Simulated
 	MemorySource  string
 	MemoryNote    string
+	// Speculative are the labels of the models whose servers decode
+	// speculatively (--speculative-config): a decode step may emit several
+	// tokens per read of the weights.
+	Speculative []string
 }
 
 // Raw is everything a run measured, before summarising.
@@ -305,6 +324,9 @@ type Raw struct {
 	GPUFacts      *GPUFacts
 	MemorySource  string
 	MemoryNote    string
+	// Speculative are the labels of the models that decode speculatively
+	// (Setup.Speculative).
+	Speculative []string
 	// Links are the link probe's measurements, one per GPU of the run; LinkNote says why
 	// there are none (the probe off, no memory source, a probe that failed).
 	Links    []Link
@@ -409,6 +431,7 @@ func (r Raw) Clone() Raw {
 	c.DeviceUsedGiBPerGPU = slices.Clone(r.DeviceUsedGiBPerGPU)
 	c.Names = maps.Clone(r.Names)
 	c.Labels = slices.Clone(r.Labels)
+	c.Speculative = slices.Clone(r.Speculative)
 	c.Handoffs = slices.Clone(r.Handoffs)
 	c.Phases = slices.Clone(r.Phases)
 	c.Checks = slices.Clone(r.Checks)
@@ -479,6 +502,7 @@ func (r *Recorder) SetSetup(s Setup) {
 	w.GPU, w.GPUFacts, w.Runtime, w.ContextTokens, w.KVGiB = s.GPU, s.GPUFacts, s.Runtime, s.ContextTokens, s.KVGiB
 	w.GPUPlacement = s.GPUPlacement
 	w.Simulated, w.MemorySource, w.MemoryNote = s.Simulated, s.MemorySource, s.MemoryNote
+	w.Speculative = slices.Clone(s.Speculative)
 }
 
 // SetLinks records the link probe's measurements, or why there are none.
@@ -579,6 +603,61 @@ type Gate struct {
 	// SimulatedRuns are the baseline runs whose bench.txt says they ran
 	// on vllmsim (its simulated: line), to label beside this run's own.
 	SimulatedRuns []string `json:",omitempty"`
+	// Coverage is what the gate judged: of how many metrics (Rows) it
+	// could flag a change, and why not of the others.
+	Coverage GateCoverage
+	// MinJudged is thresholds.regression_min_judged: a gate that judged
+	// fewer metrics is NOT EVALUATED, and the run FAILs.
+	MinJudged int
+}
+
+// GateCoverage is what a regression gate judged: Judged of its Metrics
+// (compare.txt's rows), a metric judged where its rule could flag a
+// change; the others grouped by why not, each with what would judge them.
+type GateCoverage struct {
+	Judged, Metrics int
+	Unjudged        []GateUnjudged `json:",omitempty"`
+}
+
+// GateUnjudged is a group of metrics the gate did not judge.
+type GateUnjudged struct {
+	Reason  string // why, e.g. "fewer than 5 samples in a run"
+	Remedy  string // what would judge them, e.g. "9 more baseline runs needed (…)"
+	Metrics int
+	// Worst is the worst change among them, e.g. "Sleep/model=A/level=2
+	// sec/wake +1300 %": a change no rule judged is still named; "" where
+	// none changed for the worse.
+	Worst string `json:",omitempty"`
+}
+
+// String is the coverage in one line: "judged 20 of 191 metrics; not
+// judged: 40 …: never gated; 96 …: 9 more baseline runs needed (…),
+// worst Sleep/… +1300 %".
+func (c GateCoverage) String() string {
+	return fmt.Sprintf("judged %d of %d metrics", c.Judged, c.Metrics) + c.NotJudged()
+}
+
+// NotJudged is String's part after its count: "; not judged: " and the
+// groups, or "" where every metric was judged.
+func (c GateCoverage) NotJudged() string {
+	if len(c.Unjudged) == 0 {
+		return ""
+	}
+	parts := make([]string, len(c.Unjudged))
+	for i, u := range c.Unjudged {
+		parts[i] = u.String()
+	}
+	return "; not judged: " + strings.Join(parts, "; ")
+}
+
+// String is the group in words: "96 with fewer than 5 samples in a run: 9
+// more baseline runs needed (…), worst Sleep/… +1300 %".
+func (u GateUnjudged) String() string {
+	s := fmt.Sprintf("%d %s: %s", u.Metrics, u.Reason, u.Remedy)
+	if u.Worst != "" {
+		s += "; worst change among them " + u.Worst
+	}
+	return s
 }
 
 // GateRow is one metric's verdict: the rule that decided it, the baseline

@@ -80,6 +80,7 @@ func TestRawIsACopy(t *testing.T) {
 // A simulated run's one-phrase label says, in real-device mode, what of it is real.
 func TestSimulatedLabel(t *testing.T) {
 	assert.Equal(t, "vllmsim profile tiny, time scale 0.5", Simulated{Profile: "tiny", TimeScale: 0.5}.Label())
+	assert.Equal(t, "vllmsim profile p, time scale unknown", Simulated{Profile: "p"}.Label(), "a vllmsim the run did not start: not \"time scale 0\"")
 	assert.Equal(t, "vllmsim profile demo, time scale 0.05; real device: GPU memory, copies and weight reads real and unscaled",
 		Simulated{Profile: "demo", TimeScale: 0.05, RealDevice: true}.Label())
 }

@@ -20,7 +20,8 @@ func WriteSummary(w io.Writer, rep Report) error {
 }
 
 // Summary is the run's headline figures as Markdown (readable as plain
-// text too): status, every failed check and failure first, then per model
+// text too): status, what failed first (each cause once, before the
+// checks that failed because of it: WhatFailed), then per model
 // restarts, sleep levels, serving and memory, then switching, whole
 // (report.html shows all of it; summary.md what fits).
 func Summary(rep Report) string {
@@ -110,17 +111,22 @@ func writeChecks(b *strings.Builder, rep Report) {
 		}
 	}
 	if len(failed) > 0 || len(rep.Failures) > 0 {
+		// The cause first, once (WhatFailed): the first line is the thing
+		// to fix.
 		b.WriteString("## What failed\n\n")
-		for _, c := range failed {
-			fmt.Fprintf(b, "- check %s\n", c)
-		}
-		for _, f := range rep.Failures {
-			fmt.Fprintf(b, "- %s: %s\n", f.Where(" / "), f.Error)
+		for _, c := range WhatFailed(rep) {
+			fmt.Fprintf(b, "- %s\n", c)
+			if c.Fix != "" {
+				fmt.Fprintf(b, "  - fix: %s\n", c.Fix)
+			}
+			if s := c.Consequences(); s != "" {
+				fmt.Fprintf(b, "  - %s\n", s)
+			}
 		}
 		b.WriteString("\n")
 	}
 	if len(notEvaluated) > 0 {
-		b.WriteString("## Not evaluated (thresholds left at their defaults, so the run does not fail on them)\n\n")
+		b.WriteString("## Not evaluated (these do not fail the run: a threshold left at its default, or one whose figure this run cannot measure; each says why)\n\n")
 		for _, c := range notEvaluated {
 			fmt.Fprintf(b, "- check %s\n", c)
 		}
@@ -408,9 +414,11 @@ func p99(d stats.Distribution) string {
 	return fmt.Sprintf("%.4g", d.P99)
 }
 
-// writeGate is the regression gate: per metric the rule that decided, the
-// baseline runs it used, the change and the smallest worse change the gate
-// flags (its power), in the metric's unit and in percent.
+// writeGate is the regression gate: what it judged (of how many metrics,
+// NOT EVALUATED where fewer than thresholds.regression_min_judged, and why
+// not the others), then per metric the rule that decided, the baseline
+// runs it used, the change and the smallest worse change the gate flags
+// (its power), in the metric's unit and in percent.
 func writeGate(b *strings.Builder, g *record.Gate) {
 	if g == nil {
 		return
@@ -425,8 +433,21 @@ func writeGate(b *strings.Builder, g *record.Gate) {
 			n++
 		}
 	}
-	fmt.Fprintf(b, "\n## Regression gate (%d regressions; worse by > %g %% and significant at %g; baseline %d run(s): %s)\n\n",
-		n, g.TolerancePct, g.Alpha, len(g.Runs), strings.Join(g.Runs, ", "))
+	cov := g.Coverage
+	verdict := ""
+	if n == 0 && cov.Judged < g.MinJudged {
+		// The gate's check is NOT EVALUATED and the run FAILs: it judged
+		// too little to say this run is as good as its baseline.
+		verdict = ": " + record.NotEvaluated
+	}
+	fmt.Fprintf(b, "\n## Regression gate%s (%d regressions; judged %d of %d metrics, at least %d needed: thresholds.regression_min_judged; worse by > %g %% and significant at %g; baseline %d run(s): %s)\n\n",
+		verdict, n, cov.Judged, cov.Metrics, g.MinJudged, g.TolerancePct, g.Alpha, len(g.Runs), strings.Join(g.Runs, ", "))
+	for _, u := range cov.Unjudged {
+		fmt.Fprintf(b, "- not judged: %s\n", u)
+	}
+	if len(cov.Unjudged) > 0 {
+		b.WriteString("\n")
+	}
 	for _, n := range g.Notes {
 		fmt.Fprintf(b, "- note: %s\n", n)
 	}

@@ -551,7 +551,7 @@ func (p Phase) Fit(ctx context.Context, logf protocol.Logf) (*record.Fit, string
 // checks: max_sleeping_power_w at each level where set (not
 // evaluated, with why, where the device has no energy counter).
 func (p Phase) checks(label string, c record.Cost) []record.Check {
-	return p.Record(gate.StateCost(p.Config(), label, c)...)
+	return p.Record(protocol.PhaseStateCost, gate.StateCost(p.Config(), label, c)...)
 }
 
 // fmtGiB is GiB per GPU for a log line.

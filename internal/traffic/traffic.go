@@ -587,5 +587,5 @@ func (ph *Phase) waitRunning(ctx context.Context, label string, n int) {
 
 // checks: the traffic phase's thresholds.
 func (ph *Phase) checks(t record.Traffic) []record.Check {
-	return ph.proto.Record(gate.Traffic(ph.cfg, t)...)
+	return ph.proto.Record(protocol.PhaseTraffic, gate.Traffic(ph.cfg, t)...)
 }

@@ -220,7 +220,7 @@ func (c *Client) WakeUp(ctx context.Context, tags ...string) error {
 
 // IsSleeping is GET /is_sleeping.
 func (c *Client) IsSleeping(ctx context.Context) (bool, error) {
-	b, err := c.call(ctx, http.MethodGet, "/is_sleeping", nil, nil)
+	b, err := c.callSleepAPI(ctx, http.MethodGet, "/is_sleeping", nil)
 	if err != nil {
 		return false, err
 	}

@@ -9,12 +9,59 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // ErrUnsupported means the server lacks the endpoint: it answered 404 or
 // 405 (an older vLLM without the route, or one started without
 // VLLM_SERVER_DEV_MODE=1). Callers say "not supported" rather than fail.
 var ErrUnsupported = errors.New("endpoint not supported by this server")
+
+// ErrNoDevMode means the server answered 404 or 405 on a sleep endpoint
+// (/sleep, /wake_up, /is_sleeping): vLLM mounts them only with
+// VLLM_SERVER_DEV_MODE=1 in the server's environment (docs/vllm-api.md:
+// every release from 0.7.3 on has them so), and wakebench sets it for the
+// servers it starts, so the variable did not reach this one (a wrapper
+// that drops the environment, a server wakebench did not start) or its
+// vLLM is too old. Unlike ErrUnsupported's optional endpoints, a sleep
+// cannot do without them: callers fail. It is an ErrUnsupported too.
+var ErrNoDevMode error = noDevMode{}
+
+type noDevMode struct{}
+
+func (noDevMode) Error() string {
+	return "the server has no sleep endpoints: start vLLM with VLLM_SERVER_DEV_MODE=1 in its environment (a vLLM older than 0.7.3 may have none)"
+}
+
+func (noDevMode) Is(target error) bool { return target == ErrUnsupported }
+
+// ErrSleepModeOff means the server refused /sleep because it runs without
+// sleep mode (--enable-sleep-mode not given, or turned off by a later
+// --no-enable-sleep-mode): vLLM's engine asserts enable_sleep_mode ("Sleep
+// mode is not enabled in the model config", a 500).
+var ErrSleepModeOff = errors.New("the server runs without sleep mode: start vLLM with --enable-sleep-mode")
+
+// callSleepAPI is call for a sleep endpoint (/sleep, /wake_up,
+// /is_sleeping): a 404 or 405 wraps ErrNoDevMode and an answer saying
+// sleep mode is not enabled ErrSleepModeOff, each with the server's
+// error, so the error says what to change.
+func (c *Client) callSleepAPI(ctx context.Context, method, path string, query url.Values) ([]byte, error) {
+	st, b, err := c.do(ctx, method, path, query, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if st < 400 {
+		return b, nil
+	}
+	ae := ParseError(st, b)
+	switch {
+	case st == http.StatusNotFound || st == http.StatusMethodNotAllowed:
+		return nil, fmt.Errorf("%s %s: %w: %w", method, path, ae, ErrNoDevMode)
+	case strings.Contains(strings.ToLower(ae.Error()), "sleep mode is not enabled"):
+		return nil, fmt.Errorf("%s %s: %w: %w", method, path, ae, ErrSleepModeOff)
+	}
+	return nil, fmt.Errorf("%s %s: %w", method, path, ae)
+}
 
 // SleepAnswer is what POST /sleep answered. Era C (docs/vllm-api.md §2;
 // vLLM's sleep api_router, route test
@@ -51,7 +98,7 @@ func (c *Client) SleepModeAnswer(ctx context.Context, level int, mode string) (S
 		q.Set("mode", mode)
 	}
 	a := SleepAnswer{Level: -1}
-	b, err := c.call(ctx, http.MethodPost, "/sleep", q, nil)
+	b, err := c.callSleepAPI(ctx, http.MethodPost, "/sleep", q)
 	if err != nil || len(bytes.TrimSpace(b)) == 0 {
 		return a, err
 	}
@@ -84,7 +131,7 @@ func (c *Client) WakeUpAnswer(ctx context.Context, tags ...string) (WakeAnswer, 
 		q = url.Values{"tags": tags}
 	}
 	var a WakeAnswer
-	b, err := c.call(ctx, http.MethodPost, "/wake_up", q, nil)
+	b, err := c.callSleepAPI(ctx, http.MethodPost, "/wake_up", q)
 	if err != nil || len(bytes.TrimSpace(b)) == 0 {
 		return a, err
 	}

@@ -173,3 +173,40 @@ func TestNewEndpointsUnsupported(t *testing.T) {
 	assert.ErrorIs(t, err, ErrUnsupported)
 	assert.ErrorContains(t, err, "Not Found")
 }
+
+// TestSleepEndpointsNeedDevMode: a server without the sleep endpoints
+// (vLLM without VLLM_SERVER_DEV_MODE=1 answers 404; a 405 too) fails a
+// sleep, a wake and /is_sleeping with an error that names the variable,
+// keeps the server's answer, and is an ErrUnsupported.
+func TestSleepEndpointsNeedDevMode(t *testing.T) {
+	for status, body := range map[int]string{404: `{"detail":"Not Found"}`, 405: `{"detail":"Method Not Allowed"}`} {
+		c := eraServer(t, map[string]answer{"/sleep": {status, body}, "/wake_up": {status, body}, "/is_sleeping": {status, body}}, nil)
+		ctx := t.Context()
+		_, isErr := c.IsSleeping(ctx)
+		for name, err := range map[string]error{"sleep": c.Sleep(ctx, 1), "wake_up": c.WakeUp(ctx), "is_sleeping": isErr} {
+			assert.ErrorIs(t, err, ErrNoDevMode, "%d %s", status, name)
+			assert.ErrorIs(t, err, ErrUnsupported, "%d %s", status, name)
+			assert.ErrorContains(t, err, "VLLM_SERVER_DEV_MODE=1", "%d %s: the error says what to set", status, name)
+			var ae *APIError
+			require.ErrorAs(t, err, &ae, "%d %s: the server's answer is kept", status, name)
+			assert.Equal(t, status, ae.Status)
+		}
+	}
+	err := eraServer(t, map[string]answer{"/sleep": {500, `{"error":{"message":"CUDA Error: out of memory","type":"InternalServerError","code":500}}`}}, nil).Sleep(t.Context(), 1)
+	require.Error(t, err)
+	assert.False(t, errors.Is(err, ErrNoDevMode), "a 500 is the server's failure, not a missing endpoint")
+	assert.False(t, errors.Is(err, ErrSleepModeOff))
+	assert.NotContains(t, err.Error(), "VLLM_SERVER_DEV_MODE")
+}
+
+// TestSleepModeOffIsNamed: vLLM's refusal of a sleep by a server started
+// without --enable-sleep-mode (its engine's assertion, a 500) is
+// ErrSleepModeOff, naming the flag, with the server's message kept.
+func TestSleepModeOffIsNamed(t *testing.T) {
+	c := eraServer(t, map[string]answer{"/sleep": {500, `{"error":{"message":"Sleep mode is not enabled in the model config","type":"InternalServerError","param":null,"code":500}}`}}, nil)
+	err := c.Sleep(t.Context(), 1)
+	assert.ErrorIs(t, err, ErrSleepModeOff)
+	assert.ErrorContains(t, err, "--enable-sleep-mode")
+	assert.ErrorContains(t, err, "Sleep mode is not enabled in the model config")
+	assert.False(t, errors.Is(err, ErrUnsupported), "the endpoint is there")
+}

@@ -387,12 +387,26 @@ func TestDevEndpointsNeedDevMode(t *testing.T) {
 	s.ready(t)
 	code, _ := post(t, s.url+"/sleep?level=1", "")
 	assert.Equal(t, 404, code, "/sleep exists only with VLLM_SERVER_DEV_MODE=1")
+	err := vllm.New(s.url).Sleep(t.Context(), 1)
+	assert.ErrorIs(t, err, vllm.ErrNoDevMode, "the client names the missing dev mode")
+	assert.ErrorContains(t, err, "VLLM_SERVER_DEV_MODE=1")
 	code, body := post(t, s.url+"/v1/completions", `{"model":"tiny-b","prompt":"x"}`)
 	assert.Equal(t, 401, code)
 	assert.JSONEq(t, `{"error":"Unauthorized"}`, body)
 	c := vllm.New(s.url, vllm.WithAPIKey("sekret"))
-	_, err := c.Complete(t.Context(), vllm.CompletionRequest{Model: "tiny-b", Prompt: "x", MaxTokens: 2})
+	_, err = c.Complete(t.Context(), vllm.CompletionRequest{Model: "tiny-b", Prompt: "x", MaxTokens: 2})
 	assert.NoError(t, err)
+}
+
+// TestSleepNeedsSleepMode: a server started without sleep mode (a later
+// --no-enable-sleep-mode turns the flag off, as vLLM's parser does)
+// refuses /sleep, and the client names the flag.
+func TestSleepNeedsSleepMode(t *testing.T) {
+	s := startSim(t, "tiny-b", nil, "--no-enable-sleep-mode")
+	s.ready(t)
+	err := s.c.Sleep(t.Context(), 1)
+	assert.ErrorIs(t, err, vllm.ErrSleepModeOff)
+	assert.ErrorContains(t, err, "--enable-sleep-mode")
 }
 
 func TestStartupFailures(t *testing.T) {
