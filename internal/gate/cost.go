@@ -40,8 +40,9 @@ func StateCost(cfg config.Config, label string, c record.Cost) []record.Check {
 			why = cmp.Or(c.EnergyNote, "the power asleep or stopped is unknown")
 		}
 		if why != "" {
+			required, none := memoryRequired(cfg, label, "max_sleeping_power_w")
 			out = append(out, record.Check{Name: name, Model: label, Op: "<=", Limit: limit, Verdict: record.NotEvaluated,
-				Reason: why, Required: cfg.ThresholdSetByUser(label, "max_sleeping_power_w")})
+				Reason: cmp.Or(none, why), Required: required})
 			continue
 		}
 		out = append(out, Evaluate(name, label, s.PowerW-stopped.PowerW, "<=", limit))

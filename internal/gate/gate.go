@@ -7,6 +7,7 @@
 package gate
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -226,8 +227,9 @@ func Pause(cfg config.Config, label string, level int, cycles []record.Cycle, of
 		if s, err := stats.Summarize(freed); err == nil {
 			out = append(out, Evaluate(name, label, s.Median, ">=", limit))
 		} else if len(ftt) > 0 {
+			_, none := memoryRequired(cfg, label, name) // the limit is half of protocol.kv_gib: only the "memory": "none" reason is taken
 			out = append(out, record.Check{Name: name, Model: label, Op: ">=", Limit: limit, Verdict: record.NotEvaluated,
-				Reason: "no figure: memory was not sampled, or could not be attributed to the model (see memory.note)"})
+				Reason: cmp.Or(none, "no figure: memory was not sampled, or could not be attributed to the model (see memory.note)")})
 		}
 	} else {
 		out = append(out, Evaluate(prefix+".pause_resume_held_a_request", label, b2f(confirmed), "==", 1))
@@ -258,10 +260,26 @@ func b2f(b bool) float64 {
 
 // notEvaluated is the check of a threshold whose figure is absent (no
 // memory source, or none that could attribute memory to the model): it
-// fails the run only when the user set the threshold (key).
+// fails the run only when the user set the threshold (key) on a run that
+// has a memory source (memoryRequired).
 func notEvaluated(cfg config.Config, name, label, op string, limit float64, key string) record.Check {
+	required, why := memoryRequired(cfg, label, key)
 	return record.Check{Name: name, Model: label, Op: op, Limit: limit, Verdict: record.NotEvaluated,
-		Reason: "no figure: memory was not sampled, or could not be attributed to the model (see memory.note)", Required: cfg.ThresholdSetByUser(label, key)}
+		Reason: cmp.Or(why, "no figure: memory was not sampled, or could not be attributed to the model (see memory.note)"), Required: required}
+}
+
+// memoryRequired says whether a threshold whose figure needs a memory
+// source (GPU memory, the energy counter) fails the run when it could not
+// be evaluated: where the user set it (key), unless the config itself says
+// there is no memory source ("memory": "none", a runner without NVML). A
+// threshold set in a config shared with NVML runners is then not
+// evaluated, and why says so and what to change, rather than failing a
+// run that was told it cannot measure memory (issue 47).
+func memoryRequired(cfg config.Config, label, key string) (required bool, why string) {
+	if cfg.Memory == "none" {
+		return false, fmt.Sprintf(`no figure: the config says "memory": "none", so no GPU memory or power is measured and %s is not evaluated; set "memory": "nvml" on a runner with the NVIDIA driver to evaluate it`, key)
+	}
+	return cfg.ThresholdSetByUser(label, key), ""
 }
 
 // Switch: every handoff succeeded; switch → first token p95 per direction

@@ -198,3 +198,33 @@ func TestAbsentFiguresAreNotEvaluated(t *testing.T) {
 	assert.False(t, cs[2].Fails(), "the default one does not")
 	assert.Contains(t, cs[1].String(), "NOT EVALUATED (no figure")
 }
+
+// TestMemoryThresholdsWithoutAMemorySource: a config that says "memory":
+// "none" (a runner without NVML) and sets memory thresholds, as
+// testdata/gpu-example.json does, is not failed on them: each is NOT
+// EVALUATED, not required, and says what to change; the same thresholds on
+// a run with a memory source that left no figure still fail it.
+func TestMemoryThresholdsWithoutAMemorySource(t *testing.T) {
+	cfg := config.SimDefault()
+	cfg.Protocol.SleepL1Cycles = 1
+	cfg.Thresholds.MaxResidualGiB, cfg.Thresholds.MinL1ReleasePercent = 2, 80
+	cfg.UserThresholds = []string{"max_residual_gib", "min_l1_release_percent", "max_sleeping_power_w"}
+	cycles := []record.Cycle{{Level: 1, OK: true, ToFirstTokenS: 1, ResidualGiB: math.NaN()}}
+	checks := func() []record.Check {
+		cs := Sleep(cfg, "A", 1, cycles, nil)
+		cs = append(cs, Release(cfg, "A", nil, true)...)
+		return cs
+	}
+	for _, c := range checks()[1:] {
+		assert.True(t, c.Fails(), "memory sampled but no figure: the user's threshold fails the run: %s", c)
+	}
+	cfg.Command, cfg.Memory = "vllm", "none"
+	cs := checks()
+	require.Len(t, cs, 4)
+	for _, c := range cs[1:] {
+		assert.Equal(t, record.NotEvaluated, c.Verdict, c.Name)
+		assert.False(t, c.Fails(), "memory none: %s does not fail the run", c.Name)
+		assert.Contains(t, c.Reason, `the config says "memory": "none"`, c.Name)
+		assert.Contains(t, c.Reason, `set "memory": "nvml"`, c.Name)
+	}
+}

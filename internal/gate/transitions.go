@@ -101,7 +101,9 @@ func Soak(cfg config.Config, cycles []record.SoakCycle) []record.Check {
 				out = append(out, Evaluate("soak.residual_growth_mib_per_cycle", l, tr.Slope, "<=", limit))
 			} else {
 				c := notEvaluated(cfg, "soak.residual_growth_mib_per_cycle", l, "<=", limit, "max_residual_growth_mib_per_cycle")
-				c.Reason = "no trend: fewer than 3 residuals of the model (memory not sampled or not attributed, or too few cycles)"
+				if _, none := memoryRequired(cfg, l, "max_residual_growth_mib_per_cycle"); none == "" { // else it says "memory": "none"
+					c.Reason = "no trend: fewer than 3 residuals of the model (memory not sampled or not attributed, or too few cycles)"
+				}
 				out = append(out, c)
 			}
 		}

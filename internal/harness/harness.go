@@ -86,7 +86,13 @@ func OpenWith(ctx context.Context, cfg config.Config, hooks Hooks) (*Run, error)
 		return fail(err)
 	}
 	r.rec = record.New(cfg.ModelNames())
-	r.rec.SetSetup(r.be.Setup)
+	setup := r.be.Setup
+	for _, m := range cfg.Models {
+		if m.Speculative() {
+			setup.Speculative = append(setup.Speculative, m.Label)
+		}
+	}
+	r.rec.SetSetup(setup)
 	// Before the first server and the samplers: the probe's copies are the GPU's only traffic.
 	r.rec.SetLinks(r.be.ProbeLinks(ctx, cfg.Protocol.LinkProbeMiB))
 	if err := claim(cfg); err != nil {

@@ -2,8 +2,10 @@ package report
 
 import (
 	"fmt"
-	"github.com/wakebench/wakebench/internal/record"
+	"slices"
 	"strings"
+
+	"github.com/wakebench/wakebench/internal/record"
 )
 
 // limits computes a model's physical-limit figures from its weight size,
@@ -111,7 +113,13 @@ func limits(raw record.Raw, label string, m *Model) *Limits {
 	if raw.Simulated != nil && raw.Simulated.RealDevice && lim.TPOTFractionOfHBM > 0 {
 		notes = append(notes, RealDeviceNote)
 	}
-	if lim.TPOTFractionOfHBM > 1 {
+	switch {
+	case lim.TPOTFractionOfHBM > 1 && slices.Contains(raw.Speculative, label):
+		// A verified step emits the accepted draft tokens and one more for
+		// one read of the target's weights: the one-read floor is per step,
+		// not per token.
+		notes = append(notes, SpeculativeNote)
+	case lim.TPOTFractionOfHBM > 1:
 		notes = append(notes, "TPOT below the memory floor: a decode step reads less than every weight (mixture of experts?) or the weight size is wrong")
 	}
 	lim.Note = strings.Join(notes, ". ")
@@ -122,6 +130,11 @@ func limits(raw record.Raw, label string, m *Model) *Limits {
 // report says the weights or the wake are not what they seem: the probe's trials vary by a few
 // percent, and a wake's one large copy can beat its 64 MiB ones.
 const MeasuredSlack = 1.1
+
+// SpeculativeNote is the physical limits' note of a model that decodes
+// speculatively with its TPOT below the one-read floor: a fact of the
+// method, not a fault of the run.
+const SpeculativeNote = "speculative decoding: a decode step emits every accepted draft token and one more for one read of the weights, so TPOT below the one-read memory floor (a fraction above 1) is expected"
 
 // RealDeviceNote is the physical limits' note in vllmsim's real-device mode.
 const RealDeviceNote = "real-device mode: a step reads the weights as a device-to-device copy, which writes as many bytes as it reads, so the TPOT fraction of the memory floor is at most about 0.5"

@@ -664,3 +664,28 @@ func TestSummaryFitsAStepSummary(t *testing.T) {
 	assert.True(t, utf8.ValidString(fit))
 	assert.Equal(t, "# wake", FitSummary(long.String(), 6), "below 1 KiB: the first bytes, no room for a note")
 }
+
+// TestSpeculativeTPOTBelowTheFloorIsAFact: a model that decodes
+// speculatively emits several tokens per read of its weights, so its TPOT
+// below the one-read floor (fraction above 1) is explained as speculation,
+// not as a wrong weight size; the same TPOT without speculation is.
+func TestSpeculativeTPOTBelowTheFloorIsAFact(t *testing.T) {
+	raw := sampleRaw()
+	raw.Simulated = nil
+	raw.Weights["A"] = record.Weight{GiB: 16, Source: "log"}
+	// Floor: 16 GiB / 1000 GB/s = 0.01718 s per read; A's median TPOT at
+	// c=1 is 0.01 s (sampleRaw), so the fraction is 1.718.
+	raw.GPUFacts = &record.GPUFacts{PCIeGBps: 31.5, MemoryGBps: 1000}
+	want := 16 * GiB / 1000e9 / 0.01
+	plain := Build(raw).Models["A"].PhysicalLimits
+	require.NotNil(t, plain)
+	assert.InDelta(t, want, plain.TPOTFractionOfHBM, 1e-12)
+	assert.Contains(t, plain.Note, "mixture of experts?")
+	assert.NotContains(t, plain.Note, SpeculativeNote)
+
+	raw.Speculative = []string{"A"}
+	spec := Build(raw).Models["A"].PhysicalLimits
+	assert.InDelta(t, want, spec.TPOTFractionOfHBM, 1e-12, "the figure is the same: only its reading changes")
+	assert.Contains(t, spec.Note, SpeculativeNote)
+	assert.NotContains(t, spec.Note, "mixture of experts?")
+}
