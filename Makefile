@@ -4,7 +4,7 @@ CONFIG ?= testdata/demo.json
 # go-nvml's cgo build warns about every NVML 13 deprecation; silence them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: bench test stress vet fuzz gpu nogpu perf ci soak k8s fleet gate-power figures device-check device-check-build
+.PHONY: bench test stress vet fuzz gpu nogpu runner perf ci soak k8s fleet gate-power figures device-check device-check-build
 # A count, not a duration: with -fuzztime 10s Go's fuzzing coordinator can fail a target with a
 # bare "context deadline exceeded" and no crasher when busy cores keep its workers from answering
 # before the deadline (golang/go#75804, fixed in go1.27; seen here on a loaded 2-core machine).
@@ -68,7 +68,7 @@ fuzz:
 GPU_CONFIG ?= $(wildcard gpu.json)
 gpu:
 	WAKEBENCH_CONFIG=$(GPU_CONFIG) $(GO) test -tags gpu -count=1 -timeout 0 -v -run $(PROTOCOL) .
-	$(GO) test -tags gpu -count=1 -v ./internal/backend
+	WAKEBENCH_CONFIG=$(GPU_CONFIG) $(GO) test -tags gpu -count=1 -v ./internal/backend ./internal/cuda
 
 ## device-check: the first thing to run on a new GPU runner, vLLM not needed (docs/gpu.md): builds
 ## the gpu-tag test binaries and vllmsim into bin/device-check, then runs them on the GPU
@@ -86,6 +86,13 @@ device-check-build:
 	$(GO) test -c -tags gpu -ldflags=-s\ -w -o $(DEVICE_BIN)/backend.test ./internal/backend
 	$(GO) test -c -tags gpu -ldflags=-s\ -w -o $(DEVICE_BIN)/cuda.test ./internal/cuda
 	$(GO) build -ldflags="-s -w" -o $(DEVICE_BIN)/vllmsim ./cmd/vllmsim
+
+## runner: the card's command exactly as README.md gives it (go test -tags gpu -timeout 0 ./...), here as on a
+## GPU runner with no NVML: a stand-in vllm on PATH (vllmsim behind vllm serve's command line, bin/standin/vllm)
+## and RUNNER_CONFIG ("memory": "none"); green, with the protocol's report PASS in out/runner (~2 min)
+RUNNER_CONFIG ?= testdata/runner.json
+runner:
+	RUNNER_CONFIG=$(RUNNER_CONFIG) GO=$(GO) scripts/runner-check.sh
 
 ## nogpu: on a machine without an NVIDIA driver, `go test -tags gpu` FAILs with a NOT RUN
 ## report naming the driver to install, and `go test -short -tags gpu` skips the hardware

@@ -346,7 +346,14 @@ func TestOutputs(t *testing.T) {
 			continue
 		}
 		realDevice := rep.Simulated != nil && rep.Simulated.RealDevice
-		if realDevice { // vllmsim's real-device mode says what its steps' weight reads are
+		// A model that decodes speculatively emits several tokens per read of
+		// the weights: its TPOT below the one-read floor is a fact the note
+		// states, not a failure (issue 47).
+		tpotMax := 1.0
+		if spec := cfg.Models[slices.IndexFunc(cfg.Models, func(m config.Model) bool { return m.Label == l })].Speculative(); spec && lim.TPOTFractionOfHBM > 1 {
+			tpotMax = math.Inf(1)
+			assert.Contains(t, lim.Note, report.SpeculativeNote, l)
+		} else if realDevice { // vllmsim's real-device mode says what its steps' weight reads are
 			assert.Equal(t, report.RealDeviceNote, lim.Note, l)
 		} else {
 			assert.Empty(t, lim.Note, l)
@@ -357,7 +364,7 @@ func TestOutputs(t *testing.T) {
 		if lim.PCIeBasis == "measured" {
 			wakeMax = report.MeasuredSlack
 		}
-		for name, lim := range map[string]struct{ f, max float64 }{"l1 wake / PCIe": {lim.L1WakeFractionOfPCIe, wakeMax}, "tpot / HBM": {lim.TPOTFractionOfHBM, 1}} {
+		for name, lim := range map[string]struct{ f, max float64 }{"l1 wake / PCIe": {lim.L1WakeFractionOfPCIe, wakeMax}, "tpot / HBM": {lim.TPOTFractionOfHBM, tpotMax}} {
 			assert.True(t, lim.f > 0 && lim.f <= lim.max, "%s %s fraction %v in (0, %g]", l, name, lim.f, lim.max)
 		}
 		assert.NotEmpty(t, lim.WeightSource)
@@ -500,6 +507,17 @@ func TestRegressionGate(t *testing.T) {
 			assert.Fail(t, "regression", "%s %s: %+.1f%% (%s rule, %d runs), flagged beyond %.3g%%", v.Name, v.Unit+gate.StatSuffix(v.Stat), v.ChangePct, v.Rule, v.Runs, v.ThresholdPct)
 		}
 	}
+	// The whole comparison's check: NOT EVALUATED, failing the run, where the
+	// gate judged fewer metrics than thresholds.regression_min_judged; the
+	// test fails with it, not only the report (issue 47).
+	var whole []record.Check
+	for _, c := range h.Raw().Checks {
+		if c.Name == harness.CheckRegressions {
+			whole = append(whole, c)
+		}
+	}
+	require.Len(t, whole, 1, "the comparison's check")
+	passes(t, whole)
 }
 
 // The benchmarks measure one protocol step per iteration and report it

@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/wakebench/wakebench/internal/gate"
-	"go.uber.org/goleak"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testmain.Main(m, "") }
 
 // writeRun writes one run's bench.txt into dir: the serving TTFT of 16
 // requests (tailKey), a wake of 5 samples, and the host load of both

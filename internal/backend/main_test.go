@@ -3,7 +3,10 @@ package backend
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// Under the gpu tag only the hardware tests run (as scripts/device-check.sh runs them).
+func TestMain(m *testing.M) {
+	testmain.Main(m, "^Test(RealDeviceFacts|NVMLSeesMemoryMove|SamplerRate|RealEnergyCounter|RealLinkProbe)$")
+}

@@ -17,7 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // These tests need a real NVIDIA GPU: go test -tags gpu ./internal/backend.
@@ -27,6 +29,12 @@ import (
 
 func openReal(t *testing.T) *NVMLSource {
 	t.Helper()
+	if why := config.NoGPUHardware(os.Getenv); why != "" {
+		t.Skip(why)
+	}
+	release, err := testmain.LockGPU() // not while the root package's protocol runs
+	require.NoError(t, err)
+	t.Cleanup(release)
 	if err := ProbeNVML(nvml.New()); errors.Is(err, ErrNoNVML) {
 		// -tags gpu asks for the hardware: without it this fails, as the
 		// root package's run does, unless -short skips hardware tests.

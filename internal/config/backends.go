@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 )
@@ -154,4 +156,62 @@ func (c Config) CheckTimeout(timeout time.Duration) error {
 	}
 	return fmt.Errorf("this run takes at least %v (%s) but go test -timeout is %v (go test's default is 10m): run it with -timeout 0, or make gpu",
 		est.Round(time.Second), how, timeout)
+}
+
+// NoGPUHardware says why a gpu-tag hardware test (NVML, the CUDA driver)
+// has nothing to measure on this runner: the run's config, as Load reads it
+// (WAKEBENCH_CONFIG and the WAKEBENCH_* overrides), says "memory": "none",
+// a runner without NVML whose servers are measured without GPU memory
+// (docs/gpu.md). It is "" otherwise, and when the config does not load:
+// then the hardware tests run and say what the machine lacks, as the
+// protocol's run says what is wrong with the config.
+//
+// A relative WAKEBENCH_CONFIG names a file from where the user ran go test,
+// the module's root (go test ./...), while go test runs each package's
+// tests in the package's own directory: it is read from the nearest
+// directory above with a go.mod.
+func NoGPUHardware(getenv func(string) string) string {
+	where := "the default config"
+	f := getenv(EnvFile)
+	if f != "" {
+		where = EnvFile + "=" + f
+		if !filepath.IsAbs(f) {
+			if root, err := moduleRoot(); err == nil {
+				abs, outer := filepath.Join(root, f), getenv
+				getenv = func(k string) string {
+					if k == EnvFile {
+						return abs
+					}
+					return outer(k)
+				}
+			}
+		}
+	}
+	cfg, err := Load(getenv)
+	if err != nil || cfg.Memory != "none" {
+		return ""
+	}
+	if getenv(EnvName("memory")) != "" {
+		where = EnvName("memory") + "=none"
+	}
+	return fmt.Sprintf("%s says \"memory\": \"none\" (no NVML on this runner): the NVML and CUDA hardware tests have nothing to measure; set \"memory\": \"nvml\" on a runner with the NVIDIA driver to run them", where)
+}
+
+// moduleRoot is the nearest directory at or above the working directory
+// that holds a go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", fmt.Errorf("no go.mod at or above the working directory")
+		}
+		dir = up
+	}
 }

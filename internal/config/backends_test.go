@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -102,4 +104,19 @@ func TestCheckTimeout(t *testing.T) {
 	assert.NoError(t, c.CheckTimeout(0), "-timeout 0: no limit")
 	assert.NoError(t, c.CheckTimeout(3*time.Hour))
 	assert.NoError(t, SimDefault().CheckTimeout(10*time.Minute), "make test's simulated run")
+}
+
+// TestNoGPUHardware: the gpu-tag hardware tests skip, naming where it was
+// said, only where the run's config says there is no memory source; a
+// config on NVML, or one that does not load, runs them.
+func TestNoGPUHardware(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "gpu.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"command": "vllm", "memory": "none"}`), 0o644))
+	assert.Contains(t, NoGPUHardware(env(map[string]string{EnvFile: file})), EnvFile+"="+file+` says "memory": "none"`)
+	assert.Contains(t, NoGPUHardware(env(map[string]string{"WAKEBENCH_COMMAND": "vllm", "WAKEBENCH_MEMORY": "none"})), `WAKEBENCH_MEMORY=none says "memory": "none"`)
+	assert.Empty(t, NoGPUHardware(env(map[string]string{"WAKEBENCH_COMMAND": "vllm", "WAKEBENCH_MEMORY": "nvml"})))
+	assert.Empty(t, NoGPUHardware(env(map[string]string{EnvFile: filepath.Join(t.TempDir(), "missing.json")})), "a config that does not load: the hardware tests run")
+	// go test ./... from the module's root with a relative config runs this
+	// package's tests in internal/config: the file is the root's.
+	assert.Contains(t, NoGPUHardware(env(map[string]string{EnvFile: "testdata/runner.json"})), `WAKEBENCH_CONFIG=testdata/runner.json says "memory": "none"`)
 }

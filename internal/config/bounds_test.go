@@ -25,12 +25,15 @@ type boundCase struct {
 }
 
 // checkRefused runs the cases: each is refused naming its key, and is the
-// only line (the default config it starts from is valid).
+// only line (the default config it starts from is valid). The cases start
+// from SimDefault, the config a build without the gpu tag has, so that they
+// hold the same under -tags gpu (whose default is vllm on NVML); a case
+// about the real backend says so (onNVML).
 func checkRefused(t *testing.T, cases []boundCase) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Default()
+			c := SimDefault()
 			tc.mod(t, &c)
 			err := c.Validate()
 			require.Error(t, err)
@@ -48,7 +51,7 @@ func checkAccepted(t *testing.T, cases map[string]func(t *testing.T, c *Config))
 	t.Helper()
 	for name, mod := range cases {
 		t.Run("accepted/"+name, func(t *testing.T) {
-			c := Default()
+			c := SimDefault()
 			mod(t, &c)
 			assert.NoError(t, c.Validate())
 		})

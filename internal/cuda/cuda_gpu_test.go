@@ -5,15 +5,25 @@ package cuda
 import (
 	"bytes"
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // On a GPU (go test -tags gpu ./internal/cuda): memory moves where it is told, and the
 // device's free memory shows an allocation.
 func TestRealRoundTrip(t *testing.T) {
+	if why := config.NoGPUHardware(os.Getenv); why != "" {
+		t.Skip(why)
+	}
+	release, err := testmain.LockGPU() // not while the root package's protocol runs
+	require.NoError(t, err)
+	defer release()
 	d, err := Open(0)
 	if errors.Is(err, ErrNoDriver) && testing.Short() {
 		t.Skipf("-short: needs an NVIDIA GPU and its driver: %v", err)

@@ -3,9 +3,9 @@ package energy
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // TestMain fails the package's tests if any goroutine outlives them (a
 // Trace reads in the background until it is stopped).
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testmain.Main(m, "") }

@@ -3,7 +3,7 @@ package kube
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testmain.Main(m, "") }

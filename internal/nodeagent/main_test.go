@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // serveEnv, set, makes the test binary a Pod's container: an HTTP server
@@ -44,5 +44,5 @@ func TestMain(m *testing.M) {
 		}
 		return
 	}
-	goleak.VerifyTestMain(m)
+	testmain.Main(m, "")
 }

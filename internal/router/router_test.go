@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
+	"github.com/wakebench/wakebench/internal/testmain"
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/load"
@@ -17,7 +17,7 @@ import (
 )
 
 // TestMain fails the package's tests if any goroutine outlives them.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testmain.Main(m, "") }
 
 // simPool is vllmsim's tiny A and B on a simulated GPU.
 func simPool(t *testing.T) *pool.Pool { return simPoolFaults(t, "") }

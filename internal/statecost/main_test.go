@@ -3,8 +3,8 @@ package statecost
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // TestMain fails the package's tests if any goroutine outlives them.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testmain.Main(m, "") }

@@ -3,7 +3,7 @@ package traffic_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/wakebench/wakebench/internal/testmain"
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gpu"
@@ -14,7 +14,7 @@ import (
 )
 
 // TestMain fails the package's tests if any goroutine outlives them.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testmain.Main(m, "") }
 
 func same(s gpu.Source) gpu.Source { return s }
 

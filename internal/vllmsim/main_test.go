@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // TestMain fails the package's tests if any goroutine outlives them. Run
@@ -14,5 +14,5 @@ func TestMain(m *testing.M) {
 	if os.Getenv(EnvWorkerRank) != "" {
 		os.Exit(Worker(os.Getenv, os.Stdin, os.Stdout))
 	}
-	goleak.VerifyTestMain(m)
+	testmain.Main(m, "")
 }
