@@ -20,8 +20,9 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from this code")
 
-// goldenRaw is sampleRaw with fixed times, checks, a failure and the
-// physical-limit inputs, so every writer has something to write.
+// goldenRaw is sampleRaw with fixed times, checks (each of the phase
+// that judged it), a failure and the physical-limit inputs, so every
+// writer has something to write.
 func goldenRaw() record.Raw {
 	raw := sampleRaw()
 	raw.Started, raw.Finished = time.Unix(1_700_000_000, 0), time.Unix(1_700_000_600, 500_000_000)
@@ -29,6 +30,7 @@ func goldenRaw() record.Raw {
 		gate.Evaluate("restart.starts", "A", 3, "==", 3),
 		gate.Evaluate("sleep.level1.to_first_token_s.p95", "A", 4.1, "<=", 3),
 	}
+	raw.Checks[0].Phase, raw.Checks[1].Phase = "restart", "sleep-level1"
 	raw.Failures = []record.Failure{{Phase: "sleep-level1", Model: "A", Step: "cycle 2 wake", Error: "wake A from level 1: wake_up: no answer"}}
 	raw.MemorySource = "sim"
 	raw.Requests.Executed += 4 // a sleep in pause mode abort ended 4 requests
@@ -134,18 +136,19 @@ func TestGoldenOutputs(t *testing.T) {
 	}
 }
 
-// TestReadmeShowsTheGoldenSummary: the summary.md the README explains is
-// the golden one, as this code writes it (-update rewrites the README's copy).
-func TestReadmeShowsTheGoldenSummary(t *testing.T) {
+// TestResultsPageShowsTheGoldenSummary: the summary.md docs/results.md (the
+// README's "what to look at" in full) explains is the golden one, as this
+// code writes it (-update rewrites the page's copy).
+func TestResultsPageShowsTheGoldenSummary(t *testing.T) {
 	const begin, end = "```markdown\n", "```\n<!-- end golden summary.md -->"
-	path := filepath.Join("..", "..", "README.md")
+	path := filepath.Join("..", "..", "docs", "results.md")
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	readme := string(b)
 	i, j := strings.Index(readme, "<!-- golden summary.md:"), strings.Index(readme, end)
-	require.True(t, i >= 0 && j > i, "README.md has no golden summary.md block")
+	require.True(t, i >= 0 && j > i, "docs/results.md has no golden summary.md block")
 	k := strings.Index(readme[i:], begin)
-	require.True(t, k >= 0, "README.md's golden summary.md block has no ```markdown fence")
+	require.True(t, k >= 0, "docs/results.md's golden summary.md block has no ```markdown fence")
 	k += i + len(begin)
 	want, err := os.ReadFile(filepath.Join("testdata", "golden", "summary.md"))
 	require.NoError(t, err)
@@ -153,7 +156,7 @@ func TestReadmeShowsTheGoldenSummary(t *testing.T) {
 		readme = readme[:k] + string(want) + readme[j:]
 		require.NoError(t, os.WriteFile(path, []byte(readme), 0o644))
 	}
-	assert.Equal(t, string(want), readme[k:j], "README.md's summary.md is not the golden one: go test ./internal/report -run Golden -update")
+	assert.Equal(t, string(want), readme[k:j], "docs/results.md's summary.md is not the golden one: go test ./internal/report -run Golden -update")
 }
 
 // TestHostFiguresToTheMiB: a host-memory difference of a few pages either
