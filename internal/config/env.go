@@ -133,11 +133,11 @@ func CheckEnv(environ []string) error {
 
 // isServiceLink says whether name=value is one of the variables Kubernetes
 // gives every container of a namespace for each Service in it (a Service
-// wakebench-a gives WAKEBENCH_A_SERVICE_HOST, WAKEBENCH_A_PORT=tcp://…,
-// WAKEBENCH_A_PORT_8000_TCP_ADDR, …): a fleet node's Pod meets them where
-// the Kubernetes phase's Services live, and they are no setting of the
-// user's. A bare _PORT is one only with a service link's URL for value, so
-// a mistyped WAKEBENCH_KUBERNETS_PORT=8000 is still refused.
+// wakebench-a gives the prefix, A_, then SERVICE_HOST, SERVICE_PORT, PORT
+// with a tcp:// URL, PORT_8000_TCP_ADDR, …): a fleet node's Pod meets them
+// where the Kubernetes phase's Services live, and they are no setting of
+// the user's. A bare _PORT is one only with a service link's URL for
+// value, so a mistyped kubernetes.port override is still refused.
 func isServiceLink(name, value string) bool {
 	if serviceLink.MatchString(name) {
 		return true

