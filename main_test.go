@@ -2,17 +2,30 @@ package wakebench
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"go/ast"
+	"go/build/constraint"
+	"go/parser"
+	"go/token"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/wakebench/wakebench/internal/config"
@@ -58,6 +71,9 @@ func run(m *testing.M) int {
 	// such writes fail and the run ends as for any signal.
 	signal.Ignore(syscall.SIGPIPE)
 	cfg, err := config.Load(os.Getenv)
+	if ferr := testFlagsError(); ferr != nil { // the flags first: the config's problems after them
+		err = errors.Join(ferr, err)
+	}
 	if err == nil { // a misspelt WAKEBENCH_ variable would leave its setting off without a word
 		if err = config.CheckEnv(os.Environ()); err != nil {
 			err = fmt.Errorf("config: %w", err)
@@ -86,6 +102,15 @@ func run(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "wakebench: %v\n", werr)
 		}
 		return 2
+	}
+	// A -run that selects no test (a typo) runs nothing, which go test
+	// calls ok: a gate must not be green where nothing ran.
+	if reason := selectsNothing(); reason != "" {
+		fmt.Fprintf(os.Stderr, "wakebench: NOT RUN: %s\n", reason)
+		if werr := harness.WriteNotRun(cfg, reason); werr != nil {
+			fmt.Fprintf(os.Stderr, "wakebench: %v\n", werr)
+		}
+		return 1
 	}
 	// -tags gpu with no config file on a machine without a GPU: nothing can
 	// be measured, and a gate must not be green where nothing ran, so the
@@ -122,17 +147,12 @@ func run(m *testing.M) int {
 		defer release()
 	}
 	// Ctrl-C, SIGTERM and SIGHUP end the phases; Close then stops every
-	// server and writes the report.
+	// server and writes the report. Signals are received until the last
+	// output is written: a second one while the servers stop is absorbed
+	// and noted in the report (stopSignals).
 	ctx, cancel := context.WithCancelCause(context.Background())
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	stop := func() { signal.Stop(sigs); close(sigs) }
-	go func() {
-		if sig, ok := <-sigs; ok {
-			fmt.Fprintf(os.Stderr, "wakebench: %v: stopping the run\n", sig)
-			cancel(record.Stopped{Reason: fmt.Sprintf("interrupted by %v", sig)})
-		}
-	}()
+	sigs := watchSignals(cancel)
+	stop := sigs.stop
 	var h *harness.Run
 	hooks, err := harness.HooksFromEnv(os.Getenv)
 	if err == nil {
@@ -159,7 +179,7 @@ func run(m *testing.M) int {
 	}
 	code := m.Run()
 	cancel(nil)
-	stop()
+	defer stop() // after the last output: a signal while the servers stop or the outputs are written is absorbed
 
 	suite.mu.Lock()
 	failed := suite.failed
@@ -170,7 +190,8 @@ func run(m *testing.M) int {
 		failed = append(failed, record.Failure{Phase: "go test", Error: fmt.Sprintf("go test exits %d: a test failed (see its output)", code)})
 	}
 	h.Stop()
-	if err := goleak.Find(); err != nil {
+	failed = append(failed, sigs.failures(h.Raw().Failures)...)
+	if err := goleak.Find(goleak.IgnoreAnyFunction(signalWatcher)); err != nil {
 		failed = append(failed, record.Failure{Phase: "go test", Error: fmt.Sprintf("goroutines left behind: %v", err)})
 		code = max(code, 1)
 	}
@@ -216,24 +237,101 @@ func guardAfter(cfg config.Config, d time.Duration) time.Duration {
 	return max(d-2*stopGrace(cfg), d/2)
 }
 
-// selected reports whether go test's -run pattern selects test's subtest
-// sub: each /-separated part of the pattern matches its level, as go test
-// matches them (a pattern without a second part runs every subtest).
-func selected(pattern, test, sub string) bool {
+// selected reports whether go test's -run pattern selects the test whose
+// name at each level (a top-level test, then its subtest …) is names, as
+// go test matches them: the pattern's |-separated alternatives, each
+// /-separated part a regexp matching its level (config.RunPattern), a
+// pattern without a part for a level selecting every name there.
+func selected(pattern string, names ...string) bool {
 	if pattern == "" {
 		return true
 	}
-	parts := strings.Split(pattern, "/")
-	for i, name := range []string{test, sub} {
-		if i >= len(parts) {
-			return true
+	return slices.ContainsFunc(config.RunPattern(pattern), func(alt []string) bool {
+		for i, name := range names {
+			if i >= len(alt) {
+				return true
+			}
+			re, err := regexp.Compile(alt[i])
+			if err != nil || !re.MatchString(name) {
+				return false
+			}
 		}
-		re, err := regexp.Compile(parts[i])
-		if err != nil || !re.MatchString(name) {
-			return false
+		return true
+	})
+}
+
+// packageTests are this package's top-level tests (its Test and Fuzz
+// functions but TestMain) that a build with or without the gpu tag has:
+// gpuTests are gpu_test.go's. go test's -run matches these names;
+// TestTheTestListIsComplete keeps the lists the package's.
+var (
+	packageTests = []string{
+		"TestAnyServerWithoutMemoryPasses", "TestBadBaselineIsRefusedBeforeAnyServer", "TestBadTraceIsRefusedBeforeAnyServer",
+		"TestBenchmarksLeaveTheReportAlone", "TestCIJobEndsWritesEverything", "TestConfigErrorReportsInTheConfiguredOutDir",
+		"TestEveryEraPasses", "TestEveryFigureMeansItsName", "TestExitAndStatusAgree", "TestFleet", "TestFlagsThatCannotRunTheProtocol",
+		"TestGoTestTimeoutStillCleansUp", "TestInterruptStopsEverything", "TestKilledHarnessLosesAtMostASecond", "TestKubernetes",
+		"TestOutputs", "TestProtocol", "TestRegressionGate", "TestSelected", "TestSignalFailures", "TestSoak", "TestStaleOutputsAreReplaced",
+		"TestTensorParallelTwoGPUs", "TestTheTestListIsComplete", "TestTrafficWithoutInFlightSleeps", "TestUnknownVariableIsRefusedBeforeAnyServer",
+	}
+	gpuTests = []string{"TestGPUFacts"}
+)
+
+// testsOf is the package's top-level tests in a build with the gpu tag
+// (gpu) or without.
+func testsOf(gpu bool) []string {
+	if gpu {
+		return append(slices.Clone(packageTests), gpuTests...)
+	}
+	return packageTests
+}
+
+// flagValue is go test's flag name ("test.run") as given, "" if none.
+func flagValue(name string) string {
+	if f := flag.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+// testFlagsError says why go test's flags cannot run this package:
+// -shuffle reorders the tests, whose order is the protocol's (TestOutputs
+// and the regression gate read what TestProtocol measured before them),
+// and a -run that is no pattern would stop go test after the run began.
+func testFlagsError() error {
+	var errs []error
+	if s := flagValue("test.shuffle"); s != "" && s != "off" {
+		errs = append(errs, fmt.Errorf("go test -shuffle %s: this package's tests run in the protocol's order (TestOutputs and the regression gate read what TestProtocol measured before them), which -shuffle would change: run without -shuffle", s))
+	}
+	if r := flagValue("test.run"); r != "" {
+		if err := config.CheckRunPattern(r); err != nil {
+			errs = append(errs, fmt.Errorf("go test -run %q: %w (a go test -run pattern: regexps separated by / for subtests)", r, err))
 		}
 	}
-	return true
+	return errors.Join(errs...)
+}
+
+// selectsNothing says why go test would run nothing here: a -run that
+// selects none of the package's tests, with no -bench, -fuzz or -list
+// beside it (-run '^$' -bench . runs the benchmarks alone); "" when it
+// runs something, or no -run was given.
+func selectsNothing() string {
+	return runsNothing(flagValue("test.run"), flagValue("test.bench")+flagValue("test.fuzz")+flagValue("test.list") != "")
+}
+
+// runsNothing is selectsNothing's reason for -run pattern, other true
+// where -bench, -fuzz or -list is given.
+func runsNothing(pattern string, other bool) string {
+	if pattern == "" || other || config.CheckRunPattern(pattern) != nil {
+		return ""
+	}
+	if slices.ContainsFunc(testsOf(config.GPUTag), func(n string) bool { return selected(pattern, n) }) {
+		return ""
+	}
+	why := fmt.Sprintf("go test -run %q selects none of this package's tests, so nothing ran: name a test (-run '^TestProtocol$'; a phase: -run 'TestProtocol/switch'; go test -list . lists them)", pattern)
+	if gpu := slices.DeleteFunc(slices.Clone(gpuTests), func(n string) bool { return !selected(pattern, n) }); !config.GPUTag && len(gpu) > 0 {
+		why += fmt.Sprintf("; %s is built with -tags gpu only", strings.Join(gpu, ", "))
+	}
+	return why
 }
 
 // goTestTimeout is go test's -timeout (0: none).
@@ -282,5 +380,118 @@ func passes(t testing.TB, checks []record.Check) {
 		if c.Fails() {
 			t.Errorf("check %s", c)
 		}
+	}
+}
+
+// TestTheTestListIsComplete: packageTests and gpuTests, which TestMain
+// matches -run against, are the package's Test and Fuzz functions as its
+// files declare them, with the gpu tag and without.
+func TestTheTestListIsComplete(t *testing.T) {
+	files, err := filepath.Glob("*_test.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	for _, gpu := range []bool{false, true} {
+		var got []string
+		for _, name := range files {
+			f, err := parser.ParseFile(fset, name, nil, parser.ParseComments|parser.SkipObjectResolution)
+			require.NoError(t, err)
+			if !builtWith(t, f, gpu) {
+				continue
+			}
+			for _, d := range f.Decls {
+				if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && fd.Name.Name != "TestMain" && isTestName(fd.Name.Name) {
+					got = append(got, fd.Name.Name)
+				}
+			}
+		}
+		assert.ElementsMatch(t, got, testsOf(gpu), "gpu tag %v: the package's top-level tests; list a new one in packageTests (gpuTests for one built with -tags gpu only)", gpu)
+	}
+}
+
+// builtWith reports whether f's //go:build line (if any) holds with or
+// without the gpu tag on this machine's OS and architecture.
+func builtWith(t *testing.T, f *ast.File, gpu bool) bool {
+	for _, cg := range f.Comments {
+		if cg.Pos() > f.Package {
+			break
+		}
+		for _, c := range cg.List {
+			if !constraint.IsGoBuild(c.Text) {
+				continue
+			}
+			expr, err := constraint.Parse(c.Text)
+			require.NoError(t, err)
+			return expr.Eval(func(tag string) bool {
+				return tag == "gpu" && gpu || tag == runtime.GOOS || tag == runtime.GOARCH || tag == "unix" || strings.HasPrefix(tag, "go1.")
+			})
+		}
+	}
+	return true
+}
+
+// isTestName reports whether name is a test go test runs: Test or Fuzz,
+// then nothing or a character that is not lower case (go test's rule).
+func isTestName(name string) bool {
+	for _, prefix := range []string{"Test", "Fuzz"} {
+		if rest, ok := strings.CutPrefix(name, prefix); ok {
+			r, _ := utf8.DecodeRuneInString(rest)
+			return rest == "" || !unicode.IsLower(r)
+		}
+	}
+	return false
+}
+
+// TestFlagsThatCannotRunTheProtocol (issue 48): -shuffle reordered
+// TestOutputs and the gate after TestProtocol, and a -run that matched no
+// test (a typo) ran nothing and exited 0. Each child run below ends before
+// any server: -shuffle is refused as a config error (exit 2, a FAIL
+// report naming it), a -run that selects nothing exits 1 with a NOT RUN
+// report naming the pattern.
+func TestFlagsThatCannotRunTheProtocol(t *testing.T) {
+	if os.Getenv("WAKEBENCH_CHILD") != "" {
+		t.Skip("this is a child run")
+	}
+	// What the package's child runs, its Makefile, scripts and image ask
+	// for still runs; a pattern that names no test does not.
+	for _, p := range []string{protocolTests, "^TestProtocol$", "^Test(Protocol|Outputs)$", "^TestExitAndStatusAgree$", "TestProtocol/switch",
+		"^TestSoak$", "^TestKubernetes$", "^TestFleet$", "^TestEveryFigureMeansItsName$", "^Test(GPUFacts|Protocol|Outputs)$", "^TestNoSuch$|^TestSelected$"} {
+		assert.Empty(t, runsNothing(p, false), p)
+	}
+	assert.Empty(t, runsNothing("^$", true), "-run '^$' -bench .")
+	for _, p := range []string{"^TestNoSuch$", "TestProtocl", "^$", "^TestProtocol$x|^Nothing$/switch"} {
+		assert.Contains(t, runsNothing(p, false), fmt.Sprintf("go test -run %q selects none of this package's tests", p))
+	}
+	if !config.GPUTag {
+		assert.Contains(t, runsNothing("^TestGPUFacts$", false), "; TestGPUFacts is built with -tags gpu only")
+	}
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		status string
+		reason string
+	}{
+		{[]string{"-test.run=^TestProtocol$", "-test.shuffle=on"}, 2, "FAIL",
+			"go test -shuffle on: this package's tests run in the protocol's order (TestOutputs and the regression gate read what TestProtocol measured before them), which -shuffle would change: run without -shuffle"},
+		{[]string{"-test.run=^TestNoSuch$"}, 1, report.StatusNotRun,
+			`go test -run "^TestNoSuch$" selects none of this package's tests, so nothing ran: name a test`},
+	} {
+		t.Run(tc.args[len(tc.args)-1], func(t *testing.T) {
+			out := t.TempDir()
+			b, err := runChild(t, out, nil, tc.args...)
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, string(b))
+			assert.Equal(t, tc.code, ee.ExitCode(), string(b))
+			assert.Contains(t, string(b), tc.reason)
+			rep := readChildReport(t, out)
+			assert.Equal(t, tc.status, rep.Status)
+			if tc.status == "FAIL" {
+				require.Len(t, rep.Failures, 1)
+				assert.Equal(t, "config", rep.Failures[0].Phase)
+				assert.Contains(t, rep.Failures[0].Error, tc.reason)
+			} else {
+				assert.Contains(t, rep.NotRunReason, tc.reason)
+			}
+			assert.Contains(t, rep.GPU, "the run did not start", "no server, no backend")
+		})
 	}
 }

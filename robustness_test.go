@@ -3,6 +3,7 @@ package wakebench
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,11 +29,12 @@ import (
 
 // child is how a child run of the suite is started.
 type child struct {
-	run   string   // -test.run pattern; default: the level-1 cycles alone
-	args  []string // more test flags
-	env   []string // more environment
-	piped bool     // as CI runs it: in its own process group, stdout through a pipe (go test's, here cat) that dies with the group
-	out   string   // out_dir; default: a new temporary directory
+	run    string    // -test.run pattern; default: the level-1 cycles alone
+	args   []string  // more test flags
+	env    []string  // more environment
+	piped  bool      // as CI runs it: in its own process group, stdout through a pipe (go test's, here cat) that dies with the group
+	out    string    // out_dir; default: a new temporary directory
+	stderr io.Writer // the suite's stderr; default: none
 }
 
 // childConfig is the child's config: whatever this run's config and build
@@ -76,6 +79,7 @@ func (c child) try(t *testing.T) (cmd *exec.Cmd, suitePID int, out string, serve
 		cmd = exec.Command(os.Args[0], args...)
 	}
 	cmd.Env = append(append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_CONFIG="+cfg, "WAKEBENCH_OUT_DIR="+out), c.env...)
+	cmd.Stderr = c.stderr
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -136,30 +140,155 @@ func readChildReport(t *testing.T, out string) report.Report {
 }
 
 // TestInterruptStopsEverything sends SIGINT to a run of the whole protocol
-// in the middle of the level-1 cycles: it exits within 2 s plus stop_s per
-// live server, writes a FAIL report naming the interrupt once (the phases
-// after it are skipped, not failed) with the cycles done so far, and
-// leaves no server behind.
+// in the middle of the level-1 cycles, then SIGTERM while it stops its
+// servers (as GitHub Actions cancels a job: SIGINT, SIGTERM 7.5 s later):
+// the second signal is absorbed, and the run exits within 2 s plus stop_s
+// per live server, writes every output, its FAIL report naming the
+// interrupt once as what stopped it (the phases after it are skipped, not
+// failed) and noting the SIGTERM, with the cycles done so far, and leaves
+// no server behind. On 650cbfc the SIGTERM killed the run there: only the
+// provisional report, which blames a kill, was left.
 func TestInterruptStopsEverything(t *testing.T) {
 	t.Parallel() // a child run of its own: side by side with the others
-	cmd, _, out, servers := child{run: "^TestProtocol$"}.start(t)
+	hold, wrapper := holdingSim(t)
+	absorbed := &lineWatch{want: "terminated received while the run stops", seen: make(chan struct{})}
+	cmd, _, out, servers := child{run: "^TestProtocol$", stderr: absorbed,
+		env: []string{backend.EnvSimBinary + "=" + wrapper, "WAKEBENCH_TIMEOUTS_STOP_S=60"}}.start(t) // stop_s: the hold is the test's, not a grace's
+	exited := make(chan error, 1)
+	t.Cleanup(func() { // a run killed mid-stop leaves a held server's vllmsim: end every server group still there
+		for _, pid := range servers {
+			if server.GroupAlive(pid) {
+				syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
+	})
+	require.NoError(t, os.WriteFile(filepath.Join(hold, "armed"), nil, 0o644))
 	sent := time.Now()
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	go func() { exited <- cmd.Wait() }()
+	select { // a server's stop has begun: the run is past its phases
+	case <-waitFile(t, filepath.Join(hold, "stopping")):
+	case err := <-exited:
+		t.Fatalf("the run ended before it stopped a server: %v\n%s", err, absorbed)
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("no server's stop began within 2 minutes of the interrupt\n%s", absorbed)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-absorbed.seen:
+	case err := <-exited:
+		t.Fatalf("the SIGTERM while the run stopped its servers ended it (%v): not absorbed\n%s", err, absorbed)
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the run said nothing of the SIGTERM within 2 minutes\n%s", absorbed)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(hold, "release"), nil, 0o644))
+	released := time.Now() // the stop's time from here is the run's, not the test's hold
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the run did not exit")
+	}
 	var ee *exec.ExitError
-	require.ErrorAs(t, waitExit(t, cmd, 30*time.Second), &ee, "an interrupted run fails")
-	took := time.Since(sent)
-	assert.Less(t, took, 2*time.Second+time.Duration(len(servers))*3*time.Second, "stopping took %v (stop_s 3, %d servers)", took, len(servers))
+	require.ErrorAs(t, err, &ee, "an interrupted run fails")
+	assert.Equal(t, 1, ee.ExitCode(), "it exits, not killed by the second signal")
+	took := time.Since(released)
+	assert.Less(t, took, 2*time.Second+time.Duration(len(servers))*3*time.Second, "stopping took %v after the held server was released (%d servers; %v since the interrupt)", took, len(servers), time.Since(sent))
 	for _, pid := range servers {
 		assert.False(t, server.GroupAlive(pid), "server process group %d is gone", pid)
 	}
 	rep := readChildReport(t, out)
 	assert.Equal(t, "FAIL", rep.Status)
-	require.Len(t, rep.Failures, 1, "the cause, once: %+v", rep.Failures)
-	assert.Contains(t, rep.Failures[0].Error, "interrupted by interrupt")
+	require.Len(t, rep.Failures, 2, "the cause, once, and the signal absorbed: %+v", rep.Failures)
+	assert.Contains(t, rep.Failures[0].Error, "interrupted by interrupt", "what stopped the run, first")
+	assert.Equal(t, "run", rep.Failures[1].Phase)
+	assert.Contains(t, rep.Failures[1].Error, "terminated received while the run stopped (after interrupt, which stopped it): absorbed")
 	assert.GreaterOrEqual(t, rep.Models["A"].Sleep["1"].SuccessfulCycles, 3, "cycles done before the interrupt are kept")
+	summary, err := os.ReadFile(filepath.Join(out, "summary.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(summary), "interrupted by interrupt", "the final summary, not the provisional one")
+	assert.NotContains(t, string(summary), "the run did not finish")
+	bench, err := os.ReadFile(filepath.Join(out, "bench.txt"))
+	require.NoError(t, err)
+	assert.Contains(t, string(bench), "BenchmarkSleep", "bench.txt holds the cycles")
 	csv, err := os.ReadFile(filepath.Join(out, "samples.csv"))
 	require.NoError(t, err)
 	assert.Greater(t, strings.Count(string(csv), "\n"), 20, "samples are on disk")
+}
+
+// holdingSim is a vllmsim behind a wrapper whose stop, once the test
+// writes hold/armed, waits: on SIGTERM the wrapper writes hold/stopping
+// and exits only when hold/release exists (its vllmsim, which the
+// server's group SIGTERM reached too, is gone by then). The run's stop
+// of that server lasts until the test says so.
+func holdingSim(t *testing.T) (hold, wrapper string) {
+	t.Helper()
+	sim, err := backend.BuildSim(t.Context())
+	require.NoError(t, err)
+	hold = t.TempDir()
+	wrapper = filepath.Join(t.TempDir(), "vllmsim")
+	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+	script := fmt.Sprintf(`#!/bin/sh
+hold=%s
+%s "$@" &
+sim=$!
+trap 'if [ -e "$hold/armed" ]; then : >"$hold/stopping"; while [ ! -e "$hold/release" ]; do sleep 0.02; done; fi; kill $sim 2>/dev/null; wait $sim; exit 0' TERM
+wait $sim
+`, quote(hold), quote(sim))
+	require.NoError(t, os.WriteFile(wrapper, []byte(script), 0o755))
+	return hold, wrapper
+}
+
+// waitFile is closed once path exists (polled: a file another process
+// writes).
+func waitFile(t *testing.T, path string) <-chan struct{} {
+	t.Helper()
+	ch := make(chan struct{})
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if _, err := os.Stat(path); err == nil {
+				close(ch)
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return ch
+}
+
+// lineWatch is a writer (a child's stderr) that keeps what it was given
+// and closes seen once it holds want.
+type lineWatch struct {
+	want string
+	seen chan struct{}
+
+	mu  sync.Mutex // guards buf
+	buf strings.Builder
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	had := strings.Contains(w.buf.String(), w.want)
+	w.buf.Write(p)
+	if !had && strings.Contains(w.buf.String(), w.want) {
+		close(w.seen)
+	}
+	return len(p), nil
+}
+
+func (w *lineWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
 
 // TestCIJobEndsWritesEverything ends a run as a cancelled CI job or
@@ -217,16 +346,20 @@ func processAlive(pid int) bool {
 }
 
 // TestStaleOutputsAreReplaced: an out_dir holding an earlier run's PASS
-// outputs, and a run that stops at a bad config: the report there now says
-// FAIL with the config error, and no earlier output is left to be read.
+// outputs (its kubernetes/ with the marker a run writes there), and a run
+// that stops at a bad config: the report there now says FAIL with the
+// config error, and no earlier output is left to be read; the user's own
+// files there stay.
 func TestStaleOutputsAreReplaced(t *testing.T) {
 	if os.Getenv("WAKEBENCH_CHILD") != "" {
 		t.Skip("this is a child run")
 	}
 	out := t.TempDir()
-	stale := []string{"bench.txt", "A.log", "compare.txt", "requests.jsonl", "soak.csv", "kubernetes/kube-apiserver.log"}
+	stale := []string{"bench.txt", "A.log", "compare.txt", "requests.jsonl", "soak.csv", "kubernetes/kube-apiserver.log", "kubernetes/.wakebench"}
+	mine := []string{"notes.md", "data/prompts.txt"}
 	require.NoError(t, os.Mkdir(filepath.Join(out, "kubernetes"), 0o755))
-	for _, name := range append([]string{"report.json", "summary.md", "report.html", "checks.junit.xml", "ctrf.json", "metrics.txt"}, stale...) {
+	require.NoError(t, os.Mkdir(filepath.Join(out, "data"), 0o755))
+	for _, name := range append(append([]string{"report.json", "summary.md", "report.html", "checks.junit.xml", "ctrf.json", "metrics.txt"}, stale...), mine...) {
 		require.NoError(t, os.WriteFile(filepath.Join(out, name), []byte(`{"status": "PASS"}`), 0o644))
 	}
 	b, err := runChild(t, out, []string{"WAKEBENCH_PROTOCOL_HANDOFFS=0"}, "-test.run=^TestProtocol$")
@@ -248,6 +381,9 @@ func TestStaleOutputsAreReplaced(t *testing.T) {
 	}
 	for _, name := range stale {
 		assert.NoFileExists(t, filepath.Join(out, name), "an earlier run's %s is removed", name)
+	}
+	for _, name := range mine {
+		assert.FileExists(t, filepath.Join(out, name), "the user's %s stays", name)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -430,7 +429,7 @@ func Load(getenv func(string) string) (Config, error) {
 	cfg := Default()
 	var file []byte
 	if path := getenv(EnvFile); path != "" {
-		b, err := os.ReadFile(path)
+		b, err := readConfigFile(path)
 		if err != nil {
 			return withOutDir(cfg, nil, getenv), fmt.Errorf("config: %s=%s: %w", EnvFile, path, err)
 		}
@@ -458,18 +457,27 @@ func Load(getenv func(string) string) (Config, error) {
 // withOutDir is cfg, from a config that could not be loaded, with the
 // out_dir its user asked for, so the run's FAIL report lands where they
 // look: WAKEBENCH_OUT_DIR when set, else the file's "out_dir" when that
-// much of it reads (the rest may be wrong), else cfg's.
+// much of it reads (the rest may be wrong), else cfg's. The baseline is
+// taken the same way (WAKEBENCH_BASELINE, else the file's "baseline"):
+// the report's claim of out_dir leaves the baseline's files alone.
 func withOutDir(cfg Config, file []byte, getenv func(string) string) Config {
-	if d := getenv(EnvName("out_dir")); d != "" {
-		cfg.OutDir = d
-		return cfg
-	}
 	var f struct {
-		OutDir json.RawMessage `json:"out_dir"`
+		OutDir   json.RawMessage `json:"out_dir"`
+		Baseline json.RawMessage `json:"baseline"`
 	}
-	var d string
-	if json.Unmarshal(file, &f) == nil && json.Unmarshal(f.OutDir, &d) == nil && d != "" {
-		cfg.OutDir = d
+	fileOK := json.Unmarshal(file, &f) == nil
+	for _, k := range []struct {
+		key string
+		raw json.RawMessage
+		to  *string
+	}{{"out_dir", f.OutDir, &cfg.OutDir}, {"baseline", f.Baseline, &cfg.Baseline}} {
+		var d string
+		switch {
+		case getenv(EnvName(k.key)) != "":
+			*k.to = getenv(EnvName(k.key))
+		case fileOK && json.Unmarshal(k.raw, &d) == nil && d != "":
+			*k.to = d
+		}
 	}
 	return cfg
 }
@@ -637,6 +645,9 @@ func (c Config) validateModel(bad badFunc, key string, m Model) {
 	for _, a := range m.ExtraArgs {
 		if strings.HasPrefix(a, "--api-key") || strings.HasPrefix(a, "--api_key") {
 			bad(key+".extra_args", "pass the key as api_key (it would show in logs as an argument)")
+		}
+		if sleepModeOff(a) {
+			bad(key+".extra_args", "%q turns sleep mode off, and sleep mode is what the suite measures (it passes --enable-sleep-mode itself): remove it", a)
 		}
 	}
 	for _, n := range m.Adapters() {
@@ -832,7 +843,7 @@ func (c Config) validateRegressionGate(bad badFunc) {
 	if n := c.Thresholds.RegressionMinJudged; n < 0 {
 		bad("thresholds.regression_min_judged", "%v: want the fewest metrics the gate must judge, ≥ 0 (0 accepts a gate that judged nothing)", n)
 	}
-	checkBaseline(bad, c.Baseline)
+	checkBaseline(bad, c.Baseline, c.OutDir)
 }
 
 // MaxKVGiB bounds protocol.kv_gib, the KV cache of each GPU
@@ -908,6 +919,20 @@ func (m Model) Speculative() bool {
 		name, _, _ := strings.Cut(a, "=")
 		return strings.ReplaceAll(name, "_", "-") == "--speculative-config" || name == "-sc"
 	})
+}
+
+// sleepModeOff reports whether the server argument a turns vLLM's sleep
+// mode off: --no-enable-sleep-mode, or --enable-sleep-mode=false (0, no,
+// off), in either spelling vLLM's argparse accepts (- or _ in the name).
+func sleepModeOff(a string) bool {
+	name, value, hasValue := strings.Cut(a, "=")
+	switch strings.ReplaceAll(name, "_", "-") {
+	case "--no-enable-sleep-mode":
+		return true
+	case "--enable-sleep-mode":
+		return hasValue && slices.Contains([]string{"false", "0", "no", "off", "f", "n"}, strings.ToLower(strings.TrimSpace(value)))
+	}
+	return false
 }
 
 // PrefixCaching reports whether m's server caches prefixes: vLLM V1's

@@ -192,7 +192,7 @@ func (f Fleet) validateWaits(bad badFunc, d Fleet) {
 // pattern, the claim's DeviceClass and driver, the resources, the
 // ServiceAccount and the tolerations.
 func (f Fleet) validatePods(bad badFunc, d Fleet) {
-	if err := checkRunPattern(d.Run); err != nil {
+	if err := CheckRunPattern(d.Run); err != nil {
 		bad("fleet.run", "%q: %v (a go test -run pattern: regexps separated by / for subtests)", d.Run, err)
 	}
 	if d.Driver != "none" {
@@ -288,11 +288,12 @@ func (f Fleet) validateNodes(bad badFunc) {
 	}
 }
 
-// checkRunPattern compiles a go test -run pattern as package testing
-// does: split at each / and | outside brackets and parentheses (its
-// splitRegexp), every part a regexp.
-func checkRunPattern(s string) error {
-	var parts []string
+// RunPattern splits a go test -run pattern as package testing does (its
+// splitRegexp): into alternatives at each | outside brackets and
+// parentheses, each alternative into one regexp per level at each / there.
+func RunPattern(s string) [][]string {
+	var alts [][]string
+	var alt []string
 	brackets, parens := 0, 0
 	start := 0
 	for i := 0; i < len(s); i++ {
@@ -315,15 +316,28 @@ func checkRunPattern(s string) error {
 			i++
 		case '/', '|':
 			if brackets == 0 && parens == 0 {
-				parts = append(parts, s[start:i])
+				alt = append(alt, s[start:i])
 				start = i + 1
+				if s[i] == '|' {
+					alts, alt = append(alts, alt), nil
+				}
 			}
 		}
 	}
-	parts = append(parts, s[start:])
-	for i, p := range parts {
-		if _, err := regexp.Compile(p); err != nil {
-			return fmt.Errorf("element %d (%q) is not a regexp: %w", i, p, err)
+	return append(alts, append(alt, s[start:]))
+}
+
+// CheckRunPattern compiles a go test -run pattern as package testing
+// does (RunPattern), every part a regexp; the error names the first part
+// that is not, counting parts from 0 across the alternatives.
+func CheckRunPattern(s string) error {
+	i := 0
+	for _, alt := range RunPattern(s) {
+		for _, p := range alt {
+			if _, err := regexp.Compile(p); err != nil {
+				return fmt.Errorf("element %d (%q) is not a regexp: %w", i, p, err)
+			}
+			i++
 		}
 	}
 	return nil

@@ -2,11 +2,64 @@ package config
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
+
+// MaxConfigBytes bounds the config file (WAKEBENCH_CONFIG): a config is
+// kilobytes, so a bigger file is another file (a log, a disk image), and
+// /dev/zero would fill the harness's memory.
+const MaxConfigBytes = 1 << 20
+
+// wantConfig says what WAKEBENCH_CONFIG must name.
+const wantConfig = "want the JSON config file (testdata/example-config.json shows one)"
+
+// readConfigFile reads the config file at path: a regular file of at most
+// MaxConfigBytes; its errors do not repeat path (Load names it). It looks before it opens (opening a FIFO waits for a
+// writer, a device may be endless), opens without blocking and looks
+// again at what it opened, in case the path changed between, as package
+// gate reads a baseline.
+func readConfigFile(path string) ([]byte, error) {
+	check := func(fi fs.FileInfo) error {
+		switch {
+		case !fi.Mode().IsRegular():
+			return fmt.Errorf("is %s: %s", fileKind(fi.Mode()), wantConfig)
+		case fi.Size() > MaxConfigBytes:
+			return fmt.Errorf("holds %d bytes, beyond %d MiB: not a config file (a config is kilobytes): %s", fi.Size(), MaxConfigBytes>>20, wantConfig)
+		}
+		return nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := check(fi); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return nil, err
+	}
+	if err := check(fi); err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	if len(b) > MaxConfigBytes {
+		return nil, fmt.Errorf("grew past %d MiB while read: not a config file: %s", MaxConfigBytes>>20, wantConfig)
+	}
+	return b, nil
+}
 
 // MaxBaselineBytes bounds one baseline bench.txt: a run's is kilobytes (a
 // few hundred benchfmt lines), so 64 MiB is thousands of runs' worth. A
@@ -36,10 +89,11 @@ func BaselineEntries(spec string) []string {
 func BaselineGlobs() []string { return []string{"bench.txt", "*/bench.txt", "*.bench.txt"} }
 
 // checkBaseline checks the baseline setting: each entry a bench.txt file
-// of at most MaxBaselineBytes or a directory holding such runs. Only
-// os.Stat looks at an entry (opening a FIFO would wait for a writer);
+// of at most MaxBaselineBytes or a directory holding such runs, none of
+// them inside outDir (the run's out_dir, which it clears when it starts).
+// Only os.Stat looks at an entry (opening a FIFO would wait for a writer);
 // "" is no gate, a setting of separators and blanks alone names no file.
-func checkBaseline(bad badFunc, spec string) {
+func checkBaseline(bad badFunc, spec, outDir string) {
 	entries := BaselineEntries(spec)
 	if spec != "" && len(entries) == 0 {
 		bad("baseline", "%q names no file: %s (comma-separated), or leave it empty for no regression gate", spec, wantBaseline)
@@ -48,6 +102,10 @@ func checkBaseline(bad badFunc, spec string) {
 		fi, err := os.Stat(e)
 		if err != nil {
 			bad("baseline", "%v (a previous run's bench.txt, or a directory of runs)", err)
+			continue
+		}
+		if Within(e, outDir) {
+			badInOutDir(bad, e, outDir)
 			continue
 		}
 		if !fi.IsDir() {
@@ -65,14 +123,82 @@ func checkBaseline(bad badFunc, spec string) {
 		if len(found) == 0 {
 			bad("baseline", "%s: a directory with no bench.txt, */bench.txt or *.bench.txt: %s", e, wantBaseline)
 		}
+		inOut := false
 		for _, f := range found {
 			if fi, err := os.Stat(f); err != nil {
 				bad("baseline", "%v", err)
+			} else if !inOut && Within(f, outDir) { // a directory of runs holding out_dir's bench.txt
+				inOut = true
+				badInOutDir(bad, f, outDir)
 			} else {
 				checkBench(bad, f, fi)
 			}
 		}
 	}
+}
+
+// badInOutDir refuses a baseline file or directory path inside out_dir.
+func badInOutDir(bad badFunc, path, outDir string) {
+	bad("baseline", "%s is inside out_dir %s, whose outputs a run removes when it starts: the baseline would be gone before the gate reads it; move it out of out_dir (e.g. mv %s base.bench.txt) and name the new path", path, outDir, path)
+}
+
+// Within reports whether path is dir, or inside it: the same directory
+// entry (os.Lstat; dir need not be a directory), or, dir a directory,
+// path as it is on disk (symbolic links followed) below it, compared by
+// os.SameFile. False when either does not exist: nothing that exists is
+// inside what does not.
+func Within(path, dir string) bool {
+	a, err := os.Lstat(path)
+	if err != nil {
+		return false
+	}
+	if b, err := os.Lstat(dir); err == nil && os.SameFile(a, b) {
+		return true
+	}
+	di, err := os.Stat(dir)
+	if err != nil || !di.IsDir() {
+		return false
+	}
+	p, err := filepath.Abs(path)
+	if err != nil {
+		return false
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	}
+	for {
+		if fi, err := os.Stat(p); err == nil && os.SameFile(fi, di) {
+			return true
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return false
+		}
+		p = parent
+	}
+}
+
+// BaselineFiles are the files a baseline setting names, as far as os.Stat
+// finds them: each entry that is no directory, and the runs each directory
+// holds (BaselineGlobs). A run never removes one (package harness's claim
+// of its out_dir), even when the config that names it is refused.
+func BaselineFiles(spec string) []string {
+	var out []string
+	for _, e := range BaselineEntries(spec) {
+		fi, err := os.Stat(e)
+		if err != nil {
+			continue
+		}
+		if !fi.IsDir() {
+			out = append(out, e)
+			continue
+		}
+		for _, pat := range BaselineGlobs() {
+			m, _ := filepath.Glob(filepath.Join(e, pat))
+			out = append(out, m...)
+		}
+	}
+	return out
 }
 
 // checkBench checks one baseline bench.txt, fi its os.Stat (CheckBench).

@@ -14,8 +14,9 @@ import (
 
 // checkJSON lists every problem of a config file at once, by key path:
 // keys Config does not have (matched exactly: encoding/json would take
-// "HANDOFFS" for "handoffs") and values of the wrong JSON type
-// (encoding/json reports only the first).
+// "HANDOFFS" for "handoffs"), keys given twice in one object
+// (encoding/json keeps the last silently) and values of the wrong JSON
+// type (encoding/json reports only the first).
 // It returns the file's top-level object for the caller to read its keys.
 func checkJSON(b []byte) (map[string]any, []error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -31,9 +32,83 @@ func checkJSON(b []byte) (map[string]any, []error) {
 	if !ok {
 		return nil, []error{fmt.Errorf("not a JSON object: the file holds a JSON %s", jsonKind(v))}
 	}
-	var errs []error
+	errs := duplicateKeys(b)
 	walkJSON(v, reflect.TypeOf(Config{}), "", &errs)
 	return obj, errs
+}
+
+// duplicateKeys names every key given more than once in one JSON object
+// of b, by its path ("models[0].port"), once each, in the file's order.
+// b is JSON that decodes (checkJSON's caller decoded it first): a token
+// error ends the walk with what was found.
+func duplicateKeys(b []byte) []error {
+	// frame is one object or list being read: its path, and for an
+	// object the keys seen and whether the next string is a key.
+	type frame struct {
+		path    string
+		object  bool
+		seen    map[string]bool
+		key     string
+		wantKey bool
+		index   int
+	}
+	var stack []*frame
+	var errs []error
+	reported := map[string]bool{}
+	// valuePath is the path of the value the next token starts.
+	valuePath := func() string {
+		if len(stack) == 0 {
+			return ""
+		}
+		f := stack[len(stack)-1]
+		if f.object {
+			return join(f.path, f.key)
+		}
+		return fmt.Sprintf("%s[%d]", f.path, f.index)
+	}
+	// valueDone moves the enclosing object or list past a value.
+	valueDone := func() {
+		if len(stack) == 0 {
+			return
+		}
+		if f := stack[len(stack)-1]; f.object {
+			f.wantKey = true
+		} else {
+			f.index++
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return errs
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				stack = append(stack, &frame{path: valuePath(), object: t == '{', seen: map[string]bool{}, wantKey: true})
+			case '}', ']':
+				stack = stack[:len(stack)-1]
+				valueDone()
+			}
+		case string:
+			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
+				f := stack[n-1]
+				f.key, f.wantKey = t, false
+				if p := join(f.path, t); f.seen[t] && !reported[p] {
+					reported[p] = true
+					errs = append(errs, fmt.Errorf("key %q given twice: keep one (the last would win silently)", p))
+				}
+				f.seen[t] = true
+				continue
+			}
+			valueDone()
+		default:
+			valueDone()
+		}
+	}
 }
 
 func join(path, key string) string {

@@ -33,8 +33,10 @@ func TestKnownCausesGetTheirFix(t *testing.T) {
 		tweak          func(*config.Config)
 		inError, inFix string
 	}{
-		{"sleep mode off", func(c *config.Config) { c.Models[0].ExtraArgs = []string{"--no-enable-sleep-mode"} },
-			"start vLLM with --enable-sleep-mode", "start vLLM with --enable-sleep-mode"},
+		// A server that ignores --enable-sleep-mode (--no-enable-sleep-mode in
+		// extra_args is refused at load): /sleep answers 200, nothing is freed.
+		{"sleep mode off", func(c *config.Config) { c.Models[0].SimFaults = "sleep-ignored" },
+			"start it with --enable-sleep-mode", "--enable-sleep-mode"},
 		{"port in use", func(c *config.Config) { c.Models[0].Port = port },
 			fmt.Sprintf("port %d, config models[0].port, is already in use", port), fmt.Sprintf("another process holds port %d: stop it, or set models[0].port", port)},
 	} {

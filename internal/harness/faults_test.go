@@ -376,8 +376,9 @@ func TestFailedStartIsStopped(t *testing.T) {
 	require.NoError(t, err, "B starts alone; nothing is blamed on making room for it")
 	assert.Equal(t, []string{"B"}, h.pool.Awake())
 	_, err = protocol.Baseline{Env: h.env}.Run(t.Context(), "A", t.Logf)
-	require.Error(t, err, "A is started afresh by the next phase, and hangs again")
+	require.Error(t, err, "A's start timed out once: the next phase fails at once, not spawning and waiting again")
 	assert.ErrorContains(t, err, "baseline A: activate")
+	assert.ErrorContains(t, err, "never became ready (timeouts.start_s 2 s) at an earlier start, so it is not started again")
 	assert.Zero(t, h.pool.Procs().PID("A"))
 }
 

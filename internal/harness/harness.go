@@ -44,6 +44,7 @@ type Run struct {
 	samples *samplesLog
 	soak    *soakLog // soak.csv, from the first soak cycle on
 	tmp     string   // private directory: simulated GPU, compile cache
+	lock    *outLock // out_dir's lock, from Open until Write has written every output
 
 	stopBG   context.CancelFunc
 	bg       sync.WaitGroup
@@ -53,7 +54,9 @@ type Run struct {
 }
 
 // Open prepares a run: output directory, backend, samplers and output
-// streams. It claims out_dir (an earlier run's outputs are removed) and
+// streams. It locks out_dir (LockFile: a run that holds it already makes
+// Open fail with *OutDirBusy before anything there is removed or written),
+// claims it (an earlier run's outputs are removed) and
 // writes a provisional FAIL report that Close replaces, so a run killed
 // outright still leaves a report saying it did not finish. No server is
 // started yet.
@@ -64,12 +67,18 @@ func OpenWith(ctx context.Context, cfg config.Config, hooks Hooks) (*Run, error)
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("out_dir %s: %w", cfg.OutDir, err)
 	}
-	tmp, err := os.MkdirTemp("", "wakebench-")
+	lock, err := lockOutDir(cfg.OutDir)
 	if err != nil {
 		return nil, err
 	}
-	r := &Run{cfg: cfg, tmp: tmp}
+	tmp, err := os.MkdirTemp("", "wakebench-")
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	r := &Run{cfg: cfg, tmp: tmp, lock: lock}
 	fail := func(err error) (*Run, error) {
+		defer lock.release()
 		if r.metrics != nil {
 			r.metrics.Close()
 		}
@@ -258,6 +267,7 @@ func (r *Run) Stop() {
 // timeline.svg, summary.md and report.json with failures added.
 func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 	r.Stop()
+	defer r.lock.release() // last: every output is written
 	defer os.RemoveAll(r.tmp)
 	errs := slices.Clone(r.stopErrs)
 

@@ -60,8 +60,12 @@ func (r *Run) kubernetes(ctx context.Context, logf func(string, ...any)) (k reco
 		if err != nil {
 			return k, err
 		}
+		logDir, err := kubeLogDir(cfg.OutDir)
+		if err != nil {
+			return k, err
+		}
 		cl, err := kubelocal.Start(ctx, kubelocal.Options{BinDir: bin, Dir: filepath.Join(r.tmp, "kubernetes"),
-			LogDir: filepath.Join(cfg.OutDir, kubeLogs), Program: r.be.Command, Env: r.be.NodeEnv(), GPU: g})
+			LogDir: logDir, Program: r.be.Command, Env: r.be.NodeEnv(), GPU: g})
 		if err != nil {
 			return k, err
 		}

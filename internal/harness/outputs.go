@@ -31,22 +31,38 @@ const kubeLogs = "kubernetes"
 // starts: a run killed outright (SIGKILL, the OOM killer) leaves it.
 const NotFinished = "the run did not finish: wakebench writes this report when a run starts and replaces it when the run ends, so a run that was killed (SIGKILL, out of memory) or is still going leaves this one; samples.csv and metrics.jsonl hold what was measured until then"
 
-// claim makes out_dir this run's: every output an earlier run left there,
-// and the logs of this run's models, are removed, so no stale PASS can be
-// read beside this run's files.
+// claim makes out_dir this run's (its caller holds the out_dir's lock):
+// every output an earlier run left there (Outputs), the logs of this
+// run's models and a kubernetes/ folder a run wrote (it holds kubeMarker)
+// are removed, so no stale PASS can be read beside this run's files.
+// Nothing else is touched: a file or folder of the user's in out_dir,
+// kubernetes/ without the marker included, stays.
 func claim(cfg config.Config) error {
 	var errs []error
 	names := append([]string{}, Outputs...)
 	for _, m := range cfg.Models {
 		names = append(names, m.Label+".log")
 	}
+	// The baseline's files stay, wherever they are: config load refuses a
+	// baseline inside out_dir, and the report of that refusal claims
+	// out_dir too.
+	baseline := config.BaselineFiles(cfg.Baseline)
+	holdsBaseline := func(p string) bool {
+		return slices.ContainsFunc(baseline, func(b string) bool { return config.Within(b, p) })
+	}
 	for _, n := range names {
-		if err := os.Remove(filepath.Join(cfg.OutDir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		p := filepath.Join(cfg.OutDir, n)
+		if holdsBaseline(p) {
+			continue
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("out_dir: remove the earlier run's %s: %w", n, err))
 		}
 	}
-	if err := os.RemoveAll(filepath.Join(cfg.OutDir, kubeLogs)); err != nil {
-		errs = append(errs, fmt.Errorf("out_dir: remove the earlier run's %s/: %w", kubeLogs, err))
+	if p := filepath.Join(cfg.OutDir, kubeLogs); !holdsBaseline(p) && ownKubeLogs(cfg.OutDir) {
+		if err := os.RemoveAll(p); err != nil {
+			errs = append(errs, fmt.Errorf("out_dir: remove the earlier run's %s/: %w", kubeLogs, err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -91,7 +107,13 @@ func provisional(dir string, raw record.Raw) error {
 // setup that fails): out_dir gets a FAIL report.json and summary.md naming
 // the error, and loses any earlier run's outputs, so a CI step reading it
 // never finds a stale PASS. phase names what failed ("config", "setup").
+// An out_dir another run holds (LockFile) gets nothing: the error says so.
+// A cause that is that refusal (*OutDirBusy) writes nothing, and says it
+// once: the cause is the message.
 func WriteAborted(cfg config.Config, phase string, cause error) error {
+	if errors.As(cause, new(*OutDirBusy)) {
+		return nil
+	}
 	return writeUnstarted(cfg, func(rec *record.Recorder) { rec.Fail(record.Failure{Phase: phase, Error: cause.Error()}) })
 }
 
@@ -103,7 +125,8 @@ func WriteNotRun(cfg config.Config, reason string) error {
 }
 
 // writeUnstarted writes the report of a run that started no server, with
-// what mark records on it.
+// what mark records on it, holding out_dir's lock: where another run holds
+// it, nothing is written (*OutDirBusy).
 func writeUnstarted(cfg config.Config, mark func(*record.Recorder)) error {
 	if cfg.OutDir == "" {
 		return nil
@@ -111,11 +134,16 @@ func writeUnstarted(cfg config.Config, mark func(*record.Recorder)) error {
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return fmt.Errorf("out_dir %s: %w", cfg.OutDir, err)
 	}
+	lock, err := lockOutDir(cfg.OutDir)
+	if err != nil {
+		return err
+	}
+	defer lock.release()
 	claimErr := claim(cfg)
 	rec := record.New(cfg.ModelNames())
 	rec.SetSetup(record.Setup{GPU: "unknown (the run did not start)", Runtime: "unknown (no server reached)", MemorySource: cfg.Memory})
 	mark(rec)
-	_, err := writeReport(cfg.OutDir, rec.Raw(), nil)
+	_, err = writeReport(cfg.OutDir, rec.Raw(), nil)
 	return errors.Join(claimErr, err)
 }
 

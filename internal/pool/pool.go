@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/config"
@@ -158,6 +159,9 @@ type model struct {
 	pinnedBy *server.Server
 	// weight is the weight size its latest start logged (nil: none yet).
 	weight *record.Weight
+	// startHung is, once a start of the model timed out, the error every
+	// later Start returns at once (nil: none timed out).
+	startHung error
 }
 
 // Pool is the servers of one run, seen through one Observer: Observed
@@ -182,7 +186,7 @@ type servers struct {
 
 	// mu guards every model's fields but cfg (port, srv, client, pids,
 	// asleep, level, slept, rssPeak, exitReported, compile, logFrom, reference,
-	// sleeps, pinnedBy, weight), pidOf, exits, stopping, changes and unverified. Never held
+	// sleeps, pinnedBy, weight, startHung), pidOf, exits, stopping, changes and unverified. Never held
 	// with memories.mu.
 	mu    sync.Mutex
 	pidOf map[int]string
@@ -314,22 +318,60 @@ func (s *servers) explain(m *model, err error) error {
 // /v1/models. It returns spawn → ready (the first /health 200). A start
 // that fails is stopped: nothing of it runs on beside the next model.
 // Started does the rest of a start's bookkeeping, after its first token.
+//
+// Only a server the run started is measured or sent anything: a port the
+// config names that another process listens on is refused before the
+// spawn, and at the first /health 200 the socket listening on the port
+// must be the new server's (its process tree's), else the start fails
+// naming the process that answered. A start that timed out is not tried
+// again: every later Start of the model fails at once naming it.
 func (f *Pool) Start(ctx context.Context, label string) (ready time.Duration, err error) {
+	m, err := f.s.model(label)
+	if err != nil {
+		return 0, err
+	}
+	f.s.mu.Lock()
+	hung := m.startHung
+	f.s.mu.Unlock()
+	if hung != nil {
+		return 0, hung
+	}
 	for try := 1; ; try++ {
 		var picked bool
 		ready, picked, err = f.startOnce(ctx, label)
 		// A port picked free here and taken by another process before the
 		// server bound it (a test package running beside this one): the
-		// server failed at once, as vLLM does, naming the address; another
-		// port, at most three tries.
-		inUse := err != nil && strings.Contains(err.Error(), "address already in use")
+		// server failed at once, as vLLM does, naming the address, or
+		// another process answered on it; another port, at most three
+		// tries.
+		inUse := err != nil && (strings.Contains(err.Error(), "address already in use") || errors.Is(err, server.ErrNotOwned))
 		if inUse && !picked {
 			return ready, f.portInUse(label, err)
 		}
 		if err == nil || !picked || try == 3 || !inUse {
+			f.noteHung(ctx, m, err)
 			return ready, err
 		}
 	}
+}
+
+// errStartTimeout marks a start whose server never answered /health
+// within timeouts.start_s.
+var errStartTimeout = errors.New("never became ready")
+
+// noteHung remembers a start of m that timed out (err), so that no later
+// phase spawns the model and waits timeouts.start_s again; a start the
+// run stopped (its context ended) is not the server's doing.
+func (f *Pool) noteHung(ctx context.Context, m *model, err error) {
+	if err == nil || ctx.Err() != nil || !errors.Is(err, errStartTimeout) {
+		return
+	}
+	label := m.cfg.Label
+	hung := fmt.Errorf("start %s: model %s's server never became ready (timeouts.start_s %g s) at an earlier start, so it is not started again: see %s",
+		label, label, f.s.cfg.Timeouts.StartS, f.s.logPath(label))
+	f.s.mu.Lock()
+	m.startHung = hung
+	f.s.mu.Unlock()
 }
 
 // portInUse is the error of a start that found its configured port
@@ -341,6 +383,42 @@ func (f *Pool) portInUse(label string, err error) error {
 		}
 	}
 	return err
+}
+
+// portTaken is nil when nothing listens on host:port now, else an error
+// naming the process that does where /proc can say (server.PortHolder).
+// It binds the port for a moment instead of connecting to it: nothing
+// reaches the other process.
+func portTaken(host string, port int) error {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err == nil {
+		return ln.Close()
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return nil // not this check's to judge: the server says (a host not local, a port below 1024)
+	}
+	who := server.PortHolder(host, port)
+	if who == "" {
+		who = "a process /proc does not name"
+	}
+	return fmt.Errorf("%v: %s listens there; the run's server was not started, so nothing was sent to it", err, who)
+}
+
+// owned checks, at the first /health 200, that the socket answering on
+// the port is srv's (server.Listens): a process that bound the port
+// between the check before the spawn and the server's own bind (vLLM binds
+// late, after importing torch) answered instead. Where /proc cannot say,
+// the server still running is taken as enough, and its log says so.
+func owned(srv *server.Server, host string, port int) error {
+	err := srv.Listens(host, port)
+	if err == nil || !errors.Is(err, server.ErrCannotTell) {
+		return err
+	}
+	if exit := srv.ExitErr(); exit != nil {
+		return fmt.Errorf("/health answered on port %d, but this run's server had exited: another process answered: %w", port, exit)
+	}
+	srv.Note("port %d: which process answers /health could not be checked (%v); the server runs, so it is taken as ready", port, err)
+	return nil
 }
 
 // startOnce is one try of Start; picked reports that the port was picked
@@ -356,6 +434,11 @@ func (f *Pool) startOnce(ctx context.Context, label string) (ready time.Duration
 	picked = port == 0
 	if running {
 		return 0, picked, fmt.Errorf("server %s already running", label)
+	}
+	if port != 0 {
+		if err := portTaken(f.s.cfg.Host, port); err != nil {
+			return 0, picked, err
+		}
 	}
 	if port == 0 {
 		// A fresh free port at every start: the one this model's last
@@ -412,9 +495,15 @@ func (f *Pool) startOnce(ctx context.Context, label string) (ready time.Duration
 		return err
 	})
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			err = fmt.Errorf("%w: %w", errStartTimeout, err)
+		}
 		return 0, picked, fmt.Errorf("start %s (%s): %w; server log: %s", label, m.cfg.Name, err, spec.LogPath)
 	}
 	ready = readyAt.Sub(srv.Spawned)
+	if err = owned(srv, cfg.Host, port); err != nil {
+		return 0, picked, fmt.Errorf("start %s: /health answered on port %d, but not from this run's server: %w", label, port, err)
+	}
 	if err = f.s.timeout(ctx, m, seconds(cfg.Timeouts.RequestS), func(ctx context.Context, c *vllm.Client) error {
 		return checkModels(ctx, c, m.cfg)
 	}); err != nil {

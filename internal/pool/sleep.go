@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/record"
@@ -54,6 +59,10 @@ func (f *Pool) SleepModeThen(ctx context.Context, label string, level int, mode 
 		}
 	}
 	srv, _ := f.s.server(m) // the server this sleep is for: one stopped meanwhile is not asleep
+	var logFrom int64       // where the server's log stood before /sleep (sleptInLog)
+	if st, err := os.Stat(f.s.logPath(label)); err == nil {
+		logFrom = st.Size()
+	}
 	sent, d, err = f.s.askAsleep(ctx, m, fmt.Sprintf("/sleep?level=%d", level), func(ctx context.Context, c *vllm.Client) error {
 		return c.SleepMode(ctx, level, mode)
 	}, then)
@@ -77,6 +86,9 @@ func (f *Pool) SleepModeThen(ctx context.Context, label string, level int, mode 
 		f.obs.firstSleep(label, record.FirstSleep{Level: level, SleepS: d.Seconds()})
 	}
 	f.obs.event(record.Event{Time: sent, Label: label, Kind: fmt.Sprintf("sleep L%d", level)})
+	if err := f.s.sleptInLog(label, level, logFrom); err != nil {
+		return sent, d, fmt.Errorf("sleep %s level %d: %w", label, level, err)
+	}
 	if err := f.verifyEngine(ctx, label, "sleep"); err != nil {
 		return sent, d, fmt.Errorf("sleep %s level %d: %w", label, level, err)
 	}
@@ -251,11 +263,53 @@ func (s *servers) askAsleep(ctx context.Context, m *model, what string, call fun
 			return err
 		}
 		if !asleep {
+			if strings.HasPrefix(what, "/sleep?") {
+				return fmt.Errorf("%s answered 200 but /is_sleeping is false: %w", what, errDidNotSleep)
+			}
 			return fmt.Errorf("%s answered 200 but /is_sleeping is false", what)
 		}
 		return nil
 	})
 	return sent, d, err
+}
+
+// errDidNotSleep ends the error of a sleep that answered 200 and did not
+// sleep: a server run without sleep mode that does not refuse /sleep.
+var errDidNotSleep = errors.New("the server did not sleep; start it with --enable-sleep-mode (wakebench passes it: a wrapper that drops it, --no-enable-sleep-mode in extra_args, or a server that ignores it)")
+
+// cumemFreed is vLLM's allocator's account of a sleep's release.
+var cumemFreed = regexp.MustCompile(`CuMemAllocator: sleep freed ([0-9.]+) GiB memory in total`)
+
+// sleptInLog checks what label's server logged of a level-1 or level-2
+// sleep since from: where its engine's "Sleep mode freed X GiB" lines
+// (one per worker) all say 0.00 GiB, nothing was put to sleep, and the
+// sleep is an error naming --enable-sleep-mode, with or without a memory
+// source. A server that logs no such line passes (the other checks stand).
+func (s *servers) sleptInLog(label string, level int, from int64) error {
+	if level < 1 {
+		return nil
+	}
+	b, err := readFrom(s.logPath(label), from)
+	if err != nil {
+		return nil
+	}
+	lg := vllm.ParseEngineLog(b)
+	if len(lg.FreedGiB) == 0 || slices.ContainsFunc(lg.FreedGiB, func(g float64) bool { return g > 0 }) {
+		return nil
+	}
+	// gpu_worker.py's "freed" is the device's free memory after less before:
+	// a leak as large as the release reads 0 too. The allocator's own line
+	// (vllm/device_allocator/cumem.py, "CuMemAllocator: sleep freed X GiB
+	// memory in total", as vllmsim cites it at vllm@010c2112) says what the
+	// sleep released: more than 0, the server slept, and the memory figures
+	// (residual, release) judge the leak.
+	for _, m := range cumemFreed.FindAllSubmatch(b, -1) {
+		if g, err := strconv.ParseFloat(string(m[1]), 64); err == nil && g > 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("/sleep?level=%d answered 200 but the server did not sleep: its log (%s) says \"Sleep mode freed 0.00 GiB memory\": %w",
+		level, s.logPath(label), errDidNotSleep)
 }
 
 // setAwake records that m's server srv is awake again: the pool sends
@@ -349,6 +403,12 @@ func (f *Pool) Activate(ctx context.Context, label string) error {
 			// The phase that met the crash reported it; this one starts
 			// the server afresh rather than failing on it a second time.
 		}
+	}
+	f.s.mu.Lock()
+	running, hung := m.srv != nil, m.startHung
+	f.s.mu.Unlock()
+	if !running && hung != nil {
+		return hung // before making room: no other model is put to sleep for it
 	}
 	if err := f.MakeRoom(ctx, label); err != nil {
 		return err

@@ -254,10 +254,10 @@ var fixes = []struct {
 		"start vLLM with VLLM_SERVER_DEV_MODE=1 in its environment (and --enable-sleep-mode): vLLM has /sleep, /wake_up and /is_sleeping only then. wakebench sets it for the servers it starts, so a wrapper script that drops the environment, or a vLLM older than 0.7.3, has none"},
 	// vllm.ErrSleepModeOff: vLLM refused /sleep, sleep mode being off.
 	{regexp.MustCompile(`the server runs without sleep mode`),
-		"start vLLM with --enable-sleep-mode: wakebench passes it, so a wrapper script that drops flags, or --no-enable-sleep-mode in extra_args, turned it off"},
+		"start vLLM with --enable-sleep-mode: wakebench passes it (and refuses extra_args that turn it off), so a wrapper script that drops flags, or a vLLM config file of its own, turned it off"},
 	// The pool's confirmation of a sleep (askAsleep).
-	{regexp.MustCompile(`/sleep\?level=\d+ answered 200 but /is_sleeping is false`),
-		"the server stayed awake after /sleep: start vLLM with --enable-sleep-mode (wakebench passes it, so a wrapper script that drops flags, or --no-enable-sleep-mode in extra_args, turned it off)"},
+	{regexp.MustCompile(`/sleep\?level=\d+ answered 200 but (/is_sleeping is false|the server did not sleep)`),
+		"the server stayed awake after /sleep: start vLLM with --enable-sleep-mode (wakebench passes it and refuses extra_args that turn it off, so a wrapper script that drops flags, or a vLLM that ignores the flag, kept it off)"},
 	// The pool's start on a configured port another process holds.
 	{regexp.MustCompile(`port (\d+), config (models\[\d+\]\.port), is already in use`),
 		"another process holds port $1: stop it, or set $2 to a free port (0: wakebench picks one)"},

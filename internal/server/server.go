@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -39,8 +41,14 @@ type Server struct {
 	done    chan struct{} // closed when the process has exited
 	waitErr error
 
+	// mu guards rssPeak and seen.
 	mu      sync.Mutex
 	rssPeak uint64
+	// seen is every process seen in the server's tree while it ran (PID →
+	// its start time, clock ticks after boot: a PID reused by another
+	// process does not match), so that Stop finds a descendant that left
+	// the process group (setsid) even once its parent is gone.
+	seen map[int]uint64
 }
 
 // Start spawns the server. The process leads a new process group, so Stop
@@ -56,7 +64,7 @@ func Start(spec Spec) (*Server, error) {
 	cmd.Stdout, cmd.Stderr = lf, lf
 	// Pdeathsig: if the harness itself dies, the kernel kills the server.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	s := &Server{spec: spec, cmd: cmd, log: lf, done: make(chan struct{})}
+	s := &Server{spec: spec, cmd: cmd, log: lf, done: make(chan struct{}), seen: map[int]uint64{}}
 	s.Spawned = time.Now()
 	if err := cmd.Start(); err != nil {
 		lf.Close()
@@ -146,13 +154,23 @@ func (s *Server) Alive(ctx context.Context, f func(ctx context.Context) error) e
 }
 
 // Stop sends SIGTERM to the process group, then SIGKILL after grace, and
-// waits for the leader to exit. Safe to call more than once.
+// waits for the leader to exit; then it kills every descendant that left
+// the group (a setsid grandchild), naming each in the log (killEscaped).
+// Safe to call more than once.
 func (s *Server) Stop(grace time.Duration) error {
+	_, _ = s.treeProcs() // the tree as it stands, before its parents go
+	err := s.stopGroup(grace)
+	return errors.Join(err, s.killEscaped())
+}
+
+// stopGroup is Stop's part for the process group.
+func (s *Server) stopGroup(grace time.Duration) error {
 	pgid := s.cmd.Process.Pid
 	select {
 	case <-s.done:
 		// The leader is gone; make sure nothing of its group lingers.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		waitGroupGone(pgid)
 		return nil
 	default:
 	}
@@ -162,6 +180,7 @@ func (s *Server) Stop(grace time.Duration) error {
 	select {
 	case <-s.done:
 		_ = syscall.Kill(-pgid, syscall.SIGKILL) // children that ignored SIGTERM
+		waitGroupGone(pgid)
 		return nil
 	case <-t.C:
 	}
@@ -173,6 +192,83 @@ func (s *Server) Stop(grace time.Duration) error {
 		return fmt.Errorf("stop %s: pid %d survived SIGKILL", s.spec.Label, pgid)
 	}
 }
+
+// waitGroupGone waits, at most 5 s, until no process of group pgid runs:
+// a SIGKILL is sent, not yet done, and a worker that inherited the
+// server's listening socket would hold its port for the next start
+// (which refuses a port another process holds).
+func waitGroupGone(pgid int) {
+	for deadline := time.Now().Add(5 * time.Second); GroupAlive(pgid) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// killEscaped kills, after the group's stop, every process seen in the
+// server's tree that still runs (a descendant outside the process group:
+// setsid, or its own group), each named in the server's log; one that
+// could not be killed is named in the error.
+func (s *Server) killEscaped() error {
+	s.mu.Lock()
+	seen := maps.Clone(s.seen)
+	s.mu.Unlock()
+	var errs []error
+	for _, pid := range slices.Sorted(maps.Keys(seen)) {
+		if st, ok := living(pid, seen[pid]); !ok || st.PGRP == s.cmd.Process.Pid {
+			continue // gone, or of the group, which had its SIGKILL
+		}
+		p := Process{PID: pid, Cmdline: cmdline(pid)}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			if !errors.Is(err, syscall.ESRCH) {
+				errs = append(errs, fmt.Errorf("stop %s: %s, started by the server outside its process group, could not be killed: %w", s.spec.Label, p, err))
+			}
+			continue
+		}
+		s.note("killed %s: started by the server, it had left its process group and outlived the stop", p)
+		if !waitGone(pid, seen[pid]) {
+			errs = append(errs, fmt.Errorf("stop %s: %s, started by the server outside its process group, survived SIGKILL", s.spec.Label, p))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// living is pid's stat while it is still the process that started at
+// start and has not died (a zombie is dead).
+func living(pid int, start uint64) (procfs.ProcStat, bool) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return procfs.ProcStat{}, false
+	}
+	st, err := p.Stat()
+	return st, err == nil && st.Starttime == start && st.State != "Z" && st.State != "X"
+}
+
+// waitGone waits up to 5 s for the process pid (started at start) to die.
+func waitGone(pid int, start uint64) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, ok := living(pid, start); !ok {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// note appends a line of wakebench's own to the server's log.
+func (s *Server) note(format string, args ...any) {
+	f, err := os.OpenFile(s.spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "=== wakebench: %s %s: %s\n", s.spec.Label, time.Now().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
+}
+
+// Note appends a line of the harness's own to the server's log (a
+// "=== wakebench:" line, which ExitErr's log tail leaves out).
+func (s *Server) Note(format string, args ...any) { s.note(format, args...) }
 
 // FreePort is a TCP port free on host now, for a server to listen on.
 func FreePort(host string) (int, error) {
@@ -196,9 +292,9 @@ func (s *Server) Kill() error {
 	}
 }
 
-// PIDs lists the processes of the server's process group.
+// PIDs lists the processes of the server's tree (treeProcs).
 func (s *Server) PIDs() ([]int, error) {
-	procs, err := groupProcs(s.cmd.Process.Pid)
+	procs, err := s.treeProcs()
 	if err != nil {
 		return nil, err
 	}
@@ -209,10 +305,10 @@ func (s *Server) PIDs() ([]int, error) {
 	return pids, nil
 }
 
-// RSS is the resident memory of every process in the server's group, in
-// bytes; it also raises the recorded peak.
+// RSS is the resident memory of every process in the server's tree
+// (treeProcs), in bytes; it also raises the recorded peak.
 func (s *Server) RSS() (uint64, error) {
-	procs, err := groupProcs(s.cmd.Process.Pid)
+	procs, err := s.treeProcs()
 	if err != nil {
 		return 0, err
 	}
@@ -245,11 +341,11 @@ type HostMemory struct {
 	Swap uint64
 }
 
-// Host is the host memory of every process in the server's group: RSS,
-// and the locked and pinned parts where the kernel reports them. It
-// raises the peak RSS like RSS does.
+// Host is the host memory of every process in the server's tree
+// (treeProcs): RSS, and the locked and pinned parts where the kernel
+// reports them. It raises the peak RSS like RSS does.
 func (s *Server) Host() (HostMemory, error) {
-	procs, err := groupProcs(s.cmd.Process.Pid)
+	procs, err := s.treeProcs()
 	if err != nil {
 		return HostMemory{}, err
 	}
@@ -298,6 +394,65 @@ func (s *Server) PeakRSS() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rssPeak
+}
+
+// treeProcs are the server's processes: its process group, every
+// descendant of its leader or of a group member (one that left the group
+// with setsid included), and every process seen in the tree before that
+// still runs (its parent gone, it is PID 1's child now) with its
+// descendants. Each is remembered in seen for Stop.
+func (s *Server) treeProcs() ([]procfs.Proc, error) {
+	all, err := procfs.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	pgid := s.cmd.Process.Pid
+	// Once the leader is reaped its PID, and after the group's last member
+	// its group ID, may be another process's: then only processes seen in
+	// the tree before, by PID and start time, are the server's.
+	reaped := false
+	select {
+	case <-s.done:
+		reaped = true
+	default:
+	}
+	s.mu.Lock()
+	seen := maps.Clone(s.seen)
+	s.mu.Unlock()
+	stats := make(map[int]procfs.ProcStat, len(all))
+	children := map[int][]int{}
+	var queue []int
+	for _, p := range all {
+		st, err := p.Stat()
+		if err != nil {
+			continue // exited meanwhile
+		}
+		stats[p.PID] = st
+		children[st.PPID] = append(children[st.PPID], p.PID)
+		if !reaped && (st.PGRP == pgid || p.PID == pgid) || (seen[p.PID] == st.Starttime && seen[p.PID] != 0) {
+			queue = append(queue, p.PID)
+		}
+	}
+	in := map[int]bool{}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		if in[pid] {
+			continue
+		}
+		in[pid] = true
+		queue = append(queue, children[pid]...)
+	}
+	var out []procfs.Proc
+	s.mu.Lock()
+	for _, p := range all {
+		if in[p.PID] {
+			out = append(out, p)
+			s.seen[p.PID] = stats[p.PID].Starttime
+		}
+	}
+	s.mu.Unlock()
+	return out, nil
 }
 
 func groupProcs(pgid int) ([]procfs.Proc, error) {

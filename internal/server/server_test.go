@@ -2,11 +2,16 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -80,4 +85,77 @@ func TestStartErrorNamesTheProgram(t *testing.T) {
 	_, err := Start(Spec{Label: "A", Path: "/nonexistent/vllm", LogPath: filepath.Join(t.TempDir(), "a.log")})
 	assert.ErrorContains(t, err, "start A")
 	assert.ErrorContains(t, err, "/nonexistent/vllm")
+}
+
+// TestStopKillsASetsidDescendant: a descendant that left the server's
+// process group (setsid) is found through its parent while the tree runs
+// and killed after the group's stop, named in the log (issue 48).
+func TestStopKillsASetsidDescendant(t *testing.T) {
+	s, log := sh(t, `setsid sleep 300 & echo "escaped $!"; sleep 30`)
+	var pid int
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(log)
+		if _, err := fmt.Sscanf(lineWith(string(b), "escaped "), "escaped %d", &pid); err != nil {
+			return false
+		}
+		return cmdline(pid) == "sleep 300" // setsid has exec'd sleep
+	}, 5*time.Second, 10*time.Millisecond, "the script starts its setsid sleep")
+	p, err := procfs.NewProc(pid)
+	require.NoError(t, err)
+	st, err := p.Stat()
+	require.NoError(t, err)
+	require.NotEqual(t, s.PID(), st.PGRP, "setsid left the server's group")
+	t.Cleanup(func() {
+		if _, ok := living(pid, st.Starttime); ok {
+			_ = syscall.Kill(pid, syscall.SIGKILL) // the old code left it
+		}
+	})
+
+	require.NoError(t, s.Stop(2*time.Second))
+	_, alive := living(pid, st.Starttime)
+	assert.False(t, alive, "no descendant of the server outlives its stop")
+	b, err := os.ReadFile(log)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), fmt.Sprintf("killed PID %d (sleep 300): started by the server, it had left its process group", pid))
+}
+
+// lineWith is the first line of text that starts with prefix ("" when none).
+func lineWith(text, prefix string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
+}
+
+// TestListensNamesAnotherProcess: a socket listening on the server's port
+// that its tree does not hold is named by PID and command line; the port
+// holder is named the same way before any spawn (issue 48).
+func TestListensNamesAnotherProcess(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	me := fmt.Sprintf("PID %d (", os.Getpid())
+
+	assert.Contains(t, PortHolder("127.0.0.1", port), me)
+	assert.Contains(t, PortHolder("0.0.0.0", port), me, "every address's listeners")
+	s, _ := sh(t, `sleep 30`)
+	err = s.Listens("127.0.0.1", port)
+	require.ErrorIs(t, err, ErrNotOwned)
+	assert.ErrorContains(t, err, me)
+	assert.ErrorContains(t, err, fmt.Sprintf("on 127.0.0.1:%d", port))
+	assert.Empty(t, PortHolder("127.0.0.2", port), "a listener on 127.0.0.1 only takes no connection to 127.0.0.2")
+}
+
+func TestParseHexAddr(t *testing.T) {
+	a, ok := parseHexAddr("0100007F:1F40")
+	require.True(t, ok)
+	assert.Equal(t, "127.0.0.1:8000", a.String())
+	a, ok = parseHexAddr("00000000000000000000000001000000:0050")
+	require.True(t, ok)
+	assert.Equal(t, "[::1]:80", a.String())
+	_, ok = parseHexAddr("zz:1")
+	assert.False(t, ok)
 }

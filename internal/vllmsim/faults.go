@@ -33,6 +33,10 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	no-reload              reload_weights answers 200 but loads nothing (level-2 garbage)
 //	prefix-reset-false[=N] /reset_prefix_cache answers {"success": false} (every time, or the first N)
 //	no-release             sleep keeps the weights on the device (vLLM 0.14/0.15 regression)
+//	sleep-ignored[=paused] /sleep answers 200 and frees nothing, its log saying "Sleep mode
+//	                       freed 0.00 GiB": a server that ignores --enable-sleep-mode;
+//	                       /is_sleeping stays false (=paused: the scheduler pauses, so
+//	                       /is_sleeping says true and only the log tells)
 //	late-release=S         the device shows a sleep's release S seconds (not scaled) after
 //	                       /sleep answered, not before (vLLM releases before it answers:
 //	                       CuMemAllocator.sleep, vllm/device_allocator/cumem.py)
@@ -132,6 +136,7 @@ type Faults struct {
 	NoReload         bool
 	PrefixResetFalse int // -1: every reset; N: the first N
 	NoRelease        bool
+	SleepIgnored     string // sleep-ignored: "on", or sleepIgnoredPaused ("": off)
 	LateReleaseS     float64
 	AsleepCrash      bool
 	InFlightCrash    bool
@@ -190,21 +195,32 @@ func ParseFaults(s string) (*Faults, error) {
 // faultParsers set each fault's fields from its item, by the fault's name.
 // A fault that takes no argument ignores one given.
 var faultParsers = map[string]func(*Faults, faultArg) error{
-	"crash-at-start":             flagFault(func(f *Faults) *bool { return &f.CrashAtStart }),
-	"start-hang":                 flagFault(func(f *Faults) *bool { return &f.StartHang }),
-	"crash-after":                nthFault(func(f *Faults) *int { return &f.CrashAfter }),
-	"crash-mid-stream":           nthFault(func(f *Faults) *int { return &f.CrashMidStream }),
-	"truncate-stream":            nthFault(func(f *Faults) *int { return &f.TruncateStream }),
-	"error-event":                nthFault(func(f *Faults) *int { return &f.ErrorEvent }),
-	"error-status":               parseErrorStatus,
-	"stall-stream":               parseStallStream,
-	"delay":                      parseDelay,
-	"slow":                       parseSlow,
-	"wake-fail":                  everyOrNthFault(func(f *Faults) *int { return &f.WakeFail }),
-	"wake-hang":                  everyOrNthFault(func(f *Faults) *int { return &f.WakeHang }),
-	"no-reload":                  flagFault(func(f *Faults) *bool { return &f.NoReload }),
-	"prefix-reset-false":         everyOrNthFault(func(f *Faults) *int { return &f.PrefixResetFalse }),
-	"no-release":                 flagFault(func(f *Faults) *bool { return &f.NoRelease }),
+	"crash-at-start":     flagFault(func(f *Faults) *bool { return &f.CrashAtStart }),
+	"start-hang":         flagFault(func(f *Faults) *bool { return &f.StartHang }),
+	"crash-after":        nthFault(func(f *Faults) *int { return &f.CrashAfter }),
+	"crash-mid-stream":   nthFault(func(f *Faults) *int { return &f.CrashMidStream }),
+	"truncate-stream":    nthFault(func(f *Faults) *int { return &f.TruncateStream }),
+	"error-event":        nthFault(func(f *Faults) *int { return &f.ErrorEvent }),
+	"error-status":       parseErrorStatus,
+	"stall-stream":       parseStallStream,
+	"delay":              parseDelay,
+	"slow":               parseSlow,
+	"wake-fail":          everyOrNthFault(func(f *Faults) *int { return &f.WakeFail }),
+	"wake-hang":          everyOrNthFault(func(f *Faults) *int { return &f.WakeHang }),
+	"no-reload":          flagFault(func(f *Faults) *bool { return &f.NoReload }),
+	"prefix-reset-false": everyOrNthFault(func(f *Faults) *int { return &f.PrefixResetFalse }),
+	"no-release":         flagFault(func(f *Faults) *bool { return &f.NoRelease }),
+	"sleep-ignored": func(f *Faults, a faultArg) error {
+		switch {
+		case !a.has:
+			f.SleepIgnored = "on"
+		case a.arg == sleepIgnoredPaused:
+			f.SleepIgnored = sleepIgnoredPaused
+		default:
+			return fmt.Errorf("%s: %q: want no argument, or paused", a.name, a.arg)
+		}
+		return nil
+	},
 	"late-release":               positiveFault(func(f *Faults) *float64 { return &f.LateReleaseS }),
 	"asleep-crash":               flagFault(func(f *Faults) *bool { return &f.AsleepCrash }),
 	"inflight-crash":             flagFault(func(f *Faults) *bool { return &f.InFlightCrash }),
@@ -230,6 +246,10 @@ var faultParsers = map[string]func(*Faults, faultArg) error{
 		return nil
 	},
 }
+
+// sleepIgnoredPaused is sleep-ignored's argument for a server whose
+// scheduler pauses at /sleep (/is_sleeping true) though nothing sleeps.
+const sleepIgnoredPaused = "paused"
 
 // The sleep-mode operations faults name (the endpoints' paths).
 const (

@@ -114,3 +114,14 @@ func TestSlowOperation(t *testing.T) {
 	assert.GreaterOrEqual(t, e.SleepS[0], d, "the engine's own sleep line holds the slowed sleep")
 	assert.GreaterOrEqual(t, e.WakeS[0], d, "and its wake line the slowed wake")
 }
+
+func TestParseSleepIgnored(t *testing.T) {
+	f, err := ParseFaults("sleep-ignored")
+	require.NoError(t, err)
+	assert.Equal(t, "on", f.SleepIgnored)
+	f, err = ParseFaults("sleep-ignored=paused")
+	require.NoError(t, err)
+	assert.Equal(t, sleepIgnoredPaused, f.SleepIgnored)
+	_, err = ParseFaults("sleep-ignored=yes")
+	assert.ErrorContains(t, err, `sleep-ignored: "yes": want no argument, or paused`)
+}

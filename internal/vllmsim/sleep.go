@@ -363,6 +363,10 @@ func (s *server) handleIsSleeping(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
+	if s.faults.SleepIgnored != "" {
+		s.ignoreSleep(w, r)
+		return
+	}
 	if !s.args.EnableSleepMode {
 		writeError(w, http.StatusInternalServerError, "InternalServerError", "Sleep mode is not enabled: start the server with --enable-sleep-mode")
 		return
@@ -401,6 +405,44 @@ func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.WriteHeader(http.StatusOK)
 	}
+}
+
+// ignoreSleep is /sleep on a server that runs without sleep mode and does
+// not refuse it (fault sleep-ignored: a fork or wrapper that ignores
+// --enable-sleep-mode): it answers 200, frees nothing and logs so, as
+// gpu_worker.py's line does with nothing released ("Sleep mode freed
+// 0.00 GiB memory"). /is_sleeping stays false, or, with sleep-ignored=paused,
+// the scheduler pauses first (as EngineCore.sleep does from PR #34528),
+// so /is_sleeping says true and only the log tells.
+func (s *server) ignoreSleep(w http.ResponseWriter, r *http.Request) {
+	level, mode, ok := s.sleepParams(w, r)
+	if !ok {
+		return
+	}
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	start := time.Now()
+	if s.faults.SleepIgnored == sleepIgnoredPaused && s.era != eraA {
+		if !s.pauseScheduler(r.Context(), mode) {
+			return
+		}
+	}
+	if level >= 1 {
+		free, err := s.dev.freeEach()
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "InternalServerError", err.Error())
+			return
+		}
+		for i, f := range free {
+			s.log.Printf("%sSleep mode freed 0.00 GiB memory, %.2f GiB memory is still in use.", s.dev.prefix(i), float64(s.dev.info.TotalBytes-f)/GiB)
+		}
+		s.log.Printf("It took %.6f seconds to fall asleep.", time.Since(start).Seconds())
+	}
+	if s.era == eraProposed {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "sleeping", "level": level})
+		return
+	}
+	w.WriteHeader(http.StatusOK)
 }
 
 // sleep is EngineCore.sleep: pause the scheduler (eras B on), then, for
