@@ -321,6 +321,24 @@ func TestCIJobEndsWritesEverything(t *testing.T) {
 	}
 }
 
+// refusedAtConfig runs this package as a child on the small config with
+// env, which its config must refuse: the child exits 2 before any server
+// starts, its report FAILs with one failure, of phase config, whose error
+// it returns.
+func refusedAtConfig(t *testing.T, out string, env ...string) string {
+	t.Helper()
+	b, err := runChild(t, out, env, "-test.run=^TestProtocol$")
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, string(b))
+	assert.Equal(t, 2, ee.ExitCode(), "a config error exits 2")
+	rep := readChildReport(t, out)
+	assert.Equal(t, "FAIL", rep.Status)
+	require.Len(t, rep.Failures, 1)
+	assert.Equal(t, "config", rep.Failures[0].Phase)
+	assert.NoFileExists(t, filepath.Join(out, "A.log"), "no server was started")
+	return rep.Failures[0].Error
+}
+
 // runChild runs the suite once more as a child with test flags and extra
 // environment (the child run marker, out_dir and childConfig set), waits
 // for it and returns its combined output.
@@ -362,15 +380,7 @@ func TestStaleOutputsAreReplaced(t *testing.T) {
 	for _, name := range append(append([]string{"report.json", "summary.md", "report.html", "checks.junit.xml", "ctrf.json", "metrics.txt"}, stale...), mine...) {
 		require.NoError(t, os.WriteFile(filepath.Join(out, name), []byte(`{"status": "PASS"}`), 0o644))
 	}
-	b, err := runChild(t, out, []string{"WAKEBENCH_PROTOCOL_HANDOFFS=0"}, "-test.run=^TestProtocol$")
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee, string(b))
-	assert.Equal(t, 2, ee.ExitCode())
-	rep := readChildReport(t, out)
-	assert.Equal(t, "FAIL", rep.Status)
-	require.Len(t, rep.Failures, 1)
-	assert.Equal(t, "config", rep.Failures[0].Phase)
-	assert.Contains(t, rep.Failures[0].Error, "protocol.handoffs: 0")
+	assert.Contains(t, refusedAtConfig(t, out, "WAKEBENCH_PROTOCOL_HANDOFFS=0"), "protocol.handoffs: 0")
 	summary, err := os.ReadFile(filepath.Join(out, "summary.md"))
 	require.NoError(t, err)
 	assert.Contains(t, string(summary), "FAIL")
@@ -577,15 +587,7 @@ func TestBadTraceIsRefusedBeforeAnyServer(t *testing.T) {
 	out := t.TempDir()
 	trace := filepath.Join(t.TempDir(), "trace.csv")
 	require.NoError(t, os.WriteFile(trace, []byte("t_s,model,prompt_tokens,output_tokens\n0,A,8,8\n+Inf,B,8,8\n"), 0o644))
-	b, err := runChild(t, out, []string{"WAKEBENCH_TRAFFIC_TRACE=" + trace}, "-test.run=^TestProtocol$")
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee, string(b))
-	assert.Equal(t, 2, ee.ExitCode())
-	rep := readChildReport(t, out)
-	require.Len(t, rep.Failures, 1)
-	assert.Equal(t, "config", rep.Failures[0].Phase)
-	assert.Contains(t, rep.Failures[0].Error, "traffic.trace "+trace+":3:")
-	assert.NoFileExists(t, filepath.Join(out, "A.log"), "no server was started")
+	assert.Contains(t, refusedAtConfig(t, out, "WAKEBENCH_TRAFFIC_TRACE="+trace), "traffic.trace "+trace+":3:")
 }
 
 // TestBadBaselineIsRefusedBeforeAnyServer: a baseline the gate could not
@@ -605,15 +607,8 @@ func TestBadBaselineIsRefusedBeforeAnyServer(t *testing.T) {
 		{rep, "config: baseline: " + rep + " looks like a report.json"},
 	} {
 		out := t.TempDir()
-		b, err := runChild(t, out, []string{"WAKEBENCH_BASELINE=" + c.baseline}, "-test.run=^TestProtocol$")
-		var ee *exec.ExitError
-		require.ErrorAs(t, err, &ee, string(b))
-		assert.Equal(t, 2, ee.ExitCode())
-		got := readChildReport(t, out)
-		require.Len(t, got.Failures, 1)
-		assert.Equal(t, "config", got.Failures[0].Phase)
-		assert.True(t, strings.HasPrefix(got.Failures[0].Error, c.want), got.Failures[0].Error)
-		assert.NoFileExists(t, filepath.Join(out, "A.log"), "no server was started")
+		got := refusedAtConfig(t, out, "WAKEBENCH_BASELINE="+c.baseline)
+		assert.True(t, strings.HasPrefix(got, c.want), got)
 	}
 }
 
