@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/prometheus/procfs"
 )
 
 // Who listens on a port (issue 48): a server already on a configured port
@@ -130,19 +132,18 @@ func parseHexAddr(s string) (netip.AddrPort, bool) {
 // held is which of inodes process pid holds (by its /proc/PID/fd links);
 // an error when its fds cannot be read.
 func held(pid int, inodes map[uint64]bool) ([]uint64, error) {
-	dir := filepath.Join(procRoot, strconv.Itoa(pid), "fd")
-	ents, err := os.ReadDir(dir)
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return nil, err
+	}
+	targets, err := p.FileDescriptorTargets()
 	if err != nil {
 		return nil, err
 	}
 	var out []uint64
-	for _, e := range ents {
-		t, err := os.Readlink(filepath.Join(dir, e.Name()))
-		if err != nil || !strings.HasPrefix(t, "socket:[") {
-			continue
-		}
+	for _, t := range targets { // "" for a link that could not be read
 		n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(t, "socket:["), "]"), 10, 64)
-		if err == nil && inodes[n] {
+		if strings.HasPrefix(t, "socket:[") && err == nil && inodes[n] {
 			out = append(out, n)
 		}
 	}
@@ -172,11 +173,15 @@ func socketHolder(inode uint64) (Process, bool) {
 // cmdline is pid's command line, its arguments joined by spaces ("" when
 // unreadable), at most 200 bytes.
 func cmdline(pid int) string {
-	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "cmdline"))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return ""
 	}
-	s := strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+	args, err := p.CmdLine()
+	if err != nil {
+		return ""
+	}
+	s := strings.TrimSpace(strings.Join(args, " "))
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}
