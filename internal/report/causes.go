@@ -87,11 +87,15 @@ func WhatFailed(rep Report) []Cause {
 		slices.Sort(c.Models)
 		out = append(out, *c)
 	}
+	// Only the failures' causes can explain a check: a check's own cause
+	// has no members. Searching those alone keeps this linear in the
+	// checks (a soak's 30000 failed checks took 13 s against every cause).
+	failures := len(out)
 	for _, ch := range rep.Checks {
 		if !ch.Fails() {
 			continue
 		}
-		if i := slices.IndexFunc(out, func(c Cause) bool { return c.explains(ch) }); i >= 0 {
+		if i := slices.IndexFunc(out[:failures], func(c Cause) bool { return c.explains(ch) }); i >= 0 {
 			out[i].Checks = append(out[i].Checks, ch)
 			continue
 		}
