@@ -25,6 +25,7 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/server"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // child is how a child run of the suite is started.
@@ -149,6 +150,7 @@ func readChildReport(t *testing.T, out string) report.Report {
 // no server behind. On 650cbfc the SIGTERM killed the run there: only the
 // provisional report, which blames a kill, was left.
 func TestInterruptStopsEverything(t *testing.T) {
+	testmain.Long(t)
 	t.Parallel() // a child run of its own: side by side with the others
 	hold, wrapper := holdingSim(t)
 	absorbed := &lineWatch{want: "terminated received while the run stops", seen: make(chan struct{})}
@@ -297,6 +299,7 @@ func (w *lineWatch) String() string {
 // writes its FAIL report, removes its temporary directory and leaves no
 // server.
 func TestCIJobEndsWritesEverything(t *testing.T) {
+	testmain.Long(t)
 	t.Parallel() // a child run of its own: side by side with the others
 	tmp := t.TempDir()
 	cmd, suite, out, servers := child{piped: true, env: []string{"TMPDIR=" + tmp}}.start(t)
@@ -425,6 +428,7 @@ func TestConfigErrorReportsInTheConfiguredOutDir(t *testing.T) {
 // TestGoTestTimeoutStillCleansUp: a run about to hit go test -timeout stops
 // itself first, so the report is written and no server is left.
 func TestGoTestTimeoutStillCleansUp(t *testing.T) {
+	testmain.Long(t)
 	// The guard fires at a fixed time after the child starts (halfway
 	// through -test.timeout here), and the child must be in its cycles,
 	// servers up, by then. Its start-up is not bounded on a busy machine
@@ -460,6 +464,7 @@ func TestGoTestTimeoutStillCleansUp(t *testing.T) {
 // die with it (Pdeathsig), samples.csv holds all but the last second, and
 // report.json is the provisional FAIL report saying the run did not finish.
 func TestKilledHarnessLosesAtMostASecond(t *testing.T) {
+	testmain.Long(t)
 	t.Parallel() // a child run of its own: side by side with the others
 	cmd, out, servers := childRun(t)
 	time.Sleep(1500 * time.Millisecond)
@@ -506,6 +511,7 @@ func childrenOf(t *testing.T, pid int) []int {
 // program by path (vllmsim, built here), `memory` none. It passes, with the
 // memory figures absent and said so.
 func TestAnyServerWithoutMemoryPasses(t *testing.T) {
+	testmain.Long(t)
 	if os.Getenv("WAKEBENCH_CHILD") != "" {
 		t.Skip("this is a child run")
 	}
@@ -559,6 +565,7 @@ func TestExitAndStatusAgree(t *testing.T) {
 // run in which no phase ran is NOT RUN, not PASS (it exits 0: the
 // benchmark itself passed).
 func TestBenchmarksLeaveTheReportAlone(t *testing.T) {
+	testmain.Long(t)
 	if os.Getenv("WAKEBENCH_CHILD") != "" {
 		t.Skip("this is a child run")
 	}
@@ -616,6 +623,7 @@ func TestBadBaselineIsRefusedBeforeAnyServer(t *testing.T) {
 // than PR #34528 (in_flight_requests 0) passes the traffic phase: no
 // in-flight sleep is expected of it.
 func TestTrafficWithoutInFlightSleeps(t *testing.T) {
+	testmain.Long(t)
 	if os.Getenv("WAKEBENCH_CHILD") != "" {
 		t.Skip("this is a child run")
 	}
@@ -658,6 +666,7 @@ func TestSelected(t *testing.T) {
 // era c's, which the root package runs), the other way a phase is off:
 // absent, never failed, and TestOutputs expects none of its results.
 func TestEveryEraPasses(t *testing.T) {
+	testmain.Long(t)
 	if os.Getenv("WAKEBENCH_CHILD") != "" {
 		t.Skip("this is a child run")
 	}
@@ -748,6 +757,7 @@ func tpConfig(faultsA string) string {
 // is a regression against the first run. On e06ccb7 the first run passed
 // with no per-GPU residual at all.
 func TestTensorParallelTwoGPUs(t *testing.T) {
+	testmain.Long(t)
 	if os.Getenv("WAKEBENCH_CHILD") != "" {
 		t.Skip("this is a child run")
 	}

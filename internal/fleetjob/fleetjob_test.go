@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wakebench/wakebench/internal/kube/kubefake"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 func spec() Spec {
@@ -104,6 +105,7 @@ func TestResultRoundTripsThroughAConfigMap(t *testing.T) {
 }
 
 func TestResultCutsSamplesAtALineToFitAndSaysSo(t *testing.T) {
+	testmain.Long(t)
 	samples := csv(200000) // ~6 MB: several MiB gzipped
 	r := Result{Node: "n1", Report: []byte(`{}`), Bench: []byte("b\n"), Samples: samples}
 	cm, err := Encode(r, "fleet-1", "", "0", "wb", 0)

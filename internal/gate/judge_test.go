@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/stats"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 const (
@@ -184,6 +185,7 @@ func TestOneRunRuleKnowsWhatOneRunCannotSee(t *testing.T) {
 // run in three is flagged somewhere; Bonferroni over the family holds
 // the run's rate near α. A single metric 60 % slower is still caught.
 func TestOneRunRuleHoldsItsFamilyRate(t *testing.T) {
+	testmain.Long(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	const metrics, trials, cv = 60, 200, 0.05
 	draw := func(i int, shift func(j int) float64) Run {
@@ -677,6 +679,7 @@ func TestHistoryConfirmsItsChangePoints(t *testing.T) {
 // rule on a run whose drift is as large as its within-run spread (the
 // rule's assumption).
 func TestStatedPowerHoldsByInjection(t *testing.T) {
+	testmain.Long(t)
 	rng := rand.New(rand.NewPCG(35, 80))
 	const metrics, trials = 30, 100
 	wakeKey := func(j int) string { return fmt.Sprintf("Sleep/model=A/level=%d sec/wake", j) }
@@ -909,6 +912,7 @@ func TestJudgeErrors(t *testing.T) {
 // false-alarm rate near α. The price is power: with 5 runs of 5 % spread, one metric among
 // 60 must double (its stated power says by how much) to be flagged.
 func TestRunsRuleHoldsTheFamilyWiseRate(t *testing.T) {
+	testmain.Long(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	const metrics, trials = 60, 200
 	draw := func(i int, shift func(j int) float64) Run {

@@ -24,6 +24,7 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/server"
+	"github.com/wakebench/wakebench/internal/testmain"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
@@ -277,6 +278,7 @@ func closedGateRun(t *testing.T, scale float64) string {
 // rule, its runs and its power; compare.txt, samples.csv and metrics.jsonl
 // of the simulated runs say they are simulated.
 func TestRegressionGateEndToEnd(t *testing.T) {
+	testmain.Long(t)
 	base := closedGateRun(t, 2)
 	// Single samples (a start, a round) are not gated by one baseline run;
 	// the rest are judged on their noise floors. 50 % keeps this check
@@ -345,6 +347,7 @@ func TestRegressionGateEndToEnd(t *testing.T) {
 // TestEveryThresholdIsChecked: with every threshold set, each one appears
 // in the report's checks, per model (and per concurrency or direction).
 func TestEveryThresholdIsChecked(t *testing.T) {
+	testmain.Long(t)
 	cfg := small(t)
 	cfg.Protocol.SleepL1Cycles, cfg.Protocol.Handoffs = 1, 2
 	cfg.Thresholds = config.Thresholds{MaxFailedRequests: 0, MinL1ReleasePercent: 50, MaxResidualGiB: 5,

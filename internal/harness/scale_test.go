@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/protocol"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // threads is this process's OS thread count.
@@ -40,6 +41,7 @@ func heapMiB() float64 {
 // the first 30 (measured on main before the split: 19 → 26 MB RSS, ≤ 12
 // threads).
 func TestLongSwitchStaysFlat(t *testing.T) {
+	testmain.Long(t)
 	cfg := small(t)
 	cfg.Sim.TimeScale = 0.05
 	cfg.Protocol.Handoffs = 30

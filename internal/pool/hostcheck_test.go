@@ -13,6 +13,7 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/simtest"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // fakeHost is a file-system root whose /proc/meminfo says availGiB is
@@ -34,6 +35,7 @@ func fakeHost(t *testing.T, availGiB float64) string {
 // sleep (no host copy) is sent; with the headroom off, or on a host with
 // room, the level-1 sleep is sent.
 func TestHostHeadroomBeforeLevel1Sleep(t *testing.T) {
+	testmain.Long(t)
 	for _, tc := range []struct {
 		name     string
 		availGiB float64

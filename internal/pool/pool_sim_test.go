@@ -18,6 +18,7 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/server"
 	"github.com/wakebench/wakebench/internal/simtest"
+	"github.com/wakebench/wakebench/internal/testmain"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
@@ -129,6 +130,7 @@ func TestAStopIsNoExit(t *testing.T) {
 // against the sleep's (Sent, Sent+Took): a bound on Took by the clock
 // failed on a busy machine, where the sleep itself took 510 ms.
 func TestMeasuredSleepExcludesMemoryRead(t *testing.T) {
+	testmain.Long(t)
 	const delay = 300 * time.Millisecond
 	for name, wrap := range map[string]func(*simtest.ReadLog) func(gpu.Source) gpu.Source{
 		"process": func(l *simtest.ReadLog) func(gpu.Source) gpu.Source {

@@ -17,6 +17,7 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/simtest"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // TestConfiguredPortAlreadyServedIsRefused: a process already listening on
@@ -130,6 +131,7 @@ func TestSleepModeOffFails(t *testing.T) {
 // start of it (a later phase's Activate) fails at once naming the first
 // failure, spawning nothing and putting no other model to sleep.
 func TestHungStartIsNotRetried(t *testing.T) {
+	testmain.Long(t)
 	f, _, cfg := simtest.Pool(t, nil, func(c *config.Config) {
 		c.Models[0].SimFaults = "start-hang"
 		c.Timeouts.StartS = 5 // B's real start must fit it too, with both cores busy (make stress)

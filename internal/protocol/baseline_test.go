@@ -13,6 +13,7 @@ import (
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // sleepsSeen is what label's server process itself counts of its sleep
@@ -38,6 +39,7 @@ func servingConfig(cfg *config.Config) {
 // (which puts A to sleep to start B), each model's baseline is served by
 // a process that has never slept, by the servers' own count.
 func TestBaselineBeforeAnySleep(t *testing.T) {
+	testmain.Long(t)
 	f, _, p := simtest.Env(t, nil, servingConfig)
 	ctx := t.Context()
 	for _, l := range p.Labels() {
@@ -62,6 +64,7 @@ func TestBaselineBeforeAnySleep(t *testing.T) {
 // after-wake's tok/s ratio against a baseline from before any sleep; the
 // same run without the fault passes it.
 func TestAfterWakeCatchesASlowerDecode(t *testing.T) {
+	testmain.Long(t)
 	for _, tc := range []struct {
 		faults string
 		pass   bool

@@ -14,6 +14,7 @@ import (
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // The energy of a switch and of a soak cycle runs, as their clock, from
@@ -102,6 +103,7 @@ func cycleJ(c record.SoakCycle) float64 { return c.EnergyJ }
 // more before); energy reads 400 ms slow add at most 200 ms of it (the
 // closing read's latency is left out: without that it would add 40 J).
 func TestSwitchEnergy(t *testing.T) {
+	testmain.Long(t)
 	const eDelay = 400 * time.Millisecond
 	of := func(hs []record.Handoff) []interval {
 		var out []interval
@@ -133,6 +135,7 @@ func TestSwitchEnergyNoCounter(t *testing.T) {
 // 300 ms late is not; energy reads 400 ms slow add at most half their
 // delay.
 func TestSoakEnergy(t *testing.T) {
+	testmain.Long(t)
 	const eDelay = 400 * time.Millisecond
 	of := func(cs []record.SoakCycle) []interval {
 		var out []interval
@@ -162,6 +165,7 @@ func TestSoakEnergy(t *testing.T) {
 // raises every model's host GiB by about 9 × its backup; memory reads
 // 150 ms slow leave the figure where it was.
 func TestSoakHostMemory(t *testing.T) {
+	testmain.Long(t)
 	run := func(scale float64, wrap func(gpu.Source) gpu.Source) map[string]float64 {
 		_, _, p := simtest.Env(t, wrap, func(c *config.Config) {
 			three(3, nil)(c)

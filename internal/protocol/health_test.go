@@ -12,6 +12,7 @@ import (
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // TestAfterWakeFaultsAreCaughtByName: model A decodes speculatively and
@@ -26,6 +27,7 @@ import (
 // adapter-ignored-after-wake the adapter's hit rate (its requests hit the
 // base model's blocks) from the first wake on.
 func TestAfterWakeFaultsAreCaughtByName(t *testing.T) {
+	testmain.Long(t)
 	const l1, l2 = "health." + record.HealthAfterL1 + ".", "health." + record.HealthAfterL2 + "."
 	for fault, fails := range map[string][]string{
 		"":                           nil,

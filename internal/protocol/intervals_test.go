@@ -14,6 +14,7 @@ import (
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // Each interval runs between the events the docs/metrics.md names:
@@ -46,6 +47,7 @@ func soakRun(t *testing.T, wrap func(gpu.Source) gpu.Source, n int, faults strin
 // measured all the same; a wake answered 300 ms later moves it by that
 // much. Each cycle against itself: no two runs' times compared.
 func TestSoakClockIsTheSwitchClock(t *testing.T) {
+	testmain.Long(t)
 	const delay = 300 * time.Millisecond
 	plain := soakRun(t, same, 3, "")
 	for name, wrap := range map[string]func(gpu.Source) gpu.Source{
@@ -81,6 +83,7 @@ func TestSoakClockIsTheSwitchClock(t *testing.T) {
 // answered 1.5 s late (the server ready later) is in both figures. Floors
 // and bounds within one run: a busy machine only lengthens a start.
 func TestRestartIntervalsEndAtTheirEvents(t *testing.T) {
+	testmain.Long(t)
 	restart := func(faults string) []record.Restart {
 		_, rec, p := simtest.Env(t, same, func(cfg *config.Config) {
 			cfg.Protocol.RestartWarm = 1
@@ -150,6 +153,7 @@ func medianOf(cs []record.Cycle, f func(record.Cycle) float64) float64 {
 // and wake → first token, and a KV cache twice as large doubles the GiB a
 // release frees.
 func TestPauseFiguresMeanWhatTheySay(t *testing.T) {
+	testmain.Long(t)
 	const delay = 300 * time.Millisecond
 	slow := func(s gpu.Source) gpu.Source { return simtest.SlowReads{Source: s, Delay: delay} }
 	freed := func(c record.Cycle) float64 { return c.FreedGiB }
@@ -198,6 +202,7 @@ func TestPauseFiguresMeanWhatTheySay(t *testing.T) {
 // server, one run, no two runs compared: a busy machine only lengthens
 // the probe, and it would need 0.4 s to break it.
 func TestWakeToFirstTokenHoldsNoVerificationRead(t *testing.T) {
+	testmain.Long(t)
 	const late = 0.4
 	env := func(t *testing.T, mod func(*config.Config)) *protocol.Env {
 		_, _, p := simtest.Env(t, same, func(cfg *config.Config) {

@@ -14,6 +14,7 @@ import (
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 func same(s gpu.Source) gpu.Source { return s }
@@ -33,6 +34,7 @@ func byName(cs []record.Check) map[string]record.Check {
 // a wake that reorders a near-tie passes too, counted as a tie, unless a
 // logprob drifted before it.
 func TestCorruptionIsCaughtByName(t *testing.T) {
+	testmain.Long(t)
 	for fault, want := range map[string]struct {
 		perReplay int // probes that diverge in each replay
 		failure   string
@@ -92,6 +94,7 @@ func TestCorruptionIsCaughtByName(t *testing.T) {
 // newest release, and the proposed API's operation metric where the
 // server has it (a release has none: NaN, not judged).
 func TestEngineAccountAgrees(t *testing.T) {
+	testmain.Long(t)
 	for _, era := range []string{"c", "proposed"} {
 		t.Run(era, func(t *testing.T) {
 			_, _, p := simtest.Env(t, same, func(cfg *config.Config) { cfg.Protocol.SleepL2Cycles, cfg.Sim.Era = 2, era })

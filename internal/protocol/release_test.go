@@ -14,6 +14,7 @@ import (
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/simtest"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // holdingSource, once hold is set, shows every process at the most device
@@ -51,6 +52,7 @@ func (s *holdingSource) Read(ctx context.Context) (gpu.Reading, error) {
 // nothing fail it, and the recorded check's value is the report's
 // memory.l1_release_fraction median.
 func TestSwitchSleepsAreGatedOnRelease(t *testing.T) {
+	testmain.Long(t)
 	var hold atomic.Bool
 	f, rec, p := simtest.Env(t, func(s gpu.Source) gpu.Source {
 		return &holdingSource{Source: s, hold: &hold, most: map[int]uint64{}}

@@ -14,6 +14,7 @@ import (
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // simPool is a pool of vllmsim's tiny A and B whose memory source is
@@ -29,6 +30,7 @@ func simPool(t *testing.T, wrap func(gpu.Source) gpu.Source, handoffs int) (*poo
 // read of the device asleep must come before the wake), and the release is
 // still measured.
 func TestHandoffClockStartsAtSleepSent(t *testing.T) {
+	testmain.Long(t)
 	const delay = 300 * time.Millisecond
 	for name, wrap := range map[string]func(gpu.Source) gpu.Source{
 		"process": func(s gpu.Source) gpu.Source { return simtest.SlowReads{Source: s, Delay: delay} },
@@ -80,6 +82,7 @@ func TestNoInferenceToASleepingModel(t *testing.T) {
 // sees nothing released: the figures by device delta still equal the
 // per-process ones, and the release is the model's.
 func TestDeviceDeltaAttribution(t *testing.T) {
+	testmain.Long(t)
 	measure := func(wrap func(gpu.Source) gpu.Source) (record.Raw, []record.Cycle) {
 		_, rec, p := simtest.Env(t, wrap, func(cfg *config.Config) {
 			cfg.Protocol.Handoffs = 1
@@ -132,6 +135,7 @@ func (s splitSource) Read(ctx context.Context) (gpu.Reading, error) {
 // release is also given per GPU, by process or by device delta, and they
 // add up to the model's.
 func TestPerGPUFigures(t *testing.T) {
+	testmain.Long(t)
 	for name, wrap := range map[string]func(gpu.Source) gpu.Source{
 		"process":      func(s gpu.Source) gpu.Source { return splitSource{s} },
 		"device-delta": func(s gpu.Source) gpu.Source { return simtest.NoProcs{Source: splitSource{s}} },

@@ -171,6 +171,7 @@ func TestMinDwell(t *testing.T) {
 // after the switch's end delays the request's dispatch past it, what lies
 // inside the switch lengthens it.
 func TestAStartEndsTheSwitchWhenReady(t *testing.T) {
+	testmain.Long(t)
 	switchTo := func(faultsB string) (Switch, load.Open) {
 		f := simPoolFaults(t, faultsB)
 		require.NoError(t, f.Activate(t.Context(), "A"))

@@ -19,6 +19,7 @@ import (
 	"github.com/wakebench/wakebench/internal/server"
 	"github.com/wakebench/wakebench/internal/simtest"
 	"github.com/wakebench/wakebench/internal/statecost"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // asleepHost is a host-memory reader adding extra bytes to every server
@@ -70,6 +71,7 @@ func costRun(t *testing.T, watts float64, eDelay time.Duration, extra uint64, hD
 // in the level-1 and level-2 host figures and is given back by the wake;
 // a bigger one shows bigger.
 func TestStateCostFigures(t *testing.T) {
+	testmain.Long(t)
 	for _, tc := range []struct {
 		name           string
 		watts          float64
@@ -150,6 +152,7 @@ func TestStateCostNoCounter(t *testing.T) {
 // 4), this also asserts: level-1 host GiB ≥ awake + the model's weight
 // GiB, and asleep W < awake W.
 func TestStateCostOnSim(t *testing.T) {
+	testmain.Long(t)
 	_, rec, p := simtest.Env(t, nil, func(c *config.Config) { c.Protocol.CostDwellS = 0.2 })
 	for _, l := range p.Labels() {
 		cOut, err := statecost.Phase{Env: p}.Run(t.Context(), l, t.Logf)
@@ -280,6 +283,7 @@ func TestStateCostCounterGoesBackwards(t *testing.T) {
 // (the tiny model's wake and probe take under 0.25 s), where the
 // verification before the probe put three reads (1.8 s) in it.
 func TestStateCostWakeHoldsNoVerificationRead(t *testing.T) {
+	testmain.Long(t)
 	const late = 0.6
 	_, _, p := simtest.Env(t, nil, func(c *config.Config) {
 		c.Protocol.CostDwellS = 0.2
@@ -307,6 +311,7 @@ func TestStateCostWakeHoldsNoVerificationRead(t *testing.T) {
 // the backup (each within 0.1 GiB of awake), while level 1's does (at
 // least 0.2 GiB more than awake), so level 2's host advantage shows.
 func TestLevel2HostHoldsNoLevel1Backup(t *testing.T) {
+	testmain.Long(t)
 	_, _, p := simtest.Env(t, nil, func(c *config.Config) {
 		c.Protocol.CostDwellS = 0.2
 		c.Sim.HostScale = 0.5

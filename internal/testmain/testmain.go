@@ -55,3 +55,21 @@ func Selection(gpuTag bool, userRun, unitTests, hardware string) (run, why strin
 	}
 	return hardware, why + ": only its hardware tests run (" + hardware + ")"
 }
+
+// Long marks t as a long test: many simulated seconds end to end (a child
+// run of the whole protocol, a soak, every phase against a fault, a run
+// of several servers through each phase). go test -short, make test's
+// quick loop, skips it and says where it runs: go test without -short runs
+// every test, and CI's make stress runs every test of its packages once,
+// without -short, with every core busy (docs/testing.md's table lists each
+// check and where it runs). A package that calls Long must be one of make
+// stress's packages: internal/docs checks that.
+func Long(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(LongSkip)
+	}
+}
+
+// LongSkip is what a long test says when -short skips it.
+const LongSkip = "long (simulated seconds end to end): skipped by -short (make test); make stress runs it, once, under load (docs/testing.md)"

@@ -14,6 +14,7 @@ import (
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // runWindow is a run's first planned arrival and its last request done.
@@ -66,6 +67,7 @@ func energyRun(t *testing.T, wrap func(gpu.Source) gpu.Source, faults string) re
 // interval) leave both at 100 W × the span. Without a counter both are
 // absent (NaN, never 0) with why.
 func TestTrafficEnergy(t *testing.T) {
+	testmain.Long(t)
 	const w = 100.0
 	power := func(delay time.Duration) func(gpu.Source) gpu.Source {
 		origin := time.Now()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/testmain"
 )
 
 // The traffic phase's intervals run between the events docs/metrics.md
@@ -73,6 +74,7 @@ func TestTrafficFirstSwitchHoldsNoReference(t *testing.T) {
 // late is in the switch (a floor the server sets, not a comparison of two
 // runs, which a busy machine upsets).
 func TestRouterSwitchEndsAtTheWakeAnswer(t *testing.T) {
+	testmain.Long(t)
 	const delay = 300 * time.Millisecond
 	toB := func(tr record.Traffic) record.RouterSwitch { return tr.Switches[0] }
 	tr, raw := trafficRun(t, "", "delay=/is_sleeping:0.3", nil)
@@ -99,6 +101,7 @@ func TestRouterSwitchEndsAtTheWakeAnswer(t *testing.T) {
 // to the router's shutdown; with requests answered 300 ms late it ends no
 // sooner than the last planned arrival plus 300 ms.
 func TestTrafficDurationIsTheRequests(t *testing.T) {
+	testmain.Long(t)
 	spanOf := func(tr record.Traffic) float64 {
 		first, _, last := requestSpan(tr)
 		return last.Sub(first).Seconds()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/simgpu"
+	"github.com/wakebench/wakebench/internal/testmain"
 	"github.com/wakebench/wakebench/internal/vllm"
 	"github.com/wakebench/wakebench/internal/vllmsim"
 )
@@ -65,6 +66,7 @@ func (c *simClient) BaseURL() string { return c.url }
 // TestCrashFaults checks the old-vLLM behaviour: a request while asleep
 // kills the engine.
 func TestCrashFaults(t *testing.T) {
+	testmain.Long(t)
 	c, logs, done := crashSim(t, "asleep-crash")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/server"
+	"github.com/wakebench/wakebench/internal/testmain"
 	"github.com/wakebench/wakebench/internal/vllm"
 	"github.com/wakebench/wakebench/internal/vllmsim"
 )
@@ -62,6 +63,7 @@ func peakDuring(t *testing.T, pid int, f func()) uint64 {
 // as vLLM keeps its pinned buffer, and gives it back after the wake under
 // VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY=1 (era proposed). Level 2 holds nothing.
 func TestLevelOneSleepHoldsHostMemory(t *testing.T) {
+	testmain.Long(t)
 	const tol = 0.1 * tinyBWeights // the Go runtime's own pages move a little
 	for _, release := range []bool{false, true} {
 		t.Run(map[bool]string{false: "kept", true: "released"}[release], func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wakebench/wakebench/internal/testmain"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
@@ -46,6 +47,7 @@ func inFlight(t *testing.T, s *sim, n int) (wait func() []flight) {
 // answers once they have finished; keep freezes them until the wake, after
 // which they finish.
 func TestSleepModes(t *testing.T) {
+	testmain.Long(t)
 	env := map[string]string{EnvTimeScale: "5"}
 	t.Run("abort", func(t *testing.T) {
 		s := startSim(t, "tiny-a", env)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wakebench/wakebench/internal/oracle"
 	"github.com/wakebench/wakebench/internal/simgpu"
+	"github.com/wakebench/wakebench/internal/testmain"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
@@ -155,6 +156,7 @@ func TestOracleMeetsATie(t *testing.T) {
 // pinned-buffer cost, and, in era proposed, the sleep-mode operation
 // metric (no release has it).
 func TestSleepAsTheEngineLogsIt(t *testing.T) {
+	testmain.Long(t)
 	for _, e := range []era{eraC, eraProposed} {
 		t.Run(string(e), func(t *testing.T) { sleepAsTheEngineLogsIt(t, e) })
 	}

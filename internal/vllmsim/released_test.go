@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/simgpu"
+	"github.com/wakebench/wakebench/internal/testmain"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
@@ -151,6 +152,7 @@ func TestFullSleepAfterKVRelease(t *testing.T) {
 // false while a request runs and holds its blocks, true with
 // reset_running_requests=true; era b an empty 200 either way.
 func TestResetPrefixCacheSuccess(t *testing.T) {
+	testmain.Long(t)
 	s := startSim(t, "tiny-a", map[string]string{EnvTimeScale: "5"})
 	s.ready(t)
 	code, body := send(t, s, "POST /reset_prefix_cache")
@@ -180,6 +182,7 @@ func TestResetPrefixCacheSuccess(t *testing.T) {
 // TestServerLoad: GET /load counts the completions in flight with
 // --enable-server-load-tracking, and stays 0 without it.
 func TestServerLoad(t *testing.T) {
+	testmain.Long(t)
 	for _, tracking := range []bool{false, true} {
 		t.Run(fmt.Sprint(tracking), func(t *testing.T) {
 			var extra []string
@@ -381,6 +384,7 @@ func TestParseArgsEveryFlag(t *testing.T) {
 // end the ranks' entries are gone. With fewer GPUs than ranks the start
 // fails naming --tensor-parallel-size.
 func TestTensorParallel(t *testing.T) {
+	testmain.Long(t)
 	p := tinyPhysics(t)
 	for _, extraGiB := range []float64{0, 2} {
 		t.Run(fmt.Sprint(extraGiB), func(t *testing.T) {
