@@ -68,11 +68,12 @@ func TestShippedConfigsLoad(t *testing.T) {
 func TestFileOverridesDefaultsAndEnvOverridesFile(t *testing.T) {
 	p := writeFile(t, `{"protocol": {"handoffs": 3, "concurrency": [2]}, "models": [{"label": "X", "name": "tiny-a", "gpu_memory_utilization": 0.5}]}`)
 	c, err := Load(env(map[string]string{
-		EnvFile:                              p,
-		"WAKEBENCH_PROTOCOL_SLEEP_L1_CYCLES": "2",
-		"WAKEBENCH_PROTOCOL_CONCURRENCY":     "1, 8",
-		"WAKEBENCH_SIM_TIME_SCALE":           "0.5",
-		"WAKEBENCH_OUT_DIR":                  "/tmp/x",
+		EnvFile:                                 p,
+		"WAKEBENCH_PROTOCOL_SLEEP_L1_CYCLES":    "2",
+		"WAKEBENCH_PROTOCOL_CONCURRENCY":        "1, 8",
+		"WAKEBENCH_PROTOCOL_REQUESTS_PER_ROUND": "8", // vllmsim's default is 4: a round must reach its concurrency
+		"WAKEBENCH_SIM_TIME_SCALE":              "0.5",
+		"WAKEBENCH_OUT_DIR":                     "/tmp/x",
 	}))
 	require.NoError(t, err)
 	assert.Equal(t, 3, c.Protocol.Handoffs)

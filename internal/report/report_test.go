@@ -157,9 +157,6 @@ func TestWriteBenchIsBenchfmt(t *testing.T) {
 // TestBenchstatReadsIt runs the real benchstat (a go tool of this module) on
 // two files and checks it compares them without complaint.
 func TestBenchstatReadsIt(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds benchstat")
-	}
 	dir := t.TempDir()
 	raw := sampleRaw()
 	for _, name := range []string{"old.txt", "new.txt"} {
