@@ -50,7 +50,7 @@ stress:
 	@bin/cpuhog & hog=$$!; trap 'kill $$hog 2>/dev/null' EXIT; \
 	for i in $$(seq 1 $(STRESS_ROUNDS)); do \
 		echo "stress: round $$i of $(STRESS_ROUNDS) with every core busy (load $$(cut -d' ' -f1-3 /proc/loadavg))"; \
-		$(GO) test -p 4 -count=1 -race -timeout 30m $(STRESS_PKGS) || exit 1; \
+		$(GO) test -count=1 -race -timeout 30m $(STRESS_PKGS) || exit 1; \
 	done
 
 ## vet: go vet with and without the gpu tag, and gofmt

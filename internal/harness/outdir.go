@@ -47,7 +47,33 @@ type outLock struct {
 	f *os.File
 }
 
-// lockOutDir takes dir's lock without waiting: *OutDirBusy if another run
+// ownLockGrace is how long lockOutDir waits for a lock that this process
+// itself held and released: see flockOwn.
+const ownLockGrace = 2 * time.Second
+
+// flockOwn takes f's exclusive flock without waiting, except on a lock
+// whose file names this process as its holder: a run of this process
+// released it (Open failing, then WriteAborted, as TestMain does), but a
+// child that this process forked for a server in the meantime shares the
+// lock's open file until its exec closes it (O_CLOEXEC), and on a busy
+// machine that can take milliseconds (seen in CI's make test). That lock
+// is waited for, ownLockGrace at most; another process's never.
+func flockOwn(f *os.File, path string) error {
+	deadline := time.Now().Add(ownLockGrace)
+	own := fmt.Sprintf("pid %d ", os.Getpid())
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			return err
+		}
+		if b, _ := os.ReadFile(path); !strings.HasPrefix(string(b), own) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lockOutDir takes dir's lock without waiting (see flockOwn): *OutDirBusy if another run
 // (of this process or another) holds it. The holder's pid, host and start
 // time are written into the file for a refused run to name.
 func lockOutDir(dir string) (*outLock, error) {
@@ -56,7 +82,7 @@ func lockOutDir(dir string) (*outLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("out_dir %s: open its lock file: %w", dir, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := flockOwn(f, path); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			b, _ := os.ReadFile(path)
