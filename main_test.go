@@ -32,6 +32,8 @@ import (
 	"github.com/wakebench/wakebench/internal/fleetjob"
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/harness"
+	"github.com/wakebench/wakebench/internal/load"
+	"github.com/wakebench/wakebench/internal/phases"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
@@ -86,6 +88,10 @@ func run(m *testing.M) int {
 			budget = 0 // the traffic phase will not run: its inputs are checked, not its time
 		}
 		plan, err = traffic.NewPlan(cfg, budget)
+		if err == nil { // the serving rounds' requests in flight at once, each an open file
+			c := slices.Max(cfg.Protocol.Concurrency)
+			err = load.CheckOpenFiles("protocol.concurrency", c, "at that concurrency", c, load.OpenFileLimit())
+		}
 		if err == nil && cfg.Baseline != "" {
 			// The baseline, read and checked as the gate will read it: a
 			// FIFO, a report.json or another project's bench file fails
@@ -267,7 +273,7 @@ func selected(pattern string, names ...string) bool {
 var (
 	packageTests = []string{
 		"TestAnyServerWithoutMemoryPasses", "TestBadBaselineIsRefusedBeforeAnyServer", "TestBadTraceIsRefusedBeforeAnyServer",
-		"TestBenchmarksLeaveTheReportAlone", "TestCIJobEndsWritesEverything", "TestConfigErrorReportsInTheConfiguredOutDir",
+		"TestBenchmarksLeaveTheReportAlone", "TestCIJobEndsWritesEverything", "TestConcurrencyBeyondTheFileLimitIsRefused", "TestConfigErrorReportsInTheConfiguredOutDir",
 		"TestEveryEraPasses", "TestEveryFigureMeansItsName", "TestExitAndStatusAgree", "TestFleet", "TestFlagsThatCannotRunTheProtocol",
 		"TestGoTestTimeoutStillCleansUp", "TestInterruptStopsEverything", "TestKilledHarnessLosesAtMostASecond", "TestKubernetes",
 		"TestOutputs", "TestProtocol", "TestRegressionGate", "TestSelected", "TestSignalFailures", "TestSoak", "TestStaleOutputsAreReplaced",
@@ -324,7 +330,14 @@ func runsNothing(pattern string, other bool) string {
 	if pattern == "" || other || config.CheckRunPattern(pattern) != nil {
 		return ""
 	}
-	if slices.ContainsFunc(testsOf(config.GPUTag), func(n string) bool { return selected(pattern, n) }) {
+	runs := slices.DeleteFunc(slices.Clone(testsOf(config.GPUTag)), func(n string) bool { return !selected(pattern, n) })
+	// TestProtocol alone, its pattern's phase part naming none of its
+	// phases (-run 'TestProtocol/swich'): it runs and measures nothing.
+	if slices.Equal(runs, []string{"TestProtocol"}) && !slices.ContainsFunc(phases.Names(), func(p string) bool { return selected(pattern, "TestProtocol", p) }) {
+		return fmt.Sprintf("go test -run %q selects TestProtocol but none of its phases (%s), so nothing would be measured: name a phase (-run 'TestProtocol/switch')",
+			pattern, strings.Join(phases.Names(), ", "))
+	}
+	if len(runs) > 0 {
 		return ""
 	}
 	why := fmt.Sprintf("go test -run %q selects none of this package's tests, so nothing ran: name a test (-run '^TestProtocol$'; a phase: -run 'TestProtocol/switch'; go test -list . lists them)", pattern)
@@ -460,6 +473,13 @@ func TestFlagsThatCannotRunTheProtocol(t *testing.T) {
 	assert.Empty(t, runsNothing("^$", true), "-run '^$' -bench .")
 	for _, p := range []string{"^TestNoSuch$", "TestProtocl", "^$", "^TestProtocol$x|^Nothing$/switch"} {
 		assert.Contains(t, runsNothing(p, false), fmt.Sprintf("go test -run %q selects none of this package's tests", p))
+	}
+	// A phase part that names no phase: TestProtocol would run and measure nothing.
+	for _, p := range []string{"TestProtocol/swich", "^TestProtocol$/^sleep-level3$"} {
+		assert.Contains(t, runsNothing(p, false), fmt.Sprintf("go test -run %q selects TestProtocol but none of its phases (restart, baseline,", p))
+	}
+	for _, p := range []string{"^TestProtocol$/^sleep-level1$", "TestProtocol/sleep", "TestProtocol/after-wake$", "Test(Protocol|Outputs)/swich"} {
+		assert.Empty(t, runsNothing(p, false), p)
 	}
 	if !config.GPUTag {
 		assert.Contains(t, runsNothing("^TestGPUFacts$", false), "; TestGPUFacts is built with -tags gpu only")

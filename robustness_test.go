@@ -331,6 +331,13 @@ func TestCIJobEndsWritesEverything(t *testing.T) {
 func refusedAtConfig(t *testing.T, out string, env ...string) string {
 	t.Helper()
 	b, err := runChild(t, out, env, "-test.run=^TestProtocol$")
+	return refused(t, out, b, err)
+}
+
+// refused is refusedAtConfig's checks of a child run that ended with
+// output b and error err.
+func refused(t *testing.T, out string, b []byte, err error) string {
+	t.Helper()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee, string(b))
 	assert.Equal(t, 2, ee.ExitCode(), "a config error exits 2")
@@ -595,6 +602,30 @@ func TestBadTraceIsRefusedBeforeAnyServer(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "trace.csv")
 	require.NoError(t, os.WriteFile(trace, []byte("t_s,model,prompt_tokens,output_tokens\n0,A,8,8\n+Inf,B,8,8\n"), 0o644))
 	assert.Contains(t, refusedAtConfig(t, out, "WAKEBENCH_TRAFFIC_TRACE="+trace), "traffic.trace "+trace+":3:")
+}
+
+// TestConcurrencyBeyondTheFileLimitIsRefused (issue 48): a serving
+// concurrency whose requests' connections do not fit the process's open
+// files (ulimit -n) with the harness's own is refused before any server,
+// naming the key, the limit and the largest concurrency that fits. On
+// 650cbfc 489 of 1500 requests failed under ulimit -n 1024 after the
+// servers had started.
+func TestConcurrencyBeyondTheFileLimitIsRefused(t *testing.T) {
+	if os.Getenv("WAKEBENCH_CHILD") != "" {
+		t.Skip("this is a child run")
+	}
+	out := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "child.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(childConfig), 0o644))
+	// 300 requests and the harness's 256 files do not fit in 512; a limit
+	// is always lowered, never raised, so any runner can set it.
+	cmd := exec.Command("sh", "-c", `ulimit -n 512 && exec "$0" "$@"`, os.Args[0], "-test.run=^TestProtocol$")
+	cmd.Env = append(os.Environ(), "WAKEBENCH_CHILD=1", "WAKEBENCH_OUT_DIR="+out, "WAKEBENCH_CONFIG="+cfg,
+		"WAKEBENCH_PROTOCOL_CONCURRENCY=1,300", "WAKEBENCH_PROTOCOL_REQUESTS_PER_ROUND=300")
+	b, err := cmd.CombinedOutput()
+	assert.Equal(t, "config: protocol.concurrency 300: at that concurrency up to 300 requests are in flight at once, each an open file, "+
+		"and the harness needs about 256 more; this process may open 512 (ulimit -n): lower protocol.concurrency to at most 256, or raise the limit",
+		refused(t, out, b, err))
 }
 
 // TestBadBaselineIsRefusedBeforeAnyServer: a baseline the gate could not

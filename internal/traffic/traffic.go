@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/config"
@@ -97,7 +96,7 @@ func NewPlan(cfg config.Config, budget time.Duration) (Plan, error) {
 	if err != nil || len(plan.Arrivals) == 0 {
 		return plan, err
 	}
-	if err := checkOpenFiles(tr.MaxInFlight, len(plan.Arrivals), openFileLimit()); err != nil {
+	if err := checkOpenFiles(tr.MaxInFlight, len(plan.Arrivals), load.OpenFileLimit()); err != nil {
 		return Plan{}, err
 	}
 	last := plan.Arrivals[len(plan.Arrivals)-1].At
@@ -115,32 +114,11 @@ func NewPlan(cfg config.Config, budget time.Duration) (Plan, error) {
 	return plan, nil
 }
 
-// fileReserve is the open files the harness needs beside the requests in
-// flight: server logs, samples.csv and metrics.jsonl, the probes' and
-// reads' connections, the runtime's own.
-const fileReserve = 256
-
-// openFileLimit is the process's open-file limit (RLIMIT_NOFILE, whose
-// soft limit Go raises to the hard one at start); 0 where it cannot say.
-func openFileLimit() uint64 {
-	var r syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
-		return 0
-	}
-	return r.Cur
-}
-
 // checkOpenFiles refuses a plan whose requests in flight at once (at most
-// maxInFlight, at most all n) and fileReserve do not fit in limit open
-// files (0: unknown): each request holds a connection, and past the limit
-// requests fail in both runs alike.
+// maxInFlight, at most all n) do not fit in limit open files (0: unknown):
+// load.CheckOpenFiles.
 func checkOpenFiles(maxInFlight, n int, limit uint64) error {
-	need := uint64(min(maxInFlight, n)) + fileReserve
-	if limit == 0 || need <= limit {
-		return nil
-	}
-	return fmt.Errorf("traffic.max_in_flight %d: with %d arrivals up to %d requests are in flight at once, each an open file, and the harness needs about %d more; this process may open %d (ulimit -n): lower traffic.max_in_flight to at most %d, or raise the limit",
-		maxInFlight, n, min(maxInFlight, n), fileReserve, limit, max(int(limit)-fileReserve, 0))
+	return load.CheckOpenFiles("traffic.max_in_flight", maxInFlight, fmt.Sprintf("with %d arrivals", n), min(maxInFlight, n), limit)
 }
 
 // arrivals are each model's arrival process at its rate over
