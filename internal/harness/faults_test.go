@@ -100,6 +100,10 @@ func TestFaultsAreNamed(t *testing.T) {
 			[]string{"server A exited: exit status 3"}, record.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
 		{"truncated stream", "truncate-stream=3", nil, restartThen(baseline),
 			[]string{"1 of 4 requests failed", "stream ended without [DONE]"}, record.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
+		// Requests of 2 tokens: the fault of the third token acts before
+		// the last (issue 48: it never fired, and the run passed).
+		{"truncated short stream", "truncate-stream=3", func(c *config.Config) { c.Protocol.MaxTokens = 2 }, restartThen(baseline),
+			[]string{"1 of 4 requests failed", "stream ended without [DONE]"}, record.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
 		{"HTTP 503", "error-status=4:503", nil, restartThen(baseline),
 			[]string{"1 of 4 requests failed", "HTTP 503"}, record.Failure{Phase: "baseline", Model: "A", Step: "serve at concurrency 2"}},
 		{"error event inside a 200 stream", "error-event=3", nil, restartThen(baseline),

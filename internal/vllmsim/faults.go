@@ -20,11 +20,11 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	crash-at-start         exit 1 halfway through start-up
 //	start-hang             start-up never finishes (a stuck compile or NCCL init): /health never answers
 //	crash-after=N          exit 3 when the Nth completion request arrives
-//	crash-mid-stream=N     the Nth completion stream stops after 2 tokens and the process exits
-//	truncate-stream=N      the Nth stream ends without [DONE]; the server lives on
+//	crash-mid-stream=N     the Nth completion stream stops after 2 tokens (before its last, if shorter) and the process exits
+//	truncate-stream=N      the Nth stream ends without [DONE] after 2 tokens (before its last, if shorter); the server lives on
 //	error-status=N:CODE    the Nth completion is answered with HTTP CODE
-//	error-event=N          the Nth stream carries an error event after 1 token
-//	stall-stream=N:S       the Nth stream stalls S seconds (not scaled) after its first token
+//	error-event=N          the Nth stream carries an error event after 1 token (before it, a stream of one)
+//	stall-stream=N:S       the Nth stream stalls S seconds (not scaled) after its first token (before it, a stream of one)
 //	delay=PATH:S           every request to PATH (e.g. /wake_up, /is_sleeping, /version,
 //	                       /health) is answered S seconds (not scaled) later, as a busy
 //	                       API server would; several delay items may be given
@@ -466,16 +466,20 @@ func (f *Faults) beforeCompletion(nth int, asleep bool) faultAction {
 }
 
 // onToken is the fault, if any, of the nth completion stream before it
-// writes a token, tokens the tokens generated so far, this one included.
-func (f *Faults) onToken(nth, tokens int) faultAction {
+// writes a token, tokens the tokens generated so far, this one included,
+// of last in all. A fault meant for the stream's second or third token
+// acts on its last where the stream is shorter: a stream of one token (a
+// probe's) let it pass unfired, and the run PASSed (issue 48).
+func (f *Faults) onToken(nth, tokens, last int) faultAction {
+	at := func(k int) bool { return tokens == min(k, max(last, 1)) }
 	switch {
-	case tokens == 3 && nth == f.CrashMidStream:
+	case at(3) && nth == f.CrashMidStream:
 		return faultAction{kind: crash, code: 3, logLine: fmt.Sprintf("ERROR injected fault crash-mid-stream=%d", nth)}
-	case tokens == 3 && nth == f.TruncateStream:
+	case at(3) && nth == f.TruncateStream:
 		return faultAction{kind: endStream, logLine: fmt.Sprintf("WARNING injected fault truncate-stream=%d: ending the stream without [DONE]", nth)}
-	case tokens == 2 && nth == f.ErrorEvent:
+	case at(2) && nth == f.ErrorEvent:
 		return faultAction{kind: errorEvent}
-	case tokens == 2 && nth == f.StallStreamN:
+	case at(2) && nth == f.StallStreamN:
 		return faultAction{kind: stall, stallFor: time.Duration(f.StallStreamS * float64(time.Second)),
 			logLine: fmt.Sprintf("WARNING injected fault stall-stream=%d: stalling %gs", nth, f.StallStreamS)}
 	}

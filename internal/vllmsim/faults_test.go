@@ -19,7 +19,7 @@ func TestFaultHooksFireAtTheirPoint(t *testing.T) {
 		assert.Equal(t, noFault, none.beforeCompletion(nth, true).kind)
 		assert.Equal(t, noFault, none.beforeWake(nth).kind)
 		for tok := 1; tok <= 4; tok++ {
-			assert.Equal(t, noFault, none.onToken(nth, tok).kind)
+			assert.Equal(t, noFault, none.onToken(nth, tok, 4).kind)
 		}
 	}
 	assert.Equal(t, noFault, none.beforeSleep(func() bool { return true }).kind)
@@ -45,9 +45,20 @@ func TestFaultHooksFireAtTheirPoint(t *testing.T) {
 		{4, 2, stall}, {4, 3, noFault},
 		{5, 2, noFault}, {5, 3, noFault},
 	} {
-		assert.Equal(t, tt.want, f.onToken(tt.nth, tt.tok).kind, "stream %d, token %d", tt.nth, tt.tok)
+		assert.Equal(t, tt.want, f.onToken(tt.nth, tt.tok, 8).kind, "stream %d, token %d", tt.nth, tt.tok)
 	}
-	assert.Equal(t, 500*time.Millisecond, f.onToken(4, 2).stallFor)
+	assert.Equal(t, 500*time.Millisecond, f.onToken(4, 2, 8).stallFor)
+	// A stream shorter than the fault's token: the fault acts before its
+	// last (issue 48: on a one-token probe it never fired).
+	for _, tt := range []struct {
+		nth, tok, last int
+		want           faultKind
+	}{
+		{1, 1, 2, noFault}, {1, 2, 2, crash}, {2, 2, 2, endStream}, {2, 1, 1, endStream},
+		{3, 1, 1, errorEvent}, {4, 1, 1, stall}, {3, 1, 2, noFault}, {3, 2, 2, errorEvent},
+	} {
+		assert.Equal(t, tt.want, f.onToken(tt.nth, tt.tok, tt.last).kind, "stream %d of %d tokens, token %d", tt.nth, tt.last, tt.tok)
+	}
 
 	assert.Equal(t, noFault, f.beforeWake(1).kind)
 	assert.Equal(t, hang, f.beforeWake(2).kind)

@@ -439,7 +439,7 @@ func (s *server) streamCompletion(w http.ResponseWriter, r *http.Request, c *com
 		if t.finish != "abort" {
 			n++
 		}
-		if s.inject(w, r, s.faults.onToken(c.nth, n)) {
+		if s.inject(w, r, s.faults.onToken(c.nth, n, min(c.maxTokens, c.stopAt))) {
 			return
 		}
 		if !write(enc.token(t.text, t.finish)) {
