@@ -42,9 +42,10 @@ type Server struct {
 	done    chan struct{} // closed when the process has exited
 	waitErr error
 
-	// mu guards rssPeak and seen.
+	// mu guards rssPeak, seen and walks.
 	mu      sync.Mutex
 	rssPeak uint64
+	walks   int // liveTree's calls: every scanEvery-th is treeProcs's scan
 	// seen is every process seen in the server's tree while it ran (PID →
 	// its start time, clock ticks after boot: a PID reused by another
 	// process does not match), so that Stop finds a descendant that left
@@ -456,42 +457,60 @@ func (s *Server) treeProcs() ([]procfs.Proc, error) {
 	return out, nil
 }
 
+// scanEvery is how often liveTree scans every process instead (treeProcs):
+// once in 8 reads, every 2 s at four reads a second.
+const scanEvery = 8
+
 // liveTree is treeProcs for the sampled reads (RSS, Host, PIDs: four times
 // a second for each server, faster while a state's cost is measured): the
 // same processes, found from their roots down instead of from every
 // process's stat. The roots are the leader while it runs and each process
 // seen in the tree before that still runs (its PID and start time); a
-// process's children are those the kernel lists in
-// /proc/PID/task/TID/children (Linux 3.5 on, CONFIG_PROC_CHILDREN), a
-// setsid'd one included. Reading and parsing every process's stat took
-// 38 % of a child run's own CPU (a profile at issue 49), more on a host
-// of many processes. A group member that no root leads to (its parent died
-// before any read saw it) is left to treeProcs, which Stop and the
-// listener's check use. Without the children files it is treeProcs.
+// process's children are those its main thread's list holds
+// (/proc/PID/task/PID/children, Linux 3.5 on with CONFIG_PROC_CHILDREN),
+// a setsid'd one included. Reading and parsing every process's stat took
+// 38 % of a child run's own CPU (a profile at issue 49), more on a host of
+// many processes. Every scanEvery-th call is treeProcs's scan, which also
+// finds and remembers (seen) what no root leads to: a child of another
+// thread, a group member whose parent died, a child the kernel's list
+// missed while a sibling exited (proc(5)); Stop and the listener's check
+// always scan. Without the children files it is always treeProcs.
 func (s *Server) liveTree() ([]procfs.Proc, error) {
 	leader := s.cmd.Process.Pid
+	s.mu.Lock()
+	s.walks++
+	scan := s.walks%scanEvery == 1
+	seen := maps.Clone(s.seen)
+	s.mu.Unlock()
+	if _, err := os.Stat(childrenFile(os.Getpid())); scan || err != nil {
+		return s.treeProcs()
+	}
 	reaped := false
 	select {
 	case <-s.done:
 		reaped = true
 	default:
 	}
-	if _, err := os.Stat(childrenFile(leader, leader)); err != nil && !reaped {
-		return s.treeProcs()
-	}
-	s.mu.Lock()
-	seen := maps.Clone(s.seen)
-	s.mu.Unlock()
 	var queue []int
 	if !reaped {
 		queue = append(queue, leader)
 	}
-	for pid := range seen {
-		if pid != leader || reaped {
-			queue = append(queue, pid)
+	var rest []int
+	for pid, start := range seen {
+		if pid == leader && !reaped {
+			continue
+		}
+		// A root from before must be the same process: its PID may be
+		// another's now. A process reached through its parent is the
+		// tree's whoever held its PID before.
+		if p, err := procfs.NewProc(pid); err == nil {
+			if st, err := p.Stat(); err == nil && st.Starttime == start {
+				rest = append(rest, pid)
+			}
 		}
 	}
-	slices.Sort(queue[min(len(queue), 1):]) // the same order each time
+	slices.Sort(rest) // the same order each time
+	queue = append(queue, rest...)
 	in := map[int]bool{}
 	starts := map[int]uint64{}
 	var out []procfs.Proc
@@ -508,9 +527,6 @@ func (s *Server) liveTree() ([]procfs.Proc, error) {
 		if err != nil {
 			continue
 		}
-		if want, ok := seen[pid]; ok && want != 0 && want != st.Starttime && (pid != leader || reaped) {
-			continue // its PID is another process's now
-		}
 		in[pid] = true
 		starts[pid] = st.Starttime
 		out = append(out, p)
@@ -524,32 +540,22 @@ func (s *Server) liveTree() ([]procfs.Proc, error) {
 	return out, nil
 }
 
-// childrenFile is the kernel's list of thread tid's children of process pid.
-func childrenFile(pid, tid int) string {
-	return fmt.Sprintf("/proc/%d/task/%d/children", pid, tid)
+// childrenFile is the kernel's list of the children of pid's main thread.
+func childrenFile(pid int) string {
+	return fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)
 }
 
-// childrenOf is every child of pid's threads as the kernel lists them
+// childrenOf is every child of pid's main thread as the kernel lists it
 // (none where pid has exited).
 func childrenOf(pid int) []int {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	b, err := os.ReadFile(childrenFile(pid))
 	if err != nil {
 		return nil
 	}
 	var out []int
-	for _, task := range tasks {
-		tid, err := strconv.Atoi(task.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(childrenFile(pid, tid))
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if child, err := strconv.Atoi(f); err == nil {
-				out = append(out, child)
-			}
+	for _, f := range strings.Fields(string(b)) {
+		if child, err := strconv.Atoi(f); err == nil {
+			out = append(out, child)
 		}
 	}
 	return out
