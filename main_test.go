@@ -88,7 +88,7 @@ func run(m *testing.M) int {
 			budget = 0 // the traffic phase will not run: its inputs are checked, not its time
 		}
 		plan, err = traffic.NewPlan(cfg, budget)
-		if err == nil { // the serving rounds' requests in flight at once, each an open file
+		if err == nil && servingSelected(flagValue("test.run")) { // the serving rounds' requests in flight at once, each an open file
 			c := slices.Max(cfg.Protocol.Concurrency)
 			err = load.CheckOpenFiles("protocol.concurrency", c, "at that concurrency", c, load.OpenFileLimit())
 		}
@@ -322,6 +322,13 @@ func testFlagsError() error {
 // runs something, or no -run was given.
 func selectsNothing() string {
 	return runsNothing(flagValue("test.run"), flagValue("test.bench")+flagValue("test.fuzz")+flagValue("test.list") != "")
+}
+
+// servingSelected reports whether -run pattern runs a phase that serves
+// at protocol.concurrency (baseline and the after-wake phases).
+func servingSelected(pattern string) bool {
+	return slices.ContainsFunc([]string{protocol.PhaseBaseline, protocol.PhaseAfterWake, protocol.PhaseAfterWakeL2},
+		func(p string) bool { return selected(pattern, "TestProtocol", p) })
 }
 
 // runsNothing is selectsNothing's reason for -run pattern, other true
