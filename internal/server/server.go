@@ -412,12 +412,7 @@ func (s *Server) treeProcs() ([]procfs.Proc, error) {
 	// Once the leader is reaped its PID, and after the group's last member
 	// its group ID, may be another process's: then only processes seen in
 	// the tree before, by PID and start time, are the server's.
-	reaped := false
-	select {
-	case <-s.done:
-		reaped = true
-	default:
-	}
+	reaped := s.exited()
 	s.mu.Lock()
 	seen := maps.Clone(s.seen)
 	s.mu.Unlock()
@@ -482,15 +477,10 @@ func (s *Server) liveTree() ([]procfs.Proc, error) {
 	scan := s.walks%scanEvery == 1
 	seen := maps.Clone(s.seen)
 	s.mu.Unlock()
-	if _, err := os.Stat(childrenFile(os.Getpid())); scan || err != nil {
+	if scan || !childrenListed() {
 		return s.treeProcs()
 	}
-	reaped := false
-	select {
-	case <-s.done:
-		reaped = true
-	default:
-	}
+	reaped := s.exited()
 	var queue []int
 	if !reaped {
 		queue = append(queue, leader)
@@ -502,7 +492,8 @@ func (s *Server) liveTree() ([]procfs.Proc, error) {
 		}
 		// A root from before must be the same process: its PID may be
 		// another's now. A process reached through its parent is the
-		// tree's whoever held its PID before.
+		// tree's whoever held its PID before. Not living's check: a zombie
+		// still counts, as in treeProcs's scan.
 		if p, err := procfs.NewProc(pid); err == nil {
 			if st, err := p.Stat(); err == nil && st.Starttime == start {
 				rest = append(rest, pid)
@@ -539,6 +530,23 @@ func (s *Server) liveTree() ([]procfs.Proc, error) {
 	s.mu.Unlock()
 	return out, nil
 }
+
+// exited reports whether the server's leader has exited and been reaped.
+func (s *Server) exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// childrenListed reports whether this kernel lists a thread's children
+// (CONFIG_PROC_CHILDREN), asked once: liveTree walks them, else it scans.
+var childrenListed = sync.OnceValue(func() bool {
+	_, err := os.Stat(childrenFile(os.Getpid()))
+	return err == nil
+})
 
 // childrenFile is the kernel's list of the children of pid's main thread.
 func childrenFile(pid int) string {
