@@ -483,6 +483,8 @@ func TestKilledHarnessLosesAtMostASecond(t *testing.T) {
 		assert.Eventually(t, func() bool { return !server.GroupAlive(pid) }, 5*time.Second, 20*time.Millisecond,
 			"server %d dies with its harness", pid)
 	}
+	assert.Eventually(t, func() bool { return len(watchdogsOf(t, cmd.Process.Pid)) == 0 }, 5*time.Second, 20*time.Millisecond,
+		"the harness's watchdog (server.Watchdog) ends once it has killed what the harness left")
 	b, err := os.ReadFile(filepath.Join(out, "samples.csv"))
 	require.NoError(t, err)
 	rows := strings.Split(strings.TrimSpace(string(b)), "\n")
@@ -498,6 +500,25 @@ func TestKilledHarnessLosesAtMostASecond(t *testing.T) {
 	assert.Equal(t, "FAIL", rep.Status, "the report written when the run started")
 	require.NotEmpty(t, rep.Failures)
 	assert.Equal(t, harness.NotFinished, rep.Failures[len(rep.Failures)-1].Error)
+}
+
+// watchdogsOf lists the living processes started with harness's pid as
+// WAKEBENCH_HARNESS_PID: its watchdog (server.Watchdog), while it runs.
+func watchdogsOf(t *testing.T, harness int) []int {
+	t.Helper()
+	procs, err := procfs.AllProcs()
+	require.NoError(t, err)
+	var out []int
+	for _, p := range procs {
+		env, err := p.Environ()
+		if err != nil || !slices.Contains(env, "WAKEBENCH_HARNESS_PID="+strconv.Itoa(harness)) {
+			continue
+		}
+		if st, err := p.Stat(); err == nil && st.State != "Z" {
+			out = append(out, p.PID)
+		}
+	}
+	return out
 }
 
 // childrenOf lists the processes whose parent is pid.

@@ -27,6 +27,7 @@ import (
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
+	"github.com/wakebench/wakebench/internal/server"
 	"github.com/wakebench/wakebench/internal/traffic"
 )
 
@@ -45,6 +46,9 @@ type Run struct {
 	soak    *soakLog // soak.csv, from the first soak cycle on
 	tmp     string   // private directory: simulated GPU, compile cache
 	lock    *outLock // out_dir's lock, from Open until Write has written every output
+	// watchdog kills the servers' groups and descendants if this process
+	// dies without stopping them (server.Watchdog); closed after their stop.
+	watchdog *server.Watchdog
 
 	stopBG   context.CancelFunc
 	bg       sync.WaitGroup
@@ -88,6 +92,7 @@ func OpenWith(ctx context.Context, cfg config.Config, hooks Hooks) (*Run, error)
 		if r.be != nil {
 			r.be.Close()
 		}
+		r.watchdog.Close()
 		os.RemoveAll(tmp)
 		return nil, err
 	}
@@ -116,7 +121,11 @@ func OpenWith(ctx context.Context, cfg config.Config, hooks Hooks) (*Run, error)
 	if r.be.Source != nil {
 		r.sampler = gpu.NewSampler(r.be.Source, time.Duration(float64(time.Second)/cfg.Protocol.SampleHz))
 	}
-	r.pool = pool.New(cfg, pool.Options{Command: r.be.Command, Env: r.be.ServerEnv, Sampler: r.sampler, CUDA: r.be.CUDA, ReadDelay: hooks.ReadDelay}, protocol.Observe(r.rec))
+	// Once, before the first server: no server's start waits for it.
+	if r.watchdog, err = server.StartWatchdog(); err != nil {
+		return fail(err)
+	}
+	r.pool = pool.New(cfg, pool.Options{Command: r.be.Command, Env: r.be.ServerEnv, Sampler: r.sampler, CUDA: r.be.CUDA, ReadDelay: hooks.ReadDelay, Watchdog: r.watchdog}, protocol.Observe(r.rec))
 	r.env = protocol.NewEnv(cfg, r.pool, r.rec, r)
 	r.traffic = traffic.New(r.env)
 
@@ -245,6 +254,11 @@ func (r *Run) Stop() {
 		// A server that needed SIGKILL, or NVML that would not shut down:
 		// nothing is left running, but the run did not end cleanly.
 		if err := r.pool.StopAll(); err != nil {
+			r.rec.Fail(record.Failure{Phase: "stop", Error: err.Error()})
+			r.exitErrs = append(r.exitErrs, err)
+		}
+		// Every server has stopped: the watchdog has nothing left to guard.
+		if err := r.watchdog.Close(); err != nil {
 			r.rec.Fail(record.Failure{Phase: "stop", Error: err.Error()})
 			r.exitErrs = append(r.exitErrs, err)
 		}

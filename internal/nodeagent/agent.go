@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/wakebench/wakebench/internal/kube"
+	"github.com/wakebench/wakebench/internal/server"
 )
 
 // GPU is one device the node publishes in its ResourceSlice.
@@ -84,6 +85,9 @@ type Agent struct {
 	c      *kube.Clients
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// watchdog kills the containers' processes if this process dies
+	// without stopping them (server.Watchdog); closed once they stopped.
+	watchdog *server.Watchdog
 
 	stopOnce sync.Once
 	stopErr  error // what the first Stop returned
@@ -110,13 +114,20 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 		return nil, fmt.Errorf("node %s: %w", o.Node, err)
 	}
 	a := &Agent{o: o, c: o.Clients, pods: map[types.UID]*pod{}}
+	var err error
+	if a.watchdog, err = server.StartWatchdog(); err != nil {
+		return nil, fmt.Errorf("node %s: %w", o.Node, err)
+	}
 	if err := a.registerNode(ctx); err != nil {
+		a.watchdog.Close()
 		return nil, err
 	}
 	if err := a.createLease(ctx); err != nil {
+		a.watchdog.Close()
 		return nil, err
 	}
 	if err := a.publish(ctx); err != nil {
+		a.watchdog.Close()
 		return nil, err
 	}
 	bg, cancel := context.WithCancel(context.Background())
@@ -147,6 +158,7 @@ func (a *Agent) stop() error {
 		errs = append(errs, p.stop())
 	}
 	a.pods = map[types.UID]*pod{}
+	errs = append(errs, a.watchdog.Close())
 	return errors.Join(errs...)
 }
 

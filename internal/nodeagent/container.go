@@ -217,7 +217,7 @@ func (p *pod) start(devEnv []string) (*server.Server, error) {
 		env = append(env, e.Name+"="+v)
 	}
 	env = append(env, devEnv...)
-	srv, err := server.Start(server.Spec{Label: obj.Name, Path: prog, Args: argv[1:], Env: env, LogPath: p.a.LogPath(obj.Namespace, obj.Name, c.Name)})
+	srv, err := server.Start(server.Spec{Label: obj.Name, Path: prog, Args: argv[1:], Env: env, LogPath: p.a.LogPath(obj.Namespace, obj.Name, c.Name), Watchdog: p.a.watchdog})
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", kube.Name(obj), err)
 	}

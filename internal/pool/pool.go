@@ -61,6 +61,9 @@ type Options struct {
 	// FreePort picks a free port for a model whose config names none (nil:
 	// server.FreePort); tests give one taken to see a start try again.
 	FreePort func(host string) (int, error)
+	// Watchdog kills every server's group and seen descendants if the
+	// harness dies without stopping them (nil: none; the run's owns one).
+	Watchdog *server.Watchdog
 }
 
 // Observer is what the pool tells the run as it goes, beside what its calls
@@ -463,8 +466,9 @@ func (f *Pool) startOnce(ctx context.Context, label string) (ready time.Duration
 		Label: label, Path: f.s.opt.Command,
 		Args: vllm.ServeArgs(vllm.ServeOptions{Model: m.cfg.Name, Host: cfg.Host, Port: port, MaxModelLen: p.ContextTokens,
 			KVCacheBytes: cfg.KVBytes(), GPUMemoryUtilization: m.cfg.GPUMemoryUtilization, LoRA: loras(m.cfg.LoRAModules), Extra: m.cfg.ExtraArgs}),
-		Env:     f.s.opt.Env(m.cfg),
-		LogPath: logPath,
+		Env:      f.s.opt.Env(m.cfg),
+		LogPath:  logPath,
+		Watchdog: f.s.opt.Watchdog,
 	}
 	// Every other model is asleep (MakeRoom): what the device holds now
 	// is all but this model, for device-delta attribution.

@@ -30,6 +30,9 @@ type Spec struct {
 	Args    []string // arguments after the program name
 	Env     []string // added to the harness's environment
 	LogPath string   // stdout and stderr are appended here
+	// Watchdog, where set, kills the server's group and every process seen
+	// in its tree if the harness dies before Stop (the run's one watchdog).
+	Watchdog *Watchdog
 }
 
 // Server is one running server process group.
@@ -72,6 +75,7 @@ func Start(spec Spec) (*Server, error) {
 		lf.Close()
 		return nil, fmt.Errorf("start %s: %w", spec.Label, err)
 	}
+	spec.Watchdog.watchGroup(cmd.Process.Pid, spec.LogPath)
 	go func() {
 		s.waitErr = cmd.Wait()
 		lf.Close()
@@ -161,8 +165,11 @@ func (s *Server) Alive(ctx context.Context, f func(ctx context.Context) error) e
 // Safe to call more than once.
 func (s *Server) Stop(grace time.Duration) error {
 	_, _ = s.treeProcs() // the tree as it stands, before its parents go
-	err := s.stopGroup(grace)
-	return errors.Join(err, s.killEscaped())
+	err := errors.Join(s.stopGroup(grace), s.killEscaped())
+	if !GroupAlive(s.cmd.Process.Pid) {
+		s.spec.Watchdog.forget(s.cmd.Process.Pid)
+	}
+	return err
 }
 
 // stopGroup is Stop's part for the process group.
@@ -441,15 +448,32 @@ func (s *Server) treeProcs() ([]procfs.Proc, error) {
 		queue = append(queue, children[pid]...)
 	}
 	var out []procfs.Proc
-	s.mu.Lock()
+	starts := make(map[int]uint64, len(in))
 	for _, p := range all {
 		if in[p.PID] {
 			out = append(out, p)
-			s.seen[p.PID] = stats[p.PID].Starttime
+			starts[p.PID] = stats[p.PID].Starttime
+		}
+	}
+	s.remember(starts)
+	return out, nil
+}
+
+// remember adds processes found in the tree (PID → start time) to seen,
+// and has the watchdog watch each new one.
+func (s *Server) remember(starts map[int]uint64) {
+	var fresh []int
+	s.mu.Lock()
+	for pid, start := range starts {
+		if s.seen[pid] != start {
+			s.seen[pid] = start
+			fresh = append(fresh, pid)
 		}
 	}
 	s.mu.Unlock()
-	return out, nil
+	for _, pid := range fresh {
+		s.spec.Watchdog.watchProc(s.cmd.Process.Pid, pid, starts[pid])
+	}
 }
 
 // scanEvery is how often liveTree scans every process instead (treeProcs):
@@ -523,11 +547,7 @@ func (s *Server) liveTree() ([]procfs.Proc, error) {
 		out = append(out, p)
 		queue = append(queue, childrenOf(pid)...)
 	}
-	s.mu.Lock()
-	for pid, start := range starts {
-		s.seen[pid] = start
-	}
-	s.mu.Unlock()
+	s.remember(starts)
 	return out, nil
 }
 
