@@ -502,16 +502,17 @@ func TestKilledHarnessLosesAtMostASecond(t *testing.T) {
 	assert.Equal(t, harness.NotFinished, rep.Failures[len(rep.Failures)-1].Error)
 }
 
-// watchdogsOf lists the living processes started with harness's pid as
-// WAKEBENCH_HARNESS_PID: its watchdog (server.Watchdog), while it runs.
+// watchdogsOf lists the living watchdogs (server.Watchdog) of the
+// harness whose PID is harness: their command line ends with its name and
+// that PID.
 func watchdogsOf(t *testing.T, harness int) []int {
 	t.Helper()
 	procs, err := procfs.AllProcs()
 	require.NoError(t, err)
 	var out []int
 	for _, p := range procs {
-		env, err := p.Environ()
-		if err != nil || !slices.Contains(env, "WAKEBENCH_HARNESS_PID="+strconv.Itoa(harness)) {
+		args, err := p.CmdLine()
+		if err != nil || len(args) < 2 || args[len(args)-2] != server.WatchdogName || args[len(args)-1] != strconv.Itoa(harness) {
 			continue
 		}
 		if st, err := p.Stat(); err == nil && st.State != "Z" {

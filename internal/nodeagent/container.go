@@ -67,7 +67,10 @@ func (p *pod) run(ctx context.Context) {
 		}
 		p.status(ctx)
 		p.probe(ctx, srv)
-		// The container exited (or the Pod is stopping).
+		// The container exited (or the Pod is stopping). What its main
+		// process left running ends with it, as a runtime's cgroup
+		// teardown does, and the watchdog forgets it.
+		_ = srv.Stop(0)
 		p.mu.Lock()
 		term := &corev1.ContainerStateTerminated{ExitCode: exitCode(srv.ExitErr()), Reason: "Error", StartedAt: p.started, FinishedAt: metav1.Now()}
 		switch {

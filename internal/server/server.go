@@ -295,6 +295,9 @@ func (s *Server) Kill() error {
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	select {
 	case <-s.done:
+		if waitGroupGone(s.cmd.Process.Pid); !GroupAlive(s.cmd.Process.Pid) {
+			s.spec.Watchdog.forget(s.cmd.Process.Pid) // its number may be another group's later
+		}
 		return nil
 	case <-time.After(5 * time.Second):
 		return fmt.Errorf("kill %s: pid %d survived SIGKILL", s.spec.Label, s.cmd.Process.Pid)

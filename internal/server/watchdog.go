@@ -3,8 +3,11 @@ package server
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,14 +36,22 @@ import (
 // A group's ID cannot be another group's while a process of it runs (the
 // kernel keeps the number); the watchdog kills a group within
 // milliseconds of the harness's death, before its last process is gone
-// and the number free.
+// and the number free, and a group is forgotten once Stop or Kill has
+// seen it gone. A process that left the tree before any walk saw it (a
+// double fork into a new session between two reads, four a second) is
+// not known to the watchdog, nor to Stop.
 type Watchdog struct {
 	cmd *exec.Cmd
-	// mu guards w (a line is written whole; none after Close) and err.
-	mu  sync.Mutex
-	w   *os.File
-	err error // the first write that failed: the watchdog is gone
+	// mu guards w (a line is written whole; none after Close), err and groups.
+	mu     sync.Mutex
+	w      *os.File
+	err    error        // the first write that failed: the watchdog is gone
+	groups map[int]bool // the process groups watched and not forgotten
 }
+
+// WatchdogName is the watchdog's $0: ps shows `/bin/sh -c … wakebench-watchdog PID`,
+// PID the harness's.
+const WatchdogName = "wakebench-watchdog"
 
 // watchdogScript is the watchdog. Its input, a line each:
 //
@@ -49,7 +60,7 @@ type Watchdog struct {
 //	f PGID             forget PGID and its processes: its server stopped
 //	x                  the harness's goodbye: exit, killing nothing
 const watchdogScript = `trap '' HUP INT TERM QUIT PIPE
-groups= procs=
+harness=$1 groups= procs=
 living() { # living PID: START:PGRP (fields 22 and 5 of /proc/PID/stat) while it runs (not a zombie)
 	[ -r "/proc/$1/stat" ] || return 1
 	read -r s < "/proc/$1/stat" || return 1
@@ -77,7 +88,7 @@ while read -r op g rest; do
 done
 for g in $groups; do
 	kill -9 "-$g" 2>/dev/null &&
-		note "$g" "the harness (pid $WAKEBENCH_HARNESS_PID) died with this server running: SIGKILL to its process group $g"
+		note "$g" "the harness (pid $harness) died with this server running: SIGKILL to its process group $g"
 done
 for e in $procs; do
 	g=${e%%:*} r=${e#*:}
@@ -85,8 +96,11 @@ for e in $procs; do
 	st=$(living "$pid") || continue
 	[ "${st%%:*}" = "$start" ] && [ "${st#*:}" != "$g" ] || continue # gone, another's PID, or of the group
 	cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)
-	kill -9 "$pid" 2>/dev/null &&
-		note "$g" "the harness (pid $WAKEBENCH_HARNESS_PID) died with this server running: SIGKILL to pid $pid ($cmd), seen in its tree, outside its process group"
+	kill -9 "$pid" 2>/dev/null || continue
+	what="pid $pid ($cmd)"
+	# A group of its own (setsid): the processes it started in it too.
+	[ "${st#*:}" = "$pid" ] && kill -9 "-$pid" 2>/dev/null && what="$what and its process group"
+	note "$g" "the harness (pid $harness) died with this server running: SIGKILL to $what, seen in its tree, outside its process group"
 done
 exit 0
 `
@@ -98,8 +112,8 @@ func StartWatchdog() (*Watchdog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the watchdog that kills the servers if the harness dies: %w", err)
 	}
-	cmd := exec.Command("/bin/sh", "-c", watchdogScript)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("WAKEBENCH_HARNESS_PID=%d", os.Getpid()))
+	// $0 names it in ps; $1 is the harness's PID, for its notes.
+	cmd := exec.Command("/bin/sh", "-c", watchdogScript, WatchdogName, strconv.Itoa(os.Getpid()))
 	cmd.Stdin = r // stdout and stderr: /dev/null, never go test's pipe (it would wait for the watchdog)
 	// Its own group: a signal to the harness's group (a terminal's ^C) is the harness's to handle.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -109,7 +123,7 @@ func StartWatchdog() (*Watchdog, error) {
 		w.Close()
 		return nil, fmt.Errorf("start the watchdog (/bin/sh) that kills the servers if the harness dies: %w", err)
 	}
-	return &Watchdog{cmd: cmd, w: w}, nil
+	return &Watchdog{cmd: cmd, w: w, groups: map[int]bool{}}, nil
 }
 
 // PID is the watchdog's process id.
@@ -122,9 +136,18 @@ func (d *Watchdog) send(format string, args ...any) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.sendLocked(format, args...)
+}
+
+// sendLocked is send with mu held.
+func (d *Watchdog) sendLocked(format string, args ...any) {
 	if d.w == nil || d.err != nil {
 		return
 	}
+	// A watchdog that stopped reading (stopped, frozen) with its pipe
+	// full must not hold a server's start or the sampler: a second, then
+	// it is taken as gone.
+	_ = d.w.SetWriteDeadline(time.Now().Add(time.Second))
 	if _, err := fmt.Fprintf(d.w, format+"\n", args...); err != nil {
 		d.err = fmt.Errorf("the watchdog that kills the servers if the harness dies is gone: %w", err)
 	}
@@ -135,27 +158,58 @@ func (d *Watchdog) watchGroup(pgid int, logPath string) {
 	if strings.ContainsAny(logPath, "\n\r") {
 		logPath = "" // a line each: no notes, the kill still happens
 	}
-	d.send("w %d %s", pgid, logPath)
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.groups[pgid] = true
+	d.sendLocked("w %d %s", pgid, logPath)
 }
 
 // watchProc watches pid, started at start, of pgid's server.
 func (d *Watchdog) watchProc(pgid, pid int, start uint64) { d.send("p %d %d:%d", pgid, pid, start) }
 
 // forget stops watching pgid's server: it has stopped.
-func (d *Watchdog) forget(pgid int) { d.send("f %d", pgid) }
+func (d *Watchdog) forget(pgid int) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.groups, pgid)
+	d.sendLocked("f %d", pgid)
+}
 
-// Close says goodbye, so the watchdog exits killing nothing, and waits
-// for it. Call it after every server's Stop. An error says the watchdog
-// died before (a server of this run may then have been unguarded).
+// watching is the process groups watched and not forgotten.
+func (d *Watchdog) watching() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Sorted(maps.Keys(d.groups))
+}
+
+// Close ends the watchdog after every server's Stop, and waits for it.
+// Where every group it watched was forgotten (stopped and gone), it says
+// goodbye and the watchdog exits killing nothing; where some still runs
+// (a server not stopped, or one that outlived its SIGKILL), the pipe ends
+// without it, the watchdog kills what remains, naming it in the server's
+// log, and the error names the groups. An error also says that the
+// watchdog died before (a server of this run may have been unguarded).
 func (d *Watchdog) Close() error {
 	if d == nil {
 		return nil
 	}
 	d.mu.Lock()
 	w, err := d.w, d.err
+	left := slices.Sorted(maps.Keys(d.groups))
 	if w != nil {
-		if _, werr := fmt.Fprintln(w, "x"); werr != nil && err == nil {
-			err = fmt.Errorf("the watchdog that kills the servers if the harness dies is gone: %w", werr)
+		if len(left) == 0 {
+			_ = w.SetWriteDeadline(time.Now().Add(time.Second))
+			if _, werr := fmt.Fprintln(w, "x"); werr != nil && err == nil {
+				err = fmt.Errorf("the watchdog that kills the servers if the harness dies is gone: %w", werr)
+			}
+		} else {
+			err = errors.Join(err, fmt.Errorf("server process groups %v still ran at the end; the watchdog killed them (their logs say so)", left))
 		}
 		w.Close()
 		d.w = nil
@@ -168,12 +222,13 @@ func (d *Watchdog) Close() error {
 	go func() { done <- d.cmd.Wait() }()
 	select {
 	case werr := <-done:
-		if werr != nil && err == nil {
-			err = fmt.Errorf("the watchdog exited: %w", werr)
+		if werr != nil {
+			err = errors.Join(err, fmt.Errorf("the watchdog exited: %w", werr))
 		}
 	case <-time.After(5 * time.Second):
 		_ = d.cmd.Process.Kill()
-		err = errors.Join(err, errors.New("the watchdog did not exit within 5 s of the harness's goodbye; killed"), <-done)
+		<-done
+		err = errors.Join(err, errors.New("the watchdog did not exit within 5 s of the end of its pipe; killed"))
 	}
 	return err
 }

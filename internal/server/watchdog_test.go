@@ -20,7 +20,7 @@ import (
 
 // envWatchdogHarness makes this test binary a harness for
 // TestWatchdogKillsWhatAKilledHarnessLeft: the value is its folder.
-const envWatchdogHarness = "WAKEBENCH_TEST_WATCHDOG_HARNESS"
+const envWatchdogHarness = "WB_TEST_WATCHDOG_HARNESS"
 
 // watchdogHarness starts a watchdog and a server whose process group holds
 // a child and whose tree holds a setsid'd grandchild, waits until its tree
@@ -111,8 +111,8 @@ func TestWatchdogKillsWhatAKilledHarnessLeft(t *testing.T) {
 	assert.Contains(t, string(b), fmt.Sprintf("SIGKILL to pid %d (sleep 300 )", escaped))
 }
 
-// A run that stops its servers says goodbye: the watchdog exits killing
-// nothing, even a process it watched that still runs.
+// A run that stopped its servers says goodbye: the watchdog exits killing
+// nothing, even a process seen in a tree that still runs.
 func TestWatchdogGoodbyeKillsNothing(t *testing.T) {
 	d, err := StartWatchdog()
 	require.NoError(t, err)
@@ -121,32 +121,72 @@ func TestWatchdogGoodbyeKillsNothing(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Stop(time.Second) })
 	require.Eventually(t, func() bool { p, _ := s.PIDs(); return len(p) == 2 }, 5*time.Second, 10*time.Millisecond)
+	d.forget(s.PID()) // as its Stop would, once its group is gone
 	require.NoError(t, d.Close())
 	require.NoError(t, d.Close(), "twice")
-	time.Sleep(50 * time.Millisecond)
 	assert.True(t, GroupAlive(s.PID()), "the goodbye killed nothing")
 	b, err := os.ReadFile(log)
 	require.NoError(t, err)
 	assert.NotContains(t, string(b), "watchdog")
 }
 
-// A server stopped is forgotten: a watchdog whose harness then dies has
-// nothing of it to kill, and writes nothing in its log.
-func TestWatchdogForgetsAStoppedServer(t *testing.T) {
-	d, err := StartWatchdog()
-	require.NoError(t, err)
-	log := filepath.Join(t.TempDir(), "x.log")
-	s, err := Start(Spec{Label: "X", Path: "/bin/sh", Args: []string{"-c", "exec sleep 30"}, LogPath: log, Watchdog: d})
-	require.NoError(t, err)
-	_, _ = s.PIDs()
-	require.NoError(t, s.Stop(time.Second))
-	// The harness's death, as the watchdog sees it: its pipe ends with no goodbye.
+// dieWithoutGoodbye ends d's pipe as the harness's death would.
+func dieWithoutGoodbye(t *testing.T, d *Watchdog) {
+	t.Helper()
 	d.mu.Lock()
 	d.w.Close()
 	d.w = nil
 	d.mu.Unlock()
 	require.NoError(t, d.cmd.Wait())
+}
+
+// A server forgotten (its stop saw its group gone, so the group's number
+// may be another's) is not killed when the harness dies; one watched is.
+func TestWatchdogKillsOnlyWhatItWatches(t *testing.T) {
+	d, err := StartWatchdog()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	forgotten, err := Start(Spec{Label: "F", Path: "/bin/sh", Args: []string{"-c", "exec sleep 30"}, LogPath: filepath.Join(dir, "f.log"), Watchdog: d})
+	require.NoError(t, err)
+	t.Cleanup(func() { forgotten.Stop(time.Second) })
+	watched, err := Start(Spec{Label: "W", Path: "/bin/sh", Args: []string{"-c", "exec sleep 30"}, LogPath: filepath.Join(dir, "w.log"), Watchdog: d})
+	require.NoError(t, err)
+	t.Cleanup(func() { watched.Stop(time.Second) })
+	d.forget(forgotten.PID())
+	dieWithoutGoodbye(t, d)
+	assert.Eventually(t, func() bool { return !GroupAlive(watched.PID()) }, 5*time.Second, 10*time.Millisecond, "the watched group is killed")
+	assert.True(t, GroupAlive(forgotten.PID()), "the forgotten group is left alone")
+	b, err := os.ReadFile(filepath.Join(dir, "f.log"))
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "watchdog")
+}
+
+// Stop forgets the server it stopped: a watchdog whose harness then dies
+// is told nothing of it.
+func TestStopForgetsTheServer(t *testing.T) {
+	d, err := StartWatchdog()
+	require.NoError(t, err)
+	s, err := Start(Spec{Label: "X", Path: "/bin/sh", Args: []string{"-c", "exec sleep 30"}, LogPath: filepath.Join(t.TempDir(), "x.log"), Watchdog: d})
+	require.NoError(t, err)
+	_, _ = s.PIDs()
+	require.NoError(t, s.Stop(time.Second))
+	assert.Empty(t, d.watching(), "the stop forgot the group")
+	require.NoError(t, d.Close(), "goodbye: nothing left to kill")
+}
+
+// A server left running at Close (not stopped) is killed by the watchdog
+// and named in Close's error and in its log.
+func TestWatchdogCloseKillsWhatStillRuns(t *testing.T) {
+	d, err := StartWatchdog()
+	require.NoError(t, err)
+	log := filepath.Join(t.TempDir(), "x.log")
+	s, err := Start(Spec{Label: "X", Path: "/bin/sh", Args: []string{"-c", "exec sleep 30"}, LogPath: log, Watchdog: d})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Stop(time.Second) })
+	err = d.Close()
+	require.ErrorContains(t, err, fmt.Sprintf("server process groups [%d] still ran at the end; the watchdog killed them", s.PID()))
+	assert.Eventually(t, func() bool { return !GroupAlive(s.PID()) }, 5*time.Second, 10*time.Millisecond)
 	b, err := os.ReadFile(log)
 	require.NoError(t, err)
-	assert.NotContains(t, string(b), "watchdog", "nothing of a stopped server is killed")
+	assert.Contains(t, string(b), "SIGKILL to its process group")
 }
