@@ -25,10 +25,12 @@ soak:
 
 ## test: the quick loop: every package's tests with the race detector, -short: the long tests
 ## (testmain.Long: child runs of the whole protocol, soaks, every phase against a fault; docs/testing.md's
-## table lists each) are skipped here and run once in make stress, under load; four packages at a
-## time: their tests mostly wait on simulated servers
+## table lists each) and the root package's whole protocol are skipped here and run once in make
+## stress, under load; four packages at a time: their tests mostly wait on simulated servers; the
+## two slowest first (go test starts packages in the order named), so that they do not run last, alone
+TEST_FIRST := ./internal/vllmsim ./internal/harness
 test:
-	$(GO) test -short -p 4 -count=1 -race -timeout 10m ./...
+	$(GO) test -short -p 4 -count=1 -race -timeout 10m $(TEST_FIRST) ./...
 
 ## figures: the whole-run figure test (docs/metrics.md): the protocol on vllmsim as it is, with the
 ## harness's own reads slowed, and with each server operation slowed in turn (ten runs side by

@@ -58,6 +58,7 @@ var invariants = map[string]func(*testing.T, any){
 // alone (-run 'TestProtocol/switch') puts the GPU in the state it needs:
 // servers started, the other models asleep.
 func TestProtocol(t *testing.T) {
+	skipShort(t)
 	for name := range invariants {
 		require.Contains(t, phases.Names(), name, "invariants of a phase phases.List does not list")
 	}

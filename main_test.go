@@ -46,6 +46,10 @@ var suite struct {
 	h   *harness.Run
 	ctx context.Context
 
+	// skipped says why no run was opened (shortSkips): every test of
+	// the run then skips saying so.
+	skipped string
+
 	mu     sync.Mutex
 	failed []record.Failure
 }
@@ -131,6 +135,14 @@ func run(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "wakebench: %v\n", werr)
 		}
 		return 1
+	}
+	// go test -short with no -run and no -bench (make test): the whole
+	// protocol is long; its tests skip, the harness's own quick ones run,
+	// out_dir is left alone.
+	if why := shortSkips(); why != "" {
+		fmt.Printf("wakebench: %s\n", why)
+		suite.skipped = why
+		return m.Run()
 	}
 	// A run go test's -timeout cannot hold is refused before it starts, not
 	// cut short by -timeout's panic part-way.
@@ -292,6 +304,25 @@ func testsOf(gpu bool) []string {
 }
 
 // flagValue is go test's flag name ("test.run") as given, "" if none.
+// shortSkips says why this go test opens no run: -short with no -run
+// and no -bench, as make test runs every package ("" otherwise). The
+// protocol runs whole in make stress (this package without -short, under
+// load), make bench, make runner and make figures (docs/testing.md).
+func shortSkips() string {
+	if !testing.Short() || flagValue("test.run") != "" || flagValue("test.bench") != "" {
+		return ""
+	}
+	return "the protocol is long (simulated minutes): skipped by -short with no -run (make test); make stress runs it whole, once, under load, and make bench and make runner on their configs; -short -run TestProtocol runs it"
+}
+
+// skipShort skips a test of the run when none was opened (shortSkips).
+func skipShort(t testing.TB) {
+	t.Helper()
+	if suite.skipped != "" {
+		t.Skip(suite.skipped)
+	}
+}
+
 func flagValue(name string) string {
 	if f := flag.Lookup(name); f != nil {
 		return f.Value.String()
@@ -370,6 +401,7 @@ func goTestTimeout() time.Duration {
 // is not recorded twice.
 func begin(t *testing.T, phase string) (*harness.Run, context.Context) {
 	t.Helper()
+	skipShort(t)
 	h := suite.h
 	t.Cleanup(func() {
 		if t.Failed() && !h.Failed(phase) {

@@ -1,7 +1,8 @@
 // Package server starts and stops model servers (`vllm serve …` or vllmsim)
 // as child processes in their own process group, captures their output to a
 // log file, detects early exits, measures the host RSS of the whole process
-// tree, and stops them with SIGTERM then SIGKILL, so none is left behind.
+// tree, and stops them with SIGTERM then SIGKILL, so none is left behind;
+// a watchdog beside the harness kills what they left if the harness dies.
 package server
 
 import (
