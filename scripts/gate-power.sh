@@ -38,6 +38,7 @@ OUT=${OUT:-out/gate-power}
 GO=${GO:-go}
 STAGES=${STAGES:-load quiet judge}
 JOBS=${JOBS:-1}
+[[ $JOBS =~ ^[1-9][0-9]*$ ]] || { echo "gate-power: JOBS=$JOBS: a count of runs at once, 1 or more" >&2; exit 2; }
 root=$(pwd)
 mkdir -p "$OUT/bin"
 OUT=$(cd "$OUT" && pwd)
@@ -57,7 +58,8 @@ quiet() { # quiet DIR CONFIG [ENV=VALUE…]: one, with up to JOBS at once (settl
 settle() { wait; }
 hog=
 stophog() { [ -z "$hog" ] || { kill "$hog" 2>/dev/null || true; wait "$hog" 2>/dev/null || true; hog=; }; }
-trap stophog EXIT
+# Runs still going when the script ends (JOBS > 1) end with it: each stops its own servers.
+trap 'stophog; kill $(jobs -rp) 2>/dev/null || true; wait' EXIT
 if has load || has quiet; then
 	$GO test -c -o "$OUT/bin/wakebench.test" .
 	$GO build -o "$OUT/bin/cpuhog" ./cmd/cpuhog
