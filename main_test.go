@@ -303,7 +303,6 @@ func testsOf(gpu bool) []string {
 	return packageTests
 }
 
-// flagValue is go test's flag name ("test.run") as given, "" if none.
 // shortSkips says why this go test opens no run: -short with no -run
 // and no -bench, as make test runs every package ("" otherwise). The
 // protocol runs whole in make stress (this package without -short, under
@@ -312,7 +311,7 @@ func shortSkips() string {
 	if !testing.Short() || flagValue("test.run") != "" || flagValue("test.bench") != "" {
 		return ""
 	}
-	return "the protocol is long (simulated minutes): skipped by -short with no -run (make test); make stress runs it whole, once, under load, and make bench and make runner on their configs; -short -run TestProtocol runs it"
+	return "the protocol is long (simulated minutes): skipped by -short with no -run (make test); make stress runs it whole, once, under load, and make bench, make runner and make figures on their configs; -short -run TestProtocol runs it"
 }
 
 // skipShort skips a test of the run when none was opened (shortSkips).
@@ -323,6 +322,7 @@ func skipShort(t testing.TB) {
 	}
 }
 
+// flagValue is go test's flag name ("test.run") as given, "" if none.
 func flagValue(name string) string {
 	if f := flag.Lookup(name); f != nil {
 		return f.Value.String()
