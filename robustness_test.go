@@ -507,29 +507,26 @@ func TestKilledHarnessLosesAtMostASecond(t *testing.T) {
 // that PID.
 func watchdogsOf(t *testing.T, harness int) []int {
 	t.Helper()
-	procs, err := procfs.AllProcs()
-	require.NoError(t, err)
-	var out []int
-	for _, p := range procs {
+	return pidsWhere(t, func(p procfs.Proc, st procfs.ProcStat) bool {
 		args, err := p.CmdLine()
-		if err != nil || len(args) < 2 || args[len(args)-2] != server.WatchdogName || args[len(args)-1] != strconv.Itoa(harness) {
-			continue
-		}
-		if st, err := p.Stat(); err == nil && st.State != "Z" {
-			out = append(out, p.PID)
-		}
-	}
-	return out
+		return err == nil && len(args) >= 2 && args[len(args)-2] == server.WatchdogName && args[len(args)-1] == strconv.Itoa(harness) && st.State != "Z"
+	})
 }
 
 // childrenOf lists the processes whose parent is pid.
 func childrenOf(t *testing.T, pid int) []int {
 	t.Helper()
+	return pidsWhere(t, func(_ procfs.Proc, st procfs.ProcStat) bool { return st.PPID == pid })
+}
+
+// pidsWhere lists the processes, their stat read, that keep holds.
+func pidsWhere(t *testing.T, keep func(procfs.Proc, procfs.ProcStat) bool) []int {
+	t.Helper()
 	procs, err := procfs.AllProcs()
 	require.NoError(t, err)
 	var out []int
 	for _, p := range procs {
-		if st, err := p.Stat(); err == nil && st.PPID == pid {
+		if st, err := p.Stat(); err == nil && keep(p, st) {
 			out = append(out, p.PID)
 		}
 	}
