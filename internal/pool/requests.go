@@ -11,15 +11,29 @@ import (
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
-// Probe sends one short streaming request and checks its output; it counts
-// as an executed request.
+// Probe sends one short streaming request (protocol.probe_max_tokens
+// output tokens) and checks its output; it counts as an executed request.
 func (f *Pool) Probe(ctx context.Context, label string) (*vllm.Stream, error) {
+	return f.probe(ctx, label, f.s.cfg.Protocol.ProbeMaxTokens)
+}
+
+// FirstToken sends a one-token probe and checks its output; it counts as
+// an executed request. Its stream ends at its first token, so an energy
+// reading taken right after it ends a transition's interval there, with
+// no decode step after the first token inside it to estimate away (issue
+// 50: an 8-token probe's remaining tokens, decoded at several times the
+// interval's mean power, made a switch's J about 7 % high).
+func (f *Pool) FirstToken(ctx context.Context, label string) (*vllm.Stream, error) {
+	return f.probe(ctx, label, 1)
+}
+
+func (f *Pool) probe(ctx context.Context, label string, tokens int) (*vllm.Stream, error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return nil, err
 	}
 	s, err := f.Stream(ctx, label, vllm.CompletionRequest{Model: m.cfg.Name, Prompt: f.s.cfg.Protocol.Prompt,
-		MaxTokens: f.s.cfg.Protocol.ProbeMaxTokens, IgnoreEOS: true})
+		MaxTokens: tokens, IgnoreEOS: true})
 	if err != nil {
 		return s, fmt.Errorf("probe %s: %w", label, err)
 	}

@@ -93,6 +93,30 @@ func energyFollowsTheInterval(t *testing.T, run string, xs []interval, slack flo
 	}
 }
 
+// intervalsOf are xs's intervals, each with its energy read (no note).
+func intervalsOf[T any](t *testing.T, xs []T, of func(T) (interval, string)) []interval {
+	t.Helper()
+	var out []interval
+	for _, x := range xs {
+		in, note := of(x)
+		assert.Empty(t, note)
+		out = append(out, in)
+	}
+	return out
+}
+
+func handoffIntervals(t *testing.T, hs []record.Handoff) []interval {
+	return intervalsOf(t, hs, func(h record.Handoff) (interval, string) {
+		return interval{h.ToFirstTokenS, h.EnergyJ, h.WakeS}, h.EnergyNote
+	})
+}
+
+func cycleIntervals(t *testing.T, cs []record.SoakCycle) []interval {
+	return intervalsOf(t, cs, func(c record.SoakCycle) (interval, string) {
+		return interval{c.ToFirstTokenS, c.EnergyJ, c.WakeS}, c.EnergyNote
+	})
+}
+
 func handoffJ(h record.Handoff) float64 { return h.EnergyJ }
 func cycleJ(c record.SoakCycle) float64 { return c.EnergyJ }
 
@@ -105,14 +129,7 @@ func cycleJ(c record.SoakCycle) float64 { return c.EnergyJ }
 func TestSwitchEnergy(t *testing.T) {
 	testmain.Long(t)
 	const eDelay = 400 * time.Millisecond
-	of := func(hs []record.Handoff) []interval {
-		var out []interval
-		for _, h := range hs {
-			assert.Empty(t, h.EnergyNote)
-			out = append(out, interval{h.ToFirstTokenS, h.EnergyJ, h.WakeS})
-		}
-		return out
-	}
+	of := func(hs []record.Handoff) []interval { return handoffIntervals(t, hs) }
 	energyFollowsTheInterval(t, "plain", of(switchRun(t, powered(0), 3, "")), 0.1, false, 0)
 	energyFollowsTheInterval(t, "slow wake", of(switchRun(t, powered(0), 3, "delay=/wake_up:0.3")), 0.1, true, 0)
 	energyFollowsTheInterval(t, "late reads", of(switchRun(t, powered(0), 3, simtest.ReadsLate(0.3))), 0.1, false, 0)
@@ -137,14 +154,7 @@ func TestSwitchEnergyNoCounter(t *testing.T) {
 func TestSoakEnergy(t *testing.T) {
 	testmain.Long(t)
 	const eDelay = 400 * time.Millisecond
-	of := func(cs []record.SoakCycle) []interval {
-		var out []interval
-		for _, c := range cs {
-			assert.Empty(t, c.EnergyNote)
-			out = append(out, interval{c.ToFirstTokenS, c.EnergyJ, c.WakeS})
-		}
-		return out
-	}
+	of := func(cs []record.SoakCycle) []interval { return cycleIntervals(t, cs) }
 	energyFollowsTheInterval(t, "plain", of(soakRun(t, powered(0), 3, "")), 0.1, false, 0)
 	energyFollowsTheInterval(t, "slow wake", of(soakRun(t, powered(0), 3, "delay=/wake_up:0.3")), 0.1, true, 0)
 	energyFollowsTheInterval(t, "late reads", of(soakRun(t, powered(0), 3, simtest.ReadsLate(0.3))), 0.1, false, 0)
@@ -188,5 +198,40 @@ func TestSoakHostMemory(t *testing.T) {
 	for l, w := range weights {
 		assert.InDelta(t, 0.45*w, big[l]-small[l], 0.25*w, "%s: a backup 10× as big (%.3f → %.3f GiB)", l, small[l], big[l])
 		assert.InDelta(t, small[l], slow[l], 0.05, "%s: slow memory reads leave it", l)
+	}
+}
+
+// meanW is each interval's J over its time: the mean power the figure
+// says the GPU drew between /sleep sent and the first token.
+func meanW(xs []interval) []float64 {
+	var out []float64
+	for _, x := range xs {
+		out = append(out, x.j/x.s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestEnergyEndsAtTheFirstToken (issue 50): a switch's and a soak
+// cycle's J end at the woken model's first token, so decode steps after
+// it are outside the figure: on the simulated GPU's power model (a
+// decoding server draws 50 W more, an asleep one 5) every decode step
+// after a first token slowed by 0.3 s leaves the interval's mean power
+// where it was. On 650cbfc the closing read came after an 8-token probe,
+// 2.1 s of decode at 60+ W, which IntervalJ took out at the mean power
+// of the whole span: J rose by half or more.
+func TestEnergyEndsAtTheFirstToken(t *testing.T) {
+	testmain.Long(t)
+	const slowDecode = "slow=decode:0.1"
+	for _, c := range []struct {
+		name        string
+		plain, slow []interval
+	}{
+		{"switch", handoffIntervals(t, switchRun(t, same, 2, "")), handoffIntervals(t, switchRun(t, same, 2, slowDecode))},
+		{"soak", cycleIntervals(t, soakRun(t, same, 2, "")), cycleIntervals(t, soakRun(t, same, 2, slowDecode))},
+	} {
+		plain, slow := meanW(c.plain), meanW(c.slow)
+		t.Logf("%s: mean W plain %.1f, decode slowed after the first token %.1f", c.name, plain, slow)
+		assert.InEpsilon(t, plain[len(plain)/2], slow[len(slow)/2], 0.15, "%s: steps after the first token are outside J", c.name)
 	}
 }

@@ -95,7 +95,7 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 	var s *vllm.Stream
 	var perr, eerr error
 	firstToken := func(ctx context.Context) {
-		if s, perr = p.pool.Probe(ctx, to); perr == nil {
+		if s, perr = p.pool.FirstToken(ctx, to); perr == nil {
 			ho.EnergyJ, ho.EnergyNote, eerr = energy.CloseInterval(ctx, m, e0, s.Tokens[0])
 			if ms != nil {
 				ho.EnergyJ, ho.EnergyNote = energy.Without(ho.EnergyJ, ho.EnergyNote, ea, eh, ms.Answered(), m)

@@ -304,7 +304,7 @@ func (r *costRun) sleepWake(level int, prev energy.Reading) (energy.Reading, err
 	var e2 energy.Reading
 	var perr, eerr error
 	wsent, _, err := p.Pool().WakeThen(ctx, label, func(ctx context.Context) {
-		if s, perr = p.firstTokenOnly(ctx, label); perr == nil {
+		if s, perr = p.Pool().FirstToken(ctx, label); perr == nil {
 			e2, eerr = r.m.Now(ctx)
 		}
 	})
@@ -410,7 +410,7 @@ func (r *costRun) stoppedAndCold() (coldStart, string, error) {
 		return coldStart{}, "cold start", err
 	}
 	spawned := p.Pool().Procs().Spawned(label)
-	s, err := p.firstTokenOnly(ctx, label)
+	s, err := p.Pool().FirstToken(ctx, label)
 	if err != nil {
 		return coldStart{}, "cold start's first token", err
 	}
@@ -564,17 +564,6 @@ func fmtGiB(xs []float64) string {
 		out += fmt.Sprintf("%.3f", x)
 	}
 	return "[" + out + "]"
-}
-
-// firstTokenOnly sends a one-token probe: its stream ends at the first
-// token, so the energy read right after it ends the transition there,
-// with no decode steps after the first token left to estimate.
-func (p Phase) firstTokenOnly(ctx context.Context, label string) (*vllm.Stream, error) {
-	s, err := p.Pool().Stream(ctx, label, vllm.CompletionRequest{Prompt: p.Config().Protocol.Prompt, MaxTokens: 1, IgnoreEOS: true})
-	if err != nil {
-		return s, fmt.Errorf("probe %s: %w", label, err)
-	}
-	return s, nil
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
