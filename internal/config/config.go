@@ -752,10 +752,11 @@ func (c Config) validateProtocol(bad badFunc) {
 	}
 	if p.SettleS == 0 && p.SleepL0Cycles > 0 {
 		// Each level-0 cycle (and the /pause–/resume check after them)
-		// sends a request to the paused model and wakes it settle_s later:
+		// sends a request to the paused model and wakes it once the server
+		// has taken it (its response headers), waiting at most settle_s:
 		// the request must be sent before the wake, which 0 does not leave
 		// time for (pauseCycle: "settle_s too short to send it while paused").
-		bad("protocol.settle_s", "0 with sleep_l0_cycles %d: a level-0 cycle sends a request while paused and wakes the model settle_s later, so the request goes after the wake and the cycle fails; want settle_s > 0 (e.g. 0.1), or sleep_l0_cycles 0", p.SleepL0Cycles)
+		bad("protocol.settle_s", "0 with sleep_l0_cycles %d: a level-0 cycle sends a request while paused and wakes the model once the server has taken it, waiting at most settle_s, so the request goes after the wake and the cycle fails; want settle_s > 0 (e.g. 0.1), or sleep_l0_cycles 0", p.SleepL0Cycles)
 	}
 	if !(p.SampleHz > 0 && p.SampleHz <= 1000) {
 		bad("protocol.sample_hz", "%v: want 0 < Hz ≤ 1000", p.SampleHz)

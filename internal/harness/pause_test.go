@@ -64,7 +64,7 @@ func TestPauseCyclesByEra(t *testing.T) {
 			for _, c := range l0 {
 				assert.InDelta(t, 0, c.FreedGiB, 0.01, "a pause frees nothing")
 				assert.GreaterOrEqual(t, c.HeldPastWakeS, 0.0, "the held request's first token came after the wake")
-				assert.Greater(t, c.HeldS, cfg.Protocol.SettleS, "it waited through the pause")
+				assert.Less(t, c.HeldS-c.HeldPastWakeS, 0.1, "the wake went out once the server held the probe, settle_s not waited")
 			}
 			require.Len(t, kv, 2)
 			for _, c := range kv {

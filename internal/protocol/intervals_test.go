@@ -269,3 +269,24 @@ func TestWakeToFirstTokenHoldsNoVerificationRead(t *testing.T) {
 		}
 	})
 }
+
+// TestHeldRequestHoldsNoSettle (issue 50): held_request_s runs from the
+// held probe sent to its first token, and the wake goes out as soon as
+// the server holds the probe (its response headers): by hand from each
+// cycle's events, probe sent → wake sent is HeldS − HeldPastWakeS, under
+// 0.1 s with settle_s 0.5 (on 650cbfc the harness waited settle_s there:
+// 0.5 of a 0.51 s figure), and settle_s 0.01 or 0.5 leaves the figure
+// where it was.
+func TestHeldRequestHoldsNoSettle(t *testing.T) {
+	testmain.Long(t)
+	held := func(c record.Cycle) float64 { return c.HeldS }
+	settle := func(s float64) func(*config.Config) { return func(cfg *config.Config) { cfg.Protocol.SettleS = s } }
+	short, long := pauseRun(t, 0, same, "", settle(0.01)), pauseRun(t, 0, same, "", settle(0.5))
+	for i, c := range long {
+		toWake := c.HeldS - c.HeldPastWakeS
+		t.Logf("cycle %d: held %.3f s, past the wake %.3f s: probe sent → wake sent %.3f s", i+1, c.HeldS, c.HeldPastWakeS, toWake)
+		assert.GreaterOrEqual(t, toWake, 0.0, "cycle %d: the probe went out before the wake", i+1)
+		assert.Less(t, toWake, 0.1, "cycle %d: the wake went out once the probe was held, not settle_s later", i+1)
+	}
+	assert.InDelta(t, medianOf(short, held), medianOf(long, held), 0.1, "settle_s is the harness's, not in held_request_s")
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http/httptrace"
+	"sync"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/gate"
@@ -123,9 +125,9 @@ func (p *pauser) pauseResume(ctx context.Context, phase, label string, logf Logf
 	if err != nil {
 		return p.Fail(phase, label, "pause", err)
 	}
-	collect, stop := p.holdProbe(ctx, label)
+	accepted, collect, stop := p.holdProbe(ctx, label)
 	defer stop() // an early return ends the held request
-	p.Settle(ctx)
+	accepted()
 	sent, rd, err := p.pool.ResumeAt(ctx, label)
 	if err != nil {
 		return p.Fail(phase, label, "resume", err)
@@ -160,9 +162,9 @@ func (p *pauser) pauseCycle(ctx context.Context, label string) (record.Cycle, st
 		return c, "pause (sleep level 0)", err
 	}
 	// A request while paused: vLLM holds it until the scheduler resumes.
-	collect, stop := p.holdProbe(ctx, label)
+	accepted, collect, stop := p.holdProbe(ctx, label)
 	defer stop()
-	p.Settle(ctx)
+	accepted() // the wake goes out once the server holds the probe: nothing of the harness's inside held_request_s
 	tw, wd, step, err := p.wakeToFirstToken(ctx, &c, label, p.pool.WakeThen)
 	c.WakeAPIS = wd.Seconds()
 	if err != nil {
@@ -223,11 +225,29 @@ type held struct {
 }
 
 // holdProbe sends a probe to paused label in the background
-// (Pool.ProbePaused): collect waits for its answer (or ctx's end), stop
-// ends it early; the caller defers stop.
-func (p *pauser) holdProbe(ctx context.Context, label string) (collect func() (held, error), stop func()) {
+// (Pool.ProbePaused): accepted waits until the server has taken it (its
+// response headers arrived), at most settle_s, or ctx's end; collect waits
+// for its answer (or ctx's end), stop ends it early; the caller defers
+// stop.
+//
+// vLLM holds the request in its engine from right after those headers:
+// its completion handler tokenizes the prompt and builds the engine's
+// generator before it returns the streaming response, and Starlette
+// iterates that generator, which adds the request to the engine, right
+// after it sends the headers (vllm/entrypoints/openai/serving_completion.py
+// as of vllm@00463e62: `_process_inputs`, then `engine_client.generate`
+// returned unstarted in `completion_stream_generator`). vllmsim submits
+// before it writes them. A wake sent at the headers therefore reaches an
+// engine that holds the request (issue 50: held_request_s held settle_s of
+// the harness's own wait before). A server or proxy that sends no header
+// while it holds the request gets the wake after settle_s, as before.
+func (p *pauser) holdProbe(ctx context.Context, label string) (accepted func(), collect func() (held, error), stop func()) {
 	hc := make(chan held, 1) // buffered: the goroutine never blocks on an early return
-	hctx, cancel := context.WithCancel(ctx)
+	got := make(chan struct{})
+	var once sync.Once
+	hctx, cancel := context.WithCancel(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotFirstResponseByte: func() { once.Do(func() { close(got) }) },
+	}))
 	go func() {
 		s, sent, err := p.pool.ProbePaused(hctx, label)
 		h := held{sent: sent, err: err}
@@ -236,7 +256,16 @@ func (p *pauser) holdProbe(ctx context.Context, label string) (collect func() (h
 		}
 		hc <- h
 	}()
-	return func() (held, error) {
+	accepted = func() {
+		t := time.NewTimer(seconds(p.cfg.Protocol.SettleS))
+		defer t.Stop()
+		select {
+		case <-got:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	return accepted, func() (held, error) {
 		select {
 		case h := <-hc:
 			return h, nil
