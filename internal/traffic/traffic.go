@@ -264,14 +264,14 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 		et := energy.StartTrace(ctx, ph.pool.Energy, energyEvery)
 		opens := load.RunOpenBounded(ctx, rt, arrivals, seconds(ph.cfg.Timeouts.RequestS+2*ph.cfg.Timeouts.WakeS), tr.MaxInFlight)
 		et.Stop(ctx)
-		out.SharedJ, out.EnergyNote = runEnergy(et, opens)
 		stop()
 		wg.Wait()
 		// The burst's connections, idle now, are closed: an open file each.
 		ph.pool.Procs().CloseIdle()
 		out.Requests = ph.trafficRequests(record.RunShared, opens)
-		out.DurationS = span(opens).Seconds() // the router's shutdown is not part of the run
-		if first, _ := bounds(opens); !first.IsZero() {
+		out.SharedJ, out.EnergyNote = runEnergy(et, out, record.RunShared)
+		out.DurationS = out.SpanS(record.RunShared) // the router's shutdown is not part of the run
+		if first, _ := out.Span(record.RunShared); !first.IsZero() {
 			out.Start = first // per_second[] counts from the first arrival, over duration_s
 		}
 		for _, s := range rt.Switches() {
@@ -295,19 +295,17 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 				out.IdealNote = note
 				logf("traffic: ideal run not executed: %s", note)
 			} else {
-				t0 := time.Now()
 				et := energy.StartTrace(ctx, ph.pool.Energy, energyEvery)
 				ideal := load.RunOpenBounded(ctx, direct{ph}, arrivals, seconds(ph.cfg.Timeouts.RequestS), tr.MaxInFlight) // as the router's run: a fair comparison
 				et.Stop(ctx)
+				ph.pool.Procs().CloseIdle()
+				out.IdealRan = true
+				out.Requests = append(out.Requests, ph.trafficRequests(record.RunIdeal, ideal)...)
 				var note string
-				out.IdealJ, note = runEnergy(et, ideal)
+				out.IdealJ, note = runEnergy(et, out, record.RunIdeal)
 				if out.EnergyNote == "" {
 					out.EnergyNote = note
 				}
-				ph.pool.Procs().CloseIdle()
-				out.IdealS = time.Since(t0).Seconds()
-				out.IdealRan = true
-				out.Requests = append(out.Requests, ph.trafficRequests(record.RunIdeal, ideal)...)
 			}
 			if ctx.Err() != nil {
 				return out, errors.Join(append(errs, ph.proto.Fail(protocol.PhaseTraffic, "", "ideal run", context.Cause(ctx)))...)
@@ -356,38 +354,15 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 // its last request done, each interpolated between the readings around it.
 const energyEvery = 50 * time.Millisecond
 
-// runEnergy is a run's energy over its span (first planned arrival → last
-// request done, as duration_s), from the counter traced across it; NaN
-// with why when there is none.
-func runEnergy(et *energy.Trace, opens []load.Open) (float64, string) {
-	first, last := bounds(opens)
+// runEnergy is a run's energy over its span (record.Traffic.Span: first
+// planned arrival → last request done, as duration_s), from the counter
+// traced across it; NaN with why when there is none.
+func runEnergy(et *energy.Trace, t record.Traffic, run string) (float64, string) {
+	first, last := t.Span(run)
 	if first.IsZero() || !last.After(first) {
 		return math.NaN(), "the run has no requests"
 	}
 	return et.Between(first, last)
-}
-
-// span is a run's first planned arrival → its last request done (answered
-// or failed); 0 without requests.
-func span(opens []load.Open) time.Duration {
-	first, last := bounds(opens)
-	if first.IsZero() || !last.After(first) {
-		return 0
-	}
-	return last.Sub(first)
-}
-
-// bounds are a run's first planned arrival and its last request done.
-func bounds(opens []load.Open) (first, last time.Time) {
-	for _, o := range opens {
-		if first.IsZero() || (!o.Planned.IsZero() && o.Planned.Before(first)) {
-			first = o.Planned
-		}
-		if o.Done.After(last) {
-			last = o.Done
-		}
-	}
-	return first, last
 }
 
 // direct sends straight to the model's server: the ideal run.
