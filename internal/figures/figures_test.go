@@ -1,9 +1,12 @@
 package figures
 
 import (
+	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -127,4 +130,60 @@ func TestFlatten(t *testing.T) {
 	assert.Equal(t, Figure{N: 1, Median: 5.5, Min: 5.5}, figs["b[1].c"])
 	_, err = Flatten([]byte(`{`))
 	assert.Error(t, err)
+}
+
+// TestServeRowsCountTheirSamples (issue 50): each serving figure's row
+// says how many samples it has, one per round or one per successful
+// request, and the golden bench.txt has that many for every model, stage
+// and concurrency of the golden report (its rounds, its successes).
+// 650cbfc's row put req-tok/s, one per request, under "one sample per
+// round".
+func TestServeRowsCountTheirSamples(t *testing.T) {
+	tab := docTable(t)
+	md, err := os.ReadFile("../../docs/metrics.md")
+	require.NoError(t, err)
+	lines := strings.Split(string(md), "\n")
+	b, err := os.ReadFile("../report/testdata/golden/report.json")
+	require.NoError(t, err)
+	var rep struct {
+		Models map[string]struct {
+			Performance []struct {
+				Stage       string `json:"stage"`
+				Concurrency int    `json:"concurrency"`
+				Rounds      int    `json:"rounds"`
+				Success     int    `json:"success"`
+			} `json:"performance"`
+		} `json:"models"`
+	}
+	require.NoError(t, json.Unmarshal(b, &rep))
+	f, err := os.Open("../report/testdata/golden/bench.txt")
+	require.NoError(t, err)
+	defer f.Close()
+	bench, err := gate.ReadBench(f, "bench.txt")
+	require.NoError(t, err)
+	checked := map[string]bool{}
+	for label, m := range rep.Models {
+		for _, p := range m.Performance {
+			require.NotEqual(t, p.Rounds, p.Success, "the fixture tells rounds from requests")
+			name := fmt.Sprintf("Serve/model=%s/stage=%s/conc=%d", label, p.Stage, p.Concurrency)
+			for k, xs := range bench.Values {
+				if k.Name != name {
+					continue
+				}
+				row, err := tab.Row(BenchPath(k.Name, k.Unit))
+				require.NoError(t, err)
+				text := lines[row.Line-1]
+				switch {
+				case strings.Contains(text, "one sample per round"):
+					assert.Len(t, xs, p.Rounds, "%s %s: docs/metrics.md:%d says one sample per round", name, k.Unit, row.Line)
+				case strings.Contains(text, "one sample per successful request"):
+					assert.Len(t, xs, p.Success, "%s %s: docs/metrics.md:%d says one sample per successful request", name, k.Unit, row.Line)
+				default:
+					t.Errorf("%s %s: docs/metrics.md:%d says neither one sample per round nor per successful request", name, k.Unit, row.Line)
+				}
+				checked[k.Unit] = true
+			}
+		}
+	}
+	assert.Len(t, checked, 4, "tok/s, req-tok/s, sec/ttft, sec/tpot: %v", checked)
 }
