@@ -87,7 +87,7 @@ func List() []Phase {
 			Steps: func(on On) []Step { return perModel(on, protocol.Sleep{Env: on.Env, Level: 2}.Run) }},
 		{Name: protocol.PhaseAfterWakeL2, Doc: "after-wake at level 2: the lost-prefix probe, one level-2 sleep and its wake (the reload path, where vllm#52479's draft model was lost), the probe again; serving (stage `after-wake-l2`), the engine-health burst, the correctness replay",
 			Steps: func(on On) []Step { return perModel(on, protocol.AfterWake{Env: on.Env, Level: 2}.Run) }},
-		{Name: protocol.PhaseSleepL0, Doc: "`sleep_l0_cycles` (3) × (sleep level 0: the scheduler paused, nothing freed; hold `settle_s`, read memory; a probe sent while paused, held until the wake; wake, probe first token); then once `/pause`, a held probe, `/resume`; off, and said so, on a vLLM without `/pause`",
+		{Name: protocol.PhaseSleepL0, Doc: "`sleep_l0_cycles` (3) × (sleep level 0: the scheduler paused, nothing freed; hold `settle_s`, read memory; a probe sent while paused, held until the wake; the wake once the server has taken the probe (its response headers; at most `settle_s`), probe first token); then once `/pause`, a held probe, `/resume`; off, and said so, on a vLLM without `/pause`",
 			Steps: func(on On) []Step { return perModel(on, protocol.Level0{Env: on.Env}.Run) }},
 		{Name: protocol.PhaseKVRelease, Doc: "once a release without a pause (vLLM must refuse it), then `kv_release_cycles` (3) × (`/pause`, `/release_kv_cache_memory`, hold `settle_s`, read the GiB freed, `wake_up?tags=kv_cache`, probe first token), the engine-health burst after the first cycle's wake; off, and said so, on a vLLM without it (before PR #44890)",
 			Steps: func(on On) []Step { return perModel(on, protocol.KVRelease{Env: on.Env}.Run) }},

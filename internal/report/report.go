@@ -6,6 +6,8 @@
 package report
 
 import (
+	"encoding/json"
+
 	"github.com/wakebench/wakebench/internal/record"
 
 	"github.com/wakebench/wakebench/internal/stats"
@@ -165,7 +167,8 @@ type Memory struct {
 // Limits are a model's physical-limit figures: level-1 wake against the
 // host→device link, TPOT at concurrency 1 against device memory bandwidth,
 // each with where its inputs came from. A fraction is limit / measured: 1
-// would be at the physical limit. Absent figures are 0 with Note saying why.
+// would be at the physical limit. Absent figures are 0 here, with Note saying
+// why, and null in report.json (MarshalJSON).
 type Limits struct {
 	WeightGiB    float64 `json:"weight_gib"`
 	WeightSource string  `json:"weight_source"`
@@ -196,6 +199,58 @@ type Limits struct {
 	TPOTC1S           float64 `json:"tpot_c1_s"`    // median baseline TPOT at concurrency 1
 	TPOTFractionOfHBM float64 `json:"tpot_c1_fraction_of_hbm_limit"`
 	Note              string  `json:"note,omitempty"`
+}
+
+// MarshalJSON writes Limits with every absent figure null, not 0 (issue
+// 50: a reader and the gate could not tell "0 s" from "none"): none of
+// them is 0 when measured (a weight, a rate, a time, a fraction of a
+// positive floor). The omitempty ones are left out, as before; null reads
+// back as 0.
+func (l Limits) MarshalJSON() ([]byte, error) {
+	known := func(x float64) *float64 {
+		if x == 0 {
+			return nil
+		}
+		return &x
+	}
+	return json.Marshal(struct {
+		WeightGiB    *float64 `json:"weight_gib"`
+		WeightSource string   `json:"weight_source"`
+		PCIeGBps     *float64 `json:"pcie_gbps"`
+		plainPCIe
+		L1WakeFloorS         *float64 `json:"l1_wake_floor_s"`
+		L1WakeS              *float64 `json:"l1_wake_s"`
+		L1WakeFractionOfPCIe *float64 `json:"l1_wake_fraction_of_pcie_limit"`
+		plainSleep
+		HBMGBps           *float64 `json:"hbm_gbps"`
+		HBMSource         string   `json:"hbm_source"`
+		TPOTFloorS        *float64 `json:"tpot_floor_s"`
+		TPOTC1S           *float64 `json:"tpot_c1_s"`
+		TPOTFractionOfHBM *float64 `json:"tpot_c1_fraction_of_hbm_limit"`
+		Note              string   `json:"note,omitempty"`
+	}{
+		known(l.WeightGiB), l.WeightSource, known(l.PCIeGBps),
+		plainPCIe{l.PCIeBasis, l.PCIeNominalGBps, l.LinkFractionOfNominal, l.PCIeSource},
+		known(l.L1WakeFloorS), known(l.L1WakeS), known(l.L1WakeFractionOfPCIe),
+		plainSleep{l.D2HGBps, l.L1SleepFloorS, l.L1SleepS, l.L1SleepFractionOfLink},
+		known(l.HBMGBps), l.HBMSource, known(l.TPOTFloorS), known(l.TPOTC1S), known(l.TPOTFractionOfHBM), l.Note,
+	})
+}
+
+// plainPCIe and plainSleep are Limits' fields that MarshalJSON writes as
+// they are, in Limits' order.
+type plainPCIe struct {
+	PCIeBasis             string  `json:"pcie_basis,omitempty"`
+	PCIeNominalGBps       float64 `json:"pcie_nominal_gbps,omitempty"`
+	LinkFractionOfNominal float64 `json:"link_h2d_fraction_of_nominal,omitempty"`
+	PCIeSource            string  `json:"pcie_source"`
+}
+
+type plainSleep struct {
+	D2HGBps               float64 `json:"d2h_gbps,omitempty"`
+	L1SleepFloorS         float64 `json:"l1_sleep_floor_s,omitempty"`
+	L1SleepS              float64 `json:"l1_sleep_s,omitempty"`
+	L1SleepFractionOfLink float64 `json:"l1_sleep_fraction_of_link,omitempty"`
 }
 
 // DataKeyed are the report's objects whose keys are data (model labels,

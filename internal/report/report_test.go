@@ -702,3 +702,26 @@ func BenchmarkWhatFailed(b *testing.B) {
 		}
 	}
 }
+
+// TestUnknownLimitsAreNull (issue 50): a physical-limits figure whose
+// input is unknown (here the weight size) is null in report.json, not
+// 0; the figures with known inputs are written as they are.
+func TestUnknownLimitsAreNull(t *testing.T) {
+	b, err := json.Marshal(Limits{PCIeGBps: 16.5, PCIeSource: "probe", L1WakeS: 3, HBMGBps: 864.1, TPOTC1S: 0.01, Note: "unknown: weight size"})
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(b, &got))
+	for _, k := range []string{"weight_gib", "l1_wake_floor_s", "l1_wake_fraction_of_pcie_limit", "tpot_floor_s", "tpot_c1_fraction_of_hbm_limit"} {
+		v, ok := got[k]
+		assert.True(t, ok, k)
+		assert.Nil(t, v, "%s: unknown, so null", k)
+	}
+	assert.Equal(t, 16.5, got["pcie_gbps"])
+	assert.Equal(t, 3.0, got["l1_wake_s"])
+	assert.Equal(t, 0.01, got["tpot_c1_s"])
+	assert.NotContains(t, got, "d2h_gbps", "omitempty figures are left out, as before")
+	var back Limits
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Zero(t, back.WeightGiB, "null reads back as 0")
+	assert.Equal(t, 16.5, back.PCIeGBps)
+}

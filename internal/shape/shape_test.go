@@ -51,3 +51,20 @@ func TestDiff(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"models.C.sleep: reference has object, ours missing/null"}, diffs)
 }
+
+// TestUnmeasuredSummaryMayBeNull: a summary of no samples (n 0) may hold
+// null figures where the reference has numbers (issue 50: none is not
+// 0 s); a summary of samples may not, nor may a figure without an n
+// beside it, nor may a missing key.
+func TestUnmeasuredSummaryMayBeNull(t *testing.T) {
+	ref := []byte(`{"s":{"n":3,"median":1,"p95":2},"x":{"v":1}}`)
+	diffs, err := Diff(ref, []byte(`{"s":{"n":0,"median":null,"p95":null},"x":{"v":1}}`))
+	require.NoError(t, err)
+	assert.Empty(t, diffs)
+	diffs, err = Diff(ref, []byte(`{"s":{"n":2,"median":null,"p95":2},"x":{"v":null}}`))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"s.median: reference has number, ours missing/null", "x.v: reference has number, ours missing/null"}, diffs)
+	diffs, err = Diff(ref, []byte(`{"s":{"n":0,"median":null},"x":{"v":1}}`))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"s.p95: reference has number, ours missing/null"}, diffs, "absent is not null")
+}

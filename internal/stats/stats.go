@@ -3,6 +3,7 @@
 package stats
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"slices"
@@ -21,6 +22,26 @@ type Summary struct {
 	Min    float64 `json:"min"`
 	Max    float64 `json:"max"`
 	P95    float64 `json:"p95"`
+}
+
+// MarshalJSON writes a Summary of no samples (n = 0: nothing measured)
+// with null figures, never 0: a reader and the gate must tell "0 s"
+// from "none" (issue 50). A null reads back as the zero value.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	type plain Summary // without this method
+	if s.N > 0 {
+		return json.Marshal(plain(s))
+	}
+	return json.Marshal(nullFigures{})
+}
+
+// nullFigures is a Summary of no samples as JSON.
+type nullFigures struct {
+	N      int      `json:"n"`
+	Median *float64 `json:"median"`
+	Min    *float64 `json:"min"`
+	Max    *float64 `json:"max"`
+	P95    *float64 `json:"p95"`
 }
 
 // Summarize computes the Summary of xs. The median is the mean of the two middle
@@ -72,6 +93,29 @@ type Distribution struct {
 	P90  float64 `json:"p90"`
 	P99  float64 `json:"p99"`
 	Mean float64 `json:"mean"`
+}
+
+// MarshalJSON writes a Distribution as Summary does: null figures, not 0,
+// for none (issue 50). It is needed as well as Summary's: the embedded
+// method would otherwise write the Summary's fields alone.
+func (d Distribution) MarshalJSON() ([]byte, error) {
+	if d.N > 0 {
+		type summary Summary // its fields, without its MarshalJSON
+		return json.Marshal(struct {
+			summary
+			P50  float64 `json:"p50"`
+			P90  float64 `json:"p90"`
+			P99  float64 `json:"p99"`
+			Mean float64 `json:"mean"`
+		}{summary(d.Summary), d.P50, d.P90, d.P99, d.Mean})
+	}
+	return json.Marshal(struct {
+		nullFigures
+		P50  *float64 `json:"p50"`
+		P90  *float64 `json:"p90"`
+		P99  *float64 `json:"p99"`
+		Mean *float64 `json:"mean"`
+	}{})
 }
 
 // Distribute computes the Distribution of xs (the zero one, n = 0, for none).

@@ -214,3 +214,34 @@ func TestRankIsNearestRanksPlace(t *testing.T) {
 		assert.Equal(t, c.want, Rank(c.n, c.p), "n %d p %g", c.n, c.p)
 	}
 }
+
+// TestUnmeasuredIsNull (issue 50): a Summary or Distribution of no
+// samples is written with null figures, not 0 (650cbfc wrote
+// {"n":0,"median":0,…}: a reader could not tell "0 s" from "none"); one
+// of samples is written as before, field for field; null reads back as
+// the zero value.
+func TestUnmeasuredIsNull(t *testing.T) {
+	b, err := json.Marshal(Summary{})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"n":0,"median":null,"min":null,"max":null,"p95":null}`, string(b))
+	b, err = json.Marshal(Distribute(nil))
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"n":0,"median":null,"min":null,"max":null,"p95":null,"p50":null,"p90":null,"p99":null,"mean":null}`, string(b))
+
+	s, err := Summarize([]float64{0, 2, 1})
+	require.NoError(t, err)
+	b, err = json.Marshal(s)
+	require.NoError(t, err)
+	assert.Equal(t, `{"n":3,"median":1,"min":0,"max":2,"p95":2}`, string(b), "a measured 0 stays 0")
+	b, err = json.Marshal(Distribute([]float64{1, 3}))
+	require.NoError(t, err)
+	assert.Equal(t, `{"n":2,"median":2,"min":1,"max":3,"p95":3,"p50":1,"p90":3,"p99":3,"mean":2}`, string(b))
+
+	var back struct {
+		S Summary      `json:"s"`
+		D Distribution `json:"d"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(`{"s":{"n":0,"median":null,"min":null,"max":null,"p95":null},"d":{"n":0,"p50":null,"mean":null}}`), &back))
+	assert.Zero(t, back.S)
+	assert.Zero(t, back.D)
+}
