@@ -365,7 +365,7 @@ func TestOutputs(t *testing.T) {
 		if lim.PCIeBasis == "measured" {
 			wakeMax = report.MeasuredSlack
 		}
-		for name, lim := range map[string]struct{ f, max float64 }{"l1 wake / PCIe": {lim.L1WakeFractionOfPCIe, wakeMax}, "tpot / HBM": {lim.TPOTFractionOfHBM, tpotMax}} {
+		for name, lim := range map[string]struct{ f, max float64 }{"l1 wake / PCIe": {lim.L1WakeFractionOfFloor, wakeMax}, "tpot / HBM": {lim.TPOTFractionOfHBM, tpotMax}} {
 			assert.True(t, lim.f > 0 && lim.f <= lim.max, "%s %s fraction %v in (0, %g]", l, name, lim.f, lim.max)
 		}
 		assert.NotEmpty(t, lim.WeightSource)

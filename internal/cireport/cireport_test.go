@@ -62,7 +62,7 @@ func handReport() report.Report {
 					{Stage: "baseline", Concurrency: 4, OutputTPS: stats.Summary{N: 2, Median: 300, P95: 310},
 						TPOTS: stats.Summary{N: 8, Median: 0.0078125, P95: 0.01}}, // no TTFT
 				},
-				PhysicalLimits: &report.Limits{L1WakeS: 0.75, L1WakeFloorS: 0.28125, L1WakeFractionOfPCIe: 0.375,
+				PhysicalLimits: &report.Limits{L1WakeS: 0.75, L1WakeFloorS: 0.28125, L1WakeFractionOfFloor: 0.375,
 					TPOTC1S: 0.0125, TPOTFloorS: 0.0078125, TPOTFractionOfHBM: 0.625},
 			},
 			"B": {Name: "model-b", RestartInitial: stats.Summary{N: 1, Median: 3, P95: 3}},
@@ -423,7 +423,8 @@ func TestOpenMetrics(t *testing.T) {
 	put("wakebench_serving_tpot_seconds", 0.0078125, 0.01, A4...)
 	put("wakebench_sleep_level1_released_ratio", 0.7, 0.925, "model", "A")               // 70 % and 92.5 %
 	want[series("wakebench_server_rss_peak_bytes", "model", "A")] = 1610612736           // 1.5 GiB
-	want[series("wakebench_l1_wake_fraction_of_pcie_limit_ratio", "model", "A")] = 0.375 // 0.28125 s floor / 0.75 s
+	want[series("wakebench_l1_wake_fraction_of_floor_ratio", "model", "A")] = 0.375      // 0.28125 s floor / 0.75 s
+	want[series("wakebench_l1_wake_fraction_of_pcie_limit_ratio", "model", "A")] = 0.375 // its old name, one release
 	want[series("wakebench_tpot_fraction_of_hbm_limit_ratio", "model", "A")] = 0.625     // 0.0078125 s floor / 0.0125 s
 	put("wakebench_switch_to_first_token_seconds", 0.06, 0.07, "dir", "A→B")
 	for verdict, n := range map[string]float64{"PASS": 2, "FAIL": 2, "NOT EVALUATED": 2} {
@@ -453,6 +454,7 @@ func TestOpenMetrics(t *testing.T) {
 		"wakebench_serving_tpot_seconds":                 "seconds",
 		"wakebench_sleep_level1_released_ratio":          "ratio",
 		"wakebench_server_rss_peak_bytes":                "bytes",
+		"wakebench_l1_wake_fraction_of_floor_ratio":      "ratio",
 		"wakebench_l1_wake_fraction_of_pcie_limit_ratio": "ratio",
 		"wakebench_tpot_fraction_of_hbm_limit_ratio":     "ratio",
 		"wakebench_switch_to_first_token_seconds":        "seconds",
@@ -480,7 +482,7 @@ func TestOpenMetricsAbsent(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, WriteOpenMetrics(&b, rep))
 	text := b.String()
-	for _, name := range []string{"wakebench_l1_wake_fraction_of_pcie_limit_ratio", "wakebench_tpot_fraction_of_hbm_limit_ratio",
+	for _, name := range []string{"wakebench_l1_wake_fraction_of_floor_ratio", "wakebench_l1_wake_fraction_of_pcie_limit_ratio", "wakebench_tpot_fraction_of_hbm_limit_ratio",
 		"wakebench_server_rss_peak_bytes", "wakebench_sleep_level1_released_ratio", "wakebench_serving_output_tokens_per_second",
 		"wakebench_serving_ttft_seconds", "wakebench_serving_tpot_seconds"} {
 		assert.NotContains(t, text, name)
@@ -493,7 +495,7 @@ func TestOpenMetricsAbsent(t *testing.T) {
 	a.PhysicalLimits = &report.Limits{TPOTFractionOfHBM: 0.5}
 	b.Reset()
 	require.NoError(t, WriteOpenMetrics(&b, rep))
-	assert.NotContains(t, b.String(), "wakebench_l1_wake_fraction_of_pcie_limit_ratio")
+	assert.NotContains(t, b.String(), "wakebench_l1_wake_fraction_of")
 	samples, _, _ = parseOpenMetrics(t, b.Bytes())
 	v, ok := find(samples, "wakebench_tpot_fraction_of_hbm_limit_ratio", "model", "A")
 	assert.True(t, ok)
@@ -560,7 +562,7 @@ func TestRealReport(t *testing.T) {
 			[]string{"model", "A", "stage", a.Performance[0].Stage, "concurrency", "1", "stat", "p50"}},
 		{rep.Memory.L1ReleaseFraction["A"].Median / 100, "wakebench_sleep_level1_released_ratio", []string{"model", "A", "stat", "p50"}},
 		{rep.Memory.RSSPeakGiB["A"] * (1 << 30), "wakebench_server_rss_peak_bytes", []string{"model", "A"}},
-		{a.PhysicalLimits.L1WakeFractionOfPCIe, "wakebench_l1_wake_fraction_of_pcie_limit_ratio", []string{"model", "A"}},
+		{a.PhysicalLimits.L1WakeFractionOfFloor, "wakebench_l1_wake_fraction_of_floor_ratio", []string{"model", "A"}},
 		{a.PhysicalLimits.TPOTFractionOfHBM, "wakebench_tpot_fraction_of_hbm_limit_ratio", []string{"model", "A"}},
 		{1, "wakebench_run_passed", nil},
 		{72, "wakebench_checks", []string{"verdict", "PASS"}},

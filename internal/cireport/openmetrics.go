@@ -100,9 +100,14 @@ var (
 			"(report.json's percent / 100), over the measured level-1 sleeps" + statHelp}
 	rssPeak = family{"server_rss_peak", "bytes",
 		"Peak host RSS of the model's server process group, its processes summed, sampled every 250 ms (GiB x 2^30)"}
-	l1WakeLimit = family{"l1_wake_fraction_of_pcie_limit", "ratio",
-		"Level-1 wake against the host-to-device link: the wake's floor (weight bytes / the link's rate) over the median " +
-			"level-1 wake API time, limit / measured: 1 = waking at the hardware's raw rate"}
+	l1WakeLimit = family{"l1_wake_fraction_of_floor", "ratio",
+		"Level-1 wake against the host-to-device link: the wake's floor (weight bytes / the link probe's measured rate, " +
+			"or the nominal PCIe rate without a probe) over the median level-1 wake API time, floor / measured: 1 = waking at the link's rate"}
+	// l1WakeLimitOld is l1WakeLimit under its name before issue 50, kept
+	// for one release so that a metrics report compares across the rename.
+	l1WakeLimitOld = family{"l1_wake_fraction_of_pcie_limit", "ratio",
+		"Deprecated: wakebench_l1_wake_fraction_of_floor_ratio under its old name (the floor is at the measured link rate, " +
+			"not the PCIe limit), written until the release after issue 50"}
 	tpotLimit = family{"tpot_fraction_of_hbm_limit", "ratio",
 		"TPOT at concurrency 1 against device memory bandwidth: the floor (weight bytes / memory bandwidth) over the median " +
 			"baseline TPOT at concurrency 1, limit / measured: 1 = decoding at the hardware's raw rate"}
@@ -189,8 +194,9 @@ func (m *metrics) models(rep report.Report) {
 			m.add(rssPeak, gib*record.GiB, "model", label)
 		}
 		if lim := mod.PhysicalLimits; lim != nil {
-			if lim.L1WakeFractionOfPCIe > 0 {
-				m.add(l1WakeLimit, lim.L1WakeFractionOfPCIe, "model", label)
+			if lim.L1WakeFractionOfFloor > 0 {
+				m.add(l1WakeLimit, lim.L1WakeFractionOfFloor, "model", label)
+				m.add(l1WakeLimitOld, lim.L1WakeFractionOfFloor, "model", label)
 			}
 			if lim.TPOTFractionOfHBM > 0 {
 				m.add(tpotLimit, lim.TPOTFractionOfHBM, "model", label)

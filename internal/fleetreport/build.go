@@ -70,7 +70,7 @@ type Figures struct {
 	// PCIeBasis says which rate the wake's floor was taken at: "measured" (the node's link
 	// probe) or "nominal" (NVML's maximum link); "" from a report before the probe.
 	PCIeBasis            string  `json:"pcie_basis,omitempty"`
-	L1WakeFractionOfPCIe float64 `json:"l1_wake_fraction_of_pcie_limit"`
+	L1WakeFractionOfFloor float64 `json:"l1_wake_fraction_of_floor"`
 	TPOTFractionOfHBM    float64 `json:"tpot_c1_fraction_of_hbm_limit"`
 	ResidualGiB          float64 `json:"residual_gib"` // level-1 residual, median of the cycles
 	// OutputTPS is the baseline stage's output tok/s (median of its rounds) at its lowest
@@ -254,10 +254,10 @@ func figures(m *report.Model) Figures {
 	var f Figures
 	f.metrics = make(map[string]float64, 3)
 	if l := m.PhysicalLimits; l != nil {
-		f.L1WakeS, f.PCIeGBps, f.L1WakeFractionOfPCIe, f.TPOTFractionOfHBM = l.L1WakeS, l.PCIeGBps, l.L1WakeFractionOfPCIe, l.TPOTFractionOfHBM
+		f.L1WakeS, f.PCIeGBps, f.L1WakeFractionOfFloor, f.TPOTFractionOfHBM = l.L1WakeS, l.PCIeGBps, l.L1WakeFractionOfFloor, l.TPOTFractionOfHBM
 		f.PCIeBasis = l.PCIeBasis
-		if l.L1WakeFractionOfPCIe > 0 {
-			f.metrics[MetricWakeFraction] = l.L1WakeFractionOfPCIe
+		if l.L1WakeFractionOfFloor > 0 {
+			f.metrics[MetricWakeFraction] = l.L1WakeFractionOfFloor
 		}
 	}
 	if s := m.Sleep["1"]; s != nil && s.ResidualGiB.N > 0 {

@@ -50,7 +50,7 @@ func synth(t testing.TB, base report.Report, bench []byte, s shape) NodeResult {
 		l.PCIeGBps *= s.size
 		l.L1WakeFloorS /= s.size
 		l.L1WakeS = l.L1WakeFloorS / s.wake
-		l.L1WakeFractionOfPCIe = s.wake
+		l.L1WakeFractionOfFloor = s.wake
 		l.PCIeBasis = "nominal"
 		if s.link > 0 {
 			l.PCIeBasis = "measured"
@@ -184,7 +184,7 @@ func TestFiguresFromReport(t *testing.T) {
 	require.NoError(t, err)
 	m := f.Nodes[0].Models["A"]
 	l := rep.Models["A"].PhysicalLimits
-	assert.Equal(t, l.L1WakeFractionOfPCIe, m.L1WakeFractionOfPCIe)
+	assert.Equal(t, l.L1WakeFractionOfFloor, m.L1WakeFractionOfFloor)
 	assert.Equal(t, rep.Models["A"].Sleep["1"].ResidualGiB.Median, m.ResidualGiB)
 	assert.Equal(t, 1, m.OutputTPSConc)
 	assert.Equal(t, rep.Models["A"].Performance[0].OutputTPS.Median, m.OutputTPS)

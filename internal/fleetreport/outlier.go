@@ -11,7 +11,7 @@ import (
 // only against nodes of the same GPU kind, and each is shape-free or one-sided so that a
 // smaller node shape is not an outlier for being smaller (aicr#1254, #1256):
 //   - MetricWakeFraction: the level-1 wake's PCIe floor (weight bytes / the node's own link
-//     rate) over the measured wake (physical_limits.l1_wake_fraction_of_pcie_limit); a node
+//     rate) over the measured wake (physical_limits.l1_wake_fraction_of_floor); a node
 //     with a narrower link has a lower floor and keeps its fraction. Lower is worse.
 //   - MetricTPSFraction: baseline output tok/s (lowest concurrency c, median round) over
 //     c / the node's own TPOT floor (weight bytes / its HBM bandwidth): the share of the
@@ -31,7 +31,7 @@ const (
 	// LinkModel is the model label a node's link figures are judged under: the link is the
 	// node's, not a model's.
 	LinkModel          = "(link)"
-	MetricWakeFraction = "l1_wake_fraction_of_pcie_limit"
+	MetricWakeFraction = "l1_wake_fraction_of_floor"
 	MetricTPSFraction  = "output_tps_fraction_of_hbm_limit"
 	MetricTPS          = "output_tps"
 	MetricResidual     = "residual_gib"

@@ -213,7 +213,7 @@ func WriteMarkdown(w io.Writer, f Fleet) (err error) {
 				if m.PCIeBasis != "" {
 					basis = " (" + m.PCIeBasis + ")"
 				}
-				p("| %s | %s | %s | %s | %.3f%s | %.1f (%d) | %.3f | %.3f |\n", n.Node, status, link, l, m.L1WakeFractionOfPCIe, basis, m.OutputTPS, m.OutputTPSConc, m.OutputTPSFractionOfHBM, m.ResidualGiB)
+				p("| %s | %s | %s | %s | %.3f%s | %.1f (%d) | %.3f | %.3f |\n", n.Node, status, link, l, m.L1WakeFractionOfFloor, basis, m.OutputTPS, m.OutputTPSConc, m.OutputTPSFractionOfHBM, m.ResidualGiB)
 			}
 		}
 		if len(k.Summaries) > 0 {

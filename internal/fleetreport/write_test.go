@@ -42,7 +42,7 @@ func TestWrite(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(md), "**Simulated**: 4 of the 5 nodes ran on vllmsim")
 	assert.Contains(t, string(md), "- **gone** (NVIDIA A100-SXM4-40GB): NOT RUN: pod never scheduled")
-	assert.Contains(t, string(md), "- **h3** (NVIDIA H100 80GB HBM3, simulated: vllmsim profile tiny, time scale 1): PASS\n  - outlier: model A l1_wake_fraction_of_pcie_limit = 0.3, kind median 0.6")
+	assert.Contains(t, string(md), "- **h3** (NVIDIA H100 80GB HBM3, simulated: vllmsim profile tiny, time scale 1): PASS\n  - outlier: model A l1_wake_fraction_of_floor = 0.3, kind median 0.6")
 	assert.NotContains(t, string(md), "- **h1**")
 	assert.Contains(t, string(md), "| h3 | PASS, outlier, simulated | 50.4 of 63.01 GB/s = 0.80 | A | 0.300 (measured) |")
 	assert.Contains(t, string(md), "- **a1** (NVIDIA A100-SXM4-40GB, simulated: vllmsim profile tiny, time scale 1): PASS\n  - outlier: host link link_h2d_fraction_of_nominal = 0.1 (measured host→device over NVML's nominal), kind median 0: link measured below 0.25 of the rate NVML's maximum link promises")
@@ -54,7 +54,7 @@ func TestWrite(t *testing.T) {
 	html := string(page)
 	first := html[strings.Index(html, `id="first-failed"`):]
 	first = first[:strings.Index(first, "</div>")]
-	assert.Contains(t, first, "h3 (NVIDIA H100 80GB HBM3): PASS; outlier: A l1_wake_fraction_of_pcie_limit = 0.3, kind median 0.6")
+	assert.Contains(t, first, "h3 (NVIDIA H100 80GB HBM3): PASS; outlier: A l1_wake_fraction_of_floor = 0.3, kind median 0.6")
 	assert.Contains(t, first, "gone (NVIDIA A100-SXM4-40GB): NOT RUN: pod never scheduled")
 	assert.NotContains(t, first, "h1 (")
 	assert.Contains(t, html, `<tr class="outlier"><td>NVIDIA H100 80GB HBM3 · model A</td><td>h3</td><td>0.3</td><td>OUTLIER</td><td>simulated</td></tr>`)

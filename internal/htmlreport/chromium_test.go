@@ -124,9 +124,9 @@ func TestInChromium(t *testing.T) {
 func testFleet() Fleet {
 	f := Fleet{Status: "FAIL", Simulated: "Simulated: 9 of the 9 nodes ran on vllmsim, not on GPU hardware; their figures are simulated.",
 		Setup:     "9 nodes, 2 GPU kinds",
-		Attention: []string{"node-007 (NVIDIA H100 80GB HBM3): PASS; outlier: A l1_wake_fraction_of_pcie_limit = 0.31, kind median 0.62: at least 30% worse than the kind's other nodes"},
+		Attention: []string{"node-007 (NVIDIA H100 80GB HBM3): PASS; outlier: A l1_wake_fraction_of_floor = 0.31, kind median 0.62: at least 30% worse than the kind's other nodes"},
 		Summary:   []byte("# Fleet report: FAIL\n\n9 nodes, 2 GPU kinds.\n\n## Nodes to look at\n\n- **node-007**: outlier\n")}
-	m := FleetMetric{Title: "model A: level-1 wake against the host link's limit (l1_wake_fraction_of_pcie_limit)", Unit: "fraction of the limit"}
+	m := FleetMetric{Title: "model A: level-1 wake against the host link's limit (l1_wake_fraction_of_floor)", Unit: "fraction of the limit"}
 	for k, kind := range []string{"NVIDIA H100 80GB HBM3", "NVIDIA L20"} {
 		row := FleetRow{Name: kind + " · model A"}
 		for i := range 5 - k {

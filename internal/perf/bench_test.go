@@ -324,7 +324,7 @@ func BenchmarkPhysicalLimits(b *testing.B) {
 		if lim == nil || lim.Note != "" {
 			b.Fatalf("physical limits: %+v", lim)
 		}
-		b.ReportMetric(lim.L1WakeFractionOfPCIe, "l1-wake/pcie-limit")
+		b.ReportMetric(lim.L1WakeFractionOfFloor, "l1-wake/link-floor")
 		b.ReportMetric(lim.TPOTFractionOfHBM, "tpot-c1/hbm-limit")
 	}
 }

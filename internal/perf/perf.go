@@ -57,7 +57,7 @@ var Goals = []Goal{
 	{Figure: "same at 50 Hz reading nothing (this machine's wake-up cost)", Bench: "Sampler/src=noop/hz=50", Unit: "core-%"},
 	{Figure: "NVML sampler CPU at 50 Hz (gpu tag, GPU runners)", Bench: "SamplerNVML/hz=50", Unit: "core-%", Op: "<=", Limit: 2, GPUOnly: true},
 	{Figure: "NVML sampler CPU at 200 Hz (gpu tag, GPU runners)", Bench: "SamplerNVML/hz=200", Unit: "core-%", GPUOnly: true},
-	{Figure: "level-1 wake, fraction of the PCIe limit (demo profile, simulated)", Bench: "PhysicalLimits", Unit: "l1-wake/pcie-limit"},
+	{Figure: "level-1 wake, fraction of its link floor (demo profile, simulated)", Bench: "PhysicalLimits", Unit: "l1-wake/link-floor"},
 	{Figure: "TPOT at c=1, fraction of the memory limit (demo profile, simulated)", Bench: "PhysicalLimits", Unit: "tpot-c1/hbm-limit"},
 	{Figure: "open-loop schedule error p99, constant 2000 req/s, one core", Bench: "OpenLoopSchedule/sender=none/arrivals=constant/rate=2000", Unit: "schedule-p99-µs", Op: "<=", Limit: 100},
 	{Figure: "open-loop schedule error p99, Poisson 2000 req/s, one core", Bench: "OpenLoopSchedule/sender=none/arrivals=poisson/rate=2000", Unit: "schedule-p99-µs", Op: "<=", Limit: 100},

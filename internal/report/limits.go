@@ -82,7 +82,10 @@ func limits(raw record.Raw, label string, m *Model) *Limits {
 	}
 	if haveW && lim.PCIeGBps > 0 {
 		lim.L1WakeFloorS = floor(lim.PCIeGBps)
-		lim.L1WakeFractionOfPCIe = frac(lim.L1WakeFloorS, lim.L1WakeS)
+		lim.L1WakeFractionOfFloor = frac(lim.L1WakeFloorS, lim.L1WakeS)
+	}
+	if haveW && lim.PCIeNominalGBps > 0 {
+		lim.L1WakeFractionOfNominal = frac(floor(lim.PCIeNominalGBps), lim.L1WakeS)
 	}
 	if haveW && lim.D2HGBps > 0 {
 		lim.L1SleepFloorS = floor(lim.D2HGBps)
@@ -105,9 +108,9 @@ func limits(raw record.Raw, label string, m *Model) *Limits {
 	if len(notRun) > 0 {
 		notes = append(notes, "not measured: "+strings.Join(notRun, "; "))
 	}
-	if lim.L1WakeFractionOfPCIe > MeasuredSlack && lim.PCIeBasis == "measured" {
+	if lim.L1WakeFractionOfFloor > MeasuredSlack && lim.PCIeBasis == "measured" {
 		notes = append(notes, "level-1 wake faster than the measured link allows: the weight size is wrong, or the wake copied less than the weights")
-	} else if lim.L1WakeFractionOfPCIe > 1 && lim.PCIeBasis != "measured" {
+	} else if lim.L1WakeFractionOfFloor > 1 && lim.PCIeBasis != "measured" {
 		notes = append(notes, "level-1 wake faster than the PCIe floor: the host link is not PCIe (NVLink-C2C?) or the weight size is wrong")
 	}
 	if raw.Simulated != nil && raw.Simulated.RealDevice && lim.TPOTFractionOfHBM > 0 {

@@ -184,7 +184,14 @@ type Limits struct {
 	PCIeSource            string  `json:"pcie_source"`
 	L1WakeFloorS          float64 `json:"l1_wake_floor_s"` // weight bytes / PCIeGBps (× time scale when simulated)
 	L1WakeS               float64 `json:"l1_wake_s"`       // median level-1 wake API time
-	L1WakeFractionOfPCIe  float64 `json:"l1_wake_fraction_of_pcie_limit"`
+	// L1WakeFractionOfFloor is l1_wake_floor_s / l1_wake_s: the floor at
+	// PCIeGBps, the link probe's measured rate where there is one (named
+	// l1_wake_fraction_of_pcie_limit until issue 50, which report.json
+	// still writes, deprecated, for one release); L1WakeFractionOfNominal
+	// is the same wake against the nominal PCIe link's floor (weight bytes
+	// / PCIeNominalGBps).
+	L1WakeFractionOfFloor   float64 `json:"l1_wake_fraction_of_floor"`
+	L1WakeFractionOfNominal float64 `json:"l1_wake_fraction_of_nominal_pcie"`
 	// The level-1 sleep against the link probe's device→host rate (absent without a probe):
 	// weight bytes / D2HGBps, over the median level-1 sleep_s (which holds the sleep's fixed
 	// costs, and in its first cycle the pinned buffer's allocation, beside the copy).
@@ -218,9 +225,11 @@ func (l Limits) MarshalJSON() ([]byte, error) {
 		WeightSource string   `json:"weight_source"`
 		PCIeGBps     *float64 `json:"pcie_gbps"`
 		plainPCIe
-		L1WakeFloorS         *float64 `json:"l1_wake_floor_s"`
-		L1WakeS              *float64 `json:"l1_wake_s"`
-		L1WakeFractionOfPCIe *float64 `json:"l1_wake_fraction_of_pcie_limit"`
+		L1WakeFloorS            *float64 `json:"l1_wake_floor_s"`
+		L1WakeS                 *float64 `json:"l1_wake_s"`
+		L1WakeFractionOfFloor   *float64 `json:"l1_wake_fraction_of_floor"`
+		L1WakeFractionOfNominal *float64 `json:"l1_wake_fraction_of_nominal_pcie"`
+		DeprecatedPCIeLimit     *float64 `json:"l1_wake_fraction_of_pcie_limit"` // l1_wake_fraction_of_floor's old name, until the release after issue 50
 		plainSleep
 		HBMGBps           *float64 `json:"hbm_gbps"`
 		HBMSource         string   `json:"hbm_source"`
@@ -231,7 +240,7 @@ func (l Limits) MarshalJSON() ([]byte, error) {
 	}{
 		known(l.WeightGiB), l.WeightSource, known(l.PCIeGBps),
 		plainPCIe{l.PCIeBasis, l.PCIeNominalGBps, l.LinkFractionOfNominal, l.PCIeSource},
-		known(l.L1WakeFloorS), known(l.L1WakeS), known(l.L1WakeFractionOfPCIe),
+		known(l.L1WakeFloorS), known(l.L1WakeS), known(l.L1WakeFractionOfFloor), known(l.L1WakeFractionOfNominal), known(l.L1WakeFractionOfFloor),
 		plainSleep{l.D2HGBps, l.L1SleepFloorS, l.L1SleepS, l.L1SleepFractionOfLink},
 		known(l.HBMGBps), l.HBMSource, known(l.TPOTFloorS), known(l.TPOTC1S), known(l.TPOTFractionOfHBM), l.Note,
 	})

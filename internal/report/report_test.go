@@ -307,7 +307,7 @@ func TestPhysicalLimits(t *testing.T) {
 	weight := 10.0 * GiB
 	assert.InDelta(t, weight/31.5e9*0.5, a.L1WakeFloorS, 1e-12)
 	assert.Equal(t, 3.0, a.L1WakeS, "median level-1 wake API time")
-	assert.InDelta(t, a.L1WakeFloorS/3, a.L1WakeFractionOfPCIe, 1e-12)
+	assert.InDelta(t, a.L1WakeFloorS/3, a.L1WakeFractionOfFloor, 1e-12)
 	assert.InDelta(t, weight/864.048e9*0.5, a.TPOTFloorS, 1e-12)
 	assert.Equal(t, 0.01, a.TPOTC1S, "median baseline TPOT at concurrency 1")
 	assert.InDelta(t, a.TPOTFloorS/0.01, a.TPOTFractionOfHBM, 1e-12)
@@ -320,7 +320,7 @@ func TestPhysicalLimits(t *testing.T) {
 	b := rep.Models["B"].PhysicalLimits
 	require.NotNil(t, b, "the GPU's limits are known even without B's weight size")
 	assert.Zero(t, b.L1WakeFloorS)
-	assert.Zero(t, b.L1WakeFractionOfPCIe)
+	assert.Zero(t, b.L1WakeFractionOfFloor)
 	assert.Contains(t, b.Note, "weight size")
 
 	// NVML without the maximum link: the floor says it used the current one.
@@ -368,7 +368,7 @@ func TestPhysicalLimitsMeasuredLink(t *testing.T) {
 	assert.Equal(t, 31.5, a.PCIeNominalGBps)
 	assert.InDelta(t, 0.634921, a.LinkFractionOfNominal, 1e-6)
 	assert.InDelta(t, 0.268435456, a.L1WakeFloorS, 1e-12)
-	assert.InDelta(t, 0.0894785, a.L1WakeFractionOfPCIe, 1e-6)
+	assert.InDelta(t, 0.0894785, a.L1WakeFractionOfFloor, 1e-6)
 	assert.Contains(t, a.PCIeSource, "link probe, host→device (GPU 1")
 	// The level-1 sleep against the same GPU's device→host rate: 10·2^30 / 25e9 × 0.5 =
 	// 0.2147483648 s, over the median level-1 sleep (2 s).
@@ -711,7 +711,7 @@ func TestUnknownLimitsAreNull(t *testing.T) {
 	require.NoError(t, err)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(b, &got))
-	for _, k := range []string{"weight_gib", "l1_wake_floor_s", "l1_wake_fraction_of_pcie_limit", "tpot_floor_s", "tpot_c1_fraction_of_hbm_limit"} {
+	for _, k := range []string{"weight_gib", "l1_wake_floor_s", "l1_wake_fraction_of_floor", "l1_wake_fraction_of_nominal_pcie", "l1_wake_fraction_of_pcie_limit", "tpot_floor_s", "tpot_c1_fraction_of_hbm_limit"} {
 		v, ok := got[k]
 		assert.True(t, ok, k)
 		assert.Nil(t, v, "%s: unknown, so null", k)
@@ -724,4 +724,23 @@ func TestUnknownLimitsAreNull(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &back))
 	assert.Zero(t, back.WeightGiB, "null reads back as 0")
 	assert.Equal(t, 16.5, back.PCIeGBps)
+}
+
+// TestWakeFractionsByHand (issue 50): l1_wake_fraction_of_floor is the
+// wake against its floor at the link probe's measured rate, and
+// l1_wake_fraction_of_nominal_pcie against the nominal link's; by hand
+// for the golden raw's A (8 GiB of weights, probe 16.5 GB/s, nominal 32 GB/s,
+// median level-1 wake 3 s). 650cbfc had only the first, under the name
+// l1_wake_fraction_of_pcie_limit, which report.json still writes.
+func TestWakeFractionsByHand(t *testing.T) {
+	lim := Build(goldenRaw()).Models["A"].PhysicalLimits
+	require.NotNil(t, lim)
+	weight := 8.0 * (1 << 30)
+	assert.InDelta(t, weight/16.5e9/3, lim.L1WakeFractionOfFloor, 1e-12)
+	assert.InDelta(t, weight/32e9/3, lim.L1WakeFractionOfNominal, 1e-12)
+	b, err := json.Marshal(lim)
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(b, &got))
+	assert.Equal(t, got["l1_wake_fraction_of_floor"], got["l1_wake_fraction_of_pcie_limit"], "the old name, one release")
 }

@@ -184,7 +184,7 @@ func writePhysicalLimits(b *strings.Builder, rep Report, labels []string) {
 	var rows []string
 	for _, l := range labels {
 		if lim := rep.Models[l].PhysicalLimits; lim != nil {
-			wake := fraction(lim.L1WakeFractionOfPCIe, lim.L1WakeS, lim.L1WakeFloorS, lim.PCIeGBps)
+			wake := fraction(lim.L1WakeFractionOfFloor, lim.L1WakeS, lim.L1WakeFloorS, lim.PCIeGBps)
 			if lim.PCIeBasis != "" && wake != "–" {
 				wake = strings.TrimSuffix(wake, ")") + " " + lim.PCIeBasis + ")"
 			}
@@ -195,7 +195,7 @@ func writePhysicalLimits(b *strings.Builder, rep Report, labels []string) {
 	}
 	if len(rows) > 0 {
 		b.WriteString("\n## Physical limits (fraction of the limit: 1 = at the hardware's raw rate; see report.json for sources)\n\n")
-		b.WriteString("| model | L1 wake vs PCIe host→device | L1 sleep vs probed device→host | TPOT c=1 vs memory bandwidth |\n|---|---|---|---|\n")
+		b.WriteString("| model | L1 wake vs its host→device floor (basis: measured link, else nominal PCIe) | L1 sleep vs probed device→host | TPOT c=1 vs memory bandwidth |\n|---|---|---|---|\n")
 		b.WriteString(strings.Join(rows, "\n") + "\n")
 	}
 	writeLinks(b, rep)
