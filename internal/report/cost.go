@@ -38,7 +38,13 @@ type CostState struct {
 	LockedGiB *float64  `json:"host_locked_gib"`
 	PinnedGiB *float64  `json:"host_pinned_gib"`
 	SwapGiB   *float64  `json:"host_swap_gib"`
+	// PowerW is the whole GPU's draw in the state (every GPU of the run,
+	// the board and every other model included: NVML has no per-process
+	// energy); OwnPowerW is the model's own, PowerW less the stopped
+	// state's (the others held as they were in both dwells), what the
+	// break-even uses (issue 50: power_w alone read as the model's).
 	PowerW    *float64  `json:"power_w"`
+	OwnPowerW *float64  `json:"own_power_w"`
 	DwellS    *float64  `json:"dwell_s"`
 	Skipped   string    `json:"skipped,omitempty"`
 }
@@ -107,9 +113,17 @@ func costs(rep *Report, raw record.Raw) {
 		out := &Cost{DwellS: c.DwellS, States: map[string]CostState{}, Transitions: map[string]CostTransition{},
 			SleepPeakHostGiB: opt(c.SleepPeakHostGiB), WakeReturnedHostGiB: opt(c.WakeReturnedHostGiB),
 			ReleaseHostEnv: c.ReleaseHostEnv, BreakEven: map[string]BreakEven{}, EnergyNote: c.EnergyNote, Simulated: sim}
+		stoppedW := math.NaN()
+		if st, ok := c.State(record.StateStopped); ok && st.Skipped == "" {
+			stoppedW = st.PowerW
+		}
 		for _, s := range c.States {
+			own := math.NaN()
+			if s.Skipped == "" {
+				own = s.PowerW - stoppedW
+			}
 			out.States[s.State] = CostState{GPUGiB: s.GPUGiB, HostGiB: opt(s.HostGiB), LockedGiB: opt(s.LockedGiB), PinnedGiB: opt(s.PinnedGiB),
-				SwapGiB: opt(s.SwapGiB), PowerW: opt(s.PowerW), DwellS: opt(s.DwellS), Skipped: s.Skipped}
+				SwapGiB: opt(s.SwapGiB), PowerW: opt(s.PowerW), OwnPowerW: opt(own), DwellS: opt(s.DwellS), Skipped: s.Skipped}
 		}
 		for _, t := range c.Transitions {
 			out.Transitions[t.Op] = CostTransition{S: t.S, J: opt(t.J)}
@@ -183,7 +197,7 @@ func writeCosts(b *strings.Builder, rep Report, labels []string) {
 			continue
 		}
 		fmt.Fprintf(b, "\n## State costs of %s (held %g s each)%s\n\n", l, c.DwellS, sim)
-		b.WriteString("| state | GPU GiB | host GiB (locked / pinned) | W |\n|---|---|---|---|\n")
+		b.WriteString("| state | GPU GiB | host GiB (locked / pinned) | GPU W (the model's own) |\n|---|---|---|---|\n")
 		for _, st := range record.States() {
 			s, ok := c.States[st]
 			if !ok {
@@ -197,7 +211,7 @@ func writeCosts(b *strings.Builder, rep Report, labels []string) {
 			for _, x := range s.GPUGiB {
 				g = append(g, fmt.Sprintf("%.3g", x))
 			}
-			fmt.Fprintf(b, "| %s | %s | %s (%s / %s) | %s |\n", st, orDash(strings.Join(g, " + ")), gib3(s.HostGiB), gib3(s.LockedGiB), gib3(s.PinnedGiB), f3(s.PowerW))
+			fmt.Fprintf(b, "| %s | %s | %s (%s / %s) | %s (%s) |\n", st, orDash(strings.Join(g, " + ")), gib3(s.HostGiB), gib3(s.LockedGiB), gib3(s.PinnedGiB), f3(s.PowerW), f3(s.OwnPowerW))
 		}
 		var tr []string
 		for _, op := range record.Ops() {
@@ -205,17 +219,20 @@ func writeCosts(b *strings.Builder, rep Report, labels []string) {
 				tr = append(tr, fmt.Sprintf("%s %.3g s / %s J", op, t.S, f3(t.J)))
 			}
 		}
-		fmt.Fprintf(b, "\nTransitions: %s. Level-1 sleep's transient host peak %s GiB; its wake gave back %s GiB.\n", strings.Join(tr, "; "), gib3(c.SleepPeakHostGiB), gib3(c.WakeReturnedHostGiB))
+		fmt.Fprintf(b, "\nTransitions (sleep-l1 is the fresh process's first level-1 sleep, which allocates the pinned host copy: slower than the sleep-level1 phase's median): %s. Level-1 sleep's transient host peak %s GiB; its wake gave back %s GiB.\n", strings.Join(tr, "; "), gib3(c.SleepPeakHostGiB), gib3(c.WakeReturnedHostGiB))
 		for _, lv := range []string{"1", "2"} {
 			be, ok := c.BreakEven[lv]
 			if !ok {
 				continue
 			}
-			idle := f3(be.IdleS) + " s idle"
-			if be.Never {
-				idle = "never (asleep draws no more than stopped)"
+			pays := "stopping pays after " + f3(be.IdleS) + " s idle"
+			switch {
+			case be.Never:
+				pays = "stopping never pays (asleep draws no more than stopped)"
+			case be.IdleS != nil && *be.IdleS == 0:
+				pays = "stopping pays at once (the cold start costs no more than the sleep call, the wake and the wait awake)"
 			}
-			fmt.Fprintf(b, "Break-even level %s: stopping pays after %s; the price is %s s more to the first token.\n", lv, idle, f3(be.LatencyS))
+			fmt.Fprintf(b, "Break-even level %s (the sleep call's energy included): %s; the price is %s s more to the first token.\n", lv, pays, f3(be.LatencyS))
 		}
 		if c.EnergyNote != "" {
 			fmt.Fprintf(b, "No power or energy figures: %s.\n", c.EnergyNote)

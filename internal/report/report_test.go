@@ -744,3 +744,20 @@ func TestWakeFractionsByHand(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &got))
 	assert.Equal(t, got["l1_wake_fraction_of_floor"], got["l1_wake_fraction_of_pcie_limit"], "the old name, one release")
 }
+
+// TestOwnPowerByHand (issue 50): a state's power_w is the whole GPU's
+// draw, own_power_w the model's: the golden raw's A draws 90 W awake, 45
+// asleep at level 1, 30 stopped, so its own is 60 and 15 W, and 0
+// stopped; a skipped state has neither.
+func TestOwnPowerByHand(t *testing.T) {
+	c := Build(goldenRaw()).Models["A"].Cost
+	require.NotNil(t, c)
+	for st, want := range map[string][2]float64{"awake": {90, 60}, "asleep-l1": {45, 15}, "stopped": {30, 0}} {
+		s := c.States[st]
+		require.NotNil(t, s.PowerW, st)
+		require.NotNil(t, s.OwnPowerW, st)
+		assert.Equal(t, want[0], *s.PowerW, "%s: the whole GPU", st)
+		assert.Equal(t, want[1], *s.OwnPowerW, "%s: the model's own", st)
+	}
+	assert.Nil(t, c.States["kv-released"].OwnPowerW, "skipped")
+}
