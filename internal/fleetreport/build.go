@@ -69,10 +69,10 @@ type Figures struct {
 	PCIeGBps float64 `json:"pcie_gbps"`
 	// PCIeBasis says which rate the wake's floor was taken at: "measured" (the node's link
 	// probe) or "nominal" (NVML's maximum link); "" from a report before the probe.
-	PCIeBasis            string  `json:"pcie_basis,omitempty"`
+	PCIeBasis             string  `json:"pcie_basis,omitempty"`
 	L1WakeFractionOfFloor float64 `json:"l1_wake_fraction_of_floor"`
-	TPOTFractionOfHBM    float64 `json:"tpot_c1_fraction_of_hbm_limit"`
-	ResidualGiB          float64 `json:"residual_gib"` // level-1 residual, median of the cycles
+	TPOTFractionOfHBM     float64 `json:"tpot_c1_fraction_of_hbm_limit"`
+	ResidualGiB           float64 `json:"residual_gib"` // level-1 residual, median of the cycles
 	// OutputTPS is the baseline stage's output tok/s (median of its rounds) at its lowest
 	// concurrency, OutputTPSConc; OutputTPSFractionOfHBM is it over the decode rate the node's
 	// memory bandwidth allows at that concurrency, OutputTPSConc / the node's own TPOT floor

@@ -43,10 +43,10 @@ type CostState struct {
 	// energy); OwnPowerW is the model's own, PowerW less the stopped
 	// state's (the others held as they were in both dwells), what the
 	// break-even uses (issue 50: power_w alone read as the model's).
-	PowerW    *float64  `json:"power_w"`
-	OwnPowerW *float64  `json:"own_power_w"`
-	DwellS    *float64  `json:"dwell_s"`
-	Skipped   string    `json:"skipped,omitempty"`
+	PowerW    *float64 `json:"power_w"`
+	OwnPowerW *float64 `json:"own_power_w"`
+	DwellS    *float64 `json:"dwell_s"`
+	Skipped   string   `json:"skipped,omitempty"`
 }
 
 // CostTransition is one transition's latency and energy.
