@@ -269,11 +269,25 @@ func (ms *MeasuredSleep) Answered() time.Time { return ms.Sent.Add(ms.Took) }
 // Finish reads the model's memory asleep, sets what the sleep released
 // (ReleasedGiB; at level 1 ReleasePercent; per GPU on several) and returns
 // the memory left asleep in GiB: NaN when memory is not sampled or the
-// source lists none of the model's processes (Note says so).
+// source lists none of the model's processes (Note says so). The read is
+// protocol.settle_s after the sleep's answer at the earliest (Finish
+// waits for it, at once if that has passed), whoever calls it: a cycle
+// after its hold, a switch after the woken model's first token (issue 50:
+// those read 30 ms after their sleep, the cycles 0.5 s, and one
+// release_fraction mixed both).
 func (ms *MeasuredSleep) Finish(ctx context.Context) (float64, error) {
 	s := ms.mem.f.s
 	if !ms.read {
 		return math.NaN(), nil
+	}
+	if d := time.Until(ms.Answered().Add(seconds(s.cfg.Protocol.SettleS))); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return math.NaN(), context.Cause(ctx)
+		}
 	}
 	if ms.delta {
 		s.mu.Lock()

@@ -64,8 +64,7 @@ func (p *pauser) kvCycle(ctx context.Context, label string) (record.Cycle, strin
 	if err != nil {
 		return c, "release_kv_cache_memory", err
 	}
-	p.Settle(ctx)
-	resid, err := p.finishSleep(ctx, ms)
+	resid, err := p.finishSleep(ctx, ms) // settle_s after the release's answer (pool.MeasuredSleep.Finish)
 	c.ResidualGiB, c.FreedGiB = resid, ms.ReleasedGiB
 	if err != nil {
 		return c, "memory read", err

@@ -81,3 +81,35 @@ func TestSwitchSleepsAreGatedOnRelease(t *testing.T) {
 	assert.Equal(t, "FAIL", recorded.Verdict, "the switch's verdict replaced the cycles'")
 	assert.Equal(t, report.Build(raw).Memory.L1ReleaseFraction["A"].Median, recorded.Value, "the gate judges what the report shows")
 }
+
+// TestEveryReleaseIsReadAfterSettle (issue 50): memory.l1_release_fraction
+// pools the level-1 cycles' releases and the switch sleeps', so every one
+// is read settle_s after its sleep answered. With the device showing A's
+// release 0.3 s late and settle_s 0.5, each switch sleep's release equals
+// the cycles' (by hand, the same sleep of the same model: 100 × (before −
+// asleep) / before); 650cbfc read the switch's after the woken model's
+// first token, tens of milliseconds on, and saw almost nothing released.
+func TestEveryReleaseIsReadAfterSettle(t *testing.T) {
+	testmain.Long(t)
+	f, rec, p := simtest.Env(t, nil, func(cfg *config.Config) {
+		cfg.Protocol.SleepL1Cycles = 3
+		cfg.Protocol.Handoffs = 4 // A sleeps in two of them
+		cfg.Protocol.SettleS = 0.5
+		cfg.Models[0].SimFaults = "late-release=0.3"
+	})
+	ctx := t.Context()
+	require.NoError(t, f.Activate(ctx, "A"))
+	_, err := protocol.Sleep{Env: p, Level: 1}.Run(ctx, "A", t.Logf)
+	require.NoError(t, err)
+	cycles := len(rec.Raw().Release["A"])
+	require.Equal(t, 3, cycles)
+	_, err = protocol.Switch{Env: p}.Run(ctx, t.Logf)
+	require.NoError(t, err)
+	all := rec.Raw().Release["A"]
+	require.Greater(t, len(all), cycles, "the switch's sleeps of A")
+	want := all[0]
+	require.Greater(t, want, 50.0, "a level-1 sleep releases most of A's memory")
+	for i, pct := range all {
+		assert.InDelta(t, want, pct, 1, "release %d of A (the first %d the cycles', the rest the switch's)", i+1, cycles)
+	}
+}

@@ -38,7 +38,7 @@ func (p Sleep) checks(label string, level int, cycles []record.Cycle) []record.C
 }
 
 // measureSleep sleeps label at level with its memory read before and,
-// after protocol.settle_s, asleep (pool.MeasuredSleep): it returns the
+// protocol.settle_s after the sleep's answer, asleep (pool.MeasuredSleep): it returns the
 // sleep (its duration, what it released and, on a run of several GPUs,
 // the memory left on each; nil when /sleep was never sent) and the memory
 // left asleep in GiB.
@@ -47,8 +47,7 @@ func (p *Env) measureSleep(ctx context.Context, label string, level int) (*pool.
 	if err != nil {
 		return ms, math.NaN(), err
 	}
-	p.Settle(ctx)
-	resid, err := p.finishSleep(ctx, ms)
+	resid, err := p.finishSleep(ctx, ms) // settle_s after the sleep's answer (pool.MeasuredSleep.Finish)
 	return ms, resid, err
 }
 

@@ -129,8 +129,7 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 	// asleep reads from's residual settle_s after its sleep answered, its
 	// release and its host memory (a process scan: RSS, locked, pinned).
 	asleep := func() error {
-		p.settleFrom(ctx, ms.Answered())
-		resid, err := p.finishSleep(ctx, ms)
+		resid, err := p.finishSleep(ctx, ms) // settle_s after the answer (pool.MeasuredSleep.Finish)
 		if err != nil {
 			return err
 		}

@@ -71,7 +71,8 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 	if from != "" {
 		// The memory reads around the sleep stay outside the interval: it
 		// starts when /sleep is sent, and from's memory asleep is read
-		// after to's first token.
+		// after to's first token, settle_s after the sleep answered at the
+		// earliest (pool.MeasuredSleep.Finish), as every release.
 		ms, err = p.pool.Memory().StartSleepMarked(ctx, from, 1, mark, answered)
 		if ms != nil {
 			t0, ho.SleepS = ms.Sent, ms.Took.Seconds()
