@@ -378,11 +378,11 @@ func writeTraffic(b *strings.Builder, t *Traffic) {
 	if t.ShedRequests > 0 {
 		fmt.Fprintf(b, "**%d requests shed**: the router's queue held traffic.max_queue (%d) already; refused, never sent, not counted as failed (check `traffic.shed_requests`).\n\n", t.ShedRequests, t.MaxQueue)
 	}
-	b.WriteString("| model | requests (failed) | found awake / asleep | first token awake (p50 / p99) | first token asleep (p50 / p99) | queue wait p99 | good |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| model | requests (failed) | found awake / asleep | first token awake (median / p99) | first token asleep (median / p99) | queue wait p99 | good |\n|---|---|---|---|---|---|---|\n")
 	for _, l := range slices.Sorted(maps.Keys(t.Models)) {
 		m := t.Models[l]
 		fmt.Fprintf(b, "| %s | %d (%d) | %d / %d | %s | %s | %s | %d |\n", l, m.Requests, m.Failure, m.AwakeHits, m.AsleepHits,
-			p50p99(m.FirstTokenAwakeS), p50p99(m.FirstTokenAsleepS), p99(m.QueueWaitS), m.Good)
+			medianP99(m.FirstTokenAwakeS), medianP99(m.FirstTokenAsleepS), p99(m.QueueWaitS), m.Good)
 	}
 	if len(t.PerSecond) > 0 {
 		var q, sw []string
@@ -400,11 +400,15 @@ func writeTraffic(b *strings.Builder, t *Traffic) {
 	}
 }
 
-func p50p99(d stats.Distribution) string {
+// medianP99 is d's median (the mean of the two middle samples for an
+// even n, as every median of the report and report.html's) and its p99.
+// Issue 50: this table showed the nearest-rank p50, the same samples'
+// other middle, under another name than report.html's median.
+func medianP99(d stats.Distribution) string {
 	if d.N == 0 {
 		return "–"
 	}
-	return fmt.Sprintf("%.4g / %.4g", d.P50, d.P99)
+	return fmt.Sprintf("%.4g / %.4g", d.Median, d.P99)
 }
 
 func p99(d stats.Distribution) string {
