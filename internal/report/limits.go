@@ -41,10 +41,11 @@ func limits(raw record.Raw, label string, m *Model) *Limits {
 
 	if l1 := m.Sleep[levelKey(1)]; l1 != nil && l1.WakeAPIS.N > 0 {
 		lim.L1WakeS, lim.L1SleepS = l1.WakeAPIS.Median, l1.SleepS.Median
+		lim.wakeMeasured = true
 	}
 	for _, p := range m.Performance {
 		if p.Stage == "baseline" && p.Concurrency == 1 && p.TPOTS.N > 0 {
-			lim.TPOTC1S = p.TPOTS.Median
+			lim.TPOTC1S, lim.tpotMeasured = p.TPOTS.Median, true
 		}
 	}
 	switch {

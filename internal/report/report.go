@@ -206,17 +206,29 @@ type Limits struct {
 	TPOTC1S           float64 `json:"tpot_c1_s"`    // median baseline TPOT at concurrency 1
 	TPOTFractionOfHBM float64 `json:"tpot_c1_fraction_of_hbm_limit"`
 	Note              string  `json:"note,omitempty"`
+
+	// wakeMeasured and tpotMeasured say that L1WakeS and TPOTC1S were
+	// measured: MarshalJSON writes them even when 0 (a TPOT of tokens
+	// that came in one chunk), null only when not measured.
+	wakeMeasured, tpotMeasured bool
 }
 
 // MarshalJSON writes Limits with every absent figure null, not 0 (issue
-// 50: a reader and the gate could not tell "0 s" from "none"): none of
-// them is 0 when measured (a weight, a rate, a time, a fraction of a
-// positive floor). The omitempty ones are left out, as before; null reads
-// back as 0.
+// 50: a reader and the gate could not tell "0 s" from "none"): a figure
+// derived from the weights and a rate is 0 only when an input is unknown;
+// the two measured times are null only when not measured (a TPOT of
+// tokens that came in one chunk is a measured 0). The omitempty ones are
+// left out, as before; null reads back as 0.
 func (l Limits) MarshalJSON() ([]byte, error) {
 	known := func(x float64) *float64 {
 		if x == 0 {
 			return nil
+		}
+		return &x
+	}
+	measured := func(x float64, ok bool) *float64 {
+		if !ok {
+			return known(x)
 		}
 		return &x
 	}
@@ -240,9 +252,9 @@ func (l Limits) MarshalJSON() ([]byte, error) {
 	}{
 		known(l.WeightGiB), l.WeightSource, known(l.PCIeGBps),
 		plainPCIe{l.PCIeBasis, l.PCIeNominalGBps, l.LinkFractionOfNominal, l.PCIeSource},
-		known(l.L1WakeFloorS), known(l.L1WakeS), known(l.L1WakeFractionOfFloor), known(l.L1WakeFractionOfNominal), known(l.L1WakeFractionOfFloor),
+		known(l.L1WakeFloorS), measured(l.L1WakeS, l.wakeMeasured), known(l.L1WakeFractionOfFloor), known(l.L1WakeFractionOfNominal), known(l.L1WakeFractionOfFloor),
 		plainSleep{l.D2HGBps, l.L1SleepFloorS, l.L1SleepS, l.L1SleepFractionOfLink},
-		known(l.HBMGBps), l.HBMSource, known(l.TPOTFloorS), known(l.TPOTC1S), known(l.TPOTFractionOfHBM), l.Note,
+		known(l.HBMGBps), l.HBMSource, known(l.TPOTFloorS), measured(l.TPOTC1S, l.tpotMeasured), known(l.TPOTFractionOfHBM), l.Note,
 	})
 }
 

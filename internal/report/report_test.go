@@ -784,3 +784,17 @@ func TestTrafficTableShowsTheMedian(t *testing.T) {
 	assert.Contains(t, b.String(), "first token asleep (median / p99)")
 	assert.Contains(t, b.String(), "| 0.2 / 0.3 |")
 }
+
+// TestMeasuredZeroTPOTIsZero: a TPOT measured 0 (a run's tokens that came
+// in one chunk, as under a slowed prefill) is 0 in report.json, not null:
+// null is for a figure not measured (issue 50's whole-run figure test
+// found the difference).
+func TestMeasuredZeroTPOTIsZero(t *testing.T) {
+	b, err := json.Marshal(Limits{TPOTC1S: 0, tpotMeasured: true})
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(b, &got))
+	assert.Equal(t, 0.0, got["tpot_c1_s"], "measured")
+	assert.Nil(t, got["l1_wake_s"], "not measured")
+	assert.Nil(t, got["tpot_c1_fraction_of_hbm_limit"], "a fraction of a zero TPOT is unknown")
+}
