@@ -103,6 +103,19 @@ type BenchSummary struct {
 	stats.Summary
 }
 
+// MarshalJSON writes the name, unit and nodes beside the summary's
+// figures: without it the embedded stats.Summary's MarshalJSON (null
+// figures for n 0, issue 50) would write the summary alone.
+func (b BenchSummary) MarshalJSON() ([]byte, error) {
+	type summary stats.Summary // its fields, without its MarshalJSON
+	return json.Marshal(struct {
+		Name  string `json:"name"`
+		Unit  string `json:"unit"`
+		Nodes int    `json:"nodes"`
+		summary
+	}{b.Name, b.Unit, b.Nodes, summary(b.Summary)})
+}
+
 // Outlier names a node whose figure is far from its kind's.
 type Outlier struct {
 	Node   string  `json:"node"`

@@ -240,6 +240,12 @@ func TestPooledRawSamples(t *testing.T) {
 	assert.NotEqual(t, meanOfP95s, s.P95)
 	assert.Equal(t, 20, s.N)
 	assert.Equal(t, 55.5, s.Median)
+
+	// fleet.json writes the summary with its name, unit and nodes (the
+	// embedded stats.Summary's own MarshalJSON must not take the struct over).
+	b, err := json.Marshal(s)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"name":"Sleep/model=A/level=1","unit":"sec/wake","nodes":2,"n":20,"median":55.5,"min":1,"max":110,"p95":109}`, string(b))
 }
 
 func TestBadInputs(t *testing.T) {
