@@ -43,7 +43,7 @@ for label, m in sorted((r.get("models") or {}).items()):
     med = lambda s, k: (s.get(k) or {}).get("median")
     print("%s %s: weights %s GiB; L1 sleep %s s, wake %s s vs floor %s s at %s GB/s %s (fraction %s); L2 sleep %s s, wake %s s; residual %s GiB; TPOT c=1 %s s vs floor %s s" % (
         label, m.get("name"), lim.get("weight_gib"), med(s1, "sleep_s"), med(s1, "wake_api_s"), lim.get("l1_wake_floor_s"), lim.get("pcie_gbps"), lim.get("pcie_basis"),
-        lim.get("l1_wake_fraction_of_pcie_limit"), med(s2, "sleep_s"), med(s2, "wake_api_s"), med(s1, "residual_gib"), lim.get("tpot_c1_s"), lim.get("tpot_floor_s")))
+        lim.get("l1_wake_fraction_of_floor"), med(s2, "sleep_s"), med(s2, "wake_api_s"), med(s1, "residual_gib"), lim.get("tpot_c1_s"), lim.get("tpot_floor_s")))
 for c in r.get("checks") or []:
     if c.get("verdict") != "PASS":
         print("check %s %s: %s %s %s %s %s" % (c.get("verdict"), c.get("name"), c.get("model", ""), c.get("value"), c.get("op"), c.get("limit"), c.get("reason", "")))

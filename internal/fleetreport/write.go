@@ -187,7 +187,7 @@ func WriteMarkdown(w io.Writer, f Fleet) (err error) {
 
 	for _, k := range f.Kinds {
 		p("\n## %s\n\n%d nodes, samples pooled from %d.\n\n", k.GPU, k.Nodes, k.Pooled)
-		p("| node | status | link measured / nominal | model | wake / link limit (basis) | tok/s (conc) | tok/s / HBM limit | residual GiB |\n|---|---|---|---|---|---|---|---|\n")
+		p("| node | status | link measured / nominal | model | wake / link floor (basis) | tok/s (conc) | tok/s / HBM limit | residual GiB |\n|---|---|---|---|---|---|---|---|\n")
 		for _, n := range f.Nodes {
 			if n.GPU != k.GPU {
 				continue
@@ -306,7 +306,7 @@ func htmlView(f Fleet, md []byte) htmlreport.Fleet {
 		}
 	}
 	titles := []struct{ metric, title, unit string }{
-		{MetricWakeFraction, "level-1 wake against the host link's limit", "fraction of the limit (limit / measured)"},
+		{MetricWakeFraction, "level-1 wake against its host link floor", "fraction of the floor (floor / measured)"},
 		{MetricTPSFraction, "serving rate against the memory bandwidth's limit", "fraction of the limit (measured / limit)"},
 		{MetricTPS, "serving rate (no bandwidth figure to normalise by)", "output tok/s"},
 		{MetricResidual, "level-1 residual GPU memory (median of the cycles)", "GiB"},

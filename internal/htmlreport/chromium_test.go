@@ -126,7 +126,7 @@ func testFleet() Fleet {
 		Setup:     "9 nodes, 2 GPU kinds",
 		Attention: []string{"node-007 (NVIDIA H100 80GB HBM3): PASS; outlier: A l1_wake_fraction_of_floor = 0.31, kind median 0.62: at least 30% worse than the kind's other nodes"},
 		Summary:   []byte("# Fleet report: FAIL\n\n9 nodes, 2 GPU kinds.\n\n## Nodes to look at\n\n- **node-007**: outlier\n")}
-	m := FleetMetric{Title: "model A: level-1 wake against the host link's limit (l1_wake_fraction_of_floor)", Unit: "fraction of the limit"}
+	m := FleetMetric{Title: "model A: level-1 wake against its host link floor (l1_wake_fraction_of_floor)", Unit: "fraction of the floor"}
 	for k, kind := range []string{"NVIDIA H100 80GB HBM3", "NVIDIA L20"} {
 		row := FleetRow{Name: kind + " · model A"}
 		for i := range 5 - k {

@@ -14,26 +14,36 @@ import (
 // Probe sends one short streaming request (protocol.probe_max_tokens
 // output tokens) and checks its output; it counts as an executed request.
 func (f *Pool) Probe(ctx context.Context, label string) (*vllm.Stream, error) {
-	return f.probe(ctx, label, f.s.cfg.Protocol.ProbeMaxTokens)
+	return f.probe(ctx, label, f.s.cfg.Protocol.ProbeMaxTokens, nil)
+}
+
+// ProbeThen is Probe calling atFirst with its first token's receive time
+// as soon as that token is read, before the rest of the stream
+// (vllm.CompletionRequest.OnFirstToken): a switch's and a soak cycle's
+// closing energy reading, so that no decode step after the first token
+// is inside their interval to be estimated away (issue 50: read after the
+// whole 8-token probe, at the interval's mean power while the GPU
+// decoded at several times it, a handoff's J was about 7 % high), while
+// the probe keeps its tokens for the garbage check.
+func (f *Pool) ProbeThen(ctx context.Context, label string, atFirst func(at time.Time)) (*vllm.Stream, error) {
+	return f.probe(ctx, label, f.s.cfg.Protocol.ProbeMaxTokens, atFirst)
 }
 
 // FirstToken sends a one-token probe and checks its output; it counts as
 // an executed request. Its stream ends at its first token, so an energy
-// reading taken right after it ends a transition's interval there, with
-// no decode step after the first token inside it to estimate away (issue
-// 50: an 8-token probe's remaining tokens, decoded at several times the
-// interval's mean power, made a switch's J about 7 % high).
+// reading taken right after it ends a transition's interval there (the
+// state-cost phase's transitions).
 func (f *Pool) FirstToken(ctx context.Context, label string) (*vllm.Stream, error) {
-	return f.probe(ctx, label, 1)
+	return f.probe(ctx, label, 1, nil)
 }
 
-func (f *Pool) probe(ctx context.Context, label string, tokens int) (*vllm.Stream, error) {
+func (f *Pool) probe(ctx context.Context, label string, tokens int, atFirst func(time.Time)) (*vllm.Stream, error) {
 	m, err := f.s.model(label)
 	if err != nil {
 		return nil, err
 	}
 	s, err := f.Stream(ctx, label, vllm.CompletionRequest{Model: m.cfg.Name, Prompt: f.s.cfg.Protocol.Prompt,
-		MaxTokens: tokens, IgnoreEOS: true})
+		MaxTokens: tokens, IgnoreEOS: true, OnFirstToken: atFirst})
 	if err != nil {
 		return s, fmt.Errorf("probe %s: %w", label, err)
 	}

@@ -213,13 +213,14 @@ func meanW(xs []interval) []float64 {
 }
 
 // TestEnergyEndsAtTheFirstToken (issue 50): a switch's and a soak
-// cycle's J end at the woken model's first token, so decode steps after
-// it are outside the figure: on the simulated GPU's power model (a
-// decoding server draws 50 W more, an asleep one 5) every decode step
-// after a first token slowed by 0.3 s leaves the interval's mean power
-// where it was. On 650cbfc the closing read came after an 8-token probe,
-// 2.1 s of decode at 60+ W, which IntervalJ took out at the mean power
-// of the whole span: J rose by half or more.
+// cycle's J end at the woken model's first token, so the probe's decode
+// steps after it are outside the figure: on the simulated GPU's power
+// model (a decoding server draws 50 W more, an asleep one 5) every decode
+// step after a first token slowed by 0.1 s (0.7 s for the probe's other
+// seven tokens) leaves the interval's mean power where it was. On 650cbfc
+// the closing read came after the whole probe, whose later decode at 60+
+// W IntervalJ took out at the mean power of the whole span: the mean
+// power doubled.
 func TestEnergyEndsAtTheFirstToken(t *testing.T) {
 	testmain.Long(t)
 	const slowDecode = "slow=decode:0.1"

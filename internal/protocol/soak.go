@@ -167,10 +167,10 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 	var s *vllm.Stream
 	var perr, eerr error
 	_, wd, err := p.pool.WakeThen(ctx, to, func(ctx context.Context) {
-		if s, perr = p.pool.FirstToken(ctx, to); perr == nil {
-			c.EnergyJ, c.EnergyNote, eerr = energy.CloseInterval(ctx, m, e0, s.Tokens[0])
+		s, perr = p.pool.ProbeThen(ctx, to, func(at time.Time) { // at the first token, before the probe's others
+			c.EnergyJ, c.EnergyNote, eerr = energy.CloseInterval(ctx, m, e0, at)
 			c.EnergyJ, c.EnergyNote = energy.Without(c.EnergyJ, c.EnergyNote, ea, eh, ms.Answered(), m)
-		}
+		})
 	})
 	c.WakeS = wd.Seconds()
 	if err != nil {

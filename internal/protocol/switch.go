@@ -96,12 +96,12 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 	var s *vllm.Stream
 	var perr, eerr error
 	firstToken := func(ctx context.Context) {
-		if s, perr = p.pool.FirstToken(ctx, to); perr == nil {
-			ho.EnergyJ, ho.EnergyNote, eerr = energy.CloseInterval(ctx, m, e0, s.Tokens[0])
+		s, perr = p.pool.ProbeThen(ctx, to, func(at time.Time) { // at the first token, before the probe's others
+			ho.EnergyJ, ho.EnergyNote, eerr = energy.CloseInterval(ctx, m, e0, at)
 			if ms != nil {
 				ho.EnergyJ, ho.EnergyNote = energy.Without(ho.EnergyJ, ho.EnergyNote, ea, eh, ms.Answered(), m)
 			}
-		}
+		})
 	}
 	if p.pool.Asleep(to) {
 		_, wd, err := p.pool.WakeThen(ctx, to, firstToken)

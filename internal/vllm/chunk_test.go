@@ -124,9 +124,35 @@ func BenchmarkStreamRead(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		s := &Stream{}
-		if err := s.read(strings.NewReader(body), time.Now); err != nil {
+		if err := s.read(strings.NewReader(body), time.Now, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/257, "ns/chunk")
+}
+
+// TestOnFirstTokenBeforeTheRest: the hook runs once, at the first chunk
+// with text (not at the role-only or empty chunk before it), with that
+// chunk's receive time, and before any later chunk is read.
+func TestOnFirstTokenBeforeTheRest(t *testing.T) {
+	chunk := func(text string) string {
+		return `data: {"id":"c","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"` + text + `","finish_reason":null}],"usage":null}` + "\n\n"
+	}
+	body := chunk("") + chunk(" one") + chunk(" two") + chunk(" three") +
+		`data: {"id":"c","object":"text_completion","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":2,"total_tokens":5,"completion_tokens":3}}` + "\n\ndata: [DONE]\n\n"
+	t0 := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	reads := 0
+	now := func() time.Time { reads++; return t0.Add(time.Duration(reads) * time.Second) }
+	var calls []time.Time
+	readsAtCall := 0
+	s := &Stream{}
+	require.NoError(t, s.read(strings.NewReader(body), now, func(at time.Time) {
+		calls = append(calls, at)
+		readsAtCall = reads
+	}))
+	require.Len(t, calls, 1, "once")
+	assert.Equal(t, s.Tokens[0], calls[0], "the first token's receive time")
+	assert.Equal(t, t0.Add(2*time.Second), calls[0], "the second chunk, the first with text")
+	assert.Equal(t, 2, readsAtCall, "before the third chunk was read")
+	assert.Len(t, s.Tokens, 3)
 }

@@ -27,7 +27,7 @@ func FuzzStreamRead(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"completion_tokens\":1}}\n\ndata: [DONE]\n\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		s := &Stream{}
-		err := s.read(bytes.NewReader(body), time.Now)
+		err := s.read(bytes.NewReader(body), time.Now, nil)
 		if err == nil && (len(s.Tokens) == 0 || !bytes.Contains(body, []byte("[DONE]"))) {
 			t.Fatalf("accepted a stream without tokens or [DONE]: %q", body)
 		}

@@ -26,6 +26,13 @@ type CompletionRequest struct {
 	// NoStream asks for one JSON response instead of a stream (request-rate
 	// benchmarks): the Stream then holds one receive time, for the whole text.
 	NoStream bool
+	// OnFirstToken, when set on a streamed request, is called once with
+	// the first non-empty token's receive time, as soon as it is read and
+	// before the rest of the stream: what must happen at the first token
+	// (the energy reading that closes a switch's interval, issue 50) is
+	// not held back by the tokens after it. It runs on the reading
+	// goroutine: the next chunks wait for it.
+	OnFirstToken func(at time.Time)
 }
 
 type wireRequest struct {
@@ -126,11 +133,12 @@ func (c *Client) Complete(ctx context.Context, r CompletionRequest) (*Stream, er
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return s, fmt.Errorf("POST /v1/completions: %w", ParseError(resp.StatusCode, b))
 	}
-	read := s.read
+	now := func() time.Time { return receiveTime(conn) }
+	read := func(body io.Reader, now func() time.Time) error { return s.read(body, now, r.OnFirstToken) }
 	if r.NoStream {
 		read = s.readWhole
 	}
-	if err := read(resp.Body, func() time.Time { return receiveTime(conn) }); err != nil {
+	if err := read(resp.Body, now); err != nil {
 		return s, fmt.Errorf("POST /v1/completions: %w", err)
 	}
 	return s, nil
@@ -169,7 +177,7 @@ func receiveTime(conn net.Conn) time.Time {
 }
 
 // read consumes the SSE body into s; now says when the data just read arrived.
-func (s *Stream) read(body io.Reader, now func() time.Time) error {
+func (s *Stream) read(body io.Reader, now func() time.Time, onFirst func(time.Time)) error {
 	var text strings.Builder
 	defer func() { s.Text = text.String() }()
 	done, sawUsage := false, false
@@ -196,7 +204,11 @@ func (s *Stream) read(body io.Reader, now func() time.Time) error {
 			e.InStream = true
 			return e
 		}
+		had := len(s.Tokens)
 		s.apply(c, at, &text)
+		if had == 0 && len(s.Tokens) > 0 && onFirst != nil {
+			onFirst(s.Tokens[0])
+		}
 		sawUsage = sawUsage || c.usage
 	}
 	switch {
