@@ -49,9 +49,9 @@ type State struct {
 	// WakeS is the wake latency: wake request sent → first token.
 	WakeS float64
 	// SleepJ is the energy of the sleep call into this state (sent →
-	// answered) above the same GPU with the model stopped, as WakeJ; 0
-	// for Awake. The asleep path of the break-even begins with it.
-	SleepJ float64
+	// answered, SleepS) above the same GPU with the model stopped, as
+	// WakeJ; 0 for Awake. The asleep path of the break-even begins with it.
+	SleepJ, SleepS float64
 	// WokenHostGiB is the tree's host memory awake again after a wake
 	// from this state (0: unknown, taken as Awake's): vLLM keeps a level-1
 	// sleep's pinned weight copy for the process's life (pinned by cumem.py, cached by PyTorch's host allocator: pytorch/pytorch#275) unless
@@ -381,19 +381,20 @@ type BreakEven struct {
 	Level Level
 	// IdleS is t*, where the two paths cost the same energy over one time
 	// span: the model goes idle at 0 and the next request comes at t.
-	// Asleep: the sleep call (E_sleep), P_sleep·t, then the wake (E_wake over w s), then awake
+	// Asleep: the sleep call (E_sleep over s s), P_sleep until t, then the wake (E_wake over w s), then awake
 	// (P_awake) until the cold start would have served, t + c. Stopped:
 	// P_stopped·t, then the cold start (E_cold over c s). Over [0, t + c],
 	// with every power and energy above the model stopped (P_stopped = 0;
 	// the GPU's own draw is the same on both paths and cancels):
 	//
-	//	E_sleep + P_sleep·t + E_wake + P_awake·(c − w) = E_cold
-	//	t* = (E_cold − E_sleep − E_wake − P_awake·(c − w)) / P_sleep
+	//	E_sleep + P_sleep·(t − s) + E_wake + P_awake·(c − w) = E_cold
+	//	t* = (E_cold − E_sleep − E_wake − P_awake·(c − w)) / P_sleep + s
 	//
-	// E_sleep is the sleep call that begins the asleep path (issue 50: it
-	// was left out); the stop that begins the other is left out, a
-	// process's end that the state-cost phase does not measure (SIGTERM to
-	// the group: well under a second of a draw that falls to P_stopped).
+	// E_sleep is the sleep call that begins the asleep path, over its s
+	// seconds (issue 50: it was left out); the stop that begins the other
+	// is left out, a process's end that the state-cost phase does not
+	// measure (SIGTERM to the group: well under a second of a draw that
+	// falls to P_stopped).
 	//
 	// Past t*, stopping costs less. 0 when stopping costs no more even at
 	// t = 0 (the numerator ≤ 0); +Inf when sleeping draws nothing above
@@ -406,11 +407,11 @@ type BreakEven struct {
 }
 
 // BreakEvenIdle is t* = (coldJ − sleepJ − wakeJ − awakeW·(coldS − wakeS))
-// / sleepW in seconds (BreakEven.IdleS: energies and powers above the
-// model stopped): 0 when the numerator ≤ 0, +Inf when sleepW ≤ 0 (and the
-// numerator > 0), NaN when any input is NaN.
-func BreakEvenIdle(coldJ, coldS, sleepJ, wakeJ, wakeS, awakeW, sleepW float64) float64 {
-	for _, x := range []float64{coldJ, coldS, sleepJ, wakeJ, wakeS, awakeW, sleepW} {
+// / sleepW + sleepS in seconds (BreakEven.IdleS: energies and powers above
+// the model stopped): 0 when the numerator ≤ 0, +Inf when sleepW ≤ 0 (and
+// the numerator > 0), NaN when any input is NaN.
+func BreakEvenIdle(coldJ, coldS, sleepJ, sleepS, wakeJ, wakeS, awakeW, sleepW float64) float64 {
+	for _, x := range []float64{coldJ, coldS, sleepJ, sleepS, wakeJ, wakeS, awakeW, sleepW} {
 		if math.IsNaN(x) {
 			return math.NaN()
 		}
@@ -422,7 +423,7 @@ func BreakEvenIdle(coldJ, coldS, sleepJ, wakeJ, wakeS, awakeW, sleepW float64) f
 	if sleepW <= 0 {
 		return math.Inf(1)
 	}
-	return d / sleepW
+	return d/sleepW + sleepS
 }
 
 // BreakEvens is m's break-even at level 1 and level 2.
@@ -431,7 +432,7 @@ func BreakEvens(m Model) []BreakEven {
 	for _, l := range []Level{Level1, Level2} {
 		st := m.At(l)
 		out = append(out, BreakEven{Label: m.Label, Level: l,
-			IdleS: BreakEvenIdle(m.ColdStartJ, m.ColdStartS, st.SleepJ, st.WakeJ, st.WakeS, m.Awake.PowerW, st.PowerW),
+			IdleS: BreakEvenIdle(m.ColdStartJ, m.ColdStartS, st.SleepJ, st.SleepS, st.WakeJ, st.WakeS, m.Awake.PowerW, st.PowerW),
 			WakeS: st.WakeS, ColdStartS: m.ColdStartS, LatencyS: m.ColdStartS - st.WakeS})
 	}
 	return out

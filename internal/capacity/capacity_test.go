@@ -155,30 +155,31 @@ func TestFitOneModelAndErrors(t *testing.T) {
 // idle until the cold start would have served. Hand computations.
 func TestBreakEven(t *testing.T) {
 	cases := []struct {
-		name                                              string
-		coldJ, coldS, sleepJ, wakeJ, wakeS, awakeW, sleep float64
-		want                                              float64
+		name                                                      string
+		coldJ, coldS, sleepJ, sleepS, wakeJ, wakeS, awakeW, sleep float64
+		want                                                      float64
 	}{
 		// A cold start of 7200 J over 60 s, a wake of 240 J over 2 s, the
 		// woken model awake at 60 W for the 58 s the cold start still
 		// takes (3480 J), asleep at 15 W: (7200 − 240 − 3480) / 15.
-		{"level 1: (7200 − 240 − 60 × 58) J / 15 W", 7200, 60, 0, 240, 2, 60, 15, 232},
-		{"level 2: (7200 − 1130 − 60 × 51) J / 14 W", 7200, 60, 0, 1130, 9, 60, 14, 215},
-		{"twice the sleeping power: stopping pays in half the time", 7200, 60, 0, 240, 2, 60, 30, 116},
-		{"awake for the cold start's lead costs more than it: stop at once", 2000, 40, 0, 200, 2, 60, 30, 0},
-		{"a cold start no dearer than a wake: stop at once", 500, 2, 0, 500, 2, 60, 30, 0},
-		{"sleeping draws nothing: never stop", 7200, 60, 0, 240, 2, 60, 0, math.Inf(1)},
-		// The sleep call that begins the asleep path, 348.6 J (issue 50:
-		// left out on 650cbfc): (7200 − 348.6 − 240 − 3480) / 15.
-		{"level 1 with its sleep call: (7200 − 348.6 − 240 − 60 × 58) J / 15 W", 7200, 60, 348.6, 240, 2, 60, 15, 208.76},
-		{"a sleep call dearer than the margin: stop at once", 7200, 60, 3500, 240, 2, 60, 15, 0},
-		{"unknown sleep energy", 7200, 60, math.NaN(), 240, 2, 60, 15, math.NaN()},
-		{"unknown energy", math.NaN(), 60, 0, 240, 2, 60, 15, math.NaN()},
-		{"unknown awake power", 7200, 60, 0, 240, 2, math.NaN(), 15, math.NaN()},
+		{"level 1: (7200 − 240 − 60 × 58) J / 15 W", 7200, 60, 0, 0, 240, 2, 60, 15, 232},
+		{"level 2: (7200 − 1130 − 60 × 51) J / 14 W", 7200, 60, 0, 0, 1130, 9, 60, 14, 215},
+		{"twice the sleeping power: stopping pays in half the time", 7200, 60, 0, 0, 240, 2, 60, 30, 116},
+		{"awake for the cold start's lead costs more than it: stop at once", 2000, 40, 0, 0, 200, 2, 60, 30, 0},
+		{"a cold start no dearer than a wake: stop at once", 500, 2, 0, 0, 500, 2, 60, 30, 0},
+		{"sleeping draws nothing: never stop", 7200, 60, 0, 0, 240, 2, 60, 0, math.Inf(1)},
+		// The sleep call that begins the asleep path, 348.6 J over 13.6 s
+		// (issue 50: left out on 650cbfc): asleep from its answer on,
+		// (7200 − 348.6 − 240 − 3480) / 15 + 13.6.
+		{"level 1 with its sleep call: (7200 − 348.6 − 240 − 60 × 58) J / 15 W + 13.6 s", 7200, 60, 348.6, 13.6, 240, 2, 60, 15, 222.36},
+		{"a sleep call dearer than the margin: stop at once", 7200, 60, 3500, 0, 240, 2, 60, 15, 0},
+		{"unknown sleep energy", 7200, 60, math.NaN(), 0, 240, 2, 60, 15, math.NaN()},
+		{"unknown energy", math.NaN(), 60, 0, 0, 240, 2, 60, 15, math.NaN()},
+		{"unknown awake power", 7200, 60, 0, 0, 240, 2, math.NaN(), 15, math.NaN()},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := BreakEvenIdle(c.coldJ, c.coldS, c.sleepJ, c.wakeJ, c.wakeS, c.awakeW, c.sleep)
+			got := BreakEvenIdle(c.coldJ, c.coldS, c.sleepJ, c.sleepS, c.wakeJ, c.wakeS, c.awakeW, c.sleep)
 			if math.IsNaN(c.want) {
 				assert.True(t, math.IsNaN(got), "got %g", got)
 				return
@@ -188,10 +189,10 @@ func TestBreakEven(t *testing.T) {
 	}
 
 	m := Model{Label: "A", ColdStartJ: 7200, ColdStartS: 60, Awake: State{PowerW: 60},
-		L1: State{SleepJ: 348.6, WakeJ: 240, PowerW: 15, WakeS: 2}, L2: State{WakeJ: 1130, PowerW: 14, WakeS: 9}}
+		L1: State{SleepJ: 348.6, SleepS: 13.6, WakeJ: 240, PowerW: 15, WakeS: 2}, L2: State{WakeJ: 1130, PowerW: 14, WakeS: 9}}
 	got := BreakEvens(m)
 	require.Len(t, got, 2)
-	assert.InDelta(t, 208.76, got[0].IdleS, 1e-9, "level 1: its sleep call's 348.6 J in the asleep path")
+	assert.InDelta(t, 222.36, got[0].IdleS, 1e-9, "level 1: its sleep call's 348.6 J over 13.6 s in the asleep path")
 	got[0].IdleS = 0
 	assert.Equal(t, []BreakEven{
 		{Label: "A", Level: Level1, WakeS: 2, ColdStartS: 60, LatencyS: 58},

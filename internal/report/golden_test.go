@@ -62,7 +62,7 @@ func addCost(raw *record.Raw) {
 		Transitions: []record.Transition{{Op: record.OpSleepL1, S: 1, J: 120}, {Op: record.OpWakeL1, S: 2, J: 300}, {Op: record.OpSleepL2, S: 0.5, J: 50},
 			{Op: record.OpWakeL2, S: 9, J: 1400}, {Op: record.OpStart, S: 60, J: 9000}},
 		SleepPeakHostGiB: 1.5, WakeReturnedHostGiB: 0.25,
-		BreakEvens: []record.BreakEven{{Level: 1, IdleS: 226, WakeS: 2, ColdStartS: 60, LatencyS: 58}, {Level: 2, IdleS: 212.5, WakeS: 9, ColdStartS: 60, LatencyS: 51}}}}
+		BreakEvens: []record.BreakEven{{Level: 1, IdleS: 227, WakeS: 2, ColdStartS: 60, LatencyS: 58}, {Level: 2, IdleS: 213, WakeS: 9, ColdStartS: 60, LatencyS: 51}}}}
 	raw.Fit = &record.Fit{GPUFreeGiB: 46, HostGiB: 20, HostSource: "cgroup headroom: /sys/fs/cgroup/memory.max − working set", HostHeadroomGiB: 1,
 		Largest: "A", LargestFits: true, Choose: 2, Why: "level 2 keeps 1 asleep, level 1 0 (host binds)",
 		Levels: []record.FitLevel{{Level: 1, Others: 1, Fits: 0, Binds: "host", NeedGPUGiB: 0.5, NeedHostGiB: 25, LeftGPUGiB: 26, LeftHostGiB: 17},

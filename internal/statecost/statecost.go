@@ -458,9 +458,9 @@ func capModel(label string, c record.Cost) capacity.Model {
 		st          *capacity.State
 		sleep, wake string
 	}{{&m.L1, record.OpSleepL1, record.OpWakeL1}, {&m.L2, record.OpSleepL2, record.OpWakeL2}} {
-		lv.st.SleepJ, lv.st.WakeJ, lv.st.WakeS = math.NaN(), math.NaN(), math.NaN()
+		lv.st.SleepJ, lv.st.SleepS, lv.st.WakeJ, lv.st.WakeS = math.NaN(), math.NaN(), math.NaN(), math.NaN()
 		if t, ok := c.Transition(lv.sleep); ok {
-			lv.st.SleepJ = t.J - stopped.PowerW*t.S
+			lv.st.SleepJ, lv.st.SleepS = t.J-stopped.PowerW*t.S, t.S
 		}
 		if t, ok := c.Transition(lv.wake); ok {
 			lv.st.WakeJ, lv.st.WakeS = t.J-stopped.PowerW*t.S, t.S
