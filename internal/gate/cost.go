@@ -28,7 +28,7 @@ func StateCost(cfg config.Config, label string, c record.Cost) []record.Check {
 		level int
 		state string
 	}{{1, record.StateL1}, {2, record.StateL2}} {
-		name := fmt.Sprintf("cost.level%d.power_w", lv.level)
+		name := fmt.Sprintf("cost.level%d.own_power_w", lv.level)
 		s, ok := c.State(lv.state)
 		why := ""
 		switch {

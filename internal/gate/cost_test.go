@@ -32,7 +32,7 @@ func TestSleepingPower(t *testing.T) {
 	for label, c := range map[string]record.Cost{"A": cost(45, 44, 30, ""), "B": cost(50, 49, 35, "")} {
 		cs := StateCost(cfg, label, c)
 		require.Len(t, cs, 2)
-		assert.Equal(t, "cost.level1.power_w", cs[0].Name)
+		assert.Equal(t, "cost.level1.own_power_w", cs[0].Name)
 		assert.InDelta(t, 15, cs[0].Value, 1e-12, label)
 		assert.InDelta(t, 14, cs[1].Value, 1e-12, label)
 		assert.Equal(t, "FAIL", cs[0].Verdict, label)

@@ -27,7 +27,7 @@ func OffPhases(cfg config.Config) []record.Check {
 	for _, m := range cfg.Models {
 		l, t := m.Label, cfg.ThresholdsFor(m.Label)
 		if p.CostDwellS == 0 && cfg.ThresholdSetByUser(l, "max_sleeping_power_w") {
-			for _, name := range []string{"cost.level1.power_w", "cost.level2.power_w"} {
+			for _, name := range []string{"cost.level1.own_power_w", "cost.level2.own_power_w"} {
 				off(name, l, "<=", t.MaxSleepingPowerW, "protocol.cost_dwell_s is 0: the state-cost phase is off")
 			}
 		}

@@ -27,8 +27,8 @@ func TestOffPhasesKeepTheUsersThresholds(t *testing.T) {
 		got[c.Name+"/"+c.Model] = c
 	}
 	for _, m := range cfg.Models {
-		assert.Contains(t, got["cost.level1.power_w/"+m.Label].Reason, "protocol.cost_dwell_s is 0")
-		assert.Equal(t, 18.0, got["cost.level2.power_w/"+m.Label].Limit)
+		assert.Contains(t, got["cost.level1.own_power_w/"+m.Label].Reason, "protocol.cost_dwell_s is 0")
+		assert.Equal(t, 18.0, got["cost.level2.own_power_w/"+m.Label].Limit)
 		assert.Contains(t, got["sleep.level0.to_first_token_s.p95/"+m.Label].Reason, "protocol.sleep_l0_cycles is 0")
 		assert.NotContains(t, got, "kv_release.to_first_token_s.p95/"+m.Label, "left at its default: nothing to keep")
 	}

@@ -538,5 +538,5 @@ func TestCloseKeepsTheThresholdsOfOffPhases(t *testing.T) {
 			off = append(off, c.Name+"/"+c.Model)
 		}
 	}
-	assert.ElementsMatch(t, []string{"cost.level1.power_w/A", "cost.level2.power_w/A", "cost.level1.power_w/B", "cost.level2.power_w/B"}, off)
+	assert.ElementsMatch(t, []string{"cost.level1.own_power_w/A", "cost.level2.own_power_w/A", "cost.level1.own_power_w/B", "cost.level2.own_power_w/B"}, off)
 }

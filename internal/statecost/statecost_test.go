@@ -265,7 +265,7 @@ func TestStateCostCounterGoesBackwards(t *testing.T) {
 	}
 	for level, st := range map[int]string{1: record.StateL1, 2: record.StateL2} {
 		s, _ := c.State(st)
-		ch := checks[fmt.Sprintf("cost.level%d.power_w", level)]
+		ch := checks[fmt.Sprintf("cost.level%d.own_power_w", level)]
 		if math.IsNaN(s.PowerW) {
 			assert.Equal(t, record.NotEvaluated, ch.Verdict, st)
 			assert.Contains(t, ch.Reason, "went backwards", "never a PASS on a reading that went backwards")
