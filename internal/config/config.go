@@ -755,7 +755,7 @@ func (c Config) validateProtocol(bad badFunc) {
 		// sends a request to the paused model and wakes it once the server
 		// has taken it (its response headers), waiting at most settle_s:
 		// the request must be sent before the wake, which 0 does not leave
-		// time for (pauseCycle: "settle_s too short to send it while paused").
+		// time for (pauseCycle: "no answer to it within settle_s").
 		bad("protocol.settle_s", "0 with sleep_l0_cycles %d: a level-0 cycle sends a request while paused and wakes the model once the server has taken it, waiting at most settle_s, so the request goes after the wake and the cycle fails; want settle_s > 0 (e.g. 0.1), or sleep_l0_cycles 0", p.SleepL0Cycles)
 	}
 	if !(p.SampleHz > 0 && p.SampleHz <= 1000) {

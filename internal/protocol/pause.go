@@ -140,7 +140,7 @@ func (p *pauser) pauseResume(ctx context.Context, phase, label string, logf Logf
 	case h.err != nil:
 		return p.Fail(phase, label, "request held by /pause", h.err)
 	case !h.sent.Before(sent):
-		return p.Fail(phase, label, "request held by /pause", fmt.Errorf("it was sent %.3f s after /resume (settle_s %g too short to send it while paused)", h.sent.Sub(sent).Seconds(), p.cfg.Protocol.SettleS))
+		return p.Fail(phase, label, "request held by /pause", fmt.Errorf("it was sent %.3f s after /resume (no answer to it within settle_s %g, the longest the harness waits for the server to take it: raise settle_s)", h.sent.Sub(sent).Seconds(), p.cfg.Protocol.SettleS))
 	case h.first.Before(sent):
 		return p.Fail(phase, label, "request held by /pause", fmt.Errorf("its first token came %.3f s before /resume was sent", sent.Sub(h.first).Seconds()))
 	default:
@@ -178,7 +178,7 @@ func (p *pauser) pauseCycle(ctx context.Context, label string) (record.Cycle, st
 		return c, "request held while paused", h.err
 	}
 	if !h.sent.Before(tw) {
-		return c, "request held while paused", fmt.Errorf("it was sent %.3f s after the wake (settle_s %g too short to send it while paused)", h.sent.Sub(tw).Seconds(), p.cfg.Protocol.SettleS)
+		return c, "request held while paused", fmt.Errorf("it was sent %.3f s after the wake (no answer to it within settle_s %g, the longest the harness waits for the server to take it: raise settle_s)", h.sent.Sub(tw).Seconds(), p.cfg.Protocol.SettleS)
 	}
 	c.HeldS, c.HeldPastWakeS = h.first.Sub(h.sent).Seconds(), h.first.Sub(tw).Seconds()
 	if h.first.Before(tw) {

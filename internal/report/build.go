@@ -297,9 +297,11 @@ func firstSleep(fs []record.FirstSleep, l1 *SleepLevel) *FirstSleep {
 	}
 	out := &FirstSleep{Processes: len(xs), L1SleepS: summary(xs)}
 	if l1 != nil && l1.SteadyState != nil && l1.SteadyState.SleepS.N > 0 {
-		out.SteadyL1SleepS = l1.SteadyState.SleepS.Median
-		if out.SteadyL1SleepS > 0 {
-			out.RatioToSteadyState = out.L1SleepS.Median / out.SteadyL1SleepS
+		steady := l1.SteadyState.SleepS.Median
+		out.SteadyL1SleepS = &steady
+		if steady > 0 {
+			ratio := out.L1SleepS.Median / steady
+			out.RatioToSteadyState = &ratio
 		}
 	}
 	return out

@@ -461,7 +461,13 @@ func TestTransitionsSummarised(t *testing.T) {
 	assert.Equal(t, 1, steady.N)
 	assert.Equal(t, 3.0, steady.SleepS.Median)
 	assert.Equal(t, 21.0, a.FirstSleep.L1SleepS.Median)
-	assert.Equal(t, 7.0, a.FirstSleep.RatioToSteadyState, "21 s against the steady 3 s")
+	require.NotNil(t, a.FirstSleep.RatioToSteadyState)
+	assert.Equal(t, 7.0, *a.FirstSleep.RatioToSteadyState, "21 s against the steady 3 s")
+	// Without a steady state (one level-1 cycle), null, not 0 (issue 50).
+	alone := firstSleep([]record.FirstSleep{{Level: 1, SleepS: 21}}, &SleepLevel{SteadyState: &Steady{}})
+	require.NotNil(t, alone)
+	assert.Nil(t, alone.SteadyL1SleepS)
+	assert.Nil(t, alone.RatioToSteadyState)
 	d := rep.Switch.Directions["A→B"]
 	assert.Equal(t, 1.0, d.FirstCycle.SleepS)
 	assert.Equal(t, 0, d.SteadyState.N, "one handoff A→B succeeded: no steady state")

@@ -288,8 +288,8 @@ func writeTransitions(b *strings.Builder, rep Report, labels []string) {
 		first := "–"
 		if f := m.FirstSleep; f != nil {
 			first = fmt.Sprintf("%s s (%d server process%s)", num(f.L1SleepS), f.Processes, map[bool]string{true: "es"}[f.Processes != 1])
-			if f.RatioToSteadyState > 0 {
-				first += fmt.Sprintf(" (%.3g× the steady %.4g s)", f.RatioToSteadyState, f.SteadyL1SleepS)
+			if f.RatioToSteadyState != nil {
+				first += fmt.Sprintf(" (%.3g× the steady %.4g s)", *f.RatioToSteadyState, *f.SteadyL1SleepS)
 			}
 		}
 		corr := "off"

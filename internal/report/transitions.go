@@ -46,8 +46,8 @@ func firstSteady(sleep, wake, ftt []float64) (*FirstCycle, *Steady) {
 type FirstSleep struct {
 	Processes          int           `json:"processes"`
 	L1SleepS           stats.Summary `json:"level1_sleep_s"`
-	SteadyL1SleepS     float64       `json:"steady_level1_sleep_s"` // median of the level-1 cycles after the first
-	RatioToSteadyState float64       `json:"ratio_to_steady_state"` // median first / steady median (0 when either is absent)
+	SteadyL1SleepS     *float64      `json:"steady_level1_sleep_s"` // median of the level-1 cycles after the first; null without them
+	RatioToSteadyState *float64      `json:"ratio_to_steady_state"` // median first / steady median; null when the steady one is absent or 0
 }
 
 // Correctness is a model's correctness oracle: its probe set and, per
