@@ -748,7 +748,9 @@ func TestWakeFractionsByHand(t *testing.T) {
 	require.NoError(t, err)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(b, &got))
-	assert.Equal(t, got["l1_wake_fraction_of_floor"], got["l1_wake_fraction_of_pcie_limit"], "the old name, one release")
+	assert.InDelta(t, weight/16.5e9/3, got["l1_wake_fraction_of_floor"], 1e-12)
+	assert.InDelta(t, weight/16.5e9/3, got["l1_wake_fraction_of_pcie_limit"], 1e-12, "the old name, one release")
+	assert.InDelta(t, weight/32e9/3, got["l1_wake_fraction_of_nominal_pcie"], 1e-12)
 }
 
 // TestOwnPowerByHand (issue 50): a state's power_w is the whole GPU's
