@@ -111,7 +111,7 @@ func List() []Phase {
 					return Result{Value: f}, nil
 				}})
 			}},
-		{Name: protocol.PhaseSwitch, Doc: "all models: 1 initial activation (A awake, others asleep), then `handoffs` (19) handoffs A→B, B→A, … (round-robin for more models): sleep the active model at level 1, wake the next, first token; the engine-health burst after the first handoff to each model",
+		{Name: protocol.PhaseSwitch, Doc: "all models: 1 initial activation (A awake, others asleep), then `handoffs` (19) handoffs A→B, B→A, … (round-robin for more models): sleep the active model at level 1, wake the next, first token, the slept model's memory read `settle_s` after its sleep answered; the engine-health burst after the first handoff to each model",
 			Off: func(cfg config.Config) string {
 				if n := len(cfg.Models); n < 2 {
 					return fmt.Sprintf("switching needs two models; the config has %d", n)
