@@ -45,7 +45,7 @@ func StateCost(cfg config.Config, label string, c record.Cost) []record.Check {
 				Reason: cmp.Or(none, why), Required: required})
 			continue
 		}
-		out = append(out, Evaluate(name, label, s.PowerW-stopped.PowerW, "<=", limit))
+		out = append(out, Evaluate(name, label, c.OwnPowerW(lv.state), "<=", limit))
 	}
 	return out
 }

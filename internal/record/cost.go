@@ -4,6 +4,8 @@ package record
 // in GPU memory, host memory and GPU power, the energy of each transition,
 // the break-even per level, and the node's fit table.
 
+import "math"
+
 // The states a model's cost is measured in.
 const (
 	StateAwake      = "awake"       // awake and idle
@@ -99,6 +101,20 @@ func (c Cost) State(st string) (StateCost, bool) {
 		}
 	}
 	return StateCost{}, false
+}
+
+// OwnPowerW is the power the model adds to the device in state st: the
+// state's PowerW (the whole device's) less the stopped state's, every
+// other model held as it was in both dwells (NVML has no per-process
+// energy); NaN where either state is missing or skipped, or its power
+// unknown.
+func (c Cost) OwnPowerW(st string) float64 {
+	s, ok := c.State(st)
+	stopped, stoppedOK := c.State(StateStopped)
+	if !ok || !stoppedOK || s.Skipped != "" || stopped.Skipped != "" {
+		return math.NaN()
+	}
+	return s.PowerW - stopped.PowerW
 }
 
 // Transition is c's transition op, and whether it is there.

@@ -113,17 +113,9 @@ func costs(rep *Report, raw record.Raw) {
 		out := &Cost{DwellS: c.DwellS, States: map[string]CostState{}, Transitions: map[string]CostTransition{},
 			SleepPeakHostGiB: opt(c.SleepPeakHostGiB), WakeReturnedHostGiB: opt(c.WakeReturnedHostGiB),
 			ReleaseHostEnv: c.ReleaseHostEnv, BreakEven: map[string]BreakEven{}, EnergyNote: c.EnergyNote, Simulated: sim}
-		stoppedW := math.NaN()
-		if st, ok := c.State(record.StateStopped); ok && st.Skipped == "" {
-			stoppedW = st.PowerW
-		}
 		for _, s := range c.States {
-			own := math.NaN()
-			if s.Skipped == "" {
-				own = s.PowerW - stoppedW
-			}
 			out.States[s.State] = CostState{GPUGiB: s.GPUGiB, HostGiB: opt(s.HostGiB), LockedGiB: opt(s.LockedGiB), PinnedGiB: opt(s.PinnedGiB),
-				SwapGiB: opt(s.SwapGiB), PowerW: opt(s.PowerW), OwnPowerW: opt(own), DwellS: opt(s.DwellS), Skipped: s.Skipped}
+				SwapGiB: opt(s.SwapGiB), PowerW: opt(s.PowerW), OwnPowerW: opt(c.OwnPowerW(s.State)), DwellS: opt(s.DwellS), Skipped: s.Skipped}
 		}
 		for _, t := range c.Transitions {
 			out.Transitions[t.Op] = CostTransition{S: t.S, J: opt(t.J)}
