@@ -280,20 +280,19 @@ func (ms *MeasuredSleep) Finish(ctx context.Context) (float64, error) {
 	if !ms.read {
 		return math.NaN(), nil
 	}
-	s.mu.Lock()
-	moved := s.changes != ms.changes
-	s.mu.Unlock()
-	// In device-delta mode a device another model changed since can no
-	// longer say this model's share: the read right after the sleep
-	// (StartSleep's) stands, and waiting reads nothing new. There a
-	// switch's release is that early read, as docs/metrics.md says.
-	if d := time.Until(ms.Answered().Add(seconds(s.cfg.Protocol.SettleS))); d > 0 && !(ms.delta && moved) {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return math.NaN(), context.Cause(ctx)
+	wait := true
+	if ms.delta {
+		// A device another model changed since can no longer say this
+		// model's share: the read right after the sleep (StartSleep's)
+		// stands, and waiting reads nothing new. There a switch's release
+		// is that early read, as docs/metrics.md says.
+		s.mu.Lock()
+		wait = s.changes == ms.changes
+		s.mu.Unlock()
+	}
+	if wait {
+		if err := sleepCtx(ctx, time.Until(ms.Answered().Add(seconds(s.cfg.Protocol.SettleS)))); err != nil {
+			return math.NaN(), err
 		}
 	}
 	if ms.delta {

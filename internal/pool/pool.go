@@ -261,6 +261,21 @@ func (s *servers) late() {
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
+// sleepCtx waits d (at once when d ≤ 0) or until ctx ends, then its cause.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
 func (s *servers) model(label string) (*model, error) {
 	m, ok := s.models[label]
 	if !ok {

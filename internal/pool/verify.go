@@ -81,12 +81,8 @@ func checkEngine(ctx context.Context, label, op string, read metricsRead, poll t
 		return "", nil
 	}
 	wait := max(2*poll, 100*time.Millisecond)
-	t := time.NewTimer(wait)
-	select {
-	case <-ctx.Done():
-		t.Stop()
-		return "", fmt.Errorf("model %s: after %s: %w", label, op, context.Cause(ctx))
-	case <-t.C:
+	if err := sleepCtx(ctx, wait); err != nil {
+		return "", fmt.Errorf("model %s: after %s: %w", label, op, err)
 	}
 	if ms, err = read(ctx); err != nil {
 		return unreadable(op, err), nil
@@ -189,12 +185,8 @@ func notFullyAwake(ctx context.Context, read metricsRead) error {
 	var v vllm.SleepView
 	for try := range 2 {
 		if try > 0 {
-			t := time.NewTimer(100 * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return context.Cause(ctx)
-			case <-t.C:
+			if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+				return err
 			}
 		}
 		ms, err := read(ctx)

@@ -134,11 +134,12 @@ func (c *Client) Complete(ctx context.Context, r CompletionRequest) (*Stream, er
 		return s, fmt.Errorf("POST /v1/completions: %w", ParseError(resp.StatusCode, b))
 	}
 	now := func() time.Time { return receiveTime(conn) }
-	read := func(body io.Reader, now func() time.Time) error { return s.read(body, now, r.OnFirstToken) }
 	if r.NoStream {
-		read = s.readWhole
+		err = s.readWhole(resp.Body, now)
+	} else {
+		err = s.read(resp.Body, now, r.OnFirstToken)
 	}
-	if err := read(resp.Body, now); err != nil {
+	if err != nil {
 		return s, fmt.Errorf("POST /v1/completions: %w", err)
 	}
 	return s, nil
