@@ -235,8 +235,10 @@ type held struct {
 // generator before it returns the streaming response, and Starlette
 // iterates that generator, which adds the request to the engine, right
 // after it sends the headers (vllm/entrypoints/openai/serving_completion.py
-// as of vllm@00463e62: `_process_inputs`, then `engine_client.generate`
-// returned unstarted in `completion_stream_generator`). vllmsim submits
+// in the code index at vllm@00463e62, a commit not tied here to a merged
+// PR or a release, so unconfirmed: `_process_inputs`, then
+// `engine_client.generate` returned unstarted in
+// `completion_stream_generator`; docs/vllm-api.md). vllmsim submits
 // before it writes them. A wake sent at the headers therefore reaches an
 // engine that holds the request (issue 50: held_request_s held settle_s of
 // the harness's own wait before). A server or proxy that sends no header
