@@ -23,6 +23,8 @@ const (
 	UnjudgedFewSamples
 	UnjudgedFewRounds
 	UnjudgedTail
+	UnjudgedFirstWave
+	UnjudgedOneProcess
 	UnjudgedSinceChange
 	UnjudgedWideFloor
 	UnjudgedZeroBase
@@ -46,6 +48,10 @@ func (u Unjudged) String() string {
 		return fmt.Sprintf("of requests in fewer than %d rounds of concurrent requests in the one baseline run (a round is one moment of the machine)", OneRunMinSamples)
 	case UnjudgedTail:
 		return "a run's tail (its slowest request or two: one event a run)"
+	case UnjudgedFirstWave:
+		return "a run's first wave of requests after a start or wake (one event a run)"
+	case UnjudgedOneProcess:
+		return "level-1 sleeps of one server process in the one baseline run (the process sets their level: one draw of it)"
 	case UnjudgedSinceChange:
 		return "with one baseline run since their last change point"
 	case UnjudgedWideFloor:
@@ -78,6 +84,10 @@ func (u Unjudged) remedy(more int) string {
 		return fmt.Sprintf("%s needed (the runs rule judges the runs' medians), or protocol.rounds of %d or more", runs, OneRunMinSamples)
 	case UnjudgedTail:
 		return fmt.Sprintf("%s needed (a tail is gated from %d runs)", runs, FewMinRuns)
+	case UnjudgedFirstWave:
+		return fmt.Sprintf("%s needed (a first wave is gated from %d runs)", runs, FewMinRuns)
+	case UnjudgedOneProcess:
+		return runs + " needed (the runs rule measures the spread from process to process)"
 	case UnjudgedSinceChange:
 		return runs + " after the change point needed"
 	case UnjudgedWideFloor:

@@ -142,7 +142,7 @@ func TestCoverageNamesWhatItDidNotJudge(t *testing.T) {
 	host := "Host/window=A-sleep-level1 %-others-cpu"
 	mk := func(i int, f float64) Run {
 		return mkRun(t, i, map[string][]float64{
-			wake: around(1, 0.01, 5), l2: around(f, 0.01, 3), ttft: around(0.01, 0.02, 16), rounds: {100, 101},
+			wake: around(1, 0.01, 5), l2: around(f, 0.01, 3), ttft: around(0.01, 0.02, 20), rounds: {100, 101},
 			host: {2}, "Host/window=A-sleep-level1 wait/run": {0.2},
 		})
 	}
@@ -177,14 +177,15 @@ func TestCoverageNamesWhatItDidNotJudge(t *testing.T) {
 	// runs, and the coverage says 8 more; a metric this run lacks, and one
 	// the baseline lacks, are groups of their own.
 	two := []Run{mk(0, 1), mk(1, 1.01)}
-	cur := mkRun(t, 2, map[string][]float64{wake: around(1, 0.01, 5), l2: around(14, 0.01, 3), ttft: around(0.01, 0.02, 16), "Restart/model=A/kind=warm sec/ready": {3}})
+	cur := mkRun(t, 2, map[string][]float64{wake: around(1, 0.01, 5), l2: around(14, 0.01, 3), ttft: around(0.01, 0.02, 20), rounds: {100, 101}, "Restart/model=A/kind=warm sec/ready": {3}})
 	vs, err = Judge(t.Context(), two, cur, 10, 0.05)
 	require.NoError(t, err)
 	assert.True(t, verdict(t, vs, ttft).Judged(), "two runs' medians")
 	cov = CoverageOf(vs)
 	s := cov.String()
-	assert.Contains(t, s, "1 with fewer than 5 samples in a run (one or two events a run, which a hiccup of the machine moves whole): 8 more baseline runs needed")
-	assert.Contains(t, s, "1 a run's tail (its slowest request or two: one event a run): 8 more baseline runs needed (a tail is gated from 10 runs); 1 in", "an unchanged tail: no worst change named")
+	assert.Contains(t, s, "2 with fewer than 5 samples in a run (one or two events a run, which a hiccup of the machine moves whole): 8 more baseline runs needed", "the level-2 wake and the rounds' tok/s")
+	assert.Contains(t, s, "1 a run's tail (its slowest request or two: one event a run): 8 more baseline runs needed (a tail is gated from 10 runs); 1 a run's first wave", "an unchanged tail: no worst change named")
+	assert.Contains(t, s, "1 a run's first wave of requests after a start or wake (one event a run): 8 more baseline runs needed (a first wave is gated from 10 runs); 1 in")
 	assert.Contains(t, s, "worst change among them Sleep/model=A/level=2 sec/wake +1293.1 %")
 	assert.Contains(t, s, "1 in this run and in no baseline run: a baseline run that has them")
 	assert.Contains(t, s, "in the baseline and not in this run: this run lacks them")

@@ -35,7 +35,7 @@ func benchText(started time.Time, metrics map[string][]float64) string {
 	if !started.IsZero() {
 		b.WriteString(StartedPrefix + started.Format(time.RFC3339Nano) + "\n")
 	}
-	b.WriteString("gpu: g\nUnit sec/wake better=lower\nUnit sec/ttft better=lower\nUnit sec/ready better=lower\nUnit tok/s better=higher\nUnit GiB/residual better=lower\n")
+	b.WriteString("gpu: g\nUnit sec/wake better=lower\nUnit sec/ttft better=lower\nUnit sec/ready better=lower\nUnit tok/s better=higher\nUnit GiB/residual better=lower\nUnit sec/sleep better=lower\n")
 	for k, xs := range metrics {
 		name, unit, _ := strings.Cut(k, " ")
 		for _, x := range xs {
@@ -158,7 +158,7 @@ func TestOneRunRuleKnowsWhatOneRunCannotSee(t *testing.T) {
 	v := verdict(t, vs, ttft)
 	assert.False(t, v.Regression, "+50 %% in two rounds: one run cannot tell")
 	assert.True(t, math.IsInf(v.MinPct, 1))
-	assert.Contains(t, v.How, "16 samples in 2 rounds of concurrent requests")
+	assert.Contains(t, v.How, "12 samples in 2 rounds of concurrent requests", "the 16 requests but the first wave")
 	assert.True(t, verdict(t, vs, wake).Regression, "five cycles are five moments")
 	assert.True(t, verdict(t, vs, resid).Regression)
 

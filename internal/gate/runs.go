@@ -44,28 +44,28 @@ type Run struct {
 const wantBench = "want the bench.txt of a wakebench run (lines such as `BenchmarkSleep/model=A/level=1 1 0.7 sec/wake`)"
 
 // Median is the run's median of one benchmark × unit (the mean of the two
-// middle values when n is even); ok is false when the run lacks it.
-func (r Run) Median(k BenchKey) (float64, bool) {
-	s, err := stats.Summarize(r.Bench.Values[k])
-	return s.Median, err == nil
-}
+// middle values when n is even): of a serving metric's later waves
+// (serveWaves); ok is false when the run lacks it.
+func (r Run) Median(k BenchKey) (float64, bool) { return r.Stat(k, StatMedian) }
 
 // Stat is the run's statistic st of one benchmark × unit: StatMedian,
-// StatP95 (stats.Summarize's, by nearest rank) or StatP5 (by nearest rank
-// too, stats.NearestRank); ok is false when the run lacks it.
+// StatP95 (by nearest rank, as stats.Summarize's) or StatP5 (by nearest
+// rank too, stats.NearestRank), of a serving metric's later waves, or
+// StatFirstWave, the median of its first wave (serveWaves); ok is false
+// when the run lacks it.
 func (r Run) Stat(k BenchKey, st string) (float64, bool) {
-	xs := r.Bench.Values[k]
+	xs := samplesOf(r, k, st)
 	s, err := stats.Summarize(xs)
+	if err != nil {
+		return 0, false
+	}
 	switch st {
 	case StatP95:
-		return s.P95, err == nil
+		return s.P95, true
 	case StatP5:
-		if err != nil {
-			return 0, false
-		}
-		return stats.NearestRank(slices.Sorted(slices.Values(xs)), 5), true
+		return nearestRank(xs, 5), true
 	}
-	return s.Median, err == nil
+	return s.Median, true
 }
 
 // MaxBenchBytes bounds a bench.txt the gate reads: a run's bench.txt is
