@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,17 +18,28 @@ import (
 
 func TestMain(m *testing.M) { testmain.Main(m, "") }
 
-// writeRun writes one run's bench.txt into dir: the serving TTFT of 16
-// requests (tailKey), a wake of 5 samples, and the host load of both
-// windows; every time is scaled by f, the wake by wake too.
+// writeRun writes one run's bench.txt into dir: the serving TTFT of four
+// rounds of 8 requests at concurrency 4 (tailKey, with a tok/s line a
+// round), each wave of 4 off by its own 5 % and the first twice as slow,
+// a wake of 5 samples, and the host load of both windows; every time is
+// scaled by f, the wake by wake too.
 func writeRun(t *testing.T, rng *rand.Rand, dir string, f, wake, others float64) {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	var b strings.Builder
-	b.WriteString("# wakebench run started 2026-12-05T00:00:00Z\nUnit sec/ttft better=lower\nUnit sec/wake better=lower\ngpu: g\n")
+	b.WriteString("# wakebench run started 2026-12-05T00:00:00Z\nUnit sec/ttft better=lower\nUnit sec/wake better=lower\nUnit tok/s better=higher\ngpu: g\n")
 	run := math.Exp(0.02 * rng.NormFloat64())
-	for range 16 {
-		fmt.Fprintf(&b, "BenchmarkServe/model=A/stage=baseline/conc=4 1 %g sec/ttft\n", 0.015*f*run*math.Exp(0.05*rng.NormFloat64()))
+	for round := range 4 {
+		fmt.Fprintf(&b, "BenchmarkServe/model=A/stage=baseline/conc=4 1 %g tok/s\n", 2000/f/run)
+		for wave := range 2 {
+			w := math.Exp(0.05 * rng.NormFloat64())
+			if round == 0 && wave == 0 {
+				w *= 2 // the first wave after a start
+			}
+			for range 4 {
+				fmt.Fprintf(&b, "BenchmarkServe/model=A/stage=baseline/conc=4 1 %g sec/ttft\n", 0.015*f*run*w*math.Exp(0.01*rng.NormFloat64()))
+			}
+		}
 	}
 	for range 5 {
 		fmt.Fprintf(&b, "BenchmarkSleep/model=A/level=1 1 %g sec/wake\n", 0.03*f*wake*run*math.Exp(0.01*rng.NormFloat64()))
@@ -68,8 +80,8 @@ func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
 	table := b.String()
 	t.Log(table)
 	// Every goal of the false alarms and of the changes made is met; the
-	// stated power's injections are a measurement of 60 correlated trials
-	// (three gated metrics, twenty runs, each against half the baseline or,
+	// stated power's injections are a measurement of 100 correlated trials
+	// (five gated metrics, twenty runs, each against half the baseline or,
 	// the tail, all of it): counted and reported, not a goal (package
 	// gate's TestStatedPowerHoldsByInjection holds it over 100 baselines).
 	for _, l := range strings.Split(table, "\n") {
@@ -77,8 +89,8 @@ func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
 			assert.True(t, strings.HasSuffix(l, "| yes |"), "goal missed: %s", l)
 		}
 	}
-	assert.Regexp(t, `stated power \(smallest flagged\), injected into each same-code run \(quiet\), one metric at a time \| 5 of the 10 runs \(quiet\), drawn for each run; all 10 for a metric gated only from more \| \d+ of 60 \|`, table)
-	assert.Regexp(t, `half of it, injected alike \(under the hog\) \| 5 of the 10 runs \(under the hog\), drawn for each run; all 10 for a metric gated only from more \| \d+ of 60 \|`, table)
+	assert.Regexp(t, `stated power \(smallest flagged\), injected into each same-code run \(quiet\), one metric at a time \| 5 of the 10 runs \(quiet\), drawn for each run; all 10 for a metric gated only from more \| \d+ of 100 \|`, table)
+	assert.Regexp(t, `half of it, injected alike \(under the hog\) \| 5 of the 10 runs \(under the hog\), drawn for each run; all 10 for a metric gated only from more \| \d+ of 100 \|`, table)
 	for _, want := range []string{
 		"| same code (quiet) | 5 runs (quiet) | 0 of 20 | 0 | 0 flagged | yes |",
 		"| same code (quiet) | 1 run (quiet), each of 10 in turn |",
@@ -87,8 +99,9 @@ func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
 		"| same code (under the hog) | 5 runs (under the hog) | 0 of 20 |",
 		"| same code (under the hog) | 5 runs (quiet) | 0 of 20 | 20 |",
 		"| 1.5× slower (under the hog) | 5 runs (under the hog) | 4 of 4 |",
-		"15 of 16 requests twice as slow (Serve/model=A/stage=baseline/conc=4 sec/ttft) | 10 runs (quiet) | 20 of 20 |",
-		"the p95 doubled (at 16 requests, the slowest), the median unchanged | 10 runs (quiet) | 20 of 20 |",
+		"every request but the fastest twice as slow (Serve/model=A/stage=baseline/conc=4 sec/ttft) | 10 runs (quiet) | 20 of 20 |",
+		"the p95 doubled (of the requests after the first wave, at 28 requests, the 2 slowest), their median unchanged | 10 runs (quiet) | 20 of 20 |",
+		"the first wave twice as slow (the requests sent first after a start), the later waves unchanged | 10 runs (quiet) | 20 of 20 |",
 		"machine: ",
 		"quiet: Sleep/model=A/level=1 sec/wake: stated power flagged in",
 	} {
@@ -100,6 +113,34 @@ func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
 	assert.ErrorContains(t, err, "a run wrote no bench.txt")
 	_, err = run(t.Context(), &b, t.TempDir(), false, 10, 0.05, false)
 	assert.ErrorContains(t, err, "no runs of base or same")
+}
+
+// TestInjectKeepsTheWaves: the gate reads a serving metric's waves from
+// its samples' order, so an injection changes samples in their places:
+// the later waves' p95 doubled leaves the first wave and every other
+// request where and as it was; the first wave doubled leaves the later
+// waves; the run injected into is left as it was.
+func TestInjectKeepsTheWaves(t *testing.T) {
+	k := tailKey
+	// Two rounds of 8 at concurrency 4: the first wave slowest, the later
+	// waves out of order.
+	xs := []float64{20, 21, 22, 23, 5, 6, 7, 8, 12, 11, 10, 9, 1, 2, 4, 3}
+	r := gate.Run{Bench: gate.Bench{Values: map[gate.BenchKey][]float64{k: slices.Clone(xs), {Name: k.Name, Unit: "tok/s"}: {1, 1}}}}
+	tail := inject(r, k, gate.StatP95, -1, 100)
+	want := slices.Clone(xs)
+	want[8] = 24 // of the 12 later requests the p95 (nearest rank 12) is the slowest, 12, in its place
+	assert.Equal(t, want, tail.Bench.Values[k])
+	first := inject(r, k, gate.StatFirstWave, -1, 100)
+	assert.Equal(t, append([]float64{40, 42, 44, 46}, xs[4:]...), first.Bench.Values[k])
+	assert.Equal(t, xs, r.Bench.Values[k], "the run injected into is left as it was")
+	m0, _ := r.Stat(k, gate.StatMedian)
+	m1, _ := tail.Stat(k, gate.StatMedian)
+	m2, _ := first.Stat(k, gate.StatMedian)
+	assert.Equal(t, 6.5, m0, "the later waves' median: (6 + 7) / 2")
+	assert.Equal(t, m0, m1)
+	assert.Equal(t, m0, m2)
+	f, _ := first.Stat(k, gate.StatFirstWave)
+	assert.Equal(t, 2*21.5, f)
 }
 
 // TestInjectMovesExactlyItsStatistic: a tail injected into 16 and into 20

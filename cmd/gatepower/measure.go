@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -130,12 +131,16 @@ func measure(ctx context.Context, out string, load bool, pct, alpha float64) (me
 	for _, c := range conds {
 		rows = append(rows,
 			func() (row, error) {
-				return injectRate(ctx, j, "injected ("+c.name+"): 15 of 16 requests twice as slow ("+tailKey.Name+" "+tailKey.Unit+")",
+				return injectRate(ctx, j, "injected ("+c.name+"): every request but the fastest twice as slow ("+tailKey.Name+" "+tailKey.Unit+")",
 					c.same, c.base, named(c.name, c.base), mostSlower, gate.StatMedian)
 			},
 			func() (row, error) {
-				return injectRate(ctx, j, "injected ("+c.name+"): the p95 doubled (at 16 requests, the slowest), the median unchanged",
+				return injectRate(ctx, j, "injected ("+c.name+"): the p95 doubled (of the requests after the first wave, "+tailOf(c.same)+"), their median unchanged",
 					c.same, c.base, named(c.name, c.base), tailSlower, gate.StatP95)
+			},
+			func() (row, error) {
+				return injectRate(ctx, j, "injected ("+c.name+"): the first wave twice as slow (the requests sent first after a start), the later waves unchanged",
+					c.same, c.base, named(c.name, c.base), firstSlower, gate.StatFirstWave)
 			})
 	}
 	for _, f := range rows {
@@ -253,15 +258,21 @@ func judgeAll(ctx context.Context, j judge, base, curs []gate.Run) ([][]gate.Ver
 	return out, g.Wait()
 }
 
-// scaled is r with key k's samples changed by f (each sample's index in
-// ascending order and value → its new value).
-func scaled(r gate.Run, k gate.BenchKey, f func(i int, x float64) float64) gate.Run {
+// scaled is r with key k's samples in [lo, hi) changed by f (each
+// sample's rank among them, ascending from 0, and value → its new value),
+// each left in its place: the gate reads a serving metric's waves from
+// the samples' order (gate.Run.Span).
+func scaled(r gate.Run, k gate.BenchKey, lo, hi int, f func(i int, x float64) float64) gate.Run {
 	c := r
 	c.Bench.Values = maps.Clone(r.Bench.Values)
 	xs := slices.Clone(r.Bench.Values[k])
-	slices.Sort(xs)
-	for i, x := range xs {
-		xs[i] = f(i, x)
+	idx := make([]int, hi-lo)
+	for i := range idx {
+		idx[i] = lo + i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(xs[a], xs[b]) })
+	for rank, i := range idx {
+		xs[i] = f(rank, xs[i])
 	}
 	c.Bench.Values[k] = xs
 	return c
@@ -269,7 +280,7 @@ func scaled(r gate.Run, k gate.BenchKey, f func(i int, x float64) float64) gate.
 
 // mostSlower: every request of tailKey but the fastest twice as slow.
 func mostSlower(r gate.Run) gate.Run {
-	return scaled(r, tailKey, func(i int, x float64) float64 {
+	return scaled(r, tailKey, 0, len(r.Bench.Values[tailKey]), func(i int, x float64) float64 {
 		if i == 0 {
 			return x
 		}
@@ -277,23 +288,44 @@ func mostSlower(r gate.Run) gate.Run {
 	})
 }
 
-// tailSlower: tailKey's p95 and every request above it twice as slow (at
-// 16 a run, the slowest request), the others as they were.
+// tailSlower: tailKey's p95 and every request above it twice as slow (of
+// the requests after the first wave, which the gate's p95 reads: at 28,
+// the two slowest), the others as they were.
 func tailSlower(r gate.Run) gate.Run { return inject(r, tailKey, gate.StatP95, -1, 100) }
 
+// tailOf says, in words, which requests of tailKey tailSlower doubles
+// in the first of runs: "at 28 requests, the 2 slowest".
+func tailOf(runs []gate.Run) string {
+	if len(runs) == 0 {
+		return "none"
+	}
+	lo, hi := runs[0].Span(tailKey, gate.StatP95)
+	n := hi - lo
+	if n == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("at %d requests, the %d slowest", n, n-stats.Rank(n, 95)+1)
+}
+
+// firstSlower: tailKey's first wave twice as slow (an engine's warm-up
+// after a start or a wake), the later waves as they were.
+func firstSlower(r gate.Run) gate.Run { return inject(r, tailKey, gate.StatFirstWave, -1, 100) }
+
 // inject is r with metric k's statistic stat made worse by pct percent
-// (better: the unit's direction): every sample for the median; for a
-// tail, the samples from its nearest-rank position outwards (the p95 and
-// those above it, or the p5 and those below), so that statistic moves by
-// exactly that and the rest of the run does not.
+// (better: the unit's direction): every sample the statistic reads
+// (gate.Run.Span) for a median or a first wave; for a tail, the samples
+// from its nearest-rank position outwards (the p95 and those above it, or
+// the p5 and those below), so that statistic moves by exactly that and the
+// rest of the run does not.
 func inject(r gate.Run, k gate.BenchKey, stat string, better int, pct float64) gate.Run {
 	f := 1 + pct/100
 	if better > 0 {
 		f = 1 - pct/100
 	}
-	n := len(r.Bench.Values[k])
-	p95, p5 := stats.Rank(n, 95)-1, stats.Rank(n, 5)-1 // their indexes in ascending order
-	return scaled(r, k, func(i int, x float64) float64 {
+	lo, hi := r.Span(k, stat)
+	n := hi - lo
+	p95, p5 := stats.Rank(n, 95)-1, stats.Rank(n, 5)-1 // their ranks among the span, ascending
+	return scaled(r, k, lo, hi, func(i int, x float64) float64 {
 		if stat == gate.StatP95 && i < p95 || stat == gate.StatP5 && i > p5 {
 			return x
 		}
@@ -307,8 +339,8 @@ func injectRate(ctx context.Context, j judge, what string, curs, base []gate.Run
 	r := row{what: what, against: against, of: len(curs)}
 	inj := make([]gate.Run, len(curs))
 	for i, c := range curs {
-		if len(c.Bench.Values[tailKey]) < gate.TailMinSamples {
-			return r, fmt.Errorf("%s: %s %s has %d samples, %d wanted", c.Path, tailKey.Name, tailKey.Unit, len(c.Bench.Values[tailKey]), gate.TailMinSamples)
+		if lo, hi := c.Span(tailKey, gate.StatP95); hi-lo < gate.TailMinSamples {
+			return r, fmt.Errorf("%s: %s %s has %d samples after its first wave, %d wanted", c.Path, tailKey.Name, tailKey.Unit, hi-lo, gate.TailMinSamples)
 		}
 		inj[i] = f(c)
 	}
