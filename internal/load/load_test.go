@@ -76,6 +76,13 @@ func TestRunRespectsConcurrencyAndCounts(t *testing.T) {
 					assert.Equal(t, wall, r.End.Sub(r.Start), "first sent → last finished")
 					assert.InDelta(t, want, r.TPS, 1e-9, "tok/s")
 				}
+				// In send order, wave after wave: the regression gate reads a
+				// stage's first wave as its first Concurrency requests
+				// (gate.serveWaves), through bench.txt's order.
+				for i, q := range res.Requests {
+					wave := i % 7 / 3
+					assert.Equal(t, time.Duration(wave)*delay, q.Sent.Sub(res.Rounds[i/7].Start), "request %d of round %d: sent in wave %d", i%7, i/7, wave)
+				}
 				for _, q := range res.Requests {
 					assert.Equal(t, delay, q.TTFT)
 					assert.True(t, q.HasTPOT)
