@@ -505,7 +505,7 @@ func TestRegressionGate(t *testing.T) {
 	t.Output().Write([]byte(table))
 	for _, v := range vs {
 		if v.Regression {
-			assert.Fail(t, "regression", "%s %s: %+.1f%% (%s rule, %d runs), flagged beyond %.3g%%", v.Name, v.Unit+gate.StatSuffix(v.Stat), v.ChangePct, v.Rule, v.Runs, v.ThresholdPct)
+			assert.Fail(t, "regression", "%s %s: %+.1f%% (%s rule, %d runs), flagged beyond %.3g%%", v.Name, v.StatLabel(), v.ChangePct, v.Rule, v.Runs, v.ThresholdPct)
 		}
 	}
 	// The whole comparison's check: NOT EVALUATED, failing the run, where the

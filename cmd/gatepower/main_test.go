@@ -21,6 +21,7 @@ func TestMain(m *testing.M) { testmain.Main(m, "") }
 // writeRun writes one run's bench.txt into dir: the serving TTFT of four
 // rounds of 8 requests at concurrency 4 (tailKey, with a tok/s line a
 // round), each wave of 4 off by its own 5 % and the first twice as slow,
+// under a hog (others > 50 %) one wave in seven or so stalled 3×,
 // a wake of 5 samples, and the host load of both windows; every time is
 // scaled by f, the wake by wake too.
 func writeRun(t *testing.T, rng *rand.Rand, dir string, f, wake, others float64) {
@@ -35,6 +36,9 @@ func writeRun(t *testing.T, rng *rand.Rand, dir string, f, wake, others float64)
 			w := math.Exp(0.05 * rng.NormFloat64())
 			if round == 0 && wave == 0 {
 				w *= 2 // the first wave after a start
+			}
+			if others > 50 && rng.Float64() < 0.15 {
+				w *= 3 // under a hog a wave stalls whole now and then
 			}
 			for range 4 {
 				fmt.Fprintf(&b, "BenchmarkServe/model=A/stage=baseline/conc=4 1 %g sec/ttft\n", 0.015*f*run*w*math.Exp(0.01*rng.NormFloat64()))
@@ -85,7 +89,7 @@ func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
 	// the tail, all of it): counted and reported, not a goal (package
 	// gate's TestStatedPowerHoldsByInjection holds it over 100 baselines).
 	for _, l := range strings.Split(table, "\n") {
-		if strings.HasPrefix(l, "| ") && !strings.HasPrefix(l, "| runs") && !strings.Contains(l, "stated power") && !strings.Contains(l, "half of it") {
+		if strings.HasPrefix(l, "| ") && !strings.HasPrefix(l, "| runs") && !strings.Contains(l, "stated power") && !strings.Contains(l, "half of it") && !strings.Contains(l, "| — |") {
 			assert.True(t, strings.HasSuffix(l, "| yes |"), "goal missed: %s", l)
 		}
 	}
@@ -101,7 +105,8 @@ func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
 		"| 1.5× slower (under the hog) | 5 runs (under the hog) | 4 of 4 |",
 		"every request but the fastest twice as slow (Serve/model=A/stage=baseline/conc=4 sec/ttft) | 10 runs (quiet) | 20 of 20 |",
 		"the p95 doubled (of the requests after the first wave, at 28 requests, the 2 slowest), their median unchanged | 10 runs (quiet) | 20 of 20 |",
-		"the first wave twice as slow (the requests sent first after a start), the later waves unchanged | 10 runs (quiet) | 20 of 20 |",
+		"the first wave twice as slow (a stage's first requests, the prefix cache empty), the later waves unchanged | 10 runs (quiet) | 20 of 20 |",
+		"the first wave twice as slow (a stage's first requests, the prefix cache empty), the later waves unchanged | 10 runs (under the hog) |",
 		"machine: ",
 		"quiet: Sleep/model=A/level=1 sec/wake: stated power flagged in",
 	} {

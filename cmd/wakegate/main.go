@@ -93,7 +93,7 @@ func run(ctx context.Context, w io.Writer, baseline, path string, pct, alpha flo
 	}
 	for _, v := range vs {
 		if v.Regression {
-			fmt.Fprintf(w, "REGRESSION %s %s %+.1f %% (%s rule, %d runs; flagged beyond %.3g %%)\n", v.Name, v.Unit+gate.StatSuffix(v.Stat), v.ChangePct, v.Rule, v.Runs, v.ThresholdPct)
+			fmt.Fprintf(w, "REGRESSION %s %s %+.1f %% (%s rule, %d runs; flagged beyond %.3g %%)\n", v.Name, v.StatLabel(), v.ChangePct, v.Rule, v.Runs, v.ThresholdPct)
 		}
 	}
 	check := gate.Comparison(checkName, vs, minJudged)

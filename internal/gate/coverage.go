@@ -49,9 +49,9 @@ func (u Unjudged) String() string {
 	case UnjudgedTail:
 		return "a run's tail (its slowest request or two: one event a run)"
 	case UnjudgedFirstWave:
-		return "a run's first wave of requests after a start or wake (one event a run)"
+		return "a serving stage's first wave of requests (one event a run)"
 	case UnjudgedOneProcess:
-		return "level-1 sleeps of one server process in the one baseline run (the process sets their level: one draw of it)"
+		return "level-1 sleeps of one server process a run (the process sets their level: a run is one draw of it)"
 	case UnjudgedSinceChange:
 		return "with one baseline run since their last change point"
 	case UnjudgedWideFloor:
@@ -87,7 +87,7 @@ func (u Unjudged) remedy(more int) string {
 	case UnjudgedFirstWave:
 		return fmt.Sprintf("%s needed (a first wave is gated from %d runs)", runs, FewMinRuns)
 	case UnjudgedOneProcess:
-		return runs + " needed (the runs rule measures the spread from process to process)"
+		return fmt.Sprintf("%s needed (gated from %d runs: the spread from process to process)", runs, FewMinRuns)
 	case UnjudgedSinceChange:
 		return runs + " after the change point needed"
 	case UnjudgedWideFloor:
@@ -137,7 +137,7 @@ func CoverageOf(vs []Verdict) record.GateCoverage {
 		// Worse by 0.05 % or more: named as "+0.1 %" at the least.
 		if worse := v.ChangePct * float64(-v.Better); v.Better != 0 && !math.IsNaN(worse) && !math.IsInf(worse, 0) && worse >= 0.05 && worse > g.worst {
 			g.worst = worse
-			g.name = fmt.Sprintf("%s %s%s %+.1f %%", v.Name, v.Unit, StatSuffix(v.Stat), v.ChangePct)
+			g.name = fmt.Sprintf("%s %s %+.1f %%", v.Name, v.StatLabel(), v.ChangePct)
 		}
 	}
 	slices.SortStableFunc(groups, func(a, b *group) int {

@@ -71,10 +71,15 @@ const HistoryMinRuns = 2 * EDivisiveMinSize
 // Verdict is one benchmark × unit judged against the baseline runs.
 type Verdict struct {
 	Name, Unit string
-	// Stat is what of each run's samples is judged: StatMedian, or its
+	// Stat is what of each run's samples is judged: StatMedian, its
 	// worse tail (StatP95, or StatP5 where higher is better: by nearest
-	// rank, for metrics of TailMinSamples or more samples a run).
-	Stat   string
+	// rank, for metrics of TailMinSamples or more samples a run), or a
+	// serving metric's StatFirstWave (Waves).
+	Stat string
+	// Waves: a serving metric judged on its waves (serveWaves): its
+	// median and tail read the requests after the first wave, StatFirstWave
+	// the first wave; StatLabel says so.
+	Waves  bool
 	Better int    // +1 higher is better, −1 lower is better, 0 unknown (not gated)
 	Rule   string // RuleRuns or RuleOneRun
 	// How says how the rule decided, in words: the runs it used, the
@@ -177,7 +182,12 @@ type ChangePoint struct {
 // and in each baseline run it is judged against is judged twice by
 // RuleRuns: on its runs' medians and on their worse tails (Stat "p95",
 // or "p5" of a throughput), so a slower tail under an unchanged median is
-// seen.
+// seen. A serving metric's requests are judged on their waves where every
+// run's can be told (waved): its median and tail on the requests after
+// its first wave (the tail with the waves' shared stalls taken out,
+// waveTail), and its first wave's median a third time (StatFirstWave).
+// A level-1 sleep's time is one process's level a run (oneProcess):
+// gated from FewMinRuns runs.
 //
 // A timed metric of a phase the machine crowded (its window's host load,
 // beyond every baseline run's: disturbed) is NOT EVALUATED with the
@@ -218,6 +228,7 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 	var single []int     // the one-run rule's metrics, indexes into out
 	floors := map[int]map[string]unitFloor{}
 	var fresh []Verdict        // this run's metrics that no baseline run has
+	var firsts []Verdict       // first waves one baseline run does not gate
 	absent := map[int]string{} // verdicts of metrics some baseline runs lack: which
 	for _, k := range keys {
 		if err := ctx.Err(); err != nil {
@@ -232,8 +243,9 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 				lack = append(lack, r.Path)
 			}
 		}
-		y, _ := cur.Median(k)
-		v := Verdict{Name: k.Name, Unit: k.Unit, Cur: y, Better: cur.Bench.Meta.GetBetter(k.Unit), P: math.NaN()}
+		split := len(runs) > 0 && waved(runs, cur, k)
+		y, _ := statOf(cur, k, StatMedian, split)
+		v := Verdict{Name: k.Name, Unit: k.Unit, Cur: y, Better: cur.Bench.Meta.GetBetter(k.Unit), P: math.NaN(), Waves: split}
 		if len(runs) == 0 {
 			v.Rule, v.Base, v.ChangePct, v.MinPct, v.Min = RuleNew, math.NaN(), math.NaN(), math.Inf(1), math.Inf(1)
 			v.How = "no baseline run has it"
@@ -253,16 +265,15 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 		if len(runs) >= 2 {
 			for _, st := range []string{StatMedian, tailStat(v.Better), StatFirstWave} {
 				switch {
-				case st == StatFirstWave && (v.Better == 0 || !waved(runs, cur, k)):
+				case st == StatFirstWave && (v.Better == 0 || !split):
 					continue
 				case st != StatMedian && st != StatFirstWave && (v.Better == 0 || !tailed(runs, cur, k)):
 					continue
 				}
 				v := v
 				v.Stat = st
-				y, _ := cur.Stat(k, st)
-				v.Cur = y
-				c, err := newRunsCase(ctx, len(out), runs, cur, k, alpha, st)
+				v.Cur, _ = statOf(cur, k, st, split)
+				c, err := newRunsCase(ctx, len(out), runs, cur, k, alpha, st, split)
 				if err != nil {
 					return nil, err
 				}
@@ -279,14 +290,27 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 		}
 		i := slices.IndexFunc(base, func(r Run) bool { return r.Path == runs[0].Path })
 		if floors[i] == nil {
-			floors[i] = noiseFloors(runs[0].Bench)
+			floors[i] = noiseFloors(runs[0])
 		}
-		v.oneRunFloor(runs[0], k, floors[i])
+		v.oneRunFloor(runs[0], k, floors[i], split)
 		if why := busyBaseline(baseLoads[i], k); why != "" && !math.IsInf(v.MinPct, 1) {
 			v.busyFloor(why)
 		}
 		single = append(single, len(out))
 		out = append(out, v)
+		if split && v.Better != 0 {
+			// One run does not gate a first wave (one event a run), and
+			// says so beside the later waves it does judge.
+			f := v
+			f.Stat = StatFirstWave
+			f.Cur, _ = statOf(cur, k, StatFirstWave, true)
+			f.Base, _ = statOf(runs[0], k, StatFirstWave, true)
+			f.MinPct, f.Min, f.ThresholdPct = math.Inf(1), math.Inf(1), math.Inf(1)
+			f.How = "a first wave in the one baseline run: one event, its spread unknown"
+			f.Why = fmt.Sprintf("a run's first wave is one event: gated against %d or more baseline runs", FewMinRuns)
+			f.Unjudged, f.NeedRuns = UnjudgedFirstWave, FewMinRuns-1
+			firsts = append(firsts, f)
+		}
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("the baseline and this run share no benchmark: are they from the same protocol?")
@@ -327,9 +351,9 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 		k := BenchKey{Name: v.Name, Unit: v.Unit}
 		n0 := 0
 		for _, r := range base {
-			n0 = max(n0, len(samplesOf(r, k, StatMedian)))
+			n0 = max(n0, len(samplesOf(r, k, StatMedian, v.Waves)))
 		}
-		v.judgeOneRun(tolerancePct, alpha, gated, n0, len(samplesOf(cur, k, StatMedian)))
+		v.judgeOneRun(tolerancePct, alpha, gated, n0, len(samplesOf(cur, k, StatMedian, v.Waves)))
 	}
 	for i := range out {
 		v := &out[i]
@@ -376,6 +400,12 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 			out[i].How += bounded
 		}
 	}
+	for i := range firsts {
+		if f := &firsts[i]; f.Base != 0 {
+			f.ChangePct = (f.Cur/f.Base - 1) * 100
+		}
+	}
+	out = append(out, firsts...)
 	out = append(out, fresh...)
 	out = append(out, missing(base, cur)...)
 	return out, nil
@@ -383,12 +413,14 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 
 // tailed says whether k is judged on its tail too: TailMinSamples or
 // more samples in this run and in each of runs.
+// A serving metric's tail is judged on its later waves (serveWaves), where
+// its samples in all are that many.
 func tailed(runs []Run, cur Run, k BenchKey) bool {
-	if len(samplesOf(cur, k, StatMedian)) < TailMinSamples {
+	if len(cur.Bench.Values[k]) < TailMinSamples {
 		return false
 	}
 	for _, r := range runs {
-		if len(samplesOf(r, k, StatMedian)) < TailMinSamples {
+		if len(r.Bench.Values[k]) < TailMinSamples {
 			return false
 		}
 	}
@@ -530,27 +562,28 @@ type runsCase struct {
 // history (HistoryMinRuns or more runs), the change points E-Divisive
 // finds in it; confirm decides which of them cut the history, segment
 // then takes the runs since the last.
-func newRunsCase(ctx context.Context, i int, runs []Run, cur Run, k BenchKey, alpha float64, st string) (runsCase, error) {
-	y, _ := cur.Stat(k, st)
+func newRunsCase(ctx context.Context, i int, runs []Run, cur Run, k BenchKey, alpha float64, st string, split bool) (runsCase, error) {
+	y, _ := statOf(cur, k, st, split)
 	// A run's tail is its slowest request or two (at 16 samples, its p95
 	// is one): a stall of the machine during one batch of concurrent
 	// requests moves it whole, as it moves a metric of one or two samples
 	// (under a CPU hog a same-code rerun's four slowest TTFTs took 31 ms,
 	// five baseline runs' 16 to 20 ms, the median unmoved).
-	// A serving metric's first wave is one event a run too.
-	few := len(samplesOf(cur, k, st)) < OneRunMinSamples || st != StatMedian
+	// A serving metric's first wave is one event a run too, and a level-1
+	// sleep's level one draw of its process (oneProcess): five runs that
+	// drew one level cannot see the other.
+	few := len(samplesOf(cur, k, st, split)) < OneRunMinSamples || st != StatMedian || oneProcess(k)
 	meds := make([]float64, len(runs))
 	for j, r := range runs {
-		few = few || len(samplesOf(r, k, st)) < OneRunMinSamples
-		meds[j], _ = r.Stat(k, st)
+		few = few || len(samplesOf(r, k, st, split)) < OneRunMinSamples
+		meds[j], _ = statOf(r, k, st, split)
 	}
 	lg := scale(!slices.ContainsFunc(append(slices.Clone(meds), y), func(x float64) bool { return !(x > 0) }))
 	ys := make([]float64, len(meds))
 	for j, m := range meds {
 		ys[j] = lg.to(m)
 	}
-	_, _, waves := serveWaves(cur, k)
-	c := runsCase{i: i, few: few, waves: waves, all: ys, y: lg.to(y), lg: lg, runs: runs, meds: meds}
+	c := runsCase{i: i, few: few, waves: split, all: ys, y: lg.to(y), lg: lg, runs: runs, meds: meds}
 	if len(meds) >= HistoryMinRuns {
 		splits, err := EDivisive(ctx, ys, alpha, 1)
 		if err != nil {
@@ -835,17 +868,21 @@ func (v *Verdict) judgeRuns(c runsCase, pr prior, tolPct, alpha float64) {
 		v.Unjudged, v.NeedRuns = UnjudgedSinceChange, 2-c.k
 	case c.few && c.k < FewMinRuns:
 		what := fmt.Sprintf("fewer than %d samples in some run", OneRunMinSamples)
+		moves := "a hiccup of the machine moves such a run's value whole"
 		v.Unjudged, v.NeedRuns = UnjudgedFewSamples, FewMinRuns-c.k
-		switch v.Stat {
-		case StatMedian:
-		case StatFirstWave:
+		switch {
+		case v.Stat == StatMedian && oneProcess(BenchKey{Name: v.Name, Unit: v.Unit}):
+			what, moves = "a run's level-1 sleeps are one process's", "the process sets their level, each run one draw of it"
+			v.Unjudged = UnjudgedOneProcess
+		case v.Stat == StatMedian:
+		case v.Stat == StatFirstWave:
 			what = "a run's first wave is one moment of the machine"
 			v.Unjudged = UnjudgedFirstWave
 		default:
 			what = "a run's tail is its slowest request or two"
 			v.Unjudged = UnjudgedTail
 		}
-		v.Why = fmt.Sprintf("%s: a hiccup of the machine moves such a run's value whole, and %d runs cannot tell that from a change; gated against %d or more baseline runs", what, c.k, FewMinRuns)
+		v.Why = fmt.Sprintf("%s: %s, and %d runs cannot tell that from a change; gated against %d or more baseline runs", what, moves, c.k, FewMinRuns)
 	case se == 0:
 		v.Why = "the baseline runs agree exactly: any change beyond the tolerance is flagged"
 	}
@@ -880,10 +917,13 @@ func cv(xs []float64) (float64, bool) {
 
 // noiseFloors is each unit's median CV over the run's metrics of that unit
 // that have OneRunMinSamples or more samples.
-func noiseFloors(b Bench) map[string]unitFloor {
+func noiseFloors(r Run) map[string]unitFloor {
 	cvs := map[string][]float64{}
-	for k, xs := range b.Values {
-		if c, ok := cv(xs); ok {
+	for k := range r.Bench.Values {
+		if oneProcess(k) { // not gated on one run: its spread is no floor
+			continue
+		}
+		if c, ok := cv(samplesOf(r, k, StatMedian, true)); ok {
 			cvs[k.Unit] = append(cvs[k.Unit], c)
 		}
 	}
@@ -898,16 +938,17 @@ func noiseFloors(b Bench) map[string]unitFloor {
 // oneRunFloor sets v's baseline from the single run r and, in
 // v.MinPct, the metric's noise floor as a fraction (judgeOneRun turns it
 // into the power); +Inf where the run has too few samples to gate on.
-func (v *Verdict) oneRunFloor(r Run, k BenchKey, floors map[string]unitFloor) {
+func (v *Verdict) oneRunFloor(r Run, k BenchKey, floors map[string]unitFloor, split bool) {
 	v.Rule, v.Runs = RuleOneRun, 1
 	v.Base, _ = r.Median(k)
-	xs := samplesOf(r, k, StatMedian)
+	xs := samplesOf(r, k, StatMedian, split)
 	n := len(xs)
 	own, hasOwn := cv(xs)
 	if hasOwn && oneProcess(k) {
 		v.MinPct = math.Inf(1)
 		v.How = fmt.Sprintf("%d level-1 sleeps of one server process in the baseline run: the process sets their level, so their spread says nothing of the next process's", n)
-		v.Unjudged, v.NeedRuns = UnjudgedOneProcess, 1
+		v.Why = fmt.Sprintf("one baseline run holds one process's level-1 sleeps, one draw of its level: gated against %d or more baseline runs", FewMinRuns)
+		v.Unjudged, v.NeedRuns = UnjudgedOneProcess, FewMinRuns-1
 		return
 	}
 	if !hasOwn {
@@ -917,7 +958,7 @@ func (v *Verdict) oneRunFloor(r Run, k BenchKey, floors map[string]unitFloor) {
 		v.Unjudged, v.NeedRuns = UnjudgedFewSamples, FewMinRuns-1
 		return
 	}
-	if m := moments(r, k); m < OneRunMinSamples {
+	if m := moments(r, k, split); m < OneRunMinSamples {
 		// Under a CPU hog one run's 16 TTFTs agreed to a few percent while
 		// same-code runs' medians stood 50 to 80 % apart: the requests
 		// of a round share one moment of the machine.
@@ -940,13 +981,13 @@ func (v *Verdict) oneRunFloor(r Run, k BenchKey, floors map[string]unitFloor) {
 // ran in rounds of concurrent requests, one tok/s line a round; any other
 // metric's samples are each a moment of their own (cycles, handoffs,
 // open-loop arrivals).
-func moments(r Run, k BenchKey) int {
-	if strings.HasPrefix(k.Name, "Serve/") && k.Unit != unitRoundTPS {
-		if n := len(r.Bench.Values[BenchKey{Name: k.Name, Unit: unitRoundTPS}]); n > 0 {
+func moments(r Run, k BenchKey, split bool) int {
+	if perRequest(k) {
+		if n := laterRounds(r, k, split); n > 0 {
 			return n
 		}
 	}
-	return len(r.Bench.Values[k])
+	return len(samplesOf(r, k, StatMedian, split))
 }
 
 // oneProcess reports whether k's samples in a run share a level that
@@ -1066,7 +1107,7 @@ func WriteVerdicts(w io.Writer, vs []Verdict) error {
 		case RuleNew:
 			base, change, verdict = "–", "–", "(NOT EVALUATED: not in the baseline)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s (%d)\t%s\t%s\t%s\n", v.Name, v.Unit+StatSuffix(v.Stat), base, cur, change,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s (%d)\t%s\t%s\t%s\n", v.Name, v.StatLabel(), base, cur, change,
 			v.Rule, v.Runs, p, power, verdict)
 	}
 	if err := tw.Flush(); err != nil {
@@ -1074,7 +1115,7 @@ func WriteVerdicts(w io.Writer, vs []Verdict) error {
 	}
 	fmt.Fprintln(w, "\nhow each metric was decided:")
 	for _, v := range vs {
-		fmt.Fprintf(w, "  %s %s%s: %s: %s", v.Name, v.Unit, StatSuffix(v.Stat), v.Rule, v.How)
+		fmt.Fprintf(w, "  %s %s: %s: %s", v.Name, v.StatLabel(), v.Rule, v.How)
 		if v.Why != "" {
 			fmt.Fprintf(w, "; %s", v.Why)
 		}
@@ -1094,7 +1135,7 @@ func writeChangePoints(w io.Writer, vs []Verdict, title string, of func(Verdict)
 	var lines []string
 	for _, v := range vs {
 		for _, c := range of(v) {
-			lines = append(lines, fmt.Sprintf("  %s %s%s: changed %+.1f %% at run %d (%s), p %.3g", v.Name, v.Unit, StatSuffix(v.Stat), c.ChangePct, c.Index+1, c.Run, c.P))
+			lines = append(lines, fmt.Sprintf("  %s %s: changed %+.1f %% at run %d (%s), p %.3g", v.Name, v.StatLabel(), c.ChangePct, c.Index+1, c.Run, c.P))
 		}
 	}
 	if len(lines) > 0 {
@@ -1113,6 +1154,21 @@ func StatSuffix(st string) string {
 	}
 	return " " + st
 }
+
+// StatLabel is v's unit and what of each run it judged, as its rows and
+// checks name it: "sec/wake", "sec/ttft p95"; a serving metric judged on
+// its waves says which ("sec/ttft later-waves", "sec/ttft p95
+// later-waves", "sec/ttft first-wave"), since its median is not the
+// report's median over every request.
+func (v Verdict) StatLabel() string {
+	if v.Waves && v.Stat != StatFirstWave {
+		return v.Unit + StatSuffix(v.Stat) + " " + laterWaves
+	}
+	return v.Unit + StatSuffix(v.Stat)
+}
+
+// laterWaves labels a serving metric's statistics of its later waves.
+const laterWaves = "later-waves"
 
 // WriteRuns lists the baseline runs oldest first, with the time that
 // ordered them and where it came from.

@@ -16,7 +16,6 @@ import (
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/record"
-	"github.com/wakebench/wakebench/internal/stats"
 )
 
 // StartedPrefix begins the bench.txt line that holds the run's start time
@@ -44,29 +43,15 @@ type Run struct {
 const wantBench = "want the bench.txt of a wakebench run (lines such as `BenchmarkSleep/model=A/level=1 1 0.7 sec/wake`)"
 
 // Median is the run's median of one benchmark × unit (the mean of the two
-// middle values when n is even): of a serving metric's later waves
-// (serveWaves); ok is false when the run lacks it.
+// middle values when n is even), of a serving metric's later waves where
+// its waves can be told (Span); ok is false when the run lacks it.
 func (r Run) Median(k BenchKey) (float64, bool) { return r.Stat(k, StatMedian) }
 
-// Stat is the run's statistic st of one benchmark × unit: StatMedian,
-// StatP95 (by nearest rank, as stats.Summarize's) or StatP5 (by nearest
-// rank too, stats.NearestRank), of a serving metric's later waves, or
-// StatFirstWave, the median of its first wave (serveWaves); ok is false
-// when the run lacks it.
-func (r Run) Stat(k BenchKey, st string) (float64, bool) {
-	xs := samplesOf(r, k, st)
-	s, err := stats.Summarize(xs)
-	if err != nil {
-		return 0, false
-	}
-	switch st {
-	case StatP95:
-		return s.P95, true
-	case StatP5:
-		return nearestRank(xs, 5), true
-	}
-	return s.Median, true
-}
+// Stat is the run's statistic st of one benchmark × unit, read where Span
+// says: StatMedian, StatP95 (by nearest rank, as stats.Summarize's),
+// StatP5 (by nearest rank too, stats.NearestRank) or StatFirstWave (the
+// first wave's median); ok is false when the run lacks it.
+func (r Run) Stat(k BenchKey, st string) (float64, bool) { return statOf(r, k, st, true) }
 
 // MaxBenchBytes bounds a bench.txt the gate reads: a run's bench.txt is
 // a few hundred KiB (a line per sample); 64 MiB is far beyond any run and

@@ -103,7 +103,7 @@ func (r *Run) judge(ctx context.Context, baseline string) ([]gate.Verdict, strin
 	for _, v := range vs {
 		// JSON has neither NaN (no figure: a metric missing in this run or
 		// in the baseline) nor +Inf (nothing flagged: no power to state).
-		row := record.GateRow{Metric: v.Name, Unit: v.Unit + gate.StatSuffix(v.Stat), Rule: v.Rule, Runs: v.Runs, Baseline: finite(v.Base), ThisRun: finite(v.Cur),
+		row := record.GateRow{Metric: v.Name, Unit: v.StatLabel(), Rule: v.Rule, Runs: v.Runs, Baseline: finite(v.Base), ThisRun: finite(v.Cur),
 			ChangePct: finite(v.ChangePct), MinChange: v.Min, MinChangePct: v.MinPct, Regression: v.Regression, Gated: v.Judged(), Why: v.Why}
 		if !row.Gated {
 			row.MinChange, row.MinChangePct = 0, 0
@@ -115,7 +115,7 @@ func (r *Run) judge(ctx context.Context, baseline string) ([]gate.Verdict, strin
 		if v.Regression {
 			// Flagged: worse by more than the tolerance (and significant by
 			// its rule), so the check holds it to the tolerance and FAILs.
-			r.rec.AddChecks(gate.Evaluate("regression "+v.Name+" "+v.Unit+gate.StatSuffix(v.Stat)+" ("+v.Rule+" rule)", "", v.ChangePct*float64(-v.Better), "within", tol))
+			r.rec.AddChecks(gate.Evaluate("regression "+v.Name+" "+v.StatLabel()+" ("+v.Rule+" rule)", "", v.ChangePct*float64(-v.Better), "within", tol))
 		}
 	}
 	r.rec.SetGate(g)
