@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make gate-power: the regression gate's false-alarm rate and power, measured
 # (issue 35; docs/compare.md shows the table). On vllmsim's tiny profile with
-# a short protocol (testdata/gate-power.json, ~50 s a run on 2 cores) it makes
+# a short protocol (testdata/gate-power.json, ~55 s a run on 2 cores) it makes
 # these runs, each a TestProtocol of the code as it is, into
 # $OUT/<scenario>/<i>:
 #   base          BASE runs on the quiet machine (the baseline)
@@ -16,9 +16,10 @@
 #   slow1.5-load  RERUNS runs 1.5x slower
 # Then cmd/gatepower judges every run with wakegate's rules at the defaults
 # (against the first five baseline runs, all BASE of them, and each alone),
-# injects into the same-code runs the changes users fear (15 of 16 requests
-# twice as slow; the slowest request twice as slow) and every metric's stated
-# power and half of it, and prints one table with the machine and its load,
+# injects into the same-code runs the changes users fear (every request but
+# the fastest twice as slow; the p95 of the requests after the first wave
+# doubled; the first wave twice as slow) and every metric's stated power and
+# half of it, and prints one table with the machine and its load,
 # each row beside its goal. Exits 1 when a goal is missed (GOALS=0: report
 # only, CI's short run), a run wrote no bench.txt (the suite is broken, not
 # the gate judged), or the in-suite gate (README: WAKEBENCH_BASELINE=runs/
