@@ -96,13 +96,6 @@ func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
 	assert.Regexp(t, `stated power \(smallest flagged\), injected into each same-code run \(quiet\), one metric at a time \| 5 of the 10 runs \(quiet\), drawn for each run; all 10 for a metric gated only from more \| \d+ of 100 \|`, table)
 	assert.Regexp(t, `half of it, injected alike \(under the hog\) \| 5 of the 10 runs \(under the hog\), drawn for each run; all 10 for a metric gated only from more \| \d+ of 100 \|`, table)
 	for _, want := range []string{
-		"| same code (quiet) | 5 runs (quiet) | 0 of 20 | 0 | 0 flagged | yes |",
-		"| same code (quiet) | 1 run (quiet), each of 10 in turn |",
-		"| 1.5× slower (quiet) | 5 runs (quiet) | 4 of 4 |",
-		"| every wake 10 % slower (quiet) | 5 runs (quiet) | 4 of 4 |",
-		"| same code (under the hog) | 5 runs (under the hog) | 0 of 20 |",
-		"| same code (under the hog) | 5 runs (quiet) | 0 of 20 | 20 |",
-		"| 1.5× slower (under the hog) | 5 runs (under the hog) | 4 of 4 |",
 		"every request but the fastest twice as slow (Serve/model=A/stage=baseline/conc=4 sec/ttft) | 10 runs (quiet) | 20 of 20 |",
 		"the p95 doubled (of the requests after the first wave, at 28 requests, the 2 slowest), their median unchanged | 10 runs (quiet) | 20 of 20 |",
 		"the first wave twice as slow (a stage's first requests, the prefix cache empty), the later waves unchanged | 10 runs (quiet) | 20 of 20 |",
@@ -113,6 +106,22 @@ func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
 		assert.Contains(t, table, want)
 	}
 
+	// The false-alarm rows say what each run judged: against five runs the
+	// later waves' median and the wake (the tail, the first wave and the
+	// rounds' tok/s are gated from ten), of nine metrics (the TTFT's
+	// three, tok/s, the wake, the host load's four).
+	for _, want := range []string{
+		`\| same code \(quiet\) \| 5 runs \(quiet\); judged 2 of 9 metrics a run \| 0 of 20 \| 0 \| 0 flagged \| yes \|`,
+		`\| same code \(quiet\) \| 1 run \(quiet\), each of 10 in turn; judged \d+ of \d+ metrics a run \|`,
+		`\| 1\.5× slower \(quiet\) \| 5 runs \(quiet\); judged \d+ of 9 metrics a run \| 4 of 4 \|`,
+		`\| every wake 10 % slower \(quiet\) \| 5 runs \(quiet\); judged \d+ of 9 metrics a run \| 4 of 4 \|`,
+		`\| same code \(under the hog\) \| 5 runs \(under the hog\); judged \d+ of 9 metrics a run \| 0 of 20 \|`,
+		`\| same code \(under the hog\) \| 5 runs \(quiet\); judged \d+ of 9 metrics a run \| 0 of 20 \| 20 \|`,
+		`\| 1\.5× slower \(under the hog\) \| 5 runs \(under the hog\); judged \d+ of 9 metrics a run \| 4 of 4 \|`,
+	} {
+		assert.Regexp(t, want, table)
+	}
+
 	require.NoError(t, os.MkdirAll(filepath.Join(out, scSame, "21"), 0o755))
 	_, err = run(t.Context(), &b, out, true, 10, 0.05, false)
 	assert.ErrorContains(t, err, "a run wrote no bench.txt")
@@ -121,31 +130,47 @@ func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
 }
 
 // TestInjectKeepsTheWaves: the gate reads a serving metric's waves from
-// its samples' order, so an injection changes samples in their places:
-// the later waves' p95 doubled leaves the first wave and every other
-// request where and as it was; the first wave doubled leaves the later
-// waves; the run injected into is left as it was.
+// its samples' order, so an injection changes samples in their places.
+// Two rounds of 8 at concurrency 4: the first wave, a wave near 10, a wave
+// stalled near 30, a wave near 10 with one request 2.5 % above its wave's
+// median (10.4 over 10.15). The stated power's injection into the tail
+// doubles that request (the top ratio: the gate's wave-relative p95 of 12)
+// and so the gate's tail, exactly here (it was its wave's slowest); the
+// slower tail users fear doubles the slowest request (30.9, in the stalled
+// wave); the first wave's injection doubles the first four; each leaves
+// every other request where and as it was, the later median, and the run
+// injected into.
 func TestInjectKeepsTheWaves(t *testing.T) {
 	k := tailKey
-	// Two rounds of 8 at concurrency 4: the first wave slowest, the later
-	// waves out of order.
-	xs := []float64{20, 21, 22, 23, 5, 6, 7, 8, 12, 11, 10, 9, 1, 2, 4, 3}
+	xs := []float64{20, 21, 22, 23, 10, 10.1, 10.2, 10.3, 30, 30.3, 30.6, 30.9, 10.2, 10, 10.4, 10.1}
 	r := gate.Run{Bench: gate.Bench{Values: map[gate.BenchKey][]float64{k: slices.Clone(xs), {Name: k.Name, Unit: "tok/s"}: {1, 1}}}}
-	tail := inject(r, k, gate.StatP95, -1, 100)
+	m0, _ := r.Stat(k, gate.StatMedian)
+	assert.InDelta(t, 10.25, m0, 1e-12, "the later waves' median: (10.2 + 10.3) / 2")
+	t0, _ := r.Stat(k, gate.StatP95)
+	assert.InDelta(t, 10.25*10.4/10.15, t0, 1e-12, "the later median × the top ratio")
+
+	stated := inject(r, k, gate.StatP95, -1, 100)
 	want := slices.Clone(xs)
-	want[8] = 24 // of the 12 later requests the p95 (nearest rank 12) is the slowest, 12, in its place
-	assert.Equal(t, want, tail.Bench.Values[k])
+	want[14] = 20.8
+	assert.Equal(t, want, stated.Bench.Values[k])
+	t1, _ := stated.Stat(k, gate.StatP95)
+	assert.InDelta(t, 2*t0, t1, 1e-9, "the gate's tail doubled")
+
+	fear := tailSlower(r)
+	want = slices.Clone(xs)
+	want[11] = 61.8 // of 12 later requests the p95 (nearest rank 12) is the slowest, 30.9
+	assert.Equal(t, want, fear.Bench.Values[k])
+
 	first := inject(r, k, gate.StatFirstWave, -1, 100)
 	assert.Equal(t, append([]float64{40, 42, 44, 46}, xs[4:]...), first.Bench.Values[k])
-	assert.Equal(t, xs, r.Bench.Values[k], "the run injected into is left as it was")
-	m0, _ := r.Stat(k, gate.StatMedian)
-	m1, _ := tail.Stat(k, gate.StatMedian)
-	m2, _ := first.Stat(k, gate.StatMedian)
-	assert.Equal(t, 6.5, m0, "the later waves' median: (6 + 7) / 2")
-	assert.Equal(t, m0, m1)
-	assert.Equal(t, m0, m2)
 	f, _ := first.Stat(k, gate.StatFirstWave)
 	assert.Equal(t, 2*21.5, f)
+
+	for _, inj := range []gate.Run{stated, fear, first} {
+		m, _ := inj.Stat(k, gate.StatMedian)
+		assert.Equal(t, m0, m, "the later median unchanged")
+	}
+	assert.Equal(t, xs, r.Bench.Values[k], "the run injected into is left as it was")
 }
 
 // TestInjectMovesExactlyItsStatistic: a tail injected into 16 and into 20

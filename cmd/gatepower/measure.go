@@ -40,7 +40,8 @@ const (
 const fiveRuns = 5
 
 // tailKey is the metric the injected changes users fear are made in: a
-// serving TTFT of 16 requests a run.
+// serving TTFT (testdata/gate-power.json: four rounds of 8 at concurrency
+// 4, 32 requests a run).
 var tailKey = gate.BenchKey{Name: "Serve/model=A/stage=baseline/conc=4", Unit: "sec/ttft"}
 
 // row is one line of the table: what was judged against what, how many
@@ -54,6 +55,10 @@ type row struct {
 	// reported: a measurement shown beside its aim, not a goal the
 	// table is held to.
 	reported bool
+	// judged and metrics: the median, over the runs judged, of the
+	// metrics the gate judged and of those it had (a false-alarm rate is
+	// read beside what was judged).
+	judged, metrics int
 }
 
 // measurement is the whole table.
@@ -211,6 +216,7 @@ func flagRate(ctx context.Context, j judge, what string, curs, base []gate.Run, 
 	if err != nil {
 		return r, err
 	}
+	var js, ms []float64
 	for _, vs := range vss {
 		if slices.ContainsFunc(vs, func(v gate.Verdict) bool { return v.Regression }) {
 			r.flagged++
@@ -218,6 +224,12 @@ func flagRate(ctx context.Context, j judge, what string, curs, base []gate.Run, 
 		if slices.ContainsFunc(vs, func(v gate.Verdict) bool { return v.Disturbed != "" }) {
 			r.notEvaluated++
 		}
+		c := gate.CoverageOf(vs)
+		js, ms = append(js, float64(c.Judged)), append(ms, float64(c.Metrics))
+	}
+	r.judged, r.metrics = medianInt(js), medianInt(ms)
+	if against != "" {
+		r.against += judgedText(r.judged, r.metrics)
 	}
 	if want <= 0 {
 		r.goal, r.met = "0 flagged", r.flagged == 0
@@ -227,11 +239,26 @@ func flagRate(ctx context.Context, j judge, what string, curs, base []gate.Run, 
 	return r, nil
 }
 
+// medianInt is xs's median, rounded (0 for none).
+func medianInt(xs []float64) int {
+	s, err := stats.Summarize(xs)
+	if err != nil {
+		return 0
+	}
+	return int(math.Round(s.Median))
+}
+
+// judgedText is a row's "; judged 130 of 201 metrics a run".
+func judgedText(judged, metrics int) string {
+	return fmt.Sprintf("; judged %d of %d metrics a run", judged, metrics)
+}
+
 // oneRunRate judges every same-code run against each baseline run alone:
 // the goal is at most one flagged in twenty against any one of them.
 func oneRunRate(ctx context.Context, j judge, what string, curs, base []gate.Run, load string) (row, error) {
 	r := row{what: what, against: fmt.Sprintf("1 run (%s), each of %d in turn", load, len(base))}
 	worst := 0
+	var js, ms []float64
 	for _, b := range base {
 		x, err := flagRate(ctx, j, "", curs, []gate.Run{b}, "", 0)
 		if err != nil {
@@ -239,7 +266,10 @@ func oneRunRate(ctx context.Context, j judge, what string, curs, base []gate.Run
 		}
 		r.flagged, r.of, r.notEvaluated = r.flagged+x.flagged, r.of+x.of, r.notEvaluated+x.notEvaluated
 		worst = max(worst, x.flagged)
+		js, ms = append(js, float64(x.judged)), append(ms, float64(x.metrics))
 	}
+	r.judged, r.metrics = medianInt(js), medianInt(ms)
+	r.against += judgedText(r.judged, r.metrics)
 	limit := max(1, len(curs)/20)
 	r.goal = fmt.Sprintf("≤ %d of %d against each (worst: %d)", limit, len(curs), worst)
 	r.met = worst <= limit
@@ -269,15 +299,23 @@ func judgeAll(ctx context.Context, j judge, base, curs []gate.Run) ([][]gate.Ver
 // each left in its place: the gate reads a serving metric's waves from
 // the samples' order (gate.Run.Span).
 func scaled(r gate.Run, k gate.BenchKey, lo, hi int, f func(i int, x float64) float64) gate.Run {
-	c := r
-	c.Bench.Values = maps.Clone(r.Bench.Values)
-	xs := slices.Clone(r.Bench.Values[k])
 	idx := make([]int, hi-lo)
 	for i := range idx {
 		idx[i] = lo + i
 	}
+	xs := r.Bench.Values[k]
 	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(xs[a], xs[b]) })
-	for rank, i := range idx {
+	return reordered(r, k, idx, f)
+}
+
+// reordered is r with key k's samples at order's indexes changed by f
+// (each one's rank in order, and value → its new value), every sample left
+// in its place and r as it was.
+func reordered(r gate.Run, k gate.BenchKey, order []int, f func(i int, x float64) float64) gate.Run {
+	c := r
+	c.Bench.Values = maps.Clone(r.Bench.Values)
+	xs := slices.Clone(r.Bench.Values[k])
+	for rank, i := range order {
 		xs[i] = f(rank, xs[i])
 	}
 	c.Bench.Values[k] = xs
@@ -294,10 +332,21 @@ func mostSlower(r gate.Run) gate.Run {
 	})
 }
 
-// tailSlower: tailKey's p95 and every request above it twice as slow (of
-// the requests after the first wave, which the gate's p95 reads: at 28,
-// the two slowest), the others as they were.
-func tailSlower(r gate.Run) gate.Run { return inject(r, tailKey, gate.StatP95, -1, 100) }
+// tailSlower: the p95 of tailKey's requests after the first wave and every
+// one above it twice as slow, by their times (at 28, the two slowest), the
+// others as they were: the slower tail users fear. The gate's tail is
+// wave-relative (gate.WaveRatios), which this moves by at most that: the
+// slowest requests often share a wave, whose median moves with them.
+func tailSlower(r gate.Run) gate.Run {
+	lo, hi := r.Span(tailKey, gate.StatP95)
+	p95 := stats.Rank(hi-lo, 95) - 1
+	return scaled(r, tailKey, lo, hi, func(i int, x float64) float64 {
+		if i < p95 {
+			return x
+		}
+		return 2 * x
+	})
+}
 
 // tailOf says, in words, which requests of tailKey tailSlower doubles
 // in the first of runs (make gate-power's runs all have as many): "at 28
@@ -314,25 +363,44 @@ func tailOf(runs []gate.Run) string {
 	return fmt.Sprintf("at %d requests, the %d slowest", n, n-stats.Rank(n, 95)+1)
 }
 
-// firstSlower: tailKey's first wave twice as slow (an engine's warm-up
-// after a start or a wake), the later waves as they were.
+// firstSlower: tailKey's first wave twice as slow (the requests that
+// found the prefix cache empty), the later waves as they were.
 func firstSlower(r gate.Run) gate.Run { return inject(r, tailKey, gate.StatFirstWave, -1, 100) }
 
 // inject is r with metric k's statistic stat made worse by pct percent
 // (better: the unit's direction): every sample the statistic reads
 // (gate.Run.Span) for a median or a first wave; for a tail, the samples
 // from its nearest-rank position outwards (the p95 and those above it, or
-// the p5 and those below), so that statistic moves by exactly that and the
-// rest of the run does not.
+// the p5 and those below), ranked as the gate ranks them: by each one's
+// ratio to its wave's median where the gate's tail is wave-relative
+// (gate.WaveRatios), else by value. So the statistic moves by that (a
+// wave-relative tail by about that: a scaled request that is not its
+// wave's slowest moves the wave's median a little too) and the rest of
+// the run does not.
 func inject(r gate.Run, k gate.BenchKey, stat string, better int, pct float64) gate.Run {
 	f := 1 + pct/100
 	if better > 0 {
 		f = 1 - pct/100
 	}
-	lo, hi := r.Span(k, stat)
-	n := hi - lo
-	p95, p5 := stats.Rank(n, 95)-1, stats.Rank(n, 5)-1 // their ranks among the span, ascending
-	return scaled(r, k, lo, hi, func(i int, x float64) float64 {
+	var order []int
+	if at, ok := gate.WaveRatios(r, k, true); ok && (stat == gate.StatP95 || stat == gate.StatP5) {
+		for i, x := range at {
+			if !math.IsNaN(x) {
+				order = append(order, i)
+			}
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(at[a], at[b]) })
+	} else {
+		lo, hi := r.Span(k, stat)
+		xs := r.Bench.Values[k]
+		for i := lo; i < hi; i++ {
+			order = append(order, i)
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(xs[a], xs[b]) })
+	}
+	n := len(order)
+	p95, p5 := stats.Rank(n, 95)-1, stats.Rank(n, 5)-1 // their ranks in order, ascending
+	return reordered(r, k, order, func(i int, x float64) float64 {
 		if stat == gate.StatP95 && i < p95 || stat == gate.StatP5 && i > p5 {
 			return x
 		}

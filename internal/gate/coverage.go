@@ -81,7 +81,7 @@ func (u Unjudged) remedy(more int) string {
 	case UnjudgedFewSamples:
 		return fmt.Sprintf("%s needed (the runs rule gates them from %d), or %d or more samples a run (more cycles)", runs, FewMinRuns, OneRunMinSamples)
 	case UnjudgedFewRounds:
-		return fmt.Sprintf("%s needed (the runs rule judges the runs' medians), or protocol.rounds of %d or more", runs, OneRunMinSamples)
+		return fmt.Sprintf("%s needed (the runs rule judges the runs' medians), or protocol.rounds of %d or more (%d where a round is one wave: the first is judged apart)", runs, OneRunMinSamples, OneRunMinSamples+1)
 	case UnjudgedTail:
 		return fmt.Sprintf("%s needed (a tail is gated from %d runs)", runs, FewMinRuns)
 	case UnjudgedFirstWave:

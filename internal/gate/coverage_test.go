@@ -165,13 +165,13 @@ func TestCoverageNamesWhatItDidNotJudge(t *testing.T) {
 		{Reason: UnjudgedNoDirection.String(), Remedy: "shown, never gated", Metrics: 2},
 		{Reason: UnjudgedFewSamples.String(), Remedy: "9 more baseline runs needed (the runs rule gates them from 10), or 5 or more samples a run (more cycles)", Metrics: 2,
 			Worst: "Sleep/model=A/level=2 sec/wake +1300.0 %"},
-		{Reason: UnjudgedFewRounds.String(), Remedy: "1 more baseline run needed (the runs rule judges the runs' medians), or protocol.rounds of 5 or more", Metrics: 1},
+		{Reason: UnjudgedFewRounds.String(), Remedy: "1 more baseline run needed (the runs rule judges the runs' medians), or protocol.rounds of 5 or more (6 where a round is one wave: the first is judged apart)", Metrics: 1},
 		{Reason: UnjudgedFirstWave.String(), Remedy: "9 more baseline runs needed (a first wave is gated from 10 runs)", Metrics: 1},
 	}
 	assert.Equal(t, want, cov.Unjudged)
 	assert.Equal(t, "judged 1 of 7 metrics; not judged: 2 without a better= direction (the machine's load over a phase, read to tell a busy machine): shown, never gated; "+
 		"2 with fewer than 5 samples in a run (one or two events a run, which a hiccup of the machine moves whole): 9 more baseline runs needed (the runs rule gates them from 10), or 5 or more samples a run (more cycles); worst change among them Sleep/model=A/level=2 sec/wake +1300.0 %; "+
-		"1 of requests in fewer than 5 rounds of concurrent requests in the one baseline run (a round is one moment of the machine): 1 more baseline run needed (the runs rule judges the runs' medians), or protocol.rounds of 5 or more; "+
+		"1 of requests in fewer than 5 rounds of concurrent requests in the one baseline run (a round is one moment of the machine): 1 more baseline run needed (the runs rule judges the runs' medians), or protocol.rounds of 5 or more (6 where a round is one wave: the first is judged apart); "+
 		"1 a serving stage's first wave of requests (one event a run): 9 more baseline runs needed (a first wave is gated from 10 runs)", cov.String())
 
 	// Against two runs the requests' medians are judged (their tail needs

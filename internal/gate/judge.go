@@ -76,12 +76,13 @@ type Verdict struct {
 	// rank, for metrics of TailMinSamples or more samples a run), or a
 	// serving metric's StatFirstWave (Waves).
 	Stat string
-	// Waves: a serving metric judged on its waves (serveWaves): its
+	// Waves: a serving metric judged on its waves (firstWave): its
 	// median and tail read the requests after the first wave, StatFirstWave
-	// the first wave; StatLabel says so.
-	Waves  bool
-	Better int    // +1 higher is better, −1 lower is better, 0 unknown (not gated)
-	Rule   string // RuleRuns or RuleOneRun
+	// the first wave; WaveTail: its tail is waveTail's, each request over
+	// its wave's median. StatLabel says so.
+	Waves, WaveTail bool
+	Better          int    // +1 higher is better, −1 lower is better, 0 unknown (not gated)
+	Rule            string // RuleRuns or RuleOneRun
 	// How says how the rule decided, in words: the runs it used, the
 	// noise floor and where it came from.
 	How string
@@ -228,7 +229,6 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 	var single []int     // the one-run rule's metrics, indexes into out
 	floors := map[int]map[string]unitFloor{}
 	var fresh []Verdict        // this run's metrics that no baseline run has
-	var firsts []Verdict       // first waves one baseline run does not gate
 	absent := map[int]string{} // verdicts of metrics some baseline runs lack: which
 	for _, k := range keys {
 		if err := ctx.Err(); err != nil {
@@ -273,6 +273,9 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 				v := v
 				v.Stat = st
 				v.Cur, _ = statOf(cur, k, st, split)
+				if st == StatP95 || st == StatP5 {
+					_, v.WaveTail = WaveRatios(cur, k, split)
+				}
 				c, err := newRunsCase(ctx, len(out), runs, cur, k, alpha, st, split)
 				if err != nil {
 					return nil, err
@@ -309,7 +312,10 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 			f.How = "a first wave in the one baseline run: one event, its spread unknown"
 			f.Why = fmt.Sprintf("a run's first wave is one event: gated against %d or more baseline runs", FewMinRuns)
 			f.Unjudged, f.NeedRuns = UnjudgedFirstWave, FewMinRuns-1
-			firsts = append(firsts, f)
+			if note != "" {
+				absent[len(out)] = note
+			}
+			out = append(out, f) // not in single: judgeOneRun would give it a floor
 		}
 	}
 	if len(out) == 0 {
@@ -400,12 +406,6 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 			out[i].How += bounded
 		}
 	}
-	for i := range firsts {
-		if f := &firsts[i]; f.Base != 0 {
-			f.ChangePct = (f.Cur/f.Base - 1) * 100
-		}
-	}
-	out = append(out, firsts...)
 	out = append(out, fresh...)
 	out = append(out, missing(base, cur)...)
 	return out, nil
@@ -413,7 +413,7 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 
 // tailed says whether k is judged on its tail too: TailMinSamples or
 // more samples in this run and in each of runs.
-// A serving metric's tail is judged on its later waves (serveWaves), where
+// A serving metric's tail is judged on its later waves (waveTail), where
 // its samples in all are that many.
 func tailed(runs []Run, cur Run, k BenchKey) bool {
 	if len(cur.Bench.Values[k]) < TailMinSamples {
@@ -498,7 +498,7 @@ func missing(base []Run, cur Run) []Verdict {
 			Why:      fmt.Sprintf("in %d baseline run(s), not in this run: a phase or model that did not run, or a renamed metric; not judged", seen[k]),
 			Unjudged: UnjudgedMissing}
 		for _, r := range base {
-			if m, ok := r.Median(k); ok {
+			if m, ok := statOf(r, k, StatMedian, false); ok { // every request: its row is labelled as the metric
 				v.Base = m
 			}
 		}
@@ -543,7 +543,7 @@ func (s scale) from(x float64) float64 {
 type runsCase struct {
 	i      int       // its verdict in Judge's output
 	few    bool      // some run has fewer than OneRunMinSamples samples of it
-	waves  bool      // a serving metric judged on its waves (serveWaves)
+	waves  bool      // a serving metric judged on its waves (firstWave)
 	all    []float64 // every baseline run's statistic on lg's scale
 	ys     []float64 // the segment's
 	y      float64   // this run's on lg's scale
@@ -853,6 +853,8 @@ func (v *Verdict) judgeRuns(c runsCase, pr prior, tolPct, alpha float64) {
 	switch {
 	case c.waves && v.Stat == StatFirstWave:
 		what, of = "median", " of the first wave"
+	case v.WaveTail:
+		of = " of the requests after the first wave, each over its wave's median, times their median"
 	case c.waves:
 		of = " of the requests after the first wave"
 	}
@@ -940,7 +942,7 @@ func noiseFloors(r Run) map[string]unitFloor {
 // into the power); +Inf where the run has too few samples to gate on.
 func (v *Verdict) oneRunFloor(r Run, k BenchKey, floors map[string]unitFloor, split bool) {
 	v.Rule, v.Runs = RuleOneRun, 1
-	v.Base, _ = r.Median(k)
+	v.Base, _ = statOf(r, k, StatMedian, split)
 	xs := samplesOf(r, k, StatMedian, split)
 	n := len(xs)
 	own, hasOwn := cv(xs)
@@ -992,21 +994,27 @@ func moments(r Run, k BenchKey, split bool) int {
 
 // oneProcess reports whether k's samples in a run share a level that
 // the server process sets, so that one run is one draw of it however many
-// samples it holds: a level-1 sleep's time. Its copy fills host memory
-// the process maps (vLLM's CPU backup of the weights, vllm/device_allocator/
-// cumem.py; vllmsim's staging buffer, internal/vllmsim/hostmem.go), whose
-// speed is set per process (where and how its pages were mapped).
-// Measured on 17 quiet runs of testdata/gate-power.json (vllmsim, 2
-// cores): A's five level-1 sleeps of a run lie within about 5 % of each
-// other, while runs' medians fall near 0.35 s or near 0.45 s; B's from
-// 0.17 to 0.21 s. Against one run, whose five sleeps are one process's,
-// the one-run rule flagged that bimodality in 17 of 200 same-code runs
-// (one baseline run in turn: 8 of 20 against the worst). The wakes of the
-// same runs lie within 3 % of each other from run to run. The first
-// level-1 sleep of a process is not among these samples at all (it
-// allocates the backup: record.FirstSleep, reported apart).
+// samples it holds: a level-1 sleep's time, of the level-1 cycles or of a
+// handoff (which sleeps the active model at level 1). Its copy fills host
+// memory the process maps (vLLM's CPU backup of the weights,
+// vllm/device_allocator/cumem.py; vllmsim's staging buffer,
+// internal/vllmsim/hostmem.go), whose speed is set per process (where and
+// how its pages were mapped). Measured on 30 quiet runs of
+// testdata/gate-power.json (vllmsim, 2 cores): A's five level-1 sleeps of a
+// run lay within about 5 % of each other, while runs' medians fell near
+// 0.35 s or near 0.45 s; B's from 0.17 to 0.21 s. Against one run, whose
+// five sleeps are one process's, the one-run rule flagged that in 17 of
+// 200 same-code runs (one baseline run in turn). The wakes of the same
+// runs lay within 3 % of each other from run to run. A process's first
+// level-1 sleep (allocating the backup) is among the cycles' samples only
+// where nothing put the model to sleep before them (one model; with more,
+// pool.MakeRoom does first): the median reads past it.
 func oneProcess(k BenchKey) bool {
-	return k.Unit == unitSleep && strings.HasPrefix(k.Name, "Sleep/") && slices.Contains(strings.Split(k.Name, "/"), "level=1")
+	if k.Unit != unitSleep {
+		return false
+	}
+	return strings.HasPrefix(k.Name, "Switch/") ||
+		strings.HasPrefix(k.Name, "Sleep/") && slices.Contains(strings.Split(k.Name, "/"), "level=1")
 }
 
 // unitSleep is a sleep's sent → answered time (report.UnitSleep).
@@ -1158,17 +1166,25 @@ func StatSuffix(st string) string {
 // StatLabel is v's unit and what of each run it judged, as its rows and
 // checks name it: "sec/wake", "sec/ttft p95"; a serving metric judged on
 // its waves says which ("sec/ttft later-waves", "sec/ttft p95
-// later-waves", "sec/ttft first-wave"), since its median is not the
-// report's median over every request.
+// wave-relative", at concurrency 1 "sec/ttft p95 later-waves", "sec/ttft
+// first-wave"), since none is the report's figure over every request.
 func (v Verdict) StatLabel() string {
-	if v.Waves && v.Stat != StatFirstWave {
+	switch {
+	case v.WaveTail:
+		return v.Unit + StatSuffix(v.Stat) + " " + waveRelative
+	case v.Waves && v.Stat != StatFirstWave:
 		return v.Unit + StatSuffix(v.Stat) + " " + laterWaves
 	}
 	return v.Unit + StatSuffix(v.Stat)
 }
 
-// laterWaves labels a serving metric's statistics of its later waves.
-const laterWaves = "later-waves"
+// Labels of a serving metric's statistics of its later waves (StatLabel):
+// of the requests after the first wave, and the tail of each over its
+// wave's median (waveTail).
+const (
+	laterWaves   = "later-waves"
+	waveRelative = "wave-relative"
+)
 
 // WriteRuns lists the baseline runs oldest first, with the time that
 // ordered them and where it came from.

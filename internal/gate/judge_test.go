@@ -35,7 +35,7 @@ func benchText(started time.Time, metrics map[string][]float64) string {
 	if !started.IsZero() {
 		b.WriteString(StartedPrefix + started.Format(time.RFC3339Nano) + "\n")
 	}
-	b.WriteString("gpu: g\nUnit sec/wake better=lower\nUnit sec/ttft better=lower\nUnit sec/ready better=lower\nUnit tok/s better=higher\nUnit GiB/residual better=lower\nUnit sec/sleep better=lower\n")
+	b.WriteString("gpu: g\nUnit sec/wake better=lower\nUnit sec/ttft better=lower\nUnit sec/ready better=lower\nUnit tok/s better=higher\nUnit GiB/residual better=lower\nUnit sec/sleep better=lower\nUnit req-tok/s better=higher\n")
 	for k, xs := range metrics {
 		name, unit, _ := strings.Cut(k, " ")
 		for _, x := range xs {

@@ -90,7 +90,7 @@ func TestServeWavesAreJudgedApart(t *testing.T) {
 	assert.Contains(t, f.How, "t-test of this run's median of the first wave against the 10 baseline runs")
 	assert.Contains(t, statVerdict(t, vs, ttft, StatMedian).How, "t-test of this run's median of the requests after the first wave")
 	tail := statVerdict(t, vs, ttft, StatP95)
-	assert.Equal(t, "sec/ttft p95 later-waves", tail.StatLabel(), "16 requests: the tail judged, on the 12 after the first wave")
+	assert.Equal(t, "sec/ttft p95 wave-relative", tail.StatLabel(), "16 requests: the tail judged, on the 12 after the first wave, each over its wave's median")
 	assert.Equal(t, "sec/ttft later-waves", v.StatLabel())
 	assert.Equal(t, "sec/ttft first-wave", f.StatLabel())
 	assert.False(t, statVerdict(t, vs, ttft, StatMedian).Regression, "the later waves as they were")
@@ -204,4 +204,80 @@ func TestWaveTailSeesAStragglerNotAStall(t *testing.T) {
 	r := run(c1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3)
 	tail, _ := r.Stat(BenchKey{Name: c1, Unit: "sec/ttft"}, StatP95)
 	assert.Equal(t, 3.0, tail, "concurrency 1: each request its own wave, the plain p95")
+}
+
+// TestJudgeSeesAStragglerNotAStall: against ten runs of serveRun, a run
+// with one later wave stalled whole (×3) leaves the wave-relative tail
+// unflagged; a run with one later request twice as slow as the others of
+// its wave (its wave-mates unchanged) is flagged there, its median not.
+// A throughput (req-tok/s, higher is better) is judged on its p5 alike:
+// one request at half its wave-mates' rate is flagged.
+func TestJudgeSeesAStragglerNotAStall(t *testing.T) {
+	rng := rand.New(rand.NewPCG(50, 9))
+	var base []Run
+	for i := range 10 {
+		base = append(base, serveRun(t, rng, i, 1, 1))
+	}
+	vs, err := Judge(t.Context(), base, serveRun(t, rng, 20, 1, 1, 2), 10, 0.05)
+	require.NoError(t, err)
+	tail := statVerdict(t, vs, ttft, StatP95)
+	assert.True(t, tail.WaveTail)
+	assert.False(t, tail.Regression, "a wave stalled whole: %+.1f %%", tail.ChangePct)
+
+	straggler := serveRun(t, rng, 21, 1, 1)
+	k := BenchKey{Name: "Serve/model=A/stage=after-wake/conc=4", Unit: "sec/ttft"}
+	straggler.Bench.Values[k][9] *= 2 // the second request of the third wave
+	vs, err = Judge(t.Context(), base, straggler, 10, 0.05)
+	require.NoError(t, err)
+	tail = statVerdict(t, vs, ttft, StatP95)
+	assert.True(t, tail.Regression, "one request twice as slow beside its wave: %s", tail.How)
+	assert.Contains(t, tail.How, "each over its wave's median")
+	assert.Equal(t, "sec/ttft p95 wave-relative", tail.StatLabel())
+	assert.False(t, statVerdict(t, vs, ttft, StatMedian).Regression)
+
+	const rate = "Serve/model=A/stage=after-wake/conc=4 req-tok/s"
+	rk := BenchKey{Name: "Serve/model=A/stage=after-wake/conc=4", Unit: "req-tok/s"}
+	withRate := func(r Run) Run {
+		xs := r.Bench.Values[k]
+		rs := make([]float64, len(xs))
+		for i, x := range xs {
+			rs[i] = 1 / x
+		}
+		r.Bench.Values[rk] = rs
+		return r
+	}
+	for i := range base {
+		base[i] = withRate(base[i])
+	}
+	slow := withRate(serveRun(t, rng, 22, 1, 1))
+	slow.Bench.Values[rk][9] /= 2
+	vs, err = Judge(t.Context(), base, slow, 10, 0.05)
+	require.NoError(t, err)
+	p5 := statVerdict(t, vs, rate, StatP5)
+	assert.True(t, p5.WaveTail)
+	assert.True(t, p5.Regression, "one request at half its wave-mates' rate: %s", p5.How)
+}
+
+// TestWavesSplitOnlyWhereEveryRunCan: a run with a failed request (15
+// requests in two rounds) cannot be split; judged against a run that
+// can, both are read on every request, the baseline's centre too, and
+// the row is labelled as the plain metric.
+func TestWavesSplitOnlyWhereEveryRunCan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(50, 11))
+	b := serveRun(t, rng, 0, 1, 1)
+	cur := serveRun(t, rng, 1, 1, 1)
+	k := BenchKey{Name: "Serve/model=A/stage=after-wake/conc=4", Unit: "sec/ttft"}
+	cur.Bench.Values[k] = cur.Bench.Values[k][:15]
+	vs, err := Judge(t.Context(), []Run{b}, cur, 10, 0.05)
+	require.NoError(t, err)
+	v := statVerdict(t, vs, ttft, StatMedian)
+	assert.False(t, v.Waves)
+	assert.Equal(t, "sec/ttft", v.StatLabel())
+	all, err := stats.Summarize(b.Bench.Values[k])
+	require.NoError(t, err)
+	assert.Equal(t, all.Median, v.Base, "the baseline's median over every request")
+	for _, v := range vs {
+		assert.NotEqual(t, StatFirstWave, v.Stat)
+	}
+	assert.False(t, v.Regression)
 }
