@@ -130,8 +130,8 @@ fleet:
 	WAKEBENCH_CONFIG=$(FLEET_CONFIG) $(GO) test -count=1 -timeout 20m -v -run '^TestFleet$$' .
 
 ## gate-power: the regression gate's false alarms and power, measured (RERUNS=20 BASE=10: ~70 short
-## runs of testdata/gate-power.json, ~60 min on 2 cores; LOAD=1 adds the same under a CPU hog on
-## every core, ~110 min); prints one table with the machine and its load, runs in out/gate-power
+## runs of testdata/gate-power.json, ~70 min on 2 cores; LOAD=1 runs 50 under a CPU hog on every
+## core, ~60 min, then 50 quiet, ~115 min in all); prints one table with the machine and its load, runs in out/gate-power
 gate-power:
 	scripts/gate-power.sh
 

@@ -26,7 +26,7 @@
 # go test) judged nothing; a run whose protocol FAILs a threshold still counts
 # (slower runs may). STAGES picks what runs: "load quiet judge" (the
 # default; load only with LOAD=1); STAGES=judge judges the runs in $OUT again.
-# RERUNS=20 BASE=10 take about 60 minutes on 2 cores, LOAD=1 about 110.
+# RERUNS=20 BASE=10 take about 70 minutes on 2 cores, LOAD=1 about 115.
 # JOBS=N runs up to N quiet runs at once (default 1): for CI's smoke, which
 # checks the pipeline, not the rates (GOALS=0); runs side by side share the
 # cores, so a measurement keeps JOBS=1.
