@@ -417,9 +417,6 @@ func injectRate(ctx context.Context, j judge, what string, curs, base []gate.Run
 		if n := len(c.Bench.Values[tailKey]); n < gate.TailMinSamples {
 			return r, fmt.Errorf("%s: %s %s has %d samples, %d wanted (its tail is judged from that many)", c.Path, tailKey.Name, tailKey.Unit, n, gate.TailMinSamples)
 		}
-		if _, hi := c.Span(tailKey, gate.StatFirstWave); stat == gate.StatFirstWave && hi == 0 {
-			return r, fmt.Errorf("%s: %s %s: no first wave to tell from the later ones (a tok/s line a round, requests in even rounds)", c.Path, tailKey.Name, tailKey.Unit)
-		}
 		inj[i] = f(c)
 	}
 	vss, err := judgeAll(ctx, j, base, inj)
