@@ -63,15 +63,9 @@ func hostLoads(r Run) map[string]hostLoad {
 // as protocol.Env.Begin names windows (<labels>-<phase>). ok is false for
 // a benchmark of no one window (the device's peak, the host lines).
 func windowOf(name string) (model, phase string, ok bool) {
-	parts := strings.Split(name, "/")
-	keys := map[string]string{}
-	for _, p := range parts[1:] {
-		if k, v, ok := strings.Cut(p, "="); ok {
-			keys[k] = v
-		}
-	}
+	base, keys := nameKeys(name)
 	model = keys["model"]
-	switch parts[0] {
+	switch base {
 	case "Restart":
 		return model, "restart", model != ""
 	case "Serve":
@@ -93,6 +87,20 @@ func windowOf(name string) (model, phase string, ok bool) {
 		return "", "kubernetes", true
 	}
 	return "", "", false
+}
+
+// nameKeys splits a benchmark name into its base and its sub-name keys:
+// "Serve/model=A/stage=baseline/conc=4" is "Serve" with model A, stage
+// baseline and conc 4.
+func nameKeys(name string) (base string, keys map[string]string) {
+	parts := strings.Split(name, "/")
+	keys = map[string]string{}
+	for _, p := range parts[1:] {
+		if k, v, ok := strings.Cut(p, "="); ok {
+			keys[k] = v
+		}
+	}
+	return parts[0], keys
 }
 
 // timed says whether a unit's figure takes longer, or less per second,

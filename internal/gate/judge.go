@@ -1013,8 +1013,8 @@ func oneProcess(k BenchKey) bool {
 	if k.Unit != unitSleep {
 		return false
 	}
-	return strings.HasPrefix(k.Name, "Switch/") ||
-		strings.HasPrefix(k.Name, "Sleep/") && slices.Contains(strings.Split(k.Name, "/"), "level=1")
+	base, keys := nameKeys(k.Name)
+	return base == "Switch" || base == "Sleep" && keys["level"] == "1"
 }
 
 // unitSleep is a sleep's sent → answered time (report.UnitSleep).

@@ -65,12 +65,9 @@ func perRequest(k BenchKey) bool {
 
 // concOf is the N of a benchmark name's conc=N key, or 0.
 func concOf(name string) int {
-	for _, kv := range strings.Split(name, "/") {
-		if v, ok := strings.CutPrefix(kv, "conc="); ok {
-			if n, err := strconv.Atoi(v); err == nil && n > 0 {
-				return n
-			}
-		}
+	_, keys := nameKeys(name)
+	if n, err := strconv.Atoi(keys["conc"]); err == nil && n > 0 {
+		return n
 	}
 	return 0
 }
@@ -165,31 +162,16 @@ func statOf(r Run, k BenchKey, st string, split bool) (float64, bool) {
 // where fewer than two later waves hold two requests or more; a wave whose
 // median is not positive is left out.
 func waveTail(r Run, k BenchKey, st string, split bool, med float64) (float64, bool) {
-	ratios, ok := waveRatios(r, k, split)
+	at, ok := WaveRatios(r, k, split)
 	if !ok {
 		return 0, false
 	}
+	ratios := slices.DeleteFunc(at, math.IsNaN) // the first wave's and the left-out waves'
 	p := 95.0
 	if st == StatP5 {
 		p = 5
 	}
 	return med * stats.NearestRank(slices.Sorted(slices.Values(ratios)), p), true
-}
-
-// waveRatios is each later request's value over its wave's median (see
-// waveTail), and at index i of r's samples of k: ratio i (NaN for the
-// first wave's and left-out waves' samples) in at.
-func waveRatios(r Run, k BenchKey, split bool) (ratios []float64, ok bool) {
-	at, ok := WaveRatios(r, k, split)
-	if !ok {
-		return nil, false
-	}
-	for _, x := range at {
-		if !math.IsNaN(x) {
-			ratios = append(ratios, x)
-		}
-	}
-	return ratios, true
 }
 
 // WaveRatios is, at each index of r's samples of k, that request's value
