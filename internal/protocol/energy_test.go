@@ -217,10 +217,12 @@ func meanW(xs []interval) []float64 {
 // steps after it are outside the figure: on the simulated GPU's power
 // model (a decoding server draws 50 W more, an asleep one 5) every decode
 // step after a first token slowed by 0.1 s (0.7 s for the probe's other
-// seven tokens) leaves the interval's mean power where it was. On 650cbfc
-// the closing read came after the whole probe, whose later decode at 60+
-// W IntervalJ took out at the mean power of the whole span: the mean
-// power doubled.
+// seven tokens) leaves the interval's mean power where it was: the median
+// of three intervals within 30 %. On 650cbfc the closing read came after
+// the whole probe, whose later decode at 60+ W IntervalJ took out at the
+// mean power of the whole span: the mean power doubled. (Three, so the
+// median is one interval's: with two it was the larger, and a 0.09 s
+// interval's reads under a loaded CI moved it 15 %.)
 func TestEnergyEndsAtTheFirstToken(t *testing.T) {
 	testmain.Long(t)
 	const slowDecode = "slow=decode:0.1"
@@ -229,10 +231,10 @@ func TestEnergyEndsAtTheFirstToken(t *testing.T) {
 		plain, slow []interval
 	}{
 		{"switch", handoffIntervals(t, switchRun(t, same, 2, "")), handoffIntervals(t, switchRun(t, same, 2, slowDecode))},
-		{"soak", cycleIntervals(t, soakRun(t, same, 2, "")), cycleIntervals(t, soakRun(t, same, 2, slowDecode))},
+		{"soak", cycleIntervals(t, soakRun(t, same, 3, "")), cycleIntervals(t, soakRun(t, same, 3, slowDecode))},
 	} {
 		plain, slow := meanW(c.plain), meanW(c.slow)
 		t.Logf("%s: mean W plain %.1f, decode slowed after the first token %.1f", c.name, plain, slow)
-		assert.InEpsilon(t, plain[len(plain)/2], slow[len(slow)/2], 0.15, "%s: steps after the first token are outside J", c.name)
+		assert.InEpsilon(t, plain[len(plain)/2], slow[len(slow)/2], 0.3, "%s: steps after the first token are outside J", c.name)
 	}
 }
