@@ -335,8 +335,10 @@ func mostSlower(r gate.Run) gate.Run {
 // tailSlower: the p95 of tailKey's requests after the first wave and every
 // one above it twice as slow, by their times (at 28, the two slowest), the
 // others as they were: the slower tail users fear. The gate's tail is
-// wave-relative (gate.WaveRatios), which this moves by at most that: the
-// slowest requests often share a wave, whose median moves with them.
+// each request's ratio to its wave-mates' median (gate.WaveRatios), which
+// this moves by less where the slowest requests are slow whole waves (a
+// stall of the machine, which the ratio leaves out): on make gate-power's
+// runs +78 to +139 %.
 func tailSlower(r gate.Run) gate.Run {
 	lo, hi := r.Span(tailKey, gate.StatP95)
 	p95 := stats.Rank(hi-lo, 95) - 1
@@ -372,10 +374,10 @@ func firstSlower(r gate.Run) gate.Run { return inject(r, tailKey, gate.StatFirst
 // (gate.Run.Span) for a median or a first wave; for a tail, the samples
 // from its nearest-rank position outwards (the p95 and those above it, or
 // the p5 and those below), ranked as the gate ranks them: by each one's
-// ratio to its wave's median where the gate's tail is wave-relative
+// ratio to its wave-mates' median where the gate's tail is such a ratio
 // (gate.WaveRatios), else by value. So the statistic moves by that (a
-// wave-relative tail by about that: a scaled request that is not its
-// wave's slowest moves the wave's median a little too) and the rest of
+// tail of ratios by about that: a scaled request is a wave-mate of the
+// others of its wave, whose ratios it moves a little) and the rest of
 // the run does not.
 func inject(r gate.Run, k gate.BenchKey, stat string, better int, pct float64) gate.Run {
 	f := 1 + pct/100

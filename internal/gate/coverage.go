@@ -22,6 +22,7 @@ const (
 	UnjudgedNoDirection
 	UnjudgedFewSamples
 	UnjudgedFewRounds
+	UnjudgedOneSpan
 	UnjudgedTail
 	UnjudgedFirstWave
 	UnjudgedOneProcess
@@ -46,6 +47,8 @@ func (u Unjudged) String() string {
 		return fmt.Sprintf("with fewer than %d samples in a run (one or two events a run, which a hiccup of the machine moves whole)", OneRunMinSamples)
 	case UnjudgedFewRounds:
 		return fmt.Sprintf("of requests in fewer than %d rounds of concurrent requests in the one baseline run (a round is one moment of the machine)", OneRunMinSamples)
+	case UnjudgedOneSpan:
+		return "of requests of one open-loop traffic run in the one baseline run (one span of the machine)"
 	case UnjudgedTail:
 		return "a run's tail (its slowest request or two: one event a run)"
 	case UnjudgedFirstWave:
@@ -82,6 +85,8 @@ func (u Unjudged) remedy(more int) string {
 		return fmt.Sprintf("%s needed (the runs rule gates them from %d), or %d or more samples a run (more cycles)", runs, FewMinRuns, OneRunMinSamples)
 	case UnjudgedFewRounds:
 		return fmt.Sprintf("%s needed (the runs rule judges the runs' medians), or protocol.rounds of %d or more (%d where a round is one wave: the first is judged apart)", runs, OneRunMinSamples, OneRunMinSamples+1)
+	case UnjudgedOneSpan:
+		return runs + " needed (the runs rule judges the runs' medians)"
 	case UnjudgedTail:
 		return fmt.Sprintf("%s needed (a tail is gated from %d runs)", runs, FewMinRuns)
 	case UnjudgedFirstWave:

@@ -79,7 +79,8 @@ type Verdict struct {
 	// Waves: a serving metric judged on its waves (firstWave): its
 	// median and tail read the requests after the first wave, StatFirstWave
 	// the first wave; WaveTail: its tail is waveTail's, each request over
-	// its wave's median. StatLabel says so.
+	// the median of its wave-mates, a ratio (Base and Cur too). StatLabel
+	// says so.
 	Waves, WaveTail bool
 	Better          int    // +1 higher is better, −1 lower is better, 0 unknown (not gated)
 	Rule            string // RuleRuns or RuleOneRun
@@ -94,7 +95,8 @@ type Verdict struct {
 	P         float64 // one-sided p of a worse change (RuleRuns); NaN otherwise
 	// MinPct is the gate's power: the smallest change in the worse
 	// direction that it flags in at least PowerLevel of runs (80 %), in percent;
-	// Min is the same in the metric's unit (an absolute change). A change
+	// Min is the same in the metric's unit (an absolute change; in the
+	// ratio for a tail of ratios to the wave-mates, WaveTail). A change
 	// of half that size is flagged in at most about a fifth of runs
 	// (TestStatedPowerHoldsByInjection).
 	MinPct, Min float64
@@ -186,7 +188,7 @@ type ChangePoint struct {
 // seen. A serving metric's requests are judged on their waves where every
 // run's can be told (waved): its median and tail on the requests after
 // its first wave (the tail with the waves' shared stalls taken out,
-// waveTail), and its first wave's median a third time (StatFirstWave).
+// waveTail: a ratio), and its first wave's median a third time (StatFirstWave).
 // A level-1 sleep's time is one process's level a run (oneProcess):
 // gated from FewMinRuns runs.
 //
@@ -267,7 +269,7 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 				switch {
 				case st == StatFirstWave && (v.Better == 0 || !split):
 					continue
-				case st != StatMedian && st != StatFirstWave && (v.Better == 0 || !tailed(runs, cur, k)):
+				case st != StatMedian && st != StatFirstWave && (v.Better == 0 || !tailed(runs, cur, k, split)):
 					continue
 				}
 				v := v
@@ -414,13 +416,20 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 // tailed says whether k is judged on its tail too: TailMinSamples or
 // more samples in this run and in each of runs.
 // A serving metric's tail is judged on its later waves (waveTail), where
-// its samples in all are that many.
-func tailed(runs []Run, cur Run, k BenchKey) bool {
+// its samples in all are that many, and only where every run's tail is
+// read alike: a ratio to the wave-mates in each (WaveRatios), or the
+// plain tail in seconds in each (a run whose every wave-mates' median is
+// 0 has no ratio), never the one against the other.
+func tailed(runs []Run, cur Run, k BenchKey, split bool) bool {
 	if len(cur.Bench.Values[k]) < TailMinSamples {
 		return false
 	}
+	_, ratio := WaveRatios(cur, k, split)
 	for _, r := range runs {
 		if len(r.Bench.Values[k]) < TailMinSamples {
+			return false
+		}
+		if _, ok := WaveRatios(r, k, split); ok != ratio {
 			return false
 		}
 	}
@@ -554,8 +563,12 @@ type runsCase struct {
 	where  string  // the runs, in words
 	runs   []Run
 	meds   []float64 // every baseline run's statistic
-	splits []Split   // E-Divisive's, before confirm
-	seg    int       // the segment's first run
+	key    BenchKey
+	median bool    // the statistic is the runs' median
+	w2     float64 // the variance of a run's median from its moments alone, on lg's scale, over the segment (momentsVar; 0: none)
+	nm     float64 // the moments a segment's run's median reads, on average
+	splits []Split // E-Divisive's, before confirm
+	seg    int     // the segment's first run
 }
 
 // newRunsCase takes the metric's statistic st of every run and, in a
@@ -566,9 +579,11 @@ func newRunsCase(ctx context.Context, i int, runs []Run, cur Run, k BenchKey, al
 	y, _ := statOf(cur, k, st, split)
 	// A run's tail is its slowest request or two (at 16 samples, its p95
 	// is one): a stall of the machine during one batch of concurrent
-	// requests moves it whole, as it moves a metric of one or two samples
-	// (under a CPU hog a same-code rerun's four slowest TTFTs took 31 ms,
-	// five baseline runs' 16 to 20 ms, the median unmoved).
+	// requests moves a plain tail whole, as it moves a metric of one or
+	// two samples (under a CPU hog a same-code rerun's four slowest TTFTs
+	// took 31 ms, five baseline runs' 16 to 20 ms, the median unmoved); a
+	// tail of ratios to the wave-mates leaves such a stall out, and is
+	// still the request or two slowest beside their wave-mates, one event.
 	// A serving metric's first wave is one event a run too, and a level-1
 	// sleep's level one draw of its process (oneProcess): five runs that
 	// drew one level cannot see the other.
@@ -583,7 +598,7 @@ func newRunsCase(ctx context.Context, i int, runs []Run, cur Run, k BenchKey, al
 	for j, m := range meds {
 		ys[j] = lg.to(m)
 	}
-	c := runsCase{i: i, few: few, waves: split, all: ys, y: lg.to(y), lg: lg, runs: runs, meds: meds}
+	c := runsCase{i: i, few: few, waves: split, all: ys, y: lg.to(y), lg: lg, runs: runs, meds: meds, key: k, median: st == StatMedian}
 	if len(meds) >= HistoryMinRuns {
 		splits, err := EDivisive(ctx, ys, alpha, 1)
 		if err != nil {
@@ -677,6 +692,9 @@ func (c *runsCase) segment(m int, alpha, tolPct float64) {
 	c.mean = stat.Mean(c.ys, nil)
 	if c.k >= 2 {
 		c.s2 = stat.Variance(c.ys, nil)
+	}
+	if c.median {
+		c.w2, c.nm = momentsVar(c.runs[c.seg:], c.key, c.waves, c.lg)
 	}
 	c.where = fmt.Sprintf("%d baseline runs", c.k)
 	if c.seg > 0 {
@@ -797,6 +815,13 @@ func (v *Verdict) judgeRuns(c runsCase, pr prior, tolPct, alpha float64) {
 		// 200 same-code runs a little slower across the board.
 		s2, df = math.Max((pr.d0*pr.s02+d*c.s2)/(pr.d0+d), c.s2), pr.d0+d
 	}
+	// Never below what the runs' own moments say a median of them
+	// scatters by (momentsVar): five runs' sd of 4 degrees of freedom
+	// reads under half the true sd for about one metric in eleven.
+	raised := c.w2 > s2 && c.k >= 2
+	if raised {
+		s2 = c.w2
+	}
 	se := math.Sqrt(s2 * (1 + 1/float64(c.k)))
 	// The worse direction: up for lower-is-better units, down otherwise.
 	dir := -float64(v.Better)
@@ -854,7 +879,7 @@ func (v *Verdict) judgeRuns(c runsCase, pr prior, tolPct, alpha float64) {
 	case c.waves && v.Stat == StatFirstWave:
 		what, of = "median", " of the first wave"
 	case v.WaveTail:
-		of = " of the requests after the first wave, each over its wave's median, times their median"
+		of = " of the requests after the first wave, each over the median of its wave-mates (a ratio: the run's level and its waves' stalls taken out)"
 	case c.waves:
 		of = " of the requests after the first wave"
 	}
@@ -862,6 +887,9 @@ func (v *Verdict) judgeRuns(c runsCase, pr prior, tolPct, alpha float64) {
 	if moderated {
 		v.How += fmt.Sprintf(", moderated to %.3g %% with %.3g degrees of freedom by the prior of %d %s metrics: sd %.3g %% worth %.3g degrees of freedom",
 			100*math.Sqrt(s2), df, pr.n, priorKey(v.Name, v.Unit), 100*math.Sqrt(pr.s02), pr.d0)
+	}
+	if raised {
+		v.How += fmt.Sprintf(", raised to %.3g %%: a median of %.3g moments of the machine (cycles, handoffs, arrivals or waves of concurrent requests) scatters that much by their spread within the runs beyond their run's and their index's levels, about π/(2n)·σ²", 100*math.Sqrt(s2), c.nm)
 	}
 	v.How += fmt.Sprintf("); flags a worse change beyond %.3g %%, and one of %.3g %% in %.0f %% of runs", v.ThresholdPct, v.MinPct, 100*RunsPowerLevel)
 	switch {
@@ -922,7 +950,7 @@ func cv(xs []float64) (float64, bool) {
 func noiseFloors(r Run) map[string]unitFloor {
 	cvs := map[string][]float64{}
 	for k := range r.Bench.Values {
-		if oneProcess(k) { // not gated on one run: its spread is no floor
+		if oneProcess(k) || openLoop(k) { // not gated on one run: its spread is no floor
 			continue
 		}
 		if c, ok := cv(samplesOf(r, k, StatMedian, true)); ok {
@@ -970,6 +998,13 @@ func (v *Verdict) oneRunFloor(r Run, k BenchKey, floors map[string]unitFloor, sp
 		v.Unjudged, v.NeedRuns = UnjudgedFewRounds, 1
 		return
 	}
+	if openLoop(k) {
+		v.MinPct = math.Inf(1)
+		v.How = fmt.Sprintf("%d requests of one open-loop traffic run in the baseline run: one span of the machine, whose spread says nothing of run-to-run drift", n)
+		v.Why = "one baseline run holds one open-loop traffic run, one draw of its level: gated against 2 or more baseline runs (the runs rule judges the runs' medians)"
+		v.Unjudged, v.NeedRuns = UnjudgedOneSpan, 1
+		return
+	}
 	floor, src := own, fmt.Sprintf("this metric's CV over its %d samples", n)
 	if f, ok := floors[k.Unit]; ok && f.median > own {
 		floor, src = f.median, fmt.Sprintf("%s's median CV over %d metrics of the baseline run", k.Unit, f.n)
@@ -978,18 +1013,20 @@ func (v *Verdict) oneRunFloor(r Run, k BenchKey, floors map[string]unitFloor, sp
 	v.How = fmt.Sprintf("noise floor %.3g %% (%s; labelled: within-run spread standing in for run-to-run)", 100*floor, src)
 }
 
-// moments is how many moments of the machine a run's samples of k are: a
-// serving metric's per-request samples (sec/ttft, sec/tpot, req-tok/s)
-// ran in rounds of concurrent requests, one tok/s line a round; any other
-// metric's samples are each a moment of their own (cycles, handoffs,
-// open-loop arrivals).
-func moments(r Run, k BenchKey, split bool) int {
-	if perRequest(k) {
-		if n := laterRounds(r, k, split); n > 0 {
-			return n
-		}
-	}
-	return len(samplesOf(r, k, StatMedian, split))
+// openLoop reports whether k's samples are the requests of an open-loop
+// traffic run (a Traffic benchmark): one run of a few seconds through the
+// router, whose requests share that span of the machine, so that their
+// spread says nothing of the next run's level. Measured on 30 quiet runs
+// of testdata/gate-power.json (vllmsim, 2 cores): A's six requests that
+// found it awake in the ideal run had medians from 14.7 to 19.2 ms from
+// run to run, while one run's six lay within 2 % of each other; against
+// that run alone, 9 of 20 same-code runs were flagged on them (a noise
+// floor of 2.2 %, the threshold the 10 % tolerance). Under a CPU hog the
+// same (docs/compare.md): a busy run's six agreed to 7 % while runs'
+// medians stood 14 to 19 ms apart.
+func openLoop(k BenchKey) bool {
+	base, _ := nameKeys(k.Name)
+	return base == "Traffic"
 }
 
 // oneProcess reports whether k's samples in a run share a level that
@@ -1165,13 +1202,14 @@ func StatSuffix(st string) string {
 
 // StatLabel is v's unit and what of each run it judged, as its rows and
 // checks name it: "sec/wake", "sec/ttft p95"; a serving metric judged on
-// its waves says which ("sec/ttft later-waves", "sec/ttft p95
-// wave-relative", at concurrency 1 "sec/ttft p95 later-waves", "sec/ttft
-// first-wave"), since none is the report's figure over every request.
+// its waves says which ("sec/ttft later-waves", "sec/ttft p95 ratio to
+// wave-mates", at concurrency 1 "sec/ttft p95 later-waves", "sec/ttft
+// first-wave"), since none is the report's figure over every request,
+// and the tail's is a ratio, not the unit.
 func (v Verdict) StatLabel() string {
 	switch {
 	case v.WaveTail:
-		return v.Unit + StatSuffix(v.Stat) + " " + waveRelative
+		return v.Unit + StatSuffix(v.Stat) + " " + waveRatio
 	case v.Waves && v.Stat != StatFirstWave:
 		return v.Unit + StatSuffix(v.Stat) + " " + laterWaves
 	}
@@ -1180,10 +1218,10 @@ func (v Verdict) StatLabel() string {
 
 // Labels of a serving metric's statistics of its later waves (StatLabel):
 // of the requests after the first wave, and the tail of each over its
-// wave's median (waveTail).
+// wave-mates' median (waveTail).
 const (
-	laterWaves   = "later-waves"
-	waveRelative = "wave-relative"
+	laterWaves = "later-waves"
+	waveRatio  = "ratio to wave-mates"
 )
 
 // WriteRuns lists the baseline runs oldest first, with the time that

@@ -35,7 +35,7 @@ func benchText(started time.Time, metrics map[string][]float64) string {
 	if !started.IsZero() {
 		b.WriteString(StartedPrefix + started.Format(time.RFC3339Nano) + "\n")
 	}
-	b.WriteString("gpu: g\nUnit sec/wake better=lower\nUnit sec/ttft better=lower\nUnit sec/ready better=lower\nUnit tok/s better=higher\nUnit GiB/residual better=lower\nUnit sec/sleep better=lower\nUnit req-tok/s better=higher\n")
+	b.WriteString("gpu: g\nUnit sec/wake better=lower\nUnit sec/ttft better=lower\nUnit sec/ready better=lower\nUnit tok/s better=higher\nUnit GiB/residual better=lower\nUnit sec/sleep better=lower\nUnit req-tok/s better=higher\nUnit sec/first-token better=lower\n")
 	for k, xs := range metrics {
 		name, unit, _ := strings.Cut(k, " ")
 		for _, x := range xs {
@@ -146,10 +146,11 @@ func TestOneRunRuleHoldsTheSameCodeCase(t *testing.T) {
 func TestOneRunRuleKnowsWhatOneRunCannotSee(t *testing.T) {
 	const resid = "Sleep/model=A/level=1 GiB/residual"
 	rounds := "Serve/model=A/stage=after-wake/conc=4 tok/s"
+	const traffic = "Traffic/model=A/run=ideal/found=awake sec/first-token"
 	mk := func(i int, f, others float64) Run {
 		return mkRun(t, i, map[string][]float64{
 			ttft: around(0.01*f, 0.02, 16), rounds: {100 / f, 101 / f},
-			wake: around(f, 0.01, 5), resid: around(f, 0.01, 5),
+			wake: around(f, 0.01, 5), resid: around(f, 0.01, 5), traffic: around(0.015*f, 0.01, 6),
 			"Host/window=A-sleep-level1 %-others-cpu": {others}, "Host/window=A-sleep-level1 wait/run": {0.2},
 		})
 	}
@@ -161,6 +162,20 @@ func TestOneRunRuleKnowsWhatOneRunCannotSee(t *testing.T) {
 	assert.Contains(t, v.How, "12 samples in 2 rounds of concurrent requests", "the 16 requests but the first wave")
 	assert.True(t, verdict(t, vs, wake).Regression, "five cycles are five moments")
 	assert.True(t, verdict(t, vs, resid).Regression)
+	// Six requests of one open-loop traffic run are one span of the
+	// machine: their 1 % spread says nothing of the next run's level (on
+	// 30 quiet runs one run's six lay within 2 %, runs' medians 14.7 to
+	// 19.2 ms), so one run does not gate them, however far they moved.
+	tv := verdict(t, vs, traffic)
+	assert.False(t, tv.Regression, "+50 %% in one traffic run: one run cannot tell")
+	assert.False(t, tv.Judged())
+	assert.Equal(t, UnjudgedOneSpan, tv.Unjudged)
+	assert.Equal(t, 1, tv.NeedRuns)
+	assert.Contains(t, tv.How, "6 requests of one open-loop traffic run")
+	assert.Contains(t, tv.Why, "one open-loop traffic run, one draw of its level")
+	vs, err = Judge(t.Context(), []Run{mk(0, 1, 2), mk(2, 1.01, 2)}, mk(1, 1.5, 2), 10, 0.05)
+	require.NoError(t, err)
+	assert.True(t, verdict(t, vs, traffic).Regression, "two runs judge it: the runs rule, on the runs' medians")
 
 	// A baseline run on a busy machine: its within-run spread understates
 	// its drift, so its timed metrics are gated on BusyOneRunFloor (a
@@ -281,6 +296,83 @@ func TestRunsRuleLearnsTheRunToRunSpread(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, verdict(t, vs, tps).Regression)
 	assert.False(t, verdict(t, vs, wake).Regression)
+}
+
+// TestRunsRuleKnowsWhatItsMomentsSay: five baseline runs whose medians
+// agree within 1 % (their sd 0.74 %, 4 degrees of freedom) while each
+// run's five cycles spread from 0.8 to 1.2 of its median, in an order
+// that differs from run to run (rotated by one a run). A same-code run at
+// +12 % was flagged on the runs' sd (the tolerance the bar); a median of
+// five such cycles scatters more than that. By hand: the log levels less
+// their run's median (0) and then their index's (over the five rotations
+// every index holds all five values: 0) leave 25 residuals, each of log
+// 0.8, 0.9, 1, 1.1, 1.2 five times; their absolute deviations from 0
+// sorted put 0.105 = log(1/0.9) 13th, the MAD; σ² = (1.4826 × 0.105)² ×
+// 25/16 (the polish's k + n − 1 levels fitted) = 0.0381, and the
+// median's variance π/(2·5)·σ² = 0.0120 (sd 10.9 %): the bar is
+// t(0.95, 4) × √(0.0120 × 1.2) = 2.132 × 0.1199 = 0.256 on the log scale,
+// +29.1 %. So +12 % passes and +50 % is flagged. Where every run repeats
+// one order (the cycle index sets the level, as a process's first sleep
+// does), the index's level leaves the runs' medians where they were: the
+// residuals are 0, nothing is raised, and +12 % is flagged as before.
+// Where the runs' medians spread more than their cycles say, their own sd
+// stands.
+func TestRunsRuleKnowsWhatItsMomentsSay(t *testing.T) {
+	pattern := []float64{0.8, 0.9, 1, 1.1, 1.2}
+	cycles := func(m float64, rot int) []float64 {
+		xs := make([]float64, len(pattern))
+		for i := range xs {
+			xs[i] = m * pattern[(i+rot)%len(pattern)]
+		}
+		return xs
+	}
+	baseline := func(rotate bool) []Run {
+		var base []Run
+		for i, m := range []float64{1, 1.01, 0.99, 1, 1.005} {
+			rot := 0
+			if rotate {
+				rot = i
+			}
+			base = append(base, mkRun(t, i, map[string][]float64{wake: cycles(m, rot)}))
+		}
+		return base
+	}
+	k := BenchKey{Name: "Sleep/model=A/level=1", Unit: "sec/wake"}
+	base := baseline(true)
+	w2, n := momentsVar(base, k, true, true)
+	mad := math.Log(1 / 0.9)
+	assert.InDelta(t, math.Pi/10*math.Pow(1.4826*mad, 2)*25/16, w2, 1e-12)
+	assert.Equal(t, 5.0, n)
+
+	vs, err := Judge(t.Context(), base, mkRun(t, 9, map[string][]float64{wake: cycles(1.12, 2)}), 10, 0.05)
+	require.NoError(t, err)
+	v := verdict(t, vs, wake)
+	assert.False(t, v.Regression, "+12 %%: inside what five cycles' median scatters by: %s", v.How)
+	want := 100 * (math.Exp(2.132*math.Sqrt(w2*1.2)) - 1)
+	assert.InDelta(t, 29.1, want, 0.05, "the bar by hand")
+	assert.InDelta(t, want, v.ThresholdPct, 0.05)
+	assert.Contains(t, v.How, "raised to 10.9 %: a median of 5 moments of the machine")
+
+	vs, err = Judge(t.Context(), base, mkRun(t, 9, map[string][]float64{wake: cycles(1.5, 2)}), 10, 0.05)
+	require.NoError(t, err)
+	assert.True(t, verdict(t, vs, wake).Regression, "+50 %%")
+
+	same := baseline(false)
+	w2, _ = momentsVar(same, k, true, true)
+	assert.Zero(t, w2, "one order in every run: the index sets the level")
+	vs, err = Judge(t.Context(), same, mkRun(t, 9, map[string][]float64{wake: cycles(1.12, 0)}), 10, 0.05)
+	require.NoError(t, err)
+	v = verdict(t, vs, wake)
+	assert.True(t, v.Regression, "+12 %%, the cycles' spread their index's: %s", v.How)
+	assert.NotContains(t, v.How, "raised to")
+
+	var wide []Run
+	for i, m := range []float64{1, 1.3, 0.8, 1.1, 0.9} {
+		wide = append(wide, mkRun(t, i, map[string][]float64{wake: cycles(m, i)}))
+	}
+	vs, err = Judge(t.Context(), wide, mkRun(t, 9, map[string][]float64{wake: cycles(1, 0)}), 10, 0.05)
+	require.NoError(t, err)
+	assert.NotContains(t, verdict(t, vs, wake).How, "raised to", "the runs' own spread is the wider")
 }
 
 // TestHistoryGatesTheNewestAgainstItsLevel: twelve runs of a history, the

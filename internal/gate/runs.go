@@ -50,7 +50,10 @@ func (r Run) Median(k BenchKey) (float64, bool) { return r.Stat(k, StatMedian) }
 // Stat is the run's statistic st of one benchmark × unit, read where Span
 // says: StatMedian, StatP95 (by nearest rank, as stats.Summarize's),
 // StatP5 (by nearest rank too, stats.NearestRank) or StatFirstWave (the
-// first wave's median); ok is false when the run lacks it.
+// first wave's median); ok is false when the run lacks it. A serving
+// metric's StatP95 or StatP5 at a concurrency of 2 or more is a ratio,
+// not the unit: of each later request over its wave-mates' median
+// (WaveRatios).
 func (r Run) Stat(k BenchKey, st string) (float64, bool) { return statOf(r, k, st, true) }
 
 // MaxBenchBytes bounds a bench.txt the gate reads: a run's bench.txt is

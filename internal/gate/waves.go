@@ -124,7 +124,7 @@ func waved(runs []Run, cur Run, k BenchKey) bool {
 
 // statOf is r's statistic st of k's samples (samplesOf); ok is false when
 // it has none. A serving metric's tail, judged on its waves at a
-// concurrency of 2 or more, is waveTail's.
+// concurrency of 2 or more, is waveTail's: a ratio, not the unit.
 func statOf(r Run, k BenchKey, st string, split bool) (float64, bool) {
 	xs := samplesOf(r, k, st, split)
 	s, err := stats.Summarize(xs)
@@ -133,7 +133,7 @@ func statOf(r Run, k BenchKey, st string, split bool) (float64, bool) {
 	}
 	switch st {
 	case StatP95, StatP5:
-		if t, ok := waveTail(r, k, st, split, s.Median); ok {
+		if t, ok := waveTail(r, k, st, split); ok {
 			return t, true
 		}
 		if st == StatP95 {
@@ -144,74 +144,114 @@ func statOf(r Run, k BenchKey, st string, split bool) (float64, bool) {
 	return s.Median, true
 }
 
-// waveTail is a serving metric's tail with its waves' shared stalls taken
-// out: each later request's value over its wave's median, their p95 (p5
-// of a throughput: the request that got least beside the others) by
-// nearest rank, times med, the later waves' median.
+// waveTail is a serving metric's tail with its waves' shared stalls and
+// the run's own level taken out: each later request's value over the
+// median of the other requests of its wave, their p95 (p5 of a
+// throughput: the request that got least beside the others) by nearest
+// rank. A ratio, near 1 where a wave's requests are served alike.
 // The model: a request's time is the run's level × its wave's (a stall of
 // the host, an engine step that all c requests share) × its own. Whole
 // waves stall together, each a moment of the machine (under a CPU hog one
 // wave in a few took 2–3× the others in same-code runs, and a plain p95
 // over the later requests is then the slowest wave's: one event, which
-// hid a doubled slowest request in most runs); a request slower than the
-// ones served beside it is the tail a change of the code makes; a change
-// that slows whole waves is the later median's to see (where it slows most
-// of them). It cannot see a slower request whose wave it is alone in. ok
-// is false where the waves cannot be told (split false, firstWave's ok)
-// or hold one request each (concurrency 1: every request its own wave), or
-// where fewer than two later waves hold two requests or more; a wave whose
-// median is not positive is left out.
-func waveTail(r Run, k BenchKey, st string, split bool, med float64) (float64, bool) {
+// hid a doubled slowest request in most runs); whole runs are slower too
+// (under the hog one baseline run of ten served 1.4–2× slower than the
+// other nine, and a tail in seconds, ratio × the later median, was then
+// flagged only beyond +234 %). A request slower than the ones served
+// beside it is the tail a change of the code makes, and the ratio is its
+// size; a change that slows whole waves or runs is the later median's to
+// see. Over the others' median, not the wave's own: a wave of four's
+// median is the mean of its middle two, so doubling its two slowest
+// requests moved it 1.5× and their ratio to it only 1.33×; and not over
+// the wave's fastest, which under the hog was once a 1.5 ms TTFT beside
+// 7–12 ms ones (the p95 ratio 7.4). Measured on make gate-power's runs
+// (vllmsim tiny, 2 cores, 28 later requests at concurrency 4): the p95
+// ratio lay within 1.05–1.18 in 30 quiet runs and 1.03–1.63 in 30 under
+// the hog, while the later median ranged 7.8–16.2 ms; doubling the two
+// slowest requests moved it +78 to +139 %. It cannot see a slower request
+// whose wave it is alone in, nor a wave slowed whole; and at concurrency
+// 2 or 3 the wave-mates' median is one request or the mean of two, which
+// one odd request moves (from 4 on it is the middle of three or more). ok is false where
+// the waves cannot be told (split false, firstWave's ok) or hold one
+// request each (concurrency 1: every request its own wave), or where
+// fewer than two later waves hold two requests or more.
+func waveTail(r Run, k BenchKey, st string, split bool) (float64, bool) {
 	at, ok := WaveRatios(r, k, split)
 	if !ok {
 		return 0, false
 	}
-	ratios := slices.DeleteFunc(at, math.IsNaN) // the first wave's and the left-out waves'
+	ratios := slices.DeleteFunc(at, math.IsNaN) // the first wave's and the left-out requests'
 	p := 95.0
 	if st == StatP5 {
 		p = 5
 	}
-	return med * stats.NearestRank(slices.Sorted(slices.Values(ratios)), p), true
+	return stats.NearestRank(slices.Sorted(slices.Values(ratios)), p), true
 }
 
 // WaveRatios is, at each index of r's samples of k, that request's value
-// over its wave's median (NaN in the first wave and in a wave left out),
-// as the gate's tail of a serving metric reads them (waveTail); ok is
-// false where that tail is the plain one. split as Judge decides it (true
-// for r judged alone). For whoever changes the samples the tail reads
-// (make gate-power's injections of a stated power).
+// over the median of the other requests of its wave (NaN in the first
+// wave, in a wave of one, and where that median is not positive), as the
+// gate's tail of a serving metric reads them (waveTail); ok is false
+// where that tail is the plain one. split as Judge decides it (true for r
+// judged alone). For whoever changes the samples the tail reads (make
+// gate-power's injections of a stated power).
 func WaveRatios(r Run, k BenchKey, split bool) (at []float64, ok bool) {
 	c, ok := firstWave(r, k)
 	if !ok || !split || c < 2 {
 		return nil, false
 	}
 	xs := r.Bench.Values[k]
-	per := len(xs) / len(r.Bench.Values[BenchKey{Name: k.Name, Unit: unitRoundTPS}])
 	at = make([]float64, len(xs))
-	waves := 0
 	for i := range at {
 		at[i] = math.NaN()
 	}
-	for lo := 0; lo < len(xs); lo += per {
-		for w := lo; w < lo+per; w += c {
-			if w == 0 {
-				continue // the first wave: a statistic of its own
+	waves := 0
+	for _, w := range waveSpans(r, k) {
+		if w[1]-w[0] < 2 {
+			continue
+		}
+		told := false
+		for i := w[0]; i < w[1]; i++ {
+			others := append(slices.Clone(xs[w[0]:i]), xs[i+1:w[1]]...)
+			if m := median(others); m > 0 {
+				at[i] = xs[i] / m
+				told = true
 			}
-			hi := min(w+c, lo+per)
-			if hi-w < 2 {
-				continue
-			}
-			m, err := stats.Summarize(xs[w:hi])
-			if err != nil || !(m.Median > 0) {
-				continue
-			}
-			for i := w; i < hi; i++ {
-				at[i] = xs[i] / m.Median
-			}
+		}
+		if told {
 			waves++
 		}
 	}
 	return at, waves >= 2
+}
+
+// waveSpans are the [lo, hi) of each wave of r's samples of k after the
+// first (firstWave's ok, which the caller has checked): each round's
+// requests in waves of the concurrency, the last of a round maybe
+// shorter.
+func waveSpans(r Run, k BenchKey) [][2]int {
+	c, _ := firstWave(r, k)
+	n := len(r.Bench.Values[k])
+	per := n / len(r.Bench.Values[BenchKey{Name: k.Name, Unit: unitRoundTPS}])
+	var out [][2]int
+	for lo := 0; lo < n; lo += per {
+		for w := lo; w < lo+per; w += c {
+			if w > 0 { // the first wave: a statistic of its own
+				out = append(out, [2]int{w, min(w+c, lo+per)})
+			}
+		}
+	}
+	return out
+}
+
+// median is xs's median (the mean of the middle two of an even count),
+// NaN for none; xs is left as it was.
+func median(xs []float64) float64 {
+	s, err := stats.Summarize(xs)
+	if err != nil {
+		return math.NaN()
+	}
+	return s.Median
 }
 
 // laterRounds is how many rounds of concurrent requests r's samples of k

@@ -68,8 +68,8 @@ func TestServeWavesAreJudgedApart(t *testing.T) {
 	}
 	stalled := serveRun(t, rng, 20, 1, 1, 2)
 	k := BenchKey{Name: "Serve/model=A/stage=after-wake/conc=4", Unit: "sec/ttft"}
-	before := median(t, stalled.Bench.Values[k])
-	mid := median(t, base[0].Bench.Values[k])
+	before := median(stalled.Bench.Values[k])
+	mid := median(base[0].Bench.Values[k])
 	require.Greater(t, before/mid, 1.2, "the stalled run's median over all its requests: half of them slow")
 
 	vs, err := Judge(t.Context(), base[:5], stalled, 10, 0.05)
@@ -90,7 +90,7 @@ func TestServeWavesAreJudgedApart(t *testing.T) {
 	assert.Contains(t, f.How, "t-test of this run's median of the first wave against the 10 baseline runs")
 	assert.Contains(t, statVerdict(t, vs, ttft, StatMedian).How, "t-test of this run's median of the requests after the first wave")
 	tail := statVerdict(t, vs, ttft, StatP95)
-	assert.Equal(t, "sec/ttft p95 wave-relative", tail.StatLabel(), "16 requests: the tail judged, on the 12 after the first wave, each over its wave's median")
+	assert.Equal(t, "sec/ttft p95 ratio to wave-mates", tail.StatLabel(), "16 requests: the tail judged, on the 12 after the first wave, each over its wave-mates' median")
 	assert.Equal(t, "sec/ttft later-waves", v.StatLabel())
 	assert.Equal(t, "sec/ttft first-wave", f.StatLabel())
 	assert.False(t, statVerdict(t, vs, ttft, StatMedian).Regression, "the later waves as they were")
@@ -100,14 +100,6 @@ func TestServeWavesAreJudgedApart(t *testing.T) {
 	v = statVerdict(t, vs, ttft, StatMedian)
 	assert.True(t, v.Regression, "every later wave 30 %% slower: %s", v.How)
 	assert.InDelta(t, 30, v.ChangePct, 8)
-}
-
-// median is xs's median.
-func median(t *testing.T, xs []float64) float64 {
-	t.Helper()
-	s, err := stats.Summarize(xs)
-	require.NoError(t, err)
-	return s.Median
 }
 
 // TestOneProcessSleepsNeedTenRuns is issue 50's other miss: against one
@@ -166,11 +158,13 @@ func TestOneProcessSleepsNeedTenRuns(t *testing.T) {
 
 // TestWaveTailSeesAStragglerNotAStall computes the tail by hand: two
 // rounds of 8 at concurrency 4, the first wave at 2 s, three later waves
-// of 1 s. A later wave stalled whole (3 s) leaves the tail at 1 s (every
-// request at its wave's median, times the later median 1 s), where the
-// plain p95 of the twelve is 3 s; one request of a wave at 2 s, the others
-// beside it at 1 s, puts it at 2 s (its ratio 2, the nearest rank 12 of
-// 12). At concurrency 1 every request is its own wave: the plain p95.
+// of 0.5 s. A later wave stalled whole (1.5 s) leaves the tail at 1 (every
+// request at its wave-mates' median), where the plain p95 of the twelve
+// is 1.5 s; one request at 1 s beside wave-mates at 0.5 s puts it at 2
+// (its ratio, the nearest rank 12 of 12); so do two of a wave (each over
+// the median of 0.5, 0.5 and the other: 0.5), where over the wave's own
+// median (0.75) they would read 1.33. At concurrency 1 every request is
+// its own wave: the plain p95, in seconds.
 func TestWaveTailSeesAStragglerNotAStall(t *testing.T) {
 	run := func(name string, later ...float64) Run {
 		xs := append([]float64{2, 2, 2, 2}, later...)
@@ -182,16 +176,17 @@ func TestWaveTailSeesAStragglerNotAStall(t *testing.T) {
 	}
 	const c4 = "Serve/model=A/stage=baseline/conc=4"
 	k := BenchKey{Name: c4, Unit: "sec/ttft"}
-	ones := []float64{1, 1, 1, 1}
-	stall := []float64{3, 3, 3, 3}
+	halves := []float64{0.5, 0.5, 0.5, 0.5}
+	stall := []float64{1.5, 1.5, 1.5, 1.5}
 	for _, c := range []struct {
 		what        string
 		later       []float64
 		tail, plain float64
 	}{
-		{"steady", slices.Concat(ones, ones, ones), 1, 1},
-		{"one wave stalled", slices.Concat(ones, stall, ones), 1, 3},
-		{"one straggler", slices.Concat(ones, []float64{1, 1, 1, 2}, ones), 2, 2},
+		{"steady", slices.Concat(halves, halves, halves), 1, 0.5},
+		{"one wave stalled", slices.Concat(halves, stall, halves), 1, 1.5},
+		{"one straggler", slices.Concat(halves, []float64{0.5, 0.5, 0.5, 1}, halves), 2, 1},
+		{"two stragglers of a wave", slices.Concat(halves, []float64{0.5, 1, 0.5, 1}, halves), 2, 1},
 	} {
 		r := run(c4, c.later...)
 		tail, ok := r.Stat(k, StatP95)
@@ -206,8 +201,26 @@ func TestWaveTailSeesAStragglerNotAStall(t *testing.T) {
 	assert.Equal(t, 3.0, tail, "concurrency 1: each request its own wave, the plain p95")
 }
 
+// TestMomentLevelsAreWavesOrSamples: the moments a run's median reads
+// (momentsVar's levels), by hand. Two rounds of 8 at concurrency 4, the
+// first wave apart: the later waves' medians, a stalled wave's 1.5 among
+// them; a serving metric read whole (its waves not told): none; a cycle
+// metric: its samples.
+func TestMomentLevelsAreWavesOrSamples(t *testing.T) {
+	const c4 = "Serve/model=A/stage=baseline/conc=4"
+	xs := []float64{2, 2, 2, 2, 0.5, 0.6, 0.4, 0.5, 1.5, 1.4, 1.6, 1.5, 0.5, 0.5, 0.5, 1}
+	r, err := ParseRun([]byte(benchText(t0, map[string][]float64{
+		c4 + " sec/ttft": xs, c4 + " tok/s": {100, 100}, wake: {1, 2, 3, 4, 5},
+	})), "run/bench.txt", time.Time{})
+	require.NoError(t, err)
+	k := BenchKey{Name: c4, Unit: "sec/ttft"}
+	assert.Equal(t, []float64{0.5, 1.5, 0.5}, momentLevels(r, k, true))
+	assert.Nil(t, momentLevels(r, k, false))
+	assert.Equal(t, []float64{1, 2, 3, 4, 5}, momentLevels(r, BenchKey{Name: "Sleep/model=A/level=1", Unit: "sec/wake"}, true))
+}
+
 // TestJudgeSeesAStragglerNotAStall: against ten runs of serveRun, a run
-// with one later wave stalled whole (×3) leaves the wave-relative tail
+// with one later wave stalled whole (×3) leaves the tail of ratios to wave-mates
 // unflagged; a run with one later request twice as slow as the others of
 // its wave (its wave-mates unchanged) is flagged there, its median not.
 // A throughput (req-tok/s, higher is better) is judged on its p5 alike:
@@ -231,8 +244,8 @@ func TestJudgeSeesAStragglerNotAStall(t *testing.T) {
 	require.NoError(t, err)
 	tail = statVerdict(t, vs, ttft, StatP95)
 	assert.True(t, tail.Regression, "one request twice as slow beside its wave: %s", tail.How)
-	assert.Contains(t, tail.How, "each over its wave's median")
-	assert.Equal(t, "sec/ttft p95 wave-relative", tail.StatLabel())
+	assert.Contains(t, tail.How, "each over the median of its wave-mates")
+	assert.Equal(t, "sec/ttft p95 ratio to wave-mates", tail.StatLabel())
 	assert.False(t, statVerdict(t, vs, ttft, StatMedian).Regression)
 
 	const rate = "Serve/model=A/stage=after-wake/conc=4 req-tok/s"
