@@ -94,10 +94,13 @@ func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
 		}
 	}
 	assert.Regexp(t, `stated power \(smallest flagged\), injected into each same-code run \(quiet\), one metric at a time \| 5 of the 10 runs \(quiet\), drawn for each run; all 10 for a metric gated only from more \| \d+ of 100 \|`, table)
+	// Under the hog the tail's goal is issue 50's, nine runs in ten (a
+	// run too busy to judge is NOT EVALUATED, never passed).
+	assert.Regexp(t, `the p95 doubled \(of the requests after the first wave, at 28 requests, the 2 slowest by their times\), their median unchanged \| 10 runs \(under the hog\) \| \d+ of \d+ \| \d+ \| ≥ \d+ flagged \| yes \|`, table)
 	assert.Regexp(t, `half of it, injected alike \(under the hog\) \| 5 of the 10 runs \(under the hog\), drawn for each run; all 10 for a metric gated only from more \| \d+ of 100 \|`, table)
 	for _, want := range []string{
 		"every request but the fastest twice as slow (Serve/model=A/stage=baseline/conc=4 sec/ttft) | 10 runs (quiet) | 20 of 20 |",
-		"the p95 doubled (of the requests after the first wave, at 28 requests, the 2 slowest), their median unchanged | 10 runs (quiet) | 20 of 20 |",
+		"the p95 doubled (of the requests after the first wave, at 28 requests, the 2 slowest by their times), their median unchanged | 10 runs (quiet) | 20 of 20 |",
 		"the first wave twice as slow (a stage's first requests, the prefix cache empty), the later waves unchanged | 10 runs (quiet) | 20 of 20 |",
 		"the first wave twice as slow (a stage's first requests, the prefix cache empty), the later waves unchanged | 10 runs (under the hog) |",
 		"machine: ",

@@ -140,8 +140,16 @@ func measure(ctx context.Context, out string, load bool, pct, alpha float64) (me
 					c.same, c.base, named(c.name, c.base), mostSlower, gate.StatMedian)
 			},
 			func() (row, error) {
-				return injectRate(ctx, j, "injected ("+c.name+"): the p95 doubled (of the requests after the first wave, "+tailOf(c.same)+"), their median unchanged",
+				r, err := injectRate(ctx, j, "injected ("+c.name+"): the p95 doubled (of the requests after the first wave, "+tailOf(c.same)+" by their times), their median unchanged",
 					c.same, c.base, named(c.name, c.base), tailSlower, gate.StatP95)
+				if c.name != "quiet" {
+					// Under the hog a run whose phase others crowded beyond
+					// every baseline run's is NOT EVALUATED (never passed):
+					// issue 50's goal, nine in ten caught.
+					want := (9*len(c.same) + 9) / 10
+					r.goal, r.met = fmt.Sprintf("≥ %d flagged", want), r.flagged >= want
+				}
+				return r, err
 			},
 			func() (row, error) {
 				r, err := injectRate(ctx, j, "injected ("+c.name+"): the first wave twice as slow (a stage's first requests, the prefix cache empty), the later waves unchanged",

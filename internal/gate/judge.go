@@ -566,7 +566,7 @@ type runsCase struct {
 	key    BenchKey
 	median bool    // the statistic is the runs' median
 	w2     float64 // the variance of a run's median from its moments alone, on lg's scale, over the segment (momentsVar; 0: none)
-	nm     float64 // the moments a segment's run's median reads, on average
+	nm     float64 // the moments a segment's run's median reads (momentsVar's common count)
 	splits []Split // E-Divisive's, before confirm
 	seg    int     // the segment's first run
 }

@@ -32,7 +32,8 @@ func moments(r Run, k BenchKey, split bool) int {
 // each later wave's median for a serving metric judged on its waves
 // (split), else each sample (a cycle, a handoff, an arrival), in the
 // order the run took them; nil for a serving metric read whole, whose
-// waves cannot be told apart.
+// waves cannot be told apart. The result may be r's own samples: read
+// it, never change it.
 func momentLevels(r Run, k BenchKey, split bool) []float64 {
 	if !perRequest(k) {
 		return samplesOf(r, k, StatMedian, split)
@@ -66,11 +67,12 @@ const MomentsMinLevels = 3
 // were. So the levels (runs with the same count n of MomentsMinLevels or
 // more moments, the most common count, two runs or more) are median
 // polished, each run's median and then each index's median of what is
-// left taken out (Tukey 1977), and σ is 1.4826 × the MAD of the residuals
-// (robust: a stalled wave moves a median little and an SD much), scaled
-// by k·n / ((k−1)(n−1)) for the k + n − 1 levels the polish fitted (a
-// residual's variance under least squares, approximately so here).
-// 0 where no such runs are.
+// left taken out (Tukey 1977), and σ² is (1.4826 × the MAD of the
+// residuals)² (robust: a stalled wave moves a median little and an SD
+// much) scaled by k·n / ((k−1)(n−1)) for the k + n − 1 levels the polish
+// fitted (a residual's variance under least squares, approximately so
+// here); n is that common count (a tie goes to the larger). 0 where no
+// such runs are.
 //
 // A run's median is a sample of its moments before it is anything else,
 // so the runs rule's variance is never below this (judgeRuns): five runs'
@@ -78,8 +80,9 @@ const MomentsMinLevels = 3
 // one metric in eleven (χ²₄ < 1: 9 %). Measured on 30 quiet runs of
 // testdata/gate-power.json (vllmsim, 2 cores): A's after-wake-l2 TTFT
 // medians over their seven later waves lay within 1.5 % (sd) in the first
-// five runs and from 7.4 to 9.3 ms in all ten, the waves of a run 7 to
-// 10.4 ms; against the five a same-code run at +10.5 % was flagged.
+// five baseline runs and from 7.4 to 9.3 ms in all ten, the waves of a
+// run 7 to 10.4 ms; against the five a same-code run at +10.5 % was
+// flagged.
 func momentsVar(runs []Run, k BenchKey, split bool, lg scale) (w2, n float64) {
 	var rows [][]float64
 	counts := map[int]int{}
@@ -128,7 +131,11 @@ func momentsVar(runs []Run, k BenchKey, split bool, lg scale) (w2, n float64) {
 	}
 	sigma := 1.4826 * medianAbsDev(res)
 	scale := float64(kr*common) / float64((kr-1)*(common-1))
-	return math.Pi / (2 * float64(common)) * sigma * sigma * scale, float64(common)
+	w2 = math.Pi / (2 * float64(common)) * sigma * sigma * scale
+	if !(w2 >= 0) || math.IsInf(w2, 1) { // an infinite level: no floor
+		return 0, 0
+	}
+	return w2, float64(common)
 }
 
 // medianAbsDev is the median of xs's absolute deviations from their

@@ -667,7 +667,7 @@ type GateRow struct {
 	Runs               int
 	Baseline, ThisRun  float64
 	ChangePct          float64
-	MinChange          float64 // in the metric's unit; 0 with Gated false where the rule can flag no change (Why says so)
+	MinChange          float64 // in the row's Unit (a ratio for a "… ratio to wave-mates" tail); 0 with Gated false where the rule can flag no change (Why says so)
 	MinChangePct       float64
 	Regression, Gated  bool
 	Why                string   // why not gated, or what the rule cannot see

@@ -422,7 +422,8 @@ func p99(d stats.Distribution) string {
 // NOT EVALUATED where fewer than thresholds.regression_min_judged, and why
 // not the others), then per metric the rule that decided, the baseline
 // runs it used, the change and the smallest worse change the gate flags
-// (its power), in the metric's unit and in percent.
+// (its power), in the row's unit (a ratio for a "… ratio to wave-mates"
+// tail) and in percent.
 func writeGate(b *strings.Builder, g *record.Gate) {
 	if g == nil {
 		return
