@@ -265,19 +265,18 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 			v.Disturbed = disturbed(baseLoads, curLoads, k.Name, k.Unit)
 		}
 		if len(runs) >= 2 {
+			tail, ratioTail := tailed(runs, cur, k, split)
 			for _, st := range []string{StatMedian, tailStat(v.Better), StatFirstWave} {
 				switch {
 				case st == StatFirstWave && (v.Better == 0 || !split):
 					continue
-				case st != StatMedian && st != StatFirstWave && (v.Better == 0 || !tailed(runs, cur, k, split)):
+				case st != StatMedian && st != StatFirstWave && (v.Better == 0 || !tail):
 					continue
 				}
 				v := v
 				v.Stat = st
 				v.Cur, _ = statOf(cur, k, st, split)
-				if st == StatP95 || st == StatP5 {
-					_, v.WaveTail = WaveRatios(cur, k, split)
-				}
+				v.WaveTail = st != StatMedian && st != StatFirstWave && ratioTail
 				c, err := newRunsCase(ctx, len(out), runs, cur, k, alpha, st, split)
 				if err != nil {
 					return nil, err
@@ -419,21 +418,22 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 // its samples in all are that many, and only where every run's tail is
 // read alike: a ratio to the wave-mates in each (WaveRatios), or the
 // plain tail in seconds in each (a run whose every wave-mates' median is
-// 0 has no ratio), never the one against the other.
-func tailed(runs []Run, cur Run, k BenchKey, split bool) bool {
+// 0 has no ratio), never the one against the other; ratio says which
+// (Verdict.WaveTail).
+func tailed(runs []Run, cur Run, k BenchKey, split bool) (ok, ratio bool) {
 	if len(cur.Bench.Values[k]) < TailMinSamples {
-		return false
+		return false, false
 	}
-	_, ratio := WaveRatios(cur, k, split)
+	_, ratio = WaveRatios(cur, k, split)
 	for _, r := range runs {
 		if len(r.Bench.Values[k]) < TailMinSamples {
-			return false
+			return false, false
 		}
 		if _, ok := WaveRatios(r, k, split); ok != ratio {
-			return false
+			return false, false
 		}
 	}
-	return true
+	return true, ratio
 }
 
 // some lists the first n of xs, and "…" for the rest.

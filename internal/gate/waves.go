@@ -172,10 +172,10 @@ func statOf(r Run, k BenchKey, st string, split bool) (float64, bool) {
 // whose wave it is alone in, nor a wave slowed whole; and at concurrency
 // 2 or 3 the wave-mates' median is one request or the mean of two, which
 // one odd request moves (at 4 it is the middle of three, which it does
-// not). ok is false where
-// the waves cannot be told (split false, firstWave's ok) or hold one
-// request each (concurrency 1: every request its own wave), or where
-// fewer than two later waves hold two requests or more.
+// not). ok is false where the waves cannot be told (split false,
+// firstWave's ok) or hold one request each (concurrency 1: every request
+// its own wave), or where fewer than two later waves hold two requests or
+// more.
 func waveTail(r Run, k BenchKey, st string, split bool) (float64, bool) {
 	at, ok := WaveRatios(r, k, split)
 	if !ok {
