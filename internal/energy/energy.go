@@ -193,7 +193,7 @@ func (e Reading) Known() bool { return e.j != nil }
 // the soak's cycle and the switch's handoff (which take out the span
 // their time leaves out with Without). Here only b's lateness is left out:
 // its own read latency (end → b's time; b is read as the first token is
-// received, pool.ProbeThen), at the interval's mean power; a second read to measure the
+// received, pool.Probing.First), at the interval's mean power; a second read to measure the
 // power after would span microseconds, finer than the counter updates.
 // NaN with why when the device has no counter.
 func IntervalJ(a, b Reading, end time.Time, m *Meter) (float64, string) {

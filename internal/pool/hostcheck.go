@@ -16,7 +16,7 @@ import (
 // into swap and the OOM killer (#576, #777 there).
 var ErrHostShort = errors.New("host memory short of a level-1 sleep's pinned backup")
 
-// checkHost is asked before every sleep (Pool.SleepMode): at level 1,
+// checkHost is asked before every sleep (Pool.Prepare): at level 1,
 // with thresholds.min_host_headroom_gib set for label, the host must have
 // label's pinned backup (BackupGiB, over every tensor-parallel worker; none
 // where this server holds its backup from an earlier level-1 sleep; on

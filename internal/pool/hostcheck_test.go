@@ -55,7 +55,7 @@ func TestHostHeadroomBeforeLevel1Sleep(t *testing.T) {
 			require.NoError(t, f.Activate(ctx, "A"))
 			backup, how := f.BackupGiB("A")
 			require.Positive(t, backup, how)
-			_, err := f.Sleep(ctx, "A", tc.level)
+			_, err := f.Run(ctx, "A", pool.Sleep(tc.level))
 			if !tc.short {
 				require.NoError(t, err)
 				assert.True(t, f.Asleep("A"))
@@ -90,18 +90,18 @@ func TestHostHeadroomCountsABackupOnce(t *testing.T) {
 	require.NoError(t, f.Activate(ctx, "A"))
 	backup, how := f.BackupGiB("A")
 	require.Greater(t, backup, 0.3, how)
-	_, err := f.Sleep(ctx, "A", 1) // needs backup + 1 ≤ 2
+	_, err := f.Run(ctx, "A", pool.Sleep(1)) // needs backup + 1 ≤ 2
 	require.NoError(t, err)
-	_, err = f.Wake(ctx, "A")
+	_, err = f.Run(ctx, "A", pool.Wake())
 	require.NoError(t, err)
 	// The backup is held now: the host has less free, but enough for the headroom.
 	require.NoError(t, os.WriteFile(filepath.Join(root, "proc/meminfo"), []byte("MemTotal: 4194304 kB\nMemAvailable: 1258291 kB\n"), 0o644))
-	_, err = f.Sleep(ctx, "A", 1)
+	_, err = f.Run(ctx, "A", pool.Sleep(1))
 	require.NoError(t, err, "the second level-1 sleep of the same server needs no second backup")
-	_, err = f.Wake(ctx, "A")
+	_, err = f.Run(ctx, "A", pool.Wake())
 	require.NoError(t, err)
 	require.NoError(t, f.Stop("A"))
 	require.NoError(t, f.Activate(ctx, "A")) // a new process: its backup is not made yet
-	_, err = f.Sleep(ctx, "A", 1)
+	_, err = f.Run(ctx, "A", pool.Sleep(1))
 	assert.ErrorIs(t, err, pool.ErrHostShort, "a new server needs its backup again: %v", err)
 }

@@ -134,7 +134,7 @@ func (mm Memory) Headroom(ctx context.Context, label string) (free, need float64
 }
 
 // MeasuredSleep is a sleep with the model's GPU memory read just before it
-// (Memory.StartSleep) and once asleep (Finish): the reads (a process scan,
+// (Memory.Before) and once asleep (Finish): the reads (a process scan,
 // a device read) stay outside the measured interval, which starts at Sent.
 // Finish sets what it measured; the caller records it.
 type MeasuredSleep struct {
@@ -143,9 +143,9 @@ type MeasuredSleep struct {
 	Sent  time.Time     // /sleep sent
 	Took  time.Duration // /sleep sent → answered
 	// Held is the harness's own work between the sleep's answer and
-	// StartSleep's return: the verification reads (/is_sleeping, the
-	// sleep metrics) and, in device-delta mode, the device's memory read
-	// that must follow the sleep before any other model changes state.
+	// Asleep's return: the verification reads (/is_sleeping, the sleep
+	// metrics) and, in device-delta mode, the device's memory read that
+	// must follow the sleep before any other model changes state.
 	// An interval from Sent that runs on past the sleep leaves it out.
 	Held time.Duration
 
@@ -182,84 +182,91 @@ type MeasuredSleep struct {
 	beforeGPU []float64
 }
 
-// StartSleep reads label's GPU memory (when a memory source is set) and
-// puts it to sleep at level (Pool.SleepMode). Finish completes the
-// measurement. The error may come with the sleep (ms.Sent set when /sleep
-// was sent).
-func (mm Memory) StartSleep(ctx context.Context, label string, level int) (*MeasuredSleep, error) {
-	return mm.StartSleepMarked(ctx, label, level, nil, nil)
-}
-
-// StartSleepMarked is StartSleep with mark (nil: none) run after the
-// memory read and the host-headroom check, just before /sleep is sent: a reading that must open the
-// interval /sleep starts (the energy counter) without the memory read in
-// it; and answered (nil: none) run right at the sleep's answer, before
-// its confirmation (Pool.SleepModeThen): a reading that opens the span of
-// the harness's own work (MeasuredSleep.Held) the interval leaves out.
-// mark's error is returned before anything is sent.
-func (mm Memory) StartSleepMarked(ctx context.Context, label string, level int, mark func(context.Context) error, answered func(context.Context)) (*MeasuredSleep, error) {
-	return mm.start(ctx, label, level, func(ctx context.Context) (time.Time, time.Duration, error) {
-		return mm.f.SleepModeThen(ctx, label, level, "", mark, answered)
-	})
-}
-
-// StartRelease is StartSleep for a KV-only release of a paused label
-// (Pool.ReleaseKVCacheAt): its memory read just before
-// /release_kv_cache_memory, what the release freed once Finish reads it
-// again. Level is record.LevelKVRelease.
-func (mm Memory) StartRelease(ctx context.Context, label string) (*MeasuredSleep, error) {
-	return mm.start(ctx, label, record.LevelKVRelease, func(ctx context.Context) (time.Time, time.Duration, error) {
-		return mm.f.ReleaseKVCacheAt(ctx, label)
-	})
-}
-
-// start reads label's memory and runs step, the call that puts it (more)
-// to sleep.
-func (mm Memory) start(ctx context.Context, label string, level int, step func(context.Context) (time.Time, time.Duration, error)) (*MeasuredSleep, error) {
+// Before reads label's GPU memory (when a memory source is set) just
+// before op, a sleep or a KV release (Level record.LevelKVRelease), that
+// the caller then sends (Pool.Do, or Prepare and Send) and verifies;
+// Asleep takes the transition, Finish completes the measurement. A
+// transition of label not verified yet is verified first, and the model's
+// correctness reference is taken: the read and the sleep belong together.
+func (mm Memory) Before(ctx context.Context, label string, op Op) (*MeasuredSleep, error) {
 	s := mm.f.s
 	m, err := s.model(label)
 	if err != nil {
 		return nil, err
 	}
+	level := op.Level
+	if op.Kind == OpReleaseKV {
+		level = record.LevelKVRelease
+	}
 	ms := &MeasuredSleep{Label: label, Level: level, mem: mm, m: m, ReleasedGiB: math.NaN(), ReleasePercent: math.NaN()}
-	// The reference answers come before the memory read: the read and
-	// the sleep belong together.
+	if err := mm.f.verifyPending(ctx, m); err != nil { // the state the read meets
+		return nil, err
+	}
 	if err := mm.f.Oracle().ensure(ctx, m); err != nil {
-		return nil, fmt.Errorf("sleep %s level %d: %w", label, level, err)
+		return nil, fmt.Errorf("%s: %w", op.name(label), err)
 	}
 	smp := s.opt.Sampler
-	if smp != nil {
-		s.refreshPIDs(m)
-		r, err := smp.SampleNow(ctx)
-		if err != nil {
-			return nil, err
-		}
-		pids := s.pids(m)
-		ms.before, ms.found = modelGiB(pids, r)
-		ms.beforeGPU, ms.deviceBeforeGPU = modelGiBPerGPU(pids, r), usedPerGPU(r)
-		ms.read = true
-		mm.state(label, func(st *memState) {
-			ms.delta = !ms.found && st.footprintGPU != nil
-			if ms.found {
-				st.awakeGiB = ms.before
-			}
-		})
+	if smp == nil {
+		return ms, nil
 	}
-	ms.Sent, ms.Took, err = step(ctx)
-	if err == nil && ms.delta {
+	s.refreshPIDs(m)
+	r, err := smp.SampleNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pids := s.pids(m)
+	ms.before, ms.found = modelGiB(pids, r)
+	ms.beforeGPU, ms.deviceBeforeGPU = modelGiBPerGPU(pids, r), usedPerGPU(r)
+	ms.read = true
+	mm.state(label, func(st *memState) {
+		ms.delta = !ms.found && st.footprintGPU != nil
+		if ms.found {
+			st.awakeGiB = ms.before
+		}
+	})
+	return ms, nil
+}
+
+// Asleep takes t, the verified transition that put the model to sleep
+// (its Sent and Took), and in device-delta mode reads the device at once
+// (before another model changes state: a handoff's wake). Held is then
+// the time since t's answer. A t not verified yet is an error: the
+// device's read must follow the verification.
+func (ms *MeasuredSleep) Asleep(ctx context.Context, t *Transition) error {
+	ms.Sent, ms.Took = t.Sent, t.Took
+	if !t.done.Load() {
+		return fmt.Errorf("pool: %s: the memory asleep read before the %s was verified (Transition.Verify)", ms.Label, t.Op.step())
+	}
+	if ms.delta {
+		s := ms.mem.f.s
 		s.mu.Lock()
 		ms.changes = s.changes
 		s.mu.Unlock()
-		r, serr := smp.SampleNow(ctx)
-		if serr != nil {
-			return ms, serr
+		r, err := s.opt.Sampler.SampleNow(ctx)
+		if err != nil {
+			return err
 		}
 		ms.deviceLeftGPU = usedPerGPU(r)
 	}
-	if err == nil {
-		ms.Held = time.Since(ms.Answered())
+	ms.Held = time.Since(ms.Answered())
+	return nil
+}
+
+// Sleep is a measured op (a sleep or a KV release) with nothing timed
+// from its answer: Before, the transition run and verified (Pool.Run),
+// Asleep. The MeasuredSleep is nil when Before failed; its Sent and Took
+// are the transition's, whatever the error (zero when it was not sent).
+func (mm Memory) Sleep(ctx context.Context, label string, op Op) (*MeasuredSleep, error) {
+	ms, err := mm.Before(ctx, label, op)
+	if err != nil {
+		return nil, err
 	}
-	return ms, err
+	t, err := mm.f.Run(ctx, label, op)
+	ms.Sent, ms.Took = t.Sent, t.Took
+	if err != nil {
+		return ms, err
+	}
+	return ms, ms.Asleep(ctx, t)
 }
 
 // Answered is when the sleep answered: Sent + Took, where the harness's
@@ -283,7 +290,7 @@ func (ms *MeasuredSleep) Finish(ctx context.Context) (float64, error) {
 	wait := true
 	if ms.delta {
 		// A device another model changed since can no longer say this
-		// model's share: the read right after the sleep (StartSleep's)
+		// model's share: the read right after the sleep (Asleep's)
 		// stands, and waiting reads nothing new. There a switch's release
 		// is that early read, as docs/metrics.md says.
 		s.mu.Lock()

@@ -165,6 +165,9 @@ type model struct {
 	// startHung is, once a start of the model timed out, the error every
 	// later Start returns at once (nil: none timed out).
 	startHung error
+	// toVerify is the transition sent to this server whose caller has
+	// not verified it yet (nil: none): the next one verifies it first.
+	toVerify *Transition
 }
 
 // Pool is the servers of one run, seen through one Observer: Observed
@@ -189,8 +192,8 @@ type servers struct {
 
 	// mu guards every model's fields but cfg (port, srv, client, pids,
 	// asleep, level, slept, rssPeak, exitReported, compile, logFrom, reference,
-	// sleeps, pinnedBy, weight, startHung), pidOf, exits, stopping, changes and unverified. Never held
-	// with memories.mu.
+	// sleeps, pinnedBy, weight, startHung, toVerify), pidOf, exits, stopping,
+	// changes and unverified. Never held with memories.mu.
 	mu    sync.Mutex
 	pidOf map[int]string
 	exits []exit // every server exit the pool did not cause, in the order noticed
@@ -496,6 +499,7 @@ func (f *Pool) startOnce(ctx context.Context, label string) (ready time.Duration
 	f.s.mu.Lock()
 	m.srv, m.client = srv, client
 	m.asleep, m.level, m.pids, m.exitReported, m.sleeps = false, 0, []int{srv.PID()}, false, 0
+	m.toVerify = nil
 	f.s.pidOf[srv.PID()] = label
 	f.s.changes++
 	f.s.mu.Unlock()
@@ -614,7 +618,7 @@ func (f *Pool) Stop(label string) error {
 	delete(f.s.stopping, srv)
 	m.rssPeak = max(m.rssPeak, srv.PeakRSS())
 	if m.srv == srv { // not a server started since by another caller
-		m.srv, m.asleep, m.level = nil, false, 0
+		m.srv, m.asleep, m.level, m.toVerify = nil, false, 0, nil
 	}
 	f.s.changes++
 	f.s.mu.Unlock()

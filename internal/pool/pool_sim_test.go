@@ -49,15 +49,16 @@ func TestLifecycle(t *testing.T) {
 	assert.Equal(t, []string{"A"}, f.Awake())
 	assert.True(t, f.Asleep("B"))
 
-	d, err := f.Sleep(ctx, "A", 1)
+	st, err := f.Run(ctx, "A", pool.Sleep(1))
 	require.NoError(t, err)
-	assert.Positive(t, d)
+	assert.Positive(t, st.Took)
 	assert.Empty(t, f.Awake())
 	_, err = f.Probe(ctx, "A")
 	assert.ErrorContains(t, err, "refusing to send inference")
-	wd, err := f.Wake(ctx, "A")
+	wt, err := f.Run(ctx, "A", pool.Wake())
 	require.NoError(t, err)
-	assert.Positive(t, wd)
+	assert.Positive(t, wt.Took)
+	assert.Equal(t, 1, wt.Level, "the level it woke from")
 	s, err := f.Probe(ctx, "A")
 	require.NoError(t, err)
 	assert.NotEmpty(t, s.Tokens)
@@ -152,7 +153,7 @@ func TestMeasuredSleepExcludesMemoryRead(t *testing.T) {
 			require.NoError(t, f.Activate(ctx, "A"))
 			assert.Equal(t, name, f.Memory().Attribution("A"))
 			t0 := time.Now()
-			ms, err := f.Memory().StartSleep(ctx, "A", 1)
+			ms, err := f.Memory().Sleep(ctx, "A", pool.Sleep(1))
 			require.NoError(t, err)
 			resid, err := ms.Finish(ctx)
 			require.NoError(t, err)
@@ -191,7 +192,7 @@ func TestMeasuredSleepFollowsTheSleep(t *testing.T) {
 	took := func(faults string) time.Duration {
 		f, _, _ := simtest.Pool(t, nil, func(c *config.Config) { c.Models[0].SimFaults = faults })
 		require.NoError(t, f.Activate(t.Context(), "A"))
-		ms, err := f.Memory().StartSleep(t.Context(), "A", 1)
+		ms, err := f.Memory().Sleep(t.Context(), "A", pool.Sleep(1))
 		require.NoError(t, err)
 		return ms.Took
 	}
@@ -208,7 +209,7 @@ func TestMeasuredSleepNote(t *testing.T) {
 	ctx := t.Context()
 	_, err := f.Start(ctx, "A") // no Started: no footprint
 	require.NoError(t, err)
-	ms, err := f.Memory().StartSleep(ctx, "A", 1)
+	ms, err := f.Memory().Sleep(ctx, "A", pool.Sleep(1))
 	require.NoError(t, err)
 	resid, err := ms.Finish(ctx)
 	require.NoError(t, err)
@@ -283,36 +284,97 @@ func TestStopAllBesideAPhase(t *testing.T) {
 	}
 }
 
-// TestWakeVerifiedOutsideItsInterval: WakeThen reads /is_sleeping and
-// /metrics after the wake answered and after then ran: with both read
-// 300 ms late (vllmsim's delay fault), the measured wake and then's start
-// lie before every read (then begins less than one read's delay after
-// the answer, the whole call takes at least the reads), while a /wake_up 300
-// ms slower moves the wake. Floors and orders within one run: a busy
-// machine only lengthens what is measured.
+// TestWakeVerifiedOutsideItsInterval: Do returns at the wake's answer and
+// Verify reads /is_sleeping and /metrics after it: with both read 300 ms
+// late (vllmsim's delay fault), the measured wake and Do's return lie
+// before every read (Do returns less than one read's delay after the
+// answer, Verify takes at least the reads), while a /wake_up 300 ms
+// slower moves the wake. Floors and orders within one run: a busy machine
+// only lengthens what is measured.
 func TestWakeVerifiedOutsideItsInterval(t *testing.T) {
 	const late = 300 * time.Millisecond
-	wake := func(faults string) (d, toThen, all time.Duration) {
+	wake := func(faults string) (d, toReturn, verify time.Duration) {
 		f, _, _ := simtest.Pool(t, nil, func(c *config.Config) { c.Models[0].SimFaults = faults })
 		ctx := t.Context()
 		require.NoError(t, f.Activate(ctx, "A"))
-		_, err := f.Sleep(ctx, "A", 1)
+		_, err := f.Run(ctx, "A", pool.Sleep(1))
 		require.NoError(t, err)
-		t0 := time.Now()
-		var then time.Time
-		sent, d, err := f.WakeThen(ctx, "A", func(context.Context) { then = time.Now() })
+		w, err := f.Do(ctx, "A", pool.Wake())
 		require.NoError(t, err)
-		require.False(t, then.IsZero(), "then ran")
-		return d, then.Sub(sent), time.Since(t0)
+		returned := time.Now()
+		require.NoError(t, w.Verify(ctx))
+		return w.Took, returned.Sub(w.Sent), time.Since(returned)
 	}
-	slowReads, toThen, all := wake("delay=/metrics:0.3,delay=/is_sleeping:0.3")
+	slowReads, toReturn, verify := wake("delay=/metrics:0.3,delay=/is_sleeping:0.3")
 	slowWake, _, _ := wake("delay=/wake_up:0.3")
-	t.Logf("with /metrics and /is_sleeping 300 ms slower: wake %v, then at %v, WakeThen took %v; with /wake_up 300 ms slower: wake %v", slowReads, toThen, all, slowWake)
-	assert.GreaterOrEqual(t, all, 2*late, "/is_sleeping and the metrics were read")
-	assert.GreaterOrEqual(t, toThen, slowReads, "then runs after the answer")
-	assert.Less(t, toThen-slowReads, late, "no read between the wake's answer and then")
-	assert.GreaterOrEqual(t, all-toThen, 2*late, "both reads come after then")
+	t.Logf("with /metrics and /is_sleeping 300 ms slower: wake %v, Do returned at %v, Verify took %v; with /wake_up 300 ms slower: wake %v", slowReads, toReturn, verify, slowWake)
+	assert.GreaterOrEqual(t, verify, 2*late, "Verify read /is_sleeping and the metrics")
+	assert.GreaterOrEqual(t, toReturn, slowReads, "Do returns after the answer")
+	assert.Less(t, toReturn-slowReads, late, "no read between the wake's answer and Do's return")
 	assert.GreaterOrEqual(t, slowWake, late, "a slower wake shows")
+}
+
+// TestTransitionIsVerifiedBeforeTheNext: a sleep counts from its answer
+// (no inference goes to it) and is verified by its caller, or else by the
+// model's next transition, whose error is then the sleep's (a server that
+// answers /sleep 200 and does not sleep: fault sleep-ignored), and which
+// puts the model back awake. A memory read after the sleep needs it
+// verified; a prepared transition is sent once.
+func TestTransitionIsVerifiedBeforeTheNext(t *testing.T) {
+	t.Run("verified by the next", func(t *testing.T) {
+		f, _, _ := simtest.Pool(t, nil, nil)
+		ctx := t.Context()
+		require.NoError(t, f.Activate(ctx, "A"))
+		ms, err := f.Memory().Before(ctx, "A", pool.Sleep(1))
+		require.NoError(t, err)
+		st, err := f.Do(ctx, "A", pool.Sleep(1))
+		require.NoError(t, err)
+		assert.True(t, f.Asleep("A"), "counted asleep from its answer")
+		_, err = f.Probe(ctx, "A")
+		assert.ErrorContains(t, err, "refusing to send inference")
+		assert.ErrorContains(t, ms.Asleep(ctx, st), "before the sleep was verified")
+		w, err := f.Run(ctx, "A", pool.Wake())
+		require.NoError(t, err, "the sleep verified first, then the wake")
+		assert.Equal(t, 1, w.Level, "the wake knew the sleep's level")
+		assert.NoError(t, st.Verify(ctx), "a second Verify returns the first's result")
+		assert.NoError(t, ms.Asleep(ctx, st), "verified now")
+		assert.False(t, f.Asleep("A"))
+		pend, err := f.Prepare(ctx, "A", pool.Sleep(1))
+		require.NoError(t, err)
+		st, err = pend.Send(ctx)
+		require.NoError(t, err)
+		require.NoError(t, st.Verify(ctx))
+		_, err = pend.Send(ctx)
+		assert.ErrorContains(t, err, "sent twice")
+	})
+	t.Run("its error is the next one's", func(t *testing.T) {
+		f, _, _ := simtest.PoolWith(t, nil, func(c *config.Config) { c.Models[0].SimFaults = "sleep-ignored" },
+			func(o *pool.Options) { o.Sampler = nil })
+		ctx := t.Context()
+		_, err := f.Start(ctx, "A")
+		require.NoError(t, err)
+		st, err := f.Do(ctx, "A", pool.Sleep(1))
+		require.NoError(t, err, "/sleep answered 200")
+		assert.True(t, f.Asleep("A"))
+		_, err = f.Do(ctx, "A", pool.Wake())
+		require.ErrorContains(t, err, "/sleep?level=1 answered 200 but /is_sleeping is false")
+		assert.ErrorIs(t, st.Verify(ctx), err, "the sleep's own error")
+		assert.False(t, f.Asleep("A"), "put back awake: the sleep did not take")
+		_, err = f.Probe(ctx, "A")
+		assert.NoError(t, err, "it serves")
+	})
+	t.Run("a stopped server", func(t *testing.T) {
+		f, _, _ := simtest.Pool(t, nil, nil)
+		ctx := t.Context()
+		require.NoError(t, f.Activate(ctx, "A"))
+		st, err := f.Do(ctx, "A", pool.Sleep(1))
+		require.NoError(t, err)
+		require.NoError(t, f.Stop("A"))
+		assert.ErrorContains(t, st.Verify(ctx), "sleep A level 1: the server was stopped meanwhile")
+		require.NoError(t, f.Activate(ctx, "A"), "a new server: nothing of the old one pending")
+		_, err = f.Run(ctx, "A", pool.Sleep(1))
+		assert.NoError(t, err)
+	})
 }
 
 // TestPauseUnsupported: vllmsim in its oldest era (a: vLLM ≤ 0.11) has
@@ -326,9 +388,9 @@ func TestPauseUnsupported(t *testing.T) {
 	ok, err := f.SupportsPause(ctx, "A")
 	require.NoError(t, err)
 	assert.False(t, ok)
-	_, _, err = f.PauseAt(ctx, "A", vllm.SleepAbort, true)
+	_, err = f.Run(ctx, "A", pool.Pause(vllm.SleepAbort, true))
 	assert.ErrorIs(t, err, vllm.ErrUnsupported)
-	_, _, err = f.ReleaseKVCacheAt(ctx, "A")
+	_, err = f.Run(ctx, "A", pool.ReleaseKV())
 	assert.ErrorIs(t, err, vllm.ErrUnsupported)
 	assert.False(t, f.Asleep("A"), "nothing was paused")
 	_, err = f.Probe(ctx, "A")
@@ -346,7 +408,7 @@ func TestProbeThatCannotFitNamesTheContext(t *testing.T) {
 	ctx := t.Context()
 	_, err := f.Start(ctx, "A")
 	require.NoError(t, err)
-	_, err = f.Sleep(ctx, "A", 1)
+	_, err = f.Run(ctx, "A", pool.Sleep(1))
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "protocol.context_tokens (64)")
 	assert.ErrorContains(t, err, "correctness_max_tokens to 0")
@@ -393,4 +455,31 @@ func TestConfiguredPortInUseIsNamed(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorContains(t, err, fmt.Sprintf("port %d, config models[1].port, is already in use", port))
 	assert.ErrorContains(t, err, "address already in use", "the server's own words follow")
+}
+
+// TestProbingStopsAtItsFirstToken: a started probe hands out its first
+// token's receive time, then reads on when asked: the whole probe, its
+// first token the one First gave; a probe refused (the model asleep) has
+// no first token and Rest says why.
+func TestProbingStopsAtItsFirstToken(t *testing.T) {
+	f, _, cfg := simtest.Pool(t, nil, nil)
+	ctx := t.Context()
+	require.NoError(t, f.Activate(ctx, "A"))
+	pr := f.StartProbe(ctx, "A")
+	at, ok := pr.First()
+	require.True(t, ok)
+	s, err := pr.Rest()
+	require.NoError(t, err)
+	assert.Equal(t, at, s.Tokens[0])
+	assert.Len(t, s.Tokens, cfg.Protocol.ProbeMaxTokens, "read on to its end")
+	_, err = pr.Rest()
+	assert.NoError(t, err, "Rest again returns the same")
+
+	_, err = f.Run(ctx, "A", pool.Sleep(1))
+	require.NoError(t, err)
+	pr = f.StartProbe(ctx, "A")
+	_, ok = pr.First()
+	assert.False(t, ok)
+	_, err = pr.Rest()
+	assert.ErrorContains(t, err, "refusing to send inference")
 }

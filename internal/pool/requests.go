@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/load"
@@ -17,16 +18,58 @@ func (f *Pool) Probe(ctx context.Context, label string) (*vllm.Stream, error) {
 	return f.probe(ctx, label, f.s.cfg.Protocol.ProbeMaxTokens, nil)
 }
 
-// ProbeThen is Probe calling atFirst with its first token's receive time
-// as soon as that token is read, before the rest of the stream
-// (vllm.CompletionRequest.OnFirstToken): a switch's and a soak cycle's
-// closing energy reading, so that no decode step after the first token
-// is inside their interval to be estimated away (issue 50: read after the
-// whole 8-token probe, at the interval's mean power while the GPU
-// decoded at several times it, a handoff's J was about 7 % high), while
-// the probe keeps its tokens for the garbage check.
-func (f *Pool) ProbeThen(ctx context.Context, label string, atFirst func(at time.Time)) (*vllm.Stream, error) {
-	return f.probe(ctx, label, f.s.cfg.Protocol.ProbeMaxTokens, atFirst)
+// Probing is a probe in flight (StartProbe), read up to its first token:
+// First returns that token's receive time while the stream waits, and
+// Rest reads the rest. What must happen at the first token (a switch's and
+// a soak cycle's closing energy reading) happens between them, so that no
+// decode step after the first token is read before it (issue 50: read
+// after the whole 8-token probe, at the interval's mean power while the
+// GPU decoded at several times it, a handoff's J was about 7 % high),
+// while the probe keeps its tokens for the garbage check. Rest must be
+// called (it ends the probe's goroutine).
+type Probing struct {
+	first  chan time.Time // the first token's receive time, or closed without one
+	resume chan struct{}  // closed by Rest: the reading goes on
+	done   chan struct{}  // closed once s and err are set
+	stop   sync.Once      // closes resume
+	s      *vllm.Stream
+	err    error
+}
+
+// StartProbe sends the probe (Probe's) on its own goroutine and returns at
+// once.
+func (f *Pool) StartProbe(ctx context.Context, label string) *Probing {
+	p := &Probing{first: make(chan time.Time, 1), resume: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		got := false
+		p.s, p.err = f.probe(ctx, label, f.s.cfg.Protocol.ProbeMaxTokens, func(at time.Time) {
+			got = true
+			p.first <- at
+			select { // the next chunks wait for the caller's step at the first token
+			case <-p.resume:
+			case <-ctx.Done():
+			}
+		})
+		if !got {
+			close(p.first)
+		}
+	}()
+	return p
+}
+
+// First waits for the probe's first token and returns its receive time;
+// ok is false when the probe ended without one (Rest says why).
+func (p *Probing) First() (at time.Time, ok bool) {
+	at, ok = <-p.first
+	return at, ok
+}
+
+// Rest lets the probe read on to its end and returns it, as Probe would.
+func (p *Probing) Rest() (*vllm.Stream, error) {
+	p.stop.Do(func() { close(p.resume) })
+	<-p.done
+	return p.s, p.err
 }
 
 // FirstToken sends a one-token probe and checks its output; it counts as

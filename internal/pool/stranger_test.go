@@ -119,7 +119,7 @@ func TestSleepModeOffFails(t *testing.T) {
 				func(o *pool.Options) { o.Sampler = nil }) // no memory source
 			_, err := f.Start(t.Context(), "A")
 			require.NoError(t, err)
-			_, err = f.Sleep(t.Context(), "A", tc.level)
+			_, err = f.Run(t.Context(), "A", pool.Sleep(tc.level))
 			require.Error(t, err)
 			assert.ErrorContains(t, err, tc.says)
 			assert.ErrorContains(t, err, "the server did not sleep; start it with --enable-sleep-mode")

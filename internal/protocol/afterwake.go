@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
@@ -68,7 +69,7 @@ func (p AfterWake) run(ctx context.Context, label string, logf Logf) ([]record.P
 	if _, _, err := p.measureSleep(ctx, label, p.Level); err != nil {
 		return nil, p.Fail(phase, label, "sleep", err)
 	}
-	if _, err := p.pool.Wake(ctx, label); err != nil {
+	if _, err := p.pool.Run(ctx, label, pool.Wake()); err != nil {
 		return nil, p.Fail(phase, label, "wake", err)
 	}
 	if err := p.wokenPrefix(ctx, label, p.Level, warm, logf); err != nil {

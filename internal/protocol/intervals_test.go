@@ -193,7 +193,7 @@ func TestPauseFiguresMeanWhatTheySay(t *testing.T) {
 // TestWakeToFirstTokenHoldsNoVerificationRead: wake → first token runs
 // from the wake request sent to the probe's first token, and the
 // harness's verification of the wake (/is_sleeping, the sleep metrics)
-// comes after that token (pool.WakeThen): with every read-only endpoint
+// comes after that token (pool.Transition.Verify): with every read-only endpoint
 // answering 0.4 s late, no wake figure holds a read: what lies past the
 // wake's answer (the probe alone) stays under one read's delay, where
 // the verification before the probe put three reads (1.2 s) there. The

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
@@ -31,7 +32,7 @@ func (p KVRelease) Run(ctx context.Context, label string, logf Logf) (Outcome[[]
 // returned why). One that accepts is an error: its engine released a KV
 // cache a running scheduler uses (the cache is restored before returning).
 func (p *pauser) refusedWithoutPause(ctx context.Context, label string) (off string, err error) {
-	_, _, err = p.pool.ReleaseKVCacheAt(ctx, label)
+	_, err = p.pool.Run(ctx, label, pool.ReleaseKV())
 	switch {
 	case errors.Is(err, vllm.ErrUnsupported):
 		return "the server has no /release_kv_cache_memory (vLLM before PR #44890): the cycle is off", nil
@@ -41,7 +42,7 @@ func (p *pauser) refusedWithoutPause(ctx context.Context, label string) (off str
 	case err != nil:
 		return "", fmt.Errorf("a release without a pause failed, but not as vLLM refuses it (500, \"requires a completed pause first\"): %w", err)
 	}
-	if _, _, werr := p.pool.WakeKVCacheAt(ctx, label); werr != nil {
+	if _, werr := p.pool.Run(ctx, label, pool.WakeKV()); werr != nil {
 		return "", fmt.Errorf("released the KV cache of a running engine, and restoring it failed: %w", werr)
 	}
 	return "", errors.New("/release_kv_cache_memory answered 200 on a running engine: vLLM refuses it without a completed pause (PR #44890)")
@@ -52,12 +53,12 @@ func (p *pauser) kvCycle(ctx context.Context, label string) (record.Cycle, strin
 	c := newCycle(record.LevelKVRelease)
 	// The pause through /pause (mode abort, clear_cache: vLLM's defaults),
 	// the RLHF router's way; level 0 has its own cycles.
-	_, d, err := p.pool.PauseAt(ctx, label, vllm.SleepAbort, true)
-	c.SleepS = d.Seconds()
+	pt, err := p.pool.Run(ctx, label, pool.Pause(vllm.SleepAbort, true))
+	c.SleepS = pt.Took.Seconds()
 	if err != nil {
 		return c, "pause", err
 	}
-	ms, err := p.pool.Memory().StartRelease(ctx, label)
+	ms, err := p.pool.Memory().Sleep(ctx, label, pool.ReleaseKV())
 	if ms != nil {
 		c.ReleaseS = ms.Took.Seconds()
 	}
@@ -69,7 +70,7 @@ func (p *pauser) kvCycle(ctx context.Context, label string) (record.Cycle, strin
 	if err != nil {
 		return c, "memory read", err
 	}
-	_, wd, step, err := p.wakeToFirstToken(ctx, &c, label, p.pool.WakeKVCacheThen)
+	_, wd, step, err := p.wakeToFirstToken(ctx, &c, label, pool.WakeKV())
 	c.WakeAPIS = wd.Seconds()
 	if step == "wake" {
 		step = "wake_up?tags=kv_cache"

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
@@ -121,14 +122,15 @@ func (p *pauser) offOrCycles(ctx context.Context, phase, label string, level, n 
 func (p *pauser) pauseResume(ctx context.Context, phase, label string, logf Logf) error {
 	ok := false
 	defer func() { p.confirmed = ok }()
-	_, pd, err := p.pool.PauseAt(ctx, label, vllm.SleepAbort, true)
+	pt, err := p.pool.Run(ctx, label, pool.Pause(vllm.SleepAbort, true))
 	if err != nil {
 		return p.Fail(phase, label, "pause", err)
 	}
 	accepted, collect, stop := p.holdProbe(ctx, label)
 	defer stop() // an early return ends the held request
 	accepted()
-	sent, rd, err := p.pool.ResumeAt(ctx, label)
+	rt, err := p.pool.Run(ctx, label, pool.Resume())
+	sent := rt.Sent
 	if err != nil {
 		return p.Fail(phase, label, "resume", err)
 	}
@@ -145,7 +147,7 @@ func (p *pauser) pauseResume(ctx context.Context, phase, label string, logf Logf
 		return p.Fail(phase, label, "request held by /pause", fmt.Errorf("its first token came %.3f s before /resume was sent", sent.Sub(h.first).Seconds()))
 	default:
 		ok = true
-		logf("%s: /pause %.3fs, /resume %.3fs, held request's first token %.3fs after /resume", label, pd.Seconds(), rd.Seconds(), h.first.Sub(sent).Seconds())
+		logf("%s: /pause %.3fs, /resume %.3fs, held request's first token %.3fs after /resume", label, pt.Took.Seconds(), rt.Took.Seconds(), h.first.Sub(sent).Seconds())
 		return nil
 	}
 }
@@ -165,7 +167,7 @@ func (p *pauser) pauseCycle(ctx context.Context, label string) (record.Cycle, st
 	accepted, collect, stop := p.holdProbe(ctx, label)
 	defer stop()
 	accepted() // the wake goes out once the server holds the probe: nothing of the harness's inside held_request_s
-	tw, wd, step, err := p.wakeToFirstToken(ctx, &c, label, p.pool.WakeThen)
+	tw, wd, step, err := p.wakeToFirstToken(ctx, &c, label, pool.Wake())
 	c.WakeAPIS = wd.Seconds()
 	if err != nil {
 		return c, step, err

@@ -60,7 +60,7 @@ func TestHandoffClockStartsAtSleepSent(t *testing.T) {
 func TestNoInferenceToASleepingModel(t *testing.T) {
 	f, rec, p := simPool(t, func(s gpu.Source) gpu.Source { return s }, 1)
 	require.NoError(t, f.Activate(t.Context(), "A"))
-	_, err := f.Sleep(t.Context(), "A", 1)
+	_, err := f.Run(t.Context(), "A", pool.Sleep(1))
 	require.NoError(t, err)
 	before := rec.Raw().Requests
 

@@ -9,7 +9,6 @@ import (
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
-	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // Sleep is a sleep phase: PhaseSleepL1 (Level 1) or PhaseSleepL2 (Level 2).
@@ -43,7 +42,7 @@ func (p Sleep) checks(label string, level int, cycles []record.Cycle) []record.C
 // the memory left on each; nil when /sleep was never sent) and the memory
 // left asleep in GiB.
 func (p *Env) measureSleep(ctx context.Context, label string, level int) (*pool.MeasuredSleep, float64, error) {
-	ms, err := p.pool.Memory().StartSleep(ctx, label, level)
+	ms, err := p.pool.Memory().Sleep(ctx, label, pool.Sleep(level))
 	if err != nil {
 		return ms, math.NaN(), err
 	}
@@ -119,7 +118,7 @@ func (p *Env) cycle(ctx context.Context, label string, level int) (record.Cycle,
 	if err != nil {
 		return c, "sleep", err
 	}
-	_, wd, step, err := p.wakeToFirstToken(ctx, &c, label, p.pool.WakeThen)
+	_, wd, step, err := p.wakeToFirstToken(ctx, &c, label, pool.Wake())
 	c.WakeAPIS = wd.Seconds()
 	if err != nil {
 		return c, step, err
@@ -132,17 +131,20 @@ func (p *Env) cycle(ctx context.Context, label string, level int) (record.Cycle,
 	return c, "", nil
 }
 
-// wakeToFirstToken wakes label with wake (pool.WakeThen or
-// WakeKVCacheThen), sending the probe at the wake's answer, before the
-// harness's verification reads, and sets the cycle's wake → first token.
-// It returns when the wake was sent, its answer's time and, on error,
-// the step that failed.
-func (p *Env) wakeToFirstToken(ctx context.Context, c *record.Cycle, label string,
-	wake func(context.Context, string, func(context.Context)) (time.Time, time.Duration, error)) (tw time.Time, wd time.Duration, step string, err error) {
-	var s *vllm.Stream
-	var perr error
-	tw, wd, err = wake(ctx, label, func(ctx context.Context) { s, perr = p.pool.Probe(ctx, label) })
+// wakeToFirstToken wakes label with op (pool.Wake or pool.WakeKV),
+// sending the probe at the wake's answer, before the harness's
+// verification reads (pool.Transition.Verify), and sets the cycle's wake →
+// first token. It returns when the wake was sent, its answer's time and,
+// on error, the step that failed: a verification that fails is the wake's
+// error, whatever the probe met.
+func (p *Env) wakeToFirstToken(ctx context.Context, c *record.Cycle, label string, op pool.Op) (tw time.Time, wd time.Duration, step string, err error) {
+	t, err := p.pool.Do(ctx, label, op)
+	tw, wd = t.Sent, t.Took
 	if err != nil {
+		return tw, wd, "wake", err
+	}
+	s, perr := p.pool.Probe(ctx, label)
+	if err := t.Verify(ctx); err != nil {
 		return tw, wd, "wake", err
 	}
 	if perr != nil {

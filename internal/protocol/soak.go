@@ -8,8 +8,8 @@ import (
 
 	"github.com/wakebench/wakebench/internal/energy"
 	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
-	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // Soak is the soak phase (PhaseSoak, TestSoak): not one of the
@@ -107,16 +107,11 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 	// reads again (a release the device shows late must not refuse a wake
 	// that fits), and that wait is held time too.
 	// The cycle's energy: the counter read just before /sleep is sent
-	// (after the memory read StartSleep makes) and right after the first
+	// (after the memory read pool.Memory.Before makes: meteredSleep) and right after the first
 	// token, less the held span as the time: read at the sleep's answer
 	// (ea) and once the headroom is read (eh) (energy.Without).
-	var e0, ea, eh energy.Reading
-	var eaErr error
-	mark := func(ctx context.Context) (err error) {
-		e0, err = m.Now(ctx)
-		return err
-	}
-	ms, err := p.pool.Memory().StartSleepMarked(ctx, from, level, mark, func(ctx context.Context) { ea, eaErr = m.Now(ctx) })
+	var eh energy.Reading
+	ms, e0, ea, eaErr, err := p.meteredSleep(ctx, m, from, level)
 	if ms != nil {
 		c.SleepS = ms.Took.Seconds()
 	}
@@ -163,17 +158,20 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 		return fail(to, "make room", err)
 	}
 	// The probe and the energy reading go out at the wake's answer, the
-	// wake's verification reads after them (pool.WakeThen).
-	var s *vllm.Stream
-	var perr, eerr error
-	_, wd, err := p.pool.WakeThen(ctx, to, func(ctx context.Context) {
-		s, perr = p.pool.ProbeThen(ctx, to, func(at time.Time) { // at the first token, before the probe's others
-			c.EnergyJ, c.EnergyNote, eerr = energy.CloseInterval(ctx, m, e0, at)
-			c.EnergyJ, c.EnergyNote = energy.Without(c.EnergyJ, c.EnergyNote, ea, eh, ms.Answered(), m)
-		})
-	})
-	c.WakeS = wd.Seconds()
+	// wake's verification reads after them (pool.Transition.Verify).
+	var eerr error
+	t, err := p.pool.Do(ctx, to, pool.Wake())
+	c.WakeS = t.Took.Seconds()
 	if err != nil {
+		return fail(to, "wake", err)
+	}
+	pr := p.pool.StartProbe(ctx, to)
+	if at, ok := pr.First(); ok { // at the first token, before the probe's others are read
+		c.EnergyJ, c.EnergyNote, eerr = energy.CloseInterval(ctx, m, e0, at)
+		c.EnergyJ, c.EnergyNote = energy.Without(c.EnergyJ, c.EnergyNote, ea, eh, ms.Answered(), m)
+	}
+	s, perr := pr.Rest()
+	if err := t.Verify(ctx); err != nil {
 		return fail(to, "wake", err)
 	}
 	if perr != nil {

@@ -36,6 +36,37 @@ func (p Switch) checks(handoffs []record.Handoff) []record.Check {
 	return p.Record(PhaseSwitch, append(cs, releaseChecks(p.cfg, raw, p.Labels()...)...)...)
 }
 
+// meteredSleep puts label to sleep at level with its memory read before
+// (pool.Memory.Before) and the energy counter read last before /sleep is
+// sent, after the pool's own checks (e0), and at its answer, before the
+// sleep's verification reads (ea): a handoff's and a soak cycle's energy
+// opens at e0 and leaves out the harness's own span from ea. ms is nil
+// when /sleep was never sent; err is the sleep's (e0's read included),
+// eaErr ea's.
+func (p *Env) meteredSleep(ctx context.Context, m *energy.Meter, label string, level int) (ms *pool.MeasuredSleep, e0, ea energy.Reading, eaErr, err error) {
+	op := pool.Sleep(level)
+	if ms, err = p.pool.Memory().Before(ctx, label, op); err != nil {
+		return nil, e0, ea, nil, err
+	}
+	pend, err := p.pool.Prepare(ctx, label, op)
+	if err != nil {
+		return nil, e0, ea, nil, err
+	}
+	if e0, err = m.Now(ctx); err != nil {
+		return nil, e0, ea, nil, err
+	}
+	t, err := pend.Send(ctx)
+	ms.Sent, ms.Took = t.Sent, t.Took
+	if err != nil {
+		return ms, e0, ea, nil, err
+	}
+	ea, eaErr = m.Now(ctx)
+	if err := t.Verify(ctx); err != nil {
+		return ms, e0, ea, eaErr, err
+	}
+	return ms, e0, ea, eaErr, ms.Asleep(ctx, t)
+}
+
 // handoff hands the GPU from one model (none: "") to another: sleep from at
 // level 1, put any other awake model to sleep, wake to, probe its first
 // token. On error it names the model and step that failed.
@@ -54,14 +85,8 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 	// counter is read again at the sleep's answer (ea) and once they are
 	// done (eh) (energy.IntervalJ, energy.Without).
 	var e0, ea, eh energy.Reading
-	var eaErr error
-	mark := func(ctx context.Context) (err error) {
-		e0, err = m.Now(ctx)
-		return err
-	}
-	answered := func(ctx context.Context) { ea, eaErr = m.Now(ctx) }
 	if from == "" {
-		if err := mark(ctx); err != nil {
+		if e0, err = m.Now(ctx); err != nil {
 			return ho, to, "energy before the wake", err
 		}
 	}
@@ -73,7 +98,8 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 		// starts when /sleep is sent, and from's memory asleep is read
 		// after to's first token, settle_s after the sleep answered at the
 		// earliest (pool.MeasuredSleep.Finish), as every release.
-		ms, err = p.pool.Memory().StartSleepMarked(ctx, from, 1, mark, answered)
+		var eaErr error
+		ms, e0, ea, eaErr, err = p.meteredSleep(ctx, m, from, 1)
 		if ms != nil {
 			t0, ho.SleepS = ms.Sent, ms.Took.Seconds()
 		}
@@ -96,17 +122,23 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 	var s *vllm.Stream
 	var perr, eerr error
 	firstToken := func(ctx context.Context) {
-		s, perr = p.pool.ProbeThen(ctx, to, func(at time.Time) { // at the first token, before the probe's others
+		pr := p.pool.StartProbe(ctx, to)
+		if at, ok := pr.First(); ok { // at the first token, before the probe's others are read
 			ho.EnergyJ, ho.EnergyNote, eerr = energy.CloseInterval(ctx, m, e0, at)
 			if ms != nil {
 				ho.EnergyJ, ho.EnergyNote = energy.Without(ho.EnergyJ, ho.EnergyNote, ea, eh, ms.Answered(), m)
 			}
-		})
+		}
+		s, perr = pr.Rest()
 	}
 	if p.pool.Asleep(to) {
-		_, wd, err := p.pool.WakeThen(ctx, to, firstToken)
-		ho.WakeS = wd.Seconds()
+		t, err := p.pool.Do(ctx, to, pool.Wake())
+		ho.WakeS = t.Took.Seconds()
 		if err != nil {
+			return ho, to, "wake " + dir, err
+		}
+		firstToken(ctx)
+		if err := t.Verify(ctx); err != nil {
 			return ho, to, "wake " + dir, err
 		}
 	} else {
@@ -160,7 +192,7 @@ func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 		if err := p.pool.Activate(ctx, first); err != nil {
 			return nil, p.Fail(PhaseSwitch, first, "start", err)
 		}
-		if _, err := p.pool.Sleep(ctx, first, 1); err != nil {
+		if _, err := p.pool.Run(ctx, first, pool.Sleep(1)); err != nil {
 			return nil, p.Fail(PhaseSwitch, first, "sleep before initial activation", err)
 		}
 	}

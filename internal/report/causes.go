@@ -259,7 +259,7 @@ var fixes = []struct {
 	// vllm.ErrSleepModeOff: vLLM refused /sleep, sleep mode being off.
 	{regexp.MustCompile(`the server runs without sleep mode`),
 		"start vLLM with --enable-sleep-mode: wakebench passes it (and refuses extra_args that turn it off), so a wrapper script that drops flags, or a vLLM config file of its own, turned it off"},
-	// The pool's confirmation of a sleep (askAsleep).
+	// The pool's confirmation of a sleep (pool.Transition.Verify).
 	{regexp.MustCompile(`/sleep\?level=\d+ answered 200 but (/is_sleeping is false|the server did not sleep)`),
 		"the server stayed awake after /sleep: start vLLM with --enable-sleep-mode (wakebench passes it and refuses extra_args that turn it off, so a wrapper script that drops flags, or a vLLM that ignores the flag, kept it off)"},
 	// The pool's start on a configured port another process holds.

@@ -177,8 +177,8 @@ func (r *Router) step(ctx context.Context) bool {
 // that follows; one that started to ends when it is ready.
 func (r *Router) handover(ctx context.Context, sw *Switch) error {
 	if sw.From != "" {
-		d, err := r.f.Sleep(ctx, sw.From, r.level)
-		sw.SleepS = d.Seconds()
+		t, err := r.f.Run(ctx, sw.From, pool.Sleep(r.level))
+		sw.SleepS = t.Took.Seconds()
 		if err != nil {
 			return err
 		}
@@ -187,10 +187,10 @@ func (r *Router) handover(ctx context.Context, sw *Switch) error {
 		return err
 	}
 	if r.f.Asleep(sw.To) {
-		sent, d, err := r.f.WakeAt(ctx, sw.To)
-		sw.WakeS = d.Seconds()
+		t, err := r.f.Run(ctx, sw.To, pool.Wake())
+		sw.WakeS = t.Took.Seconds()
 		if err == nil {
-			sw.End = sent.Add(d)
+			sw.End = t.Answered()
 		}
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/wakebench/wakebench/internal/capacity"
 	"github.com/wakebench/wakebench/internal/energy"
 	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/server"
@@ -252,18 +253,27 @@ func (r *costRun) sleepWake(level int, prev energy.Reading) (energy.Reading, err
 	var sent time.Time
 	var took time.Duration
 	// The readings around the sleep's energy are taken last before it is
-	// sent (after the host-headroom check; the awake power covers prev →
-	// there) and at its answer, before its confirmation reads
-	// (pool.Pool.SleepModeThen): the overhangs charged at the neighbouring
-	// states' power are those readings' alone.
+	// sent (after the pool's checks, the host headroom's among them: the
+	// awake power covers prev → there) and at its answer, before its
+	// verification reads (pool.Transition.Verify): the overhangs charged at
+	// the neighbouring states' power are those readings' alone.
 	var e0, e1 energy.Reading
-	var e1Err error
-	sleep := func() (err error) {
-		sent, took, err = p.Pool().SleepModeThen(ctx, label, level, "",
-			func(ctx context.Context) (err error) { e0, err = r.m.Now(ctx); return err },
-			func(ctx context.Context) { e1, e1Err = r.m.Now(ctx) })
-		if err == nil {
-			err = e1Err
+	sleep := func() error {
+		pend, err := p.Pool().Prepare(ctx, label, pool.Sleep(level))
+		if err != nil {
+			return err
+		}
+		if e0, err = r.m.Now(ctx); err != nil {
+			return err
+		}
+		t, err := pend.Send(ctx)
+		sent, took = t.Sent, t.Took
+		if err != nil {
+			return err
+		}
+		e1, err = r.m.Now(ctx)
+		if verr := t.Verify(ctx); verr != nil {
+			return verr
 		}
 		return err
 	}
@@ -300,17 +310,20 @@ func (r *costRun) sleepWake(level int, prev energy.Reading) (energy.Reading, err
 		J: energy.TransitionJ(e0, e1, sent, sent.Add(took), r.awake.PowerW, asleep.PowerW)})
 	// The probe and the energy reading after its first token go out at
 	// the wake's answer; the wake's verification reads come after them.
-	var s *vllm.Stream
 	var e2 energy.Reading
-	var perr, eerr error
-	wsent, _, err := p.Pool().WakeThen(ctx, label, func(ctx context.Context) {
-		if s, perr = p.Pool().FirstToken(ctx, label); perr == nil {
-			e2, eerr = r.m.Now(ctx)
-		}
-	})
+	var eerr error
+	wake, err := p.Pool().Do(ctx, label, pool.Wake())
 	if err != nil {
 		return end, err
 	}
+	s, perr := p.Pool().FirstToken(ctx, label)
+	if perr == nil {
+		e2, eerr = r.m.Now(ctx)
+	}
+	if err := wake.Verify(ctx); err != nil {
+		return end, err
+	}
+	wsent := wake.Sent
 	if perr != nil {
 		return end, fmt.Errorf("first token after wake: %w", perr)
 	}
@@ -350,14 +363,14 @@ func (r *costRun) kvReleased(prev energy.Reading) (energy.Reading, error) {
 	if !ok {
 		return skip("the server has no /pause (vLLM before the pause API)")
 	}
-	if _, _, err := p.Pool().SleepMode(ctx, label, 0, ""); err != nil {
+	if _, err := p.Pool().Run(ctx, label, pool.Sleep(0)); err != nil {
 		return prev, fmt.Errorf("pause (sleep level 0): %w", err)
 	}
-	if _, _, err := p.Pool().ReleaseKVCacheAt(ctx, label); err != nil {
+	if _, err := p.Pool().Run(ctx, label, pool.ReleaseKV()); err != nil {
 		if !errors.Is(err, vllm.ErrUnsupported) {
 			return prev, fmt.Errorf("release_kv_cache_memory: %w", err)
 		}
-		if _, err := p.Pool().Wake(ctx, label); err != nil {
+		if _, err := p.Pool().Run(ctx, label, pool.Wake()); err != nil {
 			return prev, fmt.Errorf("wake from the pause: %w", err)
 		}
 		return skip("the server has no /release_kv_cache_memory (vLLM before PR #44890)")
@@ -368,7 +381,7 @@ func (r *costRun) kvReleased(prev energy.Reading) (energy.Reading, error) {
 	if err != nil {
 		return end, err
 	}
-	if _, _, err := p.Pool().WakeKVCacheAt(ctx, label); err != nil {
+	if _, err := p.Pool().Run(ctx, label, pool.WakeKV()); err != nil {
 		return end, err
 	}
 	if _, err := p.Pool().Probe(ctx, label); err != nil {

@@ -187,11 +187,11 @@ func TestStateCostOnSim(t *testing.T) {
 	assert.Equal(t, fit, rec.Raw().Fit)
 }
 
-// cutCounter is ConstPower's counter cut by CutJ from the second read that
+// cutCounter is ConstPower's counter cut by CutJ from the third read that
 // sees A asleep after awake on: the state-cost phase reads the counter at
-// the first sleep's answer (before the pool marks A asleep), then at its
-// dwell's start and at its end, so the cut falls inside the first asleep
-// dwell, as a counter reset mid-phase would.
+// the first sleep's answer (the pool counts A asleep from that answer on),
+// then at its dwell's start and at its end, so the cut falls inside the
+// first asleep dwell, as a counter reset mid-phase would.
 type cutCounter struct {
 	simtest.ConstPower
 	f      func() *pool.Pool
@@ -213,7 +213,7 @@ func (c *cutCounter) Energy(ctx context.Context) ([]float64, error) {
 			c.asleep++
 		}
 	}
-	if c.asleep >= 2 {
+	if c.asleep >= 3 {
 		j[0] -= c.CutJ
 	}
 	return j, err
@@ -278,7 +278,7 @@ func TestStateCostCounterGoesBackwards(t *testing.T) {
 // TestStateCostWakeHoldsNoVerificationRead: a state-cost wake runs from
 // the wake request sent to the probe's first token, its energy reading
 // right after that token; the wake's verification reads (/is_sleeping,
-// the sleep metrics) follow both (pool.WakeThen). With every read-only
+// the sleep metrics) follow both (pool.Transition.Verify). With every read-only
 // endpoint answering 0.6 s late, a wake's s stays under one read's delay
 // (the tiny model's wake and probe take under 0.25 s), where the
 // verification before the probe put three reads (1.8 s) in it.
@@ -318,9 +318,9 @@ func TestLevel2HostHoldsNoLevel1Backup(t *testing.T) {
 	})
 	ctx := t.Context()
 	require.NoError(t, p.Pool().Activate(ctx, "A"))
-	_, err := p.Pool().Sleep(ctx, "A", 1)
+	_, err := p.Pool().Run(ctx, "A", pool.Sleep(1))
 	require.NoError(t, err)
-	_, err = p.Pool().Wake(ctx, "A")
+	_, err = p.Pool().Run(ctx, "A", pool.Wake())
 	require.NoError(t, err)
 	cOut, err := statecost.Phase{Env: p}.Run(ctx, "A", t.Logf)
 	require.NoError(t, err)

@@ -398,7 +398,7 @@ func (ph *Phase) wakeAll(ctx context.Context) string {
 	}
 	for _, l := range ph.pool.Labels() {
 		if ph.pool.Asleep(l) {
-			if _, err := ph.pool.Wake(ctx, l); err != nil {
+			if _, err := ph.pool.Run(ctx, l, pool.Wake()); err != nil {
 				return "waking " + l + ": " + err.Error()
 			}
 		}
@@ -457,14 +457,14 @@ func (ph *Phase) inFlight(ctx context.Context, label, mode string) (record.InFli
 		})
 	}
 	ph.waitRunning(ctx, label, n)
-	sent, d, sleepErr := ph.pool.SleepMode(ctx, label, 1, mode)
-	f.SleepS = d.Seconds()
-	answered := sent.Add(d)
+	st, sleepErr := ph.pool.Run(ctx, label, pool.SleepIn(1, mode))
+	f.SleepS = st.Took.Seconds()
+	answered := st.Answered()
 	var woke time.Time
 	if sleepErr == nil {
 		ph.proto.Settle(ctx)
 		woke = time.Now()
-		if _, err := ph.pool.Wake(ctx, label); err != nil {
+		if _, err := ph.pool.Run(ctx, label, pool.Wake()); err != nil {
 			sleepErr = err
 		}
 	}
