@@ -31,9 +31,10 @@ const (
 // build tag's files, no tests).
 type pkg struct {
 	path, synopsis string
-	imports        []string // the module's packages, below the module path
-	external       []string // every other import path
-	holdsRecord    bool     // names record.Recorder or calls record.New
+	imports        []string       // the module's packages, below the module path
+	external       []string       // every other import path
+	holdsRecord    bool           // names record.Recorder or calls record.New
+	methods        map[string]int // receiver type name → its methods (pointer and value receivers)
 }
 
 // packages reads every package under internal/ and cmd/ from source.
@@ -55,7 +56,7 @@ func packages(t *testing.T, root string) map[string]*pkg {
 			}
 			p := out[rel]
 			if p == nil {
-				p = &pkg{path: rel}
+				p = &pkg{path: rel, methods: map[string]int{}}
 				out[rel] = p
 			}
 			if f.Doc != nil && p.synopsis == "" {
@@ -72,6 +73,13 @@ func packages(t *testing.T, root string) map[string]*pkg {
 					p.external = append(p.external, ip)
 				}
 			}
+			for _, d := range f.Decls {
+				if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv != nil && len(fd.Recv.List) == 1 {
+					if name := recvName(fd.Recv.List[0].Type); name != "" {
+						p.methods[name]++
+					}
+				}
+			}
 			ast.Inspect(f, func(n ast.Node) bool {
 				if sel, ok := n.(*ast.SelectorExpr); ok {
 					if x, ok := sel.X.(*ast.Ident); ok && x.Name == "record" && (sel.Sel.Name == "Recorder" || sel.Sel.Name == "New") {
@@ -85,6 +93,21 @@ func packages(t *testing.T, root string) map[string]*pkg {
 		require.NoError(t, err)
 	}
 	return out
+}
+
+// recvName is a method receiver's type name (T of T, *T, T[P]).
+func recvName(x ast.Expr) string {
+	switch e := x.(type) {
+	case *ast.StarExpr:
+		return recvName(e.X)
+	case *ast.IndexExpr:
+		return recvName(e.X)
+	case *ast.IndexListExpr:
+		return recvName(e.X)
+	case *ast.Ident:
+		return e.Name
+	}
+	return ""
 }
 
 // order lists the packages top down: each before every package it
@@ -149,19 +172,25 @@ func TestDesignPackageTable(t *testing.T) {
 	}
 	ordered, err := order(ps)
 	require.NoError(t, err)
-	want := table(ordered)
+	designSection(t, root, tableBegin, tableEnd, "package table", table(ordered))
+}
 
+// designSection holds docs/DESIGN.md's generated section between begin
+// and end (what names it) to want, rewriting it under -update.
+func designSection(t *testing.T, root, begin, end, what, want string) {
+	t.Helper()
 	path := filepath.Join(root, "docs", "DESIGN.md")
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	design := string(b)
-	i, j := strings.Index(design, tableBegin), strings.Index(design, tableEnd)
-	require.True(t, i >= 0 && j > i, "docs/DESIGN.md has no generated package table between %q and %q", tableBegin, tableEnd)
+	i, j := strings.Index(design, begin), strings.Index(design, end)
+	require.True(t, i >= 0 && j > i, "docs/DESIGN.md has no generated %s between %q and %q", what, begin, end)
 	if *update {
-		design = design[:i+len(tableBegin)] + want + design[j:]
+		design = design[:i+len(begin)] + want + design[j:]
 		require.NoError(t, os.WriteFile(path, []byte(design), 0o644))
+		j = i + len(begin) + len(want)
 	}
-	assert.Equal(t, want, design[i+len(tableBegin):j], "docs/DESIGN.md's package table is stale: go test ./internal/docs -update, then review the diff")
+	assert.Equal(t, want, design[i+len(begin):j], "docs/DESIGN.md's %s is stale: go test ./internal/docs -update, then review the diff", what)
 }
 
 // TestLayerRules: the rules docs/DESIGN.md states of who may use what.
