@@ -38,17 +38,17 @@ import (
 // threshold checks, by phase name; a phase without an entry is judged on
 // its checks alone. Each is given its step's Result.Value.
 var invariants = map[string]func(*testing.T, any){
-	protocol.PhaseRestart:     restartInvariants,
-	protocol.PhaseBaseline:    servingInvariants,
-	protocol.PhaseSleepL1:     cycleInvariants,
-	protocol.PhaseAfterWake:   servingInvariants,
-	protocol.PhaseSleepL2:     cycleInvariants,
-	protocol.PhaseAfterWakeL2: servingInvariants,
-	protocol.PhaseSleepL0:     cycleInvariants,
-	protocol.PhaseKVRelease:   cycleInvariants,
-	protocol.PhaseStateCost:   costInvariants,
-	protocol.PhaseSwitch:      switchInvariants,
-	protocol.PhaseTraffic:     trafficInvariants,
+	record.PhaseRestart:     restartInvariants,
+	record.PhaseBaseline:    servingInvariants,
+	record.PhaseSleepL1:     cycleInvariants,
+	record.PhaseAfterWake:   servingInvariants,
+	record.PhaseSleepL2:     cycleInvariants,
+	record.PhaseAfterWakeL2: servingInvariants,
+	record.PhaseSleepL0:     cycleInvariants,
+	record.PhaseKVRelease:   cycleInvariants,
+	record.PhaseStateCost:   costInvariants,
+	record.PhaseSwitch:      switchInvariants,
+	record.PhaseTraffic:     trafficInvariants,
 }
 
 // TestProtocol runs the protocol's phases in phases.List's order, one
@@ -292,7 +292,7 @@ func TestOutputs(t *testing.T) {
 			}
 		}
 	}
-	if slices.Contains(raw.Phases, protocol.PhaseSoak) {
+	if slices.Contains(raw.Phases, record.PhaseSoak) {
 		// A soak in the same run: each cycle hands over to the next model
 		// round-robin, with a probe and (correctness on) a replay of the
 		// woken model's probe set; every model has its reference already.
@@ -321,7 +321,7 @@ func TestOutputs(t *testing.T) {
 				n++
 			}
 		}
-		if slices.Contains(raw.Phases, protocol.PhaseSoak) && p.SoakLevel == 1 {
+		if slices.Contains(raw.Phases, record.PhaseSoak) && p.SoakLevel == 1 {
 			for i := range p.SoakCycles { // and every soak sleep of it
 				if cfg.Models[i%len(cfg.Models)].Label == l {
 					n++

@@ -88,7 +88,7 @@ func run(m *testing.M) int {
 	var plan traffic.Plan
 	if err == nil { // the trace and the dataset, read and checked once, before any server starts
 		budget := guardAfter(cfg, goTestTimeout())
-		if f := flag.Lookup("test.run"); f != nil && !selected(f.Value.String(), "TestProtocol", protocol.PhaseTraffic) {
+		if f := flag.Lookup("test.run"); f != nil && !selected(f.Value.String(), "TestProtocol", record.PhaseTraffic) {
 			budget = 0 // the traffic phase will not run: its inputs are checked, not its time
 		}
 		plan, err = traffic.NewPlan(cfg, budget)
@@ -358,7 +358,7 @@ func selectsNothing() string {
 // servingSelected reports whether -run pattern runs a phase that serves
 // at protocol.concurrency (baseline and the after-wake phases).
 func servingSelected(pattern string) bool {
-	return slices.ContainsFunc([]string{protocol.PhaseBaseline, protocol.PhaseAfterWake, protocol.PhaseAfterWakeL2},
+	return slices.ContainsFunc([]string{record.PhaseBaseline, record.PhaseAfterWake, record.PhaseAfterWakeL2},
 		func(p string) bool { return selected(pattern, "TestProtocol", p) })
 }
 

@@ -63,7 +63,7 @@ func trafficInvariants(t *testing.T, v any) {
 // protocol.soak_cycles is set (make soak): it is a phase of its own, not
 // one of the protocol's.
 func TestSoak(t *testing.T) {
-	h, ctx := begin(t, protocol.PhaseSoak)
+	h, ctx := begin(t, record.PhaseSoak)
 	n := h.Config().Protocol.SoakCycles
 	if n == 0 {
 		t.Skip("soak off (protocol.soak_cycles 0): run make soak, or set WAKEBENCH_PROTOCOL_SOAK_CYCLES with three or more models")

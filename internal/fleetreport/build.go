@@ -278,7 +278,7 @@ func figures(m *report.Model) Figures {
 		f.metrics[MetricResidual] = s.ResidualGiB.Median
 	}
 	for _, p := range m.Performance {
-		if p.Stage != "baseline" || p.OutputTPS.N == 0 || (f.OutputTPSConc != 0 && p.Concurrency >= f.OutputTPSConc) {
+		if p.Stage != record.PhaseBaseline || p.OutputTPS.N == 0 || (f.OutputTPSConc != 0 && p.Concurrency >= f.OutputTPSConc) {
 			continue
 		}
 		f.OutputTPS, f.OutputTPSConc = p.OutputTPS.Median, p.Concurrency

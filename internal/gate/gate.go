@@ -18,15 +18,6 @@ import (
 	"github.com/wakebench/wakebench/internal/stats"
 )
 
-// Stage names of the serving measurements: the engine-health stages of
-// the same phases, one name for both.
-const (
-	StageBaseline  = record.StageHealthBaseline
-	StageAfterWake = record.HealthAfterL1
-	// StageAfterWakeL2 is serving after a level-2 wake (the after-wake-l2 phase).
-	StageAfterWakeL2 = record.HealthAfterL2
-)
-
 // Evaluate compares value with limit by op: "<=", ">=", "==", or "within"
 // (a change in percent no further than limit from zero either way).
 func Evaluate(name, model string, value float64, op string, limit float64) record.Check {
@@ -71,7 +62,7 @@ func Serve(cfg config.Config, label string, runs []record.PerfRun) []record.Chec
 }
 
 // AfterWake is Serve's checks plus, when min_after_wake_tps_ratio is set,
-// the median tok/s of stage (StageAfterWake, StageAfterWakeL2) against
+// the median tok/s of stage (record.PhaseAfterWake, PhaseAfterWakeL2: a serving stage is its phase's name) against
 // the baseline's (from all, the model's serving runs so far) for each
 // concurrency that has a baseline.
 func AfterWake(cfg config.Config, label, stage string, runs, all []record.PerfRun) []record.Check {
@@ -82,7 +73,7 @@ func AfterWake(cfg config.Config, label, stage string, runs, all []record.PerfRu
 	}
 	base := map[int]float64{}
 	for _, p := range all {
-		if s, err := stats.Summarize(p.RoundTPS); err == nil && p.Stage == StageBaseline {
+		if s, err := stats.Summarize(p.RoundTPS); err == nil && p.Stage == record.PhaseBaseline {
 			base[p.Concurrency] = s.Median
 		}
 	}

@@ -87,11 +87,11 @@ func TestResidualPerGPU(t *testing.T) {
 func TestAfterWakeAgainstBaseline(t *testing.T) {
 	cfg := config.SimDefault()
 	cfg.Thresholds.MinAfterWakeTPSRatio = 0.9
-	base := record.PerfRun{Stage: StageBaseline, Concurrency: 1, Rounds: 2, Planned: 4, Success: 4, RoundsPassed: 2, RoundTPS: []float64{100, 100}}
-	aw := record.PerfRun{Stage: StageAfterWake, Concurrency: 1, Rounds: 2, Planned: 4, Success: 4, RoundsPassed: 2, RoundTPS: []float64{80, 90}}
+	base := record.PerfRun{Stage: record.PhaseBaseline, Concurrency: 1, Rounds: 2, Planned: 4, Success: 4, RoundsPassed: 2, RoundTPS: []float64{100, 100}}
+	aw := record.PerfRun{Stage: record.PhaseAfterWake, Concurrency: 1, Rounds: 2, Planned: 4, Success: 4, RoundsPassed: 2, RoundTPS: []float64{80, 90}}
 	aw4 := aw
 	aw4.Concurrency = 4
-	cs := AfterWake(cfg, "A", StageAfterWake, []record.PerfRun{aw, aw4}, []record.PerfRun{base, aw, aw4})
+	cs := AfterWake(cfg, "A", record.PhaseAfterWake, []record.PerfRun{aw, aw4}, []record.PerfRun{base, aw, aw4})
 	var ratios []record.Check
 	for _, c := range cs {
 		if strings.HasSuffix(c.Name, "tps_ratio") {
@@ -148,7 +148,7 @@ func TestReadBench(t *testing.T) {
 // spoilt by an allowed failure does not fail the run.
 func TestServeChecksFollowMaxFailedRequests(t *testing.T) {
 	cfg := config.SimDefault()
-	run := record.PerfRun{Stage: StageBaseline, Concurrency: 4, Rounds: 2, Planned: 16, Success: 15, RoundsPassed: 1}
+	run := record.PerfRun{Stage: record.PhaseBaseline, Concurrency: 4, Rounds: 2, Planned: 16, Success: 15, RoundsPassed: 1}
 	assert.Equal(t, map[string]string{"baseline.conc4.failed_requests/A": "FAIL", "baseline.conc4.rounds_passed/A": "FAIL"},
 		verdicts(Serve(cfg, "A", []record.PerfRun{run})))
 	cfg.Thresholds.MaxFailedRequests = 1

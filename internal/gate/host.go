@@ -67,24 +67,24 @@ func windowOf(name string) (model, phase string, ok bool) {
 	model = keys["model"]
 	switch base {
 	case "Restart":
-		return model, "restart", model != ""
+		return model, record.PhaseRestart, model != ""
 	case "Serve":
 		return model, keys["stage"], model != "" && keys["stage"] != ""
 	case "Sleep":
 		switch l := keys["level"]; l {
 		case "kv":
-			return model, "kv-release", model != ""
+			return model, record.PhaseKVRelease, model != ""
 		case "0", "1", "2":
-			return model, "sleep-level" + l, model != ""
+			return model, "sleep-level" + l, model != "" // record.PhaseSleepL0, L1, L2
 		}
 	case "Cost", "Energy":
-		return model, "state-cost", model != ""
+		return model, record.PhaseStateCost, model != ""
 	case "Switch":
-		return "", "switch", true
+		return "", record.PhaseSwitch, true
 	case "Traffic", "TrafficEnergy":
-		return "", "traffic", true
+		return "", record.PhaseTraffic, true
 	case "PodStart", "PodRestart", "PodSwitch":
-		return "", "kubernetes", true
+		return "", record.PhaseKubernetes, true
 	}
 	return "", "", false
 }

@@ -30,7 +30,7 @@ import (
 )
 
 // Phase is the Kubernetes phase's name in the report.
-const Phase = "kubernetes"
+const Phase = record.PhaseKubernetes
 
 // Node is what the phase may ask of the node beyond the API: restarting a
 // container in place (the local node agent can; on a cluster nil).

@@ -75,23 +75,23 @@ func result[T any](o protocol.Outcome[T], err error) (Result, error) {
 // report. Each call returns a fresh copy.
 func List() []Phase {
 	return []Phase{
-		{Name: protocol.PhaseRestart, Doc: "1 initial + `restart_warm` (2) warm starts: spawn → `/health` 200 → first token; other models asleep; the last start stays up",
+		{Name: record.PhaseRestart, Doc: "1 initial + `restart_warm` (2) warm starts: spawn → `/health` 200 → first token; other models asleep; the last start stays up",
 			Steps: func(on On) []Step { return perModel(on, protocol.Restart{Env: on.Env}.Run) }},
-		{Name: protocol.PhaseBaseline, Doc: "serving at each `concurrency` (1, 4): `rounds` (2) × `requests_per_round` (8), prompt ≈ 26 tokens, `max_tokens` 128 with `ignore_eos`; other models asleep; in a server process that has never slept (one that has, as the restart phase leaves all but the last model, is started afresh first); then the engine-health burst (`health_requests`, 4), what each kind of wake's is compared with",
+		{Name: record.PhaseBaseline, Doc: "serving at each `concurrency` (1, 4): `rounds` (2) × `requests_per_round` (8), prompt ≈ 26 tokens, `max_tokens` 128 with `ignore_eos`; other models asleep; in a server process that has never slept (one that has, as the restart phase leaves all but the last model, is started afresh first); then the engine-health burst (`health_requests`, 4), what each kind of wake's is compared with",
 			Steps: func(on On) []Step { return perModel(on, protocol.Baseline{Env: on.Env}.Run) }},
-		{Name: protocol.PhaseSleepL1, Doc: "`sleep_l1_cycles` (5) × (sleep level 1, hold `settle_s`, read residual, wake, probe first token, hold)",
+		{Name: record.PhaseSleepL1, Doc: "`sleep_l1_cycles` (5) × (sleep level 1, hold `settle_s`, read residual, wake, probe first token, hold)",
 			Steps: func(on On) []Step { return perModel(on, protocol.Sleep{Env: on.Env, Level: 1}.Run) }},
-		{Name: protocol.PhaseAfterWake, Doc: "the lost-prefix probe (`lost_prefix_tokens`, 2048) twice, one level-1 sleep and wake, the probe again as the first request (its TTFT against the warm one's: the lost prefix's price); then serving again as in baseline, against the baseline's tok/s; then the engine-health burst (`health_requests`, 4) against the baseline's; then the correctness replay",
+		{Name: record.PhaseAfterWake, Doc: "the lost-prefix probe (`lost_prefix_tokens`, 2048) twice, one level-1 sleep and wake, the probe again as the first request (its TTFT against the warm one's: the lost prefix's price); then serving again as in baseline, against the baseline's tok/s; then the engine-health burst (`health_requests`, 4) against the baseline's; then the correctness replay",
 			Steps: func(on On) []Step { return perModel(on, protocol.AfterWake{Env: on.Env, Level: 1}.Run) }},
-		{Name: protocol.PhaseSleepL2, Doc: "`sleep_l2_cycles` (3) cycles at level 2; the wake is `wake_up?tags=weights`, `collective_rpc {\"method\":\"reload_weights\"}`, `wake_up?tags=kv_cache`, `reset_prefix_cache`; every first token is checked for garbage",
+		{Name: record.PhaseSleepL2, Doc: "`sleep_l2_cycles` (3) cycles at level 2; the wake is `wake_up?tags=weights`, `collective_rpc {\"method\":\"reload_weights\"}`, `wake_up?tags=kv_cache`, `reset_prefix_cache`; every first token is checked for garbage",
 			Steps: func(on On) []Step { return perModel(on, protocol.Sleep{Env: on.Env, Level: 2}.Run) }},
-		{Name: protocol.PhaseAfterWakeL2, Doc: "after-wake at level 2: the lost-prefix probe, one level-2 sleep and its wake (the reload path, where vllm#52479's draft model was lost), the probe again; serving (stage `after-wake-l2`), the engine-health burst, the correctness replay",
+		{Name: record.PhaseAfterWakeL2, Doc: "after-wake at level 2: the lost-prefix probe, one level-2 sleep and its wake (the reload path, where vllm#52479's draft model was lost), the probe again; serving (stage `after-wake-l2`), the engine-health burst, the correctness replay",
 			Steps: func(on On) []Step { return perModel(on, protocol.AfterWake{Env: on.Env, Level: 2}.Run) }},
-		{Name: protocol.PhaseSleepL0, Doc: "`sleep_l0_cycles` (3) × (sleep level 0: the scheduler paused, nothing freed; hold `settle_s`, read memory; a probe sent while paused, held until the wake; the wake once the server has taken the probe (its response headers; at most `settle_s`), probe first token); then once `/pause`, a held probe, `/resume`; off, and said so, on a vLLM without `/pause`",
+		{Name: record.PhaseSleepL0, Doc: "`sleep_l0_cycles` (3) × (sleep level 0: the scheduler paused, nothing freed; hold `settle_s`, read memory; a probe sent while paused, held until the wake; the wake once the server has taken the probe (its response headers; at most `settle_s`), probe first token); then once `/pause`, a held probe, `/resume`; off, and said so, on a vLLM without `/pause`",
 			Steps: func(on On) []Step { return perModel(on, protocol.Level0{Env: on.Env}.Run) }},
-		{Name: protocol.PhaseKVRelease, Doc: "once a release without a pause (vLLM must refuse it), then `kv_release_cycles` (3) × (`/pause`, `/release_kv_cache_memory`, hold `settle_s`, read the GiB freed, `wake_up?tags=kv_cache`, probe first token), the engine-health burst after the first cycle's wake; off, and said so, on a vLLM without it (before PR #44890)",
+		{Name: record.PhaseKVRelease, Doc: "once a release without a pause (vLLM must refuse it), then `kv_release_cycles` (3) × (`/pause`, `/release_kv_cache_memory`, hold `settle_s`, read the GiB freed, `wake_up?tags=kv_cache`, probe first token), the engine-health burst after the first cycle's wake; off, and said so, on a vLLM without it (before PR #44890)",
 			Steps: func(on On) []Step { return perModel(on, protocol.KVRelease{Env: on.Env}.Run) }},
-		{Name: protocol.PhaseStateCost, Doc: "each state held `cost_dwell_s` (1 s; 0: off) and measured (GPU GiB per GPU, host GiB of the server's process tree with its locked and pinned parts, GPU W from the energy counter): awake idle, asleep at level 1, at level 2, KV released (where the server has `/release_kv_cache_memory`), stopped; the energy (J) of each sleep, wake and a cold start (spawn → first token), the level-1 sleep's transient host peak and what its wake gives back; the break-even per level; then the node's fit table over every model ([cost.md](cost.md))",
+		{Name: record.PhaseStateCost, Doc: "each state held `cost_dwell_s` (1 s; 0: off) and measured (GPU GiB per GPU, host GiB of the server's process tree with its locked and pinned parts, GPU W from the energy counter): awake idle, asleep at level 1, at level 2, KV released (where the server has `/release_kv_cache_memory`), stopped; the energy (J) of each sleep, wake and a cold start (spawn → first token), the level-1 sleep's transient host peak and what its wake gives back; the break-even per level; then the node's fit table over every model ([cost.md](cost.md))",
 			Off: func(cfg config.Config) string {
 				if cfg.Protocol.CostDwellS == 0 {
 					return "protocol.cost_dwell_s is 0: the state-cost phase is off"
@@ -111,7 +111,7 @@ func List() []Phase {
 					return Result{Value: f}, nil
 				}})
 			}},
-		{Name: protocol.PhaseSwitch, Doc: "all models: 1 initial activation (A awake, others asleep), then `handoffs` (19) handoffs A→B, B→A, … (round-robin for more models): sleep the active model at level 1, wake the next, first token, the slept model's memory read `settle_s` after its sleep answered; the engine-health burst after the first handoff to each model",
+		{Name: record.PhaseSwitch, Doc: "all models: 1 initial activation (A awake, others asleep), then `handoffs` (19) handoffs A→B, B→A, … (round-robin for more models): sleep the active model at level 1, wake the next, first token, the slept model's memory read `settle_s` after its sleep answered; the engine-health burst after the first handoff to each model",
 			Off: func(cfg config.Config) string {
 				if n := len(cfg.Models); n < 2 {
 					return fmt.Sprintf("switching needs two models; the config has %d", n)
@@ -119,7 +119,7 @@ func List() []Phase {
 				return ""
 			},
 			Steps: func(on On) []Step { return whole(protocol.Switch{Env: on.Env}.Run) }},
-		{Name: protocol.PhaseTraffic, Doc: "all models: open-loop `traffic.arrivals` (Poisson) at `traffic.rate` (2 req/s) per model for `traffic.duration_s` (6 s) through a wake-on-demand router (one model awake, the others asleep at `traffic.sleep_level`); the same arrivals with every model awake (the ideal); then a sleep with `in_flight_requests` (4) decoding in each pause mode (abort, wait, keep)",
+		{Name: record.PhaseTraffic, Doc: "all models: open-loop `traffic.arrivals` (Poisson) at `traffic.rate` (2 req/s) per model for `traffic.duration_s` (6 s) through a wake-on-demand router (one model awake, the others asleep at `traffic.sleep_level`); the same arrivals with every model awake (the ideal); then a sleep with `in_flight_requests` (4) decoding in each pause mode (abort, wait, keep)",
 			Steps: func(on On) []Step { return whole(on.Traffic.Run) }},
 	}
 }

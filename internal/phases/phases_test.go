@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/wakebench/wakebench/internal/protocol"
+	"github.com/wakebench/wakebench/internal/record"
 )
 
 // TestPhaseOrder: the reference run's phases (testdata/l20-reference-report.json:
@@ -21,7 +21,7 @@ import (
 // phase is one entry of List, not an edit here.
 func TestPhaseOrder(t *testing.T) {
 	names := Names()
-	reference := []string{protocol.PhaseRestart, protocol.PhaseBaseline, protocol.PhaseSleepL1, protocol.PhaseAfterWake, protocol.PhaseSleepL2, protocol.PhaseSwitch}
+	reference := []string{record.PhaseRestart, record.PhaseBaseline, record.PhaseSleepL1, record.PhaseAfterWake, record.PhaseSleepL2, record.PhaseSwitch}
 	last := -1
 	for _, r := range reference {
 		i := slices.Index(names, r)
@@ -29,7 +29,7 @@ func TestPhaseOrder(t *testing.T) {
 		assert.Greater(t, i, last, "%s runs after the reference phase before it", r)
 		last = i
 	}
-	assert.Equal(t, protocol.PhaseTraffic, names[len(names)-1], "traffic runs last")
+	assert.Equal(t, record.PhaseTraffic, names[len(names)-1], "traffic runs last")
 	seen := map[string]bool{}
 	for _, p := range List() {
 		assert.False(t, seen[p.Name], "%s listed twice", p.Name)
@@ -38,7 +38,7 @@ func TestPhaseOrder(t *testing.T) {
 	}
 	ph := List()
 	ph[0].Name = "changed"
-	assert.Equal(t, protocol.PhaseRestart, List()[0].Name, "callers get a copy")
+	assert.Equal(t, record.PhaseRestart, List()[0].Name, "callers get a copy")
 }
 
 var update = flag.Bool("update", false, "rewrite the docs/protocol.md's phase table from List")

@@ -9,8 +9,8 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 )
 
-// AfterWake is an after-wake phase: PhaseAfterWake (Level 1) or
-// PhaseAfterWakeL2 (Level 2). One sleep at the level and its wake, with
+// AfterWake is an after-wake phase: record.PhaseAfterWake (Level 1) or
+// record.PhaseAfterWakeL2 (Level 2). One sleep at the level and its wake, with
 // the lost-prefix probe around them; then serving again, the engine's
 // health and the correctness replay.
 type AfterWake struct {
@@ -22,9 +22,9 @@ type AfterWake struct {
 // stage) and replay stage.
 func (p AfterWake) names() (phase, stage, replay string) {
 	if p.Level == 2 {
-		return PhaseAfterWakeL2, gate.StageAfterWakeL2, record.ReplayAfterWakeL2
+		return record.PhaseAfterWakeL2, record.PhaseAfterWakeL2, record.ReplayAfterWakeL2
 	}
-	return PhaseAfterWake, gate.StageAfterWake, record.ReplayAfterWake
+	return record.PhaseAfterWake, record.PhaseAfterWake, record.ReplayAfterWake
 }
 
 // Run measures label's serving after a wake and judges it against the

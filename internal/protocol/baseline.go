@@ -7,7 +7,7 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 )
 
-// Baseline is the baseline phase (PhaseBaseline): serving before any
+// Baseline is the baseline phase (record.PhaseBaseline): serving before any
 // sleep, in a server process that has never slept.
 type Baseline struct{ *Env }
 
@@ -20,7 +20,7 @@ func (p Baseline) Run(ctx context.Context, label string, logf Logf) (Outcome[[]r
 
 // checks: failed requests within the limit and every round passed, per concurrency.
 func (p Baseline) checks(label string, runs []record.PerfRun) []record.Check {
-	return p.Record(PhaseBaseline, gate.Serve(p.cfg, label, runs)...)
+	return p.Record(record.PhaseBaseline, gate.Serve(p.cfg, label, runs)...)
 }
 
 // run measures label's serving before any sleep: in a server process
@@ -30,17 +30,17 @@ func (p Baseline) checks(label string, runs []record.PerfRun) []record.Check {
 // neither serving nor one of the restart phase's starts.
 func (p Baseline) run(ctx context.Context, label string, logf Logf) ([]record.PerfRun, error) {
 	step, err := p.freshProcess(ctx, label, logf)
-	defer p.Begin(ctx, PhaseBaseline, label)()
+	defer p.Begin(ctx, record.PhaseBaseline, label)()
 	if err != nil {
-		return nil, p.Fail(PhaseBaseline, label, step, err)
+		return nil, p.Fail(record.PhaseBaseline, label, step, err)
 	}
-	runs, err := p.Serve(ctx, label, gate.StageBaseline, logf)
+	runs, err := p.Serve(ctx, label, record.PhaseBaseline, logf)
 	if err != nil || ctx.Err() != nil {
 		return runs, err
 	}
 	// The engine's health before the first sleep: what each wake's is compared with.
 	if herr := p.health(ctx, label, record.StageHealthBaseline, logf); herr != nil {
-		return runs, p.Fail(PhaseBaseline, label, "engine health", herr)
+		return runs, p.Fail(record.PhaseBaseline, label, "engine health", herr)
 	}
 	return runs, nil
 }

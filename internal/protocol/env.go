@@ -23,23 +23,6 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 )
 
-// Phase names.
-const (
-	PhaseRestart   = "restart"
-	PhaseBaseline  = "baseline"
-	PhaseSleepL1   = "sleep-level1"
-	PhaseAfterWake = "after-wake"
-	PhaseSleepL2   = "sleep-level2"
-	// PhaseAfterWakeL2 is after-wake at level 2: the reload path (vllm#52479's draft model).
-	PhaseAfterWakeL2 = "after-wake-l2"
-	PhaseSleepL0     = "sleep-level0"
-	PhaseKVRelease   = "kv-release"
-	PhaseStateCost   = "state-cost"
-	PhaseSwitch      = "switch"
-	PhaseTraffic     = "traffic" // run by package traffic, through Begin, Fail and StartAll
-	PhaseSoak        = "soak"    // TestSoak: not one of the protocol's phases (package phases), it runs only when protocol.soak_cycles is set
-)
-
 // Observe is the pool's Observer that writes what the servers did into
 // rec: the run's record, or a benchmark's scratch record.
 func Observe(rec *record.Recorder) pool.Observer {

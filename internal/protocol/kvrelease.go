@@ -11,7 +11,7 @@ import (
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
-// KVRelease is the KV-only release phase (PhaseKVRelease):
+// KVRelease is the KV-only release phase (record.PhaseKVRelease):
 // protocol.kv_release_cycles cycles on each model of pause (sleep level 0),
 // /release_kv_cache_memory, hold settle_s and read the GiB freed,
 // wake_up?tags=kv_cache, wake → first token, replay; first, once, a
@@ -23,7 +23,7 @@ type KVRelease struct{ *Env }
 // (pauseChecks), with vLLM's refusal of a release without a pause.
 func (p KVRelease) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.Cycle], error) {
 	pr := &pauser{Env: p.Env}
-	return pr.judged(ctx, PhaseKVRelease, label, record.LevelKVRelease, p.cfg.Protocol.KVReleaseCycles, logf, pr.kvCycle)
+	return pr.judged(ctx, record.PhaseKVRelease, label, record.LevelKVRelease, p.cfg.Protocol.KVReleaseCycles, logf, pr.kvCycle)
 }
 
 // refusedWithoutPause asks label's awake server to release its KV cache
@@ -78,7 +78,7 @@ func (p *pauser) kvCycle(ctx context.Context, label string) (record.Cycle, strin
 	if err != nil {
 		return c, step, err
 	}
-	if err := p.verify(ctx, PhaseKVRelease, label, record.ReplayKVRelease); err != nil {
+	if err := p.verify(ctx, record.PhaseKVRelease, label, record.ReplayKVRelease); err != nil {
 		return c, "correctness replay", err
 	}
 	c.OK = true

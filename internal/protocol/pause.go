@@ -23,7 +23,7 @@ import (
 // (vLLM before the pause API, or before #44890) has its cycles off: said
 // in the report, not failed.
 
-// Level0 is the level-0 phase (PhaseSleepL0): protocol.sleep_l0_cycles
+// Level0 is the level-0 phase (record.PhaseSleepL0): protocol.sleep_l0_cycles
 // cycles on each model of the pause (sleep level 0), a request sent while
 // paused (what it meets: held until the wake), the GPU memory freed (none
 // expected), the wake, wake → first token, and the correctness replay;
@@ -34,7 +34,7 @@ type Level0 struct{ *Env }
 // Run measures label's level-0 cycles and judges them (pauseChecks).
 func (p Level0) Run(ctx context.Context, label string, logf Logf) (Outcome[[]record.Cycle], error) {
 	pr := &pauser{Env: p.Env}
-	return pr.judged(ctx, PhaseSleepL0, label, 0, p.cfg.Protocol.SleepL0Cycles, logf, pr.pauseCycle)
+	return pr.judged(ctx, record.PhaseSleepL0, label, 0, p.cfg.Protocol.SleepL0Cycles, logf, pr.pauseCycle)
 }
 
 // pauser runs one model's cycles of vLLM's pause API (Level0, KVRelease)
@@ -186,7 +186,7 @@ func (p *pauser) pauseCycle(ctx context.Context, label string) (record.Cycle, st
 	if h.first.Before(tw) {
 		return c, "request held while paused", fmt.Errorf("its first token came %.3f s before the wake was sent: the paused scheduler served it", -c.HeldPastWakeS)
 	}
-	if err := p.verify(ctx, PhaseSleepL0, label, record.ReplayLevel0); err != nil {
+	if err := p.verify(ctx, record.PhaseSleepL0, label, record.ReplayLevel0); err != nil {
 		return c, "correctness replay", err
 	}
 	c.OK = true

@@ -7,7 +7,7 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 )
 
-// Restart is the restart phase (PhaseRestart): 1 initial and
+// Restart is the restart phase (record.PhaseRestart): 1 initial and
 // protocol.restart_warm warm starts of each model.
 type Restart struct{ *Env }
 
@@ -21,19 +21,19 @@ func (p Restart) Run(ctx context.Context, label string, logf Logf) (Outcome[[]re
 
 // checks: every planned start happened.
 func (p Restart) checks(label string, rs []record.Restart) []record.Check {
-	return p.Record(PhaseRestart, gate.Restart(p.cfg, label, rs)...)
+	return p.Record(record.PhaseRestart, gate.Restart(p.cfg, label, rs)...)
 }
 
 // run measures 1 initial and protocol.restart_warm warm starts of label:
 // spawn → /health 200 → first token of a probe. Other models are put to
 // sleep first; the last start is left running and awake.
 func (p Restart) run(ctx context.Context, label string, logf Logf) ([]record.Restart, error) {
-	defer p.Begin(ctx, PhaseRestart, label)()
+	defer p.Begin(ctx, record.PhaseRestart, label)()
 	var out []record.Restart
 	for i := range 1 + p.cfg.Protocol.RestartWarm {
 		rs, step, err := p.startOnce(ctx, label, i > 0)
 		if err != nil {
-			return out, p.Fail(PhaseRestart, label, step, err)
+			return out, p.Fail(record.PhaseRestart, label, step, err)
 		}
 		out = append(out, rs)
 		p.rec.AddRestart(label, rs)

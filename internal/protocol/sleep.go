@@ -11,7 +11,7 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 )
 
-// Sleep is a sleep phase: PhaseSleepL1 (Level 1) or PhaseSleepL2 (Level 2).
+// Sleep is a sleep phase: record.PhaseSleepL1 (Level 1) or record.PhaseSleepL2 (Level 2).
 type Sleep struct {
 	*Env
 	Level int // 1 or 2
@@ -29,9 +29,9 @@ func (p Sleep) Run(ctx context.Context, label string, logf Logf) (Outcome[[]reco
 // (level 1) release within their limits.
 func (p Sleep) checks(label string, level int, cycles []record.Cycle) []record.Check {
 	raw := p.rec.Raw()
-	phase, stage := PhaseSleepL1, record.ReplayLevel1
+	phase, stage := record.PhaseSleepL1, record.ReplayLevel1
 	if level == 2 {
-		phase, stage = PhaseSleepL2, record.ReplayLevel2
+		phase, stage = record.PhaseSleepL2, record.ReplayLevel2
 	}
 	return p.Record(phase, append(gate.Sleep(p.cfg, label, level, cycles, raw.Release[label]), gate.Correctness(label, stage, raw.Replays[label])...)...)
 }
@@ -75,10 +75,10 @@ func (p *Env) finishSleep(ctx context.Context, ms *pool.MeasuredSleep) (float64,
 // sleep time, wake API time, wake → first token, residual GiB. A failed
 // step ends the cycles (the server's state is then unknown).
 func (p Sleep) run(ctx context.Context, label string, level int, logf Logf) ([]record.Cycle, error) {
-	phase := PhaseSleepL1
+	phase := record.PhaseSleepL1
 	n := p.cfg.Protocol.SleepL1Cycles
 	if level == 2 {
-		phase, n = PhaseSleepL2, p.cfg.Protocol.SleepL2Cycles
+		phase, n = record.PhaseSleepL2, p.cfg.Protocol.SleepL2Cycles
 	}
 	defer p.Begin(ctx, phase, label)()
 	p.rec.PlanCycles(label, level, n)
@@ -105,9 +105,9 @@ func (p Sleep) run(ctx context.Context, label string, level int, logf Logf) ([]r
 // step that failed.
 func (p *Env) cycle(ctx context.Context, label string, level int) (record.Cycle, string, error) {
 	c := record.Cycle{Level: level, ResidualGiB: math.NaN()}
-	phase, stage := PhaseSleepL1, record.ReplayLevel1
+	phase, stage := record.PhaseSleepL1, record.ReplayLevel1
 	if level == 2 {
-		phase, stage = PhaseSleepL2, record.ReplayLevel2
+		phase, stage = record.PhaseSleepL2, record.ReplayLevel2
 	}
 	mark := p.pool.Engine().Mark(ctx, label)
 	ms, resid, err := p.measureSleep(ctx, label, level)

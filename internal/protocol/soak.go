@@ -12,7 +12,7 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 )
 
-// Soak is the soak phase (PhaseSoak, TestSoak): not one of the
+// Soak is the soak phase (record.PhaseSoak, TestSoak): not one of the
 // protocol's phases; off unless protocol.soak_cycles is set.
 type Soak struct{ *Env }
 
@@ -34,12 +34,12 @@ func (p Soak) Run(ctx context.Context, logf Logf) (Outcome[[]record.SoakCycle], 
 func (p Soak) run(ctx context.Context, logf Logf) ([]record.SoakCycle, error) {
 	labels := p.pool.Labels()
 	n, level := p.cfg.Protocol.SoakCycles, p.cfg.Protocol.SoakLevel
-	defer p.Begin(ctx, PhaseSoak, labels...)()
+	defer p.Begin(ctx, record.PhaseSoak, labels...)()
 	p.rec.PlanSoak(n, level)
 	if len(labels) < 3 {
-		return nil, p.Fail(PhaseSoak, "", "plan", fmt.Errorf("the soak rotates over at least 3 models, the config has %d", len(labels)))
+		return nil, p.Fail(record.PhaseSoak, "", "plan", fmt.Errorf("the soak rotates over at least 3 models, the config has %d", len(labels)))
 	}
-	if err := p.StartAll(ctx, PhaseSoak); err != nil {
+	if err := p.StartAll(ctx, record.PhaseSoak); err != nil {
 		return nil, err
 	}
 	var out []record.SoakCycle
@@ -55,7 +55,7 @@ func (p Soak) run(ctx context.Context, logf Logf) ([]record.SoakCycle, error) {
 			p.obs.ObserveSoakCycle(c)
 		}
 		if err != nil {
-			return out, p.Fail(PhaseSoak, who, fmt.Sprintf("cycle %d %s", i+1, step), err)
+			return out, p.Fail(record.PhaseSoak, who, fmt.Sprintf("cycle %d %s", i+1, step), err)
 		}
 		if (i+1)%every == 0 || i+1 == n {
 			logf("soak %d/%d (%.1fs): %s→%s sleep %.3fs, wake %.3fs, %s residual %.3f GiB, host %.3f GiB (locked %.3f, pinned %.3f), headroom %.2f GiB, %.3g J",
@@ -186,7 +186,7 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 		return fail(from, "memory of "+from+" asleep", err)
 	}
 	c.Engine = p.engine(ctx, markFrom, markTo, false, c.SleepS, c.WakeS, ms.ReleasedGiB)
-	if err := p.verify(ctx, PhaseSoak, to, record.ReplaySoak); err != nil {
+	if err := p.verify(ctx, record.PhaseSoak, to, record.ReplaySoak); err != nil {
 		return fail(to, "correctness replay", err)
 	}
 	c.OK = true
@@ -216,7 +216,7 @@ func (p Soak) checks(cycles []record.SoakCycle) []record.Check {
 	if p.cfg.Protocol.SoakLevel == 1 { // its sleeps added level-1 releases
 		cs = append(cs, releaseChecks(p.cfg, p.rec.Raw(), p.Labels()...)...)
 	}
-	return p.Record(PhaseSoak, cs...)
+	return p.Record(record.PhaseSoak, cs...)
 }
 
 func gib(b uint64) float64 { return float64(b) / record.GiB }

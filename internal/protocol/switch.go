@@ -13,7 +13,7 @@ import (
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
-// Switch is the switch phase (PhaseSwitch): one initial activation, then
+// Switch is the switch phase (record.PhaseSwitch): one initial activation, then
 // protocol.handoffs handoffs round-robin over every model.
 type Switch struct{ *Env }
 
@@ -33,7 +33,7 @@ func (p Switch) checks(handoffs []record.Handoff) []record.Check {
 	for _, l := range p.Labels() {
 		cs = append(cs, gate.Health(p.cfg, l, record.HealthAfterSwitch, raw.Health[l])...)
 	}
-	return p.Record(PhaseSwitch, append(cs, releaseChecks(p.cfg, raw, p.Labels()...)...)...)
+	return p.Record(record.PhaseSwitch, append(cs, releaseChecks(p.cfg, raw, p.Labels()...)...)...)
 }
 
 // meteredSleep puts label to sleep at level with its memory read before
@@ -161,7 +161,7 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 		released = ms.ReleasedGiB
 	}
 	ho.Engine = p.engine(ctx, markFrom, markTo, false, ho.SleepS, ho.WakeS, released)
-	if err := p.verify(ctx, PhaseSwitch, to, record.ReplaySwitch); err != nil {
+	if err := p.verify(ctx, record.PhaseSwitch, to, record.ReplaySwitch); err != nil {
 		return ho, to, "correctness replay " + dir, err
 	}
 	ho.OK = true
@@ -173,16 +173,16 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 // sleep the active model at level 1, wake the next, first token.
 func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 	labels := p.pool.Labels()
-	defer p.Begin(ctx, PhaseSwitch, labels...)()
+	defer p.Begin(ctx, record.PhaseSwitch, labels...)()
 	if len(labels) < 2 {
-		return nil, p.Fail(PhaseSwitch, "", "plan", fmt.Errorf("switching needs at least two models, the config has %d", len(labels)))
+		return nil, p.Fail(record.PhaseSwitch, "", "plan", fmt.Errorf("switching needs at least two models, the config has %d", len(labels)))
 	}
 	first := labels[0]
 	// Every server up, the last one started left awake.
 	for _, l := range labels[1:] {
 		if !p.pool.Running(l) {
 			if err := p.pool.Activate(ctx, l); err != nil {
-				return nil, p.Fail(PhaseSwitch, l, "start", err)
+				return nil, p.Fail(record.PhaseSwitch, l, "start", err)
 			}
 		}
 	}
@@ -190,10 +190,10 @@ func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 		// Start the first model with the others asleep, then put it back to
 		// sleep so the initial activation is a real wake.
 		if err := p.pool.Activate(ctx, first); err != nil {
-			return nil, p.Fail(PhaseSwitch, first, "start", err)
+			return nil, p.Fail(record.PhaseSwitch, first, "start", err)
 		}
 		if _, err := p.pool.Run(ctx, first, pool.Sleep(1)); err != nil {
-			return nil, p.Fail(PhaseSwitch, first, "sleep before initial activation", err)
+			return nil, p.Fail(record.PhaseSwitch, first, "sleep before initial activation", err)
 		}
 	}
 	var out []record.Handoff
@@ -211,7 +211,7 @@ func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 		out = append(out, ho)
 		p.rec.AddHandoff(ho)
 		if err != nil {
-			return ho, p.Fail(PhaseSwitch, who, step, err)
+			return ho, p.Fail(record.PhaseSwitch, who, step, err)
 		}
 		return ho, nil
 	}
@@ -231,7 +231,7 @@ func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 		if !checked[next] { // after the first counted handoff to each model, outside the handoffs' intervals
 			checked[next] = true
 			if err := p.health(ctx, next, record.HealthAfterSwitch, logf); err != nil {
-				return out, p.Fail(PhaseSwitch, next, "engine health after "+record.DirectionKey(cur, next), err)
+				return out, p.Fail(record.PhaseSwitch, next, "engine health after "+record.DirectionKey(cur, next), err)
 			}
 		}
 		cur = next

@@ -8,15 +8,15 @@ import (
 // Stages of correctness replays: after which wakes a model's probe set was
 // replayed.
 const (
-	ReplayLevel1    = "level1"     // each level-1 cycle
-	ReplayLevel2    = "level2"     // each level-2 cycle
-	ReplayLevel0    = "level0"     // each level-0 (pause) cycle
-	ReplayKVRelease = "kv-release" // each KV-only release cycle
-	ReplayAfterWake = "after-wake" // the after-wake phase's wake
+	ReplayLevel1    = "level1"       // each level-1 cycle
+	ReplayLevel2    = "level2"       // each level-2 cycle
+	ReplayLevel0    = "level0"       // each level-0 (pause) cycle
+	ReplayKVRelease = PhaseKVRelease // each KV-only release cycle
+	ReplayAfterWake = PhaseAfterWake // the after-wake phase's wake
 	// ReplayAfterWakeL2 is the level-2 after-wake phase's wake.
-	ReplayAfterWakeL2 = "after-wake-l2"
-	ReplaySwitch      = "switch" // each handoff's woken model
-	ReplaySoak        = "soak"   // each soak cycle's woken model
+	ReplayAfterWakeL2 = PhaseAfterWakeL2
+	ReplaySwitch      = PhaseSwitch // each handoff's woken model
+	ReplaySoak        = PhaseSoak   // each soak cycle's woken model
 )
 
 // Reference is a model's probe set as answered before its first sleep.

@@ -33,11 +33,11 @@ type AdapterHealth struct {
 
 // Engine-health stages: before the first sleep (the baseline phase's),
 // and after each kind of wake; the baseline and after-wake phases' are
-// their serving stages too (gate.StageBaseline, … are these).
+// their serving stages too: a stage is named by its phase (PhaseBaseline, …).
 const (
-	StageHealthBaseline = "baseline"
-	HealthAfterL1       = "after-wake"
-	HealthAfterL2       = "after-wake-l2"
+	StageHealthBaseline = PhaseBaseline
+	HealthAfterL1       = PhaseAfterWake
+	HealthAfterL2       = PhaseAfterWakeL2
 	HealthAfterKV       = "after-kv-release"
 	HealthAfterSwitch   = "after-switch"
 )

@@ -44,7 +44,7 @@ func limits(raw record.Raw, label string, m *Model) *Limits {
 		lim.wakeMeasured = true
 	}
 	for _, p := range m.Performance {
-		if p.Stage == "baseline" && p.Concurrency == 1 && p.TPOTS.N > 0 {
+		if p.Stage == record.PhaseBaseline && p.Concurrency == 1 && p.TPOTS.N > 0 {
 			lim.TPOTC1S, lim.tpotMeasured = p.TPOTS.Median, true
 		}
 	}

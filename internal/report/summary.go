@@ -171,7 +171,7 @@ func writeServing(b *strings.Builder, rep Report, labels []string) {
 		}
 		slices.Sort(concs)
 		for _, c := range concs {
-			bl, aw, aw2 := perf["baseline"][c], perf["after-wake"][c], perf["after-wake-l2"][c]
+			bl, aw, aw2 := perf[record.PhaseBaseline][c], perf[record.PhaseAfterWake][c], perf[record.PhaseAfterWakeL2][c]
 			fmt.Fprintf(b, "| %s | %d | %s → %s → %s | %s | %s | %s | %s |\n", l, c, num(bl.OutputTPS), num(aw.OutputTPS), num(aw2.OutputTPS),
 				spread(bl.TTFTS), spread(aw.TTFTS), spread(bl.TPOTS), spread(aw.TPOTS))
 		}

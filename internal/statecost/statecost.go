@@ -28,7 +28,7 @@ import (
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
-// Phase is the state-cost phase (protocol.PhaseStateCost) on a run's
+// Phase is the state-cost phase (record.PhaseStateCost) on a run's
 // Env: what each state of a model costs, per model (Run), then the node's
 // fit table over every model (Fit).
 type Phase struct{ *protocol.Env }
@@ -145,7 +145,7 @@ type costRun struct {
 // protocol.cost_dwell_s 0 turns it off (nothing measured or recorded).
 // It leaves label awake.
 func (p Phase) run(ctx context.Context, label string, logf protocol.Logf) (record.Cost, error) {
-	defer p.Begin(ctx, protocol.PhaseStateCost, label)()
+	defer p.Begin(ctx, record.PhaseStateCost, label)()
 	if p.Config().Protocol.CostDwellS == 0 {
 		return record.Cost{}, nil
 	}
@@ -162,7 +162,7 @@ func (p Phase) run(ctx context.Context, label string, logf protocol.Logf) (recor
 	}
 	p.SetCost(label, r.c)
 	if err != nil {
-		return r.c, p.Fail(protocol.PhaseStateCost, label, step, err)
+		return r.c, p.Fail(record.PhaseStateCost, label, step, err)
 	}
 	for _, s := range r.c.States {
 		logf("%s %s: GPU %s GiB, host %.3f GiB (locked %.3f, pinned %.3f), %.1f W%s", label, s.State, fmtGiB(s.GPUGiB), s.HostGiB, s.LockedGiB, s.PinnedGiB, s.PowerW, skipped(s.Skipped))
@@ -567,7 +567,7 @@ func (p Phase) Fit(ctx context.Context, logf protocol.Logf) (*record.Fit, string
 // checks: max_sleeping_power_w at each level where set (not
 // evaluated, with why, where the device has no energy counter).
 func (p Phase) checks(label string, c record.Cost) []record.Check {
-	return p.Record(protocol.PhaseStateCost, gate.StateCost(p.Config(), label, c)...)
+	return p.Record(record.PhaseStateCost, gate.StateCost(p.Config(), label, c)...)
 }
 
 // fmtGiB is GiB per GPU for a log line.

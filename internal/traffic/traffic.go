@@ -223,14 +223,14 @@ func readDataset(cfg config.Config) ([]load.Sample, error) {
 // flight in each of traffic.in_flight_modes.
 func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, error) {
 	labels := ph.pool.Labels()
-	defer ph.proto.Begin(ctx, protocol.PhaseTraffic, labels...)()
+	defer ph.proto.Begin(ctx, record.PhaseTraffic, labels...)()
 	tr := ph.cfg.Traffic
 	out := record.Traffic{Level: tr.SleepLevel, SharedJ: math.NaN(), IdealJ: math.NaN()}
 	plan := ph.plan
 	if plan == nil { // not planned before the run (a test running the phase alone)
 		pl, err := NewPlan(ph.cfg, 0)
 		if err != nil {
-			return out, ph.proto.Fail(protocol.PhaseTraffic, "", "plan", err)
+			return out, ph.proto.Fail(record.PhaseTraffic, "", "plan", err)
 		}
 		plan = &pl
 	}
@@ -239,7 +239,7 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 	var errs []error
 	defer func() { ph.proto.SetTraffic(out) }()
 	if len(arrivals) > 0 {
-		if err := ph.proto.StartAll(ctx, protocol.PhaseTraffic); err != nil {
+		if err := ph.proto.StartAll(ctx, record.PhaseTraffic); err != nil {
 			return out, err
 		}
 		// Every correctness reference is taken before a model's first
@@ -247,7 +247,7 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 		// switch (and the requests queued behind it).
 		for _, l := range labels {
 			if err := ph.pool.Oracle().EnsureReference(ctx, l); err != nil {
-				return out, ph.proto.Fail(protocol.PhaseTraffic, l, "correctness reference", err)
+				return out, ph.proto.Fail(record.PhaseTraffic, l, "correctness reference", err)
 			}
 		}
 		rt := router.NewWith(ph.pool, router.Options{Level: tr.SleepLevel, MinDwell: seconds(tr.MinDwellS), MaxQueue: tr.MaxQueue}, labels[0])
@@ -277,7 +277,7 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 		for _, s := range rt.Switches() {
 			out.Switches = append(out.Switches, record.RouterSwitch(s))
 			if s.Err != "" {
-				errs = append(errs, ph.proto.Fail(protocol.PhaseTraffic, s.To, fmt.Sprintf("router wake %s→%s", s.From, s.To), errors.New(s.Err)))
+				errs = append(errs, ph.proto.Fail(record.PhaseTraffic, s.To, fmt.Sprintf("router wake %s→%s", s.From, s.To), errors.New(s.Err)))
 			}
 		}
 		for _, d := range rt.Depths() {
@@ -288,7 +288,7 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 			logf("traffic: %d requests shed: the router's queue held traffic.max_queue (%d) already", n, tr.MaxQueue)
 		}
 		if ctx.Err() != nil { // stopped: what was measured is kept, nothing more is tried
-			return out, errors.Join(append(errs, ph.proto.Fail(protocol.PhaseTraffic, "", "traffic through the router", context.Cause(ctx)))...)
+			return out, errors.Join(append(errs, ph.proto.Fail(record.PhaseTraffic, "", "traffic through the router", context.Cause(ctx)))...)
 		}
 		if tr.Ideal {
 			if note := ph.wakeAll(ctx); note != "" {
@@ -308,7 +308,7 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 				}
 			}
 			if ctx.Err() != nil {
-				return out, errors.Join(append(errs, ph.proto.Fail(protocol.PhaseTraffic, "", "ideal run", context.Cause(ctx)))...)
+				return out, errors.Join(append(errs, ph.proto.Fail(record.PhaseTraffic, "", "ideal run", context.Cause(ctx)))...)
 			}
 		}
 	}
@@ -326,7 +326,7 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 					modes, err = ph.pool.SupportsPause(ctx, labels[0])
 				}
 				if err != nil {
-					errs = append(errs, ph.proto.Fail(protocol.PhaseTraffic, labels[0], "GET /is_paused", err))
+					errs = append(errs, ph.proto.Fail(record.PhaseTraffic, labels[0], "GET /is_paused", err))
 					break
 				}
 			}
@@ -341,7 +341,7 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 			logf("traffic: sleep (mode %s) with %d requests in flight: %d aborted, %d finished, %d held, %d errors; survived %v",
 				mode, f.Requests, f.Aborted, f.Finished, f.Held, f.Errors, f.Survived)
 			if err != nil {
-				errs = append(errs, ph.proto.Fail(protocol.PhaseTraffic, labels[0], "sleep with requests in flight, mode "+mode, err))
+				errs = append(errs, ph.proto.Fail(record.PhaseTraffic, labels[0], "sleep with requests in flight, mode "+mode, err))
 				break
 			}
 		}
@@ -540,5 +540,5 @@ func (ph *Phase) waitRunning(ctx context.Context, label string, n int) {
 
 // checks: the traffic phase's thresholds.
 func (ph *Phase) checks(t record.Traffic) []record.Check {
-	return ph.proto.Record(protocol.PhaseTraffic, gate.Traffic(ph.cfg, t)...)
+	return ph.proto.Record(record.PhaseTraffic, gate.Traffic(ph.cfg, t)...)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/config"
-	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/traffic"
 )
@@ -230,7 +229,7 @@ func TestCrashDuringTheIdealRunFails(t *testing.T) {
 	require.Positive(t, idealFailed, "A died during the ideal run")
 	var failure *record.Failure
 	for _, f := range rec.Raw().Failures {
-		if f.Phase == protocol.PhaseTraffic && f.Model == "A" {
+		if f.Phase == record.PhaseTraffic && f.Model == "A" {
 			failure = &f
 		}
 	}
