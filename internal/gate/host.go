@@ -71,11 +71,15 @@ func windowOf(name string) (model, phase string, ok bool) {
 	case "Serve":
 		return model, keys["stage"], model != "" && keys["stage"] != ""
 	case "Sleep":
-		switch l := keys["level"]; l {
+		switch keys["level"] {
 		case "kv":
 			return model, record.PhaseKVRelease, model != ""
-		case "0", "1", "2":
-			return model, "sleep-level" + l, model != "" // record.PhaseSleepL0, L1, L2
+		case "0":
+			return model, record.PhaseSleepL0, model != ""
+		case "1":
+			return model, record.PhaseSleepL1, model != ""
+		case "2":
+			return model, record.PhaseSleepL2, model != ""
 		}
 	case "Cost", "Energy":
 		return model, record.PhaseStateCost, model != ""

@@ -468,6 +468,8 @@ func TestProbingStopsAtItsFirstToken(t *testing.T) {
 	pr := f.StartProbe(ctx, "A")
 	at, ok := pr.First()
 	require.True(t, ok)
+	again, ok := pr.First()
+	assert.True(t, ok && again.Equal(at), "First again returns the same")
 	s, err := pr.Rest()
 	require.NoError(t, err)
 	assert.Equal(t, at, s.Tokens[0])

@@ -34,6 +34,10 @@ type Probing struct {
 	stop   sync.Once      // closes resume
 	s      *vllm.Stream
 	err    error
+	// took receives from first once; at and ok are what it received.
+	took sync.Once
+	at   time.Time
+	ok   bool
 }
 
 // StartProbe sends the probe (Probe's) on its own goroutine and returns at
@@ -59,10 +63,11 @@ func (f *Pool) StartProbe(ctx context.Context, label string) *Probing {
 }
 
 // First waits for the probe's first token and returns its receive time;
-// ok is false when the probe ended without one (Rest says why).
+// ok is false when the probe ended without one (Rest says why). A later
+// call returns the same.
 func (p *Probing) First() (at time.Time, ok bool) {
-	at, ok = <-p.first
-	return at, ok
+	p.took.Do(func() { p.at, p.ok = <-p.first })
+	return p.at, p.ok
 }
 
 // Rest lets the probe read on to its end and returns it, as Probe would.

@@ -225,13 +225,8 @@ func (p *Pending) Send(ctx context.Context) (*Transition, error) {
 		return t, err
 	}
 	s := p.f.s
-	s.mu.Lock()
-	if p.m.srv == t.srv { // not a server stopped or started since: Stop and Start drop what is pending
-		p.m.toVerify = t
-	}
-	s.mu.Unlock()
 	v := t.verify
-	t.verify = func(ctx context.Context) error {
+	t.verify = func(ctx context.Context) error { // set before t is published below
 		err := v(ctx)
 		s.mu.Lock()
 		if p.m.toVerify == t {
@@ -240,6 +235,11 @@ func (p *Pending) Send(ctx context.Context) (*Transition, error) {
 		s.mu.Unlock()
 		return err
 	}
+	s.mu.Lock()
+	if p.m.srv == t.srv { // not a server stopped or started since: Stop and Start drop what is pending
+		p.m.toVerify = t
+	}
+	s.mu.Unlock()
 	return t, nil
 }
 
