@@ -111,7 +111,7 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 	// token, less the held span as the time: read at the sleep's answer
 	// (ea) and once the headroom is read (eh) (energy.Without).
 	var eh energy.Reading
-	ms, e0, ea, eaErr, err := p.meteredSleep(ctx, m, from, level)
+	ms, e0, ea, eaErr, err := meteredSleep(ctx, p.pool, m, from, level)
 	if ms != nil {
 		c.SleepS = ms.Took.Seconds()
 	}

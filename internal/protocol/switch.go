@@ -43,12 +43,12 @@ func (p Switch) checks(handoffs []record.Handoff) []record.Check {
 // opens at e0 and leaves out the harness's own span from ea. ms is nil
 // when /sleep was never sent; err is the sleep's (e0's read included),
 // eaErr ea's.
-func (p *Env) meteredSleep(ctx context.Context, m *energy.Meter, label string, level int) (ms *pool.MeasuredSleep, e0, ea energy.Reading, eaErr, err error) {
+func meteredSleep(ctx context.Context, f *pool.Pool, m *energy.Meter, label string, level int) (ms *pool.MeasuredSleep, e0, ea energy.Reading, eaErr, err error) {
 	op := pool.Sleep(level)
-	if ms, err = p.pool.Memory().Before(ctx, label, op); err != nil {
+	if ms, err = f.Memory().Before(ctx, label, op); err != nil {
 		return nil, e0, ea, nil, err
 	}
-	pend, err := p.pool.Prepare(ctx, label, op)
+	pend, err := f.Prepare(ctx, label, op)
 	if err != nil {
 		return nil, e0, ea, nil, err
 	}
@@ -99,7 +99,7 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 		// after to's first token, settle_s after the sleep answered at the
 		// earliest (pool.MeasuredSleep.Finish), as every release.
 		var eaErr error
-		ms, e0, ea, eaErr, err = p.meteredSleep(ctx, m, from, 1)
+		ms, e0, ea, eaErr, err = meteredSleep(ctx, p.pool, m, from, 1)
 		if ms != nil {
 			t0, ho.SleepS = ms.Sent, ms.Took.Seconds()
 		}
