@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -270,6 +271,50 @@ func closedGateRun(t *testing.T, scale float64) string {
 	return path
 }
 
+// wakeSpread is the coefficient of variation of the level-1 wakes of A a
+// bench.txt holds.
+func wakeSpread(t *testing.T, path string) float64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var xs []float64
+	for _, m := range regexp.MustCompile(`(?m)^BenchmarkSleep/model=A/level=1 1 .*? (\S+) sec/wake`).FindAllSubmatch(b, -1) {
+		x, err := strconv.ParseFloat(string(m[1]), 64)
+		require.NoError(t, err)
+		xs = append(xs, x)
+	}
+	require.NotEmpty(t, xs, "%s has A's level-1 wakes", path)
+	var sum, sq float64
+	for _, x := range xs {
+		sum += x
+	}
+	mean := sum / float64(len(xs))
+	for _, x := range xs {
+		sq += (x - mean) * (x - mean)
+	}
+	return math.Sqrt(sq/float64(max(len(xs)-1, 1))) / mean
+}
+
+// quietBaseline is closedGateRun's bench.txt from a run whose level-1
+// wakes a stall of this box did not spread (coefficient of variation at
+// most 0.3; at most three runs): under make stress's CPU hog one stall
+// made a baseline's wakes 0.07–0.41 s (CV 0.94), whose one-run floor
+// (343 %) hid the four times slower run the test is about. The test's
+// subject is the gate's verdict against a baseline, not this box's stalls.
+func quietBaseline(t *testing.T, scale float64) string {
+	t.Helper()
+	var path string
+	for range 3 {
+		path = closedGateRun(t, scale)
+		cv := wakeSpread(t, path)
+		if cv <= 0.3 {
+			break
+		}
+		t.Logf("baseline run's level-1 wakes spread by a stall (CV %.2f): another run", cv)
+	}
+	return path
+}
+
 // TestRegressionGateEndToEnd: two runs of the same profile pass the gate
 // (one baseline run: the one-run rule, its noise floor from the run's own
 // spread); a run whose every modelled duration is twice as long fails it
@@ -279,7 +324,7 @@ func closedGateRun(t *testing.T, scale float64) string {
 // of the simulated runs say they are simulated.
 func TestRegressionGateEndToEnd(t *testing.T) {
 	testmain.Long(t)
-	base := closedGateRun(t, 2)
+	base := quietBaseline(t, 2)
 	// Single samples (a start, a round) are not gated by one baseline run;
 	// the rest are judged on their noise floors. 50 % keeps this check
 	// about the same run passing, not about this shared 2-core box.
