@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gonum.org/v1/gonum/stat"
 
 	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/config"
@@ -272,27 +272,15 @@ func closedGateRun(t *testing.T, scale float64) string {
 }
 
 // wakeSpread is the coefficient of variation of the level-1 wakes of A a
-// bench.txt holds.
+// bench.txt holds, read as the gate reads it (gate.ReadRun).
 func wakeSpread(t *testing.T, path string) float64 {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	r, err := gate.ReadRun(path)
 	require.NoError(t, err)
-	var xs []float64
-	for _, m := range regexp.MustCompile(`(?m)^BenchmarkSleep/model=A/level=1 1 .*? (\S+) sec/wake`).FindAllSubmatch(b, -1) {
-		x, err := strconv.ParseFloat(string(m[1]), 64)
-		require.NoError(t, err)
-		xs = append(xs, x)
-	}
+	xs := r.Bench.Values[gate.BenchKey{Name: "Sleep/model=A/level=1", Unit: "sec/wake"}]
 	require.NotEmpty(t, xs, "%s has A's level-1 wakes", path)
-	var sum, sq float64
-	for _, x := range xs {
-		sum += x
-	}
-	mean := sum / float64(len(xs))
-	for _, x := range xs {
-		sq += (x - mean) * (x - mean)
-	}
-	return math.Sqrt(sq/float64(max(len(xs)-1, 1))) / mean
+	mean, sd := stat.MeanStdDev(xs, nil)
+	return sd / mean
 }
 
 // quietBaseline is closedGateRun's bench.txt from a run whose level-1
