@@ -1,9 +1,10 @@
 // The protocol's benchmark run: TestProtocol runs every phase in
-// phases.List's order (the restart and serving phases' invariants are here;
-// the sleep phases' in sleep_test.go, the switching ones' in switch_test.go),
-// TestOutputs checks what the run writes, TestRegressionGate judges it
+// phases.List's order, each step held to its phase's invariants
+// (phases.Phase.Holds), TestOutputs checks what the run writes against
+// the phases' plans (phases.Planned), TestRegressionGate judges it
 // against a baseline, and the Benchmark functions measure one protocol
-// step per iteration for go test -bench.
+// step per iteration for go test -bench (the sleep's in sleep_test.go,
+// the switch's in switch_test.go).
 
 package wakebench
 
@@ -12,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -34,23 +36,6 @@ import (
 	"github.com/wakebench/wakebench/internal/stats"
 )
 
-// invariants are what a phase's measurements must show beyond its
-// threshold checks, by phase name; a phase without an entry is judged on
-// its checks alone. Each is given its step's Result.Value.
-var invariants = map[string]func(*testing.T, any){
-	record.PhaseRestart:     restartInvariants,
-	record.PhaseBaseline:    servingInvariants,
-	record.PhaseSleepL1:     cycleInvariants,
-	record.PhaseAfterWake:   servingInvariants,
-	record.PhaseSleepL2:     cycleInvariants,
-	record.PhaseAfterWakeL2: servingInvariants,
-	record.PhaseSleepL0:     cycleInvariants,
-	record.PhaseKVRelease:   cycleInvariants,
-	record.PhaseStateCost:   costInvariants,
-	record.PhaseSwitch:      switchInvariants,
-	record.PhaseTraffic:     trafficInvariants,
-}
-
 // TestProtocol runs the protocol's phases in phases.List's order, one
 // subtest each (TestProtocol/restart, TestProtocol/sleep-level1, …), each
 // step of a phase one call: a subtest per model (TestProtocol/restart/A)
@@ -59,9 +44,6 @@ var invariants = map[string]func(*testing.T, any){
 // servers started, the other models asleep.
 func TestProtocol(t *testing.T) {
 	skipShort(t)
-	for name := range invariants {
-		require.Contains(t, phases.Names(), name, "invariants of a phase phases.List does not list")
-	}
 	for _, ph := range phases.List() {
 		t.Run(ph.Name, func(t *testing.T) {
 			skipIfStopped(t)
@@ -73,28 +55,28 @@ func TestProtocol(t *testing.T) {
 			}
 			for _, st := range ph.Steps(h.On()) {
 				if st.Name == "" {
-					runStep(t, ctx, ph.Name, st)
+					runStep(t, ctx, h, ph, st)
 					continue
 				}
 				t.Run(st.Name, func(t *testing.T) {
 					skipIfStopped(t)
-					runStep(t, ctx, ph.Name, st)
+					runStep(t, ctx, h, ph, st)
 				})
 			}
 		})
 	}
 }
 
-// runStep runs one step of phase: no error, its invariants, and no
-// threshold check that fails the run.
-func runStep(t *testing.T, ctx context.Context, phase string, st phases.Step) {
+// runStep runs one step of ph: no error, the phase's invariants
+// (Phase.Holds), and no threshold check that fails the run.
+func runStep(t *testing.T, ctx context.Context, h *harness.Run, ph phases.Phase, st phases.Step) {
 	res, err := st.Run(ctx, progress(t))
 	if err == nil && res.Skip != "" {
 		t.Skip(res.Skip)
 	}
 	assert.NoError(t, err)
-	if inv, ok := invariants[phase]; ok && res.Value != nil {
-		inv(t, res.Value)
+	if ph.Holds != nil && res.Value != nil {
+		assert.NoError(t, ph.Holds(h.On().Inputs(), res.Value), "%s's invariants", ph.Name)
 	}
 	passes(t, res.Checks)
 }
@@ -107,47 +89,25 @@ func skipIfStopped(t *testing.T) {
 	}
 }
 
-// restartInvariants: every start became ready, then answered.
-func restartInvariants(t *testing.T, v any) {
-	for _, r := range v.([]record.Restart) {
-		assert.Positive(t, r.ReadyS, "spawn → ready")
-		assert.GreaterOrEqual(t, r.FirstTokenS, r.ReadyS, "first token comes after ready")
-	}
-}
-
-// servingInvariants: a serving phase ran every concurrency.
-func servingInvariants(t *testing.T, v any) {
-	assert.Len(t, v.([]record.PerfRun), len(suite.h.Config().Protocol.Concurrency), "one run per concurrency")
-}
-
-// healthWindows holds each model's engine-health windows to the protocol:
-// one before the first sleep (baseline), one after each after-wake
-// phase's wake, one after the first KV-only release where it ran, one
-// after the first handoff to the model; each with a prefix-cache hit
-// rate and a decode rate (vllmsim exports both; speculative acceptance
+// healthWindows holds each model's engine-health windows to its plan
+// (phases.Planned): one before the first sleep (baseline), one after each
+// after-wake phase's wake, one after the first KV-only release where it
+// ran, one after the first handoff to the model; each with a prefix-cache
+// hit rate and a decode rate (vllmsim exports both; speculative acceptance
 // only under --speculative-config), each adapter's too, and the same hit
 // rate at every stage (the burst's prompt is the same length each time).
-// It returns the requests the windows sent.
-func healthWindows(t *testing.T, raw record.Raw, cfg config.Config, ran map[string]map[int]bool) int {
+func healthWindows(t *testing.T, raw record.Raw, cfg config.Config, plans map[string]phases.Plan) {
 	t.Helper()
 	n := cfg.Protocol.HealthRequests
 	if n == 0 {
 		assert.Empty(t, raw.Health, "health_requests 0: no window")
-		return 0
+		return
 	}
-	sent := 0
 	for _, m := range cfg.Models {
-		want := []string{record.StageHealthBaseline, record.HealthAfterL1, record.HealthAfterL2}
-		if ran[m.Label][record.LevelKVRelease] {
-			want = append(want, record.HealthAfterKV)
-		}
-		if slices.ContainsFunc(raw.Handoffs, func(h record.Handoff) bool { return !h.Initial && h.To == m.Label }) {
-			want = append(want, record.HealthAfterSwitch)
-		}
+		want := plans[m.Label].Health
 		var got []string
 		for _, h := range raw.Health[m.Label] {
 			got = append(got, h.Stage)
-			sent += h.Requests * (1 + len(h.Adapters))
 			assert.Equal(t, n, h.Requests, "%s %s", m.Label, h.Stage)
 			assert.Len(t, h.Adapters, len(m.LoRAModules), "%s %s: a part per adapter", m.Label, h.Stage)
 			if raw.Simulated != nil {
@@ -163,7 +123,40 @@ func healthWindows(t *testing.T, raw record.Raw, cfg config.Config, ran map[stri
 		}
 		assert.ElementsMatch(t, want, got, "%s: engine-health windows", m.Label)
 	}
-	return sent
+}
+
+// can is what the run's servers and GPU could do, as its phases recorded
+// it: a level-0 or KV-only release cycle, a state-cost hold or a pause
+// mode off for a server without /pause (or /is_paused), or without
+// /release_kv_cache_memory, says so in its reason (TestEveryEraPasses
+// holds each era's reasons); the traffic's ideal run says why it did not
+// run (the models do not fit awake together).
+func can(raw record.Raw) phases.Can {
+	var why []string
+	for _, byLevel := range raw.CyclesOff {
+		why = slices.AppendSeq(why, maps.Values(byLevel))
+	}
+	for _, c := range raw.Cost {
+		for _, s := range c.States {
+			why = append(why, s.Skipped)
+		}
+	}
+	has := phases.Everything
+	if raw.Traffic != nil {
+		for _, f := range raw.Traffic.InFlight {
+			why = append(why, f.Off)
+		}
+		has.AllAwake = raw.Traffic.IdealRan || raw.Traffic.IdealNote == ""
+	}
+	for _, w := range why {
+		if strings.Contains(w, "no /pause") || strings.Contains(w, "no /is_paused") {
+			has.Pause = false
+		}
+		if strings.Contains(w, "no /release_kv_cache_memory") {
+			has.KVRelease = false
+		}
+	}
+	return has
 }
 
 // TestOutputs checks what the run will write, after every phase ran: the
@@ -215,80 +208,21 @@ func TestOutputs(t *testing.T) {
 	// server has their endpoints (vLLM with the pause API, PR #44890's
 	// release); where they are on and did not run, the record says why.
 	ran := ranCycles(t, raw, cfg)
-	perModel := 3 * len(p.Concurrency) * p.Rounds * p.RequestsPerRound // baseline, after-wake, after-wake-l2
-	assert.Equal(t, len(cfg.Models)*perModel, rep.Requests.PlannedPerformance, "planned_performance")
+	// The request accounting adds up to the phases' plans (phases.Planned,
+	// checked by hand in its package) on what the servers and GPU could do.
+	plans := phases.Planned(h.On().Inputs(), can(raw))
+	planned := 0
+	for _, pl := range plans {
+		planned += len(pl.Serving) * len(p.Concurrency) * p.Rounds * p.RequestsPerRound
+	}
+	assert.Equal(t, planned, rep.Requests.PlannedPerformance, "planned_performance")
 	assert.Equal(t, rep.Requests.Executed, rep.Requests.Success+rep.Requests.Failure+rep.Requests.AbortedByDesign, "executed = success + failure + aborted by design")
-	// Performance requests plus one probe per start, cycle and handoff
-	// (the reference run: 128 + 42 = 170), plus the correctness probe set
-	// (2 prompts and one per LoRA adapter) once before each model's first
-	// sleep and once after each of its wakes: every cycle, the after-wake
-	// wake, every handoff to it (the initial activation too).
-	probes := len(cfg.Models)*(1+p.RestartWarm+p.SleepL1Cycles+p.SleepL2Cycles) + 1 + p.Handoffs
-	if p.LostPrefixTokens > 0 { // the lost-prefix probe at each level: twice warm, once after the wake
-		probes += len(cfg.Models) * 2 * 3
-	}
-	probes += healthWindows(t, raw, cfg, ran)
-	// Level 0: a probe after the wake and one held while paused; a KV-only
-	// release: a probe after the wake (none where the cycles were off).
-	// After the level-0 cycles, one probe held between /pause and /resume.
-	extraWakes := map[string]int{}
+	requests := phases.Total(cfg, plans)
+	healthWindows(t, raw, cfg, plans)
 	for _, m := range cfg.Models {
-		level0 := 0
-		for _, c := range raw.Cycles[m.Label] {
-			switch c.Level {
-			case 0:
-				probes += 2
-				extraWakes[m.Label]++
-				level0++
-			case record.LevelKVRelease:
-				probes++
-				extraWakes[m.Label]++
-			}
-		}
-		if level0 == p.SleepL0Cycles && level0 > 0 {
-			probes++
-		}
-	}
-	if p.CorrectnessMaxTokens > 0 {
-		for _, m := range cfg.Models {
-			wakes := p.SleepL1Cycles + p.SleepL2Cycles + 2 + extraWakes[m.Label] // the after-wake phases': 2
-			for _, ho := range raw.Handoffs {
-				if ho.To == m.Label {
-					wakes++
-				}
-			}
-			probes += (1 + wakes) * (2 + len(m.LoRAModules))
-			c := rep.Models[m.Label].Correctness
-			if assert.NotNil(t, c, "correctness of %s", m.Label) {
-				stages := []string{record.ReplayLevel1, record.ReplayLevel2, record.ReplayAfterWake, record.ReplayAfterWakeL2, record.ReplaySwitch}
-				if ran[m.Label][0] {
-					stages = append(stages, record.ReplayLevel0)
-				}
-				if ran[m.Label][record.LevelKVRelease] {
-					stages = append(stages, record.ReplayKVRelease)
-				}
-				for _, st := range stages {
-					assert.Contains(t, c.Stages, st, "%s replayed after its %s wakes", m.Label, st)
-				}
-			}
-		}
-	}
-	// The state-cost phase: a probe after each wake (level 1, level 2, the
-	// KV cache's restore where measured) and the cold start's.
-	for _, c := range raw.Cost {
-		probes += 3
-		if s, ok := c.State(record.StateKVReleased); ok && s.Skipped == "" {
-			probes++
-		}
-	}
-	if t := raw.Traffic; t != nil {
-		// Every traffic request (both runs), the in-flight requests of each
-		// mode and a probe after each of those wakes; a mode the server
-		// cannot do (Off, with why) sends none.
-		probes += len(t.Requests)
-		for _, f := range t.InFlight {
-			if f.Off == "" {
-				probes += cfg.Traffic.InFlightRequests + 1
+		if c := rep.Models[m.Label].Correctness; p.CorrectnessMaxTokens > 0 && assert.NotNil(t, c, "correctness of %s", m.Label) {
+			for _, st := range slices.Compact(slices.Sorted(slices.Values(plans[m.Label].Replays))) {
+				assert.Contains(t, c.Stages, st, "%s replayed after its %s wakes", m.Label, st)
 			}
 		}
 	}
@@ -297,13 +231,13 @@ func TestOutputs(t *testing.T) {
 		// round-robin, with a probe and (correctness on) a replay of the
 		// woken model's probe set; every model has its reference already.
 		for i := range p.SoakCycles {
-			probes++
+			requests++
 			if to := cfg.Models[(i+1)%len(cfg.Models)]; p.CorrectnessMaxTokens > 0 {
-				probes += 2 + len(to.LoRAModules)
+				requests += 2 + len(to.LoRAModules)
 			}
 		}
 	}
-	assert.Equal(t, rep.Requests.PlannedPerformance+probes, rep.Requests.Executed, "executed requests")
+	assert.Equal(t, requests, rep.Requests.Executed, "executed requests")
 
 	// Memory figures: present when a memory source listed the servers'
 	// processes, else absent with the reason in memory.note.
@@ -312,15 +246,10 @@ func TestOutputs(t *testing.T) {
 		assert.NotEmpty(t, rep.Memory.Note, "absent memory figures are explained")
 	}
 	for _, l := range h.Labels() {
-		// One release per measured level-1 sleep: every cycle, the
-		// after-wake sleep, and every switch away from the model (the
-		// reference run: 5 + 1 + 10 = 16), and a level-1 soak's.
-		n := p.SleepL1Cycles + 1
-		for _, ho := range raw.Handoffs {
-			if ho.From == l {
-				n++
-			}
-		}
+		// One release per measured level-1 sleep the plan has: every
+		// cycle, the after-wake sleep, and every switch away from the model
+		// (the reference run: 5 + 1 + 10 = 16), and a level-1 soak's.
+		n := plans[l].L1Sleeps
 		if slices.Contains(raw.Phases, record.PhaseSoak) && p.SoakLevel == 1 {
 			for i := range p.SoakCycles { // and every soak sleep of it
 				if cfg.Models[i%len(cfg.Models)].Label == l {
@@ -548,31 +477,6 @@ func BenchmarkRestart(b *testing.B) {
 	}
 }
 
-func BenchmarkSleep(b *testing.B) {
-	h, ctx := suite.h, suite.ctx
-	for _, l := range h.Labels() {
-		for _, level := range []int{1, 2} {
-			b.Run(fmt.Sprintf("model=%s/level=%d", l, level), func(b *testing.B) {
-				var sleep, wake, first, resid []float64
-				for b.Loop() {
-					c, err := protocol.NewSteps(h.Env()).Cycle(ctx, l, level)
-					if err != nil {
-						b.Fatal(err)
-					}
-					sleep, wake, first = append(sleep, c.SleepS), append(wake, c.WakeAPIS), append(first, c.ToFirstTokenS)
-					if c.ResidualGiB == c.ResidualGiB {
-						resid = append(resid, c.ResidualGiB)
-					}
-				}
-				reportMean(b, sleep, report.UnitSleep)
-				reportMean(b, wake, report.UnitWake)
-				reportMean(b, first, report.UnitFirstToken)
-				reportMean(b, resid, report.UnitResidual)
-			})
-		}
-	}
-}
-
 func BenchmarkServe(b *testing.B) {
 	h, ctx := suite.h, suite.ctx
 	for _, l := range h.Labels() {
@@ -597,30 +501,6 @@ func BenchmarkServe(b *testing.B) {
 				reportMedian(b, tpot, report.UnitTPOT)
 			})
 		}
-	}
-}
-
-func BenchmarkSwitch(b *testing.B) {
-	h, ctx := suite.h, suite.ctx
-	labels := h.Labels()
-	if len(labels) < 2 {
-		b.Skip("switching needs two models")
-	}
-	for i, from := range labels {
-		to := labels[(i+1)%len(labels)]
-		b.Run("dir="+record.DirectionKey(from, to), func(b *testing.B) {
-			var sleep, wake, first []float64
-			for b.Loop() {
-				ho, err := protocol.NewSteps(h.Env()).Handoff(ctx, from, to)
-				if err != nil {
-					b.Fatal(err)
-				}
-				sleep, wake, first = append(sleep, ho.SleepS), append(wake, ho.WakeS), append(first, ho.ToFirstTokenS)
-			}
-			reportMean(b, sleep, report.UnitSleep)
-			reportMean(b, wake, report.UnitWake)
-			reportMean(b, first, report.UnitFirstToken)
-		})
 	}
 }
 

@@ -1,6 +1,7 @@
-// Switching the GPU between models: the invariants of the switch phase's
-// handoffs and of the traffic phase's wake-on-demand router, and the
-// soak's hundreds of handoffs over three or more models.
+// Switching the GPU between models: one handoff per iteration
+// (BenchmarkSwitch), and the soak's hundreds of handoffs over three or
+// more models (the switch and traffic phases' invariants are their
+// phases', in package phases: Phase.Holds).
 
 package wakebench
 
@@ -8,53 +9,34 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/report"
 )
 
-// switchInvariants: switch → first token covers the sleep and the wake of
-// every handoff that succeeded.
-func switchInvariants(t *testing.T, v any) {
-	for _, ho := range v.([]record.Handoff) {
-		if ho.OK && !ho.Initial {
-			assert.GreaterOrEqual(t, ho.ToFirstTokenS, ho.SleepS+ho.WakeS, "switch → first token covers sleep and wake (%s)", record.DirectionKey(ho.From, ho.To))
-		}
+func BenchmarkSwitch(b *testing.B) {
+	h, ctx := suite.h, suite.ctx
+	labels := h.Labels()
+	if len(labels) < 2 {
+		b.Skip("switching needs two models")
 	}
-}
-
-// trafficInvariants: every planned arrival was sent once through the
-// router (whose first token came after it left the router), the router
-// woke models on demand, and one sleep with requests in flight ran per
-// pause mode.
-func trafficInvariants(t *testing.T, v any) {
-	h := suite.h
-	tr := v.(record.Traffic)
-	shared := 0
-	for _, r := range tr.Requests {
-		if r.Run == record.RunShared {
-			shared++
-			if r.Err == "" && !r.FirstToken.IsZero() {
-				assert.False(t, r.FirstToken.Before(r.Dispatched), "request %d: first token after it left the router", r.Index)
+	for i, from := range labels {
+		to := labels[(i+1)%len(labels)]
+		b.Run("dir="+record.DirectionKey(from, to), func(b *testing.B) {
+			var sleep, wake, first []float64
+			for b.Loop() {
+				ho, err := protocol.NewSteps(h.Env()).Handoff(ctx, from, to)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sleep, wake, first = append(sleep, ho.SleepS), append(wake, ho.WakeS), append(first, ho.ToFirstTokenS)
 			}
-		}
+			reportMean(b, sleep, report.UnitSleep)
+			reportMean(b, wake, report.UnitWake)
+			reportMean(b, first, report.UnitFirstToken)
+		})
 	}
-	plan := h.TrafficPlan()
-	require.NotNil(t, plan, "TestMain planned the traffic before the run")
-	arrivals := plan.Arrivals
-	assert.Equal(t, len(arrivals), shared, "every arrival sent once")
-	if len(h.Labels()) > 1 && len(arrivals) > 0 {
-		assert.NotEmpty(t, tr.Switches, "the router woke models on demand")
-	}
-	// One sleep with requests in flight per pause mode; none with
-	// traffic.in_flight_requests 0 (docs/traffic.md's setting for vLLM before
-	// PR #34528).
-	wantInFlight := len(h.Config().Traffic.InFlightModes)
-	if h.Config().Traffic.InFlightRequests == 0 {
-		wantInFlight = 0
-	}
-	assert.Len(t, tr.InFlight, wantInFlight)
 }
 
 // TestSoak is the soak phase: hundreds of handoffs round-robin over three

@@ -1,10 +1,12 @@
 // Package phases is the protocol's phase list: each phase once, in run
 // order, with what it does (docs/protocol.md's table is generated from it),
-// when it is off, and its steps on a run (one per model, or one over every
-// model). TestProtocol runs the list, one subtest per phase and one call
-// per step; TestOutputs expects every name in the report. Adding a phase is
-// its type (in package protocol, or a package of its own as traffic) and
-// one entry here.
+// when it is off, its plan (what it will send and record for each model),
+// its steps on a run (one per model, or one over every model) and its
+// invariants. TestProtocol runs the list, one subtest per phase and one
+// call per step, each held to its phase's invariants; TestOutputs expects
+// every name in the report and its request accounting to be the plans'.
+// Adding a phase is its type (in package protocol, or a package of its
+// own as traffic) and one entry here.
 package phases
 
 import (
@@ -41,10 +43,15 @@ type On struct {
 
 // Phase is one phase of the protocol.
 type Phase struct {
-	Name  string                         // as the report's phases, windows and failures give it
-	Doc   string                         // what it does per model, as docs/protocol.md's phase table says (Markdown)
-	Off   func(cfg config.Config) string // why the phase does not run with cfg ("": it runs); nil: always runs
-	Steps func(on On) []Step             // its steps, in order
+	Name  string                                   // as the report's phases, windows and failures give it
+	Doc   string                                   // what it does per model, as docs/protocol.md's phase table says (Markdown)
+	Off   func(cfg config.Config) string           // why the phase does not run with cfg ("": it runs); nil: always runs
+	Plan  func(in Inputs, has Can) map[string]Plan // what it will do to each model (by label) when it runs
+	Steps func(on On) []Step                       // its steps, in order
+	// Holds says where a step's value (Result.Value) breaks what the
+	// phase's measurements must show beyond its threshold checks (nil:
+	// nothing); TestProtocol holds every step to it.
+	Holds func(in Inputs, v any) error
 }
 
 // perModel is a step per model of on's run.
@@ -76,21 +83,21 @@ func result[T any](o protocol.Outcome[T], err error) (Result, error) {
 func List() []Phase {
 	return []Phase{
 		{Name: record.PhaseRestart, Doc: "1 initial + `restart_warm` (2) warm starts: spawn → `/health` 200 → first token; other models asleep; the last start stays up",
-			Steps: func(on On) []Step { return perModel(on, protocol.Restart{Env: on.Env}.Run) }},
+			Plan: perModelPlan(restartPlan), Holds: holds(restartHolds), Steps: func(on On) []Step { return perModel(on, protocol.Restart{Env: on.Env}.Run) }},
 		{Name: record.PhaseBaseline, Doc: "serving at each `concurrency` (1, 4): `rounds` (2) × `requests_per_round` (8), prompt ≈ 26 tokens, `max_tokens` 128 with `ignore_eos`; other models asleep; in a server process that has never slept (one that has, as the restart phase leaves all but the last model, is started afresh first); then the engine-health burst (`health_requests`, 4), what each kind of wake's is compared with",
-			Steps: func(on On) []Step { return perModel(on, protocol.Baseline{Env: on.Env}.Run) }},
+			Plan: perModelPlan(servingPlan(record.PhaseBaseline)), Holds: holds(servingHolds), Steps: func(on On) []Step { return perModel(on, protocol.Baseline{Env: on.Env}.Run) }},
 		{Name: record.PhaseSleepL1, Doc: "`sleep_l1_cycles` (5) × (sleep level 1, hold `settle_s`, read residual, wake, probe first token, hold)",
-			Steps: func(on On) []Step { return perModel(on, protocol.Sleep{Env: on.Env, Level: 1}.Run) }},
+			Plan: perModelPlan(sleepPlan(1)), Holds: holds(cycleHolds), Steps: func(on On) []Step { return perModel(on, protocol.Sleep{Env: on.Env, Level: 1}.Run) }},
 		{Name: record.PhaseAfterWake, Doc: "the lost-prefix probe (`lost_prefix_tokens`, 2048) twice, one level-1 sleep and wake, the probe again as the first request (its TTFT against the warm one's: the lost prefix's price); then serving again as in baseline, against the baseline's tok/s; then the engine-health burst (`health_requests`, 4) against the baseline's; then the correctness replay",
-			Steps: func(on On) []Step { return perModel(on, protocol.AfterWake{Env: on.Env, Level: 1}.Run) }},
+			Plan: perModelPlan(afterWakePlan(1)), Holds: holds(servingHolds), Steps: func(on On) []Step { return perModel(on, protocol.AfterWake{Env: on.Env, Level: 1}.Run) }},
 		{Name: record.PhaseSleepL2, Doc: "`sleep_l2_cycles` (3) cycles at level 2; the wake is `wake_up?tags=weights`, `collective_rpc {\"method\":\"reload_weights\"}`, `wake_up?tags=kv_cache`, `reset_prefix_cache`; every first token is checked for garbage",
-			Steps: func(on On) []Step { return perModel(on, protocol.Sleep{Env: on.Env, Level: 2}.Run) }},
+			Plan: perModelPlan(sleepPlan(2)), Holds: holds(cycleHolds), Steps: func(on On) []Step { return perModel(on, protocol.Sleep{Env: on.Env, Level: 2}.Run) }},
 		{Name: record.PhaseAfterWakeL2, Doc: "after-wake at level 2: the lost-prefix probe, one level-2 sleep and its wake (the reload path, where vllm#52479's draft model was lost), the probe again; serving (stage `after-wake-l2`), the engine-health burst, the correctness replay",
-			Steps: func(on On) []Step { return perModel(on, protocol.AfterWake{Env: on.Env, Level: 2}.Run) }},
+			Plan: perModelPlan(afterWakePlan(2)), Holds: holds(servingHolds), Steps: func(on On) []Step { return perModel(on, protocol.AfterWake{Env: on.Env, Level: 2}.Run) }},
 		{Name: record.PhaseSleepL0, Doc: "`sleep_l0_cycles` (3) × (sleep level 0: the scheduler paused, nothing freed; hold `settle_s`, read memory; a probe sent while paused, held until the wake; the wake once the server has taken the probe (its response headers; at most `settle_s`), probe first token); then once `/pause`, a held probe, `/resume`; off, and said so, on a vLLM without `/pause`",
-			Steps: func(on On) []Step { return perModel(on, protocol.Level0{Env: on.Env}.Run) }},
+			Plan: perModelPlan(level0Plan), Holds: holds(cycleHolds), Steps: func(on On) []Step { return perModel(on, protocol.Level0{Env: on.Env}.Run) }},
 		{Name: record.PhaseKVRelease, Doc: "once a release without a pause (vLLM must refuse it), then `kv_release_cycles` (3) × (`/pause`, `/release_kv_cache_memory`, hold `settle_s`, read the GiB freed, `wake_up?tags=kv_cache`, probe first token), the engine-health burst after the first cycle's wake; off, and said so, on a vLLM without it (before PR #44890)",
-			Steps: func(on On) []Step { return perModel(on, protocol.KVRelease{Env: on.Env}.Run) }},
+			Plan: perModelPlan(kvReleasePlan), Holds: holds(cycleHolds), Steps: func(on On) []Step { return perModel(on, protocol.KVRelease{Env: on.Env}.Run) }},
 		{Name: record.PhaseStateCost, Doc: "each state held `cost_dwell_s` (1 s; 0: off) and measured (GPU GiB per GPU, host GiB of the server's process tree with its locked and pinned parts, GPU W from the energy counter): awake idle, asleep at level 1, at level 2, KV released (where the server has `/release_kv_cache_memory`), stopped; the energy (J) of each sleep, wake and a cold start (spawn → first token), the level-1 sleep's transient host peak and what its wake gives back; the break-even per level; then the node's fit table over every model ([cost.md](cost.md))",
 			Off: func(cfg config.Config) string {
 				if cfg.Protocol.CostDwellS == 0 {
@@ -98,6 +105,7 @@ func List() []Phase {
 				}
 				return ""
 			},
+			Plan: perModelPlan(stateCostPlan), Holds: costHolds,
 			Steps: func(on On) []Step {
 				sc := statecost.Phase{Env: on.Env}
 				return append(perModel(on, sc.Run), Step{Name: "fit", Run: func(ctx context.Context, logf protocol.Logf) (Result, error) {
@@ -118,9 +126,9 @@ func List() []Phase {
 				}
 				return ""
 			},
-			Steps: func(on On) []Step { return whole(protocol.Switch{Env: on.Env}.Run) }},
+			Plan: switchPlan, Holds: holds(switchHolds), Steps: func(on On) []Step { return whole(protocol.Switch{Env: on.Env}.Run) }},
 		{Name: record.PhaseTraffic, Doc: "all models: open-loop `traffic.arrivals` (Poisson) at `traffic.rate` (2 req/s) per model for `traffic.duration_s` (6 s) through a wake-on-demand router (one model awake, the others asleep at `traffic.sleep_level`); the same arrivals with every model awake (the ideal); then a sleep with `in_flight_requests` (4) decoding in each pause mode (abort, wait, keep)",
-			Steps: func(on On) []Step { return whole(on.Traffic.Run) }},
+			Plan: trafficPlan, Holds: holds(trafficHolds), Steps: func(on On) []Step { return whole(on.Traffic.Run) }},
 	}
 }
 
@@ -131,4 +139,13 @@ func Names() []string {
 		out = append(out, p.Name)
 	}
 	return out
+}
+
+// Inputs are the run's inputs its phases' plans and invariants read.
+func (on On) Inputs() Inputs {
+	in := Inputs{Config: on.Env.Config()}
+	if on.Traffic != nil {
+		in.Traffic = on.Traffic.TrafficPlan()
+	}
+	return in
 }

@@ -8,10 +8,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/load"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/traffic"
 )
 
 // TestPhaseOrder: the reference run's phases (testdata/l20-reference-report.json:
@@ -51,11 +56,46 @@ const (
 // phaseTable is the docs/protocol.md's phase table.
 func phaseTable() string {
 	var b strings.Builder
-	b.WriteString("| phase | run alone | per model |\n|---|---|---|\n")
+	b.WriteString("| phase | run alone | per model | requests to A (default config) |\n|---|---|---|---|\n")
+	cfg := config.Default()
 	for _, p := range List() {
-		fmt.Fprintf(&b, "| %s | `-run 'TestProtocol/%s$'` | %s |\n", p.Name, p.Name, p.Doc)
+		fmt.Fprintf(&b, "| %s | `-run 'TestProtocol/%s$'` | %s | %s |\n", p.Name, p.Name, p.Doc, planCell(cfg, p.Plan(Inputs{Config: cfg}, Everything)["A"]))
 	}
 	return b.String()
+}
+
+// planCell is a phase's plan for one model as the phase table gives it:
+// its requests, and of them those its serving stages, engine-health
+// windows and correctness replays send.
+func planCell(cfg config.Config, p Plan) string {
+	m := cfg.Models[0]
+	n := p.Requests(cfg, m)
+	if n == 0 {
+		return "—"
+	}
+	var parts []string
+	pc := cfg.Protocol
+	if k := len(p.Serving); k > 0 {
+		parts = append(parts, fmt.Sprintf("%d serving", k*len(pc.Concurrency)*pc.Rounds*pc.RequestsPerRound))
+	}
+	if p.Probes > 0 {
+		parts = append(parts, fmt.Sprintf("%d probes", p.Probes))
+	}
+	if k := len(p.Health); k > 0 && pc.HealthRequests > 0 {
+		parts = append(parts, fmt.Sprintf("%d health (%s)", k*pc.HealthRequests*(1+len(m.LoRAModules)), plural(k, "window")))
+	}
+	if k := len(p.Replays); k > 0 && pc.CorrectnessMaxTokens > 0 {
+		parts = append(parts, fmt.Sprintf("%d replayed (%s)", k*probeSet(m), plural(k, "wake")))
+	}
+	return fmt.Sprintf("%d: %s", n, strings.Join(parts, ", "))
+}
+
+// plural is "n thing", or "n things" but for one.
+func plural(n int, thing string) string {
+	if n != 1 {
+		thing += "s"
+	}
+	return fmt.Sprintf("%d %s", n, thing)
 }
 
 // TestDocsListThePhases: docs/protocol.md's phase table is generated from
@@ -74,4 +114,91 @@ func TestDocsListThePhases(t *testing.T) {
 		got = phaseTable()
 	}
 	assert.Equal(t, phaseTable(), got, "docs/protocol.md's phase table is stale: go test ./internal/phases -update")
+}
+
+// TestPlanByHand: the default config's plan per model against a hand
+// count of what each phase sends (docs/protocol.md's table), and the
+// endpoints a server lacks taking their phases' requests away.
+func TestPlanByHand(t *testing.T) {
+	cfg := config.Default()
+	require.Equal(t, []string{"A", "B"}, []string{cfg.Models[0].Label, cfg.Models[1].Label})
+	plans := Planned(Inputs{Config: cfg}, Everything)
+	// Probes of A: restart 1+2, sleep-level1 5, after-wake 3 (lost prefix),
+	// sleep-level2 3, after-wake-l2 3, sleep-level0 3×2+1, kv-release 3,
+	// state-cost 4, switch 10 (the initial activation and the 9 odd
+	// handoffs), traffic 3 modes × (4 in flight + 1), the reference 2.
+	assert.Equal(t, 3+5+3+3+3+7+3+4+10+15+2, plans["A"].Probes)
+	// B: the same without traffic's, with the 10 even handoffs to it.
+	assert.Equal(t, 3+5+3+3+3+7+3+4+10+2, plans["B"].Probes)
+	// Level-1 sleeps: 5 cycles, the after-wake one, the handoffs away
+	// (A: 10 of 19; B: 9 and the initial activation's, B → A).
+	assert.Equal(t, 5+1+10, plans["A"].L1Sleeps)
+	assert.Equal(t, 5+1+9+1, plans["B"].L1Sleeps)
+	want := []string{record.PhaseBaseline, record.PhaseAfterWake, record.PhaseAfterWakeL2}
+	assert.Equal(t, want, plans["A"].Serving)
+	assert.Equal(t, append(want, record.HealthAfterKV, record.HealthAfterSwitch), plans["B"].Health)
+	// Replays: 5 + 1 + 3 + 1 + 3 (level 0) + 3 (KV) + 10 (switch).
+	assert.Len(t, plans["A"].Replays, 26)
+	// Requests of A: 3 stages × 2 concurrencies × 4 rounds × 4, the probes,
+	// 5 health windows × 4, 26 replays × the 2 prompts of the probe set.
+	assert.Equal(t, 96+58+20+52, plans["A"].Requests(cfg, cfg.Models[0]))
+	assert.Equal(t, 96+58+20+52+96+43+20+52, Total(cfg, plans))
+
+	// A vLLM before the pause API: no level-0 or KV-only release cycle,
+	// no state-cost KV hold, the abort mode alone in flight.
+	old := Planned(Inputs{Config: cfg}, Can{})
+	assert.Equal(t, plans["A"].Probes-7-3-1-2*5, old["A"].Probes)
+	assert.Len(t, old["A"].Replays, 26-6)
+	assert.NotContains(t, old["A"].Health, record.HealthAfterKV)
+	// Adapters: each health window, replay and the reference ask the
+	// adapter too (a probe set of 3).
+	cfg.Models[0].LoRAModules = map[string]string{"sql": "/adapters/sql"}
+	assert.Equal(t, 96+(58+1)+5*4*2+26*3, Planned(Inputs{Config: cfg}, Everything)["A"].Requests(cfg, cfg.Models[0]))
+	// The traffic plan's arrivals, each through the router and again in
+	// the ideal run (on by default), where every model fits awake.
+	in := Inputs{Config: config.Default(), Traffic: &traffic.Plan{Arrivals: []load.Arrival{{Model: "A"}, {Model: "B"}, {Model: "A"}}}}
+	assert.Equal(t, plans["A"].Probes+2*2, Planned(in, Everything)["A"].Probes)
+	assert.Equal(t, plans["B"].Probes+1*2, Planned(in, Everything)["B"].Probes)
+	assert.Equal(t, plans["A"].Probes+2, Planned(in, Can{Pause: true, KVRelease: true})["A"].Probes, "no ideal run")
+	// Off in the config: its plan is not the run's.
+	cfg.Protocol.CostDwellS, cfg.Protocol.LostPrefixTokens = 0, 0
+	assert.Equal(t, plans["B"].Probes-4-6, Planned(Inputs{Config: cfg}, Everything)["B"].Probes)
+}
+
+// TestInvariantsHold: each phase's invariants pass a value that keeps
+// them and name what a value that breaks them broke.
+func TestInvariantsHold(t *testing.T) {
+	in := Inputs{Config: config.Default(), Traffic: &traffic.Plan{Arrivals: []load.Arrival{{Model: "A"}, {Model: "B"}}}}
+	byName := map[string]Phase{}
+	for _, p := range List() {
+		byName[p.Name] = p
+	}
+	t0 := time.Unix(100, 0)
+	for _, tc := range []struct {
+		phase     string
+		good, bad any
+		says      string
+	}{
+		{record.PhaseRestart, []record.Restart{{ReadyS: 1, FirstTokenS: 1.2}}, []record.Restart{{ReadyS: 1, FirstTokenS: 0.9}}, "first token 0.9 s before ready 1 s"},
+		{record.PhaseBaseline, make([]record.PerfRun, 2), make([]record.PerfRun, 1), "1 serving runs, not one per concurrency (2)"},
+		{record.PhaseSleepL1, []record.Cycle{{OK: true, WakeAPIS: 0.1, ToFirstTokenS: 0.2}, {WakeAPIS: 0.3}}, []record.Cycle{{OK: true, WakeAPIS: 0.3, ToFirstTokenS: 0.2}}, "cycle 0: first token 0.2 s before"},
+		{record.PhaseStateCost, &record.Fit{Levels: make([]record.FitLevel, 2)}, &record.Fit{}, "0 levels"},
+		{record.PhaseStateCost, record.Cost{Transitions: []record.Transition{{Op: "wake-l1", S: 0.1}}}, record.Cost{Transitions: []record.Transition{{Op: "wake-l1"}}}, "wake-l1 took 0 s"},
+		{record.PhaseSwitch, []record.Handoff{{OK: true, From: "A", To: "B", SleepS: 1, WakeS: 1, ToFirstTokenS: 2.5}, {OK: true, Initial: true}},
+			[]record.Handoff{{OK: true, From: "A", To: "B", SleepS: 1, WakeS: 1, ToFirstTokenS: 1.5}}, "A→B: switch → first token 1.5 s shorter"},
+		{record.PhaseTraffic, record.Traffic{Requests: []record.TrafficRequest{{Run: record.RunShared, Dispatched: t0, FirstToken: t0.Add(time.Second)}, {Run: record.RunShared}, {Run: record.RunIdeal}},
+			Switches: make([]record.RouterSwitch, 1), InFlight: make([]record.InFlight, 3)},
+			record.Traffic{Requests: []record.TrafficRequest{{Run: record.RunShared, Index: 7, Dispatched: t0, FirstToken: t0.Add(-time.Second)}}}, "request 7: first token before it left the router"},
+		{record.PhaseSleepL2, []record.Cycle{}, []record.Handoff{}, "measured a []record.Handoff, not a []record.Cycle"},
+	} {
+		holds := byName[tc.phase].Holds
+		require.NotNil(t, holds, tc.phase)
+		assert.NoError(t, holds(in, tc.good), tc.phase)
+		assert.ErrorContains(t, holds(in, tc.bad), tc.says, tc.phase)
+	}
+	// The traffic's count of arrivals and pause modes.
+	err := byName[record.PhaseTraffic].Holds(in, record.Traffic{})
+	assert.ErrorContains(t, err, "0 requests through the router, not the plan's 2 arrivals")
+	assert.ErrorContains(t, err, "the router woke no model on demand")
+	assert.ErrorContains(t, err, "0 sleeps with requests in flight, not one per pause mode (3)")
 }
