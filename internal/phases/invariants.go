@@ -7,6 +7,9 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 )
 
+// The invariants below are written as what must hold, negated, so that
+// a NaN (a figure never measured) breaks them as testify's comparisons did.
+
 // holds makes an invariant of values of type T a Phase.Holds: a step
 // whose value is of another type breaks it.
 func holds[T any](f func(in Inputs, v T) error) func(Inputs, any) error {
@@ -23,10 +26,10 @@ func holds[T any](f func(in Inputs, v T) error) func(Inputs, any) error {
 func restartHolds(_ Inputs, rs []record.Restart) error {
 	var errs []error
 	for i, r := range rs {
-		if r.ReadyS <= 0 {
+		if !(r.ReadyS > 0) { // NaN breaks it too
 			errs = append(errs, fmt.Errorf("start %d: spawn → ready %g s, not positive", i, r.ReadyS))
 		}
-		if r.FirstTokenS < r.ReadyS {
+		if !(r.FirstTokenS >= r.ReadyS) {
 			errs = append(errs, fmt.Errorf("start %d: first token %g s before ready %g s", i, r.FirstTokenS, r.ReadyS))
 		}
 	}
@@ -46,7 +49,7 @@ func servingHolds(in Inputs, runs []record.PerfRun) error {
 func cycleHolds(_ Inputs, cs []record.Cycle) error {
 	var errs []error
 	for i, c := range cs {
-		if c.OK && c.ToFirstTokenS < c.WakeAPIS {
+		if c.OK && !(c.ToFirstTokenS >= c.WakeAPIS) {
 			errs = append(errs, fmt.Errorf("cycle %d: first token %g s before the wake calls answered (%g s)", i, c.ToFirstTokenS, c.WakeAPIS))
 		}
 	}
@@ -61,11 +64,11 @@ func costHolds(_ Inputs, v any) error {
 		var errs []error
 		awake, _ := c.State(record.StateAwake)
 		l1, _ := c.State(record.StateL1)
-		if awake.GPUGiB != nil && l1.GPUGiB != nil && l1.GPUGiB[0] >= awake.GPUGiB[0] {
+		if awake.GPUGiB != nil && l1.GPUGiB != nil && !(l1.GPUGiB[0] < awake.GPUGiB[0]) {
 			errs = append(errs, fmt.Errorf("asleep at level 1 %g GiB, awake %g GiB: the sleep freed nothing", l1.GPUGiB[0], awake.GPUGiB[0]))
 		}
 		for _, tr := range c.Transitions {
-			if tr.S <= 0 {
+			if !(tr.S > 0) {
 				errs = append(errs, fmt.Errorf("%s took %g s", tr.Op, tr.S))
 			}
 		}
@@ -84,7 +87,7 @@ func costHolds(_ Inputs, v any) error {
 func switchHolds(_ Inputs, hs []record.Handoff) error {
 	var errs []error
 	for _, ho := range hs {
-		if ho.OK && !ho.Initial && ho.ToFirstTokenS < ho.SleepS+ho.WakeS {
+		if ho.OK && !ho.Initial && !(ho.ToFirstTokenS >= ho.SleepS+ho.WakeS) {
 			errs = append(errs, fmt.Errorf("%s: switch → first token %g s shorter than its sleep %g s and wake %g s", record.DirectionKey(ho.From, ho.To), ho.ToFirstTokenS, ho.SleepS, ho.WakeS))
 		}
 	}
@@ -110,7 +113,7 @@ func trafficHolds(in Inputs, tr record.Traffic) error {
 	}
 	plan := in.Traffic
 	if plan == nil {
-		return errors.New("no traffic plan: the run plans the traffic before it starts a server")
+		return errors.Join(append(errs, errors.New("no traffic plan: the run plans the traffic before it starts a server"))...)
 	}
 	if shared != len(plan.Arrivals) {
 		errs = append(errs, fmt.Errorf("%d requests through the router, not the plan's %d arrivals once each", shared, len(plan.Arrivals)))

@@ -3,6 +3,7 @@ package phases
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -139,7 +140,7 @@ func TestPlanByHand(t *testing.T) {
 	assert.Equal(t, append(want, record.HealthAfterKV, record.HealthAfterSwitch), plans["B"].Health)
 	// Replays: 5 + 1 + 3 + 1 + 3 (level 0) + 3 (KV) + 10 (switch).
 	assert.Len(t, plans["A"].Replays, 26)
-	// Requests of A: 3 stages × 2 concurrencies × 4 rounds × 4, the probes,
+	// Requests of A: 3 stages × 2 concurrencies × 16 (the sim's 4 rounds of 4), the probes,
 	// 5 health windows × 4, 26 replays × the 2 prompts of the probe set.
 	assert.Equal(t, 96+58+20+52, plans["A"].Requests(cfg, cfg.Models[0]))
 	assert.Equal(t, 96+58+20+52+96+43+20+52, Total(cfg, plans))
@@ -196,8 +197,16 @@ func TestInvariantsHold(t *testing.T) {
 		assert.NoError(t, holds(in, tc.good), tc.phase)
 		assert.ErrorContains(t, holds(in, tc.bad), tc.says, tc.phase)
 	}
+	// A figure never measured (NaN) breaks them too.
+	nan := math.NaN()
+	assert.ErrorContains(t, byName[record.PhaseRestart].Holds(in, []record.Restart{{ReadyS: nan, FirstTokenS: 1}}), "spawn → ready NaN s")
+	assert.Error(t, byName[record.PhaseSleepL1].Holds(in, []record.Cycle{{OK: true, WakeAPIS: 0.1, ToFirstTokenS: nan}}))
+	// Without a traffic plan, what the requests broke is said too.
+	err := byName[record.PhaseTraffic].Holds(Inputs{Config: in.Config}, record.Traffic{Requests: []record.TrafficRequest{{Run: record.RunShared, Index: 3, Dispatched: t0, FirstToken: t0.Add(-time.Second)}}})
+	assert.ErrorContains(t, err, "no traffic plan")
+	assert.ErrorContains(t, err, "request 3: first token before it left the router")
 	// The traffic's count of arrivals and pause modes.
-	err := byName[record.PhaseTraffic].Holds(in, record.Traffic{})
+	err = byName[record.PhaseTraffic].Holds(in, record.Traffic{})
 	assert.ErrorContains(t, err, "0 requests through the router, not the plan's 2 arrivals")
 	assert.ErrorContains(t, err, "the router woke no model on demand")
 	assert.ErrorContains(t, err, "0 sleeps with requests in flight, not one per pause mode (3)")

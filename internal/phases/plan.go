@@ -22,10 +22,17 @@ type Plan struct {
 	L1Sleeps int      // measured level-1 sleeps: a level-1 release figure each
 }
 
+// Performance is how many serving requests p sends with cfg
+// (report.json's requests.planned_performance, summed over the models).
+func (p Plan) Performance(cfg config.Config) int {
+	pc := cfg.Protocol
+	return len(p.Serving) * len(pc.Concurrency) * pc.Rounds * pc.RequestsPerRound
+}
+
 // Requests is how many inference requests p sends to m with cfg.
 func (p Plan) Requests(cfg config.Config, m config.Model) int {
 	pc := cfg.Protocol
-	n := p.Probes + len(p.Serving)*len(pc.Concurrency)*pc.Rounds*pc.RequestsPerRound
+	n := p.Probes + p.Performance(cfg)
 	n += len(p.Health) * pc.HealthRequests * (1 + len(m.LoRAModules))
 	if pc.CorrectnessMaxTokens > 0 {
 		n += len(p.Replays) * probeSet(m)
@@ -226,8 +233,9 @@ func switchPlan(in Inputs, _ Can) map[string]Plan {
 }
 
 // trafficPlan: each arrival of the traffic plan (read before the run)
-// to its model through the router, and again with every model awake (the
-// ideal run, where on and the GPU holds every model); the requests in
+// to its model through the router (none shed by a full queue), and again
+// with every model awake (the ideal run, where on and the GPU holds every
+// model); the requests in
 // flight at a sleep in each pause mode, on the first model, each with
 // the wake's first token after it (a mode other than abort needs the
 // pause API).
