@@ -2,7 +2,6 @@ package fleetreport
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/perf/benchfmt"
 
 	"github.com/wakebench/wakebench/internal/htmlreport"
+	"github.com/wakebench/wakebench/internal/report"
 )
 
 // Output file names under Write's directory.
@@ -38,16 +39,13 @@ func Write(dir string, f Fleet) error {
 	if err := os.WriteFile(filepath.Join(dir, FileJSON), append(j, '\n'), 0o644); err != nil {
 		return fmt.Errorf("fleetreport: %w", err)
 	}
-	var md bytes.Buffer
-	if err := WriteMarkdown(&md, f); err != nil {
-		return fmt.Errorf("fleetreport: fleet.md: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, FileMD), md.Bytes(), 0o644); err != nil {
+	summary := Summary(f) // fleet.md's and fleet.html's, built once
+	if err := os.WriteFile(filepath.Join(dir, FileMD), []byte(summary.Markdown()), 0o644); err != nil {
 		return fmt.Errorf("fleetreport: %w", err)
 	}
 	// The page last: one that cannot be drawn loses nothing else.
 	return errors.Join(writeFile(filepath.Join(dir, FileBench), func(w io.Writer) error { return WriteBench(w, f) }),
-		writeFile(filepath.Join(dir, FileHTML), func(w io.Writer) error { return htmlreport.WriteFleet(w, htmlView(f, md.Bytes())) }))
+		writeFile(filepath.Join(dir, FileHTML), func(w io.Writer) error { return htmlreport.WriteFleet(w, htmlView(f, summary)) }))
 }
 
 // WriteNodes writes each node's own outputs as they came back into
@@ -139,55 +137,61 @@ func WriteBench(w io.Writer, f Fleet) error {
 	return nil
 }
 
-// WriteMarkdown writes fleet.md: the verdict, the nodes to look at with their reasons, and a
-// section per GPU kind (its nodes' key figures, the summaries of its pooled samples).
-func WriteMarkdown(w io.Writer, f Fleet) (err error) {
-	p := func(format string, a ...any) {
-		if err == nil {
-			_, err = fmt.Fprintf(w, format, a...)
-		}
-	}
-	p("# Fleet report: %s\n\n", f.Status)
-	p("%d nodes, %d GPU kinds.", len(f.Nodes), len(f.Kinds))
+// WriteMarkdown writes fleet.md: f's Summary in Markdown.
+func WriteMarkdown(w io.Writer, f Fleet) error {
+	_, err := io.WriteString(w, Summary(f).Markdown())
+	return err
+}
+
+// Summary is the fleet's report as one table model (report.Doc), for
+// fleet.md and fleet.html: the verdict, the nodes to look at with their
+// reasons, and a section per GPU kind (its nodes' key figures, the
+// summaries of its pooled samples).
+func Summary(f Fleet) report.Doc {
+	var d report.Doc
+	d.Heading(1, "verdict", "Fleet report: "+f.Status)
+	setup := fmt.Sprintf("%d nodes, %d GPU kinds.", len(f.Nodes), len(f.Kinds))
 	if f.Simulated > 0 {
-		p(" **Simulated**: %d of the %d nodes ran on vllmsim, not on GPU hardware (marked *simulated* below).", f.Simulated, len(f.Nodes))
+		setup += fmt.Sprintf(" %s: %d of the %d nodes ran on vllmsim, not on GPU hardware (marked %s below).", report.Strong("Simulated"), f.Simulated, len(f.Nodes), report.Em("simulated"))
 	}
-	p("\n\n## Nodes to look at\n\n")
+	d.Para(setup)
+	d.Heading(2, "attention", "Nodes to look at")
 	byNode := map[string][]Outlier{}
 	for _, o := range f.Outliers {
 		byNode[o.Node] = append(byNode[o.Node], o)
 	}
-	bad := 0
+	var items []report.ListItem
 	for _, n := range f.Nodes {
 		if n.Status == StatusPass && !n.Outlier && len(n.Notes) == 0 {
 			continue
 		}
-		bad++
-		p("- **%s** (%s%s): %s", n.Node, n.GPU, simLabel(n), n.Status)
+		it := report.ListItem{Text: fmt.Sprintf("%s (%s%s): %s", report.Strong(n.Node), n.GPU, simLabel(n), n.Status)}
 		if n.Reason != "" {
-			p(": %s", n.Reason)
+			it.Text += ": " + n.Reason
 		}
-		p("\n")
 		for _, o := range byNode[n.Node] {
 			if o.Model == LinkModel {
-				p("  - outlier: host link %s = %.4g (measured host→device over NVML's nominal), kind median %.4g: %s\n", o.Metric, o.Value, o.KindMedian, o.Rule)
+				it.Sub = append(it.Sub, fmt.Sprintf("outlier: host link %s = %.4g (measured host→device over NVML's nominal), kind median %.4g: %s", o.Metric, o.Value, o.KindMedian, o.Rule))
 				continue
 			}
-			p("  - outlier: model %s %s = %.4g, kind median %.4g: %s\n", o.Model, o.Metric, o.Value, o.KindMedian, o.Rule)
+			it.Sub = append(it.Sub, fmt.Sprintf("outlier: model %s %s = %.4g, kind median %.4g: %s", o.Model, o.Metric, o.Value, o.KindMedian, o.Rule))
 		}
 		for _, note := range n.Notes {
-			p("  - note: %s\n", note)
+			it.Sub = append(it.Sub, "note: "+note)
 		}
+		items = append(items, it)
 	}
-	if bad == 0 {
-		p("None: every node passed and none is an outlier of its kind.\n")
+	d.List(items...)
+	if len(items) == 0 {
+		d.Para("None: every node passed and none is an outlier of its kind.")
 	}
-	p("\nOutlier rule: against the median of the kind's other nodes, at least %.0f%% worse (residual also ≥ %.2g GiB), and ≥ %.1f scaled MADs when the kind has ≥ %d other nodes; physical-limit fractions below %.2f (wake/PCIe) or %.2f (tok/s/HBM) for a node with at most %d other node of its kind; a host link measured below %.2f of its nominal rate on every node.\n",
-		100*f.Options.RelativeDeviation, f.Options.MinResidualExcessGiB, f.Options.MADs, f.Options.MADMinOthers, f.Options.MinWakeFractionOfPCIe, f.Options.MinTPSFractionOfHBM, FloorMaxOthers, f.Options.MinLinkFractionOfNominal)
+	d.Para(fmt.Sprintf("Outlier rule: against the median of the kind's other nodes, at least %.0f%% worse (residual also ≥ %.2g GiB), and ≥ %.1f scaled MADs when the kind has ≥ %d other nodes; physical-limit fractions below %.2f (wake/PCIe) or %.2f (tok/s/HBM) for a node with at most %d other node of its kind; a host link measured below %.2f of its nominal rate on every node.",
+		100*f.Options.RelativeDeviation, f.Options.MinResidualExcessGiB, f.Options.MADs, f.Options.MADMinOthers, f.Options.MinWakeFractionOfPCIe, f.Options.MinTPSFractionOfHBM, FloorMaxOthers, f.Options.MinLinkFractionOfNominal))
 
 	for _, k := range f.Kinds {
-		p("\n## %s\n\n%d nodes, samples pooled from %d.\n\n", k.GPU, k.Nodes, k.Pooled)
-		p("| node | status | link measured / nominal | model | wake / link floor (basis) | tok/s (conc) | tok/s / HBM limit | residual GiB |\n|---|---|---|---|---|---|---|---|\n")
+		d.Heading(2, "kind-"+k.GPU, k.GPU)
+		d.Para(fmt.Sprintf("%d nodes, samples pooled from %d.", k.Nodes, k.Pooled))
+		var rows [][]string
 		for _, n := range f.Nodes {
 			if n.GPU != k.GPU {
 				continue
@@ -205,7 +209,7 @@ func WriteMarkdown(w io.Writer, f Fleet) (err error) {
 			}
 			labels := sortedKeys(n.Models)
 			if len(labels) == 0 {
-				p("| %s | %s | %s | | | | | |\n", n.Node, status, link)
+				rows = append(rows, []string{n.Node, status, link, "", "", "", "", ""})
 			}
 			for _, l := range labels {
 				m := n.Models[l]
@@ -213,18 +217,21 @@ func WriteMarkdown(w io.Writer, f Fleet) (err error) {
 				if m.PCIeBasis != "" {
 					basis = " (" + m.PCIeBasis + ")"
 				}
-				p("| %s | %s | %s | %s | %.3f%s | %.1f (%d) | %.3f | %.3f |\n", n.Node, status, link, l, m.L1WakeFractionOfFloor, basis, m.OutputTPS, m.OutputTPSConc, m.OutputTPSFractionOfHBM, m.ResidualGiB)
+				rows = append(rows, []string{n.Node, status, link, l, fmt.Sprintf("%.3f%s", m.L1WakeFractionOfFloor, basis), fmt.Sprintf("%.1f (%d)", m.OutputTPS, m.OutputTPSConc),
+					fmt.Sprintf("%.3f", m.OutputTPSFractionOfHBM), fmt.Sprintf("%.3f", m.ResidualGiB)})
 			}
 		}
+		d.Table([]string{"node", "status", "link measured / nominal", "model", "wake / link floor (basis)", "tok/s (conc)", "tok/s / HBM limit", "residual GiB"}, rows)
 		if len(k.Summaries) > 0 {
-			p("\nPooled raw samples (every node's result lines; p95 by nearest rank over all of them):\n\n")
-			p("| benchmark | unit | nodes | n | median | p95 | min | max |\n|---|---|---|---|---|---|---|---|\n")
+			d.Para("Pooled raw samples (every node's result lines; p95 by nearest rank over all of them):")
+			rows = nil
 			for _, s := range k.Summaries {
-				p("| %s | %s | %d | %d | %.4g | %.4g | %.4g | %.4g |\n", s.Name, s.Unit, s.Nodes, s.N, s.Median, s.P95, s.Min, s.Max)
+				rows = append(rows, []string{s.Name, s.Unit, strconv.Itoa(s.Nodes), strconv.Itoa(s.N), fmt.Sprintf("%.4g", s.Median), fmt.Sprintf("%.4g", s.P95), fmt.Sprintf("%.4g", s.Min), fmt.Sprintf("%.4g", s.Max)})
 			}
+			d.Table([]string{"benchmark", "unit", "nodes", "n", "median", "p95", "min", "max"}, rows)
 		}
 	}
-	return err
+	return d
 }
 
 func simLabel(n Node) string {
@@ -246,8 +253,8 @@ func sortedKeys[V any](m map[string]V) []string {
 // htmlView is fleet.html's content: the nodes to look at (as fleet.md
 // lists them), and each figure the outlier rule judges over the nodes, a
 // row per GPU kind and model, the outliers marked.
-func htmlView(f Fleet, md []byte) htmlreport.Fleet {
-	v := htmlreport.Fleet{Status: f.Status, Setup: fmt.Sprintf("%d nodes, %d GPU kinds", len(f.Nodes), len(f.Kinds)), Summary: md}
+func htmlView(f Fleet, summary report.Doc) htmlreport.Fleet {
+	v := htmlreport.Fleet{Status: f.Status, Setup: fmt.Sprintf("%d nodes, %d GPU kinds", len(f.Nodes), len(f.Kinds)), Summary: summary}
 	if f.Simulated > 0 {
 		v.Simulated = fmt.Sprintf("Simulated: %d of the %d nodes ran on vllmsim, not on GPU hardware; their figures are simulated.", f.Simulated, len(f.Nodes))
 	}

@@ -75,8 +75,9 @@ func claim(cfg config.Config) error {
 // lines say so), not in the others.
 func writeReport(dir string, raw record.Raw, timeline []byte) (report.Report, error) {
 	rep := report.Build(raw)
-	summary := report.FitSummary(report.Summary(rep), report.SummaryLimit) // the page shows it whole
-	page := htmlreport.Run{Report: rep, Timeline: timeline, Samples: report.BenchResults(raw)}
+	doc := report.Summary(rep)                                        // built once: summary.md and the page render it
+	summary := report.FitSummary(doc.Markdown(), report.SummaryLimit) // the page shows it whole
+	page := htmlreport.Run{Report: rep, Timeline: timeline, Samples: report.BenchResults(raw), Summary: doc}
 	var errs []error
 	for _, o := range []struct {
 		name  string

@@ -120,12 +120,22 @@ func TestInChromium(t *testing.T) {
 	}
 }
 
+// fleetSummary is a fleet report's verdict, setup and one node to look at.
+func fleetSummary() report.Doc {
+	var d report.Doc
+	d.Heading(1, "verdict", "Fleet report: FAIL")
+	d.Para("9 nodes, 2 GPU kinds.")
+	d.Heading(2, "attention", "Nodes to look at")
+	d.List(report.ListItem{Text: report.Strong("node-007") + ": outlier"})
+	return d
+}
+
 // testFleet is a fleet of two GPU kinds, node-007 an outlier of its kind.
 func testFleet() Fleet {
 	f := Fleet{Status: "FAIL", Simulated: "Simulated: 9 of the 9 nodes ran on vllmsim, not on GPU hardware; their figures are simulated.",
 		Setup:     "9 nodes, 2 GPU kinds",
 		Attention: []string{"node-007 (NVIDIA H100 80GB HBM3): PASS; outlier: A l1_wake_fraction_of_floor = 0.31, kind median 0.62: at least 30% worse than the kind's other nodes"},
-		Summary:   []byte("# Fleet report: FAIL\n\n9 nodes, 2 GPU kinds.\n\n## Nodes to look at\n\n- **node-007**: outlier\n")}
+		Summary:   fleetSummary()}
 	m := FleetMetric{Title: "model A: level-1 wake against its host link floor (l1_wake_fraction_of_floor)", Unit: "fraction of the floor"}
 	for k, kind := range []string{"NVIDIA H100 80GB HBM3", "NVIDIA L20"} {
 		row := FleetRow{Name: kind + " · model A"}
@@ -162,7 +172,7 @@ func assertKeyText(t *testing.T, r Run, text string) {
 		}
 	}
 	rows := 0
-	for _, line := range strings.Split(report.Summary(r.Report), "\n") {
+	for _, line := range strings.Split(report.Summary(r.Report).Markdown(), "\n") {
 		if !strings.HasPrefix(line, "| A ") && !strings.HasPrefix(line, "| B ") {
 			continue
 		}

@@ -5,6 +5,8 @@ import (
 	"html/template"
 	"io"
 	"strings"
+
+	"github.com/wakebench/wakebench/internal/report"
 )
 
 // Fleet is what fleet.html shows of a fleet run (package fleetreport
@@ -14,9 +16,9 @@ type Fleet struct {
 	Status string
 	// Simulated says which nodes ran on vllmsim ("" when none did).
 	Simulated string
-	Setup     string   // e.g. "7 nodes, 3 GPU kinds"
-	Attention []string // the nodes to look at: FAIL nodes and outliers, with why
-	Summary   []byte   // fleet.md as written
+	Setup     string     // e.g. "7 nodes, 3 GPU kinds"
+	Attention []string   // the nodes to look at: FAIL nodes and outliers, with why
+	Summary   report.Doc // fleet.md's table model
 	Metrics   []FleetMetric
 }
 
@@ -90,11 +92,7 @@ func WriteFleet(w io.Writer, f Fleet) error {
 			Intro: "Each figure the outlier rule judges, a point per node, a row per GPU kind and model; outliers are red and named OUTLIER in the table.",
 			Body:  template.HTML(figs.String())})
 	}
-	md, err := markdown(f.Summary)
-	if err != nil {
-		return fmt.Errorf("fleet.html: %w", err)
-	}
-	v.Sections = append(v.Sections, section{ID: "summary", Title: "Fleet report", Intro: "fleet.md's tables.", Body: md})
+	v.Sections = append(v.Sections, section{ID: "summary", Title: "Fleet report", Intro: "fleet.md's tables.", Body: summaryHTML(f.Summary)})
 	if err := pageTmpl.Execute(w, v); err != nil {
 		return fmt.Errorf("fleet.html: %w", err)
 	}

@@ -8,21 +8,15 @@
 package htmlreport
 
 import (
-	"bytes"
 	"fmt"
 	"html/template"
 	"io"
 	"math"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/yuin/goldmark"
-	"github.com/yuin/goldmark/extension"
-	"github.com/yuin/goldmark/parser"
-	"github.com/yuin/goldmark/util"
 	"golang.org/x/perf/benchfmt"
 
 	"github.com/wakebench/wakebench/internal/gate"
@@ -39,6 +33,9 @@ type Run struct {
 	Timeline []byte
 	// Samples are bench.txt's results: every sample, drawn as points.
 	Samples []*benchfmt.Result
+	// Summary is the report's summary (report.Summary), as the run built
+	// it for summary.md; without blocks, the page builds it from Report.
+	Summary report.Doc
 }
 
 // Write writes r's report.html.
@@ -87,13 +84,11 @@ func runView(r Run) (view, error) {
 	// The report's summary whole (summary.md is cut to fit a CI step
 	// summary), without the gate's section: the page's own below has its
 	// rows, with the smallest change each could see.
-	noGate := rep
-	noGate.Gate = nil
-	md, err := markdown([]byte(report.Summary(noGate)))
-	if err != nil {
-		return v, err
+	summary := r.Summary
+	if summary.Blocks == nil {
+		summary = report.Summary(rep)
 	}
-	v.Sections = append(v.Sections, section{ID: "summary", Title: "Summary", Intro: "summary.md's tables (medians; the distributions below have every sample).", Body: md})
+	v.Sections = append(v.Sections, section{ID: "summary", Title: "Summary", Intro: "summary.md's tables (medians; the distributions below have every sample).", Body: summaryHTML(summary)})
 	if len(r.Timeline) > 0 {
 		v.Sections = append(v.Sections, section{ID: "timeline", Title: "GPU memory over time", Intro: "timeline.svg: device memory and each model's, the phases shaded, every sleep and wake marked.",
 			Body: figure(inlineSVG(r.Timeline))})
@@ -158,37 +153,65 @@ func reasonOf(c record.Check) string {
 	return " (" + c.Reason + ")"
 }
 
-// markdown renders a summary's Markdown (GitHub's tables; a "<nil>" or an HTML body
-// in an error's text is text, escaped: summaryMarkdown reads no raw HTML)
-// without its first heading and the setup line under it, which the page's
-// header says; every table in a box that scrolls sideways.
-func markdown(md []byte) (template.HTML, error) {
-	if bytes.HasPrefix(md, []byte("# ")) {
-		_, rest, _ := bytes.Cut(md, []byte("\n\n"))
-		_, md, _ = bytes.Cut(rest, []byte("\n\n"))
+// summaryHTML renders a summary (report.Doc, the model summary.md is
+// written from) as HTML, without its verdict heading and the setup line
+// under it, which the page's header says, and without the regression
+// gate's section, which the page has its own of: its text is text (an
+// error's "<nil>" is escaped, never markup), its headings under the
+// page's own section heading, every table in a box that scrolls sideways.
+func summaryHTML(d report.Doc) template.HTML {
+	blocks := d.Blocks
+	if len(blocks) >= 2 && blocks[0].Kind == report.Heading && blocks[0].Level == 1 && blocks[1].Kind == report.Paragraph {
+		blocks = blocks[2:]
 	}
-	var b bytes.Buffer
-	if err := summaryMarkdown.Convert(md, &b); err != nil {
-		return "", fmt.Errorf("the summary's tables: %w", err)
+	var b strings.Builder
+	for _, bl := range blocks {
+		if bl.Section == report.SectionGate {
+			continue
+		}
+		switch bl.Kind {
+		case report.Heading:
+			b.WriteString("<h3>" + inline(bl.Text) + "</h3>\n")
+		case report.Paragraph:
+			b.WriteString("<p>" + inline(bl.Text) + "</p>\n")
+		case report.List:
+			b.WriteString("<ul>\n")
+			for _, it := range bl.Items {
+				b.WriteString("<li>" + inline(it.Text))
+				if len(it.Sub) > 0 {
+					b.WriteString("\n<ul>\n")
+					for _, sub := range it.Sub {
+						b.WriteString("<li>" + inline(sub) + "</li>\n")
+					}
+					b.WriteString("</ul>\n")
+				}
+				b.WriteString("</li>\n")
+			}
+			b.WriteString("</ul>\n")
+		case report.Table:
+			b.WriteString(`<div class="scroll"><table>` + "\n<thead>\n<tr>")
+			for _, h := range bl.Header {
+				b.WriteString("<th>" + inline(h) + "</th>")
+			}
+			b.WriteString("</tr>\n</thead>\n<tbody>\n")
+			for _, r := range bl.Rows {
+				b.WriteString("<tr>")
+				for _, c := range r {
+					b.WriteString("<td>" + inline(c) + "</td>")
+				}
+				b.WriteString("</tr>\n")
+			}
+			b.WriteString("</tbody>\n</table></div>\n")
+		}
 	}
-	s := strings.ReplaceAll(b.String(), "<table>", `<div class="scroll"><table>`)
-	s = strings.NewReplacer("<h2>", "<h3>", "</h2>", "</h3>").Replace(s) // under the page's own section heading
-	s = strings.ReplaceAll(s, "</table>", "</table></div>")
-	return template.HTML(s), nil
+	return template.HTML(b.String())
 }
 
-// summaryMarkdown is goldmark with GitHub's tables and without its raw
-// HTML parsers: by default it drops what looks like a tag ("got <nil>"
-// became "got <!-- raw HTML omitted -->"), and a summary's text is the
-// run's errors, never markup.
-var summaryMarkdown = goldmark.New(goldmark.WithExtensions(extension.Table), goldmark.WithParser(parser.NewParser(
-	parser.WithBlockParsers(without(parser.DefaultBlockParsers(), parser.NewHTMLBlockParser())...),
-	parser.WithInlineParsers(without(parser.DefaultInlineParsers(), parser.NewRawHTMLParser())...),
-	parser.WithParagraphTransformers(parser.DefaultParagraphTransformers()...))))
-
-// without is ps less the parser of drop's type.
-func without(ps []util.PrioritizedValue, drop any) []util.PrioritizedValue {
-	return slices.DeleteFunc(ps, func(p util.PrioritizedValue) bool { return reflect.TypeOf(p.Value) == reflect.TypeOf(drop) })
+// inline is a summary's text in HTML: escaped, its spans (report.Strong,
+// Code, Em) as their elements.
+func inline(text string) string {
+	return report.Inline(text, template.HTMLEscapeString,
+		func(kind string) string { return "<" + kind + ">" }, func(kind string) string { return "</" + kind + ">" })
 }
 
 // figure is an inlined picture in a box of the page's width.

@@ -87,7 +87,7 @@ func TestPageIsSelfContained(t *testing.T) {
 	assert.Equal(t, values, points(page), "a point per sample")
 
 	// summary.md's tables are the page's: as many as it has, each in its box.
-	md := report.Summary(r.Report)
+	md := report.Summary(r.Report).Markdown()
 	mdTables := strings.Count(md, "\n|---") + strings.Count(md, "\n| ---") + strings.Count(md, "\n|:--")
 	require.Positive(t, mdTables)
 	summary := page[strings.Index(page, `<section id="summary">`):strings.Index(page, `<section id="timeline">`)]
@@ -181,11 +181,12 @@ func TestNumbersAreTheReports(t *testing.T) {
 func TestSummaryTextIsText(t *testing.T) {
 	rep := testRun(t).Report
 	rep.Status = "FAIL"
-	rep.Failures = append(rep.Failures, record.Failure{Phase: "sleep-level1", Model: "A", Step: "wake", Error: "wake_up: got <nil> answer, body <html><script>x()</script></html>"})
+	rep.Failures = append(rep.Failures, record.Failure{Phase: "sleep-level1", Model: "A", Step: "wake", Error: "wake_up: got <nil> answer, body <html><script>x()</script></html> **not bold** `not code`"})
 	page := render(t, Run{Report: rep})
 	summary := page[strings.Index(page, `<section id="summary">`):]
 	summary = summary[:strings.Index(summary, "</section>")]
 	assert.Contains(t, summary, "sleep-level1 / A / wake: wake_up: got &lt;nil&gt; answer, body &lt;html&gt;&lt;script&gt;x()&lt;/script&gt;&lt;/html&gt;")
+	assert.Contains(t, summary, "**not bold** `not code`", "an error's text is never read as Markdown")
 	assert.NotContains(t, page, "<script>")
 	assert.NotContains(t, page, "raw HTML omitted")
 	assert.Contains(t, summary, `<div class="scroll"><table>`)
@@ -248,7 +249,7 @@ func TestGateMissingAndSimulated(t *testing.T) {
 
 	// summary.md's gate section is left out of the page's summary (the
 	// page's own has the same rows and more); the section after it stays.
-	require.Contains(t, report.Summary(r.Report), "## Regression gate (1 regressions", "summary.md has a gate section")
+	require.Contains(t, report.Summary(r.Report).Markdown(), "## Regression gate (1 regressions", "summary.md has a gate section")
 	summary := page[strings.Index(page, `<section id="summary">`):]
 	summary = summary[:strings.Index(summary, "</section>")]
 	assert.NotContains(t, summary, "Regression gate")

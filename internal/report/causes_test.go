@@ -49,7 +49,7 @@ func noDevMode() ([]record.Failure, []record.Check) {
 // whatFailed is summary.md's What failed section of rep, its heading left out.
 func whatFailed(t *testing.T, rep Report) string {
 	t.Helper()
-	s := Summary(rep)
+	s := Summary(rep).Markdown()
 	i := strings.Index(s, "## What failed\n\n")
 	require.GreaterOrEqual(t, i, 0, "no What failed section in\n%s", s)
 	s = s[i+len("## What failed\n\n"):]

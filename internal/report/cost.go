@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"golang.org/x/perf/benchfmt"
@@ -178,7 +179,7 @@ func costBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) {
 
 // writeCosts writes a table per model (state × GPU GiB, host GiB, W), its
 // transitions and break-even, and the node's fit table.
-func writeCosts(b *strings.Builder, rep Report, labels []string) {
+func writeCosts(d *Doc, rep Report, labels []string) {
 	sim := ""
 	if rep.Simulated != nil {
 		sim = " — simulated: vllmsim's modelled memory and power, not hardware's"
@@ -188,30 +189,31 @@ func writeCosts(b *strings.Builder, rep Report, labels []string) {
 		if c == nil {
 			continue
 		}
-		fmt.Fprintf(b, "\n## State costs of %s (held %g s each)%s\n\n", l, c.DwellS, sim)
-		b.WriteString("| state | GPU GiB | host GiB (locked / pinned) | GPU W (the model's own) |\n|---|---|---|---|\n")
+		d.Heading(2, "cost-"+l, fmt.Sprintf("State costs of %s (held %g s each)%s", l, c.DwellS, sim))
+		var rows [][]string
 		for _, st := range record.States() {
 			s, ok := c.States[st]
 			if !ok {
 				continue
 			}
 			if s.Skipped != "" {
-				fmt.Fprintf(b, "| %s | skipped: %s | | |\n", st, s.Skipped)
+				rows = append(rows, []string{st, "skipped: " + s.Skipped, "", ""})
 				continue
 			}
 			var g []string
 			for _, x := range s.GPUGiB {
 				g = append(g, fmt.Sprintf("%.3g", x))
 			}
-			fmt.Fprintf(b, "| %s | %s | %s (%s / %s) | %s (%s) |\n", st, orDash(strings.Join(g, " + ")), gib3(s.HostGiB), gib3(s.LockedGiB), gib3(s.PinnedGiB), f3(s.PowerW), f3(s.OwnPowerW))
+			rows = append(rows, []string{st, orDash(strings.Join(g, " + ")), fmt.Sprintf("%s (%s / %s)", gib3(s.HostGiB), gib3(s.LockedGiB), gib3(s.PinnedGiB)), fmt.Sprintf("%s (%s)", f3(s.PowerW), f3(s.OwnPowerW))})
 		}
+		d.Table([]string{"state", "GPU GiB", "host GiB (locked / pinned)", "GPU W (the model's own)"}, rows)
 		var tr []string
 		for _, op := range record.Ops() {
 			if t, ok := c.Transitions[op]; ok {
 				tr = append(tr, fmt.Sprintf("%s %.3g s / %s J", op, t.S, f3(t.J)))
 			}
 		}
-		fmt.Fprintf(b, "\nTransitions (sleep-l1 is the fresh process's first level-1 sleep, which allocates the pinned host copy: slower than the sleep-level1 phase's median): %s. Level-1 sleep's transient host peak %s GiB; its wake gave back %s GiB.\n", strings.Join(tr, "; "), gib3(c.SleepPeakHostGiB), gib3(c.WakeReturnedHostGiB))
+		lines := []string{fmt.Sprintf("Transitions (sleep-l1 is the fresh process's first level-1 sleep, which allocates the pinned host copy: slower than the sleep-level1 phase's median): %s. Level-1 sleep's transient host peak %s GiB; its wake gave back %s GiB.", strings.Join(tr, "; "), gib3(c.SleepPeakHostGiB), gib3(c.WakeReturnedHostGiB))}
 		for _, lv := range []string{"1", "2"} {
 			be, ok := c.BreakEven[lv]
 			if !ok {
@@ -224,23 +226,25 @@ func writeCosts(b *strings.Builder, rep Report, labels []string) {
 			case be.IdleS != nil && *be.IdleS == 0:
 				pays = "stopping pays at once (the cold start costs no more than the sleep call, the wake and the wait awake)"
 			}
-			fmt.Fprintf(b, "Break-even level %s (the sleep call's energy included): %s; the price is %s s more to the first token.\n", lv, pays, f3(be.LatencyS))
+			lines = append(lines, fmt.Sprintf("Break-even level %s (the sleep call's energy included): %s; the price is %s s more to the first token.", lv, pays, f3(be.LatencyS)))
 		}
 		if c.EnergyNote != "" {
-			fmt.Fprintf(b, "No power or energy figures: %s.\n", c.EnergyNote)
+			lines = append(lines, fmt.Sprintf("No power or energy figures: %s.", c.EnergyNote))
 		}
+		d.Para(strings.Join(lines, "\n"))
 	}
 	f := rep.Fit
 	if f == nil {
 		return
 	}
-	fmt.Fprintf(b, "\n## Fit: how many models sleep beside %s awake%s\n\nGPU free %.3g GiB; host %.3g GiB (%s), %.3g GiB kept free.\n\n",
-		f.Largest, sim, f.GPUFreeGiB, f.HostGiB, f.HostSource, f.HostHeadroomGiB)
-	b.WriteString("| level | fit / others | asleep | binds | GPU GiB left | host GiB left |\n|---|---|---|---|---|---|\n")
+	d.Heading(2, "fit", fmt.Sprintf("Fit: how many models sleep beside %s awake%s", f.Largest, sim))
+	d.Para(fmt.Sprintf("GPU free %.3g GiB; host %.3g GiB (%s), %.3g GiB kept free.", f.GPUFreeGiB, f.HostGiB, f.HostSource, f.HostHeadroomGiB))
+	var rows [][]string
 	for _, lf := range f.Levels {
-		fmt.Fprintf(b, "| %d | %d / %d | %s | %s | %.3g | %.3g |\n", lf.Level, lf.Fits, lf.Others, orDash(strings.Join(lf.Asleep, ", ")), orDash(lf.Binds), lf.LeftGPUGiB, lf.LeftHostGiB)
+		rows = append(rows, []string{strconv.Itoa(lf.Level), fmt.Sprintf("%d / %d", lf.Fits, lf.Others), orDash(strings.Join(lf.Asleep, ", ")), orDash(lf.Binds), fmt.Sprintf("%.3g", lf.LeftGPUGiB), fmt.Sprintf("%.3g", lf.LeftHostGiB)})
 	}
-	fmt.Fprintf(b, "\nChoose level %d: %s.\n", f.Choose, f.Why)
+	d.Table([]string{"level", "fit / others", "asleep", "binds", "GPU GiB left", "host GiB left"}, rows)
+	d.Para(fmt.Sprintf("Choose level %d: %s.", f.Choose, f.Why))
 }
 
 func f3(x *float64) string {

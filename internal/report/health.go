@@ -82,8 +82,8 @@ func lostPrefix(lps []record.LostPrefix) map[string]*LostPrefix {
 // writeHealth writes summary.md's engine-health table: each model's
 // windows in the order taken, each feature's figure ("–" where the
 // server exports none), and its lost-prefix price by level.
-func writeHealth(b *strings.Builder, rep Report, labels []string) {
-	var rows []string
+func writeHealth(d *Doc, rep Report, labels []string) {
+	var rows [][]string
 	f := func(x *float64, format string) string {
 		if x == nil {
 			return "–"
@@ -101,25 +101,23 @@ func writeHealth(b *strings.Builder, rep Report, labels []string) {
 			if ad == "" {
 				ad = "–"
 			}
-			rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s |", l, h.Stage, f(h.SpecAcceptance, "%.3f"), f(h.PrefixHitRate, "%.3f"), f(h.DecodeTPS, "%.4g"), ad))
+			rows = append(rows, []string{l, h.Stage, f(h.SpecAcceptance, "%.3f"), f(h.PrefixHitRate, "%.3f"), f(h.DecodeTPS, "%.4g"), ad})
 		}
 	}
 	if len(rows) > 0 {
-		b.WriteString("\n## Engine health (the server's own counters over a burst of requests: before the first sleep, then after each kind of wake)\n\n")
-		b.WriteString("| model | stage | spec acceptance | prefix hit rate | decode tok/s | adapters |\n|---|---|---|---|---|---|\n")
-		b.WriteString(strings.Join(rows, "\n") + "\n")
+		d.Heading(2, "health", "Engine health (the server's own counters over a burst of requests: before the first sleep, then after each kind of wake)")
+		d.Table([]string{"model", "stage", "spec acceptance", "prefix hit rate", "decode tok/s", "adapters"}, rows)
 	}
-	rows = rows[:0]
+	rows = nil
 	for _, l := range labels {
 		lp := rep.Models[l].LostPrefix
 		for _, k := range slices.Sorted(maps.Keys(lp)) {
 			x := lp[k]
-			rows = append(rows, fmt.Sprintf("| %s | %s | %d | %.4g | %.4g | %.4g |", l, k, x.PromptTokens, x.WarmTTFTS, x.WokenTTFTS, x.PriceS))
+			rows = append(rows, []string{l, k, strconv.Itoa(x.PromptTokens), fmt.Sprintf("%.4g", x.WarmTTFTS), fmt.Sprintf("%.4g", x.WokenTTFTS), fmt.Sprintf("%.4g", x.PriceS)})
 		}
 	}
 	if len(rows) > 0 {
-		b.WriteString("\n## Lost prefix (a long prompt warm, then as the first request after a wake; seconds to the first token)\n\n")
-		b.WriteString("| model | level | prompt tokens | warm | after the wake | price |\n|---|---|---|---|---|---|\n")
-		b.WriteString(strings.Join(rows, "\n") + "\n")
+		d.Heading(2, "lost-prefix", "Lost prefix (a long prompt warm, then as the first request after a wake; seconds to the first token)")
+		d.Table([]string{"model", "level", "prompt tokens", "warm", "after the wake", "price"}, rows)
 	}
 }

@@ -247,16 +247,16 @@ func kubernetes(rep *Report, labels []string, k *record.Kubernetes) {
 // writeKubernetes adds the Kubernetes phase to summary.md: per model a new
 // Pod, the in-Pod restart and the wake, each to its first token; the
 // claims' accounting; scale to zero.
-func writeKubernetes(b *strings.Builder, rep Report, labels []string) {
+func writeKubernetes(dc *Doc, rep Report, labels []string) {
 	d := rep.DRA
 	if !d.Executed {
 		return
 	}
-	fmt.Fprintf(b, "\n## Kubernetes (%s)\n\n", d.Cluster)
+	dc.Heading(2, "kubernetes", fmt.Sprintf("Kubernetes (%s)", d.Cluster))
 	if d.Simulated != "" {
-		fmt.Fprintf(b, "_%s._\n\n", d.Simulated)
+		dc.Para(Em(d.Simulated + "."))
 	}
-	b.WriteString("| model | new Pod → first token (→ scheduled / started / routable) | in-Pod restart → first token | wake across Pods → first token (→ routable) |\n|---|---|---|---|\n")
+	var rows [][]string
 	for _, l := range labels {
 		t := rep.RestartBaseline.Pod[l]
 		if t == nil {
@@ -270,10 +270,11 @@ func writeKubernetes(b *strings.Builder, rep Report, labels []string) {
 		if t.Wake != nil {
 			wake = fmt.Sprintf("%s (%s)", num(t.Wake.ToFirstTokenS), num(t.Wake.RoutableS))
 		}
-		fmt.Fprintf(b, "| %s | %s (%s / %s / %s; n = %d) | %s | %s |\n", l, num(cs.ToFirstTokenS), num(cs.ScheduledS), num(cs.ContainerStartedS), num(cs.RoutableS), cs.ToFirstTokenS.N, restart, wake)
+		rows = append(rows, []string{l, fmt.Sprintf("%s (%s / %s / %s; n = %d)", num(cs.ToFirstTokenS), num(cs.ScheduledS), num(cs.ContainerStartedS), num(cs.RoutableS), cs.ToFirstTokenS.N), restart, wake})
 	}
+	dc.Table([]string{"model", "new Pod → first token (→ scheduled / started / routable)", "in-Pod restart → first token", "wake across Pods → first token (→ routable)"}, rows)
 	if s := d.SharedClaim; s != nil {
-		fmt.Fprintf(b, "\nShared claim %s on %s, reserved for %s; deallocated %.3f s after its last Pod was deleted.\n", s.Claim, s.Device, strings.Join(s.ReservedFor, ", "), s.DeallocatedS)
+		dc.Para(fmt.Sprintf("Shared claim %s on %s, reserved for %s; deallocated %.3f s after its last Pod was deleted.", s.Claim, s.Device, strings.Join(s.ReservedFor, ", "), s.DeallocatedS))
 	}
 	if c := d.Capacity; c != nil {
 		if c.Refused != "" {
@@ -281,18 +282,18 @@ func writeKubernetes(b *strings.Builder, rep Report, labels []string) {
 			if c.WouldFit {
 				fit = "would fit"
 			}
-			fmt.Fprintf(b, "\nPer-Pod claims on %.1f GiB: the scheduler placed %s (%s asleep) and refused %s, whose %.2f GiB %s the %.2f GiB free: it counts a sleeping Pod's request. (%s)\n",
-				c.DeviceGiB, strings.Join(c.Scheduled, ", "), strings.Join(c.AsleepPods, ", "), c.Refused, c.RequestedGiB, fit, c.FreeGiB, c.Message)
+			dc.Para(fmt.Sprintf("Per-Pod claims on %.1f GiB: the scheduler placed %s (%s asleep) and refused %s, whose %.2f GiB %s the %.2f GiB free: it counts a sleeping Pod's request. (%s)",
+				c.DeviceGiB, strings.Join(c.Scheduled, ", "), strings.Join(c.AsleepPods, ", "), c.Refused, c.RequestedGiB, fit, c.FreeGiB, c.Message))
 		} else {
-			fmt.Fprintf(b, "\nPer-Pod claims on %.1f GiB: the scheduler placed %s; none was refused.\n", c.DeviceGiB, strings.Join(c.Scheduled, ", "))
+			dc.Para(fmt.Sprintf("Per-Pod claims on %.1f GiB: the scheduler placed %s; none was refused.", c.DeviceGiB, strings.Join(c.Scheduled, ", ")))
 		}
 	}
 	for _, s := range d.ScaleToZero {
-		fmt.Fprintf(b, "\nScale to zero of %s: Pod gone %.3f s after delete, claim released %.3f s, %.2f GiB freed; a new Pod to first token %.3f s against a wake's %.3f s.\n",
-			s.Model, s.GoneS, s.ReleasedS, s.FreedGiB, s.BackS, s.WakeS)
+		dc.Para(fmt.Sprintf("Scale to zero of %s: Pod gone %.3f s after delete, claim released %.3f s, %.2f GiB freed; a new Pod to first token %.3f s against a wake's %.3f s.",
+			s.Model, s.GoneS, s.ReleasedS, s.FreedGiB, s.BackS, s.WakeS))
 	}
 	for _, n := range d.Notes {
-		fmt.Fprintf(b, "\nNote: %s\n", n)
+		dc.Para("Note: " + n)
 	}
 }
 

@@ -633,9 +633,9 @@ func TestSummaryFitsAStepSummary(t *testing.T) {
 		rep.Checks = append(rep.Checks, record.Check{Name: fmt.Sprintf("soak.cycle%05d.first_token_s", i), Model: "A", Value: 9, Op: "<=", Limit: 1, Verdict: "FAIL"})
 	}
 	rep.Status = "FAIL"
-	var full strings.Builder
+	var full Doc
 	writeChecks(&full, rep)
-	require.Greater(t, full.Len(), SummaryLimit, "the case must not fit")
+	require.Greater(t, len(full.Markdown()), SummaryLimit, "the case must not fit")
 
 	var b bytes.Buffer
 	require.NoError(t, WriteSummary(&b, rep))
@@ -646,7 +646,7 @@ func TestSummaryFitsAStepSummary(t *testing.T) {
 	last := md[strings.LastIndex(strings.TrimSuffix(md, "\n"), "\n")+1:]
 	assert.Contains(t, last, "summary.md was cut at 1024 KiB")
 	assert.Contains(t, last, "holding the rest of What failed; Models (medians", "the cut line names the section it fell in and those after it")
-	assert.Contains(t, Summary(rep), "soak.cycle29999.first_token_s", "Summary is whole (report.html shows it)")
+	assert.Contains(t, Summary(rep).Markdown(), "soak.cycle29999.first_token_s", "Summary is whole (report.html shows it)")
 	cut := md[:strings.Index(md, "\n**summary.md was cut")]
 	assert.True(t, strings.HasSuffix(cut, "\n"), "only whole lines are kept")
 	assert.True(t, utf8.ValidString(md))
@@ -805,4 +805,22 @@ func TestMeasuredZeroTPOTIsZero(t *testing.T) {
 	assert.Equal(t, 0.0, got["tpot_c1_s"], "measured")
 	assert.Nil(t, got["l1_wake_s"], "not measured")
 	assert.Nil(t, got["tpot_c1_fraction_of_hbm_limit"], "a fraction of a zero TPOT is unknown")
+}
+
+// TestDocRendersItsSpans: a Doc's typed spans are Markdown's marks in
+// summary.md, an empty table cell is one space, a paragraph's lines stay
+// lines, and text that looks like markup ("*", "<nil>") is written as it
+// is: nothing is parsed back.
+func TestDocRendersItsSpans(t *testing.T) {
+	var d Doc
+	d.Heading(2, "s", "Title "+Code("a.b"))
+	d.Para(Strong("3 shed") + ": see " + Em("this") + "\nsecond line with * and <nil>")
+	d.List(ListItem{Text: "one", Sub: []string{"fix: " + Code("x")}})
+	d.Table([]string{"a", "b", "c"}, [][]string{{"1", "", "3"}})
+	assert.Equal(t, "## Title `a.b`\n\n**3 shed**: see _this_\nsecond line with * and <nil>\n\n- one\n  - fix: `x`\n\n| a | b | c |\n|---|---|---|\n| 1 | | 3 |\n", d.Markdown())
+	for _, b := range d.Blocks {
+		assert.Equal(t, "s", b.Section, "every block is in the heading's section")
+	}
+	html := Inline(d.Blocks[1].Text, strings.ToUpper, func(k string) string { return "<" + k + ">" }, func(k string) string { return "</" + k + ">" })
+	assert.Equal(t, "<strong>3 SHED</strong>: SEE <em>THIS</em>\nSECOND LINE WITH * AND <NIL>", html, "plain text through plain, spans through open and close")
 }

@@ -12,34 +12,35 @@ import (
 	"github.com/wakebench/wakebench/internal/stats"
 )
 
-// WriteSummary writes summary.md: the run's Summary, cut to fit a CI step
-// summary (FitSummary at SummaryLimit).
+// WriteSummary writes summary.md: the run's Summary in Markdown, cut to
+// fit a CI step summary (FitSummary at SummaryLimit).
 func WriteSummary(w io.Writer, rep Report) error {
-	_, err := io.WriteString(w, FitSummary(Summary(rep), SummaryLimit))
+	_, err := io.WriteString(w, FitSummary(Summary(rep).Markdown(), SummaryLimit))
 	return err
 }
 
-// Summary is the run's headline figures as Markdown (readable as plain
-// text too): status, what failed first (each cause once, before the
+// Summary is the run's headline figures as one table model (Doc), for
+// summary.md and stdout (Markdown, readable as plain text too) and
+// report.html: status, what failed first (each cause once, before the
 // checks that failed because of it: WhatFailed), then per model
 // restarts, sleep levels, serving and memory, then switching, whole
 // (report.html shows all of it; summary.md what fits).
-func Summary(rep Report) string {
-	var b strings.Builder
-	writeChecks(&b, rep)
+func Summary(rep Report) Doc {
+	var d Doc
+	writeChecks(&d, rep)
 	labels := slices.Sorted(maps.Keys(rep.Models))
-	writeModels(&b, rep, labels)
-	writeServing(&b, rep, labels)
-	writePhysicalLimits(&b, rep, labels)
-	writeSwitching(&b, rep.Switch)
-	writeTransitions(&b, rep, labels)
-	writeHealth(&b, rep, labels)
-	writeCosts(&b, rep, labels)
-	writeTraffic(&b, rep.Traffic)
-	writeKubernetes(&b, rep, labels)
-	writeGate(&b, rep.Gate)
-	writeMemory(&b, rep.Memory)
-	return b.String()
+	writeModels(&d, rep, labels)
+	writeServing(&d, rep, labels)
+	writePhysicalLimits(&d, rep, labels)
+	writeSwitching(&d, rep.Switch)
+	writeTransitions(&d, rep, labels)
+	writeHealth(&d, rep, labels)
+	writeCosts(&d, rep, labels)
+	writeTraffic(&d, rep.Traffic)
+	writeKubernetes(&d, rep, labels)
+	writeGate(&d, rep.Gate)
+	writeMemory(&d, rep.Memory)
+	return d
 }
 
 // SummaryLimit is the most bytes summary.md holds: what GitHub takes of a
@@ -91,14 +92,15 @@ func FitSummary(md string, limit int) string {
 
 // writeChecks writes the verdict with the run's setup, what failed, the
 // checks not evaluated, and the counts of checks and requests.
-func writeChecks(b *strings.Builder, rep Report) {
+func writeChecks(d *Doc, rep Report) {
 	sim := ""
 	if rep.Simulated != nil {
 		sim = " — simulated (" + rep.Simulated.Label() + ")"
 	}
-	fmt.Fprintf(b, "# wakebench: %s%s\n\n%s · %s · phases: %s\n\n", rep.Status, sim, rep.GPU, rep.Runtime, strings.Join(rep.Phases, ", "))
+	d.Heading(1, "verdict", fmt.Sprintf("wakebench: %s%s", rep.Status, sim))
+	d.Para(fmt.Sprintf("%s · %s · phases: %s", rep.GPU, rep.Runtime, strings.Join(rep.Phases, ", ")))
 	if rep.Status == StatusNotRun && rep.NotRunReason != "" {
-		fmt.Fprintf(b, "Nothing was measured: %s\n\n", rep.NotRunReason)
+		d.Para("Nothing was measured: " + rep.NotRunReason)
 	}
 
 	var failed, notEvaluated []record.Check
@@ -113,50 +115,54 @@ func writeChecks(b *strings.Builder, rep Report) {
 	if len(failed) > 0 || len(rep.Failures) > 0 {
 		// The cause first, once (WhatFailed): the first line is the thing
 		// to fix.
-		b.WriteString("## What failed\n\n")
+		d.Heading(2, "failed", "What failed")
+		var items []ListItem
 		for _, c := range WhatFailed(rep) {
-			fmt.Fprintf(b, "- %s\n", c)
+			it := ListItem{Text: c.String()}
 			if c.Fix != "" {
-				fmt.Fprintf(b, "  - fix: %s\n", c.Fix)
+				it.Sub = append(it.Sub, "fix: "+c.Fix)
 			}
 			if s := c.Consequences(); s != "" {
-				fmt.Fprintf(b, "  - %s\n", s)
+				it.Sub = append(it.Sub, s)
 			}
+			items = append(items, it)
 		}
-		b.WriteString("\n")
+		d.List(items...)
 	}
 	if len(notEvaluated) > 0 {
-		b.WriteString("## Not evaluated (these do not fail the run: a threshold left at its default, or one whose figure this run cannot measure; each says why)\n\n")
+		d.Heading(2, "not-evaluated", "Not evaluated (these do not fail the run: a threshold left at its default, or one whose figure this run cannot measure; each says why)")
+		var items []ListItem
 		for _, c := range notEvaluated {
-			fmt.Fprintf(b, "- check %s\n", c)
+			items = append(items, ListItem{Text: fmt.Sprintf("check %s", c)})
 		}
-		b.WriteString("\n")
+		d.List(items...)
 	}
 	aborted := ""
 	if n := rep.Requests.AbortedByDesign; n > 0 {
 		aborted = fmt.Sprintf(", %d aborted by design", n)
 	}
-	fmt.Fprintf(b, "%d checks, %d failed. Requests: %d executed, %d failed%s (%d planned for serving).\n\n",
-		len(rep.Checks), len(failed), rep.Requests.Executed, rep.Requests.Failure, aborted, rep.Requests.PlannedPerformance)
+	d.Para(fmt.Sprintf("%d checks, %d failed. Requests: %d executed, %d failed%s (%d planned for serving).",
+		len(rep.Checks), len(failed), rep.Requests.Executed, rep.Requests.Failure, aborted, rep.Requests.PlannedPerformance))
 }
 
 // writeModels writes each model's restart, sleep and memory medians.
-func writeModels(b *strings.Builder, rep Report, labels []string) {
-	b.WriteString("## Models (medians; seconds unless noted)\n\n")
-	b.WriteString("| model | restart initial / warm | L1 sleep / wake / first token | L2 sleep / wake / first token | residual GiB | L1 released % | RSS peak GiB |\n|---|---|---|---|---|---|---|\n")
+func writeModels(d *Doc, rep Report, labels []string) {
+	d.Heading(2, "models", "Models (medians; seconds unless noted)")
+	var rows [][]string
 	for _, l := range labels {
 		m := rep.Models[l]
 		l1, l2 := m.Sleep["1"], m.Sleep["2"]
-		fmt.Fprintf(b, "| %s %s | %s / %s | %s | %s | %s | %s | %.3g |\n", l, m.Name, num(m.RestartInitial), num(m.RestartWarm),
-			level(l1), level(l2), num(l1.ResidualGiB), num(rep.Memory.L1ReleaseFraction[l]), rep.Memory.RSSPeakGiB[l])
+		rows = append(rows, []string{l + " " + m.Name, num(m.RestartInitial) + " / " + num(m.RestartWarm),
+			level(l1), level(l2), num(l1.ResidualGiB), num(rep.Memory.L1ReleaseFraction[l]), fmt.Sprintf("%.3g", rep.Memory.RSSPeakGiB[l])})
 	}
+	d.Table([]string{"model", "restart initial / warm", "L1 sleep / wake / first token", "L2 sleep / wake / first token", "residual GiB", "L1 released %", "RSS peak GiB"}, rows)
 }
 
 // writeServing writes each model's serving, baseline beside after-wake
 // (level 1, then level 2), one row per concurrency.
-func writeServing(b *strings.Builder, rep Report, labels []string) {
-	b.WriteString("\n## Serving (median output tok/s; TTFT and TPOT median / p95)\n\n")
-	b.WriteString("| model | concurrency | tok/s baseline → after-wake → after-wake-l2 | TTFT baseline | TTFT after-wake | TPOT baseline | TPOT after-wake |\n|---|---|---|---|---|---|---|\n")
+func writeServing(d *Doc, rep Report, labels []string) {
+	d.Heading(2, "serving", "Serving (median output tok/s; TTFT and TPOT median / p95)")
+	var rows [][]string
 	for _, l := range labels {
 		perf := map[string]map[int]Perf{}
 		var concs []int
@@ -172,82 +178,85 @@ func writeServing(b *strings.Builder, rep Report, labels []string) {
 		slices.Sort(concs)
 		for _, c := range concs {
 			bl, aw, aw2 := perf[record.PhaseBaseline][c], perf[record.PhaseAfterWake][c], perf[record.PhaseAfterWakeL2][c]
-			fmt.Fprintf(b, "| %s | %d | %s → %s → %s | %s | %s | %s | %s |\n", l, c, num(bl.OutputTPS), num(aw.OutputTPS), num(aw2.OutputTPS),
-				spread(bl.TTFTS), spread(aw.TTFTS), spread(bl.TPOTS), spread(aw.TPOTS))
+			rows = append(rows, []string{l, strconv.Itoa(c), num(bl.OutputTPS) + " → " + num(aw.OutputTPS) + " → " + num(aw2.OutputTPS),
+				spread(bl.TTFTS), spread(aw.TTFTS), spread(bl.TPOTS), spread(aw.TPOTS)})
 		}
 	}
+	d.Table([]string{"model", "concurrency", "tok/s baseline → after-wake → after-wake-l2", "TTFT baseline", "TTFT after-wake", "TPOT baseline", "TPOT after-wake"}, rows)
 }
 
 // writePhysicalLimits writes, for the models that have them, the level-1
 // wake and TPOT as fractions of their hardware limits.
-func writePhysicalLimits(b *strings.Builder, rep Report, labels []string) {
-	var rows []string
+func writePhysicalLimits(d *Doc, rep Report, labels []string) {
+	var rows [][]string
 	for _, l := range labels {
 		if lim := rep.Models[l].PhysicalLimits; lim != nil {
 			wake := fraction(lim.L1WakeFractionOfFloor, lim.L1WakeS, lim.L1WakeFloorS, lim.PCIeGBps)
 			if lim.PCIeBasis != "" && wake != "–" {
 				wake = strings.TrimSuffix(wake, ")") + " " + lim.PCIeBasis + ")"
 			}
-			rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s |", l, wake,
+			rows = append(rows, []string{l, wake,
 				fraction(lim.L1SleepFractionOfLink, lim.L1SleepS, lim.L1SleepFloorS, lim.D2HGBps),
-				fraction(lim.TPOTFractionOfHBM, lim.TPOTC1S, lim.TPOTFloorS, lim.HBMGBps)))
+				fraction(lim.TPOTFractionOfHBM, lim.TPOTC1S, lim.TPOTFloorS, lim.HBMGBps)})
 		}
 	}
 	if len(rows) > 0 {
-		b.WriteString("\n## Physical limits (fraction of the limit: 1 = at the hardware's raw rate; see report.json for sources)\n\n")
-		b.WriteString("| model | L1 wake vs its host→device floor (basis: measured link, else nominal PCIe) | L1 sleep vs probed device→host | TPOT c=1 vs memory bandwidth |\n|---|---|---|---|\n")
-		b.WriteString(strings.Join(rows, "\n") + "\n")
+		d.Heading(2, "limits", "Physical limits (fraction of the limit: 1 = at the hardware's raw rate; see report.json for sources)")
+		d.Table([]string{"model", "L1 wake vs its host→device floor (basis: measured link, else nominal PCIe)", "L1 sleep vs probed device→host", "TPOT c=1 vs memory bandwidth"}, rows)
 	}
-	writeLinks(b, rep)
+	writeLinks(d, rep)
 }
 
 // writeLinks writes the link probe's rates against the nominal link, or why there are none.
-func writeLinks(b *strings.Builder, rep Report) {
+func writeLinks(d *Doc, rep Report) {
 	if len(rep.LinkProbe) == 0 && rep.LinkNote == "" {
 		return
 	}
-	b.WriteString("\n## Host link (link probe, before the first server)\n\n")
+	d.Heading(2, "link", "Host link (link probe, before the first server)")
 	if len(rep.LinkProbe) > 0 {
-		b.WriteString("| GPU | host→device GB/s | device→host GB/s | nominal GB/s | host→device / nominal |\n|---|---|---|---|---|\n")
+		var rows [][]string
 		for _, l := range rep.LinkProbe {
 			sim := ""
 			if l.Simulated && !strings.Contains(l.GPU, "simulated") {
 				sim = " (simulated)"
 			}
-			fmt.Fprintf(b, "| %s%s | %.4g | %.4g | %.4g | %.2f |\n", l.GPU, sim, l.H2DGBps, l.D2HGBps, l.NominalGBps, l.H2DFractionOfNominal)
+			rows = append(rows, []string{l.GPU + sim, fmt.Sprintf("%.4g", l.H2DGBps), fmt.Sprintf("%.4g", l.D2HGBps), fmt.Sprintf("%.4g", l.NominalGBps), fmt.Sprintf("%.2f", l.H2DFractionOfNominal)})
 		}
+		d.Table([]string{"GPU", "host→device GB/s", "device→host GB/s", "nominal GB/s", "host→device / nominal"}, rows)
 	}
 	if rep.LinkNote != "" {
-		fmt.Fprintf(b, "\n%s\n", rep.LinkNote)
+		d.Para(rep.LinkNote)
 	}
 }
 
 // writeSwitching writes the switch phase by direction, when it ran.
-func writeSwitching(b *strings.Builder, sw Switch) {
+func writeSwitching(d *Doc, sw Switch) {
 	if len(sw.Directions) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\n## Switching (%d of %d handoffs succeeded)\n\n", sw.Success, sw.Handoffs)
-	b.WriteString("| direction | n | sleep | wake | switch → first token (median / p95) | J/switch |\n|---|---|---|---|---|---|\n")
+	d.Heading(2, "switching", fmt.Sprintf("Switching (%d of %d handoffs succeeded)", sw.Success, sw.Handoffs))
+	var rows [][]string
 	for _, k := range slices.Sorted(maps.Keys(sw.Directions)) {
-		d := sw.Directions[k]
-		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s |\n", k, d.N, num(d.SleepS), num(d.WakeS), spread(d.ToFirstTokenS), num(d.EnergyJ))
+		dir := sw.Directions[k]
+		rows = append(rows, []string{k, strconv.Itoa(dir.N), num(dir.SleepS), num(dir.WakeS), spread(dir.ToFirstTokenS), num(dir.EnergyJ)})
 	}
+	d.Table([]string{"direction", "n", "sleep", "wake", "switch → first token (median / p95)", "J/switch"}, rows)
 	if sw.EnergyNote != "" {
-		fmt.Fprintf(b, "\nNo energy per handoff: %s.\n", sw.EnergyNote)
+		d.Para(fmt.Sprintf("No energy per handoff: %s.", sw.EnergyNote))
 	}
 }
 
 // writeMemory writes the closing line: the device's peak and the memory
 // source, with why figures are missing if they are.
-func writeMemory(b *strings.Builder, mem Memory) {
+func writeMemory(d *Doc, mem Memory) {
 	peak := mem.PhysicalPeakGiB
 	peak.Median = peak.Max // num prints the median
-	fmt.Fprintf(b, "\nGPU memory: peak %s GiB over %d samples (source %s).", num(peak), peak.N, mem.Source)
+	s := fmt.Sprintf("GPU memory: peak %s GiB over %d samples (source %s).", num(peak), peak.N, mem.Source)
 	if mem.Note != "" {
-		fmt.Fprintf(b, " %s.", mem.Note)
+		s += fmt.Sprintf(" %s.", mem.Note)
 	}
-	b.WriteString("\n")
+	d.section = "memory"
+	d.Para(s)
 }
 
 func num(s stats.Summary) string {
@@ -281,8 +290,8 @@ func level(l *SleepLevel) string {
 
 // writeTransitions adds the first sleep against the steady state, the
 // correctness replays, the servers' own account and the soak.
-func writeTransitions(b *strings.Builder, rep Report, labels []string) {
-	var rows []string
+func writeTransitions(d *Doc, rep Report, labels []string) {
+	var rows [][]string
 	for _, l := range labels {
 		m := rep.Models[l]
 		first := "–"
@@ -309,34 +318,35 @@ func writeTransitions(b *strings.Builder, rep Report, labels []string) {
 		if e := m.Sleep["1"].Engine; e != nil {
 			eng = fmt.Sprintf("sleep %s + %s, wake %s + %s; %d disagreements", num(e.SleepS), num(e.SleepOverheadS), num(e.WakeS), num(e.WakeOverheadS), e.Disagreements)
 		}
-		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s |", l, first, corr, eng))
+		rows = append(rows, []string{l, first, corr, eng})
 	}
-	b.WriteString("\n## After the wake (first level-1 sleep of each process; probes matching their answers before the first sleep; L1 engine time + HTTP overhead, medians)\n\n")
-	b.WriteString("| model | first sleep | correctness (matching / replayed) | engine (L1) |\n|---|---|---|---|\n")
-	b.WriteString(strings.Join(rows, "\n") + "\n")
+	d.Heading(2, "after-wake", "After the wake (first level-1 sleep of each process; probes matching their answers before the first sleep; L1 engine time + HTTP overhead, medians)")
+	d.Table([]string{"model", "first sleep", "correctness (matching / replayed)", "engine (L1)"}, rows)
 	sk := rep.Soak
 	if sk == nil {
 		return
 	}
-	fmt.Fprintf(b, "\n## Soak (%d of %d cycles succeeded, level %d)\n\n", sk.Successful, sk.PlannedCycles, sk.Level)
-	b.WriteString("| model | sleeps | residual GiB | residual slope MiB/cycle (95 % CI) | first sleep / steady | RSS slope MiB/cycle | host GiB (locked / pinned) | host slope GiB/cycle | J/cycle | J slope /cycle |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	d.Heading(2, "soak", fmt.Sprintf("Soak (%d of %d cycles succeeded, level %d)", sk.Successful, sk.PlannedCycles, sk.Level))
+	rows = nil
 	for _, l := range slices.Sorted(maps.Keys(sk.Models)) {
 		m := sk.Models[l]
 		first := "–"
 		if m.First != nil && m.Steady != nil {
 			first = fmt.Sprintf("%.4g / %s", m.First.SleepS, num(m.Steady.SleepS))
 		}
-		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s (%s / %s) | %s | %s | %s |\n", l, m.Sleeps, num(m.ResidualGiB), slope(m.ResidualSlope, true), first, slope(m.RSSSlope, false),
-			num(m.RSSGiB), num(m.LockedGiB), num(m.PinnedGiB), slope(m.HostSlope, true), num(m.EnergyJ), slope(m.EnergySlope, true))
+		rows = append(rows, []string{l, strconv.Itoa(m.Sleeps), num(m.ResidualGiB), slope(m.ResidualSlope, true), first, slope(m.RSSSlope, false),
+			fmt.Sprintf("%s (%s / %s)", num(m.RSSGiB), num(m.LockedGiB), num(m.PinnedGiB)), slope(m.HostSlope, true), num(m.EnergyJ), slope(m.EnergySlope, true)})
 	}
+	d.Table([]string{"model", "sleeps", "residual GiB", "residual slope MiB/cycle (95 % CI)", "first sleep / steady", "RSS slope MiB/cycle", "host GiB (locked / pinned)", "host slope GiB/cycle", "J/cycle", "J slope /cycle"}, rows)
 	oom := "headroom is not falling"
 	if sk.ProjectedCyclesToOOM != nil {
 		oom = fmt.Sprintf("at this trend a wake runs out of memory in about %.0f cycles", *sk.ProjectedCyclesToOOM)
 	}
-	fmt.Fprintf(b, "\nHeadroom before a wake: min %.3g GiB, trend %s GiB/cycle; %s.\n", sk.MinHeadroomGiB, slope(sk.HeadroomTrendGiB, false), oom)
+	text := fmt.Sprintf("Headroom before a wake: min %.3g GiB, trend %s GiB/cycle; %s.", sk.MinHeadroomGiB, slope(sk.HeadroomTrendGiB, false), oom)
 	if sk.EnergyNote != "" {
-		fmt.Fprintf(b, "No energy per cycle: %s.\n", sk.EnergyNote)
+		text += fmt.Sprintf("\nNo energy per cycle: %s.", sk.EnergyNote)
 	}
+	d.Para(text)
 }
 
 // slope is a trend's slope (with its 95 % interval), or "–" when too short.
@@ -354,7 +364,7 @@ func slope(tr *stats.Trend, ci bool) string {
 // their model awake and asleep with their arrival → first token, the
 // queue, switches, goodput against the ideal, and the sleeps with requests
 // in flight.
-func writeTraffic(b *strings.Builder, t *Traffic) {
+func writeTraffic(d *Doc, t *Traffic) {
 	if t == nil {
 		return
 	}
@@ -364,39 +374,42 @@ func writeTraffic(b *strings.Builder, t *Traffic) {
 	} else if t.Ideal != nil && t.Ideal.Note != "" {
 		ratio = "no ideal run: " + t.Ideal.Note
 	}
-	fmt.Fprintf(b, "\n## Traffic (%s; router %s, sleeping at level %d)\n\n%d switches (%.3g a minute, median %s s each), queue up to %d; goodput %.3g req/s, %s.\n\n",
-		t.Arrivals, t.Router, t.SleepLevel, t.Switches, t.SwitchesPerMin, num(t.SwitchS), t.MaxQueueDepth, t.GoodputRPS, ratio)
+	d.Heading(2, "traffic", fmt.Sprintf("Traffic (%s; router %s, sleeping at level %d)", t.Arrivals, t.Router, t.SleepLevel))
+	d.Para(fmt.Sprintf("%d switches (%.3g a minute, median %s s each), queue up to %d; goodput %.3g req/s, %s.",
+		t.Switches, t.SwitchesPerMin, num(t.SwitchS), t.MaxQueueDepth, t.GoodputRPS, ratio))
 	en := t.Energy
 	switch {
 	case en.SharedJ != nil && en.IdealJ != nil && en.Ratio != nil:
-		fmt.Fprintf(b, "GPU energy over each run: shared %.4g J, ideal (all awake) %.4g J, ratio %.3g.\n\n", *en.SharedJ, *en.IdealJ, *en.Ratio)
+		d.Para(fmt.Sprintf("GPU energy over each run: shared %.4g J, ideal (all awake) %.4g J, ratio %.3g.", *en.SharedJ, *en.IdealJ, *en.Ratio))
 	case en.SharedJ != nil:
-		fmt.Fprintf(b, "GPU energy over the shared run: %.4g J (no ideal figure%s).\n\n", *en.SharedJ, because(en.Note))
+		d.Para(fmt.Sprintf("GPU energy over the shared run: %.4g J (no ideal figure%s).", *en.SharedJ, because(en.Note)))
 	default:
-		fmt.Fprintf(b, "No GPU energy figures%s.\n\n", because(en.Note))
+		d.Para(fmt.Sprintf("No GPU energy figures%s.", because(en.Note)))
 	}
 	if t.ShedRequests > 0 {
-		fmt.Fprintf(b, "**%d requests shed**: the router's queue held traffic.max_queue (%d) already; refused, never sent, not counted as failed (check `traffic.shed_requests`).\n\n", t.ShedRequests, t.MaxQueue)
+		d.Para(fmt.Sprintf("%s: the router's queue held traffic.max_queue (%d) already; refused, never sent, not counted as failed (check %s).", Strong(fmt.Sprintf("%d requests shed", t.ShedRequests)), t.MaxQueue, Code("traffic.shed_requests")))
 	}
-	b.WriteString("| model | requests (failed) | found awake / asleep | first token awake (median / p99) | first token asleep (median / p99) | queue wait p99 | good |\n|---|---|---|---|---|---|---|\n")
+	var rows [][]string
 	for _, l := range slices.Sorted(maps.Keys(t.Models)) {
 		m := t.Models[l]
-		fmt.Fprintf(b, "| %s | %d (%d) | %d / %d | %s | %s | %s | %d |\n", l, m.Requests, m.Failure, m.AwakeHits, m.AsleepHits,
-			medianP99(m.FirstTokenAwakeS), medianP99(m.FirstTokenAsleepS), p99(m.QueueWaitS), m.Good)
+		rows = append(rows, []string{l, fmt.Sprintf("%d (%d)", m.Requests, m.Failure), fmt.Sprintf("%d / %d", m.AwakeHits, m.AsleepHits),
+			medianP99(m.FirstTokenAwakeS), medianP99(m.FirstTokenAsleepS), p99(m.QueueWaitS), strconv.Itoa(m.Good)})
 	}
+	d.Table([]string{"model", "requests (failed)", "found awake / asleep", "first token awake (median / p99)", "first token asleep (median / p99)", "queue wait p99", "good"}, rows)
 	if len(t.PerSecond) > 0 {
 		var q, sw []string
 		for _, x := range t.PerSecond {
 			q, sw = append(q, strconv.Itoa(x.MaxQueue)), append(sw, strconv.Itoa(x.Switches))
 		}
-		fmt.Fprintf(b, "\nSecond by second: requests waiting for a wake (most) `%s`; switches begun `%s`.\n", strings.Join(q, " "), strings.Join(sw, " "))
+		d.Para(fmt.Sprintf("Second by second: requests waiting for a wake (most) %s; switches begun %s.", Code(strings.Join(q, " ")), Code(strings.Join(sw, " "))))
 	}
 	if len(t.InFlight) > 0 {
-		b.WriteString("\n| sleep with requests in flight, mode | requests | aborted / finished / held / errors | sleep s | server lived on | unexpected |\n|---|---|---|---|---|---|\n")
+		rows = nil
 		for _, mode := range slices.Sorted(maps.Keys(t.InFlight)) {
 			f := t.InFlight[mode]
-			fmt.Fprintf(b, "| %s | %d | %d / %d / %d / %d | %.4g | %v | %d |\n", mode, f.Requests, f.Aborted, f.Finished, f.Held, f.Errors, f.SleepS, f.Survived, f.Unexpected)
+			rows = append(rows, []string{mode, strconv.Itoa(f.Requests), fmt.Sprintf("%d / %d / %d / %d", f.Aborted, f.Finished, f.Held, f.Errors), fmt.Sprintf("%.4g", f.SleepS), fmt.Sprint(f.Survived), strconv.Itoa(f.Unexpected)})
 		}
+		d.Table([]string{"sleep with requests in flight, mode", "requests", "aborted / finished / held / errors", "sleep s", "server lived on", "unexpected"}, rows)
 	}
 }
 
@@ -424,12 +437,13 @@ func p99(d stats.Distribution) string {
 // runs it used, the change and the smallest worse change the gate flags
 // (its power), in the row's unit (a ratio for a "… ratio to wave-mates"
 // tail) and in percent.
-func writeGate(b *strings.Builder, g *record.Gate) {
+func writeGate(d *Doc, g *record.Gate) {
 	if g == nil {
 		return
 	}
 	if g.Error != "" {
-		fmt.Fprintf(b, "\n## Regression gate: %s\n\nbaseline %s: %s\n", record.NotEvaluated, g.Baseline, g.Error)
+		d.Heading(2, SectionGate, "Regression gate: "+record.NotEvaluated)
+		d.Para(fmt.Sprintf("baseline %s: %s", g.Baseline, g.Error))
 		return
 	}
 	n := 0
@@ -445,26 +459,24 @@ func writeGate(b *strings.Builder, g *record.Gate) {
 		// too little to say this run is as good as its baseline.
 		verdict = ": " + record.NotEvaluated
 	}
-	fmt.Fprintf(b, "\n## Regression gate%s (%d regressions; judged %d of %d metrics, at least %d needed: thresholds.regression_min_judged; worse by > %g %% and significant at %g; baseline %d run(s): %s)\n\n",
-		verdict, n, cov.Judged, cov.Metrics, g.MinJudged, g.TolerancePct, g.Alpha, len(g.Runs), strings.Join(g.Runs, ", "))
+	d.Heading(2, SectionGate, fmt.Sprintf("Regression gate%s (%d regressions; judged %d of %d metrics, at least %d needed: thresholds.regression_min_judged; worse by > %g %% and significant at %g; baseline %d run(s): %s)",
+		verdict, n, cov.Judged, cov.Metrics, g.MinJudged, g.TolerancePct, g.Alpha, len(g.Runs), strings.Join(g.Runs, ", ")))
+	var items []ListItem
 	for _, u := range cov.Unjudged {
-		fmt.Fprintf(b, "- not judged: %s\n", u)
+		items = append(items, ListItem{Text: fmt.Sprintf("not judged: %s", u)})
 	}
-	if len(cov.Unjudged) > 0 {
-		b.WriteString("\n")
-	}
+	d.List(items...)
+	items = nil
 	for _, n := range g.Notes {
-		fmt.Fprintf(b, "- note: %s\n", n)
+		items = append(items, ListItem{Text: "note: " + n})
 	}
-	if len(g.Notes) > 0 {
-		b.WriteString("\n")
-	}
-	b.WriteString("| metric | unit | rule (runs) | baseline | this run | change | smallest flagged | verdict |\n|---|---|---|---|---|---|---|---|\n")
+	d.List(items...)
+	var rows [][]string
 	for _, r := range g.Rows {
 		verdict, power := "pass", fmt.Sprintf("%.3g (%.3g %%)", r.MinChange, r.MinChangePct)
 		switch {
 		case r.Regression:
-			verdict = "**REGRESSION**"
+			verdict = Strong("REGRESSION")
 		case !r.Gated:
 			verdict, power = "not gated", "none"
 			if r.Why != "" {
@@ -474,9 +486,10 @@ func writeGate(b *strings.Builder, g *record.Gate) {
 		if len(r.ChangePoints) > 0 {
 			verdict += "; history changed " + strings.Join(r.ChangePoints, ", ")
 		}
-		fmt.Fprintf(b, "| %s | %s | %s (%d) | %.4g | %.4g | %+.1f %% | %s | %s |\n",
-			r.Metric, r.Unit, r.Rule, r.Runs, r.Baseline, r.ThisRun, r.ChangePct, power, verdict)
+		rows = append(rows, []string{r.Metric, r.Unit, fmt.Sprintf("%s (%d)", r.Rule, r.Runs), fmt.Sprintf("%.4g", r.Baseline), fmt.Sprintf("%.4g", r.ThisRun),
+			fmt.Sprintf("%+.1f %%", r.ChangePct), power, verdict})
 	}
+	d.Table([]string{"metric", "unit", "rule (runs)", "baseline", "this run", "change", "smallest flagged", "verdict"}, rows)
 }
 
 // because is ": why", or "" without a why.
