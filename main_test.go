@@ -9,6 +9,7 @@ import (
 	"go/build/constraint"
 	"go/parser"
 	"go/token"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -220,10 +221,10 @@ func run(m *testing.M) int {
 	if rep.Status == "FAIL" { // NOT RUN (no phase ran: benchmarks only) is no failure
 		code = max(code, 1)
 	}
-	// summary.md as written (the summary is built and rendered once, at
-	// Write); one that could not be written is rendered here instead.
-	if md, rerr := os.ReadFile(filepath.Join(cfg.OutDir, "summary.md")); err == nil && rerr == nil {
-		_, _ = os.Stdout.Write(md)
+	// summary.md as Write wrote it (the summary is built and rendered
+	// once); one that could not be written is rendered here instead.
+	if md := h.Summary(); md != "" {
+		_, _ = io.WriteString(os.Stdout, md)
 	} else {
 		_ = report.WriteSummary(os.Stdout, rep)
 	}

@@ -137,12 +137,6 @@ func WriteBench(w io.Writer, f Fleet) error {
 	return nil
 }
 
-// WriteMarkdown writes fleet.md: f's Summary in Markdown.
-func WriteMarkdown(w io.Writer, f Fleet) error {
-	_, err := io.WriteString(w, Summary(f).Markdown())
-	return err
-}
-
 // Summary is the fleet's report as one table model (report.Doc), for
 // fleet.md and fleet.html: the verdict, the nodes to look at with their
 // reasons, and a section per GPU kind (its nodes' key figures, the

@@ -55,7 +55,12 @@ type Run struct {
 	stopOnce sync.Once
 	stopErrs []error // outputs that could not be completed while stopping, reported by Write
 	exitErrs []error // servers or NVML that did not stop cleanly (recorded at once)
+	summary  string  // summary.md as Write wrote it ("" before, or where it could not)
 }
+
+// Summary is summary.md as Write wrote it: what the run prints last; ""
+// before Write, or where Write could not write it.
+func (r *Run) Summary() string { return r.summary }
 
 // Open prepares a run: output directory, backend, samplers and output
 // streams. It locks out_dir (LockFile: a run that holds it already makes
@@ -369,7 +374,8 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 	for _, err := range errs {
 		r.rec.Fail(record.Failure{Phase: "outputs", Error: err.Error()})
 	}
-	rep, err := writeReport(r.cfg.OutDir, r.rec.Raw(), timeline)
+	rep, md, err := writeReport(r.cfg.OutDir, r.rec.Raw(), timeline)
+	r.summary = md
 	if err != nil {
 		errs = append(errs, err)
 		rep.Status = "FAIL"

@@ -72,9 +72,10 @@ func claim(cfg config.Config) error {
 // report.html (with timeline, timeline.svg as written, nil without one),
 // checks.junit.xml, ctrf.json and metrics.txt. All say the same: one
 // that cannot be written is in the error (the run's exit and its last
-// lines say so), not in the others.
-func writeReport(dir string, raw record.Raw, timeline []byte) (report.Report, error) {
-	rep := report.Build(raw)
+// lines say so), not in the others. md is summary.md as written ("" when
+// it could not be).
+func writeReport(dir string, raw record.Raw, timeline []byte) (rep report.Report, md string, err error) {
+	rep = report.Build(raw)
 	doc := report.Summary(rep)                                        // built once: summary.md and the page render it
 	summary := report.FitSummary(doc.Markdown(), report.SummaryLimit) // the page shows it whole
 	page := htmlreport.Run{Report: rep, Timeline: timeline, Samples: report.BenchResults(raw), Summary: doc}
@@ -92,15 +93,19 @@ func writeReport(dir string, raw record.Raw, timeline []byte) (report.Report, er
 		{"metrics.txt", func(w io.Writer) error { return cireport.WriteOpenMetrics(w, rep) }},
 		{"report.html", func(w io.Writer) error { return htmlreport.Write(w, page) }},
 	} {
-		errs = append(errs, report.WriteFile(filepath.Join(dir, o.name), o.write))
+		err := report.WriteFile(filepath.Join(dir, o.name), o.write)
+		if err == nil && o.name == "summary.md" {
+			md = summary
+		}
+		errs = append(errs, err)
 	}
-	return rep, errors.Join(errs...)
+	return rep, md, errors.Join(errs...)
 }
 
 // provisional writes the report a run leaves if it never reaches Close.
 func provisional(dir string, raw record.Raw) error {
 	raw.Failures = append(raw.Failures, record.Failure{Phase: "run", Error: NotFinished})
-	_, err := writeReport(dir, raw, nil)
+	_, _, err := writeReport(dir, raw, nil)
 	return err
 }
 
@@ -144,7 +149,7 @@ func writeUnstarted(cfg config.Config, mark func(*record.Recorder)) error {
 	rec := record.New(cfg.ModelNames())
 	rec.SetSetup(record.Setup{GPU: "unknown (the run did not start)", Runtime: "unknown (no server reached)", MemorySource: cfg.Memory})
 	mark(rec)
-	_, err = writeReport(cfg.OutDir, rec.Raw(), nil)
+	_, _, err = writeReport(cfg.OutDir, rec.Raw(), nil)
 	return errors.Join(claimErr, err)
 }
 

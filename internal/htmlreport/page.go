@@ -34,7 +34,7 @@ type Run struct {
 	// Samples are bench.txt's results: every sample, drawn as points.
 	Samples []*benchfmt.Result
 	// Summary is the report's summary (report.Summary), as the run built
-	// it for summary.md; without blocks, the page builds it from Report.
+	// it for summary.md: the page renders it, never builds another.
 	Summary report.Doc
 }
 
@@ -84,11 +84,7 @@ func runView(r Run) (view, error) {
 	// The report's summary whole (summary.md is cut to fit a CI step
 	// summary), without the gate's section: the page's own below has its
 	// rows, with the smallest change each could see.
-	summary := r.Summary
-	if summary.Blocks == nil {
-		summary = report.Summary(rep)
-	}
-	v.Sections = append(v.Sections, section{ID: "summary", Title: "Summary", Intro: "summary.md's tables (medians; the distributions below have every sample).", Body: summaryHTML(summary)})
+	v.Sections = append(v.Sections, section{ID: "summary", Title: "Summary", Intro: "summary.md's tables (medians; the distributions below have every sample).", Body: summaryHTML(r.Summary)})
 	if len(r.Timeline) > 0 {
 		v.Sections = append(v.Sections, section{ID: "timeline", Title: "GPU memory over time", Intro: "timeline.svg: device memory and each model's, the phases shaded, every sleep and wake marked.",
 			Body: figure(inlineSVG(r.Timeline))})

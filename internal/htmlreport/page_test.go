@@ -57,8 +57,10 @@ func failedRun(t testing.TB) Run {
 	return r
 }
 
+// render is r's page, with its report's summary as the run builds it.
 func render(t testing.TB, r Run) string {
 	t.Helper()
+	r.Summary = report.Summary(r.Report)
 	var b bytes.Buffer
 	require.NoError(t, Write(&b, r))
 	return b.String()

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -77,9 +78,13 @@ var marks = map[rune]struct {
 
 // Inline is text for a renderer: its plain text through plain, each
 // span's marks replaced by open and close of its kind ("strong", "code",
-// "em").
+// "em"). Spans are always balanced: a mark that opens a span already
+// open, or closes one that is not, is dropped (an error's text that held
+// one of the runes cannot restyle the rest), and what is still open at
+// the end is closed.
 func Inline(text string, plain func(string) string, open, close func(kind string) string) string {
 	var b strings.Builder
+	var stack []string // the spans open, innermost last
 	start := 0
 	for i, r := range text {
 		m, ok := marks[r]
@@ -87,14 +92,21 @@ func Inline(text string, plain func(string) string, open, close func(kind string
 			continue
 		}
 		b.WriteString(plain(text[start:i]))
-		if m.open {
+		start = i + len(string(r))
+		switch {
+		case m.open && !slices.Contains(stack, m.kind):
+			stack = append(stack, m.kind)
 			b.WriteString(open(m.kind))
-		} else {
+		case !m.open && len(stack) > 0 && stack[len(stack)-1] == m.kind:
+			stack = stack[:len(stack)-1]
 			b.WriteString(close(m.kind))
 		}
-		start = i + len(string(r))
 	}
 	b.WriteString(plain(text[start:]))
+	for len(stack) > 0 {
+		b.WriteString(close(stack[len(stack)-1]))
+		stack = stack[:len(stack)-1]
+	}
 	return b.String()
 }
 

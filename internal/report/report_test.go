@@ -823,4 +823,9 @@ func TestDocRendersItsSpans(t *testing.T) {
 	}
 	html := Inline(d.Blocks[1].Text, strings.ToUpper, func(k string) string { return "<" + k + ">" }, func(k string) string { return "</" + k + ">" })
 	assert.Equal(t, "<strong>3 SHED</strong>: SEE <em>THIS</em>\nSECOND LINE WITH * AND <NIL>", html, "plain text through plain, spans through open and close")
+	// A stray mark (an error's text holding the rune) restyles nothing
+	// past its text: a close without its open is dropped, an open is
+	// closed at the end.
+	stray := "a" + string(strongClose) + "b" + string(codeOpen) + "c"
+	assert.Equal(t, "ab<code>c</code>", Inline(stray, func(s string) string { return s }, func(k string) string { return "<" + k + ">" }, func(k string) string { return "</" + k + ">" }))
 }
