@@ -8,6 +8,9 @@ import (
 	"math"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"golang.org/x/perf/benchfmt"
 
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/record"
@@ -57,10 +60,19 @@ func (r *Run) judge(ctx context.Context, baseline string) ([]gate.Verdict, strin
 		return nil, "", err
 	}
 	base := loaded.Runs
-	raw := r.rec.Raw()
 	// This run's samples as bench.txt holds them, judged without writing
-	// and parsing the file back.
-	cur, err := gate.RunOf(gate.BenchOf(report.BenchUnits(), report.BenchResults(raw)), "this run", raw.Started)
+	// and parsing the file back (read in place: no copy of the record).
+	var results []*benchfmt.Result
+	var started time.Time
+	var sim *record.Simulated
+	r.rec.Read(func(raw *record.Raw) {
+		results, started = report.BenchResults(*raw), raw.Started
+		if raw.Simulated != nil {
+			s := *raw.Simulated
+			sim = &s
+		}
+	})
+	cur, err := gate.RunOf(gate.BenchOf(report.BenchUnits(), results), "this run", started)
 	if err != nil {
 		return nil, "", err
 	}
@@ -71,7 +83,7 @@ func (r *Run) judge(ctx context.Context, baseline string) ([]gate.Verdict, strin
 	}
 	var table bytes.Buffer
 	fmt.Fprintf(&table, "baseline %s vs this run (regression: worse by > %g %% and significant at %g by the metric's rule)\n", baseline, tol, alpha)
-	if s := raw.Simulated; s != nil {
+	if s := sim; s != nil {
 		fmt.Fprintf(&table, "this run is simulated: vllmsim profile %s, time scale %g\n", s.Profile, s.TimeScale)
 	}
 	for _, b := range base {

@@ -332,13 +332,15 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 		r.rec.Fail(f)
 	}
 	initial := map[string]string{}
-	for l, rs := range r.rec.Raw().Restarts {
-		for _, x := range rs {
-			if !x.Warm {
-				initial[l] = x.Compile
+	r.rec.Read(func(raw *record.Raw) {
+		for l, rs := range raw.Restarts {
+			for _, x := range rs {
+				if !x.Warm {
+					initial[l] = x.Compile
+				}
 			}
 		}
-	}
+	})
 	r.rec.SetRestartBaseline(r.be.RestartBaseline(r.pool.Labels(), initial))
 	r.rec.Finish(used, r.pool.Procs().RSSPeaks(), time.Now())
 
@@ -370,11 +372,17 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 			write("timeline.svg", func(w io.Writer) error { _, err := w.Write(timeline); return err })
 		}
 	}
-	// The report comes last and says what could not be written before it.
+	// The report comes last and says what could not be written before it
+	// (in the record, and in the one copy of it the outputs are written
+	// from).
 	for _, err := range errs {
-		r.rec.Fail(record.Failure{Phase: "outputs", Error: err.Error()})
+		f := record.Failure{Phase: "outputs", Error: err.Error()}
+		r.rec.Fail(f)
+		if !slices.Contains(raw.Failures, f) { // as Fail records it
+			raw.Failures = append(raw.Failures, f)
+		}
 	}
-	rep, md, err := writeReport(r.cfg.OutDir, r.rec.Raw(), timeline)
+	rep, md, err := writeReport(r.cfg.OutDir, raw, timeline)
 	r.summary = md
 	if err != nil {
 		errs = append(errs, err)

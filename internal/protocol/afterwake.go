@@ -41,13 +41,15 @@ func (p AfterWake) Run(ctx context.Context, label string, logf Logf) (Outcome[[]
 // level-1 release again, with the after-wake sleep's.
 func (p AfterWake) checks(label string, runs []record.PerfRun) []record.Check {
 	phase, stage, replay := p.names()
-	raw := p.rec.Raw()
-	cs := append(gate.AfterWake(p.cfg, label, stage, runs, raw.Perf[label]), gate.Correctness(label, replay, raw.Replays[label])...)
-	cs = append(cs, gate.LostPrefix(p.cfg, label, p.Level, raw.LostPrefix[label])...)
-	cs = append(cs, gate.Health(p.cfg, label, stage, raw.Health[label])...)
-	if p.Level == 1 {
-		cs = append(cs, releaseChecks(p.cfg, raw, label)...)
-	}
+	var cs []record.Check
+	p.rec.Read(func(raw *record.Raw) {
+		cs = append(gate.AfterWake(p.cfg, label, stage, runs, raw.Perf[label]), gate.Correctness(label, replay, raw.Replays[label])...)
+		cs = append(cs, gate.LostPrefix(p.cfg, label, p.Level, raw.LostPrefix[label])...)
+		cs = append(cs, gate.Health(p.cfg, label, stage, raw.Health[label])...)
+		if p.Level == 1 {
+			cs = append(cs, releaseChecks(p.cfg, raw, label)...)
+		}
+	})
 	return p.Record(phase, cs...)
 }
 

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"time"
@@ -105,8 +106,14 @@ func (p *Env) SetFit(f record.Fit) { p.rec.SetFit(f) }
 // Labels are the model labels in config order.
 func (p *Env) Labels() []string { return p.pool.Labels() }
 
-// Raw is a copy of what the run has recorded so far.
-func (p *Env) Raw() record.Raw { return p.rec.Raw() }
+// Costs are the state costs recorded so far, by label (a copy of the
+// map, as record.Raw.Clone makes it: a Cost's slices never change after
+// SetCost), for the fit table: not a copy of the whole record.
+func (p *Env) Costs() map[string]record.Cost {
+	var out map[string]record.Cost
+	p.rec.Read(func(raw *record.Raw) { out = maps.Clone(raw.Cost) })
+	return out
+}
 
 // Fail records a failure and returns it as an error naming phase, model
 // and step. A step the run's stop interrupted (record.Stopped) says so
@@ -179,7 +186,7 @@ func (p *Env) Record(phase string, cs ...record.Check) []record.Check {
 // releases (sleep-level1, after-wake, switch, soak) records it again, so
 // the check (recorded once, the latest replacing the earlier) judges the
 // samples report.json's memory.l1_release_fraction summarises.
-func releaseChecks(cfg config.Config, raw record.Raw, labels ...string) []record.Check {
+func releaseChecks(cfg config.Config, raw *record.Raw, labels ...string) []record.Check {
 	var out []record.Check
 	for _, l := range labels {
 		out = append(out, gate.Release(cfg, l, raw.Release[l], false)...)
@@ -190,11 +197,13 @@ func releaseChecks(cfg config.Config, raw record.Raw, labels ...string) []record
 // correctnessChecks: every model's replays of stage (after the handoffs
 // or soak cycles that woke it) matched its reference.
 func (p *Env) correctnessChecks(stage string) []record.Check {
-	raw := p.rec.Raw()
 	var out []record.Check
-	for _, l := range p.Labels() {
-		out = append(out, gate.Correctness(l, stage, raw.Replays[l])...)
-	}
+	labels := p.Labels()
+	p.rec.Read(func(raw *record.Raw) {
+		for _, l := range labels {
+			out = append(out, gate.Correctness(l, stage, raw.Replays[l])...)
+		}
+	})
 	return out
 }
 

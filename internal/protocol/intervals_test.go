@@ -40,7 +40,7 @@ func soakRun(t *testing.T, wrap func(gpu.Source) gpu.Source, n int, faults strin
 
 // TestSoakClockIsTheSwitchClock: the soak's switch → first token runs, as
 // the switch phase's, from /sleep sent to the woken model's first token:
-// memory reads of 300 ms each (the residual after settle_s, the headroom
+// memory reads of 600 ms each (the residual after settle_s, the headroom
 // before the wake, device-delta's read of the device asleep) add nothing
 // to it (per cycle, over its sleep and wake: less than one read's delay
 // more, the probe's first token), and the residual and headroom are
@@ -48,7 +48,11 @@ func soakRun(t *testing.T, wrap func(gpu.Source) gpu.Source, n int, faults strin
 // much. Each cycle against itself: no two runs' times compared.
 func TestSoakClockIsTheSwitchClock(t *testing.T) {
 	testmain.Long(t)
-	const delay = 300 * time.Millisecond
+	// A read's delay is what a read inside the interval would add: twice
+	// the 0.43 s that the confirmations and the probe's first token alone
+	// took once under make stress with a second test run beside it (300
+	// ms failed there).
+	const delay = 600 * time.Millisecond
 	plain := soakRun(t, same, 3, "")
 	for name, wrap := range map[string]func(gpu.Source) gpu.Source{
 		"process": func(s gpu.Source) gpu.Source { return simtest.SlowReads{Source: s, Delay: delay} },

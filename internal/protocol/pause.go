@@ -204,18 +204,20 @@ func newCycle(level int) record.Cycle {
 // replays; NOT EVALUATED with the reason where the server lacks the
 // endpoints. The KV release adds that vLLM refused it without a pause.
 func (p *pauser) pauseChecks(phase, label string, level int, cycles []record.Cycle) []record.Check {
-	raw := p.rec.Raw()
 	stage := record.ReplayLevel0
 	if level == record.LevelKVRelease {
 		stage = record.ReplayKVRelease
 	}
-	cs := gate.Pause(p.cfg, label, level, cycles, raw.CyclesOff[label][level], p.confirmed)
-	if raw.CyclesOff[label][level] == "" {
-		cs = append(cs, gate.Correctness(label, stage, raw.Replays[label])...)
-		if level == record.LevelKVRelease && len(cycles) > 0 { // the cycles ran: the window after the first
-			cs = append(cs, gate.Health(p.cfg, label, record.HealthAfterKV, raw.Health[label])...)
+	var cs []record.Check
+	p.rec.Read(func(raw *record.Raw) {
+		cs = gate.Pause(p.cfg, label, level, cycles, raw.CyclesOff[label][level], p.confirmed)
+		if raw.CyclesOff[label][level] == "" {
+			cs = append(cs, gate.Correctness(label, stage, raw.Replays[label])...)
+			if level == record.LevelKVRelease && len(cycles) > 0 { // the cycles ran: the window after the first
+				cs = append(cs, gate.Health(p.cfg, label, record.HealthAfterKV, raw.Health[label])...)
+			}
 		}
-	}
+	})
 	return p.Record(phase, cs...)
 }
 

@@ -28,12 +28,15 @@ func (p Sleep) Run(ctx context.Context, label string, logf Logf) (Outcome[[]reco
 // checks: every cycle succeeded; wake → first token, residual and
 // (level 1) release within their limits.
 func (p Sleep) checks(label string, level int, cycles []record.Cycle) []record.Check {
-	raw := p.rec.Raw()
 	phase, stage := record.PhaseSleepL1, record.ReplayLevel1
 	if level == 2 {
 		phase, stage = record.PhaseSleepL2, record.ReplayLevel2
 	}
-	return p.Record(phase, append(gate.Sleep(p.cfg, label, level, cycles, raw.Release[label]), gate.Correctness(label, stage, raw.Replays[label])...)...)
+	var cs []record.Check
+	p.rec.Read(func(raw *record.Raw) {
+		cs = append(gate.Sleep(p.cfg, label, level, cycles, raw.Release[label]), gate.Correctness(label, stage, raw.Replays[label])...)
+	})
+	return p.Record(phase, cs...)
 }
 
 // measureSleep sleeps label at level with its memory read before and,

@@ -214,7 +214,8 @@ func (p *Env) settleFrom(ctx context.Context, t time.Time) {
 func (p Soak) checks(cycles []record.SoakCycle) []record.Check {
 	cs := append(gate.Soak(p.cfg, cycles), p.correctnessChecks(record.ReplaySoak)...)
 	if p.cfg.Protocol.SoakLevel == 1 { // its sleeps added level-1 releases
-		cs = append(cs, releaseChecks(p.cfg, p.rec.Raw(), p.Labels()...)...)
+		labels := p.Labels()
+		p.rec.Read(func(raw *record.Raw) { cs = append(cs, releaseChecks(p.cfg, raw, labels...)...) })
 	}
 	return p.Record(record.PhaseSoak, cs...)
 }

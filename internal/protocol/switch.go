@@ -28,12 +28,15 @@ func (p Switch) Run(ctx context.Context, logf Logf) (Outcome[[]record.Handoff], 
 // checks: every handoff succeeded; switch → first token per
 // direction; every model's level-1 release again, with its switch sleeps'.
 func (p Switch) checks(handoffs []record.Handoff) []record.Check {
-	raw := p.rec.Raw()
 	cs := append(gate.Switch(p.cfg, handoffs), p.correctnessChecks(record.ReplaySwitch)...)
-	for _, l := range p.Labels() {
-		cs = append(cs, gate.Health(p.cfg, l, record.HealthAfterSwitch, raw.Health[l])...)
-	}
-	return p.Record(record.PhaseSwitch, append(cs, releaseChecks(p.cfg, raw, p.Labels()...)...)...)
+	labels := p.Labels()
+	p.rec.Read(func(raw *record.Raw) {
+		for _, l := range labels {
+			cs = append(cs, gate.Health(p.cfg, l, record.HealthAfterSwitch, raw.Health[l])...)
+		}
+		cs = append(cs, releaseChecks(p.cfg, raw, labels...)...)
+	})
+	return p.Record(record.PhaseSwitch, cs...)
 }
 
 // meteredSleep puts label to sleep at level with its memory read before

@@ -1,7 +1,8 @@
 // Package record holds what a run measured, as it is measured: one Recorder
 // per run, written by its runner alone (protocol's Env, which the phases
 // record through, and harness) through typed methods (AddCycle,
-// AddHandoff, …) and read as a Raw copy by the report writers and the gate.
+// AddHandoff, …); a phase's checks read the few series they judge in place
+// (Read), and the outputs are written from one Raw copy taken at the end.
 // Methods a retry could repeat (checks, failures, phases) are idempotent.
 package record
 
@@ -489,10 +490,21 @@ func (r *Recorder) lock() func() {
 	return r.mu.Unlock
 }
 
-// Raw returns a copy of the record.
+// Raw returns a copy of the record: for what reads it after the
+// Recorder may change (the outputs written at the end). A check that
+// reads a few series reads them in place (Read).
 func (r *Recorder) Raw() Raw {
 	defer r.lock()()
 	return r.raw.Clone()
+}
+
+// Read calls f with the record itself, under the Recorder's lock: what f
+// reads is one consistent state and nothing is copied (a phase's checks
+// read a model's few series of it). f must not change raw, keep any part
+// of it after it returns, or call the Recorder (whose lock it holds).
+func (r *Recorder) Read(f func(raw *Raw)) {
+	defer r.lock()()
+	f(&r.raw)
 }
 
 // SetSetup records what is known before any server starts.

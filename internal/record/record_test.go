@@ -2,6 +2,7 @@ package record
 
 import (
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,4 +102,31 @@ func TestFromUnix(t *testing.T) {
 	assert.Equal(t, "2026-12-05T13:01:04.627Z", FromUnix(1796475664.627).Format("2006-01-02T15:04:05.000Z07:00"))
 	assert.WithinDuration(t, at, FromUnix(Unix(at)), time.Microsecond)
 	assert.Equal(t, time.UTC, FromUnix(0).Location())
+}
+
+// TestReadReadsInPlace: Read hands f the record itself under its lock: a
+// cycle added is seen by the next Read without a copy, and writers beside
+// readers are race-free (go test -race).
+func TestReadReadsInPlace(t *testing.T) {
+	r := New([]string{"A"}, map[string]string{"A": "m"})
+	var done sync.WaitGroup
+	done.Add(1)
+	go func() {
+		defer done.Done()
+		for range 100 {
+			r.AddCycle("A", Cycle{Level: 1, OK: true})
+		}
+	}()
+	for range 100 {
+		r.Read(func(raw *Raw) {
+			n := len(raw.Cycles["A"])
+			assert.LessOrEqual(t, n, 100)
+		})
+	}
+	done.Wait()
+	var first, second *Cycle
+	r.Read(func(raw *Raw) { first = &raw.Cycles["A"][0] })
+	r.Read(func(raw *Raw) { second = &raw.Cycles["A"][0] })
+	assert.Same(t, first, second, "the record itself, not a copy")
+	assert.NotSame(t, first, &r.Raw().Cycles["A"][0], "Raw copies")
 }

@@ -502,11 +502,11 @@ func breakEvens(c record.Cost) []record.BreakEven {
 // min_host_headroom_gib. It records it; nil (with why) when a figure it
 // needs is unknown.
 func (p Phase) Fit(ctx context.Context, logf protocol.Logf) (*record.Fit, string, error) {
-	raw := p.Raw()
+	costs := p.Costs()
 	var models []capacity.Model
 	var gpuHeld, hostHeld float64
 	for _, l := range p.Labels() {
-		c, ok := raw.Cost[l]
+		c, ok := costs[l]
 		if !ok {
 			return nil, "no state costs of " + l, nil
 		}
