@@ -350,7 +350,8 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 			errs = append(errs, err)
 		}
 	}
-	write("bench.txt", func(w io.Writer) error { return report.WriteBench(w, raw) })
+	results := report.BenchResults(raw) // bench.txt's lines, built once: the page draws the same
+	write("bench.txt", func(w io.Writer) error { return report.WriteBenchResults(w, raw.Started, results) })
 	// soak.csv was streamed as the cycles ran (soakLog).
 	if raw.Traffic != nil {
 		write("requests.jsonl", func(w io.Writer) error { return report.WriteRequestsJSONL(w, raw) })
@@ -382,7 +383,7 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 			raw.Failures = append(raw.Failures, f)
 		}
 	}
-	rep, md, err := writeReport(r.cfg.OutDir, raw, timeline)
+	rep, md, err := writeReport(r.cfg.OutDir, raw, timeline, results)
 	r.summary = md
 	if err != nil {
 		errs = append(errs, err)

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/perf/benchfmt"
+
 	"github.com/wakebench/wakebench/internal/cireport"
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/htmlreport"
@@ -69,16 +71,17 @@ func claim(cfg config.Config) error {
 
 // writeReport writes the outputs made from the report of raw
 // (atomically): report.json and summary.md, and for people and CI systems
-// report.html (with timeline, timeline.svg as written, nil without one),
-// checks.junit.xml, ctrf.json and metrics.txt. All say the same: one
+// report.html (with timeline, timeline.svg as written, nil without one,
+// and results, bench.txt's lines), checks.junit.xml, ctrf.json and
+// metrics.txt. All say the same: one
 // that cannot be written is in the error (the run's exit and its last
 // lines say so), not in the others. md is summary.md as written ("" when
 // it could not be).
-func writeReport(dir string, raw record.Raw, timeline []byte) (rep report.Report, md string, err error) {
+func writeReport(dir string, raw record.Raw, timeline []byte, results []*benchfmt.Result) (rep report.Report, md string, err error) {
 	rep = report.Build(raw)
 	doc := report.Summary(rep)                                        // built once: summary.md and the page render it
 	summary := report.FitSummary(doc.Markdown(), report.SummaryLimit) // the page shows it whole
-	page := htmlreport.Run{Report: rep, Timeline: timeline, Samples: report.BenchResults(raw), Summary: doc}
+	page := htmlreport.Run{Report: rep, Timeline: timeline, Samples: results, Summary: doc}
 	var errs []error
 	for _, o := range []struct {
 		name  string
@@ -105,7 +108,7 @@ func writeReport(dir string, raw record.Raw, timeline []byte) (rep report.Report
 // provisional writes the report a run leaves if it never reaches Close.
 func provisional(dir string, raw record.Raw) error {
 	raw.Failures = append(raw.Failures, record.Failure{Phase: "run", Error: NotFinished})
-	_, _, err := writeReport(dir, raw, nil)
+	_, _, err := writeReport(dir, raw, nil, report.BenchResults(raw))
 	return err
 }
 
@@ -149,7 +152,8 @@ func writeUnstarted(cfg config.Config, mark func(*record.Recorder)) error {
 	rec := record.New(cfg.ModelNames())
 	rec.SetSetup(record.Setup{GPU: "unknown (the run did not start)", Runtime: "unknown (no server reached)", MemorySource: cfg.Memory})
 	mark(rec)
-	_, _, err = writeReport(cfg.OutDir, rec.Raw(), nil)
+	raw := rec.Raw()
+	_, _, err = writeReport(cfg.OutDir, raw, nil, report.BenchResults(raw))
 	return errors.Join(claimErr, err)
 }
 

@@ -23,7 +23,7 @@ func TestReportOutputsAgreeAndOneLostLosesOnlyItself(t *testing.T) {
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "report.html"), 0o755))
 	rec := record.New([]string{"A"}, map[string]string{"A": "m"})
 	rec.Fail(record.Failure{Phase: "sleep-level1", Model: "A", Step: "wake", Error: "wake_up: got <nil> answer"})
-	rep, _, err := writeReport(dir, rec.Raw(), nil)
+	rep, _, err := writeReport(dir, rec.Raw(), nil, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), filepath.Join(dir, "report.html"))
 	assert.Equal(t, []string{"report.html"}, slices.Sorted(maps.Keys(lostOutputs(err))), "only the page is lost")
@@ -45,7 +45,7 @@ func TestReportOutputsAgreeAndOneLostLosesOnlyItself(t *testing.T) {
 
 	// With the way clear, the page says the same, the failure's text whole.
 	require.NoError(t, os.Remove(filepath.Join(dir, "report.html")))
-	_, _, err = writeReport(dir, rec.Raw(), nil)
+	_, _, err = writeReport(dir, rec.Raw(), nil, nil)
 	require.NoError(t, err)
 	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
 	require.NoError(t, err)

@@ -114,19 +114,26 @@ func BenchUnits() []*benchfmt.UnitMetadata {
 //	BenchmarkPodStart/model=A/kind=cold, BenchmarkPodRestart/model=A, BenchmarkPodSwitch/dir=A→B (the Kubernetes phase)
 //	BenchmarkHost/window=A-sleep-level1 (the machine's load over a phase window: %-others-cpu, wait/run; no better=)
 func WriteBench(w io.Writer, raw record.Raw) error {
+	return WriteBenchResults(w, raw.Started, BenchResults(raw))
+}
+
+// WriteBenchResults writes bench.txt from a run's result lines
+// (BenchResults, built once by the caller that also hands them to
+// report.html), the run's start first.
+func WriteBenchResults(w io.Writer, started time.Time, results []*benchfmt.Result) error {
 	bw := benchfmt.NewWriter(w)
-	if !raw.Started.IsZero() {
+	if !started.IsZero() {
 		// The gate orders a history of runs by this line. Not a config
 		// line: one that differs in every run would make benchstat split
 		// two runs into two tables.
-		if _, err := fmt.Fprintf(w, "%s%s\n", record.BenchStartedPrefix, raw.Started.UTC().Format(time.RFC3339Nano)); err != nil {
+		if _, err := fmt.Fprintf(w, "%s%s\n", record.BenchStartedPrefix, started.UTC().Format(time.RFC3339Nano)); err != nil {
 			return err
 		}
 	}
 	if err := WriteUnitMetadata(w); err != nil {
 		return err
 	}
-	for _, r := range BenchResults(raw) {
+	for _, r := range results {
 		if err := bw.Write(r); err != nil {
 			return err
 		}
