@@ -377,11 +377,10 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 	// (in the record, and in the one copy of it the outputs are written
 	// from).
 	for _, err := range errs {
-		f := record.Failure{Phase: "outputs", Error: err.Error()}
-		r.rec.Fail(f)
-		if !slices.Contains(raw.Failures, f) { // as Fail records it
-			raw.Failures = append(raw.Failures, f)
-		}
+		r.rec.Fail(record.Failure{Phase: "outputs", Error: err.Error()})
+	}
+	if len(errs) > 0 { // the failures as the record holds them, into the copy
+		r.rec.Read(func(x *record.Raw) { raw.Failures = slices.Clone(x.Failures) })
 	}
 	rep, md, err := writeReport(r.cfg.OutDir, raw, timeline, results)
 	r.summary = md
