@@ -236,6 +236,11 @@ func TestOutputs(t *testing.T) {
 		has = want
 	}
 	plans := phases.Planned(h.On().Inputs(), has)
+	if slices.Contains(raw.Phases, record.PhaseSoak) { // a soak in the same run
+		for l, sp := range phases.SoakPlan(cfg) {
+			plans[l] = plans[l].Add(sp)
+		}
+	}
 	planned := 0
 	for _, pl := range plans {
 		planned += pl.Performance(cfg)
@@ -260,17 +265,6 @@ func TestOutputs(t *testing.T) {
 			}
 		}
 	}
-	if slices.Contains(raw.Phases, record.PhaseSoak) {
-		// A soak in the same run: each cycle hands over to the next model
-		// round-robin, with a probe and (correctness on) a replay of the
-		// woken model's probe set; every model has its reference already.
-		for i := range p.SoakCycles {
-			requests++
-			if to := cfg.Models[(i+1)%len(cfg.Models)]; p.CorrectnessMaxTokens > 0 {
-				requests += 2 + len(to.LoRAModules)
-			}
-		}
-	}
 	assert.Equal(t, requests, rep.Requests.Executed, "executed requests")
 
 	// Memory figures: present when a memory source listed the servers'
@@ -284,13 +278,6 @@ func TestOutputs(t *testing.T) {
 		// cycle, the after-wake sleep, and every switch away from the model
 		// (the reference run: 5 + 1 + 10 = 16), and a level-1 soak's.
 		n := plans[l].L1Sleeps
-		if slices.Contains(raw.Phases, record.PhaseSoak) && p.SoakLevel == 1 {
-			for i := range p.SoakCycles { // and every soak sleep of it
-				if cfg.Models[i%len(cfg.Models)].Label == l {
-					n++
-				}
-			}
-		}
 		got := rep.Memory.L1ReleaseFraction[l].N
 		if haveMemory {
 			assert.Equal(t, n, got, "level-1 sleeps measured for %s", l)

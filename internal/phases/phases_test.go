@@ -76,8 +76,8 @@ func planCell(cfg config.Config, p Plan) string {
 	}
 	var parts []string
 	pc := cfg.Protocol
-	if k := len(p.Serving); k > 0 {
-		parts = append(parts, fmt.Sprintf("%d serving", k*len(pc.Concurrency)*pc.Rounds*pc.RequestsPerRound))
+	if k := p.Performance(cfg); k > 0 {
+		parts = append(parts, fmt.Sprintf("%d serving", k))
 	}
 	if p.Probes > 0 {
 		parts = append(parts, fmt.Sprintf("%d probes", p.Probes))
@@ -161,6 +161,15 @@ func TestPlanByHand(t *testing.T) {
 	assert.Equal(t, plans["A"].Probes+2*2, Planned(in, Everything)["A"].Probes)
 	assert.Equal(t, plans["B"].Probes+1*2, Planned(in, Everything)["B"].Probes)
 	assert.Equal(t, plans["A"].Probes+2, Planned(in, Can{Pause: true, KVRelease: true})["A"].Probes, "no ideal run")
+	// A soak of 5 cycles over A and B at level 1: A → B, B → A, A → B,
+	// B → A, A → B; A sleeps 3 times, B is woken 3 times.
+	cfg.Protocol.SoakCycles = 5
+	soak := SoakPlan(cfg)
+	assert.Equal(t, Plan{Probes: 2, Replays: []string{record.ReplaySoak, record.ReplaySoak}, L1Sleeps: 3}, soak["A"])
+	assert.Equal(t, 3, soak["B"].Probes)
+	assert.Equal(t, 2, soak["B"].L1Sleeps)
+	cfg.Protocol.SoakLevel = 2
+	assert.Zero(t, SoakPlan(cfg)["A"].L1Sleeps, "a level-2 soak measures no level-1 release")
 	// Off in the config: its plan is not the run's.
 	cfg.Protocol.CostDwellS, cfg.Protocol.LostPrefixTokens = 0, 0
 	assert.Equal(t, plans["B"].Probes-4-6, Planned(Inputs{Config: cfg}, Everything)["B"].Probes)

@@ -1,7 +1,6 @@
 package phases
 
 import (
-	"maps"
 	"slices"
 
 	"github.com/wakebench/wakebench/internal/config"
@@ -44,12 +43,18 @@ func (p Plan) Requests(cfg config.Config, m config.Model) int {
 // (oracle.Set): a short and a long one, and one per LoRA adapter.
 func probeSet(m config.Model) int { return 2 + len(m.LoRAModules) }
 
-// add is p and q together.
-func (p Plan) add(q Plan) Plan {
+// Add is p and q together.
+func (p Plan) Add(q Plan) Plan {
 	return Plan{Serving: append(slices.Clone(p.Serving), q.Serving...), Probes: p.Probes + q.Probes,
 		Health: append(slices.Clone(p.Health), q.Health...), Replays: append(slices.Clone(p.Replays), q.Replays...),
 		L1Sleeps: p.L1Sleeps + q.L1Sleeps}
 }
+
+// addTo adds q to label's plan in plans.
+func addTo(plans map[string]Plan, label string, q Plan) { plans[label] = plans[label].Add(q) }
+
+// woken is a wake's plan: its first token and its replay under stage.
+func woken(stage string) Plan { return Plan{Probes: 1, Replays: []string{stage}} }
 
 // Inputs are what a phase's plan and invariants read beyond its own
 // values: the run's config and the traffic plan read before the run.
@@ -98,7 +103,7 @@ func Planned(in Inputs, has Can) map[string]Plan {
 			continue
 		}
 		for l, p := range ph.Plan(in, has) {
-			out[l] = out[l].add(p)
+			addTo(out, l, p)
 		}
 	}
 	return out
@@ -116,9 +121,9 @@ func reference(cfg config.Config, m config.Model) int {
 // Total is the requests of a plan per model, as Planned gives it.
 func Total(cfg config.Config, plans map[string]Plan) int {
 	n := 0
-	for _, l := range slices.Sorted(maps.Keys(plans)) {
+	for l, p := range plans {
 		if m, ok := cfg.Model(l); ok {
-			n += plans[l].Requests(cfg, m)
+			n += p.Requests(cfg, m)
 		}
 	}
 	return n
@@ -207,27 +212,36 @@ func switchPlan(in Inputs, _ Can) map[string]Plan {
 	if n == 0 {
 		return out
 	}
-	wake := func(l string) {
-		p := out[l]
-		p.Probes++
-		p.Replays = append(p.Replays, record.ReplaySwitch)
-		out[l] = p
-	}
-	slept := func(l string) {
-		p := out[l]
-		p.L1Sleeps++
-		out[l] = p
-	}
-	slept(cfg.Models[n-1].Label)
-	wake(cfg.Models[0].Label)
+	addTo(out, cfg.Models[n-1].Label, Plan{L1Sleeps: 1})
+	addTo(out, cfg.Models[0].Label, woken(record.ReplaySwitch))
 	for i := range cfg.Protocol.Handoffs {
 		from, to := cfg.Models[i%n].Label, cfg.Models[(i+1)%n].Label
-		slept(from)
-		wake(to)
-		if p := out[to]; !slices.Contains(p.Health, record.HealthAfterSwitch) {
-			p.Health = append(p.Health, record.HealthAfterSwitch)
-			out[to] = p
+		addTo(out, from, Plan{L1Sleeps: 1})
+		addTo(out, to, woken(record.ReplaySwitch))
+		if !slices.Contains(out[to].Health, record.HealthAfterSwitch) {
+			addTo(out, to, Plan{Health: []string{record.HealthAfterSwitch}})
 		}
+	}
+	return out
+}
+
+// SoakPlan is the soak's (TestSoak's, not one of List's phases, run
+// where protocol.soak_cycles is set): cycle i hands the GPU from model i
+// mod n to the next, round-robin, a sleep at protocol.soak_level (at
+// level 1 a measured level-1 sleep), then the woken model's first token
+// and replay; every model has its correctness reference already.
+func SoakPlan(cfg config.Config) map[string]Plan {
+	out := map[string]Plan{}
+	n := len(cfg.Models)
+	if n == 0 {
+		return out
+	}
+	for i := range cfg.Protocol.SoakCycles {
+		from, to := cfg.Models[i%n].Label, cfg.Models[(i+1)%n].Label
+		if cfg.Protocol.SoakLevel == 1 {
+			addTo(out, from, Plan{L1Sleeps: 1})
+		}
+		addTo(out, to, woken(record.ReplaySoak))
 	}
 	return out
 }
@@ -242,18 +256,13 @@ func switchPlan(in Inputs, _ Can) map[string]Plan {
 func trafficPlan(in Inputs, has Can) map[string]Plan {
 	cfg := in.Config
 	out := map[string]Plan{}
-	add := func(l string, n int) {
-		p := out[l]
-		p.Probes += n
-		out[l] = p
-	}
 	if in.Traffic != nil {
 		runs := 1
 		if cfg.Traffic.Ideal && has.AllAwake {
 			runs = 2
 		}
 		for _, a := range in.Traffic.Arrivals {
-			add(a.Model, runs)
+			addTo(out, a.Model, Plan{Probes: runs})
 		}
 	}
 	tr := cfg.Traffic
@@ -262,7 +271,7 @@ func trafficPlan(in Inputs, has Can) map[string]Plan {
 	}
 	for _, mode := range tr.InFlightModes {
 		if mode == vllm.SleepAbort || has.Pause {
-			add(cfg.Models[0].Label, tr.InFlightRequests+1)
+			addTo(out, cfg.Models[0].Label, Plan{Probes: tr.InFlightRequests + 1})
 		}
 	}
 	return out
