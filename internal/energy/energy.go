@@ -169,7 +169,7 @@ func TransitionJ(a, b Reading, start, end time.Time, pBefore, pAfter float64) fl
 	return Joules(a, b) - pBefore*max(0, start.Sub(a.t).Seconds()) - pAfter*max(0, b.t.Sub(end).Seconds())
 }
 
-// NewMeter is a meter of the counter read (pool.Energy).
+// NewMeter is a meter of the counter read (pool.Memory.Energy).
 func NewMeter(read func(context.Context) ([]float64, error)) *Meter { return &Meter{read: read} }
 
 // Off says why the meter reads nothing ("" while it reads): the source
@@ -253,7 +253,7 @@ type Trace struct {
 	err  error
 }
 
-// StartTrace reads the counter through read (pool.Energy) once, then
+// StartTrace reads the counter through read (pool.Memory.Energy) once, then
 // every interval in the background; Stop ends it.
 func StartTrace(ctx context.Context, read func(context.Context) ([]float64, error), every time.Duration) *Trace {
 	tr := &Trace{m: &Meter{read: read}, stop: make(chan struct{})}

@@ -43,19 +43,19 @@ func (p Procs) Host(label string) (server.HostMemory, error) {
 // Energy is each GPU's energy counter in joules (gpu.EnergyOf the memory
 // source), an error wrapping gpu.ErrNoEnergy where there is none (no
 // memory source, or one without a counter).
-func (f *Pool) Energy(ctx context.Context) ([]float64, error) {
-	if f.s.opt.Sampler == nil {
+func (mm Memory) Energy(ctx context.Context) ([]float64, error) {
+	if mm.f.s.opt.Sampler == nil {
 		return nil, fmt.Errorf("%w: no memory source", gpu.ErrNoEnergy)
 	}
-	return gpu.EnergyOf(ctx, f.s.opt.Sampler.Source())
+	return gpu.EnergyOf(ctx, mm.f.s.opt.Sampler.Source())
 }
 
 // HostCapacity is what host memory the runner may use now (hostmem.Read
 // of this process under Options.HostRoot): the cgroup's headroom in a
 // container or Pod, else MemAvailable, with its source.
-func (f *Pool) HostCapacity() (hostmem.Capacity, error) {
-	f.s.late()
-	root := f.s.opt.HostRoot
+func (p Procs) HostCapacity() (hostmem.Capacity, error) {
+	p.s.late()
+	root := p.s.opt.HostRoot
 	if root == "" {
 		root = "/"
 	}
@@ -66,21 +66,21 @@ func (f *Pool) HostCapacity() (hostmem.Capacity, error) {
 // the source lists them), and the device's free memory per GPU; nil per
 // GPU where no memory source is set or the source lists none of its
 // processes.
-func (f *Pool) GPUGiB(ctx context.Context, label string) (perGPU, freeGPU []float64, err error) {
-	m, err := f.s.model(label)
-	if err != nil || f.s.opt.Sampler == nil {
+func (mm Memory) GPUGiB(ctx context.Context, label string) (perGPU, freeGPU []float64, err error) {
+	m, err := mm.f.s.model(label)
+	if err != nil || mm.f.s.opt.Sampler == nil {
 		return nil, nil, err
 	}
-	f.s.refreshPIDs(m)
-	smp, err := f.s.opt.Sampler.SampleNow(ctx)
+	mm.f.s.refreshPIDs(m)
+	smp, err := mm.f.s.opt.Sampler.SampleNow(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	for _, d := range smp.PerDevice() {
 		freeGPU = append(freeGPU, float64(freeBytes(d))/record.GiB)
 	}
-	if _, found := modelGiB(f.s.pids(m), smp); found {
-		perGPU = modelGiBPerGPU(f.s.pids(m), smp)
+	if _, found := modelGiB(mm.f.s.pids(m), smp); found {
+		perGPU = modelGiBPerGPU(mm.f.s.pids(m), smp)
 	}
 	return perGPU, freeGPU, nil
 }
@@ -95,21 +95,21 @@ func (f *Pool) GPUGiB(ctx context.Context, label string) (perGPU, freeGPU []floa
 // (protocol.kv_gib, per GPU as vLLM's --kv-cache-memory-bytes is:
 // vllm/config/cache.py, × the workers; an upper bound, the CUDA contexts
 // and graphs included), and how it was found; NaN when neither is known.
-func (f *Pool) BackupGiB(label string) (gib float64, how string) {
-	m, err := f.s.model(label)
+func (mm Memory) BackupGiB(label string) (gib float64, how string) {
+	m, err := mm.f.s.model(label)
 	if err != nil {
 		return math.NaN(), err.Error()
 	}
-	f.s.mu.Lock()
+	mm.f.s.mu.Lock()
 	w := m.weight
-	f.s.mu.Unlock()
+	mm.f.s.mu.Unlock()
 	var awake float64
-	Memory{f: f}.state(label, func(st *memState) { awake = st.awakeGiB })
+	mm.state(label, func(st *memState) { awake = st.awakeGiB })
 	tp, ok := config.TensorParallel(m.cfg.ExtraArgs)
 	if !ok || tp < 1 {
 		tp = 1
 	}
-	return pinnedBackup(w, awake, f.s.cfg.Protocol.KVGiB, tp)
+	return pinnedBackup(w, awake, mm.f.s.cfg.Protocol.KVGiB, tp)
 }
 
 // pinnedBackup is BackupGiB from what is known: the weight line w (nil or

@@ -26,30 +26,30 @@ var ErrHostShort = errors.New("host memory short of a level-1 sleep's pinned bac
 // the GiB needed, the GiB free and where that figure came from (the
 // cgroup's headroom or MemAvailable). A backup not known is no check
 // (nothing to compare); a host that cannot be read is an error.
-func (f *Pool) checkHost(ctx context.Context, label string, level int) error {
+func (mm Memory) checkHost(ctx context.Context, label string, level int) error {
 	if level != 1 || ctx.Err() != nil {
 		return nil // a cancelled sleep fails on its own
 	}
-	head := f.s.cfg.ThresholdsFor(label).MinHostHeadroomGiB
+	head := mm.f.s.cfg.ThresholdsFor(label).MinHostHeadroomGiB
 	if head == 0 {
 		return nil
 	}
-	backup, how := f.BackupGiB(label)
+	backup, how := mm.BackupGiB(label)
 	if math.IsNaN(backup) {
 		return nil
 	}
-	if m, err := f.s.model(label); err == nil {
-		f.s.mu.Lock()
+	if m, err := mm.f.s.model(label); err == nil {
+		mm.f.s.mu.Lock()
 		held := m.pinnedBy != nil && m.pinnedBy == m.srv
-		f.s.mu.Unlock()
+		mm.f.s.mu.Unlock()
 		if held { // this server made its backup at an earlier level-1 sleep and keeps it
 			backup, how = 0, "held already since this server's first level-1 sleep"
 		}
 	}
-	if f.s.cfg.Command == "vllmsim" && f.s.cfg.Sim.HostScale != 1 {
-		backup, how = backup*f.s.cfg.Sim.HostScale, fmt.Sprintf("%s × sim.host_scale %g (what vllmsim really allocates)", how, f.s.cfg.Sim.HostScale)
+	if mm.f.s.cfg.Command == "vllmsim" && mm.f.s.cfg.Sim.HostScale != 1 {
+		backup, how = backup*mm.f.s.cfg.Sim.HostScale, fmt.Sprintf("%s × sim.host_scale %g (what vllmsim really allocates)", how, mm.f.s.cfg.Sim.HostScale)
 	}
-	c, err := f.HostCapacity()
+	c, err := mm.f.Procs().HostCapacity()
 	if err != nil {
 		return fmt.Errorf("sleep %s level 1: host memory check (min_host_headroom_gib): %w", label, err)
 	}

@@ -53,7 +53,7 @@ func TestHostHeadroomBeforeLevel1Sleep(t *testing.T) {
 				func(o *pool.Options) { o.HostRoot = fakeHost(t, tc.availGiB) })
 			ctx := t.Context()
 			require.NoError(t, f.Activate(ctx, "A"))
-			backup, how := f.BackupGiB("A")
+			backup, how := f.Memory().BackupGiB("A")
 			require.Positive(t, backup, how)
 			_, err := f.Run(ctx, "A", pool.Sleep(tc.level))
 			if !tc.short {
@@ -69,7 +69,7 @@ func TestHostHeadroomBeforeLevel1Sleep(t *testing.T) {
 				assert.ErrorContains(t, err, want)
 			}
 			assert.False(t, f.Asleep("A"), "the sleep was not sent")
-			s, err := f.Probe(ctx, "A")
+			s, err := f.Requests().Probe(ctx, "A")
 			require.NoError(t, err, "A is awake and serves")
 			assert.NotEmpty(t, s.Tokens)
 		})
@@ -88,7 +88,7 @@ func TestHostHeadroomCountsABackupOnce(t *testing.T) {
 	}, func(o *pool.Options) { o.HostRoot = root })
 	ctx := t.Context()
 	require.NoError(t, f.Activate(ctx, "A"))
-	backup, how := f.BackupGiB("A")
+	backup, how := f.Memory().BackupGiB("A")
 	require.Greater(t, backup, 0.3, how)
 	_, err := f.Run(ctx, "A", pool.Sleep(1)) // needs backup + 1 ≤ 2
 	require.NoError(t, err)

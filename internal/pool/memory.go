@@ -199,7 +199,7 @@ func (mm Memory) Before(ctx context.Context, label string, op Op) (*MeasuredSlee
 		level = record.LevelKVRelease
 	}
 	ms := &MeasuredSleep{Label: label, Level: level, mem: mm, m: m, ReleasedGiB: math.NaN(), ReleasePercent: math.NaN()}
-	if err := mm.f.verifyPending(ctx, m); err != nil { // the state the read meets
+	if err := mm.f.s.verifyPending(ctx, m); err != nil { // the state the read meets
 		return nil, err
 	}
 	if err := mm.f.Oracle().ensure(ctx, m); err != nil {

@@ -17,7 +17,7 @@ import (
 // expected, say): an unknown resource or an operation still in flight is
 // an error naming them (checkEngine).
 func (f *Pool) CheckEngine(ctx context.Context, label, op string) error {
-	return f.verifyEngine(ctx, label, op)
+	return f.s.verifyEngine(ctx, label, op)
 }
 
 // SupportsPause reports whether label's server has vLLM's pause endpoints

@@ -7,11 +7,15 @@
 // record. It knows nothing of phases or thresholds.
 //
 // Its concerns, a file and a type each, reached from a Pool:
-//   - pool.go, sleep.go, requests.go: Pool, the servers' lifecycle, the
-//     sleep/wake sequence and the requests;
-//   - procs.go: Procs, the servers' processes (PIDs, RSS, exits);
-//   - memory.go: Memory, the models' GPU memory around starts and sleeps,
-//     returned to the caller, which records it;
+//   - pool.go, sleep.go, transition.go: Pool, the servers' lifecycle and
+//     their transitions (Do with an Op: sleep, wake, pause, resume, KV
+//     release);
+//   - requests.go: Requests, the probes, streams and serving rounds;
+//   - procs.go: Procs, the servers' processes (PIDs, RSS, exits, host
+//     memory);
+//   - memory.go, cost.go: Memory, the models' GPU memory around starts and
+//     sleeps, returned to the caller, which records it, and the GPU's
+//     energy counter;
 //   - engine.go: Engine, the servers' own account (log lines, /metrics);
 //   - oracle.go: Oracle, the correctness reference and its replays.
 package pool
@@ -244,8 +248,13 @@ func (f *Pool) Labels() []string { return slices.Clone(f.s.order) }
 // Procs is the servers' processes: PIDs, RSS, exits.
 func (f *Pool) Procs() Procs { return Procs{s: f.s} }
 
-// Memory measures the models' GPU memory around starts and sleeps.
+// Memory measures the models' GPU memory around starts and sleeps, and
+// what else the state-cost phase reads of the GPU (cost.go).
 func (f *Pool) Memory() Memory { return Memory{f: f} }
+
+// Requests sends the servers inference requests, each told to this
+// view's Observer.
+func (f *Pool) Requests() Requests { return Requests{f: f} }
 
 // Engine reads the servers' own account: their logs and /metrics.
 func (f *Pool) Engine() Engine { return Engine{s: f.s} }
@@ -367,10 +376,10 @@ func (f *Pool) Start(ctx context.Context, label string) (ready time.Duration, er
 		// tries.
 		inUse := err != nil && (strings.Contains(err.Error(), "address already in use") || errors.Is(err, server.ErrNotOwned))
 		if inUse && !picked {
-			return ready, f.portInUse(label, err)
+			return ready, f.s.portInUse(label, err)
 		}
 		if err == nil || !picked || try == 3 || !inUse {
-			f.noteHung(ctx, m, err)
+			f.s.noteHung(ctx, m, err)
 			return ready, err
 		}
 	}
@@ -383,22 +392,22 @@ var errStartTimeout = errors.New("never became ready")
 // noteHung remembers a start of m that timed out (err), so that no later
 // phase spawns the model and waits timeouts.start_s again; a start the
 // run stopped (its context ended) is not the server's doing.
-func (f *Pool) noteHung(ctx context.Context, m *model, err error) {
+func (s *servers) noteHung(ctx context.Context, m *model, err error) {
 	if err == nil || ctx.Err() != nil || !errors.Is(err, errStartTimeout) {
 		return
 	}
 	label := m.cfg.Label
 	hung := fmt.Errorf("start %s: model %s's server never became ready (timeouts.start_s %g s) at an earlier start, so it is not started again: see %s",
-		label, label, f.s.cfg.Timeouts.StartS, f.s.logPath(label))
-	f.s.mu.Lock()
+		label, label, s.cfg.Timeouts.StartS, s.logPath(label))
+	s.mu.Lock()
 	m.startHung = hung
-	f.s.mu.Unlock()
+	s.mu.Unlock()
 }
 
 // portInUse is the error of a start that found its configured port
 // taken: it names the port and the config key that set it.
-func (f *Pool) portInUse(label string, err error) error {
-	for i, m := range f.s.cfg.Models {
+func (s *servers) portInUse(label string, err error) error {
+	for i, m := range s.cfg.Models {
 		if m.Label == label {
 			return fmt.Errorf("port %d, config models[%d].port, is already in use by another process: %w", m.Port, i, err)
 		}

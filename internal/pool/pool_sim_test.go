@@ -53,13 +53,13 @@ func TestLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Positive(t, st.Took)
 	assert.Empty(t, f.Awake())
-	_, err = f.Probe(ctx, "A")
+	_, err = f.Requests().Probe(ctx, "A")
 	assert.ErrorContains(t, err, "refusing to send inference")
 	wt, err := f.Run(ctx, "A", pool.Wake())
 	require.NoError(t, err)
 	assert.Positive(t, wt.Took)
 	assert.Equal(t, 1, wt.Level, "the level it woke from")
-	s, err := f.Probe(ctx, "A")
+	s, err := f.Requests().Probe(ctx, "A")
 	require.NoError(t, err)
 	assert.NotEmpty(t, s.Tokens)
 
@@ -88,7 +88,7 @@ func TestExits(t *testing.T) {
 	ctx := t.Context()
 	require.NoError(t, f.Activate(ctx, "A"))
 	mark := f.Procs().ExitMark()
-	_, err := f.Probe(ctx, "A")
+	_, err := f.Requests().Probe(ctx, "A")
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "exit status 3", "the exit is named, not only the cut stream")
 	labels, errs := f.Procs().Exits(mark)
@@ -330,7 +330,7 @@ func TestTransitionIsVerifiedBeforeTheNext(t *testing.T) {
 		st, err := f.Do(ctx, "A", pool.Sleep(1))
 		require.NoError(t, err)
 		assert.True(t, f.Asleep("A"), "counted asleep from its answer")
-		_, err = f.Probe(ctx, "A")
+		_, err = f.Requests().Probe(ctx, "A")
 		assert.ErrorContains(t, err, "refusing to send inference")
 		assert.ErrorContains(t, ms.Asleep(ctx, st), "before the sleep was verified")
 		w, err := f.Run(ctx, "A", pool.Wake())
@@ -360,7 +360,7 @@ func TestTransitionIsVerifiedBeforeTheNext(t *testing.T) {
 		require.ErrorContains(t, err, "/sleep?level=1 answered 200 but /is_sleeping is false")
 		assert.ErrorIs(t, st.Verify(ctx), err, "the sleep's own error")
 		assert.False(t, f.Asleep("A"), "put back awake: the sleep did not take")
-		_, err = f.Probe(ctx, "A")
+		_, err = f.Requests().Probe(ctx, "A")
 		assert.NoError(t, err, "it serves")
 	})
 	t.Run("a stopped server", func(t *testing.T) {
@@ -393,7 +393,7 @@ func TestPauseUnsupported(t *testing.T) {
 	_, err = f.Run(ctx, "A", pool.ReleaseKV())
 	assert.ErrorIs(t, err, vllm.ErrUnsupported)
 	assert.False(t, f.Asleep("A"), "nothing was paused")
-	_, err = f.Probe(ctx, "A")
+	_, err = f.Requests().Probe(ctx, "A")
 	assert.NoError(t, err)
 }
 
@@ -438,7 +438,7 @@ func TestStartTriesAnotherPortWhenItsIsTaken(t *testing.T) {
 	_, err = f.Start(t.Context(), "A")
 	require.NoError(t, err, "the second port serves")
 	assert.Equal(t, 2, picks, "one more pick after the taken port")
-	_, err = f.Probe(t.Context(), "A")
+	_, err = f.Requests().Probe(t.Context(), "A")
 	assert.NoError(t, err, "it answers on its own port")
 }
 
@@ -465,7 +465,7 @@ func TestProbingStopsAtItsFirstToken(t *testing.T) {
 	f, _, cfg := simtest.Pool(t, nil, nil)
 	ctx := t.Context()
 	require.NoError(t, f.Activate(ctx, "A"))
-	pr := f.StartProbe(ctx, "A")
+	pr := f.Requests().StartProbe(ctx, "A")
 	at, ok := pr.First()
 	require.True(t, ok)
 	again, ok := pr.First()
@@ -479,7 +479,7 @@ func TestProbingStopsAtItsFirstToken(t *testing.T) {
 
 	_, err = f.Run(ctx, "A", pool.Sleep(1))
 	require.NoError(t, err)
-	pr = f.StartProbe(ctx, "A")
+	pr = f.Requests().StartProbe(ctx, "A")
 	_, ok = pr.First()
 	assert.False(t, ok)
 	_, err = pr.Rest()

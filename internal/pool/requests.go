@@ -12,10 +12,15 @@ import (
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
+// Requests are the inference requests the pool sends its servers: the
+// probes, single streams and serving rounds, each counted through the
+// view's Observer and checked for garbage output.
+type Requests struct{ f *Pool }
+
 // Probe sends one short streaming request (protocol.probe_max_tokens
 // output tokens) and checks its output; it counts as an executed request.
-func (f *Pool) Probe(ctx context.Context, label string) (*vllm.Stream, error) {
-	return f.probe(ctx, label, f.s.cfg.Protocol.ProbeMaxTokens, nil)
+func (q Requests) Probe(ctx context.Context, label string) (*vllm.Stream, error) {
+	return q.probe(ctx, label, q.f.s.cfg.Protocol.ProbeMaxTokens, nil)
 }
 
 // Probing is a probe in flight (StartProbe), read up to its first token:
@@ -42,12 +47,12 @@ type Probing struct {
 
 // StartProbe sends the probe (Probe's) on its own goroutine and returns at
 // once.
-func (f *Pool) StartProbe(ctx context.Context, label string) *Probing {
+func (q Requests) StartProbe(ctx context.Context, label string) *Probing {
 	p := &Probing{first: make(chan time.Time, 1), resume: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		got := false
-		p.s, p.err = f.probe(ctx, label, f.s.cfg.Protocol.ProbeMaxTokens, func(at time.Time) {
+		p.s, p.err = q.probe(ctx, label, q.f.s.cfg.Protocol.ProbeMaxTokens, func(at time.Time) {
 			got = true
 			p.first <- at
 			select { // the next chunks wait for the caller's step at the first token
@@ -81,16 +86,16 @@ func (p *Probing) Rest() (*vllm.Stream, error) {
 // an executed request. Its stream ends at its first token, so an energy
 // reading taken right after it ends a transition's interval there (the
 // state-cost phase's transitions).
-func (f *Pool) FirstToken(ctx context.Context, label string) (*vllm.Stream, error) {
-	return f.probe(ctx, label, 1, nil)
+func (q Requests) FirstToken(ctx context.Context, label string) (*vllm.Stream, error) {
+	return q.probe(ctx, label, 1, nil)
 }
 
-func (f *Pool) probe(ctx context.Context, label string, tokens int, atFirst func(time.Time)) (*vllm.Stream, error) {
-	m, err := f.s.model(label)
+func (q Requests) probe(ctx context.Context, label string, tokens int, atFirst func(time.Time)) (*vllm.Stream, error) {
+	m, err := q.f.s.model(label)
 	if err != nil {
 		return nil, err
 	}
-	s, err := f.Stream(ctx, label, vllm.CompletionRequest{Model: m.cfg.Name, Prompt: f.s.cfg.Protocol.Prompt,
+	s, err := q.Stream(ctx, label, vllm.CompletionRequest{Model: m.cfg.Name, Prompt: q.f.s.cfg.Protocol.Prompt,
 		MaxTokens: tokens, IgnoreEOS: true, OnFirstToken: atFirst})
 	if err != nil {
 		return s, fmt.Errorf("probe %s: %w", label, err)
@@ -101,10 +106,10 @@ func (f *Pool) probe(ctx context.Context, label string, tokens int, atFirst func
 // Stream sends one streaming request to label's server (its model name
 // filled in when empty) and checks its output; it counts as an executed
 // request. A model the pool believes asleep gets none.
-func (f *Pool) Stream(ctx context.Context, label string, r vllm.CompletionRequest) (*vllm.Stream, error) {
-	s, sent, err := f.s.stream(ctx, label, r)
+func (q Requests) Stream(ctx context.Context, label string, r vllm.CompletionRequest) (*vllm.Stream, error) {
+	s, sent, err := q.f.s.stream(ctx, label, r)
 	if sent {
-		f.obs.request(err == nil)
+		q.f.obs.request(err == nil)
 	}
 	return s, err
 }
@@ -113,14 +118,14 @@ func (f *Pool) Stream(ctx context.Context, label string, r vllm.CompletionReques
 // abort (a sleep in pause mode abort while it decodes): if the server ends
 // it with finish_reason abort, it is counted as aborted by design, not as
 // a failure. The error is Stream's all the same.
-func (f *Pool) StreamAbortable(ctx context.Context, label string, r vllm.CompletionRequest) (*vllm.Stream, error) {
-	s, sent, err := f.s.stream(ctx, label, r)
+func (q Requests) StreamAbortable(ctx context.Context, label string, r vllm.CompletionRequest) (*vllm.Stream, error) {
+	s, sent, err := q.f.s.stream(ctx, label, r)
 	switch {
 	case !sent:
 	case s != nil && s.FinishReason == "abort":
-		f.obs.abortedByDesign()
+		q.f.obs.abortedByDesign()
 	default:
-		f.obs.request(err == nil)
+		q.f.obs.request(err == nil)
 	}
 	return s, err
 }
@@ -131,28 +136,28 @@ func (f *Pool) StreamAbortable(ctx context.Context, label string, r vllm.Complet
 // pause_scheduler keeps new requests waiting, docs/vllm-api.md). sent is
 // when it was sent. It is refused where memory sleeps: there a request
 // may hang or meet garbage.
-func (f *Pool) ProbePaused(ctx context.Context, label string) (s *vllm.Stream, sent time.Time, err error) {
-	m, err := f.s.model(label)
+func (q Requests) ProbePaused(ctx context.Context, label string) (s *vllm.Stream, sent time.Time, err error) {
+	m, err := q.f.s.model(label)
 	if err != nil {
 		return nil, sent, err
 	}
-	f.s.mu.Lock()
+	q.f.s.mu.Lock()
 	pausedOnly := m.asleep && slices.Equal(m.slept, []string{"scheduling"})
-	f.s.mu.Unlock()
+	q.f.s.mu.Unlock()
 	if !pausedOnly {
 		return nil, sent, fmt.Errorf("probe %s while paused: not paused at level 0 (memory asleep, or awake)", label)
 	}
-	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.RequestS), func(ctx context.Context, c *vllm.Client) error {
+	err = q.f.s.timeout(ctx, m, seconds(q.f.s.cfg.Timeouts.RequestS), func(ctx context.Context, c *vllm.Client) error {
 		sent = time.Now()
 		var err error
-		s, err = c.Complete(ctx, vllm.CompletionRequest{Model: m.cfg.Name, Prompt: f.s.cfg.Protocol.Prompt,
-			MaxTokens: f.s.cfg.Protocol.ProbeMaxTokens, IgnoreEOS: true})
+		s, err = c.Complete(ctx, vllm.CompletionRequest{Model: m.cfg.Name, Prompt: q.f.s.cfg.Protocol.Prompt,
+			MaxTokens: q.f.s.cfg.Protocol.ProbeMaxTokens, IgnoreEOS: true})
 		if err == nil {
 			err = checkOutput(s)
 		}
 		return err
 	})
-	f.obs.request(err == nil)
+	q.f.obs.request(err == nil)
 	if err != nil {
 		return s, sent, fmt.Errorf("probe %s while paused: %w", label, err)
 	}
@@ -200,26 +205,26 @@ func (s *servers) plan(m *model, c, rounds int) load.Plan {
 // c on an awake label and counts each request sent. The error is the
 // server's (it died, or the whole plan overran); failed requests are in
 // the result.
-func (f *Pool) Serve(ctx context.Context, label string, c, rounds int) (load.Result, error) {
-	m, err := f.s.model(label)
+func (q Requests) Serve(ctx context.Context, label string, c, rounds int) (load.Result, error) {
+	m, err := q.f.s.model(label)
 	if err != nil {
 		return load.Result{}, err
 	}
-	f.s.mu.Lock()
+	q.f.s.mu.Lock()
 	awake := !m.asleep && m.srv != nil
-	f.s.mu.Unlock()
+	q.f.s.mu.Unlock()
 	if !awake {
 		return load.Result{}, fmt.Errorf("model %s is not awake; refusing to send inference (a request to a sleeping vLLM hangs)", label)
 	}
-	plan := f.s.plan(m, c, rounds)
+	plan := q.f.s.plan(m, c, rounds)
 	var res load.Result
-	err = f.s.timeout(ctx, m, time.Duration(plan.Planned()+1)*plan.Timeout, func(ctx context.Context, cl *vllm.Client) error {
+	err = q.f.s.timeout(ctx, m, time.Duration(plan.Planned()+1)*plan.Timeout, func(ctx context.Context, cl *vllm.Client) error {
 		res = load.Run(ctx, cl, plan)
 		return nil
 	})
-	for _, q := range res.Requests {
-		if !q.Sent.IsZero() || q.Err == nil {
-			f.obs.request(q.Err == nil)
+	for _, r := range res.Requests {
+		if !r.Sent.IsZero() || r.Err == nil {
+			q.f.obs.request(r.Err == nil)
 		}
 	}
 	return res, err

@@ -16,8 +16,8 @@ import (
 // the server exports its resource state: a failed memory RPC leaves them
 // unknown and vLLM then refuses every sleep and wake until a restart
 // (docs/vllm-api.md); "" when nothing is unknown or nothing is exported.
-func (f *Pool) unknownAfter(ctx context.Context, label, op string) string {
-	ms, err := f.metricsOf(label)(ctx)
+func (s *servers) unknownAfter(ctx context.Context, label, op string) string {
+	ms, err := s.metricsOf(label)(ctx)
 	if err != nil {
 		return ""
 	}
@@ -69,14 +69,14 @@ func (s *servers) sleptInLog(label string, level int, from int64) error {
 // setAwake records that m's server srv is awake again: the pool sends
 // it requests again. It fails when srv was stopped meanwhile (StopAll
 // during the call).
-func (f *Pool) setAwake(m *model, srv *server.Server) error {
-	f.s.mu.Lock()
-	defer f.s.mu.Unlock()
+func (s *servers) setAwake(m *model, srv *server.Server) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if m.srv != srv {
 		return errors.New("the server was stopped meanwhile")
 	}
 	m.asleep, m.level, m.slept = false, 0, nil
-	f.s.changes++
+	s.changes++
 	return nil
 }
 

@@ -155,10 +155,10 @@ type Pending struct {
 // verifyPending verifies m's transition its caller has not verified yet
 // (none: nothing), so that what comes next (a transition, a memory read
 // before one) meets the state the server is in: its error is returned.
-func (f *Pool) verifyPending(ctx context.Context, m *model) error {
-	f.s.mu.Lock()
+func (s *servers) verifyPending(ctx context.Context, m *model) error {
+	s.mu.Lock()
 	prev := m.toVerify
-	f.s.mu.Unlock()
+	s.mu.Unlock()
 	if prev == nil {
 		return nil
 	}
@@ -176,7 +176,7 @@ func (f *Pool) Prepare(ctx context.Context, label string, op Op) (*Pending, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := f.verifyPending(ctx, m); err != nil {
+	if err := f.s.verifyPending(ctx, m); err != nil {
 		return nil, err
 	}
 	switch op.Kind {
@@ -184,7 +184,7 @@ func (f *Pool) Prepare(ctx context.Context, label string, op Op) (*Pending, erro
 		if err := f.Oracle().ensure(ctx, m); err != nil {
 			return nil, fmt.Errorf("%s: %w", op.name(label), err)
 		}
-		if err := f.checkHost(ctx, label, op.Level); err != nil { // hostcheck.go: min_host_headroom_gib
+		if err := f.Memory().checkHost(ctx, label, op.Level); err != nil { // hostcheck.go: min_host_headroom_gib
 			return nil, err
 		}
 	case OpPause, OpReleaseKV:
@@ -302,14 +302,14 @@ func (f *Pool) sendAsleep(ctx context.Context, m *model, op Op) (*Transition, er
 		return nil
 	})
 	if err != nil {
-		return t, fmt.Errorf("%s: %w%s", name, err, f.unknownAfter(ctx, label, op.step()))
+		return t, fmt.Errorf("%s: %w%s", name, err, f.s.unknownAfter(ctx, label, op.step()))
 	}
-	was, first, err := f.setAsleep(m, srv, op, slept)
+	was, first, err := f.s.setAsleep(m, srv, op, slept)
 	if err != nil {
 		return t, fmt.Errorf("%s: %w", name, err)
 	}
 	t.verify = func(ctx context.Context) error {
-		if !f.serves(m, srv) {
+		if !f.s.serves(m, srv) {
 			return fmt.Errorf("%s: the server was stopped meanwhile", name)
 		}
 		err := f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.SleepS), func(ctx context.Context, c *vllm.Client) error {
@@ -332,7 +332,7 @@ func (f *Pool) sendAsleep(ctx context.Context, m *model, op Op) (*Transition, er
 				f.s.changes++
 			}
 			f.s.mu.Unlock()
-			return fmt.Errorf("%s: %w%s", name, err, f.unknownAfter(ctx, label, op.step()))
+			return fmt.Errorf("%s: %w%s", name, err, f.s.unknownAfter(ctx, label, op.step()))
 		}
 		kind := op.step()
 		if op.Kind == OpSleep {
@@ -347,7 +347,7 @@ func (f *Pool) sendAsleep(ctx context.Context, m *model, op Op) (*Transition, er
 				return fmt.Errorf("%s: %w", name, err)
 			}
 		}
-		if err := f.verifyEngine(ctx, label, op.step()); err != nil {
+		if err := f.s.verifyEngine(ctx, label, op.step()); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		return nil
@@ -372,9 +372,9 @@ func (st sleepState) restore(m *model) {
 
 // serves reports whether srv is still m's server (not stopped or
 // replaced since a transition was sent to it).
-func (f *Pool) serves(m *model, srv *server.Server) bool {
-	f.s.mu.Lock()
-	defer f.s.mu.Unlock()
+func (s *servers) serves(m *model, srv *server.Server) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return m.srv == srv
 }
 
@@ -382,14 +382,14 @@ func (f *Pool) serves(m *model, srv *server.Server) bool {
 // put slept to sleep (a sleep: what its level puts to sleep); was is the
 // state before, first says it was the process's first sleep. It fails
 // when srv was stopped meanwhile.
-func (f *Pool) setAsleep(m *model, srv *server.Server, op Op, slept []string) (was sleepState, first bool, err error) {
-	f.s.mu.Lock()
-	defer f.s.mu.Unlock()
+func (s *servers) setAsleep(m *model, srv *server.Server, op Op, slept []string) (was sleepState, first bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if m.srv != srv { // stopped (StopAll) while the call was under way
 		return was, false, errors.New("the server was stopped meanwhile")
 	}
 	was = sleepState{asleep: m.asleep, level: m.level, slept: slices.Clone(m.slept), sleeps: m.sleeps, pinnedBy: m.pinnedBy}
-	f.s.changes++
+	s.changes++
 	if op.Kind == OpSleep {
 		m.asleep, m.level, m.slept = true, op.Level, sleptBy(op.Level)
 		if op.Level == 1 && !releasesHostMemory() {
@@ -402,9 +402,9 @@ func (f *Pool) setAsleep(m *model, srv *server.Server, op Op, slept []string) (w
 		m.level = 0 // a wake sends a plain /wake_up: it restores everything
 	}
 	m.asleep = true
-	for _, s := range slept {
-		if !slices.Contains(m.slept, s) {
-			m.slept = append(m.slept, s)
+	for _, t := range slept {
+		if !slices.Contains(m.slept, t) {
+			m.slept = append(m.slept, t)
 		}
 	}
 	return was, false, nil
@@ -432,7 +432,7 @@ func (f *Pool) sendWake(ctx context.Context, m *model, op Op) (*Transition, erro
 	var name string
 	var answer func(context.Context, *vllm.Client) (step string, verdict func(context.Context) error, err error)
 	confirm := func(ctx context.Context, c *vllm.Client) (string, error) {
-		return confirmAwake(ctx, c, f.metricsOf(label))
+		return confirmAwake(ctx, c, f.s.metricsOf(label))
 	}
 	switch op.Kind {
 	case OpWake:
@@ -449,7 +449,7 @@ func (f *Pool) sendWake(ctx context.Context, m *model, op Op) (*Transition, erro
 			if level == 2 {
 				step = "wake_up?tags=kv_cache"
 			}
-			return step, func(ctx context.Context) error { return wakeVerdict(ctx, a, f.metricsOf(label), slept) }, nil
+			return step, func(ctx context.Context) error { return wakeVerdict(ctx, a, f.s.metricsOf(label), slept) }, nil
 		}
 	case OpWakeKV:
 		name = "wake " + label + " kv_cache"
@@ -458,7 +458,7 @@ func (f *Pool) sendWake(ctx context.Context, m *model, op Op) (*Transition, erro
 			if err != nil {
 				return "wake_up?tags=kv_cache", nil, err
 			}
-			return "wake_up?tags=kv_cache", func(ctx context.Context) error { return wakeVerdict(ctx, a, f.metricsOf(label), slept) }, nil
+			return "wake_up?tags=kv_cache", func(ctx context.Context) error { return wakeVerdict(ctx, a, f.s.metricsOf(label), slept) }, nil
 		}
 	case OpResume:
 		name = "resume " + label
@@ -479,7 +479,7 @@ func (f *Pool) sendWake(ctx context.Context, m *model, op Op) (*Transition, erro
 		if step != "" {
 			step += ": "
 		}
-		return fmt.Errorf("%s: %s%w%s", name, step, err, f.unknownAfter(ctx, label, "wake"))
+		return fmt.Errorf("%s: %s%w%s", name, step, err, f.s.unknownAfter(ctx, label, "wake"))
 	}
 	step := ""
 	err := f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.WakeS), func(ctx context.Context, c *vllm.Client) error {
@@ -494,11 +494,11 @@ func (f *Pool) sendWake(ctx context.Context, m *model, op Op) (*Transition, erro
 	if err != nil {
 		return t, failed(ctx, step, err)
 	}
-	if err := f.setAwake(m, srv); err != nil {
+	if err := f.s.setAwake(m, srv); err != nil {
 		return t, fmt.Errorf("%s: %w", name, err)
 	}
 	t.verify = func(ctx context.Context) error {
-		if !f.serves(m, srv) {
+		if !f.s.serves(m, srv) {
 			return fmt.Errorf("%s: the server was stopped meanwhile", name)
 		}
 		step := ""
@@ -520,7 +520,7 @@ func (f *Pool) sendWake(ctx context.Context, m *model, op Op) (*Transition, erro
 		if op.Kind == OpResume {
 			return nil
 		}
-		if err := f.verifyEngine(ctx, label, "wake"); err != nil {
+		if err := f.s.verifyEngine(ctx, label, "wake"); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		return nil

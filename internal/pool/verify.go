@@ -110,15 +110,15 @@ func unreadable(op string, err error) string {
 
 // verifyEngine is checkEngine on label's server after op; a verification
 // it could not make is kept for Unverified.
-func (f *Pool) verifyEngine(ctx context.Context, label, op string) error {
-	why, err := checkEngine(ctx, label, op, f.metricsOf(label), f.s.poll())
+func (s *servers) verifyEngine(ctx context.Context, label, op string) error {
+	why, err := checkEngine(ctx, label, op, s.metricsOf(label), s.poll())
 	if why != "" {
-		f.s.mu.Lock()
-		if f.s.unverified == nil {
-			f.s.unverified = map[string][]string{}
+		s.mu.Lock()
+		if s.unverified == nil {
+			s.unverified = map[string][]string{}
 		}
-		f.s.unverified[label] = append(f.s.unverified[label], why)
-		f.s.mu.Unlock()
+		s.unverified[label] = append(s.unverified[label], why)
+		s.mu.Unlock()
 	}
 	return err
 }
@@ -142,8 +142,8 @@ func unknownErr(label, op string, v vllm.SleepView) error {
 }
 
 // metricsOf is the read of label's /metrics.
-func (f *Pool) metricsOf(label string) metricsRead {
-	return func(ctx context.Context) (vllm.Metrics, error) { return f.Engine().Metrics(ctx, label) }
+func (s *servers) metricsOf(label string) metricsRead {
+	return func(ctx context.Context) (vllm.Metrics, error) { return Engine{s: s}.Metrics(ctx, label) }
 }
 
 // poll is the config's poll interval.

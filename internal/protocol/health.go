@@ -54,7 +54,7 @@ func (p *Env) health(ctx context.Context, label, stage string, logf Logf) error 
 		nan := vllm.Rates{SpecAcceptance: math.NaN(), PrefixHitRate: math.NaN(), DecodeTPS: math.NaN()}
 		before, merr := p.pool.Engine().Metrics(ctx, label)
 		for range n {
-			if _, err := p.pool.Stream(ctx, label, vllm.CompletionRequest{Model: model, Prompt: prompt, MaxTokens: p.cfg.Protocol.HealthMaxTokens, IgnoreEOS: true}); err != nil {
+			if _, err := p.pool.Requests().Stream(ctx, label, vllm.CompletionRequest{Model: model, Prompt: prompt, MaxTokens: p.cfg.Protocol.HealthMaxTokens, IgnoreEOS: true}); err != nil {
 				return nan, fmt.Errorf("engine health %s, %s: %w", stage, model, err)
 			}
 		}
@@ -140,7 +140,7 @@ func (p *Env) warmPrefix(ctx context.Context, label string, level int) (*vllm.St
 	var s *vllm.Stream
 	for range 2 {
 		var err error
-		if s, err = p.pool.Stream(ctx, label, p.lostPrefixProbe(label, level)); err != nil {
+		if s, err = p.pool.Requests().Stream(ctx, label, p.lostPrefixProbe(label, level)); err != nil {
 			return nil, fmt.Errorf("lost-prefix probe, warm: %w", err)
 		}
 	}
@@ -154,7 +154,7 @@ func (p *Env) wokenPrefix(ctx context.Context, label string, level int, warm *vl
 	if warm == nil {
 		return nil
 	}
-	s, err := p.pool.Stream(ctx, label, p.lostPrefixProbe(label, level))
+	s, err := p.pool.Requests().Stream(ctx, label, p.lostPrefixProbe(label, level))
 	if err != nil {
 		return fmt.Errorf("lost-prefix probe, first request after the wake: %w", err)
 	}

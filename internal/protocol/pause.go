@@ -229,7 +229,7 @@ type held struct {
 }
 
 // holdProbe sends a probe to paused label in the background
-// (Pool.ProbePaused): accepted waits until the server has taken it (its
+// (pool.Requests.ProbePaused): accepted waits until the server has taken it (its
 // response headers arrived), at most settle_s, or ctx's end; collect waits
 // for its answer (or ctx's end), stop ends it early; the caller defers
 // stop.
@@ -255,7 +255,7 @@ func (p *pauser) holdProbe(ctx context.Context, label string) (accepted func(), 
 		GotFirstResponseByte: func() { once.Do(func() { close(got) }) },
 	}))
 	go func() {
-		s, sent, err := p.pool.ProbePaused(hctx, label)
+		s, sent, err := p.pool.Requests().ProbePaused(hctx, label)
 		h := held{sent: sent, err: err}
 		if err == nil && len(s.Tokens) > 0 {
 			h.first = s.Tokens[0]

@@ -60,7 +60,7 @@ func (p *Env) startOnce(ctx context.Context, label string, warm bool) (record.Re
 		return record.Restart{}, "start", err
 	}
 	spawned := p.pool.Procs().Spawned(label)
-	s, err := p.pool.Probe(ctx, label)
+	s, err := p.pool.Requests().Probe(ctx, label)
 	if err != nil {
 		return record.Restart{}, restartFirstTok, err
 	}

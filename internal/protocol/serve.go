@@ -24,7 +24,7 @@ func (p *Env) Serve(ctx context.Context, label, stage string, logf Logf) ([]reco
 	var errs []error
 	for _, c := range pc.Concurrency {
 		step := fmt.Sprintf("serve at concurrency %d", c)
-		res, err := p.pool.Serve(ctx, label, c, pc.Rounds)
+		res, err := p.pool.Requests().Serve(ctx, label, c, pc.Rounds)
 		run := record.PerfRun{Stage: stage, Concurrency: c, Rounds: pc.Rounds, Planned: pc.Rounds * pc.RequestsPerRound, Success: res.Success()}
 		var firstErr error
 		for _, q := range res.Requests {

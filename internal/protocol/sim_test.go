@@ -64,9 +64,9 @@ func TestNoInferenceToASleepingModel(t *testing.T) {
 	require.NoError(t, err)
 	before := rec.Raw().Requests
 
-	_, err = f.Probe(t.Context(), "A")
+	_, err = f.Requests().Probe(t.Context(), "A")
 	assert.ErrorContains(t, err, "refusing to send inference")
-	_, err = f.Serve(t.Context(), "A", 1, 1)
+	_, err = f.Requests().Serve(t.Context(), "A", 1, 1)
 	assert.ErrorContains(t, err, "refusing to send inference")
 	_, err = p.Serve(t.Context(), "A", "baseline", t.Logf)
 	assert.ErrorContains(t, err, "refusing to send inference")

@@ -146,7 +146,7 @@ func (p *Env) wakeToFirstToken(ctx context.Context, c *record.Cycle, label strin
 	if err != nil {
 		return tw, wd, "wake", err
 	}
-	s, perr := p.pool.Probe(ctx, label)
+	s, perr := p.pool.Requests().Probe(ctx, label)
 	if err := t.Verify(ctx); err != nil {
 		return tw, wd, "wake", err
 	}

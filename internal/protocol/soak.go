@@ -43,7 +43,7 @@ func (p Soak) run(ctx context.Context, logf Logf) ([]record.SoakCycle, error) {
 		return nil, err
 	}
 	var out []record.SoakCycle
-	m := energy.NewMeter(p.pool.Energy) // once it says there is no counter, it reads no more
+	m := energy.NewMeter(p.pool.Memory().Energy) // once it says there is no counter, it reads no more
 	every := max(1, n/10)
 	t0 := time.Now()
 	for i := range n {
@@ -165,7 +165,7 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 	if err != nil {
 		return fail(to, "wake", err)
 	}
-	pr := p.pool.StartProbe(ctx, to)
+	pr := p.pool.Requests().StartProbe(ctx, to)
 	if at, ok := pr.First(); ok { // at the first token, before the probe's others are read
 		c.EnergyJ, c.EnergyNote, eerr = energy.CloseInterval(ctx, m, e0, at)
 		c.EnergyJ, c.EnergyNote = energy.Without(c.EnergyJ, c.EnergyNote, ea, eh, ms.Answered(), m)

@@ -48,7 +48,7 @@ func (p Steps) ServeRound(ctx context.Context, label string, c int) (load.Result
 	if err := b.pool.Activate(ctx, label); err != nil {
 		return load.Result{}, err
 	}
-	res, err := b.pool.Serve(ctx, label, c, 1)
+	res, err := b.pool.Requests().Serve(ctx, label, c, 1)
 	if err != nil {
 		return res, fmt.Errorf("serve %s at concurrency %d: %w", label, c, err)
 	}
@@ -88,7 +88,7 @@ func (p Steps) Handoff(ctx context.Context, from, to string) (record.Handoff, er
 	if err := b.pool.Activate(ctx, from); err != nil {
 		return record.Handoff{}, err
 	}
-	ho, who, step, err := b.handoff(ctx, energy.NewMeter(b.pool.Energy), from, to)
+	ho, who, step, err := b.handoff(ctx, energy.NewMeter(b.pool.Memory().Energy), from, to)
 	if err != nil {
 		return ho, fmt.Errorf("%s: %s: %w", who, step, err)
 	}

@@ -125,7 +125,7 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 	var s *vllm.Stream
 	var perr, eerr error
 	firstToken := func(ctx context.Context) {
-		pr := p.pool.StartProbe(ctx, to)
+		pr := p.pool.Requests().StartProbe(ctx, to)
 		if at, ok := pr.First(); ok { // at the first token, before the probe's others are read
 			ho.EnergyJ, ho.EnergyNote, eerr = energy.CloseInterval(ctx, m, e0, at)
 			if ms != nil {
@@ -207,7 +207,7 @@ func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 			from = l
 		}
 	}
-	m := energy.NewMeter(p.pool.Energy) // once it says there is no counter, it reads no more
+	m := energy.NewMeter(p.pool.Memory().Energy) // once it says there is no counter, it reads no more
 	hand := func(from, to string, initial bool) (record.Handoff, error) {
 		ho, who, step, err := p.handoff(ctx, m, from, to)
 		ho.Initial = initial

@@ -307,7 +307,7 @@ func (r *Router) Send(ctx context.Context, a load.Arrival) (load.Delivery, error
 		}
 	}()
 	d := load.Delivery{Dispatched: time.Now(), Waited: waited}
-	s, err := r.f.Stream(ctx, a.Model, a.Request)
+	s, err := r.f.Requests().Stream(ctx, a.Model, a.Request)
 	d.Stream = s
 	return d, err
 }

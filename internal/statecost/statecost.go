@@ -92,7 +92,7 @@ func newState(st string) record.StateCost {
 // each). It returns the state and the dwell's closing reading.
 func (p Phase) hold(ctx context.Context, label, st string, m *energy.Meter, running bool) (record.StateCost, energy.Reading, error) {
 	s := newState(st)
-	perGPU, free, err := p.Pool().GPUGiB(ctx, label)
+	perGPU, free, err := p.Pool().Memory().GPUGiB(ctx, label)
 	if err != nil {
 		return s, energy.Reading{}, err
 	}
@@ -149,7 +149,7 @@ func (p Phase) run(ctx context.Context, label string, logf protocol.Logf) (recor
 	if p.Config().Protocol.CostDwellS == 0 {
 		return record.Cost{}, nil
 	}
-	r := &costRun{p: p, ctx: ctx, label: label, m: energy.NewMeter(p.Pool().Energy),
+	r := &costRun{p: p, ctx: ctx, label: label, m: energy.NewMeter(p.Pool().Memory().Energy),
 		c: record.Cost{DwellS: p.Config().Protocol.CostDwellS, SleepPeakHostGiB: math.NaN(), WakeReturnedHostGiB: math.NaN(),
 			ReleaseHostEnv: os.Getenv("VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY")}}
 	step, err := r.run()
@@ -316,7 +316,7 @@ func (r *costRun) sleepWake(level int, prev energy.Reading) (energy.Reading, err
 	if err != nil {
 		return end, err
 	}
-	s, perr := p.Pool().FirstToken(ctx, label)
+	s, perr := p.Pool().Requests().FirstToken(ctx, label)
 	if perr == nil {
 		e2, eerr = r.m.Now(ctx)
 	}
@@ -384,7 +384,7 @@ func (r *costRun) kvReleased(prev energy.Reading) (energy.Reading, error) {
 	if _, err := p.Pool().Run(ctx, label, pool.WakeKV()); err != nil {
 		return end, err
 	}
-	if _, err := p.Pool().Probe(ctx, label); err != nil {
+	if _, err := p.Pool().Requests().Probe(ctx, label); err != nil {
 		return end, fmt.Errorf("first token after the KV cache's restore: %w", err)
 	}
 	p.Settle(ctx)
@@ -423,7 +423,7 @@ func (r *costRun) stoppedAndCold() (coldStart, string, error) {
 		return coldStart{}, "cold start", err
 	}
 	spawned := p.Pool().Procs().Spawned(label)
-	s, err := p.Pool().FirstToken(ctx, label)
+	s, err := p.Pool().Requests().FirstToken(ctx, label)
 	if err != nil {
 		return coldStart{}, "cold start's first token", err
 	}
@@ -516,7 +516,7 @@ func (p Phase) Fit(ctx context.Context, logf protocol.Logf) (*record.Fit, string
 		}
 		models = append(models, m)
 		if p.Pool().Running(l) {
-			g, _, err := p.Pool().GPUGiB(ctx, l)
+			g, _, err := p.Pool().Memory().GPUGiB(ctx, l)
 			if err != nil {
 				return nil, "", err
 			}
@@ -528,7 +528,7 @@ func (p Phase) Fit(ctx context.Context, logf protocol.Logf) (*record.Fit, string
 			}
 		}
 	}
-	_, free, err := p.Pool().GPUGiB(ctx, p.Labels()[0])
+	_, free, err := p.Pool().Memory().GPUGiB(ctx, p.Labels()[0])
 	if err != nil {
 		return nil, "", err
 	}
@@ -536,7 +536,7 @@ func (p Phase) Fit(ctx context.Context, logf protocol.Logf) (*record.Fit, string
 	for _, x := range free {
 		gpuFree += x
 	}
-	hc, err := p.Pool().HostCapacity()
+	hc, err := p.Pool().Procs().HostCapacity()
 	if err != nil {
 		return nil, "", fmt.Errorf("host memory: %w", err)
 	}

@@ -261,7 +261,7 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 		wg.Go(func() { rt.Run(rctx) })
 		logf("traffic: %d requests, %s, through the router", len(arrivals), what)
 		out.Start = time.Now()
-		et := energy.StartTrace(ctx, ph.pool.Energy, energyEvery)
+		et := energy.StartTrace(ctx, ph.pool.Memory().Energy, energyEvery)
 		opens := load.RunOpenBounded(ctx, rt, arrivals, seconds(ph.cfg.Timeouts.RequestS+2*ph.cfg.Timeouts.WakeS), tr.MaxInFlight)
 		et.Stop(ctx)
 		stop()
@@ -295,7 +295,7 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 				out.IdealNote = note
 				logf("traffic: ideal run not executed: %s", note)
 			} else {
-				et := energy.StartTrace(ctx, ph.pool.Energy, energyEvery)
+				et := energy.StartTrace(ctx, ph.pool.Memory().Energy, energyEvery)
 				ideal := load.RunOpenBounded(ctx, direct{ph}, arrivals, seconds(ph.cfg.Timeouts.RequestS), tr.MaxInFlight) // as the router's run: a fair comparison
 				et.Stop(ctx)
 				ph.pool.Procs().CloseIdle()
@@ -370,7 +370,7 @@ type direct struct{ ph *Phase }
 
 func (d direct) Send(ctx context.Context, a load.Arrival) (load.Delivery, error) {
 	del := load.Delivery{Dispatched: time.Now()}
-	s, err := d.ph.pool.Stream(ctx, a.Model, a.Request)
+	s, err := d.ph.pool.Requests().Stream(ctx, a.Model, a.Request)
 	del.Stream = s
 	return del, err
 }
@@ -446,9 +446,9 @@ func (ph *Phase) inFlight(ctx context.Context, label, mode string) (record.InFli
 	// In mode abort the server ends these requests with finish_reason
 	// abort by design (vLLM's EngineCore.pause_scheduler, PR #34528): so
 	// counted, not as failed requests. In the other modes an abort fails.
-	send := ph.pool.Stream
+	send := ph.pool.Requests().Stream
 	if mode == vllm.SleepAbort {
-		send = ph.pool.StreamAbortable
+		send = ph.pool.Requests().StreamAbortable
 	}
 	for i := range n {
 		wg.Go(func() {
@@ -498,7 +498,7 @@ func (ph *Phase) inFlight(ctx context.Context, label, mode string) (record.InFli
 	if sleepErr != nil {
 		return f, sleepErr
 	}
-	if _, err := ph.pool.Probe(ctx, label); err != nil {
+	if _, err := ph.pool.Requests().Probe(ctx, label); err != nil {
 		f.Detail = "no answer after the wake: " + err.Error()
 		return f, fmt.Errorf("after a sleep in mode %s with requests in flight: %w", mode, err)
 	}
