@@ -35,6 +35,7 @@ type pkg struct {
 	external       []string       // every other import path
 	holdsRecord    bool           // names record.Recorder or calls record.New
 	methods        map[string]int // receiver type name → its methods (pointer and value receivers)
+	writers        map[string]int // receiver type name → its writer API (writes)
 }
 
 // packages reads every package under internal/ and cmd/ from source.
@@ -56,7 +57,7 @@ func packages(t *testing.T, root string) map[string]*pkg {
 			}
 			p := out[rel]
 			if p == nil {
-				p = &pkg{path: rel, methods: map[string]int{}}
+				p = &pkg{path: rel, methods: map[string]int{}, writers: map[string]int{}}
 				out[rel] = p
 			}
 			if f.Doc != nil && p.synopsis == "" {
@@ -77,6 +78,9 @@ func packages(t *testing.T, root string) map[string]*pkg {
 				if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv != nil && len(fd.Recv.List) == 1 {
 					if name := recvName(fd.Recv.List[0].Type); name != "" {
 						p.methods[name]++
+						if writes(fd) {
+							p.writers[name]++
+						}
 					}
 				}
 			}
@@ -93,6 +97,30 @@ func packages(t *testing.T, root string) map[string]*pkg {
 		require.NoError(t, err)
 	}
 	return out
+}
+
+// writes reports whether fd is part of its type's writer API: an
+// exported method that returns nothing and takes no callback (Read's
+// callback reads), or one that hands out the type's writers (a result
+// whose type is named Writers).
+func writes(fd *ast.FuncDecl) bool {
+	if !fd.Name.IsExported() {
+		return false
+	}
+	if res := fd.Type.Results; res != nil {
+		for _, r := range res.List {
+			if id, ok := r.Type.(*ast.Ident); ok && id.Name == "Writers" {
+				return true
+			}
+		}
+		return false
+	}
+	for _, prm := range fd.Type.Params.List {
+		if _, ok := prm.Type.(*ast.FuncType); ok {
+			return false
+		}
+	}
+	return true
 }
 
 // recvName is a method receiver's type name (T of T, *T, T[P]).

@@ -26,6 +26,7 @@ const (
 // internal/protocol imports.
 func sizes(ps map[string]*pkg) string {
 	count := func(path, typ string) int { return ps[filepath.FromSlash(path)].methods[typ] }
+	writers := func(path, typ string) int { return ps[filepath.FromSlash(path)].writers[typ] }
 	type big struct {
 		name string
 		n    int
@@ -46,8 +47,13 @@ func sizes(ps map[string]*pkg) string {
 	var b strings.Builder
 	b.WriteString("| measure (issue 51) | now | target |\n|---|---|---|\n")
 	fmt.Fprintf(&b, "| methods of `pool.Pool` | %d | ≤ %d |\n", count("internal/pool", "Pool"), maxMethods)
-	fmt.Fprintf(&b, "| methods of `record.Recorder` (its writers and its few readers) | %d | its writer API ≤ 15 |\n", count("internal/record", "Recorder"))
-	fmt.Fprintf(&b, "| types with more than %d methods | %d: %s | none |\n", maxMethods, len(over), strings.Join(list, ", "))
+	fmt.Fprintf(&b, "| methods of `record.Recorder` | %d | ≤ %d |\n", count("internal/record", "Recorder"), maxMethods)
+	fmt.Fprintf(&b, "| its writer API (exported, returning nothing and taking no callback, or handing out its `Writers`: the typed series) | %d | ≤ 15 |\n", writers("internal/record", "Recorder"))
+	overs := "none"
+	if len(over) > 0 {
+		overs = fmt.Sprintf("%d: %s", len(over), strings.Join(list, ", "))
+	}
+	fmt.Fprintf(&b, "| types with more than %d methods | %s | none |\n", maxMethods, overs)
 	fmt.Fprintf(&b, "| the module's packages `internal/protocol` imports | %d | ≤ 5 |\n", len(ps[filepath.FromSlash("internal/protocol")].imports))
 	return b.String()
 }
@@ -60,13 +66,15 @@ func TestDesignSizes(t *testing.T) {
 }
 
 // TestSizesCountMethods: the size table counts a type's methods with
-// pointer, value and generic receivers, and lists only types over the
-// bound.
+// pointer, value and generic receivers, the record's writer API apart from
+// its readers, and lists only types over the bound.
 func TestSizesCountMethods(t *testing.T) {
 	dir := t.TempDir()
 	for path, src := range map[string]string{
-		"internal/pool/p.go":     "// Package pool is a pool.\npackage pool\n\ntype Pool struct{}\n\nfunc (p *Pool) A() {}\nfunc (p Pool) B() {}\nfunc (*Pool) c() {}\nfunc F() {}\n",
-		"internal/record/r.go":   "// Package record is a record.\npackage record\n\ntype Recorder[T any] struct{}\n\nfunc (r *Recorder[T]) A() {}\n",
+		"internal/pool/p.go": "// Package pool is a pool.\npackage pool\n\ntype Pool struct{}\n\nfunc (p *Pool) A() {}\nfunc (p Pool) B() {}\nfunc (*Pool) c() {}\nfunc F() {}\n",
+		"internal/record/r.go": "// Package record is a record.\npackage record\n\ntype Recorder[T any] struct{}\n\ntype Writers struct{}\n\n" +
+			"func (r *Recorder[T]) A() {}\nfunc (r *Recorder[T]) Read(f func()) {}\nfunc (r *Recorder[T]) Ok() bool { return true }\n" +
+			"func (r *Recorder[T]) Writers() Writers { return Writers{} }\nfunc (r *Recorder[T]) b() {}\n",
 		"internal/protocol/x.go": "// Package protocol is a protocol.\npackage protocol\n\nimport _ \"github.com/wakebench/wakebench/internal/pool\"\n",
 	} {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(path)), 0o755))
@@ -75,7 +83,8 @@ func TestSizesCountMethods(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "cmd"), 0o755))
 	got := sizes(packages(t, dir))
 	assert.Contains(t, got, "| methods of `pool.Pool` | 3 |")
-	assert.Contains(t, got, "| methods of `record.Recorder` (its writers and its few readers) | 1 |")
-	assert.Contains(t, got, "| types with more than 30 methods | 0:  | none |")
+	assert.Contains(t, got, "| methods of `record.Recorder` | 5 |")
+	assert.Contains(t, got, "handing out its `Writers`: the typed series) | 2 |", "A and Writers write; Read, Ok and b do not")
+	assert.Contains(t, got, "| types with more than 30 methods | none | none |")
 	assert.Contains(t, got, "| the module's packages `internal/protocol` imports | 1 |")
 }

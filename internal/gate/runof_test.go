@@ -21,15 +21,15 @@ import (
 func TestRunOfIsTheRunItsBenchTxtHolds(t *testing.T) {
 	rec := record.New([]string{"A", "B"}, nil)
 	rec.SetSetup(record.Setup{GPU: "1 × test GPU", Runtime: "vLLM 0.0 (test)", Simulated: &record.Simulated{Profile: "tiny", TimeScale: 0.1}})
-	rec.AddRestart("A", record.Restart{ReadyS: 1.25, FirstTokenS: 1.5})
-	rec.AddRestart("A", record.Restart{Warm: true, ReadyS: 0.75, FirstTokenS: 1.0 / 3})
+	rec.Writers().Restarts.Add("A", record.Restart{ReadyS: 1.25, FirstTokenS: 1.5})
+	rec.Writers().Restarts.Add("A", record.Restart{Warm: true, ReadyS: 0.75, FirstTokenS: 1.0 / 3})
 	rec.PlanCycles("A", 1, 2)
 	for _, s := range []float64{0.1, 0.2 / 3} {
-		rec.AddCycle("A", record.Cycle{Level: 1, OK: true, SleepS: s, WakeAPIS: 2 * s, ToFirstTokenS: 3 * s, ResidualGiB: math.Pi})
+		rec.Writers().Cycles.Add("A", record.Cycle{Level: 1, OK: true, SleepS: s, WakeAPIS: 2 * s, ToFirstTokenS: 3 * s, ResidualGiB: math.Pi})
 	}
-	rec.AddPerf("B", record.PerfRun{Stage: record.PhaseBaseline, Concurrency: 4, Rounds: 1, Planned: 2, Success: 2, RoundsPassed: 1,
+	rec.Writers().Perf.Add("B", record.PerfRun{Stage: record.PhaseBaseline, Concurrency: 4, Rounds: 1, Planned: 2, Success: 2, RoundsPassed: 1,
 		RoundTPS: []float64{123.456789}, TTFT: []float64{0.01, 0.02}, ReqTPS: []float64{30.1, 29.9}})
-	rec.AddHandoff(record.Handoff{From: "A", To: "B", OK: true, SleepS: 0.3, WakeS: 0.4, ToFirstTokenS: 0.9, EnergyJ: math.NaN()})
+	rec.Writers().Handoffs.Add(record.Handoff{From: "A", To: "B", OK: true, SleepS: 0.3, WakeS: 0.4, ToFirstTokenS: 0.9, EnergyJ: math.NaN()})
 	rec.Finish([]float64{1, 2.5, 2}, nil, time.Date(2026, 12, 4, 15, 0, 0, 123456789, time.UTC))
 	raw := rec.Raw()
 	require.False(t, raw.Started.IsZero(), "the record knows when the run started")

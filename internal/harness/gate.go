@@ -42,7 +42,7 @@ func (r *Run) Gate(ctx context.Context, baseline string) ([]gate.Verdict, string
 	if err != nil {
 		err = fmt.Errorf("regression gate: %w", err)
 		cfg := r.cfg
-		r.rec.SetGate(record.Gate{Baseline: baseline, TolerancePct: cfg.Thresholds.RegressionPercent, Alpha: cfg.Thresholds.RegressionAlpha, Error: err.Error(),
+		r.rec.Writers().Gate.Set(record.Gate{Baseline: baseline, TolerancePct: cfg.Thresholds.RegressionPercent, Alpha: cfg.Thresholds.RegressionAlpha, Error: err.Error(),
 			MinJudged: cfg.Thresholds.RegressionMinJudged})
 		r.rec.AddChecks(record.Check{Name: CheckRegressions, Phase: PhaseGate, Op: "==", Verdict: record.NotEvaluated, Reason: err.Error(), Required: true})
 		r.rec.Fail(record.Failure{Phase: PhaseGate, Error: err.Error()})
@@ -130,7 +130,7 @@ func (r *Run) judge(ctx context.Context, baseline string) ([]gate.Verdict, strin
 			r.rec.AddChecks(gate.Evaluate("regression "+v.Name+" "+v.StatLabel()+" ("+v.Rule+" rule)", "", v.ChangePct*float64(-v.Better), "within", tol))
 		}
 	}
-	r.rec.SetGate(g)
+	r.rec.Writers().Gate.Set(g)
 	// FAIL on a regression; NOT EVALUATED and required where the gate
 	// judged fewer than thresholds.regression_min_judged metrics; its
 	// reason says what it judged either way.

@@ -102,7 +102,7 @@ func TestGateThatJudgedNothingFailsTheRun(t *testing.T) {
 			require.NoError(t, err)
 			h.rec.PhaseRan("sleep-level1")
 			for range 2 { // the wake three times as slow
-				h.rec.AddCycle("A", record.Cycle{Level: 1, OK: true, SleepS: 0.1, WakeAPIS: 0.15, ToFirstTokenS: 0.16, ResidualGiB: math.NaN(),
+				h.rec.Writers().Cycles.Add("A", record.Cycle{Level: 1, OK: true, SleepS: 0.1, WakeAPIS: 0.15, ToFirstTokenS: 0.16, ResidualGiB: math.NaN(),
 					ReleaseS: math.NaN(), FreedGiB: math.NaN(), HeldS: math.NaN(), HeldPastWakeS: math.NaN()})
 			}
 			_, table, err := h.Gate(t.Context(), base)

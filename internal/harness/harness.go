@@ -326,7 +326,7 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 		}
 	}
 	if perGPU != nil {
-		r.rec.SetDevicePerGPU(perGPU)
+		r.rec.Writers().DevicePerGPU.Set(perGPU)
 	}
 	for _, f := range testFailures {
 		r.rec.Fail(f)
@@ -341,7 +341,7 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 			}
 		}
 	})
-	r.rec.SetRestartBaseline(r.be.RestartBaseline(r.pool.Labels(), initial))
+	r.rec.Writers().RestartBaseline.Set(r.be.RestartBaseline(r.pool.Labels(), initial))
 	r.rec.Finish(used, r.pool.Procs().RSSPeaks(), time.Now())
 
 	raw := r.rec.Raw()

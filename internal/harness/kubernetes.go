@@ -40,7 +40,7 @@ func (r *Run) kubernetes(ctx context.Context, logf func(string, ...any)) (k reco
 	defer func() {
 		r.rec.Window(kubephase.Phase, start, time.Now(), time.Duration(cfg.Protocol.WindowPadS*float64(time.Second)), host())
 		if k.Cluster != "" { // a cluster was reached: the phase ran, however far
-			r.rec.SetKubernetes(k)
+			r.rec.Writers().Kubernetes.Set(k)
 		}
 		if err != nil {
 			err = r.env.Fail(kubephase.Phase, "", "run", err)

@@ -27,8 +27,12 @@ import (
 // Observe is the pool's Observer that writes what the servers did into
 // rec: the run's record, or a benchmark's scratch record.
 func Observe(rec *record.Recorder) pool.Observer {
-	return pool.Observer{Request: rec.Request, AbortedByDesign: rec.RequestAbortedByDesign, Event: rec.AddEvent,
-		FirstSleep: rec.AddFirstSleep, Weight: rec.SetWeight, Version: rec.SetServerVersion, Reference: rec.SetReference}
+	w := rec.Writers()
+	return pool.Observer{Request: w.Requests.Done, AbortedByDesign: w.Requests.Aborted, Event: w.Events.Add,
+		FirstSleep: func(label string, fs record.FirstSleep) { w.FirstSleeps.Add(label, fs) },
+		Weight:     func(label string, wt record.Weight) { w.Weights.Add(label, wt) },
+		Version:    rec.SetServerVersion,
+		Reference:  func(label string, ref record.Reference) { w.References.Add(label, ref) }}
 }
 
 // Outcome is what one run of a phase returns: what it measured (Value)
@@ -75,7 +79,10 @@ type Env struct {
 	cfg  config.Config
 	pool *pool.Pool
 	rec  *record.Recorder
-	obs  Observer
+	// w is rec's typed series: what the phases measure is written
+	// through them; rec keeps the run's frame (windows, failures, checks).
+	w   record.Writers
+	obs Observer
 	// mismatched: a correctness mismatch of this model/stage was
 	// recorded as a failure (the check counts the rest).
 	mismatched map[string]bool
@@ -83,7 +90,7 @@ type Env struct {
 
 // NewEnv is the phases' environment of cfg on f, recording into rec; obs may be nil.
 func NewEnv(cfg config.Config, f *pool.Pool, rec *record.Recorder, obs Observer) *Env {
-	return &Env{cfg: cfg, pool: f, rec: rec, obs: obs}
+	return &Env{cfg: cfg, pool: f, rec: rec, w: rec.Writers(), obs: obs}
 }
 
 // Config is the run's configuration.
@@ -95,13 +102,13 @@ func (p *Env) Pool() *pool.Pool { return p.pool }
 // SetTraffic records the traffic phase's measurements (package traffic:
 // a phase of its own package records through the runner, as the phases
 // here do).
-func (p *Env) SetTraffic(t record.Traffic) { p.rec.SetTraffic(t) }
+func (p *Env) SetTraffic(t record.Traffic) { p.w.Traffic.Set(t) }
 
 // SetCost records label's state costs (package statecost).
-func (p *Env) SetCost(label string, c record.Cost) { p.rec.SetCost(label, c) }
+func (p *Env) SetCost(label string, c record.Cost) { p.w.Costs.Add(label, c) }
 
 // SetFit records the node's fit table (package statecost).
-func (p *Env) SetFit(f record.Fit) { p.rec.SetFit(f) }
+func (p *Env) SetFit(f record.Fit) { p.w.Fit.Set(f) }
 
 // Labels are the model labels in config order.
 func (p *Env) Labels() []string { return p.pool.Labels() }
@@ -152,7 +159,7 @@ func (p *Env) Begin(ctx context.Context, phase string, labels ...string) (end fu
 		// footprint, pool.Memory), for the report.
 		for _, l := range p.pool.Labels() {
 			if how := p.pool.Memory().Attribution(l); how != "" {
-				p.rec.SetAttribution(l, how)
+				p.w.Attribution.Add(l, how)
 			}
 		}
 		ls, errs := p.pool.Procs().Exits(exits)
@@ -221,7 +228,7 @@ func (p *Env) verify(ctx context.Context, phase, label, stage string) error {
 	if got == nil {
 		return err
 	}
-	rp := p.rec.AddReplay(label, *got) // numbered among the model's replays of stage
+	rp := p.w.Replays.Add(label, *got) // numbered among the model's replays of stage
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ func (p *Env) health(ctx context.Context, label, stage string, logf Logf) error 
 		}
 		h.Adapters = append(h.Adapters, record.AdapterHealth{Name: name, PrefixHitRate: r.PrefixHitRate, DecodeTPS: r.DecodeTPS})
 	}
-	p.rec.AddHealth(label, h)
+	p.w.Health.Add(label, h)
 	logf("%s engine health %s: spec acceptance %.3f, prefix hit rate %.3f, decode %.1f tok/s%s", label, stage, h.SpecAcceptance, h.PrefixHitRate, h.DecodeTPS, noteSuffix(h.Note))
 	return nil
 }
@@ -160,7 +160,7 @@ func (p *Env) wokenPrefix(ctx context.Context, label string, level int, warm *vl
 	}
 	lp := record.LostPrefix{Level: level, PromptTokens: s.PromptTokens, WarmTTFTS: warm.TTFT().Seconds(), WokenTTFTS: s.TTFT().Seconds(),
 		WarmCached: warm.CachedTokens, WokenCached: s.CachedTokens}
-	p.rec.AddLostPrefix(label, lp)
+	p.w.LostPrefix.Add(label, lp)
 	logf("%s lost prefix at level %d (%d tokens): warm %.3fs, first after the wake %.3fs: %.3fs more", label, level, lp.PromptTokens, lp.WarmTTFTS, lp.WokenTTFTS, lp.PriceS())
 	return nil
 }

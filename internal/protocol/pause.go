@@ -94,7 +94,7 @@ func (p *pauser) offOrCycles(ctx context.Context, phase, label string, level, n 
 	for i := range n {
 		c, step, err := one(ctx, label)
 		out = append(out, c)
-		p.rec.AddCycle(label, c)
+		p.w.Cycles.Add(label, c)
 		if err != nil {
 			return out, p.Fail(phase, label, fmt.Sprintf("cycle %d %s", i+1, step), err)
 		}

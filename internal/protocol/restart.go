@@ -36,7 +36,7 @@ func (p Restart) run(ctx context.Context, label string, logf Logf) ([]record.Res
 			return out, p.Fail(record.PhaseRestart, label, step, err)
 		}
 		out = append(out, rs)
-		p.rec.AddRestart(label, rs)
+		p.w.Restarts.Add(label, rs)
 		kind := "initial"
 		if rs.Warm {
 			kind = "warm"

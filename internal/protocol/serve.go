@@ -49,7 +49,7 @@ func (p *Env) Serve(ctx context.Context, label, stage string, logf Logf) ([]reco
 				run.RoundsPassed++
 			}
 		}
-		p.rec.AddPerf(label, run)
+		p.w.Perf.Add(label, run)
 		out = append(out, run)
 		logf("%s %s conc=%d: %d/%d ok, rounds passed %d/%d, tok/s %v", label, stage, c, run.Success, run.Planned, run.RoundsPassed, run.Rounds, round2(run.RoundTPS))
 		failed := run.Planned - run.Success

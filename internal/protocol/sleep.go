@@ -66,10 +66,10 @@ func (p *Env) finishSleep(ctx context.Context, ms *pool.MeasuredSleep) (float64,
 		p.rec.NoteMemory(ms.Note)
 	}
 	if !math.IsNaN(ms.ReleasePercent) {
-		p.rec.AddRelease(ms.Label, ms.ReleasePercent)
+		p.w.Release.Add(ms.Label, ms.ReleasePercent)
 	}
 	if ms.ReleasePercentPerGPU != nil {
-		p.rec.AddReleasePerGPU(ms.Label, ms.ReleasePercentPerGPU)
+		p.w.ReleasePerGPU.Add(ms.Label, ms.ReleasePercentPerGPU)
 	}
 	return resid, nil
 }
@@ -92,7 +92,7 @@ func (p Sleep) run(ctx context.Context, label string, level int, logf Logf) ([]r
 	for i := range n {
 		c, step, err := p.cycle(ctx, label, level)
 		out = append(out, c)
-		p.rec.AddCycle(label, c)
+		p.w.Cycles.Add(label, c)
 		if err != nil {
 			return out, p.Fail(phase, label, fmt.Sprintf("cycle %d %s", i+1, step), err)
 		}

@@ -50,7 +50,7 @@ func (p Soak) run(ctx context.Context, logf Logf) ([]record.SoakCycle, error) {
 		from, to := labels[i%len(labels)], labels[(i+1)%len(labels)]
 		c, who, step, err := p.soakCycle(ctx, m, i+1, from, to, level)
 		out = append(out, c)
-		p.rec.AddSoakCycle(c)
+		p.w.Soak.Add(c)
 		if p.obs != nil {
 			p.obs.ObserveSoakCycle(c)
 		}

@@ -212,7 +212,7 @@ func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 		ho, who, step, err := p.handoff(ctx, m, from, to)
 		ho.Initial = initial
 		out = append(out, ho)
-		p.rec.AddHandoff(ho)
+		p.w.Handoffs.Add(ho)
 		if err != nil {
 			return ho, p.Fail(record.PhaseSwitch, who, step, err)
 		}

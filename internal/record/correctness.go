@@ -57,27 +57,6 @@ func (r Replay) Mismatches() int {
 	return n
 }
 
-// SetReference records label's reference probe set.
-func (r *Recorder) SetReference(label string, ref Reference) {
-	defer r.lock()()
-	r.raw.References[label] = ref
-}
-
-// AddReplay records a replay of label's probe set; Cycle is set to the
-// replay's ordinal within its stage.
-func (r *Recorder) AddReplay(label string, rp Replay) Replay {
-	defer r.lock()()
-	n := 1
-	for _, o := range r.raw.Replays[label] {
-		if o.Stage == rp.Stage {
-			n++
-		}
-	}
-	rp.Cycle = n
-	r.raw.Replays[label] = append(r.raw.Replays[label], rp)
-	return rp
-}
-
 // Engine is what the server itself reported of one sleep and the wake that
 // followed: its log lines and its sleep-mode metric, beside the harness's
 // HTTP times. A figure the server did not report is NaN.
@@ -100,12 +79,6 @@ type Engine struct {
 type FirstSleep struct {
 	Level  int
 	SleepS float64
-}
-
-// AddFirstSleep records the first sleep of a server process of label.
-func (r *Recorder) AddFirstSleep(label string, fs FirstSleep) {
-	defer r.lock()()
-	r.raw.FirstSleeps[label] = append(r.raw.FirstSleeps[label], fs)
 }
 
 // SoakCycle is one cycle of the soak phase: From sleeps, To wakes.
@@ -146,12 +119,6 @@ func ResidualSeriesMiB(cycles []SoakCycle) map[string][]float64 {
 		}
 	}
 	return out
-}
-
-// AddSoakCycle records one soak cycle.
-func (r *Recorder) AddSoakCycle(c SoakCycle) {
-	defer r.lock()()
-	r.raw.Soak = append(r.raw.Soak, c)
 }
 
 // PlanSoak records the soak's planned cycles and level.

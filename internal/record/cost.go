@@ -153,18 +153,3 @@ type Fit struct {
 	Choose          int // the level to choose (0: none fits asleep; stop them)
 	Why             string
 }
-
-// SetCost records label's state costs.
-func (r *Recorder) SetCost(label string, c Cost) {
-	defer r.lock()()
-	if r.raw.Cost == nil {
-		r.raw.Cost = map[string]Cost{}
-	}
-	r.raw.Cost[label] = c
-}
-
-// SetFit records the node's fit table.
-func (r *Recorder) SetFit(f Fit) {
-	defer r.lock()()
-	r.raw.Fit = &f
-}

@@ -58,25 +58,6 @@ type LostPrefix struct {
 // PriceS is the lost prefix's price: the woken request's TTFT less the warm one's.
 func (l LostPrefix) PriceS() float64 { return l.WokenTTFTS - l.WarmTTFTS }
 
-// AddHealth records an engine-health window of label.
-func (r *Recorder) AddHealth(label string, h Health) {
-	defer r.lock()()
-	if r.raw.Health == nil {
-		r.raw.Health = map[string][]Health{}
-	}
-	h.Adapters = slices.Clone(h.Adapters)
-	r.raw.Health[label] = append(r.raw.Health[label], h)
-}
-
-// AddLostPrefix records a lost-prefix measurement of label.
-func (r *Recorder) AddLostPrefix(label string, l LostPrefix) {
-	defer r.lock()()
-	if r.raw.LostPrefix == nil {
-		r.raw.LostPrefix = map[string][]LostPrefix{}
-	}
-	r.raw.LostPrefix[label] = append(r.raw.LostPrefix[label], l)
-}
-
 // cloneHealth deep-copies the health windows and lost prefixes into c.
 func cloneHealth(c *Raw, r Raw) {
 	c.Health = nil

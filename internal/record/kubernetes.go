@@ -111,13 +111,6 @@ type ScaleToZero struct {
 	WakeS      float64 // the same model's median handoff → first token, for comparison
 }
 
-// SetKubernetes records the Kubernetes phase.
-func (r *Recorder) SetKubernetes(k Kubernetes) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.raw.Kubernetes = &k
-}
-
 func cloneKubernetes(k *Kubernetes) *Kubernetes {
 	if k == nil {
 		return nil

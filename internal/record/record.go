@@ -1,9 +1,11 @@
 // Package record holds what a run measured, as it is measured: one Recorder
-// per run, written by its runner alone (protocol's Env, which the phases
-// record through, and harness) through typed methods (AddCycle,
-// AddHandoff, …); a phase's checks read the few series they judge in place
-// (Read), and the outputs are written from one Raw copy taken at the end.
-// Methods a retry could repeat (checks, failures, phases) are idempotent.
+// per run, whose measurements are written through its typed series
+// (Writers: Cycles, Handoffs, …, a narrow writer each, held by protocol's
+// Env and the pool's Observer) and whose frame (setup, windows, checks,
+// failures) through its few methods; a phase's checks read the few series
+// they judge in place (Read), and the outputs are written from one Raw
+// copy taken at the end. Methods a retry could repeat (checks, failures,
+// phases) are idempotent.
 package record
 
 import (
@@ -422,7 +424,7 @@ func (r Raw) Clone() Raw {
 	c.Windows = maps.Clone(r.Windows)
 	c.RSSPeak = maps.Clone(r.RSSPeak)
 	c.Weights = maps.Clone(r.Weights)
-	c.Cost = maps.Clone(r.Cost) // each Cost's slices are never changed after SetCost
+	c.Cost = maps.Clone(r.Cost) // each Cost's slices are never changed after it is recorded (Writers.Costs)
 	if r.Fit != nil {
 		f := *r.Fit
 		c.Fit = &f
@@ -686,30 +688,6 @@ type GateRow struct {
 	ChangePoints       []string // in the baseline's history, e.g. "+12.0 % at runs/7/bench.txt"
 }
 
-// SetGate records the regression gate's judgement.
-func (r *Recorder) SetGate(g Gate) {
-	defer r.lock()()
-	r.raw.Gate = &g
-}
-
-// SetRestartBaseline records what the run's starts were.
-func (r *Recorder) SetRestartBaseline(s string) {
-	defer r.lock()()
-	r.raw.RestartBaseline = s
-}
-
-// SetAttribution records how label's memory figures were attributed.
-func (r *Recorder) SetAttribution(label, how string) {
-	defer r.lock()()
-	r.raw.Attribution[label] = how
-}
-
-// SetWeight records a model's weight size.
-func (r *Recorder) SetWeight(label string, w Weight) {
-	defer r.lock()()
-	r.raw.Weights[label] = w
-}
-
 // PhaseRan lists a phase in the report's phases, once.
 func (r *Recorder) PhaseRan(name string) {
 	defer r.lock()()
@@ -723,12 +701,6 @@ func (r *Recorder) PhaseRan(name string) {
 func (r *Recorder) Window(name string, start, end time.Time, pad time.Duration, host *HostLoad) {
 	defer r.lock()()
 	r.raw.Windows[name] = Window{Start: Unix(start.Add(-pad)), End: Unix(end.Add(pad)), Host: host}
-}
-
-// AddRestart records one start of label.
-func (r *Recorder) AddRestart(label string, rs Restart) {
-	defer r.lock()()
-	r.raw.Restarts[label] = append(r.raw.Restarts[label], rs)
 }
 
 // PlanCycles adds n planned cycles at level to label's count.
@@ -748,68 +720,6 @@ func (r *Recorder) CyclesOff(label string, level int, why string) {
 		r.raw.CyclesOff[label] = map[int]string{}
 	}
 	r.raw.CyclesOff[label][level] = why
-}
-
-// AddCycle records one sleep/wake cycle of label (failed ones too).
-func (r *Recorder) AddCycle(label string, c Cycle) {
-	defer r.lock()()
-	r.raw.Cycles[label] = append(r.raw.Cycles[label], c)
-}
-
-// AddPerf records one stage × concurrency of serving on label.
-func (r *Recorder) AddPerf(label string, p PerfRun) {
-	defer r.lock()()
-	r.raw.Perf[label] = append(r.raw.Perf[label], p)
-}
-
-// AddRelease records the percent of label's memory a level-1 sleep released.
-func (r *Recorder) AddRelease(label string, pct float64) {
-	defer r.lock()()
-	r.raw.Release[label] = append(r.raw.Release[label], pct)
-}
-
-// AddReleasePerGPU records the percent each GPU released in a level-1 sleep
-// of label (runs of several GPUs).
-func (r *Recorder) AddReleasePerGPU(label string, pcts []float64) {
-	defer r.lock()()
-	r.raw.ReleasePerGPU[label] = append(r.raw.ReleasePerGPU[label], slices.Clone(pcts))
-}
-
-// SetDevicePerGPU records every sample's used memory per GPU (a row per sample).
-func (r *Recorder) SetDevicePerGPU(used [][]float64) {
-	defer r.lock()()
-	r.raw.DeviceUsedGiBPerGPU = used
-}
-
-// AddHandoff records one handoff (failed ones too).
-func (r *Recorder) AddHandoff(h Handoff) {
-	defer r.lock()()
-	r.raw.Handoffs = append(r.raw.Handoffs, h)
-}
-
-// AddEvent records a sleep or wake for the timeline.
-func (r *Recorder) AddEvent(e Event) {
-	defer r.lock()()
-	r.raw.Events = append(r.raw.Events, e)
-}
-
-// Request counts one executed inference request.
-func (r *Recorder) Request(ok bool) {
-	defer r.lock()()
-	r.raw.Requests.Executed++
-	if ok {
-		r.raw.Requests.Success++
-	} else {
-		r.raw.Requests.Failure++
-	}
-}
-
-// RequestAbortedByDesign counts one executed request that the server
-// aborted as the harness asked it to: neither a success nor a failure.
-func (r *Recorder) RequestAbortedByDesign() {
-	defer r.lock()()
-	r.raw.Requests.Executed++
-	r.raw.Requests.AbortedByDesign++
 }
 
 // AddChecks records threshold verdicts. A check of the same name and model

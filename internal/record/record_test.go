@@ -59,10 +59,10 @@ func TestRepeatsAreRecordedOnce(t *testing.T) {
 // TestRawIsACopy: what a reader holds does not change under later writes.
 func TestRawIsACopy(t *testing.T) {
 	r := New([]string{"A"}, map[string]string{"A": "m"})
-	r.AddCycle("A", Cycle{Level: 1, OK: true, ResidualGiB: math.NaN()})
+	r.Writers().Cycles.Add("A", Cycle{Level: 1, OK: true, ResidualGiB: math.NaN()})
 	r.PlanCycles("A", 1, 5)
 	got := r.Raw()
-	r.AddCycle("A", Cycle{Level: 2})
+	r.Writers().Cycles.Add("A", Cycle{Level: 2})
 	r.PlanCycles("A", 1, 5)
 	got.Names["A"] = "changed"
 	assert.Len(t, got.Cycles["A"], 1)
@@ -115,7 +115,7 @@ func TestReadReadsInPlace(t *testing.T) {
 	go func() {
 		defer done.Done()
 		for range 100 {
-			r.AddCycle("A", Cycle{Level: 1, OK: true})
+			r.Writers().Cycles.Add("A", Cycle{Level: 1, OK: true})
 		}
 	}()
 	for range 100 {

@@ -89,12 +89,6 @@ type Traffic struct {
 	InFlight        []InFlight
 }
 
-// SetTraffic records the traffic phase.
-func (r *Recorder) SetTraffic(t Traffic) {
-	defer r.lock()()
-	r.raw.Traffic = &t
-}
-
 func cloneTraffic(t *Traffic) *Traffic {
 	if t == nil {
 		return nil

@@ -183,7 +183,7 @@ func engineDeadMessage(detail string) string {
 // hostFailed is a level-1 sleep whose pinned backup could not be allocated: the engine core
 // prints why as it dies, then the API server's EngineDeadError (see handleSleep for the
 // answer); the error is fatal.
-func (s *server) hostFailed(weights uint64, err error) *opError {
+func (s sleepMode) hostFailed(weights uint64, err error) *opError {
 	detail := fmt.Sprintf("failed to allocate %.2f GiB of pinned host memory for the level-1 weight backup: out of host memory (%v)", float64(weights)/GiB, err)
 	s.log.Printf("ERROR EngineCore failed: %s", detail)
 	s.log.Printf("ERROR AsyncLLM output_handler failed: EngineDeadError: %s", engineDeadMessage(detail))
@@ -195,7 +195,7 @@ func (s *server) hostFailed(weights uint64, err error) *opError {
 // staging buffer, which the caller frees when the sleep answers. A failed
 // allocation (fault host-oom, or the kernel refusing the mapping) kills
 // the engine: the error is fatal, its answer ends the process.
-func (s *server) sleepHost() (staging *hostBuffer, oe *opError) {
+func (s sleepMode) sleepHost() (staging *hostBuffer, oe *opError) {
 	weights := s.phys.TotalWeightBytes() // every rank's shard (held by the server process)
 	var err error
 	if s.faults.HostOOM {

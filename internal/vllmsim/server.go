@@ -104,22 +104,23 @@ func (s *server) routes() http.Handler {
 	})
 	mux.HandleFunc("POST /v1/completions", s.auth(s.handleCompletions))
 	if s.devMode {
-		mux.HandleFunc("POST /sleep", s.handleSleep)
-		mux.HandleFunc("POST /wake_up", s.handleWake)
-		mux.HandleFunc("GET /is_sleeping", s.handleIsSleeping)
+		sm := sleepMode{s}
+		mux.HandleFunc("POST /sleep", sm.handleSleep)
+		mux.HandleFunc("POST /wake_up", sm.handleWake)
+		mux.HandleFunc("GET /is_sleeping", sm.handleIsSleeping)
 		mux.HandleFunc("POST /collective_rpc", s.handleRPC)
-		mux.HandleFunc("POST /reset_prefix_cache", s.handleResetPrefixCache)
+		mux.HandleFunc("POST /reset_prefix_cache", sm.handleResetPrefixCache)
 		// The RLHF router's pause endpoints predate pause modes (an
 		// older router had /pause with wait_for_inflight_requests only;
 		// docs/vllm-api.md §5): era b has them; the KV-only release came
 		// with PR #44890 (era c, merged after v0.26.0).
 		if s.era != eraA {
-			mux.HandleFunc("POST /pause", s.handlePause)
-			mux.HandleFunc("POST /resume", s.handleResume)
-			mux.HandleFunc("GET /is_paused", s.handleIsPaused)
+			mux.HandleFunc("POST /pause", sm.handlePause)
+			mux.HandleFunc("POST /resume", sm.handleResume)
+			mux.HandleFunc("GET /is_paused", sm.handleIsPaused)
 		}
 		if s.era.since(eraC) {
-			mux.HandleFunc("POST /release_kv_cache_memory", s.handleReleaseKV)
+			mux.HandleFunc("POST /release_kv_cache_memory", sm.handleReleaseKV)
 			// The RLHF router's (vllm/entrypoints/serve/rlhf/api_router.py;
 			// the release that added them was not read: the newest here).
 			mux.HandleFunc("GET /get_world_size", s.handleWorldSize)

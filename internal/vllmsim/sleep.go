@@ -23,6 +23,15 @@ import (
 	"time"
 )
 
+// sleepMode is the server's sleep mode: the sleep, wake, pause and
+// KV-release routes and the engine operations behind them (this file), and
+// the pinned host backup a level-1 sleep makes (hostmem.go). It embeds the
+// server it belongs to: the state it changes is the server's, under its
+// opMu (one operation at a time) and mu (the memory and scheduler state).
+// The serving side (completions, models, /metrics, start-up) is the
+// server's own methods.
+type sleepMode struct{ *server }
+
 // era is the vLLM release line whose sleep API vllmsim speaks: three
 // released ones and the proposals (docs/vllm-api.md §1). Whether a fact is
 // released was read in its PR thread, not inferred from a commit of the
@@ -87,7 +96,7 @@ func (s sleepSnapshot) fullyAwake() bool {
 }
 
 // snapshot is the present sleep state. Caller holds s.mu.
-func (s *server) snapshot() sleepSnapshot {
+func (s sleepMode) snapshot() sleepSnapshot {
 	st := sleepSnapshot{scheduler: "running", weights: "resident", kv: "resident", level: s.level}
 	if s.paused {
 		st.scheduler = "paused"
@@ -110,7 +119,7 @@ func (s *server) snapshot() sleepSnapshot {
 }
 
 // syncMetrics publishes the sleep state to /metrics.
-func (s *server) syncMetrics() {
+func (s sleepMode) syncMetrics() {
 	s.mu.Lock()
 	st, rec := s.snapshot(), s.legacy
 	s.mu.Unlock()
@@ -118,7 +127,7 @@ func (s *server) syncMetrics() {
 }
 
 // sleepingTags are the memory tags asleep now, in vLLM's order. Caller holds s.mu.
-func (s *server) sleepingTags() []string {
+func (s sleepMode) sleepingTags() []string {
 	var tags []string
 	if s.weightsAsleep {
 		tags = append(tags, "weights")
@@ -149,7 +158,7 @@ func (e *opError) write(w http.ResponseWriter) { writeError(w, e.status, e.typ, 
 // unknownError is the executor's refusal once a failed RPC left a resource
 // unknown; vLLM's tests match it with `unknown.*rebuild` (the exact text
 // was not read, vllm-api.md §7.1). Caller holds s.mu.
-func (s *server) unknownError() *opError {
+func (s sleepMode) unknownError() *opError {
 	if !s.weightsUnknown && !s.kvUnknown {
 		return nil
 	}
@@ -160,7 +169,7 @@ func (s *server) unknownError() *opError {
 // useBackend creates the sleep-mode backend at the first memory RPC, as
 // vLLM's worker does (lazily; vllm@0327d59d sleep_mode_backend.py): the
 // log line once, or the factory's error for a name it does not know.
-func (s *server) useBackend() *opError {
+func (s sleepMode) useBackend() *opError {
 	name := s.backend
 	if name == "" {
 		name = "cumem"
@@ -226,7 +235,7 @@ func boolParam(w http.ResponseWriter, r *http.Request, name string, def bool) (b
 // quoted in ovg-project/kvcached#475) and read nothing else: a query such
 // as tags=kv_cache (proposed in the open PR #42658) is ignored, and the
 // sleep is a full level-1 sleep.
-func (s *server) sleepParams(w http.ResponseWriter, r *http.Request) (level int, mode string, ok bool) {
+func (s sleepMode) sleepParams(w http.ResponseWriter, r *http.Request) (level int, mode string, ok bool) {
 	q := r.URL.Query()
 	lv := "1"
 	if q.Has("level") {
@@ -276,7 +285,7 @@ func (s *server) sleepParams(w http.ResponseWriter, r *http.Request) (level int,
 // level that reaches it (vllm/v1/worker/gpu_worker.py: offload_tags =
 // ("weights",) if level == 1 else tuple()); 0 for a level that stops at
 // the pause (0 and below, from PR #34528 on: `if level < 1: return`).
-func (s *server) memoryLevel(level int) int {
+func (s sleepMode) memoryLevel(level int) int {
 	switch {
 	case level == 1:
 		return 1
@@ -298,10 +307,10 @@ type operation struct {
 
 // beginOp counts a call in flight and returns the writer its handler must
 // answer through (its status is the operation's outcome).
-func (s *server) beginOp(w http.ResponseWriter, label, fault string) (*operation, http.ResponseWriter) {
+func (s sleepMode) beginOp(w http.ResponseWriter, label, fault string) (*operation, http.ResponseWriter) {
 	s.m.opStart(label)
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-	return &operation{s: s, label: label, fault: fault, start: time.Now(), w: sw}, sw
+	return &operation{s: s.server, label: label, fault: fault, start: time.Now(), w: sw}, sw
 }
 
 func (o *operation) end() {
@@ -329,7 +338,7 @@ func (w *statusWriter) Flush() {
 // pauseScheduler pauses the engine as vLLM's EngineCore.pause_scheduler
 // does (mode abort, wait or keep) and records the pause; false when ctx
 // ended first (a wait pause called off). Caller holds s.opMu.
-func (s *server) pauseScheduler(ctx context.Context, mode string) bool {
+func (s sleepMode) pauseScheduler(ctx context.Context, mode string) bool {
 	if !s.eng.pause(ctx, mode) {
 		return false
 	}
@@ -343,14 +352,14 @@ func (s *server) pauseScheduler(ctx context.Context, mode string) bool {
 }
 
 // resumeScheduler resumes the engine and records it. Caller holds s.opMu.
-func (s *server) resumeScheduler() {
+func (s sleepMode) resumeScheduler() {
 	s.mu.Lock()
 	s.paused, s.pauseDone = false, false
 	s.mu.Unlock()
 	s.eng.resume()
 }
 
-func (s *server) handleIsSleeping(w http.ResponseWriter, r *http.Request) {
+func (s sleepMode) handleIsSleeping(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	// EngineCore.is_sleeping: the scheduler paused or the executor asleep
 	// (or unknown); era A had no scheduler pause.
@@ -362,7 +371,7 @@ func (s *server) handleIsSleeping(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]bool{"is_sleeping": asleep})
 }
 
-func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
+func (s sleepMode) handleSleep(w http.ResponseWriter, r *http.Request) {
 	if s.faults.SleepIgnored != "" {
 		s.ignoreSleep(w, r)
 		return
@@ -414,7 +423,7 @@ func (s *server) handleSleep(w http.ResponseWriter, r *http.Request) {
 // 0.00 GiB memory"). /is_sleeping stays false, or, with sleep-ignored=paused,
 // the scheduler pauses first (as EngineCore.sleep does from PR #34528),
 // so /is_sleeping says true and only the log tells.
-func (s *server) ignoreSleep(w http.ResponseWriter, r *http.Request) {
+func (s sleepMode) ignoreSleep(w http.ResponseWriter, r *http.Request) {
 	level, mode, ok := s.sleepParams(w, r)
 	if !ok {
 		return
@@ -448,7 +457,7 @@ func (s *server) ignoreSleep(w http.ResponseWriter, r *http.Request) {
 // sleep is EngineCore.sleep: pause the scheduler (eras B on), then, for
 // a level that reaches the executor, its sleep. ok is false when the
 // request is over (client gone, or a fault answered it). Caller holds s.opMu.
-func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode string) (oe *opError, ok bool) {
+func (s sleepMode) sleep(w http.ResponseWriter, r *http.Request, level int, mode string) (oe *opError, ok bool) {
 	start := time.Now()
 	requested := level
 	level = s.memoryLevel(level)
@@ -612,13 +621,13 @@ func (s *server) sleep(w http.ResponseWriter, r *http.Request, level int, mode s
 
 // recordLegacy is released vLLM's record_sleep_state after a sleep or a
 // wake returned (see legacyRecord).
-func (s *server) recordLegacy(asleep bool, level int) {
+func (s sleepMode) recordLegacy(asleep bool, level int) {
 	s.mu.Lock()
 	s.legacy = legacyRecord{asleep: asleep, level: level}
 	s.mu.Unlock()
 }
 
-func (s *server) handleWake(w http.ResponseWriter, r *http.Request) {
+func (s sleepMode) handleWake(w http.ResponseWriter, r *http.Request) {
 	// tags = query_params.getlist("tags") or None; logged before the engine call.
 	tags := r.URL.Query()["tags"]
 	if len(tags) == 0 {
@@ -658,7 +667,7 @@ func (s *server) handleWake(w http.ResponseWriter, r *http.Request) {
 // ("scheduling" is the engine's own, eras B and C), then the scheduler
 // resumes only once both memory resources are resident; awake is vLLM's
 // fully-awake answer. ok is false when the client went away. Caller holds s.opMu.
-func (s *server) wake(ctx context.Context, tags []string) (awake bool, oe *opError, ok bool) {
+func (s sleepMode) wake(ctx context.Context, tags []string) (awake bool, oe *opError, ok bool) {
 	defer s.syncMetrics()
 	s.mu.Lock()
 	unknown := s.unknownError()
@@ -715,7 +724,7 @@ func (s *server) wake(ctx context.Context, tags []string) (awake bool, oe *opErr
 // its warning; else one RPC per tag and the "It took" line. noop reports
 // that nothing was woken on request of a tag not asleep (the scheduler then
 // stays paused). Caller holds s.opMu.
-func (s *server) wakeMemory(ctx context.Context, tags []string) (noop bool, oe *opError, ok bool) {
+func (s sleepMode) wakeMemory(ctx context.Context, tags []string) (noop bool, oe *opError, ok bool) {
 	s.mu.Lock()
 	sleeping := s.sleepingTags()
 	level := s.level
@@ -816,7 +825,7 @@ func (s *server) wakeMemory(ctx context.Context, tags []string) (noop bool, oe *
 
 // handlePause is the RLHF router's POST /pause?mode=&clear_cache= (era b on):
 // 200 {"status":"paused"} once the pause completed.
-func (s *server) handlePause(w http.ResponseWriter, r *http.Request) {
+func (s sleepMode) handlePause(w http.ResponseWriter, r *http.Request) {
 	mode, ok := modeParam(w, r)
 	if !ok {
 		return
@@ -843,7 +852,7 @@ func (s *server) handlePause(w http.ResponseWriter, r *http.Request) {
 // handleResume is POST /resume (era b on). Whether vLLM resumes a scheduler
 // whose memory sleeps was not read (vllm-api.md §5): vllmsim refuses, as a
 // flat 500 of the RLHF router, rather than schedule without memory.
-func (s *server) handleResume(w http.ResponseWriter, r *http.Request) {
+func (s sleepMode) handleResume(w http.ResponseWriter, r *http.Request) {
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
 	s.mu.Lock()
@@ -860,7 +869,7 @@ func (s *server) handleResume(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleIsPaused is GET /is_paused (era b on).
-func (s *server) handleIsPaused(w http.ResponseWriter, r *http.Request) {
+func (s sleepMode) handleIsPaused(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	p := s.paused
 	s.mu.Unlock()
@@ -870,7 +879,7 @@ func (s *server) handleIsPaused(w http.ResponseWriter, r *http.Request) {
 // handleReleaseKV is POST /release_kv_cache_memory (PR #44890, era c on):
 // after a completed pause with all memory resident, the KV cache is
 // discarded (the weights stay) until /wake_up?tags=kv_cache restores it.
-func (s *server) handleReleaseKV(w http.ResponseWriter, r *http.Request) {
+func (s sleepMode) handleReleaseKV(w http.ResponseWriter, r *http.Request) {
 	op, w := s.beginOp(w, opReleaseKV, opReleaseKV)
 	defer op.end()
 	s.opMu.Lock()
@@ -928,7 +937,7 @@ func (s *server) handleReleaseKV(w http.ResponseWriter, r *http.Request) {
 // quotes {"success":true}). Blocks are held while requests run and
 // reset_running_requests is false. No KV connector is simulated, so
 // reset_external clears nothing more.
-func (s *server) handleResetPrefixCache(w http.ResponseWriter, r *http.Request) {
+func (s sleepMode) handleResetPrefixCache(w http.ResponseWriter, r *http.Request) {
 	running := false
 	if s.era.since(eraC) {
 		for _, p := range []string{"reset_running_requests", "reset_external"} {
