@@ -4,7 +4,7 @@ CONFIG ?= testdata/demo.json
 # go-nvml's cgo build warns about every NVML 13 deprecation; silence them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: bench test stress vet fuzz gpu nogpu runner perf ci soak k8s fleet gate-power figures device-check device-check-build
+.PHONY: bench test stress vet fuzz gpu nogpu runner perf benchmarks ci soak k8s fleet gate-power figures device-check device-check-build
 # A count, not a duration: with -fuzztime 10s Go's fuzzing coordinator can fail a target with a
 # bare "context deadline exceeded" and no crasher when busy cores keep its workers from answering
 # before the deadline (golang/go#75804, fixed in go1.27; seen here on a loaded 2-core machine).
@@ -134,6 +134,12 @@ fleet:
 ## core, ~60 min, then 50 quiet, ~115 min in all); prints one table with the machine and its load, runs in out/gate-power
 gate-power:
 	scripts/gate-power.sh
+
+## benchmarks: the card's Go benchmarks (BenchmarkRestart, BenchmarkServe, BenchmarkSleep,
+## BenchmarkSwitch) once each on vllmsim, writing out/benchmarks: each step a benchmark drives
+## (its scratch record included) runs at least once
+benchmarks:
+	WAKEBENCH_OUT_DIR=out/benchmarks $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x .
 
 ## perf: the harness's own overhead against its goals and against wrk and vegeta (installs them); prints one table
 perf:

@@ -48,7 +48,7 @@ func sizes(ps map[string]*pkg) string {
 	b.WriteString("| measure (issue 51) | now | target |\n|---|---|---|\n")
 	fmt.Fprintf(&b, "| methods of `pool.Pool` | %d | ≤ %d |\n", count("internal/pool", "Pool"), maxMethods)
 	fmt.Fprintf(&b, "| methods of `record.Recorder` | %d | ≤ %d |\n", count("internal/record", "Recorder"), maxMethods)
-	fmt.Fprintf(&b, "| its writer API (exported, returning nothing and taking no callback, or handing out its `Writers`: the typed series) | %d | ≤ 15 |\n", writers("internal/record", "Recorder"))
+	fmt.Fprintf(&b, "| its writer API (exported, returning nothing and taking no callback, or handing out its `Writers`, counted once: the typed series, whose own write methods are Add, Set, Done, Aborted) | %d | ≤ 15 |\n", writers("internal/record", "Recorder"))
 	overs := "none"
 	if len(over) > 0 {
 		overs = fmt.Sprintf("%d: %s", len(over), strings.Join(list, ", "))
@@ -84,7 +84,7 @@ func TestSizesCountMethods(t *testing.T) {
 	got := sizes(packages(t, dir))
 	assert.Contains(t, got, "| methods of `pool.Pool` | 3 |")
 	assert.Contains(t, got, "| methods of `record.Recorder` | 5 |")
-	assert.Contains(t, got, "handing out its `Writers`: the typed series) | 2 |", "A and Writers write; Read, Ok and b do not")
+	assert.Contains(t, got, "handing out its `Writers`, counted once: the typed series, whose own write methods are Add, Set, Done, Aborted) | 2 |", "A and Writers write; Read, Ok and b do not")
 	assert.Contains(t, got, "| types with more than 30 methods | none | none |")
 	assert.Contains(t, got, "| the module's packages `internal/protocol` imports | 1 |")
 }

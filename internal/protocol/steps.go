@@ -22,7 +22,7 @@ func NewSteps(env *Env) Steps { return Steps{env: env} }
 // own, never into the run's report.
 func (p *Env) bench() *Env {
 	scratch := record.New(p.cfg.ModelNames()) // not a copy of the whole record per step
-	return &Env{cfg: p.cfg, pool: p.pool.Observed(Observe(scratch)), rec: scratch}
+	return NewEnv(p.cfg, p.pool.Observed(Observe(scratch)), scratch, nil)
 }
 
 // WarmStart measures one restart of label (after its first start, so warm),

@@ -1,7 +1,7 @@
 // Package record holds what a run measured, as it is measured: one Recorder
 // per run, whose measurements are written through its typed series
-// (Writers: Cycles, Handoffs, …, a narrow writer each, held by protocol's
-// Env and the pool's Observer) and whose frame (setup, windows, checks,
+// (Writers: Cycles, Handoffs, …, each a typed writer of one kind, held by
+// protocol's Env and the pool's Observer) and whose frame (setup, windows, checks,
 // failures) through its few methods; a phase's checks read the few series
 // they judge in place (Read), and the outputs are written from one Raw
 // copy taken at the end. Methods a retry could repeat (checks, failures,

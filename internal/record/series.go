@@ -66,10 +66,11 @@ func (q RequestCounter) Aborted() {
 	q.r.raw.Requests.AbortedByDesign++
 }
 
-// Writers are the record's typed series, one per kind of measurement. A
-// phase writes through the few it is handed; the Recorder's own methods
-// keep the run's frame (setup, phases and windows, plans, checks,
-// failures, the end).
+// Writers are the record's typed series, one per kind of measurement:
+// protocol's Env holds them for its phases (each writes the few it
+// measures), the pool's Observer the events, weights, references and the
+// request counter. The Recorder's own methods keep the run's frame
+// (setup, phases and windows, plans, checks, failures, the end).
 type Writers struct {
 	Restarts      Series[Restart]
 	Cycles        Series[Cycle] // failed ones too

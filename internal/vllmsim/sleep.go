@@ -24,7 +24,8 @@ import (
 )
 
 // sleepMode is the server's sleep mode: the sleep, wake, pause and
-// KV-release routes and the engine operations behind them (this file), and
+// KV-release routes and the engine operations behind them (this file, but
+// slowOp: the fault hook start-up and reload share, the server's), and
 // the pinned host backup a level-1 sleep makes (hostmem.go). It embeds the
 // server it belongs to: the state it changes is the server's, under its
 // opMu (one operation at a time) and mu (the memory and scheduler state).
