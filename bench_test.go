@@ -505,17 +505,13 @@ func BenchmarkServe(b *testing.B) {
 			b.Run(fmt.Sprintf("model=%s/stage=baseline/conc=%d", l, c), func(b *testing.B) {
 				var tps, ttft, tpot []float64
 				for b.Loop() {
-					res, err := protocol.NewSteps(h.Env()).ServeRound(ctx, l, c)
+					run, err := protocol.NewSteps(h.Env()).ServeRound(ctx, l, c)
 					if err != nil {
 						b.Fatal(err)
 					}
-					tps = append(tps, res.Rounds[0].TPS)
-					for _, q := range res.Requests {
-						ttft = append(ttft, q.TTFT.Seconds())
-						if q.HasTPOT {
-							tpot = append(tpot, q.TPOT.Seconds())
-						}
-					}
+					tps = append(tps, run.RoundTPS...)
+					ttft = append(ttft, run.TTFT...)
+					tpot = append(tpot, run.TPOT...)
 				}
 				reportMean(b, tps, report.UnitTPS)
 				reportMedian(b, ttft, report.UnitTTFT)

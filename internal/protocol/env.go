@@ -99,23 +99,18 @@ func (p *Env) Config() config.Config { return p.cfg }
 // Pool is the run's servers, for a phase in a package of its own (traffic).
 func (p *Env) Pool() *pool.Pool { return p.pool }
 
-// SetTraffic records the traffic phase's measurements (package traffic:
-// a phase of its own package records through the runner, as the phases
-// here do).
-func (p *Env) SetTraffic(t record.Traffic) { p.w.Traffic.Set(t) }
-
-// SetCost records label's state costs (package statecost).
-func (p *Env) SetCost(label string, c record.Cost) { p.w.Costs.Add(label, c) }
-
-// SetFit records the node's fit table (package statecost).
-func (p *Env) SetFit(f record.Fit) { p.w.Fit.Set(f) }
+// Writers are the run record's typed series, for a phase in a package of
+// its own: it records what it measures through the few it writes (the
+// state-cost phase its Costs and Fit, traffic its Traffic), as the
+// phases here do.
+func (p *Env) Writers() record.Writers { return p.w }
 
 // Labels are the model labels in config order.
 func (p *Env) Labels() []string { return p.pool.Labels() }
 
 // Costs are the state costs recorded so far, by label (a copy of the
-// map, as record.Raw.Clone makes it: a Cost's slices never change after
-// SetCost), for the fit table: not a copy of the whole record.
+// map, as record.Raw.Clone makes it: a Cost's slices never change once
+// recorded), for the fit table: not a copy of the whole record.
 func (p *Env) Costs() map[string]record.Cost {
 	var out map[string]record.Cost
 	p.rec.Read(func(raw *record.Raw) { out = maps.Clone(raw.Cost) })

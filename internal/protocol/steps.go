@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/wakebench/wakebench/internal/energy"
-	"github.com/wakebench/wakebench/internal/load"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
@@ -42,22 +41,22 @@ func (p Steps) WarmStart(ctx context.Context, label string) (record.Restart, err
 }
 
 // ServeRound activates label and runs one serving round at concurrency c
-// (protocol.requests_per_round requests), for benchmarks.
-func (p Steps) ServeRound(ctx context.Context, label string, c int) (load.Result, error) {
+// (protocol.requests_per_round requests), for benchmarks: what it measured
+// as a phase's serving keeps it (stage baseline's record.PerfRun, the
+// figures the report and bench.txt give), not added to the report.
+func (p Steps) ServeRound(ctx context.Context, label string, c int) (record.PerfRun, error) {
 	b := p.env.bench()
 	if err := b.pool.Activate(ctx, label); err != nil {
-		return load.Result{}, err
+		return record.PerfRun{}, err
 	}
-	res, err := b.pool.Requests().Serve(ctx, label, c, 1)
+	run, firstErr, err := b.ServeRun(ctx, label, record.PhaseBaseline, c, 1)
 	if err != nil {
-		return res, fmt.Errorf("serve %s at concurrency %d: %w", label, c, err)
+		return run, fmt.Errorf("serve %s at concurrency %d: %w", label, c, err)
 	}
-	for _, q := range res.Requests {
-		if q.Err != nil {
-			return res, b.pool.Procs().Explain(label, fmt.Errorf("serve %s at concurrency %d: %w", label, c, q.Err))
-		}
+	if firstErr != nil {
+		return run, b.pool.Procs().Explain(label, fmt.Errorf("serve %s at concurrency %d: %w", label, c, firstErr))
 	}
-	return res, nil
+	return run, nil
 }
 
 // Cycle activates label and measures one sleep/wake cycle at level, for

@@ -9,6 +9,7 @@ import (
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/shape"
+	"github.com/wakebench/wakebench/internal/stats"
 	"io"
 	"math"
 	"os"
@@ -828,4 +829,35 @@ func TestDocRendersItsSpans(t *testing.T) {
 	// closed at the end.
 	stray := "a" + string(strongClose) + "b" + string(codeOpen) + "c"
 	assert.Equal(t, "ab<code>c</code>", Inline(stray, func(s string) string { return s }, func(k string) string { return "<" + k + ">" }, func(k string) string { return "</" + k + ">" }))
+}
+
+// TestSummaryServesEveryStage: a serving stage beyond baseline and the
+// after-wake ones (an opt-in phase's) joins the serving table's tok/s
+// chain and gets its own TTFT column; without one the table is as before.
+func TestSummaryServesEveryStage(t *testing.T) {
+	s := func(median float64) stats.Summary {
+		return stats.Summary{N: 1, Median: median, Min: median, Max: median, P95: median}
+	}
+	perf := []Perf{
+		{Stage: record.PhaseBaseline, Concurrency: 1, OutputTPS: s(100), TTFTS: s(0.01), TPOTS: s(0.001)},
+		{Stage: record.PhaseAfterWake, Concurrency: 1, OutputTPS: s(90), TTFTS: s(0.02), TPOTS: s(0.002)},
+	}
+	rows := func(perf []Perf) (head, row string) {
+		var d Doc
+		writeServing(&d, Report{Models: map[string]*Model{"A": {Performance: perf}}}, []string{"A"})
+		lines := strings.Split(d.Markdown(), "\n")
+		for i, l := range lines {
+			if strings.HasPrefix(l, "| model |") {
+				return l, lines[i+2]
+			}
+		}
+		t.Fatalf("no serving table in %q", d.Markdown())
+		return "", ""
+	}
+	head, row := rows(perf)
+	assert.Equal(t, "| model | concurrency | tok/s baseline → after-wake → after-wake-l2 | TTFT baseline | TTFT after-wake | TPOT baseline | TPOT after-wake |", head)
+	assert.Equal(t, "| A | 1 | 100 → 90 → – | 0.01 / 0.01 | 0.02 / 0.02 | 0.001 / 0.001 | 0.002 / 0.002 |", row)
+	head, row = rows(append(perf, Perf{Stage: "wake-burst", Concurrency: 1, OutputTPS: s(70), TTFTS: s(0.05)}))
+	assert.Equal(t, "| model | concurrency | tok/s baseline → after-wake → after-wake-l2 → wake-burst | TTFT baseline | TTFT after-wake | TPOT baseline | TPOT after-wake | TTFT wake-burst |", head)
+	assert.Equal(t, "| A | 1 | 100 → 90 → – → 70 | 0.01 / 0.01 | 0.02 / 0.02 | 0.001 / 0.001 | 0.002 / 0.002 | 0.05 / 0.05 |", row)
 }

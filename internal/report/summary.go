@@ -159,9 +159,19 @@ func writeModels(d *Doc, rep Report, labels []string) {
 }
 
 // writeServing writes each model's serving, baseline beside after-wake
-// (level 1, then level 2), one row per concurrency.
+// (level 1, then level 2) and any other serving stage (an opt-in phase's,
+// in the order the run served them), one row per concurrency.
 func writeServing(d *Doc, rep Report, labels []string) {
 	d.Heading(2, "serving", "Serving (median output tok/s; TTFT and TPOT median / p95)")
+	fixed := []string{record.PhaseBaseline, record.PhaseAfterWake, record.PhaseAfterWakeL2}
+	var extra []string
+	for _, l := range labels {
+		for _, p := range rep.Models[l].Performance {
+			if !slices.Contains(fixed, p.Stage) && !slices.Contains(extra, p.Stage) {
+				extra = append(extra, p.Stage)
+			}
+		}
+	}
 	var rows [][]string
 	for _, l := range labels {
 		perf := map[string]map[int]Perf{}
@@ -178,11 +188,22 @@ func writeServing(d *Doc, rep Report, labels []string) {
 		slices.Sort(concs)
 		for _, c := range concs {
 			bl, aw, aw2 := perf[record.PhaseBaseline][c], perf[record.PhaseAfterWake][c], perf[record.PhaseAfterWakeL2][c]
-			rows = append(rows, []string{l, strconv.Itoa(c), num(bl.OutputTPS) + " → " + num(aw.OutputTPS) + " → " + num(aw2.OutputTPS),
-				spread(bl.TTFTS), spread(aw.TTFTS), spread(bl.TPOTS), spread(aw.TPOTS)})
+			tps := num(bl.OutputTPS) + " → " + num(aw.OutputTPS) + " → " + num(aw2.OutputTPS)
+			var more []string
+			for _, st := range extra {
+				x := perf[st][c]
+				tps += " → " + num(x.OutputTPS)
+				more = append(more, spread(x.TTFTS))
+			}
+			rows = append(rows, append([]string{l, strconv.Itoa(c), tps,
+				spread(bl.TTFTS), spread(aw.TTFTS), spread(bl.TPOTS), spread(aw.TPOTS)}, more...))
 		}
 	}
-	d.Table([]string{"model", "concurrency", "tok/s baseline → after-wake → after-wake-l2", "TTFT baseline", "TTFT after-wake", "TPOT baseline", "TPOT after-wake"}, rows)
+	head := []string{"model", "concurrency", "tok/s " + strings.Join(append(fixed, extra...), " → "), "TTFT baseline", "TTFT after-wake", "TPOT baseline", "TPOT after-wake"}
+	for _, st := range extra {
+		head = append(head, "TTFT "+st)
+	}
+	d.Table(head, rows)
 }
 
 // writePhysicalLimits writes, for the models that have them, the level-1

@@ -160,7 +160,7 @@ func (p Phase) run(ctx context.Context, label string, logf protocol.Logf) (recor
 	if err == nil {
 		r.c.BreakEvens = breakEvens(r.c)
 	}
-	p.SetCost(label, r.c)
+	p.Writers().Costs.Add(label, r.c)
 	if err != nil {
 		return r.c, p.Fail(record.PhaseStateCost, label, step, err)
 	}
@@ -552,7 +552,7 @@ func (p Phase) Fit(ctx context.Context, logf protocol.Logf) (*record.Fit, string
 		f.Levels = append(f.Levels, record.FitLevel{Level: int(lf.Level), Others: lf.Others, Fits: lf.Fit, Asleep: lf.Asleep, Binds: string(lf.Binds),
 			NeedGPUGiB: lf.NeedGPUGiB, NeedHostGiB: lf.NeedHostGiB, LeftGPUGiB: lf.LeftGPUGiB, LeftHostGiB: lf.LeftHostGiB})
 	}
-	p.SetFit(f)
+	p.Writers().Fit.Set(f)
 	binds := func(b string) string {
 		if b == "" {
 			return "every other model fits"

@@ -237,7 +237,7 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 	arrivals, what := plan.Arrivals, plan.What
 	out.Arrivals = what
 	var errs []error
-	defer func() { ph.proto.SetTraffic(out) }()
+	defer func() { ph.proto.Writers().Traffic.Set(out) }()
 	if len(arrivals) > 0 {
 		if err := ph.proto.StartAll(ctx, record.PhaseTraffic); err != nil {
 			return out, err
