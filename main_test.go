@@ -86,6 +86,11 @@ func run(m *testing.M) int {
 			err = fmt.Errorf("config: %w", err)
 		}
 	}
+	if err == nil { // an opt-in phase misspelt would not run, and nothing would say so
+		if err = phases.CheckOptIn(cfg); err != nil {
+			err = fmt.Errorf("config: %w", err)
+		}
+	}
 	var plan traffic.Plan
 	if err == nil { // the trace and the dataset, read and checked once, before any server starts
 		budget := guardAfter(cfg, goTestTimeout())

@@ -174,6 +174,11 @@ type Protocol struct {
 	// lines, its metric) disagrees with the harness's when they differ by
 	// more than this (and by more than 10 ms or 0.1 GiB).
 	EngineTolerancePercent float64 `json:"engine_tolerance_percent"`
+	// OptIn names the phases that run only when named here (package
+	// phases: a phase whose Off is phases.OptIn's); each name once. Which
+	// names exist is the phase list's to say (phases.CheckOptIn), not the
+	// config's.
+	OptIn []string `json:"opt_in"`
 	// CostDwellS is how long the state-cost phase holds each state (awake
 	// idle, asleep at level 1 and 2, KV released, stopped) to measure the
 	// GPU power held from the energy counter; 0 turns the phase off.
@@ -691,6 +696,11 @@ func (c Config) validateProtocol(bad badFunc) {
 	within("correctness_max_tokens", p.CorrectnessMaxTokens, 0, 4096)
 	within("correctness_logprobs", p.CorrectnessLogprobs, 0, 20) // vLLM's default --max-logprobs
 	within("soak_cycles", p.SoakCycles, 0, MaxCycles)
+	for i, name := range p.OptIn {
+		if name == "" || slices.Index(p.OptIn, name) != i {
+			bad(fmt.Sprintf("protocol.opt_in[%d]", i), "%q: want each opt-in phase's name once (docs/protocol.md)", name)
+		}
+	}
 	within("health_requests", p.HealthRequests, 0, 1000)
 	if p.HealthRequests > 0 {
 		within("health_max_tokens", p.HealthMaxTokens, 2, 1<<20) // a decode time needs two tokens

@@ -5,13 +5,18 @@
 // invariants. TestProtocol runs the list, one subtest per phase and one
 // call per step, each held to its phase's invariants; TestOutputs expects
 // every name in the report and its request accounting to be the plans'.
-// Adding a phase is its type (in package protocol, or a package of its
-// own as traffic) and one entry here.
+// Adding a phase is its type (in package protocol, a package of its own
+// as traffic, or a file here where Env's exported API is all it needs, as
+// wake-burst) and one entry here; an opt-in phase (OptIn) runs only where
+// protocol.opt_in names it.
 package phases
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/protocol"
@@ -52,6 +57,41 @@ type Phase struct {
 	// phase's measurements must show beyond its threshold checks (nil:
 	// nothing); TestProtocol holds every step to it.
 	Holds func(in Inputs, v any) error
+	// OptIn: the phase runs only where protocol.opt_in names it (List
+	// makes its Off say so otherwise).
+	OptIn bool
+}
+
+// optIn is an opt-in phase's Off: off unless protocol.opt_in names it,
+// and otherwise off where off (nil: never) says so.
+func optIn(name string, off func(config.Config) string) func(config.Config) string {
+	return func(cfg config.Config) string {
+		if !slices.Contains(cfg.Protocol.OptIn, name) {
+			return fmt.Sprintf("%s is an opt-in phase: protocol.opt_in does not name it", name)
+		}
+		if off != nil {
+			return off(cfg)
+		}
+		return ""
+	}
+}
+
+// CheckOptIn says which names of protocol.opt_in are no opt-in phase of
+// List (nil: none), naming the ones there are.
+func CheckOptIn(cfg config.Config) error {
+	var known []string
+	for _, p := range List() {
+		if p.OptIn {
+			known = append(known, p.Name)
+		}
+	}
+	var errs []error
+	for i, name := range cfg.Protocol.OptIn {
+		if !slices.Contains(known, name) {
+			errs = append(errs, fmt.Errorf("protocol.opt_in[%d]: %q is no opt-in phase (there are: %s)", i, name, strings.Join(known, ", ")))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // perModel is a step per model of on's run.
@@ -79,8 +119,20 @@ func result[T any](o protocol.Outcome[T], err error) (Result, error) {
 
 // List is the protocol in run order: the one list the suite runs, the
 // Makefile and docs/protocol.md name, and TestOutputs expects in the
-// report. Each call returns a fresh copy.
+// report, the opt-in phases included (off unless protocol.opt_in names
+// them). Each call returns a fresh copy.
 func List() []Phase {
+	list := phaseList()
+	for i, p := range list {
+		if p.OptIn {
+			list[i].Off = optIn(p.Name, p.Off)
+		}
+	}
+	return list
+}
+
+// phaseList is List as written, each opt-in phase's Off its own.
+func phaseList() []Phase {
 	return []Phase{
 		{Name: record.PhaseRestart, Doc: "1 initial + `restart_warm` (2) warm starts: spawn → `/health` 200 → first token; other models asleep; the last start stays up",
 			Plan: perModelPlan(restartPlan), Holds: holds(restartHolds), Steps: func(on On) []Step { return perModel(on, protocol.Restart{Env: on.Env}.Run) }},
@@ -98,6 +150,8 @@ func List() []Phase {
 			Plan: perModelPlan(level0Plan), Holds: holds(cycleHolds), Steps: func(on On) []Step { return perModel(on, protocol.Level0{Env: on.Env}.Run) }},
 		{Name: record.PhaseKVRelease, Doc: "once a release without a pause (vLLM must refuse it), then `kv_release_cycles` (3) × (`/pause`, `/release_kv_cache_memory`, hold `settle_s`, read the GiB freed, `wake_up?tags=kv_cache`, probe first token), the engine-health burst after the first cycle's wake; off, and said so, on a vLLM without it (before PR #44890)",
 			Plan: perModelPlan(kvReleasePlan), Holds: holds(cycleHolds), Steps: func(on On) []Step { return perModel(on, protocol.KVRelease{Env: on.Env}.Run) }},
+		{Name: WakeBurst, OptIn: true, Doc: "opt-in (`protocol.opt_in`): the requests that arrive during a level-1 wake, as a wake-on-demand router releases them at its answer: for each `concurrency`, `rounds` × (sleep level 1, hold `settle_s`, wake, and at its answer one round of `requests_per_round` at that concurrency, no request before it); its serving stage `wake-burst` against baseline's",
+			Plan: perModelPlan(wakeBurstPlan), Holds: holds(servingHolds), Steps: func(on On) []Step { return perModel(on, wakeBurst{env: on.Env}.Run) }},
 		{Name: record.PhaseStateCost, Doc: "each state held `cost_dwell_s` (1 s; 0: off) and measured (GPU GiB per GPU, host GiB of the server's process tree with its locked and pinned parts, GPU W from the energy counter): awake idle, asleep at level 1, at level 2, KV released (where the server has `/release_kv_cache_memory`), stopped; the energy (J) of each sleep, wake and a cold start (spawn → first token), the level-1 sleep's transient host peak and what its wake gives back; the break-even per level; then the node's fit table over every model ([cost.md](cost.md))",
 			Off: func(cfg config.Config) string {
 				if cfg.Protocol.CostDwellS == 0 {

@@ -60,7 +60,11 @@ func phaseTable() string {
 	b.WriteString("| phase | run alone | per model | requests to A (default config) |\n|---|---|---|---|\n")
 	cfg := config.Default()
 	for _, p := range List() {
-		fmt.Fprintf(&b, "| %s | `-run 'TestProtocol/%s$'` | %s | %s |\n", p.Name, p.Name, p.Doc, planCell(cfg, p.Plan(Inputs{Config: cfg}, Everything)["A"]))
+		cell := planCell(cfg, p.Plan(Inputs{Config: cfg}, Everything)["A"])
+		if p.OptIn { // off in the default config: what it sends where named
+			cell = "— (opt-in; named: " + cell + ")"
+		}
+		fmt.Fprintf(&b, "| %s | `-run 'TestProtocol/%s$'` | %s | %s |\n", p.Name, p.Name, p.Doc, cell)
 	}
 	return b.String()
 }
@@ -173,6 +177,39 @@ func TestPlanByHand(t *testing.T) {
 	// Off in the config: its plan is not the run's.
 	cfg.Protocol.CostDwellS, cfg.Protocol.LostPrefixTokens = 0, 0
 	assert.Equal(t, plans["B"].Probes-4-6, Planned(Inputs{Config: cfg}, Everything)["B"].Probes)
+	// Opt-in: wake-burst is the run's where protocol.opt_in names it: its
+	// one serving stage (2 concurrencies × the sim's 4 rounds of 4) and no
+	// other request; its sleeps are not measured ones.
+	opt := config.Default()
+	opt.Protocol.OptIn = []string{WakeBurst}
+	on := Planned(Inputs{Config: opt}, Everything)
+	assert.Equal(t, append(slices.Clone(want), WakeBurst), on["A"].Serving)
+	assert.Equal(t, 96+58+20+52+32, on["A"].Requests(opt, opt.Models[0]))
+	assert.Equal(t, plans["A"].Probes, on["A"].Probes)
+	assert.Equal(t, plans["A"].L1Sleeps, on["A"].L1Sleeps)
+}
+
+// TestOptInPhases: an opt-in phase is off, saying why, unless
+// protocol.opt_in names it; a name that is no opt-in phase is an error
+// naming the ones there are.
+func TestOptInPhases(t *testing.T) {
+	cfg := config.Default()
+	byName := map[string]Phase{}
+	for _, p := range List() {
+		byName[p.Name] = p
+	}
+	wb := byName[WakeBurst]
+	require.True(t, wb.OptIn)
+	assert.Contains(t, wb.Off(cfg), "protocol.opt_in does not name it")
+	assert.Nil(t, byName[record.PhaseBaseline].Off, "the protocol's own phases are not opt-in")
+	cfg.Protocol.OptIn = []string{WakeBurst}
+	assert.Empty(t, wb.Off(cfg))
+	require.NoError(t, CheckOptIn(cfg))
+	cfg.Protocol.OptIn = []string{WakeBurst, "baseline", "wake-bust"}
+	err := CheckOptIn(cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `protocol.opt_in[1]: "baseline" is no opt-in phase (there are: wake-burst)`)
+	assert.Contains(t, err.Error(), `protocol.opt_in[2]: "wake-bust"`)
 }
 
 // TestInvariantsHold: each phase's invariants pass a value that keeps
