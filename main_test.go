@@ -98,7 +98,7 @@ func run(m *testing.M) int {
 			budget = 0 // the traffic phase will not run: its inputs are checked, not its time
 		}
 		plan, err = traffic.NewPlan(cfg, budget)
-		if err == nil && servingSelected(flagValue("test.run")) { // the serving rounds' requests in flight at once, each an open file
+		if err == nil && servingSelected(flagValue("test.run"), cfg) { // the serving rounds' requests in flight at once, each an open file
 			c := slices.Max(cfg.Protocol.Concurrency)
 			err = load.CheckOpenFiles("protocol.concurrency", c, "at that concurrency", c, load.OpenFileLimit())
 		}
@@ -121,7 +121,7 @@ func run(m *testing.M) int {
 	}
 	// A -run that selects no test (a typo) runs nothing, which go test
 	// calls ok: a gate must not be green where nothing ran.
-	if reason := selectsNothing(); reason != "" {
+	if reason := selectsNothing(cfg); reason != "" {
 		fmt.Fprintf(os.Stderr, "wakebench: NOT RUN: %s\n", reason)
 		if werr := harness.WriteNotRun(cfg, reason); werr != nil {
 			fmt.Fprintf(os.Stderr, "wakebench: %v\n", werr)
@@ -363,29 +363,31 @@ func testFlagsError() error {
 // selects none of the package's tests, with no -bench, -fuzz or -list
 // beside it (-run '^$' -bench . runs the benchmarks alone); "" when it
 // runs something, or no -run was given.
-func selectsNothing() string {
-	return runsNothing(flagValue("test.run"), flagValue("test.bench")+flagValue("test.fuzz")+flagValue("test.list") != "")
+func selectsNothing(cfg config.Config) string {
+	return runsNothing(flagValue("test.run"), flagValue("test.bench")+flagValue("test.fuzz")+flagValue("test.list") != "", cfg)
 }
 
 // servingSelected reports whether -run pattern runs a phase that serves
-// at protocol.concurrency (baseline and the after-wake phases).
-func servingSelected(pattern string) bool {
-	return slices.ContainsFunc([]string{record.PhaseBaseline, record.PhaseAfterWake, record.PhaseAfterWakeL2},
-		func(p string) bool { return selected(pattern, "TestProtocol", p) })
+// at protocol.concurrency with cfg (phases.Serving: baseline, the
+// after-wake phases, an opted-in wake-burst).
+func servingSelected(pattern string, cfg config.Config) bool {
+	return slices.ContainsFunc(phases.Serving(cfg), func(p string) bool { return selected(pattern, "TestProtocol", p) })
 }
 
-// runsNothing is selectsNothing's reason for -run pattern, other true
-// where -bench, -fuzz or -list is given.
-func runsNothing(pattern string, other bool) string {
+// runsNothing is selectsNothing's reason for -run pattern with cfg, other
+// true where -bench, -fuzz or -list is given.
+func runsNothing(pattern string, other bool, cfg config.Config) string {
 	if pattern == "" || other || config.CheckRunPattern(pattern) != nil {
 		return ""
 	}
 	runs := slices.DeleteFunc(slices.Clone(testsOf(config.GPUTag)), func(n string) bool { return !selected(pattern, n) })
-	// TestProtocol alone, its pattern's phase part naming none of its
-	// phases (-run 'TestProtocol/swich'): it runs and measures nothing.
-	if slices.Equal(runs, []string{"TestProtocol"}) && !slices.ContainsFunc(phases.Names(), func(p string) bool { return selected(pattern, "TestProtocol", p) }) {
-		return fmt.Sprintf("go test -run %q selects TestProtocol but none of its phases (%s), so nothing would be measured: name a phase (-run 'TestProtocol/switch')",
-			pattern, strings.Join(phases.Names(), ", "))
+	// TestProtocol alone, its pattern's phase part naming none of the
+	// phases the config runs (-run 'TestProtocol/swich', or an opt-in
+	// phase the config does not name): it runs and measures nothing.
+	on := phases.Running(cfg)
+	if slices.Equal(runs, []string{"TestProtocol"}) && !slices.ContainsFunc(on, func(p string) bool { return selected(pattern, "TestProtocol", p) }) {
+		return fmt.Sprintf("go test -run %q selects TestProtocol but none of the phases this config runs (%s; a phase the config turns off, or an opt-in phase protocol.opt_in does not name, does not run), so nothing would be measured: name a phase (-run 'TestProtocol/switch')",
+			pattern, strings.Join(on, ", "))
 	}
 	if len(runs) > 0 {
 		return ""
@@ -519,21 +521,26 @@ func TestFlagsThatCannotRunTheProtocol(t *testing.T) {
 	// for still runs; a pattern that names no test does not.
 	for _, p := range []string{protocolTests, "^TestProtocol$", "^Test(Protocol|Outputs)$", "^TestExitAndStatusAgree$", "TestProtocol/switch",
 		"^TestSoak$", "^TestKubernetes$", "^TestFleet$", "^TestEveryFigureMeansItsName$", "^Test(GPUFacts|Protocol|Outputs)$", "^TestNoSuch$|^TestSelected$"} {
-		assert.Empty(t, runsNothing(p, false), p)
+		assert.Empty(t, runsNothing(p, false, config.Default()), p)
 	}
-	assert.Empty(t, runsNothing("^$", true), "-run '^$' -bench .")
+	assert.Empty(t, runsNothing("^$", true, config.Default()), "-run '^$' -bench .")
 	for _, p := range []string{"^TestNoSuch$", "TestProtocl", "^$", "^TestProtocol$x|^Nothing$/switch"} {
-		assert.Contains(t, runsNothing(p, false), fmt.Sprintf("go test -run %q selects none of this package's tests", p))
+		assert.Contains(t, runsNothing(p, false, config.Default()), fmt.Sprintf("go test -run %q selects none of this package's tests", p))
 	}
 	// A phase part that names no phase: TestProtocol would run and measure nothing.
 	for _, p := range []string{"TestProtocol/swich", "^TestProtocol$/^sleep-level3$"} {
-		assert.Contains(t, runsNothing(p, false), fmt.Sprintf("go test -run %q selects TestProtocol but none of its phases (restart, baseline,", p))
+		assert.Contains(t, runsNothing(p, false, config.Default()), fmt.Sprintf("go test -run %q selects TestProtocol but none of the phases this config runs (restart, baseline,", p))
 	}
+	// An opt-in phase runs only where the config names it.
+	assert.Contains(t, runsNothing("TestProtocol/wake-burst$", false, config.Default()), "an opt-in phase protocol.opt_in does not name")
+	opted := config.Default()
+	opted.Protocol.OptIn = []string{phases.WakeBurst}
+	assert.Empty(t, runsNothing("TestProtocol/wake-burst$", false, opted))
 	for _, p := range []string{"^TestProtocol$/^sleep-level1$", "TestProtocol/sleep", "TestProtocol/after-wake$", "Test(Protocol|Outputs)/swich"} {
-		assert.Empty(t, runsNothing(p, false), p)
+		assert.Empty(t, runsNothing(p, false, config.Default()), p)
 	}
 	if !config.GPUTag {
-		assert.Contains(t, runsNothing("^TestGPUFacts$", false), "; TestGPUFacts is built with -tags gpu only")
+		assert.Contains(t, runsNothing("^TestGPUFacts$", false, config.Default()), "; TestGPUFacts is built with -tags gpu only")
 	}
 	for _, tc := range []struct {
 		args   []string

@@ -21,8 +21,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/backend"
+	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/harness"
 	"github.com/wakebench/wakebench/internal/load"
+	"github.com/wakebench/wakebench/internal/phases"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/server"
@@ -710,8 +712,12 @@ func TestSelected(t *testing.T) {
 		"": true, "^TestProtocol$": true, "TestProtocol/baseline": true, "TestProtocol/after-wake-l2": true, "TestProtocol/after": true,
 		"TestProtocol/switch": false, "^TestFleet$": false, "^TestSoak$": false, "^TestProtocol$/^sleep-level1$": false,
 	} {
-		assert.Equal(t, want, servingSelected(pattern), pattern)
+		assert.Equal(t, want, servingSelected(pattern, config.Default()), pattern)
 	}
+	opted := config.Default()
+	opted.Protocol.OptIn = []string{phases.WakeBurst}
+	assert.False(t, servingSelected("TestProtocol/wake-burst", config.Default()), "off unless named")
+	assert.True(t, servingSelected("TestProtocol/wake-burst", opted), "its waves are at protocol.concurrency")
 }
 
 // TestEveryEraPasses: the card's command (the whole protocol and every

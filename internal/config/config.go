@@ -175,9 +175,8 @@ type Protocol struct {
 	// more than this (and by more than 10 ms or 0.1 GiB).
 	EngineTolerancePercent float64 `json:"engine_tolerance_percent"`
 	// OptIn names the phases that run only when named here (package
-	// phases: a phase whose Off is phases.OptIn's); each name once. Which
-	// names exist is the phase list's to say (phases.CheckOptIn), not the
-	// config's.
+	// phases: a Phase marked OptIn); each name once. Which names exist is
+	// the phase list's to say (phases.CheckOptIn), not the config's.
 	OptIn []string `json:"opt_in"`
 	// CostDwellS is how long the state-cost phase holds each state (awake
 	// idle, asleep at level 1 and 2, KV released, stopped) to measure the

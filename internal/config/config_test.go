@@ -74,8 +74,10 @@ func TestFileOverridesDefaultsAndEnvOverridesFile(t *testing.T) {
 		"WAKEBENCH_PROTOCOL_REQUESTS_PER_ROUND": "8", // vllmsim's default is 4: a round must reach its concurrency
 		"WAKEBENCH_SIM_TIME_SCALE":              "0.5",
 		"WAKEBENCH_OUT_DIR":                     "/tmp/x",
+		"WAKEBENCH_PROTOCOL_OPT_IN":             " wake-burst, ",
 	}))
 	require.NoError(t, err)
+	assert.Equal(t, []string{"wake-burst"}, c.Protocol.OptIn, "a list of names, comma-separated")
 	assert.Equal(t, 3, c.Protocol.Handoffs)
 	assert.Equal(t, 2, c.Protocol.SleepL1Cycles)
 	assert.Equal(t, []int{1, 8}, c.Protocol.Concurrency)

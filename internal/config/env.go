@@ -183,6 +183,16 @@ func setFromString(v reflect.Value, raw string) error {
 		}
 		v.SetBool(b)
 	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.String { // a list of names: WAKEBENCH_PROTOCOL_OPT_IN=wake-burst
+			var names []string
+			for part := range strings.SplitSeq(raw, ",") {
+				if part = strings.TrimSpace(part); part != "" {
+					names = append(names, part)
+				}
+			}
+			v.Set(reflect.ValueOf(names).Convert(v.Type()))
+			return nil
+		}
 		if v.Type().Elem().Kind() != reflect.Int {
 			return fmt.Errorf("not settable from the environment")
 		}

@@ -58,7 +58,7 @@ func sizes(root string, ps map[string]*pkg) string {
 	fmt.Fprintf(&b, "| types with more than %d methods | %s | none |\n", maxMethods, overs)
 	fmt.Fprintf(&b, "| the module's packages `internal/protocol` imports | %d | ≤ 5 |\n", len(ps[filepath.FromSlash("internal/protocol")].imports))
 	files, pkgs := naming(root, regexp.MustCompile(`\bWakeBurst\b|"wake-burst"`))
-	fmt.Fprintf(&b, "| Go files (no tests) naming the newest phase, `wake-burst`, its name or its constant: what adding it took | %d in %d package(s): %s | 2 in 1 |\n",
+	fmt.Fprintf(&b, "| Go files (no tests) naming the newest phase, `wake-burst`, its name or its constant: what adding it took, the frame it needed once aside (opt-in phases, `Env`'s exported API: CHANGELOG.md) | %d in %d package(s): %s | 2 in 1 |\n",
 		len(files), pkgs, strings.Join(files, ", "))
 	return b.String()
 }

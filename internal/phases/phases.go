@@ -150,7 +150,7 @@ func phaseList() []Phase {
 			Plan: perModelPlan(level0Plan), Holds: holds(cycleHolds), Steps: func(on On) []Step { return perModel(on, protocol.Level0{Env: on.Env}.Run) }},
 		{Name: record.PhaseKVRelease, Doc: "once a release without a pause (vLLM must refuse it), then `kv_release_cycles` (3) × (`/pause`, `/release_kv_cache_memory`, hold `settle_s`, read the GiB freed, `wake_up?tags=kv_cache`, probe first token), the engine-health burst after the first cycle's wake; off, and said so, on a vLLM without it (before PR #44890)",
 			Plan: perModelPlan(kvReleasePlan), Holds: holds(cycleHolds), Steps: func(on On) []Step { return perModel(on, protocol.KVRelease{Env: on.Env}.Run) }},
-		{Name: WakeBurst, OptIn: true, Doc: "opt-in (`protocol.opt_in`): the requests that arrive during a level-1 wake, as a wake-on-demand router releases them at its answer: for each `concurrency`, `rounds` × (sleep level 1, hold `settle_s`, wake, and at its answer one round of `requests_per_round` at that concurrency, no request before it); its serving stage `wake-burst` against baseline's",
+		{Name: WakeBurst, OptIn: true, Doc: "opt-in (`protocol.opt_in`): the requests that arrive during a level-1 wake, as a wake-on-demand router releases them at its answer: for each `concurrency` c, `rounds` × (sleep level 1, hold `settle_s`, wake, and at its answer one wave of c requests sent at once, no request before it); its serving stage `wake-burst` beside baseline's (summary.md, the regression gate), no threshold of its own",
 			Plan: perModelPlan(wakeBurstPlan), Holds: holds(servingHolds), Steps: func(on On) []Step { return perModel(on, wakeBurst{env: on.Env}.Run) }},
 		{Name: record.PhaseStateCost, Doc: "each state held `cost_dwell_s` (1 s; 0: off) and measured (GPU GiB per GPU, host GiB of the server's process tree with its locked and pinned parts, GPU W from the energy counter): awake idle, asleep at level 1, at level 2, KV released (where the server has `/release_kv_cache_memory`), stopped; the energy (J) of each sleep, wake and a cold start (spawn → first token), the level-1 sleep's transient host peak and what its wake gives back; the break-even per level; then the node's fit table over every model ([cost.md](cost.md))",
 			Off: func(cfg config.Config) string {
@@ -184,6 +184,37 @@ func phaseList() []Phase {
 		{Name: record.PhaseTraffic, Doc: "all models: open-loop `traffic.arrivals` (Poisson) at `traffic.rate` (2 req/s) per model for `traffic.duration_s` (6 s) through a wake-on-demand router (one model awake, the others asleep at `traffic.sleep_level`); the same arrivals with every model awake (the ideal); then a sleep with `in_flight_requests` (4) decoding in each pause mode (abort, wait, keep)",
 			Plan: trafficPlan, Holds: holds(trafficHolds), Steps: func(on On) []Step { return whole(on.Traffic.Run) }},
 	}
+}
+
+// Running are the names of List's phases cfg does not turn off, in
+// order: those a whole run runs (an opt-in phase only where named).
+func Running(cfg config.Config) []string {
+	var out []string
+	for _, p := range List() {
+		if p.Off == nil || p.Off(cfg) == "" {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// Serving are the names of Running's phases whose plan serves at
+// protocol.concurrency (a serving or a wave stage): the run's open-file
+// check of the requests in flight at once is theirs.
+func Serving(cfg config.Config) []string {
+	var out []string
+	for _, p := range List() {
+		if !slices.Contains(Running(cfg), p.Name) {
+			continue
+		}
+		for _, pl := range p.Plan(Inputs{Config: cfg}, Everything) {
+			if len(pl.Serving)+len(pl.Waves) > 0 {
+				out = append(out, p.Name)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Names are the names of List, in order.

@@ -58,7 +58,7 @@ const (
 func phaseTable() string {
 	var b strings.Builder
 	b.WriteString("| phase | run alone | per model | requests to A (default config) |\n|---|---|---|---|\n")
-	cfg := config.Default()
+	cfg := config.SimDefault() // the same with -tags gpu, where Default is the reference's 2 rounds of 8
 	for _, p := range List() {
 		cell := planCell(cfg, p.Plan(Inputs{Config: cfg}, Everything)["A"])
 		if p.OptIn { // off in the default config: what it sends where named
@@ -178,13 +178,16 @@ func TestPlanByHand(t *testing.T) {
 	cfg.Protocol.CostDwellS, cfg.Protocol.LostPrefixTokens = 0, 0
 	assert.Equal(t, plans["B"].Probes-4-6, Planned(Inputs{Config: cfg}, Everything)["B"].Probes)
 	// Opt-in: wake-burst is the run's where protocol.opt_in names it: its
-	// one serving stage (2 concurrencies × the sim's 4 rounds of 4) and no
-	// other request; its sleeps are not measured ones.
-	opt := config.Default()
+	// one wave stage, the sim's 4 rounds of one wave at each concurrency
+	// (1 and 4 requests) and no other request; its sleeps are not measured
+	// ones.
+	opt := config.SimDefault()
 	opt.Protocol.OptIn = []string{WakeBurst}
 	on := Planned(Inputs{Config: opt}, Everything)
-	assert.Equal(t, append(slices.Clone(want), WakeBurst), on["A"].Serving)
-	assert.Equal(t, 96+58+20+52+32, on["A"].Requests(opt, opt.Models[0]))
+	assert.Equal(t, want, on["A"].Serving)
+	assert.Equal(t, []string{WakeBurst}, on["A"].Waves)
+	assert.Equal(t, 96+4*(1+4), on["A"].Performance(opt))
+	assert.Equal(t, 96+58+20+52+20, on["A"].Requests(opt, opt.Models[0]))
 	assert.Equal(t, plans["A"].Probes, on["A"].Probes)
 	assert.Equal(t, plans["A"].L1Sleeps, on["A"].L1Sleeps)
 }

@@ -15,6 +15,7 @@ import (
 // (Planned); none re-derives them from the config.
 type Plan struct {
 	Serving  []string // serving stages, each len(concurrency) × rounds × requests_per_round requests (PerfRun.Planned)
+	Waves    []string // wave stages: serving stages whose rounds are each one wave of `concurrency` requests sent at once, Σ concurrency × rounds requests each
 	Probes   int      // every other single request: first-token probes, held and lost-prefix probes, traffic's arrivals and requests in flight at a sleep
 	Health   []string // engine-health windows: each health_requests requests to the model and as many to each adapter
 	Replays  []string // a correctness replay by stage, one per wake replayed: each the model's probe set (correctness_max_tokens 0: none)
@@ -25,7 +26,11 @@ type Plan struct {
 // (report.json's requests.planned_performance, summed over the models).
 func (p Plan) Performance(cfg config.Config) int {
 	pc := cfg.Protocol
-	return len(p.Serving) * len(pc.Concurrency) * pc.Rounds * pc.RequestsPerRound
+	waves := 0
+	for _, c := range pc.Concurrency {
+		waves += c
+	}
+	return len(p.Serving)*len(pc.Concurrency)*pc.Rounds*pc.RequestsPerRound + len(p.Waves)*waves*pc.Rounds
 }
 
 // Requests is how many inference requests p sends to m with cfg.
@@ -45,7 +50,7 @@ func probeSet(m config.Model) int { return 2 + len(m.LoRAModules) }
 
 // Add is p and q together.
 func (p Plan) Add(q Plan) Plan {
-	return Plan{Serving: append(slices.Clone(p.Serving), q.Serving...), Probes: p.Probes + q.Probes,
+	return Plan{Serving: append(slices.Clone(p.Serving), q.Serving...), Waves: append(slices.Clone(p.Waves), q.Waves...), Probes: p.Probes + q.Probes,
 		Health: append(slices.Clone(p.Health), q.Health...), Replays: append(slices.Clone(p.Replays), q.Replays...),
 		L1Sleeps: p.L1Sleeps + q.L1Sleeps}
 }

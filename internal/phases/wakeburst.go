@@ -12,26 +12,29 @@ import (
 )
 
 // WakeBurst is the opt-in phase of the requests that arrive during a
-// level-1 wake (protocol.opt_in): a wake-on-demand router holds them
-// while the model wakes and releases them together at the wake's answer
-// (package router does). Each serving round here is such a burst: the
-// model sleeps at level 1, wakes, and the round's requests are sent at
-// once at the wake's answer, before any other request (after-wake's
-// serving follows a probe that has warmed the engine first). Its serving
-// stage is its name, so its figures are Serve/model=…/stage=wake-burst
-// against baseline's (docs/metrics.md). No lower package names it: the
-// phase is this file and its entry in List.
+// level-1 wake (protocol.opt_in): a wake-on-demand router holds them while
+// the model wakes and releases them together at the wake's answer. Each
+// round here is such a wave: the model sleeps at level 1, wakes, and at the
+// wake's answer exactly `concurrency` requests go out at once, before any
+// other request (after-wake's serving follows a probe that has warmed the
+// engine, and keeps `concurrency` requests in flight through the round).
+// Its serving stage is its name: its figures are Serve/model=…/stage=
+// wake-burst in bench.txt, beside baseline's in summary.md's serving table
+// and judged by the regression gate (docs/metrics.md); it has no threshold
+// of its own. No lower package names it: the phase is this file and its
+// entry in List.
 const WakeBurst = "wake-burst"
 
 // wakeBurst runs the phase on the run's environment.
 type wakeBurst struct{ env *protocol.Env }
 
-// Run measures label's bursts: for each concurrency c, rounds rounds, each
-// a level-1 sleep, the wake, and at its answer c requests at a time
-// (requests_per_round in all), recorded as one serving run of stage
-// WakeBurst per concurrency. More failed requests than
-// max_failed_requests at a concurrency is the phase's failure; a sleep or
-// wake that fails ends it.
+// Run measures label's waves: for each concurrency c, rounds × (a level-1
+// sleep, settle_s, the wake, and at its answer one wave of c requests),
+// recorded as one serving run of stage WakeBurst per concurrency (where a
+// step fails, what the rounds done so far measured, against the whole
+// plan). A sleep, a wake or a server that
+// fails ends the phase; more failed requests than max_failed_requests at
+// a concurrency is its failure, and the next concurrency runs.
 func (p wakeBurst) Run(ctx context.Context, label string, logf protocol.Logf) (protocol.Outcome[[]record.PerfRun], error) {
 	runs, err := p.run(ctx, label, logf)
 	return protocol.Judged(runs, err, func() []record.Check { return nil })
@@ -46,41 +49,58 @@ func (p wakeBurst) run(ctx context.Context, label string, logf protocol.Logf) ([
 	}
 	limit := cfg.ThresholdsFor(label).MaxFailedRequests
 	var out []record.PerfRun
+	var errs []error
+	rounds := cfg.Protocol.Rounds
 	for _, c := range cfg.Protocol.Concurrency {
-		run := record.PerfRun{Stage: WakeBurst, Concurrency: c}
-		var firstErr error
-		for r := range cfg.Protocol.Rounds {
-			step := fmt.Sprintf("concurrency %d round %d", c, r+1)
-			if _, err := f.Run(ctx, label, pool.Sleep(1)); err != nil {
-				return out, env.Fail(WakeBurst, label, step+": sleep", err)
-			}
-			env.Settle(ctx)
-			t, err := f.Do(ctx, label, pool.Wake())
-			if err != nil {
-				return out, env.Fail(WakeBurst, label, step+": wake", err)
-			}
-			round, rerr, err := env.ServeRun(ctx, label, WakeBurst, c, 1) // sent at the wake's answer
-			if verr := t.Verify(ctx); verr != nil {                       // the harness's reads, after the burst
-				err = errors.Join(err, verr)
-			}
-			run = appendRound(run, round)
-			if firstErr == nil {
-				firstErr = rerr
-			}
-			if err != nil {
-				env.Writers().Perf.Add(label, run)
-				return append(out, run), env.Fail(WakeBurst, label, step, err)
-			}
-		}
+		run, step, firstErr, err := p.waves(ctx, label, c)
+		// Planned whole, as Serve's: requests a failure left unsent count
+		// as not served (report.json's planned_performance is the plan's).
+		run.Rounds, run.Planned = rounds, rounds*c
 		env.Writers().Perf.Add(label, run)
 		out = append(out, run)
+		if err != nil {
+			return out, errors.Join(append(errs, env.Fail(WakeBurst, label, step, err))...)
+		}
 		logf("%s %s conc=%d: %d/%d ok, rounds passed %d/%d", label, WakeBurst, c, run.Success, run.Planned, run.RoundsPassed, run.Rounds)
 		if failed := run.Planned - run.Success; failed > limit {
-			return out, env.Fail(WakeBurst, label, fmt.Sprintf("serve at concurrency %d", c),
-				fmt.Errorf("%d of %d requests failed (max_failed_requests %d), first: %w", failed, run.Planned, limit, firstErr))
+			err := f.Procs().Explain(label, fmt.Errorf("%d of %d requests failed (max_failed_requests %d), first: %w", failed, run.Planned, limit, firstErr))
+			errs = append(errs, env.Fail(WakeBurst, label, fmt.Sprintf("waves at concurrency %d", c), err))
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
+}
+
+// waves runs the rounds at concurrency c and is their serving run; on
+// error, the rounds done and the step that failed.
+func (p wakeBurst) waves(ctx context.Context, label string, c int) (run record.PerfRun, step string, firstErr, err error) {
+	env, f := p.env, p.env.Pool()
+	run = record.PerfRun{Stage: WakeBurst, Concurrency: c}
+	for r := range env.Config().Protocol.Rounds {
+		step = fmt.Sprintf("concurrency %d round %d", c, r+1)
+		if ctx.Err() != nil {
+			return run, step, firstErr, ctx.Err()
+		}
+		if _, err := f.Run(ctx, label, pool.Sleep(1)); err != nil {
+			return run, step + ": sleep", firstErr, err
+		}
+		env.Settle(ctx)
+		t, err := f.Do(ctx, label, pool.Wake())
+		if err != nil {
+			return run, step + ": wake", firstErr, err
+		}
+		wave, werr, err := env.ServeRun(ctx, label, WakeBurst, c, 1, c) // sent at the wake's answer
+		run = appendRound(run, wave)
+		if verr := t.Verify(ctx); verr != nil { // the harness's reads, after the wave
+			return run, step + ": wake", firstErr, errors.Join(err, verr)
+		}
+		if firstErr == nil {
+			firstErr = werr
+		}
+		if err != nil {
+			return run, step, firstErr, f.Procs().Explain(label, err)
+		}
+	}
+	return run, "", firstErr, nil
 }
 
 // appendRound is run with one more round's measurements.
@@ -97,6 +117,6 @@ func appendRound(run, round record.PerfRun) record.PerfRun {
 	return run
 }
 
-// wakeBurstPlan: every request of its serving stage (a round per
-// concurrency and round, as baseline's), no other.
-func wakeBurstPlan(config.Config, Can) Plan { return Plan{Serving: []string{WakeBurst}} }
+// wakeBurstPlan: its wave stage (rounds waves of each concurrency), no
+// other request.
+func wakeBurstPlan(config.Config, Can) Plan { return Plan{Waves: []string{WakeBurst}} }

@@ -201,11 +201,22 @@ func (s *servers) plan(m *model, c, rounds int) load.Plan {
 		Validate: checkOutput}
 }
 
-// Serve runs rounds × protocol.requests_per_round requests at concurrency
-// c on an awake label and counts each request sent. The error is the
-// server's (it died, or the whole plan overran); failed requests are in
-// the result.
-func (q Requests) Serve(ctx context.Context, label string, c, rounds int) (load.Result, error) {
+// Serve runs rounds rounds of perRound requests each at concurrency c
+// (the protocol's request: prompt, max_tokens, ignore_eos) on an awake
+// label and counts each request sent; perRound = c is one wave, every
+// request sent at once, as a router releases the requests it held. The
+// error is the server's (it died, or the whole plan overran); failed
+// requests are in the result.
+func (q Requests) Serve(ctx context.Context, label string, c, rounds, perRound int) (load.Result, error) {
+	return q.serve(ctx, label, func(m *model) load.Plan {
+		p := q.f.s.plan(m, c, rounds)
+		p.RequestsPerRound = perRound
+		return p
+	})
+}
+
+// serve runs the load plan of label's model on an awake label.
+func (q Requests) serve(ctx context.Context, label string, planOf func(*model) load.Plan) (load.Result, error) {
 	m, err := q.f.s.model(label)
 	if err != nil {
 		return load.Result{}, err
@@ -216,7 +227,7 @@ func (q Requests) Serve(ctx context.Context, label string, c, rounds int) (load.
 	if !awake {
 		return load.Result{}, fmt.Errorf("model %s is not awake; refusing to send inference (a request to a sleeping vLLM hangs)", label)
 	}
-	plan := q.f.s.plan(m, c, rounds)
+	plan := planOf(m)
 	var res load.Result
 	err = q.f.s.timeout(ctx, m, time.Duration(plan.Planned()+1)*plan.Timeout, func(ctx context.Context, cl *vllm.Client) error {
 		res = load.Run(ctx, cl, plan)

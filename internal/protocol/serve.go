@@ -24,7 +24,7 @@ func (p *Env) Serve(ctx context.Context, label, stage string, logf Logf) ([]reco
 	var errs []error
 	for _, c := range pc.Concurrency {
 		step := fmt.Sprintf("serve at concurrency %d", c)
-		run, firstErr, err := p.ServeRun(ctx, label, stage, c, pc.Rounds)
+		run, firstErr, err := p.ServeRun(ctx, label, stage, c, pc.Rounds, pc.RequestsPerRound)
 		p.w.Perf.Add(label, run)
 		out = append(out, run)
 		logf("%s %s conc=%d: %d/%d ok, rounds passed %d/%d, tok/s %v", label, stage, c, run.Success, run.Planned, run.RoundsPassed, run.Rounds, round2(run.RoundTPS))
@@ -47,16 +47,17 @@ func (p *Env) Serve(ctx context.Context, label, stage string, logf Logf) ([]reco
 	return out, errors.Join(errs...)
 }
 
-// ServeRun runs rounds serving rounds at concurrency c on label and is
-// what they measured as the report keeps it (stage's record.PerfRun: the
-// rounds' tok/s, each answered request's TTFT, TPOT and tok/s), with the
-// first failed request's error and the server's (pool.Requests.Serve).
-// It records nothing: Serve, a phase of its own package (through
-// Writers().Perf) and the serving benchmark (Steps.ServeRound) read the
-// same figures from it.
-func (p *Env) ServeRun(ctx context.Context, label, stage string, c, rounds int) (run record.PerfRun, firstErr, err error) {
-	res, err := p.pool.Requests().Serve(ctx, label, c, rounds)
-	run = record.PerfRun{Stage: stage, Concurrency: c, Rounds: rounds, Planned: rounds * p.cfg.Protocol.RequestsPerRound, Success: res.Success()}
+// ServeRun runs rounds serving rounds of perRound requests each at
+// concurrency c on label (pool.Requests.Serve; perRound = c: each round
+// one wave, every request sent at once) and is what they measured as the
+// report keeps it (stage's record.PerfRun: the rounds' tok/s, each
+// answered request's TTFT, TPOT and tok/s), with the first failed
+// request's error and the server's. It records nothing: Serve, a phase of
+// its own package (through Writers().Perf) and the serving benchmark
+// (Steps.ServeRound) read the same figures from it.
+func (p *Env) ServeRun(ctx context.Context, label, stage string, c, rounds, perRound int) (run record.PerfRun, firstErr, err error) {
+	res, err := p.pool.Requests().Serve(ctx, label, c, rounds, perRound)
+	run = record.PerfRun{Stage: stage, Concurrency: c, Rounds: rounds, Planned: rounds * perRound, Success: res.Success()}
 	for _, q := range res.Requests {
 		if q.Err != nil {
 			if firstErr == nil {

@@ -66,7 +66,7 @@ func TestNoInferenceToASleepingModel(t *testing.T) {
 
 	_, err = f.Requests().Probe(t.Context(), "A")
 	assert.ErrorContains(t, err, "refusing to send inference")
-	_, err = f.Requests().Serve(t.Context(), "A", 1, 1)
+	_, err = f.Requests().Serve(t.Context(), "A", 1, 1, 4)
 	assert.ErrorContains(t, err, "refusing to send inference")
 	_, err = p.Serve(t.Context(), "A", "baseline", t.Logf)
 	assert.ErrorContains(t, err, "refusing to send inference")

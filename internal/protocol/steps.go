@@ -49,7 +49,7 @@ func (p Steps) ServeRound(ctx context.Context, label string, c int) (record.Perf
 	if err := b.pool.Activate(ctx, label); err != nil {
 		return record.PerfRun{}, err
 	}
-	run, firstErr, err := b.ServeRun(ctx, label, record.PhaseBaseline, c, 1)
+	run, firstErr, err := b.ServeRun(ctx, label, record.PhaseBaseline, c, 1, b.cfg.Protocol.RequestsPerRound)
 	if err != nil {
 		return run, fmt.Errorf("serve %s at concurrency %d: %w", label, c, err)
 	}
