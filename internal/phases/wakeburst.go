@@ -77,8 +77,8 @@ func (p wakeBurst) waves(ctx context.Context, label string, c int) (run record.P
 	run = record.PerfRun{Stage: WakeBurst, Concurrency: c}
 	for r := range env.Config().Protocol.Rounds {
 		step = fmt.Sprintf("concurrency %d round %d", c, r+1)
-		if ctx.Err() != nil {
-			return run, step, firstErr, ctx.Err()
+		if ctx.Err() != nil { // the run's stop (a signal, the -timeout guard): its cause, not the model's failure
+			return run, step, firstErr, context.Cause(ctx)
 		}
 		if _, err := f.Run(ctx, label, pool.Sleep(1)); err != nil {
 			return run, step + ": sleep", firstErr, err
