@@ -217,15 +217,6 @@ func Serving(cfg config.Config) []string {
 	return out
 }
 
-// Names are the names of List, in order.
-func Names() []string {
-	var out []string
-	for _, p := range List() {
-		out = append(out, p.Name)
-	}
-	return out
-}
-
 // Inputs are the run's inputs its phases' plans and invariants read.
 func (on On) Inputs() Inputs {
 	in := Inputs{Config: on.Env.Config()}
