@@ -203,8 +203,9 @@ func Running(cfg config.Config) []string {
 // check of the requests in flight at once is theirs.
 func Serving(cfg config.Config) []string {
 	var out []string
+	on := Running(cfg)
 	for _, p := range List() {
-		if !slices.Contains(Running(cfg), p.Name) {
+		if !slices.Contains(on, p.Name) {
 			continue
 		}
 		for _, pl := range p.Plan(Inputs{Config: cfg}, Everything) {
