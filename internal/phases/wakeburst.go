@@ -50,12 +50,8 @@ func (p wakeBurst) run(ctx context.Context, label string, logf protocol.Logf) ([
 	limit := cfg.ThresholdsFor(label).MaxFailedRequests
 	var out []record.PerfRun
 	var errs []error
-	rounds := cfg.Protocol.Rounds
 	for _, c := range cfg.Protocol.Concurrency {
 		run, step, firstErr, err := p.waves(ctx, label, c)
-		// Planned whole, as Serve's: requests a failure left unsent count
-		// as not served (report.json's planned_performance is the plan's).
-		run.Rounds, run.Planned = rounds, rounds*c
 		env.Writers().Perf.Add(label, run)
 		out = append(out, run)
 		if err != nil {
@@ -71,11 +67,15 @@ func (p wakeBurst) run(ctx context.Context, label string, logf protocol.Logf) ([
 }
 
 // waves runs the rounds at concurrency c and is their serving run; on
-// error, the rounds done and the step that failed.
+// error, the rounds done and the step that failed. Its rounds and planned
+// requests are the whole plan's, as Serve's: requests a failure left
+// unsent count as not served (report.json's planned_performance is the
+// plan's).
 func (p wakeBurst) waves(ctx context.Context, label string, c int) (run record.PerfRun, step string, firstErr, err error) {
 	env, f := p.env, p.env.Pool()
-	run = record.PerfRun{Stage: WakeBurst, Concurrency: c}
-	for r := range env.Config().Protocol.Rounds {
+	rounds := env.Config().Protocol.Rounds
+	run = record.PerfRun{Stage: WakeBurst, Concurrency: c, Rounds: rounds, Planned: rounds * c}
+	for r := range rounds {
 		step = fmt.Sprintf("concurrency %d round %d", c, r+1)
 		if ctx.Err() != nil { // the run's stop (a signal, the -timeout guard): its cause, not the model's failure
 			return run, step, firstErr, context.Cause(ctx)
@@ -103,10 +103,9 @@ func (p wakeBurst) waves(ctx context.Context, label string, c int) (run record.P
 	return run, "", firstErr, nil
 }
 
-// appendRound is run with one more round's measurements.
+// appendRound is run with one more round's measurements (its rounds
+// and planned requests are the plan's already).
 func appendRound(run, round record.PerfRun) record.PerfRun {
-	run.Rounds += round.Rounds
-	run.Planned += round.Planned
 	run.Success += round.Success
 	run.RoundsPassed += round.RoundsPassed
 	run.RoundTPS = append(run.RoundTPS, round.RoundTPS...)

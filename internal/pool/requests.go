@@ -191,11 +191,12 @@ func (s *servers) stream(ctx context.Context, label string, r vllm.CompletionReq
 	return st, true, err
 }
 
-// plan is the protocol's serving load on m at concurrency c: fixed-length
-// outputs (ignore_eos), each checked for garbage.
-func (s *servers) plan(m *model, c, rounds int) load.Plan {
+// plan is the protocol's serving load on m: rounds rounds of perRound
+// requests at concurrency c, fixed-length outputs (ignore_eos), each
+// checked for garbage.
+func (s *servers) plan(m *model, c, rounds, perRound int) load.Plan {
 	p := s.cfg.Protocol
-	return load.Plan{Concurrency: c, Rounds: rounds, RequestsPerRound: p.RequestsPerRound,
+	return load.Plan{Concurrency: c, Rounds: rounds, RequestsPerRound: perRound,
 		Request:  vllm.CompletionRequest{Model: m.cfg.Name, Prompt: p.Prompt, MaxTokens: p.MaxTokens, IgnoreEOS: true},
 		Timeout:  seconds(s.cfg.Timeouts.RequestS),
 		Validate: checkOutput}
@@ -208,15 +209,6 @@ func (s *servers) plan(m *model, c, rounds int) load.Plan {
 // error is the server's (it died, or the whole plan overran); failed
 // requests are in the result.
 func (q Requests) Serve(ctx context.Context, label string, c, rounds, perRound int) (load.Result, error) {
-	return q.serve(ctx, label, func(m *model) load.Plan {
-		p := q.f.s.plan(m, c, rounds)
-		p.RequestsPerRound = perRound
-		return p
-	})
-}
-
-// serve runs the load plan of label's model on an awake label.
-func (q Requests) serve(ctx context.Context, label string, planOf func(*model) load.Plan) (load.Result, error) {
 	m, err := q.f.s.model(label)
 	if err != nil {
 		return load.Result{}, err
@@ -227,7 +219,7 @@ func (q Requests) serve(ctx context.Context, label string, planOf func(*model) l
 	if !awake {
 		return load.Result{}, fmt.Errorf("model %s is not awake; refusing to send inference (a request to a sleeping vLLM hangs)", label)
 	}
-	plan := planOf(m)
+	plan := q.f.s.plan(m, c, rounds, perRound)
 	var res load.Result
 	err = q.f.s.timeout(ctx, m, time.Duration(plan.Planned()+1)*plan.Timeout, func(ctx context.Context, cl *vllm.Client) error {
 		res = load.Run(ctx, cl, plan)
