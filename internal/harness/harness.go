@@ -22,6 +22,7 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/hostload"
 	"github.com/wakebench/wakebench/internal/phases"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/protocol"
@@ -234,6 +235,10 @@ func (r *Run) ObservePhase(ctx context.Context, phase, when string, labels []str
 // ObserveSoakCycle writes a soak cycle's row to soak.csv as it is recorded
 // (protocol.Observer): a run killed at cycle 60 keeps the rows before it.
 func (r *Run) ObserveSoakCycle(c record.SoakCycle) { r.soak.cycle(c, r.rec.Simulated()) }
+
+// HostLoad reads the load of this process's tree over a phase
+// (protocol.Observer), for its window.
+func (r *Run) HostLoad() (end func() *record.HostLoad) { return hostload.Window() }
 
 // StopAll stops every server now (SIGTERM, SIGKILL after timeouts.stop_s):
 // for a deadline that cannot wait for the phases to end. Safe beside Close.

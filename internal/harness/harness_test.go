@@ -117,6 +117,13 @@ func TestPhasesRecordEverything(t *testing.T) {
 	assert.InDelta(t, 100*(1-0.25/4.75), rep.Memory.L1ReleaseFraction["A"].Median, 0.01, "tiny-a: 0.25 of 0.25 + 0.5 + 4 (KV) GiB stays")
 	assert.Greater(t, rep.Memory.PhysicalPeakGiB.N, 10)
 	assert.Greater(t, rep.Memory.RSSPeakGiB["A"], 0.0)
+	// Every phase window carries the machine's load over it, read by the
+	// harness (Run.HostLoad, the Env's Observer), for the regression gate.
+	for _, w := range []string{"A-restart", "A-baseline", "A-sleep-level2", "AB-switch"} {
+		if assert.Contains(t, rep.Windows, w) {
+			assert.NotNil(t, rep.Windows[w].Host, "window %s carries the host load", w)
+		}
+	}
 	// Physical limits: tiny-a's 0.5 GiB over the simulated link as the link probe read it (the
 	// tiny profile's 25 GB/s pinned host→device rate, against PCIe gen 4 x16's nominal 31.504)
 	// and ≈ 1000 GB/s memory, from its own log line.

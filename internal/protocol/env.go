@@ -19,7 +19,6 @@ import (
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gate"
-	"github.com/wakebench/wakebench/internal/hostload"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
 )
@@ -63,10 +62,15 @@ type Logf func(format string, args ...any)
 // Observer is told when a phase starts and ends (when is "before" or
 // "after"), with the models it covers: the harness scrapes /metrics then;
 // and of each soak cycle once it is recorded: the harness streams soak.csv
-// (outside the record's lock, in the cycles' order).
+// (outside the record's lock, in the cycles' order). HostLoad starts a
+// reading of the machine's load at a phase's start, whose end gives the
+// load over the phase (nil: none), recorded with the phase's window for
+// the regression gate: the harness reads this process's tree
+// (hostload.Window).
 type Observer interface {
 	ObservePhase(ctx context.Context, phase, when string, labels []string)
 	ObserveSoakCycle(c record.SoakCycle)
+	HostLoad() (end func() *record.HostLoad)
 }
 
 // Env is what every phase runs on: the run's config, its servers (a
@@ -145,7 +149,10 @@ func (p *Env) Begin(ctx context.Context, phase string, labels ...string) (end fu
 		p.obs.ObservePhase(ctx, phase, "before", labels)
 	}
 	start, exits := time.Now(), p.pool.Procs().ExitMark()
-	host := hostload.Window() // the machine's load over the phase, for the regression gate
+	host := func() *record.HostLoad { return nil } // no observer: no load read
+	if p.obs != nil {
+		host = p.obs.HostLoad() // the machine's load over the phase, for the regression gate
+	}
 	return func() {
 		p.rec.Window(strings.Join(labels, "")+"-"+phase, start, time.Now(), seconds(p.cfg.Protocol.WindowPadS), host())
 		// A server that exited during the phase is a failure of it, also
