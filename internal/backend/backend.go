@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,6 +77,11 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 		ContextTokens: cfg.Protocol.ContextTokens, KVGiB: cfg.Protocol.KVGiB, MemorySource: cfg.Memory}
 	if err := b.openCommand(ctx, cfg, dir, getenv); err != nil {
 		return nil, err
+	}
+	// The config's env last: a variable it sets overrides wakebench's
+	// own (a variant's VLLMSIM_ERA, say), as exec keeps a name's last value.
+	for _, k := range slices.Sorted(maps.Keys(cfg.Env)) {
+		b.env = append(b.env, k+"="+cfg.Env[k])
 	}
 	refs, hows, err := runGPUs(cfg, getenv)
 	if err != nil {

@@ -135,8 +135,13 @@ func (c Config) Estimate() (time.Duration, string) {
 		traffic *= 2
 	}
 	s += traffic
-	return time.Duration(s * float64(time.Second)), fmt.Sprintf("%d model(s) at the reference run's step times (Qwen3-1.7B's for a model it did not run), %d handoffs, %.0f s of traffic",
+	how := fmt.Sprintf("%d model(s) at the reference run's step times (Qwen3-1.7B's for a model it did not run), %d handoffs, %.0f s of traffic",
 		len(c.Models), p.Handoffs, traffic)
+	if n := len(c.Variants); n > 0 { // a variant run: the protocol once per variant in each block
+		s *= float64(n * p.VariantBlocks)
+		how += fmt.Sprintf(", run %d times (%d variants in %d blocks)", n*p.VariantBlocks, n, p.VariantBlocks)
+	}
+	return time.Duration(s * float64(time.Second)), how
 }
 
 // costS is the state-cost phase's time for one model: five states held

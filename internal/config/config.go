@@ -64,6 +64,15 @@ type Config struct {
 	// first start on any runner; false leaves the runner's own caches.
 	FreshCaches bool `json:"fresh_caches"`
 
+	// Env is added to every server's environment (after wakebench's own
+	// settings, so it overrides them), e.g. a vLLM environment variable.
+	Env map[string]string `json:"env"`
+	// Variants, two or more, make the run a variant run (docs/variants.md):
+	// the protocol runs once per variant in each of protocol.variant_blocks
+	// blocks on the same GPU, and every figure of every variant is
+	// compared with the first's, block by block.
+	Variants []Variant `json:"variants"`
+
 	// UserThresholds are the thresholds keys the config file or the
 	// environment set (not left at their defaults): a threshold the user
 	// set that cannot be evaluated fails the run.
@@ -194,6 +203,12 @@ type Protocol struct {
 	// sleep and again as the first request after the wake, at each level
 	// (the after-wake phases); 0 turns it off.
 	LostPrefixTokens int `json:"lost_prefix_tokens"`
+	// VariantBlocks is how many blocks a variant run (variants) runs,
+	// each every variant once; VariantOrder their order within a block
+	// (VariantOrders), drawn from VariantSeed when "random".
+	VariantBlocks int    `json:"variant_blocks"`
+	VariantOrder  string `json:"variant_order"`
+	VariantSeed   uint64 `json:"variant_seed"`
 }
 
 // LostPrefixLen is the lost-prefix probe's prompt length in tokens:
@@ -407,6 +422,7 @@ func base() Config {
 			CorrectnessMaxTokens: 16, CorrectnessLogprobs: 5, LogprobTolerance: 0.05,
 			SoakLevel: 1, EngineTolerancePercent: 10, CostDwellS: 1,
 			HealthRequests: 4, HealthMaxTokens: 32, LostPrefixTokens: 2048,
+			VariantBlocks: 3, VariantOrder: "random", VariantSeed: 1,
 		},
 		Timeouts: Timeouts{StartS: 600, RequestS: 300, SleepS: 300, WakeS: 300, StopS: 10, PollMS: 5},
 		Thresholds: Thresholds{
@@ -454,6 +470,13 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
+	}
+	if name := getenv(EnvVariant); name != "" { // one block of a variant run: the variant's settings
+		v, err := cfg.ForVariant(name)
+		if err != nil {
+			return cfg, fmt.Errorf("config: %w", err)
+		}
+		cfg = v
 	}
 	return cfg, nil
 }
@@ -532,6 +555,7 @@ func (c Config) Validate() error {
 	c.validateThresholds(bad)
 	c.validateAPIKey(bad)
 	c.validateRegressionGate(bad)
+	c.validateVariants(bad)
 	if c.OutDir == "" {
 		bad("out_dir", "empty: name a directory for the report")
 	}

@@ -23,7 +23,7 @@ func EnvName(path ...string) string {
 }
 
 // applyEnv sets every scalar key (and integer lists, comma-separated) from
-// its WAKEBENCH_* variable when that is set. Models are per-file only.
+// its WAKEBENCH_* variable when that is set. Models, variants and env are per-file only.
 func applyEnv(cfg *Config, getenv func(string) string) error {
 	return walkEnv(reflect.ValueOf(cfg).Elem(), nil, func(name string, fv reflect.Value, p []string) error {
 		raw := getenv(name)
@@ -39,13 +39,13 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 
 // walkEnv calls fn with the override variable, the field and the key path
 // of every key of v that an environment variable may set (every one but
-// the models, which are per-file only).
+// the models, the variants and the servers' env, which are per-file only).
 func walkEnv(v reflect.Value, path []string, fn func(name string, fv reflect.Value, p []string) error) error {
 	t := v.Type()
 	for i := range t.NumField() {
 		f := t.Field(i)
 		key := jsonKey(f)
-		if key == "" || key == "-" || key == "models" {
+		if key == "" || key == "-" || key == "models" || key == "variants" || key == "env" {
 			continue
 		}
 		p := append(append([]string(nil), path...), key)
@@ -86,6 +86,7 @@ func OtherEnv() map[string]string {
 		"WAKEBENCH_PERF_URL":          "internal/perf's tests and scripts/peers.sh: a server to load",
 		"WAKEBENCH_TEST_READ_DELAY_S": "package harness: a test hook that slows the memory reads",
 		"WAKEBENCH_UNIT_TESTS":        "package testmain: every test of a package under the gpu tag",
+		"WAKEBENCH_VARIANT":           "package config: the variant a variant run's block runs (set by the run's parent, package variants)",
 		"WAKEBENCH_VLLMSIM":           "package backend: a vllmsim binary built elsewhere",
 	}
 }

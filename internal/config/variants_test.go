@@ -1,0 +1,80 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const variantsFile = `{
+  "command": "vllmsim",
+  "env": {"VLLM_LOGGING_LEVEL": "INFO"},
+  "models": [
+    {"label": "A", "name": "tiny-a", "gpu_memory_utilization": 0.4, "extra_args": ["--enforce-eager"]},
+    {"label": "B", "name": "tiny-b", "gpu_memory_utilization": 0.4}
+  ],
+  "variants": [
+    {"name": "v0.31", "sim_era": "b"},
+    {"name": "v0.33", "command": "/opt/vllm-0.33/bin/vllm", "extra_args": ["--enable-prefix-caching"], "env": {"VLLM_LOGGING_LEVEL": "DEBUG", "X": "1"}}
+  ],
+  "protocol": {"variant_blocks": 4}
+}`
+
+// A block's child run takes its variant's settings from WAKEBENCH_VARIANT:
+// the variant's command, era, flags after each model's own and env over
+// the run's, and no variants; the parent's config is left as it was.
+func TestLoadTakesTheVariantOfItsBlock(t *testing.T) {
+	path := writeFile(t, variantsFile)
+	parent, err := Load(env(map[string]string{EnvFile: path}))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"v0.31", "v0.33"}, parent.VariantNames())
+	assert.Equal(t, 4, parent.Protocol.VariantBlocks)
+	assert.Equal(t, "random", parent.Protocol.VariantOrder, "the default order")
+
+	ref, err := Load(env(map[string]string{EnvFile: path, EnvVariant: "v0.31"}))
+	require.NoError(t, err)
+	assert.Empty(t, ref.Variants)
+	assert.Equal(t, "vllmsim", ref.Command)
+	assert.Equal(t, "b", ref.Sim.Era)
+	assert.Equal(t, []string{"--enforce-eager"}, ref.Models[0].ExtraArgs)
+	assert.Equal(t, map[string]string{"VLLM_LOGGING_LEVEL": "INFO"}, ref.Env)
+
+	v, err := Load(env(map[string]string{EnvFile: path, EnvVariant: "v0.33"}))
+	require.NoError(t, err)
+	assert.Equal(t, "/opt/vllm-0.33/bin/vllm", v.Command)
+	assert.Equal(t, "", v.Sim.Era, "the run's own era")
+	assert.Equal(t, []string{"--enforce-eager", "--enable-prefix-caching"}, v.Models[0].ExtraArgs)
+	assert.Equal(t, []string{"--enable-prefix-caching"}, v.Models[1].ExtraArgs)
+	assert.Equal(t, map[string]string{"VLLM_LOGGING_LEVEL": "DEBUG", "X": "1"}, v.Env)
+
+	// ForVariant copies: the parent's models and env are untouched.
+	again, err := parent.ForVariant("v0.33")
+	require.NoError(t, err)
+	again.Models[0].ExtraArgs[0] = "changed"
+	again.Env["X"] = "2"
+	assert.Equal(t, []string{"--enforce-eager"}, parent.Models[0].ExtraArgs)
+	assert.Equal(t, map[string]string{"VLLM_LOGGING_LEVEL": "INFO"}, parent.Env)
+
+	_, err = Load(env(map[string]string{EnvFile: path, EnvVariant: "v0.32"}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "WAKEBENCH_VARIANT=v0.32: the config has no such variant (its variants: v0.31, v0.33)")
+}
+
+func TestBadVariantsAreNamed(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"variants": [{"name": "only"}]}`, "variants: one variant"},
+		{`{"variants": [{"name": "a"}, {"name": "a"}]}`, `variants[1].name: "a": named twice`},
+		{`{"variants": [{"name": "A b"}, {"name": "c"}]}`, `variants[0].name: "A b": want 1 to 40`},
+		{`{"variants": [{"name": "a", "sim_era": "z"}, {"name": "c"}]}`, `variants[0].sim_era: "z": want one of a, b, c, proposed`},
+		{`{"variants": [{"name": "a", "env": {"WAKEBENCH_OUT_DIR": "x"}}, {"name": "c"}]}`, "variants[0].env: WAKEBENCH_OUT_DIR: a wakebench setting"},
+		{`{"env": {"A=B": "x"}}`, `env: "A=B": not an environment variable's name`},
+		{`{"variants": [{"name": "a"}, {"name": "c"}], "protocol": {"variant_blocks": 1}}`, "protocol.variant_blocks: 1: want 2 to 100"},
+		{`{"variants": [{"name": "a"}, {"name": "c"}], "protocol": {"variant_order": "abba"}}`, `protocol.variant_order: "abba": want one of random, alternate`},
+	} {
+		_, err := Load(env(map[string]string{EnvFile: writeFile(t, tc.body)}))
+		if assert.Error(t, err, tc.body) {
+			assert.Contains(t, err.Error(), tc.want, tc.body)
+		}
+	}
+}
