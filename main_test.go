@@ -159,6 +159,9 @@ func run(m *testing.M) int {
 		}
 		return 2
 	}
+	if len(cfg.Variants) > 0 { // no server here: each block's run of a variant is a child run
+		return runVariants(cfg)
+	}
 	if config.GPUTag {
 		// The GPU is the run's alone: internal/backend's and internal/cuda's
 		// hardware tests, which go test ./... runs beside this package,

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/wakebench/wakebench/internal/config"
 )
 
 // LockFile is the file of out_dir a run holds an exclusive flock on from
@@ -151,4 +153,24 @@ func ownKubeLogs(outDir string) bool {
 	}
 	m, err := os.Lstat(filepath.Join(dir, kubeMarker))
 	return err == nil && m.Mode().IsRegular()
+}
+
+// ClaimOutDir holds out_dir for a run that starts no server of its own and
+// writes its outputs there (a variant run's parent, whose children write
+// below it, each holding its own folder): locked as a run locks it (a
+// second run into it is refused with *OutDirBusy) and claimed (an earlier
+// run's outputs removed). release ends the hold.
+func ClaimOutDir(cfg config.Config) (release func(), err error) {
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("out_dir %s: %w", cfg.OutDir, err)
+	}
+	lock, err := lockOutDir(cfg.OutDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := claim(cfg); err != nil {
+		lock.release()
+		return nil, err
+	}
+	return lock.release, nil
 }

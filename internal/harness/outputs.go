@@ -21,10 +21,11 @@ import (
 
 // Outputs are the files a run may write into out_dir (besides a log per
 // model, and the Kubernetes phase's logs in kubeLogs): the ones of a phase
-// that did not run (soak.csv, requests.jsonl) too, so an earlier run's are
-// never read beside this run's report.
+// that did not run (soak.csv, requests.jsonl) too, and a variant run's
+// comparison.json (package variants), so an earlier run's are never read
+// beside this run's report.
 var Outputs = []string{"report.json", "summary.md", "bench.txt", "timeline.svg", "compare.txt", "samples.csv", "metrics.jsonl",
-	"soak.csv", "requests.jsonl", "report.html", "checks.junit.xml", "ctrf.json", "metrics.txt"}
+	"soak.csv", "requests.jsonl", "report.html", "checks.junit.xml", "ctrf.json", "metrics.txt", "comparison.json"}
 
 // kubeLogs is the directory of out_dir that holds the Kubernetes phase's logs.
 const kubeLogs = "kubernetes"

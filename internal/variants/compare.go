@@ -1,0 +1,256 @@
+package variants
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+
+	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/stats"
+)
+
+// PowerLevel is how often a change of the stated size is to be caught:
+// a metric's Detect is the smallest change its blocks catch this often.
+const PowerLevel = 0.8
+
+// MaxBlocks bounds NeedBlocks: a metric whose noise asks for more is
+// "more than MaxBlocks".
+const MaxBlocks = 1000
+
+// Verdicts of a metric.
+const (
+	Worse    = "worse"      // significantly worse, by more than the tolerance
+	Better   = "better"     // significantly better, by more than the tolerance
+	Same     = "same"       // no change beyond the tolerance seen (Detect says how small a change could have been)
+	NotJudge = "not judged" // Why says why
+)
+
+// Metric is one figure of one variant against the reference's, block by
+// block: in each block both ran, the ratio of the variant's median to the
+// reference's; their geometric mean is Delta, with its confidence
+// interval from the blocks' spread (a paired t interval on the log ratios,
+// n−1 degrees of freedom).
+type Metric struct {
+	Variant string `json:"variant"`
+	Name    string `json:"name"` // the benchmark, as bench.txt names it (no "Benchmark")
+	Unit    string `json:"unit"`
+	Better  int    `json:"better"` // +1 higher is better, −1 lower, 0 no direction (not judged)
+	// Ref and Var are the medians over the blocks of each block's median.
+	Ref float64 `json:"ref"`
+	Var float64 `json:"var"`
+	// Blocks is how many blocks had the metric in both (the pairs).
+	Blocks int `json:"blocks"`
+	// DeltaPct is the variant's change against the reference in percent
+	// (100·(exp(mean log ratio) − 1)); LoPct and HiPct its interval at
+	// 1 − alpha.
+	DeltaPct float64 `json:"delta_pct"`
+	LoPct    float64 `json:"lo_pct"`
+	HiPct    float64 `json:"hi_pct"`
+	// P is the paired t test's two-sided p of no change.
+	P float64 `json:"p"`
+	// DetectPct is the smallest change these blocks catch PowerLevel of
+	// the time at alpha (from the blocks' spread); NeedBlocks how many
+	// blocks would catch a change of the tolerance that often.
+	DetectPct  float64 `json:"detect_pct"`
+	NeedBlocks int     `json:"need_blocks"`
+	// PowerAtTol is how often these blocks catch a change of exactly the
+	// tolerance (a noncentral t approximated by a shifted central one).
+	PowerAtTol float64 `json:"power_at_tolerance"`
+	Verdict    string  `json:"verdict"`
+	Why        string  `json:"why,omitempty"`
+}
+
+// WorsePct is the change in the metric's worse direction (positive:
+// worse), NaN without a direction.
+func (m Metric) WorsePct() float64 {
+	if m.Better == 0 {
+		return math.NaN()
+	}
+	return m.DeltaPct * float64(-m.Better)
+}
+
+// pair is one block's medians of a metric.
+type pair struct{ ref, v float64 }
+
+// compareMetric judges one metric of a variant from its pairs, before the
+// family's correction (Compare applies Benjamini-Hochberg over each
+// variant's judged metrics).
+func compareMetric(variant string, k gate.BenchKey, better int, pairs []pair, tolPct, alpha float64) Metric {
+	m := Metric{Variant: variant, Name: k.Name, Unit: k.Unit, Better: better, Blocks: len(pairs),
+		DeltaPct: math.NaN(), LoPct: math.NaN(), HiPct: math.NaN(), P: math.NaN(), DetectPct: math.NaN(), PowerAtTol: math.NaN()}
+	var refs, vs, ds []float64
+	for _, p := range pairs {
+		refs, vs = append(refs, p.ref), append(vs, p.v)
+		if p.ref > 0 && p.v > 0 {
+			ds = append(ds, math.Log(p.v/p.ref))
+		}
+	}
+	m.Ref, m.Var = median(refs), median(vs)
+	switch {
+	case better == 0:
+		m.Verdict, m.Why = NotJudge, "its unit has no better= direction"
+		return m
+	case len(pairs) < 2:
+		m.Verdict, m.Why = NotJudge, fmt.Sprintf("in %d block(s) of both: a paired interval needs 2", len(pairs))
+		return m
+	case len(ds) < len(pairs):
+		m.Verdict, m.Why = NotJudge, "a block's median is 0 or negative: a relative change is undefined"
+		return m
+	}
+	n := float64(len(ds))
+	mean, sd := stat.MeanStdDev(ds, nil) // the sample standard deviation (n−1)
+	se := sd / math.Sqrt(n)
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: n - 1}
+	q := t.Quantile(1 - alpha/2)
+	pct := func(x float64) float64 { return 100 * (math.Exp(x) - 1) }
+	m.DeltaPct, m.LoPct, m.HiPct = pct(mean), pct(mean-q*se), pct(mean+q*se)
+	switch {
+	case se > 0:
+		m.P = 2 * t.Survival(math.Abs(mean)/se)
+	case mean == 0:
+		m.P = 1
+	default: // every block moved by the same ratio: no spread to doubt it
+		m.P = 0
+	}
+	tol := math.Log1p(tolPct / 100)
+	m.DetectPct = pct((q + t.Quantile(PowerLevel)) * se)
+	m.PowerAtTol = powerAt(tol, se, len(ds), alpha)
+	m.NeedBlocks = needBlocks(tol, sd, alpha)
+	m.Verdict = Same
+	return m
+}
+
+// powerAt is how often n blocks of standard error se catch a change of
+// effect (a log ratio) at alpha, two-sided: the noncentral t's tail
+// approximated by the central t shifted by effect/se.
+func powerAt(effect, se float64, n int, alpha float64) float64 {
+	if se == 0 {
+		return 1
+	}
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 1)}
+	return t.Survival(t.Quantile(1-alpha/2) - effect/se)
+}
+
+// needBlocks is the fewest blocks (2 to MaxBlocks; MaxBlocks+1 for more)
+// whose interval catches a change of effect PowerLevel of the time, at the
+// spread sd of one block's log ratio.
+func needBlocks(effect, sd, alpha float64) int {
+	for n := 2; n <= MaxBlocks; n++ {
+		if powerAt(effect, sd/math.Sqrt(float64(n)), n, alpha) >= PowerLevel {
+			return n
+		}
+	}
+	return MaxBlocks + 1
+}
+
+// judgeFamily applies Benjamini-Hochberg (1995) over one variant's judged
+// metrics at alpha: a metric's change is significant where its p is at
+// most k·alpha/m for the largest such rank k; a significant change beyond
+// the tolerance is Worse or Better, anything else Same.
+func judgeFamily(ms []Metric, tolPct, alpha float64) {
+	var fam []int
+	for i, m := range ms {
+		if m.Verdict == Same {
+			fam = append(fam, i)
+		}
+	}
+	slices.SortStableFunc(fam, func(a, b int) int { return cmp.Compare(ms[a].P, ms[b].P) }) // a judged metric has a p
+	k := 0
+	for rank, i := range fam {
+		if ms[i].P <= float64(rank+1)*alpha/float64(len(fam)) {
+			k = rank + 1
+		}
+	}
+	for rank, i := range fam {
+		m := &ms[i]
+		w := m.WorsePct()
+		switch {
+		case rank < k && w > tolPct:
+			m.Verdict = Worse
+		case rank < k && w < -tolPct:
+			m.Verdict = Better
+		}
+		m.Why = fmt.Sprintf("Benjamini-Hochberg over the variant's %d judged metrics (α %g), tolerance ±%g %%", len(fam), alpha, tolPct)
+	}
+}
+
+// compare judges every metric of each variant against the reference's,
+// from each block's bench results by variant (a variant missing from a
+// block, its run failed, gives that block no pair).
+func compare(ref string, others []string, blocks []map[string]gate.Bench, tolPct, alpha float64) []Metric {
+	var out []Metric
+	for _, v := range others {
+		pairs := map[gate.BenchKey][]pair{}
+		better := map[gate.BenchKey]int{}
+		for _, b := range blocks {
+			rb, okr := b[ref]
+			vb, okv := b[v]
+			if !okr || !okv {
+				continue
+			}
+			for k, xs := range vb.Values {
+				ys, ok := rb.Values[k]
+				if !ok || len(xs) == 0 || len(ys) == 0 {
+					continue
+				}
+				pairs[k] = append(pairs[k], pair{median(ys), median(xs)})
+				better[k] = vb.Meta.GetBetter(k.Unit)
+			}
+		}
+		var ms []Metric
+		for _, k := range slices.SortedFunc(maps.Keys(pairs), cmpKey) {
+			ms = append(ms, compareMetric(v, k, better[k], pairs[k], tolPct, alpha))
+		}
+		judgeFamily(ms, tolPct, alpha)
+		out = append(out, ms...)
+	}
+	return out
+}
+
+func cmpKey(a, b gate.BenchKey) int {
+	return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Unit, b.Unit))
+}
+
+func median(xs []float64) float64 {
+	s, err := stats.Summarize(xs)
+	if err != nil {
+		return math.NaN()
+	}
+	return s.Median
+}
+
+// MarshalJSON writes a figure that could not be computed (NaN: a metric
+// not judged) as null, not as a number it is not.
+func (m Metric) MarshalJSON() ([]byte, error) {
+	opt := func(x float64) *float64 {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil
+		}
+		return &x
+	}
+	return json.Marshal(struct {
+		Variant    string   `json:"variant"`
+		Name       string   `json:"name"`
+		Unit       string   `json:"unit"`
+		Better     int      `json:"better"`
+		Ref        *float64 `json:"ref"`
+		Var        *float64 `json:"var"`
+		Blocks     int      `json:"blocks"`
+		DeltaPct   *float64 `json:"delta_pct"`
+		LoPct      *float64 `json:"lo_pct"`
+		HiPct      *float64 `json:"hi_pct"`
+		P          *float64 `json:"p"`
+		DetectPct  *float64 `json:"detect_pct"`
+		NeedBlocks int      `json:"need_blocks"`
+		PowerAtTol *float64 `json:"power_at_tolerance"`
+		Verdict    string   `json:"verdict"`
+		Why        string   `json:"why,omitempty"`
+	}{m.Variant, m.Name, m.Unit, m.Better, opt(m.Ref), opt(m.Var), m.Blocks, opt(m.DeltaPct), opt(m.LoPct), opt(m.HiPct),
+		opt(m.P), opt(m.DetectPct), m.NeedBlocks, opt(m.PowerAtTol), m.Verdict, m.Why})
+}

@@ -1,0 +1,317 @@
+package variants
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/perf/benchfmt"
+
+	"github.com/wakebench/wakebench/internal/cireport"
+	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/report"
+)
+
+// Comparison is a variant run's result: its plan, each run's outcome and
+// every variant's metrics against the reference's (comparison.json).
+type Comparison struct {
+	Status       string   `json:"status"` // PASS or FAIL
+	Reference    string   `json:"reference"`
+	Variants     []string `json:"variants"` // every variant, the reference first
+	Order        string   `json:"order"`
+	Seed         uint64   `json:"seed"`
+	Blocks       []Block  `json:"blocks"`
+	TolerancePct float64  `json:"tolerance_pct"`
+	Alpha        float64  `json:"alpha"`
+	// Simulated labels a run of vllmsim (every figure simulated).
+	Simulated string   `json:"simulated,omitempty"`
+	Runs      []Result `json:"runs"`
+	Metrics   []Metric `json:"metrics"`
+	// Failures say why the status is FAIL: a run that failed, a variant
+	// worse than the reference, a variant with too few metrics judged.
+	Failures []string `json:"failures"` // none: []
+
+	bench []*benchfmt.Result       // every run's results, with its variant: key (bench.txt)
+	units []*benchfmt.UnitMetadata // their units' metadata, once each
+}
+
+// Compare reads each run's bench.txt and judges every variant against the
+// reference (the first variant): per metric the blocks' paired ratios,
+// Benjamini-Hochberg over each variant's metrics, at the regression gate's
+// tolerance and alpha. A run that failed gives its block no pair for that
+// variant, and fails the comparison; so does a variant with fewer metrics
+// judged than thresholds.regression_min_judged, and a variant worse than
+// the reference beyond the tolerance.
+func Compare(cfg config.Config, runs []Result) Comparison {
+	names := cfg.VariantNames()
+	c := Comparison{Status: "PASS", Reference: names[0], Variants: names, Order: cfg.Protocol.VariantOrder,
+		Seed: cfg.Protocol.VariantSeed, Blocks: Plan(cfg), TolerancePct: cfg.Thresholds.RegressionPercent,
+		Alpha: cfg.Thresholds.RegressionAlpha, Runs: runs, Failures: []string{}}
+	blocks := make([]map[string]gate.Bench, len(c.Blocks))
+	for i := range blocks {
+		blocks[i] = map[string]gate.Bench{}
+	}
+	seen := map[benchfmt.UnitMetadataKey]bool{}
+	for _, r := range runs {
+		if r.Simulated != nil && c.Simulated == "" {
+			c.Simulated = "simulated: " + r.Simulated.Label()
+		}
+		if r.Status != "PASS" {
+			c.Failures = append(c.Failures, fmt.Sprintf("block %d, variant %s: %s: %s", r.Block, r.Variant, r.Status, r.Error))
+		}
+		b, units, results, err := readBench(filepath.Join(r.Dir, "bench.txt"), r.Variant)
+		if err != nil {
+			c.Failures = append(c.Failures, fmt.Sprintf("block %d, variant %s: %v", r.Block, r.Variant, err))
+		}
+		if r.Status == "PASS" && err == nil {
+			blocks[r.Block-1][r.Variant] = b
+		}
+		for _, u := range units {
+			if !seen[u.UnitMetadataKey] {
+				seen[u.UnitMetadataKey] = true
+				c.units = append(c.units, u)
+			}
+		}
+		c.bench = append(c.bench, results...)
+	}
+	c.Metrics = compare(c.Reference, names[1:], blocks, c.TolerancePct, c.Alpha)
+	for _, v := range names[1:] {
+		judged := 0
+		for _, m := range c.Metrics {
+			if m.Variant != v {
+				continue
+			}
+			if m.Verdict != NotJudge {
+				judged++
+			}
+			if m.Verdict == Worse {
+				c.Failures = append(c.Failures, fmt.Sprintf("variant %s: %s %s is %+.1f %% against %s (interval %+.1f to %+.1f %%), beyond ±%g %%",
+					v, m.Name, m.Unit, m.DeltaPct, c.Reference, m.LoPct, m.HiPct, c.TolerancePct))
+			}
+		}
+		if judged < cfg.Thresholds.RegressionMinJudged {
+			c.Failures = append(c.Failures, fmt.Sprintf("variant %s: %d metric(s) judged against %s, fewer than thresholds.regression_min_judged (%d): no verdict",
+				v, judged, c.Reference, cfg.Thresholds.RegressionMinJudged))
+		}
+	}
+	if len(c.Failures) > 0 {
+		c.Status = "FAIL"
+	}
+	return c
+}
+
+// readBench reads a run's bench.txt: what the comparison judges, its
+// units' metadata and its results as the merged bench.txt writes them,
+// under a `variant:` config key. A config key whose value is not the
+// same in every run would split benchstat's tables (its -table is every
+// config key by default), so only the run's own keys that every run shares
+// are kept: Write drops the rest (the runtime of another vLLM, say), which
+// comparison.json keeps per run.
+func readBench(path, variant string) (gate.Bench, []*benchfmt.UnitMetadata, []*benchfmt.Result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return gate.Bench{}, nil, nil, fmt.Errorf("its bench.txt: %w", err)
+	}
+	b, err := gate.ReadBench(bytes.NewReader(data), path)
+	var units []*benchfmt.UnitMetadata
+	var results []*benchfmt.Result
+	rd := benchfmt.NewReader(bytes.NewReader(data), path)
+	for rd.Scan() {
+		switch rec := rd.Result().(type) {
+		case *benchfmt.UnitMetadata:
+			u := *rec
+			units = append(units, &u)
+		case *benchfmt.Result:
+			// A new Result, not an edited one: a Result indexes its config.
+			res := rec.Clone()
+			cfg := append([]benchfmt.Config{{Key: "variant", Value: []byte(variant), File: true}}, res.Config...)
+			results = append(results, &benchfmt.Result{Config: cfg, Name: res.Name, Iters: res.Iters, Values: res.Values})
+		}
+	}
+	return b, units, results, errors.Join(err, rd.Err())
+}
+
+// WriteBench writes the merged bench.txt: the units' metadata once, then
+// every run's results under `variant:`, the reference's first, with only the config keys every
+// run has alike (see readBench), so `benchstat -col variant` compares them.
+func (c Comparison) WriteBench(w io.Writer) error {
+	shared := map[string]string{}
+	drop := map[string]bool{}
+	for _, r := range c.bench {
+		for _, cf := range r.Config {
+			if cf.Key == "variant" || drop[cf.Key] {
+				continue
+			}
+			if v, ok := shared[cf.Key]; ok && v != string(cf.Value) {
+				drop[cf.Key] = true
+				continue
+			}
+			shared[cf.Key] = string(cf.Value)
+		}
+	}
+	bw := benchfmt.NewWriter(w)
+	for _, u := range c.units {
+		if err := bw.Write(u); err != nil {
+			return err
+		}
+	}
+	// The reference's results first, so benchstat makes it the base
+	// column: a column's place is where its value first appears.
+	rank := func(r *benchfmt.Result) int { return slices.Index(c.Variants, r.GetConfig("variant")) }
+	ordered := slices.Clone(c.bench)
+	slices.SortStableFunc(ordered, func(a, b *benchfmt.Result) int { return rank(a) - rank(b) })
+	for _, r := range ordered {
+		cfg := slices.DeleteFunc(slices.Clone(r.Config), func(cf benchfmt.Config) bool { return drop[cf.Key] })
+		if err := bw.Write(&benchfmt.Result{Config: cfg, Name: r.Name, Iters: r.Iters, Values: r.Values}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Summary is the comparison as one table model (summary.md): the
+// verdict and its reasons, the runs, and per variant its metrics against
+// the reference's, the worse and better first.
+func (c Comparison) Summary() report.Doc {
+	var d report.Doc
+	d.Heading(1, "", "Variant run: "+c.Status)
+	intro := fmt.Sprintf("%d blocks of %d variants on one GPU, %s order (seed %d); reference %s; a change is judged beyond ±%g %% and significant at α %g (paired t over the blocks, Benjamini-Hochberg over each variant's metrics).",
+		len(c.Blocks), len(c.Variants), c.Order, c.Seed, report.Code(c.Reference), c.TolerancePct, c.Alpha)
+	if c.Simulated != "" {
+		intro += " " + report.Strong(c.Simulated) + ": every figure is simulated."
+	}
+	d.Para(intro)
+	if len(c.Failures) > 0 {
+		items := make([]report.ListItem, len(c.Failures))
+		for i, f := range c.Failures {
+			items[i] = report.ListItem{Text: f}
+		}
+		d.List(items...)
+	}
+	d.Heading(2, "runs", "Runs")
+	var rows [][]string
+	for _, r := range c.Runs {
+		rows = append(rows, []string{fmt.Sprint(r.Block), r.Variant, r.Status, fmt.Sprintf("%.1f", r.Seconds), r.Runtime, report.Code(r.Dir)})
+	}
+	d.Table([]string{"block", "variant", "status", "s", "runtime", "outputs"}, rows)
+	for _, v := range c.Variants[1:] {
+		d.Heading(2, "variant", fmt.Sprintf("%s against %s", v, c.Reference))
+		var ms []Metric
+		for _, m := range c.Metrics {
+			if m.Variant == v {
+				ms = append(ms, m)
+			}
+		}
+		rank := map[string]int{Worse: 0, Better: 1, Same: 2, NotJudge: 3}
+		slices.SortStableFunc(ms, func(a, b Metric) int { return rank[a.Verdict] - rank[b.Verdict] })
+		var rows [][]string
+		for _, m := range ms {
+			rows = append(rows, []string{m.Name, m.Unit, num(m.Ref), num(m.Var), pct(m.DeltaPct), interval(m), fmt.Sprint(m.Blocks), m.Verdict, detect(m)})
+		}
+		d.Table([]string{"metric", "unit", c.Reference, v, "Δ %", "interval", "blocks", "verdict", "a change caught 8 times in 10 (blocks)"}, rows)
+	}
+	return d
+}
+
+func num(x float64) string {
+	if math.IsNaN(x) {
+		return "—"
+	}
+	return fmt.Sprintf("%.4g", x)
+}
+
+func pct(x float64) string {
+	if math.IsNaN(x) {
+		return "—"
+	}
+	return fmt.Sprintf("%+.1f", x)
+}
+
+func interval(m Metric) string {
+	if math.IsNaN(m.LoPct) {
+		return "—"
+	}
+	return fmt.Sprintf("%+.1f to %+.1f", m.LoPct, m.HiPct)
+}
+
+// detect says what the metric's blocks can see: the smallest change they
+// catch PowerLevel of the time, and the blocks a change of the tolerance
+// needs.
+func detect(m Metric) string {
+	if m.Verdict == NotJudge {
+		return m.Why
+	}
+	need := fmt.Sprint(m.NeedBlocks)
+	if m.NeedBlocks > MaxBlocks {
+		need = fmt.Sprintf("more than %d", MaxBlocks)
+	}
+	return fmt.Sprintf("%.1f %% with these %d; the tolerance with %s", m.DetectPct, m.Blocks, need)
+}
+
+// checks are the comparison's verdicts as checks, for JUnit and CTRF: one
+// per variant and judged metric (its change beyond the tolerance fails),
+// the variant as the model.
+func (c Comparison) checks() []record.Check {
+	var out []record.Check
+	for _, m := range c.Metrics {
+		ch := record.Check{Name: "variant." + m.Name + "." + m.Unit, Model: m.Variant, Value: m.WorsePct(), Op: "<=", Limit: c.TolerancePct, Verdict: "PASS",
+			Reason: fmt.Sprintf("%s %s against %s: %s %% (interval %s), %s", m.Variant, m.Verdict, c.Reference, pct(m.DeltaPct), interval(m), m.Why)}
+		switch m.Verdict {
+		case Worse:
+			ch.Verdict = "FAIL"
+		case NotJudge:
+			ch.Verdict, ch.Value = record.NotEvaluated, math.NaN()
+		}
+		out = append(out, ch)
+	}
+	return out
+}
+
+// Write writes the comparison into dir: comparison.json, summary.md,
+// bench.txt (merged, WriteBench), checks.junit.xml and ctrf.json. Every
+// file is written that can be; the error names those that could not.
+func (c Comparison) Write(dir string) error {
+	rep := report.Report{Status: c.Status, Checks: c.checks(), GPU: "see each run's report.json", Runtime: runtimes(c.Runs)}
+	for _, f := range c.Failures {
+		rep.Failures = append(rep.Failures, record.Failure{Phase: "variants", Error: f})
+	}
+	var errs []error
+	for _, o := range []struct {
+		name  string
+		write func(io.Writer) error
+	}{
+		{"summary.md", func(w io.Writer) error { _, err := io.WriteString(w, c.Summary().Markdown()); return err }},
+		{"comparison.json", func(w io.Writer) error {
+			e := json.NewEncoder(w)
+			e.SetIndent("", "  ")
+			return e.Encode(c)
+		}},
+		{"bench.txt", c.WriteBench},
+		{"checks.junit.xml", func(w io.Writer) error { return cireport.WriteJUnit(w, rep) }},
+		{"ctrf.json", func(w io.Writer) error { return cireport.WriteCTRF(w, rep) }},
+	} {
+		errs = append(errs, report.WriteFile(filepath.Join(dir, o.name), o.write))
+	}
+	return errors.Join(errs...)
+}
+
+func runtimes(rs []Result) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range rs {
+		if r.Runtime != "" && !seen[r.Variant+r.Runtime] {
+			seen[r.Variant+r.Runtime] = true
+			out = append(out, r.Variant+": "+r.Runtime)
+		}
+	}
+	return strings.Join(out, "; ")
+}
