@@ -4,7 +4,7 @@ CONFIG ?= testdata/demo.json
 # go-nvml's cgo build warns about every NVML 13 deprecation; silence them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: bench test stress vet fuzz gpu nogpu runner perf benchmarks ci soak k8s fleet gate-power figures device-check device-check-build
+.PHONY: bench test stress vet fuzz gpu nogpu runner perf benchmarks ci soak k8s fleet gate-power figures device-check device-check-build variants
 # A count, not a duration: with -fuzztime 10s Go's fuzzing coordinator can fail a target with a
 # bare "context deadline exceeded" and no crasher when busy cores keep its workers from answering
 # before the deadline (golang/go#75804, fixed in go1.27; seen here on a loaded 2-core machine).
@@ -134,6 +134,23 @@ fleet:
 ## core, ~60 min, then 50 quiet, ~115 min in all); prints one table with the machine and its load, runs in out/gate-power
 gate-power:
 	scripts/gate-power.sh
+
+## variants: the two example variant runs (docs/variants.md) on vllmsim side by side, VARIANT_BLOCKS
+## blocks each: two vLLM releases as two vllmsim eras, and a serve flag on and off; writes
+## out/variants-upgrade and out/variants-options, then shows benchstat -col variant of each
+VARIANT_BLOCKS ?= 2
+variants:
+	@export WAKEBENCH_PROTOCOL_VARIANT_BLOCKS=$(VARIANT_BLOCKS); a=0; b=0; \
+	WAKEBENCH_CONFIG=testdata/variants-upgrade.json $(GO) test -count=1 -timeout 20m -run $(PROTOCOL) . & p1=$$!; \
+	WAKEBENCH_CONFIG=testdata/variants-options.json $(GO) test -count=1 -timeout 20m -run $(PROTOCOL) . & p2=$$!; \
+	wait $$p1 || a=$$?; wait $$p2 || b=$$?; \
+	for run in upgrade options; do \
+		case $$run in upgrade) ref=v0.26 var=v0.31 ;; *) ref=graphs var=eager ;; esac; \
+		o=$$($(GO) tool benchstat -col variant -filter .name:Sleep out/variants-$$run/bench.txt) || exit 1; \
+		printf '%s\n' "$$o"; \
+		printf '%s\n' "$$o" | grep -Eq "│ +$$ref +│ +$$var +│" || { echo "benchstat -col variant: no $$ref | $$var columns in out/variants-$$run/bench.txt" >&2; exit 1; }; \
+	done; \
+	exit $$((a | b))
 
 ## benchmarks: the card's Go benchmarks (BenchmarkRestart, BenchmarkServe, BenchmarkSleep,
 ## BenchmarkSwitch) once each on vllmsim, writing out/benchmarks: each step a benchmark drives
