@@ -473,7 +473,7 @@ func TestRegressionGate(t *testing.T) {
 	// test fails with it, not only the report (issue 47).
 	var whole []record.Check
 	for _, c := range h.Raw().Checks {
-		if c.Name == harness.CheckRegressions {
+		if c.Name == gate.CheckRegressions {
 			whole = append(whole, c)
 		}
 	}

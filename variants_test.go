@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/harness"
@@ -30,7 +32,13 @@ func runVariants(cfg config.Config) int {
 	// what ran is written.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	release, err := harness.ClaimOutDir(cfg)
+	// out_dir's variants/ first: a folder there that is not a variant
+	// run's refuses the run before an earlier run's outputs are removed.
+	err := variants.CheckDir(cfg.OutDir)
+	var release func()
+	if err == nil {
+		release, err = harness.ClaimOutDir(cfg)
+	}
 	if err == nil {
 		if err = variants.Claim(cfg.OutDir); err != nil {
 			release()
@@ -41,9 +49,21 @@ func runVariants(cfg config.Config) int {
 		return 2
 	}
 	defer release()
+	// go test's -timeout alarm is m.Run's, which this process never
+	// calls: its own deadline stops the run in flight (SIGTERM) before
+	// go test kills this process.
+	budget := guardAfter(cfg, goTestTimeout())
+	if budget > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, budget)
+		defer cancel()
+	}
 	child := variants.Child{Exe: os.Args[0], Args: childFlags(), Env: os.Environ()}
 	logf := func(format string, args ...any) { fmt.Printf("wakebench: "+format+"\n", args...) }
-	runs := variants.Run(ctx, cfg, child, guardAfter(cfg, goTestTimeout()), logf)
+	est, how := cfg.Estimate()
+	logf("variant run: %d blocks of %d variants (%s), %d runs one after another; at least %v (%s)",
+		cfg.Protocol.VariantBlocks, len(cfg.Variants), strings.Join(cfg.VariantNames(), ", "), cfg.Protocol.VariantBlocks*len(cfg.Variants), est.Round(time.Second), how)
+	runs := variants.Run(ctx, cfg, child, budget, logf)
 	c := variants.Compare(cfg, runs)
 	werr := c.Write(cfg.OutDir)
 	_, _ = io.WriteString(os.Stdout, report.FitSummary(c.Summary().Markdown(), report.SummaryLimit))
@@ -62,12 +82,26 @@ func runVariants(cfg config.Config) int {
 // childFlags are the go test flags a variant run's children take from
 // it: what selects and shows the tests (each child's -timeout is its share
 // of what is left, package variants).
+//
+// Without a -run, a child runs the protocol's tests (protocolTests), not
+// the harness's own robustness tests, which a child run has no use for;
+// go test -json's -test.v=test2json becomes -test.v=true, since the
+// child's output goes to its go-test.log, not to go test.
 func childFlags() []string {
-	var out []string
-	for _, name := range []string{"test.run", "test.skip", "test.bench", "test.benchtime", "test.count", "test.v", "test.failfast"} {
-		if f := flag.Lookup(name); f != nil && f.Value.String() != f.DefValue {
-			out = append(out, "-"+name+"="+f.Value.String())
+	out := []string{"-test.run=" + protocolTests}
+	for _, name := range []string{"test.run", "test.skip", "test.bench", "test.benchtime", "test.count", "test.v", "test.short", "test.failfast"} {
+		f := flag.Lookup(name)
+		if f == nil || f.Value.String() == f.DefValue {
+			continue
 		}
+		v := f.Value.String()
+		if name == "test.v" && v == "test2json" {
+			v = "true"
+		}
+		if name == "test.run" {
+			out = out[1:] // the parent's own -run, in place of the protocol's
+		}
+		out = append(out, "-"+name+"="+v)
 	}
 	return out
 }

@@ -26,6 +26,12 @@
 # go test) judged nothing; a run whose protocol FAILs a threshold still counts
 # (slower runs may). STAGES picks what runs: "load quiet judge" (the
 # default; load only with LOAD=1); STAGES=judge judges the runs in $OUT again.
+# VARIANTS=1 adds the variant runs (docs/variants.md; STAGES "variants"):
+# RERUNS of testdata/variants-gate-power.json (two variants of the same
+# code) into variants-same and RERUNS of
+# testdata/variants-gate-power-slow-wake.json (the second variant's every
+# wake 10 % slower) into variants-slowwake1.1, each a run of 4 blocks
+# judged in itself (no baseline); STAGES=variants runs only them.
 # RERUNS=20 BASE=10 take about 70 minutes on 2 cores, LOAD=1 about 115.
 # JOBS=N runs up to N quiet runs at once (default 1): for CI's smoke, which
 # checks the pipeline, not the rates (GOALS=0); runs side by side share the
@@ -37,7 +43,9 @@ LOAD=${LOAD:-0}
 GOALS=${GOALS:-1}
 OUT=${OUT:-out/gate-power}
 GO=${GO:-go}
+VARIANTS=${VARIANTS:-0}
 STAGES=${STAGES:-load quiet judge}
+[ "$VARIANTS" = 0 ] || [[ " $STAGES " == *" variants "* ]] || STAGES="$STAGES variants"
 JOBS=${JOBS:-1}
 [[ $JOBS =~ ^[1-9][0-9]*$ ]] || { echo "gate-power: JOBS=$JOBS: a count of runs at once, 1 or more" >&2; exit 2; }
 root=$(pwd)
@@ -61,7 +69,7 @@ hog=
 stophog() { [ -z "$hog" ] || { kill "$hog" 2>/dev/null || true; wait "$hog" 2>/dev/null || true; hog=; }; }
 # Runs still going when the script ends (JOBS > 1) end with it: each stops its own servers.
 trap 'stophog; kill $(jobs -rp) 2>/dev/null || true; wait' EXIT
-if has load || has quiet; then
+if has load || has quiet || has variants; then
 	$GO test -c -o "$OUT/bin/wakebench.test" .
 	$GO build -o "$OUT/bin/cpuhog" ./cmd/cpuhog
 	echo "$LOAD" >"$OUT/load"
@@ -94,8 +102,16 @@ if has quiet; then
 	env WAKEBENCH_CONFIG="$root/testdata/gate-power.json" WAKEBENCH_OUT_DIR="$OUT/insuite" WAKEBENCH_BASELINE="$OUT/base" \
 		"$OUT/bin/wakebench.test" -test.run '^Test(Protocol|RegressionGate)$' -test.count=1 -test.v >"$OUT/insuite/test.log" 2>&1 || true
 fi
+if has variants; then
+	rm -rf "$OUT"/{variants-same,variants-slowwake1.1}
+	for i in $(seq 1 "$RERUNS"); do
+		quiet "$OUT/variants-same/$i" testdata/variants-gate-power.json
+		quiet "$OUT/variants-slowwake1.1/$i" testdata/variants-gate-power-slow-wake.json
+	done
+	settle
+fi
 broken=0
-if has judge; then
+if has judge || [ "$STAGES" = variants ]; then
 	$GO build -o "$OUT/bin/gatepower" ./cmd/gatepower
 	rc=0
 	"$OUT/bin/gatepower" -load "$(cat "$OUT/load" 2>/dev/null || echo "$LOAD")" "$OUT" || rc=$?
@@ -104,7 +120,9 @@ if has judge; then
 	1) [ "$GOALS" = 0 ] || broken=1 ;; # a goal missed
 	*) broken=1 ;;                      # nothing judged
 	esac
-	if [ -s "$OUT/insuite/compare.txt" ] && grep -Eq -- '--- (PASS|FAIL): TestRegressionGate' "$OUT/insuite/test.log" &&
+	if [ "$STAGES" = variants ]; then
+		: # the variant runs alone: no in-suite gate ran
+	elif [ -s "$OUT/insuite/compare.txt" ] && grep -Eq -- '--- (PASS|FAIL): TestRegressionGate' "$OUT/insuite/test.log" &&
 		grep -Eq 'judged [1-9][0-9]* of' "$OUT/insuite/compare.txt"; then
 		echo "in-suite gate (WAKEBENCH_BASELINE=$OUT/base): $(grep -Eo -m1 'judged [0-9]+ of [0-9]+ metrics' "$OUT/insuite/compare.txt") ($(grep -Eo -- '--- (PASS|FAIL): TestRegressionGate' "$OUT/insuite/test.log")); see $OUT/insuite/compare.txt"
 	else

@@ -93,6 +93,11 @@ func measure(ctx context.Context, out string, load bool, pct, alpha float64) (me
 		}
 	}
 	if len(sc[scBase]) == 0 || len(sc[scSame]) == 0 {
+		// The variant runs alone (STAGES=variants): their rows only.
+		if _, err := os.Stat(filepath.Join(out, scVariantsSame)); err == nil {
+			m.machine, m.load = machine(), "variant runs only: see each run's report.json for its load"
+			return m, variantRows(out, &m)
+		}
 		return m, fmt.Errorf("%s: no runs of %s or %s: run scripts/gate-power.sh first", out, scBase, scSame)
 	}
 	if load && (len(sc[scBaseLoad]) == 0 || len(sc[scSameLoad]) == 0) {
@@ -176,7 +181,7 @@ func measure(ctx context.Context, out string, load bool, pct, alpha float64) (me
 		}
 		m.rows = append(m.rows, full, half)
 	}
-	return m, nil
+	return m, variantRows(out, &m)
 }
 
 // scenarios are every scenario directory gatepower reads.

@@ -43,9 +43,12 @@ type Backend struct {
 	// CUDA is the CUDA driver version NVML reports, "" without NVML.
 	CUDA string
 
-	env    []string
-	nvml   []*NVMLSource // one per GPU of the run, when memory is nvml
-	caches string        // each model's fresh compile caches under it; "" to leave the runner's
+	env []string
+	// userEnv is the config's env (NAME=value, sorted), after env and
+	// every model's own in each server's environment: it overrides them.
+	userEnv []string
+	nvml    []*NVMLSource // one per GPU of the run, when memory is nvml
+	caches  string        // each model's fresh compile caches under it; "" to leave the runner's
 	// measure probes a real GPU's link (measureCUDA; tests give their own).
 	measure measureFunc
 }
@@ -78,10 +81,12 @@ func open(ctx context.Context, cfg config.Config, dir string, getenv func(string
 	if err := b.openCommand(ctx, cfg, dir, getenv); err != nil {
 		return nil, err
 	}
-	// The config's env last: a variable it sets overrides wakebench's
-	// own (a variant's VLLMSIM_ERA, say), as exec keeps a name's last value.
+	// The config's env, added last to every server's environment
+	// (ServerEnv, NodeEnv): a variable it sets overrides wakebench's own
+	// (a variant's VLLMSIM_ERA, the GPU's placement, the caches), as exec
+	// keeps a name's last value.
 	for _, k := range slices.Sorted(maps.Keys(cfg.Env)) {
-		b.env = append(b.env, k+"="+cfg.Env[k])
+		b.userEnv = append(b.userEnv, k+"="+cfg.Env[k])
 	}
 	refs, hows, err := runGPUs(cfg, getenv)
 	if err != nil {
@@ -296,12 +301,12 @@ func (b *Backend) ServerEnv(m config.Model) []string {
 		env = append(env, "VLLM_CACHE_ROOT="+filepath.Join(d, "vllm"), "TORCHINDUCTOR_CACHE_DIR="+filepath.Join(d, "inductor"),
 			"TRITON_CACHE_DIR="+filepath.Join(d, "triton"), "CUDA_CACHE_PATH="+filepath.Join(d, "cuda"))
 	}
-	return env
+	return append(env, b.userEnv...)
 }
 
 // NodeEnv is the environment every server needs, without any one
 // model's faults or caches: what a node gives every container it runs.
-func (b *Backend) NodeEnv() []string { return slices.Clone(b.env) }
+func (b *Backend) NodeEnv() []string { return append(slices.Clone(b.env), b.userEnv...) }
 
 // RestartBaseline says what the run's starts were, as measured: whether
 // each model's initial start compiled its graphs (initial, from vLLM's log:

@@ -121,6 +121,21 @@ func TestFreshCachesPerModel(t *testing.T) {
 	}
 }
 
+// The config's env comes last in every server's environment, after the
+// faults and caches wakebench sets, so it overrides them (exec keeps a
+// name's last value): a variant's VLLMSIM_ERA, its own cache root.
+func TestConfigEnvOverridesLast(t *testing.T) {
+	cfg := sampleConfig()
+	cfg.Command, cfg.Memory = "/bin/true", "none"
+	cfg.Env = map[string]string{"VLLM_CACHE_ROOT": "/mine", "B_VAR": "1"}
+	b, err := Open(t.Context(), cfg, t.TempDir())
+	require.NoError(t, err)
+	env := b.ServerEnv(config.Model{Label: "A", SimFaults: "crash-after=3"})
+	require.GreaterOrEqual(t, len(env), 3)
+	assert.Equal(t, []string{"B_VAR=1", "VLLM_CACHE_ROOT=/mine"}, env[len(env)-2:])
+	assert.Equal(t, []string{"B_VAR=1", "VLLM_CACHE_ROOT=/mine"}, b.NodeEnv()[len(b.NodeEnv())-2:])
+}
+
 // TestBuildSimNamedByContent: the built vllmsim is named by its content,
 // so a test process of another checkout (another source, another binary)
 // never replaces the one this process's servers run.

@@ -208,7 +208,7 @@ type Protocol struct {
 	// (VariantOrders), drawn from VariantSeed when "random".
 	VariantBlocks int    `json:"variant_blocks"`
 	VariantOrder  string `json:"variant_order"`
-	VariantSeed   uint64 `json:"variant_seed"`
+	VariantSeed   int    `json:"variant_seed"`
 }
 
 // LostPrefixLen is the lost-prefix probe's prompt length in tokens:

@@ -41,11 +41,10 @@ var variantName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,39}$`)
 // envName is an environment variable's name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// VariantOrders are protocol.variant_order's values: "random", each
-// block the variants in an order drawn from variant_seed (every order
-// equally likely, so drift within a block falls on each variant alike
-// over the blocks); "alternate", each block in the config's order (A B,
-// A B, …).
+// VariantOrders are protocol.variant_order's values: "random", the blocks
+// the rows of a Latin square drawn from variant_seed (each variant in each
+// place of a block equally often, so drift within a block falls on each
+// alike); "alternate", each block in the config's order (A B, A B, …).
 var VariantOrders = []string{"random", "alternate"}
 
 // VariantNames are the variants' names in config order (the first is the
@@ -123,6 +122,17 @@ func (c Config) validateVariants(bad badFunc) {
 			bad(key+".sim_era", "%q: want one of %s", v.SimEra, strings.Join(SimEras, ", "))
 		}
 		checkEnv(key+".env", v.Env)
+		// The servers as this variant runs them: its flags and command
+		// are held to what a model's own are (a flag wakebench sets, a
+		// tensor parallel size beyond gpus, …); what the run's own
+		// config already gets wrong is said once, not per variant.
+		if vc, err := c.ForVariant(v.Name); err == nil && v.Name != "" {
+			for _, e := range vc.serverProblems() {
+				if !slices.Contains(c.serverProblems(), e) {
+					bad(key, "%s as this variant runs it: %s", v.Name, e)
+				}
+			}
+		}
 	}
 	p := c.Protocol
 	if p.VariantBlocks < 2 || p.VariantBlocks > 100 {
@@ -131,4 +141,14 @@ func (c Config) validateVariants(bad badFunc) {
 	if !slices.Contains(VariantOrders, p.VariantOrder) {
 		bad("protocol.variant_order", "%q: want one of %s", p.VariantOrder, strings.Join(VariantOrders, ", "))
 	}
+}
+
+// serverProblems are what validateServers and validateModels find, one
+// line each.
+func (c Config) serverProblems() []string {
+	var out []string
+	collect := func(key, format string, a ...any) { out = append(out, key+": "+fmt.Sprintf(format, a...)) }
+	c.validateServers(collect)
+	c.validateModels(collect)
+	return out
 }

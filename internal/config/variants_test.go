@@ -9,6 +9,7 @@ import (
 
 const variantsFile = `{
   "command": "vllmsim",
+  "memory": "none",
   "env": {"VLLM_LOGGING_LEVEL": "INFO"},
   "models": [
     {"label": "A", "name": "tiny-a", "gpu_memory_utilization": 0.4, "extra_args": ["--enforce-eager"]},
@@ -56,6 +57,10 @@ func TestLoadTakesTheVariantOfItsBlock(t *testing.T) {
 	assert.Equal(t, []string{"--enforce-eager"}, parent.Models[0].ExtraArgs)
 	assert.Equal(t, map[string]string{"VLLM_LOGGING_LEVEL": "INFO"}, parent.Env)
 
+	seeded, err := Load(env(map[string]string{EnvFile: path, "WAKEBENCH_PROTOCOL_VARIANT_SEED": "7"}))
+	require.NoError(t, err)
+	assert.Equal(t, 7, seeded.Protocol.VariantSeed, "settable from the environment, as every scalar key")
+
 	_, err = Load(env(map[string]string{EnvFile: path, EnvVariant: "v0.32"}))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "WAKEBENCH_VARIANT=v0.32: the config has no such variant (its variants: v0.31, v0.33)")
@@ -71,6 +76,7 @@ func TestBadVariantsAreNamed(t *testing.T) {
 		{`{"env": {"A=B": "x"}}`, `env: "A=B": not an environment variable's name`},
 		{`{"variants": [{"name": "a"}, {"name": "c"}], "protocol": {"variant_blocks": 1}}`, "protocol.variant_blocks: 1: want 2 to 100"},
 		{`{"variants": [{"name": "a"}, {"name": "c"}], "protocol": {"variant_order": "abba"}}`, `protocol.variant_order: "abba": want one of random, alternate`},
+		{`{"variants": [{"name": "a"}, {"name": "c", "extra_args": ["--no-enable-sleep-mode"]}]}`, "variants[1]: c as this variant runs it: models[0].extra_args: \"--no-enable-sleep-mode\" turns sleep mode off"},
 	} {
 		_, err := Load(env(map[string]string{EnvFile: writeFile(t, tc.body)}))
 		if assert.Error(t, err, tc.body) {

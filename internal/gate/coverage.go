@@ -158,6 +158,10 @@ func CoverageOf(vs []Verdict) record.GateCoverage {
 // judge (config.Thresholds.RegressionMinJudged).
 const MinJudgedKey = "thresholds.regression_min_judged"
 
+// CheckRegressions is the name of the regression gate's check of a whole
+// run against its baseline (Comparison's, as the harness records it).
+const CheckRegressions = "regressions against baseline"
+
 // Comparison is the check of a whole comparison, named name: FAIL on a
 // regression; else NOT EVALUATED and required (the run FAILs) where the
 // gate judged fewer than minJudged metrics (a baseline that gates nothing

@@ -44,14 +44,11 @@ func (r *Run) Gate(ctx context.Context, baseline string) ([]gate.Verdict, string
 		cfg := r.cfg
 		r.rec.Writers().Gate.Set(record.Gate{Baseline: baseline, TolerancePct: cfg.Thresholds.RegressionPercent, Alpha: cfg.Thresholds.RegressionAlpha, Error: err.Error(),
 			MinJudged: cfg.Thresholds.RegressionMinJudged})
-		r.rec.AddChecks(record.Check{Name: CheckRegressions, Phase: PhaseGate, Op: "==", Verdict: record.NotEvaluated, Reason: err.Error(), Required: true})
+		r.rec.AddChecks(record.Check{Name: gate.CheckRegressions, Phase: PhaseGate, Op: "==", Verdict: record.NotEvaluated, Reason: err.Error(), Required: true})
 		r.rec.Fail(record.Failure{Phase: PhaseGate, Error: err.Error()})
 	}
 	return vs, table, err
 }
-
-// CheckRegressions is the check of the whole comparison.
-const CheckRegressions = "regressions against baseline"
 
 func (r *Run) judge(ctx context.Context, baseline string) ([]gate.Verdict, string, error) {
 	cfg := r.cfg
@@ -134,7 +131,7 @@ func (r *Run) judge(ctx context.Context, baseline string) ([]gate.Verdict, strin
 	// FAIL on a regression; NOT EVALUATED and required where the gate
 	// judged fewer than thresholds.regression_min_judged metrics; its
 	// reason says what it judged either way.
-	r.rec.AddChecks(gate.Comparison(CheckRegressions, vs, minJudged))
+	r.rec.AddChecks(gate.Comparison(gate.CheckRegressions, vs, minJudged))
 	err = report.WriteFile(filepath.Join(cfg.OutDir, "compare.txt"), func(w io.Writer) error {
 		_, err := w.Write(table.Bytes())
 		return err

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
@@ -58,7 +59,7 @@ func TestGateErrorEndsInAWrittenReport(t *testing.T) {
 			assert.True(t, strings.HasPrefix(failed[0], c.want), failed[0])
 			var check *record.Check
 			for i := range rep.Checks {
-				if rep.Checks[i].Name == CheckRegressions {
+				if rep.Checks[i].Name == gate.CheckRegressions {
 					check = &rep.Checks[i]
 				}
 			}
@@ -113,7 +114,7 @@ func TestGateThatJudgedNothingFailsTheRun(t *testing.T) {
 
 			var check *record.Check
 			for i := range rep.Checks {
-				if rep.Checks[i].Name == CheckRegressions {
+				if rep.Checks[i].Name == gate.CheckRegressions {
 					check = &rep.Checks[i]
 				}
 			}

@@ -19,10 +19,6 @@ import (
 // a metric's Detect is the smallest change its blocks catch this often.
 const PowerLevel = 0.8
 
-// MaxBlocks bounds NeedBlocks: a metric whose noise asks for more is
-// "more than MaxBlocks".
-const MaxBlocks = 1000
-
 // Verdicts of a metric.
 const (
 	Worse    = "worse"      // significantly worse, by more than the tolerance
@@ -44,8 +40,11 @@ type Metric struct {
 	// Ref and Var are the medians over the blocks of each block's median.
 	Ref float64 `json:"ref"`
 	Var float64 `json:"var"`
-	// Blocks is how many blocks had the metric in both (the pairs).
-	Blocks int `json:"blocks"`
+	// Blocks is how many blocks had the metric in both (the pairs);
+	// Ratios each pair's variant median over the reference's, in block
+	// order (NaN where the reference's is 0).
+	Blocks int       `json:"blocks"`
+	Ratios []float64 `json:"ratios"`
 	// DeltaPct is the variant's change against the reference in percent
 	// (100·(exp(mean log ratio) − 1)); LoPct and HiPct its interval at
 	// 1 − alpha.
@@ -54,16 +53,17 @@ type Metric struct {
 	HiPct    float64 `json:"hi_pct"`
 	// P is the paired t test's two-sided p of no change.
 	P float64 `json:"p"`
-	// DetectPct is the smallest change these blocks catch PowerLevel of
-	// the time at alpha (from the blocks' spread); NeedBlocks how many
-	// blocks would catch a change of the tolerance that often.
-	DetectPct  float64 `json:"detect_pct"`
-	NeedBlocks int     `json:"need_blocks"`
-	// PowerAtTol is how often these blocks catch a change of exactly the
-	// tolerance (a noncentral t approximated by a shifted central one).
-	PowerAtTol float64 `json:"power_at_tolerance"`
-	Verdict    string  `json:"verdict"`
-	Why        string  `json:"why,omitempty"`
+	// DetectPct is the smallest worse change (percent, in the metric's
+	// worse direction) these blocks flag PowerLevel of the time by the
+	// verdict's own rule: the observed change beyond the tolerance and
+	// beyond q·se (significant at alpha), and t(PowerLevel)·se more, as
+	// the observed change scatters about the true one (the noncentral t
+	// approximated by a shifted central one; per metric, before
+	// Benjamini-Hochberg asks more of it). It is never below the
+	// tolerance: a change the rule cannot flag is no change it catches.
+	DetectPct float64 `json:"detect_pct"`
+	Verdict   string  `json:"verdict"`
+	Why       string  `json:"why,omitempty"`
 }
 
 // WorsePct is the change in the metric's worse direction (positive:
@@ -83,15 +83,19 @@ type pair struct{ ref, v float64 }
 // variant's judged metrics).
 func compareMetric(variant string, k gate.BenchKey, better int, pairs []pair, tolPct, alpha float64) Metric {
 	m := Metric{Variant: variant, Name: k.Name, Unit: k.Unit, Better: better, Blocks: len(pairs),
-		DeltaPct: math.NaN(), LoPct: math.NaN(), HiPct: math.NaN(), P: math.NaN(), DetectPct: math.NaN(), PowerAtTol: math.NaN()}
+		DeltaPct: math.NaN(), LoPct: math.NaN(), HiPct: math.NaN(), P: math.NaN(), DetectPct: math.NaN()}
 	var refs, vs, ds []float64
 	for _, p := range pairs {
 		refs, vs = append(refs, p.ref), append(vs, p.v)
+		m.Ratios = append(m.Ratios, p.v/p.ref)
 		if p.ref > 0 && p.v > 0 {
 			ds = append(ds, math.Log(p.v/p.ref))
 		}
 	}
 	m.Ref, m.Var = median(refs), median(vs)
+	if len(ds) == len(pairs) && len(ds) > 0 { // their ratio is 1 + Δ exactly
+		m.Ref, m.Var = stat.GeometricMean(refs, nil), stat.GeometricMean(vs, nil)
+	}
 	switch {
 	case better == 0:
 		m.Verdict, m.Why = NotJudge, "its unit has no better= direction"
@@ -118,35 +122,27 @@ func compareMetric(variant string, k gate.BenchKey, better int, pairs []pair, to
 	default: // every block moved by the same ratio: no spread to doubt it
 		m.P = 0
 	}
-	tol := math.Log1p(tolPct / 100)
-	m.DetectPct = pct((q + t.Quantile(PowerLevel)) * se)
-	m.PowerAtTol = powerAt(tol, se, len(ds), alpha)
-	m.NeedBlocks = needBlocks(tol, sd, alpha)
+	m.DetectPct = detectPct(better, tolPct, q, t.Quantile(PowerLevel), se)
 	m.Verdict = Same
 	return m
 }
 
-// powerAt is how often n blocks of standard error se catch a change of
-// effect (a log ratio) at alpha, two-sided: the noncentral t's tail
-// approximated by the central t shifted by effect/se.
-func powerAt(effect, se float64, n int, alpha float64) float64 {
-	if se == 0 {
-		return 1
+// detectPct is the smallest worse change, in percent, that a metric of
+// standard error se (of the mean log ratio) is flagged for PowerLevel of
+// the time: its threshold, max(the tolerance, q·se) on the log scale, and
+// t80·se beyond it; with no spread, just beyond the tolerance. The worse
+// direction is up for a lower-is-better unit (1 + tolerance) and down for
+// a higher-is-better one (1 − tolerance).
+func detectPct(better int, tolPct, q, t80, se float64) float64 {
+	tol := math.Log1p(tolPct / 100)
+	if better > 0 {
+		tol = -math.Log1p(-math.Min(tolPct, 99.99) / 100)
 	}
-	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 1)}
-	return t.Survival(t.Quantile(1-alpha/2) - effect/se)
-}
-
-// needBlocks is the fewest blocks (2 to MaxBlocks; MaxBlocks+1 for more)
-// whose interval catches a change of effect PowerLevel of the time, at the
-// spread sd of one block's log ratio.
-func needBlocks(effect, sd, alpha float64) int {
-	for n := 2; n <= MaxBlocks; n++ {
-		if powerAt(effect, sd/math.Sqrt(float64(n)), n, alpha) >= PowerLevel {
-			return n
-		}
+	x := math.Max(tol, q*se) + t80*se
+	if better > 0 {
+		return 100 * (1 - math.Exp(-x))
 	}
-	return MaxBlocks + 1
+	return 100 * (math.Exp(x) - 1)
 }
 
 // judgeFamily applies Benjamini-Hochberg (1995) over one variant's judged
@@ -188,6 +184,7 @@ func compare(ref string, others []string, blocks []map[string]gate.Bench, tolPct
 	for _, v := range others {
 		pairs := map[gate.BenchKey][]pair{}
 		better := map[gate.BenchKey]int{}
+		only := map[gate.BenchKey]string{} // a figure of one side alone, in a block of both
 		for _, b := range blocks {
 			rb, okr := b[ref]
 			vb, okv := b[v]
@@ -197,15 +194,29 @@ func compare(ref string, others []string, blocks []map[string]gate.Bench, tolPct
 			for k, xs := range vb.Values {
 				ys, ok := rb.Values[k]
 				if !ok || len(xs) == 0 || len(ys) == 0 {
+					only[k] = v
 					continue
 				}
 				pairs[k] = append(pairs[k], pair{median(ys), median(xs)})
 				better[k] = vb.Meta.GetBetter(k.Unit)
 			}
+			for k, ys := range rb.Values {
+				if xs, ok := vb.Values[k]; !ok || len(xs) == 0 || len(ys) == 0 {
+					only[k] = ref
+				}
+			}
 		}
 		var ms []Metric
 		for _, k := range slices.SortedFunc(maps.Keys(pairs), cmpKey) {
 			ms = append(ms, compareMetric(v, k, better[k], pairs[k], tolPct, alpha))
+		}
+		// Every figure of either side is listed: one the other never had
+		// beside it (a capability one release lacks) as not judged.
+		for _, k := range slices.SortedFunc(maps.Keys(only), cmpKey) {
+			if _, paired := pairs[k]; !paired {
+				ms = append(ms, Metric{Variant: v, Name: k.Name, Unit: k.Unit, Ref: math.NaN(), Var: math.NaN(), DeltaPct: math.NaN(), LoPct: math.NaN(),
+					HiPct: math.NaN(), P: math.NaN(), DetectPct: math.NaN(), Verdict: NotJudge, Why: "only in " + only[k]})
+			}
 		}
 		judgeFamily(ms, tolPct, alpha)
 		out = append(out, ms...)
@@ -234,23 +245,26 @@ func (m Metric) MarshalJSON() ([]byte, error) {
 		}
 		return &x
 	}
+	ratios := make([]*float64, len(m.Ratios))
+	for i, r := range m.Ratios {
+		ratios[i] = opt(r)
+	}
 	return json.Marshal(struct {
-		Variant    string   `json:"variant"`
-		Name       string   `json:"name"`
-		Unit       string   `json:"unit"`
-		Better     int      `json:"better"`
-		Ref        *float64 `json:"ref"`
-		Var        *float64 `json:"var"`
-		Blocks     int      `json:"blocks"`
-		DeltaPct   *float64 `json:"delta_pct"`
-		LoPct      *float64 `json:"lo_pct"`
-		HiPct      *float64 `json:"hi_pct"`
-		P          *float64 `json:"p"`
-		DetectPct  *float64 `json:"detect_pct"`
-		NeedBlocks int      `json:"need_blocks"`
-		PowerAtTol *float64 `json:"power_at_tolerance"`
-		Verdict    string   `json:"verdict"`
-		Why        string   `json:"why,omitempty"`
-	}{m.Variant, m.Name, m.Unit, m.Better, opt(m.Ref), opt(m.Var), m.Blocks, opt(m.DeltaPct), opt(m.LoPct), opt(m.HiPct),
-		opt(m.P), opt(m.DetectPct), m.NeedBlocks, opt(m.PowerAtTol), m.Verdict, m.Why})
+		Variant   string     `json:"variant"`
+		Name      string     `json:"name"`
+		Unit      string     `json:"unit"`
+		Better    int        `json:"better"`
+		Ref       *float64   `json:"ref"`
+		Var       *float64   `json:"var"`
+		Blocks    int        `json:"blocks"`
+		Ratios    []*float64 `json:"ratios"`
+		DeltaPct  *float64   `json:"delta_pct"`
+		LoPct     *float64   `json:"lo_pct"`
+		HiPct     *float64   `json:"hi_pct"`
+		P         *float64   `json:"p"`
+		DetectPct *float64   `json:"detect_pct"`
+		Verdict   string     `json:"verdict"`
+		Why       string     `json:"why,omitempty"`
+	}{m.Variant, m.Name, m.Unit, m.Better, opt(m.Ref), opt(m.Var), m.Blocks, ratios, opt(m.DeltaPct), opt(m.LoPct), opt(m.HiPct),
+		opt(m.P), opt(m.DetectPct), m.Verdict, m.Why})
 }

@@ -38,11 +38,17 @@ func TestPairedIntervalByHand(t *testing.T) {
 	assert.InDelta(t, 100*(math.Exp(mean+q*se)-1), m.HiPct, 1e-6)
 	assert.InDelta(t, 2*(1-tCDF2(mean/se)), m.P, 1e-9, "p ≈ 0.031")
 	assert.InDelta(t, 0.031, m.P, 0.001)
-	assert.InDelta(t, 1, m.Ref, 1e-12, "the median of the reference's block medians 1, 2, 0.5")
-	assert.InDelta(t, 1.1, m.Var, 1e-12, "and of the variant's 1.1, 2.4, 0.575")
-	tol := math.Log(1.10)
-	assert.InDelta(t, 1-tCDF2(q-tol/se), m.PowerAtTol, 1e-9, "a 10 % change caught about 3 times in 10 by 3 blocks")
-	assert.InDelta(t, 100*(math.Exp((q+tQuantile2(PowerLevel))*se)-1), m.DetectPct, 1e-6)
+	// The columns are the geometric means of the blocks' medians, whose
+	// ratio is 1 + Δ: (1·2·0.5)^(1/3) = 1 and (1.1·2.4·0.575)^(1/3).
+	assert.InDelta(t, 1, m.Ref, 1e-12)
+	assert.InDelta(t, math.Cbrt(1.1*2.4*0.575), m.Var, 1e-12)
+	assert.InDelta(t, 1+m.DeltaPct/100, m.Var/m.Ref, 1e-12)
+	// The rule flags an observed change beyond max(tolerance, q·se) on
+	// the log scale: here q·se (0.108) is beyond log 1.1 (0.095), and the
+	// change flagged 8 times in 10 is t(0.8)·se further.
+	thr := math.Max(math.Log(1.10), q*se)
+	assert.InDelta(t, q*se, thr, 1e-12)
+	assert.InDelta(t, 100*(math.Exp(thr+tQuantile2(PowerLevel)*se)-1), m.DetectPct, 1e-6, "about +14 %")
 
 	// Judged alone: significant and beyond ±10 %: worse (lower is better);
 	// beyond no ±20 %: same; the same figures with higher better: better.
@@ -87,19 +93,45 @@ func TestWhatCannotBeJudgedSaysWhy(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"delta_pct":null`, "a figure not computed is null, not 0")
 
-	// Every block moved alike: no spread, the change is certain.
+	// Every block moved alike: no spread, the change is certain, and
+	// anything beyond the tolerance is flagged.
 	m = compareMetric("v", k, -1, []pair{{1, 1.5}, {2, 3}}, 10, 0.05)
 	assert.Equal(t, 0.0, m.P)
 	assert.InDelta(t, 50, m.DeltaPct, 1e-9)
-	assert.Equal(t, 2, m.NeedBlocks)
+	assert.InDelta(t, 10, m.DetectPct, 1e-9)
 }
 
-// needBlocks is the first block count whose power reaches PowerLevel.
-func TestNeedBlocks(t *testing.T) {
-	sd, tol := 0.05, math.Log(1.05)
-	n := needBlocks(tol, sd, 0.05)
-	require.Greater(t, n, 2)
-	assert.GreaterOrEqual(t, powerAt(tol, sd/math.Sqrt(float64(n)), n, 0.05), PowerLevel)
-	assert.Less(t, powerAt(tol, sd/math.Sqrt(float64(n-1)), n-1, 0.05), PowerLevel)
-	assert.Equal(t, MaxBlocks+1, needBlocks(1e-6, 1, 0.05), "noise that asks for more than MaxBlocks")
+// The smallest change caught is in the worse direction: up by the
+// tolerance for a lower-is-better unit, down by it for a higher-is-better
+// one, never less than the tolerance.
+func TestDetectIsInTheWorseDirection(t *testing.T) {
+	assert.InDelta(t, 10, detectPct(-1, 10, 4.3, 0.9, 0), 1e-9, "lower is better: ×1.10")
+	assert.InDelta(t, 10, detectPct(+1, 10, 4.3, 0.9, 0), 1e-9, "higher is better: ×0.90 (log 1/0.9 on the log scale)")
+	se := 0.05 // q·se = 0.215 beyond log 1.1: significance binds
+	assert.InDelta(t, 100*(math.Exp(4.3*se+0.9*se)-1), detectPct(-1, 10, 4.3, 0.9, se), 1e-9)
+	assert.InDelta(t, 100*(1-math.Exp(-(4.3*se+0.9*se))), detectPct(+1, 10, 4.3, 0.9, se), 1e-9)
+}
+
+// A figure one side alone has (a phase one release cannot run) is listed,
+// not judged, naming the side.
+func TestOneSidedFiguresAreListed(t *testing.T) {
+	bench := func(keys ...string) gate.Bench {
+		b := gate.Bench{Values: map[gate.BenchKey][]float64{}}
+		for _, k := range keys {
+			b.Values[gate.BenchKey{Name: k, Unit: "sec/wake"}] = []float64{1}
+		}
+		return b
+	}
+	blocks := []map[string]gate.Bench{
+		{"ref": bench("Sleep", "KV"), "new": bench("Sleep", "Level0")},
+		{"ref": bench("Sleep", "KV"), "new": bench("Sleep", "Level0")},
+	}
+	ms := compare("ref", []string{"new"}, blocks, 10, 0.05)
+	why := map[string]string{}
+	for _, m := range ms {
+		why[m.Name] = m.Verdict + " " + m.Why
+	}
+	assert.Equal(t, "not judged only in ref", why["KV"])
+	assert.Equal(t, "not judged only in new", why["Level0"])
+	assert.Contains(t, why["Sleep"], "its unit has no better= direction", "no unit metadata here")
 }

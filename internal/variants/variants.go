@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,7 @@ import (
 	"time"
 
 	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
@@ -40,19 +42,33 @@ type Block struct {
 	Order []string `json:"order"`
 }
 
-// Plan is the run's blocks: protocol.variant_blocks of them, each the
-// variants in the config's order ("alternate") or in an order drawn from
-// protocol.variant_seed ("random": every order alike, the same seed the
-// same orders).
+// Plan is the run's blocks: protocol.variant_blocks of them, each every
+// variant once. "alternate": the config's order in every block. "random"
+// (randomised and balanced): the rows of a Latin square, the variants in an
+// order drawn from protocol.variant_seed and rotated, the rotations of each
+// run of as many blocks as there are variants drawn in turn; so every
+// variant runs in every place of a block equally often over each such run
+// of blocks (A B, B A, …), and a drift within a block (the first run's
+// cold caches) falls on each alike. The same seed, the same orders.
 func Plan(cfg config.Config) []Block {
-	rng := rand.New(rand.NewPCG(cfg.Protocol.VariantSeed, 0x77616b65)) // "wake"
+	names := cfg.VariantNames()
+	n := len(names)
+	rng := rand.New(rand.NewPCG(uint64(cfg.Protocol.VariantSeed), 0x77616b65)) // "wake"
+	random := cfg.Protocol.VariantOrder == "random"
+	if random {
+		rng.Shuffle(n, func(a, b int) { names[a], names[b] = names[b], names[a] })
+	}
+	var rot []int
 	out := make([]Block, cfg.Protocol.VariantBlocks)
 	for i := range out {
-		order := cfg.VariantNames()
-		if cfg.Protocol.VariantOrder == "random" {
-			rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		shift := 0
+		if random {
+			if len(rot) == 0 {
+				rot = rng.Perm(n)
+			}
+			shift, rot = rot[0], rot[1:]
 		}
-		out[i] = Block{Index: i + 1, Order: order}
+		out[i] = Block{Index: i + 1, Order: append(slices.Clone(names[shift:]), names[:shift]...)}
 	}
 	return out
 }
@@ -72,6 +88,10 @@ type Child struct {
 	Env  []string
 }
 
+// MinShare is the least of go test's -timeout a block's run is started
+// with: one given less would only be cut short.
+const MinShare = 30 * time.Second
+
 // Result is one variant's run in one block, as its report.json says.
 type Result struct {
 	Block   int    `json:"block"`
@@ -87,6 +107,10 @@ type Result struct {
 	Runtime   string            `json:"runtime,omitempty"`
 	Simulated *record.Simulated `json:"simulated,omitempty"`
 	Seconds   float64           `json:"seconds"` // the child's wall time
+	// Gate is the run's regression gate against the baseline history
+	// (thresholds and WAKEBENCH_BASELINE apply to every block's run): its
+	// verdict and what it judged; "" without a baseline.
+	Gate string `json:"gate,omitempty"`
 }
 
 // childReport is what Run reads of a block's report.json.
@@ -95,6 +119,7 @@ type childReport struct {
 	Runtime   string            `json:"runtime"`
 	Simulated *record.Simulated `json:"simulated"`
 	Failures  []record.Failure  `json:"failures"`
+	Checks    []record.Check    `json:"checks"`
 }
 
 // Run runs every block of cfg's plan, one variant's run after another on
@@ -122,7 +147,11 @@ func Run(ctx context.Context, cfg config.Config, c Child, timeout time.Duration,
 			}
 			var share time.Duration
 			if !deadline.IsZero() {
-				share = time.Until(deadline) / time.Duration(total-len(out))
+				if share = time.Until(deadline) / time.Duration(total-len(out)); share < MinShare {
+					r.Status, r.Error = "NOT RUN", fmt.Sprintf("%v of go test's -timeout left for this run, less than %v: give the variant run a longer -timeout (or 0)", share.Round(time.Second), MinShare)
+					out = append(out, r)
+					continue
+				}
 			}
 			logf("block %d/%d: variant %s (%s)", b.Index, len(plan), v, r.Dir)
 			runChild(ctx, cfg, c, share, &r)
@@ -165,8 +194,18 @@ func runChild(ctx context.Context, cfg config.Config, c Child, timeout time.Dura
 	// killed only if that takes longer than its servers' stop allows.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = time.Duration(cfg.Timeouts.StopS*float64(len(cfg.Models)+1)*float64(time.Second)) + 30*time.Second
+	// A parent that dies (SIGKILL, go test's own -timeout kill) takes
+	// the child with it: it gets SIGTERM, stops its servers and writes its
+	// report. The signal follows the thread that started the child, so
+	// that thread is held for Start.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	start := time.Now()
-	runErr := cmd.Run()
+	runtime.LockOSThread()
+	runErr := cmd.Start()
+	runtime.UnlockOSThread()
+	if runErr == nil {
+		runErr = cmd.Wait()
+	}
 	r.Seconds = time.Since(start).Seconds()
 	rep, rerr := readReport(filepath.Join(r.Dir, "report.json"))
 	switch {
@@ -178,6 +217,11 @@ func runChild(ctx context.Context, cfg config.Config, c Child, timeout time.Dura
 	}
 	if len(rep.Failures) > 0 {
 		r.Error = failureText(rep.Failures[0])
+	}
+	for _, c := range rep.Checks {
+		if c.Name == gate.CheckRegressions {
+			r.Gate = c.Verdict + ": " + c.Reason
+		}
 	}
 	if runErr != nil {
 		if r.Status == "PASS" { // a test that failed outside the phases: the child's exit says it
@@ -208,16 +252,29 @@ func readReport(path string) (childReport, error) {
 // holding it is wakebench's, removed by the next variant run's Claim.
 const marker = ".wakebench"
 
+// CheckDir says whether out_dir/variants may be Claimed, touching
+// nothing: absent, or an earlier variant run's (it holds the marker).
+func CheckDir(outDir string) error {
+	dir := filepath.Join(outDir, Dir)
+	if _, err := os.Stat(dir); err != nil {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, marker)); err != nil {
+		return fmt.Errorf("out_dir %s: its %s/ is not a variant run's (no %s in it): move it, or give the run another out_dir", outDir, Dir, marker)
+	}
+	return nil
+}
+
 // Claim readies out_dir/variants for this run (its caller holds out_dir):
 // the folder an earlier variant run left is removed, so a block it ran
 // and this run does not is never read beside this run's; a folder there
 // without the marker is not wakebench's, and is refused, not removed.
 func Claim(outDir string) error {
 	dir := filepath.Join(outDir, Dir)
+	if err := CheckDir(outDir); err != nil {
+		return err
+	}
 	if _, err := os.Stat(dir); err == nil {
-		if _, err := os.Stat(filepath.Join(dir, marker)); err != nil {
-			return fmt.Errorf("out_dir %s: its %s/ is not a variant run's (no %s in it): move it, or give the run another out_dir", outDir, Dir, marker)
-		}
 		if err := os.RemoveAll(dir); err != nil {
 			return fmt.Errorf("out_dir %s: remove the earlier variant run's %s/: %w", outDir, Dir, err)
 		}

@@ -2,10 +2,12 @@ package variants
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"github.com/wakebench/wakebench/internal/cireport"
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/htmlreport"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 )
@@ -28,11 +31,12 @@ type Comparison struct {
 	Reference    string   `json:"reference"`
 	Variants     []string `json:"variants"` // every variant, the reference first
 	Order        string   `json:"order"`
-	Seed         uint64   `json:"seed"`
+	Seed         int      `json:"seed"`
 	Blocks       []Block  `json:"blocks"`
 	TolerancePct float64  `json:"tolerance_pct"`
 	Alpha        float64  `json:"alpha"`
-	// Simulated labels a run of vllmsim (every figure simulated).
+	// Simulated labels the runs of vllmsim: every figure simulated, or
+	// which variants' runs are.
 	Simulated string   `json:"simulated,omitempty"`
 	Runs      []Result `json:"runs"`
 	Metrics   []Metric `json:"metrics"`
@@ -61,20 +65,30 @@ func Compare(cfg config.Config, runs []Result) Comparison {
 		blocks[i] = map[string]gate.Bench{}
 	}
 	seen := map[benchfmt.UnitMetadataKey]bool{}
+	simulated, real := map[string]string{}, []string(nil)
 	for _, r := range runs {
-		if r.Simulated != nil && c.Simulated == "" {
-			c.Simulated = "simulated: " + r.Simulated.Label()
+		switch {
+		case r.Status == "NOT RUN":
+		case r.Simulated != nil:
+			simulated[r.Variant] = r.Simulated.Label()
+		default:
+			real = append(real, r.Variant)
 		}
 		if r.Status != "PASS" {
-			c.Failures = append(c.Failures, fmt.Sprintf("block %d, variant %s: %s: %s", r.Block, r.Variant, r.Status, r.Error))
+			c.Failures = append(c.Failures, fmt.Sprintf("block %d, variant %s: %s: %s", r.Block, r.Variant, r.Status, cmp.Or(r.Error, "see "+filepath.Join(r.Dir, "go-test.log"))))
 		}
+		if r.Status == "NOT RUN" {
+			continue
+		}
+		// Every run that wrote its bench.txt is paired, a run that failed a
+		// threshold too (the change may be what failed it); a run killed
+		// or cut short before its end wrote none.
 		b, units, results, err := readBench(filepath.Join(r.Dir, "bench.txt"), r.Variant)
 		if err != nil {
-			c.Failures = append(c.Failures, fmt.Sprintf("block %d, variant %s: %v", r.Block, r.Variant, err))
+			c.Failures = append(c.Failures, fmt.Sprintf("block %d, variant %s: %v: its block has no pair for it", r.Block, r.Variant, err))
+			continue
 		}
-		if r.Status == "PASS" && err == nil {
-			blocks[r.Block-1][r.Variant] = b
-		}
+		blocks[r.Block-1][r.Variant] = b
 		for _, u := range units {
 			if !seen[u.UnitMetadataKey] {
 				seen[u.UnitMetadataKey] = true
@@ -83,6 +97,7 @@ func Compare(cfg config.Config, runs []Result) Comparison {
 		}
 		c.bench = append(c.bench, results...)
 	}
+	c.Simulated = simulatedLabel(simulated, real)
 	c.Metrics = compare(c.Reference, names[1:], blocks, c.TolerancePct, c.Alpha)
 	for _, v := range names[1:] {
 		judged := 0
@@ -187,7 +202,7 @@ func (c Comparison) Summary() report.Doc {
 	intro := fmt.Sprintf("%d blocks of %d variants on one GPU, %s order (seed %d); reference %s; a change is judged beyond ±%g %% and significant at α %g (paired t over the blocks, Benjamini-Hochberg over each variant's metrics).",
 		len(c.Blocks), len(c.Variants), c.Order, c.Seed, report.Code(c.Reference), c.TolerancePct, c.Alpha)
 	if c.Simulated != "" {
-		intro += " " + report.Strong(c.Simulated) + ": every figure is simulated."
+		intro += " " + report.Strong(c.Simulated) + "."
 	}
 	d.Para(intro)
 	if len(c.Failures) > 0 {
@@ -199,10 +214,19 @@ func (c Comparison) Summary() report.Doc {
 	}
 	d.Heading(2, "runs", "Runs")
 	var rows [][]string
+	gated := slices.ContainsFunc(c.Runs, func(r Result) bool { return r.Gate != "" })
 	for _, r := range c.Runs {
-		rows = append(rows, []string{fmt.Sprint(r.Block), r.Variant, r.Status, fmt.Sprintf("%.1f", r.Seconds), r.Runtime, report.Code(r.Dir)})
+		row := []string{fmt.Sprint(r.Block), r.Variant, r.Status, fmt.Sprintf("%.1f", r.Seconds), r.Runtime, report.Code(r.Dir)}
+		if gated {
+			row = append(row, r.Gate)
+		}
+		rows = append(rows, row)
 	}
-	d.Table([]string{"block", "variant", "status", "s", "runtime", "outputs"}, rows)
+	head := []string{"block", "variant", "status", "s", "runtime", "outputs"}
+	if gated { // with a baseline history as well: each run's own verdict against it
+		head = append(head, "against the baseline")
+	}
+	d.Table(head, rows)
 	for _, v := range c.Variants[1:] {
 		d.Heading(2, "variant", fmt.Sprintf("%s against %s", v, c.Reference))
 		var ms []Metric
@@ -217,7 +241,7 @@ func (c Comparison) Summary() report.Doc {
 		for _, m := range ms {
 			rows = append(rows, []string{m.Name, m.Unit, num(m.Ref), num(m.Var), pct(m.DeltaPct), interval(m), fmt.Sprint(m.Blocks), m.Verdict, detect(m)})
 		}
-		d.Table([]string{"metric", "unit", c.Reference, v, "Δ %", "interval", "blocks", "verdict", "a change caught 8 times in 10 (blocks)"}, rows)
+		d.Table([]string{"metric", "unit", c.Reference, v, "Δ %", "interval", "blocks", "verdict", "caught 8 times in 10"}, rows)
 	}
 	return d
 }
@@ -243,18 +267,13 @@ func interval(m Metric) string {
 	return fmt.Sprintf("%+.1f to %+.1f", m.LoPct, m.HiPct)
 }
 
-// detect says what the metric's blocks can see: the smallest change they
-// catch PowerLevel of the time, and the blocks a change of the tolerance
-// needs.
+// detect says what the metric's blocks can see: the smallest worse
+// change they flag PowerLevel of the time (Metric.DetectPct).
 func detect(m Metric) string {
 	if m.Verdict == NotJudge {
 		return m.Why
 	}
-	need := fmt.Sprint(m.NeedBlocks)
-	if m.NeedBlocks > MaxBlocks {
-		need = fmt.Sprintf("more than %d", MaxBlocks)
-	}
-	return fmt.Sprintf("%.1f %% with these %d; the tolerance with %s", m.DetectPct, m.Blocks, need)
+	return fmt.Sprintf("%.1f %% worse, with %d blocks", m.DetectPct, m.Blocks)
 }
 
 // checks are the comparison's verdicts as checks, for JUnit and CTRF: one
@@ -263,8 +282,12 @@ func detect(m Metric) string {
 func (c Comparison) checks() []record.Check {
 	var out []record.Check
 	for _, m := range c.Metrics {
+		why := m.Why
+		if m.Verdict == Same && math.Abs(m.WorsePct()) > c.TolerancePct {
+			why = fmt.Sprintf("beyond ±%g %% but not significant (p %.3g; %s)", c.TolerancePct, m.P, m.Why)
+		}
 		ch := record.Check{Name: "variant." + m.Name + "." + m.Unit, Model: m.Variant, Value: m.WorsePct(), Op: "<=", Limit: c.TolerancePct, Verdict: "PASS",
-			Reason: fmt.Sprintf("%s %s against %s: %s %% (interval %s), %s", m.Variant, m.Verdict, c.Reference, pct(m.DeltaPct), interval(m), m.Why)}
+			Reason: fmt.Sprintf("%s %s against %s: %s %% (interval %s), %s", m.Variant, m.Verdict, c.Reference, pct(m.DeltaPct), interval(m), why)}
 		switch m.Verdict {
 		case Worse:
 			ch.Verdict = "FAIL"
@@ -277,10 +300,19 @@ func (c Comparison) checks() []record.Check {
 }
 
 // Write writes the comparison into dir: comparison.json, summary.md,
-// bench.txt (merged, WriteBench), checks.junit.xml and ctrf.json. Every
+// bench.txt (merged, WriteBench), report.html, checks.junit.xml and
+// ctrf.json. Every
 // file is written that can be; the error names those that could not.
 func (c Comparison) Write(dir string) error {
 	rep := report.Report{Status: c.Status, Checks: c.checks(), GPU: "see each run's report.json", Runtime: runtimes(c.Runs)}
+	if strings.HasPrefix(c.Simulated, "simulated: every figure") { // JUnit and CTRF label it as a run's
+		for _, r := range c.Runs {
+			if r.Simulated != nil {
+				rep.Simulated = r.Simulated
+				break
+			}
+		}
+	}
 	for _, f := range c.Failures {
 		rep.Failures = append(rep.Failures, record.Failure{Phase: "variants", Error: f})
 	}
@@ -296,6 +328,7 @@ func (c Comparison) Write(dir string) error {
 			return e.Encode(c)
 		}},
 		{"bench.txt", c.WriteBench},
+		{"report.html", func(w io.Writer) error { return htmlreport.WriteComparison(w, c.htmlView()) }},
 		{"checks.junit.xml", func(w io.Writer) error { return cireport.WriteJUnit(w, rep) }},
 		{"ctrf.json", func(w io.Writer) error { return cireport.WriteCTRF(w, rep) }},
 	} {
@@ -314,4 +347,71 @@ func runtimes(rs []Result) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// pagedFigures is how many figures of a variant report.html draws: the
+// flagged ones and those that moved most.
+const pagedFigures = 12
+
+// htmlView is what report.html shows of c: its summary, and for each
+// variant the figures flagged or moved most, a point per block.
+func (c Comparison) htmlView() htmlreport.Comparison {
+	v := htmlreport.Comparison{Status: c.Status, Attention: c.Failures, Summary: c.Summary(),
+		Setup: fmt.Sprintf("%d blocks of %d variants on one GPU, %s order (seed %d) · reference %s", len(c.Blocks), len(c.Variants), c.Order, c.Seed, c.Reference)}
+	if c.Simulated != "" {
+		v.Simulated = "S" + strings.TrimPrefix(c.Simulated, "s") + ", not a GPU's."
+	}
+	for _, name := range c.Variants[1:] {
+		var ms []Metric
+		for _, m := range c.Metrics {
+			if m.Variant == name && m.Verdict != NotJudge {
+				ms = append(ms, m)
+			}
+		}
+		flagged := func(m Metric) bool { return m.Verdict == Worse || m.Verdict == Better }
+		slices.SortStableFunc(ms, func(a, b Metric) int {
+			if fa, fb := flagged(a), flagged(b); fa != fb {
+				if fa {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Compare(math.Abs(b.DeltaPct), math.Abs(a.DeltaPct))
+		})
+		cv := htmlreport.ComparisonVariant{Title: name + " against " + c.Reference}
+		for _, m := range ms[:min(len(ms), pagedFigures)] {
+			r := htmlreport.ComparisonRow{Name: m.Name + " " + m.Unit, Flagged: flagged(m)}
+			for _, x := range m.Ratios {
+				r.BlockPct = append(r.BlockPct, 100*(x-1))
+			}
+			cv.Rows = append(cv.Rows, r)
+		}
+		v.Variants = append(v.Variants, cv)
+	}
+	return v
+}
+
+// simulatedLabel says which runs were vllmsim's: "" when none; every
+// figure when all were (with vllmsim's label when they share one); else
+// which variants' runs were (a vllmsim reference against a real vLLM
+// compares a model with a GPU).
+func simulatedLabel(simulated map[string]string, real []string) string {
+	if len(simulated) == 0 {
+		return ""
+	}
+	labels := slices.Sorted(maps.Values(simulated))
+	if len(real) == 0 {
+		if labels = slices.Compact(labels); len(labels) == 1 {
+			return "simulated: every figure is vllmsim's (" + labels[0] + ")"
+		}
+	}
+	var parts []string
+	for _, v := range slices.Sorted(maps.Keys(simulated)) {
+		parts = append(parts, v+" ("+simulated[v]+")")
+	}
+	if len(real) == 0 {
+		return "simulated: every figure is vllmsim's: " + strings.Join(parts, "; ")
+	}
+	slices.Sort(real)
+	return "simulated: the runs of " + strings.Join(parts, "; ") + " are vllmsim's, those of " + strings.Join(slices.Compact(real), ", ") + " are not"
 }

@@ -2,13 +2,15 @@ package variants
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,16 +34,29 @@ func TestPlanOrders(t *testing.T) {
 		assert.Equal(t, []string{"ref", "new", "opt"}, b.Order)
 	}
 	cfg := variantConfig(t, "random")
+	cfg.Protocol.VariantBlocks = 6
 	r := Plan(cfg)
 	assert.Equal(t, r, Plan(cfg), "the same seed, the same orders")
-	differs := false
-	for _, b := range r {
-		assert.ElementsMatch(t, []string{"ref", "new", "opt"}, b.Order, "each block runs every variant once")
-		differs = differs || !slices.Equal(b.Order, r[0].Order)
+	// Balanced: over each run of three blocks every variant runs once in
+	// every place of a block (a Latin square's rows).
+	for start := 0; start < 6; start += 3 {
+		for place := range 3 {
+			var at []string
+			for _, b := range r[start : start+3] {
+				assert.ElementsMatch(t, []string{"ref", "new", "opt"}, b.Order, "each block runs every variant once")
+				at = append(at, b.Order[place])
+			}
+			assert.ElementsMatch(t, []string{"ref", "new", "opt"}, at, "blocks %d-%d, place %d", start+1, start+3, place+1)
+		}
 	}
-	assert.True(t, differs, "four blocks of three variants drawn at random are not all in one order (seed 1)")
-	cfg.Protocol.VariantSeed = 2
-	assert.NotEqual(t, r, Plan(cfg), "another seed, other orders")
+	other := cfg
+	other.Protocol.VariantSeed = 2
+	assert.NotEqual(t, r, Plan(other), "another seed, other orders")
+	cfg.Variants = cfg.Variants[:2]
+	cfg.Protocol.VariantBlocks = 4
+	two := Plan(cfg)
+	assert.NotEqual(t, two[0].Order, two[1].Order, "two variants: A B then B A (or B A then A B)")
+	assert.NotEqual(t, two[2].Order, two[3].Order)
 }
 
 // writeRun writes a run's bench.txt and report.json as a child leaves them.
@@ -55,8 +70,9 @@ func writeRun(t *testing.T, cfg config.Config, v string, block int, status, runt
 	return Result{Block: block, Variant: v, Dir: dir, Status: status, Runtime: runtime, Simulated: &record.Simulated{Profile: "tiny", TimeScale: 1}}
 }
 
-// A variant 30 % slower in every block fails the comparison; one that
-// failed a block loses that block's pair and fails the run; bench.txt
+// A variant 30 % slower in every block fails the comparison; a run that
+// failed a threshold still counts, one that wrote nothing loses its
+// block's pair, and both fail the run; bench.txt
 // keeps the reference first and drops the runtime key that differs.
 func TestCompareAndWrite(t *testing.T) {
 	cfg := variantConfig(t, "alternate")
@@ -67,11 +83,13 @@ func TestCompareAndWrite(t *testing.T) {
 		runs = append(runs, writeRun(t, cfg, "new", b, "PASS", "vLLM 0.33", base*1.3*(1+0.01*float64(b))))
 		runs = append(runs, writeRun(t, cfg, "ref", b, "PASS", "vLLM 0.31", base))
 		status := "PASS"
-		if b == 2 {
+		if b <= 2 { // block 1: a threshold failed, its figures stand; block 2: killed
 			status = "FAIL"
 		}
 		runs = append(runs, writeRun(t, cfg, "opt", b, status, "vLLM 0.31", base))
 	}
+	// Block 2's opt run was killed: a provisional report, no bench.txt.
+	require.NoError(t, os.Remove(filepath.Join(runs[5].Dir, "bench.txt")))
 	c := Compare(cfg, runs)
 	assert.Equal(t, "FAIL", c.Status)
 	byVariant := map[string]Metric{}
@@ -80,11 +98,12 @@ func TestCompareAndWrite(t *testing.T) {
 	}
 	assert.Equal(t, Worse, byVariant["new"].Verdict, "30 %% slower in every block, drift or not: %+v", byVariant["new"])
 	assert.InDelta(t, 32, byVariant["new"].DeltaPct, 1, "1.3 × (1.01, 1.02, 1.03): +32 %")
-	assert.Equal(t, 2, byVariant["opt"].Blocks, "the failed block gives no pair")
+	assert.Equal(t, "opt", runs[5].Variant)
+	assert.Equal(t, 2, byVariant["opt"].Blocks, "blocks 1 and 3: the run that failed a threshold is paired, the one that wrote no bench.txt is not")
 	assert.Equal(t, Same, byVariant["opt"].Verdict)
 	assert.Contains(t, strings.Join(c.Failures, "\n"), "block 2, variant opt: FAIL")
 	assert.Contains(t, strings.Join(c.Failures, "\n"), "variant new: Sleep/model=A/level=1 sec/wake is +32.")
-	assert.Equal(t, "simulated: vllmsim profile tiny, time scale 1", c.Simulated)
+	assert.Equal(t, "simulated: every figure is vllmsim's (vllmsim profile tiny, time scale 1)", c.Simulated)
 
 	var buf bytes.Buffer
 	require.NoError(t, c.WriteBench(&buf))
@@ -92,10 +111,10 @@ func TestCompareAndWrite(t *testing.T) {
 	assert.NotContains(t, out, "runtime:", "a key that differs between runs would split benchstat's tables")
 	assert.Contains(t, out, "model-a: tiny-a")
 	assert.Less(t, strings.Index(out, "variant: ref"), strings.Index(out, "variant: new"), "the reference is benchstat's base column")
-	assert.Equal(t, 9*2, strings.Count(out, "BenchmarkSleep/model=A/level=1"), "every sample of every run")
+	assert.Equal(t, 8*2, strings.Count(out, "BenchmarkSleep/model=A/level=1"), "every sample of every run that wrote them")
 
 	require.NoError(t, c.Write(cfg.OutDir))
-	for _, f := range []string{"summary.md", "comparison.json", "bench.txt", "checks.junit.xml", "ctrf.json"} {
+	for _, f := range []string{"summary.md", "comparison.json", "bench.txt", "report.html", "checks.junit.xml", "ctrf.json"} {
 		assert.FileExists(t, filepath.Join(cfg.OutDir, f))
 	}
 	var back Comparison
@@ -106,7 +125,12 @@ func TestCompareAndWrite(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join(cfg.OutDir, "summary.md"))
 	require.NoError(t, err)
 	assert.Contains(t, string(md), "## new against ref")
-	assert.Contains(t, string(md), "every figure is simulated")
+	assert.Contains(t, string(md), "every figure is vllmsim's")
+	page, err := os.ReadFile(filepath.Join(cfg.OutDir, "report.html"))
+	require.NoError(t, err)
+	assert.Contains(t, string(page), "new against ref", "a strip of each block's change per variant")
+	assert.Contains(t, string(page), "Simulated: every figure is vllmsim&#39;s")
+	assert.Equal(t, []float64{1.3 * 1.01, 1.3 * 1.02, 1.3 * 1.03}, roundAll(byVariant["new"].Ratios), "each block's ratio, in block order")
 	junit, err := os.ReadFile(filepath.Join(cfg.OutDir, "checks.junit.xml"))
 	require.NoError(t, err)
 	assert.Contains(t, string(junit), "variant.Sleep/model=A/level=1.sec/wake")
@@ -125,4 +149,71 @@ func TestClaimRemovesOnlyItsOwn(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "is not a variant run's")
 	assert.DirExists(t, filepath.Join(other, Dir, "mine"))
+}
+
+func roundAll(xs []float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = math.Round(x*1e9) / 1e9
+	}
+	return out
+}
+
+// childScript stands in for a block's child run: it writes what a run
+// writes into its out_dir, as its variant says (ref and new pass, bad
+// writes nothing and exits 1), and the flags it was given.
+const childScript = `mkdir -p "$WAKEBENCH_OUT_DIR"
+case "$WAKEBENCH_VARIANT" in
+bad) exit 1 ;;
+ref) w=0.1 ;;
+*) w=0.13 ;;
+esac
+printf 'Unit sec/wake better=lower\n\nBenchmarkSleep/model=A/level=1 1 %s sec/wake\n' "$w" >"$WAKEBENCH_OUT_DIR/bench.txt"
+printf '{"status": "PASS", "runtime": "vLLM x", "failures": [], "checks": [{"name": "regressions against baseline", "verdict": "PASS", "reason": "judged 3 of 4 metrics"}]}' >"$WAKEBENCH_OUT_DIR/report.json"
+echo "$0 $*" >"$WAKEBENCH_OUT_DIR/args"
+`
+
+// Run runs every block's variants in the plan's order, each in its own
+// out_dir with its variant and its share of the timeout, reads what each
+// wrote, and names a child that wrote no report.
+func TestRunRunsEachBlockAsAChild(t *testing.T) {
+	cfg := variantConfig(t, "random")
+	cfg.Variants = []config.Variant{{Name: "ref"}, {Name: "new"}, {Name: "bad"}}
+	cfg.Protocol.VariantBlocks = 2
+	child := Child{Exe: "/bin/sh", Args: []string{"-c", childScript, "sh", "-test.run=^TestProtocol$"}, Env: os.Environ()}
+	var lines []string
+	runs := Run(t.Context(), cfg, child, time.Hour, func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) })
+	require.Len(t, runs, 6)
+	plan := Plan(cfg)
+	for i, r := range runs {
+		b := plan[i/3]
+		assert.Equal(t, b.Index, r.Block)
+		assert.Equal(t, b.Order[i%3], r.Variant, "the plan's order")
+		assert.Equal(t, RunDir(cfg.OutDir, r.Variant, r.Block), r.Dir)
+		if r.Variant == "bad" {
+			assert.Equal(t, "FAIL", r.Status)
+			assert.Contains(t, r.Error, "the run wrote no report")
+			assert.Contains(t, r.Error, "exit status 1")
+			continue
+		}
+		assert.Equal(t, "PASS", r.Status, r.Error)
+		assert.Equal(t, "PASS: judged 3 of 4 metrics", r.Gate)
+		args, err := os.ReadFile(filepath.Join(r.Dir, "args"))
+		require.NoError(t, err)
+		assert.Regexp(t, `^sh -test.run=\^TestProtocol\$ -test.timeout=(\d+h)?\d+m\d+s$`, strings.TrimSpace(string(args)), "the parent's flags and a share of the timeout")
+	}
+	assert.Len(t, lines, 12, "a line as each run starts and one as it ends")
+	c := Compare(cfg, runs)
+	assert.Equal(t, "FAIL", c.Status)
+	md := c.Summary().Markdown()
+	assert.Contains(t, md, "against the baseline", "each run's own gate verdict beside the paired one")
+
+	// A stopped variant run starts no more children: the rest are NOT RUN.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	runs = Run(ctx, cfg, child, 0, func(string, ...any) {})
+	for _, r := range runs {
+		assert.Equal(t, "NOT RUN", r.Status)
+		assert.NoDirExists(t, filepath.Join(r.Dir, "args"))
+	}
 }

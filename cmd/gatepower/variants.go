@@ -1,0 +1,115 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/wakebench/wakebench/internal/variants"
+)
+
+// The variant runs' scenarios (scripts/gate-power.sh with VARIANTS=1),
+// each a directory of variant runs (<OUT>/<scenario>/<i>/comparison.json):
+// the second variant the same code as the reference, or with every wake
+// 10 % slower (vllmsim's slow-wake=1.1).
+const (
+	scVariantsSame     = "variants-same"
+	scVariantsSlowWake = "variants-slowwake1.1"
+)
+
+// readComparisons reads dir/<i>/comparison.json of every run directory of
+// dir; missing counts the directories without one.
+func readComparisons(dir string) (cs []variants.Comparison, missing int, err error) {
+	ents, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, e := range ents {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "comparison.json"))
+		if os.IsNotExist(err) {
+			missing++
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		var c variants.Comparison
+		if err := json.Unmarshal(b, &c); err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", filepath.Join(dir, e.Name(), "comparison.json"), err)
+		}
+		cs = append(cs, c)
+	}
+	return cs, missing, nil
+}
+
+// variantRow counts the variant runs the paired verdict flagged: any
+// figure worse or better than the reference (want < 0: a false-alarm
+// goal of at most one in twenty), or a level-1 or level-2 wake figure
+// (Sleep … sec/wake) worse (want > 0: caught at least that often).
+func variantRow(what string, cs []variants.Comparison, wakeOnly bool, goal string, want int) row {
+	r := row{what: what, of: len(cs), goal: goal}
+	var judged, metrics, blocks []float64
+	for _, c := range cs {
+		hit, n := false, 0
+		for _, m := range c.Metrics {
+			if m.Verdict != variants.NotJudge {
+				n++
+			}
+			switch {
+			case wakeOnly:
+				hit = hit || m.Verdict == variants.Worse && strings.HasPrefix(m.Name, "Sleep/") && m.Unit == "sec/wake"
+			default:
+				hit = hit || m.Verdict == variants.Worse || m.Verdict == variants.Better
+			}
+		}
+		if hit {
+			r.flagged++
+		}
+		judged, metrics, blocks = append(judged, float64(n)), append(metrics, float64(len(c.Metrics))), append(blocks, float64(len(c.Blocks)))
+	}
+	r.judged, r.metrics = medianInt(judged), medianInt(metrics)
+	r.against = fmt.Sprintf("the reference variant of the same run (%d blocks)", medianInt(blocks))
+	if want > 0 {
+		r.met = r.flagged >= want
+	} else {
+		r.met = r.flagged <= -want
+	}
+	return r
+}
+
+// variantRows are the variant runs' rows where they ran: the same code
+// flagged at most once in twenty, every wake 10 % slower caught nine times
+// in ten.
+func variantRows(out string, m *measurement) error {
+	same, ms, err := readComparisons(filepath.Join(out, scVariantsSame))
+	if err != nil {
+		return err
+	}
+	slow, mw, err := readComparisons(filepath.Join(out, scVariantsSlowWake))
+	if err != nil {
+		return err
+	}
+	for name, n := range map[string]int{scVariantsSame: ms, scVariantsSlowWake: mw} {
+		if n > 0 {
+			m.notes = append(m.notes, fmt.Sprintf("%s: %d run(s) wrote no comparison.json (see their test.log)", name, n))
+			m.broken = true
+		}
+	}
+	if k := len(same); k > 0 {
+		lim := (k + 19) / 20
+		m.rows = append(m.rows, variantRow("variants, the same code (quiet): any figure worse or better", same, false, fmt.Sprintf("≤ %d flagged", lim), -lim))
+	}
+	if k := len(slow); k > 0 {
+		want := (9*k + 9) / 10
+		m.rows = append(m.rows, variantRow("variants, every wake 10 % slower (quiet): a wake figure worse", slow, true, fmt.Sprintf("≥ %d flagged", want), want))
+	}
+	return nil
+}

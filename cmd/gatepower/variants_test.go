@@ -1,0 +1,71 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/variants"
+)
+
+// writeComparison writes a variant run's comparison.json with one Sleep
+// wake figure and one serving figure of the given verdicts.
+func writeComparison(t *testing.T, dir string, wake, serve string) {
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	c := variants.Comparison{Status: "PASS", Blocks: make([]variants.Block, 4), Metrics: []variants.Metric{
+		{Name: "Sleep/model=A/level=1", Unit: "sec/wake", Better: -1, Verdict: wake},
+		{Name: "Serve/model=A/stage=baseline/conc=1", Unit: "tok/s", Better: 1, Verdict: serve},
+		{Name: "Host/window=A-restart", Unit: "others-cpu-%", Verdict: variants.NotJudge},
+	}}
+	b, err := json.Marshal(c)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "comparison.json"), b, 0o644))
+}
+
+// The rows count by hand: of 20 same-code runs one flags a serving
+// figure better (a false alarm all the same) → 1, the goal ≤ 1 met; of 10
+// slow-wake runs 8 have the wake worse and one only a serving figure →
+// 8, short of the goal ≥ 9.
+func TestVariantRowsCountByHand(t *testing.T) {
+	out := t.TempDir()
+	for i := 1; i <= 20; i++ {
+		serve := variants.Same
+		if i == 7 {
+			serve = variants.Better
+		}
+		writeComparison(t, filepath.Join(out, scVariantsSame, strconv.Itoa(i)), variants.Same, serve)
+	}
+	for i := 1; i <= 10; i++ {
+		wake, serve := variants.Worse, variants.Same
+		switch i {
+		case 3:
+			wake = variants.Same
+		case 9:
+			wake, serve = variants.Same, variants.Worse
+		}
+		writeComparison(t, filepath.Join(out, scVariantsSlowWake, strconv.Itoa(i)), wake, serve)
+	}
+	var m measurement
+	require.NoError(t, variantRows(out, &m))
+	require.Len(t, m.rows, 2)
+	same, slow := m.rows[0], m.rows[1]
+	assert.Equal(t, []int{1, 20}, []int{same.flagged, same.of})
+	assert.Equal(t, "≤ 1 flagged", same.goal)
+	assert.True(t, same.met)
+	assert.Equal(t, []int{2, 3}, []int{same.judged, same.metrics}, "two of three figures judged a run")
+	assert.Contains(t, same.against, "4 blocks")
+	assert.Equal(t, []int{8, 10}, []int{slow.flagged, slow.of})
+	assert.Equal(t, "≥ 9 flagged", slow.goal)
+	assert.False(t, slow.met)
+	assert.False(t, m.broken)
+
+	require.NoError(t, os.MkdirAll(filepath.Join(out, scVariantsSame, "21"), 0o755))
+	m = measurement{}
+	require.NoError(t, variantRows(out, &m))
+	assert.True(t, m.broken, "a run that wrote no comparison.json")
+}
