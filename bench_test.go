@@ -235,10 +235,10 @@ func TestOutputs(t *testing.T) {
 		// What no phase of the run tried is not known from it (an era
 		// without the KV-only release, in a run with no release cycle,
 		// no state cost and no sleep with requests in flight): the era's.
-		p, inFlight := cfg.Protocol, raw.Traffic != nil && len(raw.Traffic.InFlight) > 0
-		if p.KVReleaseCycles == 0 && p.CostDwellS == 0 && !inFlight {
+		inFlight := raw.Traffic != nil && len(raw.Traffic.InFlight) > 0
+		if pc := cfg.Protocol; pc.KVReleaseCycles == 0 && pc.CostDwellS == 0 && !inFlight {
 			has.KVRelease = want.KVRelease
-			if p.SleepL0Cycles == 0 {
+			if pc.SleepL0Cycles == 0 {
 				has.Pause = want.Pause
 			}
 		}
