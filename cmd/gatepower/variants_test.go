@@ -18,7 +18,7 @@ import (
 func writeComparison(t *testing.T, dir string, wake, serve string) {
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	c := variants.Comparison{Status: "PASS", Blocks: make([]variants.Block, 4), Metrics: []variants.Metric{
-		{Name: "Sleep/model=A/level=1", Unit: "sec/wake", Better: -1, Verdict: wake},
+		{Name: "Sleep/model=A/level=1", Unit: "sec/wake", Better: -1, Verdict: wake, DetectPct: 7},
 		{Name: "Serve/model=A/stage=baseline/conc=1", Unit: "tok/s", Better: 1, Verdict: serve},
 		{Name: "Host/window=A-restart", Unit: "others-cpu-%", Verdict: variants.NotJudge},
 	}}
@@ -58,7 +58,7 @@ func TestVariantRowsCountByHand(t *testing.T) {
 	assert.Equal(t, "≤ 1 flagged", same.goal)
 	assert.True(t, same.met)
 	assert.Equal(t, []int{2, 3}, []int{same.judged, same.metrics}, "two of three figures judged a run")
-	assert.Contains(t, same.against, "4 blocks")
+	assert.Contains(t, same.against, "4 blocks; a wake figure's change caught 8 times in 10: median 7 %")
 	assert.Equal(t, []int{8, 10}, []int{slow.flagged, slow.of})
 	assert.Equal(t, "≥ 9 flagged", slow.goal)
 	assert.False(t, slow.met)
