@@ -58,7 +58,7 @@ func TestVariantRowsCountByHand(t *testing.T) {
 	assert.Equal(t, "≤ 1 flagged", same.goal)
 	assert.True(t, same.met)
 	assert.Equal(t, []int{2, 3}, []int{same.judged, same.metrics}, "two of three figures judged a run")
-	assert.Contains(t, same.against, "4 blocks; a wake figure's change caught 8 times in 10: median 7 %")
+	assert.Contains(t, same.against, "4 blocks; a wake figure's change caught 8 times in 10 when judged alone, before Benjamini-Hochberg: median 7 %")
 	assert.Equal(t, []int{8, 10}, []int{slow.flagged, slow.of})
 	assert.Equal(t, "≥ 9 flagged", slow.goal)
 	assert.False(t, slow.met)
