@@ -52,8 +52,9 @@ func readComparisons(dir string) (cs []variants.Comparison, missing int, err err
 
 // variantRow counts the variant runs the paired verdict flagged: any
 // figure worse or better than the reference (want < 0: a false-alarm
-// goal of at most one in twenty), or a level-1 or level-2 wake figure
-// (Sleep … sec/wake) worse (want > 0: caught at least that often).
+// goal of at most one in twenty), or a sleep cycle's wake figure
+// (Sleep … sec/wake: the variant gate-power configs run levels 1 and 2)
+// worse (want > 0: caught at least that often).
 func variantRow(what string, cs []variants.Comparison, wakeOnly bool, goal string, want int) row {
 	r := row{what: what, of: len(cs), goal: goal}
 	var judged, metrics, blocks, detect []float64
@@ -79,7 +80,11 @@ func variantRow(what string, cs []variants.Comparison, wakeOnly bool, goal strin
 		judged, metrics, blocks = append(judged, float64(n)), append(metrics, float64(len(c.Metrics))), append(blocks, float64(len(c.Blocks)))
 	}
 	r.judged, r.metrics = medianInt(judged), medianInt(metrics)
-	r.against = fmt.Sprintf("the reference variant of the same run (%d blocks; a wake figure's change caught 8 times in 10 when judged alone, before Benjamini-Hochberg: median %d %%)", medianInt(blocks), medianInt(detect))
+	caught := "—"
+	if len(detect) > 0 {
+		caught = fmt.Sprintf("%d %%", medianInt(detect))
+	}
+	r.against = fmt.Sprintf("the reference variant of the same run (%d blocks; a wake figure's change caught 8 times in 10 when judged alone, before Benjamini-Hochberg: median %s)", medianInt(blocks), caught)
 	if want > 0 {
 		r.met = r.flagged >= want
 	} else {

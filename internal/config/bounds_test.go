@@ -131,6 +131,7 @@ func TestSimBounded(t *testing.T) {
 // imports no internal package) is vllmsim's own.
 func TestSimProfilesAreVllmsims(t *testing.T) {
 	assert.Equal(t, vllmsim.ProfileNames(), SimProfiles)
+	assert.Equal(t, vllmsim.EnvFaults, simFaultsEnv, "the variable sim_faults sets")
 }
 
 // TestProtocolBounded: settle_s NaN, settle_s 0 while level-0 cycles run

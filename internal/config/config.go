@@ -422,7 +422,7 @@ func base() Config {
 			CorrectnessMaxTokens: 16, CorrectnessLogprobs: 5, LogprobTolerance: 0.05,
 			SoakLevel: 1, EngineTolerancePercent: 10, CostDwellS: 1,
 			HealthRequests: 4, HealthMaxTokens: 32, LostPrefixTokens: 2048,
-			VariantBlocks: 3, VariantOrder: "random", VariantSeed: 1,
+			VariantBlocks: 4, VariantOrder: "random", VariantSeed: 1,
 		},
 		Timeouts: Timeouts{StartS: 600, RequestS: 300, SleepS: 300, WakeS: 300, StopS: 10, PollMS: 5},
 		Thresholds: Thresholds{

@@ -34,6 +34,10 @@ type Variant struct {
 	Env map[string]string `json:"env"`
 }
 
+// simFaultsEnv is vllmsim's faults variable (package vllmsim's
+// EnvFaults, which config may not import), as sim_faults sets it.
+const simFaultsEnv = "VLLMSIM_FAULTS"
+
 // variantName is a variant's name: it names a directory and a benchfmt
 // config value.
 var variantName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,39}$`)
@@ -42,9 +46,10 @@ var variantName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,39}$`)
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // VariantOrders are protocol.variant_order's values: "random", the blocks
-// the rows of a Latin square drawn from variant_seed (each variant in each
-// place of a block equally often, so drift within a block falls on each
-// alike); "alternate", each block in the config's order (A B, A B, …).
+// the rows of a cyclic Latin square drawn from variant_seed (each variant
+// in each place of a block once in every complete group of as many blocks
+// as variants, so drift within a block falls on each alike); "alternate",
+// each block in the config's order (A B, A B, …).
 var VariantOrders = []string{"random", "alternate"}
 
 // VariantNames are the variants' names in config order (the first is the
@@ -91,9 +96,14 @@ func (c Config) ForVariant(name string) (Config, error) {
 // variants, each named once, each era known, each variable a name; and
 // the blocks they run in.
 func (c Config) validateVariants(bad badFunc) {
+	faults := slices.ContainsFunc(c.Models, func(m Model) bool { return m.SimFaults != "" })
 	checkEnv := func(key string, env map[string]string) {
 		for _, k := range slices.Sorted(maps.Keys(env)) {
 			switch {
+			case k == simFaultsEnv && faults:
+				// The env comes last in a server's environment: it would
+				// replace every model's own sim_faults without a word.
+				bad(key, "%s would replace the models' sim_faults: set the faults in one place", k)
 			case !envName.MatchString(k):
 				bad(key, "%q: not an environment variable's name (letters, digits, _)", k)
 			case strings.HasPrefix(k, EnvPrefix):

@@ -74,6 +74,7 @@ func TestBadVariantsAreNamed(t *testing.T) {
 		{`{"variants": [{"name": "a", "sim_era": "z"}, {"name": "c"}]}`, `variants[0].sim_era: "z": want one of a, b, c, proposed`},
 		{`{"variants": [{"name": "a", "env": {"WAKEBENCH_OUT_DIR": "x"}}, {"name": "c"}]}`, "variants[0].env: WAKEBENCH_OUT_DIR: a wakebench setting"},
 		{`{"env": {"A=B": "x"}}`, `env: "A=B": not an environment variable's name`},
+		{`{"models": [{"label": "A", "name": "tiny-a", "gpu_memory_utilization": 0.3, "sim_faults": "slow-wake=2"}], "variants": [{"name": "a"}, {"name": "c", "env": {"VLLMSIM_FAULTS": "slow-wake=1.1"}}]}`, "variants[1].env: VLLMSIM_FAULTS would replace the models' sim_faults"},
 		{`{"variants": [{"name": "a"}, {"name": "c"}], "protocol": {"variant_blocks": 1}}`, "protocol.variant_blocks: 1: want 2 to 100"},
 		{`{"variants": [{"name": "a"}, {"name": "c"}], "protocol": {"variant_order": "abba"}}`, `protocol.variant_order: "abba": want one of random, alternate`},
 		{`{"variants": [{"name": "a"}, {"name": "c", "extra_args": ["--no-enable-sleep-mode"]}]}`, "variants[1]: c as this variant runs it: models[0].extra_args: \"--no-enable-sleep-mode\" turns sleep mode off"},

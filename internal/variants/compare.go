@@ -37,12 +37,14 @@ type Metric struct {
 	Name    string `json:"name"` // the benchmark, as bench.txt names it (no "Benchmark")
 	Unit    string `json:"unit"`
 	Better  int    `json:"better"` // +1 higher is better, −1 lower, 0 no direction (not judged)
-	// Ref and Var are the medians over the blocks of each block's median.
+	// Ref and Var are the geometric means over the paired blocks of each
+	// block's median (their ratio is 1 + DeltaPct/100); the medians where
+	// a block's median is not positive.
 	Ref float64 `json:"ref"`
 	Var float64 `json:"var"`
 	// Blocks is how many blocks had the metric in both (the pairs);
 	// Ratios each pair's variant median over the reference's, in block
-	// order (NaN where the reference's is 0).
+	// order (as computed: ±Inf or NaN where the reference's is 0).
 	Blocks int       `json:"blocks"`
 	Ratios []float64 `json:"ratios"`
 	// DeltaPct is the variant's change against the reference in percent
@@ -236,6 +238,47 @@ func median(xs []float64) float64 {
 	return s.Median
 }
 
+// metricJSON is a Metric as comparison.json holds it: every figure that
+// could not be computed null.
+type metricJSON struct {
+	Variant   string     `json:"variant"`
+	Name      string     `json:"name"`
+	Unit      string     `json:"unit"`
+	Better    int        `json:"better"`
+	Ref       *float64   `json:"ref"`
+	Var       *float64   `json:"var"`
+	Blocks    int        `json:"blocks"`
+	Ratios    []*float64 `json:"ratios"`
+	DeltaPct  *float64   `json:"delta_pct"`
+	LoPct     *float64   `json:"lo_pct"`
+	HiPct     *float64   `json:"hi_pct"`
+	P         *float64   `json:"p"`
+	DetectPct *float64   `json:"detect_pct"`
+	Verdict   string     `json:"verdict"`
+	Why       string     `json:"why,omitempty"`
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote: a null figure is NaN again,
+// never a 0 that would read as a p of 0 or no change.
+func (m *Metric) UnmarshalJSON(b []byte) error {
+	var j metricJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	val := func(x *float64) float64 {
+		if x == nil {
+			return math.NaN()
+		}
+		return *x
+	}
+	*m = Metric{Variant: j.Variant, Name: j.Name, Unit: j.Unit, Better: j.Better, Ref: val(j.Ref), Var: val(j.Var), Blocks: j.Blocks,
+		DeltaPct: val(j.DeltaPct), LoPct: val(j.LoPct), HiPct: val(j.HiPct), P: val(j.P), DetectPct: val(j.DetectPct), Verdict: j.Verdict, Why: j.Why}
+	for _, r := range j.Ratios {
+		m.Ratios = append(m.Ratios, val(r))
+	}
+	return nil
+}
+
 // MarshalJSON writes a figure that could not be computed (NaN: a metric
 // not judged) as null, not as a number it is not.
 func (m Metric) MarshalJSON() ([]byte, error) {
@@ -249,22 +292,6 @@ func (m Metric) MarshalJSON() ([]byte, error) {
 	for i, r := range m.Ratios {
 		ratios[i] = opt(r)
 	}
-	return json.Marshal(struct {
-		Variant   string     `json:"variant"`
-		Name      string     `json:"name"`
-		Unit      string     `json:"unit"`
-		Better    int        `json:"better"`
-		Ref       *float64   `json:"ref"`
-		Var       *float64   `json:"var"`
-		Blocks    int        `json:"blocks"`
-		Ratios    []*float64 `json:"ratios"`
-		DeltaPct  *float64   `json:"delta_pct"`
-		LoPct     *float64   `json:"lo_pct"`
-		HiPct     *float64   `json:"hi_pct"`
-		P         *float64   `json:"p"`
-		DetectPct *float64   `json:"detect_pct"`
-		Verdict   string     `json:"verdict"`
-		Why       string     `json:"why,omitempty"`
-	}{m.Variant, m.Name, m.Unit, m.Better, opt(m.Ref), opt(m.Var), m.Blocks, ratios, opt(m.DeltaPct), opt(m.LoPct), opt(m.HiPct),
+	return json.Marshal(metricJSON{m.Variant, m.Name, m.Unit, m.Better, opt(m.Ref), opt(m.Var), m.Blocks, ratios, opt(m.DeltaPct), opt(m.LoPct), opt(m.HiPct),
 		opt(m.P), opt(m.DetectPct), m.Verdict, m.Why})
 }

@@ -1,6 +1,7 @@
 package variants
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 
@@ -134,4 +135,34 @@ func TestOneSidedFiguresAreListed(t *testing.T) {
 	assert.Equal(t, "not judged only in ref", why["KV"])
 	assert.Equal(t, "not judged only in new", why["Level0"])
 	assert.Contains(t, why["Sleep"], "its unit has no better= direction", "no unit metadata here")
+}
+
+// comparison.json reads back as written: a figure not computed (null) is
+// NaN again, never a 0 that would read as p 0 or no change.
+func TestMetricJSONRoundTrip(t *testing.T) {
+	k := gate.BenchKey{Name: "Sleep/model=A/level=1", Unit: "sec/wake"}
+	for _, m := range []Metric{
+		compareMetric("v", k, -1, []pair{{1, 1.1}, {2, 2.4}, {0.5, 0.575}}, 10, 0.05),
+		compareMetric("v", k, -1, []pair{{1, 1.1}}, 10, 0.05),       // not judged: NaN figures
+		compareMetric("v", k, -1, []pair{{0, 1}, {1, 1}}, 10, 0.05), // a ratio of +Inf, written null
+	} {
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		var back Metric
+		require.NoError(t, json.Unmarshal(b, &back))
+		assert.Equal(t, m.Verdict, back.Verdict)
+		for _, f := range [][2]float64{{m.P, back.P}, {m.DeltaPct, back.DeltaPct}, {m.DetectPct, back.DetectPct}, {m.Ref, back.Ref}} {
+			if math.IsNaN(f[0]) {
+				assert.True(t, math.IsNaN(f[1]), "%s: NaN reads back as NaN, not 0", b)
+			} else {
+				assert.InDelta(t, f[0], f[1], 1e-12)
+			}
+		}
+		require.Len(t, back.Ratios, len(m.Ratios))
+		for i, r := range m.Ratios {
+			if math.IsNaN(r) || math.IsInf(r, 0) {
+				assert.True(t, math.IsNaN(back.Ratios[i]), "a ratio not finite reads back as NaN")
+			}
+		}
+	}
 }

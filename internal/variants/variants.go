@@ -44,15 +44,21 @@ type Block struct {
 
 // Plan is the run's blocks: protocol.variant_blocks of them, each every
 // variant once. "alternate": the config's order in every block. "random"
-// (randomised and balanced): the rows of a Latin square, the variants in an
+// (randomised): the rows of a cyclic Latin square, the variants in an
 // order drawn from protocol.variant_seed and rotated, the rotations of each
 // run of as many blocks as there are variants drawn in turn; so every
 // variant runs in every place of a block equally often over each such run
 // of blocks (A B, B A, …), and a drift within a block (the first run's
-// cold caches) falls on each alike. The same seed, the same orders.
+// cold caches) falls on each alike (the last group short where the blocks
+// are no multiple of the variants; with three or more, which variant
+// follows which is not balanced: the rows are rotations). The same seed,
+// the same orders.
 func Plan(cfg config.Config) []Block {
 	names := cfg.VariantNames()
 	n := len(names)
+	if n == 0 {
+		return nil
+	}
 	rng := rand.New(rand.NewPCG(uint64(cfg.Protocol.VariantSeed), 0x77616b65)) // "wake"
 	random := cfg.Protocol.VariantOrder == "random"
 	if random {
@@ -137,6 +143,7 @@ func Run(ctx context.Context, cfg config.Config, c Child, timeout time.Duration,
 	}
 	total := len(plan) * len(cfg.Variants)
 	var out []Result
+	short := "" // why the rest are NOT RUN once the timeout's share runs short
 	for _, b := range plan {
 		for _, v := range b.Order {
 			r := Result{Block: b.Index, Variant: v, Dir: RunDir(cfg.OutDir, v, b.Index)}
@@ -147,8 +154,15 @@ func Run(ctx context.Context, cfg config.Config, c Child, timeout time.Duration,
 			}
 			var share time.Duration
 			if !deadline.IsZero() {
-				if share = time.Until(deadline) / time.Duration(total-len(out)); share < MinShare {
-					r.Status, r.Error = "NOT RUN", fmt.Sprintf("%v of go test's -timeout left for this run, less than %v: give the variant run a longer -timeout (or 0)", share.Round(time.Second), MinShare)
+				share = time.Until(deadline) / time.Duration(total-len(out))
+				if short == "" && share < MinShare {
+					// Once short, every later run is NOT RUN too: a skipped run
+					// leaving its share to the next would run a block's
+					// variants with its reference skipped.
+					short = fmt.Sprintf("%v of go test's -timeout left for this run, less than %v: give the variant run a longer -timeout (or 0)", share.Round(time.Second), MinShare)
+				}
+				if short != "" {
+					r.Status, r.Error = "NOT RUN", short
 					out = append(out, r)
 					continue
 				}
@@ -196,16 +210,18 @@ func runChild(ctx context.Context, cfg config.Config, c Child, timeout time.Dura
 	cmd.WaitDelay = time.Duration(cfg.Timeouts.StopS*float64(len(cfg.Models)+1)*float64(time.Second)) + 30*time.Second
 	// A parent that dies (SIGKILL, go test's own -timeout kill) takes
 	// the child with it: it gets SIGTERM, stops its servers and writes its
-	// report. The signal follows the thread that started the child, so
-	// that thread is held for Start.
+	// report. Linux sends it when the thread that started the child exits,
+	// so that thread is held until the child has ended: unlocked, a
+	// goroutine that locks it and exits would end it under a living child
+	// (golang/go#27505).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	start := time.Now()
 	runtime.LockOSThread()
 	runErr := cmd.Start()
-	runtime.UnlockOSThread()
 	if runErr == nil {
 		runErr = cmd.Wait()
 	}
+	runtime.UnlockOSThread()
 	r.Seconds = time.Since(start).Seconds()
 	rep, rerr := readReport(filepath.Join(r.Dir, "report.json"))
 	switch {

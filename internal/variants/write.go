@@ -51,10 +51,12 @@ type Comparison struct {
 // Compare reads each run's bench.txt and judges every variant against the
 // reference (the first variant): per metric the blocks' paired ratios,
 // Benjamini-Hochberg over each variant's metrics, at the regression gate's
-// tolerance and alpha. A run that failed gives its block no pair for that
-// variant, and fails the comparison; so does a variant with fewer metrics
-// judged than thresholds.regression_min_judged, and a variant worse than
-// the reference beyond the tolerance.
+// tolerance and alpha. Every run that wrote its bench.txt is paired, one
+// that failed a threshold too; one that wrote none (killed, cut short)
+// gives its block no pair for that variant. The comparison FAILs on a run
+// that failed, a variant with fewer metrics judged than
+// thresholds.regression_min_judged, and a variant worse than the reference
+// beyond the tolerance.
 func Compare(cfg config.Config, runs []Result) Comparison {
 	names := cfg.VariantNames()
 	c := Comparison{Status: "PASS", Reference: names[0], Variants: names, Order: cfg.Protocol.VariantOrder,

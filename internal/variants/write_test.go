@@ -217,3 +217,29 @@ func TestRunRunsEachBlockAsAChild(t *testing.T) {
 		assert.NoDirExists(t, filepath.Join(r.Dir, "args"))
 	}
 }
+
+// Plan of no variants is no blocks, not a panic; once a run's share of
+// the timeout is short, every later run is NOT RUN, none run out of turn.
+func TestPlanEmptyAndShortShares(t *testing.T) {
+	cfg := variantConfig(t, "random")
+	none := cfg
+	none.Variants = nil
+	assert.Empty(t, Plan(none))
+
+	cfg.Protocol.VariantBlocks = 2
+	var started int
+	runs := Run(t.Context(), cfg, Child{Exe: "/bin/false"}, MinShare*5, func(f string, _ ...any) {
+		if strings.HasPrefix(f, "block %d/%d: variant %s (") {
+			started++
+		}
+	})
+	require.Len(t, runs, 6)
+	// 5 × MinShare over six runs: the first's share (25 s) is short; the
+	// second's would be 30 s if the first's were handed on, and it would
+	// run out of its block's turn.
+	assert.Equal(t, 0, started, "nothing runs once a share is short")
+	for _, r := range runs {
+		assert.Equal(t, "NOT RUN", r.Status)
+		assert.Contains(t, r.Error, "less than 30s")
+	}
+}
