@@ -95,8 +95,9 @@ type FitLevel struct {
 	LeftHostGiB float64  `json:"left_host_gib"`
 }
 
-// opt is x, nil when not a number (JSON has no NaN or Inf).
-func opt(x float64) *float64 {
+// Opt is x, nil when not a number: JSON has no NaN or Inf, and a figure
+// that could not be computed is written null (report.json, comparison.json).
+func Opt(x float64) *float64 {
 	if math.IsNaN(x) || math.IsInf(x, 0) {
 		return nil
 	}
@@ -112,18 +113,18 @@ func costs(rep *Report, raw record.Raw) {
 			continue
 		}
 		out := &Cost{DwellS: c.DwellS, States: map[string]CostState{}, Transitions: map[string]CostTransition{},
-			SleepPeakHostGiB: opt(c.SleepPeakHostGiB), WakeReturnedHostGiB: opt(c.WakeReturnedHostGiB),
+			SleepPeakHostGiB: Opt(c.SleepPeakHostGiB), WakeReturnedHostGiB: Opt(c.WakeReturnedHostGiB),
 			ReleaseHostEnv: c.ReleaseHostEnv, BreakEven: map[string]BreakEven{}, EnergyNote: c.EnergyNote, Simulated: sim}
 		for _, s := range c.States {
-			out.States[s.State] = CostState{GPUGiB: s.GPUGiB, HostGiB: opt(s.HostGiB), LockedGiB: opt(s.LockedGiB), PinnedGiB: opt(s.PinnedGiB),
-				SwapGiB: opt(s.SwapGiB), PowerW: opt(s.PowerW), OwnPowerW: opt(c.OwnPowerW(s.State)), DwellS: opt(s.DwellS), Skipped: s.Skipped}
+			out.States[s.State] = CostState{GPUGiB: s.GPUGiB, HostGiB: Opt(s.HostGiB), LockedGiB: Opt(s.LockedGiB), PinnedGiB: Opt(s.PinnedGiB),
+				SwapGiB: Opt(s.SwapGiB), PowerW: Opt(s.PowerW), OwnPowerW: Opt(c.OwnPowerW(s.State)), DwellS: Opt(s.DwellS), Skipped: s.Skipped}
 		}
 		for _, t := range c.Transitions {
-			out.Transitions[t.Op] = CostTransition{S: t.S, J: opt(t.J)}
+			out.Transitions[t.Op] = CostTransition{S: t.S, J: Opt(t.J)}
 		}
 		for _, b := range c.BreakEvens {
-			out.BreakEven[fmt.Sprint(b.Level)] = BreakEven{IdleS: opt(b.IdleS), Never: math.IsInf(b.IdleS, 1),
-				WakeS: opt(b.WakeS), ColdStartS: opt(b.ColdStartS), LatencyS: opt(b.LatencyS)}
+			out.BreakEven[fmt.Sprint(b.Level)] = BreakEven{IdleS: Opt(b.IdleS), Never: math.IsInf(b.IdleS, 1),
+				WakeS: Opt(b.WakeS), ColdStartS: Opt(b.ColdStartS), LatencyS: Opt(b.LatencyS)}
 		}
 		m.Cost = out
 	}

@@ -49,10 +49,10 @@ type LostPrefix struct {
 func health(hs []record.Health) []Health {
 	var out []Health
 	for _, h := range hs {
-		r := Health{Stage: h.Stage, Requests: h.Requests, SpecAcceptance: opt(h.SpecAcceptance), PrefixHitRate: opt(h.PrefixHitRate),
-			DecodeTPS: opt(h.DecodeTPS), Note: h.Note}
+		r := Health{Stage: h.Stage, Requests: h.Requests, SpecAcceptance: Opt(h.SpecAcceptance), PrefixHitRate: Opt(h.PrefixHitRate),
+			DecodeTPS: Opt(h.DecodeTPS), Note: h.Note}
 		for _, a := range h.Adapters {
-			r.Adapters = append(r.Adapters, AdapterHealth{Name: a.Name, PrefixHitRate: opt(a.PrefixHitRate), DecodeTPS: opt(a.DecodeTPS)})
+			r.Adapters = append(r.Adapters, AdapterHealth{Name: a.Name, PrefixHitRate: Opt(a.PrefixHitRate), DecodeTPS: Opt(a.DecodeTPS)})
 		}
 		out = append(out, r)
 	}

@@ -12,6 +12,7 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/stats"
 )
 
@@ -282,16 +283,10 @@ func (m *Metric) UnmarshalJSON(b []byte) error {
 // MarshalJSON writes a figure that could not be computed (NaN: a metric
 // not judged) as null, not as a number it is not.
 func (m Metric) MarshalJSON() ([]byte, error) {
-	opt := func(x float64) *float64 {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return nil
-		}
-		return &x
-	}
 	ratios := make([]*float64, len(m.Ratios))
 	for i, r := range m.Ratios {
-		ratios[i] = opt(r)
+		ratios[i] = report.Opt(r)
 	}
-	return json.Marshal(metricJSON{m.Variant, m.Name, m.Unit, m.Better, opt(m.Ref), opt(m.Var), m.Blocks, ratios, opt(m.DeltaPct), opt(m.LoPct), opt(m.HiPct),
-		opt(m.P), opt(m.DetectPct), m.Verdict, m.Why})
+	return json.Marshal(metricJSON{m.Variant, m.Name, m.Unit, m.Better, report.Opt(m.Ref), report.Opt(m.Var), m.Blocks, ratios, report.Opt(m.DeltaPct), report.Opt(m.LoPct), report.Opt(m.HiPct),
+		report.Opt(m.P), report.Opt(m.DetectPct), m.Verdict, m.Why})
 }

@@ -138,12 +138,14 @@ func readBench(path, variant string) (gate.Bench, []*benchfmt.UnitMetadata, []*b
 	if err != nil {
 		return gate.Bench{}, nil, nil, fmt.Errorf("its bench.txt: %w", err)
 	}
-	b, err := gate.ReadBench(bytes.NewReader(data), path)
 	var units []*benchfmt.UnitMetadata
 	var results []*benchfmt.Result
+	var errs []error
 	rd := benchfmt.NewReader(bytes.NewReader(data), path)
 	for rd.Scan() {
 		switch rec := rd.Result().(type) {
+		case *benchfmt.SyntaxError:
+			errs = append(errs, rec)
 		case *benchfmt.UnitMetadata:
 			u := *rec
 			units = append(units, &u)
@@ -154,7 +156,8 @@ func readBench(path, variant string) (gate.Bench, []*benchfmt.UnitMetadata, []*b
 			results = append(results, &benchfmt.Result{Config: cfg, Name: res.Name, Iters: res.Iters, Values: res.Values})
 		}
 	}
-	return b, units, results, errors.Join(err, rd.Err())
+	// What the comparison judges is built from the same records, read once.
+	return gate.BenchOf(units, results), units, results, errors.Join(append(errs, rd.Err())...)
 }
 
 // WriteBench writes the merged bench.txt: the units' metadata once, then
