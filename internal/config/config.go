@@ -159,6 +159,7 @@ type Protocol struct {
 	Rounds               int     `json:"rounds"`             // rounds per concurrency
 	RequestsPerRound     int     `json:"requests_per_round"` // requests per round
 	Handoffs             int     `json:"handoffs"`           // switch handoffs after the initial activation
+	SwitchLevel          int     `json:"switch_level"`       // the level a handoff puts the outgoing model to sleep at (1 or 2)
 	ContextTokens        int     `json:"context_tokens"`     // --max-model-len
 	KVGiB                float64 `json:"kv_gib"`             // --kv-cache-memory-bytes, in GiB
 	MaxTokens            int     `json:"max_tokens"`         // output tokens per request (ignore_eos)
@@ -420,7 +421,7 @@ func base() Config {
 			Handoffs: 19, ContextTokens: 4096, KVGiB: 4, MaxTokens: 128, ProbeMaxTokens: 8,
 			Prompt: DefaultPrompt, SettleS: 0.1, WindowPadS: 2, SampleHz: 20, LinkProbeMiB: 64,
 			CorrectnessMaxTokens: 16, CorrectnessLogprobs: 5, LogprobTolerance: 0.05,
-			SoakLevel: 1, EngineTolerancePercent: 10, CostDwellS: 1,
+			SoakLevel: 1, SwitchLevel: 1, EngineTolerancePercent: 10, CostDwellS: 1,
 			HealthRequests: 4, HealthMaxTokens: 32, LostPrefixTokens: 2048,
 			VariantBlocks: 4, VariantOrder: "random", VariantSeed: 1,
 		},
@@ -733,6 +734,9 @@ func (c Config) validateProtocol(bad badFunc) {
 	}
 	if p.SoakLevel != 1 && p.SoakLevel != 2 {
 		bad("protocol.soak_level", "%d: want 1 or 2", p.SoakLevel)
+	}
+	if p.SwitchLevel != 1 && p.SwitchLevel != 2 {
+		bad("protocol.switch_level", "%d: want 1 or 2", p.SwitchLevel)
 	}
 	if p.SoakCycles > 0 && len(c.Models) < 3 {
 		bad("protocol.soak_cycles", "%d: the soak rotates over at least 3 models, the config has %d: add models or set soak_cycles 0", p.SoakCycles, len(c.Models))

@@ -125,6 +125,9 @@ func walkJSON(v any, t reflect.Type, path string, errs *[]error) {
 	wrong := func(want string) {
 		*errs = append(*errs, fmt.Errorf("key %q: want %s, got JSON %s", path, want, jsonKind(v)))
 	}
+	if t == reflect.TypeFor[json.RawMessage]() { // any JSON: a variant's set value, checked against its key's type where it is applied (Config.setKey)
+		return
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		obj, ok := v.(map[string]any)

@@ -65,6 +65,7 @@ var wantZeroConfig = []string{
 	"protocol.max_tokens: 0: must be at least 2",
 	"protocol.probe_max_tokens: 0: must be at least 1",
 	"protocol.soak_level: 0: want 1 or 2",
+	"protocol.switch_level: 0: want 1 or 2",
 	"protocol.concurrency: empty: list at least one concurrency, e.g. [1, 4]",
 	"protocol.context_tokens: 0: must exceed max_tokens (0) plus the prompt",
 	"protocol.kv_gib: 0: must be > 0",

@@ -1,8 +1,11 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -32,6 +35,61 @@ type Variant struct {
 	ExtraArgs []string `json:"extra_args"`
 	// Env is added to every server's environment, over the run's own env.
 	Env map[string]string `json:"env"`
+	// Set are config keys this variant runs with another value, each a
+	// key path as in docs/configuration.md ("protocol.switch_level",
+	// "traffic.sleep_level") and its JSON value, e.g. the sleep level the
+	// switch and traffic phases use. The keys a variant has fields for,
+	// the run's out_dir and baseline, and the variant run's own keys are
+	// not settable here (notSettable).
+	Set map[string]json.RawMessage `json:"set"`
+}
+
+// notSettable are the config keys a variant's set may not change, each
+// with what to do instead: its own fields, or what a variant run decides
+// for all of its runs.
+var notSettable = map[string]string{
+	"command":                 "use the variant's command",
+	"sim.era":                 "use the variant's sim_era",
+	"out_dir":                 "each variant's runs write under the run's out_dir/variants/<name>",
+	"baseline":                "a baseline history is the run's, for every variant alike",
+	"protocol.variant_blocks": "the blocks are the variant run's, not a variant's",
+	"protocol.variant_order":  "the order is the variant run's, not a variant's",
+	"protocol.variant_seed":   "the seed is the variant run's, not a variant's",
+}
+
+// setKey sets the config key at path (dotted, as in docs/configuration.md)
+// from its JSON value, strictly: an unknown key (with the nearest known
+// one) or a value of the wrong type is an error naming it.
+func (c *Config) setKey(path string, raw json.RawMessage) error {
+	var known []string
+	found := false
+	err := walkEnv(reflect.ValueOf(c).Elem(), nil, func(_ string, fv reflect.Value, p []string) error {
+		k := strings.Join(p, ".")
+		known = append(known, k)
+		if k != path {
+			return nil
+		}
+		found = true
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.DisallowUnknownFields()
+		v := reflect.New(fv.Type())
+		if err := d.Decode(v.Interface()); err != nil {
+			return fmt.Errorf("%s: %s: want a value of type %s", path, raw, fv.Type())
+		}
+		fv.Set(v.Elem())
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		hint := ""
+		if near := nearestName(path, known); near != "" {
+			hint = " (did you mean " + near + "?)"
+		}
+		return fmt.Errorf("%q: no such config key%s: docs/configuration.md lists them", path, hint)
+	}
+	return nil
 }
 
 // simFaultsEnv is vllmsim's faults variable (package vllmsim's
@@ -89,6 +147,14 @@ func (c Config) ForVariant(name string) (Config, error) {
 		out.Env = map[string]string{}
 	}
 	maps.Copy(out.Env, v.Env)
+	for _, k := range slices.Sorted(maps.Keys(v.Set)) {
+		if why, ok := notSettable[k]; ok {
+			return c, fmt.Errorf("variant %s: set %q: not a variant's to set: %s", name, k, why)
+		}
+		if err := out.setKey(k, v.Set[k]); err != nil {
+			return c, fmt.Errorf("variant %s: set %w", name, err)
+		}
+	}
 	return out, nil
 }
 
@@ -132,13 +198,18 @@ func (c Config) validateVariants(bad badFunc) {
 			bad(key+".sim_era", "%q: want one of %s", v.SimEra, strings.Join(SimEras, ", "))
 		}
 		checkEnv(key+".env", v.Env)
-		// The servers as this variant runs them: its flags and command
-		// are held to what a model's own are (a flag wakebench sets, a
-		// tensor parallel size beyond gpus, …); what the run's own
-		// config already gets wrong is said once, not per variant.
-		if vc, err := c.ForVariant(v.Name); err == nil && v.Name != "" {
-			for _, e := range vc.serverProblems() {
-				if !slices.Contains(c.serverProblems(), e) {
+		// The config as this variant runs it: its flags and command are
+		// held to what a model's own are (a flag wakebench sets, a tensor
+		// parallel size beyond gpus, …) and its set keys to what the
+		// file's are; what the run's own config already gets wrong is
+		// said once, not per variant.
+		vc, err := c.ForVariant(v.Name)
+		switch {
+		case err != nil && len(v.Set) > 0:
+			bad(key+".set", "%v", err)
+		case err == nil && v.Name != "":
+			for _, e := range vc.problems() {
+				if !slices.Contains(c.problems(), e) {
 					bad(key, "%s as this variant runs it: %s", v.Name, e)
 				}
 			}
@@ -153,12 +224,17 @@ func (c Config) validateVariants(bad badFunc) {
 	}
 }
 
-// serverProblems are what validateServers and validateModels find, one
+// problems are what Validate finds but the variants' own problems, one
 // line each.
-func (c Config) serverProblems() []string {
+func (c Config) problems() []string {
+	c.Variants = nil
+	err := c.Validate()
+	if err == nil {
+		return nil
+	}
 	var out []string
-	collect := func(key, format string, a ...any) { out = append(out, key+": "+fmt.Sprintf(format, a...)) }
-	c.validateServers(collect)
-	c.validateModels(collect)
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		out = append(out, e.Error())
+	}
 	return out
 }

@@ -61,6 +61,20 @@ func TestLoadTakesTheVariantOfItsBlock(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 7, seeded.Protocol.VariantSeed, "settable from the environment, as every scalar key")
 
+	// A variant's set: other values of config keys, checked as the file's.
+	levels := `{"variants": [{"name": "l1"}, {"name": "l2", "set": {"protocol.switch_level": 2, "traffic.sleep_level": 2, "protocol.concurrency": [1, 2]}}]}`
+	lpath := writeFile(t, levels)
+	l1, err := Load(env(map[string]string{EnvFile: lpath, EnvVariant: "l1"}))
+	require.NoError(t, err)
+	assert.Equal(t, 1, l1.Protocol.SwitchLevel, "the default")
+	assert.Equal(t, 1, l1.Traffic.SleepLevel)
+	l2, err := Load(env(map[string]string{EnvFile: lpath, EnvVariant: "l2"}))
+	require.NoError(t, err)
+	assert.Equal(t, 2, l2.Protocol.SwitchLevel)
+	assert.Equal(t, 2, l2.Traffic.SleepLevel)
+	assert.Equal(t, []int{1, 2}, l2.Protocol.Concurrency)
+	assert.Equal(t, Default().Protocol.Concurrency, l1.Protocol.Concurrency, "the reference keeps the run's own")
+
 	_, err = Load(env(map[string]string{EnvFile: path, EnvVariant: "v0.32"}))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "WAKEBENCH_VARIANT=v0.32: the config has no such variant (its variants: v0.31, v0.33)")
@@ -78,6 +92,13 @@ func TestBadVariantsAreNamed(t *testing.T) {
 		{`{"variants": [{"name": "a"}, {"name": "c"}], "protocol": {"variant_blocks": 1}}`, "protocol.variant_blocks: 1: want 2 to 100"},
 		{`{"variants": [{"name": "a"}, {"name": "c"}], "protocol": {"variant_order": "abba"}}`, `protocol.variant_order: "abba": want one of random, alternate`},
 		{`{"variants": [{"name": "a"}, {"name": "c", "extra_args": ["--no-enable-sleep-mode"]}]}`, "variants[1]: c as this variant runs it: models[0].extra_args: \"--no-enable-sleep-mode\" turns sleep mode off"},
+		{`{"variants": [{"name": "a"}, {"name": "c", "set": {"protocol.switch_levle": 2}}]}`, `variants[1].set: variant c: set "protocol.switch_levle": no such config key (did you mean protocol.switch_level?)`},
+		{`{"variants": [{"name": "a"}, {"name": "c", "set": {"protocol.switch_level": "2"}}]}`, `variants[1].set: variant c: set protocol.switch_level: "2": want a value of type int`},
+		{`{"variants": [{"name": "a"}, {"name": "c", "set": {"protocol.switch_level": 3}}]}`, "variants[1]: c as this variant runs it: protocol.switch_level: 3: want 1 or 2"},
+		{`{"variants": [{"name": "a"}, {"name": "c", "set": {"traffic.sleep_level": 0}}]}`, "variants[1]: c as this variant runs it: traffic.sleep_level: 0: want 1 or 2"},
+		{`{"variants": [{"name": "a"}, {"name": "c", "set": {"sim.era": "b"}}]}`, `variants[1].set: variant c: set "sim.era": not a variant's to set: use the variant's sim_era`},
+		{`{"variants": [{"name": "a"}, {"name": "c", "set": {"protocol.variant_blocks": 8}}]}`, `variants[1].set: variant c: set "protocol.variant_blocks": not a variant's to set`},
+		{`{"variants": [{"name": "a"}, {"name": "c", "set": {"models": []}}]}`, `variants[1].set: variant c: set "models": no such config key`},
 	} {
 		_, err := Load(env(map[string]string{EnvFile: writeFile(t, tc.body)}))
 		if assert.Error(t, err, tc.body) {

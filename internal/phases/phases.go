@@ -173,7 +173,7 @@ func phaseList() []Phase {
 					return Result{Value: f}, nil
 				}})
 			}},
-		{Name: record.PhaseSwitch, Doc: "all models: 1 initial activation (A awake, others asleep), then `handoffs` (19) handoffs A→B, B→A, … (round-robin for more models): sleep the active model at level 1, wake the next, first token, the slept model's memory read `settle_s` after its sleep answered; the engine-health burst after the first handoff to each model",
+		{Name: record.PhaseSwitch, Doc: "all models: 1 initial activation (A awake, others asleep), then `handoffs` (19) handoffs A→B, B→A, … (round-robin for more models): sleep the active model at `switch_level` (1), wake the next, first token, the slept model's memory read `settle_s` after its sleep answered; the engine-health burst after the first handoff to each model",
 			Off: func(cfg config.Config) string {
 				if n := len(cfg.Models); n < 2 {
 					return fmt.Sprintf("switching needs two models; the config has %d", n)

@@ -177,6 +177,15 @@ func TestPlanByHand(t *testing.T) {
 	assert.Equal(t, 2, soak["B"].L1Sleeps)
 	cfg.Protocol.SoakLevel = 2
 	assert.Zero(t, SoakPlan(cfg)["A"].L1Sleeps, "a level-2 soak measures no level-1 release")
+	// A switch at level 2: the same wakes and probes, no level-1 release
+	// from its sleeps (A: the 5 cycles and the after-wake one only).
+	l2 := config.SimDefault()
+	l2.Protocol.SwitchLevel = 2
+	at2 := Planned(Inputs{Config: l2}, Everything)
+	assert.Equal(t, 5+1, at2["A"].L1Sleeps)
+	assert.Equal(t, 5+1, at2["B"].L1Sleeps)
+	assert.Equal(t, plans["A"].Probes, at2["A"].Probes)
+	assert.Equal(t, plans["B"].Replays, at2["B"].Replays)
 	// Off in the config: its plan is not the run's.
 	cfg.Protocol.CostDwellS, cfg.Protocol.LostPrefixTokens = 0, 0
 	assert.Equal(t, plans["B"].Probes-4-6, Planned(Inputs{Config: cfg}, Everything)["B"].Probes)

@@ -207,7 +207,8 @@ func stateCostPlan(_ config.Config, has Can) Plan {
 // to the first (the last is the one awake: the per-model phases end on
 // it, and the switch starts the others leaving the last started awake),
 // then handoff i goes from model i mod n to the next (round-robin); each
-// wake's first token and replay, each sleep a measured level-1 one, the
+// wake's first token and replay, each sleep a measured level-1 one at
+// switch_level 1 (at 2 no release figure), the
 // first handoff to a model (not the initial activation) its health
 // window.
 func switchPlan(in Inputs, _ Can) map[string]Plan {
@@ -217,11 +218,15 @@ func switchPlan(in Inputs, _ Can) map[string]Plan {
 	if n == 0 {
 		return out
 	}
-	addTo(out, cfg.Models[n-1].Label, Plan{L1Sleeps: 1})
+	sleep := Plan{} // a handoff's sleep: a level-1 release figure where switch_level is 1
+	if cfg.Protocol.SwitchLevel == 1 {
+		sleep.L1Sleeps = 1
+	}
+	addTo(out, cfg.Models[n-1].Label, sleep)
 	addTo(out, cfg.Models[0].Label, woken(record.ReplaySwitch))
 	for i := range cfg.Protocol.Handoffs {
 		from, to := cfg.Models[i%n].Label, cfg.Models[(i+1)%n].Label
-		addTo(out, from, Plan{L1Sleeps: 1})
+		addTo(out, from, sleep)
 		addTo(out, to, woken(record.ReplaySwitch))
 		if !slices.Contains(out[to].Health, record.HealthAfterSwitch) {
 			addTo(out, to, Plan{Health: []string{record.HealthAfterSwitch}})

@@ -106,6 +106,18 @@ func (f *Pool) Asleep(label string) bool {
 	return m != nil && m.asleep
 }
 
+// AsleepAt is the level the model sleeps at, and whether the pool put it
+// to sleep and has not woken it (false: awake or not running).
+func (f *Pool) AsleepAt(label string) (level int, asleep bool) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	m := f.s.models[label]
+	if m == nil || !m.asleep {
+		return 0, false
+	}
+	return m.level, true
+}
+
 // Awake lists the models whose servers run and are awake.
 func (f *Pool) Awake() []string {
 	f.s.mu.Lock()

@@ -2,6 +2,8 @@ package protocol_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/protocol"
+	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/simtest"
 	"github.com/wakebench/wakebench/internal/testmain"
@@ -111,5 +114,58 @@ func TestEveryReleaseIsReadAfterSettle(t *testing.T) {
 	require.Greater(t, want, 50.0, "a level-1 sleep releases most of A's memory")
 	for i, pct := range all {
 		assert.InDelta(t, want, pct, 1, "release %d of A (the first %d the cycles', the rest the switch's)", i+1, cycles)
+	}
+}
+
+// TestSwitchAtLevelTwo: protocol.switch_level 2 (a variant's set, say)
+// puts every outgoing model to sleep at level 2 and wakes it with level
+// 2's sequence (the reload among it: a wake that skipped it would answer
+// garbage, and the probe would fail): every handoff succeeds and replays
+// its reference, no switch sleep is a level-1 release figure, and each
+// wake's span holds more than its /wake_up calls (the reload between
+// them), where a level-1 wake is its one call.
+func TestSwitchAtLevelTwo(t *testing.T) {
+	testmain.Long(t)
+	for _, level := range []int{1, 2} {
+		_, rec, p := simtest.Env(t, nil, func(cfg *config.Config) {
+			cfg.Protocol.Handoffs = 4
+			cfg.Protocol.SwitchLevel = level
+		})
+		out, err := protocol.Switch{Env: p}.Run(t.Context(), t.Logf)
+		require.NoError(t, err)
+		raw := rec.Raw()
+		require.Len(t, raw.Handoffs, 1+4)
+		var sleeps []string
+		for _, ev := range raw.Events {
+			if strings.HasPrefix(ev.Kind, "sleep") {
+				sleeps = append(sleeps, ev.Kind)
+			}
+		}
+		require.GreaterOrEqual(t, len(sleeps), 4)
+		for _, k := range sleeps[len(sleeps)-4:] { // the handoffs' (the set-up's before them: starting A makes room for it at level 1)
+			assert.Equal(t, fmt.Sprintf("sleep L%d", level), k, "switch_level %d: every handoff's sleep at that level", level)
+		}
+		for _, h := range raw.Handoffs {
+			assert.True(t, h.OK, "%+v", h)
+			if h.Initial {
+				continue
+			}
+			require.NotNil(t, h.Engine)
+			require.Greater(t, h.Engine.WakeCallsS, 0.0, "the wake's /wake_up calls timed apart")
+			if level == 2 { // the reload between the wake's /wake_up calls
+				assert.Greater(t, h.WakeS, h.Engine.WakeCallsS, "%s: a level-2 wake reloads the weights", record.DirectionKey(h.From, h.To))
+			} else {
+				assert.GreaterOrEqual(t, h.Engine.WakeCallsS, 0.9*h.WakeS, "a level-1 wake is its one /wake_up call (two clocks read microseconds apart)")
+			}
+		}
+		for _, c := range out.Checks {
+			assert.NotEqual(t, "FAIL", c.Verdict, c.String())
+		}
+		if level == 2 {
+			assert.Empty(t, raw.Release["A"], "no level-1 release from a level-2 switch")
+			assert.Empty(t, raw.Release["B"])
+		} else {
+			assert.NotEmpty(t, raw.Release["A"])
+		}
 	}
 }

@@ -19,7 +19,7 @@ type Switch struct{ *Env }
 
 // Run measures the handoffs and judges them: every handoff succeeded;
 // switch → first token per direction; the replays; every model's
-// level-1 release again, with its switch sleeps'.
+// level-1 release again, with its switch sleeps' where they are level 1.
 func (p Switch) Run(ctx context.Context, logf Logf) (Outcome[[]record.Handoff], error) {
 	hs, err := p.run(ctx, logf)
 	return Judged(hs, err, func() []record.Check { return p.checks(hs) })
@@ -71,7 +71,7 @@ func meteredSleep(ctx context.Context, f *pool.Pool, m *energy.Meter, label stri
 }
 
 // handoff hands the GPU from one model (none: "") to another: sleep from at
-// level 1, put any other awake model to sleep, wake to, probe its first
+// protocol.switch_level, put any other awake model to sleep, wake to, probe its first
 // token. On error it names the model and step that failed.
 func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho record.Handoff, who, step string, err error) {
 	ho = record.Handoff{From: from, To: to, EnergyJ: math.NaN()}
@@ -102,7 +102,7 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 		// after to's first token, settle_s after the sleep answered at the
 		// earliest (pool.MeasuredSleep.Finish), as every release.
 		var eaErr error
-		ms, e0, ea, eaErr, err = meteredSleep(ctx, p.pool, m, from, 1)
+		ms, e0, ea, eaErr, err = meteredSleep(ctx, p.pool, m, from, p.cfg.Protocol.SwitchLevel)
 		if ms != nil {
 			t0, ho.SleepS = ms.Sent, ms.Took.Seconds()
 		}
@@ -173,14 +173,14 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 
 // run starts every model, activates the first (the initial activation),
 // then hands the GPU on protocol.handoffs times round-robin (A→B, B→A, …):
-// sleep the active model at level 1, wake the next, first token.
+// sleep the active model at protocol.switch_level, wake the next, first token.
 func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 	labels := p.pool.Labels()
 	defer p.Begin(ctx, record.PhaseSwitch, labels...)()
 	if len(labels) < 2 {
 		return nil, p.Fail(record.PhaseSwitch, "", "plan", fmt.Errorf("switching needs at least two models, the config has %d", len(labels)))
 	}
-	first := labels[0]
+	first, level := labels[0], p.cfg.Protocol.SwitchLevel
 	// Every server up, the last one started left awake.
 	for _, l := range labels[1:] {
 		if !p.pool.Running(l) {
@@ -195,8 +195,22 @@ func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 		if err := p.pool.Activate(ctx, first); err != nil {
 			return nil, p.Fail(record.PhaseSwitch, first, "start", err)
 		}
-		if _, err := p.pool.Run(ctx, first, pool.Sleep(1)); err != nil {
+		if _, err := p.pool.Run(ctx, first, pool.Sleep(level)); err != nil {
 			return nil, p.Fail(record.PhaseSwitch, first, "sleep before initial activation", err)
+		}
+	}
+	// Every other model asleep at switch_level, so that each handoff's
+	// wake is one from that level: a model the phases before (or making
+	// room, always at level 1) left asleep at another level is woken and
+	// put back to sleep at it, unmeasured.
+	for _, l := range labels[1:] {
+		if at, asleep := p.pool.AsleepAt(l); asleep && at != level {
+			if err := p.pool.Activate(ctx, l); err != nil {
+				return nil, p.Fail(record.PhaseSwitch, l, "wake to sleep at switch_level", err)
+			}
+			if _, err := p.pool.Run(ctx, l, pool.Sleep(level)); err != nil {
+				return nil, p.Fail(record.PhaseSwitch, l, fmt.Sprintf("sleep at switch_level %d", level), err)
+			}
 		}
 	}
 	var out []record.Handoff

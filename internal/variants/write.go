@@ -27,14 +27,17 @@ import (
 // Comparison is a variant run's result: its plan, each run's outcome and
 // every variant's metrics against the reference's (comparison.json).
 type Comparison struct {
-	Status       string   `json:"status"` // PASS or FAIL
-	Reference    string   `json:"reference"`
-	Variants     []string `json:"variants"` // every variant, the reference first
-	Order        string   `json:"order"`
-	Seed         int      `json:"seed"`
-	Blocks       []Block  `json:"blocks"`
-	TolerancePct float64  `json:"tolerance_pct"`
-	Alpha        float64  `json:"alpha"`
+	Status    string   `json:"status"` // PASS or FAIL
+	Reference string   `json:"reference"`
+	Variants  []string `json:"variants"` // every variant, the reference first
+	// Definitions are the variants as the config gives them: what each
+	// changes of the run's own config.
+	Definitions  []config.Variant `json:"definitions"`
+	Order        string           `json:"order"`
+	Seed         int              `json:"seed"`
+	Blocks       []Block          `json:"blocks"`
+	TolerancePct float64          `json:"tolerance_pct"`
+	Alpha        float64          `json:"alpha"`
 	// Simulated labels the runs of vllmsim: every figure simulated, or
 	// which variants' runs are.
 	Simulated string   `json:"simulated,omitempty"`
@@ -59,7 +62,7 @@ type Comparison struct {
 // beyond the tolerance.
 func Compare(cfg config.Config, runs []Result) Comparison {
 	names := cfg.VariantNames()
-	c := Comparison{Status: "PASS", Reference: names[0], Variants: names, Order: cfg.Protocol.VariantOrder,
+	c := Comparison{Status: "PASS", Reference: names[0], Variants: names, Definitions: cfg.Variants, Order: cfg.Protocol.VariantOrder,
 		Seed: cfg.Protocol.VariantSeed, Blocks: Plan(cfg), TolerancePct: cfg.Thresholds.RegressionPercent,
 		Alpha: cfg.Thresholds.RegressionAlpha, Runs: runs, Failures: []string{}}
 	blocks := make([]map[string]gate.Bench, len(c.Blocks))
@@ -217,6 +220,12 @@ func (c Comparison) Summary() report.Doc {
 		}
 		d.List(items...)
 	}
+	d.Heading(2, "variants", "Variants")
+	var defs [][]string
+	for _, v := range c.Definitions {
+		defs = append(defs, []string{v.Name, Describe(v)})
+	}
+	d.Table([]string{"variant", "runs the config with"}, defs)
 	d.Heading(2, "runs", "Runs")
 	var rows [][]string
 	gated := slices.ContainsFunc(c.Runs, func(r Result) bool { return r.Gate != "" })
@@ -249,6 +258,32 @@ func (c Comparison) Summary() report.Doc {
 		d.Table([]string{"metric", "unit", c.Reference, v, "Δ %", "interval", "blocks", "verdict", "caught 8 times in 10"}, rows)
 	}
 	return d
+}
+
+// Describe is what v changes of the run's config, in the config's own
+// keys: "command /opt/vllm-0.33/bin/vllm; extra_args --enforce-eager;
+// set protocol.switch_level=2", or that it changes nothing.
+func Describe(v config.Variant) string {
+	var parts []string
+	if v.Command != "" {
+		parts = append(parts, "command "+report.Code(v.Command))
+	}
+	if v.SimEra != "" {
+		parts = append(parts, "sim_era "+report.Code(v.SimEra))
+	}
+	if len(v.ExtraArgs) > 0 {
+		parts = append(parts, "extra_args "+report.Code(strings.Join(v.ExtraArgs, " ")))
+	}
+	for _, k := range slices.Sorted(maps.Keys(v.Env)) {
+		parts = append(parts, "env "+report.Code(k+"="+v.Env[k]))
+	}
+	for _, k := range slices.Sorted(maps.Keys(v.Set)) {
+		parts = append(parts, "set "+report.Code(k+"="+string(v.Set[k])))
+	}
+	if len(parts) == 0 {
+		return "the run's own settings"
+	}
+	return strings.Join(parts, "; ")
 }
 
 func num(x float64) string {
