@@ -725,13 +725,15 @@ func TestSelected(t *testing.T) {
 // vllmsim in each vLLM era it speaks (docs/vllm-api.md §1) passes, with
 // what that server cannot do NOT EVALUATED and the reason, never failed:
 // a (vLLM ≤ 0.11: no pause, no KV-only release, only engine_sleep_state),
-// b (0.17 to 0.26: pause and modes, no KV-only release) and proposed (the
-// open PRs' API). c, the newest release, is vllmsim's default: the root
-// package's own TestProtocol and every other child run speak it. On
+// b (0.17 to 0.30: pause and modes, no KV-only release), c (0.31: the
+// KV-only release, empty answers, no operation metrics) and proposed (the
+// open PRs' API). d, the newest releases (0.32, 0.33), is vllmsim's
+// default: the root package's own TestProtocol and every other child run
+// speak it. On
 // e06ccb7 a and b failed TestOutputs ("A replayed after its kv-release
 // wakes"): only turning the phase off in the config passed. The proposed
 // era's run also turns level 0 off in the config (its level-0 path is
-// era c's, which the root package runs), the other way a phase is off:
+// era d's, which the root package runs), the other way a phase is off:
 // absent, never failed, and TestOutputs expects none of its results.
 func TestEveryEraPasses(t *testing.T) {
 	testmain.Long(t)
@@ -748,6 +750,7 @@ func TestEveryEraPasses(t *testing.T) {
 		{"a", nil, map[string]string{"sleep.level0.successful_cycles": "no /pause", "kv_release.successful_cycles": "no /pause",
 			"traffic.in_flight.keep.unexpected": "ignores mode=keep"}, []string{"traffic.in_flight.abort.unexpected"}},
 		{"b", nil, map[string]string{"kv_release.successful_cycles": "no /release_kv_cache_memory"}, []string{"sleep.level0.successful_cycles"}},
+		{"c", nil, nil, []string{"kv_release.successful_cycles", "sleep.level0.successful_cycles"}}, // v0.31: empty answers, no operation metrics
 		{"proposed", []string{"WAKEBENCH_PROTOCOL_SLEEP_L0_CYCLES=0"}, nil, []string{"kv_release.successful_cycles"}},
 	} {
 		t.Run(tc.era, func(t *testing.T) {

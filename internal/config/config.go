@@ -91,8 +91,8 @@ type Sim struct {
 	HostScale float64 `json:"host_scale"`
 	// Era is the vLLM release line whose API vllmsim speaks
 	// (VLLMSIM_ERA, docs/vllm-api.md §1): "a" (≤ 0.11), "b" (0.17 to
-	// 0.26), "c" (the newest release) or "proposed" (c with what open vLLM
-	// PRs propose); "" is vllmsim's default, c.
+	// 0.30), "c" (0.31), "d" (0.32 and 0.33, the newest) or "proposed" (d
+	// with what open vLLM PRs propose); "" is vllmsim's default, d.
 	Era string `json:"era"`
 	// Device is where vllmsim's device memory lives (VLLMSIM_DEVICE): "" or "sim", the
 	// simulated GPU; "cuda", real-device mode: weights, KV cache and residual allocated on
@@ -105,7 +105,7 @@ type Sim struct {
 var SimDevices = []string{"", "sim", "cuda"}
 
 // SimEras are vllmsim's eras (package vllmsim's, which config may not import).
-var SimEras = []string{"a", "b", "c", "proposed"}
+var SimEras = []string{"a", "b", "c", "d", "proposed"}
 
 // SimProfiles are vllmsim's built-in profiles (package vllmsim's
 // ProfileNames, which config may not import: TestSimProfilesAreVllmsims
@@ -210,6 +210,11 @@ type Protocol struct {
 	VariantBlocks int    `json:"variant_blocks"`
 	VariantOrder  string `json:"variant_order"`
 	VariantSeed   int    `json:"variant_seed"`
+	// VariantGate: a variant worse than the reference fails the variant
+	// run (an upgrade's gate); false shows every variant's worse and
+	// better figures without failing on them (an options study, where a
+	// cost such as host memory is the point).
+	VariantGate bool `json:"variant_gate"`
 }
 
 // LostPrefixLen is the lost-prefix probe's prompt length in tokens:
@@ -423,7 +428,7 @@ func base() Config {
 			CorrectnessMaxTokens: 16, CorrectnessLogprobs: 5, LogprobTolerance: 0.05,
 			SoakLevel: 1, SwitchLevel: 1, EngineTolerancePercent: 10, CostDwellS: 1,
 			HealthRequests: 4, HealthMaxTokens: 32, LostPrefixTokens: 2048,
-			VariantBlocks: 4, VariantOrder: "random", VariantSeed: 1,
+			VariantBlocks: 4, VariantOrder: "random", VariantSeed: 1, VariantGate: true,
 		},
 		Timeouts: Timeouts{StartS: 600, RequestS: 300, SleepS: 300, WakeS: 300, StopS: 10, PollMS: 5},
 		Thresholds: Thresholds{
@@ -601,7 +606,7 @@ func (c Config) validateServers(bad badFunc) {
 		bad("sim.time_scale", "%v: want a factor in (0, %d] on every modelled duration (vllmsim's VLLMSIM_TIME_SCALE bound)", c.Sim.TimeScale, MaxSimTimeScale)
 	}
 	if c.Sim.Era != "" && !slices.Contains(SimEras, c.Sim.Era) {
-		bad("sim.era", "%q: want a (vLLM ≤ 0.11), b (0.17 to 0.26), c (the newest release) or proposed (open PRs)", c.Sim.Era)
+		bad("sim.era", "%q: want a (vLLM ≤ 0.11), b (0.17 to 0.30), c (0.31), d (0.32 and 0.33, the newest) or proposed (open PRs)", c.Sim.Era)
 	}
 	if !slices.Contains(SimDevices, c.Sim.Device) {
 		bad("sim.device", "%q: want sim (the simulated GPU, the default) or cuda (vllmsim's memory and copies on the real GPU)", c.Sim.Device)

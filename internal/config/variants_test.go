@@ -85,7 +85,7 @@ func TestBadVariantsAreNamed(t *testing.T) {
 		{`{"variants": [{"name": "only"}]}`, "variants: one variant"},
 		{`{"variants": [{"name": "a"}, {"name": "a"}]}`, `variants[1].name: "a": named twice`},
 		{`{"variants": [{"name": "A b"}, {"name": "c"}]}`, `variants[0].name: "A b": want 1 to 40`},
-		{`{"variants": [{"name": "a", "sim_era": "z"}, {"name": "c"}]}`, `variants[0].sim_era: "z": want one of a, b, c, proposed`},
+		{`{"variants": [{"name": "a", "sim_era": "z"}, {"name": "c"}]}`, `variants[0].sim_era: "z": want one of a, b, c, d, proposed`},
 		{`{"variants": [{"name": "a", "env": {"WAKEBENCH_OUT_DIR": "x"}}, {"name": "c"}]}`, "variants[0].env: WAKEBENCH_OUT_DIR: a wakebench setting"},
 		{`{"env": {"A=B": "x"}}`, `env: "A=B": not an environment variable's name`},
 		{`{"models": [{"label": "A", "name": "tiny-a", "gpu_memory_utilization": 0.3, "sim_faults": "slow-wake=2"}], "variants": [{"name": "a"}, {"name": "c", "env": {"VLLMSIM_FAULTS": "slow-wake=1.1"}}]}`, "variants[1].env: VLLMSIM_FAULTS would replace the models' sim_faults"},

@@ -131,14 +131,23 @@ func TestFaultsAreNamed(t *testing.T) {
 			[]string{"release without a pause", "hung sleep-mode operation release_kv_cache_memory (1 in flight)"}, record.Failure{Phase: "kv-release", Model: "A", Step: "release without a pause"}},
 		{"a KV discard fails", "rpc-fail=release_kv_cache_memory", proposed, restartThen(kvCycles),
 			[]string{"release_kv_cache_memory A", "HTTP 500", "unknown"}, record.Failure{Phase: "kv-release", Model: "A", Step: "cycle 1 release_kv_cache_memory"}},
-		// The same faults on the newest release (no JSON answer, no
-		// resource states, no operation gauges): what it does say is named.
-		{"wake answers sleeping (a release)", "wake-stays-asleep", nil, restartThen(cycles(1)),
+		// The same faults on v0.31 (no JSON answer, no resource states, no
+		// operation gauges): what it does say is named.
+		{"wake answers sleeping (v0.31)", "wake-stays-asleep", v031, restartThen(cycles(1)),
 			[]string{"wake A from level 1", "wake answered 200 but /is_sleeping is still true"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
-		{"a memory RPC fails (a release)", "rpc-fail=sleep", nil, restartThen(cycles(1)),
+		{"a memory RPC fails (a release)", "rpc-fail=sleep", v031, restartThen(cycles(1)),
 			[]string{"sleep A level 1", "HTTP 500", "rpc-fail=sleep"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 sleep"}},
 		{"a memory RPC fails", "rpc-fail=sleep", proposed, restartThen(cycles(1)),
 			[]string{"sleep A level 1", "HTTP 500", "unknown"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 sleep"}},
+		{"a sleep option this vLLM lacks", "", func(c *config.Config) {
+			c.Sim.Era = "c" // v0.31: argparse refuses the v0.32 option, exit 2
+			c.Models[0].ExtraArgs = append(c.Models[0].ExtraArgs, "--sleep-mode-offload-cudagraph")
+		},
+			func(ctx context.Context, h *Run) error {
+				_, err := protocol.Restart{Env: h.env}.Run(ctx, "A", func(string, ...any) {})
+				return err
+			},
+			[]string{"--sleep-mode-offload-cudagraph is not in this vLLM (needs ≥ v0.32, vLLM #59160)", "exit status 2"}, record.Failure{Phase: "restart", Model: "A", Step: "start"}},
 		{"port already in use", "", func(c *config.Config) { c.Models[0].Port = busyPort(t) },
 			func(ctx context.Context, h *Run) error {
 				_, err := protocol.Restart{Env: h.env}.Run(ctx, "A", func(string, ...any) {})
@@ -169,6 +178,10 @@ func TestFaultsAreNamed(t *testing.T) {
 // only ways these faults show before the first token (no release has them,
 // docs/vllm-api.md §0).
 func proposed(c *config.Config) { c.Sim.Era = "proposed" }
+
+// v031 runs vllmsim as vLLM 0.31 (era c): empty answers, no operation
+// metrics, no resource states.
+func v031(c *config.Config) { c.Sim.Era = "c" }
 
 // busyPort holds a loopback port for the test's duration.
 func busyPort(t *testing.T) int {

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // Spec is how to start one server.
@@ -106,10 +108,16 @@ func (s *Server) ExitErr() error {
 	if t := logTail(s.spec.LogPath, 3); t != "" {
 		tail = "; last log lines: " + t
 	}
-	if s.waitErr != nil { // wrapped: callers read the exit status (*exec.ExitError)
-		return fmt.Errorf("server %s exited: %w (log %s)%s", s.spec.Label, s.waitErr, s.spec.LogPath, tail)
+	// A serve flag this vLLM's argparse refused that a newer release has
+	// is named with the release it needs, before the exit status.
+	why := ""
+	if u := vllm.Unrecognized(logTail(s.spec.LogPath, 20)); u != "" {
+		why = u + ": "
 	}
-	return fmt.Errorf("server %s exited: with status 0 (log %s)%s", s.spec.Label, s.spec.LogPath, tail)
+	if s.waitErr != nil { // wrapped: callers read the exit status (*exec.ExitError)
+		return fmt.Errorf("server %s exited: %s%w (log %s)%s", s.spec.Label, why, s.waitErr, s.spec.LogPath, tail)
+	}
+	return fmt.Errorf("server %s exited: %swith status 0 (log %s)%s", s.spec.Label, why, s.spec.LogPath, tail)
 }
 
 // logTail returns the last n non-empty lines of a log (from its last 4 KiB), joined by " | ".

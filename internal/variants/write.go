@@ -38,6 +38,9 @@ type Comparison struct {
 	Blocks       []Block          `json:"blocks"`
 	TolerancePct float64          `json:"tolerance_pct"`
 	Alpha        float64          `json:"alpha"`
+	// Gated: a variant worse than the reference fails the comparison
+	// (protocol.variant_gate); else its worse figures are shown, not failed.
+	Gated bool `json:"gated"`
 	// Simulated labels the runs of vllmsim: every figure simulated, or
 	// which variants' runs are.
 	Simulated string   `json:"simulated,omitempty"`
@@ -64,7 +67,7 @@ func Compare(cfg config.Config, runs []Result) Comparison {
 	names := cfg.VariantNames()
 	c := Comparison{Status: "PASS", Reference: names[0], Variants: names, Definitions: cfg.Variants, Order: cfg.Protocol.VariantOrder,
 		Seed: cfg.Protocol.VariantSeed, Blocks: Plan(cfg), TolerancePct: cfg.Thresholds.RegressionPercent,
-		Alpha: cfg.Thresholds.RegressionAlpha, Runs: runs, Failures: []string{}}
+		Alpha: cfg.Thresholds.RegressionAlpha, Gated: cfg.Protocol.VariantGate, Runs: runs, Failures: []string{}}
 	blocks := make([]map[string]gate.Bench, len(c.Blocks))
 	for i := range blocks {
 		blocks[i] = map[string]gate.Bench{}
@@ -113,7 +116,7 @@ func Compare(cfg config.Config, runs []Result) Comparison {
 			if m.Verdict != NotJudge {
 				judged++
 			}
-			if m.Verdict == Worse {
+			if m.Verdict == Worse && c.Gated {
 				c.Failures = append(c.Failures, fmt.Sprintf("variant %s: %s %s is %+.1f %% against %s (interval %+.1f to %+.1f %%), beyond ±%g %%",
 					v, m.Name, m.Unit, m.DeltaPct, c.Reference, m.LoPct, m.HiPct, c.TolerancePct))
 			}
@@ -209,6 +212,9 @@ func (c Comparison) Summary() report.Doc {
 	d.Heading(1, "", "Variant run: "+c.Status)
 	intro := fmt.Sprintf("%d blocks of %d variants on one GPU, %s order (seed %d); reference %s; a change is judged beyond ±%g %% and significant at α %g (paired t over the blocks, Benjamini-Hochberg over each variant's metrics).",
 		len(c.Blocks), len(c.Variants), c.Order, c.Seed, report.Code(c.Reference), c.TolerancePct, c.Alpha)
+	if !c.Gated {
+		intro += " Not gated (`protocol.variant_gate` false): a variant's worse figures are shown, not failed; only a run that failed fails it."
+	}
 	if c.Simulated != "" {
 		intro += " " + report.Strong(c.Simulated) + "."
 	}
@@ -331,6 +337,9 @@ func (c Comparison) checks() []record.Check {
 		switch m.Verdict {
 		case Worse:
 			ch.Verdict = "FAIL"
+			if !c.Gated {
+				ch.Verdict, ch.Reason = "PASS", ch.Reason+" (not gated: protocol.variant_gate is false)"
+			}
 		case NotJudge:
 			ch.Verdict, ch.Value = record.NotEvaluated, math.NaN()
 		}

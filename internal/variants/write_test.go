@@ -248,3 +248,30 @@ func TestPlanEmptyAndShortShares(t *testing.T) {
 		assert.Contains(t, r.Error, "less than 30s")
 	}
 }
+
+// TestUngatedComparison: with protocol.variant_gate false a variant worse
+// than the reference is shown worse, in summary.md and its check, and the
+// comparison still PASSes; a run that failed still fails it.
+func TestUngatedComparison(t *testing.T) {
+	cfg := variantConfig(t, "alternate")
+	cfg.Variants = cfg.Variants[:2]
+	cfg.Protocol.VariantBlocks = 3
+	cfg.Protocol.VariantGate = false
+	var runs []Result
+	for b := 1; b <= 3; b++ {
+		runs = append(runs, writeRun(t, cfg, "ref", b, "PASS", "vLLM 0.31", 0.1))
+		runs = append(runs, writeRun(t, cfg, "new", b, "PASS", "vLLM 0.33", 0.13*(1+0.01*float64(b))))
+	}
+	c := Compare(cfg, runs)
+	assert.Equal(t, "PASS", c.Status, "%v", c.Failures)
+	require.NotEmpty(t, c.Metrics)
+	assert.Equal(t, Worse, c.Metrics[0].Verdict)
+	for _, ch := range c.checks() {
+		assert.Equal(t, "PASS", ch.Verdict, ch.Reason)
+		assert.Contains(t, ch.Reason, "not gated")
+	}
+	assert.Contains(t, c.Summary().Markdown(), "Not gated (`protocol.variant_gate` false)")
+
+	runs[1].Status, runs[1].Error = "FAIL", "a threshold"
+	assert.Equal(t, "FAIL", Compare(cfg, runs).Status, "a run that failed still fails it")
+}

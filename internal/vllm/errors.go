@@ -22,6 +22,9 @@ type APIError struct {
 	Message  string
 	InStream bool
 	Body     string // the raw body when it was not one of vLLM's error shapes
+	// Param is the request parameter a validation error names
+	// ("query.level"), "" when none.
+	Param string
 }
 
 func (e *APIError) Error() string {
@@ -29,11 +32,20 @@ func (e *APIError) Error() string {
 	if e.InStream {
 		where = "error event in stream"
 	}
+	if e.Param != "" {
+		where += " (" + e.Param + ")"
+	}
+	msg := e.Message
+	if e.Status == 400 && (e.Param == "query.level" || e.Param == "query.mode") {
+		// vLLM #52864 (v0.32 on): /sleep's level and mode are validated
+		// before the engine is called (docs/vllm-api.md §2).
+		msg += fmt.Sprintf(" [the server refused the sleep's %s before calling the engine: vLLM ≥ 0.32 takes level 0, 1 or 2 and mode abort, wait or keep; nothing was slept]", strings.TrimPrefix(e.Param, "query."))
+	}
 	switch {
 	case e.Message != "" && e.Type != "":
-		return fmt.Sprintf("%s %s: %s", where, e.Type, e.Message)
+		return fmt.Sprintf("%s %s: %s", where, e.Type, msg)
 	case e.Message != "":
-		return fmt.Sprintf("%s: %s", where, e.Message)
+		return fmt.Sprintf("%s: %s", where, msg)
 	case e.Body != "":
 		return fmt.Sprintf("%s: %s", where, e.Body)
 	}
@@ -61,11 +73,15 @@ func ParseError(status int, body []byte) *APIError {
 		var nested struct {
 			Message string `json:"message"`
 			Type    string `json:"type"`
+			Param   any    `json:"param"`
 		}
 		var s string
 		switch {
 		case len(probe.Error) > 0 && json.Unmarshal(probe.Error, &nested) == nil && nested.Message != "":
 			e.Message, e.Type = nested.Message, nested.Type
+			if p, ok := nested.Param.(string); ok {
+				e.Param = p
+			}
 			return e
 		case len(probe.Error) > 0 && json.Unmarshal(probe.Error, &s) == nil:
 			e.Message = s

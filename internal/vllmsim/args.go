@@ -45,6 +45,11 @@ type Args struct {
 	EnableServerLoadTracking bool
 	// Speculative is --speculative-config (nil: no speculative decoding).
 	Speculative *SpecConfig
+	// The sleep options (sleepopts.go): --sleep-mode-offload-cudagraph,
+	// --enable-nccl-comm-suspend, --sleep-preserve-parameter-names.
+	OffloadCUDAGraph    bool
+	NCCLCommSuspend     bool
+	SleepPreserveParams []string
 }
 
 // SpecConfig is what vllmsim models of --speculative-config's JSON
@@ -371,6 +376,12 @@ func (a *Args) set(name string, vals []string, maxLen, kv *int64) error {
 		return boolean(&a.EnablePromptTokensDetails)
 	case "--enable-server-load-tracking":
 		return boolean(&a.EnableServerLoadTracking)
+	case "--sleep-mode-offload-cudagraph":
+		return boolean(&a.OffloadCUDAGraph)
+	case "--enable-nccl-comm-suspend":
+		return boolean(&a.NCCLCommSuspend)
+	case "--sleep-preserve-parameter-names":
+		a.SleepPreserveParams = vals
 	case "--speculative-config", "-sc":
 		c, err := parseSpecConfig(v)
 		if err != nil {

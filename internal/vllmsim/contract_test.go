@@ -25,7 +25,7 @@ type contractRow struct {
 
 // tableEras are the table's era letters: vLLM's releases A, B, C and P,
 // what open PRs propose.
-var tableEras = map[string]era{"A": eraA, "B": eraB, "C": eraC, "P": eraProposed}
+var tableEras = map[string]era{"A": eraA, "B": eraB, "C": eraC, "D": eraD, "P": eraProposed}
 
 // readContractTable parses the table under "## Contract table (tested)".
 func readContractTable(t *testing.T, path string) []contractRow {

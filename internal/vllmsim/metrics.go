@@ -41,13 +41,14 @@ type metrics struct {
 	kvUsageOf                                 func(running int) float64
 
 	// Era proposed only (nil in releases): vLLM's proposed resource-state telemetry
-	// (docs/design/engine_sleep_state.md, vllm-api.md §7.1) and the
-	// operation gauge (serve/dev/sleep/metrics.py, §7.3).
+	// (docs/design/engine_sleep_state.md, vllm-api.md §7.1).
 	fullyAwake *prometheus.GaugeVec
 	resState   *prometheus.GaugeVec
-	inFlight   *prometheus.GaugeVec
+	// Eras d and proposed (nil before): the operation gauge (PR #52864,
+	// serve/dev/sleep/metrics.py, §7.3).
+	inFlight *prometheus.GaugeVec
 	// opsTotal counts each call by operation and status ("success",
-	// "error"): only in the rl_ variant (nil otherwise).
+	// "error"): in the merged rl_ names (nil in the branch's plain ones).
 	opsTotal *prometheus.CounterVec
 
 	opMu  sync.Mutex     // guards ops and stuck
@@ -57,12 +58,13 @@ type metrics struct {
 
 // metricsOpts say which sleep metrics a server exports.
 type metricsOpts struct {
-	newest bool // era proposed: resource state, fully awake, the operation histogram and gauge
+	newest bool // era proposed: resource state, fully awake
+	ops    bool // eras d and proposed: the operation histogram, gauge and (rl_ names) counter
 	legacy bool // vllm:engine_sleep_state (not with the Rust frontend)
-	// rl: the operation metrics as the RLHF router's variant names them,
-	// every one prefixed vllm:rl_, with a calls counter
-	// (dev/rlhf/api_router.py; docs/vllm-api.md §7.3).
-	rl bool
+	// plainOps: the operation metrics as unmerged branch code named them
+	// (vllm@47e7f394: vllm:sleep_mode_…, no counter), not as #52864 merged
+	// them (vllm:rl_…, with a calls counter; docs/vllm-api.md §7.3).
+	plainOps bool
 	// specTokens > 0: the spec-decode counters, with that many positions.
 	specTokens int
 }
@@ -112,25 +114,31 @@ func newMetrics(model string, kvUsage func(running int) float64, o metricsOpts) 
 		m.sleepState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:engine_sleep_state", Help: "Engine sleep state; awake = 0 means engine is sleeping.", ConstLabels: labels}, []string{"sleep_state"})
 		f(m.sleepState)
 	}
-	if o.newest {
-		// vLLM's frontend metrics of sleep-mode calls (vllm@47e7f394
-		// vllm/entrypoints/serve/dev/sleep/metrics.py): the plain variant, no counter.
-		prefix := "vllm:"
-		if o.rl {
-			prefix = "vllm:rl_"
+	if o.ops {
+		// vLLM's frontend metrics of sleep-mode calls (PR #52864, "Align
+		// sleep-mode API responses and operation metrics", merged about
+		// 2026-09-30; vllm@d26ebba4 vllm/entrypoints/serve/dev/sleep/metrics.py):
+		// vllm:rl_…, a counter by outcome; the plain names without a counter
+		// are branch code's (vllm@47e7f394).
+		prefix := "vllm:rl_"
+		if o.plainOps {
+			prefix = "vllm:"
+		} else {
 			m.opsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "sleep_mode_operations_total", Help: "Sleep-mode operations by outcome."}, []string{"operation", "status"})
 			f(m.opsTotal)
 		}
 		m.sleepOps = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: prefix + "sleep_mode_operation_duration_seconds", Help: "Duration of one sleep-mode operation.",
 			Buckets: []float64{0.01, 0.1, 1, 10, 30, 60, 120, 300, 600}}, []string{"operation"})
 		m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: prefix + "sleep_mode_operations_in_flight", Help: "Sleep-mode operations in flight."}, []string{"operation"})
-		m.fullyAwake = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:engine_fully_awake", Help: "1 when the scheduler runs and every sleep-mode resource is resident.", ConstLabels: labels}, nil)
-		m.resState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:engine_sleep_resource_state", Help: "Sleep-mode state of each engine resource.", ConstLabels: labels}, []string{"resource", "state"})
 		f(m.sleepOps)
 		f(m.inFlight)
+		m.ops, m.stuck = map[string]int{}, map[string]bool{}
+	}
+	if o.newest {
+		m.fullyAwake = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:engine_fully_awake", Help: "1 when the scheduler runs and every sleep-mode resource is resident.", ConstLabels: labels}, nil)
+		m.resState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:engine_sleep_resource_state", Help: "Sleep-mode state of each engine resource.", ConstLabels: labels}, []string{"resource", "state"})
 		f(m.fullyAwake)
 		f(m.resState)
-		m.ops, m.stuck = map[string]int{}, map[string]bool{}
 	}
 	m.setState(sleepSnapshot{scheduler: "running", weights: "resident", kv: "resident"}, legacyRecord{}, false)
 	return m

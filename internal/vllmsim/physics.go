@@ -18,6 +18,13 @@ type Physics struct {
 	// outside the sleep-mode pools: NCCL's buffers with more than one
 	// rank, and fault tp-residual's.
 	ExtraResidualBytes uint64
+	// The sleep options (sleepopts.go), per rank: GraphPoolBytes, the CUDA
+	// graph pool a sleep backs up to pinned host memory
+	// (--sleep-mode-offload-cudagraph, part of the residual); SuspendBytes,
+	// the NCCL memory a sleep releases (--enable-nccl-comm-suspend, part of
+	// ExtraResidualBytes); PreservedBytes, the parameters a level-2 sleep
+	// backs up to pageable host memory (--sleep-preserve-parameter-names).
+	GraphPoolBytes, SuspendBytes, PreservedBytes uint64
 	// Real is real-device mode (VLLMSIM_DEVICE=cuda): what the device does (a sleep's and a
 	// wake's copies and frees, the pinned buffer's allocation, a step's read of the weights)
 	// takes the device's own time, so none of it is modelled here; the host's and the CPU's
@@ -59,7 +66,11 @@ func (p Physics) weightPass() float64 {
 // DecodeStep is one decode step with batch sequences running: memory-bound on
 // the weights, plus a compute share per sequence.
 func (p Physics) DecodeStep(batch int) float64 {
-	return p.weightPass() + float64(batch)*p.flopsPerToken()/(p.GPU.DecodeTFLOPS[p.Model.Dtype]*1e12)
+	step := p.weightPass() + float64(batch)*p.flopsPerToken()/(p.GPU.DecodeTFLOPS[p.Model.Dtype]*1e12)
+	if p.GraphPoolBytes > 0 && p.ranks() > 1 { // the offloaded graph pool's extra all-reduce copy (sleepopts.go)
+		step += allReduceDecodeCost * (p.weightPass() + p.flopsPerToken()/(p.GPU.DecodeTFLOPS[p.Model.Dtype]*1e12))
+	}
+	return step
 }
 
 // Prefill is one prefill step over tokens prompt tokens (all newly admitted sequences together).

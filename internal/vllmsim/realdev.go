@@ -119,6 +119,9 @@ type poolState struct {
 	kv      bool   // the KV-cache pool is on the device
 	extra   uint64 // residual bytes beyond the context: NCCL's, tp-residual's, leaked
 	level   int    // the level of the sleep the weights are asleep from (1: a host copy)
+	// graphOff is the CUDA graph pool a sleep backed up off the device
+	// (--sleep-mode-offload-cudagraph; the simulated device only).
+	graphOff uint64
 }
 
 // weightPattern fills the weight pool at load and at reload_weights: what a wake after level 1

@@ -44,8 +44,20 @@ var serveFlags = parseServeFlags(serveFlagsTSV)
 // "auto-exposed as --sleep-mode-backend", but main at 63344913
 // (2026-08-13), after the merge, registers no such option (EngineArgs has
 // no field for it): a release's parser refuses it.
+//
+// And the sleep options merged after that commit, each from the era of
+// the first release that has it (docs/vllm-api.md §10):
+// --enable-nccl-comm-suspend (#51485, merged about 2026-09-04, v0.30.0:
+// era b stands for v0.26, so vllmsim has it from c),
+// --sleep-preserve-parameter-names (#57891, merged about 2026-09-25,
+// v0.31.0 by the merge date) and --sleep-mode-offload-cudagraph (#59160,
+// merged about 2026-10-04, v0.32.0 by the merge date), each from a
+// third-party merged-PR record, the PR threads unread.
 var extraFlags = map[string]serveFlag{
-	"--sleep-mode-backend": {name: "--sleep-mode-backend", kind: kindValue, newSince011: true, since: eraProposed},
+	"--sleep-mode-backend":             {name: "--sleep-mode-backend", kind: kindValue, newSince011: true, since: eraProposed},
+	"--enable-nccl-comm-suspend":       {name: "--enable-nccl-comm-suspend", kind: kindBoolOpt, newSince011: true, since: eraC},
+	"--sleep-preserve-parameter-names": {name: "--sleep-preserve-parameter-names", kind: kindNargsPlus, newSince011: true, since: eraC},
+	"--sleep-mode-offload-cudagraph":   {name: "--sleep-mode-offload-cudagraph", kind: kindBoolOpt, newSince011: true, since: eraD},
 }
 
 // goneSince011 are the options of vLLM 0.11's parser (main of 2025-10-03)

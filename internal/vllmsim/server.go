@@ -18,10 +18,6 @@ import (
 	"github.com/wakebench/wakebench/internal/simgpu"
 )
 
-// Version is what /version reports: the vLLM API version vllmsim follows,
-// marked as simulated.
-const Version = "0.31.0+vllmsim"
-
 // server is one simulated `vllm serve` process after start-up.
 type server struct {
 	args    Args
@@ -69,6 +65,14 @@ type server struct {
 	pinned         bool         // the pinned host buffer for level-1 offload is allocated
 	legacy         legacyRecord // what released vLLM last recorded on vllm:engine_sleep_state
 	commMapped     bool         // the residual beyond the CUDA context (NCCL, fault tp-residual) is allocated
+	// The sleep options' state (sleepopts.go): the graph pool backed up
+	// and off the device, the NCCL memory suspended (both under mu).
+	graphOffloaded, commSuspended bool
+	// The host buffers holding the graph pool's backup (kept once
+	// allocated, as the weights' pinned one) and the preserved parameters'
+	// (freed by the weights' wake): under opMu, not mu (only a sleep or a
+	// wake, one at a time, touches them).
+	graphHost, preservedHost *hostBuffer
 }
 
 // metricsHandler serves /metrics, or what fault metrics-broken answers
@@ -92,7 +96,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"version": Version})
+		writeJSON(w, http.StatusOK, map[string]string{"version": s.era.version()})
 	})
 	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("GET /v1/models", s.auth(s.handleModels))
@@ -510,6 +514,12 @@ func (s *server) target() poolState {
 	}
 	if s.commMapped {
 		st.extra += s.phys.ExtraResidualBytes
+		if s.commSuspended {
+			st.extra -= s.phys.SuspendBytes
+		}
+	}
+	if s.graphOffloaded {
+		st.graphOff = s.phys.GraphPoolBytes
 	}
 	return st
 }
@@ -517,7 +527,7 @@ func (s *server) target() poolState {
 // used is the device memory this process holds now.
 func (s *server) used() uint64 {
 	st := s.target()
-	u := s.phys.ContextBytes() + st.extra
+	u := s.phys.ContextBytes() + st.extra - st.graphOff
 	if st.weights {
 		u += s.phys.WeightBytes()
 	}

@@ -33,41 +33,64 @@ import (
 // server's own methods.
 type sleepMode struct{ *server }
 
-// era is the vLLM release line whose sleep API vllmsim speaks: three
+// era is the vLLM release line whose sleep API vllmsim speaks: four
 // released ones and the proposals (docs/vllm-api.md §1). Whether a fact is
-// released was read in its PR thread, not inferred from a commit of the
-// code index (which holds unmerged PR branches too).
+// released was read in its PR thread or a merged-PR record, not inferred
+// from a commit of the code index (which holds unmerged PR branches too).
 type era string
 
 const (
 	eraA era = "a" // ≤ v0.11: /sleep?level=N (int(), 1 offloads, any other discards all), empty 200 bodies, no pause, only engine_sleep_state
-	eraB era = "b" // PR #34528 (merged 2026-02, ~v0.17) to v0.26: pause first, mode, level 0 (and below) pauses only, empty bodies
-	eraC era = "c" // the newest release: b + /release_kv_cache_memory (PR #44890, merged after v0.26.0; a full sleep after it allowed), --sleep-mode-backend (PR #44074), /reset_prefix_cache {"success": bool} (v0.26.0)
-	// eraProposed is c with what open PRs and unmerged branches propose:
-	// JSON bodies from /sleep, /wake_up and /release_kv_cache_memory
-	// (#52864 open; #45518, #45586 closed), level and mode validated before
-	// dispatch, the resource-state and operation metrics and the rejection
-	// of a sleep while partially awake (branch code, no PR found),
-	// VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY (#55206 open) and
-	// VLLM_POISON_DISCARDED_PAGES (#52597 open).
+	eraB era = "b" // PR #34528 (merged 2026-02, ≈ v0.17) to v0.30: pause first, mode, level 0 (and below) pauses only, empty bodies (vllmsim speaks v0.26's flags)
+	eraC era = "c" // v0.31: b + /release_kv_cache_memory (PR #44890, merged 2026-09-17/18; a full sleep after it allowed), /reset_prefix_cache {"success": bool} (v0.26.0), --enable-nccl-comm-suspend (#51485, v0.30.0), --sleep-preserve-parameter-names (#57891); empty bodies
+	// eraD is v0.32 and v0.33, the newest releases (the default): c with
+	// PR #52864 (merged about 2026-09-30, after v0.31.0's branch point):
+	// JSON bodies from /sleep, /wake_up and /release_kv_cache_memory, level
+	// (0..2) and mode validated before dispatch (400, error.param
+	// query.level / query.mode, the engine not called), the operation
+	// metrics vllm:rl_sleep_mode_operations_total{operation,status},
+	// …_operation_duration_seconds{operation} and …_operations_in_flight;
+	// and --sleep-mode-offload-cudagraph (PR #59160, ≈ v0.32.0).
+	eraD era = "d"
+	// eraProposed is d with what open PRs and unmerged branches propose:
+	// the resource-state and fully-awake metrics and the rejection of a
+	// sleep while partially awake (branch code, no PR found),
+	// VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY (#55206 open),
+	// VLLM_POISON_DISCARDED_PAGES (#52597 open) and --sleep-mode-backend.
 	eraProposed era = "proposed"
 )
 
 // eras in order: each has what the one before it has, unless its code says otherwise.
-var eras = []era{eraA, eraB, eraC, eraProposed}
+var eras = []era{eraA, eraB, eraC, eraD, eraProposed}
 
 // since reports whether e is o or later.
 func (e era) since(o era) bool { return slices.Index(eras, e) >= slices.Index(eras, o) }
 
-// parseEra reads VLLMSIM_ERA ("" is the newest release, c).
+// version is the vLLM release e stands for, as /version answers it,
+// marked as simulated (the harness labels a run simulated by it).
+func (e era) version() string {
+	switch e {
+	case eraA:
+		return "0.11.0+vllmsim"
+	case eraB:
+		return "0.26.0+vllmsim"
+	case eraC:
+		return "0.31.0+vllmsim"
+	case eraD:
+		return "0.33.0+vllmsim"
+	}
+	return "0.33.0+vllmsim.proposed"
+}
+
+// parseEra reads VLLMSIM_ERA ("" is the newest release, d).
 func parseEra(v string) (era, error) {
 	switch e := era(strings.ToLower(v)); e {
 	case "":
-		return eraC, nil
-	case eraA, eraB, eraC, eraProposed:
+		return eraD, nil
+	case eraA, eraB, eraC, eraD, eraProposed:
 		return e, nil
 	}
-	return "", fmt.Errorf("%s=%q: want a (vLLM ≤ 0.11: empty bodies, no mode, no level 0), b (PR #34528 to v0.26: modes and level 0), c (the newest release, the default) or proposed (c with what open vLLM PRs propose: JSON bodies, validation, resource-state metrics)", EnvEra, v)
+	return "", fmt.Errorf("%s=%q: want a (vLLM ≤ 0.11: empty bodies, no mode, no level 0), b (PR #34528 to v0.30: modes and level 0), c (v0.31: the KV-only release), d (v0.32 and v0.33, the default: JSON bodies, validation, operation metrics) or proposed (d with what open vLLM PRs propose: resource-state metrics, partial-wake rejection)", EnvEra, v)
 }
 
 // envBool reads one of vLLM's on/off environment variables: 1 or true on,
@@ -242,8 +265,8 @@ func (s sleepMode) sleepParams(w http.ResponseWriter, r *http.Request) (level in
 	if q.Has("level") {
 		lv = q.Get("level")
 	}
-	if s.era == eraProposed {
-		// level: Annotated[int, Query(ge=0, le=2)] = 1; mode: PauseMode = "abort".
+	if s.era.since(eraD) {
+		// level: Annotated[int, Query(ge=0, le=2)] = 1; mode: PauseMode = "abort" (#52864).
 		n, err := strconv.Atoi(lv)
 		switch {
 		case err != nil:
@@ -410,7 +433,7 @@ func (s sleepMode) handleSleep(w http.ResponseWriter, r *http.Request) {
 		}()
 	case oe != nil:
 		oe.write(w)
-	case s.era == eraProposed:
+	case s.era.since(eraD):
 		writeJSON(w, http.StatusOK, map[string]any{"status": "sleeping", "level": level})
 	default:
 		w.WriteHeader(http.StatusOK)
@@ -448,7 +471,7 @@ func (s sleepMode) ignoreSleep(w http.ResponseWriter, r *http.Request) {
 		}
 		s.log.Printf("It took %.6f seconds to fall asleep.", time.Since(start).Seconds())
 	}
-	if s.era == eraProposed {
+	if s.era.since(eraD) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "sleeping", "level": level})
 		return
 	}
@@ -533,7 +556,7 @@ func (s sleepMode) sleep(w http.ResponseWriter, r *http.Request, level int, mode
 		return internalError("%v", err), true
 	}
 	usedBefore := s.used()
-	cost := s.phys.Sleep(level)
+	cost := s.phys.Sleep(level) + s.phys.OptionSleep(level)
 	s.mu.Lock()
 	if level == 1 && !s.pinned {
 		// The first level-1 sleep allocates the pinned host buffer the
@@ -562,6 +585,11 @@ func (s sleepMode) sleep(w http.ResponseWriter, r *http.Request, level int, mode
 		}
 		defer freeStaging() // a sleep called off
 	}
+	// The options' host backups (sleepopts.go), allocated inside the
+	// modelled time as the weights' is.
+	if oe := s.sleepOptionsHost(level); oe != nil {
+		return oe, true
+	}
 	if !s.clock.sleepUntil(r.Context(), began.Add(s.clock.dur(cost))) {
 		return nil, false
 	}
@@ -569,8 +597,11 @@ func (s sleepMode) sleep(w http.ResponseWriter, r *http.Request, level int, mode
 	s.mu.Lock()
 	s.level = level
 	s.weightsAsleep, s.kvAsleep = true, true
-	// Level 1 keeps a host copy of the weights; level 2 discards them.
-	s.weightsValid = level == 1
+	// Level 1 keeps a host copy of the weights; level 2 discards them,
+	// unless every parameter is preserved (--sleep-preserve-parameter-names).
+	s.weightsValid = level == 1 || (s.phys.PreservedBytes > 0 && s.phys.PreservedBytes == s.phys.WeightBytes())
+	s.graphOffloaded = s.phys.GraphPoolBytes > 0
+	s.commSuspended = s.phys.SuspendBytes > 0
 	s.sleeps++
 	s.mu.Unlock()
 	s.syncPower() // only the CUDA context draws now
@@ -649,7 +680,7 @@ func (s sleepMode) handleWake(w http.ResponseWriter, r *http.Request) {
 		return
 	case oe != nil:
 		oe.write(w)
-	case s.era == eraProposed:
+	case s.era.since(eraD):
 		status := "sleeping"
 		if awake {
 			status = "awake"
@@ -758,7 +789,7 @@ func (s sleepMode) wakeMemory(ctx context.Context, tags []string) (noop bool, oe
 		s.mu.Lock()
 		switch tag {
 		case "weights":
-			asleep, unknown, bytes, cost = &s.weightsAsleep, &s.weightsUnknown, s.phys.WeightBytes(), s.phys.WakeWeights(level)
+			asleep, unknown, bytes, cost = &s.weightsAsleep, &s.weightsUnknown, s.phys.WeightBytes(), s.phys.WakeWeights(level)+s.phys.OptionWake(level)
 		default:
 			asleep, unknown, bytes, cost = &s.kvAsleep, &s.kvUnknown, s.phys.KVBytes, s.phys.WakeKV()
 		}
@@ -786,7 +817,13 @@ func (s sleepMode) wakeMemory(ctx context.Context, tags []string) (noop bool, oe
 		}
 		s.mu.Lock()
 		*asleep = false
+		if tag == "weights" { // the graph pool and the communicators come back with the weights; the preserved parameters' backup is released
+			s.graphOffloaded, s.commSuspended = false, false
+		}
 		s.mu.Unlock()
+		if tag == "weights" {
+			s.freePreserved()
+		}
 		if err := s.publish(); err != nil && s.dev.real != nil {
 			s.mu.Lock()
 			*asleep = true // nothing of it is on the device: it did not wake
@@ -920,12 +957,12 @@ func (s sleepMode) handleReleaseKV(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	s.publish()
 	s.syncMetrics()
-	if s.era == eraProposed {
+	if s.era.since(eraD) { // #52864
 		writeJSON(w, http.StatusOK, map[string]string{"status": "kv_cache_released"})
 		return
 	}
-	// The merged router's answer was not read (its handler is four lines,
-	// as the sleep router's bare Response(status_code=200)): empty, as /sleep.
+	// v0.31's handler (a third-party audit's line spans of main@00b7847c,
+	// four lines as the sleep router's bare Response(status_code=200)): empty, as /sleep.
 	w.WriteHeader(http.StatusOK)
 }
 

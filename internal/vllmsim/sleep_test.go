@@ -59,12 +59,12 @@ func errMessage(t *testing.T, body map[string]any) string {
 // else (EngineCore.sleep, vllm-api.md §2): is_sleeping true, every byte
 // still on the device, no "fall asleep" or freed line, the legacy metric
 // all zero, and a request sent meanwhile waits until the wake, then runs.
-// The newest release answers empty bodies; era proposed JSON, and its
+// v0.31 answers empty bodies, v0.32 on JSON (#52864); era proposed's
 // resource-state metrics show the pause.
 func TestLevel0PausesOnly(t *testing.T) {
-	for _, e := range []era{eraC, eraProposed} {
+	for _, e := range []era{eraC, eraD, eraProposed} {
 		t.Run(string(e), func(t *testing.T) {
-			proposed := e == eraProposed
+			proposed, merged52864 := e == eraProposed, e.since(eraD)
 			logs := &SyncLog{}
 			s := startSimLog(t, "tiny-a", map[string]string{EnvEra: string(e)}, logs)
 			s.ready(t)
@@ -72,10 +72,10 @@ func TestLevel0PausesOnly(t *testing.T) {
 			before := s.used(t)
 			code, body := send(t, s, "POST /sleep?level=0")
 			require.Equal(t, 200, code)
-			if proposed {
+			if merged52864 {
 				assert.Equal(t, map[string]any{"status": "sleeping", "level": float64(0)}, body)
 			} else {
-				assert.Nil(t, body, "released: an empty 200")
+				assert.Nil(t, body, "v0.31: an empty 200")
 			}
 			asleep, err := s.c.IsSleeping(ctx)
 			require.NoError(t, err)
@@ -107,7 +107,7 @@ func TestLevel0PausesOnly(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 			code, body = send(t, s, "POST /wake_up")
 			require.Equal(t, 200, code)
-			if proposed {
+			if merged52864 {
 				assert.Equal(t, "awake", body["status"])
 			} else {
 				assert.Nil(t, body)
@@ -130,13 +130,13 @@ func TestLevel0PausesOnly(t *testing.T) {
 }
 
 // TestWakeLogLines: vLLM's router and executor lines (vllm-api.md §3), and
-// what a sleep after a partial wake does: the newest release sleeps again
-// (only "every tag asleep" is the executor's no-op since PR #44890), era
+// what a sleep after a partial wake does: a release sleeps again (only
+// "every tag asleep" is the executor's no-op since PR #44890), era
 // proposed refuses it with a 500 naming "partially awake".
 func TestWakeLogLines(t *testing.T) {
-	for _, e := range []era{eraC, eraProposed} {
+	for _, e := range []era{eraC, eraD, eraProposed} {
 		t.Run(string(e), func(t *testing.T) {
-			proposed := e == eraProposed
+			proposed, merged52864 := e == eraProposed, e.since(eraD)
 			logs := &SyncLog{}
 			s := startSimLog(t, "tiny-a", map[string]string{EnvEra: string(e)}, logs)
 			s.ready(t)
@@ -148,7 +148,7 @@ func TestWakeLogLines(t *testing.T) {
 			n := strings.Count(logs.String(), "to wake up tags")
 			code, body := send(t, s, "POST /wake_up")
 			require.Equal(t, 200, code)
-			if proposed {
+			if merged52864 {
 				assert.Equal(t, "awake", body["status"])
 			} else {
 				assert.Nil(t, body)
@@ -164,7 +164,7 @@ func TestWakeLogLines(t *testing.T) {
 			used := s.used(t)
 			code, body = send(t, s, "POST /wake_up?tags=weights")
 			require.Equal(t, 200, code)
-			if proposed {
+			if merged52864 {
 				assert.Equal(t, map[string]any{"status": "sleeping", "tags_woken": []any{"weights"}}, body)
 			} else {
 				assert.Nil(t, body)
@@ -180,7 +180,11 @@ func TestWakeLogLines(t *testing.T) {
 				assert.Equal(t, used, s.used(t), "refused: the weights stay")
 			} else {
 				require.Equal(t, 200, code, "released: a sleep while partially awake sleeps the weights")
-				assert.Nil(t, body)
+				if merged52864 {
+					assert.Equal(t, map[string]any{"status": "sleeping", "level": float64(1)}, body)
+				} else {
+					assert.Nil(t, body)
+				}
 				assert.Equal(t, tinyPhysics(t).ResidualBytes(), s.used(t), "the woken weights are offloaded again")
 			}
 			paused, err := s.c.IsSleeping(t.Context())
@@ -192,13 +196,13 @@ func TestWakeLogLines(t *testing.T) {
 
 // TestKVOnlyRelease: pause → release_kv_cache_memory frees exactly the KV
 // cache on the device (weights stay) → wake_up?tags=kv_cache maps it back
-// in a KV wake's time and resumes serving. The newest release answers
-// empty 200s; era proposed JSON and its resource-state and operation
-// metrics.
+// in a KV wake's time and resumes serving. v0.31 answers empty 200s;
+// v0.32 on JSON and the operation metrics (#52864); era proposed its
+// resource-state metrics too.
 func TestKVOnlyRelease(t *testing.T) {
-	for _, e := range []era{eraC, eraProposed} {
+	for _, e := range []era{eraC, eraD, eraProposed} {
 		t.Run(string(e), func(t *testing.T) {
-			proposed := e == eraProposed
+			proposed, merged52864 := e == eraProposed, e.since(eraD)
 			logs := &SyncLog{}
 			// slow-wake stretches every wake 40 times: 0.2 s for the KV cache.
 			s := startSimLog(t, "tiny-a", map[string]string{EnvFaults: "slow-wake=40", EnvEra: string(e)}, logs)
@@ -214,10 +218,10 @@ func TestKVOnlyRelease(t *testing.T) {
 			require.Equal(t, 200, code)
 			code, body = send(t, s, "POST /release_kv_cache_memory")
 			require.Equal(t, 200, code)
-			if proposed {
+			if merged52864 {
 				assert.Equal(t, map[string]any{"status": "kv_cache_released"}, body)
 			} else {
-				assert.Nil(t, body, "released: an empty 200")
+				assert.Nil(t, body, "v0.31: an empty 200")
 			}
 			assert.Equal(t, awake-1*GiB, s.used(t), "the 1 GiB KV cache is freed, the weights stay")
 			m := s.metrics(t)
@@ -225,15 +229,19 @@ func TestKVOnlyRelease(t *testing.T) {
 			assert.Equal(t, 0.0, m[`vllm:engine_sleep_state{sleep_state="weights_offloaded"}`], "legacy: all zero")
 			if proposed {
 				assert.Equal(t, 1.0, m[`vllm:engine_sleep_resource_state{resource="kv_cache",state="released"}`])
-				assert.Equal(t, 2.0, m[`vllm:sleep_mode_operation_duration_seconds_count{operation="release_kv_cache_memory"}`], "the refused call is observed too")
 			} else {
 				assert.NotContains(t, m, `vllm:engine_sleep_resource_state{resource="kv_cache",state="released"}`)
-				assert.NotContains(t, m, `vllm:sleep_mode_operation_duration_seconds_count{operation="release_kv_cache_memory"}`)
+			}
+			if merged52864 {
+				assert.Equal(t, 2.0, m[`vllm:rl_sleep_mode_operation_duration_seconds_count{operation="release_kv_cache_memory"}`], "the refused call is observed too")
+				assert.Equal(t, 1.0, m[`vllm:rl_sleep_mode_operations_total{operation="release_kv_cache_memory",status="error"}`], "and counted as an error")
+			} else {
+				assert.NotContains(t, m, `vllm:rl_sleep_mode_operation_duration_seconds_count{operation="release_kv_cache_memory"}`)
 			}
 
 			code, body = send(t, s, "POST /wake_up?tags=kv_cache")
 			require.Equal(t, 200, code)
-			if proposed {
+			if merged52864 {
 				assert.Equal(t, "awake", body["status"])
 			} else {
 				assert.Nil(t, body)
@@ -297,12 +305,12 @@ func TestWakeStaysAsleepFault(t *testing.T) {
 }
 
 // TestStuckOpFault: the call answers, its in-flight gauge stays 1; the
-// other operations' gauges go back to 0 (the operation metrics are era
-// proposed's).
+// other operations' gauges go back to 0 (the operation metrics are eras
+// d's and proposed's).
 func TestStuckOpFault(t *testing.T) {
 	for _, op := range []string{"sleep", "wake_up", "release_kv_cache_memory"} {
 		t.Run(op, func(t *testing.T) {
-			s := startSim(t, "tiny-a", map[string]string{EnvFaults: "stuck-op=" + op, EnvEra: string(eraProposed)})
+			s := startSim(t, "tiny-a", map[string]string{EnvFaults: "stuck-op=" + op})
 			s.ready(t)
 			for _, req := range []string{"POST /sleep?level=1", "POST /wake_up", "POST /pause", "POST /release_kv_cache_memory", "POST /wake_up"} {
 				code, body := send(t, s, req)
@@ -315,7 +323,7 @@ func TestStuckOpFault(t *testing.T) {
 				if other == op {
 					want = 1
 				}
-				assert.Equal(t, want, m[`vllm:sleep_mode_operations_in_flight{operation="`+label[other]+`"}`], other)
+				assert.Equal(t, want, m[`vllm:rl_sleep_mode_operations_in_flight{operation="`+label[other]+`"}`], other)
 			}
 		})
 	}
@@ -503,14 +511,14 @@ func TestRustFrontendDropsLegacyMetric(t *testing.T) {
 	s = startSim(t, "tiny-a", map[string]string{EnvRustFrontend: "1"})
 	s.ready(t)
 	m = s.metrics(t)
-	assert.Equal(t, 1.0, m[`vllm:engine_sleep_state{sleep_state="awake"}`], "era c: the legacy metric stays")
+	assert.Equal(t, 1.0, m[`vllm:engine_sleep_state{sleep_state="awake"}`], "era d: the legacy metric stays")
 	assert.NotContains(t, m, "vllm:engine_fully_awake")
 }
 
-// TestEraSetting: VLLMSIM_ERA picks a, b, c or proposed (default c);
+// TestEraSetting: VLLMSIM_ERA picks a, b, c, d or proposed (default d);
 // anything else fails the start naming the variable.
 func TestEraSetting(t *testing.T) {
-	for in, want := range map[string]era{"": eraC, "a": eraA, "B": eraB, "c": eraC, "proposed": eraProposed, "Proposed": eraProposed} {
+	for in, want := range map[string]era{"": eraD, "a": eraA, "B": eraB, "c": eraC, "d": eraD, "proposed": eraProposed, "Proposed": eraProposed} {
 		st, err := SettingsFromEnv(func(k string) string { return map[string]string{EnvEra: in}[k] })
 		require.NoError(t, err, in)
 		assert.Equal(t, want, st.Era, in)
@@ -521,12 +529,15 @@ func TestEraSetting(t *testing.T) {
 	assert.ErrorContains(t, err, EnvPoisonPages)
 }
 
-// TestRLMetricsVariant: with VLLMSIM_RL_METRICS=1 (era proposed) the operation metrics
-// carry vLLM's RLHF router's names (vllm:rl_…) and a calls counter by
-// outcome: a sleep and a wake that succeeded, and a sleep refused while
+// TestOperationMetrics: from era d (PR #52864) the operation metrics carry
+// the merged names (vllm:rl_…) and a calls counter by outcome: in era
+// proposed a sleep and a wake that succeeded, and a sleep refused while
 // partially awake (500), counted as such; the plain names are absent.
-func TestRLMetricsVariant(t *testing.T) {
-	s := startSim(t, "tiny-a", map[string]string{EnvRLMetrics: "1", EnvEra: string(eraProposed)})
+// VLLMSIM_PLAIN_OP_METRICS=1 gives branch code's plain names, without a
+// counter; era c (v0.31) has no operation metrics at all, and says it
+// ignores the variable.
+func TestOperationMetrics(t *testing.T) {
+	s := startSim(t, "tiny-a", map[string]string{EnvEra: string(eraProposed)})
 	s.ready(t)
 	for _, req := range []struct {
 		line string
@@ -545,16 +556,40 @@ func TestRLMetricsVariant(t *testing.T) {
 		assert.NotContains(t, k, "vllm:sleep_mode_operation", "only the rl_ names")
 	}
 
-	// A release ignores the variable (and says so): no operation metrics at all.
+	// The default era, d: the same names, no resource-state metrics; a
+	// sleep refused by validation (400) is no operation.
+	d := startSim(t, "tiny-a", nil)
+	d.ready(t)
+	code, _ := send(t, d, "POST /sleep?level=3")
+	require.Equal(t, 400, code)
+	assert.NotContains(t, d.metrics(t), `vllm:rl_sleep_mode_operation_duration_seconds_count{operation="sleep"}`, "the engine was not called")
+	code, _ = send(t, d, "POST /sleep?level=1")
+	require.Equal(t, 200, code)
+	md := d.metrics(t)
+	assert.Equal(t, 1.0, md[`vllm:rl_sleep_mode_operations_total{operation="sleep",status="success"}`])
+	assert.NotContains(t, md, `vllm:engine_fully_awake`, "the resource-state metrics are proposed")
+
+	// The branch's plain names: no counter.
+	p := startSim(t, "tiny-a", map[string]string{EnvPlainOpMetrics: "1"})
+	p.ready(t)
+	code, _ = send(t, p, "POST /sleep?level=1")
+	require.Equal(t, 200, code)
+	mp := p.metrics(t)
+	assert.Equal(t, 1.0, mp[`vllm:sleep_mode_operation_duration_seconds_count{operation="sleep"}`])
+	for k := range mp {
+		assert.NotContains(t, k, "vllm:rl_sleep_mode", "only the plain names")
+	}
+
+	// v0.31 (era c): no operation metrics; the variable is ignored, saying so.
 	logs := &SyncLog{}
-	c := startSimLog(t, "tiny-a", map[string]string{EnvRLMetrics: "1"}, logs)
+	c := startSimLog(t, "tiny-a", map[string]string{EnvPlainOpMetrics: "1", EnvEra: string(eraC)}, logs)
 	c.ready(t)
-	code, _ := send(t, c, "POST /sleep?level=1")
+	code, _ = send(t, c, "POST /sleep?level=1")
 	require.Equal(t, 200, code)
 	for k := range c.metrics(t) {
 		assert.NotContains(t, k, "sleep_mode_operation", "era c")
 	}
-	logs.Has(t, "WARNING vllmsim: "+EnvRLMetrics+" is proposed")
+	logs.Has(t, "WARNING vllmsim: "+EnvPlainOpMetrics+" names the operation metrics of vLLM ≥ 0.32")
 }
 
 // TestRPCFailOnRelease: a failed discard is a 500. In era proposed it

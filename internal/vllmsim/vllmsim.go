@@ -74,9 +74,11 @@ const (
 	EnvEra       = "VLLMSIM_ERA"
 	// vLLM's own (docs/vllm-api.md §7.2, §10).
 	EnvRustFrontend = "VLLM_USE_RUST_FRONTEND"
-	// EnvRLMetrics=1 names the operation metrics as vLLM's RLHF router's
-	// variant does (vllm:rl_…, with a calls counter).
-	EnvRLMetrics         = "VLLMSIM_RL_METRICS"
+	// EnvPlainOpMetrics=1 (eras d and proposed) names the operation
+	// metrics as unmerged branch code did (vllm@47e7f394: vllm:sleep_mode_…,
+	// no calls counter), not as PR #52864 merged them (vllm:rl_…, with
+	// one): the harness reads both.
+	EnvPlainOpMetrics    = "VLLMSIM_PLAIN_OP_METRICS"
 	EnvReleaseHostMemory = "VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY"
 	EnvPoisonPages       = "VLLM_POISON_DISCARDED_PAGES"
 )
@@ -94,8 +96,9 @@ type Settings struct {
 	Era       era    // VLLMSIM_ERA
 	// RustFrontend (VLLM_USE_RUST_FRONTEND=1, era proposed): no vllm:engine_sleep_state.
 	RustFrontend bool
-	// RLMetrics (VLLMSIM_RL_METRICS=1, era proposed): the rl_ operation metrics.
-	RLMetrics bool
+	// PlainOpMetrics (VLLMSIM_PLAIN_OP_METRICS=1, eras d and proposed):
+	// the branch variant's operation metric names.
+	PlainOpMetrics bool
 	// ReleaseHostMemory (VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY=1): a weights
 	// wake after level 1 frees the pinned host backup and logs it.
 	ReleaseHostMemory bool
@@ -172,7 +175,7 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 	for _, b := range []struct {
 		env string
 		to  *bool
-	}{{EnvRustFrontend, &st.RustFrontend}, {EnvReleaseHostMemory, &st.ReleaseHostMemory}, {EnvPoisonPages, &st.PoisonPages}, {EnvRLMetrics, &st.RLMetrics}} {
+	}{{EnvRustFrontend, &st.RustFrontend}, {EnvReleaseHostMemory, &st.ReleaseHostMemory}, {EnvPoisonPages, &st.PoisonPages}, {EnvPlainOpMetrics, &st.PlainOpMetrics}} {
 		if *b.to, err = envBool(b.env, getenv(b.env)); err != nil {
 			return st, err
 		}
@@ -314,7 +317,7 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 		lg.Printf("vllmsim tensor parallel size %d: rank processes %s, each with %.2f GiB of weights", len(ranks), strings.Join(pids, ", "), float64(phys.WeightBytes())/GiB)
 	}
 
-	lg.Printf("vllmsim %s serving %s (profile %s, time scale %g, %s)", Version, args.Model, st.Profile.Name, st.TimeScale, where)
+	lg.Printf("vllmsim %s serving %s (profile %s, time scale %g, %s)", st.Era.version(), args.Model, st.Profile.Name, st.TimeScale, where)
 	// Host figures measured on a sim are its bytes × this scale: the
 	// harness reads it from here to label them simulated/scaled.
 	if dev.real != nil {
@@ -349,12 +352,17 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	for _, p := range []struct {
 		on        bool
 		env, what string
-	}{{st.ReleaseHostMemory, EnvReleaseHostMemory, "vllm#55206, open"}, {st.PoisonPages, EnvPoisonPages, "vllm#52597, open"},
-		{st.RLMetrics, EnvRLMetrics, "the rl_ operation metrics of unmerged branch code"}} {
+	}{{st.ReleaseHostMemory, EnvReleaseHostMemory, "vllm#55206, open"}, {st.PoisonPages, EnvPoisonPages, "vllm#52597, open"}} {
 		if p.on && st.Era != eraProposed {
 			// A released vLLM does not read it; vllmsim says so rather than act on it.
 			lg.Printf("WARNING vllmsim: %s is proposed (%s), not in a release: ignored with %s=%s (set %s=proposed)", p.env, p.what, EnvEra, st.Era, EnvEra)
 		}
+	}
+	if st.PlainOpMetrics && !st.Era.since(eraD) {
+		lg.Printf("WARNING vllmsim: %s names the operation metrics of vLLM ≥ 0.32 (#52864): ignored with %s=%s, which has none", EnvPlainOpMetrics, EnvEra, st.Era)
+	}
+	if note := phys.optionsNote(); note != "" {
+		lg.Printf("%s", note)
 	}
 	if len(args.Unmodelled) > 0 {
 		lg.Printf("vllmsim accepted, without modelling them: %s", strings.Join(args.Unmodelled, "; "))
@@ -371,7 +379,7 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	s := &server{args: args, phys: phys, clock: c, dev: dev, log: lg, devMode: st.DevMode, created: time.Now().Unix(),
 		era: st.Era, backend: args.SleepModeBackend,
 		releaseHostMem: st.ReleaseHostMemory && st.Era == eraProposed, poisonPages: st.PoisonPages && st.Era == eraProposed,
-		m:     newMetrics(args.ServedName(), kvUsage, metricsOpts{newest: st.Era == eraProposed, legacy: st.Era != eraProposed || !st.RustFrontend, rl: st.RLMetrics && st.Era == eraProposed, specTokens: args.specTokens()}),
+		m:     newMetrics(args.ServedName(), kvUsage, metricsOpts{newest: st.Era == eraProposed, ops: st.Era.since(eraD), legacy: st.Era != eraProposed || !st.RustFrontend, plainOps: st.PlainOpMetrics, specTokens: args.specTokens()}),
 		power: pw, host: host,
 		faults: st.Faults, stamp: st.Stamp, exit: func(code int) {
 			_ = pw.stop()
@@ -446,6 +454,9 @@ func planMemory(args Args, st Settings, model Model, info simgpu.Device) (Physic
 	}
 	if st.Faults != nil {
 		phys.ExtraResidualBytes += uint64(st.Faults.TPResidualGiB * GiB)
+	}
+	if err := sleepOptions(&phys, args); err != nil {
+		return phys, err
 	}
 	if phys.KVBytes == 0 {
 		avail := args.GPUMemUtilization*float64(info.TotalBytes) - float64(phys.WeightBytes()+phys.ResidualBytes())
@@ -543,7 +554,7 @@ func (s *server) startCompiled(ctx context.Context, cacheDir string) error {
 	}
 	if !warm {
 		if err := os.MkdirAll(cacheDir, 0o755); err == nil {
-			_ = os.WriteFile(marker, []byte(Version+"\n"), 0o644)
+			_ = os.WriteFile(marker, []byte(s.era.version()+"\n"), 0o644)
 		}
 	}
 	return nil

@@ -1,0 +1,203 @@
+package vllmsim
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// The sleep options merged after serveflags.tsv's commit (docs/vllm-api.md
+// §0 and §10), each modelled from its PR's own account; vllmsim's parser
+// takes each from the era of its first release (extraFlags). What they
+// change is in Physics (the bytes and the copies' time) and in the
+// server's state (what a sleep left where); every figure below is
+// modelled, not read from vLLM:
+//
+//   - --sleep-mode-offload-cudagraph (#59160, v0.32): "CUDA graphs are
+//     captured into a cuMem pool that sleep backs up to CPU memory at both
+//     levels and any wake restores in place, so graphs are replayed, not
+//     recaptured … The cost is pinned host memory for the pool's backup,
+//     also at level 2, and one extra copy per captured custom allreduce
+//     (about 3% decode latency at batch size 1)" (the docs copy of
+//     docs/features/sleep_mode.md, index 70266688388). With
+//     --enforce-eager there are no graphs: no effect.
+//   - --enable-nccl-comm-suspend (#51485, v0.30): a sleep releases the
+//     NCCL communicators' memory (ncclCommSuspend) after the allocator's
+//     pools, the weights' wake restores it (ncclCommResume): with more than
+//     one rank, the communicator buffers vllmsim keeps outside the pools
+//     (commBytesPerRank).
+//   - --sleep-preserve-parameter-names PATTERN… (#57891, v0.31): "Level-2
+//     sleep backs up selected GPU parameters to pageable CPU memory; weights
+//     wake-up restores them in place and releases the backups … Level-1
+//     behavior is unchanged"; "each pattern must match
+//     model.named_parameters()" (a pattern matching none fails the start).
+
+// graphPoolShare is the share of a model's residual (CUDA context, CUDA
+// graphs, the memory outside the sleep pools) that is its CUDA graph pool:
+// modelled.
+const graphPoolShare = 0.4
+
+// allReduceDecodeCost is the offloaded graph pool's decode cost with a
+// custom all-reduce (more than one rank): one extra copy per captured
+// all-reduce, about 3 % of a batch-1 decode step (#59160's docs).
+const allReduceDecodeCost = 0.03
+
+// pageableShare is a pageable host copy's rate against a pinned one (the
+// copy goes through a pinned bounce buffer): modelled.
+const pageableShare = 0.5
+
+// parameters are a simulated model's parameter names, as a decoder-only
+// transformer's model.named_parameters() names them (one layer stands for
+// every layer: a pattern matches all layers or none), each with its share
+// of the weights' bytes: modelled.
+var parameters = []struct {
+	name  string
+	share float64
+}{
+	{"model.embed_tokens.weight", 0.05},
+	{"model.layers.0.input_layernorm.weight", 0},
+	{"model.layers.0.self_attn.qkv_proj.weight", 0.20},
+	{"model.layers.0.self_attn.o_proj.weight", 0.10},
+	{"model.layers.0.post_attention_layernorm.weight", 0},
+	{"model.layers.0.mlp.gate_up_proj.weight", 0.40},
+	{"model.layers.0.mlp.down_proj.weight", 0.15},
+	{"model.norm.weight", 0},
+	{"lm_head.weight", 0.10},
+}
+
+// preservedShare is the share of the weights' bytes the patterns (shell
+// globs, as fnmatch: * matches dots too) name; a pattern that names no
+// parameter is the start's error.
+func preservedShare(patterns []string) (float64, error) {
+	matched := make([]bool, len(parameters))
+	for _, pat := range patterns {
+		hit := false
+		for i, p := range parameters {
+			ok, err := path.Match(pat, p.name)
+			if err != nil {
+				return 0, fmt.Errorf("ValueError: --sleep-preserve-parameter-names: bad pattern %q: %v", pat, err)
+			}
+			if ok {
+				matched[i], hit = true, true
+			}
+		}
+		if !hit {
+			names := make([]string, len(parameters))
+			for i, p := range parameters {
+				names[i] = p.name
+			}
+			return 0, fmt.Errorf("ValueError: --sleep-preserve-parameter-names: pattern %q matches no parameter of the model (model.named_parameters(): %s, …)", pat, strings.Join(names, ", "))
+		}
+	}
+	share := 0.0
+	for i, p := range parameters {
+		if matched[i] {
+			share += p.share
+		}
+	}
+	return share, nil
+}
+
+// sleepOptions sets phys's sleep options from the serve flags.
+func sleepOptions(phys *Physics, args Args) error {
+	if args.OffloadCUDAGraph && !args.EnforceEager {
+		phys.GraphPoolBytes = uint64(graphPoolShare * phys.Model.ResidualGiB * GiB)
+	}
+	if args.NCCLCommSuspend && phys.ranks() > 1 {
+		phys.SuspendBytes = commBytesPerRank
+	}
+	if len(args.SleepPreserveParams) > 0 {
+		share, err := preservedShare(args.SleepPreserveParams)
+		if err != nil {
+			return err
+		}
+		phys.PreservedBytes = uint64(share * float64(phys.WeightBytes()))
+	}
+	return nil
+}
+
+// OptionSleep is what the options add to a sleep at level: the graph
+// pool's copy to pinned host memory (both levels) and, at level 2, the
+// preserved parameters' copy to pageable host memory.
+func (p Physics) OptionSleep(level int) float64 { return p.optionCopies(level, p.GPU.PCIeD2HGBps) }
+
+// OptionWake is what the options add to the weights' wake from level:
+// the same copies back.
+func (p Physics) OptionWake(fromLevel int) float64 {
+	return p.optionCopies(fromLevel, p.GPU.PCIeH2DGBps)
+}
+
+// optionCopies is the options' copies of a sleep or wake at level over a
+// link of pinned rate gbps (a pageable copy at pageableShare of it).
+func (p Physics) optionCopies(level int, gbps float64) float64 {
+	if p.Real {
+		return 0
+	}
+	s := gb(float64(p.GraphPoolBytes)) / gbps
+	if level == 2 {
+		s += gb(float64(p.PreservedBytes)) / (gbps * pageableShare)
+	}
+	return s
+}
+
+// optionsNote is the start's log line of the options in force, "" with none.
+func (p Physics) optionsNote() string {
+	var on []string
+	if p.GraphPoolBytes > 0 {
+		on = append(on, fmt.Sprintf("--sleep-mode-offload-cudagraph: a sleep backs the %.3f GiB CUDA graph pool up to pinned host memory", float64(p.GraphPoolBytes)/GiB))
+	}
+	if p.SuspendBytes > 0 {
+		on = append(on, fmt.Sprintf("--enable-nccl-comm-suspend: a sleep releases %.3f GiB of NCCL communicator memory a rank", float64(p.SuspendBytes)/GiB))
+	}
+	if p.PreservedBytes > 0 {
+		on = append(on, fmt.Sprintf("--sleep-preserve-parameter-names: a level-2 sleep backs %.3f GiB of parameters up to pageable host memory", float64(p.PreservedBytes)/GiB))
+	}
+	if len(on) == 0 {
+		return ""
+	}
+	return "vllmsim sleep options (modelled): " + strings.Join(on, "; ")
+}
+
+// sleepOptionsHost allocates the host memory a sleep at level backs the
+// options' device memory up in (a simulated device only): the graph pool's
+// pinned backup, once (kept for the process's lifetime, as the weights'
+// pinned one), and at level 2 the preserved parameters' pageable one
+// (released by the weights' wake). Real bytes are modelled bytes × the
+// host scale (VLLMSIM_HOST_SCALE), as the weights' backup. A failed
+// allocation kills the engine, as the weights' does. Caller holds s.opMu.
+func (s sleepMode) sleepOptionsHost(level int) *opError {
+	if s.dev.real != nil {
+		return nil
+	}
+	ranks := uint64(s.phys.ranks())
+	if s.phys.GraphPoolBytes > 0 && s.graphHost == nil {
+		b, _, err := allocHost(s.host.real(s.phys.GraphPoolBytes*ranks), true)
+		if err != nil {
+			return s.hostFailed(s.phys.GraphPoolBytes*ranks, err)
+		}
+		s.graphHost = b
+		s.log.Printf("vllmsim --sleep-mode-offload-cudagraph: the CUDA graph pool backed up to %.3f GiB of pinned host memory (real %.3f GiB)", float64(s.phys.GraphPoolBytes*ranks)/GiB, float64(b.size())/GiB)
+	}
+	if level == 2 && s.phys.PreservedBytes > 0 {
+		b, _, err := allocHost(s.host.real(s.phys.PreservedBytes*ranks), false)
+		if err != nil {
+			return s.hostFailed(s.phys.PreservedBytes*ranks, err)
+		}
+		s.freePreserved() // a second level-2 sleep without a wake between: one backup
+		s.preservedHost = b
+		s.log.Printf("vllmsim --sleep-preserve-parameter-names: %.3f GiB of parameters backed up to pageable host memory (real %.3f GiB)", float64(s.phys.PreservedBytes*ranks)/GiB, float64(b.size())/GiB)
+	}
+	return nil
+}
+
+// freePreserved releases the preserved parameters' host backup, if any.
+// Caller holds s.opMu.
+func (s sleepMode) freePreserved() {
+	if s.preservedHost == nil {
+		return
+	}
+	if err := s.preservedHost.free(); err != nil {
+		s.log.Printf("ERROR %v", err)
+	}
+	s.preservedHost = nil
+}

@@ -1,0 +1,194 @@
+package vllmsim
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/simgpu"
+	"github.com/wakebench/wakebench/internal/vllm"
+)
+
+// TestPreservedShare: the patterns name parameters as fnmatch does (a *
+// crosses dots), each parameter counted once; a pattern naming none is
+// the start's error, naming it.
+func TestPreservedShare(t *testing.T) {
+	for _, tc := range []struct {
+		patterns []string
+		want     float64
+	}{
+		{[]string{"*"}, 1},
+		{[]string{"model.layers.*.mlp.*"}, 0.40 + 0.15},
+		{[]string{"lm_head.weight", "model.embed_tokens.weight"}, 0.10 + 0.05},
+		{[]string{"*.self_attn.*", "model.layers.*.self_attn.qkv_proj.weight"}, 0.20 + 0.10},
+		{[]string{"*norm*"}, 0}, // the norms: no bytes to speak of
+	} {
+		got, err := preservedShare(tc.patterns)
+		require.NoError(t, err, tc.patterns)
+		assert.InDelta(t, tc.want, got, 1e-12, tc.patterns)
+	}
+	_, err := preservedShare([]string{"*.mlp.*", "vision_tower.*"})
+	assert.ErrorContains(t, err, `pattern "vision_tower.*" matches no parameter`)
+}
+
+// TestSleepOptionsByEra: each option from the era of its first release,
+// refused before it as argparse refuses it; a preserve pattern that
+// matches nothing fails the start.
+func TestSleepOptionsByEra(t *testing.T) {
+	for _, tc := range []struct {
+		e    era
+		flag []string
+		ok   bool
+	}{
+		{eraB, []string{"--enable-nccl-comm-suspend"}, false},
+		{eraC, []string{"--enable-nccl-comm-suspend"}, true},
+		{eraB, []string{"--sleep-preserve-parameter-names", "*"}, false},
+		{eraC, []string{"--sleep-preserve-parameter-names", "*"}, true},
+		{eraC, []string{"--sleep-mode-offload-cudagraph"}, false},
+		{eraD, []string{"--sleep-mode-offload-cudagraph"}, true},
+		{eraD, []string{"--no-sleep-mode-offload-cudagraph"}, true},
+	} {
+		_, err := parseArgs(append([]string{"serve", "tiny-a"}, tc.flag...), tc.e, &bytes.Buffer{})
+		if tc.ok {
+			assert.NoError(t, err, "era %s %v", tc.e, tc.flag)
+		} else {
+			assert.ErrorContains(t, err, "unrecognized arguments: "+tc.flag[0], "era %s", tc.e)
+		}
+	}
+	s := startSim(t, "tiny-a", nil, "--sleep-preserve-parameter-names", "model.layers.*.mlp.*", "visual.*")
+	select {
+	case code := <-s.done:
+		s.done <- code // for the test's cleanup
+		assert.NotZero(t, code)
+		assert.Contains(t, s.stderr.String(), `pattern "visual.*" matches no parameter`)
+	case <-t.Context().Done():
+		t.Fatal("the start did not fail")
+	}
+}
+
+// TestOffloadCUDAGraph: with --sleep-mode-offload-cudagraph a sleep at
+// either level leaves the CUDA graph pool off the device (by hand: tiny-a's
+// 0.25 GiB residual, of which 0.4 the graph pool: 0.15 GiB left asleep
+// against 0.25 without), backed up in pinned host memory, and the wake
+// brings it back; with --enforce-eager there are no graphs and nothing
+// changes.
+func TestOffloadCUDAGraph(t *testing.T) {
+	p := tinyPhysics(t)
+	graph := uint64(graphPoolShare * p.Model.ResidualGiB * GiB) // 0.4 × 0.25 GiB
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		left  uint64
+	}{
+		{"off", nil, p.ResidualBytes()},
+		{"on", []string{"--sleep-mode-offload-cudagraph"}, p.ResidualBytes() - graph},
+		{"eager", []string{"--sleep-mode-offload-cudagraph", "--enforce-eager"}, p.ResidualBytes()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logs := &SyncLog{}
+			s := startSimLog(t, "tiny-a", nil, logs, tc.extra...)
+			s.ready(t)
+			awake := s.used(t)
+			for _, level := range []string{"1", "2"} {
+				code, _ := send(t, s, "POST /sleep?level="+level)
+				require.Equal(t, 200, code)
+				assert.Equal(t, tc.left, s.used(t), "level %s: what stays on the device", level)
+				if level == "2" {
+					send(t, s, "POST /wake_up?tags=weights")
+					code, _ = send(t, s, "POST /collective_rpc")
+					send(t, s, "POST /wake_up?tags=kv_cache")
+				} else {
+					code, _ = send(t, s, "POST /wake_up")
+				}
+				assert.Equal(t, awake, s.used(t), "level %s: the wake restores it", level)
+			}
+			if tc.name == "on" {
+				logs.Has(t, "the CUDA graph pool backed up to 0.100 GiB of pinned host memory")
+			} else {
+				assert.NotContains(t, logs.String(), "CUDA graph pool backed up")
+			}
+		})
+	}
+}
+
+// TestPreserveParameters: --sleep-preserve-parameter-names '*' backs every
+// parameter up at level 2, so the weights' wake restores them and the
+// model answers as before without reload_weights; preserving the MLP
+// alone still leaves garbage for reload_weights to fix. Level 1 is
+// unchanged.
+func TestPreserveParameters(t *testing.T) {
+	req := vllm.CompletionRequest{Model: "tiny-a", Prompt: "hello there", MaxTokens: 4, IgnoreEOS: true}
+	for _, tc := range []struct {
+		pattern string
+		garbage bool
+	}{{"*", false}, {"model.layers.*.mlp.*", true}} {
+		t.Run(tc.pattern, func(t *testing.T) {
+			logs := &SyncLog{}
+			s := startSimLog(t, "tiny-a", nil, logs, "--sleep-preserve-parameter-names", tc.pattern)
+			s.ready(t)
+			before, err := s.c.Complete(t.Context(), req)
+			require.NoError(t, err)
+			code, _ := send(t, s, "POST /sleep?level=2")
+			require.Equal(t, 200, code)
+			code, _ = send(t, s, "POST /wake_up")
+			require.Equal(t, 200, code)
+			after, err := s.c.Complete(t.Context(), req)
+			require.NoError(t, err)
+			if tc.garbage {
+				assert.NotEqual(t, before.Text, after.Text, "the parameters not preserved are garbage until reload_weights")
+			} else {
+				assert.Equal(t, before.Text, after.Text, "every parameter restored from host memory")
+			}
+			logs.Has(t, "parameters backed up to pageable host memory")
+		})
+	}
+}
+
+// TestNCCLCommSuspend: across two GPUs each rank holds NCCL's buffers
+// outside the sleep pools (256 MiB); with --enable-nccl-comm-suspend a
+// sleep releases them and the wake restores them; on one GPU there is
+// nothing to suspend.
+func TestNCCLCommSuspend(t *testing.T) {
+	p := tinyPhysics(t)
+	base := t.TempDir()
+	dirs := []string{filepath.Join(base, "gpu0"), filepath.Join(base, "gpu1")}
+	s := startSim(t, "tiny-a", map[string]string{simgpu.EnvDir: strings.Join(dirs, ":")}, "-tp", "2", "--enable-nccl-comm-suspend")
+	s.ready(t)
+	rank0 := func() uint64 {
+		procs, err := simgpu.Processes(dirs[0])
+		require.NoError(t, err)
+		require.Len(t, procs, 1)
+		return procs[0].UsedBytes
+	}
+	awake := rank0()
+	code, _ := send(t, s, "POST /sleep?level=1")
+	require.Equal(t, 200, code)
+	assert.Equal(t, p.ResidualBytes(), rank0(), "asleep: the CUDA context alone, NCCL's 256 MiB released")
+	code, _ = send(t, s, "POST /wake_up")
+	require.Equal(t, 200, code)
+	assert.Equal(t, awake, rank0())
+
+	one := Physics{Ranks: 1}
+	require.NoError(t, sleepOptions(&one, Args{NCCLCommSuspend: true}))
+	assert.Zero(t, one.SuspendBytes, "one GPU: no communicator")
+}
+
+// TestOffloadDecodeCost: the offloaded graph pool costs a decode step
+// 3 % of a batch-1 step with more than one rank (the custom all-reduce's
+// extra copy), nothing on one GPU.
+func TestOffloadDecodeCost(t *testing.T) {
+	p := tinyPhysics(t)
+	p.Ranks = 2
+	base1, base8 := p.DecodeStep(1), p.DecodeStep(8)
+	require.NoError(t, sleepOptions(&p, Args{OffloadCUDAGraph: true}))
+	assert.InDelta(t, 1.03*base1, p.DecodeStep(1), 1e-12)
+	assert.InDelta(t, base8+0.03*base1, p.DecodeStep(8), 1e-12)
+	one := tinyPhysics(t)
+	b := one.DecodeStep(1)
+	require.NoError(t, sleepOptions(&one, Args{OffloadCUDAGraph: true}))
+	assert.Equal(t, b, one.DecodeStep(1), "one rank: no all-reduce")
+}
