@@ -93,6 +93,22 @@ func TestSleepModes(t *testing.T) {
 			}
 		}
 	})
+	t.Run("keep then a KV release", func(t *testing.T) {
+		// #44890 (docs/vllm-api.md §6): a keep pause is complete at once,
+		// so the KV cache may be released with requests kept; they are
+		// preempted and recomputed after the wake, then finish.
+		s := startSim(t, "tiny-a", env)
+		s.ready(t)
+		wait := inFlight(t, s, 2)
+		require.NoError(t, s.c.SleepMode(t.Context(), 0, vllm.SleepKeep))
+		code, body := send(t, s, "POST /release_kv_cache_memory")
+		require.Equal(t, 200, code, "%v", body)
+		require.NoError(t, s.c.WakeUp(t.Context(), "kv_cache"))
+		for _, f := range wait() {
+			require.NoError(t, f.err, "kept through the release, recomputed, finished")
+			assert.Equal(t, 200, f.s.OutputTokens)
+		}
+	})
 	t.Run("bad mode", func(t *testing.T) {
 		s := startSim(t, "tiny-a", map[string]string{EnvTimeScale: "5", EnvEra: string(eraProposed)})
 		s.ready(t)

@@ -56,6 +56,7 @@ type server struct {
 	kvAsleep       bool
 	paused         bool // the scheduler is paused (level 0, /pause, any sleep, until the wake that resumes it)
 	pauseDone      bool // that pause has completed: no request left in the scheduler
+	pausedKeep     bool // that pause froze the requests in flight (mode keep): complete at once, its requests recomputed after the wake
 	weightsUnknown bool // a failed memory RPC left the weights' state unknown (until restart)
 	kvUnknown      bool // … the KV cache's
 	backendUsed    bool // the sleep-mode backend was created (its log line written)

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -327,28 +328,42 @@ type operation struct {
 	fault string // the operation's name in the faults
 	start time.Time
 	w     *statusWriter // the call's answer, whose status says success or error
+	once  sync.Once     // the operation is recorded once: as its answer is written, or when the handler returns without one
 }
 
 // beginOp counts a call in flight and returns the writer its handler must
 // answer through (its status is the operation's outcome).
 func (s sleepMode) beginOp(w http.ResponseWriter, label, fault string) (*operation, http.ResponseWriter) {
 	s.m.opStart(label)
-	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-	return &operation{s: s.server, label: label, fault: fault, start: time.Now(), w: sw}, sw
+	op := &operation{s: s.server, label: label, fault: fault, start: time.Now()}
+	op.w = &statusWriter{ResponseWriter: w, status: http.StatusOK, before: op.end}
+	return op, op.w
 }
 
+// end records the operation, once: vLLM's router records it when the
+// engine call returns, before the answer is sent (`with
+// sleep_mode_operation_metrics().record(…): await …` then `return
+// JSONResponse(…)`, #52864), so the histogram's time is inside the
+// client's HTTP time.
 func (o *operation) end() {
-	o.s.m.opEnd(o.label, time.Since(o.start).Seconds(), o.s.faults.StuckOps[o.fault], o.w.status < 400)
+	o.once.Do(func() {
+		o.s.m.opEnd(o.label, time.Since(o.start).Seconds(), o.s.faults.StuckOps[o.fault], o.w.status < 400)
+	})
 }
 
-// statusWriter remembers the status a handler answered.
+// statusWriter remembers the status a handler answered, and calls before
+// (if set) just before the answer's header goes out.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	before func()
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
+	if w.before != nil {
+		w.before()
+	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
@@ -368,9 +383,13 @@ func (s sleepMode) pauseScheduler(ctx context.Context, mode string) bool {
 	}
 	s.mu.Lock()
 	s.paused = true
-	// A completed pause leaves no request in the scheduler (kept requests
-	// do not count as completed: release_kv_cache_memory refuses them).
-	s.pauseDone = !s.eng.busy()
+	// A completed pause leaves no request in the scheduler. A keep pause
+	// (PAUSED_ALL) is complete at once: its frozen requests are no
+	// unfinished ones (get_num_unfinished_requests answers 0), so a KV
+	// release may follow it and preempts them; they are recomputed after
+	// the wake (#44890's docs, docs/vllm-api.md §6).
+	s.pausedKeep = mode == modeKeep
+	s.pauseDone = !s.eng.busy() || s.pausedKeep
 	s.mu.Unlock()
 	return true
 }
@@ -378,7 +397,7 @@ func (s sleepMode) pauseScheduler(ctx context.Context, mode string) bool {
 // resumeScheduler resumes the engine and records it. Caller holds s.opMu.
 func (s sleepMode) resumeScheduler() {
 	s.mu.Lock()
-	s.paused, s.pauseDone = false, false
+	s.paused, s.pauseDone, s.pausedKeep = false, false, false
 	s.mu.Unlock()
 	s.eng.resume()
 }
@@ -927,7 +946,7 @@ func (s sleepMode) handleReleaseKV(w http.ResponseWriter, r *http.Request) {
 	oe := s.unknownError()
 	switch {
 	case oe != nil:
-	case !s.paused || !s.pauseDone || s.eng.busy():
+	case !s.paused || !s.pauseDone || (s.eng.busy() && !s.pausedKeep):
 		oe = internalError("release_kv_cache_memory() requires a completed pause first")
 	case s.weightsAsleep || s.kvAsleep:
 		oe = internalError("release_kv_cache_memory() requires all executor memory to be resident")

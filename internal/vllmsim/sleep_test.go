@@ -563,10 +563,15 @@ func TestOperationMetrics(t *testing.T) {
 	code, _ := send(t, d, "POST /sleep?level=3")
 	require.Equal(t, 400, code)
 	assert.NotContains(t, d.metrics(t), `vllm:rl_sleep_mode_operation_duration_seconds_count{operation="sleep"}`, "the engine was not called")
+	sent := time.Now()
 	code, _ = send(t, d, "POST /sleep?level=1")
+	http := time.Since(sent).Seconds()
 	require.Equal(t, 200, code)
 	md := d.metrics(t)
 	assert.Equal(t, 1.0, md[`vllm:rl_sleep_mode_operations_total{operation="sleep",status="success"}`])
+	// Recorded before the answer is written, as vLLM's router does: the
+	// engine's time lies inside the client's.
+	assert.LessOrEqual(t, md[`vllm:rl_sleep_mode_operation_duration_seconds_sum{operation="sleep"}`], http)
 	assert.NotContains(t, md, `vllm:engine_fully_awake`, "the resource-state metrics are proposed")
 
 	// The branch's plain names: no counter.
