@@ -145,7 +145,7 @@ variants:
 	WAKEBENCH_CONFIG=testdata/variants-options.json $(GO) test -count=1 -timeout 20m -run $(PROTOCOL) . & p2=$$!; \
 	wait $$p1 || a=$$?; wait $$p2 || b=$$?; \
 	for run in upgrade options; do \
-		case $$run in upgrade) ref=v0.26 var=v0.31 ;; *) ref=graphs var=eager ;; esac; \
+		case $$run in upgrade) ref=v0.31 var=v0.33 ;; *) ref=graphs var=eager ;; esac; \
 		o=$$($(GO) tool benchstat -col variant -filter .name:Sleep out/variants-$$run/bench.txt) || exit 1; \
 		printf '%s\n' "$$o"; \
 		printf '%s\n' "$$o" | grep -Eq "│ +$$ref +│ +$$var +│" || { echo "benchstat -col variant: no $$ref | $$var columns in out/variants-$$run/bench.txt" >&2; exit 1; }; \

@@ -161,8 +161,8 @@ func can(raw record.Raw) phases.Can {
 }
 
 // simCan is what vllmsim can do in era (docs/vllm-api.md §1): a (vLLM ≤
-// 0.11) has no pause API and no KV-only release, b (0.17 to 0.26) the
-// pause API alone, c and proposed both; every model fits awake (the
+// 0.11) has no pause API and no KV-only release, b (0.17 to 0.30) the
+// pause API alone, c, d and proposed both; every model fits awake (the
 // caller reads that from the run).
 func simCan(era string) phases.Can {
 	switch era {

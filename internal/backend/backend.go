@@ -180,7 +180,7 @@ func (b *Backend) openCommand(ctx context.Context, cfg config.Config, dir string
 // simEra names vllmsim's era as the report shows it ("" is its default).
 func simEra(e string) string {
 	if e == "" {
-		return "c, the newest release"
+		return "d, the newest releases (v0.32, v0.33)"
 	}
 	return e
 }

@@ -56,11 +56,17 @@ func TestBackendDefaultsFollowTheBuildTag(t *testing.T) {
 }
 
 func TestShippedConfigsLoad(t *testing.T) {
-	for f, models := range map[string]int{"example-config.json": 2, "demo.json": 2, "gpu-example.json": 2, "soak.json": 3, "k8s.json": 2, "fleet.json": 1, "device.json": 2} {
+	for f, models := range map[string]int{"example-config.json": 2, "demo.json": 2, "gpu-example.json": 2, "soak.json": 3, "k8s.json": 2, "fleet.json": 1, "device.json": 2,
+		"variants-upgrade.json": 2, "variants-options.json": 2, "variants-sleep-level.json": 2, "variants-sleep-options.json": 2} {
 		t.Run(f, func(t *testing.T) {
-			c, err := Load(env(map[string]string{EnvFile: filepath.Join("..", "..", "testdata", f)}))
+			path := filepath.Join("..", "..", "testdata", f)
+			c, err := Load(env(map[string]string{EnvFile: path}))
 			require.NoError(t, err)
 			assert.Len(t, c.Models, models)
+			for _, v := range c.VariantNames() { // each variant's config loads as its block's run loads it
+				_, err := Load(env(map[string]string{EnvFile: path, EnvVariant: v}))
+				assert.NoError(t, err, v)
+			}
 		})
 	}
 }

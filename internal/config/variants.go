@@ -48,13 +48,19 @@ type Variant struct {
 // with what to do instead: its own fields, or what a variant run decides
 // for all of its runs.
 var notSettable = map[string]string{
-	"command":                 "use the variant's command",
-	"sim.era":                 "use the variant's sim_era",
-	"out_dir":                 "each variant's runs write under the run's out_dir/variants/<name>",
-	"baseline":                "a baseline history is the run's, for every variant alike",
-	"protocol.variant_blocks": "the blocks are the variant run's, not a variant's",
-	"protocol.variant_order":  "the order is the variant run's, not a variant's",
-	"protocol.variant_seed":   "the seed is the variant run's, not a variant's",
+	"command":                          "use the variant's command",
+	"sim.era":                          "use the variant's sim_era",
+	"out_dir":                          "each variant's runs write under the run's out_dir/variants/<name>",
+	"baseline":                         "a baseline history is the run's, for every variant alike",
+	"protocol.variant_blocks":          "the blocks are the variant run's, not a variant's",
+	"protocol.variant_order":           "the order is the variant run's, not a variant's",
+	"protocol.variant_seed":            "the seed is the variant run's, not a variant's",
+	"protocol.variant_gate":            "the verdict is the variant run's, not a variant's",
+	"thresholds.regression_percent":    "the paired verdict's tolerance is the variant run's, for every variant alike",
+	"thresholds.regression_alpha":      "the paired verdict's significance is the variant run's, for every variant alike",
+	"thresholds.regression_min_judged": "the paired verdict's minimum is the variant run's, for every variant alike",
+	"timeouts.stop_s":                  "the variant run stops every block's run alike",
+	"api_key":                          "a secret: a variant's definition is written into the comparison; set it for the run",
 }
 
 // setKey sets the config key at path (dotted, as in docs/configuration.md)
@@ -70,6 +76,9 @@ func (c *Config) setKey(path string, raw json.RawMessage) error {
 			return nil
 		}
 		found = true
+		if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+			return fmt.Errorf("%s: null: give the value this variant runs with (a file's null keeps the default; a variant's would be no change)", path)
+		}
 		d := json.NewDecoder(bytes.NewReader(raw))
 		d.DisallowUnknownFields()
 		v := reflect.New(fv.Type())

@@ -99,6 +99,10 @@ func TestBadVariantsAreNamed(t *testing.T) {
 		{`{"variants": [{"name": "a"}, {"name": "c", "set": {"sim.era": "b"}}]}`, `variants[1].set: variant c: set "sim.era": not a variant's to set: use the variant's sim_era`},
 		{`{"variants": [{"name": "a"}, {"name": "c", "set": {"protocol.variant_blocks": 8}}]}`, `variants[1].set: variant c: set "protocol.variant_blocks": not a variant's to set`},
 		{`{"variants": [{"name": "a"}, {"name": "c", "set": {"models": []}}]}`, `variants[1].set: variant c: set "models": no such config key`},
+		{`{"variants": [{"name": "a"}, {"name": "c", "set": {"protocol.variant_gate": false}}]}`, `set "protocol.variant_gate": not a variant's to set`},
+		{`{"variants": [{"name": "a"}, {"name": "c", "set": {"thresholds.regression_percent": 50}}]}`, `set "thresholds.regression_percent": not a variant's to set`},
+		{`{"variants": [{"name": "a"}, {"name": "c", "set": {"api_key": "x"}}]}`, `set "api_key": not a variant's to set: a secret`},
+		{`{"variants": [{"name": "a"}, {"name": "c", "set": {"thresholds.min_l1_release_percent": null}}]}`, `set thresholds.min_l1_release_percent: null: give the value`},
 	} {
 		_, err := Load(env(map[string]string{EnvFile: writeFile(t, tc.body)}))
 		if assert.Error(t, err, tc.body) {

@@ -17,8 +17,8 @@ import (
 // interval's end event (the answer), never inside a measured interval.
 //
 //   - The last wake step must answer "awake" where the body says anything
-//     (the proposed API, docs/vllm-api.md §3; a release answers an empty
-//     body): "sleeping" is a failed wake naming the
+//     (vLLM ≥ 0.32, #52864, docs/vllm-api.md §3; v0.31 and older answer
+//     an empty body): "sleeping" is a failed wake naming the
 //     resources still asleep, read from vllm:engine_sleep_resource_state
 //     where exported, else from what the pool slept.
 //   - After each sleep and wake, where the new metrics are exported
@@ -98,7 +98,7 @@ func checkEngine(ctx context.Context, label, op string, read metricsRead, poll t
 	for _, o := range slices.Sorted(maps.Keys(v.InFlight)) {
 		hung = append(hung, fmt.Sprintf("%s (%g in flight)", o, v.InFlight[o]))
 	}
-	return "", fmt.Errorf("model %s: hung sleep-mode operation %s: vllm:sleep_mode_operations_in_flight still above 0 %v after the %s call returned",
+	return "", fmt.Errorf("model %s: hung sleep-mode operation %s: vllm:rl_sleep_mode_operations_in_flight (or branch code's unprefixed gauge) still above 0 %v after the %s call returned",
 		label, strings.Join(hung, ", "), wait, op)
 }
 

@@ -10,10 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
 	"github.com/wakebench/wakebench/internal/testmain"
+	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // sleepsSeen is what label's server process itself counts of its sleep
@@ -23,12 +25,13 @@ func sleepsSeen(t *testing.T, m map[string]float64) float64 {
 	t.Helper()
 	require.True(t, slices.ContainsFunc(slices.Collect(maps.Keys(m)), func(k string) bool { return strings.HasPrefix(k, "vllm:engine_fully_awake") }),
 		"the server speaks the proposed API (its metrics)")
-	return m[`vllm:sleep_mode_operation_duration_seconds_count{operation="sleep"}`] // no child before the first sleep
+	_, n, _ := vllm.Metrics(m).SleepOp("sleep") // no series before the first sleep: 0
+	return n
 }
 
 // servingConfig is a short serving protocol: one concurrency, one round;
-// vllmsim speaks the proposed API, whose operation counter (sleepsSeen)
-// no release exports (docs/vllm-api.md §0).
+// vllmsim speaks the proposed API (its resource states; the operation
+// histogram, sleepsSeen, is vLLM ≥ 0.32's, docs/vllm-api.md §0).
 func servingConfig(cfg *config.Config) {
 	cfg.Sim.Era = "proposed"
 	cfg.Protocol.RestartWarm = 0
@@ -57,6 +60,12 @@ func TestBaselineBeforeAnySleep(t *testing.T) {
 		assert.Zero(t, sleepsSeen(t, m), "%s's baseline ran in a process that had slept", l)
 		assert.False(t, f.Slept(l))
 	}
+	// The count does see a sleep: the same read after one says 1.
+	_, err := f.Run(ctx, "B", pool.Sleep(1))
+	require.NoError(t, err)
+	m, err := f.Engine().Metrics(ctx, "B")
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, sleepsSeen(t, m))
 }
 
 // TestAfterWakeCatchesASlowerDecode: a wake that leaves decoding three

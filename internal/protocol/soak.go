@@ -39,7 +39,7 @@ func (p Soak) run(ctx context.Context, logf Logf) ([]record.SoakCycle, error) {
 	if len(labels) < 3 {
 		return nil, p.Fail(record.PhaseSoak, "", "plan", fmt.Errorf("the soak rotates over at least 3 models, the config has %d", len(labels)))
 	}
-	if err := p.StartAll(ctx, record.PhaseSoak); err != nil {
+	if err := p.StartAll(ctx, record.PhaseSoak, level); err != nil {
 		return nil, err
 	}
 	var out []record.SoakCycle
@@ -66,15 +66,32 @@ func (p Soak) run(ctx context.Context, logf Logf) ([]record.SoakCycle, error) {
 }
 
 // StartAll starts every model's server that is not running (one at a
-// time, the others asleep) and leaves the first model awake; an error is a
-// failure of phase naming the model.
-func (p *Env) StartAll(ctx context.Context, phase string) error {
+// time, the others asleep), puts every model but the first to sleep at
+// level (a model left asleep at another level, by an earlier phase or by
+// making room, always at level 1, is woken and slept again, unmeasured),
+// so that the phase's first wake of each is one from level, and leaves the
+// first model awake; an error is a failure of phase naming the model.
+func (p *Env) StartAll(ctx context.Context, phase string, level int) error {
 	labels := p.pool.Labels()
 	for _, l := range labels[1:] {
 		if !p.pool.Running(l) {
 			if err := p.pool.Activate(ctx, l); err != nil {
 				return p.Fail(phase, l, "start", err)
 			}
+		}
+	}
+	for _, l := range labels[1:] {
+		at, asleep := p.pool.AsleepAt(l)
+		if asleep && at == level {
+			continue
+		}
+		if asleep {
+			if err := p.pool.Activate(ctx, l); err != nil {
+				return p.Fail(phase, l, fmt.Sprintf("wake to sleep at level %d", level), err)
+			}
+		}
+		if _, err := p.pool.Run(ctx, l, pool.Sleep(level)); err != nil {
+			return p.Fail(phase, l, fmt.Sprintf("sleep at level %d", level), err)
 		}
 	}
 	if err := p.pool.Activate(ctx, labels[0]); err != nil {

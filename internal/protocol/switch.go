@@ -74,7 +74,7 @@ func meteredSleep(ctx context.Context, f *pool.Pool, m *energy.Meter, label stri
 // protocol.switch_level, put any other awake model to sleep, wake to, probe its first
 // token. On error it names the model and step that failed.
 func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho record.Handoff, who, step string, err error) {
-	ho = record.Handoff{From: from, To: to, EnergyJ: math.NaN()}
+	ho = record.Handoff{From: from, To: to, EnergyJ: math.NaN(), Level: p.cfg.Protocol.SwitchLevel}
 	dir := record.DirectionKey(from, to)
 	var markFrom pool.EngineMark
 	if from != "" {

@@ -78,6 +78,7 @@ type Handoff struct {
 	From, To      string
 	Initial       bool // the initial activation, not a counted handoff
 	OK            bool
+	Level         int     // the level From was put to sleep at (protocol.switch_level)
 	SleepS        float64 // sleep of From: request → response
 	WakeS         float64 // wake of To: request → response
 	ToFirstTokenS float64 // sleep request sent → To's first token

@@ -157,6 +157,7 @@ func switching(handoffs []record.Handoff) Switch {
 			continue
 		}
 		sw.Handoffs++
+		sw.SleepLevel = h.Level
 		if !h.OK {
 			continue
 		}

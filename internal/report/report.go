@@ -125,10 +125,13 @@ type Perf struct {
 
 // Switch is the switching phase.
 type Switch struct {
-	InitialActivation int                   `json:"initial_activation"`
-	Handoffs          int                   `json:"handoffs"`
-	Success           int                   `json:"success"`
-	Directions        map[string]*Direction `json:"directions"`
+	InitialActivation int `json:"initial_activation"`
+	Handoffs          int `json:"handoffs"`
+	// SleepLevel is the level each handoff put the outgoing model to sleep
+	// at (protocol.switch_level); 0 when no handoff was counted.
+	SleepLevel int                   `json:"sleep_level"`
+	Success    int                   `json:"success"`
+	Directions map[string]*Direction `json:"directions"`
 	// EnergyNote says why the handoffs have no energy (no counter); "" when they have.
 	EnergyNote string `json:"energy_note,omitempty"`
 }

@@ -255,7 +255,7 @@ func writeSwitching(d *Doc, sw Switch) {
 	if len(sw.Directions) == 0 {
 		return
 	}
-	d.Heading(2, "switching", fmt.Sprintf("Switching (%d of %d handoffs succeeded)", sw.Success, sw.Handoffs))
+	d.Heading(2, "switching", fmt.Sprintf("Switching (%d of %d handoffs succeeded, each sleeping at level %d)", sw.Success, sw.Handoffs, sw.SleepLevel))
 	var rows [][]string
 	for _, k := range slices.Sorted(maps.Keys(sw.Directions)) {
 		dir := sw.Directions[k]

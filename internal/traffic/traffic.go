@@ -239,7 +239,7 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 	var errs []error
 	defer func() { ph.proto.Writers().Traffic.Set(out) }()
 	if len(arrivals) > 0 {
-		if err := ph.proto.StartAll(ctx, record.PhaseTraffic); err != nil {
+		if err := ph.proto.StartAll(ctx, record.PhaseTraffic, tr.SleepLevel); err != nil {
 			return out, err
 		}
 		// Every correctness reference is taken before a model's first

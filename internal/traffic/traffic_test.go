@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -338,4 +339,36 @@ func TestTrafficClockStartsAtTheFirstArrival(t *testing.T) {
 	assert.True(t, tr.Start.Equal(first), "start %v, first arrival %v", tr.Start, first)
 	assert.InDelta(t, last.Sub(first).Seconds(), tr.DurationS, 1e-6)
 	assert.GreaterOrEqual(t, tr.Start.Sub(phaseStart), time.Second, "not counted from the phase's start, a second before the first arrival")
+}
+
+// TestTrafficStartsAtItsSleepLevel: with traffic.sleep_level 2 the router's
+// first wake of a model is one from level 2, even when the phases before
+// left it asleep at level 1 (making room always sleeps at level 1): the
+// phase puts it to sleep at its level first. Every sleep of B from then on
+// is at level 2.
+func TestTrafficStartsAtItsSleepLevel(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "trace.csv")
+	require.NoError(t, os.WriteFile(trace, []byte(fourRows), 0o644))
+	f, rec, p := simPoolWith(t, same, func(cfg *config.Config) {
+		cfg.Traffic.Trace, cfg.Traffic.InFlightRequests, cfg.Traffic.Ideal = trace, 0, false
+		cfg.Traffic.SleepLevel = 2
+	})
+	ctx := t.Context()
+	require.NoError(t, f.Activate(ctx, "B"))
+	require.NoError(t, f.Activate(ctx, "A")) // B asleep at level 1
+	at, asleep := f.AsleepAt("B")
+	require.True(t, asleep)
+	require.Equal(t, 1, at)
+	trOut, err := p.Run(ctx, t.Logf)
+	require.NoError(t, err)
+	i := slices.IndexFunc(trOut.Value.Switches, func(sw record.RouterSwitch) bool { return sw.To == "B" })
+	require.GreaterOrEqual(t, i, 0, "the router woke B")
+	first := trOut.Value.Switches[i].Start
+	last := ""
+	for _, ev := range rec.Raw().Events {
+		if ev.Label == "B" && strings.HasPrefix(ev.Kind, "sleep") && ev.Time.Before(first) {
+			last = ev.Kind
+		}
+	}
+	assert.Equal(t, "sleep L2", last, "B's sleep before the router's first wake of it")
 }

@@ -65,7 +65,7 @@ type Comparison struct {
 // beyond the tolerance.
 func Compare(cfg config.Config, runs []Result) Comparison {
 	names := cfg.VariantNames()
-	c := Comparison{Status: "PASS", Reference: names[0], Variants: names, Definitions: cfg.Variants, Order: cfg.Protocol.VariantOrder,
+	c := Comparison{Status: "PASS", Reference: names[0], Variants: names, Definitions: masked(cfg.Variants), Order: cfg.Protocol.VariantOrder,
 		Seed: cfg.Protocol.VariantSeed, Blocks: Plan(cfg), TolerancePct: cfg.Thresholds.RegressionPercent,
 		Alpha: cfg.Thresholds.RegressionAlpha, Gated: cfg.Protocol.VariantGate, Runs: runs, Failures: []string{}}
 	blocks := make([]map[string]gate.Bench, len(c.Blocks))
@@ -268,7 +268,8 @@ func (c Comparison) Summary() report.Doc {
 
 // Describe is what v changes of the run's config, in the config's own
 // keys: "command /opt/vllm-0.33/bin/vllm; extra_args --enforce-eager;
-// set protocol.switch_level=2", or that it changes nothing.
+// set protocol.switch_level=2", or that it changes nothing; a secret's
+// value is not shown (secretName).
 func Describe(v config.Variant) string {
 	var parts []string
 	if v.Command != "" {
@@ -281,7 +282,11 @@ func Describe(v config.Variant) string {
 		parts = append(parts, "extra_args "+report.Code(strings.Join(v.ExtraArgs, " ")))
 	}
 	for _, k := range slices.Sorted(maps.Keys(v.Env)) {
-		parts = append(parts, "env "+report.Code(k+"="+v.Env[k]))
+		val := v.Env[k]
+		if secretName(k) {
+			val = "(not shown)"
+		}
+		parts = append(parts, "env "+report.Code(k+"="+val))
 	}
 	for _, k := range slices.Sorted(maps.Keys(v.Set)) {
 		parts = append(parts, "set "+report.Code(k+"="+string(v.Set[k])))
@@ -290,6 +295,38 @@ func Describe(v config.Variant) string {
 		return "the run's own settings"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// masked are the variants as the comparison writes them: each env value
+// whose name looks like a secret's replaced (secretName).
+func masked(vs []config.Variant) []config.Variant {
+	out := slices.Clone(vs)
+	for i, v := range out {
+		if len(v.Env) == 0 {
+			continue
+		}
+		env := maps.Clone(v.Env)
+		for k := range env {
+			if secretName(k) {
+				env[k] = "(not shown)"
+			}
+		}
+		out[i].Env = env
+	}
+	return out
+}
+
+// secretName says whether an environment variable's name looks like a
+// secret's (HF_TOKEN, AWS_SECRET_ACCESS_KEY, VLLM_API_KEY, …): its value
+// is not written into the comparison.
+func secretName(k string) bool {
+	u := strings.ToUpper(k)
+	for _, s := range []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL"} {
+		if strings.Contains(u, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func num(x float64) string {

@@ -77,7 +77,7 @@ func writeRun(t *testing.T, cfg config.Config, v string, block int, status, runt
 func TestCompareAndWrite(t *testing.T) {
 	cfg := variantConfig(t, "alternate")
 	cfg.Protocol.VariantBlocks = 3
-	cfg.Variants[1] = config.Variant{Name: "new", SimEra: "c", ExtraArgs: []string{"--enforce-eager"}, Env: map[string]string{"X": "1"},
+	cfg.Variants[1] = config.Variant{Name: "new", SimEra: "c", ExtraArgs: []string{"--enforce-eager"}, Env: map[string]string{"X": "1", "HF_TOKEN": "hf_secret"},
 		Set: map[string]json.RawMessage{"protocol.switch_level": json.RawMessage("2")}}
 	var runs []Result
 	for b := 1; b <= 3; b++ {
@@ -128,7 +128,10 @@ func TestCompareAndWrite(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(md), "## new against ref")
 	assert.Contains(t, string(md), "| ref | the run's own settings |")
-	assert.Contains(t, string(md), "| new | sim_era `c`; extra_args `--enforce-eager`; env `X=1`; set `protocol.switch_level=2` |", "what each variant changes")
+	assert.Contains(t, string(md), "| new | sim_era `c`; extra_args `--enforce-eager`; env `HF_TOKEN=(not shown)`; env `X=1`; set `protocol.switch_level=2` |", "what each variant changes")
+	assert.NotContains(t, string(md), "hf_secret", "a secret's value is not written")
+	assert.Equal(t, "(not shown)", back.Definitions[1].Env["HF_TOKEN"], "comparison.json writes no secret")
+	back.Definitions[1].Env["HF_TOKEN"] = "hf_secret"
 	assert.Equal(t, cfg.Variants, back.Definitions, "comparison.json reads back what each variant is")
 	assert.Contains(t, string(md), "every figure is vllmsim's")
 	page, err := os.ReadFile(filepath.Join(cfg.OutDir, "report.html"))

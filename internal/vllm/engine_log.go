@@ -48,9 +48,10 @@ func ParseEngineLog(log []byte) EngineLog {
 }
 
 // SleepOp is vLLM's histogram of sleep-mode calls,
-// vllm:sleep_mode_operation_duration_seconds{operation=op} (newest vLLM;
-// vllm:rl_sleep_mode_operation_duration_seconds in the releases that
-// renamed it): its sum and count; false when the server exports neither.
+// vllm:rl_sleep_mode_operation_duration_seconds{operation=op} (PR #52864,
+// v0.32 on; docs/vllm-api.md §7.3), or branch code's unprefixed
+// vllm:sleep_mode_operation_duration_seconds: its sum and count; false
+// when the server exports neither (v0.31 and older).
 func (m Metrics) SleepOp(op string) (sum, count float64, ok bool) {
 	for _, name := range []string{"vllm:sleep_mode_operation_duration_seconds", "vllm:rl_sleep_mode_operation_duration_seconds"} {
 		s, okS := m[name+`_sum{operation="`+op+`"}`]

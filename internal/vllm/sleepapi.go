@@ -63,26 +63,25 @@ func (c *Client) callSleepAPI(ctx context.Context, method, path string, query ur
 	return nil, fmt.Errorf("%s %s: %w", method, path, ae)
 }
 
-// SleepAnswer is what POST /sleep answered. Era C (docs/vllm-api.md §2;
-// vLLM's sleep api_router, route test
+// SleepAnswer is what POST /sleep answered. vLLM ≥ 0.32 (#52864;
+// docs/vllm-api.md §2; route test
 // test_sleep_route_response_and_engine_arguments) answers 200
-// {"status":"sleeping","level":N}; eras A and B answer 200 with an empty
-// body. Extra fields (the unattributed "elapsed_ms" variant, §1) are
+// {"status":"sleeping","level":N}; v0.31 and older answer 200 with an
+// empty body. Extra fields (the unattributed "elapsed_ms" variant, §1) are
 // ignored.
 type SleepAnswer struct {
-	Status string // "sleeping"; "" for an empty body (eras A and B)
+	Status string // "sleeping"; "" for an empty body (v0.31 and older)
 	Level  int    // the level the server says it slept at; -1 when it did not say
 }
 
-// WakeAnswer is what POST /wake_up answered. Era C (docs/vllm-api.md §3;
+// WakeAnswer is what POST /wake_up answered. vLLM ≥ 0.32 (#52864; docs/vllm-api.md §3;
 // test_wake_route_maps_engine_result_without_state_query) answers 200
 // {"status":"awake"|"sleeping","tags_woken":<the request's tags or null>}:
 // "sleeping" means the engine is not fully awake (a partial wake, or tags
 // that were not asleep). tags_woken echoes the request, it does not name
-// what is still asleep. Every release answers 200 with an empty body (the
-// JSON answer is proposed, vLLM PR #52864 open).
+// what is still asleep. v0.31 and older answer 200 with an empty body.
 type WakeAnswer struct {
-	Status    string   // "awake", "sleeping"; "" for an empty body (every release)
+	Status    string   // "awake", "sleeping"; "" for an empty body (v0.31 and older)
 	TagsWoken []string // the request's tags as echoed (nil: none given, or not said)
 }
 

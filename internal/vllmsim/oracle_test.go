@@ -153,11 +153,11 @@ func TestOracleMeetsATie(t *testing.T) {
 
 // TestSleepAsTheEngineLogsIt: vLLM's own lines for a sleep and a wake, a
 // leak that grows the residual each sleep, the first level-1 sleep's
-// pinned-buffer cost, and, in era proposed, the sleep-mode operation
-// metric (no release has it).
+// pinned-buffer cost, and, from era d (vLLM ≥ 0.32, #52864), the
+// sleep-mode operation metric (v0.31 has none).
 func TestSleepAsTheEngineLogsIt(t *testing.T) {
 	testmain.Long(t)
-	for _, e := range []era{eraC, eraProposed} {
+	for _, e := range []era{eraC, eraD, eraProposed} {
 		t.Run(string(e), func(t *testing.T) { sleepAsTheEngineLogsIt(t, e) })
 	}
 }
@@ -206,11 +206,11 @@ func sleepAsTheEngineLogsIt(t *testing.T, ev era) {
 	m, err := vllm.ParseMetrics(text)
 	require.NoError(t, err)
 	sum, n, ok := m.SleepOp("sleep")
-	if ev != eraProposed {
+	if !ev.since(eraD) {
 		assert.False(t, ok, "era %s: no operation metrics", ev)
 		return
 	}
-	require.True(t, ok, "vllm:sleep_mode_operation_duration_seconds")
+	require.True(t, ok, "vllm:rl_sleep_mode_operation_duration_seconds")
 	assert.Equal(t, 4.0, n)
 	// The metric times the whole /sleep operation, the log line the
 	// engine's part of it, and the client's call holds both: the order of

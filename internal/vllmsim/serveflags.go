@@ -48,7 +48,7 @@ var serveFlags = parseServeFlags(serveFlagsTSV)
 // And the sleep options merged after that commit, each from the era of
 // the first release that has it (docs/vllm-api.md §10):
 // --enable-nccl-comm-suspend (#51485, merged about 2026-09-04, v0.30.0:
-// era b stands for v0.26, so vllmsim has it from c),
+// era b stands for v0.25, so vllmsim has it from c),
 // --sleep-preserve-parameter-names (#57891, merged about 2026-09-25,
 // v0.31.0 by the merge date) and --sleep-mode-offload-cudagraph (#59160,
 // merged about 2026-10-04, v0.32.0 by the merge date), each from a

@@ -2,9 +2,11 @@ package vllmsim
 
 // The sleep-mode API in the eras of vLLM (docs/vllm-api.md §1): /sleep,
 // /wake_up, /is_sleeping, from era b /pause, /resume, /is_paused, from era c
-// /release_kv_cache_memory. Sources, as that file cites them: the sleep
-// router vllm/frontend/entrypoints/serve/dev/sleep/api_router.py (proposed:
-// index 68943427322; released: vllm@e7a47b82 and vllm@055e47c2), the RLHF
+// /release_kv_cache_memory, from era d #52864's JSON answers, validation
+// and operation metrics. Sources, as that file cites them: the sleep
+// router vllm/entrypoints/serve/dev/sleep/api_router.py (#52864's branch:
+// index 68943427322; up to v0.31: vllm@e7a47b82; vllm@055e47c2's
+// vllm/frontend/... copy is closed PR #54654's, never main), the RLHF
 // router vllm@6fbea117 vllm/entrypoints/serve/dev/rlhf/api_router.py,
 // EngineCore.sleep / wake_up / pause_scheduler / release_kv_cache_memory
 // (vllm/v1/engine/core.py, index 70928243513), the executor's sleep and
@@ -42,7 +44,7 @@ type era string
 
 const (
 	eraA era = "a" // ≤ v0.11: /sleep?level=N (int(), 1 offloads, any other discards all), empty 200 bodies, no pause, only engine_sleep_state
-	eraB era = "b" // PR #34528 (merged 2026-02, ≈ v0.17) to v0.30: pause first, mode, level 0 (and below) pauses only, empty bodies (vllmsim speaks v0.26's flags)
+	eraB era = "b" // PR #34528 (merged 2026-02, ≈ v0.17) to v0.30: pause first, mode, level 0 (and below) pauses only, empty bodies; vllmsim speaks it as v0.25 (empty /reset_prefix_cache; v0.26 on answers {"success": bool})
 	eraC era = "c" // v0.31: b + /release_kv_cache_memory (PR #44890, merged 2026-09-17/18; a full sleep after it allowed), /reset_prefix_cache {"success": bool} (v0.26.0), --enable-nccl-comm-suspend (#51485, v0.30.0), --sleep-preserve-parameter-names (#57891); empty bodies
 	// eraD is v0.32 and v0.33, the newest releases (the default): c with
 	// PR #52864 (merged about 2026-09-30, after v0.31.0's branch point):
@@ -74,7 +76,7 @@ func (e era) version() string {
 	case eraA:
 		return "0.11.0+vllmsim"
 	case eraB:
-		return "0.26.0+vllmsim"
+		return "0.25.0+vllmsim"
 	case eraC:
 		return "0.31.0+vllmsim"
 	case eraD:
@@ -222,7 +224,7 @@ func validationError(w http.ResponseWriter, param, errType, msg, input string) {
 }
 
 // modeParam is the query parameter mode as FastAPI validates it (the RLHF
-// router's /pause, and /sleep in era proposed): abort (default), wait or
+// router's /pause, and /sleep in eras d and proposed): abort (default), wait or
 // keep, else a 400 naming query.mode (false: answered).
 func modeParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if !r.URL.Query().Has("mode") {
@@ -320,7 +322,7 @@ func (s sleepMode) memoryLevel(level int) int {
 	return 2
 }
 
-// operation is one sleep-mode call on the operation metrics (era proposed): in
+// operation is one sleep-mode call on the operation metrics (eras d and proposed): in
 // flight from begin to end, then observed, on success and on error.
 type operation struct {
 	s     *server
@@ -557,6 +559,15 @@ func (s sleepMode) sleep(w http.ResponseWriter, r *http.Request, level int, mode
 		s.recordLegacy(true, requested)
 		return nil, true
 	}
+	if s.era.since(eraC) && partial && !kvWasAsleep {
+		// The weights asleep, the KV cache woken (wake_up?tags=kv_cache): a
+		// sleep is a memory no-op from #44890 on, the KV cache stays mapped
+		// and the weights keep their first sleep's state
+		// (test_sleep_with_only_weights_asleep, docs/vllm-api.md §2).
+		s.log.Printf("WARNING Executor is already sleeping.")
+		s.recordLegacy(true, requested)
+		return nil, true
+	}
 	if oe := s.useBackend(); oe != nil {
 		return oe, true
 	}
@@ -618,9 +629,10 @@ func (s sleepMode) sleep(w http.ResponseWriter, r *http.Request, level int, mode
 	s.weightsAsleep, s.kvAsleep = true, true
 	// Level 1 keeps a host copy of the weights; level 2 discards them,
 	// unless every parameter is preserved (--sleep-preserve-parameter-names).
-	s.weightsValid = level == 1 || (s.phys.PreservedBytes > 0 && s.phys.PreservedBytes == s.phys.WeightBytes())
-	s.graphOffloaded = s.phys.GraphPoolBytes > 0
-	s.commSuspended = s.phys.SuspendBytes > 0
+	sim := s.dev.real == nil // the options are modelled on the simulated device only
+	s.weightsValid = level == 1 || (sim && s.phys.PreservedBytes > 0 && s.phys.PreservedBytes == s.phys.WeightBytes())
+	s.graphOffloaded = sim && s.phys.GraphPoolBytes > 0
+	s.commSuspended = sim && s.phys.SuspendBytes > 0
 	s.sleeps++
 	s.mu.Unlock()
 	s.syncPower() // only the CUDA context draws now

@@ -571,6 +571,7 @@ func TestOperationMetrics(t *testing.T) {
 	assert.Equal(t, 1.0, md[`vllm:rl_sleep_mode_operations_total{operation="sleep",status="success"}`])
 	// Recorded before the answer is written, as vLLM's router does: the
 	// engine's time lies inside the client's.
+	require.Contains(t, md, `vllm:rl_sleep_mode_operation_duration_seconds_sum{operation="sleep"}`)
 	assert.LessOrEqual(t, md[`vllm:rl_sleep_mode_operation_duration_seconds_sum{operation="sleep"}`], http)
 	assert.NotContains(t, md, `vllm:engine_fully_awake`, "the resource-state metrics are proposed")
 
@@ -626,6 +627,39 @@ func TestRPCFailOnRelease(t *testing.T) {
 			asleep, err := s.c.IsSleeping(t.Context())
 			require.NoError(t, err)
 			assert.False(t, asleep)
+		})
+	}
+}
+
+// TestSleepWithOnlyWeightsAsleep: from #44890 (eras c on) a sleep while
+// the weights sleep and the KV cache was woken (wake_up?tags=kv_cache) is
+// a memory no-op: nothing is freed, the KV cache stays mapped, and the
+// weights keep their level-2 state (garbage until reload_weights), as
+// vLLM's test_sleep_with_only_weights_asleep has it.
+func TestSleepWithOnlyWeightsAsleep(t *testing.T) {
+	for _, e := range []era{eraC, eraD} {
+		t.Run(string(e), func(t *testing.T) {
+			logs := &SyncLog{}
+			s := startSimLog(t, "tiny-a", map[string]string{EnvEra: string(e)}, logs)
+			s.ready(t)
+			req := vllm.CompletionRequest{Model: "tiny-a", Prompt: "hello there", MaxTokens: 4, IgnoreEOS: true}
+			before, err := s.c.Complete(t.Context(), req)
+			require.NoError(t, err)
+			for _, r := range []string{"POST /sleep?level=2", "POST /wake_up?tags=kv_cache"} {
+				code, _ := send(t, s, r)
+				require.Equal(t, 200, code, r)
+			}
+			mapped := s.used(t)
+			n := strings.Count(logs.String(), "Executor is already sleeping.")
+			code, _ := send(t, s, "POST /sleep?level=1")
+			require.Equal(t, 200, code)
+			assert.Equal(t, mapped, s.used(t), "a memory no-op: the KV cache stays mapped")
+			assert.Equal(t, n+1, strings.Count(logs.String(), "Executor is already sleeping."))
+			code, _ = send(t, s, "POST /wake_up?tags=weights")
+			require.Equal(t, 200, code)
+			after, err := s.c.Complete(t.Context(), req)
+			require.NoError(t, err)
+			assert.NotEqual(t, before.Text, after.Text, "still level 2's weights: garbage until reload_weights, not a level-1 copy")
 		})
 	}
 }

@@ -47,32 +47,40 @@ const allReduceDecodeCost = 0.03
 const pageableShare = 0.5
 
 // parameters are a simulated model's parameter names, as a decoder-only
-// transformer's model.named_parameters() names them (one layer stands for
-// every layer: a pattern matches all layers or none), each with its share
-// of the weights' bytes: modelled.
-var parameters = []struct {
-	name  string
-	share float64
-}{
-	{"model.embed_tokens.weight", 0.05},
-	{"model.layers.0.input_layernorm.weight", 0},
-	{"model.layers.0.self_attn.qkv_proj.weight", 0.20},
-	{"model.layers.0.self_attn.o_proj.weight", 0.10},
-	{"model.layers.0.post_attention_layernorm.weight", 0},
-	{"model.layers.0.mlp.gate_up_proj.weight", 0.40},
-	{"model.layers.0.mlp.down_proj.weight", 0.15},
-	{"model.norm.weight", 0},
-	{"lm_head.weight", 0.10},
+// transformer's model.named_parameters() names them, each with its share
+// of the weights' bytes: the embedding, the head, and per layer (layers of
+// them, their share split evenly) attention, MLP and norms: modelled.
+func parameters(layers int) []parameter {
+	layers = max(1, layers)
+	out := []parameter{{"model.embed_tokens.weight", 0.05}}
+	for i := range layers {
+		l := float64(layers)
+		for _, p := range []parameter{
+			{"input_layernorm.weight", 0}, {"self_attn.qkv_proj.weight", 0.20}, {"self_attn.o_proj.weight", 0.10},
+			{"post_attention_layernorm.weight", 0}, {"mlp.gate_up_proj.weight", 0.40}, {"mlp.down_proj.weight", 0.15},
+		} {
+			out = append(out, parameter{fmt.Sprintf("model.layers.%d.%s", i, p.name), p.share / l})
+		}
+	}
+	return append(out, parameter{"model.norm.weight", 0}, parameter{"lm_head.weight", 0.10})
 }
 
-// preservedShare is the share of the weights' bytes the patterns (shell
-// globs, as fnmatch: * matches dots too) name; a pattern that names no
+// parameter is one parameter's name and share of the weights' bytes.
+type parameter struct {
+	name  string
+	share float64
+}
+
+// preservedShare is the share of the weights' bytes the patterns name,
+// each matched against every parameter name with path.Match (a * crosses
+// dots, as fnmatch's does; no [!…] negation); a pattern that names no
 // parameter is the start's error.
-func preservedShare(patterns []string) (float64, error) {
-	matched := make([]bool, len(parameters))
+func preservedShare(patterns []string, layers int) (float64, error) {
+	params := parameters(layers)
+	matched := make([]bool, len(params))
 	for _, pat := range patterns {
 		hit := false
-		for i, p := range parameters {
+		for i, p := range params {
 			ok, err := path.Match(pat, p.name)
 			if err != nil {
 				return 0, fmt.Errorf("ValueError: --sleep-preserve-parameter-names: bad pattern %q: %v", pat, err)
@@ -82,24 +90,23 @@ func preservedShare(patterns []string) (float64, error) {
 			}
 		}
 		if !hit {
-			names := make([]string, len(parameters))
-			for i, p := range parameters {
-				names[i] = p.name
-			}
-			return 0, fmt.Errorf("ValueError: --sleep-preserve-parameter-names: pattern %q matches no parameter of the model (model.named_parameters(): %s, …)", pat, strings.Join(names, ", "))
+			return 0, fmt.Errorf("ValueError: --sleep-preserve-parameter-names: pattern %q matches no parameter of the model (model.named_parameters(): model.embed_tokens.weight, model.layers.{0..%d}.{input_layernorm,self_attn.qkv_proj,self_attn.o_proj,post_attention_layernorm,mlp.gate_up_proj,mlp.down_proj}.weight, model.norm.weight, lm_head.weight)", pat, max(1, layers)-1)
 		}
 	}
 	share := 0.0
-	for i, p := range parameters {
+	for i, p := range params {
 		if matched[i] {
 			share += p.share
 		}
 	}
-	return share, nil
+	return min(1, share), nil
 }
 
 // sleepOptions sets phys's sleep options from the serve flags.
 func sleepOptions(phys *Physics, args Args) error {
+	if !args.EnableSleepMode { // no sleep mode, no sleep pools: the options do nothing (#59160's tests: "no-sleep")
+		return nil
+	}
 	if args.OffloadCUDAGraph && !args.EnforceEager {
 		phys.GraphPoolBytes = uint64(graphPoolShare * phys.Model.ResidualGiB * GiB)
 	}
@@ -107,7 +114,7 @@ func sleepOptions(phys *Physics, args Args) error {
 		phys.SuspendBytes = commBytesPerRank
 	}
 	if len(args.SleepPreserveParams) > 0 {
-		share, err := preservedShare(args.SleepPreserveParams)
+		share, err := preservedShare(args.SleepPreserveParams, phys.Model.Layers)
 		if err != nil {
 			return err
 		}
@@ -171,12 +178,16 @@ func (s sleepMode) sleepOptionsHost(level int) *opError {
 	}
 	ranks := uint64(s.phys.ranks())
 	if s.phys.GraphPoolBytes > 0 && s.graphHost == nil {
-		b, _, err := allocHost(s.host.real(s.phys.GraphPoolBytes*ranks), true)
+		b, lockErr, err := allocHost(s.host.real(s.phys.GraphPoolBytes*ranks), true)
 		if err != nil {
 			return s.hostFailed(s.phys.GraphPoolBytes*ranks, err)
 		}
 		s.graphHost = b
-		s.log.Printf("vllmsim --sleep-mode-offload-cudagraph: the CUDA graph pool backed up to %.3f GiB of pinned host memory (real %.3f GiB)", float64(s.phys.GraphPoolBytes*ranks)/GiB, float64(b.size())/GiB)
+		locked := "locked"
+		if lockErr != nil {
+			locked = "NOT locked, VmLck will not show it: " + lockErr.Error()
+		}
+		s.log.Printf("vllmsim --sleep-mode-offload-cudagraph: the CUDA graph pool backed up to %.3f GiB of pinned host memory (real %.3f GiB, held by the API server process for every rank), %s", float64(s.phys.GraphPoolBytes*ranks)/GiB, float64(b.size())/GiB, locked)
 	}
 	if level == 2 && s.phys.PreservedBytes > 0 {
 		b, _, err := allocHost(s.host.real(s.phys.PreservedBytes*ranks), false)
@@ -188,6 +199,19 @@ func (s sleepMode) sleepOptionsHost(level int) *opError {
 		s.log.Printf("vllmsim --sleep-preserve-parameter-names: %.3f GiB of parameters backed up to pageable host memory (real %.3f GiB)", float64(s.phys.PreservedBytes*ranks)/GiB, float64(b.size())/GiB)
 	}
 	return nil
+}
+
+// freeOptionsHost releases the options' host backups when the server
+// ends (as the weights' pinned backup is). Caller holds s.opMu or the
+// server has stopped serving.
+func (s sleepMode) freeOptionsHost() {
+	s.freePreserved()
+	if s.graphHost != nil {
+		if err := s.graphHost.free(); err != nil {
+			s.log.Printf("ERROR %v", err)
+		}
+		s.graphHost = nil
+	}
 }
 
 // freePreserved releases the preserved parameters' host backup, if any.

@@ -26,13 +26,17 @@ func TestPreservedShare(t *testing.T) {
 		{[]string{"lm_head.weight", "model.embed_tokens.weight"}, 0.10 + 0.05},
 		{[]string{"*.self_attn.*", "model.layers.*.self_attn.qkv_proj.weight"}, 0.20 + 0.10},
 		{[]string{"*norm*"}, 0}, // the norms: no bytes to speak of
+		{[]string{"model.layers.0.*"}, (0.20 + 0.10 + 0.40 + 0.15) / 4}, // one layer of the four
+		{[]string{"model.layers.[0-1].mlp.*"}, (0.40 + 0.15) / 2},
 	} {
-		got, err := preservedShare(tc.patterns)
+		got, err := preservedShare(tc.patterns, 4)
 		require.NoError(t, err, tc.patterns)
 		assert.InDelta(t, tc.want, got, 1e-12, tc.patterns)
 	}
-	_, err := preservedShare([]string{"*.mlp.*", "vision_tower.*"})
+	_, err := preservedShare([]string{"*.mlp.*", "vision_tower.*"}, 4)
 	assert.ErrorContains(t, err, `pattern "vision_tower.*" matches no parameter`)
+	_, err = preservedShare([]string{"model.layers.4.*"}, 4)
+	assert.ErrorContains(t, err, `pattern "model.layers.4.*" matches no parameter`, "layers 0 to 3 only")
 }
 
 // TestSleepOptionsByEra: each option from the era of its first release,
@@ -144,6 +148,9 @@ func TestPreserveParameters(t *testing.T) {
 				assert.Equal(t, before.Text, after.Text, "every parameter restored from host memory")
 			}
 			logs.Has(t, "parameters backed up to pageable host memory")
+			if tc.garbage { // by hand: tiny-a's 0.5 GiB of weights × the MLP's 0.55
+				logs.Has(t, "0.275 GiB of parameters backed up")
+			}
 		})
 	}
 }
@@ -173,7 +180,7 @@ func TestNCCLCommSuspend(t *testing.T) {
 	assert.Equal(t, awake, rank0())
 
 	one := Physics{Ranks: 1}
-	require.NoError(t, sleepOptions(&one, Args{NCCLCommSuspend: true}))
+	require.NoError(t, sleepOptions(&one, Args{NCCLCommSuspend: true, EnableSleepMode: true}))
 	assert.Zero(t, one.SuspendBytes, "one GPU: no communicator")
 }
 
@@ -184,11 +191,14 @@ func TestOffloadDecodeCost(t *testing.T) {
 	p := tinyPhysics(t)
 	p.Ranks = 2
 	base1, base8 := p.DecodeStep(1), p.DecodeStep(8)
-	require.NoError(t, sleepOptions(&p, Args{OffloadCUDAGraph: true}))
+	noSleep := p
+	require.NoError(t, sleepOptions(&noSleep, Args{OffloadCUDAGraph: true}))
+	assert.Equal(t, base1, noSleep.DecodeStep(1), "without sleep mode no graph pool is set up (#59160's tests)")
+	require.NoError(t, sleepOptions(&p, Args{OffloadCUDAGraph: true, EnableSleepMode: true}))
 	assert.InDelta(t, 1.03*base1, p.DecodeStep(1), 1e-12)
 	assert.InDelta(t, base8+0.03*base1, p.DecodeStep(8), 1e-12)
 	one := tinyPhysics(t)
 	b := one.DecodeStep(1)
-	require.NoError(t, sleepOptions(&one, Args{OffloadCUDAGraph: true}))
+	require.NoError(t, sleepOptions(&one, Args{OffloadCUDAGraph: true, EnableSleepMode: true}))
 	assert.Equal(t, b, one.DecodeStep(1), "one rank: no all-reduce")
 }

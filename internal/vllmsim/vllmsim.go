@@ -405,6 +405,11 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 		}
 	}
 	defer s.close() // before the process entry is removed (deferred above)
+	defer func() {  // the options' host backups, once no sleep or wake runs (serveHTTP has shut down)
+		s.opMu.Lock()
+		defer s.opMu.Unlock()
+		sleepMode{s}.freeOptionsHost()
+	}()
 	if err := s.startCompiled(ctx, st.CacheDir); err != nil {
 		return err
 	}
