@@ -43,7 +43,8 @@ func (p AfterWake) checks(label string, runs []record.PerfRun) []record.Check {
 	phase, stage, replay := p.names()
 	var cs []record.Check
 	p.rec.Read(func(raw *record.Raw) {
-		cs = append(gate.AfterWake(p.cfg, label, stage, runs, raw.Perf[label]), gate.Correctness(label, replay, raw.Replays[label])...)
+		cs = gate.NoteCrowded(gate.AfterWake(p.cfg, label, stage, runs, raw.Perf[label]), ".tps_ratio", raw.Windows, label+"-"+phase, label+"-"+record.PhaseBaseline)
+		cs = append(cs, gate.Correctness(label, replay, raw.Replays[label])...)
 		cs = append(cs, gate.LostPrefix(p.cfg, label, p.Level, raw.LostPrefix[label])...)
 		cs = append(cs, gate.Health(p.cfg, label, stage, raw.Health[label])...)
 		if p.Level == 1 {

@@ -239,7 +239,8 @@ type Check struct {
 	Verdict string  `json:"verdict"` // PASS, FAIL or NOT EVALUATED
 	// Reason says why a check was not evaluated (its figure is absent);
 	// the regression gate's comparison says what it judged whatever its
-	// verdict ("judged 20 of 191 metrics; not judged: …").
+	// verdict ("judged 20 of 191 metrics; not judged: …"); a failed speed
+	// ratio of a crowded machine says so (gate.NoteCrowded).
 	Reason string `json:"reason,omitempty"`
 	// Required: the user set this threshold, so not evaluating it fails
 	// the run.
