@@ -194,6 +194,7 @@ func (c Config) validateVariants(bad badFunc) {
 		bad("variants", "one variant: name two or more (the first is the reference the others are compared with), or none")
 	}
 	seen := map[string]bool{}
+	own := c.problems() // what the run's own config gets wrong, said once
 	for i, v := range c.Variants {
 		key := fmt.Sprintf("variants[%d]", i)
 		switch {
@@ -218,7 +219,7 @@ func (c Config) validateVariants(bad badFunc) {
 			bad(key+".set", "%v", err)
 		case err == nil && v.Name != "":
 			for _, e := range vc.problems() {
-				if !slices.Contains(c.problems(), e) && !strings.HasPrefix(e, "sim.era: ") { // a bad sim_era is said above
+				if !slices.Contains(own, e) && !strings.HasPrefix(e, "sim.era: ") { // a bad sim_era is said above
 					bad(key, "%s as this variant runs it: %s", v.Name, e)
 				}
 			}

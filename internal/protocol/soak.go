@@ -81,21 +81,32 @@ func (p *Env) StartAll(ctx context.Context, phase string, level int) error {
 		}
 	}
 	for _, l := range labels[1:] {
-		at, asleep := p.pool.AsleepAt(l)
-		if asleep && at == level {
-			continue
-		}
-		if asleep {
-			if err := p.pool.Activate(ctx, l); err != nil {
-				return p.Fail(phase, l, fmt.Sprintf("wake to sleep at level %d", level), err)
-			}
-		}
-		if _, err := p.pool.Run(ctx, l, pool.Sleep(level)); err != nil {
-			return p.Fail(phase, l, fmt.Sprintf("sleep at level %d", level), err)
+		if err := p.sleepAt(ctx, phase, l, level); err != nil {
+			return err
 		}
 	}
 	if err := p.pool.Activate(ctx, labels[0]); err != nil {
 		return p.Fail(phase, labels[0], "activate", err)
+	}
+	return nil
+}
+
+// sleepAt puts label to sleep at level, unmeasured, unless it sleeps
+// there already: one asleep at another level (an earlier phase's, or
+// making room's, always level 1) is woken first. An error is a failure of
+// phase naming the model.
+func (p *Env) sleepAt(ctx context.Context, phase, label string, level int) error {
+	at, asleep := p.pool.AsleepAt(label)
+	if asleep && at == level {
+		return nil
+	}
+	if asleep {
+		if err := p.pool.Activate(ctx, label); err != nil {
+			return p.Fail(phase, label, fmt.Sprintf("wake to sleep at level %d", level), err)
+		}
+	}
+	if _, err := p.pool.Run(ctx, label, pool.Sleep(level)); err != nil {
+		return p.Fail(phase, label, fmt.Sprintf("sleep at level %d", level), err)
 	}
 	return nil
 }

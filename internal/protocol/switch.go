@@ -204,12 +204,9 @@ func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 	// room, always at level 1) left asleep at another level is woken and
 	// put back to sleep at it, unmeasured.
 	for _, l := range labels[1:] {
-		if at, asleep := p.pool.AsleepAt(l); asleep && at != level {
-			if err := p.pool.Activate(ctx, l); err != nil {
-				return nil, p.Fail(record.PhaseSwitch, l, "wake to sleep at switch_level", err)
-			}
-			if _, err := p.pool.Run(ctx, l, pool.Sleep(level)); err != nil {
-				return nil, p.Fail(record.PhaseSwitch, l, fmt.Sprintf("sleep at switch_level %d", level), err)
+		if _, asleep := p.pool.AsleepAt(l); asleep { // the one awake stays awake: the initial activation hands over from it
+			if err := p.sleepAt(ctx, record.PhaseSwitch, l, level); err != nil {
+				return nil, err
 			}
 		}
 	}

@@ -169,6 +169,15 @@ func (h *hostMemory) release() (uint64, error) {
 	return n, err
 }
 
+// lockNote is what a start log line says of a pinned buffer's lock:
+// "locked", or why not (VmLck will not show it).
+func lockNote(lockErr error) string {
+	if lockErr != nil {
+		return "NOT locked, VmLck will not show it: " + lockErr.Error()
+	}
+	return "locked"
+}
+
 // errHostOOM is the injected host-memory allocation failure (fault host-oom).
 var errHostOOM = errors.New("injected fault host-oom")
 
@@ -213,10 +222,7 @@ func (s sleepMode) sleepHost() (staging *hostBuffer, oe *opError) {
 		return nil, s.hostFailed(weights, err)
 	}
 	if fresh {
-		locked := "locked"
-		if lockErr != nil {
-			locked = "NOT locked, VmLck will not show it: " + lockErr.Error()
-		}
+		locked := lockNote(lockErr)
 		s.log.Printf("vllmsim allocated the pinned host backup: %.3f GiB real for %.2f GiB of weights (scale %g), %s",
 			float64(s.host.real(weights))/GiB, float64(weights)/GiB, s.host.scale, locked)
 	}

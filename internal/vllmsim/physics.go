@@ -66,11 +66,16 @@ func (p Physics) weightPass() float64 {
 // DecodeStep is one decode step with batch sequences running: memory-bound on
 // the weights, plus a compute share per sequence.
 func (p Physics) DecodeStep(batch int) float64 {
-	step := p.weightPass() + float64(batch)*p.flopsPerToken()/(p.GPU.DecodeTFLOPS[p.Model.Dtype]*1e12)
+	step := p.decodeStep(batch)
 	if p.GraphPoolBytes > 0 && p.ranks() > 1 { // the offloaded graph pool's extra all-reduce copy (sleepopts.go)
-		step += allReduceDecodeCost * (p.weightPass() + p.flopsPerToken()/(p.GPU.DecodeTFLOPS[p.Model.Dtype]*1e12))
+		step += allReduceDecodeCost * p.decodeStep(1)
 	}
 	return step
+}
+
+// decodeStep is DecodeStep without the sleep options' cost.
+func (p Physics) decodeStep(batch int) float64 {
+	return p.weightPass() + float64(batch)*p.flopsPerToken()/(p.GPU.DecodeTFLOPS[p.Model.Dtype]*1e12)
 }
 
 // Prefill is one prefill step over tokens prompt tokens (all newly admitted sequences together).

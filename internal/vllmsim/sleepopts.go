@@ -183,10 +183,7 @@ func (s sleepMode) sleepOptionsHost(level int) *opError {
 			return s.hostFailed(s.phys.GraphPoolBytes*ranks, err)
 		}
 		s.graphHost = b
-		locked := "locked"
-		if lockErr != nil {
-			locked = "NOT locked, VmLck will not show it: " + lockErr.Error()
-		}
+		locked := lockNote(lockErr)
 		s.log.Printf("vllmsim --sleep-mode-offload-cudagraph: the CUDA graph pool backed up to %.3f GiB of pinned host memory (real %.3f GiB, held by the API server process for every rank), %s", float64(s.phys.GraphPoolBytes*ranks)/GiB, float64(b.size())/GiB, locked)
 	}
 	if level == 2 && s.phys.PreservedBytes > 0 {
