@@ -43,7 +43,7 @@ func LostPrefix(cfg config.Config, label string, level int, lps []record.LostPre
 
 // Health judges label's engine-health window of stage (one of the
 // record.HealthAfter* stages) against its window before the first sleep
-// (record.StageHealthBaseline), for each feature the model's
+// (record.PhaseBaseline), for each feature the model's
 // configuration turns on: speculative acceptance (--speculative-config),
 // the prefix-cache hit rate (prefix caching on) as ratios after / before;
 // the decode rate, a ratio too; each LoRA adapter's hit rate as a change
@@ -53,7 +53,7 @@ func Health(cfg config.Config, label, stage string, hs []record.Health) []record
 	var before, after *record.Health
 	for i := range hs {
 		switch h := &hs[i]; {
-		case h.Stage == record.StageHealthBaseline && before == nil:
+		case h.Stage == record.PhaseBaseline && before == nil:
 			before = h
 		case h.Stage == stage:
 			after = h
@@ -73,7 +73,7 @@ func Health(cfg config.Config, label, stage string, hs []record.Health) []record
 			return nil
 		}
 		return []record.Check{absent(name("decode_rate_ratio"), ">=", t.MinDecodeRateRatio, "min_decode_rate_ratio",
-			"no engine-health window "+stage+": the phase did not wake the model that way")}
+			"no engine-health window in phase "+stage+": the phase did not wake the model that way")}
 	}
 	// why is the reason a figure is absent (NaN) in h.
 	why := func(h *record.Health, missing string) string {

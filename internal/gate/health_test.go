@@ -38,15 +38,15 @@ func healthConfig() config.Config {
 // stages are not this one's; a stage with no window is NOT EVALUATED.
 func TestHealthComparesWithBeforeTheFirstSleep(t *testing.T) {
 	cfg := healthConfig()
-	before := record.Health{Stage: record.StageHealthBaseline, SpecAcceptance: 0.7, PrefixHitRate: 0.6, DecodeTPS: 300,
+	before := record.Health{Stage: record.PhaseBaseline, SpecAcceptance: 0.7, PrefixHitRate: 0.6, DecodeTPS: 300,
 		Adapters: []record.AdapterHealth{{Name: "sql", PrefixHitRate: 0.6, DecodeTPS: 250}}}
-	l1 := record.Health{Stage: record.HealthAfterL1, SpecAcceptance: 0.7, PrefixHitRate: 0.6, DecodeTPS: 290,
+	l1 := record.Health{Stage: record.PhaseAfterWake, SpecAcceptance: 0.7, PrefixHitRate: 0.6, DecodeTPS: 290,
 		Adapters: []record.AdapterHealth{{Name: "sql", PrefixHitRate: 0.6, DecodeTPS: 250}}}
-	l2 := record.Health{Stage: record.HealthAfterL2, SpecAcceptance: 0, PrefixHitRate: 0.6, DecodeTPS: 120,
+	l2 := record.Health{Stage: record.PhaseAfterWakeL2, SpecAcceptance: 0, PrefixHitRate: 0.6, DecodeTPS: 120,
 		Adapters: []record.AdapterHealth{{Name: "sql", PrefixHitRate: 0.8, DecodeTPS: 250}}}
 	hs := []record.Health{before, l1, l2}
 
-	c := byName(Health(cfg, "A", record.HealthAfterL2, hs))
+	c := byName(Health(cfg, "A", record.PhaseAfterWakeL2, hs))
 	require.Len(t, c, 5)
 	assert.Equal(t, "PASS", c["health.after-wake-l2.adapter.sql.decode_rate_ratio"].Verdict)
 	assert.InDelta(t, 1, c["health.after-wake-l2.adapter.sql.decode_rate_ratio"].Value, 1e-12)
@@ -61,15 +61,15 @@ func TestHealthComparesWithBeforeTheFirstSleep(t *testing.T) {
 	assert.InDelta(t, 0.2, adapter.Value, 1e-12)
 	assert.Equal(t, "within", adapter.Op)
 
-	for _, ck := range Health(cfg, "A", record.HealthAfterL1, hs) {
+	for _, ck := range Health(cfg, "A", record.PhaseAfterWake, hs) {
 		assert.Equal(t, "PASS", ck.Verdict, "%s: the level-1 wake kept every feature", ck)
 	}
-	kv := Health(cfg, "A", record.HealthAfterKV, hs)
+	kv := Health(cfg, "A", record.PhaseKVRelease, hs)
 	require.Len(t, kv, 1, "no window after a KV-only wake: said so")
 	assert.Equal(t, record.NotEvaluated, kv[0].Verdict)
-	assert.Contains(t, kv[0].Reason, "no engine-health window after-kv-release")
+	assert.Contains(t, kv[0].Reason, "no engine-health window in phase kv-release")
 	cfg.Protocol.HealthRequests = 0
-	assert.Empty(t, Health(cfg, "A", record.HealthAfterKV, hs), "the windows off: no check")
+	assert.Empty(t, Health(cfg, "A", record.PhaseKVRelease, hs), "the windows off: no check")
 }
 
 // TestHealthOnlyWhatTheModelTurnsOn: without --speculative-config no
@@ -78,29 +78,29 @@ func TestHealthComparesWithBeforeTheFirstSleep(t *testing.T) {
 // export is NOT EVALUATED with why, required where the user set its
 // threshold; a zero threshold is off.
 func TestHealthOnlyWhatTheModelTurnsOn(t *testing.T) {
-	before := record.Health{Stage: record.StageHealthBaseline, SpecAcceptance: math.NaN(), PrefixHitRate: 0.5, DecodeTPS: 100}
-	after := record.Health{Stage: record.HealthAfterSwitch, SpecAcceptance: math.NaN(), PrefixHitRate: 0.5, DecodeTPS: 100,
+	before := record.Health{Stage: record.PhaseBaseline, SpecAcceptance: math.NaN(), PrefixHitRate: 0.5, DecodeTPS: 100}
+	after := record.Health{Stage: record.PhaseSwitch, SpecAcceptance: math.NaN(), PrefixHitRate: 0.5, DecodeTPS: 100,
 		Adapters: []record.AdapterHealth{{Name: "sql", PrefixHitRate: 0.5}}}
 	hs := []record.Health{before, after}
 
 	plain := healthConfig()
 	plain.Models[0].ExtraArgs = []string{"--no-enable-prefix-caching"}
-	c := byName(Health(plain, "A", record.HealthAfterSwitch, hs))
-	assert.Equal(t, []string{"health.after-switch.decode_rate_ratio"}, keys(c))
+	c := byName(Health(plain, "A", record.PhaseSwitch, hs))
+	assert.Equal(t, []string{"health.switch.decode_rate_ratio"}, keys(c))
 
 	spec := healthConfig()
 	spec.UserThresholds = []string{"min_spec_acceptance_ratio"}
-	c = byName(Health(spec, "A", record.HealthAfterSwitch, hs))
-	sa := c["health.after-switch.spec_acceptance_ratio"]
+	c = byName(Health(spec, "A", record.PhaseSwitch, hs))
+	sa := c["health.switch.spec_acceptance_ratio"]
 	assert.Equal(t, record.NotEvaluated, sa.Verdict)
 	assert.Contains(t, sa.Reason, "vllm:spec_decode_num_draft_tokens_total")
 	assert.True(t, sa.Required, "the user set it: not evaluating it fails the run")
-	assert.Equal(t, record.NotEvaluated, c["health.after-switch.adapter.sql.prefix_hit_change"].Verdict, "the adapter had no window before")
+	assert.Equal(t, record.NotEvaluated, c["health.switch.adapter.sql.prefix_hit_change"].Verdict, "the adapter had no window before")
 
 	spec.Thresholds.MinDecodeRateRatio = 0
-	assert.NotContains(t, keys(byName(Health(spec, "A", record.HealthAfterSwitch, hs))), "health.after-switch.decode_rate_ratio")
+	assert.NotContains(t, keys(byName(Health(spec, "A", record.PhaseSwitch, hs))), "health.switch.decode_rate_ratio")
 
-	noBefore := Health(healthConfig(), "A", record.HealthAfterSwitch, []record.Health{after})
+	noBefore := Health(healthConfig(), "A", record.PhaseSwitch, []record.Health{after})
 	for _, ck := range noBefore {
 		assert.Equal(t, record.NotEvaluated, ck.Verdict, ck.Name)
 	}

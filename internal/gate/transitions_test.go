@@ -49,15 +49,15 @@ func TestCorrectnessCheck(t *testing.T) {
 	match := record.ProbeResult{Probe: "short", Match: true}
 	miss := record.ProbeResult{Probe: "long", Position: 3, Kind: "token"}
 	replays := []record.Replay{
-		{Stage: record.ReplayLevel1, Results: []record.ProbeResult{match, match}},
-		{Stage: record.ReplayLevel1, Results: []record.ProbeResult{match, miss}},
-		{Stage: record.ReplaySwitch, Results: []record.ProbeResult{match, match}},
-		{Stage: record.ReplaySwitch, Err: "server gone"},
+		{Stage: record.PhaseSleepL1, Results: []record.ProbeResult{match, match}},
+		{Stage: record.PhaseSleepL1, Results: []record.ProbeResult{match, miss}},
+		{Stage: record.PhaseSwitch, Results: []record.ProbeResult{match, match}},
+		{Stage: record.PhaseSwitch, Err: "server gone"},
 	}
-	assert.Equal(t, map[string]string{"correctness.level1.mismatches/A": "FAIL"}, verdicts(Correctness("A", record.ReplayLevel1, replays)))
-	assert.Equal(t, 1.0, Correctness("A", record.ReplayLevel1, replays)[0].Value)
-	assert.Equal(t, map[string]string{"correctness.switch.mismatches/A": "PASS"}, verdicts(Correctness("A", record.ReplaySwitch, replays)))
-	assert.Nil(t, Correctness("A", record.ReplayLevel2, replays), "nothing replayed: no check")
+	assert.Equal(t, map[string]string{"correctness.sleep-level1.mismatches/A": "FAIL"}, verdicts(Correctness("A", record.PhaseSleepL1, replays)))
+	assert.Equal(t, 1.0, Correctness("A", record.PhaseSleepL1, replays)[0].Value)
+	assert.Equal(t, map[string]string{"correctness.switch.mismatches/A": "PASS"}, verdicts(Correctness("A", record.PhaseSwitch, replays)))
+	assert.Nil(t, Correctness("A", record.PhaseSleepL2, replays), "nothing replayed: no check")
 }
 
 func TestSoakChecks(t *testing.T) {

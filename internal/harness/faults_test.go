@@ -236,8 +236,8 @@ func TestSilentCorruptionFailsTheRun(t *testing.T) {
 					failed = append(failed, c.Name)
 				}
 			}
-			assert.Equal(t, []string{"correctness.level2.mismatches"}, failed)
-			st := rep.Models["A"].Correctness.Stages["level2"]
+			assert.Equal(t, []string{"correctness.sleep-level2.mismatches"}, failed)
+			st := rep.Models["A"].Correctness.Stages[record.PhaseSleepL2]
 			assert.Equal(t, 2, st.Mismatches, "both probes, in the one level-2 cycle")
 			summary, err := os.ReadFile(filepath.Join(dir, "summary.md"))
 			require.NoError(t, err)

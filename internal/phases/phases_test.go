@@ -144,7 +144,7 @@ func TestPlanByHand(t *testing.T) {
 	assert.Equal(t, 5+1+9+1, plans["B"].L1Sleeps)
 	want := []string{record.PhaseBaseline, record.PhaseAfterWake, record.PhaseAfterWakeL2}
 	assert.Equal(t, want, plans["A"].Serving)
-	assert.Equal(t, append(want, record.HealthAfterKV, record.HealthAfterSwitch), plans["B"].Health)
+	assert.Equal(t, append(want, record.PhaseKVRelease, record.PhaseSwitch), plans["B"].Health)
 	// Replays: 5 + 1 + 3 + 1 + 3 (level 0) + 3 (KV) + 10 (switch).
 	assert.Len(t, plans["A"].Replays, 26)
 	// Requests of A: 3 stages × 2 concurrencies × 16 (the sim's 4 rounds of 4), the probes,
@@ -157,7 +157,7 @@ func TestPlanByHand(t *testing.T) {
 	old := Planned(Inputs{Config: cfg}, Can{})
 	assert.Equal(t, plans["A"].Probes-7-3-1-2*5, old["A"].Probes)
 	assert.Len(t, old["A"].Replays, 26-6)
-	assert.NotContains(t, old["A"].Health, record.HealthAfterKV)
+	assert.NotContains(t, old["A"].Health, record.PhaseKVRelease)
 	// Adapters: each health window, replay and the reference ask the
 	// adapter too (a probe set of 3).
 	cfg.Models[0].LoRAModules = map[string]string{"sql": "/adapters/sql"}
@@ -172,7 +172,7 @@ func TestPlanByHand(t *testing.T) {
 	// B → A, A → B; A sleeps 3 times, B is woken 3 times.
 	cfg.Protocol.SoakCycles = 5
 	soak := SoakPlan(cfg)
-	assert.Equal(t, Plan{Probes: 2, Replays: []string{record.ReplaySoak, record.ReplaySoak}, L1Sleeps: 3}, soak["A"])
+	assert.Equal(t, Plan{Probes: 2, Replays: []string{record.PhaseSoak, record.PhaseSoak}, L1Sleeps: 3}, soak["A"])
 	assert.Equal(t, 3, soak["B"].Probes)
 	assert.Equal(t, 2, soak["B"].L1Sleeps)
 	cfg.Protocol.SoakLevel = 2

@@ -148,11 +148,11 @@ func servingPlan(stage string) func(config.Config, Can) Plan {
 
 func sleepPlan(level int) func(config.Config, Can) Plan {
 	return func(cfg config.Config, _ Can) Plan {
-		n, replay := cfg.Protocol.SleepL1Cycles, record.ReplayLevel1
+		n, phase := cfg.Protocol.SleepL1Cycles, record.PhaseSleepL1
 		if level == 2 {
-			n, replay = cfg.Protocol.SleepL2Cycles, record.ReplayLevel2
+			n, phase = cfg.Protocol.SleepL2Cycles, record.PhaseSleepL2
 		}
-		p := Plan{Probes: n, Replays: times(n, replay)} // each wake's first token and replay
+		p := Plan{Probes: n, Replays: times(n, phase)} // each wake's first token and replay
 		if level == 1 {
 			p.L1Sleeps = n
 		}
@@ -162,11 +162,11 @@ func sleepPlan(level int) func(config.Config, Can) Plan {
 
 func afterWakePlan(level int) func(config.Config, Can) Plan {
 	return func(cfg config.Config, _ Can) Plan {
-		stage, replay := record.PhaseAfterWake, record.ReplayAfterWake
+		phase := record.PhaseAfterWake // its serving, health and replay stage
 		if level == 2 {
-			stage, replay = record.PhaseAfterWakeL2, record.ReplayAfterWakeL2
+			phase = record.PhaseAfterWakeL2
 		}
-		p := Plan{Serving: []string{stage}, Health: []string{stage}, Replays: []string{replay}}
+		p := Plan{Serving: []string{phase}, Health: []string{phase}, Replays: []string{phase}}
 		if cfg.Protocol.LostPrefixLen() > 0 {
 			p.Probes = 3 // the lost-prefix probe twice warm, once after the wake
 		}
@@ -184,7 +184,7 @@ func level0Plan(cfg config.Config, has Can) Plan {
 	}
 	// Each cycle: the probe held while paused and the wake's first token;
 	// then once the probe held between /pause and /resume.
-	return Plan{Probes: 2*n + 1, Replays: times(n, record.ReplayLevel0)}
+	return Plan{Probes: 2*n + 1, Replays: times(n, record.PhaseSleepL0)}
 }
 
 func kvReleasePlan(cfg config.Config, has Can) Plan {
@@ -192,7 +192,7 @@ func kvReleasePlan(cfg config.Config, has Can) Plan {
 	if !has.Pause || !has.KVRelease || n == 0 {
 		return Plan{}
 	}
-	return Plan{Probes: n, Replays: times(n, record.ReplayKVRelease), Health: []string{record.HealthAfterKV}}
+	return Plan{Probes: n, Replays: times(n, record.PhaseKVRelease), Health: []string{record.PhaseKVRelease}}
 }
 
 func stateCostPlan(_ config.Config, has Can) Plan {
@@ -223,13 +223,13 @@ func switchPlan(in Inputs, _ Can) map[string]Plan {
 		sleep.L1Sleeps = 1
 	}
 	addTo(out, cfg.Models[n-1].Label, sleep)
-	addTo(out, cfg.Models[0].Label, woken(record.ReplaySwitch))
+	addTo(out, cfg.Models[0].Label, woken(record.PhaseSwitch))
 	for i := range cfg.Protocol.Handoffs {
 		from, to := cfg.Models[i%n].Label, cfg.Models[(i+1)%n].Label
 		addTo(out, from, sleep)
-		addTo(out, to, woken(record.ReplaySwitch))
-		if !slices.Contains(out[to].Health, record.HealthAfterSwitch) {
-			addTo(out, to, Plan{Health: []string{record.HealthAfterSwitch}})
+		addTo(out, to, woken(record.PhaseSwitch))
+		if !slices.Contains(out[to].Health, record.PhaseSwitch) {
+			addTo(out, to, Plan{Health: []string{record.PhaseSwitch}})
 		}
 	}
 	return out
@@ -251,7 +251,7 @@ func SoakPlan(cfg config.Config) map[string]Plan {
 		if cfg.Protocol.SoakLevel == 1 {
 			addTo(out, from, Plan{L1Sleeps: 1})
 		}
-		addTo(out, to, woken(record.ReplaySoak))
+		addTo(out, to, woken(record.PhaseSoak))
 	}
 	return out
 }

@@ -18,13 +18,13 @@ type AfterWake struct {
 	Level int // 1 or 2
 }
 
-// names are the level's phase, serving stage (also its engine-health
-// stage) and replay stage.
-func (p AfterWake) names() (phase, stage, replay string) {
+// phase is the level's phase, which is its serving, engine-health and
+// replay stage too.
+func (p AfterWake) phase() string {
 	if p.Level == 2 {
-		return record.PhaseAfterWakeL2, record.PhaseAfterWakeL2, record.ReplayAfterWakeL2
+		return record.PhaseAfterWakeL2
 	}
-	return record.PhaseAfterWake, record.PhaseAfterWake, record.ReplayAfterWake
+	return record.PhaseAfterWake
 }
 
 // Run measures label's serving after a wake and judges it against the
@@ -40,13 +40,13 @@ func (p AfterWake) Run(ctx context.Context, label string, logf Logf) (Outcome[[]
 // against before the first sleep; the replay; at level 1 the model's
 // level-1 release again, with the after-wake sleep's.
 func (p AfterWake) checks(label string, runs []record.PerfRun) []record.Check {
-	phase, stage, replay := p.names()
+	phase := p.phase()
 	var cs []record.Check
 	p.rec.Read(func(raw *record.Raw) {
-		cs = gate.NoteCrowded(gate.AfterWake(p.cfg, label, stage, runs, raw.Perf[label]), ".tps_ratio", raw.Windows, label+"-"+phase, label+"-"+record.PhaseBaseline)
-		cs = append(cs, gate.Correctness(label, replay, raw.Replays[label])...)
+		cs = gate.NoteCrowded(gate.AfterWake(p.cfg, label, phase, runs, raw.Perf[label]), ".tps_ratio", raw.Windows, label+"-"+phase, label+"-"+record.PhaseBaseline)
+		cs = append(cs, gate.Correctness(label, phase, raw.Replays[label])...)
 		cs = append(cs, gate.LostPrefix(p.cfg, label, p.Level, raw.LostPrefix[label])...)
-		cs = append(cs, gate.Health(p.cfg, label, stage, raw.Health[label])...)
+		cs = append(cs, gate.Health(p.cfg, label, phase, raw.Health[label])...)
 		if p.Level == 1 {
 			cs = append(cs, releaseChecks(p.cfg, raw, label)...)
 		}
@@ -60,7 +60,7 @@ func (p AfterWake) checks(label string, runs []record.PerfRun) []record.Check {
 // the correctness probes: serving comes straight after the wake and the
 // probe (a replay would warm the engine).
 func (p AfterWake) run(ctx context.Context, label string, logf Logf) ([]record.PerfRun, error) {
-	phase, stage, replay := p.names()
+	phase := p.phase()
 	defer p.Begin(ctx, phase, label)()
 	if err := p.pool.Activate(ctx, label); err != nil {
 		return nil, p.Fail(phase, label, "activate", err)
@@ -78,14 +78,14 @@ func (p AfterWake) run(ctx context.Context, label string, logf Logf) ([]record.P
 	if err := p.wokenPrefix(ctx, label, p.Level, warm, logf); err != nil {
 		return nil, p.Fail(phase, label, "lost-prefix probe", err)
 	}
-	runs, err := p.Serve(ctx, label, stage, logf)
+	runs, err := p.Serve(ctx, label, phase, logf)
 	if !p.pool.Running(label) || ctx.Err() != nil {
 		return runs, err // nothing to probe or replay on
 	}
-	if herr := p.health(ctx, label, stage, logf); herr != nil {
+	if herr := p.health(ctx, label, phase, logf); herr != nil {
 		err = errors.Join(err, p.Fail(phase, label, "engine health", herr))
 	}
-	if verr := p.verify(ctx, phase, label, replay); verr != nil {
+	if verr := p.verify(ctx, phase, label); verr != nil {
 		err = errors.Join(err, p.Fail(phase, label, "correctness replay", verr))
 	}
 	return runs, err

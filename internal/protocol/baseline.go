@@ -39,7 +39,7 @@ func (p Baseline) run(ctx context.Context, label string, logf Logf) ([]record.Pe
 		return runs, err
 	}
 	// The engine's health before the first sleep: what each wake's is compared with.
-	if herr := p.health(ctx, label, record.StageHealthBaseline, logf); herr != nil {
+	if herr := p.health(ctx, label, record.PhaseBaseline, logf); herr != nil {
 		return runs, p.Fail(record.PhaseBaseline, label, "engine health", herr)
 	}
 	return runs, nil

@@ -139,7 +139,7 @@ func TestAfterWakeServesBeforeItsReplay(t *testing.T) {
 	replays := rec.Raw().Replays["A"]
 	require.NotEmpty(t, replays)
 	last := replays[len(replays)-1]
-	assert.Equal(t, record.ReplayAfterWake, last.Stage)
+	assert.Equal(t, record.PhaseAfterWake, last.Stage)
 	assert.Empty(t, last.Err, "the replay came after the serving")
 	assert.Zero(t, last.Mismatches())
 }

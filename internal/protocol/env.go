@@ -221,21 +221,22 @@ const restartFirstTok = "probe first token"
 // Settle waits protocol.settle_s (or until ctx ends).
 func (p *Env) Settle(ctx context.Context) { p.settleFrom(ctx, time.Now()) }
 
-// verify replays label's correctness probes after a wake (stage), records
-// the replay, and records the first mismatch of each model and stage as a failure of
-// phase naming the probe and token; every mismatch counts in the check.
-// The error is a replay that could not be made.
-func (p *Env) verify(ctx context.Context, phase, label, stage string) error {
-	got, err := p.pool.Oracle().Replay(ctx, label, stage)
+// verify replays label's correctness probes after a wake of phase (the
+// replay's stage), records the replay, and records the first mismatch of
+// each model and phase as a failure of phase naming the probe and token;
+// every mismatch counts in the check. The error is a replay that could not
+// be made.
+func (p *Env) verify(ctx context.Context, phase, label string) error {
+	got, err := p.pool.Oracle().Replay(ctx, label, phase)
 	if got == nil {
 		return err
 	}
-	rp := p.w.Replays.Add(label, *got) // numbered among the model's replays of stage
+	rp := p.w.Replays.Add(label, *got) // numbered among the model's replays of phase
 	if err != nil {
 		return err
 	}
 	for _, r := range rp.Results {
-		key := label + "/" + stage
+		key := label + "/" + phase
 		if r.Match || p.mismatched[key] {
 			continue
 		}
@@ -243,7 +244,7 @@ func (p *Env) verify(ctx context.Context, phase, label, stage string) error {
 			p.mismatched = map[string]bool{}
 		}
 		p.mismatched[key] = true
-		p.rec.Fail(record.Failure{Phase: phase, Model: label, Step: fmt.Sprintf("correctness after %s wake %d", stage, rp.Cycle),
+		p.rec.Fail(record.Failure{Phase: phase, Model: label, Step: fmt.Sprintf("correctness after %s wake %d", phase, rp.Cycle),
 			Error: fmt.Sprintf("probe %q diverged from its answer before the first sleep at token %d (%s): %s", r.Probe, r.Position, r.Kind, r.Detail)})
 	}
 	return nil

@@ -28,7 +28,7 @@ import (
 // base model's blocks) from the first wake on.
 func TestAfterWakeFaultsAreCaughtByName(t *testing.T) {
 	testmain.Long(t)
-	const l1, l2 = "health." + record.HealthAfterL1 + ".", "health." + record.HealthAfterL2 + "."
+	const l1, l2 = "health." + record.PhaseAfterWake + ".", "health." + record.PhaseAfterWakeL2 + "."
 	for fault, fails := range map[string][]string{
 		"":                           nil,
 		"spec-off-after-wake":        {l2 + "spec_acceptance_ratio/A", l2 + "decode_rate_ratio/A", l2 + "adapter.sql.decode_rate_ratio/A"},

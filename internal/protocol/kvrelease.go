@@ -78,7 +78,7 @@ func (p *pauser) kvCycle(ctx context.Context, label string) (record.Cycle, strin
 	if err != nil {
 		return c, step, err
 	}
-	if err := p.verify(ctx, record.PhaseKVRelease, label, record.ReplayKVRelease); err != nil {
+	if err := p.verify(ctx, record.PhaseKVRelease, label); err != nil {
 		return c, "correctness replay", err
 	}
 	c.OK = true

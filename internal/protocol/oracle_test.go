@@ -60,7 +60,7 @@ func TestCorruptionIsCaughtByName(t *testing.T) {
 			cycles := cyclesOut.Value
 			require.NoError(t, err, "every cycle's wake and first token succeed: a 200 hides the fault")
 			require.Len(t, cycles, 2)
-			c := byName(cyclesOut.Checks)["correctness.level1.mismatches/A"]
+			c := byName(cyclesOut.Checks)["correctness.sleep-level1.mismatches/A"]
 			assert.Equal(t, float64(2*want.perReplay), c.Value, "mismatching probes over 2 replays")
 			raw := rec.Raw()
 			ties := 0

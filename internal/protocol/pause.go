@@ -105,7 +105,7 @@ func (p *pauser) offOrCycles(ctx context.Context, phase, label string, level, n 
 		logf("%s %s cycle %d/%d: pause %.3fs, %s, wake %.3fs, first token %.3fs, freed %.3f GiB",
 			label, phase, i+1, n, c.SleepS, what, c.WakeAPIS, c.ToFirstTokenS, c.FreedGiB)
 		if i == 0 && level == record.LevelKVRelease { // the engine's health after a KV-only wake, once
-			if err := p.health(ctx, label, record.HealthAfterKV, logf); err != nil {
+			if err := p.health(ctx, label, record.PhaseKVRelease, logf); err != nil {
 				return out, p.Fail(phase, label, "engine health after cycle 1", err)
 			}
 		}
@@ -186,7 +186,7 @@ func (p *pauser) pauseCycle(ctx context.Context, label string) (record.Cycle, st
 	if h.first.Before(tw) {
 		return c, "request held while paused", fmt.Errorf("its first token came %.3f s before the wake was sent: the paused scheduler served it", -c.HeldPastWakeS)
 	}
-	if err := p.verify(ctx, record.PhaseSleepL0, label, record.ReplayLevel0); err != nil {
+	if err := p.verify(ctx, record.PhaseSleepL0, label); err != nil {
 		return c, "correctness replay", err
 	}
 	c.OK = true
@@ -203,18 +203,16 @@ func newCycle(level int) record.Cycle {
 // succeeded, wake → first token within its limit, the correctness
 // replays; NOT EVALUATED with the reason where the server lacks the
 // endpoints. The KV release adds that vLLM refused it without a pause.
+// phase (PhaseSleepL0 or PhaseKVRelease) is the replays' and the engine
+// health window's stage too.
 func (p *pauser) pauseChecks(phase, label string, level int, cycles []record.Cycle) []record.Check {
-	stage := record.ReplayLevel0
-	if level == record.LevelKVRelease {
-		stage = record.ReplayKVRelease
-	}
 	var cs []record.Check
 	p.rec.Read(func(raw *record.Raw) {
 		cs = gate.Pause(p.cfg, label, level, cycles, raw.CyclesOff[label][level], p.confirmed)
 		if raw.CyclesOff[label][level] == "" {
-			cs = append(cs, gate.Correctness(label, stage, raw.Replays[label])...)
+			cs = append(cs, gate.Correctness(label, phase, raw.Replays[label])...)
 			if level == record.LevelKVRelease && len(cycles) > 0 { // the cycles ran: the window after the first
-				cs = append(cs, gate.Health(p.cfg, label, record.HealthAfterKV, raw.Health[label])...)
+				cs = append(cs, gate.Health(p.cfg, label, phase, raw.Health[label])...)
 			}
 		}
 	})

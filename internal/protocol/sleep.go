@@ -25,16 +25,21 @@ func (p Sleep) Run(ctx context.Context, label string, logf Logf) (Outcome[[]reco
 	return Judged(cycles, err, func() []record.Check { return p.checks(label, p.Level, cycles) })
 }
 
+// sleepPhase is level's sleep phase, also the stage of its replays.
+func sleepPhase(level int) string {
+	if level == 2 {
+		return record.PhaseSleepL2
+	}
+	return record.PhaseSleepL1
+}
+
 // checks: every cycle succeeded; wake → first token, residual and
 // (level 1) release within their limits.
 func (p Sleep) checks(label string, level int, cycles []record.Cycle) []record.Check {
-	phase, stage := record.PhaseSleepL1, record.ReplayLevel1
-	if level == 2 {
-		phase, stage = record.PhaseSleepL2, record.ReplayLevel2
-	}
+	phase := sleepPhase(level)
 	var cs []record.Check
 	p.rec.Read(func(raw *record.Raw) {
-		cs = append(gate.Sleep(p.cfg, label, level, cycles, raw.Release[label]), gate.Correctness(label, stage, raw.Replays[label])...)
+		cs = append(gate.Sleep(p.cfg, label, level, cycles, raw.Release[label]), gate.Correctness(label, phase, raw.Replays[label])...)
 	})
 	return p.Record(phase, cs...)
 }
@@ -78,10 +83,9 @@ func (p *Env) finishSleep(ctx context.Context, ms *pool.MeasuredSleep) (float64,
 // sleep time, wake API time, wake → first token, residual GiB. A failed
 // step ends the cycles (the server's state is then unknown).
 func (p Sleep) run(ctx context.Context, label string, level int, logf Logf) ([]record.Cycle, error) {
-	phase := record.PhaseSleepL1
-	n := p.cfg.Protocol.SleepL1Cycles
+	phase, n := sleepPhase(level), p.cfg.Protocol.SleepL1Cycles
 	if level == 2 {
-		phase, n = record.PhaseSleepL2, p.cfg.Protocol.SleepL2Cycles
+		n = p.cfg.Protocol.SleepL2Cycles
 	}
 	defer p.Begin(ctx, phase, label)()
 	p.rec.PlanCycles(label, level, n)
@@ -108,10 +112,7 @@ func (p Sleep) run(ctx context.Context, label string, level int, logf Logf) ([]r
 // step that failed.
 func (p *Env) cycle(ctx context.Context, label string, level int) (record.Cycle, string, error) {
 	c := record.Cycle{Level: level, ResidualGiB: math.NaN()}
-	phase, stage := record.PhaseSleepL1, record.ReplayLevel1
-	if level == 2 {
-		phase, stage = record.PhaseSleepL2, record.ReplayLevel2
-	}
+	phase := sleepPhase(level)
 	mark := p.pool.Engine().Mark(ctx, label)
 	ms, resid, err := p.measureSleep(ctx, label, level)
 	if ms != nil {
@@ -127,7 +128,7 @@ func (p *Env) cycle(ctx context.Context, label string, level int) (record.Cycle,
 		return c, step, err
 	}
 	c.Engine = p.engine(ctx, mark, mark, true, c.SleepS, c.WakeAPIS, ms.ReleasedGiB)
-	if err := p.verify(ctx, phase, label, stage); err != nil {
+	if err := p.verify(ctx, phase, label); err != nil {
 		return c, "correctness replay", err
 	}
 	c.OK = true

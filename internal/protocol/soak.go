@@ -214,7 +214,7 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 		return fail(from, "memory of "+from+" asleep", err)
 	}
 	c.Engine = p.engine(ctx, markFrom, markTo, false, c.SleepS, c.WakeS, ms.ReleasedGiB)
-	if err := p.verify(ctx, record.PhaseSoak, to, record.ReplaySoak); err != nil {
+	if err := p.verify(ctx, record.PhaseSoak, to); err != nil {
 		return fail(to, "correctness replay", err)
 	}
 	c.OK = true
@@ -240,7 +240,7 @@ func (p *Env) settleFrom(ctx context.Context, t time.Time) {
 // the servers' account agrees, no correctness mismatch; at level 1 every
 // model's release again, with the soak's sleeps'.
 func (p Soak) checks(cycles []record.SoakCycle) []record.Check {
-	cs := append(gate.Soak(p.cfg, cycles), p.correctnessChecks(record.ReplaySoak)...)
+	cs := append(gate.Soak(p.cfg, cycles), p.correctnessChecks(record.PhaseSoak)...)
 	if p.cfg.Protocol.SoakLevel == 1 { // its sleeps added level-1 releases
 		labels := p.Labels()
 		p.rec.Read(func(raw *record.Raw) { cs = append(cs, releaseChecks(p.cfg, raw, labels...)...) })

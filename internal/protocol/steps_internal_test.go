@@ -21,7 +21,7 @@ func TestBenchStepsRecordApart(t *testing.T) {
 	b := env.bench()
 	l := cfg.Models[0].Label
 	b.w.Cycles.Add(l, record.Cycle{Level: 1, OK: true})
-	b.w.Replays.Add(l, record.Replay{Stage: record.ReplayLevel1})
+	b.w.Replays.Add(l, record.Replay{Stage: record.PhaseSleepL1})
 	b.w.Release.Add(l, 90)
 	b.w.Handoffs.Add(record.Handoff{From: l})
 	b.rec.Read(func(raw *record.Raw) {

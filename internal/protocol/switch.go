@@ -28,11 +28,11 @@ func (p Switch) Run(ctx context.Context, logf Logf) (Outcome[[]record.Handoff], 
 // checks: every handoff succeeded; switch → first token per
 // direction; every model's level-1 release again, with its switch sleeps'.
 func (p Switch) checks(handoffs []record.Handoff) []record.Check {
-	cs := append(gate.Switch(p.cfg, handoffs), p.correctnessChecks(record.ReplaySwitch)...)
+	cs := append(gate.Switch(p.cfg, handoffs), p.correctnessChecks(record.PhaseSwitch)...)
 	labels := p.Labels()
 	p.rec.Read(func(raw *record.Raw) {
 		for _, l := range labels {
-			cs = append(cs, gate.Health(p.cfg, l, record.HealthAfterSwitch, raw.Health[l])...)
+			cs = append(cs, gate.Health(p.cfg, l, record.PhaseSwitch, raw.Health[l])...)
 		}
 		cs = append(cs, releaseChecks(p.cfg, raw, labels...)...)
 	})
@@ -164,7 +164,7 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 		released = ms.ReleasedGiB
 	}
 	ho.Engine = p.engine(ctx, markFrom, markTo, false, ho.SleepS, ho.WakeS, released)
-	if err := p.verify(ctx, record.PhaseSwitch, to, record.ReplaySwitch); err != nil {
+	if err := p.verify(ctx, record.PhaseSwitch, to); err != nil {
 		return ho, to, "correctness replay " + dir, err
 	}
 	ho.OK = true
@@ -244,7 +244,7 @@ func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 			record.DirectionKey(cur, next), ho.SleepS, ho.WakeS, ho.ToFirstTokenS)
 		if !checked[next] { // after the first counted handoff to each model, outside the handoffs' intervals
 			checked[next] = true
-			if err := p.health(ctx, next, record.HealthAfterSwitch, logf); err != nil {
+			if err := p.health(ctx, next, record.PhaseSwitch, logf); err != nil {
 				return out, p.Fail(record.PhaseSwitch, next, "engine health after "+record.DirectionKey(cur, next), err)
 			}
 		}

@@ -5,20 +5,6 @@ import (
 	"slices"
 )
 
-// Stages of correctness replays: after which wakes a model's probe set was
-// replayed.
-const (
-	ReplayLevel1    = "level1"       // each level-1 cycle
-	ReplayLevel2    = "level2"       // each level-2 cycle
-	ReplayLevel0    = "level0"       // each level-0 (pause) cycle
-	ReplayKVRelease = PhaseKVRelease // each KV-only release cycle
-	ReplayAfterWake = PhaseAfterWake // the after-wake phase's wake
-	// ReplayAfterWakeL2 is the level-2 after-wake phase's wake.
-	ReplayAfterWakeL2 = PhaseAfterWakeL2
-	ReplaySwitch      = PhaseSwitch // each handoff's woken model
-	ReplaySoak        = PhaseSoak   // each soak cycle's woken model
-)
-
 // Reference is a model's probe set as answered before its first sleep.
 type Reference struct {
 	Basis   string   // what could be compared (oracle.Basis)
@@ -39,7 +25,7 @@ type ProbeResult struct {
 
 // Replay is one replay of a model's probe set after a wake.
 type Replay struct {
-	Stage   string // ReplayLevel1, …
+	Stage   string // the phase whose wake it followed (PhaseSleepL1, PhaseSwitch, …)
 	Cycle   int    // 1-based, per model and stage
 	Seconds float64
 	Results []ProbeResult

@@ -8,8 +8,10 @@ import (
 // Health is one engine-health window of a model (docs/metrics.md, "Engine
 // health"): a fixed burst of requests sent one at a time, each feature's
 // figure from the difference of the server's own /metrics counters
-// across it. Stage says where it was taken: StageHealthBaseline before the
-// model's first sleep, or after a kind of wake (the HealthAfter* stages).
+// across it. Stage is the phase it was taken in, which names the wake it
+// follows: PhaseBaseline before the model's first sleep; PhaseAfterWake,
+// PhaseAfterWakeL2, PhaseKVRelease (after the first KV-only release's
+// wake) or PhaseSwitch (after the first handoff to the model).
 type Health struct {
 	Stage    string
 	Requests int // the burst's base-model requests (each adapter has as many)
@@ -30,17 +32,6 @@ type AdapterHealth struct {
 	Name                     string
 	PrefixHitRate, DecodeTPS float64
 }
-
-// Engine-health stages: before the first sleep (the baseline phase's),
-// and after each kind of wake; the baseline and after-wake phases' are
-// their serving stages too: a stage is named by its phase (PhaseBaseline, …).
-const (
-	StageHealthBaseline = PhaseBaseline
-	HealthAfterL1       = PhaseAfterWake
-	HealthAfterL2       = PhaseAfterWakeL2
-	HealthAfterKV       = "after-kv-release"
-	HealthAfterSwitch   = "after-switch"
-)
 
 // LostPrefix is the price of a lost prefix at one sleep level: a prompt of
 // PromptTokens sent twice before the sleep (the second warm: its prefix

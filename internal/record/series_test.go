@@ -30,10 +30,10 @@ func TestWritersAreWired(t *testing.T) {
 func TestSeriesWriteWhatTheyName(t *testing.T) {
 	r := New([]string{"A", "B"}, map[string]string{"A": "a", "B": "b"})
 	w := r.Writers()
-	assert.Equal(t, 1, w.Replays.Add("A", Replay{Stage: ReplayLevel1}).Cycle)
-	assert.Equal(t, 1, w.Replays.Add("A", Replay{Stage: ReplayLevel2}).Cycle, "another stage counts apart")
-	assert.Equal(t, 2, w.Replays.Add("A", Replay{Stage: ReplayLevel1}).Cycle)
-	assert.Equal(t, 1, w.Replays.Add("B", Replay{Stage: ReplayLevel1}).Cycle, "another model counts apart")
+	assert.Equal(t, 1, w.Replays.Add("A", Replay{Stage: PhaseSleepL1}).Cycle)
+	assert.Equal(t, 1, w.Replays.Add("A", Replay{Stage: PhaseSleepL2}).Cycle, "another stage counts apart")
+	assert.Equal(t, 2, w.Replays.Add("A", Replay{Stage: PhaseSleepL1}).Cycle)
+	assert.Equal(t, 1, w.Replays.Add("B", Replay{Stage: PhaseSleepL1}).Cycle, "another model counts apart")
 
 	pcts := []float64{90, 80}
 	w.ReleasePerGPU.Add("A", pcts)

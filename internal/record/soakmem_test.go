@@ -33,7 +33,7 @@ func TestSoakRecordPerCycle(t *testing.T) {
 		r.Writers().Soak.Add(SoakCycle{Cycle: i + 1, From: l, To: labels[(i+1)%3], Level: 1, OK: true, SleepS: 0.1, WakeS: 0.2,
 			ResidualGiB: 0.5, ReleasePct: 90, FreeGiB: 10, NeedGiB: 2, HeadroomGiB: 8, RSSGiB: 1,
 			Engine: &Engine{SleepS: 0.1, WakeS: 0.2, FreedGiB: 3}})
-		r.Writers().Replays.Add(l, Replay{Stage: ReplaySoak, Seconds: 0.01, Results: []ProbeResult{{Probe: "short", Match: true}, {Probe: "long", Match: true}}})
+		r.Writers().Replays.Add(l, Replay{Stage: PhaseSoak, Seconds: 0.01, Results: []ProbeResult{{Probe: "short", Match: true}, {Probe: "long", Match: true}}})
 		r.Writers().Events.Add(Event{Time: now, Label: l, Kind: "sleep L1"})
 		r.Writers().Events.Add(Event{Time: now, Label: l, Kind: "wake"})
 		r.Writers().Release.Add(l, 90)

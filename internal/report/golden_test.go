@@ -78,21 +78,21 @@ func addTransitions(raw *record.Raw) {
 	raw.References["A"] = record.Reference{Basis: "token ids + logprobs", Probes: []string{"short", "long", "lora:sql"}, Seconds: 0.2}
 	ok := func(p string) record.ProbeResult { return record.ProbeResult{Probe: p, Match: true, MaxDelta: 0.001} }
 	raw.Replays["A"] = []record.Replay{
-		{Stage: record.ReplayLevel1, Cycle: 1, Seconds: 0.2, Results: []record.ProbeResult{ok("short"), ok("long"), ok("lora:sql")}},
-		{Stage: record.ReplayLevel1, Cycle: 2, Seconds: 0.3, Results: []record.ProbeResult{ok("short"), ok("long"),
+		{Stage: record.PhaseSleepL1, Cycle: 1, Seconds: 0.2, Results: []record.ProbeResult{ok("short"), ok("long"), ok("lora:sql")}},
+		{Stage: record.PhaseSleepL1, Cycle: 2, Seconds: 0.3, Results: []record.ProbeResult{ok("short"), ok("long"),
 			{Probe: "lora:sql", Position: 1, Kind: "token", Detail: "token 1 is id 7 (logprob -0.2000), reference id 9 (logprob -0.1000)"}}},
-		{Stage: record.ReplaySwitch, Cycle: 1, Seconds: 0.2, Results: []record.ProbeResult{ok("short"), {Probe: "long", Match: true, Tie: 5}, ok("lora:sql")}},
+		{Stage: record.PhaseSwitch, Cycle: 1, Seconds: 0.2, Results: []record.ProbeResult{ok("short"), {Probe: "long", Match: true, Tie: 5}, ok("lora:sql")}},
 	}
 	raw.Cycles["A"][0].Engine = &record.Engine{SleepS: 0.9, WakeS: 1.8, FreedGiB: 7.5, InUseGiB: 9, MetricSleepS: 0.95, MetricWakeS: 1.9}
 	raw.Cycles["A"][1].Engine = &record.Engine{SleepS: 2.9, WakeS: 3.9, FreedGiB: 2, InUseGiB: 9, MetricSleepS: nan, MetricWakeS: nan,
 		Disagreements: []string{"engine log: freed 2.00 GiB, the harness measured 7.50 GiB released"}}
 	raw.FirstSleeps["A"] = []record.FirstSleep{{Level: 1, SleepS: 20}, {Level: 1, SleepS: 22}}
 	raw.Health = map[string][]record.Health{"A": {
-		{Stage: record.StageHealthBaseline, Requests: 4, SpecAcceptance: 0.7, PrefixHitRate: 0.6, DecodeTPS: 300,
+		{Stage: record.PhaseBaseline, Requests: 4, SpecAcceptance: 0.7, PrefixHitRate: 0.6, DecodeTPS: 300,
 			Adapters: []record.AdapterHealth{{Name: "sql", PrefixHitRate: 0.6, DecodeTPS: 250}}},
-		{Stage: record.HealthAfterL2, Requests: 4, SpecAcceptance: 0, PrefixHitRate: 0.6, DecodeTPS: 120,
+		{Stage: record.PhaseAfterWakeL2, Requests: 4, SpecAcceptance: 0, PrefixHitRate: 0.6, DecodeTPS: 120,
 			Adapters: []record.AdapterHealth{{Name: "sql", PrefixHitRate: 0.8, DecodeTPS: 250}}},
-		{Stage: record.HealthAfterSwitch, Requests: 4, SpecAcceptance: nan, PrefixHitRate: nan, DecodeTPS: nan, Note: "/metrics unreadable: HTTP 500"},
+		{Stage: record.PhaseSwitch, Requests: 4, SpecAcceptance: nan, PrefixHitRate: nan, DecodeTPS: nan, Note: "/metrics unreadable: HTTP 500"},
 	}}
 	raw.LostPrefix = map[string][]record.LostPrefix{"A": {
 		{Level: 1, PromptTokens: 2060, WarmTTFTS: 0.05, WokenTTFTS: 0.65, WarmCached: -1, WokenCached: -1},

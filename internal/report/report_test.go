@@ -436,14 +436,14 @@ func TestTransitionsSummarised(t *testing.T) {
 	c := a.Correctness
 	require.NotNil(t, c)
 	assert.Equal(t, []string{"short", "long", "lora:sql"}, c.Probes)
-	l1 := c.Stages[record.ReplayLevel1]
+	l1 := c.Stages[record.PhaseSleepL1]
 	assert.Equal(t, 2, l1.Replays)
 	assert.Equal(t, 6, l1.Probes)
 	assert.Equal(t, 1, l1.Mismatches)
 	require.NotNil(t, l1.FirstDivergence)
 	assert.Equal(t, Divergence{Cycle: 2, Probe: "lora:sql", Position: 1, Kind: "token", Detail: "token 1 is id 7 (logprob -0.2000), reference id 9 (logprob -0.1000)"}, *l1.FirstDivergence)
 	assert.Equal(t, 0.25, l1.ReplayS.Median)
-	sw := c.Stages[record.ReplaySwitch]
+	sw := c.Stages[record.PhaseSwitch]
 	assert.Equal(t, 0, sw.Mismatches, "a near-tie is not a mismatch")
 	assert.Equal(t, 1, sw.Ties)
 	assert.Nil(t, rep.Models["B"].Correctness, "no reference, no correctness")

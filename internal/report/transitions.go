@@ -56,7 +56,7 @@ type Correctness struct {
 	Basis      string                       `json:"basis"` // "token ids + logprobs", "token ids" or "text"
 	Probes     []string                     `json:"probes"`
 	ReferenceS float64                      `json:"reference_s"` // the probe set's wall time before the first sleep
-	Stages     map[string]*CorrectnessStage `json:"stages"`      // "level1", "level2", "after-wake", "switch", "soak"
+	Stages     map[string]*CorrectnessStage `json:"stages"`      // by phase: "sleep-level1", "sleep-level2", "after-wake", "switch", "soak", …
 }
 
 // CorrectnessStage is the replays of one stage.
