@@ -159,7 +159,7 @@ func run(m *testing.M) int {
 		}
 		return 2
 	}
-	if len(cfg.Variants) > 0 { // no server here: each block's run of a variant is a child run
+	if variantParent(cfg) { // no server here: each block's run of a variant is a child run
 		return runVariants(cfg)
 	}
 	if config.GPUTag {
@@ -299,7 +299,7 @@ func selected(pattern string, names ...string) bool {
 // TestTheTestListIsComplete keeps the lists the package's.
 var (
 	packageTests = []string{
-		"TestAnyServerWithoutMemoryPasses", "TestBadBaselineIsRefusedBeforeAnyServer", "TestBadTraceIsRefusedBeforeAnyServer",
+		"TestAFleetCoordinatorIsNoVariantParent", "TestAnyServerWithoutMemoryPasses", "TestBadBaselineIsRefusedBeforeAnyServer", "TestBadTraceIsRefusedBeforeAnyServer",
 		"TestBenchmarksLeaveTheReportAlone", "TestCIJobEndsWritesEverything", "TestConcurrencyBeyondTheFileLimitIsRefused", "TestConfigErrorReportsInTheConfiguredOutDir",
 		"TestEveryEraPasses", "TestEveryFigureMeansItsName", "TestExitAndStatusAgree", "TestFleet", "TestFlagsThatCannotRunTheProtocol",
 		"TestGoTestTimeoutStillCleansUp", "TestInterruptStopsEverything", "TestKilledHarnessLosesAtMostASecond", "TestKubernetes",

@@ -720,6 +720,42 @@ func TestSelected(t *testing.T) {
 	assert.True(t, servingSelected("TestProtocol/wake-burst", opted), "its waves are at protocol.concurrency")
 }
 
+// TestAFleetCoordinatorIsNoVariantParent: a config with variants makes
+// this process the variant run's parent, unless it is a fleet's
+// coordinator, which must run TestFleet and leave the variants to each
+// node (before, it ran the variants on the coordinator itself).
+func TestAFleetCoordinatorIsNoVariantParent(t *testing.T) {
+	load := func(file string, fleet bool) config.Config {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join("testdata", file))
+		require.NoError(t, err)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(b, &m))
+		if fleet {
+			f, err := os.ReadFile(filepath.Join("testdata", "fleet.json"))
+			require.NoError(t, err)
+			var fm map[string]any
+			require.NoError(t, json.Unmarshal(f, &fm))
+			m["fleet"] = fm["fleet"]
+		}
+		path := filepath.Join(t.TempDir(), file)
+		b, err = json.Marshal(m)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(path, b, 0o644))
+		cfg, err := config.Load(func(k string) string {
+			if k == config.EnvFile {
+				return path
+			}
+			return ""
+		})
+		require.NoError(t, err)
+		return cfg
+	}
+	assert.True(t, variantParent(load("variants-upgrade.json", false)))
+	assert.False(t, variantParent(load("variants-upgrade.json", true)), "the fleet's coordinator")
+	assert.False(t, variantParent(load("fleet.json", false)))
+}
+
 // TestEveryEraPasses: the card's command (the whole protocol and every
 // output check, every phase on in eras a and b; the short protocol's counts) against
 // vllmsim in each vLLM era it speaks (docs/vllm-api.md §1) passes, with

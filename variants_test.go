@@ -79,6 +79,11 @@ func runVariants(cfg config.Config) int {
 	return 0
 }
 
+// variantParent reports whether this process is a variant run's parent:
+// the config names variants and is no fleet's coordinator, which runs
+// TestFleet instead, each node then the variants (docs/fleet.md).
+func variantParent(cfg config.Config) bool { return len(cfg.Variants) > 0 && !cfg.Fleet.On() }
+
 // childFlags are the go test flags a variant run's children take from
 // it: what selects and shows the tests (each child's -timeout is its share
 // of what is left, package variants).

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/wakebench/wakebench/internal/kube/kubefake"
 	"github.com/wakebench/wakebench/internal/testmain"
+	"github.com/wakebench/wakebench/internal/variants"
 )
 
 func spec() Spec {
@@ -145,6 +148,56 @@ func TestUploadCreatesThenReplacesTheResult(t *testing.T) {
 	assert.Empty(t, got.Report, "no report.json: sent empty")
 	delete(env, "JOB_COMPLETION_INDEX")
 	assert.ErrorContains(t, Upload(context.Background(), c, func(k string) string { return env[k] }, dir, 0), "not a Pod of an Indexed Job")
+}
+
+// A node's variant run sends its comparison.json and bench.txt (every
+// variant's samples) with the reference variant's first run that wrote a
+// report: its report.json and samples.csv, which the fleet's figures and
+// outlier rule read.
+func TestUploadOfAVariantRun(t *testing.T) {
+	c, _ := kubefake.New()
+	out := t.TempDir()
+	write := func(path, body string) {
+		t.Helper()
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(body), 0o644))
+	}
+	// Block 1's reference run was stopped before it wrote a report; block 2's did.
+	comparison := `{"status":"PASS","reference":"v0.31","variants":["v0.31","v0.33"],"runs":[` +
+		`{"block":2,"variant":"v0.33"},{"block":2,"variant":"v0.31"},{"block":1,"variant":"v0.33"},{"block":1,"variant":"v0.31"}]}`
+	write(filepath.Join(out, variants.ComparisonFile), comparison)
+	write(filepath.Join(out, "bench.txt"), "variant: v0.31\nBenchmarkX 1 1 s\n")
+	write(filepath.Join(variants.RunDir(out, "v0.33", 1), "report.json"), `{"status":"PASS","runtime":"v0.33"}`)
+	write(filepath.Join(variants.RunDir(out, "v0.31", 2), "report.json"), `{"status":"PASS","runtime":"v0.31 block 2"}`)
+	write(filepath.Join(variants.RunDir(out, "v0.31", 2), "samples.csv"), "t_s,gpu,used_bytes\n")
+	env := map[string]string{EnvNamespace: "wb", EnvJob: "fleet-1", EnvNode: "n1", EnvJobUID: "uid", "JOB_COMPLETION_INDEX": "0"}
+	require.NoError(t, Upload(context.Background(), c, func(k string) string { return env[k] }, out, 0))
+	cm, err := c.Core.ConfigMaps("wb").Get(context.Background(), "fleet-1-result-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	got, err := Decode(cm)
+	require.NoError(t, err)
+	assert.Equal(t, comparison, string(got.Comparison))
+	assert.Equal(t, `{"status":"PASS","runtime":"v0.31 block 2"}`, string(got.Report), "the reference's first run with a report, not another variant's")
+	assert.Equal(t, "t_s,gpu,used_bytes\n", string(got.Samples))
+	assert.Equal(t, "variant: v0.31\nBenchmarkX 1 1 s\n", string(got.Bench), "the variant run's own bench.txt")
+
+	// No reference run wrote a report: the comparison goes, the report is empty (the node FAILs saying so).
+	require.NoError(t, os.RemoveAll(variants.RunDir(out, "v0.31", 2)))
+	require.NoError(t, Upload(context.Background(), c, func(k string) string { return env[k] }, out, 1))
+	cm, err = c.Core.ConfigMaps("wb").Get(context.Background(), "fleet-1-result-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	got, err = Decode(cm)
+	require.NoError(t, err)
+	assert.Empty(t, got.Report)
+	assert.Equal(t, comparison, string(got.Comparison))
+
+	// A run of one build has no comparison key, and decodes without one.
+	plain, err := Encode(Result{Node: "n1", Report: []byte(`{}`)}, "fleet-1", "", "1", "wb", 0)
+	require.NoError(t, err)
+	assert.NotContains(t, plain.BinaryData, keyCompare)
+	back, err := Decode(plain)
+	require.NoError(t, err)
+	assert.Nil(t, back.Comparison)
 }
 
 func TestSelectNodesByDriverWithTheirGPUKind(t *testing.T) {

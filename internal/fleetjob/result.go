@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/wakebench/wakebench/internal/kube"
+	"github.com/wakebench/wakebench/internal/variants"
 )
 
 // ConfigMapMax is the API server's bound on a ConfigMap's data and
@@ -33,6 +34,7 @@ const (
 	keyReport    = "report.json.gz"
 	keyBench     = "bench.txt.gz"
 	keySamples   = "samples.csv.gz"
+	keyCompare   = "comparison.json.gz" // a variant run's; absent on a run of one build
 	keyNode      = "node"
 	keyPod       = "pod"
 	keyExit      = "exit_code"
@@ -47,6 +49,9 @@ type Result struct {
 	Report    []byte
 	Bench     []byte
 	Samples   []byte
+	// Comparison is a variant run's comparison.json (nil otherwise); its
+	// Report and Samples are then the reference variant's first run's.
+	Comparison []byte
 	// Truncated: Samples was cut to fit (SamplesBytes is its whole size).
 	Truncated    bool
 	SamplesBytes int
@@ -77,13 +82,17 @@ func Encode(r Result, job string, jobUID types.UID, index, ns string, maxBytes i
 	for _, v := range cm.Data {
 		used += len(v)
 	}
-	for k, b := range map[string][]byte{keyReport: r.Report, keyBench: r.Bench} {
+	must := map[string][]byte{keyReport: r.Report, keyBench: r.Bench}
+	if r.Comparison != nil {
+		must[keyCompare] = r.Comparison
+	}
+	for k, b := range must {
 		z := gz(b)
 		cm.BinaryData[k] = z
 		used += len(z)
 	}
 	if used > maxBytes {
-		return nil, fmt.Errorf("node %s: report.json and bench.txt are %d bytes gzipped, over the result's bound of %d", r.Node, used, maxBytes)
+		return nil, fmt.Errorf("node %s: report.json and bench.txt (and a variant run's comparison.json) are %d bytes gzipped, over the result's bound of %d", r.Node, used, maxBytes)
 	}
 	samples, truncated := fit(r.Samples, maxBytes-used-len("true"))
 	cm.BinaryData[keySamples] = samples
@@ -138,8 +147,11 @@ func Decode(cm *corev1.ConfigMap) (Result, error) {
 		return r, fmt.Errorf("result %s: exit code %q: %w", cm.Name, cm.Data[keyExit], err)
 	}
 	r.SamplesBytes, _ = strconv.Atoi(cm.Data[keyFullBytes])
-	for k, dst := range map[string]*[]byte{keyReport: &r.Report, keyBench: &r.Bench, keySamples: &r.Samples} {
+	for k, dst := range map[string]*[]byte{keyReport: &r.Report, keyBench: &r.Bench, keySamples: &r.Samples, keyCompare: &r.Comparison} {
 		z, ok := cm.BinaryData[k]
+		if !ok && k == keyCompare {
+			continue // a run of one build
+		}
 		if !ok {
 			return r, fmt.Errorf("result %s: no %s", cm.Name, k)
 		}
@@ -168,7 +180,9 @@ func gunzip(z []byte) ([]byte, error) {
 }
 
 // Upload sends the node run's outputs in outDir (report.json, bench.txt,
-// samples.csv: a missing one is sent empty) as the Pod's result
+// samples.csv: a missing one is sent empty; a variant run's
+// comparison.json and bench.txt, with the reference variant's first run's
+// report.json and samples.csv, variants.ReferenceRun) as the Pod's result
 // ConfigMap, replacing one a previous try of the index left. The Pod's
 // identity comes from its environment (the Job's downward-API env), its
 // credentials from client-go's defaults (the Pod's ServiceAccount in a
@@ -183,8 +197,26 @@ func Upload(ctx context.Context, c *kube.Clients, getenv func(string) string, ou
 		return errors.New("fleet upload: JOB_COMPLETION_INDEX unset: not a Pod of an Indexed Job")
 	}
 	r := Result{Node: node, Pod: getenv(EnvPod), ExitCode: exitCode}
+	runDir := outDir // where report.json and samples.csv are
+	comparison, err := os.ReadFile(filepath.Join(outDir, variants.ComparisonFile))
+	switch {
+	case err == nil:
+		r.Comparison = comparison
+		if runDir, err = variants.ReferenceRun(outDir, comparison); err != nil {
+			runDir = "" // no reference run wrote a report: sent empty, the node FAILs saying so
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("fleet upload: %w", err)
+	}
 	for name, dst := range map[string]*[]byte{"report.json": &r.Report, "bench.txt": &r.Bench, "samples.csv": &r.Samples} {
-		b, err := os.ReadFile(filepath.Join(outDir, name))
+		dir := runDir
+		if name == "bench.txt" {
+			dir = outDir // a variant run's: every run's samples, with their variant: key
+		}
+		if dir == "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("fleet upload: %w", err)
 		}

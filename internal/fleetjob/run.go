@@ -529,7 +529,7 @@ func (r *run) ended(ctx context.Context, p *corev1.Pod, why string) error {
 	}
 	r.decide(node, status, reason)
 	d := r.decided[node]
-	d.Report, d.Bench, d.Samples, d.Truncated = res.Report, res.Bench, res.Samples, res.Truncated
+	d.Report, d.Bench, d.Samples, d.Truncated, d.Comparison = res.Report, res.Bench, res.Samples, res.Truncated, res.Comparison
 	r.decided[node] = d
 	return nil
 }

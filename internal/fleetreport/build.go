@@ -13,6 +13,7 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/stats"
+	"github.com/wakebench/wakebench/internal/variants"
 
 	"golang.org/x/perf/benchfmt"
 )
@@ -49,8 +50,25 @@ type Node struct {
 	// Notes say what is missing from the node's results without failing it (no bench.txt,
 	// samples.csv cut short, bench lines that did not parse).
 	Notes []string `json:"notes,omitempty"`
+	// Variants is the node's variant run (docs/variants.md), nil on a run of one build: its
+	// Models and its part of the kind's summaries are the reference variant's.
+	Variants *VariantRun `json:"variants,omitempty"`
 
 	bench []byte // the node's bench.txt, for the merged bench.txt
+}
+
+// VariantRun is what a node's variant run judged: each variant against the reference, in
+// that node's run alone (its comparison.json).
+type VariantRun struct {
+	Status    string   `json:"status"`
+	Reference string   `json:"reference"`
+	Variants  []string `json:"variants"` // the reference first
+	// Worse and Better count the figures a variant was judged worse or better in, over
+	// every variant; Judged the figures judged at all.
+	Worse    int      `json:"worse"`
+	Better   int      `json:"better"`
+	Judged   int      `json:"judged"`
+	Failures []string `json:"failures"`
 }
 
 // Link is a node's host link: the slowest GPU's measured host→device rate against the rate of
@@ -217,6 +235,17 @@ func readNode(r NodeResult) Node {
 	if len(r.Bench) == 0 {
 		n.Notes = append(n.Notes, "no bench.txt came back: the node's samples are not in its kind's summaries")
 	}
+	if len(r.Comparison) > 0 {
+		var c variants.Comparison
+		if err := json.Unmarshal(r.Comparison, &c); err != nil {
+			fail(fmt.Sprintf("comparison.json cannot be parsed: %v", err))
+			return n
+		}
+		n.Variants = variantRun(c)
+		if c.Status != StatusPass {
+			fail("variant run failed: " + firstOf(c.Failures))
+		}
+	}
 	if len(r.Report) == 0 {
 		fail("no report.json came back")
 		return n
@@ -246,6 +275,34 @@ func readNode(r NodeResult) Node {
 		}
 	}
 	return n
+}
+
+// variantRun is what the fleet report keeps of a node's comparison.
+func variantRun(c variants.Comparison) *VariantRun {
+	v := &VariantRun{Status: c.Status, Reference: c.Reference, Variants: c.Variants, Failures: c.Failures}
+	for _, m := range c.Metrics {
+		switch m.Verdict {
+		case variants.Worse:
+			v.Worse++
+		case variants.Better:
+			v.Better++
+		}
+		if m.Verdict != variants.NotJudge {
+			v.Judged++
+		}
+	}
+	return v
+}
+
+// firstOf is a list of reasons in one line: the first, and how many more.
+func firstOf(reasons []string) string {
+	switch len(reasons) {
+	case 0:
+		return "the comparison names no failure"
+	case 1:
+		return reasons[0]
+	}
+	return fmt.Sprintf("%s (and %d more)", reasons[0], len(reasons)-1)
 }
 
 // failureText is a report's failures in one line: the first, and how many more.
@@ -319,6 +376,9 @@ func poolKind(nodes []Node) (Kind, error) {
 		err := scanBench(n.Node, n.bench, func(rec benchfmt.Record) {
 			switch rec := rec.(type) {
 			case *benchfmt.Result:
+				if n.Variants != nil && rec.GetConfig("variant") != n.Variants.Reference {
+					return // another build's samples: the kind pools the reference's
+				}
 				results++
 				for _, v := range rec.Values {
 					key = append(append(append(key[:0], rec.Name...), 0), v.Unit...)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/stats"
+	"github.com/wakebench/wakebench/internal/variants"
 )
 
 // testdata/report.json and bench.txt are out/ of `go test -count=1 -run 'TestProtocol$' .`
@@ -322,4 +324,74 @@ func TestTPSFractionIsAFraction(t *testing.T) {
 	assert.Equal(t, 4, got.OutputTPSConc)
 	assert.InDelta(t, 0.5, got.OutputTPSFractionOfHBM, 1e-12)
 	assert.InDelta(t, 0.5, got.metrics[MetricTPSFraction], 1e-12)
+}
+
+// variantBench is a variant run's bench.txt: each variant's samples under its variant: key.
+func variantBench(byVariant map[string][]float64) []byte {
+	var b bytes.Buffer
+	b.WriteString("gpu: x\n")
+	for _, v := range slices.Sorted(maps.Keys(byVariant)) {
+		fmt.Fprintf(&b, "\nvariant: %s\n", v)
+		for _, x := range byVariant[v] {
+			fmt.Fprintf(&b, "BenchmarkSleep/model=A/level=1 1 %g sec/wake\n", x)
+		}
+	}
+	return b.Bytes()
+}
+
+// A node that ran variants (fleet mode on a variant config) is judged by its comparison: its
+// verdict is the node's, the kind pools only its reference variant's samples (another build's
+// would mix two builds in one summary), and fleet.md says what each node judged.
+func TestVariantRunNodes(t *testing.T) {
+	rep, _ := readTestdata(t)
+	j, err := json.Marshal(rep)
+	require.NoError(t, err)
+	comparison := func(status string, failures []string, verdicts ...string) []byte {
+		c := variants.Comparison{Status: status, Reference: "v0.31", Variants: []string{"v0.31", "v0.33"}, Failures: failures}
+		for i, v := range verdicts {
+			c.Metrics = append(c.Metrics, variants.Metric{Variant: "v0.33", Name: fmt.Sprintf("m%d", i), Verdict: v})
+		}
+		b, err := json.Marshal(c)
+		require.NoError(t, err)
+		return b
+	}
+	plain := NodeResult{Node: "plain", GPU: "K", Status: StatusPass, Report: j, Bench: benchLines(1, 2, 3)}
+	pass := NodeResult{Node: "var-pass", GPU: "K", Status: StatusPass, Report: j,
+		Bench:      variantBench(map[string][]float64{"v0.31": {4, 5}, "v0.33": {1000, 2000}}),
+		Comparison: comparison(StatusPass, []string{}, variants.Same, variants.Better, variants.NotJudge, variants.Same)}
+	fail := NodeResult{Node: "var-fail", GPU: "K", Status: StatusPass, Report: j,
+		Bench:      variantBench(map[string][]float64{"v0.31": {6}, "v0.33": {3000}}),
+		Comparison: comparison(StatusFail, []string{"v0.33: Sleep/model=A/level=1 sec/wake worse by 40 %", "v0.33: 1 more"}, variants.Worse, variants.Same)}
+	bad := NodeResult{Node: "var-bad", GPU: "K", Status: StatusPass, Report: j, Bench: benchLines(7), Comparison: []byte("{")}
+	f, err := Build([]NodeResult{plain, pass, fail, bad}, Options{})
+	require.NoError(t, err)
+	byNode := map[string]Node{}
+	for _, n := range f.Nodes {
+		byNode[n.Node] = n
+	}
+	assert.Nil(t, byNode["plain"].Variants)
+	assert.Equal(t, &VariantRun{Status: StatusPass, Reference: "v0.31", Variants: []string{"v0.31", "v0.33"}, Judged: 3, Better: 1, Failures: []string{}}, byNode["var-pass"].Variants)
+	assert.Equal(t, StatusPass, byNode["var-pass"].Status)
+	assert.NotEmpty(t, byNode["var-pass"].Models, "the reference's report gives the node's key figures")
+
+	vf := byNode["var-fail"]
+	assert.Equal(t, StatusFail, vf.Status)
+	assert.Equal(t, "variant run failed: v0.33: Sleep/model=A/level=1 sec/wake worse by 40 % (and 1 more)", vf.Reason)
+	assert.Equal(t, 1, vf.Variants.Worse)
+	assert.Equal(t, StatusFail, byNode["var-bad"].Status)
+	assert.Contains(t, byNode["var-bad"].Reason, "comparison.json cannot be parsed")
+	assert.Equal(t, StatusFail, f.Status)
+
+	require.Len(t, f.Kinds, 1)
+	k := f.Kinds[0]
+	assert.Equal(t, 2, k.Pooled, "the PASS nodes: plain and var-pass")
+	require.Len(t, k.Summaries, 1)
+	assert.Equal(t, 5, k.Summaries[0].N, "plain's 3 and var-pass's reference 2; none of v0.33's")
+	assert.Equal(t, 5.0, k.Summaries[0].Max)
+
+	md := Summary(f).Markdown()
+	assert.Contains(t, md, "## Variant runs")
+	assert.Contains(t, md, "**var-pass** (K, simulated: vllmsim profile tiny, time scale 1): PASS: v0.33 against v0.31; 3 figures judged, 0 worse, 1 better")
+	assert.Contains(t, md, "**var-fail** (K, simulated: vllmsim profile tiny, time scale 1): FAIL: v0.33 against v0.31; 2 figures judged, 1 worse, 0 better")
+	assert.NotContains(t, md, "**plain** (K): PASS: ")
 }

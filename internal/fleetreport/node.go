@@ -26,8 +26,12 @@ type NodeResult struct {
 	Status string `json:"status"`
 	// Reason says why a node is not PASS.
 	Reason string `json:"reason,omitempty"`
-	// Report is the node's report.json (nil when none came back).
+	// Report is the node's report.json (nil when none came back). On a
+	// variant run's node it is the reference variant's first run's.
 	Report []byte `json:"-"`
+	// Comparison is a variant run's comparison.json (package variants;
+	// nil on a run of one build): the node's verdict is its verdict too.
+	Comparison []byte `json:"-"`
 	// Bench is the node's bench.txt (benchfmt; nil when none came back).
 	Bench []byte `json:"-"`
 	// Samples is the node's samples.csv, possibly cut short (then Truncated is true).

@@ -179,6 +179,11 @@ func Summary(f Fleet) report.Doc {
 	if len(items) == 0 {
 		d.Para("None: every node passed and none is an outlier of its kind.")
 	}
+	if vs := variantItems(f); len(vs) > 0 {
+		d.Heading(2, "variants", "Variant runs")
+		d.Para("Each node ran the variants interleaved on its own GPU and judged each against the reference in that run alone (its comparison.json). A node's key figures below, and its part of its kind's summaries and outliers, are the reference variant's.")
+		d.List(vs...)
+	}
 	d.Para(fmt.Sprintf("Outlier rule: against the median of the kind's other nodes, at least %.0f%% worse (residual also ≥ %.2g GiB), and ≥ %.1f scaled MADs when the kind has ≥ %d other nodes; physical-limit fractions below %.2f (wake/PCIe) or %.2f (tok/s/HBM) for a node with at most %d other node of its kind; a host link measured below %.2f of its nominal rate on every node.",
 		100*f.Options.RelativeDeviation, f.Options.MinResidualExcessGiB, f.Options.MADs, f.Options.MADMinOthers, f.Options.MinWakeFractionOfPCIe, f.Options.MinTPSFractionOfHBM, FloorMaxOthers, f.Options.MinLinkFractionOfNominal))
 
@@ -321,4 +326,20 @@ func htmlView(f Fleet, summary report.Doc) htmlreport.Fleet {
 		}
 	}
 	return v
+}
+
+// variantItems is one line per node that ran variants: its verdict and what it judged.
+func variantItems(f Fleet) []report.ListItem {
+	var items []report.ListItem
+	for _, n := range f.Nodes {
+		v := n.Variants
+		if v == nil {
+			continue
+		}
+		it := report.ListItem{Text: fmt.Sprintf("%s (%s%s): %s: %s against %s; %d figures judged, %d worse, %d better",
+			report.Strong(n.Node), n.GPU, simLabel(n), v.Status, strings.Join(v.Variants[min(1, len(v.Variants)):], ", "), v.Reference, v.Judged, v.Worse, v.Better)}
+		it.Sub = append(it.Sub, v.Failures...)
+		items = append(items, it)
+	}
+	return items
 }

@@ -408,7 +408,7 @@ func (c Comparison) Write(dir string) error {
 		write func(io.Writer) error
 	}{
 		{"summary.md", func(w io.Writer) error { _, err := io.WriteString(w, c.Summary().Markdown()); return err }},
-		{"comparison.json", func(w io.Writer) error {
+		{ComparisonFile, func(w io.Writer) error {
 			e := json.NewEncoder(w)
 			e.SetIndent("", "  ")
 			return e.Encode(c)
@@ -500,4 +500,33 @@ func simulatedLabel(simulated map[string]string, real []string) string {
 	}
 	slices.Sort(real)
 	return "simulated: the runs of " + strings.Join(parts, "; ") + " are vllmsim's, those of " + strings.Join(slices.Compact(real), ", ") + " are not"
+}
+
+// ComparisonFile is the comparison's name in a variant run's out_dir.
+const ComparisonFile = "comparison.json"
+
+// ReferenceRun is the folder of the reference variant's first run (in
+// block order) that wrote a report.json, from a variant run's
+// comparison.json (comparison) in outDir: the run a fleet node reports
+// its key figures from. An error says why there is none.
+func ReferenceRun(outDir string, comparison []byte) (string, error) {
+	var c struct {
+		Reference string   `json:"reference"`
+		Runs      []Result `json:"runs"`
+	}
+	if err := json.Unmarshal(comparison, &c); err != nil {
+		return "", fmt.Errorf("%s: %w", ComparisonFile, err)
+	}
+	runs := slices.Clone(c.Runs)
+	slices.SortStableFunc(runs, func(a, b Result) int { return a.Block - b.Block })
+	for _, r := range runs {
+		if r.Variant != c.Reference {
+			continue
+		}
+		dir := RunDir(outDir, r.Variant, r.Block)
+		if _, err := os.Stat(filepath.Join(dir, "report.json")); err == nil {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("%s: no run of the reference variant %q wrote a report.json", ComparisonFile, c.Reference)
 }
