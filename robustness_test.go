@@ -554,7 +554,7 @@ func TestAnyServerWithoutMemoryPasses(t *testing.T) {
 		"protocol": {"restart_warm": 1, "sleep_l1_cycles": 2, "sleep_l2_cycles": 1, "sleep_l0_cycles": 1, "kv_release_cycles": 1,
 			"handoffs": 3, "concurrency": [1, 2], "rounds": 1, "requests_per_round": 2, "max_tokens": 8, "settle_s": 0.02, "cost_dwell_s": 0.2},
 		"traffic": {"duration_s": 1},
-		"thresholds": {"min_after_wake_tps_ratio": 0, "min_traffic_goodput_ratio": 0}}`), 0o644)) // off: 2 requests of 8 tokens, a second of traffic: noise; this run is about memory
+		"thresholds": {"min_after_wake_tps_ratio": 0, "min_traffic_goodput_ratio": 0, "min_decode_rate_ratio": 0}}`), 0o644)) // off: 2 requests of 8 tokens, a second of traffic, a health burst of 4 under make stress's hog (0.37 seen): noise; this run is about memory
 	b, err := runChild(t, out, []string{"WAKEBENCH_CONFIG=" + cfg}, "-test.run=^Test(Protocol|Outputs)$", "-test.v")
 	require.NoError(t, err, "the run passes:\n%s", b)
 	assert.Contains(t, string(b), "--- PASS: TestOutputs", "the output checks ran, not skipped")

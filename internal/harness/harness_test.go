@@ -396,9 +396,15 @@ func TestEveryThresholdIsChecked(t *testing.T) {
 	testmain.Long(t)
 	cfg := small(t)
 	cfg.Protocol.SleepL1Cycles, cfg.Protocol.Handoffs = 1, 2
+	// Every threshold set, each judged PASS. The two ratios of a window
+	// after a wake to one before (tok/s, decode rate) are set where no
+	// crowded machine takes them (make stress's hog took the tok/s ratio
+	// to 0.32 with 0.5 here): what this test holds is that each is judged;
+	// what they catch is TestAfterWakeCatchesASlowerDecode's and the gate
+	// package's.
 	cfg.Thresholds = config.Thresholds{MaxFailedRequests: 0, MinL1ReleasePercent: 50, MaxResidualGiB: 5,
-		MaxL1WakeToFirstTokenS: 30, MaxL2WakeToFirstTokenS: 30, MinAfterWakeTPSRatio: 0.5, MaxSwitchToFirstTokenS: 30,
-		MinSpecAcceptanceRatio: 0.5, MinPrefixHitRatio: 0.5, MinDecodeRateRatio: 0.3, MaxAdapterHitChange: 0.5, MaxLostPrefixS: 30,
+		MaxL1WakeToFirstTokenS: 30, MaxL2WakeToFirstTokenS: 30, MinAfterWakeTPSRatio: 0.05, MaxSwitchToFirstTokenS: 30,
+		MinSpecAcceptanceRatio: 0.5, MinPrefixHitRatio: 0.5, MinDecodeRateRatio: 0.05, MaxAdapterHitChange: 0.5, MaxLostPrefixS: 30,
 		RegressionPercent: 10, RegressionAlpha: 0.05}
 	h, err := Open(t.Context(), cfg)
 	require.NoError(t, err)
