@@ -123,6 +123,10 @@ func TestFaultsAreNamed(t *testing.T) {
 			[]string{"wake A from level 1", `answered {"status":"sleeping"}`, "still asleep: scheduler=paused"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
 		{"a sleep-mode operation stays in flight", "stuck-op=wake_up", proposed, restartThen(cycles(1)),
 			[]string{"wake A from level 1", "hung sleep-mode operation wake (1 in flight)"}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
+		// vLLM ≥ 0.32 counts each operation by status (#52864): one it
+		// counted failed though its call answered success is named.
+		{"a sleep-mode operation counted failed", "errored-op=wake_up", nil, restartThen(cycles(1)),
+			[]string{"wake A from level 1", `the server counted a failed sleep-mode operation wake (vllm:rl_sleep_mode_operations_total{operation="wake",status="error"} 0 → 1), though the wake call answered success`}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
 		// Issue 25: a full host fails the level-1 sleep's pinned copy and
 		// the engine dies (ls1intum/edutelligence#583): named, host memory said.
 		{"host out of memory at a level-1 sleep", "host-oom", nil, restartThen(cycles(1)),

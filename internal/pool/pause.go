@@ -15,7 +15,8 @@ import (
 
 // CheckEngine reads label's sleep metrics after op (a call that failed as
 // expected, say): an unknown resource or an operation still in flight is
-// an error naming them (checkEngine).
+// an error naming them (checkEngine); after a failed call the server's
+// count of failed operations is read anew, not judged (opFailed).
 func (f *Pool) CheckEngine(ctx context.Context, label, op string) error {
 	return f.s.verifyEngine(ctx, label, op)
 }

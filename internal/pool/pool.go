@@ -172,6 +172,14 @@ type model struct {
 	// toVerify is the transition sent to this server whose caller has
 	// not verified it yet (nil: none): the next one verifies it first.
 	toVerify *Transition
+	// opErrors is, by operation, the server's count of its failed
+	// sleep-mode operations (vllm:rl_sleep_mode_operations_total
+	// {status="error"}) at its last verification (nil: none yet, a fresh
+	// process's zeros); opErrorsStale: a call failed since, which the
+	// server may have counted, so the next verification reads the count
+	// anew and judges nothing.
+	opErrors      map[string]float64
+	opErrorsStale bool
 }
 
 // Pool is the servers of one run, seen through one Observer: Observed
@@ -196,7 +204,7 @@ type servers struct {
 
 	// mu guards every model's fields but cfg (port, srv, client, pids,
 	// asleep, level, slept, rssPeak, exitReported, compile, logFrom, reference,
-	// sleeps, pinnedBy, weight, startHung, toVerify), pidOf, exits, stopping,
+	// sleeps, pinnedBy, weight, startHung, toVerify, opErrors, opErrorsStale), pidOf, exits, stopping,
 	// changes and unverified. Never held with memories.mu.
 	mu    sync.Mutex
 	pidOf map[int]string
@@ -508,7 +516,7 @@ func (f *Pool) startOnce(ctx context.Context, label string) (ready time.Duration
 	f.s.mu.Lock()
 	m.srv, m.client = srv, client
 	m.asleep, m.level, m.pids, m.exitReported, m.sleeps = false, 0, []int{srv.PID()}, false, 0
-	m.toVerify = nil
+	m.toVerify, m.opErrors, m.opErrorsStale = nil, nil, false
 	f.s.pidOf[srv.PID()] = label
 	f.s.changes++
 	f.s.mu.Unlock()

@@ -377,6 +377,36 @@ func TestTransitionIsVerifiedBeforeTheNext(t *testing.T) {
 	})
 }
 
+// TestFailedCallsAreNotCountedAgainstTheNext: vLLM ≥ 0.32 counts a
+// refused call as a failed operation (status="error"); the call's own
+// error said so, so the next successful operation's verification reads the
+// count anew instead of taking it for its own (the KV-release phase's
+// refused release, then its cycle). With errored-op the next success is
+// named.
+func TestFailedCallsAreNotCountedAgainstTheNext(t *testing.T) {
+	f, _, _ := simtest.Pool(t, nil, nil) // era d, vllmsim's default
+	ctx := t.Context()
+	require.NoError(t, f.Activate(ctx, "A"))
+	_, err := f.Run(ctx, "A", pool.ReleaseKV())
+	require.ErrorContains(t, err, "HTTP 500", "no release without a pause")
+	m, err := f.Engine().Metrics(ctx, "A")
+	require.NoError(t, err)
+	require.Equal(t, 1.0, m.SleepView().OpErrors["release_kv_cache_memory"], "the server counted the refusal")
+	for _, op := range []pool.Op{pool.Pause(vllm.SleepAbort, true), pool.ReleaseKV(), pool.WakeKV(), pool.Sleep(1), pool.Wake()} {
+		_, err := f.Run(ctx, "A", op)
+		require.NoError(t, err, "the refusal is not this operation's")
+	}
+	// The harness's expected failure, then CheckEngine (the KV-release
+	// phase's probe): the count is read anew there too.
+	_, err = f.Run(ctx, "A", pool.Wake())
+	require.NoError(t, err)
+	_, err = f.Run(ctx, "A", pool.ReleaseKV())
+	require.Error(t, err)
+	require.NoError(t, f.CheckEngine(ctx, "A", "release_kv_cache_memory"))
+	_, err = f.Run(ctx, "A", pool.Sleep(1))
+	require.NoError(t, err)
+}
+
 // TestPauseUnsupported: vllmsim in its oldest era (a: vLLM ≤ 0.11) has
 // no /pause, /is_paused or /release_kv_cache_memory: the pool says so
 // with vllm.ErrUnsupported and leaves the model awake.

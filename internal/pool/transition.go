@@ -221,10 +221,13 @@ func (p *Pending) Send(ctx context.Context) (*Transition, error) {
 	default:
 		t, err = p.f.sendWake(ctx, p.m, p.op)
 	}
+	s := p.f.s
+	if err != nil {
+		s.opFailed(p.m)
+	}
 	if err != nil || t.verify == nil {
 		return t, err
 	}
-	s := p.f.s
 	v := t.verify
 	t.verify = func(ctx context.Context) error { // set before t is published below
 		err := v(ctx)
@@ -233,6 +236,9 @@ func (p *Pending) Send(ctx context.Context) (*Transition, error) {
 			p.m.toVerify = nil
 		}
 		s.mu.Unlock()
+		if err != nil {
+			s.opFailed(p.m)
+		}
 		return err
 	}
 	s.mu.Lock()

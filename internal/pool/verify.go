@@ -27,7 +27,11 @@ import (
 //     failed memory RPC: vLLM refuses every later sleep and wake until the
 //     engine is rebuilt, state tests test_failed_rpc_is_unknown) fails by
 //     name; an operation still in flight after the call returned, and
-//     again after a short bounded wait, is a hung operation.
+//     again after a short bounded wait, is a hung operation; and, where
+//     the server counts its operations by status (vLLM ≥ 0.32, #52864:
+//     vllm:rl_sleep_mode_operations_total{operation,status}), a failed
+//     operation it counted since the last verification, though every
+//     call since answered success, is an operation that errored (errored).
 
 // metricsRead reads a server's /metrics.
 type metricsRead func(context.Context) (vllm.Metrics, error)
@@ -68,38 +72,56 @@ func wakeVerdict(ctx context.Context, a vllm.WakeAnswer, read metricsRead, slept
 // stands. A /metrics that cannot be read (an error status, garbage) is no
 // pass: unverified says which verification could not be made and why, so
 // the run reports it (Pool.Unverified) instead of hiding a hung operation.
-func checkEngine(ctx context.Context, label, op string, read metricsRead, poll time.Duration) (unverified string, err error) {
+// The last view read is returned (nil when none could be).
+func checkEngine(ctx context.Context, label, op string, read metricsRead, poll time.Duration) (last *vllm.SleepView, unverified string, err error) {
 	ms, err := read(ctx)
 	if err != nil {
-		return unreadable(op, err), nil
+		return nil, unreadable(op, err), nil
 	}
 	v := ms.SleepView()
 	if len(v.Unknown) > 0 {
-		return "", unknownErr(label, op, v)
+		return &v, "", unknownErr(label, op, v)
 	}
 	if len(v.InFlight) == 0 {
-		return "", nil
+		return &v, "", nil
 	}
 	wait := max(2*poll, 100*time.Millisecond)
 	if err := sleepCtx(ctx, wait); err != nil {
-		return "", fmt.Errorf("model %s: after %s: %w", label, op, err)
+		return &v, "", fmt.Errorf("model %s: after %s: %w", label, op, err)
 	}
 	if ms, err = read(ctx); err != nil {
-		return unreadable(op, err), nil
+		return &v, unreadable(op, err), nil
 	}
 	v = ms.SleepView()
 	if len(v.Unknown) > 0 {
-		return "", unknownErr(label, op, v)
+		return &v, "", unknownErr(label, op, v)
 	}
 	if len(v.InFlight) == 0 {
-		return "", nil
+		return &v, "", nil
 	}
 	var hung []string
 	for _, o := range slices.Sorted(maps.Keys(v.InFlight)) {
 		hung = append(hung, fmt.Sprintf("%s (%g in flight)", o, v.InFlight[o]))
 	}
-	return "", fmt.Errorf("model %s: hung sleep-mode operation %s: vllm:rl_sleep_mode_operations_in_flight (or branch code's unprefixed gauge) still above 0 %v after the %s call returned",
+	return &v, "", fmt.Errorf("model %s: hung sleep-mode operation %s: vllm:rl_sleep_mode_operations_in_flight (or branch code's unprefixed gauge) still above 0 %v after the %s call returned",
 		label, strings.Join(hung, ", "), wait, op)
+}
+
+// errored is the error for the failed operations the server counted
+// beyond base (its counts at the last verification; nil: zeros) though
+// the op call (and every call since base) answered success; nil when none.
+func errored(label, op string, base, now map[string]float64) error {
+	var grew []string
+	for _, o := range slices.Sorted(maps.Keys(now)) {
+		if now[o] > base[o] {
+			grew = append(grew, fmt.Sprintf(`%s (vllm:rl_sleep_mode_operations_total{operation=%q,status="error"} %g → %g)`, o, o, base[o], now[o]))
+		}
+	}
+	if len(grew) == 0 {
+		return nil
+	}
+	return fmt.Errorf("model %s: the server counted a failed sleep-mode operation %s, though the %s call answered success: the engine reports an operation that errored",
+		label, strings.Join(grew, ", "), op)
 }
 
 // unreadable is the verification after op that a failed /metrics read
@@ -109,18 +131,36 @@ func unreadable(op string, err error) string {
 }
 
 // verifyEngine is checkEngine on label's server after op; a verification
-// it could not make is kept for Unverified.
+// it could not make is kept for Unverified. A failed operation the server
+// counted since the last verification is an error too (errored), unless a
+// call failed since (opFailed): then the count is only read anew.
 func (s *servers) verifyEngine(ctx context.Context, label, op string) error {
-	why, err := checkEngine(ctx, label, op, s.metricsOf(label), s.poll())
+	v, why, err := checkEngine(ctx, label, op, s.metricsOf(label), s.poll())
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if why != "" {
-		s.mu.Lock()
 		if s.unverified == nil {
 			s.unverified = map[string][]string{}
 		}
 		s.unverified[label] = append(s.unverified[label], why)
-		s.mu.Unlock()
 	}
+	m := s.models[label]
+	if v == nil || m == nil || !v.OpsExported {
+		return err
+	}
+	if !m.opErrorsStale && err == nil {
+		err = errored(label, op, m.opErrors, v.OpErrors)
+	}
+	m.opErrors, m.opErrorsStale = v.OpErrors, false
 	return err
+}
+
+// opFailed notes that a call to m's server failed: the server may have
+// counted it, so its next verification reads the count anew.
+func (s *servers) opFailed(m *model) {
+	s.mu.Lock()
+	m.opErrorsStale = true
+	s.mu.Unlock()
 }
 
 // Unverified is, label → why, every sleep-mode verification after a sleep,

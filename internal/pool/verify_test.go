@@ -64,7 +64,7 @@ func zero(int64) int { return 0 }
 
 func TestCheckEngineUnknownResource(t *testing.T) {
 	read := metricsServer(t, map[string]string{"scheduler": "paused", "weights": "unknown", "kv_cache": "unknown"}, "sleep", zero, false)
-	_, err := checkEngine(t.Context(), "A", "sleep", read, time.Millisecond)
+	_, _, err := checkEngine(t.Context(), "A", "sleep", read, time.Millisecond)
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "model A: resource kv_cache, weights in state unknown")
 	assert.ErrorContains(t, err, "only a restart recovers")
@@ -76,12 +76,12 @@ func TestCheckEngineHungOperation(t *testing.T) {
 	for _, rl := range []bool{false, true} {
 		read := metricsServer(t, awake, "wake", func(int64) int { return 1 }, rl)
 		t0 := time.Now()
-		_, err := checkEngine(t.Context(), "A", "wake", read, 60*time.Millisecond)
+		_, _, err := checkEngine(t.Context(), "A", "wake", read, 60*time.Millisecond)
 		assert.ErrorContains(t, err, "model A: hung sleep-mode operation wake (1 in flight)", "rl_ %v", rl)
 		assert.GreaterOrEqual(t, time.Since(t0), 120*time.Millisecond, "re-read after 2 × poll")
 
 		read = metricsServer(t, awake, "wake", func(n int64) int { return int(2 - min(n, 2)) }, rl) // 1, then 0
-		why, err := checkEngine(t.Context(), "A", "wake", read, time.Millisecond)
+		_, why, err := checkEngine(t.Context(), "A", "wake", read, time.Millisecond)
 		assert.NoError(t, err, "a gauge that drops by the re-read is no hang")
 		assert.Empty(t, why)
 	}
@@ -89,7 +89,7 @@ func TestCheckEngineHungOperation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	t0 := time.Now()
-	_, err := checkEngine(ctx, "A", "wake", read, time.Hour)
+	_, _, err := checkEngine(ctx, "A", "wake", read, time.Hour)
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "the wait ends with ctx")
 	assert.Less(t, time.Since(t0), 10*time.Second)
 }
@@ -99,7 +99,7 @@ func TestCheckEngineNotExported(t *testing.T) {
 		// Era A/B: the legacy gauge only, all zero (a level-0 pause).
 		w.Write([]byte("vllm:engine_sleep_state{sleep_state=\"awake\"} 0\nvllm:engine_sleep_state{sleep_state=\"weights_offloaded\"} 0\nvllm:engine_sleep_state{sleep_state=\"discard_all\"} 0\n"))
 	})
-	why, err := checkEngine(t.Context(), "A", "sleep", read, time.Millisecond)
+	_, why, err := checkEngine(t.Context(), "A", "sleep", read, time.Millisecond)
 	assert.NoError(t, err)
 	assert.Empty(t, why, "nothing exported, nothing to verify: the answer stands")
 	err = wakeVerdict(t.Context(), vllm.WakeAnswer{Status: "sleeping"}, read, sleptBy(1))
@@ -117,7 +117,7 @@ func TestCheckEngineUnreadable(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			read := metricsOfHandler(t, h)
-			why, err := checkEngine(t.Context(), "A", "wake", read, time.Millisecond)
+			_, why, err := checkEngine(t.Context(), "A", "wake", read, time.Millisecond)
 			assert.NoError(t, err)
 			assert.Contains(t, why, "after wake: GET /metrics: ")
 			assert.Contains(t, why, "no check for an unknown resource or a hung operation could be made")

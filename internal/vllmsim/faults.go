@@ -103,6 +103,10 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	stuck-op=OP            OP (sleep, wake_up, release_kv_cache_memory) completes and
 //	                       answers, but vllm:sleep_mode_operations_in_flight{operation}
 //	                       stays 1 afterwards (a hung operation); several may be given
+//	errored-op=OP          OP (sleep, wake_up, release_kv_cache_memory) completes and
+//	                       answers success, but the server counts it
+//	                       vllm:rl_sleep_mode_operations_total{status="error"}
+//	                       (eras d and proposed, which count by status)
 //	rpc-fail=OP            OP's memory RPC (sleep, wake_up, release_kv_cache_memory) fails: 500, the resources it
 //	                       touched become unknown, and every later sleep, wake or KV
 //	                       release is a 500 "… unknown … rebuild …" until restart
@@ -158,6 +162,7 @@ type Faults struct {
 	TPResidualGiB   float64
 	WakeStaysAsleep bool
 	StuckOps        map[string]bool // stuck-op: operation (sleep, wake_up, release_kv_cache_memory)
+	ErroredOps      map[string]bool // errored-op: operation counted failed though it answered success
 	RPCFail         map[string]bool // rpc-fail: operation (sleep, wake_up, release_kv_cache_memory)
 	HostOOM         bool            // host-oom: a level-1 sleep's host allocation fails
 	MetricsBroken   string          // metrics-broken: "500" or "garbage" ("": /metrics works)
@@ -236,6 +241,7 @@ var faultParsers = map[string]func(*Faults, faultArg) error{
 	"tp-residual":                positiveFault(func(f *Faults) *float64 { return &f.TPResidualGiB }),
 	"wake-stays-asleep":          flagFault(func(f *Faults) *bool { return &f.WakeStaysAsleep }),
 	"stuck-op":                   opFault(func(f *Faults) *map[string]bool { return &f.StuckOps }, opSleep, opWakeUp, opReleaseKV),
+	"errored-op":                 opFault(func(f *Faults) *map[string]bool { return &f.ErroredOps }, opSleep, opWakeUp, opReleaseKV),
 	"rpc-fail":                   opFault(func(f *Faults) *map[string]bool { return &f.RPCFail }, opSleep, opWakeUp, opReleaseKV),
 	"host-oom":                   flagFault(func(f *Faults) *bool { return &f.HostOOM }),
 	"metrics-broken": func(f *Faults, a faultArg) error {

@@ -349,7 +349,8 @@ func (s sleepMode) beginOp(w http.ResponseWriter, label, fault string) (*operati
 // client's HTTP time.
 func (o *operation) end() {
 	o.once.Do(func() {
-		o.s.m.opEnd(o.label, time.Since(o.start).Seconds(), o.s.faults.StuckOps[o.fault], o.w.status < 400)
+		ok := o.w.status < 400 && !o.s.faults.ErroredOps[o.fault] // errored-op: counted failed, answered success
+		o.s.m.opEnd(o.label, time.Since(o.start).Seconds(), o.s.faults.StuckOps[o.fault], ok)
 	})
 }
 

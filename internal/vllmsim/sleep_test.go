@@ -329,6 +329,23 @@ func TestStuckOpFault(t *testing.T) {
 	}
 }
 
+// TestErroredOpFault: the operation answers success, and the server's
+// status counter counts it an error (the harness's check that the engine
+// and the answer agree); the other operations count success.
+func TestErroredOpFault(t *testing.T) {
+	s := startSim(t, "tiny-a", map[string]string{EnvFaults: "errored-op=wake_up"})
+	s.ready(t)
+	for _, req := range []string{"POST /sleep?level=1", "POST /wake_up"} {
+		code, body := send(t, s, req)
+		require.Equal(t, 200, code, "%s: %v", req, body)
+	}
+	m := s.metrics(t)
+	assert.Equal(t, 1.0, m[`vllm:rl_sleep_mode_operations_total{operation="wake",status="error"}`])
+	assert.Equal(t, 0.0, m[`vllm:rl_sleep_mode_operations_total{operation="wake",status="success"}`])
+	assert.Equal(t, 1.0, m[`vllm:rl_sleep_mode_operations_total{operation="sleep",status="success"}`])
+	assert.Equal(t, 0.0, m[`vllm:rl_sleep_mode_operations_total{operation="sleep",status="error"}`])
+}
+
 // TestRPCFailFault: a failed memory RPC is a 500, leaves what it touched
 // unknown, and every later sleep, wake or release is a 500 naming unknown
 // and rebuild (test_failed_rpc_is_unknown, vllm-api.md §7.1); era proposed
