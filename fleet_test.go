@@ -43,7 +43,7 @@ func fleetNode(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	cfgPath, out := filepath.Join(dir, "config.json"), filepath.Join(dir, "out")
-	if err := os.WriteFile(cfgPath, []byte(os.Getenv(fleetjob.EnvConfig)), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(takeNodeConfig()), 0o644); err != nil {
 		fmt.Fprintf(os.Stderr, "wakebench fleet node: %v\n", err)
 		return 3
 	}
@@ -62,6 +62,17 @@ func fleetNode(m *testing.M) int {
 	}
 	fmt.Printf("wakebench fleet node %s: result uploaded (go test exit %d)\n", os.Getenv(fleetjob.EnvNode), code)
 	return code
+}
+
+// takeNodeConfig is the node's config from the Pod's environment, taken
+// out of it: the processes this one starts (a variant run's children)
+// are runs on the node, not fleet nodes of their own, which would each
+// run in a folder of their own and upload their result in the node's
+// place.
+func takeNodeConfig() string {
+	c := os.Getenv(fleetjob.EnvConfig)
+	os.Unsetenv(fleetjob.EnvConfig)
+	return c
 }
 
 // TestFleet is the fleet run: the suite on every selected GPU node as one

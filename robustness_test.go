@@ -22,6 +22,7 @@ import (
 
 	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/fleetjob"
 	"github.com/wakebench/wakebench/internal/harness"
 	"github.com/wakebench/wakebench/internal/load"
 	"github.com/wakebench/wakebench/internal/phases"
@@ -723,8 +724,15 @@ func TestSelected(t *testing.T) {
 // TestAFleetCoordinatorIsNoVariantParent: a config with variants makes
 // this process the variant run's parent, unless it is a fleet's
 // coordinator, which must run TestFleet and leave the variants to each
-// node (before, it ran the variants on the coordinator itself).
+// node (before, it ran the variants on the coordinator itself); and a
+// node's variant run's children are no fleet nodes (the node takes its
+// config variable out of the environment they inherit).
 func TestAFleetCoordinatorIsNoVariantParent(t *testing.T) {
+	t.Setenv(fleetjob.EnvConfig, `{"x":1}`)
+	assert.Equal(t, `{"x":1}`, takeNodeConfig())
+	_, inherited := os.LookupEnv(fleetjob.EnvConfig)
+	assert.False(t, inherited, "a child started now would be a fleet node of its own")
+
 	load := func(file string, fleet bool) config.Config {
 		t.Helper()
 		b, err := os.ReadFile(filepath.Join("testdata", file))

@@ -562,6 +562,7 @@ func (c Config) Validate() error {
 	c.validateAPIKey(bad)
 	c.validateRegressionGate(bad)
 	c.validateVariants(bad)
+	c.validateFleetTime(bad)
 	if c.OutDir == "" {
 		bad("out_dir", "empty: name a directory for the report")
 	}

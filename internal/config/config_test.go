@@ -167,6 +167,11 @@ func TestBadInputNamesTheKey(t *testing.T) {
 			[]string{"fleet.parallelism: -1: want 0 (every node at once) to 100000 nodes at once (an Indexed Job's limit)",
 				`fleet.resources.nvidia.com/gpu: "one": want a resource name and a quantity (e.g. "nvidia.com/gpu": "1")`}},
 		{"fleet control plane", `{"fleet": {"control_plane": "kind"}}`, nil, []string{`fleet.control_plane: "kind": want "local"`}},
+		// Each node of a variant fleet runs every variant in every block:
+		// 2 × 4 runs of a real vLLM (about an hour each) in 600 s cannot be.
+		{"fleet time", `{"command": "vllm", "memory": "none", "fleet": {"control_plane": "local", "timeout_s": 600},
+			"variants": [{"name": "a"}, {"name": "b", "extra_args": ["--enforce-eager"]}]}`, nil,
+			[]string{"fleet.timeout_s: 600 s, but each node's run takes at least", "run 8 times (2 variants in 4 blocks)", "set fleet.timeout_s (and fleet.deadline_s) above it"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

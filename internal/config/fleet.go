@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -126,6 +127,22 @@ const MaxFleetDeadlineS = 30 * 24 * 3600
 // nodes to run at once; the bound also keeps it the int32 of the Job's
 // spec, which 1<<32 would wrap to 0 (a Job that never starts a Pod).
 const MaxFleetParallelism = 100_000
+
+// validateFleetTime refuses a fleet whose nodes' go test -timeout
+// (fleet.timeout_s) cannot hold the run each node makes (Estimate: every
+// variant in every block, on a variant run), before any Pod is scheduled:
+// each node would refuse it after scheduling, saying -timeout, which a
+// fleet's user sets here.
+func (c Config) validateFleetTime(bad badFunc) {
+	if !c.Fleet.On() {
+		return
+	}
+	f := c.Fleet.WithDefaults()
+	if est, how := c.Estimate(); est.Seconds() > f.TimeoutS {
+		bad("fleet.timeout_s", "%.0f s, but each node's run takes at least %v (%s): set fleet.timeout_s (and fleet.deadline_s) above it",
+			f.TimeoutS, est.Round(time.Second), how)
+	}
+}
 
 // validate checks the fleet's keys.
 func (f Fleet) validate(bad func(key, format string, a ...any)) {

@@ -150,10 +150,11 @@ func TestUploadCreatesThenReplacesTheResult(t *testing.T) {
 	assert.ErrorContains(t, Upload(context.Background(), c, func(k string) string { return env[k] }, dir, 0), "not a Pod of an Indexed Job")
 }
 
-// A node's variant run sends its comparison.json and bench.txt (every
-// variant's samples) with the reference variant's first run that wrote a
-// report: its report.json and samples.csv, which the fleet's figures and
-// outlier rule read.
+// A node's variant run sends its comparison.json with one run of the
+// reference variant: its report.json, bench.txt and samples.csv, so that
+// the node's figures and pooled samples are one run's of one build. The
+// first reference run that passed is the one; without one, the first that
+// wrote a report.
 func TestUploadOfAVariantRun(t *testing.T) {
 	c, _ := kubefake.New()
 	out := t.TempDir()
@@ -162,33 +163,48 @@ func TestUploadOfAVariantRun(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 		require.NoError(t, os.WriteFile(path, []byte(body), 0o644))
 	}
-	// Block 1's reference run was stopped before it wrote a report; block 2's did.
-	comparison := `{"status":"PASS","reference":"v0.31","variants":["v0.31","v0.33"],"runs":[` +
-		`{"block":2,"variant":"v0.33"},{"block":2,"variant":"v0.31"},{"block":1,"variant":"v0.33"},{"block":1,"variant":"v0.31"}]}`
+	// Block 1's reference run failed; block 2's passed; block 3's was stopped before its report.
+	comparison := `{"status":"FAIL","reference":"v0.31","variants":["v0.31","v0.33"],"runs":[` +
+		`{"block":3,"variant":"v0.31","status":"NOT RUN"},{"block":2,"variant":"v0.33","status":"PASS"},{"block":2,"variant":"v0.31","status":"PASS"},` +
+		`{"block":1,"variant":"v0.33","status":"PASS"},{"block":1,"variant":"v0.31","status":"FAIL"}]}`
 	write(filepath.Join(out, variants.ComparisonFile), comparison)
-	write(filepath.Join(out, "bench.txt"), "variant: v0.31\nBenchmarkX 1 1 s\n")
-	write(filepath.Join(variants.RunDir(out, "v0.33", 1), "report.json"), `{"status":"PASS","runtime":"v0.33"}`)
-	write(filepath.Join(variants.RunDir(out, "v0.31", 2), "report.json"), `{"status":"PASS","runtime":"v0.31 block 2"}`)
-	write(filepath.Join(variants.RunDir(out, "v0.31", 2), "samples.csv"), "t_s,gpu,used_bytes\n")
+	write(filepath.Join(out, "bench.txt"), "variant: v0.31\nBenchmarkX 1 1 s\n\nvariant: v0.33\nBenchmarkX 1 9 s\n")
+	for v, blocks := range map[string][]int{"v0.31": {1, 2}, "v0.33": {1, 2}} {
+		for _, b := range blocks {
+			dir := variants.RunDir(out, v, b)
+			write(filepath.Join(dir, "report.json"), fmt.Sprintf(`{"runtime":"%s block %d"}`, v, b))
+			write(filepath.Join(dir, "bench.txt"), fmt.Sprintf("BenchmarkX 1 %d s\n", b))
+			write(filepath.Join(dir, "samples.csv"), fmt.Sprintf("t_s,gpu,used_bytes\n%d,0,1\n", b))
+		}
+	}
 	env := map[string]string{EnvNamespace: "wb", EnvJob: "fleet-1", EnvNode: "n1", EnvJobUID: "uid", "JOB_COMPLETION_INDEX": "0"}
-	require.NoError(t, Upload(context.Background(), c, func(k string) string { return env[k] }, out, 0))
-	cm, err := c.Core.ConfigMaps("wb").Get(context.Background(), "fleet-1-result-0", metav1.GetOptions{})
-	require.NoError(t, err)
-	got, err := Decode(cm)
-	require.NoError(t, err)
+	upload := func(code int) Result {
+		t.Helper()
+		require.NoError(t, Upload(context.Background(), c, func(k string) string { return env[k] }, out, code))
+		cm, err := c.Core.ConfigMaps("wb").Get(context.Background(), "fleet-1-result-0", metav1.GetOptions{})
+		require.NoError(t, err)
+		got, err := Decode(cm)
+		require.NoError(t, err)
+		return got
+	}
+	got := upload(1)
 	assert.Equal(t, comparison, string(got.Comparison))
-	assert.Equal(t, `{"status":"PASS","runtime":"v0.31 block 2"}`, string(got.Report), "the reference's first run with a report, not another variant's")
-	assert.Equal(t, "t_s,gpu,used_bytes\n", string(got.Samples))
-	assert.Equal(t, "variant: v0.31\nBenchmarkX 1 1 s\n", string(got.Bench), "the variant run's own bench.txt")
+	assert.Equal(t, `{"runtime":"v0.31 block 2"}`, string(got.Report), "the reference's run that passed, not block 1's that failed nor another variant's")
+	assert.Equal(t, "BenchmarkX 1 2 s\n", string(got.Bench), "that run's own samples: one build's, one run's")
+	assert.Equal(t, "t_s,gpu,used_bytes\n2,0,1\n", string(got.Samples))
 
-	// No reference run wrote a report: the comparison goes, the report is empty (the node FAILs saying so).
-	require.NoError(t, os.RemoveAll(variants.RunDir(out, "v0.31", 2)))
-	require.NoError(t, Upload(context.Background(), c, func(k string) string { return env[k] }, out, 1))
-	cm, err = c.Core.ConfigMaps("wb").Get(context.Background(), "fleet-1-result-0", metav1.GetOptions{})
-	require.NoError(t, err)
-	got, err = Decode(cm)
-	require.NoError(t, err)
+	// No reference run passed: the first that wrote a report.
+	comparison = strings.Replace(comparison, `{"block":2,"variant":"v0.31","status":"PASS"}`, `{"block":2,"variant":"v0.31","status":"FAIL"}`, 1)
+	write(filepath.Join(out, variants.ComparisonFile), comparison)
+	assert.Equal(t, `{"runtime":"v0.31 block 1"}`, string(upload(1).Report))
+
+	// None wrote a report: the comparison goes, nothing else (the node FAILs saying so).
+	for _, b := range []int{1, 2} {
+		require.NoError(t, os.RemoveAll(variants.RunDir(out, "v0.31", b)))
+	}
+	got = upload(1)
 	assert.Empty(t, got.Report)
+	assert.Empty(t, got.Bench)
 	assert.Equal(t, comparison, string(got.Comparison))
 
 	// A run of one build has no comparison key, and decodes without one.

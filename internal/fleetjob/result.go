@@ -180,9 +180,10 @@ func gunzip(z []byte) ([]byte, error) {
 }
 
 // Upload sends the node run's outputs in outDir (report.json, bench.txt,
-// samples.csv: a missing one is sent empty; a variant run's
-// comparison.json and bench.txt, with the reference variant's first run's
-// report.json and samples.csv, variants.ReferenceRun) as the Pod's result
+// samples.csv: a missing one is sent empty; on a variant run its
+// comparison.json, with those three of one run of the reference variant,
+// variants.ReferenceRun, so that the node's figures and samples are one
+// run's of one build, as a plain node's) as the Pod's result
 // ConfigMap, replacing one a previous try of the index left. The Pod's
 // identity comes from its environment (the Job's downward-API env), its
 // credentials from client-go's defaults (the Pod's ServiceAccount in a
@@ -197,7 +198,7 @@ func Upload(ctx context.Context, c *kube.Clients, getenv func(string) string, ou
 		return errors.New("fleet upload: JOB_COMPLETION_INDEX unset: not a Pod of an Indexed Job")
 	}
 	r := Result{Node: node, Pod: getenv(EnvPod), ExitCode: exitCode}
-	runDir := outDir // where report.json and samples.csv are
+	runDir := outDir // where report.json, bench.txt and samples.csv are
 	comparison, err := os.ReadFile(filepath.Join(outDir, variants.ComparisonFile))
 	switch {
 	case err == nil:
@@ -209,14 +210,10 @@ func Upload(ctx context.Context, c *kube.Clients, getenv func(string) string, ou
 		return fmt.Errorf("fleet upload: %w", err)
 	}
 	for name, dst := range map[string]*[]byte{"report.json": &r.Report, "bench.txt": &r.Bench, "samples.csv": &r.Samples} {
-		dir := runDir
-		if name == "bench.txt" {
-			dir = outDir // a variant run's: every run's samples, with their variant: key
-		}
-		if dir == "" {
+		if runDir == "" {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(dir, name))
+		b, err := os.ReadFile(filepath.Join(runDir, name))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("fleet upload: %w", err)
 		}

@@ -525,7 +525,11 @@ func (r *run) ended(ctx context.Context, p *corev1.Pod, why string) error {
 	}
 	status, reason := fleetreport.StatusPass, ""
 	if res.ExitCode != 0 {
-		status, reason = fleetreport.StatusFail, fmt.Sprintf("the suite failed on the node (go test exited %d; see its report)", res.ExitCode)
+		see := "its report"
+		if res.Comparison != nil {
+			see = "its comparison" // a variant run's: fleetreport gives its reason
+		}
+		status, reason = fleetreport.StatusFail, fmt.Sprintf("the suite failed on the node (go test exited %d; see %s)", res.ExitCode, see)
 	}
 	r.decide(node, status, reason)
 	d := r.decided[node]

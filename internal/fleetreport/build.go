@@ -51,10 +51,13 @@ type Node struct {
 	// samples.csv cut short, bench lines that did not parse).
 	Notes []string `json:"notes,omitempty"`
 	// Variants is the node's variant run (docs/variants.md), nil on a run of one build: its
-	// Models and its part of the kind's summaries are the reference variant's.
+	// Models, bench.txt and samples are one run's of the reference variant.
 	Variants *VariantRun `json:"variants,omitempty"`
 
 	bench []byte // the node's bench.txt, for the merged bench.txt
+	// pooled: the node's figures and samples join its kind's (summaries, outliers): a PASS
+	// node's; a variant node's when its reference run passed, even where a variant was worse.
+	pooled bool
 }
 
 // VariantRun is what a node's variant run judged: each variant against the reference, in
@@ -235,7 +238,7 @@ func readNode(r NodeResult) Node {
 	if len(r.Bench) == 0 {
 		n.Notes = append(n.Notes, "no bench.txt came back: the node's samples are not in its kind's summaries")
 	}
-	if len(r.Comparison) > 0 {
+	if r.Comparison != nil { // an empty one too: it cannot be parsed
 		var c variants.Comparison
 		if err := json.Unmarshal(r.Comparison, &c); err != nil {
 			fail(fmt.Sprintf("comparison.json cannot be parsed: %v", err))
@@ -243,7 +246,9 @@ func readNode(r NodeResult) Node {
 		}
 		n.Variants = variantRun(c)
 		if c.Status != StatusPass {
-			fail("variant run failed: " + firstOf(c.Failures))
+			// The node's verdict is its comparison's, and so is the reason: the runner's
+			// (the exit status the failed comparison gave) says less.
+			n.Status, n.Reason = StatusFail, "variant run failed: "+firstOf(c.Failures)
 		}
 	}
 	if len(r.Report) == 0 {
@@ -260,6 +265,7 @@ func readNode(r NodeResult) Node {
 	}
 	switch rep.Status {
 	case StatusPass:
+		n.pooled = n.Status == StatusPass || n.Variants != nil
 	case StatusFail:
 		fail("run failed: " + failureText(rep.Failures))
 	default:
@@ -369,16 +375,13 @@ func poolKind(nodes []Node) (Kind, error) {
 	var key []byte
 	for i := range nodes {
 		n := &nodes[i]
-		if n.Status != StatusPass || len(n.bench) == 0 {
+		if !n.pooled || len(n.bench) == 0 {
 			continue
 		}
 		bad, results := 0, 0
 		err := scanBench(n.Node, n.bench, func(rec benchfmt.Record) {
 			switch rec := rec.(type) {
 			case *benchfmt.Result:
-				if n.Variants != nil && rec.GetConfig("variant") != n.Variants.Reference {
-					return // another build's samples: the kind pools the reference's
-				}
 				results++
 				for _, v := range rec.Values {
 					key = append(append(append(key[:0], rec.Name...), 0), v.Unit...)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -326,22 +325,10 @@ func TestTPSFractionIsAFraction(t *testing.T) {
 	assert.InDelta(t, 0.5, got.metrics[MetricTPSFraction], 1e-12)
 }
 
-// variantBench is a variant run's bench.txt: each variant's samples under its variant: key.
-func variantBench(byVariant map[string][]float64) []byte {
-	var b bytes.Buffer
-	b.WriteString("gpu: x\n")
-	for _, v := range slices.Sorted(maps.Keys(byVariant)) {
-		fmt.Fprintf(&b, "\nvariant: %s\n", v)
-		for _, x := range byVariant[v] {
-			fmt.Fprintf(&b, "BenchmarkSleep/model=A/level=1 1 %g sec/wake\n", x)
-		}
-	}
-	return b.Bytes()
-}
-
 // A node that ran variants (fleet mode on a variant config) is judged by its comparison: its
-// verdict is the node's, the kind pools only its reference variant's samples (another build's
-// would mix two builds in one summary), and fleet.md says what each node judged.
+// verdict and reason are the comparison's, its figures and samples (one reference run's, as
+// fleetjob.Upload sends them) join its kind's even where a variant was worse, and fleet.md says
+// what each node judged.
 func TestVariantRunNodes(t *testing.T) {
 	rep, _ := readTestdata(t)
 	j, err := json.Marshal(rep)
@@ -356,14 +343,16 @@ func TestVariantRunNodes(t *testing.T) {
 		return b
 	}
 	plain := NodeResult{Node: "plain", GPU: "K", Status: StatusPass, Report: j, Bench: benchLines(1, 2, 3)}
-	pass := NodeResult{Node: "var-pass", GPU: "K", Status: StatusPass, Report: j,
-		Bench:      variantBench(map[string][]float64{"v0.31": {4, 5}, "v0.33": {1000, 2000}}),
+	pass := NodeResult{Node: "var-pass", GPU: "K", Status: StatusPass, Report: j, Bench: benchLines(4, 5),
 		Comparison: comparison(StatusPass, []string{}, variants.Same, variants.Better, variants.NotJudge, variants.Same)}
-	fail := NodeResult{Node: "var-fail", GPU: "K", Status: StatusPass, Report: j,
-		Bench:      variantBench(map[string][]float64{"v0.31": {6}, "v0.33": {3000}}),
+	// A worse variant fails the comparison, and the node's go test exits 1: the runner's
+	// reason is the exit status's, the comparison's replaces it.
+	fail := NodeResult{Node: "var-fail", GPU: "K", Status: StatusFail, Reason: "the suite failed on the node (go test exited 1; see its comparison)",
+		Report: j, Bench: benchLines(6),
 		Comparison: comparison(StatusFail, []string{"v0.33: Sleep/model=A/level=1 sec/wake worse by 40 %", "v0.33: 1 more"}, variants.Worse, variants.Same)}
 	bad := NodeResult{Node: "var-bad", GPU: "K", Status: StatusPass, Report: j, Bench: benchLines(7), Comparison: []byte("{")}
-	f, err := Build([]NodeResult{plain, pass, fail, bad}, Options{})
+	empty := NodeResult{Node: "var-empty", GPU: "K", Status: StatusPass, Report: j, Bench: benchLines(8), Comparison: []byte{}}
+	f, err := Build([]NodeResult{plain, pass, fail, bad, empty}, Options{})
 	require.NoError(t, err)
 	byNode := map[string]Node{}
 	for _, n := range f.Nodes {
@@ -372,26 +361,28 @@ func TestVariantRunNodes(t *testing.T) {
 	assert.Nil(t, byNode["plain"].Variants)
 	assert.Equal(t, &VariantRun{Status: StatusPass, Reference: "v0.31", Variants: []string{"v0.31", "v0.33"}, Judged: 3, Better: 1, Failures: []string{}}, byNode["var-pass"].Variants)
 	assert.Equal(t, StatusPass, byNode["var-pass"].Status)
-	assert.NotEmpty(t, byNode["var-pass"].Models, "the reference's report gives the node's key figures")
+	assert.NotEmpty(t, byNode["var-pass"].Models, "the reference run's report gives the node's key figures")
 
 	vf := byNode["var-fail"]
 	assert.Equal(t, StatusFail, vf.Status)
 	assert.Equal(t, "variant run failed: v0.33: Sleep/model=A/level=1 sec/wake worse by 40 % (and 1 more)", vf.Reason)
 	assert.Equal(t, 1, vf.Variants.Worse)
-	assert.Equal(t, StatusFail, byNode["var-bad"].Status)
-	assert.Contains(t, byNode["var-bad"].Reason, "comparison.json cannot be parsed")
+	for _, n := range []string{"var-bad", "var-empty"} {
+		assert.Equal(t, StatusFail, byNode[n].Status, n)
+		assert.Contains(t, byNode[n].Reason, "comparison.json cannot be parsed", n)
+	}
 	assert.Equal(t, StatusFail, f.Status)
 
 	require.Len(t, f.Kinds, 1)
 	k := f.Kinds[0]
-	assert.Equal(t, 2, k.Pooled, "the PASS nodes: plain and var-pass")
+	assert.Equal(t, 3, k.Pooled, "plain, var-pass and var-fail, whose reference run passed; not the unreadable ones")
 	require.Len(t, k.Summaries, 1)
-	assert.Equal(t, 5, k.Summaries[0].N, "plain's 3 and var-pass's reference 2; none of v0.33's")
-	assert.Equal(t, 5.0, k.Summaries[0].Max)
+	assert.Equal(t, 6, k.Summaries[0].N, "plain's 3, var-pass's 2, var-fail's 1")
+	assert.Equal(t, 6.0, k.Summaries[0].Max)
 
 	md := Summary(f).Markdown()
 	assert.Contains(t, md, "## Variant runs")
 	assert.Contains(t, md, "**var-pass** (K, simulated: vllmsim profile tiny, time scale 1): PASS: v0.33 against v0.31; 3 figures judged, 0 worse, 1 better")
 	assert.Contains(t, md, "**var-fail** (K, simulated: vllmsim profile tiny, time scale 1): FAIL: v0.33 against v0.31; 2 figures judged, 1 worse, 0 better")
-	assert.NotContains(t, md, "**plain** (K): PASS: ")
+	assert.NotContains(t, md, "**plain** (K, simulated: vllmsim profile tiny, time scale 1): PASS: ")
 }

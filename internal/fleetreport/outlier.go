@@ -144,7 +144,7 @@ func outliers(nodes []Node, o Options) []Outlier {
 	}
 	series := map[key][]point{}
 	for i, n := range nodes {
-		if n.Status != StatusPass {
+		if !n.pooled {
 			continue
 		}
 		for label, fig := range n.Models {
