@@ -41,8 +41,9 @@ func LostPrefix(cfg config.Config, label string, level int, lps []record.LostPre
 	return out
 }
 
-// Health judges label's engine-health window of stage (one of the
-// record.HealthAfter* stages) against its window before the first sleep
+// Health judges label's engine-health window of stage (the phase whose
+// wake it followed: record.PhaseAfterWake, PhaseAfterWakeL2,
+// PhaseKVRelease, PhaseSwitch) against its window before the first sleep
 // (record.PhaseBaseline), for each feature the model's
 // configuration turns on: speculative acceptance (--speculative-config),
 // the prefix-cache hit rate (prefix caching on) as ratios after / before;

@@ -28,7 +28,8 @@ func Correctness(label, stage string, replays []record.Replay) []record.Check {
 }
 
 // Disagreements compares a server's own account of one sleep and wake (e)
-// with the harness's: the HTTP times of the sleep and of the wake, and
+// with the harness's: the HTTP times of the sleep (httpSleep: /sleep, or
+// a KV-only release cycle's /release_kv_cache_memory) and of the wake, and
 // the GiB the sleep released (NaN when unknown). Times: the engine's part
 // of a call cannot be longer than the call (beyond 10 ms), and the log's
 // time, the inner part, not longer than the metric's (beyond tol percent
@@ -48,6 +49,7 @@ func Disagreements(e *record.Engine, httpSleep, httpWake, released, tolPct float
 	longer("engine log: sleep", e.SleepS, httpSleep, 0, "the /sleep call")
 	longer("engine log: wake", e.WakeS, httpWake, 0, "the wake calls")
 	longer("metric: sleep", e.MetricSleepS, httpSleep, 0, "the /sleep call")
+	longer("metric: release", e.MetricReleaseS, httpSleep, 0, "the /release_kv_cache_memory call")
 	longer("metric: wake", e.MetricWakeS, httpWake, 0, "the wake calls")
 	longer("engine log: sleep", e.SleepS, e.MetricSleepS, tolPct, "the metric's")
 	longer("engine log: wake", e.WakeS, e.MetricWakeS, tolPct, "the metric's")

@@ -28,6 +28,8 @@ func TestDisagreements(t *testing.T) {
 			"metric: wake 2.500s is longer than the wake calls 2.000s"},
 		"the log's inner time outlasts the metric's": {record.Engine{SleepS: 0.9, WakeS: nan, FreedGiB: nan, MetricSleepS: 0.5, MetricWakeS: nan}, 1, 2, nan,
 			"engine log: sleep 0.900s is longer than the metric's 0.500s"},
+		"the metric's release outlasts the call": {record.Engine{SleepS: nan, WakeS: nan, FreedGiB: nan, MetricSleepS: nan, MetricWakeS: nan, MetricReleaseS: 1.2}, 1, 2, nan,
+			"metric: release 1.200s is longer than the /release_kv_cache_memory call 1.000s"},
 		"freed is not what was released": {record.Engine{SleepS: nan, WakeS: nan, FreedGiB: 2, MetricSleepS: nan, MetricWakeS: nan}, 1, 2, 7.5,
 			"engine log: freed 2.00 GiB, the harness measured 7.50 GiB released"},
 	} {

@@ -126,7 +126,7 @@ func TestFaultsAreNamed(t *testing.T) {
 		// vLLM ≥ 0.32 counts each operation by status (#52864): one it
 		// counted failed though its call answered success is named.
 		{"a sleep-mode operation counted failed", "errored-op=wake_up", nil, restartThen(cycles(1)),
-			[]string{"wake A from level 1", `the server counted a failed sleep-mode operation wake (vllm:rl_sleep_mode_operations_total{operation="wake",status="error"} 0 → 1), though the wake call answered success`}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
+			[]string{"wake A from level 1", `the server counted a failed sleep-mode operation wake (vllm:rl_sleep_mode_operations_total{operation="wake",status="error"} 0 → 1), though the wake call (and every call since the last verification) answered success`}, record.Failure{Phase: "sleep-level1", Model: "A", Step: "cycle 1 wake"}},
 		// Issue 25: a full host fails the level-1 sleep's pinned copy and
 		// the engine dies (ls1intum/edutelligence#583): named, host memory said.
 		{"host out of memory at a level-1 sleep", "host-oom", nil, restartThen(cycles(1)),
@@ -232,7 +232,7 @@ func TestSilentCorruptionFailsTheRun(t *testing.T) {
 			require.NoError(t, err, "every step succeeded")
 			require.Len(t, rep.Failures, 1)
 			f := rep.Failures[0]
-			assert.Equal(t, record.Failure{Phase: "sleep-level2", Model: "A", Step: "correctness after level2 wake 1"}, record.Failure{Phase: f.Phase, Model: f.Model, Step: f.Step})
+			assert.Equal(t, record.Failure{Phase: "sleep-level2", Model: "A", Step: "correctness after sleep-level2 wake 1"}, record.Failure{Phase: f.Phase, Model: f.Model, Step: f.Step})
 			assert.Contains(t, f.Error, want)
 			var failed []string
 			for _, c := range rep.Checks {
@@ -245,7 +245,7 @@ func TestSilentCorruptionFailsTheRun(t *testing.T) {
 			assert.Equal(t, 2, st.Mismatches, "both probes, in the one level-2 cycle")
 			summary, err := os.ReadFile(filepath.Join(dir, "summary.md"))
 			require.NoError(t, err)
-			assert.Contains(t, string(summary), "sleep-level2 / A / correctness after level2 wake 1: "+want)
+			assert.Contains(t, string(summary), "sleep-level2 / A / correctness after sleep-level2 wake 1: "+want)
 		})
 	}
 }
@@ -502,7 +502,7 @@ func TestUnreadableMetricsIsNoPass(t *testing.T) {
 			assert.Equal(t, record.NotEvaluated, c.Verdict)
 			assert.True(t, c.Fails())
 			assert.Contains(t, c.Reason, "GET /metrics")
-			assert.Contains(t, c.Reason, "no check for an unknown resource or a hung operation could be made")
+			assert.Contains(t, c.Reason, "no check for an unknown resource, a hung operation or an errored one could be made")
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -12,13 +13,15 @@ import (
 )
 
 // TestPauseCyclesByEra: the level-0 and KV-only release cycles on
-// vllmsim's newest era (c) measure what they name — a pause frees nothing
+// vllmsim's newest eras (d, c) measure what they name — a pause frees nothing
 // and a request sent meanwhile waits for the wake; a KV release frees the
 // KV cache (kv_gib) and vLLM refused it without a pause — and on an older
 // vLLM (era a: no /pause, no /release_kv_cache_memory) they are off, NOT
-// EVALUATED with the reason, and the run is not failed for it.
+// EVALUATED with the reason, and the run is not failed for it. On era d
+// (v0.32+, #52864's operation metrics) each KV cycle has the engine's own
+// release time, inside the HTTP call's; v0.31 (c) has no such metric.
 func TestPauseCyclesByEra(t *testing.T) {
-	for _, era := range []string{"c", "a"} {
+	for _, era := range []string{"d", "c", "a"} {
 		t.Run("era "+era, func(t *testing.T) {
 			t.Setenv("VLLMSIM_ERA", era)
 			cfg := small(t)
@@ -70,8 +73,24 @@ func TestPauseCyclesByEra(t *testing.T) {
 			for _, c := range kv {
 				assert.InDelta(t, cfg.Protocol.KVGiB, c.FreedGiB, 0.05, "the KV cache is what a KV-only release frees")
 				assert.Greater(t, c.ReleaseS, 0.0)
+				if era == "c" {
+					assert.True(t, c.Engine == nil || math.IsNaN(c.Engine.MetricReleaseS), "v0.31 has no operation metrics")
+					continue
+				}
+				require.NotNil(t, c.Engine)
+				assert.Greater(t, c.Engine.MetricReleaseS, 0.0, "the engine's release")
+				assert.LessOrEqual(t, c.Engine.MetricReleaseS, c.ReleaseS, "recorded before the answer: inside the call")
+				assert.Greater(t, c.Engine.MetricWakeS, 0.0, "the engine's wake_up?tags=kv_cache")
+				assert.Empty(t, c.Engine.Disagreements)
 			}
-			assert.Equal(t, 2, rep.Models["A"].Sleep["kv"].SuccessfulCycles)
+			kvs := rep.Models["A"].Sleep["kv"]
+			assert.Equal(t, 2, kvs.SuccessfulCycles)
+			if era == "d" {
+				require.NotNil(t, kvs.Engine)
+				require.NotNil(t, kvs.Engine.MetricReleaseS)
+				assert.Equal(t, 2, kvs.Engine.MetricReleaseS.N)
+				assert.Equal(t, max(kv[0].Engine.MetricReleaseS, kv[1].Engine.MetricReleaseS), kvs.Engine.MetricReleaseS.Max)
+			}
 		})
 	}
 }

@@ -68,7 +68,7 @@ func (e Engine) Since(ctx context.Context, mk EngineMark) *record.Engine {
 		return nil
 	}
 	out := record.Engine{SleepS: math.NaN(), WakeS: math.NaN(), FreedGiB: math.NaN(), InUseGiB: math.NaN(),
-		MetricSleepS: math.NaN(), MetricWakeS: math.NaN()}
+		MetricSleepS: math.NaN(), MetricWakeS: math.NaN(), MetricReleaseS: math.NaN()}
 	foundLog, foundMetric := false, false
 	e.s.late()
 	if b, err := readFrom(e.s.logPath(mk.label), mk.logFrom); err == nil {
@@ -127,7 +127,7 @@ func engineMetric(e *record.Engine, then, now vllm.Metrics) (found bool) {
 		found = true
 		return s1 - s0
 	}
-	e.MetricSleepS, e.MetricWakeS = delta("sleep"), delta("wake")
+	e.MetricSleepS, e.MetricWakeS, e.MetricReleaseS = delta("sleep"), delta("wake"), delta("release_kv_cache_memory")
 	return found
 }
 

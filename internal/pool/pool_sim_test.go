@@ -380,9 +380,9 @@ func TestTransitionIsVerifiedBeforeTheNext(t *testing.T) {
 // TestFailedCallsAreNotCountedAgainstTheNext: vLLM ≥ 0.32 counts a
 // refused call as a failed operation (status="error"); the call's own
 // error said so, so the next successful operation's verification reads the
-// count anew instead of taking it for its own (the KV-release phase's
-// refused release, then its cycle). With errored-op the next success is
-// named.
+// count as the failure left it instead of taking it for its own (the KV-release phase's
+// refused release, then its cycle). An errored operation is named in
+// TestFaultsAreNamed (vllmsim's errored-op).
 func TestFailedCallsAreNotCountedAgainstTheNext(t *testing.T) {
 	f, _, _ := simtest.Pool(t, nil, nil) // era d, vllmsim's default
 	ctx := t.Context()

@@ -223,7 +223,7 @@ func (p *Pending) Send(ctx context.Context) (*Transition, error) {
 	}
 	s := p.f.s
 	if err != nil {
-		s.opFailed(p.m)
+		s.opFailed(ctx, p.m)
 	}
 	if err != nil || t.verify == nil {
 		return t, err
@@ -237,7 +237,7 @@ func (p *Pending) Send(ctx context.Context) (*Transition, error) {
 		}
 		s.mu.Unlock()
 		if err != nil {
-			s.opFailed(p.m)
+			s.opFailed(ctx, p.m)
 		}
 		return err
 	}

@@ -120,20 +120,21 @@ func errored(label, op string, base, now map[string]float64) error {
 	if len(grew) == 0 {
 		return nil
 	}
-	return fmt.Errorf("model %s: the server counted a failed sleep-mode operation %s, though the %s call answered success: the engine reports an operation that errored",
+	return fmt.Errorf("model %s: the server counted a failed sleep-mode operation %s, though the %s call (and every call since the last verification) answered success: the engine reports an operation that errored",
 		label, strings.Join(grew, ", "), op)
 }
 
 // unreadable is the verification after op that a failed /metrics read
 // (err) left undone.
 func unreadable(op string, err error) string {
-	return fmt.Sprintf("after %s: GET /metrics: %v (no check for an unknown resource or a hung operation could be made)", op, err)
+	return fmt.Sprintf("after %s: GET /metrics: %v (no check for an unknown resource, a hung operation or an errored one could be made)", op, err)
 }
 
 // verifyEngine is checkEngine on label's server after op; a verification
 // it could not make is kept for Unverified. A failed operation the server
-// counted since the last verification is an error too (errored), unless a
-// call failed since (opFailed): then the count is only read anew.
+// counted since the last verification (or the count read after a failed
+// call, opFailed) is an error too (errored); where that count could not
+// be read, this one is only read anew.
 func (s *servers) verifyEngine(ctx context.Context, label, op string) error {
 	v, why, err := checkEngine(ctx, label, op, s.metricsOf(label), s.poll())
 	s.mu.Lock()
@@ -155,12 +156,19 @@ func (s *servers) verifyEngine(ctx context.Context, label, op string) error {
 	return err
 }
 
-// opFailed notes that a call to m's server failed: the server may have
-// counted it, so its next verification reads the count anew.
-func (s *servers) opFailed(m *model) {
+// opFailed notes that a call to m's server failed, which the server may
+// have counted (vLLM records an operation before it answers): the count
+// is read now and becomes the next verification's base; where it cannot
+// be read, the next verification reads it anew and judges nothing.
+func (s *servers) opFailed(ctx context.Context, m *model) {
+	ms, err := s.metricsOf(m.cfg.Label)(ctx)
 	s.mu.Lock()
-	m.opErrorsStale = true
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	if err != nil {
+		m.opErrorsStale = true
+		return
+	}
+	m.opErrors, m.opErrorsStale = ms.SleepView().OpErrors, false
 }
 
 // Unverified is, label → why, every sleep-mode verification after a sleep,

@@ -120,7 +120,7 @@ func TestCheckEngineUnreadable(t *testing.T) {
 			_, why, err := checkEngine(t.Context(), "A", "wake", read, time.Millisecond)
 			assert.NoError(t, err)
 			assert.Contains(t, why, "after wake: GET /metrics: ")
-			assert.Contains(t, why, "no check for an unknown resource or a hung operation could be made")
+			assert.Contains(t, why, "no check for an unknown resource, a hung operation or an errored one could be made")
 		})
 	}
 }

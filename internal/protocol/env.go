@@ -250,11 +250,13 @@ func (p *Env) verify(ctx context.Context, phase, label string) error {
 	return nil
 }
 
-// engine is the server's own account of a sleep (marked by from) and the
-// wake that followed (marked by to; the same mark in a cycle), judged
-// against the harness's HTTP times and the GiB released; nil when the
-// servers reported nothing.
-func (p *Env) engine(ctx context.Context, from, to pool.EngineMark, sameServer bool, httpSleep, httpWake, released float64) *record.Engine {
+// engine is the server's own account of a sleep (marked by from; a KV-only
+// release cycle's release) and the wake that followed (marked by to; the
+// same mark in a cycle), judged against the harness's HTTP times of the
+// call that put it asleep (httpAsleep: /sleep, or /release_kv_cache_memory)
+// and the wake, and the GiB released; nil when the servers reported
+// nothing.
+func (p *Env) engine(ctx context.Context, from, to pool.EngineMark, sameServer bool, httpAsleep, httpWake, released float64) *record.Engine {
 	e := p.pool.Engine().Since(ctx, from)
 	if !sameServer {
 		w := p.pool.Engine().Since(ctx, to)
@@ -262,7 +264,7 @@ func (p *Env) engine(ctx context.Context, from, to pool.EngineMark, sameServer b
 		case e == nil:
 			e = w
 			if e != nil {
-				e.SleepS, e.FreedGiB, e.InUseGiB, e.MetricSleepS = math.NaN(), math.NaN(), math.NaN(), math.NaN()
+				e.SleepS, e.FreedGiB, e.InUseGiB, e.MetricSleepS, e.MetricReleaseS = math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()
 			}
 		case w != nil:
 			e.WakeS, e.MetricWakeS, e.WakeCallsS = w.WakeS, w.MetricWakeS, w.WakeCallsS
@@ -271,7 +273,7 @@ func (p *Env) engine(ctx context.Context, from, to pool.EngineMark, sameServer b
 		}
 	}
 	if e != nil {
-		e.Disagreements = gate.Disagreements(e, httpSleep, httpWake, released, p.cfg.Protocol.EngineTolerancePercent)
+		e.Disagreements = gate.Disagreements(e, httpAsleep, httpWake, released, p.cfg.Protocol.EngineTolerancePercent)
 	}
 	return e
 }

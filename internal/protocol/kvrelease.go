@@ -51,6 +51,7 @@ func (p *pauser) refusedWithoutPause(ctx context.Context, label string) (off str
 // kvCycle is one KV-only release cycle of an awake model.
 func (p *pauser) kvCycle(ctx context.Context, label string) (record.Cycle, string, error) {
 	c := newCycle(record.LevelKVRelease)
+	mark := p.pool.Engine().Mark(ctx, label) // before the pause: outside every interval of the cycle
 	// The pause through /pause (mode abort, clear_cache: vLLM's defaults),
 	// the RLHF router's way; level 0 has its own cycles.
 	pt, err := p.pool.Run(ctx, label, pool.Pause(vllm.SleepAbort, true))
@@ -78,6 +79,10 @@ func (p *pauser) kvCycle(ctx context.Context, label string) (record.Cycle, strin
 	if err != nil {
 		return c, step, err
 	}
+	// The engine's account of the release and the wake (vLLM ≥ 0.32's
+	// operation metrics, #52864: operation release_kv_cache_memory, then
+	// wake), after the first token as a sleep cycle's.
+	c.Engine = p.engine(ctx, mark, mark, true, c.ReleaseS, c.WakeAPIS, ms.ReleasedGiB)
 	if err := p.verify(ctx, record.PhaseKVRelease, label); err != nil {
 		return c, "correctness replay", err
 	}

@@ -83,7 +83,7 @@ func TestCorruptionIsCaughtByName(t *testing.T) {
 			assert.Equal(t, "FAIL", c.Verdict)
 			require.Len(t, raw.Failures, 1, "the first mismatch is a failure; the check counts the rest")
 			f := raw.Failures[0]
-			assert.Equal(t, "correctness after level1 wake 1", f.Step)
+			assert.Equal(t, "correctness after sleep-level1 wake 1", f.Step)
 			assert.Contains(t, f.Error, want.failure)
 		})
 	}

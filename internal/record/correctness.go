@@ -50,6 +50,9 @@ type Engine struct {
 	SleepS, WakeS             float64 // "It took X seconds to fall asleep / to wake up" (wake: every wake call's sum)
 	FreedGiB, InUseGiB        float64 // "Sleep mode freed X GiB memory, Y GiB memory is still in use" (workers summed)
 	MetricSleepS, MetricWakeS float64 // vllm:sleep_mode_operation_duration_seconds, this cycle's share of its sum
+	// MetricReleaseS is the same for operation release_kv_cache_memory
+	// (a KV-only release cycle's release).
+	MetricReleaseS float64
 	// WakeCallsS is the HTTP time of the wake's /wake_up calls, summed
 	// (level 2's reload_weights and reset_prefix_cache left out); 0:
 	// not known apart from the wake's API time.

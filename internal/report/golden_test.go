@@ -83,8 +83,8 @@ func addTransitions(raw *record.Raw) {
 			{Probe: "lora:sql", Position: 1, Kind: "token", Detail: "token 1 is id 7 (logprob -0.2000), reference id 9 (logprob -0.1000)"}}},
 		{Stage: record.PhaseSwitch, Cycle: 1, Seconds: 0.2, Results: []record.ProbeResult{ok("short"), {Probe: "long", Match: true, Tie: 5}, ok("lora:sql")}},
 	}
-	raw.Cycles["A"][0].Engine = &record.Engine{SleepS: 0.9, WakeS: 1.8, FreedGiB: 7.5, InUseGiB: 9, MetricSleepS: 0.95, MetricWakeS: 1.9}
-	raw.Cycles["A"][1].Engine = &record.Engine{SleepS: 2.9, WakeS: 3.9, FreedGiB: 2, InUseGiB: 9, MetricSleepS: nan, MetricWakeS: nan,
+	raw.Cycles["A"][0].Engine = &record.Engine{SleepS: 0.9, WakeS: 1.8, FreedGiB: 7.5, InUseGiB: 9, MetricSleepS: 0.95, MetricWakeS: 1.9, MetricReleaseS: nan}
+	raw.Cycles["A"][1].Engine = &record.Engine{SleepS: 2.9, WakeS: 3.9, FreedGiB: 2, InUseGiB: 9, MetricSleepS: nan, MetricWakeS: nan, MetricReleaseS: nan,
 		Disagreements: []string{"engine log: freed 2.00 GiB, the harness measured 7.50 GiB released"}}
 	raw.FirstSleeps["A"] = []record.FirstSleep{{Level: 1, SleepS: 20}, {Level: 1, SleepS: 22}}
 	raw.Health = map[string][]record.Health{"A": {

@@ -125,30 +125,34 @@ func correctness(ref record.Reference, ok bool, replays []record.Replay) *Correc
 // vllm:sleep_mode_operation_duration_seconds, and the HTTP time around
 // each (overhead = HTTP − engine log).
 type EngineFigures struct {
-	Cycles            int           `json:"cycles"` // cycles with any engine figure
-	SleepS            stats.Summary `json:"sleep_s"`
-	WakeS             stats.Summary `json:"wake_s"`
-	MetricSleepS      stats.Summary `json:"metric_sleep_s"`
-	MetricWakeS       stats.Summary `json:"metric_wake_s"`
-	SleepOverheadS    stats.Summary `json:"sleep_http_overhead_s"`
-	WakeOverheadS     stats.Summary `json:"wake_http_overhead_s"`
-	FreedGiB          stats.Summary `json:"freed_gib"`
-	Disagreements     int           `json:"disagreements"`
-	FirstDisagreement string        `json:"first_disagreement,omitempty"`
+	Cycles       int           `json:"cycles"` // cycles with any engine figure
+	SleepS       stats.Summary `json:"sleep_s"`
+	WakeS        stats.Summary `json:"wake_s"`
+	MetricSleepS stats.Summary `json:"metric_sleep_s"`
+	MetricWakeS  stats.Summary `json:"metric_wake_s"`
+	// MetricReleaseS is a KV-only release cycle's release, by the same
+	// metric (operation release_kv_cache_memory); absent at the other
+	// levels.
+	MetricReleaseS    *stats.Summary `json:"metric_release_s,omitempty"`
+	SleepOverheadS    stats.Summary  `json:"sleep_http_overhead_s"`
+	WakeOverheadS     stats.Summary  `json:"wake_http_overhead_s"`
+	FreedGiB          stats.Summary  `json:"freed_gib"`
+	Disagreements     int            `json:"disagreements"`
+	FirstDisagreement string         `json:"first_disagreement,omitempty"`
 }
 
 // engineFigures summarises engines against the HTTP sleep and wake times
 // of the same cycles; nil when no cycle has an engine figure.
 func engineFigures(engines []*record.Engine, httpSleep, httpWake []float64) *EngineFigures {
 	var f EngineFigures
-	var sl, wk, msl, mwk, osl, owk, fr []float64
+	var sl, wk, msl, mwk, mrl, osl, owk, fr []float64
 	for i, e := range engines {
 		if e == nil {
 			continue
 		}
 		f.Cycles++
 		sl, wk = appendKnown(sl, e.SleepS), appendKnown(wk, e.WakeS)
-		msl, mwk = appendKnown(msl, e.MetricSleepS), appendKnown(mwk, e.MetricWakeS)
+		msl, mwk, mrl = appendKnown(msl, e.MetricSleepS), appendKnown(mwk, e.MetricWakeS), appendKnown(mrl, e.MetricReleaseS)
 		wake := httpWake[i] // the wake's API time; its /wake_up calls' where known (level 2 has two more steps)
 		if e.WakeCallsS > 0 {
 			wake = e.WakeCallsS
@@ -166,6 +170,10 @@ func engineFigures(engines []*record.Engine, httpSleep, httpWake []float64) *Eng
 		return nil
 	}
 	f.SleepS, f.WakeS, f.MetricSleepS, f.MetricWakeS = summary(sl), summary(wk), summary(msl), summary(mwk)
+	if len(mrl) > 0 {
+		s := summary(mrl)
+		f.MetricReleaseS = &s
+	}
 	f.SleepOverheadS, f.WakeOverheadS, f.FreedGiB = summary(osl), summary(owk), summary(fr)
 	return &f
 }

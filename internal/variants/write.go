@@ -506,9 +506,10 @@ func simulatedLabel(simulated map[string]string, real []string) string {
 const ComparisonFile = "comparison.json"
 
 // ReferenceRun is the folder of the reference variant's first run (in
-// block order) that wrote a report.json, from a variant run's
-// comparison.json (comparison) in outDir: the run a fleet node reports
-// its key figures from. An error says why there is none.
+// block order) that passed, else its first that wrote a report.json, from
+// a variant run's comparison.json (comparison) in outDir: the run a fleet
+// node reports its figures and samples from. An error says why there is
+// none.
 func ReferenceRun(outDir string, comparison []byte) (string, error) {
 	var c struct {
 		Reference string   `json:"reference"`
@@ -519,14 +520,24 @@ func ReferenceRun(outDir string, comparison []byte) (string, error) {
 	}
 	runs := slices.Clone(c.Runs)
 	slices.SortStableFunc(runs, func(a, b Result) int { return a.Block - b.Block })
+	first := ""
 	for _, r := range runs {
 		if r.Variant != c.Reference {
 			continue
 		}
 		dir := RunDir(outDir, r.Variant, r.Block)
-		if _, err := os.Stat(filepath.Join(dir, "report.json")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "report.json")); err != nil {
+			continue
+		}
+		if r.Status == "PASS" {
 			return dir, nil
 		}
+		if first == "" {
+			first = dir
+		}
+	}
+	if first != "" {
+		return first, nil
 	}
 	return "", fmt.Errorf("%s: no run of the reference variant %q wrote a report.json", ComparisonFile, c.Reference)
 }
