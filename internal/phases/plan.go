@@ -6,7 +6,6 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/traffic"
-	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // Plan is what a phase will do to one model with a config when every step
@@ -279,10 +278,11 @@ func trafficPlan(in Inputs, has Can) map[string]Plan {
 	if len(cfg.Models) == 0 || tr.InFlightRequests == 0 {
 		return out
 	}
-	for _, mode := range tr.InFlightModes {
-		if mode == vllm.SleepAbort || has.Pause {
-			addTo(out, cfg.Models[0].Label, Plan{Probes: tr.InFlightRequests + 1})
-		}
+	if !has.Pause { // before pause-first a sleep with requests in flight kills the engine: every mode is off
+		return out
+	}
+	for range tr.InFlightModes {
+		addTo(out, cfg.Models[0].Label, Plan{Probes: tr.InFlightRequests + 1})
 	}
 	return out
 }

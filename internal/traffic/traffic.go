@@ -312,26 +312,28 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 			}
 		}
 	}
-	if tr.InFlightRequests > 0 {
-		// Pause modes came with the engine's pause machinery (PR #34528,
-		// docs/vllm-api.md era b): a server without /is_paused ignores
-		// mode=wait|keep and treats every sleep as its old abort. Those
-		// modes are then off, not failed.
-		modes, asked := false, false
+	if tr.InFlightRequests > 0 && len(tr.InFlightModes) > 0 {
+		// Pause modes came with the engine's pause machinery, and with it
+		// the pause before every sleep (PR #34528, docs/vllm-api.md era b).
+		// A server without /is_paused ignores mode=wait|keep, and sleeps
+		// with its requests still running: the engine's next step reads
+		// freed memory and it dies (vllm#28714 on v0.11.1, #15483). Every
+		// mode is then off, with that cause, not tried and not failed: the
+		// run keeps its server.
+		err := ph.pool.Activate(ctx, labels[0])
+		modes := false
+		if err == nil {
+			modes, err = ph.pool.SupportsPause(ctx, labels[0])
+		}
+		if err != nil {
+			errs = append(errs, ph.proto.Fail(record.PhaseTraffic, labels[0], "GET /is_paused", err))
+		}
 		for _, mode := range tr.InFlightModes {
-			if mode != vllm.SleepAbort && !asked {
-				asked = true
-				err := ph.pool.Activate(ctx, labels[0])
-				if err == nil {
-					modes, err = ph.pool.SupportsPause(ctx, labels[0])
-				}
-				if err != nil {
-					errs = append(errs, ph.proto.Fail(record.PhaseTraffic, labels[0], "GET /is_paused", err))
-					break
-				}
+			if err != nil {
+				break
 			}
-			if !modes && mode != vllm.SleepAbort {
-				off := "the server has no /is_paused: a vLLM before pause modes (PR #34528) ignores mode=" + mode
+			if !modes {
+				off := OffBeforePauseFirst(mode)
 				out.InFlight = append(out.InFlight, record.InFlight{Mode: mode, Requests: tr.InFlightRequests, Off: off})
 				logf("traffic: sleep (mode %s) with requests in flight: off (%s)", mode, off)
 				continue
@@ -425,6 +427,16 @@ func (ph *Phase) trafficRequests(run string, opens []load.Open) []record.Traffic
 		out[i] = r
 	}
 	return out
+}
+
+// OffBeforePauseFirst is why a sleep in mode with requests in flight is
+// not tried on a server without /is_paused (a vLLM before PR #34528).
+func OffBeforePauseFirst(mode string) string {
+	why := "the server has no /is_paused: a vLLM before pause-first sleeps (PR #34528) sleeps with its requests still running, and its engine dies of it (CUDA illegal memory access after the sleep's 200: vllm#28714, #15483): not tried"
+	if mode != vllm.SleepAbort {
+		why += "; it ignores mode=" + mode + " too"
+	}
+	return why
 }
 
 // inFlight puts label to sleep in mode while traffic.in_flight_requests

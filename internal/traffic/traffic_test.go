@@ -99,6 +99,37 @@ func TestInFlightCrashIsNamed(t *testing.T) {
 	assert.Equal(t, "FAIL", checks["traffic.in_flight.abort.survived/"].Verdict)
 }
 
+// TestInFlightOffBeforePauseFirst: on a vLLM before PR #34528 (vllmsim
+// era a, no /is_paused) a sleep with requests running kills the engine
+// (vllm#28714), so no mode is tried: each is off naming that cause, its
+// checks NOT EVALUATED, nothing failed, and the server still serves.
+func TestInFlightOffBeforePauseFirst(t *testing.T) {
+	t.Setenv("VLLMSIM_ERA", "a")
+	f, rec, p := simPoolWith(t, same, func(cfg *config.Config) {
+		cfg.Traffic.DurationS = 0 // the in-flight sleeps alone
+		cfg.Traffic.InFlightRequests = 2
+	})
+	trOut, err := p.Run(t.Context(), t.Logf)
+	require.NoError(t, err)
+	tr := trOut.Value
+	require.Len(t, tr.InFlight, 3, "one per mode, each off")
+	for _, fl := range tr.InFlight {
+		assert.Equal(t, traffic.OffBeforePauseFirst(fl.Mode), fl.Off)
+		assert.Contains(t, fl.Off, "vllm#28714")
+		assert.Zero(t, fl.Aborted+fl.Finished+fl.Held+fl.Errors, "nothing sent")
+	}
+	assert.Contains(t, tr.InFlight[1].Off, "ignores mode=wait")
+	checks := byName(trOut.Checks)
+	for _, mode := range []string{"abort", "wait", "keep"} {
+		c := checks["traffic.in_flight."+mode+".survived/"]
+		assert.Equal(t, record.NotEvaluated, c.Verdict, mode)
+		assert.Contains(t, c.Reason, "its engine dies of it", mode)
+	}
+	assert.Empty(t, rec.Raw().Failures)
+	_, err = f.Requests().Probe(t.Context(), "A")
+	assert.NoError(t, err, "the server lives on")
+}
+
 // TestInFlightOffOnAnOldServer: docs/traffic.md's setting for vLLM before PR
 // #34528, traffic.in_flight_requests 0, runs no sleep with requests in
 // flight, so a server that would crash on one (fault inflight-crash) passes

@@ -112,3 +112,47 @@ func TestInFlightCrash(t *testing.T) {
 		t.Fatal("the engine did not crash")
 	}
 }
+
+// TestEraASleepWithRequestsRunningKillsTheEngine: vLLM before PR #34528
+// (era a) does not pause before a sleep: the sleep frees the memory its
+// running requests decode on, answers 200, and the engine dies (vllm#28714
+// on v0.11.1rc7: "POST /sleep 200 OK", then "CUDA error: an illegal memory
+// access was encountered"). No fault is needed: it is that era's behaviour.
+// Era b (pause first) lives on.
+func TestEraASleepWithRequestsRunningKillsTheEngine(t *testing.T) {
+	testmain.Long(t)
+	for _, era := range []string{"a", "b"} {
+		t.Run(era, func(t *testing.T) {
+			c, logs, done := crashSim(t, "", vllmsim.EnvTimeScale+"=5", "VLLMSIM_ERA="+era)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			streamErr := make(chan error, 1)
+			go func() {
+				_, err := c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-b", Prompt: "hi", MaxTokens: 500, IgnoreEOS: true})
+				streamErr <- err
+			}()
+			require.Eventually(t, func() bool {
+				text, err := c.Metrics(ctx)
+				if err != nil {
+					return false
+				}
+				m, err := vllm.ParseMetrics(text)
+				return err == nil && m["vllm:num_requests_running"] == 1
+			}, 5*time.Second, 2*time.Millisecond, "the request never ran")
+			require.NoError(t, c.Sleep(ctx, 1), "the sleep answers 200")
+			assert.Error(t, <-streamErr, "the running request does not finish")
+			select {
+			case err := <-done:
+				require.Equal(t, "a", era, "era b paused first and must live on: %v", err)
+				assert.ErrorContains(t, err, "exit status 1")
+				logs.Has(t, "an illegal memory access was encountered")
+				logs.Has(t, "PR #34528")
+			case <-time.After(2 * time.Second):
+				require.Equal(t, "b", era, "era a's engine did not die")
+				require.NoError(t, c.WakeUp(ctx))
+				_, err := c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-b", Prompt: "hi", MaxTokens: 2})
+				assert.NoError(t, err, "era b serves after the wake")
+			}
+		})
+	}
+}

@@ -435,7 +435,26 @@ func (s sleepMode) handleSleep(w http.ResponseWriter, r *http.Request) {
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
 	op.start = time.Now() // the engine's time, as the "It took" line
+	// Before pause-first (#34528) a sleep frees the memory the running
+	// requests decode on: the sleep completes and answers 200, then the
+	// engine's next step hits freed memory and the engine dies (vLLM
+	// #28714 on v0.11.1rc7: "Sleep mode freed …", "POST /sleep 200 OK",
+	// then "CUDA error: an illegal memory access was encountered").
+	crash := s.era == eraA && s.eng.busy()
 	oe, ok := s.sleep(w, r, level, mode)
+	if ok && oe == nil && crash {
+		w.WriteHeader(http.StatusOK)
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+		s.log.Printf("ERROR EngineCore encountered a fatal error: CUDA error: an illegal memory access was encountered (the sleep freed the memory its running requests decode on: this vLLM does not pause before sleeping, PR #34528; vllm#28714)")
+		s.log.Printf("ERROR Engine core died: terminating the API server")
+		go func() {
+			time.Sleep(100 * time.Millisecond) // the answer reaches the client first
+			s.exit(1)
+		}()
+		return
+	}
 	switch {
 	case !ok:
 		return
@@ -531,7 +550,7 @@ func (s sleepMode) sleep(w http.ResponseWriter, r *http.Request, level int, mode
 	}
 	// Pause first, always (PR #34528): even a sleep the executor then refuses
 	// leaves the scheduler paused (the pause-first contract, vllm-api.md §2).
-	if !s.pauseScheduler(r.Context(), mode) { // era a: requests in flight end as aborted (vllmsim's choice: what v0.11 did with them was not read)
+	if !s.pauseScheduler(r.Context(), mode) { // era a: its requests in flight end as aborted, then the engine dies (handleSleep)
 		return nil, false
 	}
 	defer s.syncMetrics()
