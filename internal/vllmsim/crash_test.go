@@ -82,18 +82,16 @@ func TestCrashFaults(t *testing.T) {
 	}
 }
 
-// TestInFlightCrash: vLLM before PR #34528 crashed when put to sleep with
-// requests running (#15483, #45520, #28714).
-func TestInFlightCrash(t *testing.T) {
-	c, logs, done := crashSim(t, "inflight-crash", vllmsim.EnvTimeScale+"=5")
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
+// runningStream starts a 500-token request and returns once the engine
+// runs it (a fixed wait is too short on a busy machine); the channel gets
+// the request's error when it ends.
+func runningStream(t *testing.T, ctx context.Context, c *vllm.Client) <-chan error {
+	t.Helper()
 	streamErr := make(chan error, 1)
 	go func() {
 		_, err := c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-b", Prompt: "hi", MaxTokens: 500, IgnoreEOS: true})
 		streamErr <- err
 	}()
-	// Until the engine runs it (a fixed wait is too short on a busy machine).
 	require.Eventually(t, func() bool {
 		text, err := c.Metrics(ctx)
 		if err != nil {
@@ -102,6 +100,16 @@ func TestInFlightCrash(t *testing.T) {
 		m, err := vllm.ParseMetrics(text)
 		return err == nil && m["vllm:num_requests_running"] == 1
 	}, 5*time.Second, 2*time.Millisecond, "the request never ran")
+	return streamErr
+}
+
+// TestInFlightCrash: vLLM before PR #34528 crashed when put to sleep with
+// requests running (#15483, #45520, #28714).
+func TestInFlightCrash(t *testing.T) {
+	c, logs, done := crashSim(t, "inflight-crash", vllmsim.EnvTimeScale+"=5")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	streamErr := runningStream(t, ctx, c)
 	assert.Error(t, c.SleepMode(ctx, 1, vllm.SleepWait), "the sleep never answers")
 	assert.Error(t, <-streamErr, "the stream is cut")
 	select {
@@ -126,19 +134,7 @@ func TestEraASleepWithRequestsRunningKillsTheEngine(t *testing.T) {
 			c, logs, done := crashSim(t, "", vllmsim.EnvTimeScale+"=5", "VLLMSIM_ERA="+era)
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			streamErr := make(chan error, 1)
-			go func() {
-				_, err := c.Complete(ctx, vllm.CompletionRequest{Model: "tiny-b", Prompt: "hi", MaxTokens: 500, IgnoreEOS: true})
-				streamErr <- err
-			}()
-			require.Eventually(t, func() bool {
-				text, err := c.Metrics(ctx)
-				if err != nil {
-					return false
-				}
-				m, err := vllm.ParseMetrics(text)
-				return err == nil && m["vllm:num_requests_running"] == 1
-			}, 5*time.Second, 2*time.Millisecond, "the request never ran")
+			streamErr := runningStream(t, ctx, c)
 			require.NoError(t, c.Sleep(ctx, 1), "the sleep answers 200")
 			assert.Error(t, <-streamErr, "the running request does not finish")
 			select {
