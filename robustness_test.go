@@ -677,9 +677,9 @@ func TestBadBaselineIsRefusedBeforeAnyServer(t *testing.T) {
 	}
 }
 
-// TestTrafficWithoutInFlightSleeps: docs/traffic.md's way to run a vLLM older
-// than PR #34528 (in_flight_requests 0) passes the traffic phase: no
-// in-flight sleep is expected of it.
+// TestTrafficWithoutInFlightSleeps: traffic.in_flight_requests 0 (the
+// in-flight sleeps turned off) passes the traffic phase: no in-flight
+// sleep is expected of it.
 func TestTrafficWithoutInFlightSleeps(t *testing.T) {
 	testmain.Long(t)
 	if os.Getenv("WAKEBENCH_CHILD") != "" {

@@ -96,9 +96,8 @@ func switchHolds(_ Inputs, hs []record.Handoff) error {
 
 // trafficHolds: every planned arrival was sent once through the router
 // (whose first token came after it left the router), the router woke
-// models on demand, and one sleep with requests in flight ran per pause
-// mode (none with traffic.in_flight_requests 0, docs/traffic.md's setting
-// for vLLM before PR #34528).
+// models on demand, and one sleep with requests in flight was recorded
+// per pause mode, tried or off (none with traffic.in_flight_requests 0).
 func trafficHolds(in Inputs, tr record.Traffic) error {
 	var errs []error
 	shared := 0

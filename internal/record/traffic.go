@@ -64,7 +64,9 @@ type InFlight struct {
 	SleepS     float64 `json:"sleep_s"`  // /sleep sent → answered (wait: includes the drain)
 	Survived   bool    `json:"survived"` // the server answered a probe after the wake
 	Detail     string  `json:"detail,omitempty"`
-	// Off says why the mode was not tried: a server without pause modes.
+	// Off says why the mode was not tried (a server without pause modes,
+	// or a step before it that failed): then nothing was sent (Requests
+	// 0) and nothing else is measured.
 	Off string `json:"off,omitempty"`
 }
 

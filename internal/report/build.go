@@ -126,7 +126,7 @@ func buildModel(raw record.Raw, l string) (m *Model, planned int) {
 // labelled l at level.
 func sleepLevel(raw record.Raw, l string, level int) *SleepLevel {
 	sl := &SleepLevel{PlannedCycles: raw.Planned[l][level]}
-	var sleep, wake, ftt, resid []float64
+	var sleep, wake, ftt, resid, asleep []float64
 	var engines []*record.Engine
 	for _, c := range raw.Cycles[l] {
 		if c.Level != level || !c.OK {
@@ -135,11 +135,18 @@ func sleepLevel(raw record.Raw, l string, level int) *SleepLevel {
 		sl.SuccessfulCycles++
 		sleep, wake, ftt = append(sleep, c.SleepS), append(wake, c.WakeAPIS), append(ftt, c.ToFirstTokenS)
 		engines = append(engines, c.Engine)
+		// The call the engine's sleep account answers to: /sleep, or a
+		// KV-only release cycle's /release_kv_cache_memory (not its pause).
+		if level == record.LevelKVRelease {
+			asleep = append(asleep, c.ReleaseS)
+		} else {
+			asleep = append(asleep, c.SleepS)
+		}
 		resid = appendKnown(resid, c.ResidualGiB)
 	}
 	sl.SleepS, sl.WakeAPIS, sl.ToFirstTokenS, sl.ResidualGiB = summary(sleep), summary(wake), summary(ftt), summary(resid)
 	sl.FirstCycle, sl.SteadyState = firstSteady(sleep, wake, ftt)
-	sl.Engine = engineFigures(engines, sleep, wake)
+	sl.Engine = engineFigures(engines, asleep, wake)
 	sl.ResidualGiBPerGPU = perGPU(raw.Cycles[l], level)
 	return sl
 }

@@ -528,7 +528,7 @@ func TestTrafficSummarised(t *testing.T) {
 		Switches: []record.RouterSwitch{{From: "A", To: "B", Start: at(500), End: at(700)}, {From: "B", To: "A", Start: at(1000), End: at(1300)}},
 		Depth:    []record.QueueDepth{{At: at(500), Queued: 1}, {At: at(700), Queued: 0}, {At: at(1000), Queued: 2}, {At: at(2200), Queued: 0}},
 		IdealRan: true, SharedJ: 300, IdealJ: 200,
-		InFlight: []record.InFlight{{Mode: "keep", Requests: 2, Held: 2, Survived: true}},
+		InFlight: []record.InFlight{{Mode: "keep", Requests: 2, Held: 2, Survived: true}, {Mode: "abort", Off: "no /is_paused: not tried"}},
 	}
 	tr := Build(raw).Traffic
 	require.NotNil(t, tr)
@@ -584,6 +584,8 @@ func TestTrafficSummarised(t *testing.T) {
 	var s bytes.Buffer
 	require.NoError(t, WriteSummary(&s, Build(raw)))
 	assert.Contains(t, s.String(), "requests waiting for a wake (most) `1 2 2`; switches begun `1 1 0`")
+	assert.Contains(t, s.String(), "| abort | – | off: no /is_paused: not tried | – | – | – |", "a mode not tried says why, not that its server died")
+	assert.Contains(t, s.String(), "| keep | 2 | 0 / 0 / 2 / 0 |")
 }
 
 // TestShedRequestsReported: requests the router shed are counted apart

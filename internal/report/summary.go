@@ -428,6 +428,10 @@ func writeTraffic(d *Doc, t *Traffic) {
 		rows = nil
 		for _, mode := range slices.Sorted(maps.Keys(t.InFlight)) {
 			f := t.InFlight[mode]
+			if f.Off != "" { // not tried: nothing to show but why
+				rows = append(rows, []string{mode, "–", "off: " + f.Off, "–", "–", "–"})
+				continue
+			}
 			rows = append(rows, []string{mode, strconv.Itoa(f.Requests), fmt.Sprintf("%d / %d / %d / %d", f.Aborted, f.Finished, f.Held, f.Errors), fmt.Sprintf("%.4g", f.SleepS), fmt.Sprint(f.Survived), strconv.Itoa(f.Unexpected)})
 		}
 		d.Table([]string{"sleep with requests in flight, mode", "requests", "aborted / finished / held / errors", "sleep s", "server lived on", "unexpected"}, rows)

@@ -320,21 +320,21 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, e
 		// freed memory and it dies (vllm#28714 on v0.11.1, #15483). Every
 		// mode is then off, with that cause, not tried and not failed: the
 		// run keeps its server.
-		err := ph.pool.Activate(ctx, labels[0])
-		modes := false
+		modes, step, err := false, "activate", ph.pool.Activate(ctx, labels[0])
 		if err == nil {
+			step = "GET /is_paused"
 			modes, err = ph.pool.SupportsPause(ctx, labels[0])
 		}
 		if err != nil {
-			errs = append(errs, ph.proto.Fail(record.PhaseTraffic, labels[0], "GET /is_paused", err))
+			errs = append(errs, ph.proto.Fail(record.PhaseTraffic, labels[0], step, err))
 		}
 		for _, mode := range tr.InFlightModes {
-			if err != nil {
-				break
-			}
-			if !modes {
+			if err != nil || !modes { // not tried: nothing sent (Requests 0)
 				off := OffBeforePauseFirst(mode)
-				out.InFlight = append(out.InFlight, record.InFlight{Mode: mode, Requests: tr.InFlightRequests, Off: off})
+				if err != nil {
+					off = fmt.Sprintf("not tried: %s failed before it: %v", step, err)
+				}
+				out.InFlight = append(out.InFlight, record.InFlight{Mode: mode, Off: off})
 				logf("traffic: sleep (mode %s) with requests in flight: off (%s)", mode, off)
 				continue
 			}

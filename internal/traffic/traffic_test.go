@@ -116,7 +116,7 @@ func TestInFlightOffBeforePauseFirst(t *testing.T) {
 	for _, fl := range tr.InFlight {
 		assert.Equal(t, traffic.OffBeforePauseFirst(fl.Mode), fl.Off)
 		assert.Contains(t, fl.Off, "vllm#28714")
-		assert.Zero(t, fl.Aborted+fl.Finished+fl.Held+fl.Errors, "nothing sent")
+		assert.Zero(t, fl.Requests+fl.Aborted+fl.Finished+fl.Held+fl.Errors, "nothing sent")
 	}
 	assert.Contains(t, tr.InFlight[1].Off, "ignores mode=wait")
 	checks := byName(trOut.Checks)
@@ -130,10 +130,10 @@ func TestInFlightOffBeforePauseFirst(t *testing.T) {
 	assert.NoError(t, err, "the server lives on")
 }
 
-// TestInFlightOffOnAnOldServer: docs/traffic.md's setting for vLLM before PR
-// #34528, traffic.in_flight_requests 0, runs no sleep with requests in
-// flight, so a server that would crash on one (fault inflight-crash) passes
-// the traffic checks: routed and ideal runs are measured, none in flight.
+// TestInFlightOffOnAnOldServer: traffic.in_flight_requests 0 runs no
+// sleep with requests in flight, so a server that would crash on one
+// (fault inflight-crash) passes the traffic checks: routed and ideal runs
+// are measured, none in flight.
 func TestInFlightOffOnAnOldServer(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "trace.csv")
 	require.NoError(t, os.WriteFile(trace, []byte(fourRows), 0o644))

@@ -103,8 +103,9 @@ func runningStream(t *testing.T, ctx context.Context, c *vllm.Client) <-chan err
 	return streamErr
 }
 
-// TestInFlightCrash: vLLM before PR #34528 crashed when put to sleep with
-// requests running (#15483, #45520, #28714).
+// TestInFlightCrash: fault inflight-crash, a server with the pause API
+// that still dies when put to sleep with requests running (#45520 on a
+// 2026 main; era a dies so without the fault).
 func TestInFlightCrash(t *testing.T) {
 	c, logs, done := crashSim(t, "inflight-crash", vllmsim.EnvTimeScale+"=5")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)

@@ -248,6 +248,16 @@ func (e *engine) busy() bool {
 	return len(e.waiting) > 0 || e.computing()
 }
 
+// decoding reports whether a request whose client is still there is in
+// a prefill or decoding: one whose client went away is dropped first, as
+// the next step would.
+func (e *engine) decoding() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.dropCancelled()
+	return e.computing()
+}
+
 // computing reports whether a request is in a prefill or decoding (not
 // one ended in its prefill). Caller holds e.mu.
 func (e *engine) computing() bool {

@@ -42,8 +42,9 @@ const EnvFaults = "VLLMSIM_FAULTS"
 //	                       CuMemAllocator.sleep, vllm/device_allocator/cumem.py)
 //	asleep-crash           a request while asleep crashes the engine (vLLM before 2026-02):
 //	                       the process exits 1
-//	inflight-crash         a sleep while requests run crashes the engine (vLLM before
-//	                       PR #34528: #15483, #45520, #28714): the process exits 1
+//	inflight-crash         a sleep while requests run crashes the engine though it
+//	                       paused first (#45520; era a crashes so without the
+//	                       fault, #28714): the process exits 1
 //
 // Silent corruption after a wake: every answer is HTTP 200 and plausible
 // text, only a replay of a request from before the sleep tells:

@@ -440,7 +440,7 @@ func (s sleepMode) handleSleep(w http.ResponseWriter, r *http.Request) {
 	// engine's next step hits freed memory and the engine dies (vLLM
 	// #28714 on v0.11.1rc7: "Sleep mode freed …", "POST /sleep 200 OK",
 	// then "CUDA error: an illegal memory access was encountered").
-	crash := s.era == eraA && s.eng.busy()
+	crash := s.era == eraA && s.eng.decoding() // a request its client gave up on is gone first, as a step would drop it
 	oe, ok := s.sleep(w, r, level, mode)
 	if ok && oe == nil && crash {
 		w.WriteHeader(http.StatusOK)
