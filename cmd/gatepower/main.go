@@ -31,14 +31,15 @@ func main() {
 	pct := flag.Float64("percent", def.RegressionPercent, "the gate's tolerance")
 	alpha := flag.Float64("alpha", def.RegressionAlpha, "the gate's significance level")
 	verbose := flag.Bool("v", false, "also print each metric's injection counts")
+	rejudge := flag.Bool("rejudge", false, "judge the saved variant runs again from their bench.txt by testdata/variants-gate-power*.json as they are now (run from the module's root)")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: gatepower [-load 0|1] [-percent P] [-alpha A] OUT")
+		fmt.Fprintln(os.Stderr, "usage: gatepower [-load 0|1] [-percent P] [-alpha A] [-rejudge] OUT")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ok, err := run(ctx, os.Stdout, flag.Arg(0), *load == 1, *pct, *alpha, *verbose)
+	ok, err := run(ctx, os.Stdout, flag.Arg(0), *load == 1, *pct, *alpha, *verbose, *rejudge)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gatepower:", err)
 		os.Exit(2)
@@ -49,8 +50,8 @@ func main() {
 }
 
 // run measures and prints the table; ok is false when a goal is missed.
-func run(ctx context.Context, w io.Writer, out string, load bool, pct, alpha float64, verbose bool) (bool, error) {
-	m, err := measure(ctx, out, load, pct, alpha)
+func run(ctx context.Context, w io.Writer, out string, load bool, pct, alpha float64, verbose, rejudge bool) (bool, error) {
+	m, err := measure(ctx, out, load, pct, alpha, rejudge)
 	if err != nil {
 		return false, err
 	}

@@ -78,7 +78,7 @@ func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
 		writeRun(t, rng, filepath.Join(out, scSlowLoad, fmt.Sprint(i)), 1.3*1.5, 1, 80)
 	}
 	var b strings.Builder
-	ok, err := run(t.Context(), &b, out, true, 10, 0.05, true)
+	ok, err := run(t.Context(), &b, out, true, 10, 0.05, true, false)
 	require.NoError(t, err)
 	assert.True(t, ok, "every goal met")
 	table := b.String()
@@ -126,9 +126,9 @@ func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
 	}
 
 	require.NoError(t, os.MkdirAll(filepath.Join(out, scSame, "21"), 0o755))
-	_, err = run(t.Context(), &b, out, true, 10, 0.05, false)
+	_, err = run(t.Context(), &b, out, true, 10, 0.05, false, false)
 	assert.ErrorContains(t, err, "a run wrote no bench.txt")
-	_, err = run(t.Context(), &b, t.TempDir(), false, 10, 0.05, false)
+	_, err = run(t.Context(), &b, t.TempDir(), false, 10, 0.05, false, false)
 	assert.ErrorContains(t, err, "no runs of base or same")
 }
 

@@ -75,7 +75,7 @@ type measurement struct {
 // judge is gate.Judge with the table's tolerance and alpha.
 type judge func(ctx context.Context, base []gate.Run, cur gate.Run) ([]gate.Verdict, error)
 
-func measure(ctx context.Context, out string, load bool, pct, alpha float64) (measurement, error) {
+func measure(ctx context.Context, out string, load bool, pct, alpha float64, rejudge bool) (measurement, error) {
 	j := func(ctx context.Context, base []gate.Run, cur gate.Run) ([]gate.Verdict, error) {
 		return gate.Judge(ctx, base, cur, pct, alpha)
 	}
@@ -96,7 +96,7 @@ func measure(ctx context.Context, out string, load bool, pct, alpha float64) (me
 		// The variant runs alone (STAGES=variants): their rows only.
 		if _, err := os.Stat(filepath.Join(out, scVariantsSame)); err == nil {
 			m.machine, m.load = machine(), "variant runs only: see each run's report.json for its load"
-			return m, variantRows(out, &m)
+			return m, variantRows(out, &m, rejudge)
 		}
 		return m, fmt.Errorf("%s: no runs of %s or %s: run scripts/gate-power.sh first", out, scBase, scSame)
 	}
@@ -181,7 +181,7 @@ func measure(ctx context.Context, out string, load bool, pct, alpha float64) (me
 		}
 		m.rows = append(m.rows, full, half)
 	}
-	return m, variantRows(out, &m)
+	return m, variantRows(out, &m, rejudge)
 }
 
 // scenarios are every scenario directory gatepower reads.

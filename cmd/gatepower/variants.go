@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/variants"
 )
 
@@ -18,6 +19,34 @@ const (
 	scVariantsSame     = "variants-same"
 	scVariantsSlowWake = "variants-slowwake1.1"
 )
+
+// Each scenario's config (scripts/gate-power.sh runs them from the
+// module's root): -rejudge judges its saved runs again with it.
+var variantConfigs = map[string]string{
+	scVariantsSame:     filepath.Join("testdata", "variants-gate-power.json"),
+	scVariantsSlowWake: filepath.Join("testdata", "variants-gate-power-slow-wake.json"),
+}
+
+// rejudged is each comparison judged again from its runs' bench.txt by
+// the scenario's config as it is now (its protocol.variant_focus, its
+// tolerance): what the verdict's current rule says of the saved runs.
+func rejudged(scenario string, cs []variants.Comparison) ([]variants.Comparison, error) {
+	path := variantConfigs[scenario]
+	cfg, err := config.Load(func(k string) string {
+		if k == config.EnvFile {
+			return path
+		}
+		return ""
+	})
+	if err != nil {
+		return nil, fmt.Errorf("-rejudge: %w", err)
+	}
+	out := make([]variants.Comparison, len(cs))
+	for i, c := range cs {
+		out[i] = variants.Compare(cfg, c.Runs)
+	}
+	return out, nil
+}
 
 // readComparisons reads dir/<i>/comparison.json of every run directory of
 // dir; missing counts the directories without one.
@@ -51,10 +80,11 @@ func readComparisons(dir string) (cs []variants.Comparison, missing int, err err
 }
 
 // variantRow counts the variant runs the paired verdict flagged: any
-// figure worse or better than the reference (want < 0: a false-alarm
-// goal of at most one in twenty), or a sleep cycle's wake figure
-// (Sleep … sec/wake: the variant gate-power configs run levels 1 and 2)
-// worse (want > 0: caught at least that often).
+// gated figure (in protocol.variant_focus, the configs' Sleep … sec/wake)
+// worse or better than the reference (want < 0: a false-alarm goal of at
+// most one in twenty), or a sleep cycle's wake figure (Sleep … sec/wake:
+// the variant gate-power configs run levels 1 and 2) worse (want > 0:
+// caught at least that often).
 func variantRow(what string, cs []variants.Comparison, wakeOnly bool, goal string, want int) row {
 	r := row{what: what, of: len(cs), goal: goal}
 	var judged, metrics, blocks, detect []float64
@@ -68,6 +98,7 @@ func variantRow(what string, cs []variants.Comparison, wakeOnly bool, goal strin
 				}
 			}
 			switch {
+			case !m.Focus: // shown, not gated: it flags nothing
 			case wakeOnly:
 				hit = hit || m.Verdict == variants.Worse && strings.HasPrefix(m.Name, "Sleep/") && m.Unit == "sec/wake"
 			default:
@@ -96,7 +127,10 @@ func variantRow(what string, cs []variants.Comparison, wakeOnly bool, goal strin
 // variantRows are the variant runs' rows where they ran: the same code
 // flagged at most once in twenty, every wake 10 % slower caught nine times
 // in ten.
-func variantRows(out string, m *measurement) error {
+//
+// With rejudge, each saved run is judged again by its scenario's config
+// as it is now (rejudged).
+func variantRows(out string, m *measurement, rejudge bool) error {
 	same, ms, err := readComparisons(filepath.Join(out, scVariantsSame))
 	if err != nil {
 		return err
@@ -104,6 +138,15 @@ func variantRows(out string, m *measurement) error {
 	slow, mw, err := readComparisons(filepath.Join(out, scVariantsSlowWake))
 	if err != nil {
 		return err
+	}
+	if rejudge {
+		if same, err = rejudged(scVariantsSame, same); err != nil {
+			return err
+		}
+		if slow, err = rejudged(scVariantsSlowWake, slow); err != nil {
+			return err
+		}
+		m.notes = append(m.notes, "the variant runs judged again (-rejudge) by testdata/variants-gate-power*.json as they are now")
 	}
 	for name, n := range map[string]int{scVariantsSame: ms, scVariantsSlowWake: mw} {
 		if n > 0 {

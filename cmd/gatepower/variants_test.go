@@ -14,12 +14,14 @@ import (
 )
 
 // writeComparison writes a variant run's comparison.json with one Sleep
-// wake figure and one serving figure of the given verdicts.
+// wake figure and one serving figure of the given verdicts, both gated
+// (in the focus), and a serving figure outside the focus judged worse.
 func writeComparison(t *testing.T, dir string, wake, serve string) {
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	c := variants.Comparison{Status: "PASS", Blocks: make([]variants.Block, 4), Metrics: []variants.Metric{
-		{Name: "Sleep/model=A/level=1", Unit: "sec/wake", Better: -1, Verdict: wake, DetectPct: 7},
-		{Name: "Serve/model=A/stage=baseline/conc=1", Unit: "tok/s", Better: 1, Verdict: serve},
+		{Name: "Sleep/model=A/level=1", Unit: "sec/wake", Better: -1, Verdict: wake, DetectPct: 7, Focus: true},
+		{Name: "Serve/model=A/stage=baseline/conc=1", Unit: "tok/s", Better: 1, Verdict: serve, Focus: true},
+		{Name: "Serve/model=A/stage=baseline/conc=1", Unit: "sec/ttft", Better: -1, Verdict: variants.Worse}, // shown, not gated: flags nothing
 		{Name: "Host/window=A-restart", Unit: "others-cpu-%", Verdict: variants.NotJudge},
 	}}
 	b, err := json.Marshal(c)
@@ -51,13 +53,13 @@ func TestVariantRowsCountByHand(t *testing.T) {
 		writeComparison(t, filepath.Join(out, scVariantsSlowWake, strconv.Itoa(i)), wake, serve)
 	}
 	var m measurement
-	require.NoError(t, variantRows(out, &m))
+	require.NoError(t, variantRows(out, &m, false))
 	require.Len(t, m.rows, 2)
 	same, slow := m.rows[0], m.rows[1]
 	assert.Equal(t, []int{1, 20}, []int{same.flagged, same.of})
 	assert.Equal(t, "≤ 1 flagged", same.goal)
 	assert.True(t, same.met)
-	assert.Equal(t, []int{2, 3}, []int{same.judged, same.metrics}, "two of three figures judged a run")
+	assert.Equal(t, []int{3, 4}, []int{same.judged, same.metrics}, "three of four figures judged a run")
 	assert.Contains(t, same.against, "4 blocks; a wake figure's change caught 8 times in 10 when judged alone, before Benjamini-Hochberg: median 7 %")
 	assert.Equal(t, []int{8, 10}, []int{slow.flagged, slow.of})
 	assert.Equal(t, "≥ 9 flagged", slow.goal)
@@ -66,6 +68,6 @@ func TestVariantRowsCountByHand(t *testing.T) {
 
 	require.NoError(t, os.MkdirAll(filepath.Join(out, scVariantsSame, "21"), 0o755))
 	m = measurement{}
-	require.NoError(t, variantRows(out, &m))
+	require.NoError(t, variantRows(out, &m, false))
 	assert.True(t, m.broken, "a run that wrote no comparison.json")
 }

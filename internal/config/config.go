@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"path"
 	"reflect"
 	"regexp"
 	"slices"
@@ -215,6 +216,30 @@ type Protocol struct {
 	// better figures without failing on them (an options study, where a
 	// cost such as host memory is the point).
 	VariantGate bool `json:"variant_gate"`
+	// VariantFocus, set, is the figures the question of a variant run is
+	// about, stated before it runs: each "NAME" or "NAME UNIT", NAME a
+	// path.Match pattern over bench.txt's names without "Benchmark"
+	// ("Sleep/*/* sec/wake"). The paired verdict's multiple-comparison
+	// family is then those figures alone, and only they can fail the run;
+	// the rest are judged in a family of their own and shown. Empty: every
+	// figure is one family, and any can fail it.
+	VariantFocus []string `json:"variant_focus"`
+}
+
+// InVariantFocus reports whether the figure name (bench.txt's, without
+// "Benchmark") in unit is in protocol.variant_focus; every figure is when
+// the focus is empty.
+func (p Protocol) InVariantFocus(name, unit string) bool {
+	if len(p.VariantFocus) == 0 {
+		return true
+	}
+	for _, f := range p.VariantFocus {
+		pat, u, _ := strings.Cut(f, " ")
+		if ok, _ := path.Match(pat, name); ok && (u == "" || u == unit) {
+			return true
+		}
+	}
+	return false
 }
 
 // LostPrefixLen is the lost-prefix probe's prompt length in tokens:

@@ -167,6 +167,8 @@ func TestBadInputNamesTheKey(t *testing.T) {
 			[]string{"fleet.parallelism: -1: want 0 (every node at once) to 100000 nodes at once (an Indexed Job's limit)",
 				`fleet.resources.nvidia.com/gpu: "one": want a resource name and a quantity (e.g. "nvidia.com/gpu": "1")`}},
 		{"fleet control plane", `{"fleet": {"control_plane": "kind"}}`, nil, []string{`fleet.control_plane: "kind": want "local"`}},
+		{"variant focus", `{"variants": [{"name": "a"}, {"name": "b"}], "protocol": {"variant_focus": ["[", "BenchmarkSleep/*", "Sleep/* a b", "Sleep/*/* sec/wake"]}}`, nil,
+			[]string{`protocol.variant_focus[0]: "["`, `protocol.variant_focus[1]: "BenchmarkSleep/*"`, `protocol.variant_focus[2]: "Sleep/* a b"`}},
 		// Each node of a variant fleet runs every variant in every block:
 		// 2 × 4 runs of a real vLLM (about an hour each) in 600 s cannot be.
 		{"fleet time", `{"command": "vllm", "memory": "none", "fleet": {"control_plane": "local", "timeout_s": 600},
@@ -376,4 +378,25 @@ func TestModelFeatures(t *testing.T) {
 	assert.Equal(t, 150, p.LostPrefixLen())
 	p.LostPrefixTokens = 0
 	assert.Zero(t, p.LostPrefixLen())
+}
+
+// TestInVariantFocus: a focus pattern matches bench.txt's names without
+// "Benchmark", * within one /-part, the unit when it names one; an empty
+// focus holds every figure.
+func TestInVariantFocus(t *testing.T) {
+	var p Protocol
+	assert.True(t, p.InVariantFocus("Serve/model=A/stage=baseline/conc=1", "tok/s"), "no focus: every figure")
+	p.VariantFocus = []string{"Sleep/*/* sec/wake", "Switch/*"}
+	for _, tc := range []struct {
+		name, unit string
+		want       bool
+	}{
+		{"Sleep/model=B/level=1", "sec/wake", true},
+		{"Sleep/model=B/level=1", "sec/first-token", false},
+		{"Sleep/model=B", "sec/wake", false}, // * is one part
+		{"Switch/dir=A→B", "J", true},        // no unit: every unit
+		{"Serve/model=A/stage=baseline/conc=1", "sec/wake", false},
+	} {
+		assert.Equal(t, tc.want, p.InVariantFocus(tc.name, tc.unit), "%s %s", tc.name, tc.unit)
+	}
 }

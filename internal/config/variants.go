@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"path"
 	"reflect"
 	"regexp"
 	"slices"
@@ -56,6 +57,7 @@ var notSettable = map[string]string{
 	"protocol.variant_order":           "the order is the variant run's, not a variant's",
 	"protocol.variant_seed":            "the seed is the variant run's, not a variant's",
 	"protocol.variant_gate":            "the verdict is the variant run's, not a variant's",
+	"protocol.variant_focus":           "the verdict's family is the variant run's, for every variant alike",
 	"thresholds.regression_percent":    "the paired verdict's tolerance is the variant run's, for every variant alike",
 	"thresholds.regression_alpha":      "the paired verdict's significance is the variant run's, for every variant alike",
 	"thresholds.regression_min_judged": "the paired verdict's minimum is the variant run's, for every variant alike",
@@ -231,6 +233,13 @@ func (c Config) validateVariants(bad badFunc) {
 	}
 	if !slices.Contains(VariantOrders, p.VariantOrder) {
 		bad("protocol.variant_order", "%q: want one of %s", p.VariantOrder, strings.Join(VariantOrders, ", "))
+	}
+	for i, f := range p.VariantFocus {
+		pat, unit, hasUnit := strings.Cut(f, " ")
+		key := fmt.Sprintf("protocol.variant_focus[%d]", i)
+		if _, err := path.Match(pat, ""); err != nil || pat == "" || strings.HasPrefix(pat, "Benchmark") || (hasUnit && (unit == "" || strings.ContainsAny(unit, " *?["))) {
+			bad(key, `%q: want "NAME" or "NAME UNIT": NAME a pattern over bench.txt's names without "Benchmark" (* matches within one /-part: "Sleep/*/* sec/wake"), UNIT one unit`, f)
+		}
 	}
 }
 

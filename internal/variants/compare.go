@@ -67,6 +67,9 @@ type Metric struct {
 	DetectPct float64 `json:"detect_pct"`
 	Verdict   string  `json:"verdict"`
 	Why       string  `json:"why,omitempty"`
+	// Focus: the figure is in protocol.variant_focus (every figure is
+	// when the focus is empty): judged in the focus's family, and gated.
+	Focus bool `json:"focus"`
 }
 
 // WorsePct is the change in the metric's worse direction (positive:
@@ -149,13 +152,14 @@ func detectPct(better int, tolPct, q, t80, se float64) float64 {
 }
 
 // judgeFamily applies Benjamini-Hochberg (1995) over one variant's judged
-// metrics at alpha: a metric's change is significant where its p is at
-// most k·alpha/m for the largest such rank k; a significant change beyond
-// the tolerance is Worse or Better, anything else Same.
-func judgeFamily(ms []Metric, tolPct, alpha float64) {
+// metrics whose Focus is focus, at alpha: a metric's change is significant
+// where its p is at most k·alpha/m for the largest such rank k; a
+// significant change beyond the tolerance is Worse or Better, anything
+// else Same. what names the family in each metric's Why.
+func judgeFamily(ms []Metric, focus bool, what string, tolPct, alpha float64) {
 	var fam []int
 	for i, m := range ms {
-		if m.Verdict == Same {
+		if m.Verdict == Same && m.Focus == focus {
 			fam = append(fam, i)
 		}
 	}
@@ -175,14 +179,16 @@ func judgeFamily(ms []Metric, tolPct, alpha float64) {
 		case rank < k && w < -tolPct:
 			m.Verdict = Better
 		}
-		m.Why = fmt.Sprintf("Benjamini-Hochberg over the variant's %d judged metrics (α %g), tolerance ±%g %%", len(fam), alpha, tolPct)
+		m.Why = fmt.Sprintf("Benjamini-Hochberg over the variant's %d judged %s (α %g), tolerance ±%g %%", len(fam), what, alpha, tolPct)
 	}
 }
 
 // compare judges every metric of each variant against the reference's,
 // from each block's bench results by variant (a variant missing from a
-// block, its run failed, gives that block no pair).
-func compare(ref string, others []string, blocks []map[string]gate.Bench, tolPct, alpha float64) []Metric {
+// block, its run failed, gives that block no pair): those focus says are
+// in the question's focus (config.Protocol.InVariantFocus) in one family,
+// the others in another; with focus nil, every metric in one.
+func compare(ref string, others []string, blocks []map[string]gate.Bench, tolPct, alpha float64, focus func(name, unit string) bool) []Metric {
 	var out []Metric
 	for _, v := range others {
 		pairs := map[gate.BenchKey][]pair{}
@@ -221,7 +227,15 @@ func compare(ref string, others []string, blocks []map[string]gate.Bench, tolPct
 					HiPct: math.NaN(), P: math.NaN(), DetectPct: math.NaN(), Verdict: NotJudge, Why: "only in " + only[k]})
 			}
 		}
-		judgeFamily(ms, tolPct, alpha)
+		for i := range ms {
+			ms[i].Focus = focus == nil || focus(ms[i].Name, ms[i].Unit)
+		}
+		if focus == nil {
+			judgeFamily(ms, true, "metrics", tolPct, alpha)
+		} else {
+			judgeFamily(ms, true, "metrics in protocol.variant_focus", tolPct, alpha)
+			judgeFamily(ms, false, "metrics outside protocol.variant_focus (shown, not gated)", tolPct, alpha)
+		}
 		out = append(out, ms...)
 	}
 	return out
@@ -257,10 +271,14 @@ type metricJSON struct {
 	DetectPct *float64   `json:"detect_pct"`
 	Verdict   string     `json:"verdict"`
 	Why       string     `json:"why,omitempty"`
+	// Focus is absent in a comparison written before
+	// protocol.variant_focus, when every figure was one gated family.
+	Focus *bool `json:"focus"`
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote: a null figure is NaN again,
-// never a 0 that would read as a p of 0 or no change.
+// never a 0 that would read as a p of 0 or no change; a metric without
+// "focus" (written before protocol.variant_focus) was gated.
 func (m *Metric) UnmarshalJSON(b []byte) error {
 	var j metricJSON
 	if err := json.Unmarshal(b, &j); err != nil {
@@ -273,7 +291,8 @@ func (m *Metric) UnmarshalJSON(b []byte) error {
 		return *x
 	}
 	*m = Metric{Variant: j.Variant, Name: j.Name, Unit: j.Unit, Better: j.Better, Ref: val(j.Ref), Var: val(j.Var), Blocks: j.Blocks,
-		DeltaPct: val(j.DeltaPct), LoPct: val(j.LoPct), HiPct: val(j.HiPct), P: val(j.P), DetectPct: val(j.DetectPct), Verdict: j.Verdict, Why: j.Why}
+		DeltaPct: val(j.DeltaPct), LoPct: val(j.LoPct), HiPct: val(j.HiPct), P: val(j.P), DetectPct: val(j.DetectPct), Verdict: j.Verdict, Why: j.Why,
+		Focus: j.Focus == nil || *j.Focus}
 	for _, r := range j.Ratios {
 		m.Ratios = append(m.Ratios, val(r))
 	}
@@ -288,5 +307,5 @@ func (m Metric) MarshalJSON() ([]byte, error) {
 		ratios[i] = report.Opt(r)
 	}
 	return json.Marshal(metricJSON{m.Variant, m.Name, m.Unit, m.Better, report.Opt(m.Ref), report.Opt(m.Var), m.Blocks, ratios, report.Opt(m.DeltaPct), report.Opt(m.LoPct), report.Opt(m.HiPct),
-		report.Opt(m.P), report.Opt(m.DetectPct), m.Verdict, m.Why})
+		report.Opt(m.P), report.Opt(m.DetectPct), m.Verdict, m.Why, &m.Focus})
 }

@@ -3,6 +3,7 @@ package variants
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,7 +60,7 @@ func TestPairedIntervalByHand(t *testing.T) {
 		want   string
 	}{{-1, 10, Worse}, {-1, 20, Same}, {+1, 10, Better}} {
 		ms := []Metric{compareMetric("v2", k, tc.better, pairs, tc.tol, 0.05)}
-		judgeFamily(ms, tc.tol, 0.05)
+		judgeAll(ms, tc.tol, 0.05)
 		assert.Equal(t, tc.want, ms[0].Verdict, "better %+d, tolerance %g", tc.better, tc.tol)
 	}
 }
@@ -73,11 +74,47 @@ func TestFamilyIsStepUp(t *testing.T) {
 		{Name: "b", Better: -1, DeltaPct: 30, P: 0.04, Verdict: Same},
 		{Name: "c", Better: 0, Verdict: NotJudge},
 	}
-	judgeFamily(ms, 10, 0.05)
+	judgeAll(ms, 10, 0.05)
 	assert.Equal(t, []string{Worse, Worse, NotJudge}, []string{ms[0].Verdict, ms[1].Verdict, ms[2].Verdict})
 	ms[1].P, ms[0].Verdict, ms[1].Verdict = 0.06, Same, Same
-	judgeFamily(ms, 10, 0.05)
+	judgeAll(ms, 10, 0.05)
 	assert.Equal(t, []string{Same, Same}, []string{ms[0].Verdict, ms[1].Verdict}, "0.031 > 0.025 and 0.06 > 0.05: neither")
+}
+
+// judgeAll is judgeFamily over ms as one family (no variant_focus).
+func judgeAll(ms []Metric, tol, alpha float64) {
+	for i := range ms {
+		ms[i].Focus = true
+	}
+	judgeFamily(ms, true, "metrics", tol, alpha)
+}
+
+// A focus stated before the run is its own family: p 0.02 of the one
+// figure in focus passes 0.05/1, which among three figures (0.05/3) it
+// would not; the figures outside the focus are judged among themselves
+// (Compare never fails the run on them: TestCompareGatesTheFocusOnly).
+func TestFocusIsItsOwnFamily(t *testing.T) {
+	mk := func() []Metric {
+		return []Metric{
+			{Name: "Sleep/model=B/level=1", Unit: "sec/wake", Better: -1, DeltaPct: 11, P: 0.02, Verdict: Same},
+			{Name: "Serve/model=A/stage=baseline/conc=1", Unit: "sec/ttft", Better: -1, DeltaPct: 30, P: 0.3, Verdict: Same},
+			{Name: "Serve/model=A/stage=baseline/conc=1", Unit: "tok/s", Better: +1, DeltaPct: -1, P: 0.9, Verdict: Same},
+		}
+	}
+	ms := mk()
+	judgeAll(ms, 5, 0.05)
+	assert.Equal(t, []string{Same, Same, Same}, []string{ms[0].Verdict, ms[1].Verdict, ms[2].Verdict}, "0.02 > 0.05/3, 0.3 > 2·0.05/3, 0.9 > 0.05: none in one family of three")
+	ms = mk()
+	inFocus := func(name, unit string) bool { return strings.HasPrefix(name, "Sleep/") && unit == "sec/wake" }
+	for i := range ms {
+		ms[i].Focus = inFocus(ms[i].Name, ms[i].Unit)
+	}
+	judgeFamily(ms, true, "metrics in protocol.variant_focus", 5, 0.05)
+	judgeFamily(ms, false, "metrics outside protocol.variant_focus (shown, not gated)", 5, 0.05)
+	assert.Equal(t, Worse, ms[0].Verdict, "0.02 ≤ 0.05/1 in a family of one")
+	assert.Equal(t, Same, ms[1].Verdict, "0.3 > 0.05/2 and 0.9 > 0.05: the other family flags nothing")
+	assert.Contains(t, ms[0].Why, "over the variant's 1 judged metrics in protocol.variant_focus")
+	assert.Contains(t, ms[2].Why, "2 judged metrics outside protocol.variant_focus (shown, not gated)")
 }
 
 func TestWhatCannotBeJudgedSaysWhy(t *testing.T) {
@@ -127,7 +164,7 @@ func TestOneSidedFiguresAreListed(t *testing.T) {
 		{"ref": bench("Sleep", "KV"), "new": bench("Sleep", "Level0")},
 		{"ref": bench("Sleep", "KV"), "new": bench("Sleep", "Level0")},
 	}
-	ms := compare("ref", []string{"new"}, blocks, 10, 0.05)
+	ms := compare("ref", []string{"new"}, blocks, 10, 0.05, nil)
 	why := map[string]string{}
 	for _, m := range ms {
 		why[m.Name] = m.Verdict + " " + m.Why
@@ -138,8 +175,19 @@ func TestOneSidedFiguresAreListed(t *testing.T) {
 }
 
 // comparison.json reads back as written: a figure not computed (null) is
-// NaN again, never a 0 that would read as p 0 or no change.
+// NaN again, never a 0 that would read as p 0 or no change; a metric of
+// a comparison written before protocol.variant_focus (no "focus") was
+// gated.
 func TestMetricJSONRoundTrip(t *testing.T) {
+	var old Metric
+	require.NoError(t, json.Unmarshal([]byte(`{"name":"x","unit":"sec/wake","verdict":"worse"}`), &old))
+	assert.True(t, old.Focus)
+	var focused Metric
+	b, err := json.Marshal(Metric{Name: "x", Focus: true})
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &focused))
+	assert.True(t, focused.Focus)
+
 	k := gate.BenchKey{Name: "Sleep/model=A/level=1", Unit: "sec/wake"}
 	for _, m := range []Metric{
 		compareMetric("v", k, -1, []pair{{1, 1.1}, {2, 2.4}, {0.5, 0.575}}, 10, 0.05),
@@ -151,6 +199,7 @@ func TestMetricJSONRoundTrip(t *testing.T) {
 		var back Metric
 		require.NoError(t, json.Unmarshal(b, &back))
 		assert.Equal(t, m.Verdict, back.Verdict)
+		assert.False(t, back.Focus, "focus false reads back false")
 		for _, f := range [][2]float64{{m.P, back.P}, {m.DeltaPct, back.DeltaPct}, {m.DetectPct, back.DetectPct}, {m.Ref, back.Ref}} {
 			if math.IsNaN(f[0]) {
 				assert.True(t, math.IsNaN(f[1]), "%s: NaN reads back as NaN, not 0", b)

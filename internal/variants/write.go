@@ -41,6 +41,9 @@ type Comparison struct {
 	// Gated: a variant worse than the reference fails the comparison
 	// (protocol.variant_gate); else its worse figures are shown, not failed.
 	Gated bool `json:"gated"`
+	// Focus is protocol.variant_focus: the figures the question is about,
+	// the family judged and gated ([]: every figure).
+	Focus []string `json:"focus"`
 	// Simulated labels the runs of vllmsim: every figure simulated, or
 	// which variants' runs are.
 	Simulated string   `json:"simulated,omitempty"`
@@ -67,7 +70,7 @@ func Compare(cfg config.Config, runs []Result) Comparison {
 	names := cfg.VariantNames()
 	c := Comparison{Status: "PASS", Reference: names[0], Variants: names, Definitions: masked(cfg.Variants), Order: cfg.Protocol.VariantOrder,
 		Seed: cfg.Protocol.VariantSeed, Blocks: Plan(cfg), TolerancePct: cfg.Thresholds.RegressionPercent,
-		Alpha: cfg.Thresholds.RegressionAlpha, Gated: cfg.Protocol.VariantGate, Runs: runs, Failures: []string{}}
+		Alpha: cfg.Thresholds.RegressionAlpha, Gated: cfg.Protocol.VariantGate, Focus: append([]string{}, cfg.Protocol.VariantFocus...), Runs: runs, Failures: []string{}}
 	blocks := make([]map[string]gate.Bench, len(c.Blocks))
 	for i := range blocks {
 		blocks[i] = map[string]gate.Bench{}
@@ -106,17 +109,24 @@ func Compare(cfg config.Config, runs []Result) Comparison {
 		c.bench = append(c.bench, results...)
 	}
 	c.Simulated = simulatedLabel(simulated, real)
-	c.Metrics = compare(c.Reference, names[1:], blocks, c.TolerancePct, c.Alpha)
+	var focus func(name, unit string) bool // nil: every figure one family
+	if len(cfg.Protocol.VariantFocus) > 0 {
+		focus = cfg.Protocol.InVariantFocus
+	}
+	c.Metrics = compare(c.Reference, names[1:], blocks, c.TolerancePct, c.Alpha, focus)
 	for _, v := range names[1:] {
-		judged := 0
+		judged, focused := 0, 0
 		for _, m := range c.Metrics {
 			if m.Variant != v {
 				continue
 			}
 			if m.Verdict != NotJudge {
 				judged++
+				if m.Focus {
+					focused++
+				}
 			}
-			if m.Verdict == Worse && c.Gated {
+			if m.Verdict == Worse && c.Gated && m.Focus {
 				c.Failures = append(c.Failures, fmt.Sprintf("variant %s: %s %s is %+.1f %% against %s (interval %+.1f to %+.1f %%), beyond ±%g %%",
 					v, m.Name, m.Unit, m.DeltaPct, c.Reference, m.LoPct, m.HiPct, c.TolerancePct))
 			}
@@ -124,6 +134,10 @@ func Compare(cfg config.Config, runs []Result) Comparison {
 		if judged < cfg.Thresholds.RegressionMinJudged {
 			c.Failures = append(c.Failures, fmt.Sprintf("variant %s: %d metric(s) judged against %s, fewer than thresholds.regression_min_judged (%d): no verdict",
 				v, judged, c.Reference, cfg.Thresholds.RegressionMinJudged))
+		}
+		if len(c.Focus) > 0 && focused == 0 {
+			c.Failures = append(c.Failures, fmt.Sprintf("variant %s: no figure of protocol.variant_focus (%s) was judged against %s: the question was not answered (a pattern that names no bench.txt figure, or a phase that did not run)",
+				v, strings.Join(c.Focus, ", "), c.Reference))
 		}
 	}
 	if len(c.Failures) > 0 {
@@ -212,6 +226,9 @@ func (c Comparison) Summary() report.Doc {
 	d.Heading(1, "", "Variant run: "+c.Status)
 	intro := fmt.Sprintf("%d blocks of %d variants on one GPU, %s order (seed %d); reference %s; a change is judged beyond ±%g %% and significant at α %g (paired t over the blocks, Benjamini-Hochberg over each variant's metrics).",
 		len(c.Blocks), len(c.Variants), c.Order, c.Seed, report.Code(c.Reference), c.TolerancePct, c.Alpha)
+	if len(c.Focus) > 0 {
+		intro += fmt.Sprintf(" The question's figures, stated before the run (`protocol.variant_focus`: %s), are one family and gated; the others are judged in a family of their own and shown, not failed.", report.Code(strings.Join(c.Focus, ", ")))
+	}
 	if !c.Gated {
 		intro += " Not gated (`protocol.variant_gate` false): a variant's worse figures are shown, not failed; only a run that failed fails it."
 	}
@@ -374,8 +391,11 @@ func (c Comparison) checks() []record.Check {
 		switch m.Verdict {
 		case Worse:
 			ch.Verdict = "FAIL"
-			if !c.Gated {
+			switch {
+			case !c.Gated:
 				ch.Verdict, ch.Reason = "PASS", ch.Reason+" (not gated: protocol.variant_gate is false)"
+			case !m.Focus:
+				ch.Verdict, ch.Reason = "PASS", ch.Reason+" (not gated: outside protocol.variant_focus)"
 			}
 		case NotJudge:
 			ch.Verdict, ch.Value = record.NotEvaluated, math.NaN()

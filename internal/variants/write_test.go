@@ -278,3 +278,38 @@ func TestUngatedComparison(t *testing.T) {
 	runs[1].Status, runs[1].Error = "FAIL", "a threshold"
 	assert.Equal(t, "FAIL", Compare(cfg, runs).Status, "a run that failed still fails it")
 }
+
+// TestCompareGatesTheFocusOnly: with protocol.variant_focus a figure
+// outside it that is worse is shown worse (its check PASS, saying why)
+// and does not fail the run; the same figure in the focus does.
+func TestCompareGatesTheFocusOnly(t *testing.T) {
+	cfg := variantConfig(t, "alternate")
+	cfg.Variants = cfg.Variants[:2]
+	cfg.Protocol.VariantBlocks = 3
+	var runs []Result
+	for b := 1; b <= 3; b++ {
+		runs = append(runs, writeRun(t, cfg, "ref", b, "PASS", "vLLM 0.31", 0.1))
+		runs = append(runs, writeRun(t, cfg, "new", b, "PASS", "vLLM 0.33", 0.13*(1+0.01*float64(b))))
+	}
+	cfg.Protocol.VariantFocus = []string{"Switch/* sec/wake"} // not the figure that moved, nor any figure of these runs
+	c := Compare(cfg, runs)
+	assert.Equal(t, []string{"variant new: no figure of protocol.variant_focus (Switch/* sec/wake) was judged against ref: the question was not answered (a pattern that names no bench.txt figure, or a phase that did not run)"},
+		c.Failures, "the worse figure outside the focus fails nothing; a focus that judged nothing does")
+	require.Len(t, c.Metrics, 1)
+	m := c.Metrics[0]
+	assert.False(t, m.Focus)
+	assert.Equal(t, Worse, m.Verdict, "judged in its own family: shown")
+	assert.Contains(t, m.Why, "outside protocol.variant_focus (shown, not gated)")
+	ch := c.checks()
+	require.Len(t, ch, 1)
+	assert.Equal(t, "PASS", ch[0].Verdict)
+	assert.Contains(t, ch[0].Reason, "not gated: outside protocol.variant_focus")
+	assert.Contains(t, c.Summary().Markdown(), "`protocol.variant_focus`: `Switch/* sec/wake`")
+	assert.Equal(t, []string{"Switch/* sec/wake"}, c.Focus)
+
+	cfg.Protocol.VariantFocus = []string{"Sleep/*/level=1 sec/wake"}
+	c = Compare(cfg, runs)
+	assert.Equal(t, "FAIL", c.Status)
+	assert.True(t, c.Metrics[0].Focus)
+	assert.Contains(t, c.Metrics[0].Why, "1 judged metrics in protocol.variant_focus")
+}
