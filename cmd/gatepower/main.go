@@ -31,7 +31,7 @@ func main() {
 	pct := flag.Float64("percent", def.RegressionPercent, "the gate's tolerance")
 	alpha := flag.Float64("alpha", def.RegressionAlpha, "the gate's significance level")
 	verbose := flag.Bool("v", false, "also print each metric's injection counts")
-	rejudge := flag.Bool("rejudge", false, "judge the saved variant runs again from their bench.txt by testdata/variants-gate-power*.json as they are now (run from the module's root)")
+	rejudge := flag.Bool("rejudge", false, "judge the saved variant runs again from their bench.txt by testdata/variants-gate-power*.json as they are now, with those configs' tolerance and alpha, not -percent/-alpha (run from the module's root)")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: gatepower [-load 0|1] [-percent P] [-alpha A] [-rejudge] OUT")

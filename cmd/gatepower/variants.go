@@ -44,6 +44,12 @@ func rejudged(scenario string, cs []variants.Comparison) ([]variants.Comparison,
 	out := make([]variants.Comparison, len(cs))
 	for i, c := range cs {
 		out[i] = variants.Compare(cfg, c.Runs)
+		// A block whose bench.txt is no longer where the run left it (OUT
+		// moved) would drop out and flag less: refused, not undercounted.
+		if len(out[i].Metrics) != len(c.Metrics) {
+			return nil, fmt.Errorf("-rejudge: %s run of %s: %d figures judged again, %d saved (%s): its runs' bench.txt must be where they were written",
+				scenario, c.Reference, len(out[i].Metrics), len(c.Metrics), strings.Join(out[i].Failures, "; "))
+		}
 	}
 	return out, nil
 }
@@ -156,7 +162,7 @@ func variantRows(out string, m *measurement, rejudge bool) error {
 	}
 	if k := len(same); k > 0 {
 		lim := (k + 19) / 20
-		m.rows = append(m.rows, variantRow("variants, the same code (quiet): any figure worse or better", same, false, fmt.Sprintf("≤ %d flagged", lim), -lim))
+		m.rows = append(m.rows, variantRow("variants, the same code (quiet): any gated figure worse or better", same, false, fmt.Sprintf("≤ %d flagged", lim), -lim))
 	}
 	if k := len(slow); k > 0 {
 		want := (9*k + 9) / 10

@@ -66,8 +66,9 @@ type VariantRun struct {
 	Status    string   `json:"status"`
 	Reference string   `json:"reference"`
 	Variants  []string `json:"variants"` // the reference first
-	// Worse and Better count the figures a variant was judged worse or better in, over
-	// every variant; Judged the figures judged at all.
+	// Worse and Better count the gated figures (protocol.variant_focus's, or all without
+	// one) a variant was judged worse or better in, over every variant; Judged the figures
+	// judged at all.
 	Worse    int      `json:"worse"`
 	Better   int      `json:"better"`
 	Judged   int      `json:"judged"`
@@ -287,10 +288,11 @@ func readNode(r NodeResult) Node {
 func variantRun(c variants.Comparison) *VariantRun {
 	v := &VariantRun{Status: c.Status, Reference: c.Reference, Variants: c.Variants, Failures: c.Failures}
 	for _, m := range c.Metrics {
-		switch m.Verdict {
-		case variants.Worse:
+		switch {
+		case !m.Focus: // outside protocol.variant_focus: shown, not a verdict
+		case m.Verdict == variants.Worse:
 			v.Worse++
-		case variants.Better:
+		case m.Verdict == variants.Better:
 			v.Better++
 		}
 		if m.Verdict != variants.NotJudge {

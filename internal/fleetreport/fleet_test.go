@@ -336,7 +336,7 @@ func TestVariantRunNodes(t *testing.T) {
 	comparison := func(status string, failures []string, verdicts ...string) []byte {
 		c := variants.Comparison{Status: status, Reference: "v0.31", Variants: []string{"v0.31", "v0.33"}, Failures: failures}
 		for i, v := range verdicts {
-			c.Metrics = append(c.Metrics, variants.Metric{Variant: "v0.33", Name: fmt.Sprintf("m%d", i), Verdict: v})
+			c.Metrics = append(c.Metrics, variants.Metric{Variant: "v0.33", Name: fmt.Sprintf("m%d", i), Verdict: v, Focus: true})
 		}
 		b, err := json.Marshal(c)
 		require.NoError(t, err)

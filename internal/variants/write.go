@@ -138,6 +138,10 @@ func Compare(cfg config.Config, runs []Result) Comparison {
 		if len(c.Focus) > 0 && focused == 0 {
 			c.Failures = append(c.Failures, fmt.Sprintf("variant %s: no figure of protocol.variant_focus (%s) was judged against %s: the question was not answered (a pattern that names no bench.txt figure, or a phase that did not run)",
 				v, strings.Join(c.Focus, ", "), c.Reference))
+		} else {
+			for _, f := range unmatched(c.Focus, c.Metrics, v) {
+				c.Failures = append(c.Failures, fmt.Sprintf("variant %s: protocol.variant_focus entry %q names no figure judged against %s (a typo, or a phase that did not run): part of the question was not answered", v, f, c.Reference))
+			}
 		}
 	}
 	if len(c.Failures) > 0 {
@@ -227,7 +231,11 @@ func (c Comparison) Summary() report.Doc {
 	intro := fmt.Sprintf("%d blocks of %d variants on one GPU, %s order (seed %d); reference %s; a change is judged beyond ±%g %% and significant at α %g (paired t over the blocks, Benjamini-Hochberg over each variant's metrics).",
 		len(c.Blocks), len(c.Variants), c.Order, c.Seed, report.Code(c.Reference), c.TolerancePct, c.Alpha)
 	if len(c.Focus) > 0 {
-		intro += fmt.Sprintf(" The question's figures, stated before the run (`protocol.variant_focus`: %s), are one family and gated; the others are judged in a family of their own and shown, not failed.", report.Code(strings.Join(c.Focus, ", ")))
+		gated := "and gated"
+		if !c.Gated {
+			gated = "(not gated either: below)"
+		}
+		intro += fmt.Sprintf(" The question's figures, stated before the run (`protocol.variant_focus`: %s), are one family %s; the others are judged in a family of their own and shown, not failed.", report.Code(strings.Join(c.Focus, ", ")), gated)
 	}
 	if !c.Gated {
 		intro += " Not gated (`protocol.variant_gate` false): a variant's worse figures are shown, not failed; only a run that failed fails it."
@@ -272,11 +280,21 @@ func (c Comparison) Summary() report.Doc {
 				ms = append(ms, m)
 			}
 		}
-		rank := map[string]int{Worse: 0, Better: 1, Same: 2, NotJudge: 3}
-		slices.SortStableFunc(ms, func(a, b Metric) int { return rank[a.Verdict] - rank[b.Verdict] })
+		rank := func(m Metric) int { // the gated worse and better first, then the shown ones
+			r := map[string]int{Worse: 0, Better: 1, Same: 4, NotJudge: 5}[m.Verdict]
+			if !m.Focus && r < 2 {
+				r += 2
+			}
+			return r
+		}
+		slices.SortStableFunc(ms, func(a, b Metric) int { return rank(a) - rank(b) })
 		var rows [][]string
 		for _, m := range ms {
-			rows = append(rows, []string{m.Name, m.Unit, num(m.Ref), num(m.Var), pct(m.DeltaPct), interval(m), fmt.Sprint(m.Blocks), m.Verdict, detect(m)})
+			verdict := m.Verdict
+			if !m.Focus && m.Verdict != NotJudge {
+				verdict += " (not gated)"
+			}
+			rows = append(rows, []string{m.Name, m.Unit, num(m.Ref), num(m.Var), pct(m.DeltaPct), interval(m), fmt.Sprint(m.Blocks), verdict, detect(m)})
 		}
 		d.Table([]string{"metric", "unit", c.Reference, v, "Δ %", "interval", "blocks", "verdict", "caught 8 times in 10"}, rows)
 	}
@@ -474,7 +492,7 @@ func (c Comparison) htmlView() htmlreport.Comparison {
 				ms = append(ms, m)
 			}
 		}
-		flagged := func(m Metric) bool { return m.Verdict == Worse || m.Verdict == Better }
+		flagged := func(m Metric) bool { return m.Focus && (m.Verdict == Worse || m.Verdict == Better) }
 		slices.SortStableFunc(ms, func(a, b Metric) int {
 			if fa, fb := flagged(a), flagged(b); fa != fb {
 				if fa {
@@ -520,6 +538,20 @@ func simulatedLabel(simulated map[string]string, real []string) string {
 	}
 	slices.Sort(real)
 	return "simulated: the runs of " + strings.Join(parts, "; ") + " are vllmsim's, those of " + strings.Join(slices.Compact(real), ", ") + " are not"
+}
+
+// unmatched are the focus entries that match no judged figure of variant v.
+func unmatched(focus []string, ms []Metric, v string) []string {
+	var out []string
+	for _, f := range focus {
+		p := config.Protocol{VariantFocus: []string{f}}
+		if !slices.ContainsFunc(ms, func(m Metric) bool {
+			return m.Variant == v && m.Verdict != NotJudge && p.InVariantFocus(m.Name, m.Unit)
+		}) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // ComparisonFile is the comparison's name in a variant run's out_dir.

@@ -304,8 +304,16 @@ func TestCompareGatesTheFocusOnly(t *testing.T) {
 	require.Len(t, ch, 1)
 	assert.Equal(t, "PASS", ch[0].Verdict)
 	assert.Contains(t, ch[0].Reason, "not gated: outside protocol.variant_focus")
-	assert.Contains(t, c.Summary().Markdown(), "`protocol.variant_focus`: `Switch/* sec/wake`")
+	md := c.Summary().Markdown()
+	assert.Contains(t, md, "`protocol.variant_focus`: `Switch/* sec/wake`), are one family and gated")
+	assert.Contains(t, md, "| worse (not gated) |", "shown, marked")
 	assert.Equal(t, []string{"Switch/* sec/wake"}, c.Focus)
+	assert.False(t, c.htmlView().Variants[0].Rows[0].Flagged, "the page does not flag what is not gated")
+
+	// One entry of two names nothing (a typo): that part of the question is not answered.
+	cfg.Protocol.VariantFocus = []string{"Sleep/*/level=1 sec/wake", "Sleep/*/* sec/wakes"}
+	c = Compare(cfg, runs)
+	assert.Contains(t, c.Failures, `variant new: protocol.variant_focus entry "Sleep/*/* sec/wakes" names no figure judged against ref (a typo, or a phase that did not run): part of the question was not answered`)
 
 	cfg.Protocol.VariantFocus = []string{"Sleep/*/level=1 sec/wake"}
 	c = Compare(cfg, runs)
