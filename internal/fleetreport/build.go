@@ -304,13 +304,18 @@ func variantRun(c variants.Comparison) *VariantRun {
 
 // firstOf is a list of reasons in one line: the first, and how many more.
 func firstOf(reasons []string) string {
-	switch len(reasons) {
-	case 0:
+	if len(reasons) == 0 {
 		return "the comparison names no failure"
-	case 1:
-		return reasons[0]
 	}
-	return fmt.Sprintf("%s (and %d more)", reasons[0], len(reasons)-1)
+	return andMore(reasons[0], len(reasons))
+}
+
+// andMore is the first of n reasons, and how many more.
+func andMore(first string, n int) string {
+	if n > 1 {
+		first += fmt.Sprintf(" (and %d more)", n-1)
+	}
+	return first
 }
 
 // failureText is a report's failures in one line: the first, and how many more.
@@ -320,11 +325,7 @@ func failureText(fs []record.Failure) string {
 	}
 	f := fs[0]
 	where := strings.Join(slices.DeleteFunc([]string{f.Phase, f.Model, f.Step}, func(s string) bool { return s == "" }), "/")
-	s := where + ": " + f.Error
-	if len(fs) > 1 {
-		s += fmt.Sprintf(" (and %d more)", len(fs)-1)
-	}
-	return s
+	return andMore(where+": "+f.Error, len(fs))
 }
 
 // figures reads one model's key figures and the outlier rule's inputs.

@@ -444,15 +444,8 @@ func (s sleepMode) handleSleep(w http.ResponseWriter, r *http.Request) {
 	oe, ok := s.sleep(w, r, level, mode)
 	if ok && oe == nil && crash {
 		w.WriteHeader(http.StatusOK)
-		if fl, ok := w.(http.Flusher); ok {
-			fl.Flush()
-		}
 		s.log.Printf("ERROR EngineCore encountered a fatal error: CUDA error: an illegal memory access was encountered (the sleep freed the memory its running requests decode on: this vLLM does not pause before sleeping, PR #34528; vllm#28714)")
-		s.log.Printf("ERROR Engine core died: terminating the API server")
-		go func() {
-			time.Sleep(100 * time.Millisecond) // the answer reaches the client first
-			s.exit(1)
-		}()
+		s.dieAfterAnswer(w)
 		return
 	}
 	switch {
@@ -464,14 +457,7 @@ func (s sleepMode) handleSleep(w http.ResponseWriter, r *http.Request) {
 		// an empty body there; vllmsim puts the message in the body so
 		// the harness can name the cause).
 		oe.write(w)
-		if fl, ok := w.(http.Flusher); ok {
-			fl.Flush()
-		}
-		s.log.Printf("ERROR Engine core died: terminating the API server")
-		go func() {
-			time.Sleep(100 * time.Millisecond) // the answer reaches the client first
-			s.exit(1)
-		}()
+		s.dieAfterAnswer(w)
 	case oe != nil:
 		oe.write(w)
 	case s.era.since(eraD):
@@ -479,6 +465,20 @@ func (s sleepMode) handleSleep(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.WriteHeader(http.StatusOK)
 	}
+}
+
+// dieAfterAnswer is the engine's death once its answer, written to w, is
+// out: the answer flushed, the API server's last line, then the process
+// exits 1.
+func (s sleepMode) dieAfterAnswer(w http.ResponseWriter) {
+	if fl, ok := w.(http.Flusher); ok {
+		fl.Flush()
+	}
+	s.log.Printf("ERROR Engine core died: terminating the API server")
+	go func() {
+		time.Sleep(100 * time.Millisecond) // the answer reaches the client first
+		s.exit(1)
+	}()
 }
 
 // ignoreSleep is /sleep on a server that runs without sleep mode and does
