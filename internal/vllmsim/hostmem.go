@@ -98,75 +98,133 @@ func memlockLimit() string {
 	return fmt.Sprintf("%d KiB", rl.Cur/1024)
 }
 
-// hostMemory is the server's host memory for level-1 sleeps: the pinned
-// backup of the weights, kept for the process's lifetime once the first
-// level-1 sleep allocated it (pinned by cumem.py, cached by PyTorch's host allocator: pytorch/pytorch#275), or freed after the weights
-// wake under VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY.
+// backup is one of the host backups a sleep allocates.
+type backup int
+
+const (
+	weightsBackup   backup = iota // a level-1 sleep's pinned copy of the weights
+	graphBackup                   // --sleep-mode-offload-cudagraph's pinned copy of the CUDA graph pool (both levels)
+	preservedBackup               // --sleep-preserve-parameter-names' pageable copy of the matched parameters (level 2)
+	nBackups
+)
+
+// command is the rank worker's command that holds the backup's shard
+// (Worker).
+func (b backup) command() string { return [nBackups]string{"pin", "graph", "pageable"}[b] }
+
+// pinned reports whether the backup is page-locked (cudaHostAlloc), not
+// pageable.
+func (b backup) pinned() bool { return b != preservedBackup }
+
+// String is what a log line or an error calls the backup.
+func (b backup) String() string {
+	return [nBackups]string{"the level-1 weight backup", "the CUDA graph pool's backup", "the preserved parameters' backup"}[b]
+}
+
+// backupNamed is the backup a worker command holds.
+func backupNamed(command string) (backup, bool) {
+	for b := range nBackups {
+		if b.command() == command {
+			return b, true
+		}
+	}
+	return 0, false
+}
+
+// hostMemory is the server's host memory for its sleeps' backups: the
+// pinned backup of the weights, kept for the process's lifetime once the
+// first level-1 sleep allocated it (pinned by cumem.py, cached by
+// PyTorch's host allocator: pytorch/pytorch#275), or freed after the
+// weights wake under VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY; and the sleep
+// options' (sleepopts.go). With more than one rank each rank's worker
+// holds its shard of each, as each vLLM worker process backs up its own
+// shard (the allocator and the graph pool are per worker).
 type hostMemory struct {
 	scale float64 // VLLMSIM_HOST_SCALE
-	// ranks, for a model across GPUs, hold the backup: each rank's worker
-	// its shard's (as each vLLM worker pins its own); nil: this process.
+	// ranks, for a model across GPUs, hold the backups: each rank's worker
+	// its shard's; nil: this process.
 	ranks []*rank
 
-	mu     sync.Mutex  // guards pinned and held
-	pinned *hostBuffer // the backup; nil until a level-1 sleep allocates it
-	held   bool        // the ranks hold their shards' backups
+	mu   sync.Mutex            // guards own and held
+	own  [nBackups]*hostBuffer // this process's backups; nil until a sleep allocates one
+	held [nBackups]bool        // the ranks hold their shards of the backup
 }
 
 // real is modelled bytes scaled to what the server really allocates.
 func (h *hostMemory) real(modelled uint64) uint64 { return uint64(float64(modelled) * h.scale) }
 
-// pin allocates the pinned backup of modelled bytes unless it exists;
-// fresh reports a new allocation.
-func (h *hostMemory) pin(modelled uint64) (fresh bool, lockErr error, err error) {
+// sharded reports whether the ranks' workers hold the backups.
+func (h *hostMemory) sharded() bool { return len(h.ranks) > 1 }
+
+// where says who holds the backups, for a log line.
+func (h *hostMemory) where() string {
+	if h.sharded() {
+		return fmt.Sprintf("held by each of the %d ranks' workers, its shard", len(h.ranks))
+	}
+	return "held by the server process"
+}
+
+// hold allocates backup b of modelled bytes (every rank's together)
+// unless it is held; fresh reports a new allocation.
+func (h *hostMemory) hold(b backup, modelled uint64) (fresh bool, lockErr error, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.ranks) > 1 {
-		if h.held {
+	if h.sharded() {
+		if h.held[b] {
 			return false, nil, nil
 		}
 		for i, r := range h.ranks {
-			le, err := r.pin(h.real(modelled) / uint64(len(h.ranks)))
+			le, err := r.hold(b, h.real(modelled)/uint64(len(h.ranks)))
 			if err != nil {
-				for _, done := range h.ranks[:i] { // the shards pinned so far go too
-					done.pin(0)
+				for _, done := range h.ranks[:i] { // the shards held so far go too
+					done.hold(b, 0)
 				}
 				return false, nil, err
 			}
 			lockErr = errors.Join(lockErr, le)
 		}
-		h.held = true
+		h.held[b] = true
 		return true, lockErr, nil
 	}
-	if h.pinned != nil {
+	if h.own[b] != nil {
 		return false, nil, nil
 	}
-	b, lockErr, err := allocHost(h.real(modelled), true)
+	buf, lockErr, err := allocHost(h.real(modelled), b.pinned())
 	if err != nil {
 		return false, nil, err
 	}
-	h.pinned = b
+	h.own[b] = buf
 	return true, lockErr, nil
 }
 
-// release frees the pinned backup and returns the bytes freed (this
-// process's; the ranks' go with their workers).
-func (h *hostMemory) release() (uint64, error) {
+// release frees backup b, if held, and returns the bytes this process
+// freed (the ranks' shards go with their workers' answers).
+func (h *hostMemory) release(b backup) (uint64, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.held {
+	if h.held[b] {
 		var errs []error
 		for _, r := range h.ranks {
-			_, err := r.pin(0)
+			_, err := r.hold(b, 0)
 			errs = append(errs, err)
 		}
-		h.held = false
+		h.held[b] = false
 		return 0, errors.Join(errs...)
 	}
-	n := h.pinned.size()
-	err := h.pinned.free()
-	h.pinned = nil
+	n := h.own[b].size()
+	err := h.own[b].free()
+	h.own[b] = nil
 	return n, err
+}
+
+// releaseAll frees every backup, when the server ends.
+func (h *hostMemory) releaseAll() error {
+	var errs []error
+	for b := range nBackups {
+		_, err := h.release(b)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // lockNote is what a start log line says of a pinned buffer's lock:
@@ -189,11 +247,15 @@ func engineDeadMessage(detail string) string {
 	return "EngineCore encountered an issue. See stack trace (above) for the root cause.\nEngineCore fatal detail:\n" + detail
 }
 
-// hostFailed is a level-1 sleep whose pinned backup could not be allocated: the engine core
-// prints why as it dies, then the API server's EngineDeadError (see handleSleep for the
-// answer); the error is fatal.
-func (s sleepMode) hostFailed(weights uint64, err error) *opError {
-	detail := fmt.Sprintf("failed to allocate %.2f GiB of pinned host memory for the level-1 weight backup: out of host memory (%v)", float64(weights)/GiB, err)
+// hostFailed is a sleep whose host backup b of modelled bytes could not be allocated: the
+// engine core prints why as it dies, then the API server's EngineDeadError (see handleSleep
+// for the answer); the error is fatal.
+func (s sleepMode) hostFailed(b backup, bytes uint64, err error) *opError {
+	kind := "pinned"
+	if !b.pinned() {
+		kind = "pageable"
+	}
+	detail := fmt.Sprintf("failed to allocate %.2f GiB of %s host memory for %s: out of host memory (%v)", float64(bytes)/GiB, kind, b, err)
 	s.log.Printf("ERROR EngineCore failed: %s", detail)
 	s.log.Printf("ERROR AsyncLLM output_handler failed: EngineDeadError: %s", engineDeadMessage(detail))
 	return &opError{status: http.StatusInternalServerError, typ: "EngineDeadError", msg: engineDeadMessage(detail), fatal: true}
@@ -205,7 +267,7 @@ func (s sleepMode) hostFailed(weights uint64, err error) *opError {
 // allocation (fault host-oom, or the kernel refusing the mapping) kills
 // the engine: the error is fatal, its answer ends the process.
 func (s sleepMode) sleepHost() (staging *hostBuffer, oe *opError) {
-	weights := s.phys.TotalWeightBytes() // every rank's shard (held by the server process)
+	weights := s.phys.TotalWeightBytes() // every rank's shard
 	var err error
 	if s.faults.HostOOM {
 		err = errHostOOM
@@ -213,13 +275,13 @@ func (s sleepMode) sleepHost() (staging *hostBuffer, oe *opError) {
 	var fresh bool
 	var lockErr error
 	if err == nil {
-		fresh, lockErr, err = s.host.pin(weights)
+		fresh, lockErr, err = s.host.hold(weightsBackup, weights)
 	}
 	if err == nil {
 		staging, _, err = allocHost(s.host.real(uint64(float64(weights)*stagingFraction)), false)
 	}
 	if err != nil {
-		return nil, s.hostFailed(weights, err)
+		return nil, s.hostFailed(weightsBackup, weights, err)
 	}
 	if fresh {
 		locked := lockNote(lockErr)

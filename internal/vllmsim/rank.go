@@ -82,11 +82,11 @@ func (r *rank) publish(used uint64) error {
 	return err
 }
 
-// pin makes the rank's worker hold n bytes of page-locked host memory,
-// its shard's pinned backup (0 frees it); lockErr says why the pages are
-// resident but not locked.
-func (r *rank) pin(n uint64) (lockErr error, err error) {
-	answer, err := r.call("pin", n)
+// hold makes the rank's worker hold n bytes of host memory, its shard of
+// backup b, page-locked where b is pinned (0 frees it); lockErr says why
+// the pages are resident but not locked.
+func (r *rank) hold(b backup, n uint64) (lockErr error, err error) {
+	answer, err := r.call(b.command(), n)
 	if err != nil {
 		return nil, err
 	}
@@ -210,15 +210,21 @@ func (r *rank) startWorker() error {
 
 // Worker is a rank process (EnvWorkerRank set): it publishes, under its own
 // PID on its GPU (VLLMSIM_GPU_DIR), the bytes each "used N" line on in
-// names; on "pin N" it holds N bytes of page-locked host memory, its
-// shard's pinned backup ("pin 0" frees it); it answers each line "ok" (or
-// "ok unlocked WHY", "error WHY") on out, and at the end of in frees
+// names; on a backup's command ("pin N" the weights', "graph N" the CUDA
+// graph pool's, "pageable N" the preserved parameters': backup.command)
+// it holds N bytes of host memory, its shard of that backup, page-locked
+// where the backup is pinned ("… 0" frees it); it answers each line "ok"
+// (or "ok unlocked WHY", "error WHY") on out, and at the end of in frees
 // everything and returns 0.
 func Worker(getenv func(string) string, in io.Reader, out io.Writer) int {
 	dir, model, pid := getenv(simgpu.EnvDir), getenv("VLLMSIM_WORKER_MODEL"), os.Getpid()
 	defer simgpu.Remove(dir, pid)
-	var backup *hostBuffer
-	defer func() { backup.free() }()
+	var backups [nBackups]*hostBuffer
+	defer func() {
+		for _, h := range backups {
+			h.free()
+		}
+	}()
 	lines := bufio.NewScanner(in)
 	for lines.Scan() {
 		f := strings.Fields(lines.Text())
@@ -228,21 +234,20 @@ func Worker(getenv func(string) string, in io.Reader, out io.Writer) int {
 			n, err = strconv.ParseUint(f[1], 10, 64)
 		}
 		answer := "ok"
-		switch {
-		case err != nil:
-		case f[0] == "used":
-			err = simgpu.Publish(dir, simgpu.Process{PID: pid, Model: model, UsedBytes: n})
-		case f[0] == "pin" && n == 0:
-			err = backup.free()
-			backup = nil
-		case f[0] == "pin" && backup == nil:
-			var lockErr error
-			if backup, lockErr, err = allocHost(n, true); lockErr != nil {
-				answer = "ok unlocked " + lockErr.Error()
+		if err == nil {
+			if f[0] == "used" {
+				err = simgpu.Publish(dir, simgpu.Process{PID: pid, Model: model, UsedBytes: n})
+			} else if b, ok := backupNamed(f[0]); !ok {
+				err = errors.New("unknown command")
+			} else if n == 0 {
+				err = backups[b].free()
+				backups[b] = nil
+			} else if backups[b] == nil { // else held already
+				var lockErr error
+				if backups[b], lockErr, err = allocHost(n, b.pinned()); lockErr != nil {
+					answer = "ok unlocked " + lockErr.Error()
+				}
 			}
-		case f[0] == "pin": // held already
-		default:
-			err = errors.New("unknown command")
 		}
 		if err != nil {
 			fmt.Fprintf(out, "error %v\n", err)

@@ -48,7 +48,7 @@ type server struct {
 	releaseHostMem bool        // VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY: log the pinned host release after a level-1 wake
 	poisonPages    bool        // VLLM_POISON_DISCARDED_PAGES: discarded pages are 0xFF after a wake
 	power          *power      // the server's draw on the simulated GPU's energy counter
-	host           *hostMemory // real host memory of level-1 sleeps (VLLMSIM_HOST_SCALE)
+	host           *hostMemory // real host memory of the sleeps' backups (VLLMSIM_HOST_SCALE)
 
 	mu             sync.Mutex // guards the fields below
 	level          int        // level (1, 2) of the current memory sleep, 0 when no sleep holds memory
@@ -69,11 +69,6 @@ type server struct {
 	// The sleep options' state (sleepopts.go): the graph pool backed up
 	// and off the device, the NCCL memory suspended (both under mu).
 	graphOffloaded, commSuspended bool
-	// The host buffers holding the graph pool's backup (kept once
-	// allocated, as the weights' pinned one) and the preserved parameters'
-	// (freed by the weights' wake): under opMu, not mu (only a sleep or a
-	// wake, one at a time, touches them).
-	graphHost, preservedHost *hostBuffer
 }
 
 // metricsHandler serves /metrics, or what fault metrics-broken answers

@@ -623,7 +623,7 @@ func (s sleepMode) sleep(w http.ResponseWriter, r *http.Request, level int, mode
 		}
 	}
 	if level == 1 && s.dev.real != nil && s.faults.HostOOM {
-		return s.hostFailed(s.phys.TotalWeightBytes(), errHostOOM), true
+		return s.hostFailed(weightsBackup, s.phys.TotalWeightBytes(), errHostOOM), true
 	}
 	if level == 1 && s.dev.real == nil {
 		// Level 1 really holds host memory (level 2 none): the pinned
@@ -661,7 +661,7 @@ func (s sleepMode) sleep(w http.ResponseWriter, r *http.Request, level int, mode
 		s.publishLater(time.Duration(s.faults.LateReleaseS * float64(time.Second)))
 	} else if err := s.publish(); err != nil && s.dev.real != nil {
 		if errors.Is(err, errPinnedAlloc) { // real-device mode: the backup's cuMemAllocHost failed
-			return s.hostFailed(s.phys.TotalWeightBytes(), err), true
+			return s.hostFailed(weightsBackup, s.phys.TotalWeightBytes(), err), true
 		}
 		return internalError("%v", err), true
 	}
@@ -894,7 +894,7 @@ func (s sleepMode) wakeMemory(ctx context.Context, tags []string) (noop bool, oe
 		// (vllm@0327d59d sleep_mode_backend.py): the pinned buffer the
 		// weights were backed up in is released after the wake; the next
 		// level-1 sleep allocates (and pays for) it again.
-		if _, err := s.host.release(); err != nil {
+		if _, err := s.host.release(weightsBackup); err != nil {
 			s.log.Printf("ERROR %v", err)
 		}
 		if s.dev.real != nil {

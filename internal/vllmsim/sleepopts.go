@@ -169,56 +169,42 @@ func (p Physics) optionsNote() string {
 // options' device memory up in (a simulated device only): the graph pool's
 // pinned backup, once (kept for the process's lifetime, as the weights'
 // pinned one), and at level 2 the preserved parameters' pageable one
-// (released by the weights' wake). Real bytes are modelled bytes × the
-// host scale (VLLMSIM_HOST_SCALE), as the weights' backup. A failed
+// (released by the weights' wake). With more than one rank each rank's
+// worker holds its shard of each, as each vLLM worker backs up its own
+// graph pool and parameters (hostMemory). Real bytes are modelled bytes ×
+// the host scale (VLLMSIM_HOST_SCALE), as the weights' backup. A failed
 // allocation kills the engine, as the weights' does. Caller holds s.opMu.
 func (s sleepMode) sleepOptionsHost(level int) *opError {
 	if s.dev.real != nil {
 		return nil
 	}
 	ranks := uint64(s.phys.ranks())
-	if s.phys.GraphPoolBytes > 0 && s.graphHost == nil {
-		b, lockErr, err := allocHost(s.host.real(s.phys.GraphPoolBytes*ranks), true)
+	if n := s.phys.GraphPoolBytes * ranks; n > 0 {
+		fresh, lockErr, err := s.host.hold(graphBackup, n)
 		if err != nil {
-			return s.hostFailed(s.phys.GraphPoolBytes*ranks, err)
+			return s.hostFailed(graphBackup, n, err)
 		}
-		s.graphHost = b
-		locked := lockNote(lockErr)
-		s.log.Printf("vllmsim --sleep-mode-offload-cudagraph: the CUDA graph pool backed up to %.3f GiB of pinned host memory (real %.3f GiB, held by the API server process for every rank), %s", float64(s.phys.GraphPoolBytes*ranks)/GiB, float64(b.size())/GiB, locked)
+		if fresh {
+			s.log.Printf("vllmsim --sleep-mode-offload-cudagraph: the CUDA graph pool backed up to %.3f GiB of pinned host memory (real %.3f GiB, %s), %s", float64(n)/GiB, float64(s.host.real(n))/GiB, s.host.where(), lockNote(lockErr))
+		}
 	}
-	if level == 2 && s.phys.PreservedBytes > 0 {
-		b, _, err := allocHost(s.host.real(s.phys.PreservedBytes*ranks), false)
+	if n := s.phys.PreservedBytes * ranks; level == 2 && n > 0 {
+		// A second level-2 sleep without a wake between keeps the one backup.
+		fresh, _, err := s.host.hold(preservedBackup, n)
 		if err != nil {
-			return s.hostFailed(s.phys.PreservedBytes*ranks, err)
+			return s.hostFailed(preservedBackup, n, err)
 		}
-		s.freePreserved() // a second level-2 sleep without a wake between: one backup
-		s.preservedHost = b
-		s.log.Printf("vllmsim --sleep-preserve-parameter-names: %.3f GiB of parameters backed up to pageable host memory (real %.3f GiB)", float64(s.phys.PreservedBytes*ranks)/GiB, float64(b.size())/GiB)
+		if fresh {
+			s.log.Printf("vllmsim --sleep-preserve-parameter-names: %.3f GiB of parameters backed up to pageable host memory (real %.3f GiB, %s)", float64(n)/GiB, float64(s.host.real(n))/GiB, s.host.where())
+		}
 	}
 	return nil
 }
 
-// freeOptionsHost releases the options' host backups when the server
-// ends (as the weights' pinned backup is). Caller holds s.opMu or the
-// server has stopped serving.
-func (s sleepMode) freeOptionsHost() {
-	s.freePreserved()
-	if s.graphHost != nil {
-		if err := s.graphHost.free(); err != nil {
-			s.log.Printf("ERROR %v", err)
-		}
-		s.graphHost = nil
-	}
-}
-
-// freePreserved releases the preserved parameters' host backup, if any.
-// Caller holds s.opMu.
+// freePreserved releases the preserved parameters' host backup, if any
+// (the weights' wake restored them).
 func (s sleepMode) freePreserved() {
-	if s.preservedHost == nil {
-		return
-	}
-	if err := s.preservedHost.free(); err != nil {
+	if _, err := s.host.release(preservedBackup); err != nil {
 		s.log.Printf("ERROR %v", err)
 	}
-	s.preservedHost = nil
 }

@@ -6,10 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/procfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/simgpu"
+	"github.com/wakebench/wakebench/internal/testmain"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
@@ -182,6 +184,60 @@ func TestNCCLCommSuspend(t *testing.T) {
 	one := Physics{Ranks: 1}
 	require.NoError(t, sleepOptions(&one, Args{NCCLCommSuspend: true, EnableSleepMode: true}))
 	assert.Zero(t, one.SuspendBytes, "one GPU: no communicator")
+}
+
+// TestOptionBackupsAreHeldPerRank: across two GPUs each rank's worker
+// holds its shard of the options' host backups, as each vLLM worker backs
+// up its own graph pool and parameters. By hand (tiny-a, host scale 1): a
+// rank's graph pool is 0.4 of its 0.25 GiB residual, 0.1 GiB, pinned at
+// either level and kept; with every parameter preserved a level-2 sleep
+// adds the rank's half of the 0.5 GiB of weights, 0.25 GiB of pageable
+// memory, which the wake frees. Level 2 has no weight backup of its own.
+func TestOptionBackupsAreHeldPerRank(t *testing.T) {
+	testmain.Long(t)
+	const tol = 0.03 * GiB // the worker's Go runtime moves a little
+	base := t.TempDir()
+	dirs := []string{filepath.Join(base, "gpu0"), filepath.Join(base, "gpu1")}
+	logs := &SyncLog{}
+	s := startSimLog(t, "tiny-a", map[string]string{simgpu.EnvDir: strings.Join(dirs, ":"), EnvHostScale: "1"}, logs,
+		"-tp", "2", "--sleep-mode-offload-cudagraph", "--sleep-preserve-parameter-names", "*")
+	s.ready(t)
+	type mem struct{ rss, locked float64 }
+	ranks := func() []mem {
+		t.Helper()
+		var out []mem
+		for _, d := range dirs {
+			procs, err := simgpu.Processes(d)
+			require.NoError(t, err)
+			require.Len(t, procs, 1, d)
+			proc, err := procfs.NewProc(procs[0].PID)
+			require.NoError(t, err)
+			st, err := proc.NewStatus()
+			require.NoError(t, err)
+			out = append(out, mem{float64(st.VmRSS), float64(st.VmLck)})
+		}
+		return out
+	}
+	graph, preserved := 0.1*GiB, 0.25*GiB
+	before := ranks()
+	code, _ := send(t, s, "POST /sleep?level=2")
+	require.Equal(t, 200, code)
+	asleep := ranks()
+	locked := !strings.Contains(logs.String(), "NOT locked")
+	for i := range before {
+		assert.InDelta(t, before[i].rss+graph+preserved, asleep[i].rss, tol, "rank %d asleep: its graph pool's and its parameters' backups", i)
+		if locked {
+			assert.InDelta(t, before[i].locked+graph, asleep[i].locked, tol, "rank %d: only the graph pool's backup is pinned", i)
+		}
+	}
+	code, _ = send(t, s, "POST /wake_up")
+	require.Equal(t, 200, code)
+	awake := ranks()
+	for i := range before {
+		assert.InDelta(t, before[i].rss+graph, awake[i].rss, tol, "rank %d awake: the parameters' backup freed, the graph pool's kept", i)
+	}
+	logs.Has(t, "the CUDA graph pool backed up to 0.200 GiB of pinned host memory (real 0.200 GiB, held by each of the 2 ranks' workers, its shard)")
+	logs.Has(t, "0.500 GiB of parameters backed up to pageable host memory (real 0.500 GiB, held by each of the 2 ranks' workers, its shard)")
 }
 
 // TestOffloadDecodeCost: the offloaded graph pool costs a decode step

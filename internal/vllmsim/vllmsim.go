@@ -339,13 +339,13 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 	}
 	host := &hostMemory{scale: st.HostScale}
 	if len(ranks) > 1 {
-		host.ranks = ranks // each rank's worker pins its shard's backup
+		host.ranks = ranks // each rank's worker holds its shard of each backup
 	}
 	defer func() {
 		if err := pw.stop(); err != nil {
 			lg.Printf("ERROR simulated GPU power: %v", err)
 		}
-		if _, err := host.release(); err != nil {
+		if err := host.releaseAll(); err != nil { // the weights' and the options' backups
 			lg.Printf("ERROR %v", err)
 		}
 	}()
@@ -405,11 +405,6 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 		}
 	}
 	defer s.close() // before the process entry is removed (deferred above)
-	defer func() {  // the options' host backups, once no sleep or wake runs (serveHTTP has shut down)
-		s.opMu.Lock()
-		defer s.opMu.Unlock()
-		sleepMode{s}.freeOptionsHost()
-	}()
 	if err := s.startCompiled(ctx, st.CacheDir); err != nil {
 		return err
 	}
