@@ -105,20 +105,21 @@ const (
 	weightsBackup   backup = iota // a level-1 sleep's pinned copy of the weights
 	graphBackup                   // --sleep-mode-offload-cudagraph's pinned copy of the CUDA graph pool (both levels)
 	preservedBackup               // --sleep-preserve-parameter-names' pageable copy of the matched parameters (level 2)
+	stagingBackup                 // a level-1 sleep's transient staging buffer, freed before its answer
 	nBackups
 )
 
 // command is the rank worker's command that holds the backup's shard
 // (Worker).
-func (b backup) command() string { return [nBackups]string{"pin", "graph", "pageable"}[b] }
+func (b backup) command() string { return [nBackups]string{"pin", "graph", "pageable", "staging"}[b] }
 
 // pinned reports whether the backup is page-locked (cudaHostAlloc), not
 // pageable.
-func (b backup) pinned() bool { return b != preservedBackup }
+func (b backup) pinned() bool { return b == weightsBackup || b == graphBackup }
 
 // String is what a log line or an error calls the backup.
 func (b backup) String() string {
-	return [nBackups]string{"the level-1 weight backup", "the CUDA graph pool's backup", "the preserved parameters' backup"}[b]
+	return [nBackups]string{"the level-1 weight backup", "the CUDA graph pool's backup", "the preserved parameters' backup", "the level-1 sleep's staging buffer"}[b]
 }
 
 // backupNamed is the backup a worker command holds.
@@ -135,19 +136,21 @@ func backupNamed(command string) (backup, bool) {
 // pinned backup of the weights, kept for the process's lifetime once the
 // first level-1 sleep allocated it (pinned by cumem.py, cached by
 // PyTorch's host allocator: pytorch/pytorch#275), or freed after the
-// weights wake under VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY; and the sleep
-// options' (sleepopts.go). With more than one rank each rank's worker
-// holds its shard of each, as each vLLM worker process backs up its own
-// shard (the allocator and the graph pool are per worker).
+// weights wake under VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY; a level-1
+// sleep's staging buffer; and the sleep options' (sleepopts.go). With
+// more than one rank each rank's worker holds its shard of each, as each
+// vLLM worker process backs up its own shard (the allocator and the graph
+// pool are per worker), the ranks at once.
 type hostMemory struct {
 	scale float64 // VLLMSIM_HOST_SCALE
 	// ranks, for a model across GPUs, hold the backups: each rank's worker
 	// its shard's; nil: this process.
 	ranks []*rank
 
-	mu   sync.Mutex            // guards own and held
-	own  [nBackups]*hostBuffer // this process's backups; nil until a sleep allocates one
-	held [nBackups]bool        // the ranks hold their shards of the backup
+	mu     sync.Mutex            // guards own, held and closed
+	own    [nBackups]*hostBuffer // this process's backups; nil until a sleep allocates one
+	held   [nBackups]bool        // the ranks hold their shards of the backup
+	closed bool                  // releaseAll ran: the server is ending, nothing more is allocated
 }
 
 // real is modelled bytes scaled to what the server really allocates.
@@ -165,26 +168,36 @@ func (h *hostMemory) where() string {
 }
 
 // hold allocates backup b of modelled bytes (every rank's together)
-// unless it is held; fresh reports a new allocation.
+// unless it is held; fresh reports a new allocation. Once the server is
+// ending (releaseAll) a sleep that outlived its end allocates nothing.
 func (h *hostMemory) hold(b backup, modelled uint64) (fresh bool, lockErr error, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.closed {
+		return false, nil, nil
+	}
 	if h.sharded() {
 		if h.held[b] {
 			return false, nil, nil
 		}
+		// Each rank's worker maps its shard at the same time, as the ranks
+		// copy theirs.
+		lockErrs, errs := make([]error, len(h.ranks)), make([]error, len(h.ranks))
+		var wg sync.WaitGroup
 		for i, r := range h.ranks {
-			le, err := r.hold(b, h.real(modelled)/uint64(len(h.ranks)))
-			if err != nil {
-				for _, done := range h.ranks[:i] { // the shards held so far go too
-					done.hold(b, 0)
+			wg.Go(func() { lockErrs[i], errs[i] = r.hold(b, h.real(modelled)/uint64(len(h.ranks))) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			for i, r := range h.ranks { // the shards held go too
+				if errs[i] == nil {
+					r.hold(b, 0)
 				}
-				return false, nil, err
 			}
-			lockErr = errors.Join(lockErr, le)
+			return false, nil, err
 		}
 		h.held[b] = true
-		return true, lockErr, nil
+		return true, errors.Join(lockErrs...), nil
 	}
 	if h.own[b] != nil {
 		return false, nil, nil
@@ -217,13 +230,17 @@ func (h *hostMemory) release(b backup) (uint64, error) {
 	return n, err
 }
 
-// releaseAll frees every backup, when the server ends.
+// releaseAll frees every backup when the server ends; a later hold
+// allocates nothing.
 func (h *hostMemory) releaseAll() error {
 	var errs []error
 	for b := range nBackups {
 		_, err := h.release(b)
 		errs = append(errs, err)
 	}
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
 	return errors.Join(errs...)
 }
 
@@ -263,30 +280,26 @@ func (s sleepMode) hostFailed(b backup, bytes uint64, err error) *opError {
 
 // sleepHost is a level-1 sleep's host memory before its copy: the pinned
 // backup (the first time, or again after a release) and the transient
-// staging buffer, which the caller frees when the sleep answers. A failed
-// allocation (fault host-oom, or the kernel refusing the mapping) kills
-// the engine: the error is fatal, its answer ends the process.
-func (s sleepMode) sleepHost() (staging *hostBuffer, oe *opError) {
+// staging buffer (stagingBackup), which the caller releases when the sleep
+// answers. A failed allocation (fault host-oom, or the kernel refusing the
+// mapping) kills the engine: the error is fatal, its answer ends the
+// process.
+func (s sleepMode) sleepHost() *opError {
 	weights := s.phys.TotalWeightBytes() // every rank's shard
-	var err error
 	if s.faults.HostOOM {
-		err = errHostOOM
+		return s.hostFailed(weightsBackup, weights, errHostOOM)
 	}
-	var fresh bool
-	var lockErr error
-	if err == nil {
-		fresh, lockErr, err = s.host.hold(weightsBackup, weights)
-	}
-	if err == nil {
-		staging, _, err = allocHost(s.host.real(uint64(float64(weights)*stagingFraction)), false)
-	}
+	fresh, lockErr, err := s.host.hold(weightsBackup, weights)
 	if err != nil {
-		return nil, s.hostFailed(weightsBackup, weights, err)
+		return s.hostFailed(weightsBackup, weights, err)
+	}
+	staging := uint64(float64(weights) * stagingFraction)
+	if _, _, err := s.host.hold(stagingBackup, staging); err != nil {
+		return s.hostFailed(stagingBackup, staging, err)
 	}
 	if fresh {
-		locked := lockNote(lockErr)
-		s.log.Printf("vllmsim allocated the pinned host backup: %.3f GiB real for %.2f GiB of weights (scale %g), %s",
-			float64(s.host.real(weights))/GiB, float64(weights)/GiB, s.host.scale, locked)
+		s.log.Printf("vllmsim allocated the pinned host backup: %.3f GiB real for %.2f GiB of weights (scale %g, %s), %s",
+			float64(s.host.real(weights))/GiB, float64(weights)/GiB, s.host.scale, s.host.where(), lockNote(lockErr))
 	}
-	return staging, nil
+	return nil
 }

@@ -616,9 +616,8 @@ func (s sleepMode) sleep(w http.ResponseWriter, r *http.Request, level int, mode
 	}
 	s.mu.Unlock()
 	began := time.Now() // the real allocation below is inside the modelled time
-	var staging *hostBuffer
 	freeStaging := func() {
-		if err := staging.free(); err != nil {
+		if _, err := s.host.release(stagingBackup); err != nil {
 			s.log.Printf("ERROR %v", err)
 		}
 	}
@@ -629,8 +628,7 @@ func (s sleepMode) sleep(w http.ResponseWriter, r *http.Request, level int, mode
 		// Level 1 really holds host memory (level 2 none): the pinned
 		// backup, kept, and a staging buffer freed once the copy is done
 		// (real-device mode: the pinned backup is the device's copy target).
-		var oe *opError
-		if staging, oe = s.sleepHost(); oe != nil {
+		if oe := s.sleepHost(); oe != nil {
 			return oe, true
 		}
 		defer freeStaging() // a sleep called off

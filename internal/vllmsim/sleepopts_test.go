@@ -114,6 +114,7 @@ func TestOffloadCUDAGraph(t *testing.T) {
 			}
 			if tc.name == "on" {
 				logs.Has(t, "the CUDA graph pool backed up to 0.100 GiB of pinned host memory")
+				logs.Has(t, "held by the server process") // one GPU: no rank workers
 			} else {
 				assert.NotContains(t, logs.String(), "CUDA graph pool backed up")
 			}
@@ -218,12 +219,24 @@ func TestOptionBackupsAreHeldPerRank(t *testing.T) {
 		}
 		return out
 	}
+	self := func() float64 { // the server runs in this process
+		t.Helper()
+		proc, err := procfs.Self()
+		require.NoError(t, err)
+		st, err := proc.NewStatus()
+		require.NoError(t, err)
+		return float64(st.VmRSS)
+	}
 	graph, preserved := 0.1*GiB, 0.25*GiB
-	before := ranks()
+	before, selfBefore := ranks(), self()
 	code, _ := send(t, s, "POST /sleep?level=2")
 	require.Equal(t, 200, code)
 	asleep := ranks()
+	assert.Less(t, self()-selfBefore, graph+preserved, "the server process holds no shard (it held all 0.7 GiB before)")
 	locked := !strings.Contains(logs.String(), "NOT locked")
+	if !locked {
+		t.Logf("RLIMIT_MEMLOCK refuses the shards here: VmLck not checked (%s)", memlockLimit())
+	}
 	for i := range before {
 		assert.InDelta(t, before[i].rss+graph+preserved, asleep[i].rss, tol, "rank %d asleep: its graph pool's and its parameters' backups", i)
 		if locked {

@@ -345,7 +345,7 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 		if err := pw.stop(); err != nil {
 			lg.Printf("ERROR simulated GPU power: %v", err)
 		}
-		if err := host.releaseAll(); err != nil { // the weights' and the options' backups
+		if err := host.releaseAll(); err != nil { // a start that failed before serving (else released already)
 			lg.Printf("ERROR %v", err)
 		}
 	}()
@@ -405,6 +405,13 @@ func serve(ctx context.Context, args Args, st Settings, lg *log.Logger) error {
 		}
 	}
 	defer s.close() // before the process entry is removed (deferred above)
+	defer func() {  // the host backups, once no sleep or wake runs (serveHTTP has shut down); a sleep outliving it allocates none
+		s.opMu.Lock()
+		defer s.opMu.Unlock()
+		if err := host.releaseAll(); err != nil {
+			lg.Printf("ERROR %v", err)
+		}
+	}()
 	if err := s.startCompiled(ctx, st.CacheDir); err != nil {
 		return err
 	}
