@@ -31,7 +31,9 @@
 # code) into variants-same and RERUNS of
 # testdata/variants-gate-power-slow-wake.json (the second variant's every
 # wake 10 % slower) into variants-slowwake1.1, each a run of 4 blocks
-# judged in itself (no baseline); STAGES=variants runs only them.
+# judged in itself (no baseline); with LOAD=1 first the same two under the
+# CPU hog, into variants-same-load and variants-slowwake1.1-load;
+# STAGES=variants runs only them.
 # RERUNS=20 BASE=10 take about 70 minutes on 2 cores, LOAD=1 about 115.
 # JOBS=N runs up to N quiet runs at once (default 1): for CI's smoke, which
 # checks the pipeline, not the rates (GOALS=0); runs side by side share the
@@ -103,7 +105,17 @@ if has quiet; then
 		"$OUT/bin/wakebench.test" -test.run '^Test(Protocol|RegressionGate)$' -test.count=1 -test.v >"$OUT/insuite/test.log" 2>&1 || true
 fi
 if has variants; then
-	rm -rf "$OUT"/{variants-same,variants-slowwake1.1}
+	rm -rf "$OUT"/{variants-same,variants-slowwake1.1,variants-same-load,variants-slowwake1.1-load}
+	if [ "$LOAD" = 1 ]; then
+		"$OUT/bin/cpuhog" -for 24h &
+		hog=$!
+		for i in $(seq 1 "$RERUNS"); do
+			quiet "$OUT/variants-same-load/$i" testdata/variants-gate-power.json
+			quiet "$OUT/variants-slowwake1.1-load/$i" testdata/variants-gate-power-slow-wake.json
+		done
+		settle
+		stophog
+	fi
 	for i in $(seq 1 "$RERUNS"); do
 		quiet "$OUT/variants-same/$i" testdata/variants-gate-power.json
 		quiet "$OUT/variants-slowwake1.1/$i" testdata/variants-gate-power-slow-wake.json

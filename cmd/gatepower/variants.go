@@ -14,10 +14,12 @@ import (
 // The variant runs' scenarios (scripts/gate-power.sh with VARIANTS=1),
 // each a directory of variant runs (<OUT>/<scenario>/<i>/comparison.json):
 // the second variant the same code as the reference, or with every wake
-// 10 % slower (vllmsim's slow-wake=1.1).
+// 10 % slower (vllmsim's slow-wake=1.1); with LOAD=1 each under the CPU
+// hog too (the "-load" directories).
 const (
 	scVariantsSame     = "variants-same"
 	scVariantsSlowWake = "variants-slowwake1.1"
+	loadSuffix         = "-load"
 )
 
 // Each scenario's config (scripts/gate-power.sh runs them from the
@@ -130,43 +132,46 @@ func variantRow(what string, cs []variants.Comparison, wakeOnly bool, goal strin
 	return r
 }
 
-// variantRows are the variant runs' rows where they ran: the same code
-// flagged at most once in twenty, every wake 10 % slower caught nine times
-// in ten.
+// variantRows are the variant runs' rows where they ran, quiet and under
+// the hog: the same code flagged at most once in twenty, every wake 10 %
+// slower caught nine times in ten.
 //
 // With rejudge, each saved run is judged again by its scenario's config
 // as it is now (rejudged).
 func variantRows(out string, m *measurement, rejudge bool) error {
-	same, ms, err := readComparisons(filepath.Join(out, scVariantsSame))
-	if err != nil {
-		return err
-	}
-	slow, mw, err := readComparisons(filepath.Join(out, scVariantsSlowWake))
-	if err != nil {
-		return err
-	}
 	if rejudge {
-		if same, err = rejudged(scVariantsSame, same); err != nil {
-			return err
-		}
-		if slow, err = rejudged(scVariantsSlowWake, slow); err != nil {
-			return err
-		}
 		m.notes = append(m.notes, "the variant runs judged again (-rejudge) by testdata/variants-gate-power*.json as they are now")
 	}
-	for name, n := range map[string]int{scVariantsSame: ms, scVariantsSlowWake: mw} {
-		if n > 0 {
-			m.notes = append(m.notes, fmt.Sprintf("%s: %d run(s) wrote no comparison.json (see their test.log)", name, n))
-			m.broken = true
+	for _, load := range []bool{false, true} {
+		for _, sc := range []string{scVariantsSame, scVariantsSlowWake} {
+			dir, how := sc, "quiet"
+			if load {
+				dir, how = sc+loadSuffix, "under the hog"
+			}
+			cs, missing, err := readComparisons(filepath.Join(out, dir))
+			if err != nil {
+				return err
+			}
+			if rejudge {
+				if cs, err = rejudged(sc, cs); err != nil {
+					return err
+				}
+			}
+			if missing > 0 {
+				m.notes = append(m.notes, fmt.Sprintf("%s: %d run(s) wrote no comparison.json (see their test.log)", dir, missing))
+				m.broken = true
+			}
+			k := len(cs)
+			switch {
+			case k == 0:
+			case sc == scVariantsSame:
+				lim := (k + 19) / 20
+				m.rows = append(m.rows, variantRow("variants, the same code ("+how+"): any gated figure worse or better", cs, false, fmt.Sprintf("≤ %d flagged", lim), -lim))
+			default:
+				want := (9*k + 9) / 10
+				m.rows = append(m.rows, variantRow("variants, every wake 10 % slower ("+how+"): a wake figure worse", cs, true, fmt.Sprintf("≥ %d flagged", want), want))
+			}
 		}
-	}
-	if k := len(same); k > 0 {
-		lim := (k + 19) / 20
-		m.rows = append(m.rows, variantRow("variants, the same code (quiet): any gated figure worse or better", same, false, fmt.Sprintf("≤ %d flagged", lim), -lim))
-	}
-	if k := len(slow); k > 0 {
-		want := (9*k + 9) / 10
-		m.rows = append(m.rows, variantRow("variants, every wake 10 % slower (quiet): a wake figure worse", slow, true, fmt.Sprintf("≥ %d flagged", want), want))
 	}
 	return nil
 }

@@ -66,6 +66,27 @@ func TestVariantRowsCountByHand(t *testing.T) {
 	assert.False(t, slow.met)
 	assert.False(t, m.broken)
 
+	// Under the hog (LOAD=1): rows of their own after the quiet ones; of 4
+	// same-code runs 2 flag (the goal ≤ 1 missed), of 4 slow-wake runs 4.
+	for i := 1; i <= 4; i++ {
+		serve := variants.Same
+		if i <= 2 {
+			serve = variants.Worse
+		}
+		writeComparison(t, filepath.Join(out, scVariantsSame+loadSuffix, strconv.Itoa(i)), variants.Same, serve)
+		writeComparison(t, filepath.Join(out, scVariantsSlowWake+loadSuffix, strconv.Itoa(i)), variants.Worse, variants.Same)
+	}
+	m = measurement{}
+	require.NoError(t, variantRows(out, &m, false))
+	require.Len(t, m.rows, 4)
+	assert.Equal(t, "variants, the same code (quiet): any gated figure worse or better", m.rows[0].what)
+	assert.Equal(t, "variants, the same code (under the hog): any gated figure worse or better", m.rows[2].what)
+	assert.Equal(t, []int{2, 4}, []int{m.rows[2].flagged, m.rows[2].of})
+	assert.False(t, m.rows[2].met, "≤ 1 of 4")
+	assert.Equal(t, "variants, every wake 10 % slower (under the hog): a wake figure worse", m.rows[3].what)
+	assert.Equal(t, []int{4, 4}, []int{m.rows[3].flagged, m.rows[3].of})
+	assert.True(t, m.rows[3].met, "≥ 4 of 4")
+
 	require.NoError(t, os.MkdirAll(filepath.Join(out, scVariantsSame, "21"), 0o755))
 	m = measurement{}
 	require.NoError(t, variantRows(out, &m, false))
