@@ -42,20 +42,32 @@ figures:
 ## internal/gate (its Monte Carlo power tests are long), the long ones make test skips included (no -short), with -race while cmd/cpuhog keeps every core busy,
 ## as on a shared CI runner: the one place CI runs the long tests; STRESS_ROUNDS=3 repeats it to
 ## hunt a flake; each round's load average is printed
-STRESS_PKGS   ?= . ./internal/protocol ./internal/harness ./internal/vllmsim ./internal/gate \
+STRESS_PKGS   ?= . ./internal/protocol ./internal/harness ./internal/vllmsim \
 	./internal/statecost ./internal/traffic ./internal/pool ./internal/fleetjob ./internal/router \
 	./internal/nodeagent ./internal/load
+# Without -race, beside the rest: internal/gate's long tests are Monte Carlo arithmetic in one
+# goroutine a trial, which -race slowed 50-fold (5 s alone without it; 250 to 350 s of the loaded
+# step with it, CPU the real-time packages then lacked); make test runs its short tests, which
+# cover its concurrent code, with -race.
+STRESS_NORACE_PKGS ?= ./internal/gate
 STRESS_ROUNDS ?= 1
 # Four packages at a time, as make test, the longest first: their tests mostly wait on simulated
 # servers (with two at a time, the sum of their times, 1,440 s here, took 826 s; the root alone takes 400).
 STRESS_P      ?= 4
+# Four tests at a time within a package (go test's -parallel, GOMAXPROCS by default: 2 here): the
+# root package's child runs (TestEveryEraPasses' eras, the robustness runs) wait mostly on simulated
+# servers, and the root is the step's critical path.
+STRESS_PARALLEL ?= 4
 stress:
 	@mkdir -p bin && $(GO) build -o bin/cpuhog ./cmd/cpuhog
 	@$(GO) test -race -count=1 -run '^$$' -exec /bin/true $(STRESS_PKGS) >/dev/null
+	@$(GO) test -count=1 -run '^$$' -exec /bin/true $(STRESS_NORACE_PKGS) >/dev/null
 	@bin/cpuhog & hog=$$!; trap 'kill $$hog 2>/dev/null' EXIT; \
 	for i in $$(seq 1 $(STRESS_ROUNDS)); do \
 		echo "stress: round $$i of $(STRESS_ROUNDS) with every core busy (load $$(cut -d' ' -f1-3 /proc/loadavg))"; \
-		$(GO) test -count=1 -race -p $(STRESS_P) -timeout 30m $(STRESS_PKGS) || exit 1; \
+		$(GO) test -count=1 -p 1 -timeout 30m $(STRESS_NORACE_PKGS) & norace=$$!; \
+		$(GO) test -count=1 -race -p $(STRESS_P) -parallel $(STRESS_PARALLEL) -timeout 30m $(STRESS_PKGS) || { wait $$norace; exit 1; }; \
+		wait $$norace || exit 1; \
 	done
 
 ## vet: go vet with and without the gpu tag, and gofmt

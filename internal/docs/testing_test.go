@@ -38,13 +38,14 @@ var longCall = regexp.MustCompile(`(?m)^\s+testmain\.Long\(t\)$`)
 
 // TestLongTestsRunInStress: make test runs with -short, which skips every
 // test that calls testmain.Long; CI runs those only in make stress, so each
-// package that holds one must be one of make stress's packages, or its
-// long tests would run nowhere in CI.
+// package that holds one must be one of make stress's packages (STRESS_PKGS,
+// under -race, or STRESS_NORACE_PKGS, without it), or its long tests would
+// run nowhere in CI.
 func TestLongTestsRunInStress(t *testing.T) {
 	root := filepath.Join("..", "..")
 	b, err := os.ReadFile(filepath.Join(root, "Makefile"))
 	require.NoError(t, err)
-	stress := makeVar(t, string(b), "STRESS_PKGS")
+	stress := append(makeVar(t, string(b), "STRESS_PKGS"), makeVar(t, string(b), "STRESS_NORACE_PKGS")...)
 	long := map[string]bool{}
 	require.NoError(t, filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -75,7 +76,7 @@ func TestLongTestsRunInStress(t *testing.T) {
 	}))
 	require.NotEmpty(t, long, "the module's long tests")
 	for dir := range long {
-		assert.Contains(t, stress, dir, "%s has long tests (testmain.Long), which make test's -short skips: list it in the Makefile's STRESS_PKGS", dir)
+		assert.Contains(t, stress, dir, "%s has long tests (testmain.Long), which make test's -short skips: list it in the Makefile's STRESS_PKGS (or STRESS_NORACE_PKGS)", dir)
 	}
 }
 
