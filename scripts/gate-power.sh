@@ -62,12 +62,25 @@ one() { # one DIR CONFIG [ENV=VALUE…]: one protocol run into DIR
 		echo "run $dir failed (the protocol, not the gate): see $dir/test.log" >&2
 	fi
 }
+hog=
+going=0
+count_runs() { # sets going: the runs going (the hog, a job too, is none)
+	local p
+	going=0
+	for p in $(jobs -rp); do [ "$p" = "$hog" ] || going=$((going + 1)); done
+}
 quiet() { # quiet DIR CONFIG [ENV=VALUE…]: one, with up to JOBS at once (settle waits for them)
-	while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done
+	count_runs
+	while ((going >= JOBS)); do
+		wait -n || true
+		count_runs
+	done
 	one "$@" &
 }
-settle() { wait; }
-hog=
+settle() { # waits for the runs, not the hog
+	local p
+	for p in $(jobs -rp); do [ "$p" = "$hog" ] || wait "$p" || true; done
+}
 stophog() { [ -z "$hog" ] || { kill "$hog" 2>/dev/null || true; wait "$hog" 2>/dev/null || true; hog=; }; }
 # Runs still going when the script ends (JOBS > 1) end with it: each stops its own servers.
 trap 'stophog; kill $(jobs -rp) 2>/dev/null || true; wait' EXIT
