@@ -81,7 +81,7 @@ func TestSleepAnswerMismatch(t *testing.T) {
 	assert.ErrorContains(t, c.SleepMode(t.Context(), 1, ""), `status "awake"`)
 	c = eraServer(t, map[string]answer{"/wake_up": {200, `{"status":"maybe"}`}}, nil)
 	assert.ErrorContains(t, c.WakeUp(t.Context()), "unexpected body")
-	// The proposed validation: 400 naming query.level (docs/vllm-api.md §2).
+	// v0.32's validation (#52864): 400 naming query.level (docs/vllm-api.md §2).
 	c = eraServer(t, map[string]answer{"/sleep": {400, `{"error":{"message":"1 validation error","type":"Bad Request","param":"query.level","code":400}}`}}, nil)
 	var ae *APIError
 	require.ErrorAs(t, c.SleepMode(t.Context(), 3, ""), &ae)

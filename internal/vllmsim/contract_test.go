@@ -23,8 +23,8 @@ type contractRow struct {
 	body    string
 }
 
-// tableEras are the table's era letters: vLLM's releases A, B, C and P,
-// what open PRs propose.
+// tableEras are the table's era letters: vLLM's releases A, B, C and D,
+// and P, what open PRs propose.
 var tableEras = map[string]era{"A": eraA, "B": eraB, "C": eraC, "D": eraD, "P": eraProposed}
 
 // readContractTable parses the table under "## Contract table (tested)".
@@ -50,7 +50,7 @@ func readContractTable(t *testing.T, path string) []contractRow {
 		r := contractRow{line: i + 1, request: cells[2], body: cells[4]}
 		for _, e := range strings.Fields(cells[0]) {
 			ev, ok := tableEras[e]
-			require.True(t, ok, "docs/vllm-api.md:%d: era %q: want A, B, C or P", i+1, e)
+			require.True(t, ok, "docs/vllm-api.md:%d: era %q: want A, B, C, D or P", i+1, e)
 			r.eras = append(r.eras, ev)
 		}
 		for _, c := range strings.Split(strings.ReplaceAll(cells[1], "`", ""), ";") {

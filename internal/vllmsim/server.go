@@ -113,7 +113,7 @@ func (s *server) routes() http.Handler {
 		// The RLHF router's pause endpoints predate pause modes (an
 		// older router had /pause with wait_for_inflight_requests only;
 		// docs/vllm-api.md §5): era b has them; the KV-only release came
-		// with PR #44890 (era c, merged after v0.26.0).
+		// with PR #44890 (era c, merged 2026-09-17/18, v0.31.0).
 		if s.era != eraA {
 			mux.HandleFunc("POST /pause", sm.handlePause)
 			mux.HandleFunc("POST /resume", sm.handleResume)

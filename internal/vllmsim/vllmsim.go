@@ -29,8 +29,10 @@
 //	                    (vLLM before 0.24: int() of each entry, so a UUID
 //	                    ends the start with its ValueError)
 //	VLLMSIM_ERA         which vLLM's sleep API to speak: a (≤ v0.11), b (PR
-//	                    #34528: modes, level 0, empty bodies), c (the newest
-//	                    release, default) or proposed (c with what open PRs
+//	                    #34528 to v0.30: modes, level 0, empty bodies), c
+//	                    (v0.31: the KV release, empty bodies), d (v0.32 and
+//	                    v0.33: #52864's JSON answers and operation metrics;
+//	                    the default) or proposed (d with what open PRs
 //	                    propose); docs/vllm-api.md §1
 //	VLLMSIM_HOST_SCALE  factor on the host memory the server really
 //	                    allocates for level-1 sleeps (default 1: the
