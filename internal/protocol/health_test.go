@@ -1,6 +1,8 @@
 package protocol_test
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -86,6 +88,49 @@ func TestAfterWakeFaultsAreCaughtByName(t *testing.T) {
 				assert.Equal(t, i+1, lp.Level)
 				assert.Greater(t, lp.PromptTokens, 2000, "about lost_prefix_tokens")
 				assert.Greater(t, lp.WokenTTFTS, lp.WarmTTFTS, "the wake dropped the cached prefix: it is prefilled again")
+			}
+		})
+	}
+}
+
+// loadObserver reports every phase window's load as others taking pct of
+// the machine's CPU.
+type loadObserver struct{ pct float64 }
+
+func (loadObserver) ObservePhase(context.Context, string, string, []string) {}
+func (loadObserver) ObserveSoakCycle(record.SoakCycle)                       {}
+func (o loadObserver) HostLoad() func() *record.HostLoad {
+	return func() *record.HostLoad { return &record.HostLoad{OthersCPUPct: o.pct} }
+}
+
+// TestCrowdedDecodeRateSaysSo: a decode-rate ratio missed while other
+// processes held the CPU during its windows (the after-wake phase's, the
+// baseline's) says the ratio may be the machine's; on a quiet machine the
+// same miss says nothing of it. The ratio is held to 1000, which no run
+// reaches, so both miss.
+func TestCrowdedDecodeRateSaysSo(t *testing.T) {
+	testmain.Long(t)
+	for _, pct := range []float64{80, 0} {
+		t.Run(fmt.Sprint(pct), func(t *testing.T) {
+			t.Parallel()
+			f, rec, cfg := simtest.Pool(t, same, func(cfg *config.Config) {
+				cfg.Models = cfg.Models[:1]
+				cfg.Protocol.Concurrency, cfg.Protocol.Rounds = []int{1}, 1
+				cfg.Thresholds.MinAfterWakeTPSRatio = 0
+				cfg.Thresholds.MinDecodeRateRatio = 1000
+			})
+			p := protocol.NewEnv(cfg, f, rec, loadObserver{pct})
+			_, err := protocol.Baseline{Env: p}.Run(t.Context(), "A", t.Logf)
+			require.NoError(t, err)
+			out, err := protocol.AfterWake{Env: p, Level: 1}.Run(t.Context(), "A", t.Logf)
+			require.NoError(t, err)
+			c, ok := byName(out.Checks)["health."+record.PhaseAfterWake+".decode_rate_ratio/A"]
+			require.True(t, ok, "the decode-rate ratio is checked")
+			assert.Equal(t, "FAIL", c.Verdict)
+			if pct > 0 {
+				assert.Contains(t, c.Reason, "other processes took 80 % during A-after-wake and 80 % during A-baseline of the machine's CPU: the ratio may be the machine's")
+			} else {
+				assert.NotContains(t, c.Reason, "other processes")
 			}
 		})
 	}
