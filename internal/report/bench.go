@@ -39,11 +39,15 @@ const (
 	UnitRoutable    = "sec/routable"  // Pod created, or handoff begun → ready in its EndpointSlice
 	UnitPower       = "W"             // the state-cost phase: GPU power held in a state
 	UnitHostGiB     = "host-GiB"      // host memory of the server's process tree in a state
-	UnitWakeJ       = "J/wake"        // energy of a wake: sent → first token
-	UnitSleepJ      = "J/sleep"       // energy of a sleep: sent → answered
-	UnitStartJ      = "J/start"       // energy of a cold start: spawn → first token
-	UnitSwitchJ     = "J/switch"      // energy of a handoff: /sleep sent → the woken model's first token
-	UnitJ           = "J"             // energy of a traffic run: first planned arrival → last request done
+	// UnitHostLockedGiB is host-GiB's page-locked part (VmLck): the pinned
+	// host buffers, where RLIMIT_MEMLOCK let them lock; host-GiB less it is
+	// the pageable rest.
+	UnitHostLockedGiB = "host-locked-GiB"
+	UnitWakeJ         = "J/wake"   // energy of a wake: sent → first token
+	UnitSleepJ        = "J/sleep"  // energy of a sleep: sent → answered
+	UnitStartJ        = "J/start"  // energy of a cold start: spawn → first token
+	UnitSwitchJ       = "J/switch" // energy of a handoff: /sleep sent → the woken model's first token
+	UnitJ             = "J"        // energy of a traffic run: first planned arrival → last request done
 	// The machine's load over a phase window (record.HostLoad): shown,
 	// never gated (no better=); the regression gate reads them to tell a
 	// crowded phase from a slower code.
@@ -72,6 +76,7 @@ var unitMeta = []struct{ unit, key, value string }{
 	{UnitRoutable, "better", "lower"},
 	{UnitPower, "better", "lower"},
 	{UnitHostGiB, "better", "lower"},
+	{UnitHostLockedGiB, "better", "lower"},
 	{UnitWakeJ, "better", "lower"},
 	{UnitSleepJ, "better", "lower"},
 	{UnitStartJ, "better", "lower"},

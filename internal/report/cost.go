@@ -146,8 +146,9 @@ func orEmpty(xs []string) []string {
 	return xs
 }
 
-// costBench writes model l's state-cost lines: per state its W and host
-// GiB, per transition its joules (figures not measured left out).
+// costBench writes model l's state-cost lines: per state its W, host GiB
+// and their locked part, per transition its joules (figures not measured
+// left out).
 func costBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) {
 	c, ok := raw.Cost[l]
 	if !ok {
@@ -160,6 +161,9 @@ func costBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) {
 		}
 		if !math.IsNaN(s.HostGiB) {
 			vals = append(vals, val(s.HostGiB, UnitHostGiB))
+		}
+		if !math.IsNaN(s.LockedGiB) {
+			vals = append(vals, val(s.LockedGiB, UnitHostLockedGiB))
 		}
 		line("Cost/model="+l+"/state="+s.State, vals...)
 	}

@@ -52,7 +52,7 @@ func goldenRaw() record.Raw {
 func addCost(raw *record.Raw) {
 	nan := math.NaN()
 	st := func(name string, gpu, host, pinned, w float64) record.StateCost {
-		return record.StateCost{State: name, GPUGiB: []float64{gpu}, HostGiB: host, LockedGiB: 0, PinnedGiB: pinned, SwapGiB: 0, PowerW: w, DwellS: 1}
+		return record.StateCost{State: name, GPUGiB: []float64{gpu}, HostGiB: host, LockedGiB: pinned, PinnedGiB: pinned, SwapGiB: 0, PowerW: w, DwellS: 1}
 	}
 	raw.Cost = map[string]record.Cost{"A": {DwellS: 1,
 		States: []record.StateCost{st(record.StateAwake, 20, 2, 0, 90), st(record.StateL1, 0.5, 10, 8, 45), st(record.StateL2, 0.5, 2, 0, 44),
