@@ -148,7 +148,7 @@ gate-power:
 	scripts/gate-power.sh
 
 ## variants: the two example variant runs (docs/variants.md) on vllmsim side by side, VARIANT_BLOCKS
-## blocks each: two vLLM releases as two vllmsim eras, and a serve flag on and off; writes
+## blocks each: two vLLM releases as two vllmsim eras, and a sleep option off and on (--sleep-mode-offload-cudagraph); writes
 ## out/variants-upgrade and out/variants-options, then shows benchstat -col variant of each
 VARIANT_BLOCKS ?= 2
 variants:
@@ -157,7 +157,7 @@ variants:
 	WAKEBENCH_CONFIG=testdata/variants-options.json $(GO) test -count=1 -timeout 20m -run $(PROTOCOL) . & p2=$$!; \
 	wait $$p1 || a=$$?; wait $$p2 || b=$$?; \
 	for run in upgrade options; do \
-		case $$run in upgrade) ref=v0.31 var=v0.33 ;; *) ref=graphs var=eager ;; esac; \
+		case $$run in upgrade) ref=v0.31 var=v0.33 ;; *) ref=none var=offload-cudagraph ;; esac; \
 		o=$$($(GO) tool benchstat -col variant -filter .name:Sleep out/variants-$$run/bench.txt) || exit 1; \
 		printf '%s\n' "$$o"; \
 		printf '%s\n' "$$o" | grep -Eq "│ +$$ref +│ +$$var +│" || { echo "benchstat -col variant: no $$ref | $$var columns in out/variants-$$run/bench.txt" >&2; exit 1; }; \
