@@ -94,7 +94,7 @@ func measure(ctx context.Context, out string, load bool, pct, alpha float64, rej
 	}
 	if len(sc[scBase]) == 0 || len(sc[scSame]) == 0 {
 		// The variant runs alone (STAGES=variants): their rows only.
-		if _, err := os.Stat(filepath.Join(out, scVariantsSame)); err == nil {
+		if hasVariantRuns(out) {
 			m.machine, m.load = machine(), "variant runs only: see each run's report.json for its load"
 			return m, variantRows(out, &m, rejudge)
 		}

@@ -87,6 +87,14 @@ func readComparisons(dir string) (cs []variants.Comparison, missing int, err err
 	return cs, missing, nil
 }
 
+// slowWakePct is the slow-wake scenario's change (vllmsim's
+// slow-wake=1.1), and maxBlocks the most blocks variantRow says a run
+// would need for it.
+const (
+	slowWakePct = 10.0
+	maxBlocks   = 200
+)
+
 // variantRow counts the variant runs the paired verdict flagged: any
 // gated figure (in protocol.variant_focus, the configs' Sleep … sec/wake)
 // worse or better than the reference (want < 0: a false-alarm goal of at
@@ -95,7 +103,7 @@ func readComparisons(dir string) (cs []variants.Comparison, missing int, err err
 // caught at least that often).
 func variantRow(what string, cs []variants.Comparison, wakeOnly bool, goal string, want int) row {
 	r := row{what: what, of: len(cs), goal: goal}
-	var judged, metrics, blocks, detect []float64
+	var judged, metrics, blocks, detect, need []float64
 	for _, c := range cs {
 		hit, n := false, 0
 		for _, m := range c.Metrics {
@@ -103,6 +111,9 @@ func variantRow(what string, cs []variants.Comparison, wakeOnly bool, goal strin
 				n++
 				if strings.HasPrefix(m.Name, "Sleep/") && m.Unit == "sec/wake" {
 					detect = append(detect, m.DetectPct)
+					if b := variants.BlocksFor(m, slowWakePct, c.TolerancePct, c.Alpha, maxBlocks); b > 0 {
+						need = append(need, float64(b))
+					}
 				}
 			}
 			switch {
@@ -123,13 +134,33 @@ func variantRow(what string, cs []variants.Comparison, wakeOnly bool, goal strin
 	if len(detect) > 0 {
 		caught = fmt.Sprintf("%d %%", medianInt(detect))
 	}
-	r.against = fmt.Sprintf("the reference variant of the same run (%d blocks; a wake figure's change caught 8 times in 10 when judged alone, before Benjamini-Hochberg: median %s)", medianInt(blocks), caught)
+	needed := "—"
+	if len(need) > 0 {
+		needed = fmt.Sprint(medianInt(need))
+		if medianInt(need) > maxBlocks {
+			needed = fmt.Sprintf("more than %d", maxBlocks)
+		}
+	}
+	r.against = fmt.Sprintf("the reference variant of the same run (%d blocks; a wake figure's change caught 8 times in 10 when judged alone, before Benjamini-Hochberg: median %s; blocks a %g %% slower wake figure needs for that, by each run's spread: median %s)", medianInt(blocks), caught, slowWakePct, needed)
 	if want > 0 {
 		r.met = r.flagged >= want
 	} else {
 		r.met = r.flagged <= -want
 	}
 	return r
+}
+
+// hasVariantRuns reports whether out holds a variant scenario's runs,
+// quiet or under the hog.
+func hasVariantRuns(out string) bool {
+	for _, sc := range []string{scVariantsSame, scVariantsSlowWake} {
+		for _, dir := range []string{sc, sc + loadSuffix} {
+			if _, err := os.Stat(filepath.Join(out, dir)); err == nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // variantRows are the variant runs' rows where they ran, quiet and under

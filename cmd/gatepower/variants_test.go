@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,8 +19,11 @@ import (
 // (in the focus), and a serving figure outside the focus judged worse.
 func writeComparison(t *testing.T, dir string, wake, serve string) {
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	c := variants.Comparison{Status: "PASS", Blocks: make([]variants.Block, 4), Metrics: []variants.Metric{
-		{Name: "Sleep/model=A/level=1", Unit: "sec/wake", Better: -1, Verdict: wake, DetectPct: 7, Focus: true},
+	// The wake's blocks' log ratios ±0.1 in turn: a 10 % slower wake needs
+	// 14 blocks at a 5 % tolerance and α 0.05 (variants.TestBlocksForByHand).
+	r := []float64{math.Exp(0.1), math.Exp(-0.1), math.Exp(0.1), math.Exp(-0.1)}
+	c := variants.Comparison{Status: "PASS", Blocks: make([]variants.Block, 4), TolerancePct: 5, Alpha: 0.05, Metrics: []variants.Metric{
+		{Name: "Sleep/model=A/level=1", Unit: "sec/wake", Better: -1, Verdict: wake, DetectPct: 7, Focus: true, Ratios: r},
 		{Name: "Serve/model=A/stage=baseline/conc=1", Unit: "tok/s", Better: 1, Verdict: serve, Focus: true},
 		{Name: "Serve/model=A/stage=baseline/conc=1", Unit: "sec/ttft", Better: -1, Verdict: variants.Worse}, // shown, not gated: flags nothing
 		{Name: "Host/window=A-restart", Unit: "others-cpu-%", Verdict: variants.NotJudge},
@@ -60,7 +64,7 @@ func TestVariantRowsCountByHand(t *testing.T) {
 	assert.Equal(t, "≤ 1 flagged", same.goal)
 	assert.True(t, same.met)
 	assert.Equal(t, []int{3, 4}, []int{same.judged, same.metrics}, "three of four figures judged a run")
-	assert.Contains(t, same.against, "4 blocks; a wake figure's change caught 8 times in 10 when judged alone, before Benjamini-Hochberg: median 7 %")
+	assert.Contains(t, same.against, "4 blocks; a wake figure's change caught 8 times in 10 when judged alone, before Benjamini-Hochberg: median 7 %; blocks a 10 % slower wake figure needs for that, by each run's spread: median 14")
 	assert.Equal(t, []int{8, 10}, []int{slow.flagged, slow.of})
 	assert.Equal(t, "≥ 9 flagged", slow.goal)
 	assert.False(t, slow.met)

@@ -151,6 +151,34 @@ func detectPct(better int, tolPct, q, t80, se float64) float64 {
 	return 100 * (math.Exp(x) - 1)
 }
 
+// BlocksFor is the fewest blocks, at most limit, with which m's worse
+// change of changePct percent is flagged PowerLevel of the time when judged
+// alone (before Benjamini-Hochberg), its blocks' log ratios spreading as
+// m's did (their sample standard deviation): DetectPct at n blocks, with
+// the t quantiles of n−1 degrees of freedom. 0 where m has no spread to go
+// by (fewer than two positive ratios, or no better= direction); limit+1
+// where limit blocks do not reach it (a change within the tolerance never
+// does).
+func BlocksFor(m Metric, changePct, tolPct, alpha float64, limit int) int {
+	var ds []float64
+	for _, r := range m.Ratios {
+		if r > 0 {
+			ds = append(ds, math.Log(r))
+		}
+	}
+	if m.Better == 0 || len(ds) < 2 || len(ds) < len(m.Ratios) {
+		return 0
+	}
+	_, sd := stat.MeanStdDev(ds, nil)
+	for n := 2; n <= limit; n++ {
+		t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 1)}
+		if detectPct(m.Better, tolPct, t.Quantile(1-alpha/2), t.Quantile(PowerLevel), sd/math.Sqrt(float64(n))) <= changePct {
+			return n
+		}
+	}
+	return limit + 1
+}
+
 // judgeFamily applies Benjamini-Hochberg (1995) over one variant's judged
 // metrics whose Focus is focus, at alpha: a metric's change is significant
 // where its p is at most k·alpha/m for the largest such rank k; a

@@ -215,3 +215,22 @@ func TestMetricJSONRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestBlocksForByHand: blocks' log ratios ±0.1 in turn (sample SD
+// √(0.04/3) = 0.1155), a lower-is-better unit, a 5 % tolerance, α 0.05:
+// a 10 % worse change (log 1.1 = 0.0953) needs the threshold
+// max(log 1.05, t(0.975, n−1)·SD/√n) plus t(0.8, n−1)·SD/√n within it.
+// By Student's t table: 13 blocks give 2.179·0.03203 + 0.873·0.03203 =
+// 0.0978, short; 14 give 2.160·0.03086 + 0.870·0.03086 = 0.0935. With
+// no spread two blocks do; a change within the tolerance never is; one
+// block, or no direction, says nothing.
+func TestBlocksForByHand(t *testing.T) {
+	r := []float64{math.Exp(0.1), math.Exp(-0.1), math.Exp(0.1), math.Exp(-0.1)}
+	m := Metric{Better: -1, Ratios: r}
+	assert.Equal(t, 14, BlocksFor(m, 10, 5, 0.05, 100))
+	assert.Equal(t, 11, BlocksFor(m, 10, 5, 0.05, 10), "beyond the limit: limit+1")
+	assert.Equal(t, 101, BlocksFor(m, 4, 5, 0.05, 100), "within the tolerance: never")
+	assert.Equal(t, 2, BlocksFor(Metric{Better: -1, Ratios: []float64{1.02, 1.02, 1.02}}, 10, 5, 0.05, 100), "no spread")
+	assert.Zero(t, BlocksFor(Metric{Better: -1, Ratios: r[:1]}, 10, 5, 0.05, 100))
+	assert.Zero(t, BlocksFor(Metric{Ratios: r}, 10, 5, 0.05, 100))
+}
