@@ -34,10 +34,13 @@
 # judged in itself (no baseline); with LOAD=1 first the same two under the
 # CPU hog, into variants-same-load and variants-slowwake1.1-load;
 # STAGES=variants runs only them.
-# RERUNS=20 BASE=10 take about 70 minutes on 2 cores, LOAD=1 about 115.
-# JOBS=N runs up to N quiet runs at once (default 1): for CI's smoke, which
-# checks the pipeline, not the rates (GOALS=0); runs side by side share the
-# cores, so a measurement keeps JOBS=1.
+# RERUNS=20 BASE=10 take about 70 minutes on 2 cores, LOAD=1 about 115; a
+# variant run about 3 minutes quiet, 7 under the hog (two at a time).
+# JOBS=N runs up to N quiet runs, and N variant runs, at once (default 1):
+# for CI's smoke, which checks the pipeline, not the rates (GOALS=0); runs
+# side by side share the cores, so the gate's measurement keeps JOBS=1. A
+# variant run is judged within itself (its variants share whatever else
+# runs), so its rows were measured two at a time (JOBS=2).
 set -euo pipefail
 RERUNS=${RERUNS:-20}
 BASE=${BASE:-10}
@@ -82,8 +85,20 @@ settle() { # waits for the runs, not the hog
 	for p in $(jobs -rp); do [ "$p" = "$hog" ] || wait "$p" || true; done
 }
 stophog() { [ -z "$hog" ] || { kill "$hog" 2>/dev/null || true; wait "$hog" 2>/dev/null || true; hog=; }; }
-# Runs still going when the script ends (JOBS > 1) end with it: each stops its own servers.
-trap 'stophog; kill $(jobs -rp) 2>/dev/null || true; wait' EXIT
+# Runs still going when the script ends (JOBS > 1) end with it: each run's
+# test binary is signalled (a job is the subshell around it) and stops its
+# own servers.
+# shellcheck disable=SC2317 # invoked by the EXIT trap
+cleanup() {
+	local p
+	stophog
+	for p in $(jobs -rp); do
+		pkill -TERM -P "$p" 2>/dev/null || true
+		kill "$p" 2>/dev/null || true
+	done
+	wait
+}
+trap cleanup EXIT
 if has load || has quiet || has variants; then
 	$GO test -c -o "$OUT/bin/wakebench.test" .
 	$GO build -o "$OUT/bin/cpuhog" ./cmd/cpuhog

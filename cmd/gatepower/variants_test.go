@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -64,7 +66,7 @@ func TestVariantRowsCountByHand(t *testing.T) {
 	assert.Equal(t, "≤ 1 flagged", same.goal)
 	assert.True(t, same.met)
 	assert.Equal(t, []int{3, 4}, []int{same.judged, same.metrics}, "three of four figures judged a run")
-	assert.Contains(t, same.against, "4 blocks; a wake figure's change caught 8 times in 10 when judged alone, before Benjamini-Hochberg: median 7 %; blocks a 10 % slower wake figure needs for that, by each run's spread: median 14")
+	assert.Contains(t, same.against, "4 blocks; a wake figure's change caught 8 times in 10 when judged alone, before Benjamini-Hochberg: median 7 %; blocks for a 10 % change of one wake figure caught so, from the spread of its blocks in each run: median 14")
 	assert.Equal(t, []int{8, 10}, []int{slow.flagged, slow.of})
 	assert.Equal(t, "≥ 9 flagged", slow.goal)
 	assert.False(t, slow.met)
@@ -95,4 +97,26 @@ func TestVariantRowsCountByHand(t *testing.T) {
 	m = measurement{}
 	require.NoError(t, variantRows(out, &m, false))
 	assert.True(t, m.broken, "a run that wrote no comparison.json")
+}
+
+// TestHogVariantRunsBesideQuietRuns: LOAD=1 STAGES=variants in a folder
+// that holds earlier quiet runs (no base-load): the hog ran the variant
+// runs alone, so the table is the quiet gate rows and the variant rows,
+// with a note, not a refusal.
+func TestHogVariantRunsBesideQuietRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(52, 1))
+	out := t.TempDir()
+	for i := 1; i <= 5; i++ {
+		writeRun(t, rng, filepath.Join(out, scBase, strconv.Itoa(i)), 1, 1, 2)
+		writeRun(t, rng, filepath.Join(out, scSame, strconv.Itoa(i)), 1, 1, 2)
+	}
+	writeComparison(t, filepath.Join(out, scVariantsSame+loadSuffix, "1"), variants.Same, variants.Same)
+	var b strings.Builder
+	_, err := run(t.Context(), &b, out, true, 10, 0.05, false, false)
+	require.NoError(t, err)
+	assert.Contains(t, b.String(), "| variants, the same code (under the hog): any gated figure worse or better |")
+	assert.Contains(t, b.String(), "| same code (quiet) |")
+	assert.Contains(t, b.String(), "LOAD=1 made no base-load or same-load runs")
+	_, err = run(t.Context(), &b, t.TempDir(), true, 10, 0.05, false, false)
+	assert.ErrorContains(t, err, "no runs of base or same", "nothing at all")
 }
