@@ -142,8 +142,10 @@ func (p *Env) Failed(phase string) bool { return p.rec.Failed(phase) }
 // observer is told, and the returned end records the phase window (named
 // <label>-<phase>, or the labels joined for several), records every
 // server that exited meanwhile as a failure of the phase (unless one of
-// its steps named that model's failure), and tells the observer again.
-func (p *Env) Begin(ctx context.Context, phase string, labels ...string) (end func()) {
+// its steps named that model's failure), tells the observer again and
+// returns the machine's load over the phase (nil: none read), for a
+// phase that judges a speed ratio on its own window (gate.NoteCrowded).
+func (p *Env) Begin(ctx context.Context, phase string, labels ...string) (end func() *record.HostLoad) {
 	p.rec.PhaseRan(phase)
 	if p.obs != nil {
 		p.obs.ObservePhase(ctx, phase, "before", labels)
@@ -153,8 +155,9 @@ func (p *Env) Begin(ctx context.Context, phase string, labels ...string) (end fu
 	if p.obs != nil {
 		host = p.obs.HostLoad() // the machine's load over the phase, for the regression gate
 	}
-	return func() {
-		p.rec.Window(strings.Join(labels, "")+"-"+phase, start, time.Now(), seconds(p.cfg.Protocol.WindowPadS), host())
+	return func() *record.HostLoad {
+		load := host()
+		p.rec.Window(strings.Join(labels, "")+"-"+phase, start, time.Now(), seconds(p.cfg.Protocol.WindowPadS), load)
 		// A server that exited during the phase is a failure of it, also
 		// where no step met it (a request's error, a restart since).
 		// How each model's memory is attributed (its latest start's
@@ -173,6 +176,7 @@ func (p *Env) Begin(ctx context.Context, phase string, labels ...string) (end fu
 		if p.obs != nil {
 			p.obs.ObservePhase(ctx, phase, "after", labels)
 		}
+		return load
 	}
 }
 

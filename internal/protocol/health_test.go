@@ -1,7 +1,6 @@
 package protocol_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -93,16 +92,6 @@ func TestAfterWakeFaultsAreCaughtByName(t *testing.T) {
 	}
 }
 
-// loadObserver reports every phase window's load as others taking pct of
-// the machine's CPU.
-type loadObserver struct{ pct float64 }
-
-func (loadObserver) ObservePhase(context.Context, string, string, []string) {}
-func (loadObserver) ObserveSoakCycle(record.SoakCycle)                       {}
-func (o loadObserver) HostLoad() func() *record.HostLoad {
-	return func() *record.HostLoad { return &record.HostLoad{OthersCPUPct: o.pct} }
-}
-
 // TestCrowdedDecodeRateSaysSo: a decode-rate ratio missed while other
 // processes held the CPU during its windows (the after-wake phase's, the
 // baseline's) says the ratio may be the machine's; on a quiet machine the
@@ -119,7 +108,7 @@ func TestCrowdedDecodeRateSaysSo(t *testing.T) {
 				cfg.Thresholds.MinAfterWakeTPSRatio = 0
 				cfg.Thresholds.MinDecodeRateRatio = 1000
 			})
-			p := protocol.NewEnv(cfg, f, rec, loadObserver{pct})
+			p := protocol.NewEnv(cfg, f, rec, simtest.LoadObserver{OthersCPUPct: pct})
 			_, err := protocol.Baseline{Env: p}.Run(t.Context(), "A", t.Logf)
 			require.NoError(t, err)
 			out, err := protocol.AfterWake{Env: p, Level: 1}.Run(t.Context(), "A", t.Logf)

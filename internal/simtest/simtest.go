@@ -174,3 +174,20 @@ func ReadsLate(seconds float64) string {
 	d := seconds
 	return fmt.Sprintf("delay=/is_sleeping:%g,delay=/is_paused:%g,delay=/metrics:%g,delay=/version:%g", d, d, d, d)
 }
+
+// LoadObserver is a phase observer that reads every phase window's host
+// load as others taking OthersCPUPct of the machine's CPU (a crowded or a
+// quiet machine, for a test of what a phase says of it) and does nothing
+// else.
+type LoadObserver struct{ OthersCPUPct float64 }
+
+// ObservePhase does nothing.
+func (LoadObserver) ObservePhase(context.Context, string, string, []string) {}
+
+// ObserveSoakCycle does nothing.
+func (LoadObserver) ObserveSoakCycle(record.SoakCycle) {}
+
+// HostLoad reads OthersCPUPct at the phase's end.
+func (o LoadObserver) HostLoad() func() *record.HostLoad {
+	return func() *record.HostLoad { return &record.HostLoad{OthersCPUPct: o.OthersCPUPct} }
+}

@@ -44,8 +44,9 @@ func New(env *protocol.Env) *Phase {
 // Run runs the traffic phase and judges it (goodput, asleep p99, shed and
 // failed requests, the pause modes' outcomes).
 func (ph *Phase) Run(ctx context.Context, logf protocol.Logf) (protocol.Outcome[record.Traffic], error) {
-	t, err := ph.run(ctx, logf)
-	return protocol.Judged(t, err, func() []record.Check { return ph.checks(t) })
+	var crowd *record.HostLoad // the machine's load over the phase's window
+	t, err := ph.run(ctx, logf, &crowd)
+	return protocol.Judged(t, err, func() []record.Check { return ph.checks(t, crowd) })
 }
 
 // UseTrafficPlan makes plan the traffic phase's requests (NewPlan, before
@@ -221,9 +222,10 @@ func readDataset(cfg config.Config) ([]load.Sample, error) {
 // traffic.sleep_level), the same arrivals with every model awake (the
 // ideal, where the GPU holds them all), then a sleep with requests in
 // flight in each of traffic.in_flight_modes.
-func (ph *Phase) run(ctx context.Context, logf protocol.Logf) (record.Traffic, error) {
+func (ph *Phase) run(ctx context.Context, logf protocol.Logf, crowd **record.HostLoad) (record.Traffic, error) {
 	labels := ph.pool.Labels()
-	defer ph.proto.Begin(ctx, record.PhaseTraffic, labels...)()
+	end := ph.proto.Begin(ctx, record.PhaseTraffic, labels...)
+	defer func() { *crowd = end() }()
 	tr := ph.cfg.Traffic
 	out := record.Traffic{Level: tr.SleepLevel, SharedJ: math.NaN(), IdealJ: math.NaN()}
 	plan := ph.plan
@@ -550,7 +552,10 @@ func (ph *Phase) waitRunning(ctx context.Context, label string, n int) {
 	}
 }
 
-// checks: the traffic phase's thresholds.
-func (ph *Phase) checks(t record.Traffic) []record.Check {
-	return ph.proto.Record(record.PhaseTraffic, gate.Traffic(ph.cfg, t)...)
+// checks: the traffic phase's thresholds; a goodput ratio missed while
+// other processes crowded the machine over the phase (crowd) says so.
+func (ph *Phase) checks(t record.Traffic, crowd *record.HostLoad) []record.Check {
+	w := strings.Join(ph.pool.Labels(), "") + "-" + record.PhaseTraffic
+	cs := gate.NoteCrowded(gate.Traffic(ph.cfg, t), ".goodput_ratio", map[string]record.Window{w: {Host: crowd}}, w)
+	return ph.proto.Record(record.PhaseTraffic, cs...)
 }

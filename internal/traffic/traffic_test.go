@@ -13,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/simtest"
 	"github.com/wakebench/wakebench/internal/traffic"
 )
 
@@ -402,4 +404,32 @@ func TestTrafficStartsAtItsSleepLevel(t *testing.T) {
 		}
 	}
 	assert.Equal(t, "sleep L2", last, "B's sleep before the router's first wake of it")
+}
+
+// TestCrowdedGoodputSaysSo: a goodput ratio missed while other processes
+// held the CPU over the traffic phase says the ratio may be the
+// machine's; on a quiet machine the same miss says nothing of it. The
+// ratio is held to 1000, which no run reaches, so both miss.
+func TestCrowdedGoodputSaysSo(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "trace.csv")
+	require.NoError(t, os.WriteFile(trace, []byte(fourRows), 0o644))
+	for _, pct := range []float64{80, 0} {
+		t.Run(fmt.Sprint(pct), func(t *testing.T) {
+			f, rec, cfg := simtest.Pool(t, same, func(cfg *config.Config) {
+				cfg.Traffic.Trace = trace
+				cfg.Traffic.InFlightRequests = 0
+				cfg.Thresholds.MinTrafficGoodputRatio = 1000
+			})
+			out, err := traffic.New(protocol.NewEnv(cfg, f, rec, simtest.LoadObserver{OthersCPUPct: pct})).Run(t.Context(), t.Logf)
+			require.NoError(t, err)
+			c, ok := byName(out.Checks)["traffic.goodput_ratio/"]
+			require.True(t, ok, "the goodput ratio is checked")
+			assert.Equal(t, "FAIL", c.Verdict, c.String())
+			if pct > 0 {
+				assert.Contains(t, c.Reason, "other processes took 80 % during AB-traffic of the machine's CPU: the ratio may be the machine's")
+			} else {
+				assert.NotContains(t, c.Reason, "other processes")
+			}
+		})
+	}
 }
