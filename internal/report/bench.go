@@ -39,9 +39,10 @@ const (
 	UnitRoutable    = "sec/routable"  // Pod created, or handoff begun → ready in its EndpointSlice
 	UnitPower       = "W"             // the state-cost phase: GPU power held in a state
 	UnitHostGiB     = "host-GiB"      // host memory of the server's process tree in a state
-	// UnitHostLockedGiB is host-GiB's page-locked part (VmLck): the pinned
-	// host buffers, where RLIMIT_MEMLOCK let them lock; host-GiB less it is
-	// the pageable rest.
+	// UnitHostLockedGiB is host-GiB's mlock'ed part (VmLck). On vllmsim
+	// that is its pinned backups (it mlocks them, where RLIMIT_MEMLOCK or
+	// CAP_IPC_LOCK allows); whether a GPU driver's cudaHostAlloc pages show
+	// in VmLck is unverified (docs/cost.md), so on vLLM it may read 0.
 	UnitHostLockedGiB = "host-locked-GiB"
 	UnitWakeJ         = "J/wake"   // energy of a wake: sent → first token
 	UnitSleepJ        = "J/sleep"  // energy of a sleep: sent → answered
@@ -115,7 +116,7 @@ func BenchUnits() []*benchfmt.UnitMetadata {
 //	BenchmarkSwitch/dir=A→B
 //	BenchmarkTraffic/model=A/run=shared/found=asleep (one line per request: issued → first token, TPOT)
 //	BenchmarkMemory/model=A
-//	BenchmarkCost/model=A/state=asleep-l1 (W, host-GiB), BenchmarkEnergy/model=A/op=wake-l1 (J/wake, J/sleep, J/start)
+//	BenchmarkCost/model=A/state=asleep-l1 (W, host-GiB, host-locked-GiB), BenchmarkEnergy/model=A/op=wake-l1 (J/wake, J/sleep, J/start)
 //	BenchmarkPodStart/model=A/kind=cold, BenchmarkPodRestart/model=A, BenchmarkPodSwitch/dir=A→B (the Kubernetes phase)
 //	BenchmarkHost/window=A-sleep-level1 (the machine's load over a phase window: %-others-cpu, wait/run; no better=)
 func WriteBench(w io.Writer, raw record.Raw) error {
