@@ -62,7 +62,11 @@ one() { # one DIR CONFIG [ENV=VALUE…]: one protocol run into DIR
 	rm -rf "$dir" && mkdir -p "$dir"
 	if ! env WAKEBENCH_CONFIG="$root/$cfg" WAKEBENCH_OUT_DIR="$dir" "$@" "$OUT/bin/wakebench.test" \
 		-test.run '^TestProtocol$' -test.count=1 >"$dir/test.log" 2>&1; then
-		echo "run $dir failed (the protocol, not the gate): see $dir/test.log" >&2
+		if [ -s "$dir/comparison.json" ]; then # a variant run exits 1 on its verdict: judged, not broken
+			echo "run $dir: its variants judged different (the verdict gatepower counts): see $dir/summary.md" >&2
+		else
+			echo "run $dir failed (the protocol, not the gate): see $dir/test.log" >&2
+		fi
 	fi
 }
 hog=
