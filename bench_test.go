@@ -380,7 +380,7 @@ func TestOutputs(t *testing.T) {
 		wantUnits = append(wantUnits, report.UnitHeld)
 	}
 	if p.CostDwellS > 0 { // the state-cost phase: host memory from /proc
-		wantUnits = append(wantUnits, report.UnitHostGiB)
+		wantUnits = append(wantUnits, report.UnitHostGiB, report.UnitHostLockedGiB) // VmRSS and VmLck, read together
 	}
 	if haveMemory {
 		benches = append(benches, "Memory")
