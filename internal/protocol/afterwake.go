@@ -43,10 +43,10 @@ func (p AfterWake) checks(label string, runs []record.PerfRun) []record.Check {
 	phase := p.phase()
 	var cs []record.Check
 	p.rec.Read(func(raw *record.Raw) {
-		cs = gate.NoteCrowded(gate.AfterWake(p.cfg, label, phase, runs, raw.Perf[label]), ".tps_ratio", raw.Windows, label+"-"+phase, label+"-"+record.PhaseBaseline)
+		cs = gate.NoteCrowded(gate.AfterWake(p.cfg, label, phase, runs, raw.Perf[label]), ".tps_ratio", raw.Windows, record.WindowName(phase, label), record.WindowName(record.PhaseBaseline, label))
 		cs = append(cs, gate.Correctness(label, phase, raw.Replays[label])...)
 		cs = append(cs, gate.LostPrefix(p.cfg, label, p.Level, raw.LostPrefix[label])...)
-		cs = append(cs, gate.NoteCrowded(gate.Health(p.cfg, label, phase, raw.Health[label]), ".decode_rate_ratio", raw.Windows, label+"-"+phase, label+"-"+record.PhaseBaseline)...)
+		cs = append(cs, healthChecks(p.cfg, raw, label, phase, label)...)
 		if p.Level == 1 {
 			cs = append(cs, releaseChecks(p.cfg, raw, label)...)
 		}

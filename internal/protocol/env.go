@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/config"
@@ -157,7 +156,7 @@ func (p *Env) Begin(ctx context.Context, phase string, labels ...string) (end fu
 	}
 	return func() *record.HostLoad {
 		load := host()
-		p.rec.Window(strings.Join(labels, "")+"-"+phase, start, time.Now(), seconds(p.cfg.Protocol.WindowPadS), load)
+		p.rec.Window(record.WindowName(phase, labels...), start, time.Now(), seconds(p.cfg.Protocol.WindowPadS), load)
 		// A server that exited during the phase is a failure of it, also
 		// where no step met it (a request's error, a restart since).
 		// How each model's memory is attributed (its latest start's
@@ -205,6 +204,15 @@ func releaseChecks(cfg config.Config, raw *record.Raw, labels ...string) []recor
 		out = append(out, gate.Release(cfg, l, raw.Release[l], false)...)
 	}
 	return out
+}
+
+// healthChecks: label's engine health after phase's wakes against before
+// its first sleep (gate.Health); a decode-rate ratio missed while other
+// processes crowded the machine in phase's window (over ran, the labels
+// the phase ran over) or label's baseline window says so.
+func healthChecks(cfg config.Config, raw *record.Raw, label, phase string, ran ...string) []record.Check {
+	return gate.NoteCrowded(gate.Health(cfg, label, phase, raw.Health[label]), ".decode_rate_ratio", raw.Windows,
+		record.WindowName(phase, ran...), record.WindowName(record.PhaseBaseline, label))
 }
 
 // correctnessChecks: every model's replays of stage (after the handoffs

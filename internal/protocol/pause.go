@@ -212,7 +212,7 @@ func (p *pauser) pauseChecks(phase, label string, level int, cycles []record.Cyc
 		if raw.CyclesOff[label][level] == "" {
 			cs = append(cs, gate.Correctness(label, phase, raw.Replays[label])...)
 			if level == record.LevelKVRelease && len(cycles) > 0 { // the cycles ran: the window after the first
-				cs = append(cs, gate.NoteCrowded(gate.Health(p.cfg, label, phase, raw.Health[label]), ".decode_rate_ratio", raw.Windows, label+"-"+phase, label+"-"+record.PhaseBaseline)...)
+				cs = append(cs, healthChecks(p.cfg, raw, label, phase, label)...)
 			}
 		}
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/energy"
@@ -33,7 +32,7 @@ func (p Switch) checks(handoffs []record.Handoff) []record.Check {
 	labels := p.Labels()
 	p.rec.Read(func(raw *record.Raw) {
 		for _, l := range labels {
-			cs = append(cs, gate.NoteCrowded(gate.Health(p.cfg, l, record.PhaseSwitch, raw.Health[l]), ".decode_rate_ratio", raw.Windows, strings.Join(labels, "")+"-"+record.PhaseSwitch, l+"-"+record.PhaseBaseline)...)
+			cs = append(cs, healthChecks(p.cfg, raw, l, record.PhaseSwitch, labels...)...)
 		}
 		cs = append(cs, releaseChecks(p.cfg, raw, labels...)...)
 	})

@@ -698,6 +698,11 @@ func (r *Recorder) PhaseRan(name string) {
 	}
 }
 
+// WindowName is a phase window's name: the labels the phase ran over,
+// joined, then "-" and the phase ("A-after-wake", "AB-switch"), as
+// protocol's Env.Begin records it.
+func WindowName(phase string, labels ...string) string { return strings.Join(labels, "") + "-" + phase }
+
 // Window records a phase window, widened by pad on both sides. A phase
 // run again replaces its window.
 func (r *Recorder) Window(name string, start, end time.Time, pad time.Duration, host *HostLoad) {

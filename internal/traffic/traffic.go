@@ -555,7 +555,7 @@ func (ph *Phase) waitRunning(ctx context.Context, label string, n int) {
 // checks: the traffic phase's thresholds; a goodput ratio missed while
 // other processes crowded the machine over the phase (crowd) says so.
 func (ph *Phase) checks(t record.Traffic, crowd *record.HostLoad) []record.Check {
-	w := strings.Join(ph.pool.Labels(), "") + "-" + record.PhaseTraffic
+	w := record.WindowName(record.PhaseTraffic, ph.pool.Labels()...)
 	cs := gate.NoteCrowded(gate.Traffic(ph.cfg, t), ".goodput_ratio", map[string]record.Window{w: {Host: crowd}}, w)
 	return ph.proto.Record(record.PhaseTraffic, cs...)
 }
