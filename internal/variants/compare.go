@@ -128,7 +128,7 @@ func compareMetric(variant string, k gate.BenchKey, better int, pairs []pair, to
 	default: // every block moved by the same ratio: no spread to doubt it
 		m.P = 0
 	}
-	m.DetectPct = detectPct(better, tolPct, q, t.Quantile(PowerLevel), se)
+	m.DetectPct = detectAt(better, tolPct, alpha, sd, len(ds))
 	m.Verdict = Same
 	return m
 }
@@ -151,11 +151,20 @@ func detectPct(better int, tolPct, q, t80, se float64) float64 {
 	return 100 * (math.Exp(x) - 1)
 }
 
+// detectAt is detectPct with n blocks of log ratios of sample standard
+// deviation sd: the standard error sd/√n and Student's t quantiles of n−1
+// degrees of freedom (a comparison's own DetectPct, and BlocksFor's at
+// other n).
+func detectAt(better int, tolPct, alpha, sd float64, n int) float64 {
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 1)}
+	return detectPct(better, tolPct, t.Quantile(1-alpha/2), t.Quantile(PowerLevel), sd/math.Sqrt(float64(n)))
+}
+
 // BlocksFor is the fewest blocks, at most limit, with which m's worse
 // change of changePct percent is flagged PowerLevel of the time when judged
 // alone (before Benjamini-Hochberg), its blocks' log ratios spreading as
-// m's did (their sample standard deviation): DetectPct at n blocks, with
-// the t quantiles of n−1 degrees of freedom. 0 where m has no spread to go
+// m's did (their sample standard deviation): DetectPct at n blocks
+// (detectAt). 0 where m has no spread to go
 // by (fewer than two positive ratios, or no better= direction); limit+1
 // where limit blocks do not reach it (a change within the tolerance never
 // does).
@@ -171,8 +180,7 @@ func BlocksFor(m Metric, changePct, tolPct, alpha float64, limit int) int {
 	}
 	_, sd := stat.MeanStdDev(ds, nil)
 	for n := 2; n <= limit; n++ {
-		t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 1)}
-		if detectPct(m.Better, tolPct, t.Quantile(1-alpha/2), t.Quantile(PowerLevel), sd/math.Sqrt(float64(n))) <= changePct {
+		if detectAt(m.Better, tolPct, alpha, sd, n) <= changePct {
 			return n
 		}
 	}
