@@ -32,7 +32,8 @@
 # testdata/variants-gate-power-slow-wake.json (the second variant's every
 # wake 10 % slower) into variants-slowwake1.1, each a run of 4 blocks
 # judged in itself (no baseline); with LOAD=1 first the same two under the
-# CPU hog, into variants-same-load and variants-slowwake1.1-load;
+# CPU hog, into variants-same-load and variants-slowwake1.1-load
+# (VARIANT_BLOCKS_LOAD=N: those with N blocks, not the configs' 4);
 # STAGES=variants runs only them.
 # RERUNS=20 BASE=10 take about 70 minutes on 2 cores, LOAD=1 about 115; a
 # variant run about 3 minutes quiet, 7 under the hog (two at a time).
@@ -49,6 +50,8 @@ GOALS=${GOALS:-1}
 OUT=${OUT:-out/gate-power}
 GO=${GO:-go}
 VARIANTS=${VARIANTS:-0}
+VARIANT_BLOCKS_LOAD=${VARIANT_BLOCKS_LOAD:-}
+[[ -z $VARIANT_BLOCKS_LOAD || $VARIANT_BLOCKS_LOAD =~ ^[1-9][0-9]*$ ]] || { echo "gate-power: VARIANT_BLOCKS_LOAD=$VARIANT_BLOCKS_LOAD: a count of blocks" >&2; exit 2; }
 STAGES=${STAGES:-load quiet judge}
 [ "$VARIANTS" = 0 ] || [[ " $STAGES " == *" variants "* ]] || STAGES="$STAGES variants"
 JOBS=${JOBS:-1}
@@ -141,9 +144,11 @@ if has variants; then
 	if [ "$LOAD" = 1 ]; then
 		"$OUT/bin/cpuhog" -for 24h &
 		hog=$!
+		blocks=()
+		[ -z "$VARIANT_BLOCKS_LOAD" ] || blocks=(WAKEBENCH_PROTOCOL_VARIANT_BLOCKS="$VARIANT_BLOCKS_LOAD")
 		for i in $(seq 1 "$RERUNS"); do
-			quiet "$OUT/variants-same-load/$i" testdata/variants-gate-power.json
-			quiet "$OUT/variants-slowwake1.1-load/$i" testdata/variants-gate-power-slow-wake.json
+			quiet "$OUT/variants-same-load/$i" testdata/variants-gate-power.json "${blocks[@]}"
+			quiet "$OUT/variants-slowwake1.1-load/$i" testdata/variants-gate-power-slow-wake.json "${blocks[@]}"
 		done
 		settle
 		stophog

@@ -46,6 +46,9 @@ func rejudged(scenario string, cs []variants.Comparison) ([]variants.Comparison,
 	}
 	out := make([]variants.Comparison, len(cs))
 	for i, c := range cs {
+		// The run's own plan (a LOAD=1 run may have had more blocks than
+		// the config says, WAKEBENCH_PROTOCOL_VARIANT_BLOCKS).
+		cfg.Protocol.VariantBlocks, cfg.Protocol.VariantOrder, cfg.Protocol.VariantSeed = len(c.Blocks), c.Order, c.Seed
 		out[i] = variants.Compare(cfg, c.Runs)
 		// A block whose bench.txt is no longer where the run left it (OUT
 		// moved) would drop out and flag less: refused, not undercounted.

@@ -224,6 +224,11 @@ type Protocol struct {
 	// the rest are judged in a family of their own and shown. Empty: every
 	// figure is one family, and any can fail it.
 	VariantFocus []string `json:"variant_focus"`
+	// VariantBlockFigure is a block's figure of each metric, from the
+	// samples its run wrote (VariantBlockFigures): "median", or "best",
+	// the fastest time or the highest rate (the better= direction's
+	// extreme), which CPU contention moves least.
+	VariantBlockFigure string `json:"variant_block_figure"`
 }
 
 // InVariantFocus reports whether the figure name (bench.txt's, without
@@ -453,7 +458,7 @@ func base() Config {
 			CorrectnessMaxTokens: 16, CorrectnessLogprobs: 5, LogprobTolerance: 0.05,
 			SoakLevel: 1, SwitchLevel: 1, EngineTolerancePercent: 10, CostDwellS: 1,
 			HealthRequests: 4, HealthMaxTokens: 32, LostPrefixTokens: 2048,
-			VariantBlocks: 4, VariantOrder: "random", VariantSeed: 1, VariantGate: true,
+			VariantBlocks: 4, VariantOrder: "random", VariantSeed: 1, VariantGate: true, VariantBlockFigure: "median",
 		},
 		Timeouts: Timeouts{StartS: 600, RequestS: 300, SleepS: 300, WakeS: 300, StopS: 10, PollMS: 5},
 		Thresholds: Thresholds{

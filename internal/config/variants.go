@@ -58,6 +58,7 @@ var notSettable = map[string]string{
 	"protocol.variant_seed":            "the seed is the variant run's, not a variant's",
 	"protocol.variant_gate":            "the verdict is the variant run's, not a variant's",
 	"protocol.variant_focus":           "the verdict's family is the variant run's, for every variant alike",
+	"protocol.variant_block_figure":    "a block's figure is the variant run's, for every variant alike",
 	"thresholds.regression_percent":    "the paired verdict's tolerance is the variant run's, for every variant alike",
 	"thresholds.regression_alpha":      "the paired verdict's significance is the variant run's, for every variant alike",
 	"thresholds.regression_min_judged": "the paired verdict's minimum is the variant run's, for every variant alike",
@@ -120,6 +121,17 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // as variants, so drift within a block falls on each alike); "alternate",
 // each block in the config's order (A B, A B, …).
 var VariantOrders = []string{"random", "alternate"}
+
+// VariantBlockFigures are protocol.variant_block_figure's values: a
+// block's median of a metric's samples, or its best sample (the least
+// of a lower-is-better unit's, the most of a higher-is-better one's; the
+// median of a unit without a direction, which is not judged). Noise
+// that only ever adds time (a stall, another process on the CPU) moves
+// the best least: Chen & Revels, "Robust benchmarking in noisy
+// environments" (2016, arXiv:1608.04295), whose BenchmarkTools.jl
+// compares minimums for it. The best does not see a change in the slow
+// samples alone; the median does.
+var VariantBlockFigures = []string{"median", "best"}
 
 // VariantNames are the variants' names in config order (the first is the
 // reference every other is compared with); none without variants.
@@ -233,6 +245,9 @@ func (c Config) validateVariants(bad badFunc) {
 	}
 	if !slices.Contains(VariantOrders, p.VariantOrder) {
 		bad("protocol.variant_order", "%q: want one of %s", p.VariantOrder, strings.Join(VariantOrders, ", "))
+	}
+	if !slices.Contains(VariantBlockFigures, p.VariantBlockFigure) {
+		bad("protocol.variant_block_figure", "%q: want one of %s", p.VariantBlockFigure, strings.Join(VariantBlockFigures, ", "))
 	}
 	for i, f := range p.VariantFocus {
 		pat, unit, hasUnit := strings.Cut(f, " ")

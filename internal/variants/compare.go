@@ -29,8 +29,9 @@ const (
 )
 
 // Metric is one figure of one variant against the reference's, block by
-// block: in each block both ran, the ratio of the variant's median to the
-// reference's; their geometric mean is Delta, with its confidence
+// block: in each block both ran, the ratio of the variant's block figure
+// to the reference's (the median of the block's samples, or its best:
+// protocol.variant_block_figure); their geometric mean is Delta, with its confidence
 // interval from the blocks' spread (a paired t interval on the log ratios,
 // n−1 degrees of freedom).
 type Metric struct {
@@ -39,12 +40,12 @@ type Metric struct {
 	Unit    string `json:"unit"`
 	Better  int    `json:"better"` // +1 higher is better, −1 lower, 0 no direction (not judged)
 	// Ref and Var are the geometric means over the paired blocks of each
-	// block's median (their ratio is 1 + DeltaPct/100); the medians where
-	// a block's median is not positive.
+	// block's figure (their ratio is 1 + DeltaPct/100); the medians of
+	// those where a block's figure is not positive.
 	Ref float64 `json:"ref"`
 	Var float64 `json:"var"`
 	// Blocks is how many blocks had the metric in both (the pairs);
-	// Ratios each pair's variant median over the reference's, in block
+	// Ratios each pair's variant figure over the reference's, in block
 	// order (as computed: ±Inf or NaN where the reference's is 0).
 	Blocks int       `json:"blocks"`
 	Ratios []float64 `json:"ratios"`
@@ -81,7 +82,7 @@ func (m Metric) WorsePct() float64 {
 	return m.DeltaPct * float64(-m.Better)
 }
 
-// pair is one block's medians of a metric.
+// pair is one block's figures of a metric (blockFigure).
 type pair struct{ ref, v float64 }
 
 // compareMetric judges one metric of a variant from its pairs, before the
@@ -110,7 +111,7 @@ func compareMetric(variant string, k gate.BenchKey, better int, pairs []pair, to
 		m.Verdict, m.Why = NotJudge, fmt.Sprintf("in %d block(s) of both: a paired interval needs 2", len(pairs))
 		return m
 	case len(ds) < len(pairs):
-		m.Verdict, m.Why = NotJudge, "a block's median is 0 or negative: a relative change is undefined"
+		m.Verdict, m.Why = NotJudge, "a block's figure is 0 or negative: a relative change is undefined"
 		return m
 	}
 	n := float64(len(ds))
@@ -224,7 +225,7 @@ func judgeFamily(ms []Metric, focus bool, what string, tolPct, alpha float64) {
 // block, its run failed, gives that block no pair): those focus says are
 // in the question's focus (config.Protocol.InVariantFocus) in one family,
 // the others in another; with focus nil, every metric in one.
-func compare(ref string, others []string, blocks []map[string]gate.Bench, tolPct, alpha float64, focus func(name, unit string) bool) []Metric {
+func compare(ref string, others []string, blocks []map[string]gate.Bench, figure string, tolPct, alpha float64, focus func(name, unit string) bool) []Metric {
 	var out []Metric
 	for _, v := range others {
 		pairs := map[gate.BenchKey][]pair{}
@@ -242,8 +243,8 @@ func compare(ref string, others []string, blocks []map[string]gate.Bench, tolPct
 					only[k] = v
 					continue
 				}
-				pairs[k] = append(pairs[k], pair{median(ys), median(xs)})
 				better[k] = vb.Meta.GetBetter(k.Unit)
+				pairs[k] = append(pairs[k], pair{blockFigure(figure, better[k], ys), blockFigure(figure, better[k], xs)})
 			}
 			for k, ys := range rb.Values {
 				if xs, ok := vb.Values[k]; !ok || len(xs) == 0 || len(ys) == 0 {
@@ -279,6 +280,21 @@ func compare(ref string, others []string, blocks []map[string]gate.Bench, tolPct
 
 func cmpKey(a, b gate.BenchKey) int {
 	return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Unit, b.Unit))
+}
+
+// blockFigure is a block's figure of a metric from its samples xs, by
+// protocol.variant_block_figure (config.VariantBlockFigures): "best" the
+// least where lower is better (better < 0) and the most where higher is,
+// else the median.
+func blockFigure(figure string, better int, xs []float64) float64 {
+	switch {
+	case figure != "best" || better == 0:
+		return median(xs)
+	case better < 0:
+		return slices.Min(xs)
+	default:
+		return slices.Max(xs)
+	}
 }
 
 func median(xs []float64) float64 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/perf/benchfmt"
 
 	"github.com/wakebench/wakebench/internal/gate"
 )
@@ -164,7 +165,7 @@ func TestOneSidedFiguresAreListed(t *testing.T) {
 		{"ref": bench("Sleep", "KV"), "new": bench("Sleep", "Level0")},
 		{"ref": bench("Sleep", "KV"), "new": bench("Sleep", "Level0")},
 	}
-	ms := compare("ref", []string{"new"}, blocks, 10, 0.05, nil)
+	ms := compare("ref", []string{"new"}, blocks, "median", 10, 0.05, nil)
 	why := map[string]string{}
 	for _, m := range ms {
 		why[m.Name] = m.Verdict + " " + m.Why
@@ -233,4 +234,40 @@ func TestBlocksForByHand(t *testing.T) {
 	assert.Equal(t, 2, BlocksFor(Metric{Better: -1, Ratios: []float64{1.02, 1.02, 1.02}}, 10, 5, 0.05, 100), "no spread")
 	assert.Zero(t, BlocksFor(Metric{Better: -1, Ratios: r[:1]}, 10, 5, 0.05, 100))
 	assert.Zero(t, BlocksFor(Metric{Ratios: r}, 10, 5, 0.05, 100))
+}
+
+// protocol.variant_block_figure "best": a block's figure is its fastest
+// wake (sec/wake, lower better) and its highest rate (tok/s, higher
+// better), where "median" takes the middle sample. Two blocks of three
+// samples, a stall in one sample of each side, by hand:
+//
+//	block 1: ref wakes 1.0 1.2 3.0, new 1.1 2.5 2.6: best 1.0, 1.1 (ratio 1.1); medians 1.2, 2.5
+//	block 2: ref wakes 2.0 2.1 2.2, new 2.4 2.5 9.0: best 2.0, 2.4 (ratio 1.2); medians 2.1, 2.5
+//	rates:   ref 100 90 10, new 80 85 20; ref 50 60 55, new 66 30 40: best 100, 85 and 60, 66
+func TestBestBlockFigureByHand(t *testing.T) {
+	meta := benchfmt.UnitMetadataMap{}
+	meta[benchfmt.UnitMetadataKey{Unit: "sec/wake", Key: "better"}] = &benchfmt.UnitMetadata{UnitMetadataKey: benchfmt.UnitMetadataKey{Unit: "sec/wake", Key: "better"}, Value: "lower"}
+	meta[benchfmt.UnitMetadataKey{Unit: "tok/s", Key: "better"}] = &benchfmt.UnitMetadata{UnitMetadataKey: benchfmt.UnitMetadataKey{Unit: "tok/s", Key: "better"}, Value: "higher"}
+	wake, rate := gate.BenchKey{Name: "Sleep/model=A/level=1", Unit: "sec/wake"}, gate.BenchKey{Name: "Serve/model=A", Unit: "tok/s"}
+	bench := func(wakes, rates []float64) gate.Bench {
+		return gate.Bench{Values: map[gate.BenchKey][]float64{wake: wakes, rate: rates}, Meta: meta}
+	}
+	blocks := []map[string]gate.Bench{
+		{"ref": bench([]float64{1.0, 1.2, 3.0}, []float64{100, 90, 10}), "new": bench([]float64{1.1, 2.5, 2.6}, []float64{80, 85, 20})},
+		{"ref": bench([]float64{2.0, 2.1, 2.2}, []float64{50, 60, 55}), "new": bench([]float64{2.4, 2.5, 9.0}, []float64{66, 30, 40})},
+	}
+	byName := func(figure string) map[gate.BenchKey]Metric {
+		out := map[gate.BenchKey]Metric{}
+		for _, m := range compare("ref", []string{"new"}, blocks, figure, 5, 0.05, nil) {
+			out[gate.BenchKey{Name: m.Name, Unit: m.Unit}] = m
+		}
+		return out
+	}
+	best, med := byName("best"), byName("median")
+	assert.InDeltaSlice(t, []float64{1.1 / 1.0, 2.4 / 2.0}, best[wake].Ratios, 1e-12)
+	assert.InDelta(t, math.Sqrt(1.0*2.0), best[wake].Ref, 1e-12)
+	assert.InDelta(t, math.Sqrt(1.1*2.4), best[wake].Var, 1e-12)
+	assert.InDeltaSlice(t, []float64{2.5 / 1.2, 2.5 / 2.1}, med[wake].Ratios, 1e-12)
+	assert.InDeltaSlice(t, []float64{85.0 / 100, 66.0 / 60}, best[rate].Ratios, 1e-12)
+	assert.InDeltaSlice(t, []float64{80.0 / 90, 40.0 / 55}, med[rate].Ratios, 1e-12)
 }

@@ -44,6 +44,9 @@ type Comparison struct {
 	// Focus is protocol.variant_focus: the figures the question is about,
 	// the family judged and gated ([]: every figure).
 	Focus []string `json:"focus"`
+	// BlockFigure is protocol.variant_block_figure: a block's figure of a
+	// metric is its samples' median or its best sample.
+	BlockFigure string `json:"block_figure"`
 	// Simulated labels the runs of vllmsim: every figure simulated, or
 	// which variants' runs are.
 	Simulated string   `json:"simulated,omitempty"`
@@ -70,7 +73,7 @@ func Compare(cfg config.Config, runs []Result) Comparison {
 	names := cfg.VariantNames()
 	c := Comparison{Status: "PASS", Reference: names[0], Variants: names, Definitions: masked(cfg.Variants), Order: cfg.Protocol.VariantOrder,
 		Seed: cfg.Protocol.VariantSeed, Blocks: Plan(cfg), TolerancePct: cfg.Thresholds.RegressionPercent,
-		Alpha: cfg.Thresholds.RegressionAlpha, Gated: cfg.Protocol.VariantGate, Focus: append([]string{}, cfg.Protocol.VariantFocus...), Runs: runs, Failures: []string{}}
+		Alpha: cfg.Thresholds.RegressionAlpha, Gated: cfg.Protocol.VariantGate, Focus: append([]string{}, cfg.Protocol.VariantFocus...), BlockFigure: cfg.Protocol.VariantBlockFigure, Runs: runs, Failures: []string{}}
 	blocks := make([]map[string]gate.Bench, len(c.Blocks))
 	for i := range blocks {
 		blocks[i] = map[string]gate.Bench{}
@@ -113,7 +116,7 @@ func Compare(cfg config.Config, runs []Result) Comparison {
 	if len(cfg.Protocol.VariantFocus) > 0 {
 		focus = cfg.Protocol.InVariantFocus
 	}
-	c.Metrics = compare(c.Reference, names[1:], blocks, c.TolerancePct, c.Alpha, focus)
+	c.Metrics = compare(c.Reference, names[1:], blocks, c.BlockFigure, c.TolerancePct, c.Alpha, focus)
 	for _, v := range names[1:] {
 		judged, focused := 0, 0
 		for _, m := range c.Metrics {
@@ -236,6 +239,9 @@ func (c Comparison) Summary() report.Doc {
 			gated = "(not gated either: below)"
 		}
 		intro += fmt.Sprintf(" The question's figures, stated before the run (`protocol.variant_focus`: %s), are one family %s; the others are judged in a family of their own and shown, not failed.", report.Code(strings.Join(c.Focus, ", ")), gated)
+	}
+	if c.BlockFigure == "best" {
+		intro += " A block's figure of a metric is its best sample (`protocol.variant_block_figure`: the fastest time, the highest rate), not its median."
 	}
 	if !c.Gated {
 		intro += " Not gated (`protocol.variant_gate` false): a variant's worse figures are shown, not failed; only a run that failed fails it."
