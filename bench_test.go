@@ -29,7 +29,6 @@ import (
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/harness"
 	"github.com/wakebench/wakebench/internal/phases"
-	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
 	"github.com/wakebench/wakebench/internal/shape"
@@ -496,7 +495,7 @@ func BenchmarkRestart(b *testing.B) {
 		b.Run("model="+l+"/kind=warm", func(b *testing.B) {
 			var ready, first []float64
 			for b.Loop() {
-				rs, err := protocol.NewSteps(h.Env()).WarmStart(ctx, l)
+				rs, err := h.Steps().WarmStart(ctx, l)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -515,7 +514,7 @@ func BenchmarkServe(b *testing.B) {
 			b.Run(fmt.Sprintf("model=%s/stage=baseline/conc=%d", l, c), func(b *testing.B) {
 				var tps, ttft, tpot []float64
 				for b.Loop() {
-					run, err := protocol.NewSteps(h.Env()).ServeRound(ctx, l, c)
+					run, err := h.Steps().ServeRound(ctx, l, c)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/report"
 )
 
@@ -19,7 +18,7 @@ func BenchmarkSleep(b *testing.B) {
 			b.Run(fmt.Sprintf("model=%s/level=%d", l, level), func(b *testing.B) {
 				var sleep, wake, first, resid []float64
 				for b.Loop() {
-					c, err := protocol.NewSteps(h.Env()).Cycle(ctx, l, level)
+					c, err := h.Steps().Cycle(ctx, l, level)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -26,7 +26,7 @@ func BenchmarkSwitch(b *testing.B) {
 		b.Run("dir="+record.DirectionKey(from, to), func(b *testing.B) {
 			var sleep, wake, first []float64
 			for b.Loop() {
-				ho, err := protocol.NewSteps(h.Env()).Handoff(ctx, from, to)
+				ho, err := h.Steps().Handoff(ctx, from, to)
 				if err != nil {
 					b.Fatal(err)
 				}

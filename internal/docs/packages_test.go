@@ -227,11 +227,12 @@ func designSection(t *testing.T, root, begin, end, what, want string) {
 // simulator's command, and vllmsim itself writes its device; the CUDA
 // driver, package cuda, is backend's link probe's and vllmsim's
 // real-device mode's alone); the run's
-// record is held by its runner alone (protocol's Env, which the phases
-// write through, and harness, which assembles the run and writes the
-// outputs; simtest is the runner of the tests below them): the servers
-// and the router hand their values out, the phases of packages of their
-// own (statecost, traffic) record through the Env they are given.
+// record is held by its runner alone (harness, which makes it, hands it
+// to the phases as a protocol.Recording and writes the outputs from one
+// copy; simtest is harness's stand-in in the package tests below it, and
+// no package's own code imports it): the servers and the router hand
+// their values out, the phases (protocol's, and statecost's and
+// traffic's) record through the Env they are given.
 func TestLayerRules(t *testing.T) {
 	ps := packages(t, filepath.Join("..", "..", ""))
 	only := map[string][]string{
@@ -260,7 +261,10 @@ func TestLayerRules(t *testing.T) {
 		}
 	}
 	slices.Sort(holders)
-	assert.Equal(t, []string{"internal/harness", "internal/protocol", "internal/simtest"}, holders, "packages that hold a record.Recorder")
+	assert.Equal(t, []string{"internal/harness", "internal/simtest"}, holders, "packages that hold a record.Recorder")
+	for _, p := range ps {
+		assert.NotContains(t, p.imports, "internal/simtest", "%s: simtest is for tests (it holds a record of its own)", p.path)
+	}
 }
 
 // TestOrderPutsImportersFirst: the order the table is written in, on a

@@ -177,6 +177,13 @@ func (r *Run) On() phases.On { return phases.On{Env: r.env, Traffic: r.traffic} 
 // which are not phases of the list (protocol.Soak, protocol.Steps).
 func (r *Run) Env() *protocol.Env { return r.env }
 
+// Steps are the benchmark steps on the run's servers, each recording into
+// a scratch record of the run's models: a benchmark's measurements never
+// reach the run's report.
+func (r *Run) Steps() protocol.Steps {
+	return protocol.NewSteps(r.env, func() protocol.Recording { return record.New(r.cfg.ModelNames()) })
+}
+
 // Config is the run's configuration.
 func (r *Run) Config() config.Config { return r.cfg }
 

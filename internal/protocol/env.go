@@ -1,6 +1,6 @@
 // Package protocol is the protocol's phases and what they run on: Env (the
-// run's config, its servers, its record: the runner every phase records
-// through), a type per phase (Restart, Baseline, Sleep, AfterWake, Level0,
+// run's config, its servers, and its record as a Recording, which the
+// runner holds: what every phase records through), a type per phase (Restart, Baseline, Sleep, AfterWake, Level0,
 // KVRelease, Switch; Soak, opt-in) whose Run returns what it measured and
 // its threshold checks (package gate) together, and Steps, the one-step
 // measurements of go test -bench. Package phases lists the phases in run
@@ -22,9 +22,32 @@ import (
 	"github.com/wakebench/wakebench/internal/record"
 )
 
+// Recording is what the phases may do with the run's record: write
+// what they measure through its typed series (Writers), mark its frame
+// (a phase ran, its window, its plans, failures, checks, the memory's
+// notes, the server's version) and read the few series a check judges
+// in place (Read). The runner (package harness) holds the record
+// (*record.Recorder) and hands it to the phases as this: a phase can
+// neither copy the whole record, set the run up, nor finish it.
+type Recording interface {
+	Writers() record.Writers
+	PhaseRan(phase string)
+	Window(name string, start, end time.Time, pad time.Duration, host *record.HostLoad)
+	PlanCycles(label string, level, n int)
+	CyclesOff(label string, level int, why string)
+	PlanSoak(cycles, level int)
+	AddChecks(cs ...record.Check)
+	Fail(f record.Failure)
+	Failed(phase string) bool
+	FailedFor(phase, model string) bool
+	NoteMemory(note string)
+	SetServerVersion(version, cuda string)
+	Read(f func(raw *record.Raw))
+}
+
 // Observe is the pool's Observer that writes what the servers did into
 // rec: the run's record, or a benchmark's scratch record.
-func Observe(rec *record.Recorder) pool.Observer {
+func Observe(rec Recording) pool.Observer {
 	w := rec.Writers()
 	return pool.Observer{Request: w.Requests.Done, AbortedByDesign: w.Requests.Aborted, Event: w.Events.Add,
 		FirstSleep: func(label string, fs record.FirstSleep) { w.FirstSleeps.Add(label, fs) },
@@ -81,7 +104,7 @@ type Observer interface {
 type Env struct {
 	cfg  config.Config
 	pool *pool.Pool
-	rec  *record.Recorder
+	rec  Recording
 	// w is rec's typed series: what the phases measure is written
 	// through them; rec keeps the run's frame (windows, failures, checks).
 	w   record.Writers
@@ -92,7 +115,7 @@ type Env struct {
 }
 
 // NewEnv is the phases' environment of cfg on f, recording into rec; obs may be nil.
-func NewEnv(cfg config.Config, f *pool.Pool, rec *record.Recorder, obs Observer) *Env {
+func NewEnv(cfg config.Config, f *pool.Pool, rec Recording, obs Observer) *Env {
 	return &Env{cfg: cfg, pool: f, rec: rec, w: rec.Writers(), obs: obs}
 }
 

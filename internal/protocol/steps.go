@@ -11,23 +11,28 @@ import (
 // Steps are the one-step measurements of go test -bench (a warm start, a
 // serving round, a sleep/wake cycle, a handoff): not phases, they record
 // nothing in the run's report (each step writes into a scratch record).
-type Steps struct{ env *Env }
+type Steps struct {
+	env     *Env
+	scratch func() Recording
+}
 
-// NewSteps are the benchmark steps on env's servers.
-func NewSteps(env *Env) Steps { return Steps{env: env} }
+// NewSteps are the benchmark steps on env's servers, each step recording
+// into a record scratch makes (the runner's: an empty record of the run's
+// models).
+func NewSteps(env *Env, scratch func() Recording) Steps { return Steps{env: env, scratch: scratch} }
 
-// bench is p for benchmarks: the same servers, but the measurements a
-// benchmark step makes (requests, releases, events) go to a record of its
-// own, never into the run's report.
-func (p *Env) bench() *Env {
-	scratch := record.New(p.cfg.ModelNames()) // not a copy of the whole record per step
-	return NewEnv(p.cfg, p.pool.Observed(Observe(scratch)), scratch, nil)
+// bench is p's environment for a benchmark step: the same servers, but
+// the measurements the step makes (requests, releases, events) go to a
+// record of its own, never into the run's report.
+func (p Steps) bench() *Env {
+	scratch := p.scratch() // not a copy of the whole record per step
+	return NewEnv(p.env.cfg, p.env.pool.Observed(Observe(scratch)), scratch, nil)
 }
 
 // WarmStart measures one restart of label (after its first start, so warm),
 // for benchmarks; it is not added to the report's restarts.
 func (p Steps) WarmStart(ctx context.Context, label string) (record.Restart, error) {
-	b := p.env.bench()
+	b := p.bench()
 	if !b.pool.Running(label) {
 		if err := b.pool.Activate(ctx, label); err != nil {
 			return record.Restart{}, err
@@ -45,7 +50,7 @@ func (p Steps) WarmStart(ctx context.Context, label string) (record.Restart, err
 // as a phase's serving keeps it (stage baseline's record.PerfRun, the
 // figures the report and bench.txt give), not added to the report.
 func (p Steps) ServeRound(ctx context.Context, label string, c int) (record.PerfRun, error) {
-	b := p.env.bench()
+	b := p.bench()
 	if err := b.pool.Activate(ctx, label); err != nil {
 		return record.PerfRun{}, err
 	}
@@ -62,7 +67,7 @@ func (p Steps) ServeRound(ctx context.Context, label string, c int) (record.Perf
 // Cycle activates label and measures one sleep/wake cycle at level, for
 // benchmarks; it is not added to the report's cycles.
 func (p Steps) Cycle(ctx context.Context, label string, level int) (record.Cycle, error) {
-	b := p.env.bench()
+	b := p.bench()
 	if err := b.pool.Activate(ctx, label); err != nil {
 		return record.Cycle{}, err
 	}
@@ -76,7 +81,7 @@ func (p Steps) Cycle(ctx context.Context, label string, level int) (record.Cycle
 // Handoff measures one handoff from → to (from awake, to running), for
 // benchmarks; it is not added to the report's handoffs.
 func (p Steps) Handoff(ctx context.Context, from, to string) (record.Handoff, error) {
-	b := p.env.bench()
+	b := p.bench()
 	for _, l := range []string{to, from} {
 		if !b.pool.Running(l) {
 			if err := b.pool.Activate(ctx, l); err != nil {

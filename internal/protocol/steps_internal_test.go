@@ -18,7 +18,7 @@ func TestBenchStepsRecordApart(t *testing.T) {
 	cfg := config.Default()
 	run := record.New(cfg.ModelNames())
 	env := NewEnv(cfg, pool.New(cfg, pool.Options{}, Observe(run)), run, nil)
-	b := env.bench()
+	b := NewSteps(env, func() Recording { return record.New(cfg.ModelNames()) }).bench()
 	l := cfg.Models[0].Label
 	b.w.Cycles.Add(l, record.Cycle{Level: 1, OK: true})
 	b.w.Replays.Add(l, record.Replay{Stage: record.PhaseSleepL1})
