@@ -416,7 +416,7 @@ type Thresholds struct {
 	// MaxSleepingPowerW: the GPU power a model holds asleep (each level,
 	// over protocol.cost_dwell_s, from the energy counter), per model: the
 	// device's power with it asleep less with it stopped, the other
-	// models as they were (gate.StateCost).
+	// models as they were (package statecost's checks).
 	MaxSleepingPowerW float64 `json:"max_sleeping_power_w"`
 	// MaxPodSwitchRoutableS: the Kubernetes phase's handoffs across Pods,
 	// begun → the woken Pod ready in its EndpointSlice, p95 per direction.

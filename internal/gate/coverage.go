@@ -176,7 +176,7 @@ func Comparison(name string, vs []Verdict, minJudged int) record.Check {
 		}
 	}
 	cov := CoverageOf(vs)
-	c := Evaluate(name, "", float64(n), "==", 0)
+	c := record.Evaluate(name, "", float64(n), "==", 0)
 	c.Reason = cov.String()
 	if n == 0 && cov.Judged < minJudged {
 		c.Verdict, c.Required = record.NotEvaluated, true

@@ -218,38 +218,3 @@ func (v *Verdict) busyFloor(why string) {
 		100*BusyOneRunFloor, 100*v.MinPct, why)
 	v.MinPct = BusyOneRunFloor
 }
-
-// BusyOthersPct is the share of the machine's CPU (percent of all its
-// cores) that processes outside the run took over a phase window beyond
-// which a failed speed ratio says the machine was crowded (NoteCrowded).
-const BusyOthersPct = 25
-
-// NoteCrowded adds to each failed check of cs whose name ends in suffix
-// (a speed ratio: ".tps_ratio") what the machine did during the windows
-// it compares (names: e.g. "A-after-wake", "A-baseline"), where other
-// processes took at least BusyOthersPct of the CPU in one of them: the
-// ratio may be the machine's, not the server's. The verdict stands (a
-// threshold judges the run it was given); the reason says why it may
-// not be the code's.
-func NoteCrowded(cs []record.Check, suffix string, windows map[string]record.Window, names ...string) []record.Check {
-	var parts []string
-	busy := false
-	for _, n := range names {
-		w, ok := windows[n]
-		if !ok || w.Host == nil {
-			continue
-		}
-		parts = append(parts, fmt.Sprintf("%.0f %% during %s", w.Host.OthersCPUPct, n))
-		busy = busy || w.Host.OthersCPUPct >= BusyOthersPct
-	}
-	if !busy {
-		return cs
-	}
-	note := fmt.Sprintf("other processes took %s of the machine's CPU: the ratio may be the machine's, not the server's; rerun on a quieter runner", strings.Join(parts, " and "))
-	for i, c := range cs {
-		if c.Verdict == "FAIL" && strings.HasSuffix(c.Name, suffix) {
-			cs[i].Reason = strings.TrimPrefix(c.Reason+"; "+note, "; ")
-		}
-	}
-	return cs
-}

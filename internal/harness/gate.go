@@ -124,7 +124,7 @@ func (r *Run) judge(ctx context.Context, baseline string) ([]gate.Verdict, strin
 		if v.Regression {
 			// Flagged: worse by more than the tolerance (and significant by
 			// its rule), so the check holds it to the tolerance and FAILs.
-			r.rec.AddChecks(gate.Evaluate("regression "+v.Name+" "+v.StatLabel()+" ("+v.Rule+" rule)", "", v.ChangePct*float64(-v.Better), "within", tol))
+			r.rec.AddChecks(record.Evaluate("regression "+v.Name+" "+v.StatLabel()+" ("+v.Rule+" rule)", "", v.ChangePct*float64(-v.Better), "within", tol))
 		}
 	}
 	r.rec.Writers().Gate.Set(g)

@@ -20,7 +20,6 @@ import (
 
 	"github.com/wakebench/wakebench/internal/backend"
 	"github.com/wakebench/wakebench/internal/config"
-	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/hostload"
 	"github.com/wakebench/wakebench/internal/phases"
@@ -316,13 +315,13 @@ func (r *Run) Write(testFailures []record.Failure) (report.Report, error) {
 			r.rec.AddMemoryNote(fmt.Sprintf("the run took %d GPU memory samples; past %d the older ones were thinned, each pair kept as its larger, so physical_peak_gib and timeline.svg cover %d of them (the device's total peak exactly, a run of several GPUs' per-GPU peaks not always); samples.csv has every one",
 				th+len(samples), gpu.MaxKept, len(samples)))
 		}
-		r.rec.AddChecks(gate.Evaluate("memory.sampler_errors", "", float64(n), "==", 0))
+		r.rec.AddChecks(record.Evaluate("memory.sampler_errors", "", float64(n), "==", 0))
 	}
-	r.rec.AddChecks(gate.OffPhases(r.cfg)...)
+	r.rec.AddChecks(offPhaseChecks(r.cfg)...)
 	unverified := r.pool.Unverified()
 	for _, l := range r.pool.Labels() {
 		if why := unverified[l]; len(why) > 0 {
-			r.rec.AddChecks(gate.Unverified(l, why))
+			r.rec.AddChecks(unverifiedCheck(l, why))
 		}
 	}
 	used := make([]float64, len(samples))

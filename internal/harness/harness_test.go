@@ -466,7 +466,7 @@ func TestEveryThresholdIsChecked(t *testing.T) {
 			latest = append(latest, c)
 		}
 	}
-	assert.Equal(t, append(latest, gate.Evaluate("memory.sampler_errors", "", 0, "==", 0)), rep.Checks, "report.json's checks are the ones evaluated")
+	assert.Equal(t, append(latest, record.Evaluate("memory.sampler_errors", "", 0, "==", 0)), rep.Checks, "report.json's checks are the ones evaluated")
 }
 
 // TestInitialStartIsColdAndSaysSo: with fresh_caches (the default) every
@@ -569,7 +569,7 @@ func TestSoakCSVIsStreamed(t *testing.T) {
 
 // TestCloseKeepsTheThresholdsOfOffPhases: a threshold the user set whose
 // phase the config turns off reaches the report Close writes, NOT
-// EVALUATED and required, so the run FAILs naming the key (gate.OffPhases
+// EVALUATED and required, so the run FAILs naming the key (offPhaseChecks
 // decides; this holds the harness to adding its checks).
 func TestCloseKeepsTheThresholdsOfOffPhases(t *testing.T) {
 	cfg := small(t)

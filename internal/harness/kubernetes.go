@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/hostload"
 	"github.com/wakebench/wakebench/internal/kube"
 	"github.com/wakebench/wakebench/internal/kubelocal"
@@ -29,7 +28,7 @@ const EnvK8sBin = "WAKEBENCH_K8S_BIN"
 // not; a failure is recorded naming what to fix.
 func (r *Run) Kubernetes(ctx context.Context, logf func(string, ...any)) (protocol.Outcome[record.Kubernetes], error) {
 	k, err := r.kubernetes(ctx, logf)
-	return protocol.Judged(k, err, func() []record.Check { return r.env.Record(kubephase.Phase, gate.Kubernetes(r.cfg, k)...) })
+	return protocol.Judged(k, err, func() []record.Check { return r.env.Record(kubephase.Phase, kubephase.Checks(r.cfg, k)...) })
 }
 
 // kubernetes is Kubernetes' run, without the checks.

@@ -3,10 +3,12 @@ package protocol
 import (
 	"context"
 	"errors"
+	"fmt"
 
-	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/stats"
 )
 
 // AfterWake is an after-wake phase: record.PhaseAfterWake (Level 1) or
@@ -43,9 +45,9 @@ func (p AfterWake) checks(label string, runs []record.PerfRun) []record.Check {
 	phase := p.phase()
 	var cs []record.Check
 	p.rec.Read(func(raw *record.Raw) {
-		cs = gate.NoteCrowded(gate.AfterWake(p.cfg, label, phase, runs, raw.Perf[label]), ".tps_ratio", raw.Windows, record.WindowName(phase, label), record.WindowName(record.PhaseBaseline, label))
-		cs = append(cs, gate.Correctness(label, phase, raw.Replays[label])...)
-		cs = append(cs, gate.LostPrefix(p.cfg, label, p.Level, raw.LostPrefix[label])...)
+		cs = NoteCrowded(afterWakeChecks(p.cfg, label, phase, runs, raw.Perf[label]), ".tps_ratio", raw.Windows, record.WindowName(phase, label), record.WindowName(record.PhaseBaseline, label))
+		cs = append(cs, replayChecks(label, phase, raw.Replays[label])...)
+		cs = append(cs, lostPrefixChecks(p.cfg, label, p.Level, raw.LostPrefix[label])...)
 		cs = append(cs, healthChecks(p.cfg, raw, label, phase, label)...)
 		if p.Level == 1 {
 			cs = append(cs, releaseChecks(p.cfg, raw, label)...)
@@ -89,4 +91,62 @@ func (p AfterWake) run(ctx context.Context, label string, logf Logf) ([]record.P
 		err = errors.Join(err, p.Fail(phase, label, "correctness replay", verr))
 	}
 	return runs, err
+}
+
+// afterWakeChecks is Serve's checks plus, when min_after_wake_tps_ratio is set,
+// the median tok/s of stage (record.PhaseAfterWake, PhaseAfterWakeL2: a serving stage is its phase's name) against
+// the baseline's (from all, the model's serving runs so far) for each
+// concurrency that has a baseline.
+func afterWakeChecks(cfg config.Config, label, stage string, runs, all []record.PerfRun) []record.Check {
+	out := serveChecks(cfg, label, runs)
+	min := cfg.ThresholdsFor(label).MinAfterWakeTPSRatio
+	if min == 0 {
+		return out
+	}
+	base := map[int]float64{}
+	for _, p := range all {
+		if s, err := stats.Summarize(p.RoundTPS); err == nil && p.Stage == record.PhaseBaseline {
+			base[p.Concurrency] = s.Median
+		}
+	}
+	for _, r := range runs {
+		aw, err := stats.Summarize(r.RoundTPS)
+		if b, ok := base[r.Concurrency]; ok && err == nil && b > 0 {
+			out = append(out, record.Evaluate(fmt.Sprintf("%s.conc%d.tps_ratio", stage, r.Concurrency), label, aw.Median/b, ">=", min))
+		}
+	}
+	return out
+}
+
+// lostPrefixChecks: the price of a lost prefix at level (the after-wake phase's
+// probe: its first request after the wake, sent → first token, less the
+// warm one's) within max_lost_prefix_s when set. NOT EVALUATED where
+// nothing was cached to lose: the model's prefix caching is off, or the
+// server said its warm request found nothing cached.
+func lostPrefixChecks(cfg config.Config, label string, level int, lps []record.LostPrefix) []record.Check {
+	limit := cfg.ThresholdsFor(label).MaxLostPrefixS
+	if limit == 0 {
+		return nil
+	}
+	name := fmt.Sprintf("lost_prefix.level%d.price_s", level)
+	absent := func(why string) []record.Check {
+		return []record.Check{{Name: name, Model: label, Op: "<=", Limit: limit, Verdict: record.NotEvaluated, Reason: why,
+			Required: cfg.ThresholdSetByUser(label, "max_lost_prefix_s")}}
+	}
+	var out []record.Check
+	for _, lp := range lps {
+		if lp.Level != level {
+			continue
+		}
+		m, _ := cfg.Model(label)
+		switch {
+		case !m.PrefixCaching():
+			out = absent("prefix caching is off (--no-enable-prefix-caching): nothing cached to lose")
+		case lp.WarmCached == 0:
+			out = absent("the warm request found nothing cached (usage.prompt_tokens_details.cached_tokens 0)")
+		default:
+			out = []record.Check{record.Evaluate(name, label, lp.PriceS(), "<=", limit)}
+		}
+	}
+	return out
 }

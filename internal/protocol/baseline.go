@@ -2,8 +2,9 @@ package protocol
 
 import (
 	"context"
+	"fmt"
 
-	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
@@ -20,7 +21,7 @@ func (p Baseline) Run(ctx context.Context, label string, logf Logf) (Outcome[[]r
 
 // checks: failed requests within the limit and every round passed, per concurrency.
 func (p Baseline) checks(label string, runs []record.PerfRun) []record.Check {
-	return p.Record(record.PhaseBaseline, gate.Serve(p.cfg, label, runs)...)
+	return p.Record(record.PhaseBaseline, serveChecks(p.cfg, label, runs)...)
 }
 
 // run measures label's serving before any sleep: in a server process
@@ -58,4 +59,19 @@ func (p Baseline) freshProcess(ctx context.Context, label string, logf Logf) (st
 		return "activate", err
 	}
 	return "", nil
+}
+
+// serveChecks: failed requests within max_failed_requests, and rounds with a
+// failed request no more than the failures allowed (each can spoil one
+// round: with the default 0, every round must pass), per concurrency.
+func serveChecks(cfg config.Config, label string, runs []record.PerfRun) []record.Check {
+	limit := cfg.ThresholdsFor(label).MaxFailedRequests
+	var out []record.Check
+	for _, r := range runs {
+		out = append(out,
+			record.Evaluate(fmt.Sprintf("%s.conc%d.failed_requests", r.Stage, r.Concurrency), label,
+				float64(r.Planned-r.Success), "<=", float64(limit)),
+			record.Evaluate(fmt.Sprintf("%s.conc%d.rounds_passed", r.Stage, r.Concurrency), label, float64(r.RoundsPassed), ">=", float64(max(0, r.Rounds-limit))))
+	}
+	return out
 }

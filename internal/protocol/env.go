@@ -2,7 +2,8 @@
 // run's config, its servers, and its record as a Recording, which the
 // runner holds: what every phase records through), a type per phase (Restart, Baseline, Sleep, AfterWake, Level0,
 // KVRelease, Switch; Soak, opt-in) whose Run returns what it measured and
-// its threshold checks (package gate) together, and Steps, the one-step
+// its threshold checks together (each phase's beside it: sleepChecks in
+// sleep.go; those they share in checks.go), and Steps, the one-step
 // measurements of go test -bench. Package phases lists the phases in run
 // order; packages statecost and traffic are phases of their own, run on
 // the same Env.
@@ -17,7 +18,6 @@ import (
 	"time"
 
 	"github.com/wakebench/wakebench/internal/config"
-	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
 )
@@ -166,7 +166,7 @@ func (p *Env) Failed(phase string) bool { return p.rec.Failed(phase) }
 // server that exited meanwhile as a failure of the phase (unless one of
 // its steps named that model's failure), tells the observer again and
 // returns the machine's load over the phase (nil: none read), for a
-// phase that judges a speed ratio on its own window (gate.NoteCrowded).
+// phase that judges a speed ratio on its own window (NoteCrowded).
 func (p *Env) Begin(ctx context.Context, phase string, labels ...string) (end func() *record.HostLoad) {
 	p.rec.PhaseRan(phase)
 	if p.obs != nil {
@@ -224,17 +224,17 @@ func (p *Env) Record(phase string, cs ...record.Check) []record.Check {
 func releaseChecks(cfg config.Config, raw *record.Raw, labels ...string) []record.Check {
 	var out []record.Check
 	for _, l := range labels {
-		out = append(out, gate.Release(cfg, l, raw.Release[l], false)...)
+		out = append(out, l1ReleaseChecks(cfg, l, raw.Release[l], false)...)
 	}
 	return out
 }
 
 // healthChecks: label's engine health after phase's wakes against before
-// its first sleep (gate.Health); a decode-rate ratio missed while other
+// its first sleep (engineHealthChecks); a decode-rate ratio missed while other
 // processes crowded the machine in phase's window (over ran, the labels
 // the phase ran over) or label's baseline window says so.
 func healthChecks(cfg config.Config, raw *record.Raw, label, phase string, ran ...string) []record.Check {
-	return gate.NoteCrowded(gate.Health(cfg, label, phase, raw.Health[label]), ".decode_rate_ratio", raw.Windows,
+	return NoteCrowded(engineHealthChecks(cfg, label, phase, raw.Health[label]), ".decode_rate_ratio", raw.Windows,
 		record.WindowName(phase, ran...), record.WindowName(record.PhaseBaseline, label))
 }
 
@@ -245,7 +245,7 @@ func (p *Env) correctnessChecks(stage string) []record.Check {
 	labels := p.Labels()
 	p.rec.Read(func(raw *record.Raw) {
 		for _, l := range labels {
-			out = append(out, gate.Correctness(l, stage, raw.Replays[l])...)
+			out = append(out, replayChecks(l, stage, raw.Replays[l])...)
 		}
 	})
 	return out
@@ -308,7 +308,7 @@ func (p *Env) engine(ctx context.Context, from, to pool.EngineMark, sameServer b
 		}
 	}
 	if e != nil {
-		e.Disagreements = gate.Disagreements(e, httpAsleep, httpWake, released, p.cfg.Protocol.EngineTolerancePercent)
+		e.Disagreements = disagreements(e, httpAsleep, httpWake, released, p.cfg.Protocol.EngineTolerancePercent)
 	}
 	return e
 }

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -8,9 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/stats"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
@@ -208,9 +210,9 @@ func newCycle(level int) record.Cycle {
 func (p *pauser) pauseChecks(phase, label string, level int, cycles []record.Cycle) []record.Check {
 	var cs []record.Check
 	p.rec.Read(func(raw *record.Raw) {
-		cs = gate.Pause(p.cfg, label, level, cycles, raw.CyclesOff[label][level], p.confirmed)
+		cs = pauseCycleChecks(p.cfg, label, level, cycles, raw.CyclesOff[label][level], p.confirmed)
 		if raw.CyclesOff[label][level] == "" {
-			cs = append(cs, gate.Correctness(label, phase, raw.Replays[label])...)
+			cs = append(cs, replayChecks(label, phase, raw.Replays[label])...)
 			if level == record.LevelKVRelease && len(cycles) > 0 { // the cycles ran: the window after the first
 				cs = append(cs, healthChecks(p.cfg, raw, label, phase, label)...)
 			}
@@ -277,4 +279,64 @@ func (p *pauser) holdProbe(ctx context.Context, label string) (accepted func(), 
 			return held{}, context.Cause(ctx)
 		}
 	}, cancel
+}
+
+// pauseCycleChecks: the level-0 cycles, or the KV-only release cycles (level
+// record.LevelKVRelease), as Sleep has the others: every cycle succeeded
+// and the p95 of wake → first token within its limit when set; where the
+// server lacks the endpoints (off says why) the count is NOT EVALUATED,
+// not failed. The KV release also needs vLLM to have refused a release
+// without a pause, level 0 a /pause that held a request until /resume
+// (confirmed).
+func pauseCycleChecks(cfg config.Config, label string, level int, cycles []record.Cycle, off string, confirmed bool) []record.Check {
+	t := cfg.ThresholdsFor(label)
+	prefix, planned, maxFTT := "sleep.level0", cfg.Protocol.SleepL0Cycles, t.MaxL0WakeToFirstTokenS
+	if level == record.LevelKVRelease {
+		prefix, planned, maxFTT = "kv_release", cfg.Protocol.KVReleaseCycles, t.MaxKVWakeToFirstTokenS
+	}
+	if planned == 0 {
+		return nil
+	}
+	if off != "" {
+		out := []record.Check{{Name: prefix + ".successful_cycles", Model: label, Op: "==", Limit: float64(planned),
+			Verdict: record.NotEvaluated, Reason: off}}
+		key := map[string]string{"sleep.level0": "max_l0_wake_to_first_token_s", "kv_release": "max_kv_wake_to_first_token_s"}[prefix]
+		if maxFTT > 0 && cfg.ThresholdSetByUser(label, key) { // the user's limit is not dropped: required, unevaluated
+			out = append(out, record.Check{Name: prefix + ".to_first_token_s.p95", Model: label, Op: "<=", Limit: maxFTT,
+				Verdict: record.NotEvaluated, Reason: off, Required: true})
+		}
+		return out
+	}
+	var ftt []float64
+	for _, c := range cycles {
+		if c.OK {
+			ftt = append(ftt, c.ToFirstTokenS)
+		}
+	}
+	out := []record.Check{record.Evaluate(prefix+".successful_cycles", label, float64(len(ftt)), "==", float64(planned))}
+	if level == record.LevelKVRelease {
+		out = append(out, record.Evaluate(prefix+".refused_without_pause", label, b2f(confirmed), "==", 1))
+		// A release that freed nothing did not release: at least half the
+		// KV cache vLLM was given (--kv-cache-memory-bytes = kv_gib).
+		var freed []float64
+		for _, c := range cycles {
+			if c.OK && !math.IsNaN(c.FreedGiB) {
+				freed = append(freed, c.FreedGiB)
+			}
+		}
+		name, limit := prefix+".freed_gib.median", cfg.Protocol.KVGiB/2
+		if s, err := stats.Summarize(freed); err == nil {
+			out = append(out, record.Evaluate(name, label, s.Median, ">=", limit))
+		} else if len(ftt) > 0 {
+			_, none := MemoryRequired(cfg, label, name) // the limit is half of protocol.kv_gib: only the "memory": "none" reason is taken
+			out = append(out, record.Check{Name: name, Model: label, Op: ">=", Limit: limit, Verdict: record.NotEvaluated,
+				Reason: cmp.Or(none, "no figure: memory was not sampled, or could not be attributed to the model (see memory.note)")})
+		}
+	} else {
+		out = append(out, record.Evaluate(prefix+".pause_resume_held_a_request", label, b2f(confirmed), "==", 1))
+	}
+	if s, err := stats.Summarize(ftt); err == nil && maxFTT > 0 {
+		out = append(out, record.Evaluate(prefix+".to_first_token_s.p95", label, s.P95, "<=", maxFTT))
+	}
+	return out
 }

@@ -3,13 +3,16 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
+	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/energy"
-	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/stats"
 )
 
 // Soak is the soak phase (record.PhaseSoak, TestSoak): not one of the
@@ -240,7 +243,7 @@ func (p *Env) settleFrom(ctx context.Context, t time.Time) {
 // the servers' account agrees, no correctness mismatch; at level 1 every
 // model's release again, with the soak's sleeps'.
 func (p Soak) checks(cycles []record.SoakCycle) []record.Check {
-	cs := append(gate.Soak(p.cfg, cycles), p.correctnessChecks(record.PhaseSoak)...)
+	cs := append(soakChecks(p.cfg, cycles), p.correctnessChecks(record.PhaseSoak)...)
 	if p.cfg.Protocol.SoakLevel == 1 { // its sleeps added level-1 releases
 		labels := p.Labels()
 		p.rec.Read(func(raw *record.Raw) { cs = append(cs, releaseChecks(p.cfg, raw, labels...)...) })
@@ -249,3 +252,36 @@ func (p Soak) checks(cycles []record.SoakCycle) []record.Check {
 }
 
 func gib(b uint64) float64 { return float64(b) / record.GiB }
+
+// soakChecks: every planned cycle succeeded; each model's residual grows by no
+// more than max_residual_growth_mib_per_cycle (the fitted slope; not
+// evaluated for a model with fewer than 3 residuals); the engine's account
+// agrees.
+func soakChecks(cfg config.Config, cycles []record.SoakCycle) []record.Check {
+	ok := 0
+	var engines = map[string][]*record.Engine{}
+	for _, c := range cycles {
+		if c.OK {
+			ok++
+			engines[c.From] = append(engines[c.From], c.Engine)
+		}
+	}
+	out := []record.Check{record.Evaluate("soak.successful_cycles", "", float64(ok), "==", float64(cfg.Protocol.SoakCycles))}
+	residuals := record.ResidualSeriesMiB(cycles)
+	for _, l := range slices.Sorted(maps.Keys(engines)) {
+		limit := cfg.ThresholdsFor(l).MaxResidualGrowthMiBPerCycle
+		if limit > 0 {
+			if tr, err := stats.FitTrend(residuals[l]); err == nil {
+				out = append(out, record.Evaluate("soak.residual_growth_mib_per_cycle", l, tr.Slope, "<=", limit))
+			} else {
+				c := notEvaluated(cfg, "soak.residual_growth_mib_per_cycle", l, "<=", limit, "max_residual_growth_mib_per_cycle")
+				if _, none := MemoryRequired(cfg, l, "max_residual_growth_mib_per_cycle"); none == "" { // else it says "memory": "none"
+					c.Reason = "no trend: fewer than 3 residuals of the model (memory not sampled or not attributed, or too few cycles)"
+				}
+				out = append(out, c)
+			}
+		}
+		out = append(out, engineAgreement("soak", l, engines[l])...)
+	}
+	return out
+}

@@ -3,13 +3,16 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
+	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/energy"
-	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/stats"
 	"github.com/wakebench/wakebench/internal/vllm"
 )
 
@@ -28,7 +31,7 @@ func (p Switch) Run(ctx context.Context, logf Logf) (Outcome[[]record.Handoff], 
 // checks: every handoff succeeded; switch → first token per
 // direction; every model's level-1 release again, with its switch sleeps'.
 func (p Switch) checks(handoffs []record.Handoff) []record.Check {
-	cs := append(gate.Switch(p.cfg, handoffs), p.correctnessChecks(record.PhaseSwitch)...)
+	cs := append(switchChecks(p.cfg, handoffs), p.correctnessChecks(record.PhaseSwitch)...)
 	labels := p.Labels()
 	p.rec.Read(func(raw *record.Raw) {
 		for _, l := range labels {
@@ -251,4 +254,32 @@ func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 		cur = next
 	}
 	return out, nil
+}
+
+// switchChecks: every handoff succeeded; switch → first token p95 per direction
+// within its limit when set.
+func switchChecks(cfg config.Config, handoffs []record.Handoff) []record.Check {
+	ok := 0
+	byDir := map[string][]float64{}
+	engines := map[string][]*record.Engine{}
+	for _, ho := range handoffs {
+		if ho.Initial || !ho.OK {
+			continue
+		}
+		ok++
+		k := record.DirectionKey(ho.From, ho.To)
+		byDir[k] = append(byDir[k], ho.ToFirstTokenS)
+		engines[k] = append(engines[k], ho.Engine)
+	}
+	out := []record.Check{record.Evaluate("switch.successful_handoffs", "", float64(ok), "==", float64(cfg.Protocol.Handoffs))}
+	if limit := cfg.Thresholds.MaxSwitchToFirstTokenS; limit > 0 {
+		for _, k := range slices.Sorted(maps.Keys(byDir)) {
+			s, _ := stats.Summarize(byDir[k])
+			out = append(out, record.Evaluate("switch."+k+".to_first_token_s.p95", "", s.P95, "<=", limit))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(engines)) {
+		out = append(out, engineAgreement("switch."+k, "", engines[k])...)
+	}
+	return out
 }

@@ -240,7 +240,7 @@ type Check struct {
 	// Reason says why a check was not evaluated (its figure is absent);
 	// the regression gate's comparison says what it judged whatever its
 	// verdict ("judged 20 of 191 metrics; not judged: …"); a failed speed
-	// ratio of a crowded machine says so (gate.NoteCrowded).
+	// ratio of a crowded machine says so (protocol.NoteCrowded).
 	Reason string `json:"reason,omitempty"`
 	// Required: the user set this threshold, so not evaluating it fails
 	// the run.
@@ -785,4 +785,27 @@ func (r *Recorder) Weight(label string) (Weight, bool) {
 	defer r.lock()()
 	w, ok := r.raw.Weights[label]
 	return w, ok
+}
+
+// Evaluate compares value with limit by op: "<=", ">=", "==", or "within"
+// (a change in percent no further than limit from zero either way).
+func Evaluate(name, model string, value float64, op string, limit float64) Check {
+	var ok bool
+	switch op {
+	case "<=":
+		ok = value <= limit
+	case ">=":
+		ok = value >= limit
+	case "==":
+		ok = value == limit
+	case "within":
+		ok = value >= -limit && value <= limit
+	default:
+		panic("record.Evaluate: unknown op " + op)
+	}
+	c := Check{Name: name, Model: model, Value: value, Op: op, Limit: limit, Verdict: "PASS"}
+	if !ok {
+		c.Verdict = "FAIL"
+	}
+	return c
 }

@@ -134,3 +134,10 @@ func TestReadReadsInPlace(t *testing.T) {
 	c := r.Raw()
 	assert.NotEqual(t, first, at(&c), "Raw copies")
 }
+
+func TestEvaluate(t *testing.T) {
+	assert.Equal(t, "PASS", Evaluate("x", "", 5, "within", 10).Verdict)
+	assert.Equal(t, "FAIL", Evaluate("x", "", -11, "within", 10).Verdict)
+	assert.Equal(t, "FAIL", Evaluate("x", "A", 3, "==", 5).Verdict)
+	assert.Panics(t, func() { Evaluate("x", "", 1, "<", 2) })
+}

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
@@ -36,12 +35,12 @@ func noDevMode() ([]record.Failure, []record.Check) {
 	}
 	in := func(phase string, c record.Check) record.Check { c.Phase = phase; return c }
 	cs := []record.Check{
-		in("restart", gate.Evaluate("restart.starts", "A", 3, "==", 3)),
-		in("restart", gate.Evaluate("restart.starts", "B", 0, "==", 3)),
-		in("sleep-level1", gate.Evaluate("sleep.level1.successful_cycles", "A", 0, "==", 2)),
-		in("sleep-level1", gate.Evaluate("sleep.level1.successful_cycles", "B", 0, "==", 2)),
-		in("sleep-level2", gate.Evaluate("sleep.level2.successful_cycles", "A", 0, "==", 1)),
-		in("switch", gate.Evaluate("switch.successful_handoffs", "", 0, "==", 2)),
+		in("restart", record.Evaluate("restart.starts", "A", 3, "==", 3)),
+		in("restart", record.Evaluate("restart.starts", "B", 0, "==", 3)),
+		in("sleep-level1", record.Evaluate("sleep.level1.successful_cycles", "A", 0, "==", 2)),
+		in("sleep-level1", record.Evaluate("sleep.level1.successful_cycles", "B", 0, "==", 2)),
+		in("sleep-level2", record.Evaluate("sleep.level2.successful_cycles", "A", 0, "==", 1)),
+		in("switch", record.Evaluate("switch.successful_handoffs", "", 0, "==", 2)),
 	}
 	return fs, cs
 }
@@ -64,7 +63,7 @@ func whatFailed(t *testing.T, rep Report) string {
 func TestWhatFailedNamesOneCauseOnce(t *testing.T) {
 	raw := sampleRaw()
 	raw.Failures, raw.Checks = noDevMode()
-	own := gate.Evaluate("regression Sleep/model=A/level=1 sec/wake (u-test rule)", "", 12, "within", 10)
+	own := record.Evaluate("regression Sleep/model=A/level=1 sec/wake (u-test rule)", "", 12, "within", 10)
 	raw.Checks = append([]record.Check{own}, raw.Checks...)
 	got := whatFailed(t, Build(raw))
 	assert.Equal(t, "- restart / B / make room: make room for B: sleep A level 1: POST /sleep: HTTP 404: 404 page not found: "+
@@ -94,12 +93,12 @@ func TestWhatFailedOrder(t *testing.T) {
 	}
 	in := func(phase string, c record.Check) record.Check { c.Phase = phase; return c }
 	raw.Checks = []record.Check{
-		in("sleep-level1", gate.Evaluate("sleep.level1.to_first_token_s.p95", "B", 4, "<=", 3)),
-		in("baseline", gate.Evaluate("baseline.conc2.failed_requests", "A", 1, "<=", 0)),
-		in("baseline", gate.Evaluate("baseline.conc2.failed_requests", "B", 2, "<=", 0)),
-		in("switch", gate.Evaluate("switch.successful_handoffs", "", 1, "==", 2)),
-		in("kv-release", gate.Evaluate("kv_release.successful_cycles", "A", 0, "==", 1)),
-		in("after-wake", gate.Evaluate("after-wake.conc2.failed_requests", "A", 1, "<=", 0)),
+		in("sleep-level1", record.Evaluate("sleep.level1.to_first_token_s.p95", "B", 4, "<=", 3)),
+		in("baseline", record.Evaluate("baseline.conc2.failed_requests", "A", 1, "<=", 0)),
+		in("baseline", record.Evaluate("baseline.conc2.failed_requests", "B", 2, "<=", 0)),
+		in("switch", record.Evaluate("switch.successful_handoffs", "", 1, "==", 2)),
+		in("kv-release", record.Evaluate("kv_release.successful_cycles", "A", 0, "==", 1)),
+		in("after-wake", record.Evaluate("after-wake.conc2.failed_requests", "A", 1, "<=", 0)),
 	}
 	causes := WhatFailed(Build(raw))
 	var lines []string

@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wakebench/wakebench/internal/gate"
-	"github.com/wakebench/wakebench/internal/record"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wakebench/wakebench/internal/record"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from this code")
@@ -27,8 +26,8 @@ func goldenRaw() record.Raw {
 	raw := sampleRaw()
 	raw.Started, raw.Finished = time.Unix(1_700_000_000, 0), time.Unix(1_700_000_600, 500_000_000)
 	raw.Checks = []record.Check{
-		gate.Evaluate("restart.starts", "A", 3, "==", 3),
-		gate.Evaluate("sleep.level1.to_first_token_s.p95", "A", 4.1, "<=", 3),
+		record.Evaluate("restart.starts", "A", 3, "==", 3),
+		record.Evaluate("sleep.level1.to_first_token_s.p95", "A", 4.1, "<=", 3),
 	}
 	raw.Checks[0].Phase, raw.Checks[1].Phase = "restart", "sleep-level1"
 	raw.Failures = []record.Failure{{Phase: "sleep-level1", Model: "A", Step: "cycle 2 wake", Error: "wake A from level 1: wake_up: no answer"}}

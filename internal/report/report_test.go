@@ -6,10 +6,6 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"github.com/wakebench/wakebench/internal/gate"
-	"github.com/wakebench/wakebench/internal/record"
-	"github.com/wakebench/wakebench/internal/shape"
-	"github.com/wakebench/wakebench/internal/stats"
 	"io"
 	"math"
 	"os"
@@ -25,6 +21,9 @@ import (
 	"golang.org/x/perf/benchfmt"
 
 	"github.com/wakebench/wakebench/internal/gpu"
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/shape"
+	"github.com/wakebench/wakebench/internal/stats"
 )
 
 // sampleRaw is a small but complete run of two models.
@@ -226,7 +225,7 @@ func TestWriteSamples(t *testing.T) {
 
 func TestSummaryPutsFailuresFirst(t *testing.T) {
 	raw := sampleRaw()
-	raw.Checks = []record.Check{gate.Evaluate("sleep.level1.residual_gib.median", "A", 0.75, "<=", 0.5), gate.Evaluate("x", "B", 1, "==", 1)}
+	raw.Checks = []record.Check{record.Evaluate("sleep.level1.residual_gib.median", "A", 0.75, "<=", 0.5), record.Evaluate("x", "B", 1, "==", 1)}
 	raw.Failures = []record.Failure{{Phase: "switch", Model: "B", Step: "wake A→B", Error: "HTTP 500"}}
 	var b strings.Builder
 	require.NoError(t, WriteSummary(&b, Build(raw)))

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/wakebench/wakebench/internal/capacity"
+	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/energy"
-	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
@@ -567,7 +567,7 @@ func (p Phase) Fit(ctx context.Context, logf protocol.Logf) (*record.Fit, string
 // checks: max_sleeping_power_w at each level where set (not
 // evaluated, with why, where the device has no energy counter).
 func (p Phase) checks(label string, c record.Cost) []record.Check {
-	return p.Record(record.PhaseStateCost, gate.StateCost(p.Config(), label, c)...)
+	return p.Record(record.PhaseStateCost, stateCostChecks(p.Config(), label, c)...)
 }
 
 // fmtGiB is GiB per GPU for a log line.
@@ -583,3 +583,44 @@ func fmtGiB(xs []float64) string {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// stateCostChecks judges one model's state costs: thresholds.max_sleeping_power_w
+// against the power the model holds asleep at each level (when set). NVML
+// has no per-process energy, so the model's power is a difference on the
+// same device: the state's power less the stopped row's, every other
+// model held as it was in both dwells (asleep beside it). The device's
+// own figure would judge the board and the other models too (A asleep
+// beside B reads as B's). Not evaluated, with why, where a power is
+// absent (no energy counter, the state not measured).
+func stateCostChecks(cfg config.Config, label string, c record.Cost) []record.Check {
+	limit := cfg.ThresholdsFor(label).MaxSleepingPowerW
+	if limit == 0 {
+		return nil
+	}
+	stopped, stoppedOK := c.State(record.StateStopped)
+	var out []record.Check
+	for _, lv := range []struct {
+		level int
+		state string
+	}{{1, record.StateL1}, {2, record.StateL2}} {
+		name := fmt.Sprintf("cost.level%d.own_power_w", lv.level)
+		s, ok := c.State(lv.state)
+		why := ""
+		switch {
+		case !ok || s.Skipped != "":
+			why = "state " + lv.state + " not measured"
+		case !stoppedOK || stopped.Skipped != "":
+			why = "state " + record.StateStopped + " not measured: the model's share of the device's power is unknown"
+		case math.IsNaN(s.PowerW) || math.IsNaN(stopped.PowerW):
+			why = cmp.Or(c.EnergyNote, "the power asleep or stopped is unknown")
+		}
+		if why != "" {
+			required, none := protocol.MemoryRequired(cfg, label, "max_sleeping_power_w")
+			out = append(out, record.Check{Name: name, Model: label, Op: "<=", Limit: limit, Verdict: record.NotEvaluated,
+				Reason: cmp.Or(none, why), Required: required})
+			continue
+		}
+		out = append(out, record.Evaluate(name, label, c.OwnPowerW(lv.state), "<=", limit))
+	}
+	return out
+}

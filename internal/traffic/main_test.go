@@ -3,13 +3,12 @@ package traffic_test
 import (
 	"testing"
 
-	"github.com/wakebench/wakebench/internal/testmain"
-
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/gpu"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/simtest"
+	"github.com/wakebench/wakebench/internal/testmain"
 	"github.com/wakebench/wakebench/internal/traffic"
 )
 

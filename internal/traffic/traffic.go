@@ -18,7 +18,6 @@ import (
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/energy"
-	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/load"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/protocol"
@@ -556,6 +555,6 @@ func (ph *Phase) waitRunning(ctx context.Context, label string, n int) {
 // other processes crowded the machine over the phase (crowd) says so.
 func (ph *Phase) checks(t record.Traffic, crowd *record.HostLoad) []record.Check {
 	w := record.WindowName(record.PhaseTraffic, ph.pool.Labels()...)
-	cs := gate.NoteCrowded(gate.Traffic(ph.cfg, t), ".goodput_ratio", map[string]record.Window{w: {Host: crowd}}, w)
+	cs := protocol.NoteCrowded(trafficChecks(ph.cfg, t), ".goodput_ratio", map[string]record.Window{w: {Host: crowd}}, w)
 	return ph.proto.Record(record.PhaseTraffic, cs...)
 }

@@ -1,4 +1,4 @@
-package gate
+package harness
 
 import (
 	"testing"
@@ -15,13 +15,13 @@ import (
 // one left at its default, or whose phase runs, adds nothing.
 func TestOffPhasesKeepTheUsersThresholds(t *testing.T) {
 	cfg := config.SimDefault()
-	assert.Empty(t, OffPhases(cfg), "nothing set by the user")
+	assert.Empty(t, offPhaseChecks(cfg), "nothing set by the user")
 
 	cfg.Protocol.CostDwellS, cfg.Protocol.SleepL0Cycles, cfg.Protocol.KVReleaseCycles = 0, 0, 0
 	cfg.Thresholds.MaxSleepingPowerW, cfg.Thresholds.MaxL0WakeToFirstTokenS, cfg.Thresholds.MaxPodSwitchRoutableS = 18, 2, 5
 	cfg.UserThresholds = []string{"max_sleeping_power_w", "max_l0_wake_to_first_token_s", "max_pod_switch_routable_s"}
 	got := map[string]record.Check{}
-	for _, c := range OffPhases(cfg) {
+	for _, c := range offPhaseChecks(cfg) {
 		assert.Equal(t, record.NotEvaluated, c.Verdict, c.Name)
 		assert.True(t, c.Fails(), "%s: required", c.Name)
 		got[c.Name+"/"+c.Model] = c
@@ -36,29 +36,11 @@ func TestOffPhasesKeepTheUsersThresholds(t *testing.T) {
 	assert.Len(t, got, 3*len(cfg.Models)+1)
 
 	cfg.Thresholds.MaxSleepingPowerW = 0 // set to 0 by the user: the threshold is off
-	for _, c := range OffPhases(cfg) {
+	for _, c := range offPhaseChecks(cfg) {
 		assert.NotContains(t, c.Name, "cost.", "a limit of 0 is off, not required")
 	}
 
 	cfg.Protocol.CostDwellS, cfg.Protocol.SleepL0Cycles = 1, 3
 	cfg.Kubernetes.ControlPlane = "local"
-	assert.Empty(t, OffPhases(cfg), "the phases run: their own checks judge the thresholds")
-}
-
-// TestPauseOffKeepsTheUsersLimit: a server without the level-0 endpoints
-// leaves the cycle count NOT EVALUATED (not failed), and a wake limit the
-// user set required and NOT EVALUATED, not dropped.
-func TestPauseOffKeepsTheUsersLimit(t *testing.T) {
-	cfg := config.SimDefault()
-	cfg.Thresholds.MaxL0WakeToFirstTokenS = 2
-	cs := Pause(cfg, "A", 0, nil, "the server has no /pause", false)
-	assert.Len(t, cs, 1, "a default limit: the count alone")
-	assert.False(t, cs[0].Fails())
-	cfg.UserThresholds = []string{"max_l0_wake_to_first_token_s"}
-	cs = Pause(cfg, "A", 0, nil, "the server has no /pause", false)
-	if assert.Len(t, cs, 2) {
-		assert.Equal(t, "sleep.level0.to_first_token_s.p95", cs[1].Name)
-		assert.True(t, cs[1].Fails())
-		assert.Equal(t, "the server has no /pause", cs[1].Reason)
-	}
+	assert.Empty(t, offPhaseChecks(cfg), "the phases run: their own checks judge the thresholds")
 }

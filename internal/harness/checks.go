@@ -1,11 +1,13 @@
-package gate
+package harness
 
 import (
+	"fmt"
+
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
-// OffPhases are the checks of the thresholds the user set whose phase the
+// offPhaseChecks are the checks of the thresholds the user set whose phase the
 // config turns off (max_sleeping_power_w with protocol.cost_dwell_s 0, say):
 // each NOT EVALUATED with the key that turned it off, and required, so a
 // limit the user asked for is never dropped in silence (as the traffic
@@ -14,7 +16,7 @@ import (
 // turns off are listed: none of them writes a check of these names. (The
 // soak is not: it runs by its own test, TestSoak, whatever the config
 // says, and one config serves both; its threshold is judged where it runs.)
-func OffPhases(cfg config.Config) []record.Check {
+func offPhaseChecks(cfg config.Config) []record.Check {
 	p := cfg.Protocol
 	var out []record.Check
 	off := func(name, label, op string, limit float64, why string) {
@@ -42,4 +44,14 @@ func OffPhases(cfg config.Config) []record.Check {
 		off("kubernetes.switch.routable_s.p95", "", "<=", cfg.Thresholds.MaxPodSwitchRoutableS, "kubernetes.control_plane is empty: the Kubernetes phase is off")
 	}
 	return out
+}
+
+// unverifiedCheck is the check of a model whose sleep-mode verifications after
+// a sleep or wake (no resource left unknown, no operation hung) could not
+// all be made, its /metrics unreadable (why, in the order tried): NOT
+// EVALUATED with the reason, and required, so that a hung operation a
+// broken /metrics hides is never a silent PASS.
+func unverifiedCheck(label string, why []string) record.Check {
+	reason := fmt.Sprintf("%d sleep-mode verification(s) could not be made; first: %s", len(why), why[0])
+	return record.Check{Name: "engine.verified", Model: label, Op: "==", Limit: 0, Verdict: record.NotEvaluated, Reason: reason, Required: true}
 }

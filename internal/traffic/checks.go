@@ -1,4 +1,4 @@
-package gate
+package traffic
 
 import (
 	"fmt"
@@ -20,14 +20,14 @@ func asleepFirstTokens(t record.Traffic) map[string][]float64 {
 	return out
 }
 
-// Traffic: the shared run's failed requests within max_failed_requests,
+// trafficChecks: the shared run's failed requests within max_failed_requests,
 // its shed requests (refused with the router's queue full, never sent: not
 // failures) within max_shed_requests;
 // goodput shared / ideal ≥ min_traffic_goodput_ratio (not evaluated
 // without an ideal run); per model, p99 issued → first token of requests
 // that found their model asleep ≤ max_asleep_first_token_p99_s; each
 // sleep with requests in flight survived, every request as its mode says.
-func Traffic(cfg config.Config, t record.Traffic) []record.Check {
+func trafficChecks(cfg config.Config, t record.Traffic) []record.Check {
 	var out []record.Check
 	failed, shed, n := map[string]int{}, map[string]int{}, map[string]int{}
 	for _, r := range t.Requests {
@@ -42,13 +42,13 @@ func Traffic(cfg config.Config, t record.Traffic) []record.Check {
 		}
 	}
 	if t.IdealRan && n[record.RunIdeal] > 0 { // every request the harness sends belongs to a check
-		out = append(out, Evaluate("traffic.ideal.failed_requests", "", float64(failed[record.RunIdeal]), "<=", float64(cfg.Thresholds.MaxFailedRequests)))
+		out = append(out, record.Evaluate("traffic.ideal.failed_requests", "", float64(failed[record.RunIdeal]), "<=", float64(cfg.Thresholds.MaxFailedRequests)))
 	}
 	if n[record.RunShared] == 0 {
 		out = append(out, notEvaluatedTraffic(cfg, t)...)
 	} else {
-		out = append(out, Evaluate("traffic.failed_requests", "", float64(failed[record.RunShared]), "<=", float64(cfg.Thresholds.MaxFailedRequests)),
-			Evaluate("traffic.shed_requests", "", float64(shed[record.RunShared]), "<=", float64(cfg.Thresholds.MaxShedRequests)))
+		out = append(out, record.Evaluate("traffic.failed_requests", "", float64(failed[record.RunShared]), "<=", float64(cfg.Thresholds.MaxFailedRequests)),
+			record.Evaluate("traffic.shed_requests", "", float64(shed[record.RunShared]), "<=", float64(cfg.Thresholds.MaxShedRequests)))
 		if limit := cfg.Thresholds.MinTrafficGoodputRatio; limit > 0 {
 			shared, ideal := t.GoodputRPS(record.RunShared), t.GoodputRPS(record.RunIdeal)
 			switch {
@@ -57,7 +57,7 @@ func Traffic(cfg config.Config, t record.Traffic) []record.Check {
 					Reason:   fmt.Sprintf("the ideal run lost %d of its %d requests to failures: no ideal to compare with", failed[record.RunIdeal], n[record.RunIdeal]),
 					Required: cfg.ThresholdSetByUser("", "min_traffic_goodput_ratio")})
 			case t.IdealRan && ideal > 0:
-				out = append(out, Evaluate("traffic.goodput_ratio", "", shared/ideal, ">=", limit))
+				out = append(out, record.Evaluate("traffic.goodput_ratio", "", shared/ideal, ">=", limit))
 			default:
 				reason := t.IdealNote
 				if reason == "" {
@@ -73,7 +73,7 @@ func Traffic(cfg config.Config, t record.Traffic) []record.Check {
 			switch {
 			case limit <= 0:
 			case len(asleep[l]) > 0:
-				out = append(out, Evaluate("traffic.asleep_first_token_s.p99", l, stats.Distribute(asleep[l]).P99, "<=", limit))
+				out = append(out, record.Evaluate("traffic.asleep_first_token_s.p99", l, stats.Distribute(asleep[l]).P99, "<=", limit))
 			case cfg.ThresholdSetByUser(l, "max_asleep_first_token_p99_s"):
 				// A threshold the user set is said to be unevaluated, not dropped.
 				out = append(out, record.Check{Name: "traffic.asleep_first_token_s.p99", Model: l, Op: "<=", Limit: limit, Verdict: record.NotEvaluated,
@@ -94,8 +94,8 @@ func Traffic(cfg config.Config, t record.Traffic) []record.Check {
 			survived = 1
 		}
 		out = append(out,
-			Evaluate(fmt.Sprintf("traffic.in_flight.%s.survived", f.Mode), "", survived, "==", 1),
-			Evaluate(fmt.Sprintf("traffic.in_flight.%s.unexpected", f.Mode), "", float64(f.Unexpected), "==", 0))
+			record.Evaluate(fmt.Sprintf("traffic.in_flight.%s.survived", f.Mode), "", survived, "==", 1),
+			record.Evaluate(fmt.Sprintf("traffic.in_flight.%s.unexpected", f.Mode), "", float64(f.Unexpected), "==", 0))
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package gate
+package kubephase
 
 import (
 	"maps"
@@ -9,12 +9,12 @@ import (
 	"github.com/wakebench/wakebench/internal/stats"
 )
 
-// Kubernetes: every planned handoff across Pods happened; per direction,
+// Checks: every planned handoff across Pods happened; per direction,
 // p95 handoff begun → the woken Pod ready in its EndpointSlice ≤
 // max_pod_switch_routable_s (when set; a handoff whose routable moment was
 // never seen counts as failing it).
-func Kubernetes(cfg config.Config, k record.Kubernetes) []record.Check {
-	out := []record.Check{Evaluate("kubernetes.handoffs", "", float64(len(k.Handoffs)), "==", float64(cfg.Kubernetes.Handoffs))}
+func Checks(cfg config.Config, k record.Kubernetes) []record.Check {
+	out := []record.Check{record.Evaluate("kubernetes.handoffs", "", float64(len(k.Handoffs)), "==", float64(cfg.Kubernetes.Handoffs))}
 	limit := cfg.Thresholds.MaxPodSwitchRoutableS
 	if limit <= 0 {
 		return out
@@ -31,7 +31,7 @@ func Kubernetes(cfg config.Config, k record.Kubernetes) []record.Check {
 	}
 	for _, dir := range slices.Sorted(maps.Keys(byDir)) {
 		s, _ := stats.Summarize(byDir[dir])
-		c := Evaluate("kubernetes.switch."+dir+".routable_s.p95", "", s.P95, "<=", limit)
+		c := record.Evaluate("kubernetes.switch."+dir+".routable_s.p95", "", s.P95, "<=", limit)
 		if unseen[dir] {
 			c.Verdict = "FAIL"
 		}

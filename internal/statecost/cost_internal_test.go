@@ -1,4 +1,4 @@
-package gate
+package statecost
 
 import (
 	"math"
@@ -26,11 +26,11 @@ func TestSleepingPower(t *testing.T) {
 			{State: record.StateL1, PowerW: l1}, {State: record.StateL2, PowerW: l2}, {State: record.StateStopped, PowerW: stopped}}}
 	}
 	cfg := config.SimDefault()
-	assert.Empty(t, StateCost(cfg, "A", cost(45, 44, 30, "")), "off by default")
+	assert.Empty(t, stateCostChecks(cfg, "A", cost(45, 44, 30, "")), "off by default")
 
 	cfg.Thresholds.MaxSleepingPowerW = 14.5
 	for label, c := range map[string]record.Cost{"A": cost(45, 44, 30, ""), "B": cost(50, 49, 35, "")} {
-		cs := StateCost(cfg, label, c)
+		cs := stateCostChecks(cfg, label, c)
 		require.Len(t, cs, 2)
 		assert.Equal(t, "cost.level1.own_power_w", cs[0].Name)
 		assert.InDelta(t, 15, cs[0].Value, 1e-12, label)
@@ -40,13 +40,13 @@ func TestSleepingPower(t *testing.T) {
 	}
 
 	nan := math.NaN()
-	cs := StateCost(cfg, "A", cost(nan, nan, nan, "GPU energy counter not available: no memory source"))
+	cs := stateCostChecks(cfg, "A", cost(nan, nan, nan, "GPU energy counter not available: no memory source"))
 	for _, c := range cs {
 		assert.Equal(t, record.NotEvaluated, c.Verdict)
 		assert.Contains(t, c.Reason, "energy counter")
 	}
 	noStopped := record.Cost{States: []record.StateCost{{State: record.StateL1, PowerW: 45}, {State: record.StateL2, PowerW: 44}}}
-	for _, c := range StateCost(cfg, "A", noStopped) {
+	for _, c := range stateCostChecks(cfg, "A", noStopped) {
 		assert.Equal(t, record.NotEvaluated, c.Verdict)
 		assert.Contains(t, c.Reason, "stopped not measured")
 	}

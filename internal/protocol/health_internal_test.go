@@ -1,4 +1,4 @@
-package gate
+package protocol
 
 import (
 	"math"
@@ -46,7 +46,7 @@ func TestHealthComparesWithBeforeTheFirstSleep(t *testing.T) {
 		Adapters: []record.AdapterHealth{{Name: "sql", PrefixHitRate: 0.8, DecodeTPS: 250}}}
 	hs := []record.Health{before, l1, l2}
 
-	c := byName(Health(cfg, "A", record.PhaseAfterWakeL2, hs))
+	c := byName(engineHealthChecks(cfg, "A", record.PhaseAfterWakeL2, hs))
 	require.Len(t, c, 5)
 	assert.Equal(t, "PASS", c["health.after-wake-l2.adapter.sql.decode_rate_ratio"].Verdict)
 	assert.InDelta(t, 1, c["health.after-wake-l2.adapter.sql.decode_rate_ratio"].Value, 1e-12)
@@ -61,15 +61,15 @@ func TestHealthComparesWithBeforeTheFirstSleep(t *testing.T) {
 	assert.InDelta(t, 0.2, adapter.Value, 1e-12)
 	assert.Equal(t, "within", adapter.Op)
 
-	for _, ck := range Health(cfg, "A", record.PhaseAfterWake, hs) {
+	for _, ck := range engineHealthChecks(cfg, "A", record.PhaseAfterWake, hs) {
 		assert.Equal(t, "PASS", ck.Verdict, "%s: the level-1 wake kept every feature", ck)
 	}
-	kv := Health(cfg, "A", record.PhaseKVRelease, hs)
+	kv := engineHealthChecks(cfg, "A", record.PhaseKVRelease, hs)
 	require.Len(t, kv, 1, "no window after a KV-only wake: said so")
 	assert.Equal(t, record.NotEvaluated, kv[0].Verdict)
 	assert.Contains(t, kv[0].Reason, "no engine-health window in phase kv-release")
 	cfg.Protocol.HealthRequests = 0
-	assert.Empty(t, Health(cfg, "A", record.PhaseKVRelease, hs), "the windows off: no check")
+	assert.Empty(t, engineHealthChecks(cfg, "A", record.PhaseKVRelease, hs), "the windows off: no check")
 }
 
 // TestHealthOnlyWhatTheModelTurnsOn: without --speculative-config no
@@ -85,12 +85,12 @@ func TestHealthOnlyWhatTheModelTurnsOn(t *testing.T) {
 
 	plain := healthConfig()
 	plain.Models[0].ExtraArgs = []string{"--no-enable-prefix-caching"}
-	c := byName(Health(plain, "A", record.PhaseSwitch, hs))
+	c := byName(engineHealthChecks(plain, "A", record.PhaseSwitch, hs))
 	assert.Equal(t, []string{"health.switch.decode_rate_ratio"}, keys(c))
 
 	spec := healthConfig()
 	spec.UserThresholds = []string{"min_spec_acceptance_ratio"}
-	c = byName(Health(spec, "A", record.PhaseSwitch, hs))
+	c = byName(engineHealthChecks(spec, "A", record.PhaseSwitch, hs))
 	sa := c["health.switch.spec_acceptance_ratio"]
 	assert.Equal(t, record.NotEvaluated, sa.Verdict)
 	assert.Contains(t, sa.Reason, "vllm:spec_decode_num_draft_tokens_total")
@@ -98,9 +98,9 @@ func TestHealthOnlyWhatTheModelTurnsOn(t *testing.T) {
 	assert.Equal(t, record.NotEvaluated, c["health.switch.adapter.sql.prefix_hit_change"].Verdict, "the adapter had no window before")
 
 	spec.Thresholds.MinDecodeRateRatio = 0
-	assert.NotContains(t, keys(byName(Health(spec, "A", record.PhaseSwitch, hs))), "health.switch.decode_rate_ratio")
+	assert.NotContains(t, keys(byName(engineHealthChecks(spec, "A", record.PhaseSwitch, hs))), "health.switch.decode_rate_ratio")
 
-	noBefore := Health(healthConfig(), "A", record.PhaseSwitch, []record.Health{after})
+	noBefore := engineHealthChecks(healthConfig(), "A", record.PhaseSwitch, []record.Health{after})
 	for _, ck := range noBefore {
 		assert.Equal(t, record.NotEvaluated, ck.Verdict, ck.Name)
 	}
@@ -124,24 +124,24 @@ func TestLostPrefixPrice(t *testing.T) {
 	cfg.Thresholds.MaxLostPrefixS = 1
 	lps := []record.LostPrefix{{Level: 1, WarmTTFTS: 0.05, WokenTTFTS: 0.65, WarmCached: -1, WokenCached: -1},
 		{Level: 2, WarmTTFTS: 0.05, WokenTTFTS: 3.05, WarmCached: 2048, WokenCached: 0}}
-	l1 := LostPrefix(cfg, "A", 1, lps)
+	l1 := lostPrefixChecks(cfg, "A", 1, lps)
 	require.Len(t, l1, 1)
 	assert.Equal(t, "lost_prefix.level1.price_s", l1[0].Name)
 	assert.InDelta(t, 0.6, l1[0].Value, 1e-12)
 	assert.Equal(t, "PASS", l1[0].Verdict)
-	l2 := LostPrefix(cfg, "A", 2, lps)
+	l2 := lostPrefixChecks(cfg, "A", 2, lps)
 	require.Len(t, l2, 1)
 	assert.InDelta(t, 3, l2[0].Value, 1e-12)
 	assert.Equal(t, "FAIL", l2[0].Verdict)
-	cold := LostPrefix(cfg, "A", 1, []record.LostPrefix{{Level: 1, WarmTTFTS: 0.6, WokenTTFTS: 0.6, WarmCached: 0}})
+	cold := lostPrefixChecks(cfg, "A", 1, []record.LostPrefix{{Level: 1, WarmTTFTS: 0.6, WokenTTFTS: 0.6, WarmCached: 0}})
 	require.Len(t, cold, 1)
 	assert.Equal(t, record.NotEvaluated, cold[0].Verdict)
 	assert.Contains(t, cold[0].Reason, "found nothing cached")
 	cfg.Models[0].ExtraArgs = []string{"--no-enable-prefix-caching"}
-	off := LostPrefix(cfg, "A", 2, lps)
+	off := lostPrefixChecks(cfg, "A", 2, lps)
 	require.Len(t, off, 1)
 	assert.Equal(t, record.NotEvaluated, off[0].Verdict)
 	assert.Contains(t, off[0].Reason, "prefix caching is off")
 	cfg.Thresholds.MaxLostPrefixS = 0
-	assert.Empty(t, LostPrefix(cfg, "A", 1, lps))
+	assert.Empty(t, lostPrefixChecks(cfg, "A", 1, lps))
 }

@@ -1,4 +1,4 @@
-package gate
+package kubephase
 
 import (
 	"testing"
@@ -15,20 +15,20 @@ func TestKubernetesChecks(t *testing.T) {
 	k := record.Kubernetes{Handoffs: []record.PodHandoff{
 		{From: "B", To: "A", RoutableS: 0.1}, {From: "A", To: "B", RoutableS: 0.3}, {From: "B", To: "A", RoutableS: 0.2},
 	}}
-	got := Kubernetes(cfg, k)
-	assert.Equal(t, []record.Check{Evaluate("kubernetes.handoffs", "", 3, "==", 3)}, got, "no limit: only the count")
+	got := Checks(cfg, k)
+	assert.Equal(t, []record.Check{record.Evaluate("kubernetes.handoffs", "", 3, "==", 3)}, got, "no limit: only the count")
 
 	cfg.Thresholds.MaxPodSwitchRoutableS = 0.25
-	got = Kubernetes(cfg, k)
+	got = Checks(cfg, k)
 	assert.Len(t, got, 3)
 	assert.Equal(t, "kubernetes.switch.A→B.routable_s.p95", got[1].Name)
 	assert.Equal(t, "FAIL", got[1].Verdict, "0.3 s > 0.25 s")
 	assert.Equal(t, "PASS", got[2].Verdict, "B→A p95 0.2 s")
 
 	k.Handoffs[2].RoutableS = -1 // never seen routable
-	got = Kubernetes(cfg, k)
+	got = Checks(cfg, k)
 	assert.Equal(t, "FAIL", got[2].Verdict, "a Pod never seen routable fails the limit")
 
 	k.Handoffs = k.Handoffs[:1]
-	assert.Equal(t, "FAIL", Kubernetes(cfg, k)[0].Verdict, "a handoff missing")
+	assert.Equal(t, "FAIL", Checks(cfg, k)[0].Verdict, "a handoff missing")
 }

@@ -1,7 +1,6 @@
-package gate
+package traffic
 
 import (
-	"math"
 	"testing"
 	"time"
 
@@ -11,83 +10,6 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/record"
 )
-
-func TestDisagreements(t *testing.T) {
-	nan := math.NaN()
-	agree := record.Engine{SleepS: 0.9, WakeS: 1.9, FreedGiB: 7.5, MetricSleepS: 0.95, MetricWakeS: 1.95}
-	assert.Empty(t, Disagreements(&agree, 1, 2, 7.6, 10), "engine times inside the HTTP calls, freed within 0.1 GiB")
-
-	for name, tc := range map[string]struct {
-		e                     record.Engine
-		sleep, wake, released float64
-		want                  string
-	}{
-		"the log's sleep outlasts the call": {record.Engine{SleepS: 1.5, WakeS: nan, FreedGiB: nan, MetricSleepS: nan, MetricWakeS: nan}, 1, 2, nan,
-			"engine log: sleep 1.500s is longer than the /sleep call 1.000s"},
-		"the metric's wake outlasts the calls": {record.Engine{SleepS: nan, WakeS: nan, FreedGiB: nan, MetricSleepS: nan, MetricWakeS: 2.5}, 1, 2, nan,
-			"metric: wake 2.500s is longer than the wake calls 2.000s"},
-		"the log's inner time outlasts the metric's": {record.Engine{SleepS: 0.9, WakeS: nan, FreedGiB: nan, MetricSleepS: 0.5, MetricWakeS: nan}, 1, 2, nan,
-			"engine log: sleep 0.900s is longer than the metric's 0.500s"},
-		"the metric's release outlasts the call": {record.Engine{SleepS: nan, WakeS: nan, FreedGiB: nan, MetricSleepS: nan, MetricWakeS: nan, MetricReleaseS: 1.2}, 1, 2, nan,
-			"metric: release 1.200s is longer than the /release_kv_cache_memory call 1.000s"},
-		"freed is not what was released": {record.Engine{SleepS: nan, WakeS: nan, FreedGiB: 2, MetricSleepS: nan, MetricWakeS: nan}, 1, 2, 7.5,
-			"engine log: freed 2.00 GiB, the harness measured 7.50 GiB released"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			assert.Equal(t, []string{tc.want}, Disagreements(&tc.e, tc.sleep, tc.wake, tc.released, 10))
-		})
-	}
-	// 10 % of 20 GiB is 2 GiB: 19 freed of 20 released agrees.
-	assert.Empty(t, Disagreements(&record.Engine{SleepS: nan, WakeS: nan, FreedGiB: 19, MetricSleepS: nan, MetricWakeS: nan}, 1, 1, 20, 10))
-	// 5 ms of clock granularity is not a disagreement.
-	assert.Empty(t, Disagreements(&record.Engine{SleepS: 1.005, WakeS: nan, FreedGiB: nan, MetricSleepS: nan, MetricWakeS: nan}, 1, 1, nan, 0))
-
-	cs := EngineAgreement("sleep.level1", "A", []*record.Engine{nil, {Disagreements: []string{"x"}}, {}})
-	assert.Equal(t, []record.Check{{Name: "sleep.level1.engine_disagreements", Model: "A", Value: 1, Op: "==", Limit: 0, Verdict: "FAIL"}}, cs)
-	assert.Nil(t, EngineAgreement("sleep.level1", "A", []*record.Engine{nil, nil}), "no engine figures: no check")
-}
-
-func TestCorrectnessCheck(t *testing.T) {
-	match := record.ProbeResult{Probe: "short", Match: true}
-	miss := record.ProbeResult{Probe: "long", Position: 3, Kind: "token"}
-	replays := []record.Replay{
-		{Stage: record.PhaseSleepL1, Results: []record.ProbeResult{match, match}},
-		{Stage: record.PhaseSleepL1, Results: []record.ProbeResult{match, miss}},
-		{Stage: record.PhaseSwitch, Results: []record.ProbeResult{match, match}},
-		{Stage: record.PhaseSwitch, Err: "server gone"},
-	}
-	assert.Equal(t, map[string]string{"correctness.sleep-level1.mismatches/A": "FAIL"}, verdicts(Correctness("A", record.PhaseSleepL1, replays)))
-	assert.Equal(t, 1.0, Correctness("A", record.PhaseSleepL1, replays)[0].Value)
-	assert.Equal(t, map[string]string{"correctness.switch.mismatches/A": "PASS"}, verdicts(Correctness("A", record.PhaseSwitch, replays)))
-	assert.Nil(t, Correctness("A", record.PhaseSleepL2, replays), "nothing replayed: no check")
-}
-
-func TestSoakChecks(t *testing.T) {
-	cfg := config.SimDefault()
-	cfg.Protocol.SoakCycles = 9
-	cfg.Thresholds.MaxResidualGrowthMiBPerCycle = 1
-	var cycles []record.SoakCycle
-	labels := []string{"A", "B", "C"}
-	for i := range 9 {
-		resid := 0.5
-		if labels[i%3] == "B" {
-			resid += float64(i/3) * 4.0 / 1024 // 4 MiB more each of B's sleeps
-		}
-		cycles = append(cycles, record.SoakCycle{Cycle: i + 1, From: labels[i%3], To: labels[(i+1)%3], OK: true, ResidualGiB: resid})
-	}
-	v := verdicts(Soak(cfg, cycles))
-	assert.Equal(t, map[string]string{"soak.successful_cycles/": "PASS",
-		"soak.residual_growth_mib_per_cycle/A": "PASS", "soak.residual_growth_mib_per_cycle/B": "FAIL", "soak.residual_growth_mib_per_cycle/C": "PASS"}, v)
-
-	cycles[8].OK = false
-	cycles[2].ResidualGiB = math.NaN() // C keeps one residual: no trend
-	cs := Soak(cfg, cycles)
-	v = verdicts(cs)
-	assert.Equal(t, "FAIL", v["soak.successful_cycles/"])
-	assert.Equal(t, record.NotEvaluated, v["soak.residual_growth_mib_per_cycle/C"])
-	cfg.Thresholds.MaxResidualGrowthMiBPerCycle = 0
-	assert.NotContains(t, verdicts(Soak(cfg, cycles)), "soak.residual_growth_mib_per_cycle/B", "0 turns the limit off")
-}
 
 func TestTrafficChecks(t *testing.T) {
 	cfg := config.SimDefault()
@@ -105,7 +27,7 @@ func TestTrafficChecks(t *testing.T) {
 		IdealRan: true,
 		InFlight: []record.InFlight{{Mode: "wait", Survived: true}, {Mode: "keep", Survived: false, Unexpected: 2}},
 	}
-	cs := Traffic(cfg, tr)
+	cs := trafficChecks(cfg, tr)
 	v := verdicts(cs)
 	assert.Equal(t, map[string]string{"traffic.failed_requests/": "PASS", "traffic.shed_requests/": "PASS", "traffic.ideal.failed_requests/": "PASS", "traffic.goodput_ratio/": "PASS",
 		"traffic.asleep_first_token_s.p99/A": "PASS", "traffic.asleep_first_token_s.p99/B": "FAIL",
@@ -117,7 +39,7 @@ func TestTrafficChecks(t *testing.T) {
 		}
 	}
 	tr.IdealRan, tr.IdealNote = false, "the models need 9 GiB more awake, the GPU has 4 GiB free"
-	for _, c := range Traffic(cfg, tr) {
+	for _, c := range trafficChecks(cfg, tr) {
 		if c.Name == "traffic.goodput_ratio" {
 			assert.Equal(t, record.NotEvaluated, c.Verdict)
 			assert.Equal(t, tr.IdealNote, c.Reason)
@@ -137,14 +59,14 @@ func TestShedRequestsAreGatedApartFromFailures(t *testing.T) {
 	tr := record.Traffic{Requests: []record.TrafficRequest{req(false, ""), req(true, "shed: the router's queue is full"),
 		req(true, "shed: the router's queue is full"), req(false, "server A exited")}}
 	byName := map[string]record.Check{}
-	for _, c := range Traffic(cfg, tr) {
+	for _, c := range trafficChecks(cfg, tr) {
 		byName[c.Name] = c
 	}
 	assert.Equal(t, 1.0, byName["traffic.failed_requests"].Value, "the shed ones are not failures")
 	assert.Equal(t, 2.0, byName["traffic.shed_requests"].Value)
 	assert.Equal(t, "FAIL", byName["traffic.shed_requests"].Verdict, "none may be shed by default")
 	cfg.Thresholds.MaxShedRequests, cfg.Thresholds.MaxFailedRequests = 2, 1
-	for _, c := range Traffic(cfg, tr) {
+	for _, c := range trafficChecks(cfg, tr) {
 		if c.Name == "traffic.shed_requests" || c.Name == "traffic.failed_requests" {
 			assert.Equal(t, "PASS", c.Verdict, c.Name)
 		}
@@ -158,10 +80,10 @@ func TestTrafficIdealFailuresCount(t *testing.T) {
 	tr := record.Traffic{IdealRan: true, Requests: []record.TrafficRequest{
 		{Run: record.RunShared, Model: "A"}, {Run: record.RunIdeal, Model: "A", Err: "server A exited: exit status 3"},
 		{Run: record.RunIdeal, Model: "A", WarmUp: true, Err: "warm-up: not counted"}}}
-	v := verdicts(Traffic(cfg, tr))
+	v := verdicts(trafficChecks(cfg, tr))
 	assert.Equal(t, "PASS", v["traffic.failed_requests/"])
 	assert.Equal(t, "FAIL", v["traffic.ideal.failed_requests/"])
-	for _, c := range Traffic(cfg, tr) {
+	for _, c := range trafficChecks(cfg, tr) {
 		if c.Name == "traffic.ideal.failed_requests" {
 			assert.Equal(t, 1.0, c.Value, "the warm-up request is not counted")
 		}
@@ -173,10 +95,10 @@ func TestTrafficIdealFailuresCount(t *testing.T) {
 // it is not evaluated, required, so the run fails; defaults stay silent.
 func TestTrafficWithoutRequestsKeepsUserThresholds(t *testing.T) {
 	cfg := config.Default()
-	assert.Empty(t, Traffic(cfg, record.Traffic{}), "defaults: nothing to say without traffic")
+	assert.Empty(t, trafficChecks(cfg, record.Traffic{}), "defaults: nothing to say without traffic")
 	cfg.UserThresholds = []string{"min_traffic_goodput_ratio"}
 	cfg.Models[1].Thresholds = map[string]float64{"max_asleep_first_token_p99_s": 2}
-	cs := Traffic(cfg, record.Traffic{})
+	cs := trafficChecks(cfg, record.Traffic{})
 	require.Len(t, cs, 2)
 	for _, c := range cs {
 		assert.Equal(t, record.NotEvaluated, c.Verdict, c.Name)
@@ -186,13 +108,13 @@ func TestTrafficWithoutRequestsKeepsUserThresholds(t *testing.T) {
 	}
 	assert.Equal(t, "B", cs[1].Model)
 	cfg.UserThresholds = append(cfg.UserThresholds, "max_shed_requests")
-	assert.Len(t, Traffic(cfg, record.Traffic{}), 3, "max_shed_requests too")
+	assert.Len(t, trafficChecks(cfg, record.Traffic{}), 3, "max_shed_requests too")
 
 	// 0 turns a ratio or a time limit off: nothing to evaluate, no FAIL;
 	// max_shed_requests 0 is a limit (none shed) and stays required.
 	cfg.Thresholds.MinTrafficGoodputRatio, cfg.Thresholds.MaxShedRequests = 0, 0
 	cfg.Models[1].Thresholds = map[string]float64{"max_asleep_first_token_p99_s": 0}
-	cs = Traffic(cfg, record.Traffic{})
+	cs = trafficChecks(cfg, record.Traffic{})
 	require.Len(t, cs, 1, "only the shed count: %v", cs)
 	assert.Equal(t, "traffic.shed_requests", cs[0].Name)
 	assert.True(t, cs[0].Fails())
@@ -205,7 +127,15 @@ func TestTrafficKeepsAUserThresholdOfAModelWithoutSamples(t *testing.T) {
 	cfg := config.Default()
 	cfg.Models[1].Thresholds = map[string]float64{"max_asleep_first_token_p99_s": 2}
 	tr := record.Traffic{Requests: []record.TrafficRequest{{Run: record.RunShared, Model: "A", Waited: true, TTFTS: 0.1}}}
-	v := verdicts(Traffic(cfg, tr))
+	v := verdicts(trafficChecks(cfg, tr))
 	assert.Equal(t, "PASS", v["traffic.asleep_first_token_s.p99/A"])
 	assert.Equal(t, record.NotEvaluated, v["traffic.asleep_first_token_s.p99/B"])
+}
+
+func verdicts(cs []record.Check) map[string]string {
+	out := map[string]string{}
+	for _, c := range cs {
+		out[c.Name+"/"+c.Model] = c.Verdict
+	}
+	return out
 }
