@@ -225,9 +225,9 @@ type Protocol struct {
 	// figure is one family, and any can fail it.
 	VariantFocus []string `json:"variant_focus"`
 	// VariantBlockFigure is a block's figure of each metric, from the
-	// samples its run wrote (VariantBlockFigures): "median", or "best",
-	// the fastest time or the highest rate (the better= direction's
-	// extreme), which CPU contention moves least.
+	// samples its run wrote (VariantBlockFigures): "median", or "best":
+	// for a time or a rate the fastest time or the highest rate (the
+	// better= direction's extreme), which CPU contention moves least.
 	VariantBlockFigure string `json:"variant_block_figure"`
 }
 
@@ -1084,6 +1084,26 @@ func TensorParallel(args []string) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// BoolFlag is a boolean `vllm serve` flag in a model's extra arguments
+// as vLLM's argparse reads it (argparse.BooleanOptionalAction): "--flag"
+// or "--flag=true" on, "--no-flag" or "--flag=false" off; the last one
+// given wins; false when absent.
+func BoolFlag(args []string, flag string) bool {
+	on := false
+	no := "--no-" + strings.TrimPrefix(flag, "--")
+	for _, a := range args {
+		switch v, hasV := strings.CutPrefix(a, flag+"="); {
+		case a == flag:
+			on = true
+		case a == no:
+			on = false
+		case hasV:
+			on = strings.EqualFold(v, "true") || v == "1"
+		}
+	}
+	return on
 }
 
 // ThresholdSetByUser reports whether the threshold key of the model labelled

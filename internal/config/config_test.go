@@ -400,3 +400,24 @@ func TestInVariantFocus(t *testing.T) {
 		assert.Equal(t, tc.want, p.InVariantFocus(tc.name, tc.unit), "%s %s", tc.name, tc.unit)
 	}
 }
+
+// BoolFlag reads a boolean serve flag as vLLM's argparse does: present
+// on, --no- off, =true/=false, the last one given winning.
+func TestBoolFlag(t *testing.T) {
+	const f = "--sleep-mode-offload-cudagraph"
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"--enforce-eager"}, false},
+		{[]string{f}, true},
+		{[]string{f + "=true"}, true},
+		{[]string{f + "=False"}, false},
+		{[]string{f, "--no-sleep-mode-offload-cudagraph"}, false},
+		{[]string{"--no-sleep-mode-offload-cudagraph", f}, true},
+		{[]string{f + "-x"}, false},
+	} {
+		assert.Equal(t, tc.want, BoolFlag(tc.args, f), "%q", tc.args)
+	}
+}

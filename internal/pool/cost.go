@@ -112,6 +112,41 @@ func (mm Memory) BackupGiB(label string) (gib float64, how string) {
 	return pinnedBackup(w, awake, mm.f.s.cfg.Protocol.KVGiB, tp)
 }
 
+// GraphBackupGiB is the pinned host copy of label's CUDA graph pool that
+// its server's sleeps make with --sleep-mode-offload-cudagraph, at both
+// levels, over all its tensor-parallel workers: the graphs' memory its
+// start logged capturing ("Graph capturing finished in N secs, took X
+// GiB", vllm/v1/worker/gpu_model_runner.py, one worker's), × the workers,
+// and how it was found. 0 without the option (or with --enforce-eager, no
+// graphs: the option does nothing); NaN with the option where the start
+// logged no size (an older vLLM's line has none). vLLM's docs for the
+// option (docs/features/sleep_mode.md, #59160): "The cost is pinned host
+// memory for the pool's backup, also at level 2".
+func (mm Memory) GraphBackupGiB(label string) (gib float64, how string) {
+	m, err := mm.f.s.model(label)
+	if err != nil {
+		return math.NaN(), err.Error()
+	}
+	if !config.BoolFlag(m.cfg.ExtraArgs, "--sleep-mode-offload-cudagraph") || config.BoolFlag(m.cfg.ExtraArgs, "--enforce-eager") {
+		return 0, "no --sleep-mode-offload-cudagraph"
+	}
+	mm.f.s.mu.Lock()
+	g := m.graph
+	mm.f.s.mu.Unlock()
+	if g == nil {
+		return math.NaN(), "--sleep-mode-offload-cudagraph's graph pool: its size not in the server log (no \"Graph capturing finished in N secs, took X GiB\" line)"
+	}
+	tp, ok := config.TensorParallel(m.cfg.ExtraArgs)
+	if !ok || tp < 1 {
+		tp = 1
+	}
+	how = "the CUDA graph pool (--sleep-mode-offload-cudagraph), " + g.Source
+	if tp > 1 {
+		how += fmt.Sprintf(" × %d tensor-parallel workers", tp)
+	}
+	return g.GiB * float64(tp), how
+}
+
 // pinnedBackup is BackupGiB from what is known: the weight line w (nil or
 // 0 GiB: none), the model's awake GPU memory over all its workers (0:
 // not read), kv_gib per GPU and tp workers.

@@ -131,20 +131,31 @@ func engineMetric(e *record.Engine, then, now vllm.Metrics) (found bool) {
 	return found
 }
 
-// startLog is what a server logged of its start since from: its weight
-// size ("Model loading took X GiB", for the physical limits; nil when not
+// started is what a server logged of its start: its weight size ("Model
+// loading took X GiB", for the physical limits; nil when not logged), its
+// CUDA graphs' memory ("Graph capturing finished in N secs, took X GiB",
+// for the host check of --sleep-mode-offload-cudagraph; nil when not
 // logged) and whether it compiled its graphs or loaded them from the
 // compile cache (vllm.CompileState).
-func startLog(path string, from int64) (*record.Weight, string, error) {
+type started struct {
+	weight, graph *record.Weight
+	compile       string
+}
+
+// startLog is what a server logged of its start since from.
+func startLog(path string, from int64) (started, error) {
 	b, err := readFrom(path, from)
 	if err != nil {
-		return nil, "", err
+		return started{}, err
 	}
-	var w *record.Weight
+	out := started{compile: vllm.CompileState(b)}
 	if gib, line, ok := vllm.WeightGiB(b); ok {
-		w = &record.Weight{GiB: gib, Source: "server log: " + line}
+		out.weight = &record.Weight{GiB: gib, Source: "server log: " + line}
 	}
-	return w, vllm.CompileState(b), nil
+	if gib, line, ok := vllm.GraphGiB(b); ok {
+		out.graph = &record.Weight{GiB: gib, Source: "server log: " + line}
+	}
+	return out, nil
 }
 
 // readFrom reads a server log from offset on (the whole log if it is

@@ -14,6 +14,7 @@ import (
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/simtest"
 	"github.com/wakebench/wakebench/internal/testmain"
+	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // fakeHost is a file-system root whose /proc/meminfo says availGiB is
@@ -104,4 +105,64 @@ func TestHostHeadroomCountsABackupOnce(t *testing.T) {
 	require.NoError(t, f.Activate(ctx, "A")) // a new process: its backup is not made yet
 	_, err = f.Run(ctx, "A", pool.Sleep(1))
 	assert.ErrorIs(t, err, pool.ErrHostShort, "a new server needs its backup again: %v", err)
+}
+
+// TestHostHeadroomCountsTheGraphPool: with --sleep-mode-offload-cudagraph
+// a sleep also pins the CUDA graph pool's backup, at both levels (vLLM's
+// docs for the option): the check adds the graphs' memory the server
+// logged capturing, times sim.host_scale on vllmsim, to the weights'
+// backup at level 1, and checks a level-2 sleep for it alone; once the
+// server has slept, the graph pool's backup is held and not counted
+// again. By hand from the server log's lines: a host with room for the
+// weights and the headroom but not the graph pool is refused, naming it.
+func TestHostHeadroomCountsTheGraphPool(t *testing.T) {
+	testmain.Long(t)
+	root := fakeHost(t, 64)
+	f, _, cfg := simtest.PoolWith(t, nil, func(c *config.Config) {
+		c.Thresholds.MinHostHeadroomGiB = 1
+		c.Sim.HostScale = 1
+		c.Models[0].ExtraArgs = append(c.Models[0].ExtraArgs, "--sleep-mode-offload-cudagraph")
+	}, func(o *pool.Options) { o.HostRoot = root })
+	require.Equal(t, "vllmsim", cfg.Command)
+	ctx := t.Context()
+	require.NoError(t, f.Activate(ctx, "A"))
+	weights, how := f.Memory().BackupGiB("A")
+	require.Positive(t, weights, how)
+	graph, how := f.Memory().GraphBackupGiB("A")
+	require.Positive(t, graph, how)
+	assert.Contains(t, how, "Graph capturing finished in")
+	b, err := os.ReadFile(filepath.Join(cfg.OutDir, "A.log"))
+	require.NoError(t, err)
+	logged, _, ok := vllm.GraphGiB(b)
+	require.True(t, ok, "vllmsim logs its graph capture")
+	assert.InDelta(t, logged, graph, 1e-12, "one GPU: the logged size")
+	noOpt, _ := f.Memory().GraphBackupGiB("B")
+	assert.Zero(t, noOpt, "B runs without the option")
+
+	setFree := func(gib float64) {
+		kb := uint64(gib * (1 << 20))
+		require.NoError(t, os.WriteFile(filepath.Join(root, "proc/meminfo"), fmt.Appendf(nil, "MemTotal: %d kB\nMemAvailable: %d kB\n", 2*kb, kb), 0o644))
+	}
+	// Room for the weights and the headroom, short of the graph pool.
+	setFree(weights + 1 + graph/2)
+	_, err = f.Run(ctx, "A", pool.Sleep(1))
+	require.ErrorIs(t, err, pool.ErrHostShort)
+	assert.ErrorContains(t, err, fmt.Sprintf("A needs %.2f GiB", weights+graph+1))
+	assert.ErrorContains(t, err, "CUDA graph pool (--sleep-mode-offload-cudagraph)")
+	// A level-2 sleep pins the graph pool alone: refused short of it, sent with room.
+	setFree(1 + graph/2)
+	_, err = f.Run(ctx, "A", pool.Sleep(2))
+	require.ErrorIs(t, err, pool.ErrHostShort)
+	assert.ErrorContains(t, err, "sleep A level 2 not sent")
+	assert.ErrorContains(t, err, fmt.Sprintf("A needs %.2f GiB", graph+1))
+	setFree(1 + graph + 0.01)
+	_, err = f.Run(ctx, "A", pool.Sleep(2))
+	require.NoError(t, err)
+	_, err = f.Run(ctx, "A", pool.Wake())
+	require.NoError(t, err)
+	// Slept once: the graph pool's backup is held; a level-1 sleep needs
+	// the weights' backup and the headroom.
+	setFree(weights + 1 + 0.01)
+	_, err = f.Run(ctx, "A", pool.Sleep(1))
+	require.NoError(t, err, "the graph pool's backup is held already")
 }

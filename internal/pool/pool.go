@@ -164,8 +164,9 @@ type model struct {
 	// process's life: pinned by cumem.py, cached by PyTorch's host allocator: pytorch/pytorch#275; unless VLLM_SLEEP_MODE_RELEASE_HOST_MEMORY
 	// frees it after each wake); nil: none held.
 	pinnedBy *server.Server
-	// weight is the weight size its latest start logged (nil: none yet).
-	weight *record.Weight
+	// weight is the weight size its latest start logged (nil: none yet);
+	// graph the CUDA graphs' memory its capture took (nil: not logged).
+	weight, graph *record.Weight
 	// startHung is, once a start of the model timed out, the error every
 	// later Start returns at once (nil: none timed out).
 	startHung error
@@ -590,14 +591,14 @@ func (f *Pool) Started(ctx context.Context, label string) error {
 	from := m.logFrom
 	f.s.mu.Unlock()
 	f.s.late()
-	if w, compile, err := startLog(f.s.logPath(label), from); err == nil {
-		if w != nil {
-			f.obs.weight(label, *w)
+	if sl, err := startLog(f.s.logPath(label), from); err == nil {
+		if sl.weight != nil {
+			f.obs.weight(label, *sl.weight)
 		}
 		f.s.mu.Lock()
-		m.compile = compile
-		if w != nil {
-			m.weight = w
+		m.compile, m.graph = sl.compile, sl.graph // a start that logged no capture (--enforce-eager) has no graph pool
+		if sl.weight != nil {
+			m.weight = sl.weight
 		}
 		f.s.mu.Unlock()
 	}

@@ -231,3 +231,23 @@ INFO Application startup complete.`)
 	_, _, ok = WeightGiB([]byte("INFO Loading weights took 3.2 seconds\n"))
 	assert.False(t, ok)
 }
+
+// The graph capture's line as a served vLLM logged it (a real log's
+// "[gpu_model_runner.py:3480] Graph capturing finished in 8 secs, took
+// 0.31 GiB"): the last start's; an older release's line, which has no
+// size, is no figure.
+func TestGraphGiBFromServerLog(t *testing.T) {
+	log := []byte(`(EngineCore_DP0 pid=212) INFO 10-06 12:00:31 [kv_cache_utils.py:1087] GPU KV cache size: 49,152 tokens
+(EngineCore_DP0 pid=212) INFO 10-06 12:00:40 [gpu_model_runner.py:3480] Graph capturing finished in 8 secs, took 0.31 GiB
+INFO 10-06 12:00:41 [api_server.py:1971] Starting vLLM API server 0 on http://0.0.0.0:8000
+(EngineCore_DP0 pid=313) INFO 10-06 12:09:40 [gpu_model_runner.py:3480] Graph capturing finished in 1 secs, took 0.29 GiB
+`)
+	gib, line, ok := GraphGiB(log)
+	require.True(t, ok)
+	assert.Equal(t, 0.29, gib, "the last start's line")
+	assert.Equal(t, "(EngineCore_DP0 pid=313) INFO 10-06 12:09:40 [gpu_model_runner.py:3480] Graph capturing finished in 1 secs, took 0.29 GiB", line)
+	_, _, ok = GraphGiB([]byte("INFO 11-03 [model_runner.py:1671] Graph capturing finished in 2 secs.\n"))
+	assert.False(t, ok, "an older release's line has no size")
+	_, _, ok = GraphGiB([]byte("Model loading took 7.5 GiB and 3 seconds\n"))
+	assert.False(t, ok)
+}

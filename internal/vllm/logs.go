@@ -12,12 +12,32 @@ import (
 // model weights took %.4f GB" (the same 2^30-byte unit, named GB).
 var modelLoading = regexp.MustCompile(`(?:Model loading took|Loading model weights took) ([0-9]+(?:\.[0-9]+)?) Gi?B`)
 
+// graphCapture is the line vLLM's model runner logs once it captured the
+// CUDA graphs, with the device memory the capture took (free memory
+// before less after): "Graph capturing finished in %.0f secs, took %.2f
+// GiB" (vllm/v1/worker/gpu_model_runner.py capture_model; a served log
+// reads "[gpu_model_runner.py:3480] Graph capturing finished in 8 secs,
+// took 0.31 GiB"). Older releases logged no size ("… in %.0f secs."),
+// and an --enforce-eager server captures nothing.
+var graphCapture = regexp.MustCompile(`Graph capturing finished in [0-9]+ secs?, took ([0-9]+(?:\.[0-9]+)?) GiB`)
+
 // WeightGiB finds the last such line in a server log
 // (the most recent start), and returns X and the line. With tensor
 // parallelism each worker logs its own share; the first of the last start's
 // lines is one GPU's.
-func WeightGiB(log []byte) (gib float64, line string, ok bool) {
-	locs := modelLoading.FindAllSubmatchIndex(log, -1)
+func WeightGiB(log []byte) (gib float64, line string, ok bool) { return lastGiB(modelLoading, log) }
+
+// GraphGiB finds the last graph-capture line in a server log (the most
+// recent start) and returns the GiB the capture took and the line: the
+// CUDA graph pool's size, which --sleep-mode-offload-cudagraph backs up
+// to pinned host memory at every sleep. With tensor parallelism each
+// worker logs its own.
+func GraphGiB(log []byte) (gib float64, line string, ok bool) { return lastGiB(graphCapture, log) }
+
+// lastGiB is the last match of re (its first group a positive number of
+// GiB) in log, and its whole line.
+func lastGiB(re *regexp.Regexp, log []byte) (gib float64, line string, ok bool) {
+	locs := re.FindAllSubmatchIndex(log, -1)
 	if len(locs) == 0 {
 		return 0, "", false
 	}

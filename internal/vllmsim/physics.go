@@ -25,6 +25,10 @@ type Physics struct {
 	// ExtraResidualBytes); PreservedBytes, the parameters a level-2 sleep
 	// backs up to pageable host memory (--sleep-preserve-parameter-names).
 	GraphPoolBytes, SuspendBytes, PreservedBytes uint64
+	// GraphBytes is the CUDA graphs' memory the start captured, per rank
+	// (part of the residual; 0 with --enforce-eager), which the start logs
+	// as vLLM's model runner does: modelled as GraphPoolBytes is.
+	GraphBytes uint64
 	// Real is real-device mode (VLLMSIM_DEVICE=cuda): what the device does (a sleep's and a
 	// wake's copies and frees, the pinned buffer's allocation, a step's read of the weights)
 	// takes the device's own time, so none of it is modelled here; the host's and the CPU's

@@ -715,6 +715,12 @@ func (s *server) startup(ctx context.Context, warm bool) error {
 	} else {
 		s.log.Printf("Compiling a graph for dynamic shape takes %.2f s", took)
 	}
+	// vLLM's gpu_model_runner capture_model line (after the compile and
+	// the KV cache's sizing, as vLLM's start runs them): wakebench reads the
+	// graph pool's size from it (--sleep-mode-offload-cudagraph backs it up).
+	if s.phys.GraphBytes > 0 {
+		s.log.Printf("Graph capturing finished in %.0f secs, took %.2f GiB", 0.3*s.phys.StartCost(warm)*s.clock.scale, float64(s.phys.GraphBytes)/GiB)
+	}
 	if free, err := s.dev.free(); err != nil {
 		return err
 	} else if free < s.phys.KVBytes {

@@ -37,6 +37,10 @@ import (
 // modelled.
 const graphPoolShare = 0.4
 
+// graphBytes is the CUDA graphs' memory a start of model captures, per
+// rank (graphPoolShare of its residual).
+func graphBytes(model Model) uint64 { return uint64(graphPoolShare * model.ResidualGiB * GiB) }
+
 // allReduceDecodeCost is the offloaded graph pool's decode cost with a
 // custom all-reduce (more than one rank): one extra copy per captured
 // all-reduce, about 3 % of a batch-1 decode step (#59160's docs).
@@ -107,8 +111,8 @@ func sleepOptions(phys *Physics, args Args) error {
 	if !args.EnableSleepMode { // no sleep mode, no sleep pools: the options do nothing (#59160's tests: "no-sleep")
 		return nil
 	}
-	if args.OffloadCUDAGraph && !args.EnforceEager {
-		phys.GraphPoolBytes = uint64(graphPoolShare * phys.Model.ResidualGiB * GiB)
+	if args.OffloadCUDAGraph && !args.EnforceEager { // no graphs, no effect
+		phys.GraphPoolBytes = graphBytes(phys.Model)
 	}
 	if args.NCCLCommSuspend && phys.ranks() > 1 {
 		phys.SuspendBytes = commBytesPerRank

@@ -464,6 +464,9 @@ func planMemory(args Args, st Settings, model Model, info simgpu.Device) (Physic
 	if st.Faults != nil {
 		phys.ExtraResidualBytes += uint64(st.Faults.TPResidualGiB * GiB)
 	}
+	if !args.EnforceEager { // the CUDA graphs a start captures (sleepopts.go)
+		phys.GraphBytes = graphBytes(phys.Model)
+	}
 	if err := sleepOptions(&phys, args); err != nil {
 		return phys, err
 	}
