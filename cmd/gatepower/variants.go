@@ -46,6 +46,11 @@ func rejudged(scenario string, cs []variants.Comparison) ([]variants.Comparison,
 	}
 	out := make([]variants.Comparison, len(cs))
 	for i, c := range cs {
+		for _, r := range c.Runs {
+			if len(c.Blocks) < 2 || r.Block < 1 || r.Block > len(c.Blocks) {
+				return nil, fmt.Errorf("-rejudge: %s run of %s: its comparison.json has %d blocks and a run of block %d: not a variant run's comparison as written", scenario, c.Reference, len(c.Blocks), r.Block)
+			}
+		}
 		// The run's own plan (a LOAD=1 run may have had more blocks than
 		// the config says, WAKEBENCH_PROTOCOL_VARIANT_BLOCKS).
 		cfg.Protocol.VariantBlocks, cfg.Protocol.VariantOrder, cfg.Protocol.VariantSeed = len(c.Blocks), c.Order, c.Seed

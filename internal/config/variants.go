@@ -123,9 +123,10 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 var VariantOrders = []string{"random", "alternate"}
 
 // VariantBlockFigures are protocol.variant_block_figure's values: a
-// block's median of a metric's samples, or its best sample (the least
-// of a lower-is-better unit's, the most of a higher-is-better one's; the
-// median of a unit without a direction, which is not judged). Noise
+// block's median of a metric's samples, or, for a time or a rate, its
+// best sample (the least of a lower-is-better unit's, the most of a
+// higher-is-better one's; the median of a memory, power or energy
+// figure, and of a unit without a direction, which is not judged). Noise
 // that only ever adds time (a stall, another process on the CPU) moves
 // the best least: Chen & Revels, "Robust benchmarking in noisy
 // environments" (2016, arXiv:1608.04295), whose BenchmarkTools.jl

@@ -11,7 +11,7 @@ import (
 // config turns off (max_sleeping_power_w with protocol.cost_dwell_s 0, say):
 // each NOT EVALUATED with the key that turned it off, and required, so a
 // limit the user asked for is never dropped in silence (as the traffic
-// thresholds with traffic.rate 0: notEvaluatedTraffic). A limit set to 0
+// thresholds with traffic.rate 0: package traffic's notEvaluatedTraffic). A limit set to 0
 // turns the threshold off, so it adds nothing. Only phases the config
 // turns off are listed: none of them writes a check of these names. (The
 // soak is not: it runs by its own test, TestSoak, whatever the config

@@ -172,8 +172,8 @@ func OpenWith(ctx context.Context, cfg config.Config, hooks Hooks) (*Run, error)
 // On is what the phases' steps run on (phases.List's Steps).
 func (r *Run) On() phases.On { return phases.On{Env: r.env, Traffic: r.traffic} }
 
-// Env is the phases' environment: for the soak and the benchmark steps,
-// which are not phases of the list (protocol.Soak, protocol.Steps).
+// Env is the phases' environment: for the soak, which is not a phase of
+// the list (protocol.Soak).
 func (r *Run) Env() *protocol.Env { return r.env }
 
 // Steps are the benchmark steps on the run's servers, each recording into

@@ -1,6 +1,7 @@
 package htmlreport
 
 import (
+	"cmp"
 	"fmt"
 	"html/template"
 	"io"
@@ -17,9 +18,12 @@ type Comparison struct {
 	Status    string
 	Simulated string // "" on hardware
 	Setup     string // e.g. "3 blocks of 2 variants on one GPU, reference v0.31"
-	Attention []string
-	Summary   report.Doc
-	Variants  []ComparisonVariant
+	// BlockFigure names a block's figure of a metric: "median", or
+	// "fastest time or highest rate" (protocol.variant_block_figure best).
+	BlockFigure string
+	Attention   []string
+	Summary     report.Doc
+	Variants    []ComparisonVariant
 }
 
 // ComparisonVariant is one variant's figures against the reference's.
@@ -66,7 +70,7 @@ func WriteComparison(w io.Writer, c Comparison) error {
 	}
 	if figs.Len() > 0 {
 		v.Sections = append(v.Sections, section{ID: "blocks", Title: "Each block's change",
-			Intro: "For each variant, the figures that moved most: a point a block (the variant's median against the reference's in the same block, percent), the median a bar; a figure the paired verdict flagged is red.",
+			Intro: "For each variant, the figures that moved most: a point a block (the variant's " + cmp.Or(c.BlockFigure, "median") + " against the reference's in the same block, percent), the median a bar; a figure the paired verdict flagged is red.",
 			Body:  template.HTML(figs.String())})
 	}
 	v.Sections = append(v.Sections, section{ID: "summary", Title: "Comparison", Intro: "summary.md's tables.", Body: summaryHTML(c.Summary)})

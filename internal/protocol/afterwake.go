@@ -93,7 +93,7 @@ func (p AfterWake) run(ctx context.Context, label string, logf Logf) ([]record.P
 	return runs, err
 }
 
-// afterWakeChecks is Serve's checks plus, when min_after_wake_tps_ratio is set,
+// afterWakeChecks is serveChecks' checks plus, when min_after_wake_tps_ratio is set,
 // the median tok/s of stage (record.PhaseAfterWake, PhaseAfterWakeL2: a serving stage is its phase's name) against
 // the baseline's (from all, the model's serving runs so far) for each
 // concurrency that has a baseline.

@@ -45,7 +45,7 @@ func b2f(b bool) float64 {
 // notEvaluated is the check of a threshold whose figure is absent (no
 // memory source, or none that could attribute memory to the model): it
 // fails the run only when the user set the threshold (key) on a run that
-// has a memory source (memoryRequired).
+// has a memory source (MemoryRequired).
 func notEvaluated(cfg config.Config, name, label, op string, limit float64, key string) record.Check {
 	required, why := MemoryRequired(cfg, label, key)
 	return record.Check{Name: name, Model: label, Op: op, Limit: limit, Verdict: record.NotEvaluated,

@@ -26,9 +26,10 @@ import (
 // what they measure through its typed series (Writers), mark its frame
 // (a phase ran, its window, its plans, failures, checks, the memory's
 // notes, the server's version) and read the few series a check judges
-// in place (Read). The runner (package harness) holds the record
-// (*record.Recorder) and hands it to the phases as this: a phase can
-// neither copy the whole record, set the run up, nor finish it.
+// in place (Read: under the record's lock, by contract copying
+// nothing). The runner (package harness) holds the record
+// (*record.Recorder) and hands it to the phases as this: it has no way
+// to set the run up, take the run's copy (Raw) or finish it.
 type Recording interface {
 	Writers() record.Writers
 	PhaseRan(phase string)

@@ -162,7 +162,7 @@ func (p *Env) wakeToFirstToken(ctx context.Context, c *record.Cycle, label strin
 
 // sleepChecks: every cycle succeeded; wake → first token p95, residual median
 // and (level 1) the median share released (release: every level-1 release
-// of the model so far, as Release judges it) within their limits when set.
+// of the model so far, as l1ReleaseChecks judges it) within their limits when set.
 func sleepChecks(cfg config.Config, label string, level int, cycles []record.Cycle, release []float64) []record.Check {
 	t := cfg.ThresholdsFor(label)
 	planned, maxFTT := cfg.Protocol.SleepL1Cycles, t.MaxL1WakeToFirstTokenS

@@ -109,7 +109,7 @@ func notEvaluatedTraffic(cfg config.Config, t record.Traffic) []record.Check {
 		reason = "no counted request went through the router (" + t.Arrivals + ")"
 	}
 	var out []record.Check
-	// A ratio or a time limit of 0 is off (as OffPhases has it); a shed
+	// A ratio or a time limit of 0 is off (as harness's offPhaseChecks has it); a shed
 	// count of 0 is a limit: none may be shed.
 	if cfg.ThresholdSetByUser("", "min_traffic_goodput_ratio") && cfg.Thresholds.MinTrafficGoodputRatio > 0 {
 		out = append(out, record.Check{Name: "traffic.goodput_ratio", Op: ">=", Limit: cfg.Thresholds.MinTrafficGoodputRatio,

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 
 	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
@@ -244,7 +245,14 @@ func compare(ref string, others []string, blocks []map[string]gate.Bench, figure
 					continue
 				}
 				better[k] = vb.Meta.GetBetter(k.Unit)
-				pairs[k] = append(pairs[k], pair{blockFigure(figure, better[k], ys), blockFigure(figure, better[k], xs)})
+				if figure == "best" {
+					// The best of fewer samples is slower on expectation:
+					// a side that wrote more (the other lost a cycle) is
+					// judged on as many as the other, its first.
+					n := min(len(xs), len(ys))
+					xs, ys = xs[:n], ys[:n]
+				}
+				pairs[k] = append(pairs[k], pair{blockFigure(figure, better[k], k.Unit, ys), blockFigure(figure, better[k], k.Unit, xs)})
 			}
 			for k, ys := range rb.Values {
 				if xs, ok := vb.Values[k]; !ok || len(xs) == 0 || len(ys) == 0 {
@@ -282,13 +290,21 @@ func cmpKey(a, b gate.BenchKey) int {
 	return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Unit, b.Unit))
 }
 
+// bestUnit reports whether "best" applies to unit: a time (sec/…) or a
+// rate (…/s), what other work on the machine only ever slows. A memory,
+// power or energy figure has no such one-sided noise (a residual left
+// behind in four cycles of five is a change, not a stall): its median.
+func bestUnit(unit string) bool {
+	return strings.HasPrefix(unit, "sec/") || strings.HasSuffix(unit, "/s")
+}
+
 // blockFigure is a block's figure of a metric from its samples xs, by
-// protocol.variant_block_figure (config.VariantBlockFigures): "best" the
-// least where lower is better (better < 0) and the most where higher is,
-// else the median.
-func blockFigure(figure string, better int, xs []float64) float64 {
+// protocol.variant_block_figure (config.VariantBlockFigures): "best", for
+// a time or a rate (bestUnit), the least where lower is better (better <
+// 0) and the most where higher is; else the median.
+func blockFigure(figure string, better int, unit string, xs []float64) float64 {
 	switch {
-	case figure != "best" || better == 0:
+	case figure != "best" || better == 0 || !bestUnit(unit):
 		return median(xs)
 	case better < 0:
 		return slices.Min(xs)

@@ -270,4 +270,21 @@ func TestBestBlockFigureByHand(t *testing.T) {
 	assert.InDeltaSlice(t, []float64{2.5 / 1.2, 2.5 / 2.1}, med[wake].Ratios, 1e-12)
 	assert.InDeltaSlice(t, []float64{85.0 / 100, 66.0 / 60}, best[rate].Ratios, 1e-12)
 	assert.InDeltaSlice(t, []float64{80.0 / 90, 40.0 / 55}, med[rate].Ratios, 1e-12)
+
+	// A memory figure keeps the median under "best" (a residual left in
+	// two cycles of three is a change, not a stall): ref 0.2 0.2 0.2, new
+	// 0.2 0.5 0.5 → 2.5, not 1. A side that lost a sample is judged on as
+	// many as the other's, the first: new's wakes 1.3 1.1 against ref's
+	// 1.2 1.0 → best 1.1 against 1.0 (new's third sample, 0.9, dropped).
+	resid := gate.BenchKey{Name: "Sleep/model=A/level=1", Unit: "GiB/residual"}
+	meta[benchfmt.UnitMetadataKey{Unit: "GiB/residual", Key: "better"}] = &benchfmt.UnitMetadata{UnitMetadataKey: benchfmt.UnitMetadataKey{Unit: "GiB/residual", Key: "better"}, Value: "lower"}
+	blocks = []map[string]gate.Bench{
+		{"ref": {Values: map[gate.BenchKey][]float64{resid: {0.2, 0.2, 0.2}, wake: {1.2, 1.0}}, Meta: meta},
+			"new": {Values: map[gate.BenchKey][]float64{resid: {0.2, 0.5, 0.5}, wake: {1.3, 1.1, 0.9}}, Meta: meta}},
+		{"ref": {Values: map[gate.BenchKey][]float64{resid: {0.2, 0.2, 0.2}, wake: {1, 1}}, Meta: meta},
+			"new": {Values: map[gate.BenchKey][]float64{resid: {0.2, 0.5, 0.5}, wake: {1, 1}}, Meta: meta}},
+	}
+	best = byName("best")
+	assert.InDeltaSlice(t, []float64{2.5, 2.5}, best[resid].Ratios, 1e-12)
+	assert.InDeltaSlice(t, []float64{1.1 / 1.0, 1}, best[wake].Ratios, 1e-12)
 }

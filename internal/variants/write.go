@@ -486,8 +486,11 @@ const pagedFigures = 12
 // htmlView is what report.html shows of c: its summary, and for each
 // variant the figures flagged or moved most, a point per block.
 func (c Comparison) htmlView() htmlreport.Comparison {
-	v := htmlreport.Comparison{Status: c.Status, Attention: c.Failures, Summary: c.Summary(),
+	v := htmlreport.Comparison{Status: c.Status, Attention: c.Failures, Summary: c.Summary(), BlockFigure: "median",
 		Setup: fmt.Sprintf("%d blocks of %d variants on one GPU, %s order (seed %d) · reference %s", len(c.Blocks), len(c.Variants), c.Order, c.Seed, c.Reference)}
+	if c.BlockFigure == "best" {
+		v.BlockFigure = "fastest time or highest rate (its median for other units)"
+	}
 	if c.Simulated != "" {
 		v.Simulated = "S" + strings.TrimPrefix(c.Simulated, "s") + ", not a GPU's."
 	}
