@@ -51,7 +51,8 @@ OUT=${OUT:-out/gate-power}
 GO=${GO:-go}
 VARIANTS=${VARIANTS:-0}
 VARIANT_BLOCKS_LOAD=${VARIANT_BLOCKS_LOAD:-}
-[[ -z $VARIANT_BLOCKS_LOAD || $VARIANT_BLOCKS_LOAD =~ ^[1-9][0-9]*$ ]] || { echo "gate-power: VARIANT_BLOCKS_LOAD=$VARIANT_BLOCKS_LOAD: a count of blocks" >&2; exit 2; }
+[[ -z $VARIANT_BLOCKS_LOAD || ($VARIANT_BLOCKS_LOAD =~ ^[1-9][0-9]*$ && $VARIANT_BLOCKS_LOAD -ge 2 && $VARIANT_BLOCKS_LOAD -le 100) ]] ||
+	{ echo "gate-power: VARIANT_BLOCKS_LOAD=$VARIANT_BLOCKS_LOAD: a count of blocks, 2 to 100 (protocol.variant_blocks)" >&2; exit 2; }
 STAGES=${STAGES:-load quiet judge}
 [ "$VARIANTS" = 0 ] || [[ " $STAGES " == *" variants "* ]] || STAGES="$STAGES variants"
 JOBS=${JOBS:-1}
