@@ -999,14 +999,23 @@ func (m Model) Speculative() bool {
 // mode off: --no-enable-sleep-mode, or --enable-sleep-mode=false (0, no,
 // off), in either spelling vLLM's argparse accepts (- or _ in the name).
 func sleepModeOff(a string) bool {
+	on, set := boolArg(a, "--enable-sleep-mode")
+	return set && !on
+}
+
+// boolArg reads one server argument a as the boolean flag (its --name):
+// set where a is the flag, the flag with a value or its --no- form, in
+// either spelling vLLM's argparse accepts (- or _ in the name); on unless
+// the --no- form or a false value (false, 0, no, off, f, n).
+func boolArg(a, flag string) (on, set bool) {
 	name, value, hasValue := strings.Cut(a, "=")
 	switch strings.ReplaceAll(name, "_", "-") {
-	case "--no-enable-sleep-mode":
-		return true
-	case "--enable-sleep-mode":
-		return hasValue && slices.Contains([]string{"false", "0", "no", "off", "f", "n"}, strings.ToLower(strings.TrimSpace(value)))
+	case "--no-" + strings.TrimPrefix(flag, "--"):
+		return false, true
+	case flag:
+		return !hasValue || !slices.Contains([]string{"false", "0", "no", "off", "f", "n"}, strings.ToLower(strings.TrimSpace(value))), true
 	}
-	return false
+	return false, false
 }
 
 // PrefixCaching reports whether m's server caches prefixes: vLLM V1's
@@ -1087,20 +1096,13 @@ func TensorParallel(args []string) (int, bool) {
 }
 
 // BoolFlag is a boolean `vllm serve` flag in a model's extra arguments
-// as vLLM's argparse reads it (argparse.BooleanOptionalAction): "--flag"
-// or "--flag=true" on, "--no-flag" or "--flag=false" off; the last one
-// given wins; false when absent.
+// as boolArg reads each: "--flag" or "--flag=true" on, "--no-flag" or
+// "--flag=false" off; the last one given wins; false when absent.
 func BoolFlag(args []string, flag string) bool {
 	on := false
-	no := "--no-" + strings.TrimPrefix(flag, "--")
 	for _, a := range args {
-		switch v, hasV := strings.CutPrefix(a, flag+"="); {
-		case a == flag:
-			on = true
-		case a == no:
-			on = false
-		case hasV:
-			on = strings.EqualFold(v, "true") || v == "1"
+		if v, set := boolArg(a, flag); set {
+			on = v
 		}
 	}
 	return on

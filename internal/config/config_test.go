@@ -417,6 +417,8 @@ func TestBoolFlag(t *testing.T) {
 		{[]string{f, "--no-sleep-mode-offload-cudagraph"}, false},
 		{[]string{"--no-sleep-mode-offload-cudagraph", f}, true},
 		{[]string{f + "-x"}, false},
+		{[]string{"--sleep_mode_offload_cudagraph"}, true},
+		{[]string{f + "=off"}, false},
 	} {
 		assert.Equal(t, tc.want, BoolFlag(tc.args, f), "%q", tc.args)
 	}

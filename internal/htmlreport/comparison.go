@@ -1,7 +1,6 @@
 package htmlreport
 
 import (
-	"cmp"
 	"fmt"
 	"html/template"
 	"io"
@@ -70,7 +69,7 @@ func WriteComparison(w io.Writer, c Comparison) error {
 	}
 	if figs.Len() > 0 {
 		v.Sections = append(v.Sections, section{ID: "blocks", Title: "Each block's change",
-			Intro: "For each variant, the figures that moved most: a point a block (the variant's " + cmp.Or(c.BlockFigure, "median") + " against the reference's in the same block, percent), the median a bar; a figure the paired verdict flagged is red.",
+			Intro: "For each variant, the figures that moved most: a point a block (the variant's " + c.BlockFigure + " against the reference's in the same block, percent), the median a bar; a figure the paired verdict flagged is red.",
 			Body:  template.HTML(figs.String())})
 	}
 	v.Sections = append(v.Sections, section{ID: "summary", Title: "Comparison", Intro: "summary.md's tables.", Body: summaryHTML(c.Summary)})

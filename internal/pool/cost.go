@@ -127,8 +127,11 @@ func (mm Memory) GraphBackupGiB(label string) (gib float64, how string) {
 	if err != nil {
 		return math.NaN(), err.Error()
 	}
-	if !config.BoolFlag(m.cfg.ExtraArgs, "--sleep-mode-offload-cudagraph") || config.BoolFlag(m.cfg.ExtraArgs, "--enforce-eager") {
+	switch {
+	case !config.BoolFlag(m.cfg.ExtraArgs, "--sleep-mode-offload-cudagraph"):
 		return 0, "no --sleep-mode-offload-cudagraph"
+	case config.BoolFlag(m.cfg.ExtraArgs, "--enforce-eager"):
+		return 0, "--enforce-eager: no CUDA graphs, nothing for --sleep-mode-offload-cudagraph to back up"
 	}
 	mm.f.s.mu.Lock()
 	g := m.graph

@@ -83,7 +83,7 @@ func (m Metric) WorsePct() float64 {
 	return m.DeltaPct * float64(-m.Better)
 }
 
-// pair is one block's figures of a metric (blockFigure).
+// pair is one block's figures of a metric (blockPair).
 type pair struct{ ref, v float64 }
 
 // compareMetric judges one metric of a variant from its pairs, before the
@@ -245,14 +245,7 @@ func compare(ref string, others []string, blocks []map[string]gate.Bench, figure
 					continue
 				}
 				better[k] = vb.Meta.GetBetter(k.Unit)
-				if figure == "best" {
-					// The best of fewer samples is slower on expectation:
-					// a side that wrote more (the other lost a cycle) is
-					// judged on as many as the other, its first.
-					n := min(len(xs), len(ys))
-					xs, ys = xs[:n], ys[:n]
-				}
-				pairs[k] = append(pairs[k], pair{blockFigure(figure, better[k], k.Unit, ys), blockFigure(figure, better[k], k.Unit, xs)})
+				pairs[k] = append(pairs[k], blockPair(figure, better[k], k.Unit, ys, xs))
 			}
 			for k, ys := range rb.Values {
 				if xs, ok := vb.Values[k]; !ok || len(xs) == 0 || len(ys) == 0 {
@@ -298,19 +291,23 @@ func bestUnit(unit string) bool {
 	return strings.HasPrefix(unit, "sec/") || strings.HasSuffix(unit, "/s")
 }
 
-// blockFigure is a block's figure of a metric from its samples xs, by
-// protocol.variant_block_figure (config.VariantBlockFigures): "best", for
-// a time or a rate (bestUnit), the least where lower is better (better <
-// 0) and the most where higher is; else the median.
-func blockFigure(figure string, better int, unit string, xs []float64) float64 {
-	switch {
-	case figure != "best" || better == 0 || !bestUnit(unit):
-		return median(xs)
-	case better < 0:
-		return slices.Min(xs)
-	default:
-		return slices.Max(xs)
+// blockPair is one block's figures of a metric, the reference's from its
+// samples ref and the variant's from v, by protocol.variant_block_figure
+// (config.VariantBlockFigures): "best", for a time or a rate (bestUnit),
+// the least of each where lower is better (better < 0) and the most
+// where higher is, else each median. The best of fewer samples is slower
+// on expectation: where best applies and one side wrote more (the other
+// lost a cycle), it is judged on as many as the other, its first.
+func blockPair(figure string, better int, unit string, ref, v []float64) pair {
+	if figure != "best" || better == 0 || !bestUnit(unit) {
+		return pair{median(ref), median(v)}
 	}
+	n := min(len(ref), len(v))
+	best := slices.Max[[]float64]
+	if better < 0 {
+		best = slices.Min[[]float64]
+	}
+	return pair{best(ref[:n]), best(v[:n])}
 }
 
 func median(xs []float64) float64 {

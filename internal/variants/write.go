@@ -241,7 +241,7 @@ func (c Comparison) Summary() report.Doc {
 		intro += fmt.Sprintf(" The question's figures, stated before the run (`protocol.variant_focus`: %s), are one family %s; the others are judged in a family of their own and shown, not failed.", report.Code(strings.Join(c.Focus, ", ")), gated)
 	}
 	if c.BlockFigure == "best" {
-		intro += " A block's figure of a metric is its best sample (`protocol.variant_block_figure`: the fastest time, the highest rate), not its median."
+		intro += " A block's figure of a time or a rate is its best sample (`protocol.variant_block_figure`: the fastest time, the highest rate), not its median; of any other unit, its median."
 	}
 	if !c.Gated {
 		intro += " Not gated (`protocol.variant_gate` false): a variant's worse figures are shown, not failed; only a run that failed fails it."
