@@ -144,7 +144,7 @@ func TestProtocolBounded(t *testing.T) {
 		{"settle +Inf", func(_ *testing.T, c *Config) { c.Protocol.SettleS = math.Inf(1) }, "protocol.settle_s: +Inf: want seconds in [0, 3600]"},
 		{"settle negative", func(_ *testing.T, c *Config) { c.Protocol.SettleS = -1 }, "protocol.settle_s: -1: want seconds in [0, 3600]"},
 		{"settle 0 with level-0 cycles", func(_ *testing.T, c *Config) { c.Protocol.SettleS = 0 },
-			"protocol.settle_s: 0 with sleep_l0_cycles 3: a level-0 cycle sends a request while paused and wakes the model once the server has taken it, waiting at most settle_s"},
+			"protocol.settle_s: 0 with sleep_l0_cycles 3: a level-0 cycle sends a request while paused and wakes the model once the server has taken it, waiting at most settle_s for that"},
 		{"window pad NaN", func(_ *testing.T, c *Config) { c.Protocol.WindowPadS = math.NaN() }, "protocol.window_pad_s: NaN: want seconds in [0, 3600]"},
 		{"window pad 1e300", func(_ *testing.T, c *Config) { c.Protocol.WindowPadS = 1e300 }, "protocol.window_pad_s: 1e+300: want seconds in [0, 3600]"},
 		{"cost dwell 1e-6", func(_ *testing.T, c *Config) { c.Protocol.CostDwellS = 1e-6 },

@@ -826,10 +826,11 @@ func (c Config) validateProtocol(bad badFunc) {
 	if p.SettleS == 0 && p.SleepL0Cycles > 0 {
 		// Each level-0 cycle (and the /pause–/resume check after them)
 		// sends a request to the paused model and wakes it once the server
-		// has taken it (its response headers), waiting at most settle_s:
-		// the request must be sent before the wake, which 0 does not leave
-		// time for (pauseCycle: "no answer to it within settle_s").
-		bad("protocol.settle_s", "0 with sleep_l0_cycles %d: a level-0 cycle sends a request while paused and wakes the model once the server has taken it, waiting at most settle_s, so the request goes after the wake and the cycle fails; want settle_s > 0 (e.g. 0.1), or sleep_l0_cycles 0", p.SleepL0Cycles)
+		// has taken it (its response headers), waiting for the request to
+		// be written, then at most settle_s for the headers
+		// (protocol's holdProbe): with 0 the wake can reach the server
+		// before it holds the request.
+		bad("protocol.settle_s", "0 with sleep_l0_cycles %d: a level-0 cycle sends a request while paused and wakes the model once the server has taken it, waiting at most settle_s for that, so with 0 the wake can reach the server before the request it should hold; want settle_s > 0 (e.g. 0.1), or sleep_l0_cycles 0", p.SleepL0Cycles)
 	}
 	if !(p.SampleHz > 0 && p.SampleHz <= 1000) {
 		bad("protocol.sample_hz", "%v: want 0 < Hz ≤ 1000", p.SampleHz)
