@@ -13,6 +13,11 @@ import (
 // lacks an endpoint answers an error that errors.Is(err,
 // vllm.ErrUnsupported): the cycle is then off for it (say so; do not fail).
 
+// Unsupported reports whether err (a transition's or a request's) says
+// the server lacks the endpoint (vllm.ErrUnsupported: a 404 or 405): a
+// cycle that needs it is off for that server, not failed.
+func Unsupported(err error) bool { return errors.Is(err, vllm.ErrUnsupported) }
+
 // CheckEngine reads label's sleep metrics after op (a call that failed as
 // expected, say): an unknown resource or an operation still in flight is
 // an error naming them (checkEngine); after a failed call the server's

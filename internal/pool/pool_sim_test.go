@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -392,7 +393,7 @@ func TestFailedCallsAreNotCountedAgainstTheNext(t *testing.T) {
 	m, err := f.Engine().Metrics(ctx, "A")
 	require.NoError(t, err)
 	require.Equal(t, 1.0, m.SleepView().OpErrors["release_kv_cache_memory"], "the server counted the refusal")
-	for _, op := range []pool.Op{pool.Pause(vllm.SleepAbort, true), pool.ReleaseKV(), pool.WakeKV(), pool.Sleep(1), pool.Wake()} {
+	for _, op := range []pool.Op{pool.Pause(), pool.ReleaseKV(), pool.WakeKV(), pool.Sleep(1), pool.Wake()} {
 		_, err := f.Run(ctx, "A", op)
 		require.NoError(t, err, "the refusal is not this operation's")
 	}
@@ -418,7 +419,7 @@ func TestPauseUnsupported(t *testing.T) {
 	ok, err := f.SupportsPause(ctx, "A")
 	require.NoError(t, err)
 	assert.False(t, ok)
-	_, err = f.Run(ctx, "A", pool.Pause(vllm.SleepAbort, true))
+	_, err = f.Run(ctx, "A", pool.Pause())
 	assert.ErrorIs(t, err, vllm.ErrUnsupported)
 	_, err = f.Run(ctx, "A", pool.ReleaseKV())
 	assert.ErrorIs(t, err, vllm.ErrUnsupported)
@@ -514,4 +515,35 @@ func TestProbingStopsAtItsFirstToken(t *testing.T) {
 	assert.False(t, ok)
 	_, err = pr.Rest()
 	assert.ErrorContains(t, err, "refusing to send inference")
+}
+
+// TestHealthWindow: an engine-health window sends its n requests (counted
+// as executed) and reads the server's counters across them: the same
+// prompt n times finds its prefix cached from the second on (a hit rate
+// over 0, at most 1) and every request decoded past its first token (a
+// decode rate over 0); where /metrics is broken, the figures are NaN and
+// the note says why, and the requests were still sent.
+func TestHealthWindow(t *testing.T) {
+	for _, faults := range []string{"", "metrics-broken=500"} {
+		t.Run("faults="+faults, func(t *testing.T) {
+			f, rec, cfg := simtest.Pool(t, nil, func(c *config.Config) { c.Models[0].SimFaults = faults })
+			ctx := t.Context()
+			_, err := f.Start(ctx, "A")
+			require.NoError(t, err)
+			before := rec.Raw().Requests.Executed
+			prompt := strings.Repeat("the cat sat on a mat and ate ", 8) // 64 words: whole KV blocks of 16 tokens to cache
+			r, note, err := f.Requests().HealthWindow(ctx, "A", cfg.Models[0].Name, prompt, 8, 3)
+			require.NoError(t, err)
+			assert.Equal(t, 3, rec.Raw().Requests.Executed-before, "the window's requests count as executed")
+			if faults != "" {
+				assert.Contains(t, note, "/metrics unreadable: ")
+				assert.True(t, math.IsNaN(r.PrefixHitRate) && math.IsNaN(r.DecodeTPS) && math.IsNaN(r.SpecAcceptance), "%+v", r)
+				return
+			}
+			assert.Empty(t, note)
+			assert.Greater(t, r.PrefixHitRate, 0.0)
+			assert.LessOrEqual(t, r.PrefixHitRate, 1.0)
+			assert.Greater(t, r.DecodeTPS, 0.0)
+		})
+	}
 }

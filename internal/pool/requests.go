@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -112,6 +113,67 @@ func (q Requests) Stream(ctx context.Context, label string, r vllm.CompletionReq
 		q.f.obs.request(err == nil)
 	}
 	return s, err
+}
+
+// Prompt streams prompt to label's server, to model (its served model
+// when empty, or one of its LoRA adapters), exactly maxTokens tokens long
+// (EOS ignored): Stream with the request every phase's own prompt sends.
+func (q Requests) Prompt(ctx context.Context, label, model, prompt string, maxTokens int) (*vllm.Stream, error) {
+	return q.Stream(ctx, label, vllm.CompletionRequest{Model: model, Prompt: prompt, MaxTokens: maxTokens, IgnoreEOS: true})
+}
+
+// HealthWindow is an engine-health window on label's awake server: n streamed
+// requests of maxTokens tokens each (EOS ignored), one at a time, to model
+// (the served model or one of its LoRA adapters) with prompt, and the
+// figures of the server's /metrics counters across them (vllm.RatesOver,
+// Engine.Metrics). Its requests count as executed, as Stream's.
+// A failed request is the window's error; an unreadable /metrics leaves
+// every figure NaN and says why in note.
+func (q Requests) HealthWindow(ctx context.Context, label, model, prompt string, maxTokens, n int) (r vllm.Rates, note string, err error) {
+	e := Engine{s: q.f.s}
+	r = vllm.Rates{SpecAcceptance: math.NaN(), PrefixHitRate: math.NaN(), DecodeTPS: math.NaN()}
+	before, merr := e.Metrics(ctx, label)
+	for range n {
+		if _, err := q.Prompt(ctx, label, model, prompt, maxTokens); err != nil {
+			return r, "", err
+		}
+	}
+	after, err := e.settled(ctx, label, before, n)
+	if merr == nil {
+		merr = err
+	}
+	if merr != nil {
+		return r, fmt.Sprintf("/metrics unreadable: %v", merr), nil
+	}
+	return vllm.RatesOver(before.Counters(), after.Counters()), "", nil
+}
+
+// settleWait bounds how long a window waits for the server to count its
+// finished requests: vLLM's frontend records an iteration's stats after it
+// hands the iteration's outputs out (vllm/v1/engine/async_llm.py's output
+// handler), so a read at a stream's end may miss its last iteration.
+const settleWait = 2 * time.Second
+
+// settled reads label's /metrics after a window of n requests that each
+// decoded, until its decode-time count has grown by n since before (nil:
+// not known) or settleWait passed: the last read either way.
+func (e Engine) settled(ctx context.Context, label string, before vllm.Metrics, n int) (vllm.Metrics, error) {
+	deadline := time.Now().Add(settleWait)
+	a := before.Counters()
+	for {
+		m, err := e.Metrics(ctx, label)
+		if err != nil || before == nil {
+			return m, err
+		}
+		if b := m.Counters(); !b.HasDecode || b.Decoded-a.Decoded >= float64(n) || !time.Now().Before(deadline) {
+			return m, nil
+		}
+		select {
+		case <-ctx.Done():
+			return m, context.Cause(ctx)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // StreamAbortable is Stream for a request the caller will have the server

@@ -57,9 +57,12 @@ func SleepIn(level int, mode string) Op { return Op{Kind: OpSleep, Level: level,
 // Wake is vLLM's wake for the level the model sleeps at.
 func Wake() Op { return Op{Kind: OpWake} }
 
-// Pause is /pause in mode, clearing the prefix cache if clearCache.
-func Pause(mode string, clearCache bool) Op {
-	return Op{Kind: OpPause, Mode: mode, ClearCache: clearCache}
+// Pause is /pause as vLLM's RLHF router defaults it, the way that router's
+// users pause: mode abort (the requests in flight end with finish_reason
+// "abort"), the prefix cache cleared (vllm.Client.Pause; docs/vllm-api.md
+// §5). The level-0 cycles' pause is Sleep(0).
+func Pause() Op {
+	return Op{Kind: OpPause, Mode: vllm.SleepAbort, ClearCache: true}
 }
 
 // Resume is /resume after a pause.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/record"
-	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // healthPromptWords is the engine-health burst's prompt after its tag:
@@ -51,69 +50,30 @@ func (p *Env) health(ctx context.Context, label, stage string, logf Logf) error 
 	// nothing of it cached.
 	prompt := fmt.Sprintf("[engine health %010d] %s", time.Now().UnixNano()%1e10, words(healthPromptWords))
 	h := record.Health{Stage: stage, Requests: n, SpecAcceptance: math.NaN(), PrefixHitRate: math.NaN(), DecodeTPS: math.NaN()}
-	window := func(model string) (vllm.Rates, error) {
-		nan := vllm.Rates{SpecAcceptance: math.NaN(), PrefixHitRate: math.NaN(), DecodeTPS: math.NaN()}
-		before, merr := p.pool.Engine().Metrics(ctx, label)
-		for range n {
-			if _, err := p.pool.Requests().Stream(ctx, label, vllm.CompletionRequest{Model: model, Prompt: prompt, MaxTokens: p.cfg.Protocol.HealthMaxTokens, IgnoreEOS: true}); err != nil {
-				return nan, fmt.Errorf("engine health %s, %s: %w", stage, model, err)
-			}
+	window := func(model string) (spec, hit, decode float64, err error) {
+		r, note, err := p.pool.Requests().HealthWindow(ctx, label, model, prompt, p.cfg.Protocol.HealthMaxTokens, n)
+		if err != nil {
+			return r.SpecAcceptance, r.PrefixHitRate, r.DecodeTPS, fmt.Errorf("engine health %s, %s: %w", stage, model, err)
 		}
-		after, err := p.settledMetrics(ctx, label, before, n)
-		if merr == nil {
-			merr = err
+		if h.Note == "" {
+			h.Note = note
 		}
-		if merr != nil {
-			if h.Note == "" {
-				h.Note = fmt.Sprintf("/metrics unreadable: %v", merr)
-			}
-			return nan, nil
-		}
-		return vllm.RatesOver(before.Counters(), after.Counters()), nil
+		return r.SpecAcceptance, r.PrefixHitRate, r.DecodeTPS, nil
 	}
-	base, err := window(m.Name)
-	if err != nil {
+	var err error
+	if h.SpecAcceptance, h.PrefixHitRate, h.DecodeTPS, err = window(m.Name); err != nil {
 		return err
 	}
-	h.SpecAcceptance, h.PrefixHitRate, h.DecodeTPS = base.SpecAcceptance, base.PrefixHitRate, base.DecodeTPS
 	for _, name := range m.Adapters() {
-		r, err := window(name)
+		_, hit, decode, err := window(name)
 		if err != nil {
 			return err
 		}
-		h.Adapters = append(h.Adapters, record.AdapterHealth{Name: name, PrefixHitRate: r.PrefixHitRate, DecodeTPS: r.DecodeTPS})
+		h.Adapters = append(h.Adapters, record.AdapterHealth{Name: name, PrefixHitRate: hit, DecodeTPS: decode})
 	}
 	p.w.Health.Add(label, h)
 	logf("%s engine health %s: spec acceptance %.3f, prefix hit rate %.3f, decode %.1f tok/s%s", label, stage, h.SpecAcceptance, h.PrefixHitRate, h.DecodeTPS, noteSuffix(h.Note))
 	return nil
-}
-
-// settleWait bounds how long a window waits for the server to count its
-// finished requests: vLLM's frontend records an iteration's stats after it
-// hands the iteration's outputs out (vllm/v1/engine/async_llm.py's output
-// handler), so a read at a stream's end may miss its last iteration.
-const settleWait = 2 * time.Second
-
-// settledMetrics reads label's /metrics after a burst of n requests that
-// each decoded, until its decode-time count has grown by n since before
-// (nil: not known) or settleWait passed: the last read either way.
-func (p *Env) settledMetrics(ctx context.Context, label string, before vllm.Metrics, n int) (vllm.Metrics, error) {
-	deadline := time.Now().Add(settleWait)
-	a := before.Counters()
-	for {
-		m, err := p.pool.Engine().Metrics(ctx, label)
-		if err != nil || before == nil {
-			return m, err
-		}
-		if b := m.Counters(); !b.HasDecode || b.Decoded-a.Decoded >= float64(n) || !time.Now().Before(deadline) {
-			return m, nil
-		}
-		select {
-		case <-ctx.Done():
-			return m, context.Cause(ctx)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 func noteSuffix(note string) string {
@@ -123,44 +83,50 @@ func noteSuffix(note string) string {
 	return " (" + note + ")"
 }
 
-// lostPrefixProbe is the lost-prefix probe at level: a prompt of about
+// lostPrefixPrompt is the lost-prefix probe's prompt at level: about
 // protocol.lost_prefix_tokens tokens (Protocol.LostPrefixLen) of short
-// words behind a tag of its own, probe_max_tokens long.
-func (p *Env) lostPrefixProbe(label string, level int) vllm.CompletionRequest {
-	prompt := fmt.Sprintf("[lost prefix %s level %d] %s", label, level, words(p.cfg.Protocol.LostPrefixLen()-8))
-	return vllm.CompletionRequest{Prompt: prompt, MaxTokens: p.cfg.Protocol.ProbeMaxTokens, IgnoreEOS: true}
+// words behind a tag of its own; the probe is probe_max_tokens long.
+func (p *Env) lostPrefixPrompt(label string, level int) string {
+	return fmt.Sprintf("[lost prefix %s level %d] %s", label, level, words(p.cfg.Protocol.LostPrefixLen()-8))
 }
 
 // warmPrefix sends label's lost-prefix probe twice (awake, before the
-// sleep): the second finds the prefix cached, its TTFT is the warm one.
-// nil when the probe is off.
-func (p *Env) warmPrefix(ctx context.Context, label string, level int) (*vllm.Stream, error) {
+// sleep): the second finds the prefix cached, its TTFT is the warm one,
+// returned as the pair's warm half. nil when the probe is off.
+func (p *Env) warmPrefix(ctx context.Context, label string, level int) (*record.LostPrefix, error) {
 	if p.cfg.Protocol.LostPrefixLen() == 0 {
 		return nil, nil
 	}
-	var s *vllm.Stream
-	for range 2 {
-		var err error
-		if s, err = p.pool.Requests().Stream(ctx, label, p.lostPrefixProbe(label, level)); err != nil {
-			return nil, fmt.Errorf("lost-prefix probe, warm: %w", err)
+	send := func() (time.Duration, int, error) {
+		s, err := p.pool.Requests().Prompt(ctx, label, "", p.lostPrefixPrompt(label, level), p.cfg.Protocol.ProbeMaxTokens)
+		if err != nil {
+			return 0, 0, fmt.Errorf("lost-prefix probe, warm: %w", err)
 		}
+		return s.TTFT(), s.CachedTokens, nil
 	}
-	return s, nil
+	if _, _, err := send(); err != nil { // caches the prefix
+		return nil, err
+	}
+	ttft, cached, err := send()
+	if err != nil {
+		return nil, err
+	}
+	return &record.LostPrefix{Level: level, WarmTTFTS: ttft.Seconds(), WarmCached: cached}, nil
 }
 
 // wokenPrefix sends the lost-prefix probe again as the first request
-// after the wake and records the pair (warm from warmPrefix; nothing when
-// it is nil).
-func (p *Env) wokenPrefix(ctx context.Context, label string, level int, warm *vllm.Stream, logf Logf) error {
+// after the wake and records the pair (its warm half from warmPrefix;
+// nothing when that is nil).
+func (p *Env) wokenPrefix(ctx context.Context, label string, level int, warm *record.LostPrefix, logf Logf) error {
 	if warm == nil {
 		return nil
 	}
-	s, err := p.pool.Requests().Stream(ctx, label, p.lostPrefixProbe(label, level))
+	s, err := p.pool.Requests().Prompt(ctx, label, "", p.lostPrefixPrompt(label, level), p.cfg.Protocol.ProbeMaxTokens)
 	if err != nil {
 		return fmt.Errorf("lost-prefix probe, first request after the wake: %w", err)
 	}
-	lp := record.LostPrefix{Level: level, PromptTokens: s.PromptTokens, WarmTTFTS: warm.TTFT().Seconds(), WokenTTFTS: s.TTFT().Seconds(),
-		WarmCached: warm.CachedTokens, WokenCached: s.CachedTokens}
+	lp := *warm
+	lp.PromptTokens, lp.WokenTTFTS, lp.WokenCached = s.PromptTokens, s.TTFT().Seconds(), s.CachedTokens
 	p.w.LostPrefix.Add(label, lp)
 	logf("%s lost prefix at level %d (%d tokens): warm %.3fs, first after the wake %.3fs: %.3fs more", label, level, lp.PromptTokens, lp.WarmTTFTS, lp.WokenTTFTS, lp.PriceS())
 	return nil

@@ -8,7 +8,6 @@ import (
 
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
-	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // KVRelease is the KV-only release phase (record.PhaseKVRelease):
@@ -34,7 +33,7 @@ func (p KVRelease) Run(ctx context.Context, label string, logf Logf) (Outcome[[]
 func (p *pauser) refusedWithoutPause(ctx context.Context, label string) (off string, err error) {
 	_, err = p.pool.Run(ctx, label, pool.ReleaseKV())
 	switch {
-	case errors.Is(err, vllm.ErrUnsupported):
+	case pool.Unsupported(err):
 		return "the server has no /release_kv_cache_memory (vLLM before PR #44890): the cycle is off", nil
 	case err != nil && strings.Contains(err.Error(), "HTTP 500") && strings.Contains(err.Error(), "pause"):
 		p.confirmed = true // "release_kv_cache_memory() requires a completed pause first"
@@ -54,7 +53,7 @@ func (p *pauser) kvCycle(ctx context.Context, label string) (record.Cycle, strin
 	mark := p.pool.Engine().Mark(ctx, label) // before the pause: outside every interval of the cycle
 	// The pause through /pause (mode abort, clear_cache: vLLM's defaults),
 	// the RLHF router's way; level 0 has its own cycles.
-	pt, err := p.pool.Run(ctx, label, pool.Pause(vllm.SleepAbort, true))
+	pt, err := p.pool.Run(ctx, label, pool.Pause())
 	c.SleepS = pt.Took.Seconds()
 	if err != nil {
 		return c, "pause", err

@@ -13,7 +13,6 @@ import (
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/stats"
-	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // The cycles of vLLM's newest sleep API (issue 24; docs/vllm-api.md): a
@@ -124,7 +123,7 @@ func (p *pauser) offOrCycles(ctx context.Context, phase, label string, level, n 
 func (p *pauser) pauseResume(ctx context.Context, phase, label string, logf Logf) error {
 	ok := false
 	defer func() { p.confirmed = ok }()
-	pt, err := p.pool.Run(ctx, label, pool.Pause(vllm.SleepAbort, true))
+	pt, err := p.pool.Run(ctx, label, pool.Pause())
 	if err != nil {
 		return p.Fail(phase, label, "pause", err)
 	}

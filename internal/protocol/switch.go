@@ -13,7 +13,6 @@ import (
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/stats"
-	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // Switch is the switch phase (record.PhaseSwitch): one initial activation, then
@@ -125,7 +124,7 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 	}
 	// The probe, and the energy reading that closes the interval, go out
 	// at the wake's answer; the wake's verification reads follow them.
-	var s *vllm.Stream
+	var first time.Time // the probe's first token
 	var perr, eerr error
 	firstToken := func(ctx context.Context) {
 		pr := p.pool.Requests().StartProbe(ctx, to)
@@ -135,7 +134,10 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 				ho.EnergyJ, ho.EnergyNote = energy.Without(ho.EnergyJ, ho.EnergyNote, ea, eh, ms.Answered(), m)
 			}
 		}
-		s, perr = pr.Rest()
+		s, err := pr.Rest()
+		if perr = err; err == nil {
+			first = s.Tokens[0]
+		}
 	}
 	if p.pool.Asleep(to) {
 		t, err := p.pool.Do(ctx, to, pool.Wake())
@@ -156,7 +158,7 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 	if eerr != nil {
 		return ho, to, "energy after the first token " + dir, eerr
 	}
-	ho.ToFirstTokenS = s.Tokens[0].Sub(t0).Seconds()
+	ho.ToFirstTokenS = first.Sub(t0).Seconds()
 	ho.ToFirstTokenS -= held.Seconds() // the sleep's confirmation, device-delta's read, the energy reads
 
 	released := math.NaN()

@@ -10,7 +10,6 @@ package statecost
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -25,7 +24,6 @@ import (
 	"github.com/wakebench/wakebench/internal/protocol"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/server"
-	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 // Phase is the state-cost phase (record.PhaseStateCost) on a run's
@@ -367,7 +365,7 @@ func (r *costRun) kvReleased(prev energy.Reading) (energy.Reading, error) {
 		return prev, fmt.Errorf("pause (sleep level 0): %w", err)
 	}
 	if _, err := p.Pool().Run(ctx, label, pool.ReleaseKV()); err != nil {
-		if !errors.Is(err, vllm.ErrUnsupported) {
+		if !pool.Unsupported(err) {
 			return prev, fmt.Errorf("release_kv_cache_memory: %w", err)
 		}
 		if _, err := p.Pool().Run(ctx, label, pool.Wake()); err != nil {
