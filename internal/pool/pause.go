@@ -13,9 +13,10 @@ import (
 // lacks an endpoint answers an error that errors.Is(err,
 // vllm.ErrUnsupported): the cycle is then off for it (say so; do not fail).
 
-// Unsupported reports whether err (a transition's or a request's) says
-// the server lacks the endpoint (vllm.ErrUnsupported: a 404 or 405): a
-// cycle that needs it is off for that server, not failed.
+// Unsupported reports whether err, a transition's or another sleep-API
+// call's, says the server lacks the endpoint (vllm.ErrUnsupported: a 404
+// or 405 from an optional one, /pause, /release_kv_cache_memory): a cycle
+// that needs it is off for that server, not failed.
 func Unsupported(err error) bool { return errors.Is(err, vllm.ErrUnsupported) }
 
 // CheckEngine reads label's sleep metrics after op (a call that failed as
@@ -39,7 +40,7 @@ func (f *Pool) SupportsPause(ctx context.Context, label string) (bool, error) {
 		_, err := c.IsPaused(ctx)
 		return err
 	})
-	if errors.Is(err, vllm.ErrUnsupported) {
+	if Unsupported(err) {
 		return false, nil
 	}
 	return err == nil, err

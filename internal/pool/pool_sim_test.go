@@ -517,13 +517,13 @@ func TestProbingStopsAtItsFirstToken(t *testing.T) {
 	assert.ErrorContains(t, err, "refusing to send inference")
 }
 
-// TestHealthWindow: an engine-health window sends its n requests (counted
+// TestHealthRates: an engine-health window sends its n requests (counted
 // as executed) and reads the server's counters across them: the same
 // prompt n times finds its prefix cached from the second on (a hit rate
 // over 0, at most 1) and every request decoded past its first token (a
 // decode rate over 0); where /metrics is broken, the figures are NaN and
 // the note says why, and the requests were still sent.
-func TestHealthWindow(t *testing.T) {
+func TestHealthRates(t *testing.T) {
 	for _, faults := range []string{"", "metrics-broken=500"} {
 		t.Run("faults="+faults, func(t *testing.T) {
 			f, rec, cfg := simtest.Pool(t, nil, func(c *config.Config) { c.Models[0].SimFaults = faults })
@@ -532,7 +532,7 @@ func TestHealthWindow(t *testing.T) {
 			require.NoError(t, err)
 			before := rec.Raw().Requests.Executed
 			prompt := strings.Repeat("the cat sat on a mat and ate ", 8) // 64 words: whole KV blocks of 16 tokens to cache
-			r, note, err := f.Requests().HealthWindow(ctx, "A", cfg.Models[0].Name, prompt, 8, 3)
+			r, note, err := f.Requests().HealthRates(ctx, "A", cfg.Models[0].Name, prompt, 8, 3)
 			require.NoError(t, err)
 			assert.Equal(t, 3, rec.Raw().Requests.Executed-before, "the window's requests count as executed")
 			if faults != "" {

@@ -122,14 +122,15 @@ func (q Requests) Prompt(ctx context.Context, label, model, prompt string, maxTo
 	return q.Stream(ctx, label, vllm.CompletionRequest{Model: model, Prompt: prompt, MaxTokens: maxTokens, IgnoreEOS: true})
 }
 
-// HealthWindow is an engine-health window on label's awake server: n streamed
+// HealthRates is one part of an engine-health burst (docs/metrics.md: the
+// model's part, or one LoRA adapter's) on label's awake server: n streamed
 // requests of maxTokens tokens each (EOS ignored), one at a time, to model
-// (the served model or one of its LoRA adapters) with prompt, and the
-// figures of the server's /metrics counters across them (vllm.RatesOver,
-// Engine.Metrics). Its requests count as executed, as Stream's.
-// A failed request is the window's error; an unreadable /metrics leaves
-// every figure NaN and says why in note.
-func (q Requests) HealthWindow(ctx context.Context, label, model, prompt string, maxTokens, n int) (r vllm.Rates, note string, err error) {
+// (the served model or the adapter) with prompt, and the figures of the
+// server's /metrics counters across them (vllm.RatesOver, Engine.Metrics).
+// Its requests count as executed, as Stream's. A failed request is its
+// error; an unreadable /metrics leaves every figure NaN and says why in
+// note.
+func (q Requests) HealthRates(ctx context.Context, label, model, prompt string, maxTokens, n int) (r vllm.Rates, note string, err error) {
 	e := Engine{s: q.f.s}
 	r = vllm.Rates{SpecAcceptance: math.NaN(), PrefixHitRate: math.NaN(), DecodeTPS: math.NaN()}
 	before, merr := e.Metrics(ctx, label)

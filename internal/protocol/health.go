@@ -51,7 +51,7 @@ func (p *Env) health(ctx context.Context, label, stage string, logf Logf) error 
 	prompt := fmt.Sprintf("[engine health %010d] %s", time.Now().UnixNano()%1e10, words(healthPromptWords))
 	h := record.Health{Stage: stage, Requests: n, SpecAcceptance: math.NaN(), PrefixHitRate: math.NaN(), DecodeTPS: math.NaN()}
 	window := func(model string) (spec, hit, decode float64, err error) {
-		r, note, err := p.pool.Requests().HealthWindow(ctx, label, model, prompt, p.cfg.Protocol.HealthMaxTokens, n)
+		r, note, err := p.pool.Requests().HealthRates(ctx, label, model, prompt, p.cfg.Protocol.HealthMaxTokens, n)
 		if err != nil {
 			return r.SpecAcceptance, r.PrefixHitRate, r.DecodeTPS, fmt.Errorf("engine health %s, %s: %w", stage, model, err)
 		}

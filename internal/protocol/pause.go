@@ -228,10 +228,11 @@ type held struct {
 }
 
 // holdProbe sends a probe to paused label in the background
-// (pool.Requests.ProbePaused): accepted waits until the request is written
-// to the server (or the probe ended, or ctx's end), with no limit, then
-// until the server has taken it (its response headers arrived), at most
-// settle_s more; collect waits for its answer (or ctx's end), stop ends it
+// (pool.Requests.ProbePaused): accepted waits until the client has
+// written the request (net/http's WroteRequest without an error: handed to
+// the connection, whose flush follows at once), or the probe ended (at
+// most timeouts.request_s), or ctx's end, then until the server has taken
+// it (its response headers arrived), at most settle_s more; collect waits for its answer (or ctx's end), stop ends it
 // early; the caller defers stop. The first wait orders the events rather
 // than timing them: on a loaded machine the probe's goroutine may not run
 // for longer than settle_s, and a wake sent before the request would leave
@@ -250,13 +251,18 @@ type held struct {
 // before it writes them. A wake sent at the headers therefore reaches an
 // engine that holds the request (issue 50: held_request_s held settle_s of
 // the harness's own wait before). A server or proxy that sends no header
-// while it holds the request gets the wake after settle_s, as before.
+// while it holds the request gets the wake settle_s after the request was
+// written.
 func (p *pauser) holdProbe(ctx context.Context, label string) (accepted func(), collect func() (held, error), stop func()) {
 	hc := make(chan held, 1) // buffered: the goroutine never blocks on an early return
 	wrote, got, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var wroteOnce, gotOnce sync.Once
 	hctx, cancel := context.WithCancel(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest:         func(httptrace.WroteRequestInfo) { wroteOnce.Do(func() { close(wrote) }) },
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil { // a failed attempt's retry calls it again
+				wroteOnce.Do(func() { close(wrote) })
+			}
+		},
 		GotFirstResponseByte: func() { gotOnce.Do(func() { close(got) }) },
 	}))
 	go func() {
