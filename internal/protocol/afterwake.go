@@ -8,7 +8,6 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
-	"github.com/wakebench/wakebench/internal/stats"
 )
 
 // AfterWake is an after-wake phase: record.PhaseAfterWake (Level 1) or
@@ -105,13 +104,13 @@ func afterWakeChecks(cfg config.Config, label, stage string, runs, all []record.
 	}
 	base := map[int]float64{}
 	for _, p := range all {
-		if s, err := stats.Summarize(p.RoundTPS); err == nil && p.Stage == record.PhaseBaseline {
+		if s := record.Summary(p.RoundTPS); s.N > 0 && p.Stage == record.PhaseBaseline { // report.json's output_tps
 			base[p.Concurrency] = s.Median
 		}
 	}
 	for _, r := range runs {
-		aw, err := stats.Summarize(r.RoundTPS)
-		if b, ok := base[r.Concurrency]; ok && err == nil && b > 0 {
+		aw := record.Summary(r.RoundTPS)
+		if b, ok := base[r.Concurrency]; ok && aw.N > 0 && b > 0 {
 			out = append(out, record.Evaluate(fmt.Sprintf("%s.conc%d.tps_ratio", stage, r.Concurrency), label, aw.Median/b, ">=", min))
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
-	"github.com/wakebench/wakebench/internal/stats"
 )
 
 // The cycles of vLLM's newest sleep API (issue 24; docs/vllm-api.md): a
@@ -327,25 +326,15 @@ func pauseCycleChecks(cfg config.Config, label string, level int, cycles []recor
 		}
 		return out
 	}
-	var ftt []float64
-	for _, c := range cycles {
-		if c.OK {
-			ftt = append(ftt, c.ToFirstTokenS)
-		}
-	}
+	fig := record.LevelOf(cycles, level) // report.json's sleep.0 or sleep.kv reads the same
+	ftt := fig.FirstToken
 	out := []record.Check{record.Evaluate(prefix+".successful_cycles", label, float64(len(ftt)), "==", float64(planned))}
 	if level == record.LevelKVRelease {
 		out = append(out, record.Evaluate(prefix+".refused_without_pause", label, b2f(confirmed), "==", 1))
 		// A release that freed nothing did not release: at least half the
 		// KV cache vLLM was given (--kv-cache-memory-bytes = kv_gib).
-		var freed []float64
-		for _, c := range cycles {
-			if c.OK && !math.IsNaN(c.FreedGiB) {
-				freed = append(freed, c.FreedGiB)
-			}
-		}
 		name, limit := prefix+".freed_gib.median", cfg.Protocol.KVGiB/2
-		if s, err := stats.Summarize(freed); err == nil {
+		if s := record.Summary(fig.Freed); s.N > 0 {
 			out = append(out, record.Evaluate(name, label, s.Median, ">=", limit))
 		} else if len(ftt) > 0 {
 			_, none := MemoryRequired(cfg, label, name) // the limit is half of protocol.kv_gib: only the "memory": "none" reason is taken
@@ -355,7 +344,7 @@ func pauseCycleChecks(cfg config.Config, label string, level int, cycles []recor
 	} else {
 		out = append(out, record.Evaluate(prefix+".pause_resume_held_a_request", label, b2f(confirmed), "==", 1))
 	}
-	if s, err := stats.Summarize(ftt); err == nil && maxFTT > 0 {
+	if s := record.Summary(ftt); s.N > 0 && maxFTT > 0 {
 		out = append(out, record.Evaluate(prefix+".to_first_token_s.p95", label, s.P95, "<=", maxFTT))
 	}
 	return out

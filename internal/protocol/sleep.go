@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
-	"github.com/wakebench/wakebench/internal/stats"
 )
 
 // Sleep is a sleep phase: record.PhaseSleepL1 (Level 1) or record.PhaseSleepL2 (Level 2).
@@ -170,20 +168,10 @@ func sleepChecks(cfg config.Config, label string, level int, cycles []record.Cyc
 		planned, maxFTT = cfg.Protocol.SleepL2Cycles, t.MaxL2WakeToFirstTokenS
 	}
 	prefix := fmt.Sprintf("sleep.level%d", level)
-	var ftt, resid, worstGPU []float64
-	for _, c := range cycles {
-		if c.OK {
-			ftt = append(ftt, c.ToFirstTokenS)
-			if c.ResidualGiB == c.ResidualGiB { // not NaN
-				resid = append(resid, c.ResidualGiB)
-			}
-			if len(c.ResidualPerGPU) > 1 {
-				worstGPU = append(worstGPU, slices.Max(c.ResidualPerGPU))
-			}
-		}
-	}
+	fig := record.LevelOf(cycles, level) // report.json's sleep.<level> reads the same
+	ftt := fig.FirstToken
 	out := []record.Check{record.Evaluate(prefix+".successful_cycles", label, float64(len(ftt)), "==", float64(planned))}
-	if s, err := stats.Summarize(ftt); err == nil && maxFTT > 0 {
+	if s := record.Summary(ftt); s.N > 0 && maxFTT > 0 {
 		out = append(out, record.Evaluate(prefix+".to_first_token_s.p95", label, s.P95, "<=", maxFTT))
 	}
 	// A memory median against its limit (key), when set; not evaluated when
@@ -192,7 +180,7 @@ func sleepChecks(cfg config.Config, label string, level int, cycles []record.Cyc
 		if limit <= 0 {
 			return
 		}
-		if s, err := stats.Summarize(xs); err == nil {
+		if s := record.Summary(xs); s.N > 0 {
 			out = append(out, record.Evaluate(name, label, s.Median, op, limit))
 		} else if len(ftt) > 0 {
 			out = append(out, notEvaluated(cfg, name, label, op, limit, key))
@@ -209,9 +197,9 @@ func sleepChecks(cfg config.Config, label string, level int, cycles []record.Cyc
 			gpus = tp
 		}
 	}
-	median(prefix+".residual_gib.median", resid, "<=", t.MaxResidualGiB*float64(gpus), "max_residual_gib")
-	if len(worstGPU) > 0 { // a model across GPUs (one GPU has no per-GPU figure)
-		median(prefix+".residual_gib_per_gpu.max.median", worstGPU, "<=", t.MaxResidualGiBPerGPU, "max_residual_gib_per_gpu")
+	median(prefix+".residual_gib.median", fig.Residual, "<=", t.MaxResidualGiB*float64(gpus), "max_residual_gib")
+	if len(fig.WorstGPUResidual) > 0 { // a model across GPUs (one GPU has no per-GPU figure)
+		median(prefix+".residual_gib_per_gpu.max.median", fig.WorstGPUResidual, "<=", t.MaxResidualGiBPerGPU, "max_residual_gib_per_gpu")
 	}
 	if level == 1 {
 		out = append(out, l1ReleaseChecks(cfg, label, release, len(ftt) > 0)...)

@@ -12,7 +12,6 @@ import (
 	"github.com/wakebench/wakebench/internal/energy"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
-	"github.com/wakebench/wakebench/internal/stats"
 )
 
 // Soak is the soak phase (record.PhaseSoak, TestSoak): not one of the
@@ -271,7 +270,7 @@ func soakChecks(cfg config.Config, cycles []record.SoakCycle) []record.Check {
 	for _, l := range slices.Sorted(maps.Keys(engines)) {
 		limit := cfg.ThresholdsFor(l).MaxResidualGrowthMiBPerCycle
 		if limit > 0 {
-			if tr, err := stats.FitTrend(residuals[l]); err == nil {
+			if tr := record.Trend(residuals[l]); tr != nil { // report.json's residual_slope_mib_per_cycle
 				out = append(out, record.Evaluate("soak.residual_growth_mib_per_cycle", l, tr.Slope, "<=", limit))
 			} else {
 				c := notEvaluated(cfg, "soak.residual_growth_mib_per_cycle", l, "<=", limit, "max_residual_growth_mib_per_cycle")

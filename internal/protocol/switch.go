@@ -12,7 +12,6 @@ import (
 	"github.com/wakebench/wakebench/internal/energy"
 	"github.com/wakebench/wakebench/internal/pool"
 	"github.com/wakebench/wakebench/internal/record"
-	"github.com/wakebench/wakebench/internal/stats"
 )
 
 // Switch is the switch phase (record.PhaseSwitch): one initial activation, then
@@ -261,27 +260,19 @@ func (p Switch) run(ctx context.Context, logf Logf) ([]record.Handoff, error) {
 // switchChecks: every handoff succeeded; switch → first token p95 per direction
 // within its limit when set.
 func switchChecks(cfg config.Config, handoffs []record.Handoff) []record.Check {
+	dirs := record.DirectionsOf(handoffs) // report.json's switch.directions reads the same
 	ok := 0
-	byDir := map[string][]float64{}
-	engines := map[string][]*record.Engine{}
-	for _, ho := range handoffs {
-		if ho.Initial || !ho.OK {
-			continue
-		}
-		ok++
-		k := record.DirectionKey(ho.From, ho.To)
-		byDir[k] = append(byDir[k], ho.ToFirstTokenS)
-		engines[k] = append(engines[k], ho.Engine)
+	for _, d := range dirs {
+		ok += len(d.FirstToken)
 	}
 	out := []record.Check{record.Evaluate("switch.successful_handoffs", "", float64(ok), "==", float64(cfg.Protocol.Handoffs))}
 	if limit := cfg.Thresholds.MaxSwitchToFirstTokenS; limit > 0 {
-		for _, k := range slices.Sorted(maps.Keys(byDir)) {
-			s, _ := stats.Summarize(byDir[k])
-			out = append(out, record.Evaluate("switch."+k+".to_first_token_s.p95", "", s.P95, "<=", limit))
+		for _, k := range slices.Sorted(maps.Keys(dirs)) {
+			out = append(out, record.Evaluate("switch."+k+".to_first_token_s.p95", "", record.Summary(dirs[k].FirstToken).P95, "<=", limit))
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(engines)) {
-		out = append(out, engineAgreement("switch."+k, "", engines[k])...)
+	for _, k := range slices.Sorted(maps.Keys(dirs)) {
+		out = append(out, engineAgreement("switch."+k, "", dirs[k].Engines)...)
 	}
 	return out
 }

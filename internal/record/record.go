@@ -5,7 +5,9 @@
 // failures) through its few methods; a phase's checks read the few series
 // they judge in place (Read), and the outputs are written from one Raw
 // copy taken at the end. Methods a retry could repeat (checks, failures,
-// phases) are idempotent.
+// phases) are idempotent. The figures both a phase's checks and report.json
+// read are built by one function each (LevelOf, DirectionsOf, Summary,
+// Trend), so a check and the report cannot disagree on a figure.
 package record
 
 import (

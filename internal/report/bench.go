@@ -174,7 +174,7 @@ func BenchResults(raw record.Raw) []*benchfmt.Result {
 	}
 	trafficBench(raw.Traffic, line)
 	kubernetesBench(raw.Kubernetes, line)
-	if peak := summary(raw.DeviceUsedGiB); peak.N > 0 {
+	if peak := record.Summary(raw.DeviceUsedGiB); peak.N > 0 {
 		line("Memory/device", val(peak.Max, UnitPeak))
 	}
 	for _, w := range slices.Sorted(maps.Keys(raw.Windows)) {

@@ -15,15 +15,6 @@ const GiB = record.GiB
 
 func unix(t time.Time) float64 { return record.Unix(t) }
 
-// summary is stats.Summarize with the zero Summary (n = 0) for no samples.
-func summary(xs []float64) stats.Summary {
-	s, err := stats.Summarize(xs)
-	if err != nil {
-		return stats.Summary{}
-	}
-	return s
-}
-
 // Build summarises raw into the report. Status is PASS only when there is no
 // failure and no failed check; the caller adds test failures as Failures.
 func Build(raw record.Raw) Report {
@@ -89,8 +80,8 @@ func buildModel(raw record.Raw, l string) (m *Model, planned int) {
 			ini, iniReady = append(ini, rs.FirstTokenS), append(iniReady, rs.ReadyS)
 		}
 	}
-	m.RestartInitial, m.RestartWarm = summary(ini), summary(warm)
-	m.RestartReadyInitial, m.RestartReadyWarm = summary(iniReady), summary(warmReady)
+	m.RestartInitial, m.RestartWarm = record.Summary(ini), record.Summary(warm)
+	m.RestartReadyInitial, m.RestartReadyWarm = record.Summary(iniReady), record.Summary(warmReady)
 	for _, level := range []int{1, 2} {
 		m.Sleep[levelKey(level)] = sleepLevel(raw, l, level)
 	}
@@ -109,7 +100,7 @@ func buildModel(raw record.Raw, l string) (m *Model, planned int) {
 		m.Performance = append(m.Performance, Perf{
 			Stage: p.Stage, Concurrency: p.Concurrency, Rounds: p.Rounds, Planned: p.Planned,
 			Success: p.Success, RoundsPassed: p.RoundsPassed,
-			OutputTPS: summary(p.RoundTPS), TTFTS: summary(p.TTFT), TPOTS: summary(p.TPOT),
+			OutputTPS: record.Summary(p.RoundTPS), TTFTS: record.Summary(p.TTFT), TPOTS: record.Summary(p.TPOT),
 			PromptTokenCounts: counts,
 		})
 		planned += p.Planned
@@ -126,14 +117,15 @@ func buildModel(raw record.Raw, l string) (m *Model, planned int) {
 // labelled l at level.
 func sleepLevel(raw record.Raw, l string, level int) *SleepLevel {
 	sl := &SleepLevel{PlannedCycles: raw.Planned[l][level]}
-	var sleep, wake, ftt, resid, asleep []float64
+	s := record.LevelOf(raw.Cycles[l], level) // the figures the phase's checks judge
+	sleep, wake, ftt := s.Sleep, s.Wake, s.FirstToken
+	sl.SuccessfulCycles = len(ftt)
+	var asleep []float64
 	var engines []*record.Engine
 	for _, c := range raw.Cycles[l] {
 		if c.Level != level || !c.OK {
 			continue
 		}
-		sl.SuccessfulCycles++
-		sleep, wake, ftt = append(sleep, c.SleepS), append(wake, c.WakeAPIS), append(ftt, c.ToFirstTokenS)
 		engines = append(engines, c.Engine)
 		// The call the engine's sleep account answers to: /sleep, or a
 		// KV-only release cycle's /release_kv_cache_memory (not its pause).
@@ -142,9 +134,8 @@ func sleepLevel(raw record.Raw, l string, level int) *SleepLevel {
 		} else {
 			asleep = append(asleep, c.SleepS)
 		}
-		resid = appendKnown(resid, c.ResidualGiB)
 	}
-	sl.SleepS, sl.WakeAPIS, sl.ToFirstTokenS, sl.ResidualGiB = summary(sleep), summary(wake), summary(ftt), summary(resid)
+	sl.SleepS, sl.WakeAPIS, sl.ToFirstTokenS, sl.ResidualGiB = record.Summary(sleep), record.Summary(wake), record.Summary(ftt), record.Summary(s.Residual)
 	sl.FirstCycle, sl.SteadyState = firstSteady(sleep, wake, ftt)
 	sl.Engine = engineFigures(engines, asleep, wake)
 	sl.ResidualGiBPerGPU = perGPU(raw.Cycles[l], level)
@@ -155,9 +146,6 @@ func sleepLevel(raw record.Raw, l string, level int) *SleepLevel {
 // initial activation is counted, not summarised.
 func switching(handoffs []record.Handoff) Switch {
 	sw := Switch{Directions: map[string]*Direction{}}
-	dirs := map[string][3][]float64{} // first token, sleep, wake
-	dirEngines := map[string][]*record.Engine{}
-	dirJ := map[string][]float64{}
 	for _, h := range handoffs {
 		if h.Initial {
 			sw.InitialActivation++
@@ -169,20 +157,14 @@ func switching(handoffs []record.Handoff) Switch {
 			continue
 		}
 		sw.Success++
-		k := record.DirectionKey(h.From, h.To)
-		d := dirs[k]
-		d[0], d[1], d[2] = append(d[0], h.ToFirstTokenS), append(d[1], h.SleepS), append(d[2], h.WakeS)
-		dirs[k] = d
-		dirEngines[k] = append(dirEngines[k], h.Engine)
-		dirJ[k] = appendKnown(dirJ[k], h.EnergyJ)
 		if sw.EnergyNote == "" {
 			sw.EnergyNote = h.EnergyNote
 		}
 	}
-	for k, d := range dirs {
-		dir := &Direction{N: len(d[0]), ToFirstTokenS: summary(d[0]), SleepS: summary(d[1]), WakeS: summary(d[2]), EnergyJ: summary(dirJ[k])}
-		dir.FirstCycle, dir.SteadyState = firstSteady(d[1], d[2], d[0])
-		dir.Engine = engineFigures(dirEngines[k], d[1], d[2])
+	for k, d := range record.DirectionsOf(handoffs) { // the figures the switch's checks judge
+		dir := &Direction{N: len(d.FirstToken), ToFirstTokenS: record.Summary(d.FirstToken), SleepS: record.Summary(d.Sleep), WakeS: record.Summary(d.Wake), EnergyJ: record.Summary(d.EnergyJ)}
+		dir.FirstCycle, dir.SteadyState = firstSteady(d.Sleep, d.Wake, d.FirstToken)
+		dir.Engine = engineFigures(d.Engines, d.Sleep, d.Wake)
 		sw.Directions[k] = dir
 	}
 	return sw
@@ -191,7 +173,7 @@ func switching(handoffs []record.Handoff) Switch {
 // memory summarises the GPU memory figures: the device peak (per GPU too),
 // each model's RSS peak and level-1 release, where the figures came from.
 func memory(raw record.Raw) Memory {
-	mem := Memory{PhysicalPeakGiB: summary(raw.DeviceUsedGiB), RSSPeakGiB: map[string]float64{},
+	mem := Memory{PhysicalPeakGiB: record.Summary(raw.DeviceUsedGiB), RSSPeakGiB: map[string]float64{},
 		L1ReleaseFraction: map[string]stats.Summary{}, Source: raw.MemorySource, Note: raw.MemoryNote}
 	if len(raw.Attribution) > 0 {
 		mem.Attribution = raw.Attribution
@@ -205,7 +187,7 @@ func memory(raw record.Raw) Memory {
 	}
 	for _, l := range raw.Labels {
 		mem.RSSPeakGiB[l] = float64(raw.RSSPeak[l]) / GiB
-		mem.L1ReleaseFraction[l] = summary(raw.Release[l])
+		mem.L1ReleaseFraction[l] = record.Summary(raw.Release[l])
 	}
 	return mem
 }
@@ -223,22 +205,15 @@ func levelKey(level int) string {
 func pauseLevel(raw record.Raw, l string, level int) *SleepLevel {
 	sl := sleepLevel(raw, l, level)
 	sl.Off = raw.CyclesOff[l][level]
-	var freed, release, held, heldPast []float64
-	for _, c := range raw.Cycles[l] {
-		if c.Level != level || !c.OK {
-			continue
-		}
-		freed, release = appendKnown(freed, c.FreedGiB), appendKnown(release, c.ReleaseS)
-		held, heldPast = appendKnown(held, c.HeldS), appendKnown(heldPast, c.HeldPastWakeS)
-	}
+	s := record.LevelOf(raw.Cycles[l], level) // the figures the phase's checks judge
 	some := func(xs []float64) *stats.Summary {
 		if len(xs) == 0 {
 			return nil
 		}
-		s := summary(xs)
+		s := record.Summary(xs)
 		return &s
 	}
-	sl.FreedGiB, sl.ReleaseS, sl.HeldS, sl.HeldPastWakeS = some(freed), some(release), some(held), some(heldPast)
+	sl.FreedGiB, sl.ReleaseS, sl.HeldS, sl.HeldPastWakeS = some(s.Freed), some(s.Release), some(s.Held), some(s.HeldPastWake)
 	return sl
 }
 
@@ -286,7 +261,7 @@ func columns(rows [][]float64) []stats.Summary {
 				xs = append(xs, r[g])
 			}
 		}
-		out = append(out, summary(xs))
+		out = append(out, record.Summary(xs))
 	}
 	return out
 }
@@ -303,7 +278,7 @@ func firstSleep(fs []record.FirstSleep, l1 *SleepLevel) *FirstSleep {
 	if len(xs) == 0 {
 		return nil
 	}
-	out := &FirstSleep{Processes: len(xs), L1SleepS: summary(xs)}
+	out := &FirstSleep{Processes: len(xs), L1SleepS: record.Summary(xs)}
 	if l1 != nil && l1.SteadyState != nil && l1.SteadyState.SleepS.N > 0 {
 		steady := l1.SteadyState.SleepS.Median
 		out.SteadyL1SleepS = &steady

@@ -188,8 +188,8 @@ func kubernetes(rep *Report, labels []string, k *record.Kubernetes) {
 		c.ready, c.route, c.unroute = appendSeen(c.ready, h.ReadyS), appendSeen(c.route, h.RoutableS), appendSeen(c.unroute, h.UnroutableS)
 	}
 	for dir, c := range cols {
-		d.Switch[dir] = &PodSwitch{Steady: Steady{N: len(c.ft), SleepS: summary(c.sleep), WakeS: summary(c.wake), ToFirstTokenS: summary(c.ft)},
-			ReadyS: summary(c.ready), RoutableS: summary(c.route), UnroutableS: summary(c.unroute)}
+		d.Switch[dir] = &PodSwitch{Steady: Steady{N: len(c.ft), SleepS: record.Summary(c.sleep), WakeS: record.Summary(c.wake), ToFirstTokenS: record.Summary(c.ft)},
+			ReadyS: record.Summary(c.ready), RoutableS: record.Summary(c.route), UnroutableS: record.Summary(c.unroute)}
 	}
 	var pods []string
 	for _, s := range k.Starts {
@@ -218,9 +218,9 @@ func kubernetes(rep *Report, labels []string, k *record.Kubernetes) {
 			cready, ready, route = appendSeen(cready, s.ContainersReadyS), appendSeen(ready, s.ReadyS), appendSeen(route, s.RoutableS)
 		}
 		cs := t.ColdStart
-		cs.ScheduledS, cs.ClaimAllocatedS, cs.ContainerStartedS = summary(sch), summary(alloc), summary(started)
-		cs.HealthS, cs.ModelsS, cs.ToFirstTokenS = summary(health), summary(models), summary(ft)
-		cs.ContainersReadyS, cs.ReadyS, cs.RoutableS = summary(cready), summary(ready), summary(route)
+		cs.ScheduledS, cs.ClaimAllocatedS, cs.ContainerStartedS = record.Summary(sch), record.Summary(alloc), record.Summary(started)
+		cs.HealthS, cs.ModelsS, cs.ToFirstTokenS = record.Summary(health), record.Summary(models), record.Summary(ft)
+		cs.ContainersReadyS, cs.ReadyS, cs.RoutableS = record.Summary(cready), record.Summary(ready), record.Summary(route)
 		var rh, rft []float64
 		for _, r := range k.Restarts {
 			if r.Model == l {
@@ -228,7 +228,7 @@ func kubernetes(rep *Report, labels []string, k *record.Kubernetes) {
 			}
 		}
 		if len(rft) > 0 {
-			t.InPodRestart = &PodRestart{HealthS: summary(rh), ToFirstTokenS: summary(rft)}
+			t.InPodRestart = &PodRestart{HealthS: record.Summary(rh), ToFirstTokenS: record.Summary(rft)}
 		}
 		var ww, wft, wr []float64
 		for _, h := range k.Handoffs {
@@ -237,7 +237,7 @@ func kubernetes(rep *Report, labels []string, k *record.Kubernetes) {
 			}
 		}
 		if len(wft) > 0 {
-			t.Wake = &PodWake{WakeS: summary(ww), ToFirstTokenS: summary(wft), RoutableS: summary(wr)}
+			t.Wake = &PodWake{WakeS: record.Summary(ww), ToFirstTokenS: record.Summary(wft), RoutableS: record.Summary(wr)}
 		}
 		rep.RestartBaseline.Pod[l] = t
 	}

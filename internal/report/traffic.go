@@ -190,7 +190,7 @@ func traffic(t *record.Traffic) *Traffic {
 		}
 		sw = append(sw, s.End.Sub(s.Start).Seconds())
 	}
-	out.SwitchS = summary(sw)
+	out.SwitchS = record.Summary(sw)
 	if t.DurationS > 0 {
 		out.SwitchesPerMin = float64(len(t.Switches)) / t.DurationS * 60
 	}

@@ -37,7 +37,7 @@ func firstSteady(sleep, wake, ftt []float64) (*FirstCycle, *Steady) {
 		return nil, nil
 	}
 	f := &FirstCycle{SleepS: sleep[0], WakeS: wake[0], ToFirstTokenS: ftt[0]}
-	return f, &Steady{N: len(sleep) - 1, SleepS: summary(sleep[1:]), WakeS: summary(wake[1:]), ToFirstTokenS: summary(ftt[1:])}
+	return f, &Steady{N: len(sleep) - 1, SleepS: record.Summary(sleep[1:]), WakeS: record.Summary(wake[1:]), ToFirstTokenS: record.Summary(ftt[1:])}
 }
 
 // FirstSleep is a model's first sleep of each server process (level 1
@@ -114,7 +114,7 @@ func correctness(ref record.Reference, ok bool, replays []record.Replay) *Correc
 		}
 	}
 	for k, xs := range costs {
-		c.Stages[k].ReplayS = summary(xs)
+		c.Stages[k].ReplayS = record.Summary(xs)
 	}
 	return c
 }
@@ -151,14 +151,14 @@ func engineFigures(engines []*record.Engine, httpSleep, httpWake []float64) *Eng
 			continue
 		}
 		f.Cycles++
-		sl, wk = appendKnown(sl, e.SleepS), appendKnown(wk, e.WakeS)
-		msl, mwk, mrl = appendKnown(msl, e.MetricSleepS), appendKnown(mwk, e.MetricWakeS), appendKnown(mrl, e.MetricReleaseS)
+		sl, wk = record.AppendKnown(sl, e.SleepS), record.AppendKnown(wk, e.WakeS)
+		msl, mwk, mrl = record.AppendKnown(msl, e.MetricSleepS), record.AppendKnown(mwk, e.MetricWakeS), record.AppendKnown(mrl, e.MetricReleaseS)
 		wake := httpWake[i] // the wake's API time; its /wake_up calls' where known (level 2 has two more steps)
 		if e.WakeCallsS > 0 {
 			wake = e.WakeCallsS
 		}
-		osl, owk = appendKnown(osl, httpSleep[i]-e.SleepS), appendKnown(owk, wake-e.WakeS)
-		fr = appendKnown(fr, e.FreedGiB)
+		osl, owk = record.AppendKnown(osl, httpSleep[i]-e.SleepS), record.AppendKnown(owk, wake-e.WakeS)
+		fr = record.AppendKnown(fr, e.FreedGiB)
 		if len(e.Disagreements) > 0 {
 			f.Disagreements++
 			if f.FirstDisagreement == "" {
@@ -169,12 +169,12 @@ func engineFigures(engines []*record.Engine, httpSleep, httpWake []float64) *Eng
 	if f.Cycles == 0 {
 		return nil
 	}
-	f.SleepS, f.WakeS, f.MetricSleepS, f.MetricWakeS = summary(sl), summary(wk), summary(msl), summary(mwk)
+	f.SleepS, f.WakeS, f.MetricSleepS, f.MetricWakeS = record.Summary(sl), record.Summary(wk), record.Summary(msl), record.Summary(mwk)
 	if len(mrl) > 0 {
-		s := summary(mrl)
+		s := record.Summary(mrl)
 		f.MetricReleaseS = &s
 	}
-	f.SleepOverheadS, f.WakeOverheadS, f.FreedGiB = summary(osl), summary(owk), summary(fr)
+	f.SleepOverheadS, f.WakeOverheadS, f.FreedGiB = record.Summary(osl), record.Summary(owk), record.Summary(fr)
 	return &f
 }
 
@@ -236,7 +236,7 @@ func soak(raw record.Raw) *Soak {
 	by := map[string]*series{}
 	var headroom []float64
 	for _, c := range raw.Soak {
-		headroom = appendKnown(headroom, c.HeadroomGiB)
+		headroom = record.AppendKnown(headroom, c.HeadroomGiB)
 		if !c.OK {
 			continue
 		}
@@ -246,9 +246,9 @@ func soak(raw record.Raw) *Soak {
 			m = &series{}
 			by[c.From] = m
 		}
-		m.resid, m.rel, m.rss = appendKnown(m.resid, c.ResidualGiB), appendKnown(m.rel, c.ReleasePct), appendKnown(m.rss, c.RSSGiB)
+		m.resid, m.rel, m.rss = record.AppendKnown(m.resid, c.ResidualGiB), record.AppendKnown(m.rel, c.ReleasePct), record.AppendKnown(m.rss, c.RSSGiB)
 		m.sleep, m.wake, m.ftt = append(m.sleep, c.SleepS), append(m.wake, c.WakeS), append(m.ftt, c.ToFirstTokenS)
-		m.locked, m.pinned, m.energy = appendKnown(m.locked, c.LockedGiB), appendKnown(m.pinned, c.PinnedGiB), appendKnown(m.energy, c.EnergyJ)
+		m.locked, m.pinned, m.energy = record.AppendKnown(m.locked, c.LockedGiB), record.AppendKnown(m.pinned, c.PinnedGiB), record.AppendKnown(m.energy, c.EnergyJ)
 		if s.EnergyNote == "" {
 			s.EnergyNote = c.EnergyNote
 		}
@@ -257,16 +257,16 @@ func soak(raw record.Raw) *Soak {
 	residuals := record.ResidualSeriesMiB(raw.Soak)
 	for _, l := range slices.Sorted(maps.Keys(by)) {
 		m := by[l]
-		sm := &SoakModel{Sleeps: len(m.sleep), ResidualGiB: summary(m.resid),
-			ReleasePercent: summary(m.rel), RSSGiB: summary(m.rss)}
-		sm.ResidualSlope = trend(residuals[l])
+		sm := &SoakModel{Sleeps: len(m.sleep), ResidualGiB: record.Summary(m.resid),
+			ReleasePercent: record.Summary(m.rel), RSSGiB: record.Summary(m.rss)}
+		sm.ResidualSlope = record.Trend(residuals[l])
 		mib := make([]float64, len(m.rss))
 		for i, x := range m.rss {
 			mib[i] = x * 1024
 		}
-		sm.RSSSlope = trend(mib)
-		sm.LockedGiB, sm.PinnedGiB, sm.EnergyJ = summary(m.locked), summary(m.pinned), summary(m.energy)
-		sm.HostSlope, sm.PinnedSlope, sm.EnergySlope = trend(m.rss), trend(m.pinned), trend(m.energy)
+		sm.RSSSlope = record.Trend(mib)
+		sm.LockedGiB, sm.PinnedGiB, sm.EnergyJ = record.Summary(m.locked), record.Summary(m.pinned), record.Summary(m.energy)
+		sm.HostSlope, sm.PinnedSlope, sm.EnergySlope = record.Trend(m.rss), record.Trend(m.pinned), record.Trend(m.energy)
 		sm.First, sm.Steady = firstSteady(m.sleep, m.wake, m.ftt)
 		sm.Engine = engineFigures(m.engines, m.sleep, m.wake)
 		s.Models[l] = sm
@@ -274,7 +274,7 @@ func soak(raw record.Raw) *Soak {
 	if len(headroom) > 0 {
 		s.MinHeadroomGiB = slices.Min(headroom)
 	}
-	if tr := trend(headroom); tr != nil {
+	if tr := record.Trend(headroom); tr != nil {
 		s.HeadroomTrendGiB = tr
 		if tr.Slope < 0 && tr.CIHigh < 0 && tr.Last > 0 {
 			n := math.Ceil(tr.Last / -tr.Slope)
@@ -282,23 +282,6 @@ func soak(raw record.Raw) *Soak {
 		}
 	}
 	return s
-}
-
-// appendKnown appends x unless it is NaN (a figure not known).
-func appendKnown(xs []float64, x float64) []float64 {
-	if math.IsNaN(x) {
-		return xs
-	}
-	return append(xs, x)
-}
-
-// trend is stats.FitTrend, nil for a series too short to fit.
-func trend(ys []float64) *stats.Trend {
-	tr, err := stats.FitTrend(ys)
-	if err != nil {
-		return nil
-	}
-	return &tr
 }
 
 // WriteSoakCSV writes soak.csv: one row per soak cycle, every figure raw
