@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"os"
@@ -340,7 +341,7 @@ func (s *servers) explain(m *model, err error) error {
 	}
 	select {
 	case <-srv.Done():
-	case <-time.After(300 * time.Millisecond):
+	case <-time.After(exitWait(err)):
 		return err
 	}
 	s.mu.Lock()
@@ -351,6 +352,22 @@ func (s *servers) explain(m *model, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w (the client saw: %v)", exit, err)
+}
+
+// exitWait is how long explain waits for a server's exit after err: a
+// connection that broke (a stream cut short, a reset, a refused dial) is
+// what a dying server leaves, and the exit follows it at once, but a
+// loaded machine may reap the process late (a CI run under make stress
+// named the cut stream alone after 300 ms); any other error (an HTTP
+// answer, a timeout) comes from a server still there, so the wait is
+// short.
+func exitWait(err error) time.Duration {
+	for _, broken := range []error{io.ErrUnexpectedEOF, io.EOF, syscall.ECONNRESET, syscall.ECONNREFUSED, syscall.EPIPE} {
+		if errors.Is(err, broken) {
+			return 3 * time.Second
+		}
+	}
+	return 300 * time.Millisecond
 }
 
 // Start spawns the model's server, waits for /health and checks
