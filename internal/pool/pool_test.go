@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/wakebench/wakebench/internal/vllm"
 )
 
 func TestGarbage(t *testing.T) {
@@ -28,4 +30,17 @@ func TestExitWait(t *testing.T) {
 	assert.Greater(t, long, short)
 	assert.Equal(t, long, exitWait(&net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}))
 	assert.Equal(t, short, exitWait(context.DeadlineExceeded))
+	assert.Equal(t, long, exitWait(fmt.Errorf("write: %w", syscall.EPIPE)))
+	// A start polls /health while nothing listens yet: the refused dial is
+	// not ready (vllm.ErrNotReady), never a broken connection, or every
+	// start whose poll failed would wait for an exit.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	herr := vllm.New("http://" + addr).Health(t.Context())
+	assert.ErrorIs(t, herr, vllm.ErrNotReady)
+	assert.Equal(t, short, exitWait(herr))
 }

@@ -204,11 +204,5 @@ func sleepChecks(cfg config.Config, label string, level int, cycles []record.Cyc
 	if level == 1 {
 		out = append(out, l1ReleaseChecks(cfg, label, release, len(ftt) > 0)...)
 	}
-	var engines []*record.Engine
-	for _, c := range cycles {
-		if c.OK {
-			engines = append(engines, c.Engine)
-		}
-	}
-	return append(out, engineAgreement(prefix, label, engines)...)
+	return append(out, engineAgreement(prefix, label, fig.Engines)...)
 }

@@ -8,14 +8,17 @@ import (
 )
 
 // The figures a phase's threshold checks judge and report.json summarises
-// are built here, once for both (issue 51: "each median built once"): which
-// samples make a figure (a cycle that failed, a residual not known) is
-// decided in one place, and one summariser turns them into the median and
-// p95 that both read, so that a check and the report cannot disagree on
-// what they call the same figure.
+// are built by one function each (issue 51: "each median built once"),
+// which both call, the check when its phase ends and report.Build at the
+// run's: which samples make a sleep level's or a switch direction's
+// figures (a cycle that failed, a residual not known) is decided in
+// LevelOf and DirectionsOf, and one summariser turns them into the median
+// and p95 that both read.
 
 // Summary is how a run summarises its samples (stats.Summarize: n, median,
-// min, max, p95 by nearest rank), the zero Summary (N 0) for none.
+// min, max, p95 by nearest rank), the zero Summary (N 0) for none and for
+// a series with a NaN in it (stats.Summarize refuses it): N 0 is "no
+// figure".
 func Summary(xs []float64) stats.Summary {
 	s, err := stats.Summarize(xs)
 	if err != nil {
@@ -52,8 +55,14 @@ type LevelSeries struct {
 	// model across GPUs (ResidualPerGPU of two or more).
 	WorstGPUResidual []float64
 	// Level 0 and the KV-only release: FreedGiB, ReleaseS, HeldS,
-	// HeldPastWakeS where known.
+	// HeldPastWakeS where known (NaN: not known). A level-1 or level-2
+	// cycle leaves them 0, not NaN: these series are of no meaning there.
 	Freed, Release, Held, HeldPastWake []float64
+	// ReleaseEach is every successful cycle's ReleaseS, known or not, and
+	// Engines its engine account (nil where none): one for each cycle, as
+	// Sleep and Wake, to be paired with them by index.
+	ReleaseEach []float64
+	Engines     []*Engine
 }
 
 // LevelOf is the series of cycles' successful ones at level (a model's
@@ -71,6 +80,7 @@ func LevelOf(cycles []Cycle, level int) LevelSeries {
 		}
 		s.Freed, s.Release = AppendKnown(s.Freed, c.FreedGiB), AppendKnown(s.Release, c.ReleaseS)
 		s.Held, s.HeldPastWake = AppendKnown(s.Held, c.HeldS), AppendKnown(s.HeldPastWake, c.HeldPastWakeS)
+		s.ReleaseEach, s.Engines = append(s.ReleaseEach, c.ReleaseS), append(s.Engines, c.Engine)
 	}
 	return s
 }

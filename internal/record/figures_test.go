@@ -14,7 +14,7 @@ func TestLevelOfByHand(t *testing.T) {
 	nan := math.NaN()
 	cycles := []Cycle{
 		{Level: 1, OK: true, SleepS: 1, WakeAPIS: 0.1, ToFirstTokenS: 0.2, ResidualGiB: 0.5, FreedGiB: nan, ReleaseS: nan, HeldS: nan, HeldPastWakeS: nan},
-		{Level: 2, OK: true, SleepS: 9, WakeAPIS: 9, ToFirstTokenS: 9, ResidualGiB: 9}, // another level
+		{Level: 2, OK: true, SleepS: 9, WakeAPIS: 9, ToFirstTokenS: 9, ResidualGiB: 9},  // another level
 		{Level: 1, OK: false, SleepS: 8, WakeAPIS: 8, ToFirstTokenS: 8, ResidualGiB: 8}, // failed
 		{Level: 1, OK: true, SleepS: 2, WakeAPIS: 0.3, ToFirstTokenS: 0.4, ResidualGiB: nan, ResidualPerGPU: []float64{0.2, 0.7}, FreedGiB: 3, ReleaseS: nan, HeldS: 0.05, HeldPastWakeS: nan},
 		{Level: 1, OK: true, SleepS: 3, WakeAPIS: 0.5, ToFirstTokenS: 0.6, ResidualGiB: 0.25, ResidualPerGPU: []float64{0.9, 0.1}, FreedGiB: nan, ReleaseS: 0.01, HeldS: nan, HeldPastWakeS: 0.02},
@@ -29,6 +29,9 @@ func TestLevelOfByHand(t *testing.T) {
 	assert.Equal(t, []float64{0.01}, s.Release)
 	assert.Equal(t, []float64{0.05}, s.Held)
 	assert.Equal(t, []float64{0.02}, s.HeldPastWake)
+	assert.Len(t, s.ReleaseEach, 3, "one for each cycle, known or not")
+	assert.Equal(t, 0.01, s.ReleaseEach[2])
+	assert.Len(t, s.Engines, 3, "one for each cycle, to pair with Sleep and Wake")
 	assert.Equal(t, 0.375, Summary(s.Residual).Median, "(0.5 + 0.25) / 2")
 	assert.Equal(t, 0.6, Summary(s.FirstToken).P95, "nearest rank: the 3rd of 3")
 	assert.Zero(t, Summary(LevelOf(cycles, 0).FirstToken).N, "no cycle at level 0: the zero Summary")

@@ -5,9 +5,10 @@
 // failures) through its few methods; a phase's checks read the few series
 // they judge in place (Read), and the outputs are written from one Raw
 // copy taken at the end. Methods a retry could repeat (checks, failures,
-// phases) are idempotent. The figures both a phase's checks and report.json
-// read are built by one function each (LevelOf, DirectionsOf, Summary,
-// Trend), so a check and the report cannot disagree on a figure.
+// phases) are idempotent. A sleep level's and a switch direction's
+// figures, which both a phase's checks and report.json read, are built by
+// one function each (LevelOf, DirectionsOf, Summary, Trend), which both
+// call.
 package record
 
 import (

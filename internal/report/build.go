@@ -120,24 +120,16 @@ func sleepLevel(raw record.Raw, l string, level int) *SleepLevel {
 	s := record.LevelOf(raw.Cycles[l], level) // the figures the phase's checks judge
 	sleep, wake, ftt := s.Sleep, s.Wake, s.FirstToken
 	sl.SuccessfulCycles = len(ftt)
-	var asleep []float64
-	var engines []*record.Engine
-	for _, c := range raw.Cycles[l] {
-		if c.Level != level || !c.OK {
-			continue
-		}
-		engines = append(engines, c.Engine)
-		// The call the engine's sleep account answers to: /sleep, or a
-		// KV-only release cycle's /release_kv_cache_memory (not its pause).
-		if level == record.LevelKVRelease {
-			asleep = append(asleep, c.ReleaseS)
-		} else {
-			asleep = append(asleep, c.SleepS)
-		}
+	// The call the engine's sleep account answers to, cycle by cycle as
+	// s.Engines: /sleep, or a KV-only release cycle's
+	// /release_kv_cache_memory (not its pause).
+	asleep := sleep
+	if level == record.LevelKVRelease {
+		asleep = s.ReleaseEach
 	}
 	sl.SleepS, sl.WakeAPIS, sl.ToFirstTokenS, sl.ResidualGiB = record.Summary(sleep), record.Summary(wake), record.Summary(ftt), record.Summary(s.Residual)
 	sl.FirstCycle, sl.SteadyState = firstSteady(sleep, wake, ftt)
-	sl.Engine = engineFigures(engines, asleep, wake)
+	sl.Engine = engineFigures(s.Engines, asleep, wake)
 	sl.ResidualGiBPerGPU = perGPU(raw.Cycles[l], level)
 	return sl
 }
