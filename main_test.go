@@ -217,7 +217,7 @@ func run(m *testing.M) int {
 		failed = append(failed, record.Failure{Phase: "go test", Error: fmt.Sprintf("go test exits %d: a test failed (see its output)", code)})
 	}
 	h.Stop()
-	failed = append(failed, sigs.failures(h.Raw().Failures)...)
+	failed = append(failed, sigs.failures(h.Failures())...)
 	if err := goleak.Find(goleak.IgnoreAnyFunction(signalWatcher)); err != nil {
 		failed = append(failed, record.Failure{Phase: "go test", Error: fmt.Sprintf("goroutines left behind: %v", err)})
 		code = max(code, 1)

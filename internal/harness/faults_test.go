@@ -506,3 +506,19 @@ func TestUnreadableMetricsIsNoPass(t *testing.T) {
 		})
 	}
 }
+
+// TestFailuresAreACopyOfThemAlone: Run.Failures (what TestMain reads after
+// the servers stop) hands out the failures recorded, as a copy the record
+// does not share.
+func TestFailuresAreACopyOfThemAlone(t *testing.T) {
+	h, err := Open(t.Context(), small(t))
+	require.NoError(t, err)
+	defer func() { _, _ = h.Close(nil) }()
+	assert.Empty(t, h.Failures())
+	h.rec.Fail(record.Failure{Phase: "restart", Model: "A", Error: "boom"})
+	got := h.Failures()
+	require.Len(t, got, 1)
+	assert.Equal(t, "boom", got[0].Error)
+	got[0].Error = "changed"
+	assert.Equal(t, "boom", h.Failures()[0].Error, "the record's own failure is untouched")
+}

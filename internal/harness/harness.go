@@ -192,6 +192,14 @@ func (r *Run) Labels() []string { return r.pool.Labels() }
 // Raw is a copy of what the run has recorded so far.
 func (r *Run) Raw() record.Raw { return r.rec.Raw() }
 
+// Failures are the failures recorded so far: a copy of them alone, read
+// in place (not a copy of the whole record, as Raw).
+func (r *Run) Failures() []record.Failure {
+	var out []record.Failure
+	r.rec.Read(func(raw *record.Raw) { out = slices.Clone(raw.Failures) })
+	return out
+}
+
 // Failed reports whether a failure of phase is recorded.
 func (r *Run) Failed(phase string) bool { return r.rec.Failed(phase) }
 
