@@ -43,6 +43,34 @@ func (e Engine) Metrics(ctx context.Context, label string) (vllm.Metrics, error)
 	return out, err
 }
 
+// settleWait bounds how long a window waits for the server to count its
+// finished requests: vLLM's frontend records an iteration's stats after it
+// hands the iteration's outputs out (vllm/v1/engine/async_llm.py's output
+// handler), so a read at a stream's end may miss its last iteration.
+const settleWait = 2 * time.Second
+
+// settled reads label's /metrics after a window of n requests that each
+// decoded, until its decode-time count has grown by n since before (nil:
+// not known) or settleWait passed: the last read either way.
+func (e Engine) settled(ctx context.Context, label string, before vllm.Metrics, n int) (vllm.Metrics, error) {
+	deadline := time.Now().Add(settleWait)
+	a := before.Counters()
+	for {
+		m, err := e.Metrics(ctx, label)
+		if err != nil || before == nil {
+			return m, err
+		}
+		if b := m.Counters(); !b.HasDecode || b.Decoded-a.Decoded >= float64(n) || !time.Now().Before(deadline) {
+			return m, nil
+		}
+		select {
+		case <-ctx.Done():
+			return m, context.Cause(ctx)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // Mark marks label's log and metric now (outside any measured interval).
 func (e Engine) Mark(ctx context.Context, label string) EngineMark {
 	mk := EngineMark{label: label}

@@ -149,34 +149,6 @@ func (q Requests) HealthRates(ctx context.Context, label, model, prompt string, 
 	return vllm.RatesOver(before.Counters(), after.Counters()), "", nil
 }
 
-// settleWait bounds how long a window waits for the server to count its
-// finished requests: vLLM's frontend records an iteration's stats after it
-// hands the iteration's outputs out (vllm/v1/engine/async_llm.py's output
-// handler), so a read at a stream's end may miss its last iteration.
-const settleWait = 2 * time.Second
-
-// settled reads label's /metrics after a window of n requests that each
-// decoded, until its decode-time count has grown by n since before (nil:
-// not known) or settleWait passed: the last read either way.
-func (e Engine) settled(ctx context.Context, label string, before vllm.Metrics, n int) (vllm.Metrics, error) {
-	deadline := time.Now().Add(settleWait)
-	a := before.Counters()
-	for {
-		m, err := e.Metrics(ctx, label)
-		if err != nil || before == nil {
-			return m, err
-		}
-		if b := m.Counters(); !b.HasDecode || b.Decoded-a.Decoded >= float64(n) || !time.Now().Before(deadline) {
-			return m, nil
-		}
-		select {
-		case <-ctx.Done():
-			return m, context.Cause(ctx)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
 // StreamAbortable is Stream for a request the caller will have the server
 // abort (a sleep in pause mode abort while it decodes): if the server ends
 // it with finish_reason abort, it is counted as aborted by design, not as

@@ -231,8 +231,9 @@ type held struct {
 // written the request (net/http's WroteRequest without an error: handed to
 // the connection, whose flush follows at once), or the probe ended (at
 // most timeouts.request_s), or ctx's end, then until the server has taken
-// it (its response headers arrived), at most settle_s more; collect waits for its answer (or ctx's end), stop ends it
-// early; the caller defers stop. The first wait orders the events rather
+// it (its response headers arrived), at most settle_s more; collect
+// waits for its answer (or ctx's end), stop ends it early; the caller
+// defers stop. The first wait orders the events rather
 // than timing them: on a loaded machine the probe's goroutine may not run
 // for longer than settle_s, and a wake sent before the request would leave
 // nothing held (the CI run of 435c656 under make stress: "sent 0.002 s

@@ -266,12 +266,13 @@ func switchChecks(cfg config.Config, handoffs []record.Handoff) []record.Check {
 		ok += len(d.FirstToken)
 	}
 	out := []record.Check{record.Evaluate("switch.successful_handoffs", "", float64(ok), "==", float64(cfg.Protocol.Handoffs))}
+	keys := slices.Sorted(maps.Keys(dirs))
 	if limit := cfg.Thresholds.MaxSwitchToFirstTokenS; limit > 0 {
-		for _, k := range slices.Sorted(maps.Keys(dirs)) {
+		for _, k := range keys {
 			out = append(out, record.Evaluate("switch."+k+".to_first_token_s.p95", "", record.Summary(dirs[k].FirstToken).P95, "<=", limit))
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(dirs)) {
+	for _, k := range keys {
 		out = append(out, engineAgreement("switch."+k, "", dirs[k].Engines)...)
 	}
 	return out
