@@ -349,6 +349,7 @@ func TestOutputs(t *testing.T) {
 	rd := benchfmt.NewReader(strings.NewReader(text), "bench.txt")
 	names := map[string]int{}
 	units := map[string]bool{}
+	lines := map[phases.Family]int{} // the lines of each phase's family (Phase.Bench)
 	for rd.Scan() {
 		switch rec := rd.Result().(type) {
 		case *benchfmt.SyntaxError:
@@ -359,19 +360,41 @@ func TestOutputs(t *testing.T) {
 			for _, v := range rec.Values {
 				units[v.OrigUnit+v.Unit] = true
 			}
-			if !strings.Contains(rec.Name.String(), "model=") && !strings.HasPrefix(rec.Name.String(), "Switch/dir=") && !strings.HasPrefix(rec.Name.String(), "TrafficEnergy/run=") && !strings.HasPrefix(rec.Name.String(), record.HostWindowBench) {
-				assert.Equal(t, "Memory/device", rec.Name.String())
+			// Every line is of a family a phase that ran declares, but
+			// the device's peak, the level-1 releases (three phases
+			// take them) and the host load over each window.
+			f, ph, ok := phases.FamilyOf(rec.Name.String())
+			switch {
+			case ok:
+				assert.Contains(t, raw.Phases, ph, "%s: phase %s wrote it and did not run", rec.Name, ph)
+				lines[f]++
+			case string(base) != "Memory" && string(base) != record.HostBench:
+				t.Errorf("%s: of no phase's bench families (phases.Phase.Bench)", rec.Name)
 			}
 		}
 	}
 	require.NoError(t, rd.Err())
-	benches := []string{"Restart", "Sleep", "Serve", "Switch", record.HostBench}
+	// Every family of every phase that ran has lines, where its phase
+	// measured it: level 0 and the KV-only release where the server has
+	// them, the energies where a counter was read.
+	for _, ph := range phases.List() {
+		if !slices.Contains(raw.Phases, ph.Name) {
+			continue
+		}
+		for _, f := range ph.Bench {
+			switch {
+			case f == phases.Family{Base: "Sleep", Key: "level", Value: "0", PerModel: true} && !anyRan(ran, 0),
+				f == phases.Family{Base: "Sleep", Key: "level", Value: "kv", PerModel: true} && !anyRan(ran, record.LevelKVRelease),
+				(f.Base == "Energy" || f.Base == "TrafficEnergy") && !haveMemory:
+				continue
+			}
+			assert.Positive(t, lines[f], "bench.txt has lines of %s's family %+v", ph.Name, f)
+		}
+	}
+	benches := []string{record.HostBench}
 	wantUnits := []string{report.UnitReady, report.UnitFirstToken, report.UnitSleep, report.UnitWake, report.UnitTTFT, report.UnitTPOT, report.UnitTPS, report.UnitReqTPS,
 		report.UnitOthersCPU, report.UnitWaitPerRun} // every phase window's host load
-	anyL0, anyKV := false, false
-	for _, l := range h.Labels() {
-		anyL0, anyKV = anyL0 || ran[l][0], anyKV || ran[l][record.LevelKVRelease]
-	}
+	anyL0, anyKV := anyRan(ran, 0), anyRan(ran, record.LevelKVRelease)
 	if anyKV { // the KV-only release's /release_kv_cache_memory
 		wantUnits = append(wantUnits, report.UnitRelease2)
 	}
@@ -434,6 +457,16 @@ func ranCycles(t *testing.T, raw record.Raw, cfg config.Config) map[string]map[i
 		}
 	}
 	return out
+}
+
+// anyRan says whether any model's cycles at level ran (ranCycles).
+func anyRan(ran map[string]map[int]bool, level int) bool {
+	for _, r := range ran {
+		if r[level] {
+			return true
+		}
+	}
+	return false
 }
 
 func countPrefix(s, prefix string) int {

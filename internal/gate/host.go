@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/wakebench/wakebench/internal/phases"
 	"github.com/wakebench/wakebench/internal/record"
 )
 
@@ -58,55 +59,6 @@ func hostLoads(r Run) map[string]hostLoad {
 	return out
 }
 
-// windowOf is the phase window a benchmark's samples were taken in: the
-// window's model (its label, "" for a phase over every model) and phase,
-// as protocol.Env.Begin names windows (<labels>-<phase>). ok is false for
-// a benchmark of no one window (the device's peak, the host lines).
-func windowOf(name string) (model, phase string, ok bool) {
-	base, keys := nameKeys(name)
-	model = keys["model"]
-	switch base {
-	case "Restart":
-		return model, record.PhaseRestart, model != ""
-	case "Serve":
-		return model, keys["stage"], model != "" && keys["stage"] != ""
-	case "Sleep":
-		switch keys["level"] {
-		case "kv":
-			return model, record.PhaseKVRelease, model != ""
-		case "0":
-			return model, record.PhaseSleepL0, model != ""
-		case "1":
-			return model, record.PhaseSleepL1, model != ""
-		case "2":
-			return model, record.PhaseSleepL2, model != ""
-		}
-	case "Cost", "Energy":
-		return model, record.PhaseStateCost, model != ""
-	case "Switch":
-		return "", record.PhaseSwitch, true
-	case "Traffic", "TrafficEnergy":
-		return "", record.PhaseTraffic, true
-	case "PodStart", "PodRestart", "PodSwitch":
-		return "", record.PhaseKubernetes, true
-	}
-	return "", "", false
-}
-
-// nameKeys splits a benchmark name into its base and its sub-name keys:
-// "Serve/model=A/stage=baseline/conc=4" is "Serve" with model A, stage
-// baseline and conc 4.
-func nameKeys(name string) (base string, keys map[string]string) {
-	parts := strings.Split(name, "/")
-	keys = map[string]string{}
-	for _, p := range parts[1:] {
-		if k, v, ok := strings.Cut(p, "="); ok {
-			keys[k] = v
-		}
-	}
-	return parts[0], keys
-}
-
 // timed says whether a unit's figure takes longer, or less per second,
 // when the machine is busy: every unit but memory (GiB, host-GiB,
 // %-released), which counts bytes, not time.
@@ -118,12 +70,12 @@ func timed(unit string) bool {
 // its model's window of its phase, or for a phase over every model the one
 // window of that phase.
 func loadIn(loads map[string]hostLoad, name string) (hostLoad, string, bool) {
-	model, phase, ok := windowOf(name)
+	model, phase, ok := phases.WindowOf(name)
 	if !ok {
 		return hostLoad{}, "", false
 	}
 	if model != "" {
-		w := model + "-" + phase
+		w := record.WindowName(phase, model)
 		l, ok := loads[w]
 		return l, w, ok
 	}

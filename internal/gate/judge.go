@@ -1025,7 +1025,7 @@ func (v *Verdict) oneRunFloor(r Run, k BenchKey, floors map[string]unitFloor, sp
 // same (docs/compare.md): a busy run's six agreed to 7 % while runs'
 // medians stood 14 to 19 ms apart.
 func openLoop(k BenchKey) bool {
-	base, _ := nameKeys(k.Name)
+	base, _ := record.BenchKeys(k.Name)
 	return base == "Traffic"
 }
 
@@ -1050,7 +1050,7 @@ func oneProcess(k BenchKey) bool {
 	if k.Unit != unitSleep {
 		return false
 	}
-	base, keys := nameKeys(k.Name)
+	base, keys := record.BenchKeys(k.Name)
 	return base == "Switch" || base == "Sleep" && keys["level"] == "1"
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/stats"
 )
 
@@ -65,7 +66,7 @@ func perRequest(k BenchKey) bool {
 
 // concOf is the N of a benchmark name's conc=N key, or 0.
 func concOf(name string) int {
-	_, keys := nameKeys(name)
+	_, keys := record.BenchKeys(name)
 	if n, err := strconv.Atoi(keys["conc"]); err == nil && n > 0 {
 		return n
 	}

@@ -57,6 +57,9 @@ type Phase struct {
 	// phase's measurements must show beyond its threshold checks (nil:
 	// nothing); TestProtocol holds every step to it.
 	Holds func(in Inputs, v any) error
+	// Bench is the bench.txt families the phase writes, each taken in the
+	// phase's window (WindowOf, the regression gate's host load).
+	Bench []Family
 	// OptIn: the phase runs only where protocol.opt_in names it (List
 	// makes its Off say so otherwise).
 	OptIn bool
@@ -135,23 +138,23 @@ func List() []Phase {
 func phaseList() []Phase {
 	return []Phase{
 		{Name: record.PhaseRestart, Doc: "1 initial + `restart_warm` (2) warm starts: spawn → `/health` 200 → first token; other models asleep; the last start stays up",
-			Plan: perModelPlan(restartPlan), Holds: holds(restartHolds), Steps: func(on On) []Step { return perModel(on, protocol.Restart{Env: on.Env}.Run) }},
+			Plan: perModelPlan(restartPlan), Holds: holds(restartHolds), Bench: []Family{{Base: "Restart", PerModel: true}}, Steps: func(on On) []Step { return perModel(on, protocol.Restart{Env: on.Env}.Run) }},
 		{Name: record.PhaseBaseline, Doc: "serving at each `concurrency` (1, 4): `rounds` (2) × `requests_per_round` (8), prompt ≈ 26 tokens, `max_tokens` 128 with `ignore_eos`; other models asleep; in a server process that has never slept (one that has, as the restart phase leaves all but the last model, is started afresh first); then the engine-health burst (`health_requests`, 4), what each kind of wake's is compared with",
-			Plan: perModelPlan(servingPlan(record.PhaseBaseline)), Holds: holds(servingHolds), Steps: func(on On) []Step { return perModel(on, protocol.Baseline{Env: on.Env}.Run) }},
+			Plan: perModelPlan(servingPlan(record.PhaseBaseline)), Holds: holds(servingHolds), Bench: serve(record.PhaseBaseline), Steps: func(on On) []Step { return perModel(on, protocol.Baseline{Env: on.Env}.Run) }},
 		{Name: record.PhaseSleepL1, Doc: "`sleep_l1_cycles` (5) × (sleep level 1, hold `settle_s`, read residual, wake, probe first token, hold)",
-			Plan: perModelPlan(sleepPlan(1)), Holds: holds(cycleHolds), Steps: func(on On) []Step { return perModel(on, protocol.Sleep{Env: on.Env, Level: 1}.Run) }},
+			Plan: perModelPlan(sleepPlan(1)), Holds: holds(cycleHolds), Bench: sleepAt("1"), Steps: func(on On) []Step { return perModel(on, protocol.Sleep{Env: on.Env, Level: 1}.Run) }},
 		{Name: record.PhaseAfterWake, Doc: "the lost-prefix probe (`lost_prefix_tokens`, 2048) twice, one level-1 sleep and wake, the probe again as the first request (its TTFT against the warm one's: the lost prefix's price); then serving again as in baseline, against the baseline's tok/s; then the engine-health burst (`health_requests`, 4) against the baseline's; then the correctness replay",
-			Plan: perModelPlan(afterWakePlan(1)), Holds: holds(servingHolds), Steps: func(on On) []Step { return perModel(on, protocol.AfterWake{Env: on.Env, Level: 1}.Run) }},
+			Plan: perModelPlan(afterWakePlan(1)), Holds: holds(servingHolds), Bench: serve(record.PhaseAfterWake), Steps: func(on On) []Step { return perModel(on, protocol.AfterWake{Env: on.Env, Level: 1}.Run) }},
 		{Name: record.PhaseSleepL2, Doc: "`sleep_l2_cycles` (3) cycles at level 2; the wake is `wake_up?tags=weights`, `collective_rpc {\"method\":\"reload_weights\"}`, `wake_up?tags=kv_cache`, `reset_prefix_cache`; every first token is checked for garbage",
-			Plan: perModelPlan(sleepPlan(2)), Holds: holds(cycleHolds), Steps: func(on On) []Step { return perModel(on, protocol.Sleep{Env: on.Env, Level: 2}.Run) }},
+			Plan: perModelPlan(sleepPlan(2)), Holds: holds(cycleHolds), Bench: sleepAt("2"), Steps: func(on On) []Step { return perModel(on, protocol.Sleep{Env: on.Env, Level: 2}.Run) }},
 		{Name: record.PhaseAfterWakeL2, Doc: "after-wake at level 2: the lost-prefix probe, one level-2 sleep and its wake (the reload path, where vllm#52479's draft model was lost), the probe again; serving (stage `after-wake-l2`), the engine-health burst, the correctness replay",
-			Plan: perModelPlan(afterWakePlan(2)), Holds: holds(servingHolds), Steps: func(on On) []Step { return perModel(on, protocol.AfterWake{Env: on.Env, Level: 2}.Run) }},
+			Plan: perModelPlan(afterWakePlan(2)), Holds: holds(servingHolds), Bench: serve(record.PhaseAfterWakeL2), Steps: func(on On) []Step { return perModel(on, protocol.AfterWake{Env: on.Env, Level: 2}.Run) }},
 		{Name: record.PhaseSleepL0, Doc: "`sleep_l0_cycles` (3) × (sleep level 0: the scheduler paused, nothing freed; hold `settle_s`, read memory; a probe sent while paused, held until the wake; the wake once the server has taken the probe (its response headers; once the probe is written, at most `settle_s` more), probe first token); then once `/pause`, a held probe, `/resume`; off, and said so, on a vLLM without `/pause`",
-			Plan: perModelPlan(level0Plan), Holds: holds(cycleHolds), Steps: func(on On) []Step { return perModel(on, protocol.Level0{Env: on.Env}.Run) }},
+			Plan: perModelPlan(level0Plan), Holds: holds(cycleHolds), Bench: sleepAt("0"), Steps: func(on On) []Step { return perModel(on, protocol.Level0{Env: on.Env}.Run) }},
 		{Name: record.PhaseKVRelease, Doc: "once a release without a pause (vLLM must refuse it), then `kv_release_cycles` (3) × (`/pause`, `/release_kv_cache_memory`, hold `settle_s`, read the GiB freed, `wake_up?tags=kv_cache`, probe first token), the engine-health burst after the first cycle's wake; off, and said so, on a vLLM without it (before PR #44890)",
-			Plan: perModelPlan(kvReleasePlan), Holds: holds(cycleHolds), Steps: func(on On) []Step { return perModel(on, protocol.KVRelease{Env: on.Env}.Run) }},
+			Plan: perModelPlan(kvReleasePlan), Holds: holds(cycleHolds), Bench: sleepAt("kv"), Steps: func(on On) []Step { return perModel(on, protocol.KVRelease{Env: on.Env}.Run) }},
 		{Name: WakeBurst, OptIn: true, Doc: "opt-in (`protocol.opt_in`): the requests that arrive during a level-1 wake, as a wake-on-demand router releases them at its answer: for each `concurrency` c, `rounds` × (sleep level 1, hold `settle_s`, wake, and at its answer one wave of c requests sent at once, no request before it); its serving stage `wake-burst` beside baseline's (summary.md, the regression gate), no threshold of its own",
-			Plan: perModelPlan(wakeBurstPlan), Holds: holds(servingHolds), Steps: func(on On) []Step { return perModel(on, wakeBurst{env: on.Env}.Run) }},
+			Plan: perModelPlan(wakeBurstPlan), Holds: holds(servingHolds), Bench: serve(WakeBurst), Steps: func(on On) []Step { return perModel(on, wakeBurst{env: on.Env}.Run) }},
 		{Name: record.PhaseStateCost, Doc: "each state held `cost_dwell_s` (1 s; 0: off) and measured (GPU GiB per GPU, host GiB of the server's process tree with its locked and pinned parts, GPU W from the energy counter): awake idle, asleep at level 1, at level 2, KV released (where the server has `/release_kv_cache_memory`), stopped; the energy (J) of each sleep, wake and a cold start (spawn → first token), the level-1 sleep's transient host peak and what its wake gives back; the break-even per level; then the node's fit table over every model ([cost.md](cost.md))",
 			Off: func(cfg config.Config) string {
 				if cfg.Protocol.CostDwellS == 0 {
@@ -159,7 +162,7 @@ func phaseList() []Phase {
 				}
 				return ""
 			},
-			Plan: perModelPlan(stateCostPlan), Holds: costHolds,
+			Plan: perModelPlan(stateCostPlan), Holds: costHolds, Bench: []Family{{Base: "Cost", PerModel: true}, {Base: "Energy", PerModel: true}},
 			Steps: func(on On) []Step {
 				sc := statecost.Phase{Env: on.Env}
 				return append(perModel(on, sc.Run), Step{Name: "fit", Run: func(ctx context.Context, logf protocol.Logf) (Result, error) {
@@ -180,9 +183,9 @@ func phaseList() []Phase {
 				}
 				return ""
 			},
-			Plan: switchPlan, Holds: holds(switchHolds), Steps: func(on On) []Step { return whole(protocol.Switch{Env: on.Env}.Run) }},
+			Plan: switchPlan, Holds: holds(switchHolds), Bench: []Family{{Base: "Switch"}}, Steps: func(on On) []Step { return whole(protocol.Switch{Env: on.Env}.Run) }},
 		{Name: record.PhaseTraffic, Doc: "all models: open-loop `traffic.arrivals` (Poisson) at `traffic.rate` (2 req/s) per model for `traffic.duration_s` (6 s) through a wake-on-demand router (one model awake, the others asleep at `traffic.sleep_level`); the same arrivals with every model awake (the ideal); then a sleep with `in_flight_requests` (4) decoding in each pause mode (abort, wait, keep)",
-			Plan: trafficPlan, Holds: holds(trafficHolds), Steps: func(on On) []Step { return whole(on.Traffic.Run) }},
+			Plan: trafficPlan, Holds: holds(trafficHolds), Bench: []Family{{Base: "Traffic"}, {Base: "TrafficEnergy"}}, Steps: func(on On) []Step { return whole(on.Traffic.Run) }},
 	}
 }
 

@@ -605,6 +605,21 @@ const (
 	UnitWaitPerRun  = "wait/run"
 )
 
+// BenchKeys splits a bench.txt benchmark name (without "Benchmark") into
+// its base and its sub-name keys: "Serve/model=A/stage=baseline/conc=4" is
+// "Serve" with model A, stage baseline and conc 4. A baseline's bench.txt
+// is read back this way (package gate), as benchstat reads its -col /key.
+func BenchKeys(name string) (base string, keys map[string]string) {
+	parts := strings.Split(name, "/")
+	keys = map[string]string{}
+	for _, p := range parts[1:] {
+		if k, v, ok := strings.Cut(p, "="); ok {
+			keys[k] = v
+		}
+	}
+	return parts[0], keys
+}
+
 // Gate is the regression gate's judgement of a run against its baseline
 // runs (package gate decides; summary.md shows it).
 type Gate struct {
