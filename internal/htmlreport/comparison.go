@@ -61,7 +61,7 @@ func WriteComparison(w io.Writer, c Comparison) error {
 				}
 			}
 		}
-		svg, err := stripSVG(cv.Title, "change against the reference in each block (%)", rows)
+		svg, err := stripSVG(cv.Title, "change against the reference in each block (%)", summarize(rows))
 		if err != nil {
 			return fmt.Errorf("report.html: %w", err)
 		}

@@ -67,7 +67,7 @@ func WriteFleet(w io.Writer, f Fleet) error {
 		if anySimulated(m.Rows) {
 			title += " (simulated nodes in the table)"
 		}
-		svg, err := stripSVG(title, m.Unit, rows)
+		svg, err := stripSVG(title, m.Unit, summarize(rows))
 		if err != nil {
 			return fmt.Errorf("fleet.html: %w", err)
 		}

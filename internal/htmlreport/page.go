@@ -22,7 +22,6 @@ import (
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
-	"github.com/wakebench/wakebench/internal/stats"
 )
 
 // Run is what report.html shows of one run.
@@ -275,19 +274,19 @@ func distributions(samples []*benchfmt.Result, simulated bool) (template.HTML, e
 			fmt.Fprintf(&b, "<p>%s · %s: no sample is a number (%d samples), nothing to draw.</p>\n", esc(g.bench), esc(g.unit), countSamples(g.rows))
 			continue
 		}
-		svg, err := stripSVG(g.bench+" · "+g.unit+sim, unitLabel(g.unit), g.rows)
+		rows := summarize(g.rows)
+		svg, err := stripSVG(g.bench+" · "+g.unit+sim, unitLabel(g.unit), rows)
 		if err != nil {
 			return "", err
 		}
 		b.WriteString(string(figure(svg)))
 		b.WriteString(`<div class="scroll"><table class="num"><thead><tr><th>` + esc(g.bench) + `</th><th>unit</th><th>n</th><th>median</th><th>p95</th><th>min</th><th>max</th></tr></thead><tbody>`)
-		for _, r := range g.rows {
-			s, err := stats.Summarize(finite(r.Values))
-			if err != nil {
+		for _, r := range rows {
+			if !r.ok {
 				continue
 			}
 			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>",
-				esc(r.Name), esc(g.unit), s.N, Num(s.Median), Num(s.P95), Num(s.Min), Num(s.Max))
+				esc(r.Name), esc(g.unit), r.N, Num(r.Median), Num(r.P95), Num(r.Min), Num(r.Max))
 		}
 		b.WriteString("</tbody></table></div>\n")
 	}

@@ -23,6 +23,24 @@ type Row struct {
 	Marked map[int]bool
 }
 
+// summed is a row with the summary of its finite values (package stats;
+// ok false: none), taken once for both its median bar and its table row.
+type summed struct {
+	Row
+	stats.Summary
+	ok bool
+}
+
+// summarize is rows, each with its summary.
+func summarize(rows []Row) []summed {
+	out := make([]summed, len(rows))
+	for i, r := range rows {
+		s, err := stats.Summarize(finite(r.Values))
+		out[i] = summed{Row: r, Summary: s, ok: err == nil}
+	}
+	return out
+}
+
 var (
 	pointColor  = color.NRGBA{31, 119, 180, 160} // not premultiplied (color.RGBA with R > A is no colour)
 	medianColor = color.RGBA{20, 20, 20, 255}
@@ -31,10 +49,10 @@ var (
 
 // stripSVG draws rows as a strip plot, one row per name, each sample a
 // point (spread vertically by its index so equal values stay apart) and
-// each row's median a black bar, and returns the SVG without its XML
+// each row's median (its summary's) a black bar, and returns the SVG without its XML
 // prolog, to be inlined. The picture is 7 inches wide, a quarter inch a
 // row; the page scales it to its width (the SVG has a viewBox).
-func stripSVG(title, xlabel string, rows []Row) ([]byte, error) {
+func stripSVG(title, xlabel string, rows []summed) ([]byte, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xlabel
@@ -62,8 +80,8 @@ func stripSVG(title, xlabel string, rows []Row) ([]byte, error) {
 		if err := addPoints(p, marked, markedColor, 3); err != nil {
 			return nil, err
 		}
-		if m, ok := median(r.Values); ok {
-			l, err := plotter.NewLine(plotter.XYs{{X: m, Y: float64(i) - 0.38}, {X: m, Y: float64(i) + 0.38}})
+		if r.ok {
+			l, err := plotter.NewLine(plotter.XYs{{X: r.Median, Y: float64(i) - 0.38}, {X: r.Median, Y: float64(i) + 0.38}})
 			if err != nil {
 				return nil, err
 			}
@@ -117,12 +135,6 @@ func jitter(j int) float64 {
 	const golden = 0.6180339887498949
 	f := math.Mod(float64(j)*golden, 1)
 	return (f - 0.5) * 0.6
-}
-
-// median is the median of xs' finite values (package stats' median).
-func median(xs []float64) (float64, bool) {
-	s, err := stats.Summarize(finite(xs))
-	return s.Median, err == nil
 }
 
 // finite is xs without NaN and infinities (bench.txt writes neither, a
