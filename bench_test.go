@@ -175,8 +175,10 @@ func simCan(era string) phases.Can {
 
 // TestOutputs checks what the run will write, after every phase ran: the
 // report has every key path of the L20 reference report with the same JSON
-// type, the request accounting adds up, and bench.txt parses as benchfmt
-// with a result for every phase.
+// type, the request accounting, each model's sleep cycles by level and
+// report.json's planned cycles add up to the phases' plans, and bench.txt
+// parses as benchfmt, each of its lines of a bench family a phase that ran
+// declares (phases.Phase.Bench) and each such family with lines.
 func TestOutputs(t *testing.T) {
 	h, _ := begin(t, "outputs")
 	raw := h.Raw()
@@ -267,6 +269,32 @@ func TestOutputs(t *testing.T) {
 		}
 	}
 	healthWindows(t, raw, cfg, plans)
+	// The sleep cycles each model ran, by level, are its plan's, and
+	// report.json plans as many.
+	for _, l := range h.Labels() {
+		got := map[int]int{}
+		for _, c := range raw.Cycles[l] {
+			got[c.Level]++
+		}
+		want := plans[l].Cycles
+		if want == nil {
+			want = map[int]int{}
+		}
+		assert.Equal(t, want, got, "%s's sleep cycles by level", l)
+		for level, n := range want {
+			if sl := rep.Models[l].Sleep[report.LevelKey(level)]; assert.NotNil(t, sl, "%s level %s", l, report.LevelKey(level)) {
+				assert.Equal(t, n, sl.PlannedCycles, "%s level %s planned_cycles", l, report.LevelKey(level))
+			}
+		}
+		// A level report.json gives that the plan has no cycle of: one
+		// the config asks for (its planned_cycles) that the server could
+		// not run, saying why.
+		for key, sl := range rep.Models[l].Sleep {
+			if !slices.ContainsFunc(slices.Collect(maps.Keys(want)), func(level int) bool { return report.LevelKey(level) == key }) && sl != nil && sl.PlannedCycles > 0 {
+				assert.NotEmpty(t, sl.Off, "%s level %s: %d cycles asked for, none planned, and no reason", l, key, sl.PlannedCycles)
+			}
+		}
+	}
 	for _, m := range cfg.Models {
 		if c := rep.Models[m.Label].Correctness; p.CorrectnessMaxTokens > 0 && assert.NotNil(t, c, "correctness of %s", m.Label) {
 			for _, st := range slices.Compact(slices.Sorted(slices.Values(plans[m.Label].Replays))) {
@@ -376,7 +404,9 @@ func TestOutputs(t *testing.T) {
 	require.NoError(t, rd.Err())
 	// Every family of every phase that ran has lines, where its phase
 	// measured it: level 0 and the KV-only release where the server has
-	// them, the energies where a counter was read.
+	// them, the energies where a counter was read, the traffic's where it
+	// counted a request (a config may plan none: the variant examples').
+	counted := raw.Traffic != nil && slices.ContainsFunc(raw.Traffic.Requests, func(r record.TrafficRequest) bool { return !r.WarmUp && r.Err == "" })
 	for _, ph := range phases.List() {
 		if !slices.Contains(raw.Phases, ph.Name) {
 			continue
@@ -385,7 +415,8 @@ func TestOutputs(t *testing.T) {
 			switch {
 			case f == phases.Family{Base: "Sleep", Key: "level", Value: "0", PerModel: true} && !anyRan(ran, 0),
 				f == phases.Family{Base: "Sleep", Key: "level", Value: "kv", PerModel: true} && !anyRan(ran, record.LevelKVRelease),
-				(f.Base == "Energy" || f.Base == "TrafficEnergy") && !haveMemory:
+				(f.Base == "Energy" || f.Base == "TrafficEnergy") && !haveMemory,
+				(f.Base == "Traffic" || f.Base == "TrafficEnergy") && !counted:
 				continue
 			}
 			assert.Positive(t, lines[f], "bench.txt has lines of %s's family %+v", ph.Name, f)
@@ -433,7 +464,9 @@ func TestOutputs(t *testing.T) {
 		assert.True(t, units[u], "bench.txt has %s values", u)
 	}
 	assert.Len(t, units, len(wantUnits), "no other units: %v", units)
-	assert.Equal(t, p.Handoffs, countPrefix(text, "BenchmarkSwitch/"), "one line per handoff")
+	if slices.Contains(raw.Phases, record.PhaseSwitch) {
+		assert.Equal(t, p.Handoffs, countPrefix(text, "BenchmarkSwitch/"), "one line per handoff")
+	}
 }
 
 // ranCycles is, per model, whether its level-0 (0) and KV-only release

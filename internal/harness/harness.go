@@ -132,7 +132,7 @@ func OpenWith(ctx context.Context, cfg config.Config, hooks Hooks) (*Run, error)
 	}
 	r.pool = pool.New(cfg, pool.Options{Command: r.be.Command, Env: r.be.ServerEnv, Sampler: r.sampler, CUDA: r.be.CUDA, ReadDelay: hooks.ReadDelay, Watchdog: r.watchdog}, protocol.Observe(r.rec))
 	r.env = protocol.NewEnv(cfg, r.pool, r.rec, r)
-	r.traffic = traffic.New(r.env)
+	r.traffic = traffic.New(r.env, r.rec.Writers().Traffic)
 
 	if r.metrics, err = openMetricsLog(filepath.Join(cfg.OutDir, "metrics.jsonl")); err != nil {
 		return fail(err)
@@ -170,7 +170,9 @@ func OpenWith(ctx context.Context, cfg config.Config, hooks Hooks) (*Run, error)
 }
 
 // On is what the phases' steps run on (phases.List's Steps).
-func (r *Run) On() phases.On { return phases.On{Env: r.env, Traffic: r.traffic} }
+func (r *Run) On() phases.On {
+	return phases.On{Env: r.env, Traffic: r.traffic, Writers: r.rec.Writers()}
+}
 
 // Env is the phases' environment: for the soak, which is not a phase of
 // the list (protocol.Soak).

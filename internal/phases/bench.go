@@ -39,8 +39,8 @@ func elsewhere() []Phase {
 // window's model (its label; "" for a phase's one window over every
 // model) and phase, as protocol.Env.Begin names windows
 // (record.WindowName). ok is false for a benchmark of no one phase's
-// window (the device's peak, a model's level-1 releases, which three
-// phases take, the host lines) or of a per-model family without its
+// window (the device's peak, a model's level-1 releases, which
+// sleep-level1, after-wake, the switch and the soak take, the host lines) or of a per-model family without its
 // model= key.
 func WindowOf(name string) (model, phase string, ok bool) {
 	f, phase, ok := FamilyOf(name)

@@ -9,7 +9,7 @@ import (
 )
 
 // TestWindowOfByHand: each of bench.txt's families (report.WriteBench's
-// doc lists them) in the window of the phase that writes it, worked out
+// doc lists the names) in the window of the phase that writes it, worked out
 // by hand from docs/protocol.md, and the lines of no one window.
 func TestWindowOfByHand(t *testing.T) {
 	for name, want := range map[string]struct {

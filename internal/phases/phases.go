@@ -1,10 +1,13 @@
 // Package phases is the protocol's phase list: each phase once, in run
 // order, with what it does (docs/protocol.md's table is generated from it),
 // when it is off, its plan (what it will send and record for each model),
-// its steps on a run (one per model, or one over every model) and its
-// invariants. TestProtocol runs the list, one subtest per phase and one
-// call per step, each held to its phase's invariants; TestOutputs expects
-// every name in the report and its request accounting to be the plans'.
+// its steps on a run (one per model, or one over every model), its
+// invariants and the bench.txt families it writes (WindowOf: the phase
+// window the regression gate reads a metric's host load in). TestProtocol
+// runs the list, one subtest per phase and one call per step, each held
+// to its phase's invariants; TestOutputs expects every name in the
+// report, its request accounting and its bench lines to be the plans' and
+// the families'.
 // Adding a phase is its type (in package protocol, a package of its own
 // as traffic, or a file here where Env's exported API is all it needs, as
 // wake-burst) and one entry here; an opt-in phase (OptIn) runs only where
@@ -44,6 +47,11 @@ type Step struct {
 type On struct {
 	Env     *protocol.Env
 	Traffic *traffic.Phase // the traffic phase, with its plan
+	// Writers are the run record's typed series: List hands a phase
+	// outside package protocol only the few it writes (wake-burst its
+	// Perf, the state-cost phase its Costs and Fit; traffic was handed
+	// its Traffic when made); protocol's phases write through Env.
+	Writers record.Writers
 }
 
 // Phase is one phase of the protocol.
@@ -154,7 +162,7 @@ func phaseList() []Phase {
 		{Name: record.PhaseKVRelease, Doc: "once a release without a pause (vLLM must refuse it), then `kv_release_cycles` (3) × (`/pause`, `/release_kv_cache_memory`, hold `settle_s`, read the GiB freed, `wake_up?tags=kv_cache`, probe first token), the engine-health burst after the first cycle's wake; off, and said so, on a vLLM without it (before PR #44890)",
 			Plan: perModelPlan(kvReleasePlan), Holds: holds(cycleHolds), Bench: sleepAt("kv"), Steps: func(on On) []Step { return perModel(on, protocol.KVRelease{Env: on.Env}.Run) }},
 		{Name: WakeBurst, OptIn: true, Doc: "opt-in (`protocol.opt_in`): the requests that arrive during a level-1 wake, as a wake-on-demand router releases them at its answer: for each `concurrency` c, `rounds` × (sleep level 1, hold `settle_s`, wake, and at its answer one wave of c requests sent at once, no request before it); its serving stage `wake-burst` beside baseline's (summary.md, the regression gate), no threshold of its own",
-			Plan: perModelPlan(wakeBurstPlan), Holds: holds(servingHolds), Bench: serve(WakeBurst), Steps: func(on On) []Step { return perModel(on, wakeBurst{env: on.Env}.Run) }},
+			Plan: perModelPlan(wakeBurstPlan), Holds: holds(servingHolds), Bench: serve(WakeBurst), Steps: func(on On) []Step { return perModel(on, wakeBurst{env: on.Env, perf: on.Writers.Perf}.Run) }},
 		{Name: record.PhaseStateCost, Doc: "each state held `cost_dwell_s` (1 s; 0: off) and measured (GPU GiB per GPU, host GiB of the server's process tree with its locked and pinned parts, GPU W from the energy counter): awake idle, asleep at level 1, at level 2, KV released (where the server has `/release_kv_cache_memory`), stopped; the energy (J) of each sleep, wake and a cold start (spawn → first token), the level-1 sleep's transient host peak and what its wake gives back; the break-even per level; then the node's fit table over every model ([cost.md](cost.md))",
 			Off: func(cfg config.Config) string {
 				if cfg.Protocol.CostDwellS == 0 {
@@ -164,7 +172,7 @@ func phaseList() []Phase {
 			},
 			Plan: perModelPlan(stateCostPlan), Holds: costHolds, Bench: []Family{{Base: "Cost", PerModel: true}, {Base: "Energy", PerModel: true}},
 			Steps: func(on On) []Step {
-				sc := statecost.Phase{Env: on.Env}
+				sc := statecost.Phase{Env: on.Env, CostSeries: on.Writers.Costs, FitTable: on.Writers.Fit}
 				return append(perModel(on, sc.Run), Step{Name: "fit", Run: func(ctx context.Context, logf protocol.Logf) (Result, error) {
 					f, why, err := sc.Fit(ctx, logf)
 					switch {

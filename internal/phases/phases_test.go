@@ -142,6 +142,10 @@ func TestPlanByHand(t *testing.T) {
 	// (A: 10 of 19; B: 9 and the initial activation's, B → A).
 	assert.Equal(t, 5+1+10, plans["A"].L1Sleeps)
 	assert.Equal(t, 5+1+9+1, plans["B"].L1Sleeps)
+	// Cycles: sleep_l1_cycles, sleep_l2_cycles, sleep_l0_cycles and
+	// kv_release_cycles (5, 3, 3, 3); after-wake's sleep is no cycle.
+	assert.Equal(t, map[int]int{1: 5, 2: 3, 0: 3, record.LevelKVRelease: 3}, plans["A"].Cycles)
+	assert.Equal(t, plans["A"].Cycles, plans["B"].Cycles)
 	want := []string{record.PhaseBaseline, record.PhaseAfterWake, record.PhaseAfterWakeL2}
 	assert.Equal(t, want, plans["A"].Serving)
 	assert.Equal(t, append(want, record.PhaseKVRelease, record.PhaseSwitch), plans["B"].Health)
@@ -160,6 +164,7 @@ func TestPlanByHand(t *testing.T) {
 	assert.Equal(t, plans["A"].Probes-7-3-1-3*5, old["A"].Probes)
 	assert.Len(t, old["A"].Replays, 26-6)
 	assert.NotContains(t, old["A"].Health, record.PhaseKVRelease)
+	assert.Equal(t, map[int]int{1: 5, 2: 3}, old["A"].Cycles, "no level-0 or KV-only release cycle")
 	// Adapters: each health window, replay and the reference ask the
 	// adapter too (a probe set of 3).
 	cfg.Models[0].LoRAModules = map[string]string{"sql": "/adapters/sql"}

@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/wakebench/wakebench/internal/config"
@@ -19,6 +20,12 @@ type Plan struct {
 	Health   []string // engine-health windows: each health_requests requests to the model and as many to each adapter
 	Replays  []string // a correctness replay by stage, one per wake replayed: each the model's probe set (correctness_max_tokens 0: none)
 	L1Sleeps int      // measured level-1 sleeps: a level-1 release figure each
+	// Cycles are the sleep cycles it runs by level (0, 1, 2,
+	// record.LevelKVRelease): report.json's models.*.sleep.*.planned_cycles
+	// where each runs (a level-1 sleep outside a cycle, after-wake's, is
+	// no cycle). A level the servers cannot run (Can) has none here, where
+	// report.json gives the config's count and why it was off.
+	Cycles map[int]int
 }
 
 // Performance is how many serving requests p sends with cfg
@@ -51,7 +58,30 @@ func probeSet(m config.Model) int { return 2 + len(m.LoRAModules) }
 func (p Plan) Add(q Plan) Plan {
 	return Plan{Serving: append(slices.Clone(p.Serving), q.Serving...), Waves: append(slices.Clone(p.Waves), q.Waves...), Probes: p.Probes + q.Probes,
 		Health: append(slices.Clone(p.Health), q.Health...), Replays: append(slices.Clone(p.Replays), q.Replays...),
-		L1Sleeps: p.L1Sleeps + q.L1Sleeps}
+		L1Sleeps: p.L1Sleeps + q.L1Sleeps, Cycles: addCycles(p.Cycles, q.Cycles)}
+}
+
+// addCycles is a and b summed by level (nil where both are empty).
+func addCycles(a, b map[int]int) map[int]int {
+	if len(a)+len(b) == 0 {
+		return nil
+	}
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[int]int{}
+	}
+	for level, n := range b {
+		out[level] += n
+	}
+	return out
+}
+
+// cycles is n cycles at level (none where n is 0).
+func cycles(level, n int) map[int]int {
+	if n <= 0 {
+		return nil
+	}
+	return map[int]int{level: n}
 }
 
 // addTo adds q to label's plan in plans.
@@ -151,7 +181,7 @@ func sleepPlan(level int) func(config.Config, Can) Plan {
 		if level == 2 {
 			n, phase = cfg.Protocol.SleepL2Cycles, record.PhaseSleepL2
 		}
-		p := Plan{Probes: n, Replays: times(n, phase)} // each wake's first token and replay
+		p := Plan{Probes: n, Replays: times(n, phase), Cycles: cycles(level, n)} // each wake's first token and replay
 		if level == 1 {
 			p.L1Sleeps = n
 		}
@@ -183,7 +213,7 @@ func level0Plan(cfg config.Config, has Can) Plan {
 	}
 	// Each cycle: the probe held while paused and the wake's first token;
 	// then once the probe held between /pause and /resume.
-	return Plan{Probes: 2*n + 1, Replays: times(n, record.PhaseSleepL0)}
+	return Plan{Probes: 2*n + 1, Replays: times(n, record.PhaseSleepL0), Cycles: cycles(0, n)}
 }
 
 func kvReleasePlan(cfg config.Config, has Can) Plan {
@@ -191,7 +221,7 @@ func kvReleasePlan(cfg config.Config, has Can) Plan {
 	if !has.Pause || !has.KVRelease || n == 0 {
 		return Plan{}
 	}
-	return Plan{Probes: n, Replays: times(n, record.PhaseKVRelease), Health: []string{record.PhaseKVRelease}}
+	return Plan{Probes: n, Replays: times(n, record.PhaseKVRelease), Health: []string{record.PhaseKVRelease}, Cycles: cycles(record.LevelKVRelease, n)}
 }
 
 func stateCostPlan(_ config.Config, has Can) Plan {

@@ -25,8 +25,12 @@ import (
 // entry in List.
 const WakeBurst = "wake-burst"
 
-// wakeBurst runs the phase on the run's environment.
-type wakeBurst struct{ env *protocol.Env }
+// wakeBurst runs the phase on the run's environment, writing its serving
+// runs into perf (the record's Perf series).
+type wakeBurst struct {
+	env  *protocol.Env
+	perf record.Series[record.PerfRun]
+}
 
 // Run measures label's waves: for each concurrency c, rounds × (a level-1
 // sleep, settle_s, the wake, and at its answer one wave of c requests),
@@ -52,7 +56,7 @@ func (p wakeBurst) run(ctx context.Context, label string, logf protocol.Logf) ([
 	var errs []error
 	for _, c := range cfg.Protocol.Concurrency {
 		run, step, firstErr, err := p.waves(ctx, label, c)
-		env.Writers().Perf.Add(label, run)
+		p.perf.Add(label, run)
 		out = append(out, run)
 		if err != nil {
 			return out, errors.Join(append(errs, env.Fail(WakeBurst, label, step, err))...)

@@ -28,7 +28,7 @@ func TestWakeBurst(t *testing.T) {
 	})
 	in := Inputs{Config: env.Config()}
 	for _, l := range []string{"A", "B"} {
-		out, err := wakeBurst{env: env}.Run(t.Context(), l, t.Logf)
+		out, err := wakeBurst{env: env, perf: rec.Writers().Perf}.Run(t.Context(), l, t.Logf)
 		require.NoError(t, err, l)
 		runs := out.Value
 		require.NoError(t, servingHolds(in, runs), l)

@@ -126,12 +126,6 @@ func (p *Env) Config() config.Config { return p.cfg }
 // Pool is the run's servers, for a phase in a package of its own (traffic).
 func (p *Env) Pool() *pool.Pool { return p.pool }
 
-// Writers are the run record's typed series, for a phase in a package of
-// its own: it records what it measures through the few it writes (the
-// state-cost phase its Costs and Fit, traffic its Traffic), as the
-// phases here do.
-func (p *Env) Writers() record.Writers { return p.w }
-
 // Labels are the model labels in config order.
 func (p *Env) Labels() []string { return p.pool.Labels() }
 

@@ -53,7 +53,7 @@ func (p *Env) Serve(ctx context.Context, label, stage string, logf Logf) ([]reco
 // report keeps it (stage's record.PerfRun: the rounds' tok/s, each
 // answered request's TTFT, TPOT and tok/s), with the first failed
 // request's error and the server's. It records nothing: Serve, a phase of
-// its own package (through Writers().Perf) and the serving benchmark
+// its own package (through the Perf series it is handed) and the serving benchmark
 // (Steps.ServeRound) read the same figures from it.
 func (p *Env) ServeRun(ctx context.Context, label, stage string, c, rounds, perRound int) (run record.PerfRun, firstErr, err error) {
 	res, err := p.pool.Requests().Serve(ctx, label, c, rounds, perRound)

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -112,9 +111,9 @@ func BenchUnits() []*benchfmt.UnitMetadata {
 //
 //	BenchmarkRestart/model=A/kind=warm
 //	BenchmarkSleep/model=A/level=1 (0, 1, 2, kv: a KV-only release)
-//	BenchmarkServe/model=A/stage=baseline/conc=4 (stages baseline, after-wake, after-wake-l2)
+//	BenchmarkServe/model=A/stage=baseline/conc=4 (a serving phase's stage, its name: baseline, after-wake, after-wake-l2, wake-burst)
 //	BenchmarkSwitch/dir=A→B
-//	BenchmarkTraffic/model=A/run=shared/found=asleep (one line per request: issued → first token, TPOT)
+//	BenchmarkTraffic/model=A/run=shared/found=asleep (one line per request: issued → first token, TPOT), BenchmarkTrafficEnergy/run=shared (J)
 //	BenchmarkMemory/model=A
 //	BenchmarkCost/model=A/state=asleep-l1 (W, host-GiB, host-locked-GiB), BenchmarkEnergy/model=A/op=wake-l1 (J/wake, J/sleep, J/start)
 //	BenchmarkPodStart/model=A/kind=cold, BenchmarkPodRestart/model=A, BenchmarkPodSwitch/dir=A→B (the Kubernetes phase)
@@ -225,10 +224,6 @@ func modelBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) 
 		if len(c.ResidualPerGPU) > 1 {
 			vals = append(vals, val(slices.Max(c.ResidualPerGPU), UnitResidualGPU))
 		}
-		level := strconv.Itoa(c.Level)
-		if c.Level == record.LevelKVRelease {
-			level = "kv"
-		}
 		if c.Level <= 0 { // level 0, KV-only release: their own figures
 			for _, f := range []struct {
 				x    float64
@@ -239,7 +234,7 @@ func modelBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) 
 				}
 			}
 		}
-		line("Sleep/model="+l+"/level="+level, vals...)
+		line("Sleep/model="+l+"/level="+LevelKey(c.Level), vals...)
 	}
 	for _, p := range raw.Perf[l] {
 		name := fmt.Sprintf("Serve/model=%s/stage=%s/conc=%d", l, p.Stage, p.Concurrency)

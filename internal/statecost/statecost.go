@@ -29,7 +29,11 @@ import (
 // Phase is the state-cost phase (record.PhaseStateCost) on a run's
 // Env: what each state of a model costs, per model (Run), then the node's
 // fit table over every model (Fit).
-type Phase struct{ *protocol.Env }
+type Phase struct {
+	*protocol.Env
+	CostSeries record.Series[record.Cost] // each model's state costs: the series it writes
+	FitTable   record.Value[record.Fit]   // the node's fit table (Fit)
+}
 
 // Run measures label's states and transitions and judges them
 // (max_sleeping_power_w at each level where set).
@@ -158,7 +162,7 @@ func (p Phase) run(ctx context.Context, label string, logf protocol.Logf) (recor
 	if err == nil {
 		r.c.BreakEvens = breakEvens(r.c)
 	}
-	p.Writers().Costs.Add(label, r.c)
+	p.CostSeries.Add(label, r.c)
 	if err != nil {
 		return r.c, p.Fail(record.PhaseStateCost, label, step, err)
 	}
@@ -550,7 +554,7 @@ func (p Phase) Fit(ctx context.Context, logf protocol.Logf) (*record.Fit, string
 		f.Levels = append(f.Levels, record.FitLevel{Level: int(lf.Level), Others: lf.Others, Fits: lf.Fit, Asleep: lf.Asleep, Binds: string(lf.Binds),
 			NeedGPUGiB: lf.NeedGPUGiB, NeedHostGiB: lf.NeedHostGiB, LeftGPUGiB: lf.LeftGPUGiB, LeftHostGiB: lf.LeftHostGiB})
 	}
-	p.Writers().Fit.Set(f)
+	p.FitTable.Set(f)
 	binds := func(b string) string {
 		if b == "" {
 			return "every other model fits"

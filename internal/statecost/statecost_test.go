@@ -57,7 +57,7 @@ func costRun(t *testing.T, watts float64, eDelay time.Duration, extra uint64, hD
 	fl = f
 	mu.Unlock()
 	p := protocol.NewEnv(cfg, f, rec, nil)
-	cOut, err := statecost.Phase{Env: p}.Run(t.Context(), "A", t.Logf)
+	cOut, err := phaseOn(p, rec).Run(t.Context(), "A", t.Logf)
 	c := cOut.Value
 	require.NoError(t, err)
 	return c, rec
@@ -125,7 +125,7 @@ func TestStateCostNoCounter(t *testing.T) {
 		c.Protocol.CostDwellS = 0.2
 		c.Thresholds.MaxSleepingPowerW = 50
 	})
-	cOut, err := statecost.Phase{Env: p}.Run(t.Context(), "A", t.Logf)
+	cOut, err := phaseOn(p, rec).Run(t.Context(), "A", t.Logf)
 	c := cOut.Value
 	require.NoError(t, err)
 	assert.Contains(t, c.EnergyNote, gpu.ErrNoEnergy.Error())
@@ -155,7 +155,7 @@ func TestStateCostOnSim(t *testing.T) {
 	testmain.Long(t)
 	_, rec, p := simtest.Env(t, nil, func(c *config.Config) { c.Protocol.CostDwellS = 0.2 })
 	for _, l := range p.Labels() {
-		cOut, err := statecost.Phase{Env: p}.Run(t.Context(), l, t.Logf)
+		cOut, err := phaseOn(p, rec).Run(t.Context(), l, t.Logf)
 		c := cOut.Value
 		require.NoError(t, err)
 		awake, _ := c.State(record.StateAwake)
@@ -178,7 +178,7 @@ func TestStateCostOnSim(t *testing.T) {
 		}
 		assert.False(t, math.IsNaN(c.SleepPeakHostGiB), "the level-1 sleep's host memory was polled")
 	}
-	fit, why, err := statecost.Phase{Env: p}.Fit(t.Context(), t.Logf)
+	fit, why, err := phaseOn(p, rec).Fit(t.Context(), t.Logf)
 	require.NoError(t, err)
 	require.NotNil(t, fit, why)
 	assert.Contains(t, fit.HostSource, "MemAvailable")
@@ -229,7 +229,7 @@ func (c *cutCounter) Energy(ctx context.Context) ([]float64, error) {
 func TestStateCostCounterGoesBackwards(t *testing.T) {
 	var mu sync.Mutex // guards fl
 	var fl *pool.Pool
-	f, _, p := simtest.Env(t, func(s gpu.Source) gpu.Source {
+	f, rec, p := simtest.Env(t, func(s gpu.Source) gpu.Source {
 		return &cutCounter{ConstPower: simtest.ConstPower{Source: s, Watts: 100, Origin: time.Now()}, CutJ: 5000,
 			f: func() *pool.Pool { mu.Lock(); defer mu.Unlock(); return fl }}
 	}, func(c *config.Config) {
@@ -239,7 +239,7 @@ func TestStateCostCounterGoesBackwards(t *testing.T) {
 	mu.Lock()
 	fl = f
 	mu.Unlock()
-	cOut, err := statecost.Phase{Env: p}.Run(t.Context(), "A", t.Logf)
+	cOut, err := phaseOn(p, rec).Run(t.Context(), "A", t.Logf)
 	c := cOut.Value
 	require.NoError(t, err)
 	assert.Contains(t, c.EnergyNote, "went backwards on GPU 0")
@@ -285,11 +285,11 @@ func TestStateCostCounterGoesBackwards(t *testing.T) {
 func TestStateCostWakeHoldsNoVerificationRead(t *testing.T) {
 	testmain.Long(t)
 	const late = 0.6
-	_, _, p := simtest.Env(t, nil, func(c *config.Config) {
+	_, rec, p := simtest.Env(t, nil, func(c *config.Config) {
 		c.Protocol.CostDwellS = 0.2
 		c.Models[0].SimFaults = simtest.ReadsLate(late)
 	})
-	cOut, err := statecost.Phase{Env: p}.Run(t.Context(), "A", t.Logf)
+	cOut, err := phaseOn(p, rec).Run(t.Context(), "A", t.Logf)
 	require.NoError(t, err)
 	woke := 0
 	for _, tr := range cOut.Value.Transitions {
@@ -312,7 +312,7 @@ func TestStateCostWakeHoldsNoVerificationRead(t *testing.T) {
 // least 0.2 GiB more than awake), so level 2's host advantage shows.
 func TestLevel2HostHoldsNoLevel1Backup(t *testing.T) {
 	testmain.Long(t)
-	_, _, p := simtest.Env(t, nil, func(c *config.Config) {
+	_, rec, p := simtest.Env(t, nil, func(c *config.Config) {
 		c.Protocol.CostDwellS = 0.2
 		c.Sim.HostScale = 0.5
 	})
@@ -322,7 +322,7 @@ func TestLevel2HostHoldsNoLevel1Backup(t *testing.T) {
 	require.NoError(t, err)
 	_, err = p.Pool().Run(ctx, "A", pool.Wake())
 	require.NoError(t, err)
-	cOut, err := statecost.Phase{Env: p}.Run(ctx, "A", t.Logf)
+	cOut, err := phaseOn(p, rec).Run(ctx, "A", t.Logf)
 	require.NoError(t, err)
 	c := cOut.Value
 	awake, _ := c.State(record.StateAwake)
@@ -339,4 +339,9 @@ func TestLevel2HostHoldsNoLevel1Backup(t *testing.T) {
 		states = append(states, s.State)
 	}
 	assert.Equal(t, []string{record.StateAwake, record.StateL1, record.StateL2, record.StateKVReleased, record.StateStopped}, states, "the record's order")
+}
+
+// phaseOn is the state-cost phase on p, writing into rec's series.
+func phaseOn(p *protocol.Env, rec *record.Recorder) statecost.Phase {
+	return statecost.Phase{Env: p, CostSeries: rec.Writers().Costs, FitTable: rec.Writers().Fit}
 }

@@ -23,7 +23,7 @@ func same(s gpu.Source) gpu.Source { return s }
 func simPoolWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.Config)) (*pool.Pool, *record.Recorder, *traffic.Phase) {
 	t.Helper()
 	f, rec, env := simtest.Env(t, wrap, mod)
-	return f, rec, traffic.New(env)
+	return f, rec, traffic.New(env, rec.Writers().Traffic)
 }
 
 func byName(cs []record.Check) map[string]record.Check {

@@ -31,13 +31,15 @@ import (
 type Phase struct {
 	cfg   config.Config
 	pool  *pool.Pool
-	proto *protocol.Env // the runner: every record of the phase goes through it
-	plan  *Plan         // planned before the run; nil: when the phase runs
+	proto *protocol.Env                // the runner: the phase's window, failures and checks go through it
+	plan  *Plan                        // planned before the run; nil: when the phase runs
+	out   record.Value[record.Traffic] // what it measured: the series of the record it writes
 }
 
-// New is the traffic phase on env.
-func New(env *protocol.Env) *Phase {
-	return &Phase{cfg: env.Config(), pool: env.Pool(), proto: env}
+// New is the traffic phase on env, recording what it measured into out
+// (the run record's Traffic).
+func New(env *protocol.Env, out record.Value[record.Traffic]) *Phase {
+	return &Phase{cfg: env.Config(), pool: env.Pool(), proto: env, out: out}
 }
 
 // Run runs the traffic phase and judges it (goodput, asleep p99, shed and
@@ -238,7 +240,7 @@ func (ph *Phase) run(ctx context.Context, logf protocol.Logf, crowd **record.Hos
 	arrivals, what := plan.Arrivals, plan.What
 	out.Arrivals = what
 	var errs []error
-	defer func() { ph.proto.Writers().Traffic.Set(out) }()
+	defer func() { ph.out.Set(out) }()
 	if len(arrivals) > 0 {
 		if err := ph.proto.StartAll(ctx, record.PhaseTraffic, tr.SleepLevel); err != nil {
 			return out, err

@@ -420,7 +420,7 @@ func TestCrowdedGoodputSaysSo(t *testing.T) {
 				cfg.Traffic.InFlightRequests = 0
 				cfg.Thresholds.MinTrafficGoodputRatio = 1000
 			})
-			out, err := traffic.New(protocol.NewEnv(cfg, f, rec, simtest.LoadObserver{OthersCPUPct: pct})).Run(t.Context(), t.Logf)
+			out, err := traffic.New(protocol.NewEnv(cfg, f, rec, simtest.LoadObserver{OthersCPUPct: pct}), rec.Writers().Traffic).Run(t.Context(), t.Logf)
 			require.NoError(t, err)
 			c, ok := byName(out.Checks)["traffic.goodput_ratio/"]
 			require.True(t, ok, "the goodput ratio is checked")
