@@ -16,6 +16,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -60,6 +61,16 @@ type Cycle struct {
 // /release_kv_cache_memory, then wake_up?tags=kv_cache; vLLM PR #44890)
 // as a sleep level of its own: "kv" in the report and bench.txt.
 const LevelKVRelease = -1
+
+// LevelKey is a sleep level's key in report.json's models.*.sleep and
+// bench.txt's level= (the phases' bench families name it too): "0", "1",
+// "2", and "kv" for a KV-only release.
+func LevelKey(level int) string {
+	if level == LevelKVRelease {
+		return "kv"
+	}
+	return strconv.Itoa(level)
+}
 
 // PerfRun is one stage × concurrency of serving.
 type PerfRun struct {

@@ -234,7 +234,7 @@ func modelBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) 
 				}
 			}
 		}
-		line("Sleep/model="+l+"/level="+LevelKey(c.Level), vals...)
+		line("Sleep/model="+l+"/level="+record.LevelKey(c.Level), vals...)
 	}
 	for _, p := range raw.Perf[l] {
 		name := fmt.Sprintf("Serve/model=%s/stage=%s/conc=%d", l, p.Stage, p.Concurrency)

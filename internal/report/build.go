@@ -3,7 +3,6 @@ package report
 import (
 	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/record"
@@ -83,13 +82,13 @@ func buildModel(raw record.Raw, l string) (m *Model, planned int) {
 	m.RestartInitial, m.RestartWarm = record.Summary(ini), record.Summary(warm)
 	m.RestartReadyInitial, m.RestartReadyWarm = record.Summary(iniReady), record.Summary(warmReady)
 	for _, level := range []int{1, 2} {
-		m.Sleep[LevelKey(level)] = sleepLevel(raw, l, level)
+		m.Sleep[record.LevelKey(level)] = sleepLevel(raw, l, level)
 	}
 	// Level 0 and the KV-only release (issue 24), where planned: keys
 	// "0" and "kv" beside the reference report's "1" and "2".
 	for _, level := range []int{0, record.LevelKVRelease} {
 		if raw.Planned[l][level] > 0 {
-			m.Sleep[LevelKey(level)] = pauseLevel(raw, l, level)
+			m.Sleep[record.LevelKey(level)] = pauseLevel(raw, l, level)
 		}
 	}
 	for _, p := range raw.Perf[l] {
@@ -106,7 +105,7 @@ func buildModel(raw record.Raw, l string) (m *Model, planned int) {
 		planned += p.Planned
 	}
 	m.PhysicalLimits = limits(raw, l, m)
-	m.FirstSleep = firstSleep(raw.FirstSleeps[l], m.Sleep[LevelKey(1)])
+	m.FirstSleep = firstSleep(raw.FirstSleeps[l], m.Sleep[record.LevelKey(1)])
 	ref, ok := raw.References[l]
 	m.Correctness = correctness(ref, ok, raw.Replays[l])
 	m.Health, m.LostPrefix = health(raw.Health[l]), lostPrefix(raw.LostPrefix[l])
@@ -182,15 +181,6 @@ func memory(raw record.Raw) Memory {
 		mem.L1ReleaseFraction[l] = record.Summary(raw.Release[l])
 	}
 	return mem
-}
-
-// LevelKey is a sleep level's key in report.json's models.*.sleep and
-// bench.txt's level=: "0", "1", "2", and "kv" for a KV-only release.
-func LevelKey(level int) string {
-	if level == record.LevelKVRelease {
-		return "kv"
-	}
-	return strconv.Itoa(level)
 }
 
 // pauseLevel is sleepLevel for a level-0 or KV-only release level, with

@@ -39,7 +39,7 @@ func limits(raw record.Raw, label string, m *Model) *Limits {
 		return 0
 	}
 
-	if l1 := m.Sleep[LevelKey(1)]; l1 != nil && l1.WakeAPIS.N > 0 {
+	if l1 := m.Sleep[record.LevelKey(1)]; l1 != nil && l1.WakeAPIS.N > 0 {
 		lim.L1WakeS, lim.L1SleepS = l1.WakeAPIS.Median, l1.SleepS.Median
 		lim.wakeMeasured = true
 	}
