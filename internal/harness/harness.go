@@ -111,9 +111,9 @@ func OpenWith(ctx context.Context, cfg config.Config, hooks Hooks) (*Run, error)
 			setup.Speculative = append(setup.Speculative, m.Label)
 		}
 	}
-	r.rec.SetSetup(setup)
 	// Before the first server and the samplers: the probe's copies are the GPU's only traffic.
-	r.rec.SetLinks(r.be.ProbeLinks(ctx, cfg.Protocol.LinkProbeMiB))
+	setup.Links, setup.LinkNote = r.be.ProbeLinks(ctx, cfg.Protocol.LinkProbeMiB)
+	r.rec.SetSetup(setup)
 	if err := claim(cfg); err != nil {
 		return fail(err)
 	}
@@ -130,7 +130,7 @@ func OpenWith(ctx context.Context, cfg config.Config, hooks Hooks) (*Run, error)
 	if r.watchdog, err = server.StartWatchdog(); err != nil {
 		return fail(err)
 	}
-	r.pool = pool.New(cfg, pool.Options{Command: r.be.Command, Env: r.be.ServerEnv, Sampler: r.sampler, CUDA: r.be.CUDA, ReadDelay: hooks.ReadDelay, Watchdog: r.watchdog}, protocol.Observe(r.rec))
+	r.pool = protocol.Observed(pool.New(cfg, pool.Options{Command: r.be.Command, Env: r.be.ServerEnv, Sampler: r.sampler, CUDA: r.be.CUDA, ReadDelay: hooks.ReadDelay, Watchdog: r.watchdog}), r.rec)
 	r.env = protocol.NewEnv(cfg, r.pool, r.rec, r)
 	r.traffic = traffic.New(r.env, r.rec.Writers().Traffic)
 

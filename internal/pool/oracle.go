@@ -15,8 +15,8 @@ import (
 
 // Oracle is the correctness reference of each model (its probe set's
 // answers before its first sleep) and their replays after wakes, compared
-// by package oracle; references and their requests are told to its pool
-// view's Observer, replays returned.
+// by package oracle; references are kept in its pool view's log
+// (Collect), their requests told to its Observer, replays returned.
 type Oracle struct{ f *Pool }
 
 // probes is m's correctness probe set: its adapters in name order.
@@ -100,7 +100,7 @@ func (o Oracle) ensure(ctx context.Context, m *model) error {
 	s.mu.Lock()
 	m.reference = gens
 	s.mu.Unlock()
-	o.f.obs.reference(m.cfg.Label, record.Reference{Basis: oracle.Basis(gens[0]), Probes: names, Seconds: d.Seconds()})
+	o.f.facts.reference(m.cfg.Label, record.Reference{Basis: oracle.Basis(gens[0]), Probes: names, Seconds: d.Seconds()})
 	return nil
 }
 

@@ -1,10 +1,11 @@
 // Package pool runs the model servers of one run on one GPU: start, stop,
 // sleep, wake (vLLM's level-2 sequence included), probe, serve, and
 // activate one model while the others sleep. It keeps each server's state
-// (running, asleep and at which level, its processes and peak RSS); what
-// it did that a run reports (requests, sleep and wake marks, weights,
-// references) it tells an Observer of, and it never holds the run's
-// record. It knows nothing of phases or thresholds.
+// (running, asleep and at which level, its processes and peak RSS); it
+// tells an Observer of each request it sent and keeps what else its calls
+// learned that a run reports (sleep and wake marks, first sleeps,
+// weights, the version, references) for the run's record to gather
+// (Collect); it never holds the record. It knows nothing of phases or thresholds.
 //
 // Its concerns, a file and a type each, reached from a Pool:
 //   - pool.go, sleep.go, transition.go: Pool, the servers' lifecycle and
@@ -71,22 +72,14 @@ type Options struct {
 	Watchdog *server.Watchdog
 }
 
-// Observer is what the pool tells the run as it goes, beside what its calls
-// return: every inference request it sent, each sleep and wake (the
-// timeline's marks), each server process's first sleep, the weight size
-// and version a start logged, each model's correctness reference. The run
-// says where they go (protocol.Observe, which the harness wires to the
-// run's record); the pool never holds the record, as an instrumented
-// library holds a counter and never the registry. A nil function is not
-// called.
+// Observer is told of every inference request a view of the pool sent,
+// as it is answered: the run's request accounting. The run says where the
+// counts go (protocol.Observed, which the harness wires to the run's
+// record); what else the calls learn they keep (Collect). A nil function
+// is not called.
 type Observer struct {
 	Request         func(ok bool) // a request sent: answered (ok) or failed
 	AbortedByDesign func()        // a request the caller had the server abort (StreamAbortable)
-	Event           func(record.Event)
-	FirstSleep      func(label string, fs record.FirstSleep)
-	Weight          func(label string, w record.Weight)
-	Version         func(version, cuda string)
-	Reference       func(label string, ref record.Reference)
 }
 
 func (o Observer) request(ok bool) {
@@ -98,36 +91,6 @@ func (o Observer) request(ok bool) {
 func (o Observer) abortedByDesign() {
 	if o.AbortedByDesign != nil {
 		o.AbortedByDesign()
-	}
-}
-
-func (o Observer) event(e record.Event) {
-	if o.Event != nil {
-		o.Event(e)
-	}
-}
-
-func (o Observer) firstSleep(label string, fs record.FirstSleep) {
-	if o.FirstSleep != nil {
-		o.FirstSleep(label, fs)
-	}
-}
-
-func (o Observer) weight(label string, w record.Weight) {
-	if o.Weight != nil {
-		o.Weight(label, w)
-	}
-}
-
-func (o Observer) version(v, cuda string) {
-	if o.Version != nil {
-		o.Version(v, cuda)
-	}
-}
-
-func (o Observer) reference(label string, ref record.Reference) {
-	if o.Reference != nil {
-		o.Reference(label, ref)
 	}
 }
 
@@ -184,11 +147,13 @@ type model struct {
 	opErrorsStale bool
 }
 
-// Pool is the servers of one run, seen through one Observer: Observed
-// gives another view of the same servers.
+// Pool is the servers of one run, seen through one Observer and one log of
+// what its calls learned (Collect): Observed gives another view of the
+// same servers.
 type Pool struct {
-	s   *servers
-	obs Observer // told what this view's calls did
+	s     *servers
+	obs   Observer // told of this view's requests
+	facts *facts   // what this view's calls learned, until collected
 }
 
 // servers is the state every view of a pool shares.
@@ -230,8 +195,9 @@ type exit struct {
 	err   error
 }
 
-// New is a pool of cfg's models, none started; obs is told what it does.
-func New(cfg config.Config, opt Options, obs Observer) *Pool {
+// New is a pool of cfg's models, none started, told to no Observer
+// (Observed gives the view a run records).
+func New(cfg config.Config, opt Options) *Pool {
 	if opt.Env == nil {
 		opt.Env = func(config.Model) []string { return vllm.ServerEnv(cfg.APIKey) }
 	}
@@ -242,14 +208,14 @@ func New(cfg config.Config, opt Options, obs Observer) *Pool {
 		s.models[m.Label] = &model{cfg: m}
 		s.mem.by[m.Label] = &memState{}
 	}
-	return &Pool{s: s, obs: obs}
+	return &Pool{s: s, facts: &facts{}}
 }
 
-// Observed is the same servers, with what they do (requests, events,
-// references, weights) told to obs instead: benchmarks drive the servers
-// without touching the run's record.
+// Observed is the same servers, with their requests told to obs and what
+// their calls learn kept in a log of its own (Collect): benchmarks drive
+// the servers without touching the run's record.
 func (f *Pool) Observed(obs Observer) *Pool {
-	return &Pool{s: f.s, obs: obs}
+	return &Pool{s: f.s, obs: obs, facts: &facts{}}
 }
 
 // Labels are the model labels in config order.
@@ -269,8 +235,8 @@ func (f *Pool) Requests() Requests { return Requests{f: f} }
 // Engine reads the servers' own account: their logs and /metrics.
 func (f *Pool) Engine() Engine { return Engine{s: f.s} }
 
-// Oracle is the correctness reference (told to this view's Observer) and
-// its replays (returned).
+// Oracle is the correctness reference (kept in this view's log) and its
+// replays (returned).
 func (f *Pool) Oracle() Oracle { return Oracle{f: f} }
 
 // late waits Options.ReadDelay (the test hook; 0 by default) before one
@@ -610,7 +576,7 @@ func (f *Pool) Started(ctx context.Context, label string) error {
 	f.s.late()
 	if sl, err := startLog(f.s.logPath(label), from); err == nil {
 		if sl.weight != nil {
-			f.obs.weight(label, *sl.weight)
+			f.facts.weight(label, *sl.weight)
 		}
 		f.s.mu.Lock()
 		m.compile, m.graph = sl.compile, sl.graph // a start that logged no capture (--enforce-eager) has no graph pool
@@ -621,7 +587,7 @@ func (f *Pool) Started(ctx context.Context, label string) error {
 	}
 	err = f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.RequestS), func(ctx context.Context, c *vllm.Client) error {
 		if v, err := c.Version(ctx); err == nil { // a server without /version: the report says unknown
-			f.obs.version(v, f.s.opt.CUDA)
+			f.facts.version(v, f.s.opt.CUDA)
 		}
 		return nil
 	})

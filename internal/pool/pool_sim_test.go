@@ -64,6 +64,19 @@ func TestLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEmpty(t, s.Tokens)
 
+	// A benchmark's view of the same servers keeps its own marks: the
+	// run's record never gathers them.
+	b := f.Observed(pool.Observer{})
+	_, err = b.Run(ctx, "A", pool.Sleep(1))
+	require.NoError(t, err)
+	_, err = b.Run(ctx, "A", pool.Wake())
+	require.NoError(t, err)
+	var benchKinds []string
+	for _, e := range b.Collect().Events {
+		benchKinds = append(benchKinds, e.Label+" "+e.Kind)
+	}
+	assert.Equal(t, []string{"A sleep L1", "A wake"}, benchKinds)
+
 	require.NoError(t, f.Stop("A"))
 	assert.False(t, f.Running("A"))
 	assert.Zero(t, f.Procs().PID("A"))
@@ -79,6 +92,8 @@ func TestLifecycle(t *testing.T) {
 	}
 	assert.Equal(t, []string{"sleep L1", "wake", "sleep L1", "wake"}, kinds, "A's sleeps and wakes, in order")
 	assert.Len(t, raw.FirstSleeps["A"], 1, "one server process, one first sleep")
+	assert.Positive(t, raw.Weights["A"].GiB, "the weight size A's start logged")
+	assert.Contains(t, raw.Runtime, "(vllmsim)", "the version a start read")
 }
 
 // TestExits: a server that crashes is one exit, named in front of the

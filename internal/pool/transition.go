@@ -346,11 +346,11 @@ func (f *Pool) sendAsleep(ctx context.Context, m *model, op Op) (*Transition, er
 		kind := op.step()
 		if op.Kind == OpSleep {
 			if first {
-				f.obs.firstSleep(label, record.FirstSleep{Level: op.Level, SleepS: t.Took.Seconds()})
+				f.facts.firstSleep(label, record.FirstSleep{Level: op.Level, SleepS: t.Took.Seconds()})
 			}
 			kind = fmt.Sprintf("sleep L%d", op.Level)
 		}
-		f.obs.event(record.Event{Time: t.Sent, Label: label, Kind: kind})
+		f.facts.event(record.Event{Time: t.Sent, Label: label, Kind: kind})
 		if op.Kind == OpSleep {
 			if err := f.s.sleptInLog(label, op.Level, logFrom); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
@@ -525,7 +525,7 @@ func (f *Pool) sendWake(ctx context.Context, m *model, op Op) (*Transition, erro
 			f.s.mu.Unlock()
 			return failed(ctx, step, err)
 		}
-		f.obs.event(record.Event{Time: t.Sent, Label: label, Kind: op.step()})
+		f.facts.event(record.Event{Time: t.Sent, Label: label, Kind: op.step()})
 		if op.Kind == OpResume {
 			return nil
 		}

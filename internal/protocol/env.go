@@ -25,9 +25,9 @@ import (
 // Recording is what the phases may do with the run's record: write
 // what they measure through its typed series (Writers), mark its frame
 // (a phase ran, its window, its plans, failures, checks, the memory's
-// notes, the server's version) and read the few series a check judges
-// in place (Read: under the record's lock, by contract copying
-// nothing). The runner (package harness) holds the record
+// notes), register a pool view whose facts it gathers (Observed) and read
+// the few series a check judges in place (Read: under the record's lock,
+// by contract copying nothing). The runner (package harness) holds the record
 // (*record.Recorder) and hands it to the phases as this: it has no way
 // to set the run up, take the run's copy (Raw) or finish it.
 type Recording interface {
@@ -42,19 +42,19 @@ type Recording interface {
 	Failed(phase string) bool
 	FailedFor(phase, model string) bool
 	NoteMemory(note string)
-	SetServerVersion(version, cuda string)
+	Register(c record.Collector)
 	Read(f func(raw *record.Raw))
 }
 
-// Observe is the pool's Observer that writes what the servers did into
-// rec: the run's record, or a benchmark's scratch record.
-func Observe(rec Recording) pool.Observer {
+// Observed is a view of f's servers whose requests rec counts and whose
+// facts (events, first sleeps, weights, the version, references) rec
+// gathers at each of its calls: the run's record, or a benchmark's
+// scratch record.
+func Observed(f *pool.Pool, rec Recording) *pool.Pool {
 	w := rec.Writers()
-	return pool.Observer{Request: w.Requests.Done, AbortedByDesign: w.Requests.Aborted, Event: w.Events.Add,
-		FirstSleep: func(label string, fs record.FirstSleep) { w.FirstSleeps.Add(label, fs) },
-		Weight:     func(label string, wt record.Weight) { w.Weights.Add(label, wt) },
-		Version:    rec.SetServerVersion,
-		Reference:  func(label string, ref record.Reference) { w.References.Add(label, ref) }}
+	v := f.Observed(pool.Observer{Request: w.Requests.Done, AbortedByDesign: w.Requests.Aborted})
+	rec.Register(v)
+	return v
 }
 
 // Outcome is what one run of a phase returns: what it measured (Value)

@@ -26,7 +26,7 @@ func NewSteps(env *Env, scratch func() Recording) Steps { return Steps{env: env,
 // record of its own, never into the run's report.
 func (p Steps) bench() *Env {
 	scratch := p.scratch() // not a copy of the whole record per step
-	return NewEnv(p.env.cfg, p.env.pool.Observed(Observe(scratch)), scratch, nil)
+	return NewEnv(p.env.cfg, Observed(p.env.pool, scratch), scratch, nil)
 }
 
 // WarmStart measures one restart of label (after its first start, so warm),

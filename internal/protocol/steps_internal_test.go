@@ -17,7 +17,7 @@ import (
 func TestBenchStepsRecordApart(t *testing.T) {
 	cfg := config.Default()
 	run := record.New(cfg.ModelNames())
-	env := NewEnv(cfg, pool.New(cfg, pool.Options{}, Observe(run)), run, nil)
+	env := NewEnv(cfg, Observed(pool.New(cfg, pool.Options{}), run), run, nil)
 	b := NewSteps(env, func() Recording { return record.New(cfg.ModelNames()) }).bench()
 	l := cfg.Models[0].Label
 	b.w.Cycles.Add(l, record.Cycle{Level: 1, OK: true})

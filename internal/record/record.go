@@ -1,7 +1,8 @@
 // Package record holds what a run measured, as it is measured: one Recorder
 // per run, whose measurements are written through its typed series
 // (Writers: Cycles, Handoffs, …, each a typed writer of one kind, held by
-// protocol's Env and the pool's Observer) and whose frame (setup, windows, checks,
+// protocol's Env; the pool's Observer counts the requests) or gathered
+// from the pool (Facts, Register), and whose frame (setup, windows, checks,
 // failures) through its few methods; a phase's checks read the few series
 // they judge in place (Read), and the outputs are written from one Raw
 // copy taken at the end. Methods a retry could repeat (checks, failures,
@@ -329,6 +330,11 @@ type Setup struct {
 	// speculatively (--speculative-config): a decode step may emit several
 	// tokens per read of the weights.
 	Speculative []string
+	// Links are the link probe's measurements, one per GPU of the run
+	// (taken before the first server starts); LinkNote says why there are
+	// none.
+	Links    []Link
+	LinkNote string
 }
 
 // Raw is everything a run measured, before summarising.
@@ -494,8 +500,11 @@ func FromUnix(s float64) time.Time {
 
 // Recorder collects one run's Raw from concurrent phases and samplers.
 type Recorder struct {
-	mu  sync.Mutex // guards raw
+	mu  sync.Mutex // guards raw and collectors
 	raw Raw
+	// collectors are gathered at each call, under mu, before it
+	// touches raw (Register).
+	collectors []Collector
 }
 
 // New starts a record for the labelled models.
@@ -503,8 +512,11 @@ func New(labels []string, names map[string]string) *Recorder {
 	return &Recorder{raw: NewRaw(labels, names)}
 }
 
+// lock takes r.mu and gathers what r's collectors learned since: every
+// call sees the facts as of its start (Register).
 func (r *Recorder) lock() func() {
 	r.mu.Lock()
+	r.gather()
 	return r.mu.Unlock
 }
 
@@ -533,12 +545,7 @@ func (r *Recorder) SetSetup(s Setup) {
 	w.GPUPlacement = s.GPUPlacement
 	w.Simulated, w.MemorySource, w.MemoryNote = s.Simulated, s.MemorySource, s.MemoryNote
 	w.Speculative = slices.Clone(s.Speculative)
-}
-
-// SetLinks records the link probe's measurements, or why there are none.
-func (r *Recorder) SetLinks(links []Link, note string) {
-	defer r.lock()()
-	r.raw.Links, r.raw.LinkNote = slices.Clone(links), note
+	w.Links, w.LinkNote = slices.Clone(s.Links), s.LinkNote
 }
 
 // SetNotRun records why the run measured nothing: its report is NOT RUN
@@ -554,6 +561,11 @@ func (r *Recorder) SetNotRun(reason string) {
 // start it as vllmsim (a vllmsim binary named by path).
 func (r *Recorder) SetServerVersion(version, cuda string) {
 	defer r.lock()()
+	r.setServerVersion(version, cuda)
+}
+
+// setServerVersion is SetServerVersion; r.mu is held.
+func (r *Recorder) setServerVersion(version, cuda string) {
 	if r.raw.Simulated == nil && strings.Contains(version, "vllmsim") {
 		r.raw.Simulated = &Simulated{Profile: "unknown (set by the server's VLLMSIM_PROFILE)",
 			Note: "simulated: the server reports version " + version}

@@ -18,8 +18,8 @@ func (s Series[T]) Add(label string, v T) T {
 	return s.put(&s.r.raw, label, v)
 }
 
-// Log is a whole-run list of measurements (the handoffs, the timeline's
-// events, the soak's cycles), written only through Add.
+// Log is a whole-run list of measurements (the handoffs, the soak's
+// cycles), written only through Add.
 type Log[T any] struct {
 	r   *Recorder
 	put func(raw *Raw, v T)
@@ -68,8 +68,9 @@ func (q RequestCounter) Aborted() {
 
 // Writers are the record's typed series, one per kind of measurement:
 // protocol's Env holds them for its phases (each writes the few it
-// measures), the pool's Observer the events, weights, references and the
-// request counter. The Recorder's own methods keep the run's frame
+// measures), the pool's Observer the request counter. What the servers'
+// calls learn beside (events, first sleeps, weights, references, the
+// version) the record gathers from the pool (Facts). The Recorder's own methods keep the run's frame
 // (setup, phases and windows, plans, checks, failures, the end).
 type Writers struct {
 	Restarts      Series[Restart]
@@ -79,15 +80,11 @@ type Writers struct {
 	ReleasePerGPU Series[[]float64] // … per GPU (runs of several GPUs)
 	Health        Series[Health]
 	LostPrefix    Series[LostPrefix]
-	FirstSleeps   Series[FirstSleep] // a server process's first sleep
-	Replays       Series[Replay]     // Add sets the replay's Cycle: its ordinal in its stage
-	References    Series[Reference]  // a model's reference probe set (replaces)
-	Costs         Series[Cost]       // a model's state costs (replaces)
-	Attribution   Series[string]     // how a model's memory figures were attributed (replaces)
-	Weights       Series[Weight]     // a model's weight size (replaces)
+	Replays       Series[Replay] // Add sets the replay's Cycle: its ordinal in its stage
+	Costs         Series[Cost]   // a model's state costs (replaces)
+	Attribution   Series[string] // how a model's memory figures were attributed (replaces)
 
 	Handoffs Log[Handoff] // failed ones too
-	Events   Log[Event]   // each sleep and wake, for the timeline
 	Soak     Log[SoakCycle]
 
 	Fit             Value[Fit]
@@ -138,8 +135,7 @@ func (r *Recorder) Writers() Writers {
 			h.Adapters = slices.Clone(h.Adapters)
 			return appendTo(func(w *Raw) *map[string][]Health { return &w.Health })(w, label, h)
 		}},
-		LostPrefix:  Series[LostPrefix]{r, appendTo(func(w *Raw) *map[string][]LostPrefix { return &w.LostPrefix })},
-		FirstSleeps: Series[FirstSleep]{r, appendTo(func(w *Raw) *map[string][]FirstSleep { return &w.FirstSleeps })},
+		LostPrefix: Series[LostPrefix]{r, appendTo(func(w *Raw) *map[string][]LostPrefix { return &w.LostPrefix })},
 		Replays: Series[Replay]{r, func(w *Raw, label string, rp Replay) Replay {
 			rp.Cycle = 1
 			for _, o := range w.Replays[label] {
@@ -149,13 +145,10 @@ func (r *Recorder) Writers() Writers {
 			}
 			return appendTo(func(w *Raw) *map[string][]Replay { return &w.Replays })(w, label, rp)
 		}},
-		References:  Series[Reference]{r, setIn(func(w *Raw) *map[string]Reference { return &w.References })},
 		Costs:       Series[Cost]{r, setIn(func(w *Raw) *map[string]Cost { return &w.Cost })},
 		Attribution: Series[string]{r, setIn(func(w *Raw) *map[string]string { return &w.Attribution })},
-		Weights:     Series[Weight]{r, setIn(func(w *Raw) *map[string]Weight { return &w.Weights })},
 
 		Handoffs: Log[Handoff]{r, func(w *Raw, h Handoff) { w.Handoffs = append(w.Handoffs, h) }},
-		Events:   Log[Event]{r, func(w *Raw, e Event) { w.Events = append(w.Events, e) }},
 		Soak:     Log[SoakCycle]{r, func(w *Raw, c SoakCycle) { w.Soak = append(w.Soak, c) }},
 
 		Fit:             Value[Fit]{r, func(w *Raw, f Fit) { w.Fit = &f }},

@@ -26,6 +26,8 @@ func TestSoakRecordPerCycle(t *testing.T) {
 	const n = 10_000
 	labels := []string{"A", "B", "C"}
 	r := New(labels, nil)
+	pool := &queued{}
+	r.Register(pool)
 	now := time.Now()
 	h0 := heapBytes()
 	for i := range n {
@@ -34,8 +36,7 @@ func TestSoakRecordPerCycle(t *testing.T) {
 			ResidualGiB: 0.5, ReleasePct: 90, FreeGiB: 10, NeedGiB: 2, HeadroomGiB: 8, RSSGiB: 1,
 			Engine: &Engine{SleepS: 0.1, WakeS: 0.2, FreedGiB: 3}})
 		r.Writers().Replays.Add(l, Replay{Stage: PhaseSoak, Seconds: 0.01, Results: []ProbeResult{{Probe: "short", Match: true}, {Probe: "long", Match: true}}})
-		r.Writers().Events.Add(Event{Time: now, Label: l, Kind: "sleep L1"})
-		r.Writers().Events.Add(Event{Time: now, Label: l, Kind: "wake"})
+		pool.add(Facts{Events: []Event{{Time: now, Label: l, Kind: "sleep L1"}, {Time: now, Label: l, Kind: "wake"}}}) // gathered at the next call
 		r.Writers().Release.Add(l, 90)
 	}
 	perCycle := float64(heapBytes()-h0) / n

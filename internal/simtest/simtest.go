@@ -74,7 +74,7 @@ func PoolWith(t *testing.T, wrap func(gpu.Source) gpu.Source, mod func(*config.C
 	if opt != nil {
 		opt(&o)
 	}
-	f := pool.New(cfg, o, protocol.Observe(rec))
+	f := protocol.Observed(pool.New(cfg, o), rec)
 	t.Cleanup(func() { f.StopAll(); f.Procs().CloseIdle() })
 	return f, rec, cfg
 }
