@@ -16,45 +16,28 @@ type facts struct {
 	f  record.Facts // learned since the last Collect
 }
 
-func (l *facts) add(f func(*record.Facts)) {
+func (l *facts) add(g record.Facts) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	f(&l.f)
+	l.f.Merge(g)
 }
 
-func (l *facts) event(e record.Event) {
-	l.add(func(f *record.Facts) { f.Events = append(f.Events, e) })
-}
+func (l *facts) event(e record.Event) { l.add(record.Facts{Events: []record.Event{e}}) }
 
 func (l *facts) firstSleep(label string, fs record.FirstSleep) {
-	l.add(func(f *record.Facts) {
-		if f.FirstSleeps == nil {
-			f.FirstSleeps = map[string][]record.FirstSleep{}
-		}
-		f.FirstSleeps[label] = append(f.FirstSleeps[label], fs)
-	})
+	l.add(record.Facts{FirstSleeps: map[string][]record.FirstSleep{label: {fs}}})
 }
 
 func (l *facts) weight(label string, w record.Weight) {
-	l.add(func(f *record.Facts) {
-		if f.Weights == nil {
-			f.Weights = map[string]record.Weight{}
-		}
-		f.Weights[label] = w
-	})
+	l.add(record.Facts{Weights: map[string]record.Weight{label: w}})
 }
 
 func (l *facts) version(v, cuda string) {
-	l.add(func(f *record.Facts) { f.Versions = append(f.Versions, record.ServerVersion{Version: v, CUDA: cuda}) })
+	l.add(record.Facts{Versions: []record.ServerVersion{{Version: v, CUDA: cuda}}})
 }
 
 func (l *facts) reference(label string, ref record.Reference) {
-	l.add(func(f *record.Facts) {
-		if f.References == nil {
-			f.References = map[string]record.Reference{}
-		}
-		f.References[label] = ref
-	})
+	l.add(record.Facts{References: map[string]record.Reference{label: ref}})
 }
 
 // Collect hands over what this view's calls learned since its last

@@ -40,32 +40,40 @@ func (r *Recorder) Register(c Collector) {
 	r.collectors = append(r.collectors, c)
 }
 
+// Merge adds g's facts after f's: events, first sleeps and versions
+// appended, weights and references replacing.
+func (f *Facts) Merge(g Facts) {
+	f.Events = append(f.Events, g.Events...)
+	for l, fs := range g.FirstSleeps {
+		if f.FirstSleeps == nil {
+			f.FirstSleeps = map[string][]FirstSleep{}
+		}
+		f.FirstSleeps[l] = append(f.FirstSleeps[l], fs...)
+	}
+	if len(g.Weights) > 0 {
+		if f.Weights == nil {
+			f.Weights = map[string]Weight{}
+		}
+		maps.Copy(f.Weights, g.Weights)
+	}
+	if len(g.References) > 0 {
+		if f.References == nil {
+			f.References = map[string]Reference{}
+		}
+		maps.Copy(f.References, g.References)
+	}
+	f.Versions = append(f.Versions, g.Versions...)
+}
+
 // gather adds what r's collectors learned since their last Collect; r.mu
 // is held.
 func (r *Recorder) gather() {
 	for _, c := range r.collectors {
-		f := c.Collect()
 		w := &r.raw
-		w.Events = append(w.Events, f.Events...)
-		for l, fs := range f.FirstSleeps {
-			if w.FirstSleeps == nil {
-				w.FirstSleeps = map[string][]FirstSleep{}
-			}
-			w.FirstSleeps[l] = append(w.FirstSleeps[l], fs...)
-		}
-		if len(f.Weights) > 0 {
-			if w.Weights == nil {
-				w.Weights = map[string]Weight{}
-			}
-			maps.Copy(w.Weights, f.Weights)
-		}
-		if len(f.References) > 0 {
-			if w.References == nil {
-				w.References = map[string]Reference{}
-			}
-			maps.Copy(w.References, f.References)
-		}
-		for _, v := range f.Versions {
+		now := Facts{Events: w.Events, FirstSleeps: w.FirstSleeps, Weights: w.Weights, References: w.References}
+		now.Merge(c.Collect())
+		w.Events, w.FirstSleeps, w.Weights, w.References = now.Events, now.FirstSleeps, now.Weights, now.References
+		for _, v := range now.Versions { // the record keeps no list: each sets the runtime in turn
 			r.setServerVersion(v.Version, v.CUDA)
 		}
 	}

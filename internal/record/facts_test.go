@@ -26,20 +26,7 @@ func (q *queued) Collect() Facts {
 	defer q.mu.Unlock()
 	var all Facts
 	for _, f := range q.f {
-		all.Events = append(all.Events, f.Events...)
-		for l, fs := range f.FirstSleeps {
-			if all.FirstSleeps == nil {
-				all.FirstSleeps = map[string][]FirstSleep{}
-			}
-			all.FirstSleeps[l] = append(all.FirstSleeps[l], fs...)
-		}
-		if f.Weights != nil {
-			all.Weights = f.Weights
-		}
-		if f.References != nil {
-			all.References = f.References
-		}
-		all.Versions = append(all.Versions, f.Versions...)
+		all.Merge(f)
 	}
 	q.f = nil
 	return all
