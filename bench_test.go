@@ -378,96 +378,77 @@ func TestOutputs(t *testing.T) {
 	require.NoError(t, report.WriteBench(&buf, raw))
 	text := buf.String()
 	rd := benchfmt.NewReader(strings.NewReader(text), "bench.txt")
-	names := map[string]int{}
-	units := map[string]bool{}
-	lines := map[phases.Family]int{} // the lines of each phase's family (Phase.Bench)
+	// Every line is of a family a phase that ran declares, or of one of no
+	// phase's window (phases.Unwindowed: the level-1 releases, the device's
+	// peak, the host load over each window), and carries only units its
+	// family declares (phases.Family.Units).
+	unwindowed := map[string]phases.Family{}
+	for _, f := range phases.Unwindowed() {
+		unwindowed[f.Base] = f
+	}
+	have := phases.Have{Memory: haveMemory, GPUs: cfg.GPUs > 1}
+	lines := map[string]int{}            // the lines of each family, by ID
+	seen := map[string]map[string]bool{} // the units on them
 	for rd.Scan() {
 		switch rec := rd.Result().(type) {
 		case *benchfmt.SyntaxError:
 			t.Errorf("bench.txt: %v", rec)
 		case *benchfmt.Result:
 			base, _ := rec.Name.Parts()
-			names[string(base)]++
-			for _, v := range rec.Values {
-				units[v.OrigUnit+v.Unit] = true
-			}
-			// Every line is of a family a phase that ran declares, but
-			// the device's peak, the level-1 releases (sleep-level1,
-			// after-wake, the switch and the soak take them) and the
-			// host load over each window.
 			f, ph, ok := phases.FamilyOf(rec.Name.String())
-			switch {
-			case ok:
+			if ok {
 				assert.Contains(t, raw.Phases, ph, "%s: phase %s wrote it and did not run", rec.Name, ph)
-				lines[f]++
-			case string(base) != "Memory" && string(base) != record.HostBench:
-				t.Errorf("%s: of no phase's bench families (phases.Phase.Bench)", rec.Name)
+			} else if f, ok = unwindowed[string(base)]; !ok {
+				t.Errorf("%s: of no phase's bench families (phases.Phase.Bench) nor phases.Unwindowed", rec.Name)
+				continue
+			}
+			lines[f.ID()]++
+			if seen[f.ID()] == nil {
+				seen[f.ID()] = map[string]bool{}
+			}
+			for _, v := range rec.Values {
+				u := v.OrigUnit + v.Unit
+				seen[f.ID()][u] = true
+				assert.True(t, f.Has(u), "%s: unit %s, which its family %s does not declare (phases.Family.Units)", rec.Name, u, f.ID())
 			}
 		}
 	}
 	require.NoError(t, rd.Err())
 	// Every family of every phase that ran has lines, where its phase
 	// measured it: level 0 and the KV-only release where the server has
-	// them, the energies where a counter was read, the traffic's where it
-	// counted a request (a config may plan none: the variant examples').
+	// them, a family of memory figures where a memory source listed the
+	// servers (Family.Possible), the traffic's where it counted a request
+	// (a config may plan none: the variant examples'); and its lines carry
+	// each unit the run had what it needs for.
 	counted := raw.Traffic != nil && slices.ContainsFunc(raw.Traffic.Requests, func(r record.TrafficRequest) bool { return !r.WarmUp && r.Err == "" })
+	sent := raw.Traffic != nil && len(raw.Traffic.Requests) > 0 // a run's energy spans every request, warm-ups too
+	families := phases.Unwindowed()
 	for _, ph := range phases.List() {
-		if !slices.Contains(raw.Phases, ph.Name) {
+		if slices.Contains(raw.Phases, ph.Name) {
+			families = append(families, ph.Bench...)
+		}
+	}
+	for _, f := range families {
+		switch {
+		case !f.Possible(have),
+			f.Base == "Sleep" && f.Value == record.LevelKey(0) && !anyRan(ran, 0),
+			f.Base == "Sleep" && f.Value == record.LevelKey(record.LevelKVRelease) && !anyRan(ran, record.LevelKVRelease),
+			f.Base == "Traffic" && !counted,
+			f.Base == "TrafficEnergy" && !sent:
+			assert.Zero(t, lines[f.ID()], "%s: lines of a family the run could not measure", f.ID())
 			continue
 		}
-		for _, f := range ph.Bench {
-			switch {
-			case f.Base == "Sleep" && f.Value == record.LevelKey(0) && !anyRan(ran, 0),
-				f.Base == "Sleep" && f.Value == record.LevelKey(record.LevelKVRelease) && !anyRan(ran, record.LevelKVRelease),
-				(f.Base == "Energy" || f.Base == "TrafficEnergy") && !haveMemory,
-				(f.Base == "Traffic" || f.Base == "TrafficEnergy") && !counted:
-				continue
+		if !assert.Positive(t, lines[f.ID()], "bench.txt has lines of the family %s", f.ID()) {
+			continue
+		}
+		for _, u := range f.Units {
+			if u.Required(have) {
+				assert.True(t, seen[f.ID()][u.Name], "%s: no line carries %s", f.ID(), u.Name)
+			} else if !u.Possible(have) {
+				assert.False(t, seen[f.ID()][u.Name], "%s: a %s value the run could not measure", f.ID(), u.Name)
 			}
-			assert.Positive(t, lines[f], "bench.txt has lines of %s's family %+v", ph.Name, f)
 		}
 	}
-	benches := []string{record.HostBench}
-	wantUnits := []string{report.UnitReady, report.UnitFirstToken, report.UnitSleep, report.UnitWake, report.UnitTTFT, report.UnitTPOT, report.UnitTPS, report.UnitReqTPS,
-		report.UnitOthersCPU, report.UnitWaitPerRun} // every phase window's host load
-	anyL0, anyKV := anyRan(ran, 0), anyRan(ran, record.LevelKVRelease)
-	if anyKV { // the KV-only release's /release_kv_cache_memory
-		wantUnits = append(wantUnits, report.UnitRelease2)
-	}
-	if anyL0 { // level 0: a request held while paused
-		wantUnits = append(wantUnits, report.UnitHeld)
-	}
-	if p.CostDwellS > 0 { // the state-cost phase: host memory from /proc
-		wantUnits = append(wantUnits, report.UnitHostGiB, report.UnitHostLockedGiB) // VmRSS and VmLck, read together
-	}
-	if haveMemory {
-		benches = append(benches, "Memory")
-		// GiB/peak (Memory/device) is summed from every sample at Close,
-		// after this test.
-		wantUnits = append(wantUnits, report.UnitResidual, report.UnitRelease)
-		if cfg.GPUs > 1 { // models across GPUs: the worst GPU's residual
-			wantUnits = append(wantUnits, report.UnitResidualGPU)
-		}
-		if anyL0 || anyKV { // what a pause or a KV-only release freed
-			wantUnits = append(wantUnits, report.UnitFreed)
-		}
-		if p.CostDwellS > 0 { // the simulated GPU's energy counter
-			wantUnits = append(wantUnits, report.UnitPower, report.UnitWakeJ, report.UnitSleepJ, report.UnitStartJ)
-		}
-		// The same counter: each handoff's energy, and each traffic run's.
-		wantUnits = append(wantUnits, report.UnitSwitchJ)
-		if raw.Traffic != nil && len(raw.Traffic.Requests) > 0 {
-			wantUnits = append(wantUnits, report.UnitJ)
-		}
-	} else {
-		assert.Zero(t, names["Memory"], "no memory source, no BenchmarkMemory results")
-	}
-	for _, b := range benches {
-		assert.Positive(t, names[b], "bench.txt has Benchmark%s results", b)
-	}
-	for _, u := range wantUnits {
-		assert.True(t, units[u], "bench.txt has %s values", u)
-	}
-	assert.Len(t, units, len(wantUnits), "no other units: %v", units)
 	if slices.Contains(raw.Phases, record.PhaseSwitch) {
 		assert.Equal(t, p.Handoffs, countPrefix(text, "BenchmarkSwitch/"), "one line per handoff")
 	}

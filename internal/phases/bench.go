@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/report"
 )
 
 // Family is a bench.txt family a phase writes (report.BenchResults names
@@ -12,28 +13,146 @@ import (
 // window: for the line's model (PerModel: the window <model>-<phase>, the
 // model the name's model= key) or the phase's one window over every
 // model. The regression gate reads a family's host load there (WindowOf)
-// to tell a busy machine from a slower code.
+// to tell a busy machine from a slower code. Units are the units its
+// lines carry, each with what its value needs (TestOutputs holds every
+// line of the run to its family's).
 type Family struct {
 	Base, Key, Value string
 	PerModel         bool
+	Units            []Unit
 }
 
-// serve is a serving phase's family: its stage is its name.
+// ID is the family's name: Base, or Base/Key=Value.
+func (f Family) ID() string {
+	if f.Key == "" {
+		return f.Base
+	}
+	return f.Base + "/" + f.Key + "=" + f.Value
+}
+
+// Unit is a unit of a family's lines (report.Unit*) and what its value
+// needs beyond its phase having measured the line.
+type Unit struct {
+	Name  string
+	Needs Needs
+}
+
+// Needs is what a unit's value needs of the run: nothing (0: every line
+// of its kind carries it) or any of the flags.
+type Needs uint8
+
+const (
+	// NeedsMemory: a memory source that lists the servers' processes
+	// (NVML, vllmsim's device): residuals, what a pause freed, and the
+	// energy counter read beside them.
+	NeedsMemory Needs = 1 << iota
+	// NeedsGPUs: a model across GPUs (the worst GPU's residual).
+	NeedsGPUs
+	// Sometimes: the line's own measurement has it or not (a request's
+	// TPOT needs two output tokens; a Pod's times what the API server
+	// reported): a line may carry it, none must.
+	Sometimes
+)
+
+// Have is what a run had of what units need.
+type Have struct{ Memory, GPUs bool }
+
+// Possible is whether a run that had h can write u.
+func (u Unit) Possible(h Have) bool {
+	return (u.Needs&NeedsMemory == 0 || h.Memory) && (u.Needs&NeedsGPUs == 0 || h.GPUs)
+}
+
+// Required is whether a family's lines in a run that had h must carry u
+// (on one line at least).
+func (u Unit) Required(h Have) bool { return u.Possible(h) && u.Needs&Sometimes == 0 }
+
+// Has is whether the family declares unit.
+func (f Family) Has(unit string) bool {
+	for _, u := range f.Units {
+		if u.Name == unit {
+			return true
+		}
+	}
+	return false
+}
+
+// Possible is whether a run that had h can write a line of the family:
+// one of its units can be written.
+func (f Family) Possible(h Have) bool {
+	for _, u := range f.Units {
+		if u.Possible(h) {
+			return true
+		}
+	}
+	return false
+}
+
+// units are the named units, each needing nothing.
+func units(names ...string) []Unit {
+	out := make([]Unit, len(names))
+	for i, n := range names {
+		out[i] = Unit{Name: n}
+	}
+	return out
+}
+
+// serve is a serving phase's family: its stage is its name. A round's
+// tok/s, each request's TTFT, TPOT and output tokens over its time.
 func serve(phase string) []Family {
-	return []Family{{Base: "Serve", Key: "stage", Value: phase, PerModel: true}}
+	return []Family{{Base: "Serve", Key: "stage", Value: phase, PerModel: true,
+		Units: units(report.UnitTPS, report.UnitTTFT, report.UnitTPOT, report.UnitReqTPS)}}
 }
 
 // sleepAt is the family of a phase's sleep cycles at level (bench.txt's
-// level=, record.LevelKey).
+// level=, record.LevelKey): each cycle's sleep, wake and first token and
+// its residual; at levels 1 and 2 the worst GPU's residual for a model
+// across GPUs (a pause or a KV-only release reads the model's memory
+// whole), level 0's held request and KV-only release's call with what
+// each freed.
 func sleepAt(level int) []Family {
-	return []Family{{Base: "Sleep", Key: "level", Value: record.LevelKey(level), PerModel: true}}
+	us := append(units(report.UnitSleep, report.UnitWake, report.UnitFirstToken), Unit{report.UnitResidual, NeedsMemory})
+	switch level {
+	case 0:
+		us = append(us, Unit{report.UnitHeld, 0}, Unit{report.UnitFreed, NeedsMemory})
+	case record.LevelKVRelease:
+		us = append(us, Unit{report.UnitRelease2, 0}, Unit{report.UnitFreed, NeedsMemory})
+	default:
+		us = append(us, Unit{report.UnitResidualGPU, NeedsMemory | NeedsGPUs})
+	}
+	return []Family{{Base: "Sleep", Key: "level", Value: record.LevelKey(level), PerModel: true, Units: us}}
+}
+
+// Unwindowed are the bench.txt families of no one phase's window (WindowOf
+// says none; each every line of its Base): a model's level-1 releases
+// (sleep-level1, after-wake, the switch and the soak take them), the
+// device's peak (summed from every sample when the run closes) and each
+// window's host load.
+func Unwindowed() []Family {
+	return []Family{
+		// Memory/model=<label>: each level-1 sleep's share released;
+		// Memory/device: the peak, which TestOutputs's run has not summed
+		// yet (the run's Close does).
+		{Base: "Memory", Units: []Unit{{report.UnitRelease, NeedsMemory}, {report.UnitPeak, NeedsMemory | Sometimes}}},
+		{Base: record.HostBench, Units: units(report.UnitOthersCPU, report.UnitWaitPerRun)},
+	}
 }
 
 // elsewhere are the phases run outside List by tests of their own, as far
 // as bench.txt goes: the Kubernetes phase (TestKubernetes, package
 // kubephase) and its families; the soak (TestSoak) writes none.
 func elsewhere() []Phase {
-	return []Phase{{Name: record.PhaseKubernetes, Bench: []Family{{Base: "PodStart"}, {Base: "PodRestart"}, {Base: "PodSwitch"}}}}
+	sometimes := func(names ...string) []Unit {
+		us := units(names...)
+		for i := range us {
+			us[i].Needs = Sometimes
+		}
+		return us
+	}
+	return []Phase{{Name: record.PhaseKubernetes, Bench: []Family{
+		{Base: "PodStart", Units: sometimes(report.UnitFirstToken, report.UnitScheduled, report.UnitRoutable)},
+		{Base: "PodRestart", Units: sometimes(report.UnitReady, report.UnitFirstToken)},
+		{Base: "PodSwitch", Units: sometimes(report.UnitSleep, report.UnitWake, report.UnitFirstToken, report.UnitRoutable)},
+	}}}
 }
 
 // WindowOf is the phase window a bench.txt benchmark's samples were taken
