@@ -143,7 +143,8 @@ fleet:
 
 ## gate-power: the regression gate's false alarms and power, measured (RERUNS=20 BASE=10: ~70 short
 ## runs of testdata/gate-power.json, ~70 min on 2 cores; LOAD=1 runs 50 under a CPU hog on every
-## core, ~60 min, then 50 quiet, ~115 min in all); prints one table with the machine and its load, runs in out/gate-power
+## core, ~60 min, then 50 quiet, ~115 min in all); prints one table with the machine and its load, runs in out/gate-power;
+## VARIANTS=1 adds the variant runs' paired verdict (VARIANT_BLOCKS_LOAD=6 for the hog's, docs/compare.md)
 gate-power:
 	scripts/gate-power.sh
 

@@ -57,7 +57,8 @@ func TestBackendDefaultsFollowTheBuildTag(t *testing.T) {
 
 func TestShippedConfigsLoad(t *testing.T) {
 	for f, models := range map[string]int{"example-config.json": 2, "demo.json": 2, "gpu-example.json": 2, "soak.json": 3, "k8s.json": 2, "fleet.json": 1, "device.json": 2,
-		"variants-upgrade.json": 2, "variants-options.json": 2, "variants-sleep-level.json": 2, "variants-sleep-options.json": 2} {
+		"variants-upgrade.json": 2, "variants-options.json": 2, "variants-sleep-level.json": 2, "variants-sleep-options.json": 2, "variants-env.json": 2,
+		"variants-gate-power.json": 2, "variants-gate-power-slow-wake.json": 2} {
 		t.Run(f, func(t *testing.T) {
 			path := filepath.Join("..", "..", "testdata", f)
 			c, err := Load(env(map[string]string{EnvFile: path}))
