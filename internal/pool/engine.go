@@ -1,11 +1,15 @@
 package pool
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/wakebench/wakebench/internal/record"
@@ -16,13 +20,12 @@ import (
 // (vllm.ParseEngineLog) and their /metrics. It records nothing.
 type Engine struct{ s *servers }
 
-// EngineMark is where a server's log and sleep-mode metric stood before a
-// sleep: Engine.Since reads what the server reported after it.
+// EngineMark is where a server's sleep-mode metric stood before a sleep
+// or wake: Engine.Account reads its growth since. (The log's lines are
+// each transition's own: Transition.Engine.)
 type EngineMark struct {
 	label   string
-	logFrom int64
 	metrics vllm.Metrics // nil when /metrics could not be read
-	wakes   int          // the model's wakes begun before the mark
 }
 
 // Metrics scrapes label's /metrics.
@@ -71,53 +74,87 @@ func (e Engine) settled(ctx context.Context, label string, before vllm.Metrics, 
 	}
 }
 
-// Mark marks label's log and metric now (outside any measured interval).
+// Mark marks label's sleep-mode metric now (outside any measured
+// interval: it reads /metrics).
 func (e Engine) Mark(ctx context.Context, label string) EngineMark {
 	mk := EngineMark{label: label}
-	if m, err := e.s.model(label); err == nil {
-		e.s.mu.Lock()
-		mk.wakes = m.wakes
-		e.s.mu.Unlock()
-	}
-	if st, err := os.Stat(e.s.logPath(label)); err == nil {
-		mk.logFrom = st.Size()
-	}
 	if ms, err := e.Metrics(ctx, label); err == nil {
 		mk.metrics = ms
 	}
 	return mk
 }
 
-// Since is what label's server reported of its sleeps and wakes since
-// mk: its log lines and its sleep-mode metric's growth. nil when it
-// reported neither.
-func (e Engine) Since(ctx context.Context, mk EngineMark) *record.Engine {
-	if mk.label == "" { // no mark: no server
+// Account is the servers' own account of a sleep and the wake after it:
+// asleep are the transitions that put the model to sleep (a KV-only
+// release cycle's pause and release; none: a handoff's first activation),
+// wake the wake (nil: none, the model was awake); from and to mark the
+// sleeping and the waking server's metric before them (one mark where one
+// server slept and woke). Its sleep figures (the log's sleep time, memory
+// freed and still in use; the metric's sleep and release times) are the
+// sleeping server's, its wake figures (the log's and the metric's wake
+// time, the /wake_up calls' time) the waking one's; one server's log
+// lines over all its transitions give both (a sleep's line can land after
+// its answer). Read it after what the caller times: it reads /metrics. nil
+// when neither server reported anything.
+func (e Engine) Account(ctx context.Context, asleep []*Transition, wake *Transition, from, to EngineMark) *record.Engine {
+	e.s.late()
+	var sleepLog, wakeLog vllm.EngineLog
+	for _, t := range asleep {
+		if lg, ok := t.Engine(); ok {
+			sleepLog = joinLogs(sleepLog, lg)
+		}
+	}
+	if wake != nil {
+		if lg, ok := wake.Engine(); ok {
+			wakeLog = lg
+		}
+	}
+	if from.label == to.label {
+		return e.side(ctx, joinLogs(sleepLog, wakeLog), from, wake)
+	}
+	out, w := e.side(ctx, sleepLog, from, nil), e.side(ctx, wakeLog, to, wake)
+	switch {
+	case out == nil:
+		out = w
+		if out != nil {
+			out.SleepS, out.FreedGiB, out.InUseGiB, out.MetricSleepS, out.MetricReleaseS = math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()
+		}
+	case w != nil:
+		out.WakeS, out.MetricWakeS, out.WakeCallsS = w.WakeS, w.MetricWakeS, w.WakeCallsS
+	default:
+		out.WakeS, out.MetricWakeS, out.WakeCallsS = math.NaN(), math.NaN(), 0
+	}
+	return out
+}
+
+// side is one server's account: its log lines lg, its metric's growth
+// since mk, and the /wake_up calls' time of its wake (nil: none). nil when
+// it reported nothing, or mk marks no server.
+func (e Engine) side(ctx context.Context, lg vllm.EngineLog, mk EngineMark, wake *Transition) *record.Engine {
+	if mk.label == "" {
 		return nil
 	}
 	out := record.Engine{SleepS: math.NaN(), WakeS: math.NaN(), FreedGiB: math.NaN(), InUseGiB: math.NaN(),
 		MetricSleepS: math.NaN(), MetricWakeS: math.NaN(), MetricReleaseS: math.NaN()}
-	foundLog, foundMetric := false, false
-	e.s.late()
-	if b, err := readFrom(e.s.logPath(mk.label), mk.logFrom); err == nil {
-		foundLog = engineLog(&out, vllm.ParseEngineLog(b))
-	}
+	found := engineLog(&out, lg)
 	if mk.metrics != nil {
-		if now, err := e.Metrics(ctx, mk.label); err == nil {
-			foundMetric = engineMetric(&out, mk.metrics, now)
+		if now, err := e.Metrics(ctx, mk.label); err == nil && engineMetric(&out, mk.metrics, now) {
+			found = true
 		}
 	}
-	if !foundLog && !foundMetric {
+	if !found {
 		return nil
 	}
-	if m, err := e.s.model(mk.label); err == nil {
-		e.s.mu.Lock()
-		if m.wakes > mk.wakes { // a wake since the mark: its /wake_up calls' time
-			out.WakeCallsS = m.wakeCalls.Seconds()
-		}
-		e.s.mu.Unlock()
+	if wake != nil {
+		out.WakeCallsS = wake.Calls.Seconds()
 	}
 	return &out
+}
+
+// joinLogs is a's lines then b's.
+func joinLogs(a, b vllm.EngineLog) vllm.EngineLog {
+	return vllm.EngineLog{SleepS: slices.Concat(a.SleepS, b.SleepS), WakeS: slices.Concat(a.WakeS, b.WakeS),
+		FreedGiB: slices.Concat(a.FreedGiB, b.FreedGiB), InUseGiB: slices.Concat(a.InUseGiB, b.InUseGiB)}
 }
 
 // engineLog puts the log's sleeps and wakes (summed) and its last memory
@@ -172,7 +209,7 @@ type started struct {
 
 // startLog is what a server logged of its start since from.
 func startLog(path string, from int64) (started, error) {
-	b, err := readFrom(path, from)
+	b, err := readBetween(path, from, -1)
 	if err != nil {
 		return started{}, err
 	}
@@ -186,21 +223,66 @@ func startLog(path string, from int64) (started, error) {
 	return out, nil
 }
 
-// readFrom reads a server log from offset on (the whole log if it is
-// shorter than offset).
-func readFrom(path string, offset int64) ([]byte, error) {
+// readBetween reads a server log's lines that begin at or after offset
+// from and before offset to (to < 0: to its end), whole: a window's bounds
+// are file sizes read while the server may be writing, so a line belongs
+// to the window its first byte is in. The whole log, to its end, if it is
+// shorter than from (a new file).
+func readBetween(path string, from, to int64) ([]byte, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
-	if st, err := fh.Stat(); err == nil && offset > st.Size() {
-		offset = 0 // shorter than when marked: a new file, read it all
+	if st, err := fh.Stat(); err == nil && from > st.Size() {
+		from, to = 0, -1
 	}
-	if _, err := fh.Seek(offset, io.SeekStart); err != nil {
+	if to >= 0 && to < from {
+		to = -1
+	}
+	skipHead := false // the line at from began before it: the window before's
+	if from > 0 {
+		var prev [1]byte
+		if _, err := fh.ReadAt(prev[:], from-1); err != nil {
+			return nil, err
+		}
+		skipHead = prev[0] != '\n'
+	}
+	if _, err := fh.Seek(from, io.SeekStart); err != nil {
 		return nil, err
 	}
-	return io.ReadAll(fh)
+	var r io.Reader = fh
+	if to >= 0 {
+		r = io.LimitReader(fh, to-from)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	if to >= 0 && len(b) > 0 && b[len(b)-1] != '\n' { // the line at to began before it: this window's, whole
+		rest, err := bufio.NewReader(fh).ReadBytes('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		b = append(b, rest...)
+	}
+	if skipHead {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		} else {
+			b = nil
+		}
+	}
+	return b, nil
+}
+
+// logSize is where label's server log ends now (0 when it cannot be
+// read: a window from there reads the whole log).
+func (s *servers) logSize(label string) int64 {
+	if st, err := os.Stat(s.logPath(label)); err == nil {
+		return st.Size()
+	}
+	return 0
 }
 
 // logPath is label's server log.

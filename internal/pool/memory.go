@@ -142,6 +142,7 @@ type MeasuredSleep struct {
 	Level int           // the sleep level
 	Sent  time.Time     // /sleep sent
 	Took  time.Duration // /sleep sent → answered
+	T     *Transition   // the sleep, once sent (nil before)
 	// Held is the harness's own work between the sleep's answer and
 	// Asleep's return: the verification reads (/is_sleeping, the sleep
 	// metrics) and, in device-delta mode, the device's memory read that
@@ -233,7 +234,7 @@ func (mm Memory) Before(ctx context.Context, label string, op Op) (*MeasuredSlee
 // the time since t's answer. A t not verified yet is an error: the
 // device's read must follow the verification.
 func (ms *MeasuredSleep) Asleep(ctx context.Context, t *Transition) error {
-	ms.Sent, ms.Took = t.Sent, t.Took
+	ms.Sent, ms.Took, ms.T = t.Sent, t.Took, t
 	if !t.done.Load() {
 		return fmt.Errorf("pool: %s: the memory asleep read before the %s was verified (Transition.Verify)", ms.Label, t.Op.step())
 	}
@@ -262,7 +263,7 @@ func (mm Memory) Sleep(ctx context.Context, label string, op Op) (*MeasuredSleep
 		return nil, err
 	}
 	t, err := mm.f.Run(ctx, label, op)
-	ms.Sent, ms.Took = t.Sent, t.Took
+	ms.Sent, ms.Took, ms.T = t.Sent, t.Took, t
 	if err != nil {
 		return ms, err
 	}

@@ -106,14 +106,8 @@ type model struct {
 	// slept is what the current sleep, pause or release put to sleep
 	// (vLLM's tags): a wake that answers "sleeping" names it where the
 	// server exports no resource state.
-	slept []string
-	// wakeCalls is the HTTP time of the last wake's /wake_up calls
-	// (vllm.Client.WakeSequence): what the engine's wake lines account
-	// for; wakes counts the wakes begun, so that an EngineMark taken after
-	// one never reports it.
-	wakeCalls time.Duration
-	wakes     int
-	rssPeak   uint64
+	slept   []string
+	rssPeak uint64
 	// exitReported: an error naming this server's exit was returned, so
 	// the phase that met the crash has reported it.
 	exitReported bool
@@ -137,6 +131,10 @@ type model struct {
 	// toVerify is the transition sent to this server whose caller has
 	// not verified it yet (nil: none): the next one verifies it first.
 	toVerify *Transition
+	// last is the last transition sent to this server (nil: none since
+	// its start): the next one, or the server's stop, ends its log window
+	// (Transition.Engine).
+	last *Transition
 	// opErrors is, by operation, the server's count of its failed
 	// sleep-mode operations (vllm:rl_sleep_mode_operations_total
 	// {status="error"}) at its last verification (nil: none yet, a fresh
@@ -171,7 +169,7 @@ type servers struct {
 
 	// mu guards every model's fields but cfg (port, srv, client, pids,
 	// asleep, level, slept, rssPeak, exitReported, compile, logFrom, reference,
-	// sleeps, pinnedBy, weight, startHung, toVerify, opErrors, opErrorsStale), pidOf, exits, stopping,
+	// sleeps, pinnedBy, weight, startHung, toVerify, last, opErrors, opErrorsStale), pidOf, exits, stopping,
 	// changes and unverified. Never held with memories.mu.
 	mu    sync.Mutex
 	pidOf map[int]string
@@ -501,6 +499,8 @@ func (f *Pool) startOnce(ctx context.Context, label string) (ready time.Duration
 	m.srv, m.client = srv, client
 	m.asleep, m.level, m.pids, m.exitReported, m.sleeps = false, 0, []int{srv.PID()}, false, 0
 	m.toVerify, m.opErrors, m.opErrorsStale = nil, nil, false
+	m.last.closeLog(logFrom) // a stop ended it already, unless the start replaced a server that exited
+	m.last = nil
 	f.s.pidOf[srv.PID()] = label
 	f.s.changes++
 	f.s.mu.Unlock()
@@ -615,11 +615,14 @@ func (f *Pool) Stop(label string) error {
 		return nil
 	}
 	err = srv.Stop(seconds(f.s.cfg.Timeouts.StopS))
+	logSize := f.s.logSize(label)
 	f.s.mu.Lock()
 	delete(f.s.stopping, srv)
 	m.rssPeak = max(m.rssPeak, srv.PeakRSS())
 	if m.srv == srv { // not a server started since by another caller
 		m.srv, m.asleep, m.level, m.toVerify = nil, false, 0, nil
+		m.last.closeLog(logSize)
+		m.last = nil
 	}
 	f.s.changes++
 	f.s.mu.Unlock()

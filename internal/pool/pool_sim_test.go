@@ -562,3 +562,44 @@ func TestHealthRates(t *testing.T) {
 		})
 	}
 }
+
+// TestTransitionCarriesItsEngineLines: a transition's account is its
+// server's log lines from just before it went out until just before the
+// model's next one went out, or its server stopped: a level-1 sleep's has
+// its sleep line and what it freed and no wake, the wake's (read after the
+// probe, as a cycle reads it) its wake line and no sleep, and neither
+// grows with what the server logs after the next transition or a restart.
+func TestTransitionCarriesItsEngineLines(t *testing.T) {
+	f, _, _ := simtest.Pool(t, nil, nil)
+	ctx := t.Context()
+	require.NoError(t, f.Activate(ctx, "A"))
+	sleep, err := f.Run(ctx, "A", pool.Sleep(1))
+	require.NoError(t, err)
+	wake, err := f.Run(ctx, "A", pool.Wake())
+	require.NoError(t, err)
+	_, err = f.Requests().Probe(ctx, "A")
+	require.NoError(t, err)
+	sl, ok := sleep.Engine()
+	require.True(t, ok, "the sleep's log was read")
+	assert.Len(t, sl.SleepS, 1, "the sleep's line")
+	assert.NotEmpty(t, sl.FreedGiB, "what it freed")
+	assert.Empty(t, sl.WakeS, "the wake is the wake's")
+	wl, ok := wake.Engine()
+	require.True(t, ok)
+	assert.Len(t, wl.WakeS, 1, "a level-1 wake's one /wake_up")
+	assert.Empty(t, wl.SleepS)
+
+	again, err := f.Run(ctx, "A", pool.Sleep(1))
+	require.NoError(t, err)
+	wl2, _ := wake.Engine()
+	assert.Equal(t, wl, wl2, "the wake's window ended where the next sleep began")
+	require.NoError(t, f.Stop("A"))
+	require.NoError(t, f.Activate(ctx, "A"))
+	_, err = f.Run(ctx, "A", pool.Sleep(1))
+	require.NoError(t, err)
+	al, _ := again.Engine()
+	assert.Len(t, al.SleepS, 1, "the stop (or the start after it) ended the last sleep's window: the restarted server's sleep is not in it")
+
+	_, ok = (&pool.Transition{Label: "A", Op: pool.Wake()}).Engine()
+	assert.False(t, ok, "a transition never sent has no account")
+}

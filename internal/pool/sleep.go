@@ -43,7 +43,7 @@ func (s *servers) sleptInLog(label string, level int, from int64) error {
 	if level < 1 {
 		return nil
 	}
-	b, err := readFrom(s.logPath(label), from)
+	b, err := readBetween(s.logPath(label), from, -1)
 	if err != nil {
 		return nil
 	}

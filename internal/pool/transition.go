@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -112,8 +111,20 @@ type Transition struct {
 	Level int
 	Sent  time.Time
 	Took  time.Duration
+	// Calls is, for a wake, the HTTP time of its /wake_up calls alone
+	// (vllm.Client.WakeSequence; a level-2 wake's reload lies between
+	// them): what the engine's wake lines account for. 0 where the answer
+	// did not say.
+	Calls time.Duration
 
 	srv *server.Server // the server it was sent to (nil: never sent)
+	// log is the server's log (""; never sent); logFrom where it stood just
+	// before the request went out, logTo (set once) where it stood just
+	// before the model's next transition went out or its server stopped:
+	// the lines between are the transition's (Engine).
+	log     string
+	logFrom int64
+	logTo   atomic.Int64 // −1 until set
 	// verify is the harness's reads after the answer (nil: nothing to
 	// verify); once runs it a single time, verr is what it found (read
 	// after once.Do) and done says it ran.
@@ -125,6 +136,34 @@ type Transition struct {
 
 // Answered is when the transition answered: Sent + Took.
 func (t *Transition) Answered() time.Time { return t.Sent.Add(t.Took) }
+
+// Engine is the server's own account of the transition: what its log says
+// from just before the request went out until just before the model's
+// next transition went out (or its server stopped), or until now where
+// neither has happened yet. A wake's line can land after its answer, so a
+// caller reads it after what it times (a probe's first token), as a cycle
+// does. ok is false for a transition never sent or a log that could not
+// be read (or t is nil). It reads no endpoint, and its window opened
+// with a file size read before the request: it costs a caller's wait (a
+// wake-on-demand router's) nothing.
+func (t *Transition) Engine() (lg vllm.EngineLog, ok bool) {
+	if t == nil || t.log == "" {
+		return lg, false
+	}
+	b, err := readBetween(t.log, t.logFrom, t.logTo.Load())
+	if err != nil {
+		return lg, false
+	}
+	return vllm.ParseEngineLog(b), true
+}
+
+// closeLog ends t's log window at to (a later end is ignored); nil t:
+// nothing.
+func (t *Transition) closeLog(to int64) {
+	if t != nil {
+		t.logTo.CompareAndSwap(-1, to)
+	}
+}
 
 // Verify makes the harness's reads that confirm the transition, once:
 // a sleep, pause or release must show /is_sleeping true, the server's log
@@ -216,15 +255,31 @@ func (p *Pending) Send(ctx context.Context) (*Transition, error) {
 		return &Transition{Label: p.m.cfg.Label, Op: p.op}, fmt.Errorf("pool: %s: a prepared %s sent twice", p.m.cfg.Label, p.op.step())
 	}
 	p.sent = true
+	s := p.f.s
+	// The log's window opens before the request goes out (outside its
+	// time) and closes the previous transition's there.
+	logFrom := s.logSize(p.m.cfg.Label)
+	s.mu.Lock()
+	p.m.last.closeLog(logFrom)
+	p.m.last = nil
+	s.mu.Unlock()
 	var t *Transition
 	var err error
 	switch p.op.Kind {
 	case OpSleep, OpPause, OpReleaseKV:
-		t, err = p.f.sendAsleep(ctx, p.m, p.op)
+		t, err = p.f.sendAsleep(ctx, p.m, p.op, logFrom)
 	default:
 		t, err = p.f.sendWake(ctx, p.m, p.op)
 	}
-	s := p.f.s
+	t.log, t.logFrom = s.logPath(p.m.cfg.Label), logFrom
+	t.logTo.Store(-1)
+	s.mu.Lock()
+	if p.m.srv == t.srv { // the next transition, a Stop or a Start ends its window
+		p.m.last = t
+	} else { // the server was stopped or replaced while it went out: its window ends now
+		t.closeLog(s.logSize(p.m.cfg.Label))
+	}
+	s.mu.Unlock()
 	if err != nil {
 		s.opFailed(ctx, p.m)
 	}
@@ -277,7 +332,7 @@ func (f *Pool) Run(ctx context.Context, label string, op Op) (*Transition, error
 // answer; its verification confirms /is_sleeping, then counts the model
 // asleep with what it put to sleep, and checks the server's log (a sleep)
 // and the sleep metrics.
-func (f *Pool) sendAsleep(ctx context.Context, m *model, op Op) (*Transition, error) {
+func (f *Pool) sendAsleep(ctx context.Context, m *model, op Op, logFrom int64) (*Transition, error) {
 	label := m.cfg.Label
 	t := &Transition{Label: label, Op: op, Level: op.Level}
 	name, what := op.name(label), op.step()
@@ -296,12 +351,6 @@ func (f *Pool) sendAsleep(ctx context.Context, m *model, op Op) (*Transition, er
 	}
 	srv, _ := f.s.server(m) // the server this call is for: one stopped meanwhile is not asleep
 	t.srv = srv
-	var logFrom int64 // where the server's log stood before /sleep (sleptInLog)
-	if op.Kind == OpSleep {
-		if st, err := os.Stat(f.s.logPath(label)); err == nil {
-			logFrom = st.Size()
-		}
-	}
 	err := f.s.timeout(ctx, m, seconds(f.s.cfg.Timeouts.SleepS), func(ctx context.Context, c *vllm.Client) error {
 		t.Sent = time.Now()
 		if err := call(ctx, c); err != nil {
@@ -434,8 +483,6 @@ func (f *Pool) sendWake(ctx context.Context, m *model, op Op) (*Transition, erro
 	label := m.cfg.Label
 	f.s.mu.Lock()
 	srv, asleep, level, slept := m.srv, m.asleep, m.level, m.slept // the server this wake is for
-	m.wakeCalls = 0                                                // known again only if the answer says
-	m.wakes++
 	f.s.mu.Unlock()
 	t := &Transition{Label: label, Op: op, Level: level, srv: srv}
 	var name string
@@ -451,9 +498,7 @@ func (f *Pool) sendWake(ctx context.Context, m *model, op Op) (*Transition, erro
 			if err != nil {
 				return failed, nil, err
 			}
-			f.s.mu.Lock()
-			m.wakeCalls = calls
-			f.s.mu.Unlock()
+			t.Calls = calls
 			step := "wake_up"
 			if level == 2 {
 				step = "wake_up?tags=kv_cache"

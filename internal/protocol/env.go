@@ -280,28 +280,16 @@ func (p *Env) verify(ctx context.Context, phase, label string) error {
 	return nil
 }
 
-// engine is the server's own account of a sleep (marked by from; a KV-only
-// release cycle's release) and the wake that followed (marked by to; the
-// same mark in a cycle), judged against the harness's HTTP times of the
-// call that put it asleep (httpAsleep: /sleep, or /release_kv_cache_memory)
-// and the wake, and the GiB released; nil when the servers reported
-// nothing.
-func (p *Env) engine(ctx context.Context, from, to pool.EngineMark, sameServer bool, httpAsleep, httpWake, released float64) *record.Engine {
-	e := p.pool.Engine().Since(ctx, from)
-	if !sameServer {
-		w := p.pool.Engine().Since(ctx, to)
-		switch {
-		case e == nil:
-			e = w
-			if e != nil {
-				e.SleepS, e.FreedGiB, e.InUseGiB, e.MetricSleepS, e.MetricReleaseS = math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()
-			}
-		case w != nil:
-			e.WakeS, e.MetricWakeS, e.WakeCallsS = w.WakeS, w.MetricWakeS, w.WakeCallsS
-		default:
-			e.WakeS, e.MetricWakeS, e.WakeCallsS = math.NaN(), math.NaN(), 0
-		}
-	}
+// engine is the servers' own account of a sleep (asleep: the transitions
+// that put the model to sleep, a KV-only release cycle's pause and
+// release; from marks its server's metric before them) and the wake that
+// followed (to marks its server's; the same mark in a cycle), as
+// pool.Engine.Account reads it, judged against the harness's HTTP times of
+// the call that put it asleep (httpAsleep: /sleep, or
+// /release_kv_cache_memory) and the wake, and the GiB released; nil when
+// the servers reported nothing.
+func (p *Env) engine(ctx context.Context, asleep []*pool.Transition, wake *pool.Transition, from, to pool.EngineMark, httpAsleep, httpWake, released float64) *record.Engine {
+	e := p.pool.Engine().Account(ctx, asleep, wake, from, to)
 	if e != nil {
 		e.Disagreements = disagreements(e, httpAsleep, httpWake, released, p.cfg.Protocol.EngineTolerancePercent)
 	}

@@ -70,8 +70,8 @@ func (p *pauser) kvCycle(ctx context.Context, label string) (record.Cycle, strin
 	if err != nil {
 		return c, "memory read", err
 	}
-	_, wd, step, err := p.wakeToFirstToken(ctx, &c, label, pool.WakeKV())
-	c.WakeAPIS = wd.Seconds()
+	wake, step, err := p.wakeToFirstToken(ctx, &c, label, pool.WakeKV())
+	c.WakeAPIS = wake.Took.Seconds()
 	if step == "wake" {
 		step = "wake_up?tags=kv_cache"
 	}
@@ -81,7 +81,7 @@ func (p *pauser) kvCycle(ctx context.Context, label string) (record.Cycle, strin
 	// The engine's account of the release and the wake (vLLM ≥ 0.32's
 	// operation metrics, #52864: operation release_kv_cache_memory, then
 	// wake), after the first token as a sleep cycle's.
-	c.Engine = p.engine(ctx, mark, mark, true, c.ReleaseS, c.WakeAPIS, ms.ReleasedGiB)
+	c.Engine = p.engine(ctx, []*pool.Transition{pt, ms.T}, wake, mark, mark, c.ReleaseS, c.WakeAPIS, ms.ReleasedGiB)
 	if err := p.verify(ctx, record.PhaseKVRelease, label); err != nil {
 		return c, "correctness replay", err
 	}

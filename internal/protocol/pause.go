@@ -167,8 +167,9 @@ func (p *pauser) pauseCycle(ctx context.Context, label string) (record.Cycle, st
 	accepted, collect, stop := p.holdProbe(ctx, label)
 	defer stop()
 	accepted() // the wake goes out once the server holds the probe: nothing of the harness's inside held_request_s
-	tw, wd, step, err := p.wakeToFirstToken(ctx, &c, label, pool.Wake())
-	c.WakeAPIS = wd.Seconds()
+	wake, step, err := p.wakeToFirstToken(ctx, &c, label, pool.Wake())
+	tw := wake.Sent
+	c.WakeAPIS = wake.Took.Seconds()
 	if err != nil {
 		return c, step, err
 	}

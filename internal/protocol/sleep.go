@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/pool"
@@ -122,12 +121,12 @@ func (p *Env) cycle(ctx context.Context, label string, level int) (record.Cycle,
 	if err != nil {
 		return c, "sleep", err
 	}
-	_, wd, step, err := p.wakeToFirstToken(ctx, &c, label, pool.Wake())
-	c.WakeAPIS = wd.Seconds()
+	wake, step, err := p.wakeToFirstToken(ctx, &c, label, pool.Wake())
+	c.WakeAPIS = wake.Took.Seconds()
 	if err != nil {
 		return c, step, err
 	}
-	c.Engine = p.engine(ctx, mark, mark, true, c.SleepS, c.WakeAPIS, ms.ReleasedGiB)
+	c.Engine = p.engine(ctx, []*pool.Transition{ms.T}, wake, mark, mark, c.SleepS, c.WakeAPIS, ms.ReleasedGiB)
 	if err := p.verify(ctx, phase, label); err != nil {
 		return c, "correctness replay", err
 	}
@@ -138,24 +137,23 @@ func (p *Env) cycle(ctx context.Context, label string, level int) (record.Cycle,
 // wakeToFirstToken wakes label with op (pool.Wake or pool.WakeKV),
 // sending the probe at the wake's answer, before the harness's
 // verification reads (pool.Transition.Verify), and sets the cycle's wake →
-// first token. It returns when the wake was sent, its answer's time and,
-// on error, the step that failed: a verification that fails is the wake's
+// first token. It returns the wake (never nil: its Sent and Took, its
+// engine's account) and, on error, the step that failed: a verification that fails is the wake's
 // error, whatever the probe met.
-func (p *Env) wakeToFirstToken(ctx context.Context, c *record.Cycle, label string, op pool.Op) (tw time.Time, wd time.Duration, step string, err error) {
-	t, err := p.pool.Do(ctx, label, op)
-	tw, wd = t.Sent, t.Took
+func (p *Env) wakeToFirstToken(ctx context.Context, c *record.Cycle, label string, op pool.Op) (t *pool.Transition, step string, err error) {
+	t, err = p.pool.Do(ctx, label, op)
 	if err != nil {
-		return tw, wd, "wake", err
+		return t, "wake", err
 	}
 	s, perr := p.pool.Requests().Probe(ctx, label)
 	if err := t.Verify(ctx); err != nil {
-		return tw, wd, "wake", err
+		return t, "wake", err
 	}
 	if perr != nil {
-		return tw, wd, "first token after wake", perr
+		return t, "first token after wake", perr
 	}
-	c.ToFirstTokenS = s.Tokens[0].Sub(tw).Seconds()
-	return tw, wd, "", nil
+	c.ToFirstTokenS = s.Tokens[0].Sub(t.Sent).Seconds()
+	return t, "", nil
 }
 
 // sleepChecks: every cycle succeeded; wake → first token p95, residual median

@@ -215,7 +215,7 @@ func (p Soak) soakCycle(ctx context.Context, m *energy.Meter, i int, from, to st
 	if err := asleep(); err != nil {
 		return fail(from, "memory of "+from+" asleep", err)
 	}
-	c.Engine = p.engine(ctx, markFrom, markTo, false, c.SleepS, c.WakeS, ms.ReleasedGiB)
+	c.Engine = p.engine(ctx, []*pool.Transition{ms.T}, t, markFrom, markTo, c.SleepS, c.WakeS, ms.ReleasedGiB)
 	if err := p.verify(ctx, record.PhaseSoak, to); err != nil {
 		return fail(to, "correctness replay", err)
 	}

@@ -60,7 +60,7 @@ func meteredSleep(ctx context.Context, f *pool.Pool, m *energy.Meter, label stri
 		return nil, e0, ea, nil, err
 	}
 	t, err := pend.Send(ctx)
-	ms.Sent, ms.Took = t.Sent, t.Took
+	ms.Sent, ms.Took, ms.T = t.Sent, t.Took, t
 	if err != nil {
 		return ms, e0, ea, nil, err
 	}
@@ -138,8 +138,10 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 			first = s.Tokens[0]
 		}
 	}
+	var wake *pool.Transition // nil: to was awake
 	if p.pool.Asleep(to) {
 		t, err := p.pool.Do(ctx, to, pool.Wake())
+		wake = t
 		ho.WakeS = t.Took.Seconds()
 		if err != nil {
 			return ho, to, "wake " + dir, err
@@ -161,13 +163,14 @@ func (p *Env) handoff(ctx context.Context, m *energy.Meter, from, to string) (ho
 	ho.ToFirstTokenS -= held.Seconds() // the sleep's confirmation, device-delta's read, the energy reads
 
 	released := math.NaN()
+	var asleep []*pool.Transition // none: the first activation
 	if ms != nil {
 		if _, err := p.finishSleep(ctx, ms); err != nil {
 			return ho, from, "memory of " + from + " asleep", err
 		}
-		released = ms.ReleasedGiB
+		released, asleep = ms.ReleasedGiB, []*pool.Transition{ms.T}
 	}
-	ho.Engine = p.engine(ctx, markFrom, markTo, false, ho.SleepS, ho.WakeS, released)
+	ho.Engine = p.engine(ctx, asleep, wake, markFrom, markTo, ho.SleepS, ho.WakeS, released)
 	if err := p.verify(ctx, record.PhaseSwitch, to); err != nil {
 		return ho, to, "correctness replay " + dir, err
 	}
