@@ -94,7 +94,8 @@ func TestEstimate(t *testing.T) {
 
 // TestCheckTimeout: go test's default 10-minute -timeout cannot hold the
 // reference protocol on real vLLM: refused at once, naming -timeout 0 and
-// make gpu; no timeout, a long enough one or the simulator pass.
+// make gpu; no timeout, a long enough one or the simulator pass; a variant
+// run is reckoned per variant and block.
 func TestCheckTimeout(t *testing.T) {
 	c := gpuDefault()
 	err := c.CheckTimeout(10 * time.Minute)
@@ -104,6 +105,21 @@ func TestCheckTimeout(t *testing.T) {
 	assert.NoError(t, c.CheckTimeout(0), "-timeout 0: no limit")
 	assert.NoError(t, c.CheckTimeout(3*time.Hour))
 	assert.NoError(t, SimDefault().CheckTimeout(10*time.Minute), "make test's simulated run")
+
+	// A variant run is the protocol once per variant in each block: two
+	// variants in four blocks, eight runs, by hand. A -timeout that holds
+	// one run refuses it, naming the count.
+	one, _ := c.Estimate()
+	v := c
+	v.Variants = []Variant{{Name: "v0.31"}, {Name: "v0.33"}}
+	v.Protocol.VariantBlocks = 4
+	all, how := v.Estimate()
+	assert.InDelta(t, 8*one.Seconds(), all.Seconds(), 0.001, how)
+	assert.Contains(t, how, "run 8 times (2 variants in 4 blocks)")
+	assert.NoError(t, c.CheckTimeout(2*one))
+	err = v.CheckTimeout(2 * one)
+	assert.ErrorContains(t, err, "run 8 times (2 variants in 4 blocks)")
+	assert.ErrorContains(t, err, "-timeout 0")
 }
 
 // TestNoGPUHardware: the gpu-tag hardware tests skip, naming where it was
