@@ -382,10 +382,6 @@ func TestOutputs(t *testing.T) {
 	// phase's window (phases.Unwindowed: the level-1 releases, the device's
 	// peak, the host load over each window), and carries only units its
 	// family declares (phases.Family.Units).
-	unwindowed := map[string]phases.Family{}
-	for _, f := range phases.Unwindowed() {
-		unwindowed[f.Base] = f
-	}
 	have := phases.Have{Memory: haveMemory, GPUs: cfg.GPUs > 1}
 	lines := map[string]int{}            // the lines of each family, by ID
 	seen := map[string]map[string]bool{} // the units on them
@@ -394,13 +390,13 @@ func TestOutputs(t *testing.T) {
 		case *benchfmt.SyntaxError:
 			t.Errorf("bench.txt: %v", rec)
 		case *benchfmt.Result:
-			base, _ := rec.Name.Parts()
-			f, ph, ok := phases.FamilyOf(rec.Name.String())
-			if ok {
-				assert.Contains(t, raw.Phases, ph, "%s: phase %s wrote it and did not run", rec.Name, ph)
-			} else if f, ok = unwindowed[string(base)]; !ok {
+			f, ph, ok := phases.LineFamily(rec.Name.String())
+			if !ok {
 				t.Errorf("%s: of no phase's bench families (phases.Phase.Bench) nor phases.Unwindowed", rec.Name)
 				continue
+			}
+			if ph != "" {
+				assert.Contains(t, raw.Phases, ph, "%s: phase %s wrote it and did not run", rec.Name, ph)
 			}
 			lines[f.ID()]++
 			if seen[f.ID()] == nil {

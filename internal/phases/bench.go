@@ -87,11 +87,11 @@ func (f Family) Possible(h Have) bool {
 	return false
 }
 
-// units are the named units, each needing nothing.
-func units(names ...string) []Unit {
+// units are the named units, each needing n.
+func units(n Needs, names ...string) []Unit {
 	out := make([]Unit, len(names))
-	for i, n := range names {
-		out[i] = Unit{Name: n}
+	for i, name := range names {
+		out[i] = Unit{Name: name, Needs: n}
 	}
 	return out
 }
@@ -100,7 +100,7 @@ func units(names ...string) []Unit {
 // tok/s, each request's TTFT, TPOT and output tokens over its time.
 func serve(phase string) []Family {
 	return []Family{{Base: "Serve", Key: "stage", Value: phase, PerModel: true,
-		Units: units(report.UnitTPS, report.UnitTTFT, report.UnitTPOT, report.UnitReqTPS)}}
+		Units: units(0, report.UnitTPS, report.UnitTTFT, report.UnitTPOT, report.UnitReqTPS)}}
 }
 
 // sleepAt is the family of a phase's sleep cycles at level (bench.txt's
@@ -110,7 +110,7 @@ func serve(phase string) []Family {
 // whole), level 0's held request and KV-only release's call with what
 // each freed.
 func sleepAt(level int) []Family {
-	us := append(units(report.UnitSleep, report.UnitWake, report.UnitFirstToken), Unit{report.UnitResidual, NeedsMemory})
+	us := append(units(0, report.UnitSleep, report.UnitWake, report.UnitFirstToken), Unit{report.UnitResidual, NeedsMemory})
 	switch level {
 	case 0:
 		us = append(us, Unit{report.UnitHeld, 0}, Unit{report.UnitFreed, NeedsMemory})
@@ -133,7 +133,7 @@ func Unwindowed() []Family {
 		// Memory/device: the peak, which TestOutputs's run has not summed
 		// yet (the run's Close does).
 		{Base: "Memory", Units: []Unit{{report.UnitRelease, NeedsMemory}, {report.UnitPeak, NeedsMemory | Sometimes}}},
-		{Base: record.HostBench, Units: units(report.UnitOthersCPU, report.UnitWaitPerRun)},
+		{Base: record.HostBench, Units: units(0, report.UnitOthersCPU, report.UnitWaitPerRun)},
 	}
 }
 
@@ -141,17 +141,10 @@ func Unwindowed() []Family {
 // as bench.txt goes: the Kubernetes phase (TestKubernetes, package
 // kubephase) and its families; the soak (TestSoak) writes none.
 func elsewhere() []Phase {
-	sometimes := func(names ...string) []Unit {
-		us := units(names...)
-		for i := range us {
-			us[i].Needs = Sometimes
-		}
-		return us
-	}
 	return []Phase{{Name: record.PhaseKubernetes, Bench: []Family{
-		{Base: "PodStart", Units: sometimes(report.UnitFirstToken, report.UnitScheduled, report.UnitRoutable)},
-		{Base: "PodRestart", Units: sometimes(report.UnitReady, report.UnitFirstToken)},
-		{Base: "PodSwitch", Units: sometimes(report.UnitSleep, report.UnitWake, report.UnitFirstToken, report.UnitRoutable)},
+		{Base: "PodStart", Units: units(Sometimes, report.UnitFirstToken, report.UnitScheduled, report.UnitRoutable)},
+		{Base: "PodRestart", Units: units(Sometimes, report.UnitReady, report.UnitFirstToken)},
+		{Base: "PodSwitch", Units: units(Sometimes, report.UnitSleep, report.UnitWake, report.UnitFirstToken, report.UnitRoutable)},
 	}}}
 }
 
@@ -180,6 +173,22 @@ func FamilyOf(name string) (f Family, phase string, ok bool) {
 	for _, o := range owned() {
 		if o.Base == base && (o.Key == "" || keys[o.Key] == o.Value) {
 			return o.Family, o.phase, true
+		}
+	}
+	return Family{}, "", false
+}
+
+// LineFamily is the family of any bench.txt line: a phase's (FamilyOf,
+// with the phase) or one of no phase's window (Unwindowed, phase ""); ok
+// is false for a line of neither.
+func LineFamily(name string) (f Family, phase string, ok bool) {
+	if f, phase, ok = FamilyOf(name); ok {
+		return f, phase, true
+	}
+	base, _ := record.BenchKeys(name)
+	for _, u := range Unwindowed() {
+		if u.Base == base {
+			return u, "", true
 		}
 	}
 	return Family{}, "", false

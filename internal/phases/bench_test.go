@@ -156,3 +156,28 @@ func familyNamed(id string) (Family, bool) {
 	}
 	return Family{}, false
 }
+
+// TestLineFamily: a phase's line is of its phase's family; the level-1
+// releases, the device's peak and the host load of no phase's; a line of
+// neither of none.
+func TestLineFamily(t *testing.T) {
+	for name, want := range map[string]struct {
+		id, phase string
+		ok        bool
+	}{
+		"Sleep/model=A/level=1":                   {"Sleep/level=1", "sleep-level1", true},
+		"PodSwitch/dir=A→B":                       {"PodSwitch", "kubernetes", true},
+		"Memory/model=A":                          {"Memory", "", true},
+		"Memory/device":                           {"Memory", "", true},
+		record.HostWindowBench + "A-sleep-level1": {record.HostBench, "", true},
+		"Serve/model=A/stage=no-such/conc=4":      {"", "", false},
+		"Nope/model=A":                            {"", "", false},
+	} {
+		f, phase, ok := LineFamily(name)
+		assert.Equal(t, want.ok, ok, name)
+		if want.ok {
+			assert.Equal(t, want.id, f.ID(), name)
+			assert.Equal(t, want.phase, phase, name)
+		}
+	}
+}

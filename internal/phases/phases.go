@@ -148,7 +148,7 @@ func List() []Phase {
 func phaseList() []Phase {
 	return []Phase{
 		{Name: record.PhaseRestart, Doc: "1 initial + `restart_warm` (2) warm starts: spawn → `/health` 200 → first token; other models asleep; the last start stays up",
-			Plan: perModelPlan(restartPlan), Holds: holds(restartHolds), Bench: []Family{{Base: "Restart", PerModel: true, Units: units(report.UnitReady, report.UnitFirstToken)}}, Steps: func(on On) []Step { return perModel(on, protocol.Restart{Env: on.Env}.Run) }},
+			Plan: perModelPlan(restartPlan), Holds: holds(restartHolds), Bench: []Family{{Base: "Restart", PerModel: true, Units: units(0, report.UnitReady, report.UnitFirstToken)}}, Steps: func(on On) []Step { return perModel(on, protocol.Restart{Env: on.Env}.Run) }},
 		{Name: record.PhaseBaseline, Doc: "serving at each `concurrency` (1, 4): `rounds` (2) × `requests_per_round` (8), prompt ≈ 26 tokens, `max_tokens` 128 with `ignore_eos`; other models asleep; in a server process that has never slept (one that has, as the restart phase leaves all but the last model, is started afresh first); then the engine-health burst (`health_requests`, 4), what each kind of wake's is compared with",
 			Plan: perModelPlan(servingPlan(record.PhaseBaseline)), Holds: holds(servingHolds), Bench: serve(record.PhaseBaseline), Steps: func(on On) []Step { return perModel(on, protocol.Baseline{Env: on.Env}.Run) }},
 		{Name: record.PhaseSleepL1, Doc: "`sleep_l1_cycles` (5) × (sleep level 1, hold `settle_s`, read residual, wake, probe first token, hold)",
@@ -173,8 +173,8 @@ func phaseList() []Phase {
 				return ""
 			},
 			Plan: perModelPlan(stateCostPlan), Holds: costHolds, Bench: []Family{
-				{Base: "Cost", PerModel: true, Units: []Unit{{report.UnitPower, NeedsMemory}, {report.UnitHostGiB, 0}, {report.UnitHostLockedGiB, 0}}},               // VmRSS and VmLck, read together
-				{Base: "Energy", PerModel: true, Units: []Unit{{report.UnitWakeJ, NeedsMemory}, {report.UnitSleepJ, NeedsMemory}, {report.UnitStartJ, NeedsMemory}}}, // the energy counter
+				{Base: "Cost", PerModel: true, Units: []Unit{{report.UnitPower, NeedsMemory}, {report.UnitHostGiB, 0}, {report.UnitHostLockedGiB, 0}}}, // VmRSS and VmLck, read together
+				{Base: "Energy", PerModel: true, Units: units(NeedsMemory, report.UnitWakeJ, report.UnitSleepJ, report.UnitStartJ)},                    // the energy counter
 			},
 			Steps: func(on On) []Step {
 				sc := statecost.Phase{Env: on.Env, CostSeries: on.Writers.Costs, FitTable: on.Writers.Fit}
@@ -196,7 +196,7 @@ func phaseList() []Phase {
 				}
 				return ""
 			},
-			Plan: switchPlan, Holds: holds(switchHolds), Bench: []Family{{Base: "Switch", Units: append(units(report.UnitSleep, report.UnitWake, report.UnitFirstToken), Unit{report.UnitSwitchJ, NeedsMemory})}}, Steps: func(on On) []Step { return whole(protocol.Switch{Env: on.Env}.Run) }},
+			Plan: switchPlan, Holds: holds(switchHolds), Bench: []Family{{Base: "Switch", Units: append(units(0, report.UnitSleep, report.UnitWake, report.UnitFirstToken), Unit{report.UnitSwitchJ, NeedsMemory})}}, Steps: func(on On) []Step { return whole(protocol.Switch{Env: on.Env}.Run) }},
 		{Name: record.PhaseTraffic, Doc: "all models: open-loop `traffic.arrivals` (Poisson) at `traffic.rate` (2 req/s) per model for `traffic.duration_s` (6 s) through a wake-on-demand router (one model awake, the others asleep at `traffic.sleep_level`); the same arrivals with every model awake (the ideal); then a sleep with `in_flight_requests` (4) decoding in each pause mode (abort, wait, keep)",
 			Plan: trafficPlan, Holds: holds(trafficHolds), Bench: []Family{{Base: "Traffic", Units: []Unit{{report.UnitFirstToken, 0}, {report.UnitTPOT, Sometimes}}}, {Base: "TrafficEnergy", Units: []Unit{{report.UnitJ, NeedsMemory}}}}, Steps: func(on On) []Step { return whole(on.Traffic.Run) }},
 	}

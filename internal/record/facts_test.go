@@ -12,24 +12,21 @@ import (
 // queued is a Collector of facts handed to it: the pool's log, for tests.
 type queued struct {
 	mu sync.Mutex // guards f
-	f  []Facts
+	f  Facts      // handed to it since the last Collect
 }
 
 func (q *queued) add(f Facts) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.f = append(q.f, f)
+	q.f.Merge(f)
 }
 
 func (q *queued) Collect() Facts {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	var all Facts
-	for _, f := range q.f {
-		all.Merge(f)
-	}
-	q.f = nil
-	return all
+	out := q.f
+	q.f = Facts{}
+	return out
 }
 
 // TestRegisterGathers: what a collector learned is in the record at the

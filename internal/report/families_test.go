@@ -69,23 +69,16 @@ func TestGateKnowsEveryBenchmark(t *testing.T) {
 // TestLinesAreOfTheirFamilies: every line of every kind (the golden
 // record's, level-0 and KV-only release cycles, a model across two GPUs,
 // the Kubernetes phase's, traffic's) is of a family a phase declares
-// (phases.FamilyOf) or of one of no window (phases.Unwindowed), and
+// or of one of no window (phases.LineFamily), and
 // carries only units its family declares: TestOutputs holds a real run's
 // lines to the same, but a run has no Kubernetes phase and one GPU.
 func TestLinesAreOfTheirFamilies(t *testing.T) {
-	unwindowed := map[string]phases.Family{}
-	for _, f := range phases.Unwindowed() {
-		unwindowed[f.Base] = f
-	}
 	seen := map[string]bool{}
 	for _, raw := range report.EveryKindOfLine() {
 		for _, r := range report.BenchResults(raw) {
-			base, _ := r.Name.Parts()
-			f, _, ok := phases.FamilyOf(r.Name.String())
-			if !ok {
-				if f, ok = unwindowed[string(base)]; !assert.True(t, ok, "%s: of no family", r.Name) {
-					continue
-				}
+			f, _, ok := phases.LineFamily(r.Name.String())
+			if !assert.True(t, ok, "%s: of no family", r.Name) {
+				continue
 			}
 			for _, v := range r.Values {
 				seen[f.ID()+" "+v.Unit] = true
