@@ -390,7 +390,7 @@ func TestOutputs(t *testing.T) {
 		case *benchfmt.SyntaxError:
 			t.Errorf("bench.txt: %v", rec)
 		case *benchfmt.Result:
-			f, ph, ok := phases.LineFamily(rec.Name.String())
+			f, ph, ok := phases.LineFamily(record.ParseBenchName(rec.Name.String())) // a file's names, split where it is read
 			if !ok {
 				t.Errorf("%s: of no phase's bench families (phases.Phase.Bench) nor phases.Unwindowed", rec.Name)
 				continue

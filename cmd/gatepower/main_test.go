@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/wakebench/wakebench/internal/gate"
+	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/testmain"
 )
 
@@ -147,7 +148,7 @@ func TestTableMeetsItsGoalsOnRunsAsTheGateModelsThem(t *testing.T) {
 func TestInjectKeepsTheWaves(t *testing.T) {
 	k := tailKey
 	xs := []float64{20, 21, 22, 23, 10, 10.1, 10.2, 10.3, 30, 30.3, 30.6, 30.9, 10.2, 10, 10.4, 10.1}
-	r := gate.Run{Bench: gate.Bench{Values: map[gate.BenchKey][]float64{k: slices.Clone(xs), {Name: k.Name, Unit: "tok/s"}: {1, 1}}}}
+	r := gate.Run{Bench: benchOf(map[gate.BenchKey][]float64{k: xs, {Name: k.Name, Unit: "tok/s"}: {1, 1}})}
 	m0, _ := r.Stat(k, gate.StatMedian)
 	assert.InDelta(t, 10.25, m0, 1e-12, "the later waves' median: (10.2 + 10.3) / 2")
 	t0, _ := r.Stat(k, gate.StatP95)
@@ -188,7 +189,7 @@ func TestInjectMovesExactlyItsStatistic(t *testing.T) {
 		for i := range xs {
 			xs[i] = float64(i + 1)
 		}
-		r := gate.Run{Bench: gate.Bench{Values: map[gate.BenchKey][]float64{k: xs}}}
+		r := gate.Run{Bench: benchOf(map[gate.BenchKey][]float64{k: xs})}
 		for _, c := range []struct {
 			stat   string
 			better int
@@ -206,4 +207,14 @@ func TestInjectMovesExactlyItsStatistic(t *testing.T) {
 			assert.Equal(t, float64(n), xs[n-1], "the run injected into is left as it was")
 		}
 	}
+}
+
+// benchOf is a Bench of vals, each name split as a bench file's is read
+// (its samples copied).
+func benchOf(vals map[gate.BenchKey][]float64) gate.Bench {
+	var b gate.Bench
+	for k, xs := range vals {
+		b.Add(record.ParseBenchName(k.Name), k.Unit, xs...)
+	}
+	return b
 }

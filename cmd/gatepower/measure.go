@@ -602,7 +602,7 @@ func loadSummary(sc map[string][]gate.Run) string {
 		var xs []float64
 		for _, r := range sc[name] {
 			for k, v := range r.Bench.Values {
-				if strings.HasPrefix(k.Name, record.HostWindowBench) && k.Unit == record.UnitOthersCPU && len(v) > 0 {
+				if r.Bench.Name(k.Name).Base == record.HostBench && k.Unit == record.UnitOthersCPU && len(v) > 0 {
 					xs = append(xs, v[0])
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/wakebench/wakebench/internal/config"
+	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/variants"
 )
 
@@ -118,7 +119,7 @@ func variantRow(what string, cs []variants.Comparison, wakeOnly bool, goal strin
 		for _, m := range c.Metrics {
 			if m.Verdict != variants.NotJudge {
 				n++
-				if strings.HasPrefix(m.Name, "Sleep/") && m.Unit == "sec/wake" {
+				if sleepWake(m) {
 					detect = append(detect, m.DetectPct)
 					if b := variants.BlocksFor(m, slowWakePct, c.TolerancePct, c.Alpha, maxBlocks); b > 0 {
 						need = append(need, float64(b))
@@ -128,7 +129,7 @@ func variantRow(what string, cs []variants.Comparison, wakeOnly bool, goal strin
 			switch {
 			case !m.Focus: // shown, not gated: it flags nothing
 			case wakeOnly:
-				hit = hit || m.Verdict == variants.Worse && strings.HasPrefix(m.Name, "Sleep/") && m.Unit == "sec/wake"
+				hit = hit || m.Verdict == variants.Worse && sleepWake(m)
 			default:
 				hit = hit || m.Verdict == variants.Worse || m.Verdict == variants.Better
 			}
@@ -218,4 +219,10 @@ func variantRows(out string, m *measurement, rejudge bool) error {
 		}
 	}
 	return nil
+}
+
+// sleepWake says whether m is a sleep cycle's wake figure (Sleep … sec/wake),
+// its name split as comparison.json, the file it was read from, holds it.
+func sleepWake(m variants.Metric) bool {
+	return record.ParseBenchName(m.Name).Base == "Sleep" && m.Unit == "sec/wake"
 }

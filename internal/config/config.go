@@ -574,6 +574,16 @@ func Decode(b []byte, cfg *Config) error {
 
 var labelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
 
+// underLast is s with its last "-" an "_".
+func underLast(s string) string {
+	i := strings.LastIndexByte(s, '-')
+	return s[:i] + "_" + s[i+1:]
+}
+
+// procsLikeRE is a label's end that benchfmt reads as go test's
+// -GOMAXPROCS suffix of a benchmark name (benchfmt.Name.Parts).
+var procsLikeRE = regexp.MustCompile(`-[0-9]+$`)
+
 // Validate checks every value; the error names the key and what to change,
 // one line per problem, section by section in this order.
 func (c Config) Validate() error {
@@ -671,6 +681,8 @@ func (c Config) validateModels(bad badFunc) {
 		key := fmt.Sprintf("models[%d]", i)
 		if !labelRE.MatchString(m.Label) {
 			bad(key+".label", "%q: use letters, digits, - or _ (e.g. \"A\")", m.Label)
+		} else if procsLikeRE.MatchString(m.Label) {
+			bad(key+".label", "%q ends in - and digits, which bench.txt's readers (benchstat, the regression gate) take for go test's GOMAXPROCS suffix of a name that ends in it (BenchmarkMemory/model=<label>): end it otherwise (e.g. %q)", m.Label, underLast(m.Label))
 		} else if labels[m.Label] {
 			bad(key+".label", "%q used twice: labels must be unique", m.Label)
 		}

@@ -130,6 +130,7 @@ func TestBadInputNamesTheKey(t *testing.T) {
 		{"text after the object", `{"protocol": {}} {}`, nil, []string{"not a JSON object: text follows the object"}},
 		{"zero count", `{"protocol": {"sleep_l1_cycles": 0}}`, nil, []string{"protocol.sleep_l1_cycles: 0: must be at least 1"}},
 		{"negative concurrency", `{"protocol": {"concurrency": [1, -4]}}`, nil, []string{"protocol.concurrency[1]"}},
+		{"a label read as GOMAXPROCS", `{"models": [{"label":"m-12","name":"x","gpu_memory_utilization":0.4},{"label":"m-a","name":"y","gpu_memory_utilization":0.4}]}`, nil, []string{`models[0].label: "m-12" ends in - and digits, which bench.txt's readers (benchstat, the regression gate) take for go test's GOMAXPROCS suffix of a name that ends in it (BenchmarkMemory/model=<label>): end it otherwise (e.g. "m_12")`}},
 		{"duplicate label", `{"models": [{"label":"A","name":"x","gpu_memory_utilization":0.4},{"label":"A","name":"y","gpu_memory_utilization":0.4}]}`, nil, []string{`models[1].label: "A" used twice`}},
 		{"duplicate port", `{"models": [{"label":"A","name":"x","port":8001,"gpu_memory_utilization":0.4},{"label":"B","name":"y","port":8001,"gpu_memory_utilization":0.4}]}`, nil, []string{"models[1].port: 8001 already used by model A"}},
 		{"missing name", `{"models": [{"label":"A","gpu_memory_utilization":0.4}]}`, nil, []string{"models[0].name: missing"}},
@@ -423,4 +424,13 @@ func TestBoolFlag(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, BoolFlag(tc.args, f), "%q", tc.args)
 	}
+}
+
+// TestLabelsThatEndInADigit: a label may end in a digit, or hold a "-",
+// as long as it does not end in "-" and digits (TestBadInputNamesTheKey).
+func TestLabelsThatEndInADigit(t *testing.T) {
+	p := writeFile(t, `{"models": [{"label":"m1","name":"a","gpu_memory_utilization":0.3},{"label":"m-a","name":"b","gpu_memory_utilization":0.3},{"label":"A_1","name":"c","gpu_memory_utilization":0.3}]}`)
+	c, err := Load(env(map[string]string{EnvFile: p}))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"m1", "m-a", "A_1"}, []string{c.Models[0].Label, c.Models[1].Label, c.Models[2].Label})
 }

@@ -10,39 +10,72 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/wakebench/wakebench/internal/record"
+	"github.com/wakebench/wakebench/internal/report"
+
 	"golang.org/x/perf/benchfmt"
 )
 
-// BenchKey is a benchmark name (without "Benchmark" and without go test's
-// -GOMAXPROCS suffix, so go test -bench output compares with bench.txt)
-// and a unit as written.
+// BenchKey is a benchmark name (without "Benchmark"; read from a file,
+// without go test's -GOMAXPROCS suffix, FileName, so go test -bench
+// output compares with bench.txt) and a unit as written.
 type BenchKey struct{ Name, Unit string }
 
 // Bench is what a benchfmt stream holds, per benchmark and unit.
 type Bench struct {
 	Values map[BenchKey][]float64
-	Meta   benchfmt.UnitMetadataMap
-	CPU    string // go test's "cpu:" line, "" when absent
+	// Names are each benchmark's name as fields, by its name as written:
+	// a run's own lines carry them (BenchOf), a file's names are split
+	// once where the file is read (ReadBench). The gate reads a name's
+	// base and keys here (Name), never from the string.
+	Names map[string]record.BenchName
+	Meta  benchfmt.UnitMetadataMap
+	CPU   string // go test's "cpu:" line, "" when absent
 	// Simulated is bench.txt's "simulated:" config line, "" when absent.
 	Simulated string
 }
 
 func newBench() Bench {
-	return Bench{Values: map[BenchKey][]float64{}, Meta: benchfmt.UnitMetadataMap{}}
+	return Bench{Values: map[BenchKey][]float64{}, Names: map[string]record.BenchName{}, Meta: benchfmt.UnitMetadataMap{}}
 }
 
-// BenchOf is the Bench of a run's own results and unit metadata, in
-// memory (report.BenchResults, report.BenchUnits): what ReadBench reads
-// back from the bench.txt they are written to, without the file.
-func BenchOf(units []*benchfmt.UnitMetadata, results []*benchfmt.Result) Bench {
+// BenchOf is the Bench of result lines and unit metadata, each name's
+// fields as the lines carry them: a run's own, in memory
+// (report.BenchResults, report.BenchUnits), which is what ReadBench reads
+// back from the bench.txt they are written to, without the file; or a
+// file's, read by a caller that splits each name with FileName.
+func BenchOf(units []*benchfmt.UnitMetadata, lines []report.BenchLine) Bench {
 	b := newBench()
 	for _, m := range units {
 		b.addMeta(m)
 	}
-	for _, r := range results {
-		b.add(r)
+	for _, l := range lines {
+		b.add(l.Name, l.Result)
 	}
 	return b
+}
+
+// Add appends samples xs of unit to the benchmark named n.
+func (b *Bench) Add(n record.BenchName, unit string, xs ...float64) {
+	if b.Values == nil {
+		b.Values = map[BenchKey][]float64{}
+	}
+	if b.Names == nil {
+		b.Names = map[string]record.BenchName{}
+	}
+	name := n.String()
+	b.Names[name] = n
+	k := BenchKey{name, unit}
+	b.Values[k] = append(b.Values[k], xs...)
+}
+
+// Name is the fields of a benchmark b holds, by its name as written; of
+// one it does not hold, the whole name as its base, with no key.
+func (b Bench) Name(name string) record.BenchName {
+	if n, ok := b.Names[name]; ok {
+		return n
+	}
+	return record.BenchName{Base: name}
 }
 
 func (b *Bench) addMeta(m *benchfmt.UnitMetadata) {
@@ -51,22 +84,21 @@ func (b *Bench) addMeta(m *benchfmt.UnitMetadata) {
 }
 
 // add collects one result line's values per benchmark and unit, as
-// written (OrigUnit where benchfmt tidied it).
-func (b *Bench) add(rec *benchfmt.Result) {
+// written (OrigUnit where benchfmt tidied it), under its name's fields n
+// (of a file's line, without go test's -GOMAXPROCS suffix: ReadBench).
+func (b *Bench) add(n record.BenchName, rec *benchfmt.Result) {
 	if c := rec.GetConfig("cpu"); c != "" {
 		b.CPU = c
 	}
 	if c := rec.GetConfig("simulated"); c != "" {
 		b.Simulated = c
 	}
-	name := procsSuffix.ReplaceAllString(rec.Name.String(), "")
 	for _, v := range rec.Values {
 		unit, val := v.Unit, v.Value
 		if v.OrigUnit != "" {
 			unit, val = v.OrigUnit, v.OrigValue
 		}
-		k := BenchKey{name, unit}
-		b.Values[k] = append(b.Values[k], val)
+		b.Add(n, unit, val)
 	}
 }
 
@@ -80,6 +112,14 @@ func isJSON(head []byte) bool {
 }
 
 var procsSuffix = regexp.MustCompile(`-\d+$`)
+
+// FileName is the fields of a benchmark name read from a file (bench.txt,
+// go test -bench output): go test's -GOMAXPROCS suffix dropped, then split
+// (record.ParseBenchName), once, where the file is read; the gate reads
+// the fields from then on. A run's own lines carry theirs.
+func FileName(n benchfmt.Name) record.BenchName {
+	return record.ParseBenchName(procsSuffix.ReplaceAllString(n.String(), ""))
+}
 
 // ReadBench collects every value of a benchfmt stream (bench.txt, go test
 // -bench output, scripts/peers.sh lines) per benchmark and unit as
@@ -112,7 +152,7 @@ func readBench(r io.Reader, file string, judged bool) (Bench, error) {
 			if judged {
 				errs = append(errs, refuseSamples(rec)...)
 			}
-			out.add(rec)
+			out.add(FileName(rec.Name), rec)
 		}
 	}
 	if err := rd.Err(); err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // The machine's load over each phase window, as bench.txt carries it
-// (record.HostWindowBench: Host/window=<window> with %-others-cpu and
+// (record.HostWindowName: Host/window=<window> with %-others-cpu and
 // wait/run, package hostload). The gate reads it to tell a phase the
 // machine crowded from a slower code: a same-code rerun under a CPU hog on
 // both cores of a 2-core runner took +34 % on a level-1 sleep and +24 % on
@@ -41,8 +41,9 @@ type hostLoad struct{ others, wait float64 }
 func hostLoads(r Run) map[string]hostLoad {
 	out := map[string]hostLoad{}
 	for k, xs := range r.Bench.Values {
-		w, ok := strings.CutPrefix(k.Name, record.HostWindowBench)
-		if !ok || len(xs) == 0 {
+		n := r.Bench.Name(k.Name)
+		w := n.Get(record.HostWindowKey)
+		if n.Base != record.HostBench || w == "" || len(xs) == 0 {
 			continue
 		}
 		l := out[w]
@@ -69,7 +70,7 @@ func timed(unit string) bool {
 // loadIn is the load of the window a benchmark's samples were taken in:
 // its model's window of its phase, or for a phase over every model the one
 // window of that phase.
-func loadIn(loads map[string]hostLoad, name string) (hostLoad, string, bool) {
+func loadIn(loads map[string]hostLoad, name record.BenchName) (hostLoad, string, bool) {
 	model, phase, ok := phases.WindowOf(name)
 	if !ok {
 		return hostLoad{}, "", false
@@ -92,10 +93,11 @@ func loadIn(loads map[string]hostLoad, name string) (hostLoad, string, bool) {
 // a timed metric of no window with a load in r; a metric the load does
 // not bear on (memory, the host lines) has none and is ok.
 func (r Run) HostWindow(k BenchKey) (window string, ok bool) {
-	if !timed(k.Unit) || strings.HasPrefix(k.Name, record.HostWindowBench) {
+	n := r.Bench.Name(k.Name)
+	if !timed(k.Unit) || n.Base == record.HostBench {
 		return "", true
 	}
-	_, w, ok := loadIn(hostLoads(r), k.Name)
+	_, w, ok := loadIn(hostLoads(r), n)
 	return w, ok
 }
 
@@ -104,7 +106,7 @@ func (r Run) HostWindow(k BenchKey) (window string, ok bool) {
 // longer than in every baseline run (DisturbOthersPct, DisturbWaitRatio);
 // "" where it did not, or where this run or no baseline run measured the
 // window's load.
-func disturbed(base []map[string]hostLoad, cur map[string]hostLoad, name, unit string) string {
+func disturbed(base []map[string]hostLoad, cur map[string]hostLoad, name record.BenchName, unit string) string {
 	if !timed(unit) {
 		return ""
 	}
@@ -137,11 +139,11 @@ func disturbed(base []map[string]hostLoad, cur map[string]hostLoad, name, unit s
 // drift (under a CPU hog one run's six traffic first tokens agreed to 7 %
 // while same-code runs' medians stood 14 to 19 ms apart); "" where it was
 // quiet, the metric is not timed, or the load was not measured.
-func busyBaseline(loads map[string]hostLoad, k BenchKey) string {
-	if !timed(k.Unit) {
+func busyBaseline(loads map[string]hostLoad, name record.BenchName, unit string) string {
+	if !timed(unit) {
 		return ""
 	}
-	l, w, ok := loadIn(loads, k.Name)
+	l, w, ok := loadIn(loads, name)
 	if !ok || l.others < DisturbOthersPct {
 		return ""
 	}

@@ -262,7 +262,7 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 				len(lack), len(base), some(lack, 3), len(runs))
 		}
 		if v.Better != 0 {
-			v.Disturbed = disturbed(baseLoads, curLoads, k.Name, k.Unit)
+			v.Disturbed = disturbed(baseLoads, curLoads, cur.Bench.Name(k.Name), k.Unit)
 		}
 		if len(runs) >= 2 {
 			tail, ratioTail := tailed(runs, cur, k, split)
@@ -297,7 +297,7 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 			floors[i] = noiseFloors(runs[0])
 		}
 		v.oneRunFloor(runs[0], k, floors[i], split)
-		if why := busyBaseline(baseLoads[i], k); why != "" && !math.IsInf(v.MinPct, 1) {
+		if why := busyBaseline(baseLoads[i], cur.Bench.Name(k.Name), k.Unit); why != "" && !math.IsInf(v.MinPct, 1) {
 			v.busyFloor(why)
 		}
 		single = append(single, len(out))
@@ -342,7 +342,7 @@ func Judge(ctx context.Context, base []Run, cur Run, tolerancePct, alpha float64
 	priors := moderate(cases, out)
 	for _, c := range cases {
 		v := &out[c.i]
-		v.judgeRuns(c, priors[priorKey(v.Name, v.Unit)], tolerancePct, famAlpha)
+		v.judgeRuns(c, priors[c.group], tolerancePct, famAlpha)
 		if family > 1 && v.Better != 0 {
 			v.How += fmt.Sprintf("; Benjamini-Hochberg over the %d metrics the runs rule judges (α %.3g in all)", family, alpha)
 		}
@@ -564,11 +564,14 @@ type runsCase struct {
 	runs   []Run
 	meds   []float64 // every baseline run's statistic
 	key    BenchKey
-	median bool    // the statistic is the runs' median
-	w2     float64 // the variance of a run's median from its moments alone, on lg's scale, over the segment (momentsVar; 0: none)
-	nm     float64 // the moments a segment's run's median reads (momentsVar's common count)
-	splits []Split // E-Divisive's, before confirm
-	seg    int     // the segment's first run
+	median bool // the statistic is the runs' median
+	// oneProcess: the metric's samples are one process's level a run (Run.oneProcess)
+	oneProcess bool
+	group      string  // its variance prior's group (priorKey)
+	w2         float64 // the variance of a run's median from its moments alone, on lg's scale, over the segment (momentsVar; 0: none)
+	nm         float64 // the moments a segment's run's median reads (momentsVar's common count)
+	splits     []Split // E-Divisive's, before confirm
+	seg        int     // the segment's first run
 }
 
 // newRunsCase takes the metric's statistic st of every run and, in a
@@ -587,7 +590,7 @@ func newRunsCase(ctx context.Context, i int, runs []Run, cur Run, k BenchKey, al
 	// A serving metric's first wave is one event a run too, and a level-1
 	// sleep's level one draw of its process (oneProcess): five runs that
 	// drew one level cannot see the other.
-	few := len(samplesOf(cur, k, st, split)) < OneRunMinSamples || st != StatMedian || oneProcess(k)
+	few := len(samplesOf(cur, k, st, split)) < OneRunMinSamples || st != StatMedian || cur.oneProcess(k)
 	meds := make([]float64, len(runs))
 	for j, r := range runs {
 		few = few || len(samplesOf(r, k, st, split)) < OneRunMinSamples
@@ -598,7 +601,8 @@ func newRunsCase(ctx context.Context, i int, runs []Run, cur Run, k BenchKey, al
 	for j, m := range meds {
 		ys[j] = lg.to(m)
 	}
-	c := runsCase{i: i, few: few, waves: split, all: ys, y: lg.to(y), lg: lg, runs: runs, meds: meds, key: k, median: st == StatMedian}
+	c := runsCase{i: i, few: few, waves: split, all: ys, y: lg.to(y), lg: lg, runs: runs, meds: meds, key: k, median: st == StatMedian, oneProcess: cur.oneProcess(k),
+		group: priorKey(cur.Bench.Name(k.Name).Base, k.Unit)}
 	if len(meds) >= HistoryMinRuns {
 		splits, err := EDivisive(ctx, ys, alpha, 1)
 		if err != nil {
@@ -713,15 +717,14 @@ type prior struct {
 }
 
 // priorKey groups metrics whose relative run-to-run spread is alike: the
-// same phase (the benchmark's first name element) and quantity (the
+// same phase (the benchmark name's base) and quantity (the
 // unit's part before its "/"), e.g. every Sleep sec/sleep, sec/wake and
 // sec/first-token: a busier box stretches them alike. (A run's tail is
 // one event a run, as a few-sample metric is: it neither lends nor
 // borrows.)
-func priorKey(name, unit string) string {
-	phase, _, _ := strings.Cut(name, "/")
+func priorKey(base, unit string) string {
 	q, _, _ := strings.Cut(unit, "/")
-	return phase + " " + q + "/*"
+	return base + " " + q + "/*"
 }
 
 // PriorMinMetrics is the fewest metrics of a group a variance prior is
@@ -738,7 +741,7 @@ func moderate(cases []runsCase, vs []Verdict) map[string]prior {
 	s2s, ds := map[string][]float64{}, map[string][]float64{}
 	for _, c := range cases {
 		if c.k >= 2 && c.s2 > 0 && !c.few {
-			g := priorKey(vs[c.i].Name, vs[c.i].Unit)
+			g := c.group
 			s2s[g], ds[g] = append(s2s[g], c.s2), append(ds[g], float64(c.k-1))
 		}
 	}
@@ -886,7 +889,7 @@ func (v *Verdict) judgeRuns(c runsCase, pr prior, tolPct, alpha float64) {
 	v.How = fmt.Sprintf("t-test of this run's %s%s against the %s (prediction interval, %s%ss, run-to-run sd %.3g %%", what, of, c.where, space, what, 100*math.Sqrt(c.s2))
 	if moderated {
 		v.How += fmt.Sprintf(", moderated to %.3g %% with %.3g degrees of freedom by the prior of %d %s metrics: sd %.3g %% worth %.3g degrees of freedom",
-			100*math.Sqrt(s2), df, pr.n, priorKey(v.Name, v.Unit), 100*math.Sqrt(pr.s02), pr.d0)
+			100*math.Sqrt(s2), df, pr.n, c.group, 100*math.Sqrt(pr.s02), pr.d0)
 	}
 	if raised {
 		v.How += fmt.Sprintf(", raised to %.3g %%: a median of %.3g moments of the machine (cycles, handoffs, arrivals or waves of concurrent requests) scatters that much by their spread within the runs beyond their run's and their index's levels, about π/(2n)·σ²", 100*math.Sqrt(s2), c.nm)
@@ -901,7 +904,7 @@ func (v *Verdict) judgeRuns(c runsCase, pr prior, tolPct, alpha float64) {
 		moves := "a hiccup of the machine moves such a run's value whole"
 		v.Unjudged, v.NeedRuns = UnjudgedFewSamples, FewMinRuns-c.k
 		switch {
-		case v.Stat == StatMedian && oneProcess(BenchKey{Name: v.Name, Unit: v.Unit}):
+		case v.Stat == StatMedian && c.oneProcess:
 			what, moves = "a run's level-1 sleeps are one process's", "the process sets their level, each run one draw of it"
 			v.Unjudged = UnjudgedOneProcess
 		case v.Stat == StatMedian:
@@ -950,7 +953,7 @@ func cv(xs []float64) (float64, bool) {
 func noiseFloors(r Run) map[string]unitFloor {
 	cvs := map[string][]float64{}
 	for k := range r.Bench.Values {
-		if oneProcess(k) || openLoop(k) { // not gated on one run: its spread is no floor
+		if r.oneProcess(k) || r.openLoop(k) { // not gated on one run: its spread is no floor
 			continue
 		}
 		if c, ok := cv(samplesOf(r, k, StatMedian, true)); ok {
@@ -974,7 +977,7 @@ func (v *Verdict) oneRunFloor(r Run, k BenchKey, floors map[string]unitFloor, sp
 	xs := samplesOf(r, k, StatMedian, split)
 	n := len(xs)
 	own, hasOwn := cv(xs)
-	if hasOwn && oneProcess(k) {
+	if hasOwn && r.oneProcess(k) {
 		v.MinPct = math.Inf(1)
 		v.How = fmt.Sprintf("%d level-1 sleeps of one server process in the baseline run: the process sets their level, so their spread says nothing of the next process's", n)
 		v.Why = fmt.Sprintf("one baseline run holds one process's level-1 sleeps, one draw of its level: gated against %d or more baseline runs", FewMinRuns)
@@ -998,7 +1001,7 @@ func (v *Verdict) oneRunFloor(r Run, k BenchKey, floors map[string]unitFloor, sp
 		v.Unjudged, v.NeedRuns = UnjudgedFewRounds, 1
 		return
 	}
-	if openLoop(k) {
+	if r.openLoop(k) {
 		v.MinPct = math.Inf(1)
 		v.How = fmt.Sprintf("%d requests of one open-loop traffic run in the baseline run: one span of the machine, whose spread says nothing of run-to-run drift", n)
 		v.Why = "one baseline run holds one open-loop traffic run, one draw of its level: gated against 2 or more baseline runs (the runs rule judges the runs' medians)"
@@ -1024,9 +1027,8 @@ func (v *Verdict) oneRunFloor(r Run, k BenchKey, floors map[string]unitFloor, sp
 // floor of 2.2 %, the threshold the 10 % tolerance). Under a CPU hog the
 // same (docs/compare.md): a busy run's six agreed to 7 % while runs'
 // medians stood 14 to 19 ms apart.
-func openLoop(k BenchKey) bool {
-	base, _ := record.BenchKeys(k.Name)
-	return base == "Traffic"
+func (r Run) openLoop(k BenchKey) bool {
+	return r.Bench.Name(k.Name).Base == "Traffic"
 }
 
 // oneProcess reports whether k's samples in a run share a level that
@@ -1046,12 +1048,12 @@ func openLoop(k BenchKey) bool {
 // level-1 sleep (allocating the backup) is among the cycles' samples only
 // where nothing put the model to sleep before them (one model; with more,
 // pool.MakeRoom does first): the median reads past it.
-func oneProcess(k BenchKey) bool {
+func (r Run) oneProcess(k BenchKey) bool {
 	if k.Unit != unitSleep {
 		return false
 	}
-	base, keys := record.BenchKeys(k.Name)
-	return base == "Switch" || base == "Sleep" && keys["level"] == "1"
+	n := r.Bench.Name(k.Name)
+	return n.Base == "Switch" || n.Base == "Sleep" && n.Get("level") == "1"
 }
 
 // unitSleep is a sleep's sent → answered time (report.UnitSleep).

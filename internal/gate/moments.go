@@ -20,7 +20,7 @@ import (
 // metric's samples are each a moment of their own (cycles, handoffs,
 // open-loop arrivals; which one run still does not gate, openLoop).
 func moments(r Run, k BenchKey, split bool) int {
-	if perRequest(k) {
+	if r.perRequest(k) {
 		if n := laterRounds(r, k, split); n > 0 {
 			return n
 		}
@@ -35,7 +35,7 @@ func moments(r Run, k BenchKey, split bool) int {
 // waves cannot be told apart. The result may be r's own samples: read
 // it, never change it.
 func momentLevels(r Run, k BenchKey, split bool) []float64 {
-	if !perRequest(k) {
+	if !r.perRequest(k) {
 		return samplesOf(r, k, StatMedian, split)
 	}
 	if _, ok := firstWave(r, k); !ok || !split {

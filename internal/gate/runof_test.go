@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/perf/benchfmt"
 
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
@@ -16,7 +17,7 @@ import (
 // TestRunOfIsTheRunItsBenchTxtHolds: the gate judges a run's own samples
 // in memory (RunOf, BenchOf) exactly as it would judge the bench.txt they
 // are written to (ParseRun): the same values per benchmark and unit, the
-// same better directions, start and order. A value the file rounded, a
+// same better directions, names' fields, start and order. A value the file rounded, a
 // unit benchfmt tidied or a line the writer dropped would differ here.
 func TestRunOfIsTheRunItsBenchTxtHolds(t *testing.T) {
 	rec := record.New([]string{"A", "B"}, nil)
@@ -43,6 +44,7 @@ func TestRunOfIsTheRunItsBenchTxtHolds(t *testing.T) {
 
 	require.NotEmpty(t, fromFile.Bench.Values)
 	assert.Equal(t, fromFile.Bench.Values, inMemory.Bench.Values)
+	assert.Equal(t, fromFile.Bench.Names, inMemory.Bench.Names, "the names' fields the file's reader splits are those the run built")
 	assert.Equal(t, fromFile.Bench.Simulated, inMemory.Bench.Simulated)
 	for k := range fromFile.Bench.Values {
 		assert.Equal(t, fromFile.Bench.Meta.GetBetter(k.Unit), inMemory.Bench.Meta.GetBetter(k.Unit), k.Unit)
@@ -52,4 +54,14 @@ func TestRunOfIsTheRunItsBenchTxtHolds(t *testing.T) {
 
 	_, err = RunOf(BenchOf(report.BenchUnits(), nil), "this run", raw.Started)
 	assert.ErrorContains(t, err, "this run: no benchmark results")
+}
+
+// TestFileNameDropsGoTestsSuffix: a name of go test -bench output ends in
+// its -GOMAXPROCS suffix, which FileName drops before it splits the name:
+// level=1-16 is level 1, as bench.txt writes it.
+func TestFileNameDropsGoTestsSuffix(t *testing.T) {
+	n := FileName(benchfmt.Name("Sleep/model=A/level=1-16"))
+	assert.Equal(t, record.NewBenchName("Sleep", "model", "A", "level", "1"), n)
+	assert.Equal(t, "Memory", FileName(benchfmt.Name("Memory/device-2")).Base)
+	assert.Equal(t, "device", FileName(benchfmt.Name("Memory/device-2")).Keys[0].Value)
 }

@@ -153,8 +153,7 @@ func startedLine(line string) (t time.Time, ok bool, err error) {
 func CheckRun(r Run) error {
 	var names []string
 	for k := range r.Bench.Values {
-		first, _, _ := strings.Cut(k.Name, "/")
-		if slices.Contains(Benchmarks, first) {
+		if slices.Contains(Benchmarks, r.Bench.Name(k.Name).Base) {
 			return nil
 		}
 		names = append(names, "Benchmark"+k.Name)

@@ -4,9 +4,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 
-	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/stats"
 )
 
@@ -46,10 +44,10 @@ const StatFirstWave = "first-wave"
 // every run for the same count too); one sample a round is go test
 // -bench's output (a round's median a line).
 func firstWave(r Run, k BenchKey) (int, bool) {
-	if !perRequest(k) {
+	if !r.perRequest(k) {
 		return 0, false
 	}
-	c := concOf(k.Name)
+	c := r.concOf(k)
 	n := len(r.Bench.Values[k])
 	rounds := len(r.Bench.Values[BenchKey{Name: k.Name, Unit: unitRoundTPS}])
 	if c < 1 || rounds < 1 || n%rounds != 0 || n/rounds < max(2, c) || n <= c {
@@ -60,14 +58,13 @@ func firstWave(r Run, k BenchKey) (int, bool) {
 
 // perRequest reports whether k is one of a serving phase's per-request
 // metrics (not its per-round tok/s).
-func perRequest(k BenchKey) bool {
-	return strings.HasPrefix(k.Name, "Serve/") && k.Unit != unitRoundTPS
+func (r Run) perRequest(k BenchKey) bool {
+	return r.Bench.Name(k.Name).Base == "Serve" && k.Unit != unitRoundTPS
 }
 
-// concOf is the N of a benchmark name's conc=N key, or 0.
-func concOf(name string) int {
-	_, keys := record.BenchKeys(name)
-	if n, err := strconv.Atoi(keys["conc"]); err == nil && n > 0 {
+// concOf is the N of k's conc=N key, or 0.
+func (r Run) concOf(k BenchKey) int {
+	if n, err := strconv.Atoi(r.Bench.Name(k.Name).Get("conc")); err == nil && n > 0 {
 		return n
 	}
 	return 0

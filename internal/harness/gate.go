@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/perf/benchfmt"
-
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
@@ -59,7 +57,7 @@ func (r *Run) judge(ctx context.Context, baseline string) ([]gate.Verdict, strin
 	base := loaded.Runs
 	// This run's samples as bench.txt holds them, judged without writing
 	// and parsing the file back (read in place: no copy of the record).
-	var results []*benchfmt.Result
+	var results []report.BenchLine
 	var started time.Time
 	var sim *record.Simulated
 	r.rec.Read(func(raw *record.Raw) {

@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"golang.org/x/perf/benchfmt"
-
 	"github.com/wakebench/wakebench/internal/cireport"
 	"github.com/wakebench/wakebench/internal/config"
 	"github.com/wakebench/wakebench/internal/htmlreport"
@@ -78,7 +76,7 @@ func claim(cfg config.Config) error {
 // that cannot be written is in the error (the run's exit and its last
 // lines say so), not in the others. md is summary.md as written ("" when
 // it could not be).
-func writeReport(dir string, raw record.Raw, timeline []byte, results []*benchfmt.Result) (rep report.Report, md string, err error) {
+func writeReport(dir string, raw record.Raw, timeline []byte, results []report.BenchLine) (rep report.Report, md string, err error) {
 	rep = report.Build(raw)
 	doc := report.Summary(rep)                                        // built once: summary.md and the page render it
 	summary := report.FitSummary(doc.Markdown(), report.SummaryLimit) // the page shows it whole

@@ -17,8 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/perf/benchfmt"
-
 	"github.com/wakebench/wakebench/internal/gate"
 	"github.com/wakebench/wakebench/internal/record"
 	"github.com/wakebench/wakebench/internal/report"
@@ -30,8 +28,9 @@ type Run struct {
 	// Timeline is timeline.svg as written; nil when there is none (no GPU
 	// sample).
 	Timeline []byte
-	// Samples are bench.txt's results: every sample, drawn as points.
-	Samples []*benchfmt.Result
+	// Samples are bench.txt's result lines (report.BenchResults): every
+	// sample, drawn as points, a row per name after its base.
+	Samples []report.BenchLine
 	// Summary is the report's summary (report.Summary), as the run built
 	// it for summary.md: the page renders it, never builds another.
 	Summary report.Doc
@@ -224,16 +223,15 @@ type group struct {
 // distributions draws every benchmark × unit of samples as a strip plot,
 // a row per sub-benchmark (model=A/level=1), with a table of each row's
 // summary under it.
-func distributions(samples []*benchfmt.Result, simulated bool) (template.HTML, error) {
+func distributions(samples []report.BenchLine, simulated bool) (template.HTML, error) {
 	var groups []*group
 	byKey := map[string]*group{}
 	for _, r := range samples {
-		base := string(r.Name.Base())
-		sub := strings.TrimPrefix(strings.TrimPrefix(string(r.Name.Full()), base), "/")
+		base, sub := r.Name.Base, r.Name.Sub()
 		if sub == "" {
 			sub = base
 		}
-		for _, val := range r.Values {
+		for _, val := range r.Result.Values {
 			k := base + "\x00" + val.Unit
 			g := byKey[k]
 			if g == nil {

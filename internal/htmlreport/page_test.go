@@ -35,7 +35,7 @@ func testRun(t testing.TB) Run {
 	rd := benchfmt.NewReader(f, "bench.txt")
 	for rd.Scan() {
 		if res, ok := rd.Result().(*benchfmt.Result); ok {
-			r.Samples = append(r.Samples, res.Clone())
+			r.Samples = append(r.Samples, lines([]*benchfmt.Result{res.Clone()})...)
 		}
 	}
 	require.NoError(t, rd.Err())
@@ -84,7 +84,7 @@ func TestPageIsSelfContained(t *testing.T) {
 	// Every value of bench.txt is one circle in its group's strip plot.
 	values := 0
 	for _, s := range r.Samples {
-		values += len(s.Values)
+		values += len(s.Result.Values)
 	}
 	assert.Equal(t, values, points(page), "a point per sample")
 
@@ -165,12 +165,12 @@ func TestGateComparison(t *testing.T) {
 // TestNumbersAreTheReports: the distribution table's medians are package
 // stats' over bench.txt's values, by hand for one row.
 func TestNumbersAreTheReports(t *testing.T) {
-	r := Run{Report: report.Report{Status: "PASS"}, Samples: []*benchfmt.Result{
+	r := Run{Report: report.Report{Status: "PASS"}, Samples: lines([]*benchfmt.Result{
 		{Name: benchfmt.Name("Sleep/model=A/level=1"), Iters: 1, Values: []benchfmt.Value{{Value: 1, Unit: "sec/wake"}}},
 		{Name: benchfmt.Name("Sleep/model=A/level=1"), Iters: 1, Values: []benchfmt.Value{{Value: 3, Unit: "sec/wake"}}},
 		{Name: benchfmt.Name("Sleep/model=A/level=1"), Iters: 1, Values: []benchfmt.Value{{Value: 10, Unit: "sec/wake"}}},
 		{Name: benchfmt.Name("Sleep/model=A/level=1"), Iters: 1, Values: []benchfmt.Value{{Value: 4, Unit: "sec/wake"}}},
-	}}
+	})}
 	page := render(t, r)
 	// n 4, median (3+4)/2, p95 rank ceil(3.8) = 4th = 10, min 1, max 10.
 	assert.Contains(t, page, "<tr><td>model=A/level=1</td><td>sec/wake</td><td>4</td><td>3.5</td><td>10</td><td>1</td><td>10</td></tr>")
@@ -229,10 +229,10 @@ func TestIDsAreUnique(t *testing.T) {
 // said, not drawn, and the rest of the page is written.
 func TestNoNumberToDraw(t *testing.T) {
 	nan := math.NaN()
-	page := render(t, Run{Report: report.Report{Status: "PASS"}, Samples: []*benchfmt.Result{
+	page := render(t, Run{Report: report.Report{Status: "PASS"}, Samples: lines([]*benchfmt.Result{
 		{Name: benchfmt.Name("Energy/model=A"), Iters: 1, Values: []benchfmt.Value{{Value: nan, Unit: "J/wake"}}},
 		{Name: benchfmt.Name("Sleep/model=A/level=1"), Iters: 1, Values: []benchfmt.Value{{Value: 2, Unit: "sec/wake"}}},
-	}})
+	})})
 	assert.Contains(t, page, "Energy · J/wake: no sample is a number (1 samples), nothing to draw.")
 	assert.Equal(t, 1, points(page))
 }
@@ -256,4 +256,14 @@ func TestGateMissingAndSimulated(t *testing.T) {
 	summary = summary[:strings.Index(summary, "</section>")]
 	assert.NotContains(t, summary, "Regression gate")
 	assert.Contains(t, summary, "<p>GPU memory: peak", "what summary.md writes after the gate stays")
+}
+
+// lines are results read from a file as the page's lines: each name
+// split where it is read.
+func lines(rs []*benchfmt.Result) []report.BenchLine {
+	out := make([]report.BenchLine, len(rs))
+	for i, r := range rs {
+		out[i] = report.BenchLine{Name: record.ParseBenchName(string(r.Name)), Result: r}
+	}
+	return out
 }

@@ -156,22 +156,21 @@ func elsewhere() []Phase {
 // window (the device's peak, a model's level-1 releases, which
 // sleep-level1, after-wake, the switch and the soak take, the host lines)
 // or of a per-model family without its model= key.
-func WindowOf(name string) (model, phase string, ok bool) {
+func WindowOf(name record.BenchName) (model, phase string, ok bool) {
 	f, phase, ok := FamilyOf(name)
 	if !ok || !f.PerModel {
 		return "", phase, ok
 	}
-	_, keys := record.BenchKeys(name)
-	return keys["model"], phase, keys["model"] != ""
+	model = name.Get("model")
+	return model, phase, model != ""
 }
 
 // FamilyOf is the family a bench.txt benchmark is of and the phase that
 // declares it (List's, or one run by a test of its own); ok is false for
 // a benchmark no phase declares.
-func FamilyOf(name string) (f Family, phase string, ok bool) {
-	base, keys := record.BenchKeys(name)
+func FamilyOf(name record.BenchName) (f Family, phase string, ok bool) {
 	for _, o := range owned() {
-		if o.Base == base && (o.Key == "" || keys[o.Key] == o.Value) {
+		if o.Base == name.Base && (o.Key == "" || name.Get(o.Key) == o.Value) {
 			return o.Family, o.phase, true
 		}
 	}
@@ -181,13 +180,12 @@ func FamilyOf(name string) (f Family, phase string, ok bool) {
 // LineFamily is the family of any bench.txt line: a phase's (FamilyOf,
 // with the phase) or one of no phase's window (Unwindowed, phase ""); ok
 // is false for a line of neither.
-func LineFamily(name string) (f Family, phase string, ok bool) {
+func LineFamily(name record.BenchName) (f Family, phase string, ok bool) {
 	if f, phase, ok = FamilyOf(name); ok {
 		return f, phase, true
 	}
-	base, _ := record.BenchKeys(name)
 	for _, u := range Unwindowed() {
-		if u.Base == base {
+		if u.Base == name.Base {
 			return u, "", true
 		}
 	}

@@ -40,9 +40,9 @@ func TestWindowOfByHand(t *testing.T) {
 		"PodSwitch/dir=A→B":                        {"", "kubernetes", true},
 		"Memory/model=A":                           {"", "", false}, // level-1 releases: sleep-level1's, after-wake's and switch's
 		"Memory/device":                            {"", "", false},
-		record.HostWindowBench + "A-sleep-level1":  {"", "", false},
+		"Host/window=A-sleep-level1":               {"", "", false},
 	} {
-		model, phase, ok := WindowOf(name)
+		model, phase, ok := WindowOf(record.ParseBenchName(name))
 		assert.Equal(t, want.ok, ok, name)
 		if want.ok {
 			assert.Equal(t, want.model, model, name)
@@ -165,15 +165,15 @@ func TestLineFamily(t *testing.T) {
 		id, phase string
 		ok        bool
 	}{
-		"Sleep/model=A/level=1":                   {"Sleep/level=1", "sleep-level1", true},
-		"PodSwitch/dir=A→B":                       {"PodSwitch", "kubernetes", true},
-		"Memory/model=A":                          {"Memory", "", true},
-		"Memory/device":                           {"Memory", "", true},
-		record.HostWindowBench + "A-sleep-level1": {record.HostBench, "", true},
-		"Serve/model=A/stage=no-such/conc=4":      {"", "", false},
-		"Nope/model=A":                            {"", "", false},
+		"Sleep/model=A/level=1":              {"Sleep/level=1", "sleep-level1", true},
+		"PodSwitch/dir=A→B":                  {"PodSwitch", "kubernetes", true},
+		"Memory/model=A":                     {"Memory", "", true},
+		"Memory/device":                      {"Memory", "", true},
+		"Host/window=A-sleep-level1":         {record.HostBench, "", true},
+		"Serve/model=A/stage=no-such/conc=4": {"", "", false},
+		"Nope/model=A":                       {"", "", false},
 	} {
-		f, phase, ok := LineFamily(name)
+		f, phase, ok := LineFamily(record.ParseBenchName(name))
 		assert.Equal(t, want.ok, ok, name)
 		if want.ok {
 			assert.Equal(t, want.id, f.ID(), name)

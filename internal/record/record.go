@@ -622,25 +622,85 @@ const BenchStartedPrefix = "# wakebench run started "
 // BenchmarkHost/window=<window> with its two units, no better= (shown,
 // never gated).
 const (
-	HostBench       = "Host"
-	HostWindowBench = HostBench + "/window="
-	UnitOthersCPU   = "%-others-cpu"
-	UnitWaitPerRun  = "wait/run"
+	HostBench      = "Host"
+	HostWindowKey  = "window"
+	UnitOthersCPU  = "%-others-cpu"
+	UnitWaitPerRun = "wait/run"
 )
 
-// BenchKeys splits a bench.txt benchmark name (without "Benchmark") into
-// its base and its sub-name keys: "Serve/model=A/stage=baseline/conc=4" is
-// "Serve" with model A, stage baseline and conc 4. A baseline's bench.txt
-// is read back this way (package gate), as benchstat reads its -col /key.
-func BenchKeys(name string) (base string, keys map[string]string) {
-	parts := strings.Split(name, "/")
-	keys = map[string]string{}
-	for _, p := range parts[1:] {
-		if k, v, ok := strings.Cut(p, "="); ok {
-			keys[k] = v
+// HostWindowName is the bench.txt name of window w's load line.
+func HostWindowName(w string) BenchName { return NewBenchName(HostBench, HostWindowKey, w) }
+
+// BenchName is a bench.txt benchmark's name (without "Benchmark") as
+// fields: its base and its sub-name keys in order.
+// "Serve/model=A/stage=baseline/conc=4" is base Serve with the keys model
+// A, stage baseline and conc 4. A run's own result lines carry it as built
+// (package report), so the regression gate and the page read its keys as
+// fields; a name read from a file (a baseline's bench.txt) is split into
+// it once, where the file is read (ParseBenchName), as benchstat reads
+// its -col /key.
+type BenchName struct {
+	Base string
+	Keys []NameKey
+}
+
+// NameKey is one key=value of a BenchName; a part without "=" (the
+// "device" of Memory/device) is a Value with no Key.
+type NameKey struct{ Key, Value string }
+
+// NewBenchName is base with the keys kv, given as key, value pairs.
+func NewBenchName(base string, kv ...string) BenchName {
+	n := BenchName{Base: base}
+	for i := 0; i+1 < len(kv); i += 2 {
+		n.Keys = append(n.Keys, NameKey{kv[i], kv[i+1]})
+	}
+	return n
+}
+
+// String is the name as bench.txt writes it.
+func (n BenchName) String() string {
+	var b strings.Builder
+	b.WriteString(n.Base)
+	for _, k := range n.Keys {
+		b.WriteByte('/')
+		if k.Key != "" {
+			b.WriteString(k.Key + "=")
+		}
+		b.WriteString(k.Value)
+	}
+	return b.String()
+}
+
+// Sub is the name after its base ("model=A/level=1"), "" without keys.
+func (n BenchName) Sub() string {
+	return strings.TrimPrefix(strings.TrimPrefix(n.String(), n.Base), "/")
+}
+
+// Get is key's value, "" where the name has no such key.
+func (n BenchName) Get(key string) string {
+	for _, k := range n.Keys {
+		if k.Key == key && key != "" {
+			return k.Value
 		}
 	}
-	return parts[0], keys
+	return ""
+}
+
+// ParseBenchName splits a name as a bench file writes it into its
+// fields: the base up to the first "/", then each "/key=value" (or a part
+// without "="), so that its String is s again. Only a name read from a
+// file is parsed: a run's own lines carry their fields.
+func ParseBenchName(s string) BenchName {
+	parts := strings.Split(s, "/")
+	n := BenchName{Base: parts[0]}
+	for _, p := range parts[1:] {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			k, v = "", p
+		}
+		n.Keys = append(n.Keys, NameKey{k, v})
+	}
+	return n
 }
 
 // Gate is the regression gate's judgement of a run against its baseline

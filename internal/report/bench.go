@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -124,8 +125,8 @@ func WriteBench(w io.Writer, raw record.Raw) error {
 
 // WriteBenchResults writes bench.txt from a run's result lines
 // (BenchResults, built once by the caller that also hands them to
-// report.html), the run's start first.
-func WriteBenchResults(w io.Writer, started time.Time, results []*benchfmt.Result) error {
+// report.html and the regression gate), the run's start first.
+func WriteBenchResults(w io.Writer, started time.Time, results []BenchLine) error {
 	bw := benchfmt.NewWriter(w)
 	if !started.IsZero() {
 		// The gate orders a history of runs by this line. Not a config
@@ -139,24 +140,31 @@ func WriteBenchResults(w io.Writer, started time.Time, results []*benchfmt.Resul
 		return err
 	}
 	for _, r := range results {
-		if err := bw.Write(r); err != nil {
+		if err := bw.Write(r.Result); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// BenchLine is one bench.txt result line of a run: its name as fields
+// and the result benchfmt writes (its Name that name's String).
+type BenchLine struct {
+	Name   record.BenchName
+	Result *benchfmt.Result
+}
+
 // BenchResults are raw's bench.txt result lines, in order, with their
-// config: what the regression gate judges of this run without reading
-// back the file.
-func BenchResults(raw record.Raw) []*benchfmt.Result {
+// config: what the regression gate judges of this run and report.html
+// draws, each with its name's fields, without reading back the file.
+func BenchResults(raw record.Raw) []BenchLine {
 	cfg := benchConfig(raw)
-	var out []*benchfmt.Result
-	line := func(name string, vals ...benchfmt.Value) {
+	var out []BenchLine
+	line := func(name record.BenchName, vals ...benchfmt.Value) {
 		if len(vals) == 0 {
 			return
 		}
-		out = append(out, &benchfmt.Result{Config: cfg, Name: benchfmt.Name(name), Iters: 1, Values: vals})
+		out = append(out, BenchLine{name, &benchfmt.Result{Config: cfg, Name: benchfmt.Name(name.String()), Iters: 1, Values: vals}})
 	}
 	for _, l := range raw.Labels {
 		modelBench(raw, l, line)
@@ -169,16 +177,16 @@ func BenchResults(raw record.Raw) []*benchfmt.Result {
 		if !math.IsNaN(h.EnergyJ) { // absent without a counter
 			vals = append(vals, val(h.EnergyJ, UnitSwitchJ))
 		}
-		line("Switch/dir="+record.DirectionKey(h.From, h.To), vals...)
+		line(record.NewBenchName("Switch", "dir", record.DirectionKey(h.From, h.To)), vals...)
 	}
 	trafficBench(raw.Traffic, line)
 	kubernetesBench(raw.Kubernetes, line)
 	if peak := record.Summary(raw.DeviceUsedGiB); peak.N > 0 {
-		line("Memory/device", val(peak.Max, UnitPeak))
+		line(record.BenchName{Base: "Memory", Keys: []record.NameKey{{Value: "device"}}}, val(peak.Max, UnitPeak))
 	}
 	for _, w := range slices.Sorted(maps.Keys(raw.Windows)) {
 		if h := raw.Windows[w].Host; h != nil {
-			line(record.HostWindowBench+w, val(h.OthersCPUPct, UnitOthersCPU), val(h.WaitPerRun, UnitWaitPerRun))
+			line(record.HostWindowName(w), val(h.OthersCPUPct, UnitOthersCPU), val(h.WaitPerRun, UnitWaitPerRun))
 		}
 	}
 	return out
@@ -205,13 +213,13 @@ func benchConfig(raw record.Raw) []benchfmt.Config {
 
 // modelBench writes model l's result lines: restarts, sleep cycles,
 // serving rounds and requests, level-1 releases.
-func modelBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) {
+func modelBench(raw record.Raw, l string, line func(record.BenchName, ...benchfmt.Value)) {
 	for _, rs := range raw.Restarts[l] {
 		kind := "initial"
 		if rs.Warm {
 			kind = "warm"
 		}
-		line("Restart/model="+l+"/kind="+kind, val(rs.ReadyS, UnitReady), val(rs.FirstTokenS, UnitFirstToken))
+		line(record.NewBenchName("Restart", "model", l, "kind", kind), val(rs.ReadyS, UnitReady), val(rs.FirstTokenS, UnitFirstToken))
 	}
 	for _, c := range raw.Cycles[l] {
 		if !c.OK {
@@ -234,10 +242,10 @@ func modelBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) 
 				}
 			}
 		}
-		line("Sleep/model="+l+"/level="+record.LevelKey(c.Level), vals...)
+		line(record.NewBenchName("Sleep", "model", l, "level", record.LevelKey(c.Level)), vals...)
 	}
 	for _, p := range raw.Perf[l] {
-		name := fmt.Sprintf("Serve/model=%s/stage=%s/conc=%d", l, p.Stage, p.Concurrency)
+		name := record.NewBenchName("Serve", "model", l, "stage", p.Stage, "conc", strconv.Itoa(p.Concurrency))
 		for _, tps := range p.RoundTPS {
 			line(name, val(tps, UnitTPS))
 		}
@@ -253,14 +261,14 @@ func modelBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) 
 		}
 	}
 	for _, pct := range raw.Release[l] {
-		line("Memory/model="+l, val(pct, UnitRelease))
+		line(record.NewBenchName("Memory", "model", l), val(pct, UnitRelease))
 	}
 
 	costBench(raw, l, line)
 }
 
 // trafficBench writes a line per counted, successful traffic request.
-func trafficBench(t *record.Traffic, line func(string, ...benchfmt.Value)) {
+func trafficBench(t *record.Traffic, line func(record.BenchName, ...benchfmt.Value)) {
 	if t == nil {
 		return
 	}
@@ -276,14 +284,14 @@ func trafficBench(t *record.Traffic, line func(string, ...benchfmt.Value)) {
 		if r.HasTPOT {
 			vals = append(vals, val(r.TPOTS, UnitTPOT))
 		}
-		line("Traffic/model="+r.Model+"/run="+r.Run+"/found="+found, vals...)
+		line(record.NewBenchName("Traffic", "model", r.Model, "run", r.Run, "found", found), vals...)
 	}
 	for _, run := range []struct {
 		name string
 		j    float64
 	}{{record.RunShared, t.SharedJ}, {record.RunIdeal, t.IdealJ}} {
 		if !math.IsNaN(run.j) { // absent without a counter (or an ideal run)
-			line("TrafficEnergy/run="+run.name, val(run.j, UnitJ))
+			line(record.NewBenchName("TrafficEnergy", "run", run.name), val(run.j, UnitJ))
 		}
 	}
 }

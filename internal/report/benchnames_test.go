@@ -28,7 +28,7 @@ func TestEveryGatedUnitHasADirection(t *testing.T) {
 	written := map[string]bool{}
 	for _, raw := range everyKindOfLine() {
 		for _, r := range BenchResults(raw) {
-			for _, v := range r.Values {
+			for _, v := range r.Result.Values {
 				written[v.Unit] = true
 			}
 		}
@@ -66,4 +66,22 @@ func everyKindOfLine() []record.Raw {
 	k8s := sampleRaw()
 	k8s.Kubernetes = sampleKubernetes()
 	return []record.Raw{cycles, k8s, traffic}
+}
+
+// TestBenchNamesSurviveTheFile: every line's name as bench.txt writes it
+// is split back by a file's reader into the fields the run built it from (record.ParseBenchName), the device's peak (a part without a
+// key) and the host windows included; so the gate reads a baseline's
+// names as the run that wrote them built them.
+func TestBenchNamesSurviveTheFile(t *testing.T) {
+	bases := map[string]bool{}
+	for _, raw := range everyKindOfLine() {
+		for _, l := range BenchResults(raw) {
+			bases[l.Name.Base] = true
+			assert.Equal(t, l.Name, record.ParseBenchName(string(l.Result.Name)), "%s: split back", l.Result.Name)
+			assert.NotEmpty(t, l.Name.Keys, "%s: a name with no key", l.Result.Name)
+		}
+	}
+	for _, b := range []string{"Memory", record.HostBench, "Sleep", "Serve", "PodSwitch", "Traffic"} {
+		assert.True(t, bases[b], "the records write %s lines (so the check above covers them)", b)
+	}
 }

@@ -149,7 +149,7 @@ func orEmpty(xs []string) []string {
 // costBench writes model l's state-cost lines: per state its W, host GiB
 // and their locked part, per transition its joules (figures not measured
 // left out).
-func costBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) {
+func costBench(raw record.Raw, l string, line func(record.BenchName, ...benchfmt.Value)) {
 	c, ok := raw.Cost[l]
 	if !ok {
 		return
@@ -165,7 +165,7 @@ func costBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) {
 		if !math.IsNaN(s.LockedGiB) {
 			vals = append(vals, val(s.LockedGiB, UnitHostLockedGiB))
 		}
-		line("Cost/model="+l+"/state="+s.State, vals...)
+		line(record.NewBenchName("Cost", "model", l, "state", s.State), vals...)
 	}
 	for _, t := range c.Transitions {
 		if math.IsNaN(t.J) {
@@ -178,7 +178,7 @@ func costBench(raw record.Raw, l string, line func(string, ...benchfmt.Value)) {
 		case t.Op == record.OpStart:
 			unit = UnitStartJ
 		}
-		line("Energy/model="+l+"/op="+t.Op, val(t.J, unit))
+		line(record.NewBenchName("Energy", "model", l, "op", t.Op), val(t.J, unit))
 	}
 }
 

@@ -76,11 +76,11 @@ func TestLinesAreOfTheirFamilies(t *testing.T) {
 	seen := map[string]bool{}
 	for _, raw := range report.EveryKindOfLine() {
 		for _, r := range report.BenchResults(raw) {
-			f, _, ok := phases.LineFamily(r.Name.String())
+			f, _, ok := phases.LineFamily(r.Name)
 			if !assert.True(t, ok, "%s: of no family", r.Name) {
 				continue
 			}
-			for _, v := range r.Values {
+			for _, v := range r.Result.Values {
 				seen[f.ID()+" "+v.Unit] = true
 				assert.True(t, f.Has(v.Unit), "%s: %s, which its family %s does not declare", r.Name, v.Unit, f.ID())
 			}

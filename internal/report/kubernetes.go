@@ -299,7 +299,7 @@ func writeKubernetes(dc *Doc, rep Report, labels []string) {
 
 // kubernetesBench is the phase's benchfmt results: one line per Pod start,
 // in-Pod restart and handoff across Pods (an absent milestone, −1, is left out).
-func kubernetesBench(k *record.Kubernetes, line func(name string, vals ...benchfmt.Value)) {
+func kubernetesBench(k *record.Kubernetes, line func(name record.BenchName, vals ...benchfmt.Value)) {
 	if k == nil {
 		return
 	}
@@ -313,13 +313,13 @@ func kubernetesBench(k *record.Kubernetes, line func(name string, vals ...benchf
 		return out
 	}
 	for _, s := range k.Starts {
-		line("PodStart/model="+s.Model+"/kind="+s.Kind, vals(s.FirstTokenS, UnitFirstToken, s.ScheduledS, UnitScheduled, s.RoutableS, UnitRoutable)...)
+		line(record.NewBenchName("PodStart", "model", s.Model, "kind", s.Kind), vals(s.FirstTokenS, UnitFirstToken, s.ScheduledS, UnitScheduled, s.RoutableS, UnitRoutable)...)
 	}
 	for _, r := range k.Restarts {
-		line("PodRestart/model="+r.Model, vals(r.HealthS, UnitReady, r.FirstTokenS, UnitFirstToken)...)
+		line(record.NewBenchName("PodRestart", "model", r.Model), vals(r.HealthS, UnitReady, r.FirstTokenS, UnitFirstToken)...)
 	}
 	for _, h := range k.Handoffs {
-		line("PodSwitch/dir="+record.DirectionKey(h.From, h.To), vals(h.SleepS, UnitSleep, h.WakeS, UnitWake, h.FirstTokenS, UnitFirstToken, h.RoutableS, UnitRoutable)...)
+		line(record.NewBenchName("PodSwitch", "dir", record.DirectionKey(h.From, h.To)), vals(h.SleepS, UnitSleep, h.WakeS, UnitWake, h.FirstTokenS, UnitFirstToken, h.RoutableS, UnitRoutable)...)
 	}
 }
 

@@ -167,6 +167,7 @@ func readBench(path, variant string) (gate.Bench, []*benchfmt.UnitMetadata, []*b
 	}
 	var units []*benchfmt.UnitMetadata
 	var results []*benchfmt.Result
+	var lines []report.BenchLine // results with their names' fields, for the comparison
 	var errs []error
 	rd := benchfmt.NewReader(bytes.NewReader(data), path)
 	for rd.Scan() {
@@ -180,11 +181,14 @@ func readBench(path, variant string) (gate.Bench, []*benchfmt.UnitMetadata, []*b
 			// A new Result, not an edited one: a Result indexes its config.
 			res := rec.Clone()
 			cfg := append([]benchfmt.Config{{Key: "variant", Value: []byte(variant), File: true}}, res.Config...)
-			results = append(results, &benchfmt.Result{Config: cfg, Name: res.Name, Iters: res.Iters, Values: res.Values})
+			r := &benchfmt.Result{Config: cfg, Name: res.Name, Iters: res.Iters, Values: res.Values}
+			results = append(results, r)
+			// The file's names, split once where it is read, as the gate reads a baseline's.
+			lines = append(lines, report.BenchLine{Name: gate.FileName(res.Name), Result: r})
 		}
 	}
 	// What the comparison judges is built from the same records, read once.
-	return gate.BenchOf(units, results), units, results, errors.Join(append(errs, rd.Err())...)
+	return gate.BenchOf(units, lines), units, results, errors.Join(append(errs, rd.Err())...)
 }
 
 // WriteBench writes the merged bench.txt: the units' metadata once, then
