@@ -590,7 +590,8 @@ func newRunsCase(ctx context.Context, i int, runs []Run, cur Run, k BenchKey, al
 	// A serving metric's first wave is one event a run too, and a level-1
 	// sleep's level one draw of its process (oneProcess): five runs that
 	// drew one level cannot see the other.
-	few := len(samplesOf(cur, k, st, split)) < OneRunMinSamples || st != StatMedian || cur.oneProcess(k)
+	one := cur.oneProcess(k)
+	few := len(samplesOf(cur, k, st, split)) < OneRunMinSamples || st != StatMedian || one
 	meds := make([]float64, len(runs))
 	for j, r := range runs {
 		few = few || len(samplesOf(r, k, st, split)) < OneRunMinSamples
@@ -601,7 +602,7 @@ func newRunsCase(ctx context.Context, i int, runs []Run, cur Run, k BenchKey, al
 	for j, m := range meds {
 		ys[j] = lg.to(m)
 	}
-	c := runsCase{i: i, few: few, waves: split, all: ys, y: lg.to(y), lg: lg, runs: runs, meds: meds, key: k, median: st == StatMedian, oneProcess: cur.oneProcess(k),
+	c := runsCase{i: i, few: few, waves: split, all: ys, y: lg.to(y), lg: lg, runs: runs, meds: meds, key: k, median: st == StatMedian, oneProcess: one,
 		group: priorKey(cur.Bench.Name(k.Name).Base, k.Unit)}
 	if len(meds) >= HistoryMinRuns {
 		splits, err := EDivisive(ctx, ys, alpha, 1)

@@ -125,7 +125,7 @@ func WriteBench(w io.Writer, raw record.Raw) error {
 
 // WriteBenchResults writes bench.txt from a run's result lines
 // (BenchResults, built once by the caller that also hands them to
-// report.html and the regression gate), the run's start first.
+// report.html), the run's start first.
 func WriteBenchResults(w io.Writer, started time.Time, results []BenchLine) error {
 	bw := benchfmt.NewWriter(w)
 	if !started.IsZero() {
